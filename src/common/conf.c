@@ -1,0 +1,378 @@
+/*
+ * conf.c - the one config reader (see conf.h for the keys).
+ *
+ * Keys map to struct fields through a table, so the reader, the defaults and
+ * docs/CONFIG.md can be checked against each other by eye.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+
+#define MiB (1024ULL * 1024ULL)
+
+void nb_conf_defaults(struct nb_conf *c)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->instance, sizeof(c->instance), "default");
+    snprintf(c->listen, sizeof(c->listen), "/run/nanobox/fcgi.sock");
+    snprintf(c->socket_group, sizeof(c->socket_group), "www-data");
+    c->socket_mode = 0660;
+    snprintf(c->state_file, sizeof(c->state_file), "/var/lib/nanobox/state");
+    snprintf(c->docker_socket, sizeof(c->docker_socket), "/var/run/docker.sock");
+    snprintf(c->log_level, sizeof(c->log_level), "info");
+
+    c->workers_min = 4;
+    c->workers_max = 32;
+    c->workers_spare = 2;
+    c->worker_idle_timeout = 30;
+    c->shutdown_timeout = 330;
+
+    c->max_sandboxes = 256;
+
+    snprintf(c->images[0], sizeof(c->images[0]), "nanobox:latest");
+    c->n_images = 1;
+    c->memory = 256 * MiB;
+    c->nano_cpus = 500000000ULL;
+    c->pids = 128;
+    c->tmp_size = 64 * MiB;
+    c->workspace_size = 256 * MiB;
+    snprintf(c->workspace, sizeof(c->workspace), "/workspace");
+    snprintf(c->sandbox_user, sizeof(c->sandbox_user), "1000:1000");
+    c->allow_bridge = 0;
+    c->default_ttl = 1800;
+    c->max_ttl = 86400;
+
+    c->exec_timeout = 30;
+    c->exec_timeout_max = 300;
+    c->max_output = 1 * MiB;
+
+    c->max_body = 1 * MiB;
+    c->max_json_depth = 32;
+    c->max_command = 64 * 1024;
+    c->max_env = 64;
+    c->max_env_bytes = 4096;
+    c->max_metadata = 16;
+    c->max_metadata_bytes = 1000;
+    c->docker_max_response = 4 * MiB;
+}
+
+int nb_parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+    uint64_t mult = 1;
+
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno == ERANGE)
+        return -1;
+    switch (tolower((unsigned char)*end)) {
+    case 'k': mult = 1024ULL; end++; break;
+    case 'm': mult = MiB; end++; break;
+    case 'g': mult = 1024ULL * MiB; end++; break;
+    default: break;
+    }
+    if (*end == 'b' || *end == 'B')
+        end++;
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end != '\0')
+        return -1;
+    if (v > UINT64_MAX / mult)
+        return -1;
+    *out = v * mult;
+    return 0;
+}
+
+static int parse_uint(const char *s, unsigned long long max, unsigned long long *out, int base)
+{
+    char *end;
+    unsigned long long v;
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    v = strtoull(s, &end, base);
+    if (errno == ERANGE || *end != '\0' || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+    if (!strcmp(s, "yes") || !strcmp(s, "true") || !strcmp(s, "on") || !strcmp(s, "1"))
+        *out = 1;
+    else if (!strcmp(s, "no") || !strcmp(s, "false") || !strcmp(s, "off") || !strcmp(s, "0"))
+        *out = 0;
+    else
+        return -1;
+    return 0;
+}
+
+/* Parse "0.5" into nano-CPUs without floating point surprises. */
+static int parse_cpus(const char *s, uint64_t *out)
+{
+    uint64_t whole = 0, frac = 0, scale = 1000000000ULL;
+    const char *p = s;
+    if (!isdigit((unsigned char)*p) && *p != '.')
+        return -1;
+    while (isdigit((unsigned char)*p)) {
+        whole = whole * 10 + (uint64_t)(*p - '0');
+        if (whole > 1024)
+            return -1;
+        p++;
+    }
+    if (*p == '.') {
+        p++;
+        while (isdigit((unsigned char)*p)) {
+            if (scale > 1) {
+                scale /= 10;
+                frac += (uint64_t)(*p - '0') * scale;
+            }
+            p++;
+        }
+    }
+    if (*p != '\0')
+        return -1;
+    *out = whole * 1000000000ULL + frac;
+    return *out > 0 ? 0 : -1;
+}
+
+enum key_type { K_STR, K_UINT, K_SIZE, K_BOOL, K_MODE };
+
+struct key {
+    const char *name;
+    enum key_type type;
+    size_t off;
+    size_t size;          /* strings: buffer size; numbers: field size */
+    unsigned long long max;
+};
+
+#define F(field) offsetof(struct nb_conf, field), sizeof(((struct nb_conf *)0)->field)
+
+static const struct key keys[] = {
+    {"instance", K_STR, F(instance), 0},
+    {"listen", K_STR, F(listen), 0},
+    {"socket_group", K_STR, F(socket_group), 0},
+    {"socket_mode", K_MODE, F(socket_mode), 07777},
+    {"state_file", K_STR, F(state_file), 0},
+    {"docker_socket", K_STR, F(docker_socket), 0},
+    {"api_key", K_STR, F(api_key), 0},
+    {"log_level", K_STR, F(log_level), 0},
+    {"workers_min", K_UINT, F(workers_min), 1024},
+    {"workers_max", K_UINT, F(workers_max), 1024},
+    {"workers_spare", K_UINT, F(workers_spare), 1024},
+    {"worker_idle_timeout", K_UINT, F(worker_idle_timeout), 86400},
+    {"shutdown_timeout", K_UINT, F(shutdown_timeout), 86400},
+    {"max_sandboxes", K_UINT, F(max_sandboxes), 65536},
+    {"memory", K_SIZE, F(memory), 1ULL << 40},
+    {"pids", K_UINT, F(pids), 1 << 22},
+    {"tmp_size", K_SIZE, F(tmp_size), 1ULL << 40},
+    {"workspace_size", K_SIZE, F(workspace_size), 1ULL << 40},
+    {"workspace", K_STR, F(workspace), 0},
+    {"sandbox_user", K_STR, F(sandbox_user), 0},
+    {"allow_bridge", K_BOOL, F(allow_bridge), 0},
+    {"default_ttl", K_UINT, F(default_ttl), 10 * 365 * 86400ULL},
+    {"max_ttl", K_UINT, F(max_ttl), 10 * 365 * 86400ULL},
+    {"exec_timeout", K_UINT, F(exec_timeout), 86400},
+    {"exec_timeout_max", K_UINT, F(exec_timeout_max), 86400},
+    {"max_output", K_SIZE, F(max_output), 1ULL << 32},
+    {"max_body", K_SIZE, F(max_body), 1ULL << 32},
+    {"max_json_depth", K_UINT, F(max_json_depth), 1024},
+    {"max_command", K_SIZE, F(max_command), 1ULL << 24},
+    {"max_env", K_UINT, F(max_env), 4096},
+    {"max_env_bytes", K_SIZE, F(max_env_bytes), 1ULL << 20},
+    {"max_metadata", K_UINT, F(max_metadata), 1024},
+    {"max_metadata_bytes", K_SIZE, F(max_metadata_bytes), 1000},
+    {"docker_max_response", K_SIZE, F(docker_max_response), 1ULL << 32},
+};
+
+static void store_uint(void *field, size_t size, unsigned long long v)
+{
+    switch (size) {
+    case sizeof(uint64_t): *(uint64_t *)field = v; break;
+    case sizeof(uint32_t): *(uint32_t *)field = (uint32_t)v; break;
+    default: *(uint16_t *)field = (uint16_t)v; break;
+    }
+}
+
+int nb_conf_set(struct nb_conf *c, const char *key, const char *value, char *err, size_t errlen)
+{
+    if (!strcmp(key, "cpus")) {
+        if (parse_cpus(value, &c->nano_cpus) != 0) {
+            snprintf(err, errlen, "cpus: expected a positive decimal like 0.5, got \"%s\"", value);
+            return -1;
+        }
+        return 0;
+    }
+    if (!strcmp(key, "images")) {
+        char tmp[NB_CONF_MAX_IMAGES * 128], *save = NULL, *tok;
+        unsigned n = 0;
+        snprintf(tmp, sizeof(tmp), "%s", value);
+        for (tok = strtok_r(tmp, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+            if (n == NB_CONF_MAX_IMAGES || strlen(tok) >= sizeof(c->images[0])) {
+                snprintf(err, errlen, "images: at most %d names of under %zu bytes",
+                         NB_CONF_MAX_IMAGES, sizeof(c->images[0]));
+                return -1;
+            }
+            snprintf(c->images[n++], sizeof(c->images[0]), "%s", tok);
+        }
+        if (n == 0) {
+            snprintf(err, errlen, "images: the allow-list may not be empty");
+            return -1;
+        }
+        c->n_images = n;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const struct key *k = &keys[i];
+        void *field = (char *)c + k->off;
+        unsigned long long v;
+        uint64_t sz;
+        int b;
+        if (strcmp(key, k->name) != 0)
+            continue;
+        switch (k->type) {
+        case K_STR:
+            if (strlen(value) >= k->size) {
+                snprintf(err, errlen, "%s: longer than %zu bytes", key, k->size - 1);
+                return -1;
+            }
+            memcpy(field, value, strlen(value) + 1);
+            return 0;
+        case K_UINT:
+        case K_MODE:
+            if (parse_uint(value, k->max, &v, k->type == K_MODE ? 8 : 10) != 0) {
+                snprintf(err, errlen, "%s: expected %s up to %llu, got \"%s\"", key,
+                         k->type == K_MODE ? "an octal mode" : "a whole number", k->max, value);
+                return -1;
+            }
+            store_uint(field, k->size, v);
+            return 0;
+        case K_SIZE:
+            if (nb_parse_size(value, &sz) != 0 || sz > k->max) {
+                snprintf(err, errlen, "%s: expected a size like 256m (at most %llu bytes), got \"%s\"",
+                         key, k->max, value);
+                return -1;
+            }
+            store_uint(field, k->size, sz);
+            return 0;
+        case K_BOOL:
+            if (parse_bool(value, &b) != 0) {
+                snprintf(err, errlen, "%s: expected yes or no, got \"%s\"", key, value);
+                return -1;
+            }
+            *(int *)field = b;
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "unknown key \"%s\"", key);
+    return -1;
+}
+
+static char *trim(char *s)
+{
+    char *e;
+    while (isspace((unsigned char)*s))
+        s++;
+    e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+static int conf_check(struct nb_conf *c, char *err, size_t errlen)
+{
+    if (c->workers_min < 1 || c->workers_max < c->workers_min) {
+        snprintf(err, errlen, "workers_min must be >= 1 and <= workers_max");
+        return -1;
+    }
+    if (c->default_ttl < 1 || c->default_ttl > c->max_ttl) {
+        snprintf(err, errlen, "default_ttl must be between 1 and max_ttl");
+        return -1;
+    }
+    if (c->exec_timeout < 1 || c->exec_timeout > c->exec_timeout_max) {
+        snprintf(err, errlen, "exec_timeout must be between 1 and exec_timeout_max");
+        return -1;
+    }
+    if (c->max_sandboxes < 1) {
+        snprintf(err, errlen, "max_sandboxes must be >= 1");
+        return -1;
+    }
+    if (c->memory < 6 * MiB) {
+        snprintf(err, errlen, "memory must be at least 6m (Docker's minimum)");
+        return -1;
+    }
+    if (c->max_body < 1024 || c->max_json_depth < 2) {
+        snprintf(err, errlen, "max_body must be >= 1k and max_json_depth >= 2");
+        return -1;
+    }
+    return 0;
+}
+
+int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "re");
+    char line[1024], msg[256];
+    unsigned lineno = 0;
+    int rc = 0;
+
+    if (f == NULL) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char *eq, *key, *value, *hash;
+        lineno++;
+        if (strchr(line, '\n') == NULL && !feof(f)) {
+            snprintf(err, errlen, "%s:%u: line longer than %zu bytes", path, lineno, sizeof(line) - 2);
+            rc = -1;
+            break;
+        }
+        if ((hash = strchr(line, '#')) != NULL)
+            *hash = '\0';
+        key = trim(line);
+        if (*key == '\0')
+            continue;
+        eq = strchr(key, '=');
+        if (eq == NULL) {
+            snprintf(err, errlen, "%s:%u: expected \"key = value\"", path, lineno);
+            rc = -1;
+            break;
+        }
+        *eq = '\0';
+        value = trim(eq + 1);
+        key = trim(key);
+        if (nb_conf_set(c, key, value, msg, sizeof(msg)) != 0) {
+            snprintf(err, errlen, "%s:%u: %s", path, lineno, msg);
+            rc = -1;
+            break;
+        }
+    }
+    fclose(f);
+    if (rc == 0 && conf_check(c, msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s: %s", path, msg);
+        rc = -1;
+    }
+    return rc;
+}
+
+int nb_conf_image_allowed(const struct nb_conf *c, const char *image)
+{
+    for (unsigned i = 0; i < c->n_images; i++)
+        if (!strcmp(c->images[i], image))
+            return 1;
+    return 0;
+}

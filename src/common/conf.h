@@ -1,0 +1,88 @@
+/*
+ * conf.h - the operator's configuration: one struct, one reader.
+ *
+ * The file is "key = value" lines with '#' comments (see docs/CONFIG.md).
+ * Sizes accept k/m/g suffixes (powers of 1024); durations are seconds.
+ * Every cap on outside input is a field here with a documented default.
+ * The sandbox limits are both the default and the ceiling: a request may
+ * narrow them, never widen them.
+ */
+#ifndef NB_CONF_H
+#define NB_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NB_CONF_MAX_IMAGES 16
+#define NB_CONF_STR 256
+
+struct nb_conf {
+    /* identity and paths */
+    char instance[64];              /* label nanobox.instance: several services can share one dockerd */
+    char listen[NB_CONF_STR];       /* FastCGI unix socket path */
+    char socket_group[64];          /* group that may connect (nginx's user) */
+    unsigned socket_mode;           /* octal mode of the socket */
+    char state_file[NB_CONF_STR];   /* the mmap'd table */
+    char docker_socket[NB_CONF_STR];
+    char api_key[128];              /* empty: auth disabled (only for tests) */
+    char log_level[16];
+
+    /* worker pool, like php-fpm's pm = dynamic */
+    unsigned workers_min;           /* started at boot, never retired */
+    unsigned workers_max;           /* hard ceiling on concurrent requests */
+    unsigned workers_spare;         /* idle workers kept ready while below max */
+    unsigned worker_idle_timeout;   /* seconds an extra worker may stay idle */
+    unsigned shutdown_timeout;      /* seconds SIGTERM waits for in-flight requests */
+
+    /* table */
+    unsigned max_sandboxes;         /* slots in the state table */
+
+    /* sandbox defaults = ceilings */
+    char images[NB_CONF_MAX_IMAGES][128]; /* allow-list; [0] is the default */
+    unsigned n_images;
+    uint64_t memory;                /* bytes; MemorySwap is set equal */
+    uint64_t nano_cpus;             /* 1e9 = one CPU */
+    int64_t pids;
+    uint64_t tmp_size;              /* tmpfs /tmp */
+    uint64_t workspace_size;        /* tmpfs /workspace */
+    char workspace[128];            /* path of the workspace inside the sandbox */
+    char sandbox_user[64];          /* uid:gid commands run as */
+    int allow_bridge;               /* may a request ask for network "bridge"? */
+    unsigned default_ttl;
+    unsigned max_ttl;
+
+    /* exec */
+    unsigned exec_timeout;          /* default seconds */
+    unsigned exec_timeout_max;
+    size_t max_output;              /* bytes of stdout+stderr kept per exec */
+
+    /* request caps */
+    size_t max_body;                /* bytes of a JSON request body */
+    unsigned max_json_depth;
+    size_t max_command;             /* bytes of an exec command */
+    unsigned max_env;               /* entries in env maps */
+    size_t max_env_bytes;           /* bytes of one env name + value */
+    unsigned max_metadata;          /* entries in metadata */
+    size_t max_metadata_bytes;      /* bytes of metadata, serialized */
+    size_t docker_max_response;     /* bytes of one Docker API answer */
+};
+
+/* Fill with the built-in defaults (the values docs/CONFIG.md lists). */
+void nb_conf_defaults(struct nb_conf *c);
+
+/*
+ * Read path over the defaults already in c. On error returns -1 and puts a
+ * message naming the file, line and key in err.
+ */
+int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen);
+
+/* Apply one "key", "value" pair (also used for command-line overrides). */
+int nb_conf_set(struct nb_conf *c, const char *key, const char *value, char *err, size_t errlen);
+
+/* Parse "256m", "1g", "4096" into bytes. Returns -1 on junk or overflow. */
+int nb_parse_size(const char *s, uint64_t *out);
+
+/* Is image in the allow-list? */
+int nb_conf_image_allowed(const struct nb_conf *c, const char *image);
+
+#endif

@@ -1,0 +1,389 @@
+/*
+ * docker.c - see docker.h.
+ *
+ * Answers are buffered into a capped nb_buf and parsed with yajl; the exec
+ * stream alone is not buffered here but fed to the caller's demuxer as it
+ * arrives, so output caps and streaming are the caller's business.
+ */
+#include "config.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "docker.h"
+#include "json.h"
+#include "log.h"
+
+#define CONNECT_TIMEOUT_MS 2000L
+#define CALL_TIMEOUT_MS 60000L   /* container create/remove can be slow under load */
+
+struct sink {
+    struct nb_buf *buf;      /* buffered answer, or NULL */
+    struct nb_demux *dm;     /* or a demuxer for the exec stream */
+    int overflow;
+    int demux_failed;
+};
+
+static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    struct sink *s = userdata;
+    size_t n = size * nmemb;
+    if (s->dm != NULL) {
+        if (nb_demux_feed(s->dm, ptr, n) != 0) {
+            s->demux_failed = 1;
+            return 0; /* abort the transfer */
+        }
+        return n;
+    }
+    if (s->buf == NULL)
+        return n;
+    if (nb_buf_append(s->buf, ptr, n) != NB_OK) {
+        s->overflow = 1;
+        return 0;
+    }
+    return n;
+}
+
+int nb_docker_init(struct nb_docker *d, const char *socket_path, size_t max_response)
+{
+    memset(d, 0, sizeof(*d));
+    snprintf(d->socket, sizeof(d->socket), "%s", socket_path);
+    d->max_response = max_response;
+    d->curl = curl_easy_init();
+    return d->curl ? 0 : -1;
+}
+
+void nb_docker_cleanup(struct nb_docker *d)
+{
+    if (d->curl)
+        curl_easy_cleanup(d->curl);
+    d->curl = NULL;
+}
+
+static void derr_set(struct nb_derr *e, enum nb_derr_kind kind, long status, const char *msg)
+{
+    if (e == NULL)
+        return;
+    e->kind = kind;
+    e->status = status;
+    snprintf(e->msg, sizeof(e->msg), "%.*s", (int)sizeof(e->msg) - 1, msg);
+}
+
+/* Docker's error answers are {"message": "..."}: keep the message. */
+static void derr_from_answer(struct nb_derr *e, long status, const struct nb_buf *b)
+{
+    char err[64];
+    yajl_val v = NULL;
+    const char *path[] = {"message", NULL};
+    yajl_val m;
+    if (b->data && nb_json_parse(b->data, b->len, 16, &v, err, sizeof(err)) == 0 && v &&
+        (m = yajl_tree_get(v, path, yajl_t_string)) != NULL)
+        derr_set(e, NB_DERR_HTTP, status, nb_json_string(m));
+    else
+        derr_set(e, NB_DERR_HTTP, status, "Docker answered with an error");
+    yajl_tree_free(v);
+}
+
+static int docker_do(struct nb_docker *d, const char *method, const char *path, const char *body,
+                     long timeout_ms, struct sink *sink, long *status, struct nb_derr *e)
+{
+    CURL *c = d->curl;
+    struct curl_slist *hdrs = NULL;
+    char url[1024];
+    CURLcode rc;
+
+    if (c == NULL) {
+        derr_set(e, NB_DERR_UNREACHABLE, 0, "Docker client not initialised");
+        return -1;
+    }
+    snprintf(url, sizeof(url), "http://docker%s%s", NB_DOCKER_API, path);
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, d->socket);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : CALL_TIMEOUT_MS);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, sink);
+    if (body != NULL) {
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    } else if (!strcmp(method, "POST")) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
+    }
+    hdrs = curl_slist_append(hdrs, "Expect:");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+
+    rc = curl_easy_perform(c);
+    curl_slist_free_all(hdrs);
+    hdrs = NULL;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+
+    if (rc == CURLE_OK)
+        return 0;
+    if (rc == CURLE_WRITE_ERROR && sink->overflow) {
+        derr_set(e, NB_DERR_PROTO, *status, "Docker's answer was larger than docker_max_response");
+        return -1;
+    }
+    if (rc == CURLE_WRITE_ERROR && sink->demux_failed) {
+        derr_set(e, NB_DERR_PROTO, *status, "output stream stopped");
+        return -1;
+    }
+    if (rc == CURLE_OPERATION_TIMEDOUT && *status != 0) {
+        derr_set(e, NB_DERR_TIMEOUT, *status, "timed out");
+        return -1;
+    }
+    if (rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_COULDNT_CONNECT ||
+        rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR || rc == CURLE_GOT_NOTHING) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "Docker is unreachable at %s: %s", d->socket,
+                 curl_easy_strerror(rc));
+        derr_set(e, NB_DERR_UNREACHABLE, 0, msg);
+        return -1;
+    }
+    {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "Docker request failed: %s", curl_easy_strerror(rc));
+        derr_set(e, NB_DERR_UNREACHABLE, 0, msg);
+    }
+    return -1;
+}
+
+int nb_docker_request(struct nb_docker *d, const char *method, const char *path,
+                      const char *body, long timeout_ms, long *status, struct nb_buf *resp,
+                      struct nb_derr *e)
+{
+    struct sink s = {resp, NULL, 0, 0};
+    *status = 0;
+    if (e)
+        e->kind = NB_DERR_NONE;
+    return docker_do(d, method, path, body, timeout_ms, &s, status, e);
+}
+
+/* A request whose success statuses are ok1/ok2; anything else fills e. */
+static int docker_call(struct nb_docker *d, const char *method, const char *path,
+                       const char *body, long ok1, long ok2, struct nb_buf *resp,
+                       struct nb_derr *e)
+{
+    struct nb_buf local;
+    long status = 0;
+    int rc;
+    nb_buf_init(&local, d->max_response);
+    if (resp == NULL)
+        resp = &local;
+    rc = nb_docker_request(d, method, path, body, 0, &status, resp, e);
+    if (rc == 0 && status != ok1 && status != ok2) {
+        derr_from_answer(e, status, resp);
+        rc = -1;
+    }
+    nb_buf_free(&local);
+    return rc;
+}
+
+int nb_docker_ping(struct nb_docker *d, struct nb_derr *e)
+{
+    return docker_call(d, "GET", "/_ping", NULL, 200, 200, NULL, e);
+}
+
+/* Copy the string at key "Id" of a JSON answer into id. */
+static int answer_id(const struct nb_buf *b, char id[65], struct nb_derr *e)
+{
+    char err[64];
+    yajl_val v = NULL, s;
+    const char *path[] = {"Id", NULL};
+    int rc = -1;
+    if (b->data && nb_json_parse(b->data, b->len, 16, &v, err, sizeof(err)) == 0 && v &&
+        (s = yajl_tree_get(v, path, yajl_t_string)) != NULL && strlen(nb_json_string(s)) <= 64) {
+        snprintf(id, 65, "%s", nb_json_string(s));
+        rc = 0;
+    } else {
+        derr_set(e, NB_DERR_PROTO, 0, "Docker's answer had no Id");
+    }
+    yajl_tree_free(v);
+    return rc;
+}
+
+int nb_docker_create(struct nb_docker *d, const char *name, const char *config_json,
+                     char cid[65], struct nb_derr *e)
+{
+    char path[256];
+    struct nb_buf b;
+    int rc;
+    snprintf(path, sizeof(path), "/containers/create?name=%s", name);
+    nb_buf_init(&b, d->max_response);
+    rc = docker_call(d, "POST", path, config_json, 201, 201, &b, e);
+    if (rc == 0)
+        rc = answer_id(&b, cid, e);
+    nb_buf_free(&b);
+    return rc;
+}
+
+int nb_docker_start(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/containers/%s/start", id);
+    return docker_call(d, "POST", path, NULL, 204, 304, NULL, e);
+}
+
+int nb_docker_remove(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", id);
+    if (docker_call(d, "DELETE", path, NULL, 204, 404, NULL, e) == 0)
+        return 0;
+    /* "removal already in progress" is as good as done */
+    if (e && e->kind == NB_DERR_HTTP && e->status == 409 && strstr(e->msg, "in progress"))
+        return 0;
+    return -1;
+}
+
+int nb_docker_inspect(struct nb_docker *d, const char *id, int *running, pid_t *pid,
+                      struct nb_derr *e)
+{
+    char path[256], err[64];
+    struct nb_buf b;
+    yajl_val v = NULL, r, p;
+    const char *rpath[] = {"State", "Running", NULL};
+    const char *ppath[] = {"State", "Pid", NULL};
+    int rc;
+    snprintf(path, sizeof(path), "/containers/%s/json", id);
+    nb_buf_init(&b, d->max_response);
+    rc = docker_call(d, "GET", path, NULL, 200, 200, &b, e);
+    if (rc == 0) {
+        if (nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) == 0 && v &&
+            (r = yajl_tree_get(v, rpath, yajl_t_any)) != NULL &&
+            (p = yajl_tree_get(v, ppath, yajl_t_number)) != NULL) {
+            *running = YAJL_IS_TRUE(r);
+            *pid = (pid_t)YAJL_GET_INTEGER(p);
+        } else {
+            derr_set(e, NB_DERR_PROTO, 0, "could not read container state");
+            rc = -1;
+        }
+    }
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    return rc;
+}
+
+int nb_docker_list(struct nb_docker *d, const char *instance,
+                   void (*cb)(void *arg, const struct nb_docker_ctr *c), void *arg,
+                   struct nb_derr *e)
+{
+    char path[512], filter[256], err[64];
+    struct nb_buf b;
+    yajl_val v = NULL;
+    int rc, count = 0;
+    CURL *c = d->curl;
+    char *esc;
+
+    snprintf(filter, sizeof(filter), "{\"label\":[\"nanobox.instance=%s\"]}", instance);
+    esc = curl_easy_escape(c, filter, 0);
+    if (esc == NULL) {
+        derr_set(e, NB_DERR_PROTO, 0, "out of memory");
+        return -1;
+    }
+    snprintf(path, sizeof(path), "/containers/json?all=1&filters=%s", esc);
+    curl_free(esc);
+    nb_buf_init(&b, d->max_response);
+    rc = docker_call(d, "GET", path, NULL, 200, 200, &b, e);
+    if (rc == 0) {
+        if (nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) != 0 || !YAJL_IS_ARRAY(v)) {
+            derr_set(e, NB_DERR_PROTO, 0, "could not read the container list");
+            rc = -1;
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < v->u.array.len; i++) {
+        yajl_val item = v->u.array.values[i], id, st, lab;
+        const char *idp[] = {"Id", NULL}, *stp[] = {"State", NULL}, *labp[] = {"Labels", NULL};
+        const char *sbp[] = {"nanobox.sandbox", NULL}, *exp[] = {"nanobox.expires", NULL};
+        struct nb_docker_ctr ctr;
+        memset(&ctr, 0, sizeof(ctr));
+        id = yajl_tree_get(item, idp, yajl_t_string);
+        if (id == NULL || strlen(nb_json_string(id)) > 64)
+            continue;
+        snprintf(ctr.id, sizeof(ctr.id), "%s", nb_json_string(id));
+        st = yajl_tree_get(item, stp, yajl_t_string);
+        ctr.running = st && !strcmp(nb_json_string(st), "running");
+        lab = yajl_tree_get(item, labp, yajl_t_object);
+        if (lab) {
+            yajl_val sb = yajl_tree_get(lab, sbp, yajl_t_string);
+            yajl_val ex = yajl_tree_get(lab, exp, yajl_t_string);
+            if (sb)
+                snprintf(ctr.sandbox, sizeof(ctr.sandbox), "%s", nb_json_string(sb));
+            if (ex)
+                ctr.expires = strtoll(nb_json_string(ex), NULL, 10);
+        }
+        cb(arg, &ctr);
+        count++;
+    }
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    return rc == 0 ? count : -1;
+}
+
+int nb_docker_exec_create(struct nb_docker *d, const char *cid, const char *config_json,
+                          char exec_id[65], struct nb_derr *e)
+{
+    char path[256];
+    struct nb_buf b;
+    int rc;
+    snprintf(path, sizeof(path), "/containers/%s/exec", cid);
+    nb_buf_init(&b, d->max_response);
+    rc = docker_call(d, "POST", path, config_json, 201, 201, &b, e);
+    if (rc == 0)
+        rc = answer_id(&b, exec_id, e);
+    nb_buf_free(&b);
+    return rc;
+}
+
+int nb_docker_exec_start(struct nb_docker *d, const char *exec_id, long timeout_ms,
+                         struct nb_demux *dm, struct nb_derr *e)
+{
+    char path[256];
+    struct sink s = {NULL, dm, 0, 0};
+    long status = 0;
+    snprintf(path, sizeof(path), "/exec/%s/start", exec_id);
+    if (e)
+        e->kind = NB_DERR_NONE;
+    if (docker_do(d, "POST", path, "{\"Detach\":false,\"Tty\":false}", timeout_ms, &s, &status, e) != 0)
+        return -1;
+    if (status != 200) {
+        derr_set(e, NB_DERR_HTTP, status, "Docker refused to start the command");
+        return -1;
+    }
+    return 0;
+}
+
+int nb_docker_exec_inspect(struct nb_docker *d, const char *exec_id, int *running,
+                           int *exit_code, pid_t *pid, struct nb_derr *e)
+{
+    char path[256], err[64];
+    struct nb_buf b;
+    yajl_val v = NULL, r, x, p;
+    const char *rp[] = {"Running", NULL}, *xp[] = {"ExitCode", NULL}, *pp[] = {"Pid", NULL};
+    int rc;
+    snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
+    nb_buf_init(&b, d->max_response);
+    rc = docker_call(d, "GET", path, NULL, 200, 200, &b, e);
+    if (rc == 0) {
+        if (nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) == 0 && v &&
+            (r = yajl_tree_get(v, rp, yajl_t_any)) != NULL) {
+            *running = YAJL_IS_TRUE(r);
+            x = yajl_tree_get(v, xp, yajl_t_number);
+            p = yajl_tree_get(v, pp, yajl_t_number);
+            *exit_code = x ? (int)YAJL_GET_INTEGER(x) : -1;
+            *pid = p ? (pid_t)YAJL_GET_INTEGER(p) : 0;
+        } else {
+            derr_set(e, NB_DERR_PROTO, 0, "could not read the command's state");
+            rc = -1;
+        }
+    }
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    return rc;
+}

@@ -1,0 +1,36 @@
+/*
+ * api.h - the HTTP API handlers, one per route (see docs/API.md). The
+ * router in worker.c has checked the method, auth and id syntax already.
+ */
+#ifndef NB_API_H
+#define NB_API_H
+
+#include <yajl/yajl_tree.h>
+
+#include "app.h"
+#include "http.h"
+
+void api_healthz(struct nb_app *a, struct nb_req *r);
+void api_sandbox_create(struct nb_app *a, struct nb_req *r);
+void api_sandbox_list(struct nb_app *a, struct nb_req *r);
+void api_sandbox_get(struct nb_app *a, struct nb_req *r, const char *id);
+void api_sandbox_delete(struct nb_app *a, struct nb_req *r, const char *id);
+void api_sandbox_timeout(struct nb_app *a, struct nb_req *r, const char *id);
+void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id);
+
+/*
+ * Read and parse the JSON body within the configured caps. On failure the
+ * error answer has been sent and -1 is returned. *out is NULL for an empty
+ * body; the caller frees it with yajl_tree_free.
+ */
+int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out);
+
+/*
+ * Validate an env object ({NAME: "value"}) into "NAME=value" strings
+ * (caller frees each and the array). -1 with ae set on a bad name/size.
+ */
+int api_env_list(const struct nb_conf *c, yajl_val env, char ***out, unsigned *n,
+                 struct nb_apierr *ae);
+void api_env_free(char **env, unsigned n);
+
+#endif

@@ -1,0 +1,467 @@
+/*
+ * api_sandbox.c - the sandbox routes: create, list, get, delete, timeout,
+ * and /healthz. Validation lives here: a request that fails it changes
+ * nothing, because nothing is reserved until every field has passed.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "json.h"
+#include "log.h"
+#include "sandbox.h"
+
+#define MiB (1024ULL * 1024ULL)
+
+int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out)
+{
+    struct nb_apierr ae;
+    char err[256];
+    *out = NULL;
+    if (nb_http_read_body(r, a->conf.max_body, &ae) != 0) {
+        nb_http_error(r, &ae);
+        return -1;
+    }
+    if (nb_json_parse(r->body.data, r->body.len, a->conf.max_json_depth, out, err, sizeof(err)) != 0) {
+        nb_http_fail(r, 400, "bad_json", "%s", err);
+        return -1;
+    }
+    if (*out != NULL && !YAJL_IS_OBJECT(*out)) {
+        yajl_tree_free(*out);
+        *out = NULL;
+        nb_http_fail(r, 400, "bad_json", "the body must be a JSON object");
+        return -1;
+    }
+    return 0;
+}
+
+static int env_name_valid(const char *s)
+{
+    if (!(isalpha((unsigned char)*s) || *s == '_'))
+        return 0;
+    for (s++; *s; s++)
+        if (!(isalnum((unsigned char)*s) || *s == '_'))
+            return 0;
+    return 1;
+}
+
+void api_env_free(char **env, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        free(env[i]);
+    free(env);
+}
+
+int api_env_list(const struct nb_conf *c, yajl_val env, char ***out, unsigned *n,
+                 struct nb_apierr *ae)
+{
+    char **list;
+    size_t len;
+    *out = NULL;
+    *n = 0;
+    if (env == NULL)
+        return 0;
+    len = env->u.object.len;
+    if (len > c->max_env) {
+        nb_apierr_set(ae, 422, "out_of_range", "env has %zu entries; the limit is %u (max_env)",
+                      len, c->max_env);
+        return -1;
+    }
+    list = nb_xcalloc(len ? len : 1, sizeof(char *));
+    for (size_t i = 0; i < len; i++) {
+        const char *k = env->u.object.keys[i];
+        yajl_val v = env->u.object.values[i];
+        size_t need;
+        if (!env_name_valid(k)) {
+            nb_apierr_set(ae, 400, "bad_field", "env name \"%.64s\" is not a valid variable name", k);
+            goto fail;
+        }
+        if (!YAJL_IS_STRING(v)) {
+            nb_apierr_set(ae, 400, "bad_field", "env value of %.64s must be a string", k);
+            goto fail;
+        }
+        need = strlen(k) + 1 + strlen(nb_json_string(v));
+        if (need > c->max_env_bytes) {
+            nb_apierr_set(ae, 422, "out_of_range", "env %.64s is %zu bytes; the limit is %zu (max_env_bytes)",
+                          k, need, c->max_env_bytes);
+            goto fail;
+        }
+        list[i] = nb_xmalloc(need + 1);
+        snprintf(list[i], need + 1, "%s=%s", k, nb_json_string(v));
+        (*n)++;
+    }
+    *out = list;
+    return 0;
+fail:
+    api_env_free(list, *n);
+    *n = 0;
+    return -1;
+}
+
+/* Metadata: {str: str}, few and small; serialized into out. */
+static int metadata_text(const struct nb_conf *c, yajl_val meta, char *out, size_t outlen,
+                         struct nb_apierr *ae)
+{
+    yajl_gen g;
+    const unsigned char *buf;
+    size_t len;
+    if (meta == NULL) {
+        snprintf(out, outlen, "{}");
+        return 0;
+    }
+    if (meta->u.object.len > c->max_metadata) {
+        nb_apierr_set(ae, 422, "out_of_range", "metadata has %zu entries; the limit is %u (max_metadata)",
+                      meta->u.object.len, c->max_metadata);
+        return -1;
+    }
+    for (size_t i = 0; i < meta->u.object.len; i++) {
+        if (!YAJL_IS_STRING(meta->u.object.values[i])) {
+            nb_apierr_set(ae, 400, "bad_field", "metadata value of \"%.64s\" must be a string",
+                          meta->u.object.keys[i]);
+            return -1;
+        }
+    }
+    g = nb_json_gen();
+    nb_json_tree(g, meta);
+    yajl_gen_get_buf(g, &buf, &len);
+    if (len > c->max_metadata_bytes || len >= outlen) {
+        nb_apierr_set(ae, 422, "out_of_range", "metadata is %zu bytes as JSON; the limit is %zu (max_metadata_bytes)",
+                      len, c->max_metadata_bytes);
+        yajl_gen_free(g);
+        return -1;
+    }
+    memcpy(out, buf, len);
+    out[len] = '\0';
+    yajl_gen_free(g);
+    return 0;
+}
+
+/* memory: bytes as an integer, or a size string like "128m". */
+static int memory_value(yajl_val v, uint64_t *out)
+{
+    if (YAJL_IS_STRING(v))
+        return nb_parse_size(nb_json_string(v), out);
+    if (nb_json_int(v) < 0)
+        return -1;
+    *out = (uint64_t)nb_json_int(v);
+    return 0;
+}
+
+/* Writes the public view of a sandbox (the keys of docs/API.md). */
+static void sandbox_info(yajl_gen g, const struct nb_slot *s, int64_t now)
+{
+    char err[64];
+    yajl_val meta = NULL;
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "sandboxId", s->id);
+    nb_json_kv_str(g, "status", "running");
+    nb_json_kv_str(g, "image", s->image);
+    nb_json_kv_int(g, "created_at", s->created);
+    nb_json_kv_int(g, "expires_at", s->expires);
+    nb_json_kv_int(g, "ttl_remaining", s->expires > now ? s->expires - now : 0);
+    nb_json_kv_int(g, "memory", (long long)s->memory);
+    nb_json_kv_double(g, "cpus", (double)s->nano_cpus / 1e9);
+    nb_json_kv_int(g, "pids", s->pids);
+    nb_json_kv_str(g, "network", s->network_bridge ? "bridge" : "none");
+    nb_json_cstr(g, "metadata");
+    if (nb_json_parse(s->metadata, strlen(s->metadata), 4, &meta, err, sizeof(err)) == 0 && meta)
+        nb_json_tree(g, meta);
+    else {
+        yajl_gen_map_open(g);
+        yajl_gen_map_close(g);
+    }
+    yajl_tree_free(meta);
+    yajl_gen_map_close(g);
+}
+
+void api_healthz(struct nb_app *a, struct nb_req *r)
+{
+    struct nb_derr de = {0};
+    int docker_ok = nb_docker_ping(&a->docker, &de) == 0;
+    uint32_t used;
+    yajl_gen g = nb_json_gen();
+    nb_table_lock(&a->table);
+    used = nb_table_count(&a->table);
+    nb_table_unlock(&a->table);
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "status", "ok");
+    nb_json_kv_bool(g, "docker", docker_ok);
+    if (!docker_ok)
+        nb_json_kv_str(g, "docker_error", de.msg);
+    nb_json_kv_int(g, "sandboxes", used);
+    nb_json_kv_int(g, "capacity", a->table.nslots);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+}
+
+void api_sandbox_create(struct nb_app *a, struct nb_req *r)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_jfield f[] = {
+        {"image", NB_JT_STRING, NULL},
+        {"ttl", NB_JT_INT, NULL},
+        {"memory", NB_JT_INT | NB_JT_STRING, NULL},
+        {"cpus", NB_JT_NUMBER, NULL},
+        {"pids", NB_JT_INT, NULL},
+        {"env", NB_JT_OBJECT, NULL},
+        {"network", NB_JT_STRING, NULL},
+        {"metadata", NB_JT_OBJECT, NULL},
+    };
+    enum { F_IMAGE, F_TTL, F_MEMORY, F_CPUS, F_PIDS, F_ENV, F_NETWORK, F_METADATA };
+    struct nb_sandbox_spec spec;
+    struct nb_apierr ae;
+    struct nb_slot slot;
+    char err[256];
+    yajl_val body = NULL;
+    yajl_gen g;
+
+    memset(&spec, 0, sizeof(spec));
+    if (api_read_json(a, r, &body) != 0)
+        return;
+    if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
+        nb_http_fail(r, 400, "bad_field", "%s", err);
+        goto out;
+    }
+
+    snprintf(spec.image, sizeof(spec.image), "%s", c->images[0]);
+    if (f[F_IMAGE].val) {
+        const char *img = nb_json_string(f[F_IMAGE].val);
+        if (!nb_conf_image_allowed(c, img)) {
+            nb_http_fail(r, 403, "forbidden", "image \"%.100s\" is not in the operator's allow-list", img);
+            goto out;
+        }
+        snprintf(spec.image, sizeof(spec.image), "%s", img);
+    }
+
+    spec.ttl = c->default_ttl;
+    if (f[F_TTL].val) {
+        long long ttl = nb_json_int(f[F_TTL].val);
+        if (ttl <= 0 || ttl > (long long)c->max_ttl) {
+            nb_http_fail(r, 422, "out_of_range", "ttl must be between 1 and %u seconds (max_ttl)", c->max_ttl);
+            goto out;
+        }
+        spec.ttl = (unsigned)ttl;
+    }
+
+    spec.memory = c->memory;
+    if (f[F_MEMORY].val) {
+        uint64_t m;
+        if (memory_value(f[F_MEMORY].val, &m) != 0) {
+            nb_http_fail(r, 400, "bad_field", "memory must be bytes or a size like \"128m\"");
+            goto out;
+        }
+        if (m < 6 * MiB || m > c->memory) {
+            nb_http_fail(r, 422, "out_of_range", "memory must be between 6m and %llu bytes (the operator's limit)",
+                         (unsigned long long)c->memory);
+            goto out;
+        }
+        spec.memory = m;
+    }
+
+    spec.nano_cpus = c->nano_cpus;
+    if (f[F_CPUS].val) {
+        double cpus = nb_json_double(f[F_CPUS].val);
+        if (!(cpus >= 0.01) || cpus * 1e9 > (double)c->nano_cpus + 0.5) {
+            nb_http_fail(r, 422, "out_of_range", "cpus must be between 0.01 and %g (the operator's limit)",
+                         (double)c->nano_cpus / 1e9);
+            goto out;
+        }
+        spec.nano_cpus = (uint64_t)(cpus * 1e9 + 0.5);
+    }
+
+    spec.pids = c->pids;
+    if (f[F_PIDS].val) {
+        long long pids = nb_json_int(f[F_PIDS].val);
+        if (pids < 8 || pids > c->pids) {
+            nb_http_fail(r, 422, "out_of_range", "pids must be between 8 and %lld (the operator's limit)",
+                         (long long)c->pids);
+            goto out;
+        }
+        spec.pids = pids;
+    }
+
+    if (f[F_NETWORK].val) {
+        const char *net = nb_json_string(f[F_NETWORK].val);
+        if (!strcmp(net, "bridge")) {
+            if (!c->allow_bridge) {
+                nb_http_fail(r, 403, "forbidden", "network \"bridge\" is disabled by the operator (allow_bridge)");
+                goto out;
+            }
+            spec.network_bridge = 1;
+        } else if (strcmp(net, "none") != 0) {
+            nb_http_fail(r, 400, "bad_field", "network must be \"none\" or \"bridge\"");
+            goto out;
+        }
+    }
+
+    if (metadata_text(c, f[F_METADATA].val, spec.metadata, sizeof(spec.metadata), &ae) != 0 ||
+        api_env_list(c, f[F_ENV].val, &spec.env, &spec.n_env, &ae) != 0) {
+        nb_http_error(r, &ae);
+        goto out;
+    }
+
+    if (nb_sandbox_create(a, &spec, &slot, &ae) != 0) {
+        nb_http_error(r, &ae);
+        goto out;
+    }
+    g = nb_json_gen();
+    sandbox_info(g, &slot, nb_now());
+    nb_http_json(r, 201, g);
+    yajl_gen_free(g);
+out:
+    api_env_free(spec.env, spec.n_env);
+    yajl_tree_free(body);
+}
+
+struct list_filter {
+    char keys[16][128];
+    char values[16][256];
+    unsigned n;
+    int bad;
+};
+
+static int list_filter_cb(void *arg, const char *k, const char *v)
+{
+    struct list_filter *lf = arg;
+    if (strncmp(k, "metadata.", 9) != 0 || k[9] == '\0') {
+        lf->bad = 1;
+        return -1;
+    }
+    if (lf->n == 16) {
+        lf->bad = 2;
+        return -1;
+    }
+    snprintf(lf->keys[lf->n], sizeof(lf->keys[0]), "%s", k + 9);
+    snprintf(lf->values[lf->n], sizeof(lf->values[0]), "%s", v);
+    lf->n++;
+    return 0;
+}
+
+static int metadata_matches(const struct nb_slot *s, const struct list_filter *lf)
+{
+    char err[64];
+    yajl_val meta = NULL;
+    int ok = 1;
+    if (lf->n == 0)
+        return 1;
+    if (nb_json_parse(s->metadata, strlen(s->metadata), 4, &meta, err, sizeof(err)) != 0 || !meta)
+        return 0;
+    for (unsigned i = 0; ok && i < lf->n; i++) {
+        const char *path[] = {lf->keys[i], NULL};
+        yajl_val v = yajl_tree_get(meta, path, yajl_t_string);
+        ok = v != NULL && !strcmp(nb_json_string(v), lf->values[i]);
+    }
+    yajl_tree_free(meta);
+    return ok;
+}
+
+void api_sandbox_list(struct nb_app *a, struct nb_req *r)
+{
+    struct list_filter lf;
+    struct nb_slot *copy;
+    uint32_t n = 0;
+    int64_t now = nb_now();
+    yajl_gen g;
+
+    memset(&lf, 0, sizeof(lf));
+    nb_http_query_each(r, list_filter_cb, &lf);
+    if (lf.bad) {
+        nb_http_fail(r, 400, "bad_field", lf.bad == 1 ? "the only filters are metadata.<key>=<value>"
+                                                       : "at most 16 metadata filters");
+        return;
+    }
+    /* copy under the lock, format outside it */
+    copy = nb_xcalloc(a->table.nslots, sizeof(*copy));
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        const struct nb_slot *s = &a->table.slots[i];
+        if (s->state == NB_SLOT_RUNNING && s->expires > now)
+            copy[n++] = *s;
+    }
+    nb_table_unlock(&a->table);
+
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "sandboxes");
+    yajl_gen_array_open(g);
+    for (uint32_t i = 0; i < n; i++)
+        if (metadata_matches(&copy[i], &lf))
+            sandbox_info(g, &copy[i], now);
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    free(copy);
+}
+
+void api_sandbox_get(struct nb_app *a, struct nb_req *r, const char *id)
+{
+    struct nb_apierr ae;
+    struct nb_slot slot;
+    yajl_gen g;
+    if (nb_sandbox_get(a, id, &slot, &ae) != 0) {
+        nb_http_error(r, &ae);
+        return;
+    }
+    g = nb_json_gen();
+    sandbox_info(g, &slot, nb_now());
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+}
+
+void api_sandbox_delete(struct nb_app *a, struct nb_req *r, const char *id)
+{
+    struct nb_apierr ae;
+    if (nb_sandbox_destroy(a, id, &ae) != 0) {
+        nb_http_error(r, &ae);
+        return;
+    }
+    nb_http_no_content(r);
+}
+
+void api_sandbox_timeout(struct nb_app *a, struct nb_req *r, const char *id)
+{
+    struct nb_jfield f[] = {{"ttl", NB_JT_INT, NULL}};
+    struct nb_apierr ae;
+    char err[256];
+    yajl_val body = NULL;
+    int64_t expires;
+    long long ttl;
+    yajl_gen g;
+
+    if (api_read_json(a, r, &body) != 0)
+        return;
+    if (nb_json_fields(body, f, 1, err, sizeof(err)) != 0) {
+        nb_http_fail(r, 400, "bad_field", "%s", err);
+        goto out;
+    }
+    if (f[0].val == NULL) {
+        nb_http_fail(r, 400, "bad_field", "field \"ttl\" (seconds from now) is required");
+        goto out;
+    }
+    ttl = nb_json_int(f[0].val);
+    if (ttl <= 0 || ttl > (long long)a->conf.max_ttl) {
+        nb_http_fail(r, 422, "out_of_range", "ttl must be between 1 and %u seconds (max_ttl)",
+                     a->conf.max_ttl);
+        goto out;
+    }
+    if (nb_sandbox_extend(a, id, (unsigned)ttl, &expires, &ae) != 0) {
+        nb_http_error(r, &ae);
+        goto out;
+    }
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "sandboxId", id);
+    nb_json_kv_int(g, "expires_at", expires);
+    nb_json_kv_int(g, "ttl", ttl);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+out:
+    yajl_tree_free(body);
+}

@@ -1,0 +1,30 @@
+/*
+ * app.h - what every nanobox-fcgi process holds (master, workers, reaper),
+ * and the one error type that carries a failure to the HTTP answer.
+ */
+#ifndef NB_APP_H
+#define NB_APP_H
+
+#include "conf.h"
+#include "docker.h"
+#include "table.h"
+
+struct nb_app {
+    struct nb_conf conf;
+    struct nb_table table;      /* mapped before fork: shared by all */
+    struct nb_docker docker;    /* one curl handle per process, made after fork */
+};
+
+/* An error on its way to the client: status, slug and a readable message. */
+struct nb_apierr {
+    int status;
+    char code[32];
+    char msg[320];
+};
+
+void nb_apierr_set(struct nb_apierr *ae, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Translate a Docker failure; what says what we were doing ("create the sandbox"). */
+void nb_apierr_docker(struct nb_apierr *ae, const struct nb_derr *de, const char *what);
+
+#endif

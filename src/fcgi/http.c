@@ -1,0 +1,226 @@
+/*
+ * http.c - see http.h.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+#include "json.h"
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    case 422: return "Unprocessable Entity";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Unknown";
+    }
+}
+
+int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
+{
+    const char *uri, *q;
+    size_t plen;
+
+    r->fcgi = fcgi;
+    r->status = 0;
+    r->answered = 0;
+    r->method = FCGX_GetParam("REQUEST_METHOD", fcgi->envp);
+    if (r->method == NULL)
+        r->method = "GET";
+    uri = FCGX_GetParam("REQUEST_URI", fcgi->envp);
+    if (uri == NULL)
+        uri = FCGX_GetParam("DOCUMENT_URI", fcgi->envp);
+    if (uri == NULL)
+        uri = "/";
+    q = strchr(uri, '?');
+    plen = q ? (size_t)(q - uri) : strlen(uri);
+    r->path[0] = r->query[0] = '\0';
+    if (plen >= sizeof(r->path) || (q && strlen(q + 1) >= sizeof(r->query))) {
+        nb_apierr_set(ae, 414, "too_large", "the URL is too long");
+        return -1;
+    }
+    memcpy(r->path, uri, plen);
+    r->path[plen] = '\0';
+    if (q)
+        snprintf(r->query, sizeof(r->query), "%s", q + 1);
+    return 0;
+}
+
+int nb_http_read_body(struct nb_req *r, size_t cap, struct nb_apierr *ae)
+{
+    const char *cl = FCGX_GetParam("CONTENT_LENGTH", r->fcgi->envp);
+    unsigned long long want = 0;
+    char chunk[16384];
+    int n;
+
+    if (cl != NULL && *cl) {
+        char *end;
+        want = strtoull(cl, &end, 10);
+        if (*end != '\0') {
+            nb_apierr_set(ae, 400, "bad_request", "Content-Length is not a number");
+            return -1;
+        }
+    }
+    if (want > cap) {
+        nb_apierr_set(ae, 413, "too_large", "the body is %llu bytes; the limit is %zu (max_body)",
+                      want, cap);
+        return -1;
+    }
+    nb_buf_init(&r->body, cap);
+    nb_buf_append(&r->body, "", 0);
+    while ((n = FCGX_GetStr(chunk, sizeof(chunk), r->fcgi->in)) > 0) {
+        if (nb_buf_append(&r->body, chunk, (size_t)n) != NB_OK) {
+            nb_apierr_set(ae, 413, "too_large", "the body is larger than %zu bytes (max_body)", cap);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+const char *nb_http_param(const struct nb_req *r, const char *name)
+{
+    return FCGX_GetParam(name, r->fcgi->envp);
+}
+
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* Decode %XX and '+' from s[0..len) into out (NUL-terminated, truncated). */
+static void url_decode(const char *s, size_t len, char *out, size_t outlen)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 1 < outlen; i++) {
+        if (s[i] == '%' && i + 2 < len && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+            out[o++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+            i += 2;
+        } else if (s[i] == '+') {
+            out[o++] = ' ';
+        } else {
+            out[o++] = s[i];
+        }
+    }
+    out[o] = '\0';
+}
+
+int nb_http_query_each(const struct nb_req *r, int (*cb)(void *arg, const char *k, const char *v),
+                       void *arg)
+{
+    const char *p = r->query;
+    while (*p) {
+        const char *amp = strchr(p, '&'), *eq;
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        char k[256], v[1024];
+        eq = memchr(p, '=', len);
+        if (len > 0) {
+            if (eq) {
+                url_decode(p, (size_t)(eq - p), k, sizeof(k));
+                url_decode(eq + 1, len - (size_t)(eq - p) - 1, v, sizeof(v));
+            } else {
+                url_decode(p, len, k, sizeof(k));
+                v[0] = '\0';
+            }
+            if (cb(arg, k, v) != 0)
+                return -1;
+        }
+        p += len;
+        if (*p == '&')
+            p++;
+    }
+    return 0;
+}
+
+struct query_find {
+    const char *key;
+    char *out;
+    size_t outlen;
+    int found;
+};
+
+static int query_find_cb(void *arg, const char *k, const char *v)
+{
+    struct query_find *f = arg;
+    if (strcmp(k, f->key) != 0)
+        return 0;
+    snprintf(f->out, f->outlen, "%s", v);
+    f->found = 1;
+    return -1;
+}
+
+int nb_http_query(const struct nb_req *r, const char *key, char *out, size_t outlen)
+{
+    struct query_find f = {key, out, outlen, 0};
+    nb_http_query_each(r, query_find_cb, &f);
+    return f.found ? 0 : -1;
+}
+
+static void send_head(struct nb_req *r, int status, const char *ctype)
+{
+    FCGX_FPrintF(r->fcgi->out, "Status: %d %s\r\n", status, reason(status));
+    if (ctype)
+        FCGX_FPrintF(r->fcgi->out, "Content-Type: %s\r\n", ctype);
+    FCGX_FPrintF(r->fcgi->out, "Cache-Control: no-store\r\n\r\n");
+    r->status = status;
+    r->answered = 1;
+}
+
+void nb_http_json(struct nb_req *r, int status, yajl_gen g)
+{
+    const unsigned char *buf;
+    size_t len;
+    yajl_gen_get_buf(g, &buf, &len);
+    send_head(r, status, "application/json");
+    FCGX_PutStr((const char *)buf, (int)len, r->fcgi->out);
+    FCGX_PutStr("\n", 1, r->fcgi->out);
+}
+
+void nb_http_error(struct nb_req *r, const struct nb_apierr *ae)
+{
+    yajl_gen g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "error", ae->msg);
+    nb_json_kv_str(g, "code", ae->code);
+    yajl_gen_map_close(g);
+    nb_http_json(r, ae->status, g);
+    yajl_gen_free(g);
+}
+
+void nb_http_fail(struct nb_req *r, int status, const char *code, const char *fmt, ...)
+{
+    struct nb_apierr ae;
+    va_list ap;
+    ae.status = status;
+    snprintf(ae.code, sizeof(ae.code), "%s", code);
+    va_start(ap, fmt);
+    vsnprintf(ae.msg, sizeof(ae.msg), fmt, ap);
+    va_end(ap);
+    nb_http_error(r, &ae);
+}
+
+void nb_http_no_content(struct nb_req *r)
+{
+    send_head(r, 204, NULL);
+}

@@ -1,0 +1,203 @@
+/*
+ * main.c - nanobox-fcgi: read the config, map the state table, open (or
+ * inherit from spawn-fcgi, on fd 0) the FastCGI socket, then hand over to
+ * the master loop in pool.c.
+ */
+#include "config.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcgiapp.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "app.h"
+#include "log.h"
+#include "pool.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: nanobox-fcgi [-c CONFIG] [-p PIDFILE] [-o key=value]... [-t]\n"
+            "  -c CONFIG   configuration file (default /etc/nanobox/nanobox.conf)\n"
+            "  -p PIDFILE  write the master's pid here\n"
+            "  -o k=v      override one configuration key\n"
+            "  -t          check the configuration and exit\n"
+            "Runs in the foreground and logs to stderr. Under spawn-fcgi the\n"
+            "FastCGI socket is inherited on fd 0; otherwise it is `listen`.\n");
+}
+
+/* Is fd a listening socket (spawn-fcgi hands us one on fd 0)? */
+static int is_listening_socket(int fd)
+{
+    int val = 0;
+    socklen_t len = sizeof(val);
+    return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &val, &len) == 0 && val;
+}
+
+/* 1 if something accepts connections on the unix socket at path. */
+static int socket_in_use(const char *path)
+{
+    struct sockaddr_un sun;
+    int fd, rc;
+    if (strlen(path) >= sizeof(sun.sun_path))
+        return 0;
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    memcpy(sun.sun_path, path, strlen(path));
+    rc = connect(fd, (struct sockaddr *)&sun, sizeof(sun));
+    close(fd);
+    return rc == 0;
+}
+
+static int open_listen_socket(const struct nb_conf *c)
+{
+    int fd;
+    if (socket_in_use(c->listen)) {
+        nb_error("%s is in use: is another nanobox-fcgi running?", c->listen);
+        return -1;
+    }
+    unlink(c->listen);
+    fd = FCGX_OpenSocket(c->listen, 256);
+    if (fd < 0) {
+        nb_error("cannot listen on %s: %s", c->listen, strerror(errno));
+        return -1;
+    }
+    if (c->socket_group[0]) {
+        struct group *gr = getgrnam(c->socket_group);
+        if (gr == NULL) {
+            nb_error("socket_group %s does not exist", c->socket_group);
+            return -1;
+        }
+        if (chown(c->listen, (uid_t)-1, gr->gr_gid) != 0) {
+            nb_error("chown %s: %s", c->listen, strerror(errno));
+            return -1;
+        }
+    }
+    if (chmod(c->listen, (mode_t)c->socket_mode) != 0) {
+        nb_error("chmod %s: %s", c->listen, strerror(errno));
+        return -1;
+    }
+    return fd;
+}
+
+static int write_pidfile(const char *path)
+{
+    char buf[32];
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int n;
+    if (fd < 0)
+        return -1;
+    n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+    if (write(fd, buf, (size_t)n) != n) {
+        close(fd);
+        return -1;
+    }
+    return close(fd);
+}
+
+int main(int argc, char **argv)
+{
+    static struct nb_app app;
+    const char *conf_path = "/etc/nanobox/nanobox.conf", *pidfile = NULL;
+    char err[512];
+    enum nb_log_level level;
+    int check_only = 0, inherited, listen_fd, opt, rc;
+    char *overrides[64];
+    int n_over = 0;
+
+    nb_log_init("nanobox-fcgi", NB_LOG_INFO);
+    while ((opt = getopt(argc, argv, "c:p:o:th")) != -1) {
+        switch (opt) {
+        case 'c': conf_path = optarg; break;
+        case 'p': pidfile = optarg; break;
+        case 'o':
+            if (n_over == 64) {
+                fprintf(stderr, "too many -o options\n");
+                return 2;
+            }
+            overrides[n_over++] = optarg;
+            break;
+        case 't': check_only = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+
+    nb_conf_defaults(&app.conf);
+    if (nb_conf_load(&app.conf, conf_path, err, sizeof(err)) != 0) {
+        nb_error("%s", err);
+        return 1;
+    }
+    for (int i = 0; i < n_over; i++) {
+        char *eq = strchr(overrides[i], '=');
+        if (eq == NULL) {
+            nb_error("-o %s: expected key=value", overrides[i]);
+            return 2;
+        }
+        *eq = '\0';
+        if (nb_conf_set(&app.conf, overrides[i], eq + 1, err, sizeof(err)) != 0) {
+            nb_error("-o: %s", err);
+            return 2;
+        }
+    }
+    if (nb_log_level_parse(app.conf.log_level, &level) != 0) {
+        nb_error("log_level must be debug, info, warn or error");
+        return 1;
+    }
+    nb_log_init("nanobox-fcgi", level);
+    if (check_only) {
+        printf("%s: configuration OK\n", conf_path);
+        return 0;
+    }
+    if (app.conf.api_key[0] == '\0')
+        nb_warn("api_key is empty: every route is open to anyone who reaches nginx");
+
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        nb_error("curl_global_init failed");
+        return 1;
+    }
+    if (nb_table_open(&app.table, app.conf.state_file, app.conf.max_sandboxes, err, sizeof(err)) != 0) {
+        nb_error("state table: %s", err);
+        return 1;
+    }
+    if (FCGX_Init() != 0) {
+        nb_error("FCGX_Init failed");
+        return 1;
+    }
+    /* FCGX_Init installs its own handlers: ours come after it */
+    signal(SIGPIPE, SIG_IGN);
+
+    inherited = is_listening_socket(0);
+    listen_fd = inherited ? 0 : open_listen_socket(&app.conf);
+    if (listen_fd < 0)
+        return 1;
+    if (pidfile && write_pidfile(pidfile) != 0) {
+        nb_error("cannot write %s: %s", pidfile, strerror(errno));
+        return 1;
+    }
+    nb_log_set_role("master");
+    nb_info("nanobox-fcgi %s listening on %s, state %s (%u slots), instance %s", PACKAGE_VERSION,
+            inherited ? "fd 0 (spawn-fcgi)" : app.conf.listen, app.conf.state_file,
+            app.table.nslots, app.conf.instance);
+
+    rc = nb_pool_run(&app, listen_fd);
+    if (!inherited)
+        unlink(app.conf.listen);
+    if (pidfile)
+        unlink(pidfile);
+    nb_table_close(&app.table);
+    curl_global_cleanup();
+    return rc;
+}

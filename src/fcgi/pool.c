@@ -1,0 +1,232 @@
+/*
+ * pool.c - see pool.h. The master does nothing slow: it waits for signals
+ * with a short timeout, reaps children, and adjusts the pool. All Docker
+ * work happens in workers and in the reaper child.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "pool.h"
+#include "reaper.h"
+#include "sandbox.h"
+#include "worker.h"
+
+#define TICK_NS 100000000L     /* 100 ms between pool adjustments */
+#define IDLE_KILL_GRACE 2      /* seconds an idle worker gets to leave on shutdown */
+
+struct pool {
+    struct nb_app *app;
+    int listen_fd;
+    struct nb_pool_slot *slots; /* shared scoreboard, workers_max entries */
+    unsigned nslots;
+    pid_t reaper;
+    int64_t reaper_started;
+};
+
+static void worker_spawn(struct pool *p, unsigned idx)
+{
+    struct nb_pool_slot *s = &p->slots[idx];
+    pid_t pid;
+    s->busy = 0;
+    s->since = nb_now();
+    s->served = 0;
+    pid = fork();
+    if (pid < 0) {
+        nb_error("fork of a worker failed: %s", strerror(errno));
+        return;
+    }
+    if (pid == 0)
+        nb_worker_run(p->app, p->listen_fd, s);
+    s->pid = pid;
+}
+
+static void reaper_spawn(struct pool *p)
+{
+    pid_t pid = fork();
+    if (pid < 0) {
+        nb_error("fork of the reaper failed: %s", strerror(errno));
+        return;
+    }
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        if (nb_docker_init(&p->app->docker, p->app->conf.docker_socket,
+                           p->app->conf.docker_max_response) != 0)
+            _exit(1);
+        nb_reaper_run(p->app);
+    }
+    p->reaper = pid;
+    p->reaper_started = nb_now();
+}
+
+/* Collect dead children; free their scoreboard slots. */
+static void reap_children(struct pool *p, int stopping)
+{
+    pid_t pid;
+    int status;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        int abnormal = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        if (pid == p->reaper) {
+            p->reaper = 0;
+            if (!stopping || abnormal)
+                nb_log(abnormal ? NB_LOG_WARN : NB_LOG_INFO, "reaper %d ended (%s %d)", (int)pid,
+                       WIFSIGNALED(status) ? "signal" : "status",
+                       WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+            continue;
+        }
+        for (unsigned i = 0; i < p->nslots; i++) {
+            if (p->slots[i].pid != pid)
+                continue;
+            p->slots[i].pid = 0;
+            p->slots[i].busy = 0;
+            if (abnormal && !stopping)
+                nb_warn("worker %d died (%s %d); replacing it", (int)pid,
+                        WIFSIGNALED(status) ? "signal" : "status",
+                        WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+            break;
+        }
+    }
+}
+
+/* Keep workers_min alive, workers_spare idle (up to max), retire idle extras. */
+static void adjust(struct pool *p)
+{
+    const struct nb_conf *c = &p->app->conf;
+    unsigned alive = 0, idle = 0, want;
+    int64_t now = nb_now();
+    int retired = 0;
+
+    /* a reaper that keeps dying must not spin: at most one start a second */
+    if (p->reaper == 0 && now - p->reaper_started >= 1)
+        reaper_spawn(p);
+    for (unsigned i = 0; i < p->nslots; i++) {
+        if (p->slots[i].pid == 0)
+            continue;
+        alive++;
+        if (!p->slots[i].busy)
+            idle++;
+    }
+    want = alive;
+    if (want < c->workers_min)
+        want = c->workers_min;
+    if (idle < c->workers_spare)
+        want = alive + (c->workers_spare - idle);
+    if (want > c->workers_max)
+        want = c->workers_max;
+    for (unsigned i = 0; i < p->nslots && alive < want; i++) {
+        if (p->slots[i].pid == 0) {
+            worker_spawn(p, i);
+            alive++;
+        }
+    }
+    if (idle <= c->workers_spare || alive <= c->workers_min)
+        return;
+    /* one retirement per tick keeps the pool from collapsing on a lull */
+    for (unsigned i = p->nslots; i-- > 0 && !retired;) {
+        struct nb_pool_slot *s = &p->slots[i];
+        if (s->pid != 0 && !s->busy && now - s->since >= (int64_t)c->worker_idle_timeout) {
+            kill(s->pid, SIGTERM);
+            s->since = now; /* not again next tick */
+            retired = 1;
+        }
+    }
+}
+
+static unsigned count_alive(const struct pool *p)
+{
+    unsigned n = p->reaper != 0;
+    for (unsigned i = 0; i < p->nslots; i++)
+        n += p->slots[i].pid != 0;
+    return n;
+}
+
+static void shutdown_children(struct pool *p)
+{
+    const struct nb_conf *c = &p->app->conf;
+    struct timespec ts = {0, TICK_NS};
+    int64_t start = nb_now();
+    sigset_t set;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    for (unsigned i = 0; i < p->nslots; i++)
+        if (p->slots[i].pid)
+            kill(p->slots[i].pid, SIGTERM);
+    if (p->reaper)
+        kill(p->reaper, SIGTERM);
+    while (count_alive(p) > 0) {
+        int64_t waited = nb_now() - start;
+        sigtimedwait(&set, NULL, &ts);
+        reap_children(p, 1);
+        /* an idle worker that missed the signal while entering accept() */
+        if (waited >= IDLE_KILL_GRACE)
+            for (unsigned i = 0; i < p->nslots; i++)
+                if (p->slots[i].pid && !p->slots[i].busy)
+                    kill(p->slots[i].pid, SIGKILL);
+        if (waited >= (int64_t)c->shutdown_timeout) {
+            nb_warn("shutdown_timeout passed: killing the remaining workers");
+            for (unsigned i = 0; i < p->nslots; i++)
+                if (p->slots[i].pid)
+                    kill(p->slots[i].pid, SIGKILL);
+            if (p->reaper)
+                kill(p->reaper, SIGKILL);
+        }
+    }
+}
+
+int nb_pool_run(struct nb_app *a, int listen_fd)
+{
+    struct pool p;
+    sigset_t set;
+    struct timespec ts = {0, TICK_NS};
+
+    memset(&p, 0, sizeof(p));
+    p.app = a;
+    p.listen_fd = listen_fd;
+    p.nslots = a->conf.workers_max;
+    p.slots = mmap(NULL, p.nslots * sizeof(*p.slots), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p.slots == MAP_FAILED) {
+        nb_error("cannot map the worker scoreboard: %s", strerror(errno));
+        return 1;
+    }
+    memset(p.slots, 0, p.nslots * sizeof(*p.slots));
+
+    /* signals are taken synchronously with sigtimedwait; children unblock them */
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+
+    reaper_spawn(&p);
+    adjust(&p);
+    nb_info("serving with %u worker(s) (max %u)", a->conf.workers_min, a->conf.workers_max);
+    for (;;) {
+        int sig = sigtimedwait(&set, NULL, &ts);
+        if (sig == SIGTERM || sig == SIGINT) {
+            nb_info("stopping: finishing in-flight requests (sandboxes are kept)");
+            break;
+        }
+        if (sig == SIGHUP)
+            nb_info("SIGHUP ignored: restart to apply a new configuration");
+        reap_children(&p, 0);
+        adjust(&p);
+    }
+    shutdown_children(&p);
+    munmap(p.slots, p.nslots * sizeof(*p.slots));
+    nb_info("stopped");
+    return 0;
+}

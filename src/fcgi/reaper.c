@@ -1,0 +1,196 @@
+/*
+ * reaper.c - see reaper.h.
+ *
+ * The reaper is a child of the master rather than part of it so that slow
+ * Docker calls (removing a container can take a second) never delay the
+ * master's supervision of the workers.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "reaper.h"
+#include "sandbox.h"
+
+#define REAPER_TICK_US 1000000
+#define RECONCILE_EVERY 30       /* ticks between reconciliations */
+#define STUCK_SECONDS 180        /* a CREATING/DESTROYING slot older than this is abandoned */
+
+static volatile sig_atomic_t reaper_stop;
+
+static void reaper_on_term(int sig)
+{
+    (void)sig;
+    reaper_stop = 1;
+}
+
+struct doomed {
+    char id[NB_ID_LEN + 1];
+    char cid[NB_CID_LEN + 1];
+    uint32_t gen;
+};
+
+/* Remove the containers of slots already marked DESTROYING by us. */
+static void destroy_marked(struct nb_app *a, struct doomed *list, size_t n, const char *why)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct nb_derr de = {0};
+        if (nb_sandbox_finish_destroy(a, list[i].id, list[i].cid, list[i].gen, &de) == 0) {
+            nb_info("%s sandbox %s", why, list[i].id);
+        } else {
+            /* leave it DESTROYING: once stuck, reconciliation retries */
+            nb_warn("could not remove %s sandbox %s: %s", why, list[i].id, de.msg);
+        }
+    }
+}
+
+void nb_reaper_expire(struct nb_app *a)
+{
+    struct doomed *list;
+    size_t n = 0;
+    int64_t now = nb_now();
+
+    list = nb_xcalloc(a->table.nslots, sizeof(*list));
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        struct nb_slot *s = &a->table.slots[i];
+        if (s->state != NB_SLOT_RUNNING || s->expires > now)
+            continue;
+        s->state = NB_SLOT_DESTROYING;
+        s->owner_pid = getpid();
+        s->state_since = now;
+        snprintf(list[n].id, sizeof(list[n].id), "%s", s->id);
+        snprintf(list[n].cid, sizeof(list[n].cid), "%s", s->container_id);
+        list[n].gen = s->generation;
+        n++;
+    }
+    nb_table_unlock(&a->table);
+    destroy_marked(a, list, n, "expired");
+    free(list);
+}
+
+struct seen {
+    struct nb_docker_ctr *ctr;
+    size_t n, alloc;
+};
+
+static void seen_add(void *arg, const struct nb_docker_ctr *c)
+{
+    struct seen *s = arg;
+    if (s->n == s->alloc) {
+        s->alloc = s->alloc ? s->alloc * 2 : 64;
+        s->ctr = nb_xrealloc(s->ctr, s->alloc * sizeof(*s->ctr));
+    }
+    s->ctr[s->n++] = *c;
+}
+
+static int owner_alive(pid_t pid)
+{
+    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+int nb_reaper_reconcile(struct nb_app *a)
+{
+    struct seen seen = {NULL, 0, 0};
+    struct nb_derr de = {0};
+    struct doomed *list;
+    size_t n = 0;
+    int64_t listed_at = nb_now();
+    int removed = 0;
+
+    if (nb_docker_list(&a->docker, a->conf.instance, seen_add, &seen, &de) < 0) {
+        nb_warn("reconciliation skipped: %s", de.msg);
+        free(seen.ctr);
+        return -1;
+    }
+
+    /* containers with no slot (or a slot of another container) are orphans */
+    for (size_t i = 0; i < seen.n; i++) {
+        struct nb_slot *s;
+        int orphan;
+        nb_table_lock(&a->table);
+        s = seen.ctr[i].sandbox[0] ? nb_table_find(&a->table, seen.ctr[i].sandbox) : NULL;
+        orphan = s == NULL || (s->container_id[0] && strcmp(s->container_id, seen.ctr[i].id) != 0);
+        nb_table_unlock(&a->table);
+        if (!orphan)
+            continue;
+        if (nb_docker_remove(&a->docker, seen.ctr[i].id, &de) == 0) {
+            nb_info("removed orphan container %.12s (sandbox label \"%s\")", seen.ctr[i].id,
+                    seen.ctr[i].sandbox);
+            removed++;
+        } else {
+            nb_warn("could not remove orphan container %.12s: %s", seen.ctr[i].id, de.msg);
+        }
+    }
+
+    /* slots whose container is gone or dead, and slots abandoned mid-change */
+    list = nb_xcalloc(a->table.nslots, sizeof(*list));
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        struct nb_slot *s = &a->table.slots[i];
+        size_t j;
+        int mark = 0;
+        if (s->state == NB_SLOT_FREE)
+            continue;
+        if (s->state == NB_SLOT_RUNNING) {
+            if (s->state_since >= listed_at)
+                continue; /* became RUNNING after the listing: not judged on it */
+            for (j = 0; j < seen.n && strcmp(seen.ctr[j].id, s->container_id) != 0; j++)
+                ;
+            if (j == seen.n) {
+                nb_warn("sandbox %s: its container is gone; freeing the slot", s->id);
+                nb_table_release(&a->table, s);
+                continue;
+            }
+            if (!seen.ctr[j].running) {
+                nb_warn("sandbox %s: its container stopped; destroying it", s->id);
+                mark = 1;
+            }
+        } else if (!owner_alive(s->owner_pid) || listed_at - s->state_since > STUCK_SECONDS) {
+            nb_warn("sandbox %s: abandoned while %s; finishing the job", s->id,
+                    s->state == NB_SLOT_CREATING ? "creating" : "destroying");
+            mark = 1;
+        }
+        if (mark) {
+            s->state = NB_SLOT_DESTROYING;
+            s->owner_pid = getpid();
+            s->state_since = listed_at;
+            snprintf(list[n].id, sizeof(list[n].id), "%s", s->id);
+            snprintf(list[n].cid, sizeof(list[n].cid), "%s", s->container_id);
+            list[n].gen = s->generation;
+            n++;
+        }
+    }
+    nb_table_unlock(&a->table);
+    destroy_marked(a, list, n, "reconciled");
+    free(list);
+    free(seen.ctr);
+    return removed + (int)n;
+}
+
+void nb_reaper_run(struct nb_app *a)
+{
+    struct sigaction sa;
+    unsigned tick = 0;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = reaper_on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    nb_log_set_role("reaper");
+    while (!reaper_stop) {
+        if (tick % RECONCILE_EVERY == 0)
+            nb_reaper_reconcile(a);
+        nb_reaper_expire(a);
+        tick++;
+        usleep(REAPER_TICK_US);
+    }
+    nb_docker_cleanup(&a->docker);
+    _exit(0);
+}

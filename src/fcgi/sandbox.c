@@ -1,0 +1,355 @@
+/*
+ * sandbox.c - see sandbox.h.
+ *
+ * The table slot is reserved before the container exists and freed only
+ * after the container is gone, so at every moment a container of ours has a
+ * slot: that is what lets reconciliation call any other labelled container
+ * an orphan. Docker calls are never made while holding the table lock.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uuid/uuid.h>
+
+#include "json.h"
+#include "log.h"
+#include "sandbox.h"
+
+int64_t nb_now(void)
+{
+    return (int64_t)time(NULL);
+}
+
+void nb_apierr_set(struct nb_apierr *ae, int status, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    ae->status = status;
+    snprintf(ae->code, sizeof(ae->code), "%s", code);
+    va_start(ap, fmt);
+    vsnprintf(ae->msg, sizeof(ae->msg), fmt, ap);
+    va_end(ap);
+}
+
+void nb_apierr_docker(struct nb_apierr *ae, const struct nb_derr *de, const char *what)
+{
+    switch (de->kind) {
+    case NB_DERR_UNREACHABLE:
+        nb_apierr_set(ae, 503, "docker_unavailable", "could not %s: %s", what, de->msg);
+        break;
+    case NB_DERR_TIMEOUT:
+        nb_apierr_set(ae, 504, "timeout", "could not %s: Docker did not answer in time", what);
+        break;
+    case NB_DERR_HTTP:
+        if (de->status == 404)
+            nb_apierr_set(ae, 404, "not_found", "could not %s: %s", what, de->msg);
+        else if (de->status == 409)
+            nb_apierr_set(ae, 409, "conflict", "could not %s: %s", what, de->msg);
+        else
+            nb_apierr_set(ae, 502, "docker_error", "could not %s: Docker said (%ld) %s", what,
+                          de->status, de->msg);
+        break;
+    default:
+        nb_apierr_set(ae, 502, "docker_error", "could not %s: %s", what, de->msg);
+        break;
+    }
+}
+
+int nb_sandbox_id_valid(const char *id)
+{
+    size_t i;
+    for (i = 0; id[i]; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (id[i] != '-')
+                return 0;
+        } else if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f'))) {
+            return 0;
+        }
+    }
+    return i == NB_ID_LEN;
+}
+
+/* uid and gid of "uid:gid" (gid defaults to uid). */
+static void user_ids(const char *user, unsigned long *uid, unsigned long *gid)
+{
+    char *end;
+    *uid = strtoul(user, &end, 10);
+    *gid = *end == ':' ? strtoul(end + 1, NULL, 10) : *uid;
+}
+
+static char *container_config(const struct nb_app *a, const struct nb_sandbox_spec *s,
+                              const char *id, int64_t expires)
+{
+    const struct nb_conf *c = &a->conf;
+    yajl_gen g = nb_json_gen();
+    const unsigned char *out;
+    size_t len;
+    char tmp[256];
+    unsigned long uid, gid;
+    char *json;
+
+    user_ids(c->sandbox_user, &uid, &gid);
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "Image", s->image);
+    nb_json_cstr(g, "Cmd");
+    yajl_gen_array_open(g);
+    nb_json_cstr(g, "sleep");
+    nb_json_cstr(g, "infinity");
+    yajl_gen_array_close(g);
+    nb_json_kv_str(g, "User", c->sandbox_user);
+    nb_json_kv_str(g, "WorkingDir", c->workspace);
+    snprintf(tmp, sizeof(tmp), "%.8s", id);
+    nb_json_kv_str(g, "Hostname", tmp);
+    nb_json_cstr(g, "Env");
+    yajl_gen_array_open(g);
+    snprintf(tmp, sizeof(tmp), "HOME=%s", c->workspace);
+    nb_json_cstr(g, tmp);
+    for (unsigned i = 0; i < s->n_env; i++)
+        nb_json_cstr(g, s->env[i]);
+    yajl_gen_array_close(g);
+    nb_json_cstr(g, "Labels");
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "nanobox.sandbox", id);
+    nb_json_kv_str(g, "nanobox.instance", c->instance);
+    snprintf(tmp, sizeof(tmp), "%lld", (long long)expires);
+    nb_json_kv_str(g, "nanobox.expires", tmp);
+    yajl_gen_map_close(g);
+
+    nb_json_cstr(g, "HostConfig");
+    yajl_gen_map_open(g);
+    nb_json_kv_bool(g, "Init", 1);
+    nb_json_kv_str(g, "NetworkMode", s->network_bridge ? "bridge" : "none");
+    nb_json_kv_int(g, "Memory", (long long)s->memory);
+    nb_json_kv_int(g, "MemorySwap", (long long)s->memory);
+    nb_json_kv_int(g, "NanoCpus", (long long)s->nano_cpus);
+    nb_json_kv_int(g, "PidsLimit", (long long)s->pids);
+    nb_json_cstr(g, "CapDrop");
+    yajl_gen_array_open(g);
+    nb_json_cstr(g, "ALL");
+    yajl_gen_array_close(g);
+    nb_json_cstr(g, "SecurityOpt");
+    yajl_gen_array_open(g);
+    nb_json_cstr(g, "no-new-privileges");
+    yajl_gen_array_close(g);
+    nb_json_kv_bool(g, "ReadonlyRootfs", 1);
+    nb_json_cstr(g, "Tmpfs");
+    yajl_gen_map_open(g);
+    snprintf(tmp, sizeof(tmp), "rw,nosuid,nodev,size=%llu,mode=1777",
+             (unsigned long long)c->tmp_size);
+    nb_json_kv_str(g, "/tmp", tmp);
+    snprintf(tmp, sizeof(tmp), "rw,nosuid,nodev,exec,size=%llu,uid=%lu,gid=%lu,mode=0755",
+             (unsigned long long)c->workspace_size, uid, gid);
+    nb_json_kv_str(g, c->workspace, tmp);
+    yajl_gen_map_close(g);
+    nb_json_cstr(g, "LogConfig");
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "Type", "none");
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g); /* HostConfig */
+    yajl_gen_map_close(g);
+
+    yajl_gen_get_buf(g, &out, &len);
+    json = nb_xmalloc(len + 1);
+    memcpy(json, out, len);
+    json[len] = '\0';
+    yajl_gen_free(g);
+    return json;
+}
+
+int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out,
+                      struct nb_apierr *ae)
+{
+    char id[NB_ID_LEN + 1], name[64], cid[65] = "";
+    int64_t now = nb_now(), expires = now + spec->ttl;
+    struct nb_slot *s;
+    struct nb_derr de = {0};
+    uint32_t gen;
+    uuid_t u;
+    char *json;
+    int running = 0;
+    pid_t pid = 0;
+
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, id);
+
+    if (nb_table_lock(&a->table) != 0) {
+        nb_apierr_set(ae, 500, "internal", "the state table lock is unusable");
+        return -1;
+    }
+    s = nb_table_reserve(&a->table, id, now, expires);
+    if (s != NULL) {
+        gen = s->generation;
+        s->memory = spec->memory;
+        s->nano_cpus = spec->nano_cpus;
+        s->pids = spec->pids;
+        s->network_bridge = (uint32_t)spec->network_bridge;
+        snprintf(s->image, sizeof(s->image), "%s", spec->image);
+        snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
+    }
+    nb_table_unlock(&a->table);
+    if (s == NULL) {
+        nb_apierr_set(ae, 503, "capacity", "all %u sandbox slots are in use: destroy one or raise max_sandboxes",
+                      a->table.nslots);
+        return -1;
+    }
+
+    snprintf(name, sizeof(name), "nanobox-%s", id);
+    json = container_config(a, spec, id, expires);
+    if (nb_docker_create(&a->docker, name, json, cid, &de) != 0) {
+        if (de.kind == NB_DERR_HTTP && de.status == 404)
+            nb_apierr_set(ae, 503, "image_missing",
+                          "image %s is not on the Docker host (build it with src/setup/image.sh): %s",
+                          spec->image, de.msg);
+        else
+            nb_apierr_docker(ae, &de, "create the sandbox container");
+        goto fail;
+    }
+    if (nb_docker_start(&a->docker, cid, &de) != 0) {
+        nb_apierr_docker(ae, &de, "start the sandbox container");
+        if (ae->status == 404 || ae->status == 409)
+            nb_apierr_set(ae, 502, "docker_error", "could not start the sandbox container: %s", de.msg);
+        goto fail;
+    }
+    if (nb_docker_inspect(&a->docker, cid, &running, &pid, &de) != 0 || !running) {
+        nb_apierr_set(ae, 502, "docker_error", "the sandbox container did not stay up%s%s",
+                      de.msg[0] ? ": " : "", de.msg);
+        goto fail;
+    }
+    free(json);
+    json = NULL;
+
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL && s->generation == gen && s->state == NB_SLOT_CREATING) {
+        s->state = NB_SLOT_RUNNING;
+        s->state_since = nb_now();
+        s->owner_pid = 0;
+        s->init_pid = pid;
+        snprintf(s->container_id, sizeof(s->container_id), "%s", cid);
+        *out = *s;
+        s = out; /* mark success */
+    } else {
+        s = NULL;
+    }
+    nb_table_unlock(&a->table);
+    if (s == NULL) {
+        /* reconciliation judged us dead and took the slot: undo */
+        nb_apierr_set(ae, 500, "internal", "the sandbox slot was reclaimed while creating");
+        nb_docker_remove(&a->docker, name, &de);
+        return -1;
+    }
+    nb_info("created sandbox %s (container %.12s)", id, cid);
+    return 0;
+
+fail:
+    free(json);
+    json = NULL;
+    if (nb_docker_remove(&a->docker, cid[0] ? cid : name, &de) != 0) {
+        /* the slot stays CREATING: reconciliation removes both later */
+        nb_warn("could not remove container %s after a failed create: %s", name, de.msg);
+        return -1;
+    }
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL && s->generation == gen)
+        nb_table_release(&a->table, s);
+    nb_table_unlock(&a->table);
+    return -1;
+}
+
+int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae)
+{
+    struct nb_slot *s;
+    int found = 0;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL && s->state == NB_SLOT_RUNNING && s->expires > nb_now()) {
+        *out = *s;
+        found = 1;
+    }
+    nb_table_unlock(&a->table);
+    if (!found) {
+        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)", id);
+        return -1;
+    }
+    return 0;
+}
+
+int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *expires,
+                      struct nb_apierr *ae)
+{
+    struct nb_slot *s;
+    int found = 0;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL && s->state == NB_SLOT_RUNNING && s->expires > nb_now()) {
+        s->expires = nb_now() + ttl;
+        *expires = s->expires;
+        found = 1;
+    }
+    nb_table_unlock(&a->table);
+    if (!found) {
+        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)", id);
+        return -1;
+    }
+    return 0;
+}
+
+int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid, uint32_t gen,
+                              struct nb_derr *de)
+{
+    char name[64];
+    struct nb_slot *s;
+    snprintf(name, sizeof(name), "nanobox-%s", id);
+    if (nb_docker_remove(&a->docker, cid[0] ? cid : name, de) != 0)
+        return -1;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL && s->generation == gen)
+        nb_table_release(&a->table, s);
+    nb_table_unlock(&a->table);
+    return 0;
+}
+
+int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
+{
+    struct nb_slot *s;
+    char cid[NB_CID_LEN + 1] = "";
+    uint32_t gen = 0;
+    int found = 0;
+    struct nb_derr de = {0};
+
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL && s->state == NB_SLOT_RUNNING) {
+        s->state = NB_SLOT_DESTROYING;
+        s->owner_pid = getpid();
+        s->state_since = nb_now();
+        gen = s->generation;
+        snprintf(cid, sizeof(cid), "%s", s->container_id);
+        found = 1;
+    }
+    nb_table_unlock(&a->table);
+    if (!found) {
+        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)", id);
+        return -1;
+    }
+    if (nb_sandbox_finish_destroy(a, id, cid, gen, &de) != 0) {
+        /* put it back so the caller (or the reaper) can try again */
+        nb_table_lock(&a->table);
+        s = nb_table_find(&a->table, id);
+        if (s != NULL && s->generation == gen && s->state == NB_SLOT_DESTROYING) {
+            s->state = NB_SLOT_RUNNING;
+            s->owner_pid = 0;
+        }
+        nb_table_unlock(&a->table);
+        nb_apierr_docker(ae, &de, "remove the sandbox container");
+        return -1;
+    }
+    nb_info("destroyed sandbox %s", id);
+    return 0;
+}

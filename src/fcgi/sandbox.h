@@ -1,0 +1,53 @@
+/*
+ * sandbox.h - a sandbox's life: create its container, look it up, extend
+ * it, destroy it. The API handlers and the reaper both go through here so
+ * a sandbox is created and destroyed one way only.
+ */
+#ifndef NB_SANDBOX_H
+#define NB_SANDBOX_H
+
+#include <stdint.h>
+
+#include "app.h"
+
+/* A validated create request; limits already within the operator's. */
+struct nb_sandbox_spec {
+    char image[NB_IMAGE_LEN];
+    uint64_t memory;
+    uint64_t nano_cpus;
+    int64_t pids;
+    int network_bridge;
+    unsigned ttl;
+    char **env;                 /* "NAME=value" strings, n_env of them */
+    unsigned n_env;
+    char metadata[NB_META_LEN]; /* JSON object text */
+};
+
+/* Create and start; on success *out is a copy of the RUNNING slot. */
+int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out,
+                      struct nb_apierr *ae);
+
+/* Copy of a live (RUNNING, unexpired) sandbox's slot; 404 otherwise. */
+int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae);
+
+/* Set expiry to now + ttl. */
+int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *expires,
+                      struct nb_apierr *ae);
+
+/* Remove the container and free the slot. 404 when no live sandbox has id. */
+int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae);
+
+/*
+ * Remove the container of a slot already marked DESTROYING by the caller
+ * (generation gen), then free the slot if it still has that generation.
+ */
+int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid, uint32_t gen,
+                              struct nb_derr *de);
+
+/* Is id a textual lowercase UUID? */
+int nb_sandbox_id_valid(const char *id);
+
+/* Unix seconds now. */
+int64_t nb_now(void);
+
+#endif
