@@ -1,0 +1,918 @@
+/*
+ * test_table.c - the shared state table: creation, slots, survival of
+ * crashes, refusal of foreign files, resizing, and the robust lock under
+ * many processes and under processes that die holding it.
+ *
+ * Forked children never call cmocka assertions (a failing one would jump
+ * back into the child's copy of the test runner): they report through
+ * their exit status, which the parent asserts.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "log.h"
+#include "table.h"
+
+#define HAMMER_CHILDREN 8
+#define HAMMER_ITERATIONS 2000
+#define RACE_CHILDREN 6
+#define RACE_ROUNDS 10
+
+struct fixture {
+    char dir[64];
+    char path[128];
+    char err[256];
+    int saved_stderr;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+
+    if (f == NULL)
+        return -1;
+    snprintf(f->dir, sizeof(f->dir), "/tmp/nb-test-table-XXXXXX");
+    if (mkdtemp(f->dir) == NULL) {
+        free(f);
+        return -1;
+    }
+    snprintf(f->path, sizeof(f->path), "%s/state", f->dir);
+    f->saved_stderr = -1;
+    *state = f;
+    alarm(60); /* a lock bug must fail the run, not hang it */
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    DIR *d = opendir(f->dir);
+    struct dirent *e;
+
+    alarm(0);
+    if (d != NULL) {
+        while ((e = readdir(d)) != NULL) {
+            char p[512];
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(p, sizeof(p), "%s/%s", f->dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Send our log lines (stderr) to a file until capture_end. */
+static void capture_begin(struct fixture *f)
+{
+    char p[256];
+    int fd;
+
+    snprintf(p, sizeof(p), "%s/stderr", f->dir);
+    fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    f->saved_stderr = dup(STDERR_FILENO);
+    assert_true(f->saved_stderr >= 0);
+    assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+    close(fd);
+}
+
+/* Restore stderr; returns what was logged meanwhile (static buffer). */
+static const char *capture_end(struct fixture *f)
+{
+    static char text[4096];
+    char p[256];
+    ssize_t n;
+    int fd;
+
+    assert_int_equal(dup2(f->saved_stderr, STDERR_FILENO), STDERR_FILENO);
+    close(f->saved_stderr);
+    f->saved_stderr = -1;
+    snprintf(p, sizeof(p), "%s/stderr", f->dir);
+    fd = open(p, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    unlink(p);
+    text[n > 0 ? n : 0] = '\0';
+    return text;
+}
+
+static void open_ok(struct fixture *f, struct nb_table *t, uint32_t nslots)
+{
+    int rc = nb_table_open(t, f->path, nslots, f->err, sizeof(f->err));
+
+    if (rc != 0)
+        fail_msg("nb_table_open: %s", f->err);
+}
+
+static off_t file_size(const char *path)
+{
+    struct stat st;
+
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_size;
+}
+
+static off_t expected_size(uint32_t nslots)
+{
+    return (off_t)(sizeof(struct nb_table_header) + nslots * sizeof(struct nb_slot));
+}
+
+static void patch_header(const char *path, size_t off, const void *data, size_t len)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, data, len, (off_t)off), (ssize_t)len);
+    close(fd);
+}
+
+static void reserve_ok(struct nb_table *t, const char *id)
+{
+    assert_int_equal(nb_table_lock(t), 0);
+    assert_non_null(nb_table_reserve(t, id, 1000, 2000));
+    nb_table_unlock(t);
+}
+
+static void wait_exit_ok(pid_t pid)
+{
+    int status;
+
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* ---- creation ---- */
+
+static void test_create_writes_header_file_size_and_mode(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct stat st;
+
+    open_ok(f, &t, 8);
+    assert_memory_equal(t.hdr->magic, NB_TABLE_MAGIC, 8);
+    assert_int_equal(t.hdr->version, NB_TABLE_VERSION);
+    assert_int_equal(t.hdr->slot_size, sizeof(struct nb_slot));
+    assert_int_equal(t.hdr->nslots, 8);
+    assert_int_equal(t.nslots, 8);
+    assert_int_equal(t.hdr->generation, 0);
+    assert_int_equal(nb_table_count(&t), 0);
+    assert_int_equal(file_size(f->path), expected_size(8));
+    assert_int_equal(stat(f->path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_true(fcntl(t.fd, F_GETFD) & FD_CLOEXEC);
+    nb_table_close(&t);
+    assert_int_equal(t.fd, -1);
+    assert_null(t.hdr);
+}
+
+static void test_open_rejects_zero_slots_and_bad_path(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    char path[256];
+
+    assert_int_equal(nb_table_open(&t, f->path, 0, f->err, sizeof(f->err)), -1);
+    assert_non_null(strstr(f->err, "out of range"));
+    snprintf(path, sizeof(path), "%s/missing/state", f->dir);
+    assert_int_equal(nb_table_open(&t, path, 4, f->err, sizeof(f->err)), -1);
+    assert_non_null(strstr(f->err, path));
+    assert_non_null(strstr(f->err, strerror(ENOENT)));
+    assert_int_equal(t.fd, -1);
+    assert_null(t.hdr);
+}
+
+/* ---- slots ---- */
+
+static void test_reserve_fills_a_creating_slot(void **state)
+{
+    struct fixture *f = *state;
+    const char *id = "0f8fad5b-d9cb-469f-a165-70867728950e";
+    struct nb_table t;
+    struct nb_slot *s;
+
+    open_ok(f, &t, 4);
+    assert_int_equal(nb_table_lock(&t), 0);
+    s = nb_table_reserve(&t, id, 1700000000, 1700001800);
+    assert_non_null(s);
+    assert_int_equal(s->state, NB_SLOT_CREATING);
+    assert_int_equal(s->generation, 1);
+    assert_string_equal(s->id, id);
+    assert_int_equal(s->owner_pid, getpid());
+    assert_int_equal(s->state_since, 1700000000);
+    assert_int_equal(s->created, 1700000000);
+    assert_int_equal(s->expires, 1700001800);
+    assert_string_equal(s->metadata, "{}");
+    assert_string_equal(s->container_id, "");
+    assert_string_equal(s->image, "");
+    assert_int_equal(s->init_pid, 0);
+    assert_int_equal(s->ports[0].sandboxport, 0);
+    assert_ptr_equal(nb_table_find(&t, id), s);
+    assert_int_equal(nb_table_count(&t), 1);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_find_matches_whole_id_only(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *a, *b;
+
+    open_ok(f, &t, 4);
+    assert_int_equal(nb_table_lock(&t), 0);
+    a = nb_table_reserve(&t, "abc", 1, 2);
+    b = nb_table_reserve(&t, "abcd", 1, 2);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_ptr_not_equal(a, b);
+    assert_ptr_equal(nb_table_find(&t, "abc"), a);
+    assert_ptr_equal(nb_table_find(&t, "abcd"), b);
+    assert_null(nb_table_find(&t, "ab"));
+    assert_null(nb_table_find(&t, "abcde"));
+    assert_null(nb_table_find(&t, ""));
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_release_frees_slot_and_keeps_generation(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *s, *again, zero;
+    uint32_t gen;
+
+    open_ok(f, &t, 4);
+    assert_int_equal(nb_table_lock(&t), 0);
+    s = nb_table_reserve(&t, "sb-1", 10, 20);
+    assert_non_null(s);
+    s->state = NB_SLOT_RUNNING;
+    snprintf(s->container_id, sizeof(s->container_id), "%s", "c0ffee");
+    s->ports[3].sandboxport = 8080;
+    gen = s->generation;
+    nb_table_release(&t, s);
+
+    memset(&zero, 0, sizeof(zero));
+    zero.generation = gen;
+    assert_memory_equal(s, &zero, sizeof(zero));
+    assert_null(nb_table_find(&t, "sb-1"));
+    assert_int_equal(nb_table_count(&t), 0);
+
+    again = nb_table_reserve(&t, "sb-2", 10, 20);
+    assert_ptr_equal(again, s); /* first free slot */
+    assert_int_equal(again->generation, gen + 1);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_full_table_returns_null(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *s[4];
+    char id[16];
+
+    open_ok(f, &t, 4);
+    assert_int_equal(nb_table_lock(&t), 0);
+    for (int i = 0; i < 4; i++) {
+        snprintf(id, sizeof(id), "sb-%d", i);
+        s[i] = nb_table_reserve(&t, id, 1, 2);
+        assert_non_null(s[i]);
+        for (int j = 0; j < i; j++)
+            assert_ptr_not_equal(s[i], s[j]);
+    }
+    assert_null(nb_table_reserve(&t, "one-too-many", 1, 2));
+    assert_int_equal(nb_table_count(&t), 4);
+    assert_null(nb_table_find(&t, "one-too-many"));
+
+    nb_table_release(&t, s[2]);
+    assert_ptr_equal(nb_table_reserve(&t, "late", 1, 2), s[2]);
+    assert_int_equal(nb_table_count(&t), 4);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_generation_skips_zero_on_wrap(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *s;
+
+    open_ok(f, &t, 2);
+    assert_int_equal(nb_table_lock(&t), 0);
+    t.hdr->generation = UINT32_MAX;
+    s = nb_table_reserve(&t, "wrap", 1, 2);
+    assert_non_null(s);
+    assert_int_not_equal(s->generation, 0);
+    assert_int_equal(s->generation, 1);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+/* ---- survival ---- */
+
+static void test_data_survives_close_and_reopen(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *s;
+
+    open_ok(f, &t, 4);
+    assert_int_equal(nb_table_lock(&t), 0);
+    s = nb_table_reserve(&t, "kept", 5, 6);
+    assert_non_null(s);
+    s->state = NB_SLOT_RUNNING;
+    snprintf(s->metadata, sizeof(s->metadata), "%s", "{\"owner\":\"me\"}");
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+
+    open_ok(f, &t, 4);
+    s = nb_table_find(&t, "kept");
+    assert_non_null(s);
+    assert_int_equal(s->state, NB_SLOT_RUNNING);
+    assert_string_equal(s->metadata, "{\"owner\":\"me\"}");
+    assert_int_equal(t.hdr->generation, 1);
+    nb_table_close(&t);
+}
+
+static void test_data_survives_a_crash_without_cleanup(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *s;
+    pid_t pid;
+
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct nb_table ct;
+        struct nb_slot *cs;
+        if (nb_table_open(&ct, f->path, 4, NULL, 0) != 0 || nb_table_lock(&ct) != 0)
+            _exit(1);
+        cs = nb_table_reserve(&ct, "crashed-writer", 7, 8);
+        if (cs == NULL)
+            _exit(2);
+        snprintf(cs->container_id, sizeof(cs->container_id), "%s", "deadbeef");
+        cs->ports[0].sandboxport = 3000;
+        cs->ports[0].hostport = 41000;
+        cs->state = NB_SLOT_RUNNING;
+        nb_table_unlock(&ct);
+        _exit(0); /* no close, no msync, no unmap */
+    }
+    wait_exit_ok(pid);
+
+    open_ok(f, &t, 4);
+    assert_int_equal(nb_table_lock(&t), 0);
+    s = nb_table_find(&t, "crashed-writer");
+    assert_non_null(s);
+    assert_int_equal(s->state, NB_SLOT_RUNNING);
+    assert_string_equal(s->container_id, "deadbeef");
+    assert_int_equal(s->ports[0].sandboxport, 3000);
+    assert_int_equal(s->ports[0].hostport, 41000);
+    assert_int_equal(s->owner_pid, pid);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+/* ---- foreign or damaged files ---- */
+
+static void test_wrong_magic_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    char junk[4096], back[8];
+    struct nb_table t;
+    int fd;
+
+    memset(junk, 'x', sizeof(junk));
+    memcpy(junk, "GARBAGE!", 8);
+    fd = open(f->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+    close(fd);
+
+    assert_int_equal(nb_table_open(&t, f->path, 4, f->err, sizeof(f->err)), -1);
+    assert_non_null(strstr(f->err, "not a nanobox state table"));
+    assert_non_null(strstr(f->err, f->path));
+    assert_int_equal(t.fd, -1);
+    assert_null(t.hdr);
+    /* and left untouched */
+    assert_int_equal(file_size(f->path), (off_t)sizeof(junk));
+    fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    assert_int_equal(read(fd, back, 8), 8);
+    close(fd);
+    assert_memory_equal(back, "GARBAGE!", 8);
+}
+
+static void test_short_foreign_file_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    int fd;
+
+    fd = open(f->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "hi\n", 3), 3);
+    close(fd);
+    assert_int_equal(nb_table_open(&t, f->path, 4, f->err, sizeof(f->err)), -1);
+    assert_non_null(strstr(f->err, "not a nanobox state table"));
+    assert_int_equal(file_size(f->path), 3);
+}
+
+static void test_foreign_file_starting_with_zeros_is_not_wiped(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    char junk[5000];
+    int fd;
+
+    memset(junk, 0, sizeof(junk));
+    memcpy(junk + 100, "precious", 8);
+    fd = open(f->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+    close(fd);
+    assert_int_equal(nb_table_open(&t, f->path, 4, f->err, sizeof(f->err)), -1);
+    assert_non_null(strstr(f->err, "not a nanobox state table"));
+    assert_int_equal(file_size(f->path), (off_t)sizeof(junk));
+}
+
+static void test_wrong_version_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    uint32_t v = NB_TABLE_VERSION + 98;
+    struct nb_table t;
+
+    open_ok(f, &t, 4);
+    nb_table_close(&t);
+    patch_header(f->path, offsetof(struct nb_table_header, version), &v, sizeof(v));
+    assert_int_equal(nb_table_open(&t, f->path, 4, f->err, sizeof(f->err)), -1);
+    assert_non_null(strstr(f->err, "version 99"));
+    assert_int_equal(t.fd, -1);
+}
+
+static void test_wrong_slot_size_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    uint32_t sz = (uint32_t)sizeof(struct nb_slot) + 8;
+    struct nb_table t;
+
+    open_ok(f, &t, 4);
+    nb_table_close(&t);
+    patch_header(f->path, offsetof(struct nb_table_header, slot_size), &sz, sizeof(sz));
+    assert_int_equal(nb_table_open(&t, f->path, 4, f->err, sizeof(f->err)), -1);
+    assert_non_null(strstr(f->err, "-byte slots"));
+}
+
+static void test_truncated_file_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+
+    open_ok(f, &t, 8);
+    nb_table_close(&t);
+    assert_int_equal(truncate(f->path, expected_size(3)), 0);
+    assert_int_equal(nb_table_open(&t, f->path, 8, f->err, sizeof(f->err)), -1);
+    assert_non_null(strstr(f->err, "damaged"));
+    assert_int_equal(file_size(f->path), expected_size(3));
+}
+
+static void test_half_created_file_is_created_afresh(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table_header h;
+    struct nb_table t;
+    int fd;
+
+    /* What a creator that died before writing the magic leaves behind. */
+    memset(&h, 0, sizeof(h));
+    h.version = NB_TABLE_VERSION;
+    h.nslots = 3;
+    fd = open(f->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, &h, sizeof(h)), (ssize_t)sizeof(h));
+    assert_int_equal(ftruncate(fd, expected_size(3)), 0);
+    close(fd);
+
+    capture_begin(f);
+    open_ok(f, &t, 4);
+    assert_non_null(strstr(capture_end(f), "never completely created"));
+    assert_memory_equal(t.hdr->magic, NB_TABLE_MAGIC, 8);
+    assert_int_equal(t.nslots, 4);
+    assert_int_equal(nb_table_count(&t), 0);
+    assert_int_equal(file_size(f->path), expected_size(4));
+    reserve_ok(&t, "works");
+    nb_table_close(&t);
+}
+
+/* ---- resizing ---- */
+
+static void test_grow_keeps_slots_and_adds_free_ones(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+
+    open_ok(f, &t, 2);
+    reserve_ok(&t, "first");
+    reserve_ok(&t, "second");
+    nb_table_close(&t);
+
+    open_ok(f, &t, 16);
+    assert_int_equal(t.nslots, 16);
+    assert_int_equal(t.hdr->nslots, 16);
+    assert_int_equal(file_size(f->path), expected_size(16));
+    assert_int_equal(nb_table_lock(&t), 0);
+    assert_ptr_equal(nb_table_find(&t, "first"), &t.slots[0]);
+    assert_ptr_equal(nb_table_find(&t, "second"), &t.slots[1]);
+    for (uint32_t i = 2; i < 16; i++)
+        assert_int_equal(t.slots[i].state, NB_SLOT_FREE);
+    for (int i = 2; i < 16; i++)
+        assert_non_null(nb_table_reserve(&t, "more", 1, 2));
+    assert_null(nb_table_reserve(&t, "full", 1, 2));
+    assert_int_equal(t.hdr->generation, 16);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_shrink_when_dropped_slots_are_free(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+
+    open_ok(f, &t, 16);
+    reserve_ok(&t, "a");
+    reserve_ok(&t, "b");
+    nb_table_close(&t);
+
+    open_ok(f, &t, 4);
+    assert_int_equal(t.nslots, 4);
+    assert_int_equal(t.hdr->nslots, 4);
+    assert_int_equal(file_size(f->path), expected_size(4));
+    assert_non_null(nb_table_find(&t, "a"));
+    assert_non_null(nb_table_find(&t, "b"));
+    assert_int_equal(nb_table_count(&t), 2);
+    nb_table_close(&t);
+}
+
+static void test_shrink_refused_while_dropped_slot_in_use(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    char id[16];
+    const char *log;
+
+    open_ok(f, &t, 8);
+    assert_int_equal(nb_table_lock(&t), 0);
+    for (int i = 0; i < 6; i++) {
+        snprintf(id, sizeof(id), "sb-%d", i);
+        assert_non_null(nb_table_reserve(&t, id, 1, 2));
+    }
+    for (int i = 0; i < 5; i++)
+        nb_table_release(&t, &t.slots[i]);
+    nb_table_unlock(&t);
+    nb_table_close(&t); /* slot 5 still in use */
+
+    capture_begin(f);
+    open_ok(f, &t, 4);
+    log = capture_end(f);
+    assert_non_null(strstr(log, "cannot shrink"));
+    assert_non_null(strstr(log, "sb-5"));
+    assert_int_equal(t.nslots, 8);
+    assert_int_equal(t.hdr->nslots, 8);
+    assert_int_equal(file_size(f->path), expected_size(8));
+    assert_ptr_equal(nb_table_find(&t, "sb-5"), &t.slots[5]);
+    nb_table_release(&t, &t.slots[5]);
+    nb_table_close(&t);
+
+    open_ok(f, &t, 4);
+    assert_int_equal(t.nslots, 4);
+    assert_int_equal(file_size(f->path), expected_size(4));
+    nb_table_close(&t);
+}
+
+static void test_resize_waits_until_nobody_else_has_it_open(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table a, b;
+
+    open_ok(f, &a, 4);
+    capture_begin(f);
+    open_ok(f, &b, 8);
+    assert_non_null(strstr(capture_end(f), "open in another process"));
+    assert_int_equal(b.nslots, 4);
+    assert_int_equal(file_size(f->path), expected_size(4));
+
+    /* both handles see one table */
+    reserve_ok(&b, "via-b");
+    assert_int_equal(nb_table_lock(&a), 0);
+    assert_non_null(nb_table_find(&a, "via-b"));
+    nb_table_unlock(&a);
+    nb_table_close(&a);
+    nb_table_close(&b);
+
+    open_ok(f, &a, 8);
+    assert_int_equal(a.nslots, 8);
+    assert_non_null(nb_table_find(&a, "via-b"));
+    nb_table_close(&a);
+}
+
+/* ---- many processes ---- */
+
+static int hammer(struct nb_table *t, int child)
+{
+    char id[32];
+
+    for (int i = 0; i < HAMMER_ITERATIONS; i++) {
+        struct nb_slot *s, *counter;
+        uint64_t v;
+
+        snprintf(id, sizeof(id), "child-%d-%d", child, i);
+        if (nb_table_lock(t) != 0)
+            return 1;
+        s = nb_table_reserve(t, id, i, i + 1);
+        counter = nb_table_find(t, "counter");
+        if (s == NULL || counter == NULL || nb_table_find(t, id) != s)
+            return 2;
+        /* a read-modify-write that loses updates unless the lock works */
+        v = counter->memory;
+        if (i % 61 == 0)
+            sched_yield();
+        counter->memory = v + 1;
+        counter->ports[child].expires++;
+        nb_table_release(t, s);
+        nb_table_unlock(t);
+    }
+    return 0;
+}
+
+static void test_many_processes_keep_exact_counts(void **state)
+{
+    struct fixture *f = *state;
+    pid_t pids[HAMMER_CHILDREN];
+    struct nb_table t;
+    struct nb_slot *counter;
+
+    open_ok(f, &t, 16);
+    reserve_ok(&t, "counter");
+    for (int c = 0; c < HAMMER_CHILDREN; c++) {
+        pids[c] = fork();
+        assert_true(pids[c] >= 0);
+        if (pids[c] == 0) {
+            struct nb_table own;
+            int rc;
+            /* half share the parent's mapping, half map the file themselves */
+            if (c % 2 == 0)
+                _exit(hammer(&t, c));
+            if (nb_table_open(&own, f->path, 16, NULL, 0) != 0)
+                _exit(3);
+            rc = hammer(&own, c);
+            nb_table_close(&own);
+            _exit(rc);
+        }
+    }
+    for (int c = 0; c < HAMMER_CHILDREN; c++)
+        wait_exit_ok(pids[c]);
+
+    assert_int_equal(nb_table_lock(&t), 0);
+    counter = nb_table_find(&t, "counter");
+    assert_non_null(counter);
+    assert_int_equal(counter->memory, HAMMER_CHILDREN * HAMMER_ITERATIONS);
+    for (int c = 0; c < HAMMER_CHILDREN; c++)
+        assert_int_equal(counter->ports[c].expires, HAMMER_ITERATIONS);
+    assert_int_equal(nb_table_count(&t), 1);
+    assert_int_equal(t.hdr->generation, 1 + HAMMER_CHILDREN * HAMMER_ITERATIONS);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+/* A child takes the lock, reserves a slot, then dies one way or another. */
+static void die_holding_lock(struct fixture *f, struct nb_table *t, int by_sigkill)
+{
+    struct nb_slot *s;
+    const char *log;
+    int p[2], status;
+    pid_t pid;
+    char c;
+
+    assert_int_equal(pipe(p), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        if (nb_table_lock(t) != 0 || nb_table_reserve(t, "orphan", 1, 2) == NULL)
+            _exit(1);
+        if (!by_sigkill)
+            _exit(0);
+        (void)!write(p[1], "x", 1);
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    if (by_sigkill) {
+        assert_int_equal(read(p[0], &c, 1), 1);
+        assert_int_equal(kill(pid, SIGKILL), 0);
+    }
+    close(p[0]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (by_sigkill)
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    else
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    capture_begin(f);
+    assert_int_equal(nb_table_lock(t), 0);
+    log = capture_end(f);
+    assert_non_null(strstr(log, "repaired table lock left by a dead process"));
+
+    /* what the dead process wrote is there, and the table works */
+    s = nb_table_find(t, "orphan");
+    assert_non_null(s);
+    assert_int_equal(s->state, NB_SLOT_CREATING);
+    assert_int_equal(s->owner_pid, pid);
+    assert_non_null(nb_table_reserve(t, "after", 1, 2));
+    assert_int_equal(nb_table_count(t), 2);
+    nb_table_release(t, s);
+    nb_table_unlock(t);
+
+    /* repaired for good: the next lock is plain */
+    capture_begin(f);
+    assert_int_equal(nb_table_lock(t), 0);
+    assert_string_equal(capture_end(f), "");
+    assert_int_equal(nb_table_count(t), 1);
+    nb_table_unlock(t);
+}
+
+static void test_lock_repaired_after_holder_killed(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+
+    open_ok(f, &t, 4);
+    die_holding_lock(f, &t, 1);
+    nb_table_close(&t);
+}
+
+static void test_lock_repaired_after_holder_exits(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+
+    open_ok(f, &t, 4);
+    die_holding_lock(f, &t, 0);
+    nb_table_close(&t);
+}
+
+/*
+ * After a power cut the lock word still names a thread that is gone, and no
+ * kernel ever marked it dead: only re-initialisation by the first opener
+ * helps. Simulated by putting back the bytes of a held lock.
+ */
+static void test_lock_held_before_a_reboot_is_reset_by_first_opener(void **state)
+{
+    struct fixture *f = *state;
+    pthread_mutex_t *saved;
+    struct nb_table t;
+    pid_t pid;
+
+    saved = mmap(NULL, sizeof(*saved), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(saved != MAP_FAILED);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct nb_table ct;
+        if (nb_table_open(&ct, f->path, 4, NULL, 0) != 0 || nb_table_lock(&ct) != 0)
+            _exit(1);
+        memcpy(saved, &ct.hdr->lock, sizeof(*saved));
+        _exit(0);
+    }
+    wait_exit_ok(pid);
+    patch_header(f->path, offsetof(struct nb_table_header, lock), saved, sizeof(*saved));
+    munmap(saved, sizeof(*saved));
+
+    open_ok(f, &t, 4);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(5); /* a lock that never comes back ends here */
+        if (nb_table_lock(&t) != 0)
+            _exit(1);
+        nb_table_unlock(&t);
+        _exit(0);
+    }
+    wait_exit_ok(pid);
+    reserve_ok(&t, "after-reboot");
+    nb_table_close(&t);
+}
+
+static void test_concurrent_first_open_gives_one_header(void **state)
+{
+    struct fixture *f = *state;
+
+    for (int round = 0; round < RACE_ROUNDS; round++) {
+        pid_t pids[RACE_CHILDREN];
+        struct nb_table t;
+        int gate[2];
+        char id[32];
+
+        snprintf(f->path, sizeof(f->path), "%s/race-%d", f->dir, round);
+        assert_int_equal(pipe(gate), 0);
+        for (int c = 0; c < RACE_CHILDREN; c++) {
+            pids[c] = fork();
+            assert_true(pids[c] >= 0);
+            if (pids[c] == 0) {
+                struct nb_table ct;
+                char b;
+                close(gate[1]);
+                if (read(gate[0], &b, 1) != 0) /* wait for the parent to open the gate */
+                    _exit(1);
+                if (nb_table_open(&ct, f->path, 32, NULL, 0) != 0)
+                    _exit(2);
+                snprintf(id, sizeof(id), "racer-%d", c);
+                if (nb_table_lock(&ct) != 0 || nb_table_reserve(&ct, id, 1, 2) == NULL)
+                    _exit(3);
+                nb_table_unlock(&ct);
+                nb_table_close(&ct);
+                _exit(0);
+            }
+        }
+        close(gate[0]);
+        close(gate[1]); /* all children see EOF at once */
+        for (int c = 0; c < RACE_CHILDREN; c++)
+            wait_exit_ok(pids[c]);
+
+        open_ok(f, &t, 32);
+        assert_memory_equal(t.hdr->magic, NB_TABLE_MAGIC, 8);
+        assert_int_equal(t.hdr->version, NB_TABLE_VERSION);
+        assert_int_equal(t.hdr->slot_size, sizeof(struct nb_slot));
+        assert_int_equal(t.hdr->nslots, 32);
+        assert_int_equal(file_size(f->path), expected_size(32));
+        assert_int_equal(nb_table_lock(&t), 0);
+        assert_int_equal(nb_table_count(&t), RACE_CHILDREN);
+        assert_int_equal(t.hdr->generation, RACE_CHILDREN);
+        for (int c = 0; c < RACE_CHILDREN; c++) {
+            snprintf(id, sizeof(id), "racer-%d", c);
+            assert_non_null(nb_table_find(&t, id));
+        }
+        nb_table_unlock(&t);
+        nb_table_close(&t);
+    }
+}
+
+#define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_create_writes_header_file_size_and_mode),
+        T(test_open_rejects_zero_slots_and_bad_path),
+        T(test_reserve_fills_a_creating_slot),
+        T(test_find_matches_whole_id_only),
+        T(test_release_frees_slot_and_keeps_generation),
+        T(test_full_table_returns_null),
+        T(test_generation_skips_zero_on_wrap),
+        T(test_data_survives_close_and_reopen),
+        T(test_data_survives_a_crash_without_cleanup),
+        T(test_wrong_magic_is_refused),
+        T(test_short_foreign_file_is_refused),
+        T(test_foreign_file_starting_with_zeros_is_not_wiped),
+        T(test_wrong_version_is_refused),
+        T(test_wrong_slot_size_is_refused),
+        T(test_truncated_file_is_refused),
+        T(test_half_created_file_is_created_afresh),
+        T(test_grow_keeps_slots_and_adds_free_ones),
+        T(test_shrink_when_dropped_slots_are_free),
+        T(test_shrink_refused_while_dropped_slot_in_use),
+        T(test_resize_waits_until_nobody_else_has_it_open),
+        T(test_many_processes_keep_exact_counts),
+        T(test_lock_repaired_after_holder_killed),
+        T(test_lock_repaired_after_holder_exits),
+        T(test_lock_held_before_a_reboot_is_reset_by_first_opener),
+        T(test_concurrent_first_open_gives_one_header),
+    };
+
+    nb_log_init("test_table", NB_LOG_WARN);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
