@@ -1,0 +1,191 @@
+# shellcheck shell=bash disable=SC2034  # the NB_* variables are for the scripts that source this
+#
+# common.sh - shell functions shared by the setup scripts, .ci/run and
+# tests/run.sh: install the Debian packages, build the tree, start a Docker
+# engine, build the sandbox image.
+#
+# Source it from bash (it is `set -euo pipefail` friendly and changes no
+# shell option; it adds sbin to PATH and defines the NB_* names below):
+#     . src/setup/common.sh
+#
+# Every function is idempotent: it checks before it acts, so running a
+# script twice costs seconds, not minutes.
+
+# The repository this file belongs to (src/setup/common.sh -> ../..).
+NB_REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+# dockerd, nginx and debootstrap live in sbin, which a non-login root shell
+# (CI runners, sudo) may not have on its PATH.
+case ":$PATH:" in
+*:/usr/sbin:*) ;;
+*) PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin ;;
+esac
+
+# What building, running and testing nanobox needs on Debian 12.
+# gcc/libc6-dev/make/pkg-config are listed because --no-install-recommends
+# does not pull them in and a minimal Debian image does not have them.
+NB_PACKAGES=(
+    # build
+    autoconf automake libtool pkg-config make gcc libc6-dev
+    libfcgi-dev libyajl-dev libcurl4-openssl-dev uuid-dev libcmocka-dev
+    # run
+    docker.io nginx-light spawn-fcgi debootstrap iproute2 procps
+    busybox-static curl ca-certificates
+    # integration tests
+    python3-pytest python3-requests
+)
+
+# Only the benchmarks need these (socat is the forwarder we measure against).
+NB_BENCH_PACKAGES=(wrk socat)
+
+# Where up.sh puts a running nanobox (down.sh reads the same). Overridable
+# from the environment only so that the scripts can be tried in a temp dir.
+NB_CONF=${NB_CONF:-/etc/nanobox/nanobox.conf}   # the server's config
+NB_NGINX_DIR=${NB_NGINX_DIR:-/etc/nanobox/nginx} # rendered nginx.conf + snippet nanobox.conf
+NB_RUN_DIR=${NB_RUN_DIR:-/run/nanobox}           # sockets and pid files
+NB_LIB_DIR=${NB_LIB_DIR:-/var/lib/nanobox}       # state table; nginx prefix under nginx/
+NB_LOG_DIR=${NB_LOG_DIR:-/var/log/nanobox}
+NB_FCGI_PID=$NB_RUN_DIR/fcgi.pid
+NB_NGINX_PID=$NB_RUN_DIR/nginx.pid
+
+nb_log() {
+    printf 'nanobox: %s\n' "$*" >&2
+}
+
+nb_die() {
+    printf 'nanobox: error: %s\n' "$*" >&2
+    exit 1
+}
+
+# Print the packages among "$@" that dpkg does not have installed.
+nb_missing_packages() {
+    local pkg status
+    for pkg in "$@"; do
+        status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null) || status=
+        [ "$status" = installed ] || printf '%s\n' "$pkg"
+    done
+}
+
+# apt-get install whatever of "$@" is missing; no apt-get at all if nothing is.
+nb_apt_install() {
+    local missing
+    mapfile -t missing < <(nb_missing_packages "$@")
+    if [ "${#missing[@]}" -eq 0 ]; then
+        nb_log "packages: all ${#} already installed"
+        return 0
+    fi
+    [ "$(id -u)" -eq 0 ] || nb_die "installing ${missing[*]} needs root"
+    nb_log "packages: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+nb_install_packages() {
+    nb_apt_install "${NB_PACKAGES[@]}"
+}
+
+nb_install_bench_packages() {
+    nb_apt_install "${NB_BENCH_PACKAGES[@]}"
+}
+
+# nb_conf_get FILE KEY DEFAULT: the value of the last "KEY = value" line of
+# a nanobox config file, or DEFAULT.
+nb_conf_get() {
+    local value=
+    if [ -r "$1" ]; then
+        value=$(sed -n "s/^[[:space:]]*$2[[:space:]]*=[[:space:]]*//p" "$1" |
+            tail -n 1 | sed 's/[[:space:]]*$//')
+    fi
+    printf '%s\n' "${value:-$3}"
+}
+
+# nb_pidfile_alive PIDFILE NAME: print the pid in PIDFILE and succeed if that
+# process is alive and its command line mentions NAME (a recycled pid that
+# now belongs to something else does not count).
+nb_pidfile_alive() {
+    local pid
+    [ -r "$1" ] || return 1
+    pid=$(tr -dc 0-9 <"$1")
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$2" || return 1
+    printf '%s\n' "$pid"
+}
+
+# nb_build [BUILDDIR] [CONFIGURE_ARGS...]
+# Out-of-tree build (default BUILDDIR: build/ in the repository). Runs
+# autoreconf when there is no configure script, configure when BUILDDIR was
+# never configured or was configured with other arguments, then make.
+nb_build() {
+    local builddir=${1:-$NB_REPO_ROOT/build}
+    [ "$#" -gt 0 ] && shift
+    local stamp want
+
+    if [ ! -x "$NB_REPO_ROOT/configure" ]; then
+        nb_log "build: autoreconf -fi in $NB_REPO_ROOT"
+        (cd "$NB_REPO_ROOT" && autoreconf -fi)
+    fi
+
+    mkdir -p "$builddir"
+    builddir=$(cd "$builddir" && pwd)
+    # The arguments, quoted, as they were last given to configure here.
+    stamp=$builddir/.nanobox-configure-args
+    want=$(printf '%q ' "$@")
+    if [ ! -f "$builddir/config.status" ] || [ ! -f "$stamp" ] ||
+        [ "$(cat "$stamp")" != "$want" ]; then
+        nb_log "build: configuring $builddir${*:+ with $*}"
+        rm -f "$stamp"
+        (cd "$builddir" && "$NB_REPO_ROOT/configure" "$@")
+        # make does not notice changed flags: objects built with the old
+        # ones (say, without --enable-sanitizers) would be linked as is.
+        make -C "$builddir" clean >/dev/null
+        printf '%s' "$want" >"$stamp"
+    fi
+
+    nb_log "build: make in $builddir"
+    make -C "$builddir" -j"${NB_JOBS:-2}"
+}
+
+# Does a Docker engine answer within SECONDS (default 10)? Bounded: a
+# wedged daemon must not hang us.
+nb_docker_answers() {
+    timeout "${1:-10}" docker info >/dev/null 2>&1
+}
+
+# Start dockerd in the background unless an engine already answers, and wait
+# up to 60 s for it. There is no systemd on these machines.
+nb_start_dockerd() {
+    local log=${NB_DOCKERD_LOG:-/var/log/dockerd.log} pid
+    local deadline=$((SECONDS + 60))
+    if nb_docker_answers; then
+        nb_log "docker: engine already answering"
+        return 0
+    fi
+    command -v dockerd >/dev/null || nb_die "dockerd not found: install docker.io"
+    nb_log "docker: starting dockerd (log: $log)"
+    # setsid + nohup + no inherited descriptors: dockerd must outlive this
+    # script and must not keep a CI runner's pipes open. Append: an earlier
+    # engine's log may explain why this one is needed.
+    setsid nohup dockerd >>"$log" 2>&1 </dev/null &
+    pid=$!
+    while [ "$SECONDS" -lt "$deadline" ]; do
+        if nb_docker_answers 5; then
+            nb_log "docker: engine answering (dockerd pid $pid)"
+            return 0
+        fi
+        if ! kill -0 "$pid" 2>/dev/null; then
+            tail -n 20 "$log" >&2 || true
+            nb_die "dockerd exited at start; see $log"
+        fi
+        sleep 1
+    done
+    tail -n 20 "$log" >&2 || true
+    nb_die "dockerd did not answer within 60 s; see $log"
+}
+
+# Build the sandbox image nanobox:latest unless it exists (pass --force to
+# rebuild it).
+# shellcheck disable=SC2120  # arguments are optional (--force)
+nb_build_image() {
+    "$NB_REPO_ROOT/src/setup/image.sh" "$@"
+}

@@ -1,0 +1,83 @@
+#!/bin/bash
+#
+# down.sh - stop what src/setup/up.sh started: its nginx, then nanobox-fcgi.
+#
+# Usage: down.sh [--purge]
+#
+# Each is sent SIGTERM, by the pid in its pid file under /run/nanobox, and
+# waited for. Sandboxes are kept: their containers keep running and the
+# state table stays on disk, so the next up.sh picks them up (and the
+# reaper expires them as usual). dockerd is left running.
+#
+#   --purge  also remove this instance's containers (label
+#            nanobox.instance=<instance from the config, "default">)
+#            with `docker rm -f`.
+set -euo pipefail
+
+# shellcheck source-path=SCRIPTDIR source=common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+purge=0
+for arg in "$@"; do
+    case $arg in
+    --purge) purge=1 ;;
+    -h | --help)
+        sed -n '3,14s/^# \{0,1\}//p' "$0"
+        exit 0
+        ;;
+    *) nb_die "down.sh: unknown argument '$arg' (try --help)" ;;
+    esac
+done
+
+[ "$(id -u)" -eq 0 ] || nb_die "down.sh must run as root"
+
+# stop NAME PIDFILE TIMEOUT: SIGTERM the process in PIDFILE, wait up to
+# TIMEOUT seconds, say what happened. Fails if it is still running.
+stop() {
+    local name=$1 pidfile=$2 timeout=$3 pid deadline
+    if ! pid=$(nb_pidfile_alive "$pidfile" "$name"); then
+        nb_log "$name: not running"
+        rm -f "$pidfile"
+        return 0
+    fi
+    nb_log "$name: sending SIGTERM to pid $pid"
+    kill -TERM "$pid"
+    deadline=$((SECONDS + timeout))
+    while kill -0 "$pid" 2>/dev/null; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            nb_log "$name: still running after ${timeout}s (pid $pid); not killing it - see its log"
+            return 1
+        fi
+        sleep 0.2
+    done
+    # Both remove their pid file on a clean exit; a crash may leave it.
+    if [ -f "$pidfile" ] && [ "$(tr -dc 0-9 <"$pidfile")" = "$pid" ]; then
+        rm -f "$pidfile"
+    fi
+    nb_log "$name: stopped (was pid $pid)"
+}
+
+rc=0
+# nginx first, so that no new request reaches a pool that is going away.
+stop nginx "$NB_NGINX_PID" 15 || rc=1
+# nanobox-fcgi lets in-flight requests finish for up to shutdown_timeout.
+grace=$(nb_conf_get "$NB_CONF" shutdown_timeout 30)
+case $grace in '' | *[!0-9]*) grace=30 ;; esac
+stop nanobox-fcgi "$NB_FCGI_PID" $((grace + 10)) || rc=1
+
+if [ "$purge" -eq 1 ]; then
+    instance=$(nb_conf_get "$NB_CONF" instance default)
+    if ! nb_docker_answers; then
+        nb_log "purge: no Docker engine answers; nothing removed"
+        exit 1
+    fi
+    mapfile -t containers < <(docker ps -aq --filter "label=nanobox.instance=$instance")
+    if [ "${#containers[@]}" -eq 0 ]; then
+        nb_log "purge: no containers with label nanobox.instance=$instance"
+    else
+        nb_log "purge: removing ${#containers[@]} container(s) with label nanobox.instance=$instance"
+        docker rm -f "${containers[@]}" >/dev/null || rc=1
+    fi
+fi
+
+exit "$rc"

@@ -1,0 +1,114 @@
+#!/bin/bash
+#
+# render-nginx.sh - render nanobox's two nginx templates.
+#
+# Usage: render-nginx.sh OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]
+#   OUTDIR       where to write nanobox.conf (the snippet to include inside
+#                a server {}) and nginx.conf (a complete standalone config
+#                that includes that snippet by absolute path), plus a copy
+#                of the installed fastcgi_params for the standalone
+#   FCGI_SOCKET  absolute path of nanobox-fcgi's unix socket (`listen`)
+#   LISTEN       what the standalone server listens on: 127.0.0.1:8080,
+#                8080, [::1]:8080, unix:/path
+#   PREFIX       absolute dir for the standalone's logs, temp dirs and, by
+#                default, pid file; created if missing
+#   PIDFILE      pid file of the standalone (default PREFIX/nginx.pid)
+#
+# Then run the standalone as `nginx -c OUTDIR/nginx.conf -p PREFIX`.
+# When run as root, the standalone's workers run as www-data (nginx's user
+# on Debian, the one socket_group lets in); set NANOBOX_NGINX_USER to choose
+# another. As any other user there is no `user` line: workers run as you.
+# Finally checks the result with `nginx -t` when nginx is installed
+# (NANOBOX_NGINX_TEST=0 skips that).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+templates=$(cd "$here/../../nginx" && pwd)
+
+die() {
+    printf 'render-nginx.sh: %s\n' "$*" >&2
+    exit 2
+}
+
+if [ "$#" -lt 4 ] || [ "$#" -gt 5 ]; then
+    die "usage: render-nginx.sh OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]"
+fi
+
+outdir=$1 socket=$2 listen=$3 prefix=$4 pidfile=${5:-$4/nginx.pid}
+
+# Whatever lands in the config must be one nginx word: no blanks, quotes,
+# ';', '{', '}', '$' or '#' that would end or inject a directive.
+check_word() {
+    case $2 in
+    '' | *[!A-Za-z0-9_./:@%+=,\[\]-]*) die "$1 '$2' has characters nginx would misread" ;;
+    esac
+}
+check_abs() {
+    check_word "$1" "$2"
+    case $2 in /*) ;; *) die "$1 must be an absolute path, not '$2'" ;; esac
+}
+
+mkdir -p "$outdir" "$prefix" "$(dirname "$pidfile")"
+outdir=$(cd "$outdir" && pwd)
+prefix=$(cd "$prefix" && pwd)
+check_abs OUTDIR "$outdir"
+check_abs FCGI_SOCKET "$socket"
+check_word LISTEN "$listen"
+check_abs PREFIX "$prefix"
+check_abs PIDFILE "$pidfile"
+
+user_line=
+if [ "$(id -u)" -eq 0 ]; then
+    nginx_user=${NANOBOX_NGINX_USER:-www-data}
+    check_word NANOBOX_NGINX_USER "$nginx_user"
+    # With its primary group: nginx would look for a group named like the
+    # user, and Debian's nobody has none.
+    nginx_group=$(id -gn "$nginx_user" 2>/dev/null) ||
+        die "NANOBOX_NGINX_USER: no such user '$nginx_user'"
+    user_line="user $nginx_user $nginx_group;"
+fi
+
+# render TEMPLATE OUTPUT: replace every @TOKEN@, then move into place so
+# that a running nginx never reads a half-written file.
+render() {
+    local text
+    text=$(<"$1")
+    # Quoted replacements: bash 5.2 would otherwise expand '&'.
+    text=${text//@FCGI_SOCKET@/"$socket"}
+    text=${text//@LISTEN@/"$listen"}
+    text=${text//@PREFIX@/"$prefix"}
+    text=${text//@PID@/"$pidfile"}
+    text=${text//@SNIPPET@/"$outdir/nanobox.conf"}
+    text=${text//@CONF@/"$outdir/nginx.conf"}
+    text=${text//@USER_LINE@/"$user_line"}
+    if grep -q '@[A-Z_][A-Z_]*@' <<<"$text"; then
+        die "$1: unknown tokens left: $(grep -o '@[A-Z_][A-Z_]*@' <<<"$text" | sort -u | tr '\n' ' ')"
+    fi
+    printf '%s\n' "$text" >"$2.tmp.$$"
+    mv -f "$2.tmp.$$" "$2"
+}
+
+render "$templates/nanobox.conf.in" "$outdir/nanobox.conf"
+render "$templates/nanobox-standalone.conf.in" "$outdir/nginx.conf"
+
+# nginx is in /usr/sbin, which a non-root PATH often lacks.
+nginx=$(PATH=$PATH:/usr/sbin:/sbin command -v nginx || true)
+
+# The snippet says `include fastcgi_params;`, which nginx resolves next to
+# the main config: the host's own file when the snippet is included there,
+# OUTDIR/fastcgi_params for the standalone. Copy the installed one.
+confdir=/etc/nginx
+if [ -n "$nginx" ]; then
+    confpath=$("$nginx" -V 2>&1 | tr ' ' '\n' | sed -n 's/^--conf-path=//p')
+    [ -z "$confpath" ] || confdir=$(dirname "$confpath")
+fi
+if [ -f "$confdir/fastcgi_params" ]; then
+    cp "$confdir/fastcgi_params" "$outdir/fastcgi_params.tmp.$$"
+    mv -f "$outdir/fastcgi_params.tmp.$$" "$outdir/fastcgi_params"
+elif [ ! -f "$outdir/fastcgi_params" ]; then
+    die "no $confdir/fastcgi_params to copy next to $outdir/nginx.conf (is nginx installed?)"
+fi
+if [ "${NANOBOX_NGINX_TEST:-1}" != 0 ] && [ -n "$nginx" ]; then
+    "$nginx" -q -t -c "$outdir/nginx.conf" -p "$prefix/" ||
+        die "nginx -t rejected $outdir/nginx.conf"
+fi

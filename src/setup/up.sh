@@ -1,0 +1,165 @@
+#!/bin/bash
+#
+# up.sh - start nanobox on this machine: the one command of the README.
+#
+# As root on Debian 12, from the repository:
+#     src/setup/up.sh
+# installs the packages, builds into build/, starts dockerd if no engine
+# answers, builds the sandbox image if missing, writes
+# /etc/nanobox/nanobox.conf with a fresh API key if there is none, starts
+# nanobox-fcgi and a nginx of its own on 127.0.0.1:8080, waits for
+# /healthz, and prints the URL, the key and a first request.
+#
+# Running it again is harmless: whatever is already up is left alone and
+# the same information is printed. src/setup/down.sh stops it.
+#
+# Environment:
+#   NANOBOX_PORT  port of the local nginx (default 8080, or the one the
+#                 previous run used)
+#
+# No systemd here: the daemons are started detached (setsid) and tracked by
+# their pid files under /run/nanobox.
+set -euo pipefail
+
+# shellcheck source-path=SCRIPTDIR source=common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+build_dir=$NB_REPO_ROOT/build
+nginx_conf=$NB_NGINX_DIR/nginx.conf
+nginx_prefix=$NB_LIB_DIR/nginx
+
+[ "$(id -u)" -eq 0 ] || nb_die "up.sh must run as root (it installs packages and starts daemons)"
+
+# The port: the environment, else what the last run configured, else 8080.
+if [ -n "${NANOBOX_PORT:-}" ]; then
+    port=$NANOBOX_PORT
+elif [ -f "$nginx_conf" ]; then
+    port=$(sed -n 's/^ *listen 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$nginx_conf" | head -n 1)
+fi
+port=${port:-8080}
+case $port in '' | *[!0-9]*) nb_die "NANOBOX_PORT must be a port number, not '$port'" ;; esac
+http_addr=127.0.0.1:$port
+
+# 1. packages, build, Docker, image ------------------------------------------
+nb_install_packages
+nb_build "$build_dir"
+[ -x "$build_dir/nanobox-fcgi" ] || nb_die "the build did not produce $build_dir/nanobox-fcgi"
+nb_start_dockerd
+nb_build_image
+
+# 2. configuration -------------------------------------------------------------
+if [ -f "$NB_CONF" ]; then
+    nb_log "config: keeping $NB_CONF"
+else
+    nb_log "config: writing $NB_CONF with a new API key"
+    install -d -m 0755 "$(dirname "$NB_CONF")"
+    key=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+    # 0600: the file holds the API key; nanobox-fcgi reads it as root.
+    (
+        umask 077
+        cat >"$NB_CONF.tmp" <<EOF
+# nanobox configuration, written by src/setup/up.sh on $(date -u +%Y-%m-%d).
+# "key = value" lines; every key not set here keeps its built-in default
+# (see docs/CONFIG.md). Restart after a change: src/setup/down.sh && src/setup/up.sh
+
+# Clients send "Authorization: Bearer <api_key>" (or "X-API-Key: <api_key>").
+api_key = $key
+
+# The FastCGI socket nginx talks to; nginx's workers run as www-data.
+listen = $NB_RUN_DIR/fcgi.sock
+socket_group = www-data
+
+# The sandbox table: survives restarts of nanobox-fcgi.
+state_file = $NB_LIB_DIR/state
+EOF
+    )
+    mv -f "$NB_CONF.tmp" "$NB_CONF"
+fi
+api_key=$(nb_conf_get "$NB_CONF" api_key "")
+fcgi_socket=$(nb_conf_get "$NB_CONF" listen "$NB_RUN_DIR/fcgi.sock")
+
+# 0755 all the way down: nginx's workers (www-data) reach the socket and
+# their temp dirs through these.
+install -d -m 0755 "$NB_RUN_DIR" "$NB_LIB_DIR" "$NB_LOG_DIR" "$nginx_prefix" \
+    "$(dirname "$fcgi_socket")"
+
+# 3. nanobox-fcgi ------------------------------------------------------------
+if fcgi_pid=$(nb_pidfile_alive "$NB_FCGI_PID" nanobox-fcgi); then
+    nb_log "nanobox-fcgi: already running (pid $fcgi_pid)"
+else
+    # Not running, so a socket file left at our path is stale: without this,
+    # the wait below would see it and go on before the new one is bound.
+    if [ -S "$fcgi_socket" ]; then
+        rm -f "$fcgi_socket"
+    fi
+    nb_log "nanobox-fcgi: starting (log: $NB_LOG_DIR/fcgi.log)"
+    setsid "$build_dir/nanobox-fcgi" -c "$NB_CONF" -p "$NB_FCGI_PID" \
+        </dev/null >>"$NB_LOG_DIR/fcgi.log" 2>&1 &
+    started=$!
+    deadline=$((SECONDS + 30))
+    until [ -S "$fcgi_socket" ] && fcgi_pid=$(nb_pidfile_alive "$NB_FCGI_PID" nanobox-fcgi); do
+        if ! kill -0 "$started" 2>/dev/null; then
+            tail -n 20 "$NB_LOG_DIR/fcgi.log" >&2 || true
+            nb_die "nanobox-fcgi exited at start; see $NB_LOG_DIR/fcgi.log"
+        fi
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            tail -n 20 "$NB_LOG_DIR/fcgi.log" >&2 || true
+            nb_die "nanobox-fcgi (pid $started) did not create $fcgi_socket and $NB_FCGI_PID within 30 s"
+        fi
+        sleep 0.2
+    done
+    nb_log "nanobox-fcgi: listening on $fcgi_socket (pid $fcgi_pid)"
+fi
+
+# 4. nginx ---------------------------------------------------------------------
+# A nginx of our own next to the system's: own config, pid file, prefix.
+before=$({ cat "$nginx_conf" "$NB_NGINX_DIR/nanobox.conf" 2>/dev/null || true; } | md5sum)
+"$NB_REPO_ROOT/src/setup/render-nginx.sh" "$NB_NGINX_DIR" "$fcgi_socket" "$http_addr" \
+    "$nginx_prefix" "$NB_NGINX_PID"
+after=$(cat "$nginx_conf" "$NB_NGINX_DIR/nanobox.conf" | md5sum)
+
+if nginx_pid=$(nb_pidfile_alive "$NB_NGINX_PID" nginx); then
+    if [ "$before" != "$after" ]; then
+        nb_log "nginx: configuration changed, reloading (pid $nginx_pid)"
+        kill -HUP "$nginx_pid"
+        sleep 1
+    else
+        nb_log "nginx: already running (pid $nginx_pid)"
+    fi
+else
+    nb_log "nginx: starting on $http_addr (logs: $nginx_prefix/)"
+    # nginx daemonizes itself; its stdio must not keep our caller's pipes.
+    if ! nginx -c "$nginx_conf" -p "$nginx_prefix/" </dev/null >>"$nginx_prefix/error.log" 2>&1; then
+        tail -n 5 "$nginx_prefix/error.log" >&2 || true
+        nb_die "nginx did not start (is $http_addr taken?); see $nginx_prefix/error.log"
+    fi
+fi
+
+# 5. ready? ----------------------------------------------------------------------
+url=http://$http_addr
+deadline=$((SECONDS + 30))
+until curl -fsS -o /dev/null --max-time 5 "$url/healthz" 2>/dev/null; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+        curl -sS --max-time 5 "$url/healthz" >&2 || true
+        tail -n 20 "$NB_LOG_DIR/fcgi.log" >&2 || true
+        nb_die "$url/healthz did not answer within 30 s; logs: $NB_LOG_DIR/fcgi.log, $nginx_prefix/error.log"
+    fi
+    sleep 0.5
+done
+
+cat <<EOF
+
+nanobox is up at $url
+
+  API key:   ${api_key:-(none: api_key is empty in $NB_CONF, auth is OFF)}
+  config:    $NB_CONF
+  logs:      $NB_LOG_DIR/fcgi.log, $nginx_prefix/error.log
+  nginx:     $NB_NGINX_DIR/nanobox.conf is the snippet to include in your own
+             nginx server {}; this one runs from $nginx_conf
+  stop:      $NB_REPO_ROOT/src/setup/down.sh
+
+Create a sandbox:
+
+  curl -s -X POST -H "Authorization: Bearer $api_key" $url/sandbox
+
+EOF
