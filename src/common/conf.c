@@ -293,8 +293,10 @@ static char *trim(char *s)
     return s;
 }
 
-static int conf_check(struct nb_conf *c, char *err, size_t errlen)
+int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
 {
+    const char *p = c->sandbox_user;
+
     if (c->workers_min < 1 || c->workers_max < c->workers_min) {
         snprintf(err, errlen, "workers_min must be >= 1 and <= workers_max");
         return -1;
@@ -314,6 +316,26 @@ static int conf_check(struct nb_conf *c, char *err, size_t errlen)
     if (c->memory < 6 * MiB) {
         snprintf(err, errlen, "memory must be at least 6m (Docker's minimum)");
         return -1;
+    }
+    /* zero would mean "unlimited" to Docker and to tmpfs: never by accident */
+    if (c->pids < 8 || c->tmp_size < MiB || c->workspace_size < MiB || c->max_output < 1024) {
+        snprintf(err, errlen, "pids must be >= 8, tmp_size and workspace_size >= 1m, max_output >= 1k");
+        return -1;
+    }
+    /* numeric, because the tmpfs workspace is chowned to it by number */
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (p == c->sandbox_user || (*p == ':' && !(p[1] >= '0' && p[1] <= '9')) || (*p && *p != ':')) {
+        snprintf(err, errlen, "sandbox_user must be numeric uid:gid, like 1000:1000");
+        return -1;
+    }
+    if (*p == ':') {
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            ;
+        if (*p) {
+            snprintf(err, errlen, "sandbox_user must be numeric uid:gid, like 1000:1000");
+            return -1;
+        }
     }
     if (c->max_body < 1024 || c->max_json_depth < 2) {
         snprintf(err, errlen, "max_body must be >= 1k and max_json_depth >= 2");
@@ -341,8 +363,13 @@ int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen)
             rc = -1;
             break;
         }
-        if ((hash = strchr(line, '#')) != NULL)
-            *hash = '\0';
+        /* '#' starts a comment at the line start or after a blank, so a value may hold one */
+        for (hash = line; (hash = strchr(hash, '#')) != NULL; hash++) {
+            if (hash == line || hash[-1] == ' ' || hash[-1] == '\t') {
+                *hash = '\0';
+                break;
+            }
+        }
         key = trim(line);
         if (*key == '\0')
             continue;
@@ -362,7 +389,7 @@ int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen)
         }
     }
     fclose(f);
-    if (rc == 0 && conf_check(c, msg, sizeof(msg)) != 0) {
+    if (rc == 0 && nb_conf_check(c, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s: %s", path, msg);
         rc = -1;
     }

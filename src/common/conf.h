@@ -76,6 +76,9 @@ void nb_conf_defaults(struct nb_conf *c);
  */
 int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen);
 
+/* Cross-key checks (also run by nb_conf_load); -1 with a message. */
+int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen);
+
 /* Apply one "key", "value" pair (also used for command-line overrides). */
 int nb_conf_set(struct nb_conf *c, const char *key, const char *value, char *err, size_t errlen);
 

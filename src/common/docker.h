@@ -29,6 +29,7 @@ enum nb_derr_kind {
 struct nb_derr {
     enum nb_derr_kind kind;
     long status;         /* HTTP status when kind is NB_DERR_HTTP */
+    int unsent;          /* 1: never connected, so dockerd did nothing */
     char msg[256];       /* Docker's own message when it gave one */
 };
 

@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -397,15 +398,15 @@ int nb_table_lock(struct nb_table *t)
         /* Every update leaves slots valid, so there is nothing to undo. */
         rc = pthread_mutex_consistent(&t->hdr->lock);
         if (rc != 0) {
+            /* unusable until every process restarts (the first opener resets it) */
             nb_error("state table lock: cannot mark consistent: %s", strerror(rc));
-            pthread_mutex_unlock(&t->hdr->lock);
-            return -1;
+            abort();
         }
         nb_warn("repaired table lock left by a dead process");
         return 0;
     }
     nb_error("state table lock: %s", strerror(rc));
-    return -1;
+    abort();
 }
 
 void nb_table_unlock(struct nb_table *t)

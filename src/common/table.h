@@ -88,7 +88,11 @@ struct nb_table {
 int nb_table_open(struct nb_table *t, const char *path, uint32_t nslots, char *err, size_t errlen);
 void nb_table_close(struct nb_table *t);
 
-/* Lock/unlock the whole table. Lock repairs EOWNERDEAD. Returns 0 or -1. */
+/*
+ * Lock/unlock the whole table. Lock repairs EOWNERDEAD and returns 0; a lock
+ * that cannot be used at all aborts the process (the master replaces a
+ * worker; the next start of nanobox-fcgi resets the lock).
+ */
 int nb_table_lock(struct nb_table *t);
 void nb_table_unlock(struct nb_table *t);
 

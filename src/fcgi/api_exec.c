@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,6 +76,15 @@ static int proc_stat(pid_t pid, pid_t *ppid, pid_t *sid)
     return pp < 0 ? -1 : 0;
 }
 
+/* Inode of pid's pid namespace, 0 if unreadable. */
+static ino_t proc_pidns(pid_t pid)
+{
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+    return stat(path, &st) == 0 ? st.st_ino : 0;
+}
+
 /*
  * Stop the exec's process, its descendants and everything still in its
  * session (runc makes each exec a session leader, so a background job whose
@@ -83,13 +93,22 @@ static int proc_stat(pid_t pid, pid_t *ppid, pid_t *sid)
  * them all. A process that called setsid() and was re-parented away before
  * the timeout escapes this; the in-sandbox agent (issue 4) closes that gap.
  */
-static void kill_tree(pid_t root)
+static void kill_tree(pid_t root, pid_t init_pid)
 {
     pid_t found[4096], root_ppid, root_sid;
     size_t n = 0, before;
     int passes = 0;
+    /*
+     * Only processes in the sandbox's pid namespace are candidates: pids
+     * are host pids and may have been reused by then, and this runs as root.
+     */
+    ino_t ns = init_pid > 0 ? proc_pidns(init_pid) : 0;
 
-    if (proc_stat(root, &root_ppid, &root_sid) != 0) {
+    if (ns == 0) {
+        nb_warn("cannot read the sandbox's pid namespace: timed-out command not killed");
+        return;
+    }
+    if (proc_pidns(root) != ns || proc_stat(root, &root_ppid, &root_sid) != 0) {
         root_sid = root; /* the leader exited; its session may live on */
     } else {
         if (root_sid != root)
@@ -110,11 +129,11 @@ static void kill_tree(pid_t root)
                 continue;
             for (i = 0; i < n && found[i] != pid; i++)
                 ;
-            if (i < n || proc_stat(pid, &pp, &sid) != 0)
+            if (i < n || pid == init_pid || proc_stat(pid, &pp, &sid) != 0)
                 continue;
             for (i = 0; i < n && found[i] != pp; i++)
                 ;
-            if (i < n || (root_sid > 0 && sid == root_sid)) {
+            if ((i < n || (root_sid > 0 && sid == root_sid)) && proc_pidns(pid) == ns) {
                 kill(pid, SIGSTOP);
                 found[n++] = pid;
             }
@@ -273,7 +292,7 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
         /* even if the shell is gone, what it left behind holds the stream open */
         exec_wait(&a->docker, exec_id, 0, &pid);
         if (pid > 0)
-            kill_tree(pid);
+            kill_tree(pid, slot.init_pid);
         exit_code = exec_wait(&a->docker, exec_id, 3000, &pid);
     } else {
         exit_code = exec_wait(&a->docker, exec_id, 3000, &pid);

@@ -152,6 +152,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (nb_conf_check(&app.conf, err, sizeof(err)) != 0) {
+        nb_error("%s", err);
+        return 1;
+    }
     if (nb_log_level_parse(app.conf.log_level, &level) != 0) {
         nb_error("log_level must be debug, info, warn or error");
         return 1;

@@ -118,10 +118,10 @@ static void adjust(struct pool *p)
             idle++;
     }
     want = alive;
-    if (want < c->workers_min)
-        want = c->workers_min;
     if (idle < c->workers_spare)
         want = alive + (c->workers_spare - idle);
+    if (want < c->workers_min)
+        want = c->workers_min;
     if (want > c->workers_max)
         want = c->workers_max;
     for (unsigned i = 0; i < p->nslots && alive < want; i++) {

@@ -248,9 +248,15 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
 fail:
     free(json);
     json = NULL;
-    if (nb_docker_remove(&a->docker, cid[0] ? cid : name, &de) != 0) {
-        /* the slot stays CREATING: reconciliation removes both later */
+    /* a create that never reached dockerd left nothing behind to remove */
+    if (!(cid[0] == '\0' && de.unsent) && nb_docker_remove(&a->docker, cid[0] ? cid : name, &de) != 0) {
+        /* disown the slot: the next reconciliation removes container and slot */
         nb_warn("could not remove container %s after a failed create: %s", name, de.msg);
+        nb_table_lock(&a->table);
+        s = nb_table_find(&a->table, id);
+        if (s != NULL && s->generation == gen)
+            s->owner_pid = 0;
+        nb_table_unlock(&a->table);
         return -1;
     }
     nb_table_lock(&a->table);

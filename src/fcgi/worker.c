@@ -166,7 +166,7 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
 {
     FCGX_Request fr;
     struct sigaction sa;
-    sigset_t none;
+    sigset_t none, term;
 
     nb_log_set_role("worker");
     memset(&sa, 0, sizeof(sa));
@@ -188,13 +188,22 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
         nb_error("FCGX_InitRequest failed");
         _exit(1);
     }
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigaddset(&term, SIGINT);
     while (!worker_stop) {
         struct nb_req req;
         struct nb_apierr ae;
         int64_t t0;
         int rc;
 
-        rc = FCGX_Accept_r(&fr);
+        /*
+         * SIGTERM may interrupt only the wait for a request: while one is
+         * served it stays pending, so no read or write of it sees EINTR.
+         */
+        sigprocmask(SIG_UNBLOCK, &term, NULL);
+        rc = worker_stop ? -1 : FCGX_Accept_r(&fr);
+        sigprocmask(SIG_BLOCK, &term, NULL);
         if (rc < 0) {
             if (worker_stop)
                 break;
