@@ -162,6 +162,7 @@ static void sandbox_info(yajl_gen g, const struct nb_slot *s, int64_t now)
     nb_json_kv_str(g, "image", s->image);
     nb_json_kv_int(g, "created_at", s->created);
     nb_json_kv_int(g, "expires_at", s->expires);
+    nb_json_kv_int(g, "ttl", s->expires - s->created); /* lifetime granted so far */
     nb_json_kv_int(g, "ttl_remaining", s->expires > now ? s->expires - now : 0);
     nb_json_kv_int(g, "memory", (long long)s->memory);
     nb_json_kv_double(g, "cpus", (double)s->nano_cpus / 1e9);

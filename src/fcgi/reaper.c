@@ -185,7 +185,11 @@ void nb_reaper_run(struct nb_app *a)
     sigaction(SIGINT, &sa, NULL);
     nb_log_set_role("reaper");
     while (!reaper_stop) {
-        if (tick % RECONCILE_EVERY == 0)
+        /*
+         * Slots that turned RUNNING in the second of a listing are not judged
+         * on it; a second pass just after start-up settles those quickly.
+         */
+        if (tick % RECONCILE_EVERY == 0 || tick == 2)
             nb_reaper_reconcile(a);
         nb_reaper_expire(a);
         tick++;

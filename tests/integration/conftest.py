@@ -1,0 +1,140 @@
+"""
+Fixtures of the nanobox integration suite.
+
+- stack (session): nanobox-fcgi + nginx on a temp dir, instance test-<hex>.
+- api (function): a client of that stack; sandboxes it creates are deleted
+  when the test ends.
+- make_stack (function): a factory for extra stacks with extra config lines
+  (a tiny table, a dead Docker socket, a stack a test may crash at will);
+  each is stopped and label-cleaned when the test ends.
+
+Teardown always stops the processes the fixtures started (by pid) and force-
+removes every container labelled with the stack's instance, whatever the
+outcome; tests that care about leaks assert before that.
+
+Environment: NANOBOX_BUILD (dir with nanobox-fcgi; default <repo>/build),
+NANOBOX_TEST_IMAGE (default nanobox:latest), NANOBOX_TEST_KEEP=1 keeps the
+temp dirs (config, logs, state file) for a post-mortem.
+"""
+
+import shutil
+
+import pytest
+
+import nbtest
+from nbtest import Api, Stack
+
+_STACKS = []
+
+
+def pytest_sessionstart(session):
+    problems = []
+    if not nbtest.FCGI_BIN.exists():
+        problems.append(f"{nbtest.FCGI_BIN} not found: build first (tests/run.sh does), "
+                        f"or point NANOBOX_BUILD at the build dir")
+    if nbtest.NGINX is None:
+        problems.append("nginx not installed")
+    if shutil.which("docker") is None:
+        problems.append("docker CLI not installed")
+    elif nbtest.run(["docker", "info"], check=False, timeout=30).returncode != 0:
+        problems.append("no Docker engine answers (start dockerd)")
+    elif not nbtest.image_present():
+        problems.append(f"image {nbtest.IMAGE} missing (src/setup/image.sh builds it)")
+    if problems:
+        pytest.exit("integration suite cannot run: " + "; ".join(problems), returncode=3)
+
+
+def _start(name, extra_conf=None):
+    st = Stack(name, extra_conf)
+    _STACKS.append(st)
+    try:
+        st.start()
+    except BaseException:
+        _stop(st)
+        raise
+    return st
+
+
+def _stop(st):
+    try:
+        st.stop()
+    finally:
+        if st in _STACKS:
+            _STACKS.remove(st)
+        reports = st.sanitizer_reports()
+        if not reports:
+            st.remove_tmp()
+    return reports
+
+
+@pytest.fixture(scope="session")
+def stack():
+    st = _start("main")
+    yield st
+    reports = _stop(st)
+    if reports:
+        pytest.fail("sanitizer reports in the main stack's log:\n" + "\n".join(reports[:20]))
+
+
+@pytest.fixture
+def api(stack):
+    a = Api(stack)
+    yield a
+    a.cleanup()
+
+
+@pytest.fixture
+def make_stack():
+    started = []
+
+    def factory(name="extra", **extra_conf):
+        st = _start(name, extra_conf)
+        started.append(st)
+        return st
+
+    yield factory
+    problems = []
+    for st in started:
+        if st.proc and st.proc.poll() is None:
+            st.api.cleanup()
+        reports = _stop(st)
+        if reports:
+            problems.append(f"stack {st.name} ({st.dir}): " + "\n".join(reports[:20]))
+    if problems:
+        pytest.fail("sanitizer reports:\n" + "\n".join(problems))
+
+
+@pytest.fixture(autouse=True)
+def _watch_main_stack(request):
+    """Fail a test during which a worker of the main stack died (nothing a
+    client sends may crash one) or a sanitizer reported something."""
+    if "stack" not in request.fixturenames:
+        yield
+        return
+    st = request.getfixturevalue("stack")
+    before = set(st.children())
+    log_at = st.log_size()
+    yield
+    if st.proc is None or st.proc.poll() is not None:
+        pytest.fail(f"the main nanobox-fcgi master died during the test\n{nbtest.tail(st.log_path)}")
+    gone = before - set(st.children())
+    reports = st.sanitizer_reports(log_at)
+    msgs = []
+    if gone:
+        msgs.append(f"worker(s)/reaper {sorted(gone)} of the main stack died during this test")
+    if reports:
+        msgs.append("sanitizer reports:\n" + "\n".join(reports[:20]))
+    if msgs:
+        pytest.fail("\n".join(msgs) + f"\n--- log tail ---\n{nbtest.tail(st.log_path, 40)}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for st in list(_STACKS):
+            rep.sections.append((f"nanobox-fcgi log, stack {st.name} ({st.log_path}), tail",
+                                 nbtest.tail(st.log_path, 60)))
+            rep.sections.append((f"nginx error log, stack {st.name}, tail",
+                                 nbtest.tail(st.nginx_log, 20)))

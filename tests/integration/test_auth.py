@@ -1,0 +1,99 @@
+"""API key auth: Bearer or X-API-Key; 401 without; /healthz open."""
+
+import pytest
+
+from nbtest import assert_error, docker_exists, parse_json, random_uuid
+
+ROUTES = [
+    ("POST", "/sandbox", {}),
+    ("GET", "/sandbox", None),
+    ("GET", "/sandbox/{id}", None),
+    ("DELETE", "/sandbox/{id}", None),
+    ("POST", "/sandbox/{id}/exec", {"command": "touch /workspace/pwned"}),
+    ("POST", "/sandbox/{id}/timeout", {"ttl": 5}),
+]
+
+
+@pytest.fixture(scope="module")
+def target(stack):
+    sid = stack.api.create()
+    yield sid
+    stack.api.delete(sid)
+
+
+def _bad_auth_variants(key):
+    return {
+        "none": {},
+        "wrong-bearer": {"Authorization": "Bearer " + "0" * len(key)},
+        "wrong-x-api-key": {"X-API-Key": "nope"},
+        "key-prefix": {"Authorization": "Bearer " + key[:-1]},
+        "key-plus-char": {"Authorization": "Bearer " + key + "x"},
+        "basic-scheme": {"Authorization": "Basic " + key},
+        "bare-key": {"Authorization": key},
+        "empty-bearer": {"Authorization": "Bearer "},
+        "empty-x-api-key": {"X-API-Key": ""},
+        "key-with-nul": {"X-API-Key": key[:8]},
+    }
+
+
+@pytest.mark.parametrize("method,path,body", ROUTES, ids=[f"{m} {p}" for m, p, _ in ROUTES])
+def test_request_without_valid_key_is_401_and_changes_nothing(api, stack, target, method, path, body):
+    before = parse_json(api.get(target))
+    n_containers = len(stack.live_containers())
+    for name, hdrs in _bad_auth_variants(stack.api_key).items():
+        r = api.request(method, path.format(id=target), json=body, headers=hdrs, auth=False)
+        try:
+            assert_error(r, 401, "unauthorized")
+        except AssertionError as e:
+            raise AssertionError(f"[{name}] {e}") from None
+    assert len(stack.live_containers()) == n_containers
+    after = parse_json(api.get(target))
+    assert after["expires_at"] == before["expires_at"]
+    assert docker_exists(f"nanobox-{target}")
+    assert api.exec(target, "test -e /workspace/pwned")["exit_code"] == 1
+
+
+def test_auth_is_checked_before_ids_are_validated(api):
+    for path in ("/sandbox/not-a-uuid", f"/sandbox/{random_uuid()}"):
+        assert_error(api.request("GET", path, auth=False), 401, "unauthorized")
+
+
+def test_auth_is_checked_before_the_body_is_parsed(api):
+    r = api.request("POST", "/sandbox", data="{broken", auth=False)
+    assert_error(r, 401, "unauthorized")
+
+
+def test_bearer_key_is_accepted(api):
+    r = api.request("GET", "/sandbox", auth="bearer")
+    assert r.status_code == 200, r.text
+
+
+def test_x_api_key_is_accepted(api, stack):
+    r = api.request("GET", "/sandbox", auth="x-api-key")
+    assert r.status_code == 200, r.text
+    r = api.request("POST", "/sandbox", json={}, auth="x-api-key", timeout=120)
+    assert r.status_code == 201, r.text
+    sid = parse_json(r)["sandboxId"]
+    api.created.append(sid)
+    r = api.request("POST", f"/sandbox/{sid}/exec", json={"command": "echo k"}, auth="x-api-key")
+    assert r.status_code == 200 and parse_json(r)["stdout"] == "k\n"
+    assert api.request("DELETE", f"/sandbox/{sid}", auth="x-api-key").status_code == 204
+
+
+def test_bearer_scheme_is_case_insensitive(api, stack):
+    r = api.request("GET", "/sandbox", headers={"Authorization": "bearer " + stack.api_key}, auth=False)
+    assert r.status_code == 200, r.text
+
+
+def test_healthz_is_open(api):
+    r = api.request("GET", "/healthz", auth=False)
+    assert r.status_code == 200
+    assert parse_json(r)["status"] == "ok"
+    r = api.request("GET", "/healthz", auth=False, headers={"Authorization": "Bearer wrong"})
+    assert r.status_code == 200
+
+
+def test_unauthorized_response_does_not_leak_the_key(api, stack):
+    r = api.request("GET", "/sandbox", auth=False, headers={"X-API-Key": "wrong"})
+    assert stack.api_key not in r.text
+    assert stack.api_key not in str(r.headers)

@@ -1,0 +1,284 @@
+"""Crashes and restarts: SIGKILLed workers, a SIGKILLed service restarted on
+its state file, start-up reconciliation, graceful SIGTERM.
+
+Each test runs its own stack (make_stack) so that the main one stays intact.
+"""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+import requests
+
+from nbtest import (IMAGE, assert_error, docker_exists, docker_ps, parse_json, pid_alive,
+                    random_uuid, run, wait_until)
+
+
+def consistent(st):
+    """Every container of the instance is a listed sandbox and vice versa."""
+    containers = set(docker_ps(st.instance))
+    listed = {f"nanobox-{i}" for i in st.api.list_ids()}
+    return containers == listed and (containers, listed)
+
+
+def in_thread(fn):
+    box = {}
+
+    def target():
+        try:
+            box["result"] = fn()
+        except Exception as e:  # noqa: BLE001
+            box["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    return t, box
+
+
+def idle_children(st, at_least=3):
+    """Children of the master at rest (workers_min = 2, plus the reaper)."""
+    return wait_until(lambda: len(st.children()) >= at_least and st.children(), 10,
+                      what=f"at least {at_least} children of the master")
+
+
+@pytest.fixture
+def orphan_cleanup():
+    names = []
+    yield names
+    for n in names:
+        run(["docker", "rm", "-f", n], check=False)
+
+
+def run_orphan(instance, sid=None, names=None):
+    sid = sid or random_uuid()
+    name = f"nanobox-{sid}"
+    if names is not None:
+        names.append(name)
+    run(["docker", "run", "-d", "--network", "none", "--name", name,
+         "--label", f"nanobox.sandbox={sid}", "--label", f"nanobox.instance={instance}",
+         "--label", f"nanobox.expires={int(time.time()) + 3000}",
+         IMAGE, "sleep", "1000"])
+    return name
+
+
+# ------------------------------------------------------------ worker deaths
+
+def test_worker_killed_mid_exec_is_replaced_and_nothing_leaks(make_stack):
+    st = make_stack("kill-worker")
+    api = st.api
+    sid = api.create()
+    n0 = len(idle_children(st))
+    t, box = in_thread(lambda: api.exec_raw(sid, "echo begin; sleep 5; echo end", timeout=30))
+    victim = wait_until(st.busy_workers, 5, 0.02, what="a worker busy with the exec")[0]
+    time.sleep(0.3)
+    os.kill(victim, signal.SIGKILL)
+    t.join(40)
+    assert not t.is_alive(), "the request whose worker was killed never got an answer"
+    if "result" in box:
+        assert box["result"].status_code >= 500 or box["result"].status_code == 200, box["result"].text
+    # the service keeps answering
+    for _ in range(5):
+        assert api.request("GET", "/sandbox").status_code == 200
+    assert api.exec(sid, "echo after")["stdout"] == "after\n"
+    sid2 = api.create()
+    assert api.exec(sid2, "echo new")["stdout"] == "new\n"
+    assert api.delete(sid2).status_code == 204
+    # the master replaced the worker
+    assert st.proc.poll() is None, "the master died"
+    wait_until(lambda: victim not in st.children() and len(st.children()) >= n0, 10,
+               what=f"the master to replace worker {victim} ({n0} children before)")
+    # no container leaked
+    wait_until(lambda: consistent(st), 10, what="containers == listed sandboxes")
+    assert api.list_ids() == [sid]
+
+
+def test_worker_killed_mid_create_leaks_no_container_or_slot(make_stack):
+    capacity = 4
+    st = make_stack("kill-create", max_sandboxes=capacity)
+    api = st.api
+    idle_children(st)
+    for delay in (0.0, 0.08, 0.2, 0.4):
+        t, box = in_thread(lambda: api.request("POST", "/sandbox", json={}, timeout=60))
+        try:
+            victim = wait_until(st.busy_workers, 5, 0.005, what="a worker busy with the create")[0]
+        except AssertionError:
+            t.join(60)   # the create was too fast to catch: fine, next delay
+            continue
+        time.sleep(delay)
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        t.join(60)
+        assert not t.is_alive()
+        if "result" in box and box["result"].status_code == 201:
+            api.created.append(parse_json(box["result"])["sandboxId"])
+    # every container created by a killed worker is either adopted (listed) or
+    # removed; and no slot stays reserved forever
+    wait_until(lambda: consistent(st), 30, 0.5,
+               what="containers == listed sandboxes after workers died mid-create")
+
+    def fill():
+        while len(api.list_ids()) < capacity:
+            r = api.request("POST", "/sandbox", json={}, timeout=60)
+            if r.status_code != 201:
+                return False
+            api.created.append(parse_json(r)["sandboxId"])
+        return True
+    wait_until(fill, 30, 1, what=f"{capacity} sandboxes to fit in the table again (leaked slots?)")
+    assert_error(api.request("POST", "/sandbox", json={}), 503, "capacity")
+    assert consistent(st)
+
+
+def test_all_children_killed_are_respawned_and_reaper_still_expires(make_stack):
+    st = make_stack("kill-children")
+    api = st.api
+    kids = idle_children(st)
+    for pid in kids:
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: len(set(st.children()) - set(kids)) >= len(kids), 15,
+               what=f"{len(kids)} new children of the master")
+    assert st.proc.poll() is None
+    sid = api.create(ttl=2)
+    assert api.exec(sid, "echo ok")["stdout"] == "ok\n"
+    wait_until(lambda: api.get(sid).status_code == 404 and not docker_exists(f"nanobox-{sid}"),
+               15, 0.25, what="the respawned reaper to expire a ttl=2 sandbox")
+
+
+# -------------------------------------------------------- crash + restart
+
+def test_restart_after_sigkill_keeps_sandboxes_usable(make_stack):
+    st = make_stack("restart")
+    api = st.api
+    info = api.create_info(metadata={"keep": "me"})
+    sid = info["sandboxId"]
+    api.exec(sid, "echo kept > /workspace/state")
+    st.restart()
+    assert sid in api.list_ids()
+    got = parse_json(api.get(sid))
+    assert got["expires_at"] == info["expires_at"]
+    assert got["metadata"] == {"keep": "me"}
+    assert api.exec(sid, "cat /workspace/state")["stdout"] == "kept\n"
+    sid2 = api.create()
+    assert sorted(api.list_ids()) == sorted([sid, sid2])
+    assert api.delete(sid).status_code == 204
+    assert not docker_exists(f"nanobox-{sid}")
+    assert consistent(st)
+
+
+def test_restart_removes_orphan_container(make_stack, orphan_cleanup):
+    st = make_stack("orphan")
+    api = st.api
+    sid = api.create()
+    st.crash()
+    orphan = run_orphan(st.instance, names=orphan_cleanup)
+    st.start_fcgi()
+    st.wait_healthy()
+    wait_until(lambda: not docker_exists(orphan), 30, 0.5, what=f"orphan {orphan} to be removed")
+    assert api.list_ids() == [sid]
+    assert api.exec(sid, "echo ok")["stdout"] == "ok\n"
+
+
+def test_restart_leaves_other_instances_containers_alone(make_stack, orphan_cleanup):
+    st = make_stack("other-instance")
+    st.api.create()
+    foreign = run_orphan("test-someone-else", names=orphan_cleanup)
+    unlabelled = f"nanobox-unlabelled-{random_uuid()[:8]}"
+    orphan_cleanup.append(unlabelled)
+    run(["docker", "run", "-d", "--network", "none", "--name", unlabelled, IMAGE, "sleep", "1000"])
+    st.restart()
+    time.sleep(3)   # reconciliation has run by now (it runs at start)
+    assert docker_exists(foreign), "reconciliation removed another instance's container"
+    assert docker_exists(unlabelled), "reconciliation removed an unlabelled container"
+
+
+def test_restart_frees_slot_whose_container_vanished(make_stack):
+    st = make_stack("vanished", max_sandboxes=1)
+    api = st.api
+    sid = api.create()
+    # reconciliation only judges slots that became RUNNING before the second
+    # it lists containers in (state_since has a 1 s resolution)
+    time.sleep(1.1)
+    st.crash()
+    run(["docker", "rm", "-f", f"nanobox-{sid}"])
+    st.start_fcgi()
+    st.wait_healthy()
+    wait_until(lambda: api.get(sid).status_code == 404, 15, 0.25, what="the vanished sandbox to be 404")
+    assert sid not in api.list_ids()
+    api.create()    # the only slot is free again
+
+
+def test_restart_removes_sandbox_that_expired_while_down(make_stack):
+    st = make_stack("expired-down")
+    api = st.api
+    info = api.create_info(ttl=3)
+    keep = api.create(ttl=600)
+    st.crash()
+    time.sleep(max(0, info["expires_at"] + 1.5 - time.time()))
+    st.start_fcgi()
+    st.wait_healthy()
+    wait_until(lambda: api.get(info["sandboxId"]).status_code == 404
+               and not docker_exists(f"nanobox-{info['sandboxId']}"), 15, 0.25,
+               what="the sandbox that expired while the service was down to be removed")
+    assert api.list_ids() == [keep]
+
+
+def test_restart_honours_an_extended_ttl(make_stack):
+    """The nanobox.expires label is written at create; an extension lives in
+    the table. Reconciliation must not destroy an extended sandbox."""
+    st = make_stack("extended")
+    api = st.api
+    info = api.create_info(ttl=3)
+    sid = info["sandboxId"]
+    r = api.request("POST", f"/sandbox/{sid}/timeout", json={"ttl": 120})
+    assert r.status_code == 200, r.text
+    st.crash()
+    time.sleep(max(0, info["expires_at"] + 1.5 - time.time()))
+    st.start_fcgi()
+    st.wait_healthy()
+    time.sleep(3)
+    assert api.get(sid).status_code == 200, "an extended sandbox was removed at restart"
+    assert docker_exists(f"nanobox-{sid}")
+    assert api.exec(sid, "echo ok")["stdout"] == "ok\n"
+
+
+def test_sigterm_finishes_inflight_request_and_keeps_sandboxes(make_stack):
+    st = make_stack("sigterm")
+    api = st.api
+    sid = api.create()
+    t, box = in_thread(lambda: api.exec_raw(sid, "sleep 2; echo finished", timeout=30))
+    wait_until(st.busy_workers, 5, 0.02, what="a worker busy with the exec")
+    time.sleep(0.3)
+    kids = st.children()
+    os.kill(st.master_pid, signal.SIGTERM)
+    t.join(30)
+    assert not t.is_alive()
+    assert "result" in box, box.get("error")
+    r = box["result"]
+    assert r.status_code == 200, f"in-flight exec cut by SIGTERM: {r.status_code} {r.text[:200]}"
+    assert parse_json(r)["stdout"] == "finished\n"
+    try:
+        st.proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("nanobox-fcgi did not exit within 20 s of SIGTERM")
+    assert st.proc.returncode == 0, f"exit status {st.proc.returncode} after SIGTERM"
+    wait_until(lambda: not any(pid_alive(p) for p in kids), 10, what="children to exit")
+    assert docker_exists(f"nanobox-{sid}"), "SIGTERM destroyed a sandbox"
+    st.start_fcgi()
+    st.wait_healthy()
+    assert api.list_ids() == [sid]
+    assert api.exec(sid, "echo back")["stdout"] == "back\n"
+
+
+def test_requests_during_restart_get_an_answer(make_stack):
+    st = make_stack("flap")
+    api = st.api
+    st.crash()
+    r = requests.get(st.url + "/healthz", timeout=10)
+    assert r.status_code in (502, 503, 504)    # nginx: upstream down
+    st.start_fcgi()
+    st.wait_healthy()
+    assert api.request("GET", "/sandbox").status_code == 200
