@@ -29,7 +29,7 @@ NB_PACKAGES=(
     autoconf automake libtool pkg-config make gcc libc6-dev
     libfcgi-dev libyajl-dev libcurl4-openssl-dev uuid-dev libcmocka-dev
     # run
-    docker.io nginx-light spawn-fcgi debootstrap iproute2 procps
+    docker.io nginx spawn-fcgi debootstrap iproute2 procps
     busybox-static curl ca-certificates
     # integration tests
     python3-pytest python3-requests
@@ -82,7 +82,17 @@ nb_apt_install() {
 }
 
 nb_install_packages() {
-    nb_apt_install "${NB_PACKAGES[@]}"
+    local pkg wanted=()
+    for pkg in "${NB_PACKAGES[@]}"; do
+        # An engine or an nginx from elsewhere (docker-ce, nginx.org's
+        # packages) is used as it is: installing Debian's would replace it.
+        case $pkg in
+        docker.io) command -v dockerd >/dev/null 2>&1 && continue ;;
+        nginx) command -v nginx >/dev/null 2>&1 && continue ;;
+        esac
+        wanted+=("$pkg")
+    done
+    nb_apt_install "${wanted[@]}"
 }
 
 nb_install_bench_packages() {
