@@ -187,13 +187,17 @@ static int exec_wait(struct nb_docker *d, const char *exec_id, int ms, pid_t *pi
 {
     int64_t until = mono_ms() + ms;
     int running = 1, code = -1;
+    useconds_t nap = 1000;
     struct nb_derr de;
     do {
         if (nb_docker_exec_inspect(d, exec_id, &running, &code, pid, &de) != 0)
             return -1;
         if (!running)
             return code;
-        usleep(20000);
+        /* dockerd records the exit a moment after the stream ends: poll fast first */
+        usleep(nap);
+        if (nap < 32000)
+            nap *= 2;
     } while (mono_ms() < until);
     return -1;
 }

@@ -5,7 +5,8 @@
       raw Docker API doing the same (create + start, then exec create + start
       + inspect) over the same unix socket;
       also bare create (POST /sandbox) against raw create + start.
-  (b) exec of `true` through nginx against the `docker exec` CLI.
+  (b) exec of `true` through nginx against the `docker exec` CLI, and
+      against the raw exec API calls (create + start + inspect) themselves.
 
 Prints medians and the ratio nanobox / peer (lower is better for nanobox).
 Needs a running service (src/setup/up.sh): NANOBOX_URL (default
@@ -142,8 +143,11 @@ def main():
                          raw_config(args.image))["Id"]
         made.append(cid)
         docker_api("POST", f"/containers/{cid}/start")
-        exec_ours, exec_cli = [], []
+        exec_ours, exec_cli, exec_raw = [], [], []
         for _ in range(args.n):
+            t0 = time.perf_counter()
+            assert raw_exec(cid, ["/bin/sh", "-c", "true"]) == 0
+            exec_raw.append(ms(t0))
             t0 = time.perf_counter()
             r = s.post(f"{url}/sandbox/{sid}/exec", json={"command": "true"})
             exec_ours.append(ms(t0))
@@ -157,6 +161,7 @@ def main():
         report("(a) create, until the first exec answers", ready_ours, ready_raw, "raw Docker API")
         report("    create alone (POST /sandbox)", create_ours, create_raw, "raw create+start")
         report("(b) exec `true`", exec_ours, exec_cli, "docker exec CLI")
+        report("    exec `true`, against the API itself", exec_ours, exec_raw, "raw Docker API exec")
     finally:
         for cid in made:
             try:
