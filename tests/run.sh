@@ -8,6 +8,8 @@
 #   tests/run.sh --sanitizers       # build-san/ , ./configure --enable-sanitizers
 #   tests/run.sh -- -k exec -x      # anything after -- goes to pytest
 #
+# The plain build also runs tests/valgrind.sh (the pool under valgrind).
+#
 # Run as root on Debian 12 (it installs packages and starts dockerd when
 # needed). Exits non-zero if anything failed. NANOBOX_SKIP_UNIT=1 or
 # NANOBOX_SKIP_INTEGRATION=1 skip a half.
@@ -109,6 +111,14 @@ if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ]; then
     if ! NANOBOX_BUILD=$builddir "$py" -m pytest -v -p no:cacheprovider tests/integration "${pytest_args[@]}"; then
         status=1
         log "integration tests FAILED"
+    fi
+fi
+
+# --- the worker pool under valgrind (the sanitizer build cannot run under it)
+if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ] && [ "$sanitizers" = 0 ]; then
+    if ! tests/valgrind.sh "$builddir"; then
+        status=1
+        log "valgrind run FAILED"
     fi
 fi
 

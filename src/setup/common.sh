@@ -32,7 +32,7 @@ NB_PACKAGES=(
     docker.io nginx spawn-fcgi debootstrap iproute2 procps
     busybox-static curl ca-certificates
     # integration tests
-    python3-pytest python3-requests
+    python3-pytest python3-requests valgrind
 )
 
 # Only the benchmarks need these (socat is the forwarder we measure against).
