@@ -62,6 +62,14 @@ void nb_conf_defaults(struct nb_conf *c)
     c->max_metadata = 16;
     c->max_metadata_bytes = 1000;
     c->docker_max_response = 4 * MiB;
+
+    snprintf(c->ports_dir, sizeof(c->ports_dir), "/run/nanobox/ports");
+    c->port_min = 20000;
+    c->port_max = 29999;
+    snprintf(c->port_bind, sizeof(c->port_bind), "0.0.0.0");
+    snprintf(c->port_url, sizeof(c->port_url), "http://{port}-{id}.sandbox.localhost:8080/");
+    c->max_ports = 8;
+    c->max_port_duration = 86400;
 }
 
 int nb_parse_size(const char *s, uint64_t *out)
@@ -197,6 +205,13 @@ static const struct key keys[] = {
     {"max_metadata", K_UINT, F(max_metadata), 1024},
     {"max_metadata_bytes", K_SIZE, F(max_metadata_bytes), 1000},
     {"docker_max_response", K_SIZE, F(docker_max_response), 1ULL << 32},
+    {"fwd_path", K_STR, F(fwd_path), 0},
+    {"ports_dir", K_STR, F(ports_dir), 0},
+    {"port_bind", K_STR, F(port_bind), 0},
+    {"public_host", K_STR, F(public_host), 0},
+    {"port_url", K_STR, F(port_url), 0},
+    {"max_ports", K_UINT, F(max_ports), 16},
+    {"max_port_duration", K_UINT, F(max_port_duration), 10 * 365 * 86400ULL},
 };
 
 static void store_uint(void *field, size_t size, unsigned long long v)
@@ -215,6 +230,17 @@ int nb_conf_set(struct nb_conf *c, const char *key, const char *value, char *err
             snprintf(err, errlen, "cpus: expected a positive decimal like 0.5, got \"%s\"", value);
             return -1;
         }
+        return 0;
+    }
+    if (!strcmp(key, "port_range")) {
+        unsigned lo, hi;
+        char tail;
+        if (sscanf(value, "%u-%u%c", &lo, &hi, &tail) != 2 || lo < 1 || hi > 65535 || lo > hi) {
+            snprintf(err, errlen, "port_range: expected LOW-HIGH within 1-65535, got \"%s\"", value);
+            return -1;
+        }
+        c->port_min = lo;
+        c->port_max = hi;
         return 0;
     }
     if (!strcmp(key, "images")) {

@@ -65,6 +65,16 @@ struct nb_conf {
     unsigned max_metadata;          /* entries in metadata */
     size_t max_metadata_bytes;      /* bytes of metadata, serialized */
     size_t docker_max_response;     /* bytes of one Docker API answer */
+
+    /* ephemeral ports */
+    char fwd_path[NB_CONF_STR];     /* nanobox-fwd; empty: next to nanobox-fcgi */
+    char ports_dir[NB_CONF_STR];    /* <id>-<port>.sock for nginx */
+    unsigned port_min, port_max;    /* host ports are allocated from this range */
+    char port_bind[64];             /* address the host listeners bind */
+    char public_host[128];          /* "host" in answers; empty: primary address */
+    char port_url[NB_CONF_STR];     /* "url" in answers, {port} and {id} replaced */
+    unsigned max_ports;             /* open ports per sandbox */
+    unsigned max_port_duration;     /* seconds */
 };
 
 /* Fill with the built-in defaults (the values docs/CONFIG.md lists). */

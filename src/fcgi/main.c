@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -196,6 +197,12 @@ int main(int argc, char **argv)
             inherited ? "fd 0 (spawn-fcgi)" : app.conf.listen, app.conf.state_file,
             app.table.nslots, app.conf.instance);
 
+    /*
+     * Forwarders leave their worker by a double fork; as a subreaper the
+     * master, not whatever PID 1 the machine has, reaps them when they end.
+     */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+        nb_warn("cannot become a child subreaper: %s", strerror(errno));
     rc = nb_pool_run(&app, listen_fd);
     if (!inherited)
         unlink(app.conf.listen);

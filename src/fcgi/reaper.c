@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "ports.h"
 #include "reaper.h"
 #include "sandbox.h"
 
@@ -192,6 +193,7 @@ void nb_reaper_run(struct nb_app *a)
         if (tick % RECONCILE_EVERY == 0 || tick == 2)
             nb_reaper_reconcile(a);
         nb_reaper_expire(a);
+        nb_ports_reap(a);
         tick++;
         usleep(REAPER_TICK_US);
     }

@@ -18,6 +18,7 @@
 
 #include "json.h"
 #include "log.h"
+#include "ports.h"
 #include "sandbox.h"
 
 int64_t nb_now(void)
@@ -311,6 +312,7 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
     char name[64];
     struct nb_slot *s;
     snprintf(name, sizeof(name), "nanobox-%s", id);
+    nb_ports_stop_all(a, id);
     if (nb_docker_remove(&a->docker, cid[0] ? cid : name, de) != 0)
         return -1;
     nb_table_lock(&a->table);

@@ -61,10 +61,13 @@ enum route_id {
     R_SANDBOX,      /* /sandbox/{id} */
     R_TIMEOUT,      /* /sandbox/{id}/timeout */
     R_EXEC,         /* /sandbox/{id}/exec */
+    R_PORT_OPEN,    /* /sandbox/{id}/ephemeralport */
+    R_PORTS,        /* /sandbox/{id}/ports */
+    R_PORT,         /* /sandbox/{id}/ports/{sandboxport} */
 };
 
-/* Split the path; fills id (possibly invalid: checked by the caller). */
-static enum route_id route_match(const char *path, char *id, size_t idlen)
+/* Split the path; fills id (possibly invalid: checked by the caller) and arg. */
+static enum route_id route_match(const char *path, char *id, size_t idlen, char *arg, size_t arglen)
 {
     const char *rest, *slash;
     size_t n;
@@ -88,13 +91,21 @@ static enum route_id route_match(const char *path, char *id, size_t idlen)
         return R_TIMEOUT;
     if (!strcmp(slash, "/exec"))
         return R_EXEC;
+    if (!strcmp(slash, "/ephemeralport"))
+        return R_PORT_OPEN;
+    if (!strcmp(slash, "/ports") || !strcmp(slash, "/ports/"))
+        return R_PORTS;
+    if (!strncmp(slash, "/ports/", 7) && strlen(slash + 7) < arglen && !strchr(slash + 7, '/')) {
+        snprintf(arg, arglen, "%s", slash + 7);
+        return R_PORT;
+    }
     return R_NONE;
 }
 
 static void route(struct nb_app *a, struct nb_req *r)
 {
-    char id[NB_ID_LEN + 8];
-    enum route_id rt = route_match(r->path, id, sizeof(id));
+    char id[NB_ID_LEN + 8], arg[32] = "";
+    enum route_id rt = route_match(r->path, id, sizeof(id), arg, sizeof(arg));
     const char *m = r->method;
     const char *allowed = NULL;
 
@@ -146,6 +157,24 @@ static void route(struct nb_app *a, struct nb_req *r)
             api_sandbox_exec(a, r, id);
         else
             allowed = "POST";
+        break;
+    case R_PORT_OPEN:
+        if (!strcmp(m, "POST"))
+            api_port_open(a, r, id);
+        else
+            allowed = "POST";
+        break;
+    case R_PORTS:
+        if (!strcmp(m, "GET"))
+            api_port_list(a, r, id);
+        else
+            allowed = "GET";
+        break;
+    case R_PORT:
+        if (!strcmp(m, "DELETE"))
+            api_port_close(a, r, id, arg);
+        else
+            allowed = "DELETE";
         break;
     default:
         break;

@@ -1,0 +1,136 @@
+/*
+ * api_ports.c - the port routes: open (ephemeralport), list, close. The
+ * work is in ports.c; this file validates input and shapes the answers with
+ * the original NanoBox keys (host, hostport, duration) kept as they were.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "json.h"
+#include "ports.h"
+#include "sandbox.h"
+
+static void port_json(struct nb_app *a, yajl_gen g, const char *id, uint16_t sandboxport,
+                      uint16_t hostport, int64_t expires)
+{
+    char url[512];
+    nb_port_url(&a->conf, id, sandboxport, url, sizeof(url));
+    nb_json_kv_str(g, "host", nb_port_public_host(a));
+    nb_json_kv_int(g, "hostport", hostport);
+    nb_json_kv_int(g, "sandboxport", sandboxport);
+    nb_json_kv_str(g, "url", url);
+    nb_json_kv_int(g, "expires_at", expires);
+}
+
+void api_port_open(struct nb_app *a, struct nb_req *r, const char *id)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_jfield f[] = {
+        {"sandboxport", NB_JT_INT, NULL},
+        {"duration", NB_JT_INT, NULL},
+        {"hostport", NB_JT_INT, NULL},
+    };
+    struct nb_port_open req;
+    struct nb_port_info info;
+    struct nb_apierr ae;
+    char err[256];
+    yajl_val body = NULL;
+    long long sp, dur, hp = 0;
+    yajl_gen g;
+
+    if (api_read_json(a, r, &body) != 0)
+        return;
+    if (nb_json_fields(body, f, 3, err, sizeof(err)) != 0) {
+        nb_http_fail(r, 400, "bad_field", "%s", err);
+        goto out;
+    }
+    if (f[0].val == NULL || f[1].val == NULL) {
+        nb_http_fail(r, 400, "bad_field", "fields \"sandboxport\" and \"duration\" (seconds) are required");
+        goto out;
+    }
+    sp = nb_json_int(f[0].val);
+    dur = nb_json_int(f[1].val);
+    if (f[2].val)
+        hp = nb_json_int(f[2].val);
+    if (sp < 1 || sp > 65535) {
+        nb_http_fail(r, 422, "out_of_range", "sandboxport must be between 1 and 65535");
+        goto out;
+    }
+    if (f[2].val && (hp < c->port_min || hp > c->port_max)) {
+        nb_http_fail(r, 422, "out_of_range", "hostport must be between %u and %u (port_range)",
+                     c->port_min, c->port_max);
+        goto out;
+    }
+    if (dur <= 0 || dur > c->max_port_duration) {
+        nb_http_fail(r, 422, "out_of_range", "duration must be between 1 and %u seconds (max_port_duration)",
+                     c->max_port_duration);
+        goto out;
+    }
+    req.sandboxport = (uint16_t)sp;
+    req.hostport = (uint16_t)hp;
+    req.duration = (unsigned)dur;
+    if (nb_port_open(a, id, &req, &info, &ae) != 0) {
+        nb_http_error(r, &ae);
+        goto out;
+    }
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    port_json(a, g, id, info.sandboxport, info.hostport, info.expires);
+    nb_json_kv_int(g, "duration", info.duration);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 201, g);
+    yajl_gen_free(g);
+out:
+    yajl_tree_free(body);
+}
+
+void api_port_list(struct nb_app *a, struct nb_req *r, const char *id)
+{
+    struct nb_apierr ae;
+    struct nb_slot slot;
+    yajl_gen g;
+    if (nb_sandbox_get(a, id, &slot, &ae) != 0) {
+        nb_http_error(r, &ae);
+        return;
+    }
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "ports");
+    yajl_gen_array_open(g);
+    for (int i = 0; i < NB_MAX_PORTS; i++) {
+        const struct nb_port *p = &slot.ports[i];
+        if (p->sandboxport == 0 || p->fwd_start == 0)
+            continue; /* still opening */
+        yajl_gen_map_open(g);
+        port_json(a, g, id, p->sandboxport, p->hostport, p->expires);
+        yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+}
+
+void api_port_close(struct nb_app *a, struct nb_req *r, const char *id, const char *port)
+{
+    struct nb_apierr ae;
+    char *end;
+    long sp = strtol(port, &end, 10);
+    if (*port == '\0' || *end != '\0' || port[0] == '-' || port[0] == '+') {
+        nb_http_fail(r, 400, "bad_field", "\"%.16s\" is not a port number", port);
+        return;
+    }
+    if (sp < 1 || sp > 65535) {
+        nb_http_fail(r, 422, "out_of_range", "sandboxport must be between 1 and 65535");
+        return;
+    }
+    if (nb_port_close(a, id, (uint16_t)sp, &ae) != 0) {
+        nb_http_error(r, &ae);
+        return;
+    }
+    nb_http_no_content(r);
+}

@@ -1,0 +1,560 @@
+/*
+ * ports.c - see ports.h.
+ *
+ * A forwarder binds its listeners before it says it is ready, and the
+ * worker waits for that word before answering: so a taken host port is a
+ * clean 409 decided by bind(2) itself, never by a check that can race. The
+ * forwarder is started through a double fork into its own session, so it
+ * outlives the worker and any restart of nanobox-fcgi; the table remembers
+ * its pid and start time, which is how a later process can tell it from an
+ * unrelated process that reused the pid.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "ports.h"
+#include "sandbox.h"
+
+#define FWD_READY_TIMEOUT_MS 5000
+#define FWD_STOP_WAIT_MS 1000
+#define PORT_ALLOC_TRIES 16
+
+uint64_t nb_proc_starttime(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    unsigned long long start = 0;
+    FILE *f;
+    int field;
+    if (pid <= 0)
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "re");
+    if (f == NULL)
+        return 0;
+    p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+    fclose(f);
+    /* a zombie has finished: it only waits to be reaped */
+    if (p == NULL || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
+        return 0;
+    /* after "comm)" comes field 3; starttime is field 22 */
+    for (field = 2, p++; field < 21 && p; field++)
+        p = strchr(p + 1, ' ');
+    if (p == NULL || sscanf(p, " %llu", &start) != 1)
+        return 0;
+    return start;
+}
+
+static int fwd_alive(pid_t pid, uint64_t start)
+{
+    return pid > 0 && start != 0 && nb_proc_starttime(pid) == start;
+}
+
+static void socket_path(const struct nb_conf *c, const char *id, uint16_t sandboxport, char *out,
+                        size_t outlen)
+{
+    snprintf(out, outlen, "%s/%s-%u.sock", c->ports_dir, id, (unsigned)sandboxport);
+}
+
+/* SIGTERM, wait, SIGKILL if need be; the socket file goes either way. */
+static void fwd_stop(const struct nb_conf *c, const char *id, uint16_t sandboxport, pid_t pid,
+                     uint64_t start)
+{
+    char path[PATH_MAX];
+    if (fwd_alive(pid, start)) {
+        int waited = 0;
+        kill(pid, SIGTERM);
+        while (fwd_alive(pid, start) && waited < FWD_STOP_WAIT_MS) {
+            usleep(5000);
+            waited += 5;
+        }
+        if (fwd_alive(pid, start)) {
+            nb_warn("forwarder %d did not stop on SIGTERM: killing it", (int)pid);
+            kill(pid, SIGKILL);
+        }
+    }
+    socket_path(c, id, sandboxport, path, sizeof(path));
+    unlink(path);
+}
+
+static void fwd_binary(const struct nb_conf *c, char *out, size_t outlen)
+{
+    char self[PATH_MAX];
+    ssize_t n;
+    char *slash;
+    if (c->fwd_path[0]) {
+        snprintf(out, outlen, "%s", c->fwd_path);
+        return;
+    }
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+        snprintf(out, outlen, "nanobox-fwd");
+        return;
+    }
+    self[n] = '\0';
+    slash = strrchr(self, '/');
+    if (slash)
+        slash[1] = '\0';
+    if (strlen(self) + sizeof("nanobox-fwd") > outlen) {
+        snprintf(out, outlen, "nanobox-fwd");
+        return;
+    }
+    memcpy(out, self, strlen(self));
+    memcpy(out + strlen(self), "nanobox-fwd", sizeof("nanobox-fwd"));
+}
+
+/* Read until '\n' or timeout; returns bytes read (NUL-terminated). */
+static ssize_t read_line(int fd, char *buf, size_t len, int timeout_ms)
+{
+    size_t got = 0;
+    while (got + 1 < len) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        ssize_t n;
+        int rc = poll(&pfd, 1, timeout_ms);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        if (rc <= 0)
+            break;
+        n = read(fd, buf + got, len - 1 - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        if (memchr(buf, '\n', got))
+            break;
+    }
+    buf[got] = '\0';
+    return (ssize_t)got;
+}
+
+enum spawn_result { SPAWN_OK = 0, SPAWN_IN_USE = 1, SPAWN_FAILED = -1 };
+
+/*
+ * Start a forwarder for sandboxport on hostport. On SPAWN_OK *pid and
+ * *start identify it; otherwise msg says why.
+ */
+static enum spawn_result fwd_spawn(const struct nb_conf *c, const char *id, pid_t init_pid,
+                                   uint16_t sandboxport, uint16_t hostport, int64_t expires,
+                                   pid_t *pid, uint64_t *start, char *msg, size_t msglen)
+{
+    char bin[PATH_MAX], sock[PATH_MAX], a_pid[24], a_port[8], a_listen[96], a_exp[24], a_mode[16];
+    char line[256];
+    int ready[2], pidp[2];
+    pid_t child, fwd = 0;
+    int status;
+
+    fwd_binary(c, bin, sizeof(bin));
+    socket_path(c, id, sandboxport, sock, sizeof(sock));
+    snprintf(a_pid, sizeof(a_pid), "%d", (int)init_pid);
+    snprintf(a_port, sizeof(a_port), "%u", (unsigned)sandboxport);
+    snprintf(a_listen, sizeof(a_listen), "%s:%u", c->port_bind, (unsigned)hostport);
+    snprintf(a_exp, sizeof(a_exp), "%lld", (long long)expires);
+    snprintf(a_mode, sizeof(a_mode), "%o", c->socket_mode);
+
+    if (pipe2(ready, O_CLOEXEC) != 0)
+        goto sys_fail;
+    if (pipe2(pidp, O_CLOEXEC) != 0) {
+        close(ready[0]);
+        close(ready[1]);
+        goto sys_fail;
+    }
+    child = fork();
+    if (child < 0) {
+        close(ready[0]);
+        close(ready[1]);
+        close(pidp[0]);
+        close(pidp[1]);
+        goto sys_fail;
+    }
+    if (child == 0) {
+        /* first child: a new session, then the forwarder, then leave */
+        pid_t gc;
+        setsid();
+        gc = fork();
+        if (gc != 0) {
+            (void)!write(pidp[1], &gc, sizeof(gc));
+            _exit(gc > 0 ? 0 : 1);
+        }
+        {
+            char *argv[] = {bin, "--target-pid", a_pid, "--port", a_port, "--listen", a_listen,
+                            "--unix", sock, "--expires", a_exp, "--unix-mode", a_mode,
+                            "--unix-group", (char *)c->socket_group, "--ready-fd", "3",
+                            "--log-level", (char *)c->log_level, NULL};
+            sigset_t none;
+            int devnull = open("/dev/null", O_RDONLY);
+            struct sigaction sa;
+            memset(&sa, 0, sizeof(sa));
+            sa.sa_handler = SIG_DFL;
+            for (int sig = 1; sig < NSIG; sig++)
+                sigaction(sig, &sa, NULL);
+            sigemptyset(&none);
+            sigprocmask(SIG_SETMASK, &none, NULL);
+            if (devnull >= 0) {
+                dup2(devnull, 0);
+                close(devnull);
+            }
+            /* fd 3 = ready pipe; nothing else of the worker's (FastCGI sockets,
+             * the table and its flock) may leak into a long-lived process */
+            if (dup2(ready[1], 3) != 3)
+                _exit(127);
+            closefrom(4);
+            execv(bin, argv);
+            dprintf(3, "ERR EXEC cannot run %s: %s\n", bin, strerror(errno));
+            _exit(127);
+        }
+    }
+    close(ready[1]);
+    close(pidp[1]);
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (read(pidp[0], &fwd, sizeof(fwd)) != (ssize_t)sizeof(fwd))
+        fwd = 0;
+    close(pidp[0]);
+    read_line(ready[0], line, sizeof(line), FWD_READY_TIMEOUT_MS);
+    close(ready[0]);
+
+    if (strncmp(line, "OK ", 3) == 0 && fwd > 0) {
+        *pid = fwd;
+        *start = nb_proc_starttime(fwd);
+        if (*start != 0)
+            return SPAWN_OK;
+        snprintf(msg, msglen, "the forwarder exited right after starting");
+        return SPAWN_FAILED;
+    }
+    if (fwd > 0 && line[0] == '\0')
+        kill(fwd, SIGKILL); /* never answered: do not leave it half-started */
+    {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+    }
+    if (strncmp(line, "ERR EADDRINUSE", 14) == 0) {
+        snprintf(msg, msglen, "host port %u is in use", (unsigned)hostport);
+        return SPAWN_IN_USE;
+    }
+    snprintf(msg, msglen, "the forwarder did not start: %.200s",
+             line[0] ? line + (strncmp(line, "ERR ", 4) == 0 ? 4 : 0) : "no answer");
+    return SPAWN_FAILED;
+
+sys_fail:
+    snprintf(msg, msglen, "cannot start a forwarder: %s", strerror(errno));
+    return SPAWN_FAILED;
+}
+
+const char *nb_port_public_host(struct nb_app *a)
+{
+    static char host[128];
+    struct ifaddrs *ifs, *i;
+    if (a->conf.public_host[0])
+        return a->conf.public_host;
+    if (host[0])
+        return host;
+    snprintf(host, sizeof(host), "127.0.0.1");
+    /* the machine's primary address, for LAN use as the original did */
+    if (getifaddrs(&ifs) == 0) {
+        for (i = ifs; i; i = i->ifa_next) {
+            if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
+                (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP) ||
+                strncmp(i->ifa_name, "docker", 6) == 0 || strncmp(i->ifa_name, "veth", 4) == 0 ||
+                strncmp(i->ifa_name, "br-", 3) == 0)
+                continue;
+            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, host, sizeof(host));
+            break;
+        }
+        freeifaddrs(ifs);
+    }
+    return host;
+}
+
+void nb_port_url(const struct nb_conf *c, const char *id, uint16_t sandboxport, char *out, size_t outlen)
+{
+    const char *t = c->port_url;
+    size_t o = 0;
+    while (*t && o + 1 < outlen) {
+        int n = 0;
+        if (strncmp(t, "{port}", 6) == 0) {
+            n = snprintf(out + o, outlen - o, "%u", (unsigned)sandboxport);
+            t += 6;
+        } else if (strncmp(t, "{id}", 4) == 0) {
+            n = snprintf(out + o, outlen - o, "%s", id);
+            t += 4;
+        } else {
+            out[o++] = *t++;
+            continue;
+        }
+        if (n < 0 || (size_t)n >= outlen - o)
+            break;
+        o += (size_t)n;
+    }
+    out[o < outlen ? o : outlen - 1] = '\0';
+}
+
+/* Entry of slot s for sandboxport, or NULL. */
+static struct nb_port *port_find(struct nb_slot *s, uint16_t sandboxport)
+{
+    for (int i = 0; i < NB_MAX_PORTS; i++)
+        if (s->ports[i].sandboxport == sandboxport)
+            return &s->ports[i];
+    return NULL;
+}
+
+/* Is hostport recorded for any sandbox? (lock held) */
+static int hostport_recorded(struct nb_table *t, uint16_t hostport)
+{
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        if (t->slots[i].state == NB_SLOT_FREE)
+            continue;
+        for (int j = 0; j < NB_MAX_PORTS; j++)
+            if (t->slots[i].ports[j].sandboxport && t->slots[i].ports[j].hostport == hostport)
+                return 1;
+    }
+    return 0;
+}
+
+int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *req,
+                 struct nb_port_info *out, struct nb_apierr *ae)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_slot *s, copy;
+    struct nb_port *p;
+    uint16_t tries[PORT_ALLOC_TRIES];
+    unsigned ntries = 0, open_count = 0, range = c->port_max - c->port_min + 1;
+    int64_t now = nb_now(), expires;
+    pid_t me = getpid(), fwd = 0;
+    uint64_t start = 0;
+    enum spawn_result rc = SPAWN_IN_USE;
+    char msg[256] = "";
+    uint16_t bound = 0;
+    uint32_t gen = 0;
+    int bad = 0;
+
+    if (nb_sandbox_get(a, id, &copy, ae) != 0)
+        return -1;
+    expires = now + req->duration;
+    if (expires > copy.expires)
+        expires = copy.expires; /* a port never outlives its sandbox */
+
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s == NULL || s->state != NB_SLOT_RUNNING) {
+        bad = 404;
+    } else if (port_find(s, req->sandboxport) != NULL) {
+        bad = 409;
+    } else {
+        for (int i = 0; i < NB_MAX_PORTS; i++)
+            open_count += s->ports[i].sandboxport != 0;
+        if (open_count >= c->max_ports || (p = port_find(s, 0)) == NULL) {
+            bad = 429;
+        } else {
+            /* a pending entry: its owner is this worker until the forwarder answers */
+            memset(p, 0, sizeof(*p));
+            p->sandboxport = req->sandboxport;
+            p->fwd_pid = me;
+            p->expires = expires;
+            gen = s->generation;
+            if (req->hostport) {
+                tries[ntries++] = req->hostport;
+            } else {
+                unsigned first = (unsigned)(now ^ me) % range;
+                for (unsigned k = 0; k < range && ntries < PORT_ALLOC_TRIES; k++) {
+                    uint16_t hp = (uint16_t)(c->port_min + (first + k) % range);
+                    if (!hostport_recorded(&a->table, hp))
+                        tries[ntries++] = hp;
+                }
+            }
+        }
+    }
+    nb_table_unlock(&a->table);
+    if (bad == 404) {
+        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)", id);
+        return -1;
+    }
+    if (bad == 409) {
+        nb_apierr_set(ae, 409, "port_open", "port %u of this sandbox is already open: close it first",
+                      (unsigned)req->sandboxport);
+        return -1;
+    }
+    if (bad == 429) {
+        nb_apierr_set(ae, 429, "too_many_ports", "this sandbox already has %u open ports (max_ports)",
+                      open_count);
+        return -1;
+    }
+
+    for (unsigned k = 0; k < ntries; k++) {
+        rc = fwd_spawn(c, id, copy.init_pid, req->sandboxport, tries[k], expires, &fwd, &start,
+                       msg, sizeof(msg));
+        if (rc == SPAWN_OK)
+            bound = tries[k];
+        if (rc != SPAWN_IN_USE)
+            break;
+        nb_debug("host port %u is taken", (unsigned)tries[k]);
+    }
+
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    p = s && s->generation == gen && s->state == NB_SLOT_RUNNING ? port_find(s, req->sandboxport) : NULL;
+    if (p != NULL && !(p->fwd_pid == me && p->fwd_start == 0))
+        p = NULL; /* not our pending entry any more */
+    if (p != NULL) {
+        if (rc == SPAWN_OK) {
+            p->hostport = bound;
+            p->fwd_pid = fwd;
+            p->fwd_start = start;
+        } else {
+            memset(p, 0, sizeof(*p));
+        }
+    }
+    nb_table_unlock(&a->table);
+
+    if (rc == SPAWN_OK && p == NULL) {
+        /* the sandbox went away while the forwarder started */
+        fwd_stop(c, id, req->sandboxport, fwd, start);
+        nb_apierr_set(ae, 404, "not_found", "sandbox %s was destroyed while the port was opening", id);
+        return -1;
+    }
+    if (rc == SPAWN_IN_USE) {
+        if (req->hostport)
+            nb_apierr_set(ae, 409, "port_in_use", "%s", msg);
+        else
+            nb_apierr_set(ae, 503, "no_free_port", "no free host port found in %u-%u (port_range)",
+                          c->port_min, c->port_max);
+        return -1;
+    }
+    if (rc != SPAWN_OK) {
+        nb_apierr_set(ae, 502, "fwd_failed", "%s", msg);
+        return -1;
+    }
+    out->sandboxport = req->sandboxport;
+    out->hostport = bound;
+    out->expires = expires;
+    out->duration = (unsigned)(expires - now); /* the same clock reading as expires */
+    nb_info("opened port %u of sandbox %s on host port %u until %lld (forwarder %d)",
+            (unsigned)req->sandboxport, id, (unsigned)bound, (long long)expires, (int)fwd);
+    return 0;
+}
+
+int nb_port_close(struct nb_app *a, const char *id, uint16_t sandboxport, struct nb_apierr *ae)
+{
+    struct nb_slot *s;
+    struct nb_port *p;
+    pid_t pid = 0;
+    uint64_t start = 0;
+    int found = 0;
+
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL && s->state == NB_SLOT_RUNNING && (p = port_find(s, sandboxport)) != NULL &&
+        p->fwd_start != 0) {
+        pid = p->fwd_pid;
+        start = p->fwd_start;
+        found = 1;
+    }
+    nb_table_unlock(&a->table);
+    if (!found) {
+        if (s == NULL)
+            nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)", id);
+        else
+            nb_apierr_set(ae, 404, "not_found", "port %u of sandbox %s is not open", (unsigned)sandboxport, id);
+        return -1;
+    }
+    /* stop first, free after: a concurrent re-open meanwhile sees 409, not a half-closed port */
+    fwd_stop(&a->conf, id, sandboxport, pid, start);
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL && (p = port_find(s, sandboxport)) != NULL && p->fwd_pid == pid && p->fwd_start == start)
+        memset(p, 0, sizeof(*p));
+    nb_table_unlock(&a->table);
+    nb_info("closed port %u of sandbox %s", (unsigned)sandboxport, id);
+    return 0;
+}
+
+void nb_ports_stop_all(struct nb_app *a, const char *id)
+{
+    struct nb_port ports[NB_MAX_PORTS];
+    struct nb_slot *s;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL) {
+        memcpy(ports, s->ports, sizeof(ports));
+        memset(s->ports, 0, sizeof(s->ports));
+    } else {
+        memset(ports, 0, sizeof(ports));
+    }
+    nb_table_unlock(&a->table);
+    for (int i = 0; i < NB_MAX_PORTS; i++)
+        if (ports[i].sandboxport && ports[i].fwd_start)
+            fwd_stop(&a->conf, id, ports[i].sandboxport, ports[i].fwd_pid, ports[i].fwd_start);
+}
+
+struct stale_port {
+    char id[NB_ID_LEN + 1];
+    struct nb_port port;
+};
+
+void nb_ports_reap(struct nb_app *a)
+{
+    struct stale_port *list = NULL;
+    size_t n = 0, alloc = 0;
+    int64_t now = nb_now();
+
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        struct nb_slot *s = &a->table.slots[i];
+        if (s->state == NB_SLOT_FREE)
+            continue;
+        for (int j = 0; j < NB_MAX_PORTS; j++) {
+            struct nb_port *p = &s->ports[j];
+            if (p->sandboxport == 0)
+                continue;
+            if (p->fwd_start == 0) {
+                /* half-open: its worker died before the forwarder answered */
+                if (kill(p->fwd_pid, 0) != 0 && errno == ESRCH)
+                    memset(p, 0, sizeof(*p));
+                continue;
+            }
+            if (p->expires > now && fwd_alive(p->fwd_pid, p->fwd_start))
+                continue;
+            if (n == alloc) {
+                alloc = alloc ? alloc * 2 : 16;
+                list = nb_xrealloc(list, alloc * sizeof(*list));
+            }
+            snprintf(list[n].id, sizeof(list[n].id), "%s", s->id);
+            list[n].port = *p;
+            n++;
+        }
+    }
+    nb_table_unlock(&a->table);
+
+    for (size_t k = 0; k < n; k++) {
+        struct nb_port *q = &list[k].port;
+        struct nb_slot *s;
+        struct nb_port *p;
+        int expired = q->expires <= now;
+        fwd_stop(&a->conf, list[k].id, q->sandboxport, q->fwd_pid, q->fwd_start);
+        nb_table_lock(&a->table);
+        s = nb_table_find(&a->table, list[k].id);
+        if (s != NULL && (p = port_find(s, q->sandboxport)) != NULL && p->fwd_pid == q->fwd_pid &&
+            p->fwd_start == q->fwd_start)
+            memset(p, 0, sizeof(*p));
+        nb_table_unlock(&a->table);
+        nb_info("%s port %u of sandbox %s", expired ? "expired" : "forwarder gone: freed",
+                (unsigned)q->sandboxport, list[k].id);
+    }
+    free(list);
+}

@@ -1,0 +1,51 @@
+/*
+ * ports.h - ephemeral ports: one nanobox-fwd process per open port, recorded
+ * in the sandbox's table slot (sandboxport, hostport, forwarder pid and start
+ * time, expiry). Opening, closing, expiring and cleaning up all live here,
+ * so the API, the sandbox's destruction and the reaper stop a forwarder the
+ * same way.
+ */
+#ifndef NB_PORTS_H
+#define NB_PORTS_H
+
+#include <stdint.h>
+
+#include "app.h"
+
+struct nb_port_open {
+    uint16_t sandboxport;
+    uint16_t hostport;        /* 0: allocate from port_range */
+    unsigned duration;        /* seconds asked for */
+};
+
+struct nb_port_info {
+    uint16_t sandboxport;
+    uint16_t hostport;
+    int64_t expires;
+    unsigned duration;        /* seconds from the request to expires */
+};
+
+/* Open a port; *out describes it (expires capped by the sandbox's life). */
+int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *req,
+                 struct nb_port_info *out, struct nb_apierr *ae);
+
+/* Stop the forwarder of an open port and free its entry. */
+int nb_port_close(struct nb_app *a, const char *id, uint16_t sandboxport, struct nb_apierr *ae);
+
+/* Stop every forwarder of a sandbox (it is being destroyed). */
+void nb_ports_stop_all(struct nb_app *a, const char *id);
+
+/*
+ * Reaper pass: stop forwarders whose port expired, free entries whose
+ * forwarder is gone, and entries left half-open by a dead worker.
+ */
+void nb_ports_reap(struct nb_app *a);
+
+/* The "host" and "url" an answer shows for a port. */
+const char *nb_port_public_host(struct nb_app *a);
+void nb_port_url(const struct nb_conf *c, const char *id, uint16_t sandboxport, char *out, size_t outlen);
+
+/* Start time (clock ticks since boot) of pid; 0 if it is gone or a zombie. */
+uint64_t nb_proc_starttime(pid_t pid);
+
+#endif
