@@ -1,18 +1,32 @@
 #!/bin/bash
 #
-# render-nginx.sh - render nanobox's two nginx templates.
+# render-nginx.sh - render nanobox's three nginx templates.
 #
-# Usage: render-nginx.sh OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]
-#   OUTDIR       where to write nanobox.conf (the snippet to include inside
-#                a server {}) and nginx.conf (a complete standalone config
-#                that includes that snippet by absolute path), plus a copy
-#                of the installed fastcgi_params for the standalone
+# Usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN]
+#                        [--ports-listen LISTEN] OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]
+#   OUTDIR       where to write nanobox.conf (the API snippet to include
+#                inside a server {}), nanobox-ports.conf (the server {} of
+#                exposed ports, to include at http {} level) and nginx.conf
+#                (a complete standalone config that includes both by
+#                absolute path), plus a copy of the installed fastcgi_params
+#                for the standalone
 #   FCGI_SOCKET  absolute path of nanobox-fcgi's unix socket (`listen`)
 #   LISTEN       what the standalone server listens on: 127.0.0.1:8080,
 #                8080, [::1]:8080, unix:/path
 #   PREFIX       absolute dir for the standalone's logs, temp dirs and, by
 #                default, pid file; created if missing
 #   PIDFILE      pid file of the standalone (default PREFIX/nginx.pid)
+#
+# Exposed ports (http://<sandboxport>-<sandboxId>.<domain>/), as options or
+# from the environment (an option wins):
+#   --ports-dir DIR        NANOBOX_PORTS_DIR     where the forwarders' sockets
+#                          are: the ports_dir key of nanobox.conf (default
+#                          /run/nanobox/ports)
+#   --ports-domain DOMAIN  NANOBOX_PORTS_DOMAIN  the domain under which ports
+#                          are named (default sandbox.localhost)
+#   --ports-listen LISTEN  NANOBOX_PORTS_LISTEN  the ports server's listen
+#                          parameters, blank-separated, e.g. "443 ssl"
+#                          (default: LISTEN, the standalone's address)
 #
 # Then run the standalone as `nginx -c OUTDIR/nginx.conf -p PREFIX`.
 # When run as root, the standalone's workers run as www-data (nginx's user
@@ -30,11 +44,42 @@ die() {
     exit 2
 }
 
+usage="usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN] [--ports-listen LISTEN] OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]"
+
+ports_dir=${NANOBOX_PORTS_DIR:-/run/nanobox/ports}
+ports_domain=${NANOBOX_PORTS_DOMAIN:-sandbox.localhost}
+ports_listen=${NANOBOX_PORTS_LISTEN:-}
+while [ "$#" -gt 0 ]; do
+    case $1 in
+    --ports-dir | --ports-domain | --ports-listen)
+        [ "$#" -ge 2 ] || die "$1 needs a value; $usage"
+        case $1 in
+        --ports-dir) ports_dir=$2 ;;
+        --ports-domain) ports_domain=$2 ;;
+        --ports-listen) ports_listen=$2 ;;
+        esac
+        shift 2
+        ;;
+    --ports-dir=* | --ports-domain=* | --ports-listen=*)
+        case $1 in
+        --ports-dir=*) ports_dir=${1#*=} ;;
+        --ports-domain=*) ports_domain=${1#*=} ;;
+        --ports-listen=*) ports_listen=${1#*=} ;;
+        esac
+        shift
+        ;;
+    --) shift; break ;;
+    -*) die "unknown option '$1'; $usage" ;;
+    *) break ;;
+    esac
+done
+
 if [ "$#" -lt 4 ] || [ "$#" -gt 5 ]; then
-    die "usage: render-nginx.sh OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]"
+    die "$usage"
 fi
 
 outdir=$1 socket=$2 listen=$3 prefix=$4 pidfile=${5:-$4/nginx.pid}
+ports_listen=${ports_listen:-$listen}
 
 # Whatever lands in the config must be one nginx word: no blanks, quotes,
 # ';', '{', '}', '$' or '#' that would end or inject a directive.
@@ -56,6 +101,24 @@ check_abs FCGI_SOCKET "$socket"
 check_word LISTEN "$listen"
 check_abs PREFIX "$prefix"
 check_abs PIDFILE "$pidfile"
+check_abs 'ports dir' "${ports_dir%/}"
+ports_dir=${ports_dir%/}
+# The listen parameters: blank-separated words ("443 ssl", "[::]:80").
+read -r -a ports_listen_words <<<"$ports_listen"
+[ "${#ports_listen_words[@]}" -gt 0 ] || die "the ports listen parameters are empty"
+for w in "${ports_listen_words[@]}"; do
+    check_word 'ports listen parameter' "$w"
+done
+ports_listen=${ports_listen_words[*]}
+# A DNS name, lower-case (nginx lower-cases the Host it matches), labels of
+# letters, digits and inner hyphens; its dots are escaped for the regex.
+ports_domain=${ports_domain,,}
+ports_domain=${ports_domain%.}
+label='[a-z0-9]([a-z0-9-]*[a-z0-9])?'
+if ! [[ $ports_domain =~ ^$label(\.$label)*$ ]] || [ "${#ports_domain}" -gt 253 ]; then
+    die "ports domain '$ports_domain' is not a DNS name like sandbox.example.org"
+fi
+ports_domain_re=${ports_domain//./\\.}
 
 user_line=
 if [ "$(id -u)" -eq 0 ]; then
@@ -81,6 +144,12 @@ render() {
     text=${text//@SNIPPET@/"$outdir/nanobox.conf"}
     text=${text//@CONF@/"$outdir/nginx.conf"}
     text=${text//@USER_LINE@/"$user_line"}
+    text=${text//@PORTS_SNIPPET@/"$outdir/nanobox-ports.conf"}
+    text=${text//@PORTS_LISTEN@/"$ports_listen"}
+    text=${text//@PORTS_DIR@/"$ports_dir"}
+    text=${text//@PORTS_DOMAIN_RE@/"$ports_domain_re"}
+    text=${text//@PORTS_DOMAIN@/"$ports_domain"}
+    text=${text//@NGINX_DIR@/"$outdir"}
     if grep -q '@[A-Z_][A-Z_]*@' <<<"$text"; then
         die "$1: unknown tokens left: $(grep -o '@[A-Z_][A-Z_]*@' <<<"$text" | sort -u | tr '\n' ' ')"
     fi
@@ -89,6 +158,7 @@ render() {
 }
 
 render "$templates/nanobox.conf.in" "$outdir/nanobox.conf"
+render "$templates/nanobox-ports.conf.in" "$outdir/nanobox-ports.conf"
 render "$templates/nanobox-standalone.conf.in" "$outdir/nginx.conf"
 
 # nginx is in /usr/sbin, which a non-root PATH often lacks.

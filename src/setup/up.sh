@@ -14,8 +14,12 @@
 # the same information is printed. src/setup/down.sh stops it.
 #
 # Environment:
-#   NANOBOX_PORT  port of the local nginx (default 8080, or the one the
-#                 previous run used)
+#   NANOBOX_PORT          port of the local nginx (default 8080, or the one
+#                         the previous run used)
+#   NANOBOX_PORTS_DOMAIN  domain of exposed sandbox ports, as in
+#                         http://<sandboxport>-<sandboxId>.<domain>:<port>/
+#                         (default: the one port_url of the config names,
+#                         else sandbox.localhost, which needs no DNS locally)
 #
 # No systemd here: the daemons are started detached (setsid) and tracked by
 # their pid files under /run/nanobox.
@@ -39,6 +43,15 @@ fi
 port=${port:-8080}
 case $port in '' | *[!0-9]*) nb_die "NANOBOX_PORT must be a port number, not '$port'" ;; esac
 http_addr=127.0.0.1:$port
+# The ports domain: the environment, else the one port_url names
+# (http://{port}-{id}.DOMAIN:PORT/), else sandbox.localhost.
+if [ -n "${NANOBOX_PORTS_DOMAIN:-}" ]; then
+    ports_domain=$NANOBOX_PORTS_DOMAIN
+else
+    ports_domain=$(nb_conf_get "$NB_CONF" port_url "" |
+        sed -n 's|^[a-z]*://{port}-{id}\.\([^:/]*\).*|\1|p')
+fi
+ports_domain=${ports_domain:-sandbox.localhost}
 
 # 1. packages, build, Docker, image ------------------------------------------
 nb_install_packages
@@ -71,17 +84,34 @@ socket_group = www-data
 
 # The sandbox table: survives restarts of nanobox-fcgi.
 state_file = $NB_LIB_DIR/state
+
+# Ephemeral ports (POST /sandbox/ID/ephemeralport): one nanobox-fwd per open
+# port listens on a host port from port_range (on port_bind; 0.0.0.0 makes
+# them reachable from the LAN, as the original NanoBox did) and on a unix
+# socket in ports_dir, which nginx proxies http://<port>-<id>.<domain>/ to.
+# port_url is the "url" answers show: keep it in step with the nginx port
+# and NANOBOX_PORTS_DOMAIN. "host" in answers is public_host, by default
+# this machine's primary IPv4 address.
+ports_dir = $NB_RUN_DIR/ports
+port_range = 20000-29999
+port_bind = 0.0.0.0
+#public_host = 192.0.2.10
+port_url = http://{port}-{id}.$ports_domain:$port/
+max_ports = 8
+max_port_duration = 86400
 EOF
     )
     mv -f "$NB_CONF.tmp" "$NB_CONF"
 fi
 api_key=$(nb_conf_get "$NB_CONF" api_key "")
 fcgi_socket=$(nb_conf_get "$NB_CONF" listen "$NB_RUN_DIR/fcgi.sock")
+# (the fallback is nanobox-fcgi's own default, for a config without the key)
+ports_dir=$(nb_conf_get "$NB_CONF" ports_dir /run/nanobox/ports)
 
-# 0755 all the way down: nginx's workers (www-data) reach the socket and
-# their temp dirs through these.
+# 0755 all the way down: nginx's workers (www-data) reach the sockets (the
+# API's, the forwarders' in ports_dir) and their temp dirs through these.
 install -d -m 0755 "$NB_RUN_DIR" "$NB_LIB_DIR" "$NB_LOG_DIR" "$nginx_prefix" \
-    "$(dirname "$fcgi_socket")"
+    "$(dirname "$fcgi_socket")" "$ports_dir"
 
 # 3. nanobox-fcgi ------------------------------------------------------------
 if fcgi_pid=$(nb_pidfile_alive "$NB_FCGI_PID" nanobox-fcgi); then
@@ -113,10 +143,11 @@ fi
 
 # 4. nginx ---------------------------------------------------------------------
 # A nginx of our own next to the system's: own config, pid file, prefix.
-before=$({ cat "$nginx_conf" "$NB_NGINX_DIR/nanobox.conf" 2>/dev/null || true; } | md5sum)
-"$NB_REPO_ROOT/src/setup/render-nginx.sh" "$NB_NGINX_DIR" "$fcgi_socket" "$http_addr" \
-    "$nginx_prefix" "$NB_NGINX_PID"
-after=$(cat "$nginx_conf" "$NB_NGINX_DIR/nanobox.conf" | md5sum)
+nginx_files=("$nginx_conf" "$NB_NGINX_DIR/nanobox.conf" "$NB_NGINX_DIR/nanobox-ports.conf")
+before=$({ cat "${nginx_files[@]}" 2>/dev/null || true; } | md5sum)
+"$NB_REPO_ROOT/src/setup/render-nginx.sh" --ports-dir "$ports_dir" --ports-domain "$ports_domain" \
+    "$NB_NGINX_DIR" "$fcgi_socket" "$http_addr" "$nginx_prefix" "$NB_NGINX_PID"
+after=$(cat "${nginx_files[@]}" | md5sum)
 
 if nginx_pid=$(nb_pidfile_alive "$NB_NGINX_PID" nginx); then
     if [ "$before" != "$after" ]; then
@@ -155,11 +186,17 @@ nanobox is up at $url
   config:    $NB_CONF
   logs:      $NB_LOG_DIR/fcgi.log, $nginx_prefix/error.log
   nginx:     $NB_NGINX_DIR/nanobox.conf is the snippet to include in your own
-             nginx server {}; this one runs from $nginx_conf
+             nginx server {}, $NB_NGINX_DIR/nanobox-ports.conf the server {}
+             of exposed ports (http {} level); this one runs from $nginx_conf
   stop:      $NB_REPO_ROOT/src/setup/down.sh
 
 Create a sandbox:
 
   curl -s -X POST -H "Authorization: Bearer $api_key" $url/sandbox
+
+Expose port 8000 of it for 10 minutes (then open the "url" of the answer):
+
+  curl -s -X POST -H "Authorization: Bearer $api_key" \\
+       -d '{"sandboxport": 8000, "duration": 600}' $url/sandbox/SANDBOX_ID/ephemeralport
 
 EOF
