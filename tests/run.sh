@@ -90,6 +90,8 @@ else
 fi
 
 status=0
+py=/usr/bin/python3
+"$py" -c 'import pytest, requests' 2>/dev/null || py=python3
 
 # --- C unit tests
 if [ -z "${NANOBOX_SKIP_UNIT:-}" ]; then
@@ -105,12 +107,19 @@ fi
 
 # --- integration tests
 if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ]; then
-    py=/usr/bin/python3
-    "$py" -c 'import pytest, requests' 2>/dev/null || py=python3
     log "integration tests against $builddir/nanobox-fcgi"
     if ! NANOBOX_BUILD=$builddir "$py" -m pytest -v -p no:cacheprovider tests/integration "${pytest_args[@]}"; then
         status=1
         log "integration tests FAILED"
+    fi
+fi
+
+# --- nanobox-fwd on its own (network namespaces made with unshare, no Docker)
+if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ]; then
+    log "forwarder tests against $builddir/nanobox-fwd"
+    if ! NANOBOX_BUILD=$builddir "$py" -m pytest -v -p no:cacheprovider tests/fwd; then
+        status=1
+        log "forwarder tests FAILED"
     fi
 fi
 

@@ -1,16 +1,19 @@
 """
 Fixtures of the nanobox integration suite.
 
-- stack (session): nanobox-fcgi + nginx on a temp dir, instance test-<hex>.
+- stack (session): nanobox-fcgi + nginx on a temp dir, instance test-<hex>;
+  port forwarders' sockets go to its ports_dir, host ports come from
+  nbtest.PORTS_CONF's range on 127.0.0.1.
 - api (function): a client of that stack; sandboxes it creates are deleted
   when the test ends.
 - make_stack (function): a factory for extra stacks with extra config lines
   (a tiny table, a dead Docker socket, a stack a test may crash at will);
   each is stopped and label-cleaned when the test ends.
 
-Teardown always stops the processes the fixtures started (by pid) and force-
-removes every container labelled with the stack's instance, whatever the
-outcome; tests that care about leaks assert before that.
+Teardown always stops the processes the fixtures started (by pid), force-
+removes every container labelled with the stack's instance and kills any
+port forwarder left with a socket in its ports_dir, whatever the outcome;
+tests that care about leaks assert before that (test_ports.py does).
 
 Environment: NANOBOX_BUILD (dir with nanobox-fcgi; default <repo>/build),
 NANOBOX_TEST_IMAGE (default nanobox:latest), NANOBOX_TEST_KEEP=1 keeps the

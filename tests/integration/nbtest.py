@@ -12,6 +12,7 @@ Only loopback and the project's own sandboxes are ever contacted.
 
 import json as jsonlib
 import os
+import random
 import re
 import secrets
 import shutil
@@ -60,6 +61,19 @@ DEFAULT_PIDS = 128
 MAX_OUTPUT = 65536
 MAX_BODY = 65536
 MAX_COMMAND = 16384
+
+# Ephemeral ports (test_ports.py). Host ports are allocated from a range of
+# their own below Linux's ephemeral range (32768-60999), so that outgoing
+# connections of the machine cannot hold one; listeners bind loopback only,
+# and answers name 127.0.0.1 as the host.
+PORTS_CONF = {
+    "port_range": "24000-24999",
+    "port_bind": "127.0.0.1",
+    "public_host": "127.0.0.1",
+    "max_port_duration": "3600",
+}
+PORTS_DOMAIN = "sandbox.localhost"
+FWD_NAME = "nanobox-fwd"
 
 SANITIZER_PATTERNS = re.compile(
     r"ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer|"
@@ -288,6 +302,30 @@ class Api:
     def list_ids(self, query=""):
         return sorted(s["sandboxId"] for s in self.list(query))
 
+    # -- ephemeral ports
+    def open_port_raw(self, sid, sandboxport=None, duration=None, hostport=None, **extra):
+        """POST /sandbox/{sid}/ephemeralport; None fields are left out."""
+        body = {k: v for k, v in (("sandboxport", sandboxport), ("duration", duration),
+                                  ("hostport", hostport)) if v is not None}
+        body.update(extra)
+        return self.request("POST", f"/sandbox/{sid}/ephemeralport", json=body)
+
+    def open_port(self, sid, sandboxport, duration=600, hostport=None):
+        r = self.open_port_raw(sid, sandboxport, duration, hostport)
+        assert r.status_code == 201, (f"open port {sandboxport} of {sid} (hostport {hostport}) -> "
+                                      f"{r.status_code} {r.text[:500]}")
+        return parse_json(r)
+
+    def ports(self, sid):
+        r = self.request("GET", f"/sandbox/{sid}/ports")
+        assert r.status_code == 200, f"ports of {sid} -> {r.status_code} {r.text[:500]}"
+        body = parse_json(r)
+        assert isinstance(body.get("ports"), list), body
+        return body["ports"]
+
+    def close_port(self, sid, sandboxport):
+        return self.request("DELETE", f"/sandbox/{sid}/ports/{sandboxport}")
+
     def cleanup(self):
         for sid in self.created:
             try:
@@ -328,6 +366,105 @@ def random_uuid():
     return str(uuid.uuid4())
 
 
+_PORTS_KEYS_KNOWN = None
+
+
+def ports_keys_known():
+    """Does this nanobox-fcgi know the ephemeral-port config keys? (A build
+    from before they landed would refuse to start with them.)"""
+    global _PORTS_KEYS_KNOWN
+    if _PORTS_KEYS_KNOWN is None:
+        try:
+            r = run([str(FCGI_BIN), "-c", "/dev/null", "-o", "ports_dir=/nonexistent",
+                     "-o", f"port_range={PORTS_CONF['port_range']}", "-t"], check=False, timeout=30)
+            _PORTS_KEYS_KNOWN = r.returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            _PORTS_KEYS_KNOWN = False
+    return _PORTS_KEYS_KNOWN
+
+
+# ------------------------------------------------------------------- ports
+
+def is_fwd(pid):
+    """Is pid a nanobox-fwd process (by its argv[0])?"""
+    argv0 = proc_cmdline(pid).split(" ", 1)[0]
+    return FWD_NAME in os.path.basename(argv0)
+
+
+def fwd_pids(ports_dir=None):
+    """Live nanobox-fwd processes; with ports_dir, only those whose command
+    line names a socket in it (the forwarders of one stack)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        pid = int(d)
+        if not is_fwd(pid) or not pid_alive(pid):
+            continue
+        cmd = proc_cmdline(pid)
+        if ports_dir is not None and str(ports_dir).rstrip("/") + "/" not in cmd:
+            continue
+        out.append(pid)
+    return sorted(out)
+
+
+def tcp_listener_inodes(port):
+    """Inodes of TCP sockets listening on port (any address, v4 or v6)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    p = line.split()
+                    local, state, inode = p[1], p[3], int(p[9])
+                    if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                        inodes.add(inode)
+        except OSError:
+            continue
+    return inodes
+
+
+def tcp_listener_pids(port):
+    """Pids holding a socket that listens on TCP port."""
+    inodes = tcp_listener_inodes(port)
+    if not inodes:
+        return []
+    return sorted(int(d) for d in os.listdir("/proc")
+                  if d.isdigit() and proc_socket_inodes(int(d)) & inodes)
+
+
+def tcp_refused(port, host="127.0.0.1", timeout=2.0):
+    """True when a connect to host:port is refused (nothing listens)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return False
+    except ConnectionRefusedError:
+        return True
+
+
+def tcp_port_free(port, host="127.0.0.1"):
+    """Can a new listener bind host:port right now?"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+            s.listen(1)
+        except OSError:
+            return False
+    return True
+
+
+def free_port_in(low, high, host="127.0.0.1", avoid=()):
+    """A port in [low, high] nothing listens on, picked at random."""
+    ports = list(range(low, high + 1))
+    random.shuffle(ports)
+    for p in ports:
+        if p not in avoid and tcp_port_free(p, host) and tcp_port_free(p, "0.0.0.0"):
+            return p
+    raise AssertionError(f"no free port in {low}-{high}")
+
+
 # ------------------------------------------------------------------- stack
 
 class Stack:
@@ -347,8 +484,12 @@ class Stack:
         self.log_path = str(self.dir / "nanobox.log")
         self.nginx_prefix = self.dir / "nginx"
         self.nginx_log = str(self.nginx_prefix / "error.log")
-        self.port = None
-        self.url = None
+        # Forwarders' unix sockets; nginx's workers must reach into it.
+        self.ports_dir = str(self.dir / "ports")
+        os.mkdir(self.ports_dir, 0o755)
+        # nginx's port is chosen now: port_url names it.
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
         self.proc = None          # nanobox-fcgi master (our child)
         self.nginx_proc = None
         self.nginx_pid = None
@@ -359,6 +500,10 @@ class Stack:
             "api_key": self.api_key,
             **BASE_CONF,
         }
+        if ports_keys_known():
+            self.conf.update(PORTS_CONF)
+            self.conf["ports_dir"] = self.ports_dir
+            self.conf["port_url"] = f"http://{{port}}-{{id}}.{PORTS_DOMAIN}:{self.port}/"
         for k, v in (extra_conf or {}).items():
             self.conf[k] = str(v)
         self.api = Api(self)
@@ -415,7 +560,13 @@ class Stack:
         return self.proc.pid if self.proc else None
 
     def children(self):
-        return proc_children(self.master_pid) if self.proc and self.proc.poll() is None else []
+        """The pool's processes under the master: workers and the reaper. Not
+        the port forwarders, although the master (a child subreaper) is
+        their parent too: they are not the pool, outlive it by design, and
+        come and go with the ports."""
+        if not self.proc or self.proc.poll() is not None:
+            return []
+        return [p for p in proc_children(self.master_pid) if not is_fwd(p)]
 
     def all_pids(self):
         return ([self.master_pid] if self.proc and self.proc.poll() is None else []) + self.children()
@@ -492,7 +643,8 @@ class Stack:
 
     # -- nginx
     def start_nginx(self):
-        self.port = free_port()
+        if self.port is None:
+            self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         prefix = self.nginx_prefix
         prefix.mkdir(parents=True, exist_ok=True)
@@ -501,7 +653,8 @@ class Stack:
         conf = prefix / "nginx.conf"
         extra_g = []
         if RENDER_NGINX.exists():
-            r = run(["bash", str(RENDER_NGINX), str(prefix), self.sock,
+            r = run(["bash", str(RENDER_NGINX), "--ports-dir", self.ports_dir,
+                     "--ports-domain", PORTS_DOMAIN, str(prefix), self.sock,
                      f"127.0.0.1:{self.port}", str(prefix)], check=False)
             if r.returncode != 0 or not conf.exists():
                 raise RuntimeError(f"render-nginx.sh failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
@@ -589,6 +742,36 @@ http {{
                 os.kill(self.nginx_pid, signal.SIGKILL)
         self.nginx_pid = None
 
+    # -- ports
+    def fwd_pids(self):
+        """The forwarders of this stack (their socket is in its ports_dir)."""
+        return fwd_pids(self.ports_dir)
+
+    def port_sockets(self):
+        """Names of the files in ports_dir."""
+        try:
+            return sorted(os.listdir(self.ports_dir))
+        except OSError:
+            return []
+
+    def port_socket(self, sid, sandboxport):
+        return os.path.join(self.ports_dir, f"{sid}-{sandboxport}.sock")
+
+    def port_host(self, sid, sandboxport):
+        """The Host header nginx routes to a port's forwarder."""
+        return f"{sandboxport}-{sid}.{PORTS_DOMAIN}"
+
+    def kill_forwarders(self):
+        """Teardown's safety net: SIGKILL forwarders of this stack that are
+        still alive (the service should have ended them). Returns their pids."""
+        pids = self.fwd_pids()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return pids
+
     # -- whole stack
     def start(self):
         self.start_fcgi()
@@ -612,6 +795,9 @@ http {{
                 self.stop_fcgi()
             finally:
                 left = docker_rm_instance(self.instance)
+                fwd = self.kill_forwarders()
+                if fwd:
+                    self.notes.append(f"forwarder(s) {fwd} outlived the stack: killed")
                 msg = (f"==== test harness: stack {self.name} stopped; {left} container(s) with "
                        f"nanobox.instance={self.instance} force-removed at teardown; "
                        f"notes: {self.notes} ====\n")
