@@ -47,8 +47,8 @@ def pytest_sessionstart(session):
         pytest.exit("integration suite cannot run: " + "; ".join(problems), returncode=3)
 
 
-def _start(name, extra_conf=None):
-    st = Stack(name, extra_conf)
+def _start(name, extra_conf=None, spawn_fcgi=False):
+    st = Stack(name, extra_conf, spawn_fcgi=spawn_fcgi)
     _STACKS.append(st)
     try:
         st.start()
@@ -90,8 +90,8 @@ def api(stack):
 def make_stack():
     started = []
 
-    def factory(name="extra", **extra_conf):
-        st = _start(name, extra_conf)
+    def factory(name="extra", spawn_fcgi=False, **extra_conf):
+        st = _start(name, extra_conf, spawn_fcgi=spawn_fcgi)
         started.append(st)
         return st
 

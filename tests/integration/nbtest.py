@@ -470,8 +470,10 @@ def free_port_in(low, high, host="127.0.0.1", avoid=()):
 class Stack:
     """nanobox-fcgi + nginx on a temp dir, with its own instance label."""
 
-    def __init__(self, name="main", extra_conf=None):
+    def __init__(self, name="main", extra_conf=None, spawn_fcgi=False):
         self.name = name
+        # True: started the spawn-fcgi way (socket bound by spawn-fcgi, handed over on fd 0)
+        self.spawn_fcgi = spawn_fcgi
         self.dir = Path(tempfile.mkdtemp(prefix=f"nanobox-it-{name}-"))
         # nginx workers may run as another user: they need to reach the socket.
         os.chmod(self.dir, 0o755)
@@ -526,8 +528,12 @@ class Stack:
         logf = open(self.log_path, "ab")
         logf.write(f"\n==== test harness: starting {FCGI_BIN} at {time.ctime()} ====\n".encode())
         logf.flush()
+        cmd = [str(FCGI_BIN), "-c", self.conf_path, "-p", self.pidfile]
+        if self.spawn_fcgi:
+            # -n: spawn-fcgi binds the socket, then execs us in place (same pid)
+            cmd = ["spawn-fcgi", "-n", "-s", self.sock, "-M", "0666", "--"] + cmd
         self.proc = subprocess.Popen(
-            [str(FCGI_BIN), "-c", self.conf_path, "-p", self.pidfile],
+            cmd,
             stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
             env=env, start_new_session=True, cwd=str(self.dir))
         logf.close()

@@ -1,5 +1,6 @@
 """Create, inspect, list, extend and delete sandboxes; what Docker really got."""
 
+import os
 import time
 
 import nbtest
@@ -285,3 +286,17 @@ def test_stopped_container_exec_answers_cleanly(api):
                                                     "docker_unavailable"))
     assert api.delete(sid).status_code in (204, 404)
     assert not docker_exists(f"nanobox-{sid}")
+
+
+def test_runs_under_spawn_fcgi_with_the_socket_on_fd_0(make_stack):
+    st = make_stack("spawnfcgi", spawn_fcgi=True)
+    # the master is nanobox-fcgi itself (spawn-fcgi -n execs in place) and
+    # serves on the socket it inherited
+    with open(f"/proc/{st.master_pid}/comm") as f:
+        assert f.read().strip() == "nanobox-fcgi"
+    assert os.readlink(f"/proc/{st.master_pid}/fd/0").startswith("socket:")
+    sid = st.api.create()
+    out = st.api.exec(sid, "echo spawned")
+    assert out["exit_code"] == 0 and out["output"] == "spawned\n"
+    r = st.api.request("DELETE", f"/sandbox/{sid}")
+    assert r.status_code == 204
