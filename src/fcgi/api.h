@@ -17,6 +17,7 @@ void api_sandbox_get(struct nb_app *a, struct nb_req *r, const char *id);
 void api_sandbox_delete(struct nb_app *a, struct nb_req *r, const char *id);
 void api_sandbox_timeout(struct nb_app *a, struct nb_req *r, const char *id);
 void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id);
+void api_run(struct nb_app *a, struct nb_req *r);
 void api_port_open(struct nb_app *a, struct nb_req *r, const char *id);
 void api_port_list(struct nb_app *a, struct nb_req *r, const char *id);
 void api_port_close(struct nb_app *a, struct nb_req *r, const char *id, const char *port);

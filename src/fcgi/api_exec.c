@@ -1,206 +1,18 @@
 /*
- * api_exec.c - POST /sandbox/{id}/exec: run /bin/sh -c COMMAND in the
- * sandbox through the Docker exec API and answer with its output.
- *
- * Output is demultiplexed as it streams in and kept up to max_output bytes
- * in total (stdout + stderr; "output" holds the same bytes interleaved in
- * arrival order); the rest is read and dropped so the command is not
- * blocked on a full pipe, and the answer says truncated. On timeout the
- * exec's process and every descendant are stopped and killed from the host
- * (Docker has no exec-kill call).
+ * api_exec.c - POST /sandbox/{id}/exec: validate the request, then run
+ * /bin/sh -c COMMAND through the exec engine (exec.c) and answer with the
+ * original NanoBox keys (output, exit_code, timed_out) and the new ones.
  */
 #include "config.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "api.h"
-#include "demux.h"
+#include "exec.h"
 #include "json.h"
-#include "log.h"
 #include "sandbox.h"
-
-struct exec_out {
-    struct nb_buf out, err, all;
-    size_t kept;        /* bytes kept across out + err */
-    size_t cap;         /* max_output */
-    int truncated;
-};
-
-static int exec_collect(void *arg, enum nb_stream stream, const char *data, size_t len)
-{
-    struct exec_out *o = arg;
-    size_t room = o->cap - o->kept, take = len < room ? len : room;
-    if (stream == NB_STREAM_STDIN)
-        return 0;
-    if (take > 0) {
-        nb_buf_append_some(stream == NB_STREAM_STDOUT ? &o->out : &o->err, data, take);
-        nb_buf_append_some(&o->all, data, take);
-        o->kept += take;
-    }
-    if (take < len)
-        o->truncated = 1;
-    return 0;
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Parent pid and session id of pid from /proc/pid/stat; -1 if gone. */
-static int proc_stat(pid_t pid, pid_t *ppid, pid_t *sid)
-{
-    char path[64], buf[512], *p;
-    FILE *f;
-    long pp = -1, pg = -1, sd = -1;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    f = fopen(path, "re");
-    if (f == NULL)
-        return -1;
-    /* the command name may hold spaces and parentheses: parse after the last ')' */
-    if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
-        sscanf(p + 1, " %*c %ld %ld %ld", &pp, &pg, &sd);
-    fclose(f);
-    *ppid = (pid_t)pp;
-    *sid = (pid_t)sd;
-    return pp < 0 ? -1 : 0;
-}
-
-/* Inode of pid's pid namespace, 0 if unreadable. */
-static ino_t proc_pidns(pid_t pid)
-{
-    char path[64];
-    struct stat st;
-    snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
-    return stat(path, &st) == 0 ? st.st_ino : 0;
-}
-
-/*
- * Stop the exec's process, its descendants and everything still in its
- * session (runc makes each exec a session leader, so a background job whose
- * parent already exited is still found), repeating until a pass finds
- * nothing new (SIGSTOP first: nothing forks while we look), then SIGKILL
- * them all. A process that called setsid() and was re-parented away before
- * the timeout escapes this; the in-sandbox agent (issue 4) closes that gap.
- */
-static void kill_tree(pid_t root, pid_t init_pid)
-{
-    pid_t found[4096], root_ppid, root_sid;
-    size_t n = 0, before;
-    int passes = 0;
-    /*
-     * Only processes in the sandbox's pid namespace are candidates: pids
-     * are host pids and may have been reused by then, and this runs as root.
-     */
-    ino_t ns = init_pid > 0 ? proc_pidns(init_pid) : 0;
-
-    if (ns == 0) {
-        nb_warn("cannot read the sandbox's pid namespace: timed-out command not killed");
-        return;
-    }
-    if (proc_pidns(root) != ns || proc_stat(root, &root_ppid, &root_sid) != 0) {
-        root_sid = root; /* the leader exited; its session may live on */
-    } else {
-        if (root_sid != root)
-            root_sid = -1; /* not a session leader: follow the tree only */
-        found[n++] = root;
-        kill(root, SIGSTOP);
-    }
-    do {
-        DIR *d = opendir("/proc");
-        struct dirent *de;
-        before = n;
-        if (d == NULL)
-            break;
-        while ((de = readdir(d)) != NULL && n < sizeof(found) / sizeof(found[0])) {
-            pid_t pid = (pid_t)atoi(de->d_name), pp, sid;
-            size_t i;
-            if (pid <= 0)
-                continue;
-            for (i = 0; i < n && found[i] != pid; i++)
-                ;
-            if (i < n || pid == init_pid || proc_stat(pid, &pp, &sid) != 0)
-                continue;
-            for (i = 0; i < n && found[i] != pp; i++)
-                ;
-            if ((i < n || (root_sid > 0 && sid == root_sid)) && proc_pidns(pid) == ns) {
-                kill(pid, SIGSTOP);
-                found[n++] = pid;
-            }
-        }
-        closedir(d);
-    } while (n > before && ++passes < 64);
-    for (size_t i = 0; i < n; i++)
-        kill(found[i], SIGKILL);
-    if (n > 0)
-        nb_info("killed %zu process(es) of a timed-out command (session %d)", n, (int)root);
-}
-
-static char *exec_config(const struct nb_conf *c, const char *command, const char *cwd,
-                         char **env, unsigned n_env)
-{
-    yajl_gen g = nb_json_gen();
-    const unsigned char *buf;
-    size_t len;
-    char *json;
-    yajl_gen_map_open(g);
-    nb_json_kv_bool(g, "AttachStdin", 0);
-    nb_json_kv_bool(g, "AttachStdout", 1);
-    nb_json_kv_bool(g, "AttachStderr", 1);
-    nb_json_kv_bool(g, "Tty", 0);
-    nb_json_kv_str(g, "User", c->sandbox_user);
-    nb_json_kv_str(g, "WorkingDir", cwd ? cwd : c->workspace);
-    nb_json_cstr(g, "Cmd");
-    yajl_gen_array_open(g);
-    nb_json_cstr(g, "/bin/sh");
-    nb_json_cstr(g, "-c");
-    nb_json_cstr(g, command);
-    yajl_gen_array_close(g);
-    if (n_env > 0) {
-        nb_json_cstr(g, "Env");
-        yajl_gen_array_open(g);
-        for (unsigned i = 0; i < n_env; i++)
-            nb_json_cstr(g, env[i]);
-        yajl_gen_array_close(g);
-    }
-    yajl_gen_map_close(g);
-    yajl_gen_get_buf(g, &buf, &len);
-    json = nb_xmalloc(len + 1);
-    memcpy(json, buf, len);
-    json[len] = '\0';
-    yajl_gen_free(g);
-    return json;
-}
-
-/* Wait up to ms for the exec to stop running; its exit code or -1. */
-static int exec_wait(struct nb_docker *d, const char *exec_id, int ms, pid_t *pid)
-{
-    int64_t until = mono_ms() + ms;
-    int running = 1, code = -1;
-    useconds_t nap = 1000;
-    struct nb_derr de;
-    do {
-        if (nb_docker_exec_inspect(d, exec_id, &running, &code, pid, &de) != 0)
-            return -1;
-        if (!running)
-            return code;
-        /* dockerd records the exit a moment after the stream ends: poll fast first */
-        usleep(nap);
-        if (nap < 32000)
-            nap *= 2;
-    } while (mono_ms() < until);
-    return -1;
-}
 
 void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
 {
@@ -212,29 +24,19 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
         {"env", NB_JT_OBJECT, NULL},
     };
     enum { F_COMMAND, F_TIMEOUT, F_CWD, F_ENV };
-    struct exec_out o;
+    struct nb_exec_result res;
     struct nb_apierr ae;
-    struct nb_derr de = {0};
     struct nb_slot slot;
-    struct nb_demux dm;
-    char err[256], exec_id[65];
+    char err[256];
     char **env = NULL;
     unsigned n_env = 0;
     const char *command, *cwd = NULL;
     double timeout = c->exec_timeout;
+    const char *argv[4] = {"/bin/sh", "-c", NULL, NULL};
     yajl_val body = NULL;
-    char *json = NULL;
-    int64_t t0;
-    int timed_out = 0, exit_code = -1;
-    pid_t pid = 0;
     yajl_gen g;
 
-    nb_buf_init(&o.out, c->max_output);
-    nb_buf_init(&o.err, c->max_output);
-    nb_buf_init(&o.all, c->max_output);
-    o.kept = 0;
-    o.cap = c->max_output;
-    o.truncated = 0;
+    nb_exec_result_init(&res, c->max_output);
 
     if (api_read_json(a, r, &body) != 0)
         goto out;
@@ -276,53 +78,20 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
         goto out;
     }
 
-    t0 = mono_ms();
-    json = exec_config(c, command, cwd, env, n_env);
-    if (nb_docker_exec_create(&a->docker, slot.container_id, json, exec_id, &de) != 0) {
-        nb_apierr_docker(&ae, &de, "run the command");
-        if (ae.status == 404 || ae.status == 409)
-            nb_apierr_set(&ae, 409, "not_running", "the sandbox's container is not running: %s", de.msg);
+    argv[2] = command;
+    if (nb_exec_run(a, &slot, argv, cwd, env, n_env, timeout, &res, &ae) != 0) {
         nb_http_error(r, &ae);
         goto out;
     }
-    nb_demux_init(&dm, exec_collect, &o);
-    if (nb_docker_exec_start(&a->docker, exec_id, (long)(timeout * 1000.0), &dm, &de) != 0) {
-        if (de.kind != NB_DERR_TIMEOUT) {
-            nb_apierr_docker(&ae, &de, "run the command");
-            nb_http_error(r, &ae);
-            goto out;
-        }
-        timed_out = 1;
-        /* even if the shell is gone, what it left behind holds the stream open */
-        exec_wait(&a->docker, exec_id, 0, &pid);
-        if (pid > 0)
-            kill_tree(pid, slot.init_pid);
-        exit_code = exec_wait(&a->docker, exec_id, 3000, &pid);
-    } else {
-        exit_code = exec_wait(&a->docker, exec_id, 3000, &pid);
-    }
-
     g = nb_json_gen();
     yajl_gen_map_open(g);
-    nb_json_cstr(g, "output");
-    nb_json_str(g, o.all.data ? o.all.data : "", o.all.len);
-    nb_json_kv_int(g, "exit_code", exit_code);
-    nb_json_kv_bool(g, "timed_out", timed_out);
-    nb_json_cstr(g, "stdout");
-    nb_json_str(g, o.out.data ? o.out.data : "", o.out.len);
-    nb_json_cstr(g, "stderr");
-    nb_json_str(g, o.err.data ? o.err.data : "", o.err.len);
-    nb_json_kv_bool(g, "truncated", o.truncated);
-    nb_json_kv_int(g, "duration_ms", mono_ms() - t0);
+    nb_exec_result_json(g, &res, 1);
     yajl_gen_map_close(g);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
 
 out:
-    free(json);
     api_env_free(env, n_env);
     yajl_tree_free(body);
-    nb_buf_free(&o.out);
-    nb_buf_free(&o.err);
-    nb_buf_free(&o.all);
+    nb_exec_result_free(&res);
 }

@@ -57,6 +57,7 @@ static int authorized(const struct nb_app *a, const struct nb_req *r)
 enum route_id {
     R_NONE,
     R_HEALTHZ,
+    R_RUN,          /* /run */
     R_SANDBOXES,    /* /sandbox */
     R_SANDBOX,      /* /sandbox/{id} */
     R_TIMEOUT,      /* /sandbox/{id}/timeout */
@@ -74,6 +75,8 @@ static enum route_id route_match(const char *path, char *id, size_t idlen, char 
     id[0] = '\0';
     if (!strcmp(path, "/healthz"))
         return R_HEALTHZ;
+    if (!strcmp(path, "/run"))
+        return R_RUN;
     if (!strcmp(path, "/sandbox") || !strcmp(path, "/sandbox/"))
         return R_SANDBOXES;
     if (strncmp(path, "/sandbox/", 9) != 0)
@@ -124,6 +127,13 @@ static void route(struct nb_app *a, struct nb_req *r)
         nb_http_fail(r, 401, "unauthorized",
                      "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\"");
         return;
+    }
+    if (rt == R_RUN) {
+        if (!strcmp(m, "POST"))
+            api_run(a, r);
+        else
+            allowed = "POST";
+        goto done;
     }
     if (rt != R_SANDBOXES && !nb_sandbox_id_valid(id)) {
         nb_http_fail(r, 400, "bad_id", "\"%.64s\" is not a sandbox id (a lowercase UUID)", id);

@@ -231,7 +231,7 @@ def test_restart_honours_an_extended_ttl(make_stack):
     the table. Reconciliation must not destroy an extended sandbox."""
     st = make_stack("extended")
     api = st.api
-    info = api.create_info(ttl=3)
+    info = api.create_info(ttl=8)  # the extension must land first, even under load
     sid = info["sandboxId"]
     r = api.request("POST", f"/sandbox/{sid}/timeout", json={"ttl": 120})
     assert r.status_code == 200, r.text

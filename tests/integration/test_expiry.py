@@ -36,7 +36,9 @@ def test_sandbox_is_not_removed_before_its_ttl(api):
 
 
 def test_extend_keeps_sandbox_alive_past_original_ttl(api):
-    info = api.create_info(ttl=3)
+    # 8 s: the extension must land before the first expiry even on a loaded
+    # machine running the sanitizer build
+    info = api.create_info(ttl=8)
     sid = info["sandboxId"]
     r = api.request("POST", f"/sandbox/{sid}/timeout", json={"ttl": 30})
     assert r.status_code == 200, r.text

@@ -1,0 +1,137 @@
+/*
+ * api_run.c - POST /run: one fresh sandbox per call (the hardened one-shot
+ * pattern). The code is handed to the interpreter as one argv entry, never
+ * spliced into a shell string; stdin, when given, reaches it through an
+ * environment variable read by a fixed shell line. The sandbox is destroyed
+ * on every path once it exists: success, failure to run, timeout.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "exec.h"
+#include "json.h"
+#include "log.h"
+#include "sandbox.h"
+
+/* Interpreters in the default image, as argv prefixes before the code. */
+static const struct {
+    const char *language;
+    const char *argv[3];
+} run_languages[] = {
+    {"python", {"python3", "-c", NULL}},
+    {"sh", {"/bin/sh", "-c", NULL}},
+};
+
+/* Slack on top of the run's timeout before the reaper may destroy it. */
+#define RUN_TTL_SLACK 60
+
+void api_run(struct nb_app *a, struct nb_req *r)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_jfield f[] = {
+        {"language", NB_JT_STRING, NULL},
+        {"code", NB_JT_STRING, NULL},
+        {"timeout", NB_JT_NUMBER, NULL},
+        {"stdin", NB_JT_STRING, NULL},
+    };
+    enum { F_LANGUAGE, F_CODE, F_TIMEOUT, F_STDIN };
+    struct nb_sandbox_spec spec;
+    struct nb_exec_result res;
+    struct nb_apierr ae, dae;
+    struct nb_slot slot;
+    const char *argv[8];
+    char *stdin_env = NULL, *env[1];
+    unsigned n_env = 0, li, n = 0;
+    const char *language, *code;
+    double timeout = c->exec_timeout;
+    char err[256];
+    yajl_val body = NULL;
+    int ran;
+    yajl_gen g;
+
+    nb_exec_result_init(&res, c->max_output);
+    if (api_read_json(a, r, &body) != 0)
+        goto out;
+    if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
+        nb_http_fail(r, 400, "bad_field", "%s", err);
+        goto out;
+    }
+    if (f[F_LANGUAGE].val == NULL || f[F_CODE].val == NULL) {
+        nb_http_fail(r, 400, "bad_field", "fields \"language\" and \"code\" are required");
+        goto out;
+    }
+    language = nb_json_string(f[F_LANGUAGE].val);
+    for (li = 0; li < sizeof(run_languages) / sizeof(run_languages[0]); li++)
+        if (!strcmp(run_languages[li].language, language))
+            break;
+    if (li == sizeof(run_languages) / sizeof(run_languages[0])) {
+        nb_http_fail(r, 422, "out_of_range", "language must be \"python\" or \"sh\" (what the image has)");
+        goto out;
+    }
+    code = nb_json_string(f[F_CODE].val);
+    if (strlen(code) > c->max_command) {
+        nb_http_fail(r, 422, "out_of_range", "code must be at most %zu bytes (max_command)", c->max_command);
+        goto out;
+    }
+    if (f[F_TIMEOUT].val) {
+        timeout = nb_json_double(f[F_TIMEOUT].val);
+        if (!(timeout > 0) || timeout > c->exec_timeout_max) {
+            nb_http_fail(r, 422, "out_of_range", "timeout must be more than 0 and at most %u seconds (exec_timeout_max)",
+                         c->exec_timeout_max);
+            goto out;
+        }
+    }
+    if (f[F_STDIN].val) {
+        const char *in = nb_json_string(f[F_STDIN].val);
+        /* one environment string: the kernel caps it at 128 KiB */
+        if (strlen(in) > c->max_command) {
+            nb_http_fail(r, 422, "out_of_range", "stdin must be at most %zu bytes (max_command)", c->max_command);
+            goto out;
+        }
+        stdin_env = nb_xmalloc(strlen(in) + sizeof("NANOBOX_STDIN="));
+        sprintf(stdin_env, "NANOBOX_STDIN=%s", in);
+        env[n_env++] = stdin_env;
+        /* a fixed line: the interpreter and the code stay separate argv entries */
+        argv[n++] = "/bin/sh";
+        argv[n++] = "-c";
+        argv[n++] = "printf '%s' \"$NANOBOX_STDIN\" | { unset NANOBOX_STDIN; exec \"$0\" \"$@\"; }";
+    }
+    argv[n++] = run_languages[li].argv[0];
+    argv[n++] = run_languages[li].argv[1];
+    argv[n++] = code;
+    argv[n] = NULL;
+
+    /* the operator's defaults, which are already the strictest allowed */
+    memset(&spec, 0, sizeof(spec));
+    snprintf(spec.image, sizeof(spec.image), "%s", c->images[0]);
+    spec.memory = c->memory;
+    spec.nano_cpus = c->nano_cpus;
+    spec.pids = c->pids;
+    spec.ttl = (unsigned)timeout + RUN_TTL_SLACK; /* the reaper's backstop if we die */
+    snprintf(spec.metadata, sizeof(spec.metadata), "{\"nanobox.run\":\"1\"}");
+    if (nb_sandbox_create(a, &spec, &slot, &ae) != 0) {
+        nb_http_error(r, &ae);
+        goto out;
+    }
+    ran = nb_exec_run(a, &slot, argv, NULL, env, n_env, timeout, &res, &ae);
+    if (nb_sandbox_destroy(a, slot.id, &dae) != 0)
+        nb_warn("run: could not destroy sandbox %s: %s (the reaper will)", slot.id, dae.msg);
+    if (ran != 0) {
+        nb_http_error(r, &ae);
+        goto out;
+    }
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_exec_result_json(g, &res, 0);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+out:
+    free(stdin_env);
+    yajl_tree_free(body);
+    nb_exec_result_free(&res);
+}
