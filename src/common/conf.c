@@ -370,7 +370,7 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
     return 0;
 }
 
-int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen)
+int nb_conf_read(const char *path, nb_conf_kv_fn fn, void *ctx, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "re");
     char line[1024], msg[256];
@@ -378,7 +378,9 @@ int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen)
     int rc = 0;
 
     if (f == NULL) {
+        int saved = errno;
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        errno = saved;
         return -1;
     }
     while (fgets(line, sizeof(line), f) != NULL) {
@@ -408,18 +410,34 @@ int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen)
         *eq = '\0';
         value = trim(eq + 1);
         key = trim(key);
-        if (nb_conf_set(c, key, value, msg, sizeof(msg)) != 0) {
+        if (fn(ctx, key, value, msg, sizeof(msg)) != 0) {
             snprintf(err, errlen, "%s:%u: %s", path, lineno, msg);
             rc = -1;
             break;
         }
     }
     fclose(f);
-    if (rc == 0 && nb_conf_check(c, msg, sizeof(msg)) != 0) {
-        snprintf(err, errlen, "%s: %s", path, msg);
-        rc = -1;
-    }
+    if (rc != 0)
+        errno = 0; /* not an open failure */
     return rc;
+}
+
+static int conf_load_kv(void *ctx, const char *key, const char *value, char *msg, size_t msglen)
+{
+    return nb_conf_set(ctx, key, value, msg, msglen);
+}
+
+int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen)
+{
+    char msg[256];
+
+    if (nb_conf_read(path, conf_load_kv, c, err, errlen) != 0)
+        return -1;
+    if (nb_conf_check(c, msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s: %s", path, msg);
+        return -1;
+    }
+    return 0;
 }
 
 int nb_conf_image_allowed(const struct nb_conf *c, const char *image)

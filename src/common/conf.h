@@ -86,6 +86,17 @@ void nb_conf_defaults(struct nb_conf *c);
  */
 int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen);
 
+/*
+ * The line reader under nb_conf_load, for other "key = value" files (the
+ * CLI's cli.conf): calls fn for each pair, blanks and '#' comments skipped.
+ * fn returns 0, or -1 with a message, which stops the read. Returns 0, or -1
+ * with "path:line: message" in err and errno set to fopen's error when the
+ * file could not be opened, to 0 otherwise.
+ */
+typedef int (*nb_conf_kv_fn)(void *ctx, const char *key, const char *value,
+                             char *msg, size_t msglen);
+int nb_conf_read(const char *path, nb_conf_kv_fn fn, void *ctx, char *err, size_t errlen);
+
 /* Cross-key checks (also run by nb_conf_load); -1 with a message. */
 int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen);
 

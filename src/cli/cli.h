@@ -1,0 +1,56 @@
+/*
+ * cli.h - what the files of the nanobox command-line client share: exit
+ * statuses, the command table's entry, and the commands.
+ *
+ * A command gets argv starting at its own name and returns the process's
+ * exit status. Human output goes to stdout and problems to stderr as
+ * "nanobox: ..."; with --json, stdout carries the server's JSON as it came.
+ */
+#ifndef NB_CLI_H
+#define NB_CLI_H
+
+#define CLI_OK 0
+#define CLI_FAIL 1        /* the server refused, or could not be reached */
+#define CLI_USAGE 2       /* bad command line, or a feature not served yet */
+#define CLI_TIMED_OUT 124 /* exec/run: the command hit its timeout, as timeout(1) */
+
+struct client;
+
+struct cli_cmd {
+    const char *name;
+    int (*run)(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+    const char *synopsis; /* "nanobox NAME ..." lines */
+    const char *summary;  /* one line for "nanobox help" */
+    const char *help;     /* what follows the synopsis in "nanobox NAME --help" */
+};
+
+/* "nanobox NAME --help": the command's usage on stdout; returns CLI_OK. */
+int cli_help(const struct cli_cmd *cmd);
+/* A bad command line: the message and the synopsis on stderr; CLI_USAGE. */
+int cli_usage_error(const struct cli_cmd *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* cmd_sandbox.c */
+int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_ls(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_info(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_rm(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_ttl(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+/*
+ * The sandbox id an argument names, in out (37 bytes): a full UUID as is (in
+ * lower case), or the one live sandbox whose id starts with a shorter hex
+ * prefix. CLI_OK, or CLI_FAIL after saying why.
+ */
+int sandbox_resolve_id(struct client *c, const char *arg, char out[37]);
+
+/* cmd_exec.c */
+int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_run(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+
+/* cmd_port.c */
+int cmd_port(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+
+/* cmd_files.c */
+int cmd_cp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+
+#endif

@@ -1,0 +1,311 @@
+/*
+ * cmd_exec.c - running code: "exec" (a shell command in a sandbox) and
+ * "run" (a program in a fresh one-shot sandbox, POST /run).
+ *
+ * Both relay the program's stdout and stderr to ours and exit with its exit
+ * status, so `nanobox exec ID -- make test && deploy` works as it would
+ * locally; 124 means it timed out (as timeout(1) says). Today the server
+ * answers once the command is over; an answer served as NDJSON
+ * (application/x-ndjson) is relayed event by event as it arrives:
+ *   {"type":"stdout"|"stderr","data":"..."}
+ *   {"type":"exit","exit_code":N,"timed_out":B[,"truncated":B]}
+ *   {"type":"error","error":"...","code":"..."}
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "cli.h"
+#include "client.h"
+#include "json.h"
+#include "output.h"
+
+#define RUN_MAX_CODE (16u * 1024u * 1024u) /* nginx's client_max_body_size */
+#define EXEC_HTTP_MARGIN 60L                /* seconds past the command's timeout */
+
+struct exec_outcome {
+    struct client *c;
+    const char *what;      /* "command" or "program", for notes */
+    const char *timeout;   /* --timeout as given, or NULL */
+    int have_exit;
+    long long exit_code;
+    int timed_out;
+    int truncated;
+    int failed;            /* the stream carried an error event */
+};
+
+static void write_all(FILE *f, const char *s)
+{
+    fputs(s, f);
+    fflush(f);
+}
+
+static int on_exec_event(void *ctx, yajl_val ev, const char *line, size_t len)
+{
+    struct exec_outcome *o = ctx;
+    const char *type = out_str(ev, "type");
+
+    if (o->c->json) {
+        fwrite(line, 1, len, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
+    if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
+        if (!o->c->json)
+            write_all(type[3] == 'o' ? stdout : stderr, out_str(ev, "data"));
+    } else if (!strcmp(type, "exit")) {
+        o->have_exit = out_get(ev, "exit_code", yajl_t_number) != NULL;
+        o->exit_code = out_int(ev, "exit_code", -1);
+        o->timed_out = out_bool(ev, "timed_out");
+        o->truncated = out_bool(ev, "truncated");
+    } else if (!strcmp(type, "error")) {
+        fprintf(stderr, "nanobox: %s (%s)\n", out_str(ev, "error"), out_str(ev, "code"));
+        o->failed = 1;
+    }
+    /* other types are for later versions: skipped */
+    return 0;
+}
+
+/* The exit status nanobox should end with, after the notes a person needs. */
+static int exec_finish(struct exec_outcome *o, const struct client_answer *a)
+{
+    struct client *c = o->c;
+
+    if (!a->streamed) {
+        if (c->json) {
+            client_print_raw(a);
+        } else {
+            write_all(stdout, out_str(a->json, "stdout"));
+            write_all(stderr, out_str(a->json, "stderr"));
+        }
+        o->have_exit = out_get(a->json, "exit_code", yajl_t_number) != NULL;
+        o->exit_code = out_int(a->json, "exit_code", -1);
+        o->timed_out = out_bool(a->json, "timed_out");
+        o->truncated = out_bool(a->json, "truncated");
+    }
+    if (o->failed)
+        return CLI_FAIL;
+    if (!o->have_exit) {
+        fprintf(stderr, "nanobox: the server's answer has no exit status%s\n",
+                a->streamed ? " (the stream ended early)" : "");
+        return CLI_FAIL;
+    }
+    if (o->truncated && !c->json)
+        fprintf(stderr, "nanobox: output truncated: the server keeps at most max_output bytes "
+                        "of stdout and stderr together\n");
+    if (o->timed_out) {
+        if (!c->json) {
+            if (o->timeout != NULL)
+                fprintf(stderr, "nanobox: the %s timed out after %s s and was killed\n",
+                        o->what, o->timeout);
+            else
+                fprintf(stderr, "nanobox: the %s timed out (the server's default timeout) and "
+                                "was killed; --timeout sets another\n", o->what);
+        }
+        return CLI_TIMED_OUT;
+    }
+    if (o->exit_code < 0 || o->exit_code > 255) {
+        fprintf(stderr, "nanobox: the %s's exit status could not be read (%lld)\n", o->what,
+                o->exit_code);
+        return CLI_FAIL;
+    }
+    return (int)o->exit_code;
+}
+
+static long http_timeout(double timeout)
+{
+    return timeout > 0 ? (long)ceil(timeout) + EXEC_HTTP_MARGIN : 0L;
+}
+
+/* ------------------------------------------------------------------- exec */
+
+int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *timeout_s = NULL, *cwd = NULL;
+    struct args_list env = {0};
+    const struct args_opt opts[] = {
+        {"--timeout", ARG_VALUE, &timeout_s},
+        {"--cwd", ARG_VALUE, &cwd},
+        {"--env", ARG_LIST, &env},
+    };
+    /* options end at the first word after ID, or at "--": the rest is the command */
+    struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = 1};
+    struct exec_outcome o = {.c = c, .what = "command"};
+    struct client_req req = {.method = "POST", .on_event = on_exec_event, .ctx = &o};
+    struct client_answer a = {0};
+    struct nb_buf path = {0}, command;
+    char id[37], *body = NULL;
+    double timeout = 0;
+    yajl_gen g;
+    int rc;
+
+    nb_buf_init(&command, 1u << 26);
+    if ((rc = args_parse(c, cmd, argc, argv, opts, sizeof(opts) / sizeof(opts[0]), &pos)) !=
+        ARGS_GO_ON)
+        goto out;
+    rc = CLI_USAGE;
+    if (pos.n < 2) {
+        cli_usage_error(cmd, pos.n == 0 ? "give a sandbox ID and a COMMAND" : "give a COMMAND");
+        goto out;
+    }
+    if (timeout_s != NULL && args_double(cmd, "--timeout", timeout_s, 0.001, 1e6, &timeout) != 0)
+        goto out;
+    for (size_t i = 0; i < env.n; i++)
+        if (args_kv(cmd, "--env", env.v[i]) != 0)
+            goto out;
+    for (int i = 1; i < pos.n; i++)
+        nb_buf_printf(&command, "%s%s", i > 1 ? " " : "", pos.v[i]);
+    if (command.len == 0) {
+        cli_usage_error(cmd, "the COMMAND is empty");
+        goto out;
+    }
+    o.timeout = timeout_s;
+
+    if ((rc = sandbox_resolve_id(c, pos.v[0], id)) != CLI_OK)
+        goto out;
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "command", command.data);
+    if (timeout_s != NULL)
+        nb_json_kv_double(g, "timeout", timeout);
+    if (cwd != NULL)
+        nb_json_kv_str(g, "cwd", cwd);
+    args_kv_map(g, "env", &env);
+    yajl_gen_map_close(g);
+    req.body = body = client_body(g);
+    nb_buf_init(&path, 4096);
+    nb_buf_printf(&path, "/sandbox/");
+    client_escape(&path, id);
+    nb_buf_printf(&path, "/exec");
+    req.path = path.data;
+    req.timeout = http_timeout(timeout);
+
+    if ((rc = client_call(c, &req, &a)) == CLI_OK)
+        rc = exec_finish(&o, &a);
+out:
+    client_answer_free(&a);
+    nb_buf_free(&path);
+    nb_buf_free(&command);
+    free(body);
+    free(pos.v);
+    args_list_free(&env);
+    return rc;
+}
+
+/* -------------------------------------------------------------------- run */
+
+/* The text of path ("-": stdin), capped. CLI_OK, else a message. */
+static int read_text(const char *path, struct nb_buf *code)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "re") : stdin;
+    const char *name = strcmp(path, "-") ? path : "stdin";
+    char chunk[65536], *fixed;
+    size_t n, fixed_len;
+    int rc = CLI_OK;
+
+    if (f == NULL) {
+        fprintf(stderr, "nanobox: cannot read %s: %s\n", path, strerror(errno));
+        return CLI_FAIL;
+    }
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+        if (nb_buf_append(code, chunk, n) != NB_OK) {
+            fprintf(stderr, "nanobox: %s is larger than %u bytes\n", name, RUN_MAX_CODE);
+            rc = CLI_FAIL;
+            break;
+        }
+    }
+    if (rc == CLI_OK && ferror(f)) {
+        fprintf(stderr, "nanobox: cannot read %s: %s\n", name, strerror(errno));
+        rc = CLI_FAIL;
+    }
+    if (f != stdin)
+        fclose(f);
+    if (rc != CLI_OK)
+        return rc;
+    nb_buf_append(code, "", 0);
+    /* JSON carries text: refuse what would silently change on the way */
+    fixed = nb_utf8_repair(code->data, code->len, &fixed_len);
+    if (memchr(code->data, '\0', code->len) != NULL || fixed_len != code->len ||
+        memcmp(fixed, code->data, code->len) != 0) {
+        fprintf(stderr, "nanobox: %s is not UTF-8 text (NUL bytes or invalid UTF-8)\n", name);
+        rc = CLI_FAIL;
+    }
+    free(fixed);
+    return rc;
+}
+
+int cmd_run(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *timeout_s = NULL, *stdin_path = NULL;
+    const struct args_opt opts[] = {
+        {"--timeout", ARG_VALUE, &timeout_s},
+        {"--stdin", ARG_VALUE, &stdin_path},
+    };
+    struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
+    struct exec_outcome o = {.c = c, .what = "program"};
+    struct client_req req = {.method = "POST", .path = "/run", .on_event = on_exec_event,
+                             .ctx = &o, .keep_errors = 1};
+    struct client_answer a = {0};
+    struct nb_buf code, input;
+    char *body = NULL;
+    double timeout = 0;
+    yajl_gen g;
+    int rc;
+
+    nb_buf_init(&code, RUN_MAX_CODE);
+    nb_buf_init(&input, RUN_MAX_CODE);
+    if ((rc = args_parse(c, cmd, argc, argv, opts, sizeof(opts) / sizeof(opts[0]), &pos)) !=
+        ARGS_GO_ON)
+        goto out;
+    rc = CLI_USAGE;
+    if (pos.n != 2) {
+        cli_usage_error(cmd, "give a LANGUAGE and a FILE (\"-\" for stdin)");
+        goto out;
+    }
+    if (timeout_s != NULL && args_double(cmd, "--timeout", timeout_s, 0.001, 1e6, &timeout) != 0)
+        goto out;
+    if (stdin_path != NULL && !strcmp(stdin_path, "-") && !strcmp(pos.v[1], "-")) {
+        cli_usage_error(cmd, "the code and --stdin cannot both come from stdin");
+        goto out;
+    }
+    o.timeout = timeout_s;
+    if ((rc = read_text(pos.v[1], &code)) != CLI_OK ||
+        (stdin_path != NULL && (rc = read_text(stdin_path, &input)) != CLI_OK))
+        goto out;
+
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "language", pos.v[0]);
+    nb_json_str(g, "code", 4);
+    nb_json_str(g, code.data, code.len);
+    if (timeout_s != NULL)
+        nb_json_kv_double(g, "timeout", timeout);
+    if (stdin_path != NULL) {
+        nb_json_str(g, "stdin", 5);
+        nb_json_str(g, input.data, input.len);
+    }
+    yajl_gen_map_close(g);
+    req.body = body = client_body(g);
+    req.timeout = http_timeout(timeout);
+
+    rc = client_call(c, &req, &a);
+    if (rc == CLI_OK) {
+        rc = exec_finish(&o, &a);
+    } else if (a.status >= 300) {
+        client_report(c, &a);
+        if (a.status == 404 && !strcmp(out_str(a.json, "code"), "no_route"))
+            fprintf(stderr, "nanobox: this server does not serve POST /run yet\n");
+    }
+out:
+    client_answer_free(&a);
+    nb_buf_free(&code);
+    nb_buf_free(&input);
+    free(body);
+    free(pos.v);
+    return rc;
+}

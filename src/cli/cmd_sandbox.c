@@ -1,0 +1,459 @@
+/*
+ * cmd_sandbox.c - the sandbox lifecycle: create, ls, info, rm, ttl, and
+ * turning an id prefix from the command line into a full id.
+ *
+ * Human output is meant to be read, and "create"'s to be captured
+ * (ID=$(nanobox create)); --json prints the server's answer unchanged.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "args.h"
+#include "cli.h"
+#include "client.h"
+#include "conf.h"
+#include "json.h"
+#include "output.h"
+
+#define UUID_LEN 36
+
+static int is_uuid(const char *s)
+{
+    if (strlen(s) != UUID_LEN)
+        return 0;
+    for (int i = 0; i < UUID_LEN; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-')
+                return 0;
+        } else if (!isxdigit((unsigned char)s[i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int is_id_prefix(const char *s)
+{
+    if (*s == '\0' || strlen(s) >= UUID_LEN)
+        return 0;
+    for (; *s; s++)
+        if (!isxdigit((unsigned char)*s) && *s != '-')
+            return 0;
+    return 1;
+}
+
+int sandbox_resolve_id(struct client *c, const char *arg, char out[37])
+{
+    struct client_req req = {.method = "GET", .path = "/sandbox", .timeout = CLIENT_CALL_TIMEOUT};
+    struct client_answer a;
+    yajl_val list;
+    char want[UUID_LEN + 1];
+    int found = 0, rc;
+    size_t n;
+
+    if (!is_id_prefix(arg)) {
+        /* a full id, in any case; anything else is for the server to refuse */
+        snprintf(out, UUID_LEN + 1, "%s", arg);
+        if (is_uuid(out))
+            for (char *p = out; *p; p++)
+                *p = (char)tolower((unsigned char)*p);
+        return CLI_OK;
+    }
+    n = strlen(arg);
+    for (size_t i = 0; i <= n; i++)
+        want[i] = (char)tolower((unsigned char)arg[i]);
+    if ((rc = client_call(c, &req, &a)) != CLI_OK) {
+        client_answer_free(&a);
+        return rc;
+    }
+    list = out_get(a.json, "sandboxes", yajl_t_array);
+    for (size_t i = 0; list != NULL && i < list->u.array.len; i++) {
+        const char *id = out_str(list->u.array.values[i], "sandboxId");
+        if (!strncmp(id, want, n) && strlen(id) == UUID_LEN) {
+            if (found++ == 0)
+                snprintf(out, UUID_LEN + 1, "%s", id);
+        }
+    }
+    client_answer_free(&a);
+    if (found == 1)
+        return CLI_OK;
+    if (found == 0)
+        fprintf(stderr, "nanobox: no live sandbox has an id starting with \"%s\"\n", arg);
+    else
+        fprintf(stderr, "nanobox: \"%s\" is the start of %d sandboxes' ids: give more of it\n",
+                arg, found);
+    return CLI_FAIL;
+}
+
+/* "/sandbox/<id><suffix>" with the id %-encoded. */
+static void sandbox_path(struct nb_buf *b, const char *id, const char *suffix)
+{
+    nb_buf_init(b, 4096);
+    nb_buf_printf(b, "/sandbox/");
+    client_escape(b, id);
+    nb_buf_printf(b, "%s", suffix);
+}
+
+/* ----------------------------------------------------------------- create */
+
+int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *image = NULL, *ttl_s = NULL, *memory_s = NULL, *cpus_s = NULL, *pids_s = NULL,
+               *network = NULL;
+    struct args_list env = {0}, meta = {0};
+    const struct args_opt opts[] = {
+        {"--image", ARG_VALUE, &image},   {"--ttl", ARG_VALUE, &ttl_s},
+        {"--memory", ARG_VALUE, &memory_s}, {"--cpus", ARG_VALUE, &cpus_s},
+        {"--pids", ARG_VALUE, &pids_s},   {"--network", ARG_VALUE, &network},
+        {"--env", ARG_LIST, &env},        {"--meta", ARG_LIST, &meta},
+    };
+    struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
+    struct client_req req = {.method = "POST", .path = "/sandbox", .timeout = CLIENT_CALL_TIMEOUT};
+    struct client_answer a = {0};
+    long ttl = 0, pids = 0;
+    double cpus = 0;
+    uint64_t memory = 0;
+    char *body = NULL;
+    yajl_gen g;
+    int rc;
+
+    if ((rc = args_parse(c, cmd, argc, argv, opts, sizeof(opts) / sizeof(opts[0]), &pos)) !=
+        ARGS_GO_ON)
+        goto out;
+    rc = CLI_USAGE;
+    if (pos.n > 0) {
+        cli_usage_error(cmd, "unexpected argument \"%s\"", pos.v[0]);
+        goto out;
+    }
+    if ((ttl_s != NULL && args_long(cmd, "--ttl", ttl_s, 1, 1L << 30, &ttl) != 0) ||
+        (pids_s != NULL && args_long(cmd, "--pids", pids_s, 1, 1L << 30, &pids) != 0) ||
+        (cpus_s != NULL && args_double(cmd, "--cpus", cpus_s, 0.001, 4096, &cpus) != 0))
+        goto out;
+    if (memory_s != NULL && (nb_parse_size(memory_s, &memory) != 0 || memory == 0 ||
+                             memory > (uint64_t)INT64_MAX)) {
+        cli_usage_error(cmd, "--memory must be a size like 128m, 1g or a number of bytes, not "
+                        "\"%s\"", memory_s);
+        goto out;
+    }
+    if (network != NULL && strcmp(network, "none") != 0 && strcmp(network, "bridge") != 0) {
+        cli_usage_error(cmd, "--network must be none or bridge, not \"%s\"", network);
+        goto out;
+    }
+    for (size_t i = 0; i < env.n; i++)
+        if (args_kv(cmd, "--env", env.v[i]) != 0)
+            goto out;
+    for (size_t i = 0; i < meta.n; i++)
+        if (args_kv(cmd, "--meta", meta.v[i]) != 0)
+            goto out;
+
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    if (image != NULL)
+        nb_json_kv_str(g, "image", image);
+    if (ttl_s != NULL)
+        nb_json_kv_int(g, "ttl", ttl);
+    if (memory_s != NULL)
+        nb_json_kv_int(g, "memory", (long long)memory);
+    if (cpus_s != NULL)
+        nb_json_kv_double(g, "cpus", cpus);
+    if (pids_s != NULL)
+        nb_json_kv_int(g, "pids", pids);
+    if (network != NULL)
+        nb_json_kv_str(g, "network", network);
+    args_kv_map(g, "env", &env);
+    args_kv_map(g, "metadata", &meta);
+    yajl_gen_map_close(g);
+    req.body = body = client_body(g);
+
+    if ((rc = client_call(c, &req, &a)) == CLI_OK) {
+        if (c->json)
+            client_print_raw(&a);
+        else
+            printf("%s\n", out_str(a.json, "sandboxId"));
+    }
+out:
+    client_answer_free(&a);
+    free(body);
+    free(pos.v);
+    args_list_free(&env);
+    args_list_free(&meta);
+    return rc;
+}
+
+/* --------------------------------------------------------------------- ls */
+
+int cmd_ls(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    struct args_list meta = {0};
+    const struct args_opt opts[] = {{"--meta", ARG_LIST, &meta}};
+    struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
+    struct client_req req = {.method = "GET", .timeout = CLIENT_CALL_TIMEOUT};
+    struct client_answer a = {0};
+    struct nb_buf path;
+    int rc;
+
+    nb_buf_init(&path, 1u << 16);
+    if ((rc = args_parse(c, cmd, argc, argv, opts, 1, &pos)) != ARGS_GO_ON)
+        goto out;
+    rc = CLI_USAGE;
+    if (pos.n > 0) {
+        cli_usage_error(cmd, "unexpected argument \"%s\"", pos.v[0]);
+        goto out;
+    }
+    nb_buf_printf(&path, "/sandbox");
+    for (size_t i = 0; i < meta.n; i++) {
+        const char *eq;
+        char *key;
+        if (args_kv(cmd, "--meta", meta.v[i]) != 0)
+            goto out;
+        eq = strchr(meta.v[i], '=');
+        key = nb_xmalloc((size_t)(eq - meta.v[i]) + 1);
+        memcpy(key, meta.v[i], (size_t)(eq - meta.v[i]));
+        key[eq - meta.v[i]] = '\0';
+        nb_buf_printf(&path, "%smetadata.", i ? "&" : "?");
+        client_escape(&path, key);
+        nb_buf_printf(&path, "=");
+        client_escape(&path, eq + 1);
+        free(key);
+    }
+    req.path = path.data;
+
+    if ((rc = client_call(c, &req, &a)) == CLI_OK) {
+        static const char *const headers[] = {"ID", "IMAGE", "EXPIRES IN", "MEMORY", "CPUS",
+                                              "METADATA"};
+        yajl_val list = out_get(a.json, "sandboxes", yajl_t_array);
+        struct out_table t;
+
+        if (c->json) {
+            client_print_raw(&a);
+            goto out;
+        }
+        out_table_init(&t, 6, headers);
+        for (size_t i = 0; list != NULL && i < list->u.array.len; i++) {
+            yajl_val s = list->u.array.values[i];
+            char expires[32], mem[32], cpus[32], *md = out_metadata(out_get(s, "metadata",
+                                                                            yajl_t_object));
+            const char *row[6];
+            out_duration(expires, sizeof(expires), out_int(s, "ttl_remaining", 0));
+            out_size(mem, sizeof(mem), out_int(s, "memory", 0));
+            out_number(cpus, sizeof(cpus), out_get(s, "cpus", yajl_t_number));
+            row[0] = out_str(s, "sandboxId");
+            row[1] = out_str(s, "image");
+            row[2] = expires;
+            row[3] = mem;
+            row[4] = cpus;
+            row[5] = md;
+            out_table_row(&t, row);
+            free(md);
+        }
+        out_table_print(&t, stdout);
+        out_table_free(&t);
+    }
+out:
+    client_answer_free(&a);
+    nb_buf_free(&path);
+    free(pos.v);
+    args_list_free(&meta);
+    return rc;
+}
+
+/* ------------------------------------------------------------------- info */
+
+int cmd_info(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
+    struct client_req req = {.method = "GET", .timeout = CLIENT_CALL_TIMEOUT};
+    struct client_answer a = {0};
+    struct nb_buf path = {0};
+    char id[UUID_LEN + 1];
+    int rc;
+
+    if ((rc = args_parse(c, cmd, argc, argv, NULL, 0, &pos)) != ARGS_GO_ON)
+        goto out;
+    if (pos.n != 1) {
+        rc = cli_usage_error(cmd, pos.n == 0 ? "which sandbox? give its ID"
+                                             : "one ID at a time (got %d arguments)", pos.n);
+        goto out;
+    }
+    if ((rc = sandbox_resolve_id(c, pos.v[0], id)) != CLI_OK)
+        goto out;
+    sandbox_path(&path, id, "");
+    req.path = path.data;
+    if ((rc = client_call(c, &req, &a)) == CLI_OK) {
+        yajl_val s = a.json;
+        char created[64], expires[64], left[32], mem[32], cpus[32], *md;
+
+        if (c->json) {
+            client_print_raw(&a);
+            goto out;
+        }
+        out_time(created, sizeof(created), out_int(s, "created_at", 0));
+        out_time(expires, sizeof(expires), out_int(s, "expires_at", 0));
+        out_duration(left, sizeof(left), out_int(s, "ttl_remaining", 0));
+        out_size(mem, sizeof(mem), out_int(s, "memory", 0));
+        out_number(cpus, sizeof(cpus), out_get(s, "cpus", yajl_t_number));
+        md = out_metadata(out_get(s, "metadata", yajl_t_object));
+        printf("id          %s\n", out_str(s, "sandboxId"));
+        printf("status      %s\n", out_str(s, "status"));
+        printf("image       %s\n", out_str(s, "image"));
+        printf("created     %s\n", created);
+        printf("expires     in %s (%s)\n", left, expires);
+        printf("memory      %s\n", mem);
+        printf("cpus        %s\n", cpus);
+        printf("pids        %lld\n", out_int(s, "pids", 0));
+        printf("network     %s\n", out_str(s, "network"));
+        printf("metadata    %s\n", md[0] ? md : "-");
+        free(md);
+    }
+out:
+    client_answer_free(&a);
+    nb_buf_free(&path);
+    free(pos.v);
+    return rc;
+}
+
+/* --------------------------------------------------------------------- rm */
+
+int cmd_rm(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
+    yajl_gen removed = NULL, failed = NULL;
+    int rc, failures = 0;
+
+    if ((rc = args_parse(c, cmd, argc, argv, NULL, 0, &pos)) != ARGS_GO_ON)
+        goto out;
+    if (pos.n == 0) {
+        rc = cli_usage_error(cmd, "which sandboxes? give their IDs");
+        goto out;
+    }
+    if (c->json) {
+        /* DELETE answers 204 with no body: --json gets a summary instead */
+        removed = nb_json_gen();
+        failed = nb_json_gen();
+        yajl_gen_array_open(removed);
+        yajl_gen_array_open(failed);
+    }
+    for (int i = 0; i < pos.n; i++) {
+        struct client_req req = {.method = "DELETE", .timeout = CLIENT_CALL_TIMEOUT,
+                                 .keep_errors = 1};
+        struct client_answer a = {0};
+        struct nb_buf path = {0};
+        char id[UUID_LEN + 1], text[1400];
+
+        if (sandbox_resolve_id(c, pos.v[i], id) != CLI_OK) {
+            failures++;
+            if (failed != NULL) {
+                yajl_gen_map_open(failed);
+                nb_json_kv_str(failed, "sandboxId", pos.v[i]);
+                nb_json_kv_str(failed, "error", "no single live sandbox has this id or prefix");
+                yajl_gen_map_close(failed);
+            }
+            continue;
+        }
+        sandbox_path(&path, id, "");
+        req.path = path.data;
+        if (client_call(c, &req, &a) == CLI_OK) {
+            if (removed != NULL)
+                nb_json_cstr(removed, id);
+            else
+                printf("%s\n", id);
+        } else {
+            failures++;
+            if (a.status >= 300) {        /* an HTTP error: ours to report */
+                client_error_text(c, &a, text, sizeof(text));
+                fprintf(stderr, "nanobox: %s: %s\n", id, text);
+            }
+            if (failed != NULL) {
+                yajl_gen_map_open(failed);
+                nb_json_kv_str(failed, "sandboxId", id);
+                nb_json_kv_str(failed, "error", a.status >= 300 ? out_str(a.json, "error")
+                                                                : "no usable answer from the server");
+                nb_json_kv_str(failed, "code", out_str(a.json, "code"));
+                nb_json_kv_int(failed, "status", a.status);
+                yajl_gen_map_close(failed);
+            }
+        }
+        client_answer_free(&a);
+        nb_buf_free(&path);
+        fflush(stdout);
+        if (a.status == 0 && failures > 0)
+            break;                        /* the server is out of reach: so are the rest */
+    }
+    if (c->json) {
+        char *r, *f;
+        yajl_gen_array_close(removed);
+        yajl_gen_array_close(failed);
+        r = client_body(removed);
+        f = client_body(failed);
+        removed = failed = NULL;
+        printf("{\"removed\":%s,\"failed\":%s}\n", r, f);
+        free(r);
+        free(f);
+    }
+    rc = failures ? CLI_FAIL : CLI_OK;
+out:
+    if (removed != NULL)
+        yajl_gen_free(removed);
+    if (failed != NULL)
+        yajl_gen_free(failed);
+    free(pos.v);
+    return rc;
+}
+
+/* -------------------------------------------------------------------- ttl */
+
+int cmd_ttl(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
+    struct client_req req = {.method = "POST", .timeout = CLIENT_CALL_TIMEOUT};
+    struct client_answer a = {0};
+    struct nb_buf path = {0};
+    char id[UUID_LEN + 1], *body = NULL;
+    long ttl;
+    yajl_gen g;
+    int rc;
+
+    if ((rc = args_parse(c, cmd, argc, argv, NULL, 0, &pos)) != ARGS_GO_ON)
+        goto out;
+    if (pos.n != 2) {
+        rc = cli_usage_error(cmd, "give an ID and SECONDS");
+        goto out;
+    }
+    if (args_long(cmd, "SECONDS", pos.v[1], 1, 1L << 30, &ttl) != 0) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    if ((rc = sandbox_resolve_id(c, pos.v[0], id)) != CLI_OK)
+        goto out;
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_int(g, "ttl", ttl);
+    yajl_gen_map_close(g);
+    req.body = body = client_body(g);
+    sandbox_path(&path, id, "/timeout");
+    req.path = path.data;
+    if ((rc = client_call(c, &req, &a)) == CLI_OK) {
+        long long at = out_int(a.json, "expires_at", 0);
+        char when[64], left[32];
+
+        if (c->json) {
+            client_print_raw(&a);
+            goto out;
+        }
+        out_time(when, sizeof(when), at);
+        out_duration(left, sizeof(left), at - (long long)time(NULL));
+        printf("%s expires in %s (%s)\n", id, left, when);
+    }
+out:
+    client_answer_free(&a);
+    nb_buf_free(&path);
+    free(body);
+    free(pos.v);
+    return rc;
+}

@@ -1,0 +1,214 @@
+/*
+ * main.c - the nanobox command-line client: global options, the command
+ * table, usage text and dispatch.
+ *
+ *   nanobox [--url URL] [--key KEY] [--json] COMMAND ...
+ *
+ * Each command lives in the cmd_*.c file named for what it works on; the
+ * HTTP calls and the config lookup are in client.c (see docs/CLI.md).
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "client.h"
+#include "log.h"
+
+static int cmd_help(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+static int cmd_mcp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+
+static const struct cli_cmd commands[] = {
+    {"create", cmd_create,
+     "nanobox create [--image I] [--ttl S] [--memory 128m] [--cpus 0.5] [--pids N]\n"
+     "               [--env K=V]... [--meta K=V]... [--network none|bridge]",
+     "create a sandbox and print its id",
+     "  --image I         image to run (one of the server's allowed images)\n"
+     "  --ttl S           lifetime in seconds (default: the server's default_ttl)\n"
+     "  --memory SIZE     memory limit: bytes, or 128m, 1g (powers of 1024)\n"
+     "  --cpus N          CPUs, fractions allowed (0.25)\n"
+     "  --pids N          process limit\n"
+     "  --env K=V         environment variable for every command (repeatable)\n"
+     "  --meta K=V        metadata to find the sandbox by later (repeatable)\n"
+     "  --network MODE    none (default) or bridge, if the server allows it\n"
+     "Prints the new sandbox's id; with --json, the whole answer.\n"},
+    {"ls", cmd_ls, "nanobox ls [--meta K=V]...", "list live sandboxes",
+     "  --meta K=V        only sandboxes whose metadata has K=V (repeatable: all must match)\n"},
+    {"info", cmd_info, "nanobox info ID", "show one sandbox",
+     "ID may be the full id or any prefix that names one live sandbox.\n"},
+    {"rm", cmd_rm, "nanobox rm ID...", "destroy sandboxes",
+     "Prints each removed id. Exit status 1 if any could not be removed.\n"},
+    {"ttl", cmd_ttl, "nanobox ttl ID SECONDS", "set a sandbox to expire SECONDS from now",
+     "The new expiry replaces the old one: a small SECONDS shortens the sandbox's life.\n"},
+    {"exec", cmd_exec,
+     "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--] COMMAND...",
+     "run a shell command in a sandbox",
+     "  --timeout S       kill the command after S seconds (fractions allowed)\n"
+     "  --cwd DIR         directory to run in (default /workspace)\n"
+     "  --env K=V         environment variable for this command (repeatable)\n"
+     "COMMAND's words are joined with spaces and run by /bin/sh -c in the sandbox,\n"
+     "so quote what the local shell should not expand: nanobox exec ID 'echo $HOME'.\n"
+     "Options come before COMMAND (or before \"--\"). The command's stdout and\n"
+     "stderr go to ours, and nanobox exits with the command's exit status\n"
+     "(124 if it timed out, as timeout(1) does).\n"},
+    {"port", cmd_port,
+     "nanobox port open ID SANDBOXPORT [--duration S] [--hostport N]\n"
+     "       nanobox port ls ID\n"
+     "       nanobox port close ID SANDBOXPORT",
+     "expose a sandbox's port on the host, list or close them",
+     "  --duration S      seconds the port stays open (default 600)\n"
+     "  --hostport N      host TCP port to use (default: one from the server's port_range)\n"
+     "\"port open\" prints the URL (through nginx) and host:hostport (a plain TCP port).\n"},
+    {"run", cmd_run, "nanobox run LANGUAGE FILE|- [--timeout S] [--stdin FILE|-]",
+     "run code once in a fresh sandbox (POST /run)",
+     "  --timeout S       kill the program after S seconds\n"
+     "  --stdin FILE      text the program reads on its stdin (\"-\": ours)\n"
+     "LANGUAGE is one the server knows (python, sh with the default image). FILE \"-\"\n"
+     "reads the code from stdin. The program's stdout and stderr go to ours, and\n"
+     "nanobox exits with its exit status (124 if it timed out).\n"},
+    {"cp", cmd_cp, "nanobox cp LOCALPATH ID:PATH\n       nanobox cp ID:PATH LOCALPATH",
+     "copy files in and out of a sandbox (needs the files API: not served yet)",
+     "Not supported by this server yet: it needs the files API. Exits 2.\n"},
+    {"mcp", cmd_mcp, "nanobox mcp", "MCP server over stdio (not implemented yet)", ""},
+    {"help", cmd_help, "nanobox help [COMMAND]", "show this help, or a command's", ""},
+};
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const char global_help[] =
+    "Global options (before COMMAND):\n"
+    "  --url URL         the nanobox server (else NANOBOX_URL, url in cli.conf,\n"
+    "                    http://127.0.0.1:8080)\n"
+    "  --key KEY         the API key (else NANOBOX_API_KEY, api_key in cli.conf,\n"
+    "                    api_key in /etc/nanobox/nanobox.conf if readable)\n"
+    "  --json            print the server's JSON answers instead of text\n"
+    "cli.conf is ~/.config/nanobox/cli.conf (\"url = ...\", \"api_key = ...\").\n"
+    "Exit status: 0 success, 1 the server refused or could not be reached,\n"
+    "2 bad usage; exec and run exit with the command's status.\n";
+
+static void print_usage(FILE *f)
+{
+    fprintf(f, "usage: nanobox [--url URL] [--key KEY] [--json] COMMAND ...\n\nCommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n%s\nSee \"nanobox COMMAND --help\" and docs/CLI.md.\n", global_help);
+}
+
+static const struct cli_cmd *find_command(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(commands[i].name, name))
+            return &commands[i];
+    return NULL;
+}
+
+int cli_help(const struct cli_cmd *cmd)
+{
+    printf("usage: %s\n\n%s\n%s", cmd->synopsis, cmd->summary, cmd->help);
+    fflush(stdout);
+    return CLI_OK;
+}
+
+int cli_usage_error(const struct cli_cmd *cmd, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "nanobox %s: ", cmd->name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nusage: %s\n(see \"nanobox %s --help\")\n", cmd->synopsis, cmd->name);
+    return CLI_USAGE;
+}
+
+static int cmd_help(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const struct cli_cmd *which;
+
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        print_usage(stdout);
+        return CLI_OK;
+    }
+    if ((which = find_command(argv[1])) == NULL) {
+        fprintf(stderr, "nanobox: unknown command \"%s\"\n\n", argv[1]);
+        print_usage(stderr);
+        return CLI_USAGE;
+    }
+    return cli_help(which);
+}
+
+static int cmd_mcp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
+        return cli_help(cmd);
+    fprintf(stderr, "nanobox: mcp is not implemented yet\n");
+    return CLI_USAGE;
+}
+
+/* "--name VALUE" or "--name=VALUE" at argv[*i]: 1 and *val, 0, or -1 (no value). */
+static int global_value(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    size_t n = strlen(name);
+
+    if (strncmp(argv[*i], name, n) != 0)
+        return 0;
+    if (argv[*i][n] == '=') {
+        *val = argv[*i] + n + 1;
+        return 1;
+    }
+    if (argv[*i][n] != '\0')
+        return 0;
+    if (*i + 1 >= argc)
+        return -1;
+    *val = argv[++*i];
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    struct client c;
+    const struct cli_cmd *cmd;
+    int i, rc;
+
+    nb_log_init("nanobox", NB_LOG_WARN);
+    client_init(&c);
+    for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        int m;
+        if (!strcmp(a, "--json")) {
+            c.json = 1;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            print_usage(stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--version")) {
+            printf("nanobox %s\n", PACKAGE_VERSION);
+            return CLI_OK;
+        } else if ((m = global_value(argc, argv, &i, "--url", &c.flag_url)) != 0 ||
+                   (m = global_value(argc, argv, &i, "--key", &c.flag_key)) != 0) {
+            if (m < 0) {
+                fprintf(stderr, "nanobox: %s needs a value\n\n", a);
+                print_usage(stderr);
+                return CLI_USAGE;
+            }
+        } else {
+            fprintf(stderr, "nanobox: unknown option %s\n\n", a);
+            print_usage(stderr);
+            return CLI_USAGE;
+        }
+    }
+    if (i >= argc) {
+        fprintf(stderr, "nanobox: no command given\n\n");
+        print_usage(stderr);
+        return CLI_USAGE;
+    }
+    if ((cmd = find_command(argv[i])) == NULL) {
+        fprintf(stderr, "nanobox: unknown command \"%s\"\n\n", argv[i]);
+        print_usage(stderr);
+        return CLI_USAGE;
+    }
+    rc = cmd->run(&c, cmd, argc - i, argv + i);
+    fflush(stdout);
+    client_cleanup(&c);
+    return rc;
+}
