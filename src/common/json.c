@@ -172,6 +172,19 @@ yajl_gen nb_json_gen(void)
     return g;
 }
 
+char *nb_json_gen_take(yajl_gen g)
+{
+    const unsigned char *buf;
+    size_t len;
+    char *text;
+    yajl_gen_get_buf(g, &buf, &len);
+    text = nb_xmalloc(len + 1);
+    memcpy(text, buf, len);
+    text[len] = '\0';
+    yajl_gen_free(g);
+    return text;
+}
+
 /* Length of a valid UTF-8 sequence at s (RFC 3629), or 0 if invalid. */
 static size_t utf8_seq(const unsigned char *s, size_t len)
 {

@@ -57,6 +57,8 @@ double nb_json_double(yajl_val v);
 
 /* A generator with UTF-8 validation on and beautify off. */
 yajl_gen nb_json_gen(void);
+/* The generated text as a NUL-terminated malloc'd string; frees g. */
+char *nb_json_gen_take(yajl_gen g);
 /* Write a string, replacing invalid UTF-8 and NUL-free; len bytes of s. */
 void nb_json_str(yajl_gen g, const char *s, size_t len);
 void nb_json_cstr(yajl_gen g, const char *s);

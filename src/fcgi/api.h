@@ -37,4 +37,10 @@ int api_env_list(const struct nb_conf *c, yajl_val env, char ***out, unsigned *n
                  struct nb_apierr *ae);
 void api_env_free(char **env, unsigned n);
 
+/*
+ * A command's timeout field (NULL: exec_timeout) into *out; -1 after
+ * answering 422 when it is not in (0, exec_timeout_max].
+ */
+int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb_req *r);
+
 #endif

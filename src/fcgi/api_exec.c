@@ -14,6 +14,20 @@
 #include "json.h"
 #include "sandbox.h"
 
+int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb_req *r)
+{
+    *out = c->exec_timeout;
+    if (v == NULL)
+        return 0;
+    *out = nb_json_double(v);
+    if (!(*out > 0) || *out > c->exec_timeout_max) {
+        nb_http_fail(r, 422, "out_of_range", "timeout must be more than 0 and at most %u seconds (exec_timeout_max)",
+                     c->exec_timeout_max);
+        return -1;
+    }
+    return 0;
+}
+
 void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
 {
     const struct nb_conf *c = &a->conf;
@@ -54,14 +68,8 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
                      "command must be 1 to %zu bytes (max_command)", c->max_command);
         goto out;
     }
-    if (f[F_TIMEOUT].val) {
-        timeout = nb_json_double(f[F_TIMEOUT].val);
-        if (!(timeout > 0) || timeout > c->exec_timeout_max) {
-            nb_http_fail(r, 422, "out_of_range", "timeout must be more than 0 and at most %u seconds (exec_timeout_max)",
-                         c->exec_timeout_max);
-            goto out;
-        }
-    }
+    if (api_exec_timeout(c, f[F_TIMEOUT].val, &timeout, r) != 0)
+        goto out;
     if (f[F_CWD].val) {
         cwd = nb_json_string(f[F_CWD].val);
         if (cwd[0] != '/' || strlen(cwd) > 1024) {

@@ -77,14 +77,8 @@ void api_run(struct nb_app *a, struct nb_req *r)
         nb_http_fail(r, 422, "out_of_range", "code must be at most %zu bytes (max_command)", c->max_command);
         goto out;
     }
-    if (f[F_TIMEOUT].val) {
-        timeout = nb_json_double(f[F_TIMEOUT].val);
-        if (!(timeout > 0) || timeout > c->exec_timeout_max) {
-            nb_http_fail(r, 422, "out_of_range", "timeout must be more than 0 and at most %u seconds (exec_timeout_max)",
-                         c->exec_timeout_max);
-            goto out;
-        }
-    }
+    if (api_exec_timeout(c, f[F_TIMEOUT].val, &timeout, r) != 0)
+        goto out;
     if (f[F_STDIN].val) {
         const char *in = nb_json_string(f[F_STDIN].val);
         /* one environment string: the kernel caps it at 128 KiB */

@@ -143,9 +143,6 @@ static char *exec_config(const struct nb_conf *c, const char *const *argv, const
                          char **env, unsigned n_env)
 {
     yajl_gen g = nb_json_gen();
-    const unsigned char *buf;
-    size_t len;
-    char *json;
     yajl_gen_map_open(g);
     nb_json_kv_bool(g, "AttachStdin", 0);
     nb_json_kv_bool(g, "AttachStdout", 1);
@@ -166,12 +163,7 @@ static char *exec_config(const struct nb_conf *c, const char *const *argv, const
         yajl_gen_array_close(g);
     }
     yajl_gen_map_close(g);
-    yajl_gen_get_buf(g, &buf, &len);
-    json = nb_xmalloc(len + 1);
-    memcpy(json, buf, len);
-    json[len] = '\0';
-    yajl_gen_free(g);
-    return json;
+    return nb_json_gen_take(g);
 }
 
 /* Wait up to ms for the exec to stop running; its exit code or -1. */

@@ -87,11 +87,8 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
 {
     const struct nb_conf *c = &a->conf;
     yajl_gen g = nb_json_gen();
-    const unsigned char *out;
-    size_t len;
     char tmp[256];
     unsigned long uid, gid;
-    char *json;
 
     user_ids(c->sandbox_user, &uid, &gid);
     yajl_gen_map_open(g);
@@ -152,13 +149,7 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     yajl_gen_map_close(g);
     yajl_gen_map_close(g); /* HostConfig */
     yajl_gen_map_close(g);
-
-    yajl_gen_get_buf(g, &out, &len);
-    json = nb_xmalloc(len + 1);
-    memcpy(json, out, len);
-    json[len] = '\0';
-    yajl_gen_free(g);
-    return json;
+    return nb_json_gen_take(g);
 }
 
 int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out,
