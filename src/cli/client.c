@@ -427,20 +427,6 @@ int client_report(struct client *c, const struct client_answer *a)
 
 /* ----------------------------------------------------------------- misc */
 
-char *client_body(yajl_gen g)
-{
-    const unsigned char *text;
-    size_t len;
-    char *out;
-
-    yajl_gen_get_buf(g, &text, &len);
-    out = nb_xmalloc(len + 1);
-    memcpy(out, text, len);
-    out[len] = '\0';
-    yajl_gen_free(g);
-    return out;
-}
-
 void client_escape(struct nb_buf *b, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";

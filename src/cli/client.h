@@ -81,9 +81,6 @@ int client_report(struct client *c, const struct client_answer *a);
 void client_error_text(const struct client *c, const struct client_answer *a, char *out,
                        size_t outlen);
 
-/* The generator's JSON text as a string of its own (caller frees); frees g. */
-char *client_body(yajl_gen g);
-
 /* Append s to b with everything but RFC 3986 unreserved bytes %-encoded. */
 void client_escape(struct nb_buf *b, const char *s);
 

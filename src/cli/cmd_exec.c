@@ -177,7 +177,7 @@ int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
         nb_json_kv_str(g, "cwd", cwd);
     args_kv_map(g, "env", &env);
     yajl_gen_map_close(g);
-    req.body = body = client_body(g);
+    req.body = body = nb_json_gen_take(g);
     nb_buf_init(&path, 4096);
     nb_buf_printf(&path, "/sandbox/");
     client_escape(&path, id);
@@ -290,7 +290,7 @@ int cmd_run(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
         nb_json_str(g, input.data, input.len);
     }
     yajl_gen_map_close(g);
-    req.body = body = client_body(g);
+    req.body = body = nb_json_gen_take(g);
     req.timeout = http_timeout(timeout);
 
     rc = client_call(c, &req, &a);

@@ -75,7 +75,7 @@ static int port_open(struct client *c, const struct cli_cmd *cmd, int argc, char
     if (hostport_s != NULL)
         nb_json_kv_int(g, "hostport", hostport);
     yajl_gen_map_close(g);
-    req.body = body = client_body(g);
+    req.body = body = nb_json_gen_take(g);
     req.path = path.data;
     if ((rc = client_call(c, &req, &a)) == CLI_OK) {
         long long at = out_int(a.json, "expires_at", 0);

@@ -169,7 +169,7 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
     args_kv_map(g, "env", &env);
     args_kv_map(g, "metadata", &meta);
     yajl_gen_map_close(g);
-    req.body = body = client_body(g);
+    req.body = body = nb_json_gen_take(g);
 
     if ((rc = client_call(c, &req, &a)) == CLI_OK) {
         if (c->json)
@@ -389,8 +389,8 @@ int cmd_rm(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
         char *r, *f;
         yajl_gen_array_close(removed);
         yajl_gen_array_close(failed);
-        r = client_body(removed);
-        f = client_body(failed);
+        r = nb_json_gen_take(removed);
+        f = nb_json_gen_take(failed);
         removed = failed = NULL;
         printf("{\"removed\":%s,\"failed\":%s}\n", r, f);
         free(r);
@@ -435,7 +435,7 @@ int cmd_ttl(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     yajl_gen_map_open(g);
     nb_json_kv_int(g, "ttl", ttl);
     yajl_gen_map_close(g);
-    req.body = body = client_body(g);
+    req.body = body = nb_json_gen_take(g);
     sandbox_path(&path, id, "/timeout");
     req.path = path.data;
     if ((rc = client_call(c, &req, &a)) == CLI_OK) {
