@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "procstat.h"
 #include "upstream.h"
 
 #ifndef SYS_pidfd_open
@@ -26,28 +27,14 @@ static int pidfd_open_compat(pid_t pid)
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-/* State letter and start time of pid from /proc/<pid>/stat; -1 if gone. */
+/* State letter and start time of pid; -1 if gone. */
 static int proc_stat(pid_t pid, char *state, unsigned long long *start)
 {
-    char path[64], buf[1024];
-    const char *p;
-    ssize_t n;
-    int fd;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd == -1)
+    struct nb_procstat st;
+    if (nb_procstat_read(pid, &st) != 0)
         return -1;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    /* the command name (field 2) may hold spaces and parentheses */
-    p = strrchr(buf, ')');
-    if (p == NULL || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d "
-                                   "%*d %*d %*d %*d %*d %llu", state, start) != 2)
-        return -1;
+    *state = st.state;
+    *start = st.start;
     return 0;
 }
 

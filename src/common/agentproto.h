@@ -1,0 +1,127 @@
+/*
+ * agentproto.h - the wire format between the host (nanobox-fcgi) and
+ * nanobox-init, the agent that runs as PID 1 in every sandbox. Shared by
+ * both sides; plain C with no dependency beyond libc, because nanobox-init
+ * is linked statically. docs/AGENT-PROTOCOL.md is the prose version.
+ *
+ * A frame is   type:u8  len:u32be  body[len]      (len <= NBA_MAX_BODY)
+ * A request body (the first frame on a connection) is a list of fields,
+ * each  tag:u8  len:u32be  value[len]. Integers are big-endian.
+ * One request per connection.
+ */
+#ifndef NB_AGENTPROTO_H
+#define NB_AGENTPROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NBA_SOCKET_NAME "nanobox-init" /* abstract: sun_path = "\0nanobox-init" */
+#define NBA_VERSION 1
+#define NBA_HDR 5                   /* frame header bytes */
+#define NBA_MAX_BODY (1024u * 1024u) /* largest frame body either side accepts */
+#define NBA_CHUNK (64u * 1024u)     /* data frames are sent at most this big */
+#define NBA_MAX_ARGS 4096           /* argv entries */
+#define NBA_MAX_ENV 1024            /* env entries */
+#define NBA_MAX_PATH 4096           /* bytes of a path, NUL excluded */
+
+/* Requests: the first frame a host sends on a connection. */
+enum nba_req {
+    NBA_PING = 'P',    /* -> NBA_PONG */
+    NBA_EXEC = 'X',    /* fields A E C T M B -> s (o|r)* x ; B: s then close */
+    NBA_PLIST = 'L',   /* -> l* . */
+    NBA_PQUERY = 'Q',  /* fields P O o -> l (o|r)* . */
+    NBA_PSTDIN = 'W',  /* fields P D Z -> . */
+    NBA_PSIGNAL = 'S', /* fields P N -> . */
+    NBA_FREAD = 'R',   /* fields F -> f (d* | n*) . */
+    NBA_FSTAT = 'T',   /* fields F -> f . */
+    NBA_FWRITE = 'U',  /* fields F M -> (host sends d* .) -> f . */
+    NBA_FDELETE = 'D', /* fields F r -> . */
+    NBA_FMKDIR = 'N',  /* fields F -> . */
+    NBA_FMOVE = 'V',   /* fields F G -> . */
+};
+
+/* Frames after the request, in either direction. */
+enum nba_frame {
+    NBA_PONG = 'p',    /* body: "nanobox-init <version>" */
+    NBA_STARTED = 's', /* u32 pid (as the sandbox sees it) */
+    NBA_STDOUT = 'o',  /* data */
+    NBA_STDERR = 'r',  /* data */
+    NBA_EXIT = 'x',    /* i32 exit code (-1 if killed), u8 signal, u8 flags NBA_EXIT_* */
+    NBA_STDIN = 'i',   /* host -> init: data for the command's stdin */
+    NBA_EOF = 'e',     /* host -> init: close the command's stdin */
+    NBA_KILL = 'k',    /* host -> init: u8 signal for the command's process group */
+    NBA_INFO = 'f',    /* fields: K kind, Z size, M mode, Y mtime (file) */
+    NBA_DATA = 'd',    /* file bytes */
+    NBA_DIRENT = 'n',  /* fields: F name, K kind, Z size, M mode, Y mtime */
+    NBA_PROC = 'l',    /* fields: P pid, A argv (repeated), K state, X code, N signal, O out total, o err total, Y started */
+    NBA_END = '.',     /* end of a reply or of an upload */
+    NBA_ERROR = '!',   /* u32 errno, then a message (not NUL-terminated) */
+};
+
+#define NBA_EXIT_TIMEDOUT 1u
+#define NBA_EXIT_TRUNCATED 2u
+
+/* Field tags. */
+enum nba_tag {
+    NBA_T_ARG = 'A',     /* argv entry, repeated, at least one */
+    NBA_T_ENV = 'E',     /* "NAME=value", repeated */
+    NBA_T_CWD = 'C',     /* absolute path */
+    NBA_T_TIMEOUT = 'T', /* u32 milliseconds, 0 = none */
+    NBA_T_MAXOUT = 'M',  /* u32 bytes of stdout+stderr to forward (exec); u32 mode (write) */
+    NBA_T_BG = 'B',      /* empty: run in the background */
+    NBA_T_PID = 'P',     /* u32 */
+    NBA_T_OFF = 'O',     /* u64 stdout offset (query) / u64 total (proc) */
+    NBA_T_EOFF = 'o',    /* u64 stderr offset (query) / u64 total (proc) */
+    NBA_T_DATA = 'D',    /* bytes */
+    NBA_T_CLOSE = 'Z',   /* empty: close stdin after D (stdin); u64 size (info) */
+    NBA_T_SIG = 'N',     /* u32 signal number */
+    NBA_T_PATH = 'F',    /* path (request) / entry name (dirent) */
+    NBA_T_DEST = 'G',    /* destination path (move) */
+    NBA_T_RECURSIVE = 'r', /* empty: delete a directory tree */
+    NBA_T_KIND = 'K',    /* u8: NBA_KIND_* (file) or NBA_PS_* (process) */
+    NBA_T_MTIME = 'Y',   /* u64 unix seconds */
+    NBA_T_EXITCODE = 'X', /* i32 */
+};
+
+enum { NBA_KIND_FILE = 'f', NBA_KIND_DIR = 'd', NBA_KIND_LINK = 'l', NBA_KIND_OTHER = 'o' };
+enum { NBA_PS_RUNNING = 'R', NBA_PS_EXITED = 'X' };
+
+/* Big-endian helpers. */
+uint32_t nba_get_u32(const unsigned char *p);
+uint64_t nba_get_u64(const unsigned char *p);
+void nba_put_u32(unsigned char *p, uint32_t v);
+void nba_put_u64(unsigned char *p, uint64_t v);
+
+/*
+ * A complete frame at the start of buf[0..n)? Returns its total size
+ * (NBA_HDR + len) with *type, *body, *len set; 0 if more bytes are needed;
+ * -1 if the header announces a body over max_body (the peer is broken:
+ * close the connection).
+ */
+long nba_frame_peek(const unsigned char *buf, size_t n, size_t max_body, uint8_t *type,
+                    const unsigned char **body, uint32_t *len);
+
+/* Write a frame header for a body of len bytes into out[NBA_HDR]. */
+void nba_frame_hdr(unsigned char *out, uint8_t type, uint32_t len);
+
+/* Field iteration over a request (or info) body. */
+struct nba_fields {
+    const unsigned char *p, *end;
+};
+void nba_fields_init(struct nba_fields *it, const unsigned char *body, uint32_t len);
+/* 1 with tag, val and len set; 0 at the end; -1 if a field runs past the body. */
+int nba_fields_next(struct nba_fields *it, uint8_t *tag, const unsigned char **val, uint32_t *len);
+
+/*
+ * Write one field (tag, len, value) into out, which must have room for
+ * NBA_HDR + len bytes; returns NBA_HDR + len.
+ */
+size_t nba_field_put(unsigned char *out, uint8_t tag, const void *val, uint32_t len);
+
+/*
+ * Is path acceptable to the agent: absolute, 1..NBA_MAX_PATH bytes, no NUL,
+ * no "." or ".." component? 1 yes, 0 no.
+ */
+int nba_path_ok(const char *path, size_t len);
+
+#endif

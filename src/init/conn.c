@@ -1,0 +1,405 @@
+/*
+ * conn.c - see conn.h.
+ *
+ * Sockets are level-triggered; the interest of each follows its state
+ * (conn_update), so a connection that may not read (its operation is busy,
+ * or it is flushing) simply is not woken for input. A failure found while
+ * an operation is running a callback (a frame that does not fit) is not
+ * acted on there: the connection's deadline is set to "now" and the next
+ * tick tears it down from the top of the loop, where nothing is half done.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agentproto.h"
+#include "conn.h"
+#include "init.h"
+#include "ops.h"
+#include "request.h"
+
+#define CONN_ACCEPT_BATCH 64
+#define CONN_READ_MIN (16u * 1024u) /* smallest read attempted */
+#define CONN_ERRMSG_MAX 512
+
+static struct init_conn *conns;
+static size_t n_conns;
+
+static void conn_process(struct init_conn *c);
+
+size_t init_conn_count(void)
+{
+    return n_conns;
+}
+
+static void conn_update(struct init_conn *c)
+{
+    uint32_t ev = 0;
+
+    if (c->w.fd < 0)
+        return;
+    switch (c->state) {
+    case INIT_CONN_REQUEST:
+    case INIT_CONN_LINGER:
+        ev = EPOLLIN;
+        break;
+    case INIT_CONN_ACTIVE:
+        if (!c->in_paused && !c->in_eof)
+            ev |= EPOLLIN;
+        break;
+    default:
+        break;
+    }
+    if (init_buf_pending(&c->out) > 0)
+        ev |= EPOLLOUT;
+    init_watch_set(&c->w, ev);
+}
+
+/* Close now; the operation, if any, is told first. */
+static void conn_destroy(struct init_conn *c)
+{
+    const struct init_conn_ops *ops = c->ops;
+
+    c->ops = NULL;
+    if (ops != NULL && ops->gone != NULL)
+        ops->gone(c);
+    c->op = NULL;
+    init_watch_close(&c->w);
+    init_buf_free(&c->in);
+    init_buf_free(&c->out);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    n_conns--;
+    init_defer_free(c);
+}
+
+/* Tear down from the next tick rather than inside a callback. */
+static void conn_break(struct init_conn *c)
+{
+    c->deadline = 1;
+    c->state = INIT_CONN_FLUSH;
+    init_buf_consume(&c->out, init_buf_pending(&c->out));
+}
+
+int init_conn_accept(int listen_fd)
+{
+    for (int i = 0; i < CONN_ACCEPT_BATCH; i++) {
+        struct init_conn *c;
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+        if (fd == -1)
+            return errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM
+                       ? -1 : 0;
+        if (n_conns >= INIT_MAX_CONNS || (c = calloc(1, sizeof(*c))) == NULL) {
+            close(fd);
+            continue;
+        }
+        init_buf_init(&c->in, NBA_HDR + NBA_MAX_BODY);
+        init_buf_init(&c->out, INIT_OUT_MAX);
+        c->state = INIT_CONN_REQUEST;
+        c->deadline = init_now_ms() + INIT_REQ_TIMEOUT_MS;
+        if (init_watch_add(&c->w, fd, INIT_W_CONN, 0, c, EPOLLIN) == -1) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->next = conns;
+        if (conns != NULL)
+            conns->prev = c;
+        conns = c;
+        n_conns++;
+    }
+    return 0;
+}
+
+int init_conn_room(const struct init_conn *c, uint32_t body_len)
+{
+    return init_buf_pending(&c->out) + NBA_HDR + body_len + INIT_OUT_RESERVE <= INIT_OUT_MAX;
+}
+
+void init_conn_wait_room(struct init_conn *c)
+{
+    c->want_room = 1;
+}
+
+int init_conn_send(struct init_conn *c, uint8_t type, const void *body, uint32_t len)
+{
+    unsigned char *p;
+
+    if (c->state != INIT_CONN_ACTIVE && c->state != INIT_CONN_REQUEST)
+        return -1;
+    p = init_buf_reserve(&c->out, NBA_HDR + (size_t)len);
+    if (p == NULL) {
+        conn_break(c);
+        return -1;
+    }
+    nba_frame_hdr(p, type, len);
+    if (len > 0)
+        memcpy(p + NBA_HDR, body, len);
+    init_buf_commit(&c->out, NBA_HDR + (size_t)len);
+    conn_update(c);
+    return 0;
+}
+
+void init_conn_finish(struct init_conn *c)
+{
+    /* The operation lets go even of a broken connection (conn_break). */
+    c->ops = NULL;
+    c->op = NULL;
+    c->want_room = 0;
+    if (c->state != INIT_CONN_ACTIVE && c->state != INIT_CONN_REQUEST)
+        return;
+    c->state = INIT_CONN_FLUSH;
+    c->deadline = init_now_ms() + INIT_FLUSH_TIMEOUT_MS;
+    conn_update(c);
+}
+
+void init_conn_error(struct init_conn *c, int err, const char *fmt, ...)
+{
+    unsigned char body[4 + CONN_ERRMSG_MAX];
+    va_list ap;
+    int n;
+
+    nba_put_u32(body, (uint32_t)err);
+    va_start(ap, fmt);
+    n = vsnprintf((char *)body + 4, CONN_ERRMSG_MAX, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if (n >= CONN_ERRMSG_MAX)
+        n = CONN_ERRMSG_MAX - 1;
+    c->ops = NULL;
+    c->op = NULL;
+    init_conn_send(c, NBA_ERROR, body, 4 + (uint32_t)n);
+    init_conn_finish(c);
+}
+
+/* A protocol error while an operation runs: it lets go, the host is told. */
+static void conn_fail(struct init_conn *c, int err, const char *msg)
+{
+    const struct init_conn_ops *ops = c->ops;
+
+    c->ops = NULL;
+    if (ops != NULL && ops->gone != NULL)
+        ops->gone(c);
+    init_conn_error(c, err, "%s", msg);
+}
+
+void init_conn_resume_input(struct init_conn *c)
+{
+    if (!c->in_paused)
+        return;
+    c->in_paused = 0;
+    conn_process(c);
+}
+
+static void conn_ping(struct init_conn *c)
+{
+    char pong[32];
+    int n = snprintf(pong, sizeof(pong), "nanobox-init %d", NBA_VERSION);
+
+    init_conn_send(c, NBA_PONG, pong, (uint32_t)n);
+    init_conn_finish(c);
+}
+
+static void conn_dispatch(struct init_conn *c, uint8_t type, const unsigned char *body,
+                          uint32_t len)
+{
+    struct init_request r;
+    char err[CONN_ERRMSG_MAX];
+    int e = init_request_parse(&r, type, body, len, err, sizeof(err));
+
+    c->state = INIT_CONN_ACTIVE;
+    c->deadline = 0;
+    if (e != 0) {
+        init_conn_error(c, e, "%s", err);
+        return;
+    }
+    switch (type) {
+    case NBA_PING: conn_ping(c); break;
+    case NBA_EXEC: init_exec_start(c, &r); break;
+    case NBA_PLIST: init_bg_list(c, &r); break;
+    case NBA_PQUERY: init_bg_query(c, &r); break;
+    case NBA_PSTDIN: init_bg_stdin(c, &r); break;
+    case NBA_PSIGNAL: init_bg_signal(c, &r); break;
+    case NBA_FREAD: init_files_read(c, &r); break;
+    case NBA_FSTAT: init_files_stat(c, &r); break;
+    case NBA_FWRITE: init_files_write(c, &r); break;
+    case NBA_FDELETE: init_files_delete(c, &r); break;
+    case NBA_FMKDIR: init_files_mkdir(c, &r); break;
+    case NBA_FMOVE: init_files_move(c, &r); break;
+    default: init_conn_error(c, EINVAL, "unknown request type 0x%02x", type); break;
+    }
+    init_request_free(&r);
+}
+
+/* Handle the complete frames held, in order, until one must wait. */
+static void conn_process(struct init_conn *c)
+{
+    while (c->state == INIT_CONN_REQUEST || (c->state == INIT_CONN_ACTIVE && !c->in_paused)) {
+        uint8_t type;
+        const unsigned char *body;
+        uint32_t len;
+        long n = nba_frame_peek(init_buf_head(&c->in), init_buf_pending(&c->in), NBA_MAX_BODY,
+                                &type, &body, &len);
+        if (n == 0)
+            break;
+        if (n < 0) {
+            if (c->state == INIT_CONN_REQUEST)
+                c->state = INIT_CONN_ACTIVE;
+            conn_fail(c, EPROTO, "frame longer than 1 MiB");
+            break;
+        }
+        if (c->state == INIT_CONN_REQUEST) {
+            conn_dispatch(c, type, body, len);
+        } else if (c->ops == NULL || c->ops->frame == NULL) {
+            conn_fail(c, EPROTO, "unexpected frame after the request");
+            break;
+        } else if (c->ops->frame(c, type, body, len) == 1) {
+            c->in_paused = 1;
+            break;
+        }
+        init_buf_consume(&c->in, (size_t)n);
+    }
+    /* A request's megabyte is not kept for a connection that idles. */
+    if (init_buf_pending(&c->in) == 0)
+        init_buf_release(&c->in);
+    conn_update(c);
+}
+
+static void conn_input_eof(struct init_conn *c)
+{
+    if (c->state == INIT_CONN_ACTIVE && c->ops != NULL && c->ops->frame == NULL) {
+        /* A half-close after a request that needs nothing more: answer. */
+        c->in_eof = 1;
+        conn_update(c);
+        return;
+    }
+    conn_destroy(c);
+}
+
+static void conn_read(struct init_conn *c)
+{
+    size_t pending = init_buf_pending(&c->in), want = CONN_READ_MIN, space;
+    unsigned char *p;
+    ssize_t n;
+
+    if (c->state == INIT_CONN_LINGER) {
+        unsigned char sink[4096];
+        n = read(c->w.fd, sink, sizeof(sink));
+        if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR))
+            conn_destroy(c);
+        return;
+    }
+    if (pending >= NBA_HDR) {
+        size_t need = NBA_HDR + (size_t)nba_get_u32(init_buf_head(&c->in) + 1);
+        if (need > pending && need - pending > want)
+            want = need - pending;
+    }
+    space = init_buf_space(&c->in);
+    if (want > space)
+        want = space;
+    p = init_buf_reserve(&c->in, want);
+    if (p == NULL || want == 0) {
+        conn_fail(c, ENOMEM, "out of memory for the request");
+        return;
+    }
+    n = read(c->w.fd, p, want);
+    if (n == 0) {
+        conn_input_eof(c);
+        return;
+    }
+    if (n == -1) {
+        if (errno != EAGAIN && errno != EINTR)
+            conn_destroy(c);
+        return;
+    }
+    init_buf_commit(&c->in, (size_t)n);
+    conn_process(c);
+}
+
+static void conn_write(struct init_conn *c)
+{
+    size_t pending = init_buf_pending(&c->out);
+    ssize_t n;
+
+    if (pending > 0) {
+        n = send(c->w.fd, init_buf_head(&c->out), pending, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n == -1) {
+            if (errno != EAGAIN && errno != EINTR)
+                conn_destroy(c);
+            return;
+        }
+        init_buf_consume(&c->out, (size_t)n);
+    }
+    if (init_buf_pending(&c->out) > 0) {
+        conn_update(c);
+        return;
+    }
+    if (c->state == INIT_CONN_FLUSH) {
+        init_buf_free(&c->in);
+        init_buf_free(&c->out);
+        shutdown(c->w.fd, SHUT_WR);
+        c->state = INIT_CONN_LINGER;
+        c->deadline = init_now_ms() + INIT_LINGER_MS;
+    }
+    conn_update(c);
+}
+
+void init_conn_event(struct init_conn *c, uint32_t events)
+{
+    if (events & EPOLLOUT) {
+        conn_write(c);
+        if (c->w.fd < 0)
+            return;
+        if (c->state == INIT_CONN_ACTIVE && c->want_room && c->ops != NULL &&
+            init_conn_room(c, NBA_CHUNK)) {
+            c->want_room = 0;
+            if (c->ops->drain != NULL)
+                c->ops->drain(c);
+            if (c->w.fd < 0)
+                return;
+        }
+    }
+    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && (c->w.events & EPOLLIN)) {
+        conn_read(c);
+        return;
+    }
+    if (events & (EPOLLHUP | EPOLLERR))
+        conn_destroy(c);
+}
+
+int64_t init_conn_next_deadline(void)
+{
+    int64_t d = 0;
+
+    for (struct init_conn *c = conns; c != NULL; c = c->next) {
+        if (c->deadline != 0 && (d == 0 || c->deadline < d))
+            d = c->deadline;
+    }
+    return d;
+}
+
+void init_conn_tick(int64_t now)
+{
+    struct init_conn *c = conns, *next;
+
+    for (; c != NULL; c = next) {
+        next = c->next;
+        if (c->deadline != 0 && c->deadline <= now)
+            conn_destroy(c);
+    }
+}

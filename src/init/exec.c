@@ -1,0 +1,184 @@
+/*
+ * exec.c - the foreground exec request (X without B): run a command for
+ * the connection that asked, stream its output, take its stdin, and end
+ * with the exit frame.
+ *
+ * The job and the connection can each end first. If the host goes away
+ * (or breaks the protocol) the command is killed with its whole tree and
+ * the job lives on, detached, until the command is reaped. The exit frame
+ * is the last frame: every o/r frame of the command comes before it.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentproto.h"
+#include "conn.h"
+#include "ops.h"
+#include "proc.h"
+
+struct init_job {
+    struct init_proc proc;   /* first: the ops get a struct init_proc * */
+    struct init_conn *conn;  /* NULL once the host is gone */
+    uint32_t left;           /* output bytes still forwarded (M) */
+    uint8_t truncated;       /* output was dropped past M */
+};
+
+static struct init_job *job_of(struct init_proc *p)
+{
+    return (struct init_job *)p;
+}
+
+static int job_can_read(struct init_proc *p)
+{
+    struct init_job *j = job_of(p);
+
+    /* Output that is dropped anyway is read at full speed. */
+    if (j->conn == NULL || j->left == 0 || init_conn_room(j->conn, NBA_CHUNK))
+        return 1;
+    init_conn_wait_room(j->conn);
+    return 0;
+}
+
+static void job_output(struct init_proc *p, int stream, const unsigned char *data, size_t len)
+{
+    struct init_job *j = job_of(p);
+    size_t fwd = len < j->left ? len : j->left;
+
+    if (fwd < len)
+        j->truncated = 1;
+    if (j->conn == NULL || fwd == 0)
+        return;
+    j->left -= (uint32_t)fwd;
+    init_conn_send(j->conn, stream == 1 ? NBA_STDOUT : NBA_STDERR, data, (uint32_t)fwd);
+}
+
+static void job_stdin_room(struct init_proc *p)
+{
+    struct init_job *j = job_of(p);
+
+    if (j->conn != NULL)
+        init_conn_resume_input(j->conn);
+}
+
+static void job_done(struct init_proc *p)
+{
+    struct init_job *j = job_of(p);
+    unsigned char x[6];
+
+    if (j->conn != NULL) {
+        nba_put_u32(x, (uint32_t)p->exit_code);
+        x[4] = p->signal;
+        x[5] = (uint8_t)((p->timed_out ? NBA_EXIT_TIMEDOUT : 0) |
+                         (j->truncated ? NBA_EXIT_TRUNCATED : 0));
+        init_conn_send(j->conn, NBA_EXIT, x, sizeof(x));
+        init_conn_finish(j->conn);
+        j->conn = NULL;
+    }
+    init_proc_release(p);
+    init_defer_free(j);
+}
+
+static const struct init_proc_ops job_proc_ops = {
+    .can_read = job_can_read,
+    .output = job_output,
+    .stdin_room = job_stdin_room,
+    .done = job_done,
+};
+
+/* The host left first, or broke the protocol: kill what it started. */
+static void job_gone(struct init_conn *c)
+{
+    struct init_job *j = c->op;
+
+    j->conn = NULL;
+    if (!j->proc.done) {
+        j->proc.timed_out = 1;
+        init_proc_kill_tree(&j->proc);
+        init_proc_resume(&j->proc); /* read and drop what is left */
+    }
+}
+
+static void job_protocol_error(struct init_conn *c, const char *msg)
+{
+    job_gone(c);
+    init_conn_error(c, EPROTO, "%s", msg);
+}
+
+static int job_frame(struct init_conn *c, uint8_t type, const unsigned char *body, uint32_t len)
+{
+    struct init_job *j = c->op;
+
+    switch (type) {
+    case NBA_STDIN:
+        /* Input for a command that closed its stdin is dropped, as a pipe would. */
+        if (init_proc_write_stdin(&j->proc, body, len) == EAGAIN)
+            return 1;
+        return 0;
+    case NBA_EOF:
+        if (len != 0) {
+            job_protocol_error(c, "frame 'e' must be empty");
+            return 0;
+        }
+        init_proc_close_stdin(&j->proc);
+        return 0;
+    case NBA_KILL:
+        if (len != 1 || body[0] == 0 || body[0] > INIT_MAX_SIGNAL) {
+            job_protocol_error(c, "frame 'k' must hold one signal number (1-64)");
+            return 0;
+        }
+        init_proc_signal(&j->proc, body[0]);
+        return 0;
+    default:
+        job_protocol_error(c, "unexpected frame during exec");
+        return 0;
+    }
+}
+
+static void job_drain(struct init_conn *c)
+{
+    struct init_job *j = c->op;
+
+    init_proc_resume(&j->proc);
+}
+
+static const struct init_conn_ops job_conn_ops = {
+    .frame = job_frame,
+    .drain = job_drain,
+    .gone = job_gone,
+};
+
+void init_exec_start(struct init_conn *c, const struct init_request *r)
+{
+    struct init_job *j;
+    char err[512];
+    unsigned char pid[4];
+    int e;
+
+    if (r->background) {
+        init_bg_start(c, r);
+        return;
+    }
+    j = calloc(1, sizeof(*j));
+    if (j == NULL) {
+        init_conn_error(c, ENOMEM, "out of memory");
+        return;
+    }
+    j->left = r->maxout;
+    e = init_proc_spawn(&j->proc, r, &job_proc_ops, err, sizeof(err));
+    if (e != 0) {
+        init_proc_release(&j->proc);
+        free(j);
+        init_conn_error(c, e, "%s", err);
+        return;
+    }
+    j->conn = c;
+    c->ops = &job_conn_ops;
+    c->op = j;
+    nba_put_u32(pid, (uint32_t)j->proc.pid);
+    init_conn_send(c, NBA_STARTED, pid, sizeof(pid));
+}

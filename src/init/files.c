@@ -1,0 +1,566 @@
+/*
+ * files.c - the file requests: R read or list, T stat, U write, D delete,
+ * N mkdir, V move.
+ *
+ * Paths come checked by request.c (absolute, no . or ..) and are used as
+ * the sandbox user would use them. Only regular files and directories are
+ * opened: the type is checked with stat before open (so a FIFO or a device
+ * is never opened) and again with fstat after (in case it changed), and
+ * the open itself is O_NONBLOCK so that even a race cannot block the loop.
+ * A recursive delete walks with openat(O_NOFOLLOW|O_DIRECTORY) and
+ * unlinkat, so a symlink in the tree is removed, never followed.
+ *
+ * Reads and listings are sent as the connection has room; an upload
+ * writes each data frame as it comes (a regular file write does not
+ * block for long) into a temporary file renamed into place at the end.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agentproto.h"
+#include "conn.h"
+#include "ops.h"
+
+#define FILES_INFO_MAX (NBA_HDR + 255 + 4 * (NBA_HDR + 8)) /* body of 'f' or 'n' */
+#define FILES_TMP_TRIES 16
+
+static char *path_dup(const struct init_slice *s)
+{
+    char *p = malloc((size_t)s->len + 1);
+
+    if (p != NULL) {
+        memcpy(p, s->p, s->len);
+        p[s->len] = '\0';
+    }
+    return p;
+}
+
+static uint8_t files_kind(mode_t m)
+{
+    if (S_ISREG(m))
+        return NBA_KIND_FILE;
+    if (S_ISDIR(m))
+        return NBA_KIND_DIR;
+    if (S_ISLNK(m))
+        return NBA_KIND_LINK;
+    return NBA_KIND_OTHER;
+}
+
+/* The fields K Z M Y of st, after an optional F name; returns the length. */
+static size_t files_info(unsigned char *out, const char *name, const struct stat *st)
+{
+    unsigned char v[8];
+    uint8_t kind = files_kind(st->st_mode);
+    size_t n = 0;
+
+    if (name != NULL)
+        n += nba_field_put(out + n, NBA_T_PATH, name, (uint32_t)strlen(name));
+    n += nba_field_put(out + n, NBA_T_KIND, &kind, 1);
+    nba_put_u64(v, (uint64_t)st->st_size);
+    n += nba_field_put(out + n, NBA_T_CLOSE, v, 8);
+    nba_put_u32(v, (uint32_t)(st->st_mode & 07777));
+    n += nba_field_put(out + n, NBA_T_MAXOUT, v, 4);
+    nba_put_u64(v, (uint64_t)(st->st_mtime < 0 ? 0 : st->st_mtime));
+    n += nba_field_put(out + n, NBA_T_MTIME, v, 8);
+    return n;
+}
+
+static void files_send_info(struct init_conn *c, const struct stat *st)
+{
+    unsigned char body[FILES_INFO_MAX];
+
+    init_conn_send(c, NBA_INFO, body, (uint32_t)files_info(body, NULL, st));
+}
+
+static void files_ok(struct init_conn *c)
+{
+    init_conn_send(c, NBA_END, NULL, 0);
+    init_conn_finish(c);
+}
+
+static void files_errno(struct init_conn *c, int e, const char *what, const char *path)
+{
+    init_conn_error(c, e, "%s %s: %s", what, path, strerror(e));
+}
+
+/* --- R -------------------------------------------------------------------- */
+
+struct files_read {
+    int fd;   /* a regular file, or -1 */
+    DIR *dir; /* a directory, or NULL */
+};
+
+static void files_read_close(struct files_read *fr)
+{
+    if (fr->fd != -1)
+        close(fr->fd);
+    if (fr->dir != NULL)
+        closedir(fr->dir);
+    free(fr);
+}
+
+/* One directory entry; 0 sent or skipped, 1 no room, -1 at the end. */
+static int files_read_dirent(struct init_conn *c, struct files_read *fr)
+{
+    unsigned char body[FILES_INFO_MAX];
+    struct dirent *de;
+    struct stat st;
+
+    if (!init_conn_room(c, FILES_INFO_MAX))
+        return 1;
+    errno = 0;
+    de = readdir(fr->dir);
+    if (de == NULL)
+        return -1;
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+        return 0;
+    /* An entry removed since readdir saw it is left out. */
+    if (fstatat(dirfd(fr->dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+        return 0;
+    init_conn_send(c, NBA_DIRENT, body, (uint32_t)files_info(body, de->d_name, &st));
+    return 0;
+}
+
+static void files_read_pump(struct init_conn *c)
+{
+    struct files_read *fr = c->op;
+    unsigned char chunk[NBA_CHUNK];
+
+    for (;;) {
+        ssize_t n;
+        if (fr->dir != NULL) {
+            int rc = files_read_dirent(c, fr);
+            if (rc == 1)
+                break;
+            if (rc == -1) {
+                if (errno != 0) {
+                    init_conn_error(c, errno, "reading the directory: %s", strerror(errno));
+                    files_read_close(fr);
+                    return;
+                }
+                files_ok(c);
+                files_read_close(fr);
+                return;
+            }
+            continue;
+        }
+        if (!init_conn_room(c, NBA_CHUNK))
+            break;
+        n = read(fr->fd, chunk, sizeof(chunk));
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n == -1) {
+            int e = errno;
+            init_conn_error(c, e, "reading the file: %s", strerror(e));
+            files_read_close(fr);
+            return;
+        }
+        if (n == 0) {
+            files_ok(c);
+            files_read_close(fr);
+            return;
+        }
+        init_conn_send(c, NBA_DATA, chunk, (uint32_t)n);
+    }
+    init_conn_wait_room(c);
+}
+
+static void files_read_gone(struct init_conn *c)
+{
+    files_read_close(c->op);
+}
+
+static const struct init_conn_ops files_read_ops = {
+    .frame = NULL,
+    .drain = files_read_pump,
+    .gone = files_read_gone,
+};
+
+/* Open a regular file or a directory without ever blocking; -1 with errno
+ * (EINVAL for anything else). */
+static int files_open_checked(const char *path, struct stat *st)
+{
+    int fd;
+
+    if (stat(path, st) == -1)
+        return -1;
+    if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) {
+        errno = EINVAL;
+        return -1;
+    }
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd == -1)
+        return -1;
+    if (fstat(fd, st) == -1 || (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    return fd;
+}
+
+void init_files_read(struct init_conn *c, const struct init_request *r)
+{
+    char *path = path_dup(&r->path);
+    struct files_read *fr = calloc(1, sizeof(*fr));
+    struct stat st;
+    int fd;
+
+    if (path == NULL || fr == NULL) {
+        free(path);
+        free(fr);
+        init_conn_error(c, ENOMEM, "out of memory");
+        return;
+    }
+    fd = files_open_checked(path, &st);
+    if (fd == -1) {
+        files_errno(c, errno, "read", path);
+        free(path);
+        free(fr);
+        return;
+    }
+    free(path);
+    fr->fd = -1;
+    if (S_ISDIR(st.st_mode)) {
+        fr->dir = fdopendir(fd);
+        if (fr->dir == NULL) {
+            close(fd);
+            free(fr);
+            init_conn_error(c, ENOMEM, "out of memory");
+            return;
+        }
+    } else {
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        fr->fd = fd;
+    }
+    files_send_info(c, &st);
+    c->ops = &files_read_ops;
+    c->op = fr;
+    files_read_pump(c);
+}
+
+/* --- T -------------------------------------------------------------------- */
+
+void init_files_stat(struct init_conn *c, const struct init_request *r)
+{
+    char *path = path_dup(&r->path);
+    struct stat st;
+
+    if (path == NULL) {
+        init_conn_error(c, ENOMEM, "out of memory");
+        return;
+    }
+    if (lstat(path, &st) == -1) {
+        files_errno(c, errno, "stat", path);
+    } else {
+        files_send_info(c, &st);
+        files_ok(c);
+    }
+    free(path);
+}
+
+/* --- N -------------------------------------------------------------------- */
+
+/* mkdir -p: each missing component in turn; 0 or an errno. */
+static int files_mkdirs(char *path)
+{
+    struct stat st;
+    size_t len = strlen(path);
+
+    for (size_t i = 1; i <= len; i++) {
+        char saved;
+        if (i < len && path[i] != '/')
+            continue;
+        if (path[i - 1] == '/')
+            continue; /* "//" */
+        saved = path[i];
+        path[i] = '\0';
+        if (mkdir(path, 0755) == -1) {
+            int e = errno;
+            if (e != EEXIST) {
+                path[i] = saved;
+                return e;
+            }
+            if (stat(path, &st) == -1 || !S_ISDIR(st.st_mode)) {
+                path[i] = saved;
+                return i == len ? EEXIST : ENOTDIR;
+            }
+        }
+        path[i] = saved;
+    }
+    return 0;
+}
+
+void init_files_mkdir(struct init_conn *c, const struct init_request *r)
+{
+    char *path = path_dup(&r->path);
+    int e;
+
+    if (path == NULL) {
+        init_conn_error(c, ENOMEM, "out of memory");
+        return;
+    }
+    e = files_mkdirs(path);
+    if (e != 0)
+        files_errno(c, e, "mkdir", path);
+    else
+        files_ok(c);
+    free(path);
+}
+
+/* --- D -------------------------------------------------------------------- */
+
+/* Remove name (a directory) in parent and everything in it; 0 or an errno. */
+static int files_rm_tree(int parent, const char *name, int depth)
+{
+    int fd, e = 0;
+    DIR *d;
+    struct dirent *de;
+
+    if (depth > INIT_RM_DEPTH)
+        return ELOOP;
+    fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd == -1)
+        return errno == ELOOP || errno == ENOTDIR
+                   ? (unlinkat(parent, name, 0) == 0 ? 0 : errno) /* became a link or a file */
+                   : errno;
+    d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return ENOMEM;
+    }
+    while (e == 0 && (de = readdir(d)) != NULL) {
+        struct stat st;
+        int isdir;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (de->d_type != DT_UNKNOWN)
+            isdir = de->d_type == DT_DIR;
+        else
+            isdir = fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+        if (isdir)
+            e = files_rm_tree(fd, de->d_name, depth + 1);
+        else if (unlinkat(fd, de->d_name, 0) == -1 && errno != ENOENT)
+            e = errno;
+    }
+    closedir(d);
+    if (e == 0 && unlinkat(parent, name, AT_REMOVEDIR) == -1)
+        e = errno;
+    return e;
+}
+
+void init_files_delete(struct init_conn *c, const struct init_request *r)
+{
+    char *path = path_dup(&r->path);
+    struct stat st;
+    int e = 0;
+
+    if (path == NULL) {
+        init_conn_error(c, ENOMEM, "out of memory");
+        return;
+    }
+    if (lstat(path, &st) == -1)
+        e = errno;
+    else if (!S_ISDIR(st.st_mode))
+        e = unlink(path) == 0 ? 0 : errno;
+    else if (!r->recursive)
+        e = rmdir(path) == 0 ? 0 : errno;
+    else
+        e = files_rm_tree(AT_FDCWD, path, 0);
+    if (e != 0)
+        files_errno(c, e, "delete", path);
+    else
+        files_ok(c);
+    free(path);
+}
+
+/* --- V -------------------------------------------------------------------- */
+
+void init_files_move(struct init_conn *c, const struct init_request *r)
+{
+    char *from = path_dup(&r->path), *to = path_dup(&r->dest);
+
+    if (from == NULL || to == NULL) {
+        init_conn_error(c, ENOMEM, "out of memory");
+    } else if (rename(from, to) == -1) {
+        int e = errno;
+        init_conn_error(c, e, "move %s to %s: %s", from, to, strerror(e));
+    } else {
+        files_ok(c);
+    }
+    free(from);
+    free(to);
+}
+
+/* --- U -------------------------------------------------------------------- */
+
+struct files_upload {
+    int fd;        /* the temporary file */
+    char *tmp;     /* its path */
+    char *path;    /* where it goes */
+    mode_t mode;
+};
+
+static void files_upload_free(struct files_upload *u, int unlink_tmp)
+{
+    if (u->fd != -1)
+        close(u->fd);
+    if (unlink_tmp && u->tmp != NULL)
+        unlink(u->tmp);
+    free(u->tmp);
+    free(u->path);
+    free(u);
+}
+
+static void files_upload_fail(struct init_conn *c, struct files_upload *u, int e, const char *what)
+{
+    init_conn_error(c, e, "%s %s: %s", what, u->path, strerror(e));
+    files_upload_free(u, 1);
+}
+
+static void files_upload_commit(struct init_conn *c, struct files_upload *u)
+{
+    struct stat st;
+
+    if (fchmod(u->fd, u->mode) == -1) {
+        files_upload_fail(c, u, errno, "chmod");
+        return;
+    }
+    if (close(u->fd) == -1) {
+        u->fd = -1;
+        files_upload_fail(c, u, errno, "write");
+        return;
+    }
+    u->fd = -1;
+    if (rename(u->tmp, u->path) == -1) {
+        files_upload_fail(c, u, errno, "rename into");
+        return;
+    }
+    if (lstat(u->path, &st) == -1) {
+        files_upload_fail(c, u, errno, "stat");
+        return;
+    }
+    files_send_info(c, &st);
+    files_ok(c);
+    files_upload_free(u, 0);
+}
+
+static int files_upload_frame(struct init_conn *c, uint8_t type, const unsigned char *body,
+                              uint32_t len)
+{
+    struct files_upload *u = c->op;
+
+    if (type == NBA_END && len == 0) {
+        files_upload_commit(c, u);
+        return 0;
+    }
+    if (type != NBA_DATA) {
+        init_conn_error(c, EPROTO, "only 'd' frames and '.' may follow an upload request");
+        files_upload_free(u, 1);
+        return 0;
+    }
+    while (len > 0) {
+        ssize_t n = write(u->fd, body, len);
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n == -1) {
+            files_upload_fail(c, u, errno == EDQUOT ? ENOSPC : errno, "write");
+            return 0;
+        }
+        body += n;
+        len -= (uint32_t)n;
+    }
+    return 0;
+}
+
+static void files_upload_gone(struct init_conn *c)
+{
+    files_upload_free(c->op, 1);
+}
+
+static const struct init_conn_ops files_upload_ops = {
+    .frame = files_upload_frame,
+    .drain = NULL,
+    .gone = files_upload_gone,
+};
+
+/* The target must be absent, a regular file or a symlink (replaced, not
+ * followed); its parents are created. */
+static int files_upload_prepare(char *path)
+{
+    struct stat st;
+    char *slash = strrchr(path, '/');
+    int e;
+
+    if (lstat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return EISDIR;
+        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+            return EINVAL;
+    } else if (errno != ENOENT) {
+        return errno;
+    }
+    if (slash == path)
+        return 0;
+    *slash = '\0';
+    e = files_mkdirs(path);
+    *slash = '/';
+    return e;
+}
+
+static int files_upload_tmp(struct files_upload *u)
+{
+    static unsigned counter;
+    size_t dlen = (size_t)(strrchr(u->path, '/') - u->path);
+
+    u->tmp = malloc(dlen + 64);
+    if (u->tmp == NULL)
+        return ENOMEM;
+    for (int i = 0; i < FILES_TMP_TRIES; i++) {
+        snprintf(u->tmp, dlen + 64, "%.*s/.nanobox-upload.%d.%u", (int)dlen, u->path,
+                 (int)getpid(), counter++);
+        u->fd = open(u->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (u->fd != -1)
+            return 0;
+        if (errno != EEXIST)
+            return errno;
+    }
+    return EEXIST;
+}
+
+void init_files_write(struct init_conn *c, const struct init_request *r)
+{
+    struct files_upload *u = calloc(1, sizeof(*u));
+    int e;
+
+    if (u == NULL || (u->path = path_dup(&r->path)) == NULL) {
+        free(u);
+        init_conn_error(c, ENOMEM, "out of memory");
+        return;
+    }
+    u->fd = -1;
+    u->mode = (mode_t)r->mode;
+    e = files_upload_prepare(u->path);
+    if (e == 0)
+        e = files_upload_tmp(u);
+    if (e != 0) {
+        init_conn_error(c, e, "write %s: %s", u->path, strerror(e));
+        free(u->tmp);
+        u->tmp = NULL;
+        files_upload_free(u, 0);
+        return;
+    }
+    c->ops = &files_upload_ops;
+    c->op = u;
+}

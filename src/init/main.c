@@ -1,0 +1,370 @@
+/*
+ * main.c - nanobox-init: PID 1 of a sandbox and the agent the host talks
+ * to (docs/AGENT-PROTOCOL.md).
+ *
+ * The abstract socket is bound before anything else, so nothing in the
+ * sandbox can take the name first. Then one thread runs one epoll loop:
+ * the listening socket, a signalfd (SIGCHLD, SIGTERM, SIGINT, SIGHUP), the
+ * host connections and the commands' pipes. Timeouts are deadlines kept by
+ * each module; epoll_wait sleeps until the nearest.
+ *
+ * As PID 1 it reaps every zombie, and on SIGTERM/SIGINT/SIGHUP passes the
+ * signal to every process (kill(-1)) and exits once none is left, or
+ * INIT_SHUTDOWN_MS later. Run as a plain process (the tests), it makes
+ * itself a child subreaper and only signals the commands it started.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentproto.h"
+#include "conn.h"
+#include "init.h"
+#include "proc.h"
+
+#define INIT_EVENTS 64   /* epoll events taken per wait */
+#define INIT_BACKLOG 128
+#define INIT_ACCEPT_PAUSE_MS 100 /* listener rest when accept runs out of fds */
+
+int init_is_pid1;
+
+static int epfd = -1;
+static void **deferred;
+static size_t n_deferred, cap_deferred;
+static int64_t shutdown_at; /* 0: running; else exit at this time at the latest */
+static struct init_watch listen_w;
+static int64_t listen_resume_at; /* 0: listening; else resume then */
+
+/* --- shared helpers (init.h) ---------------------------------------------- */
+
+int64_t init_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int init_watch_add(struct init_watch *w, int fd, uint8_t kind, uint8_t stream, void *obj,
+                   uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = w};
+
+    w->fd = fd;
+    w->kind = kind;
+    w->stream = stream;
+    w->obj = obj;
+    w->events = events;
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == -1)
+        return -1;
+    w->registered = 1;
+    return 0;
+}
+
+void init_watch_set(struct init_watch *w, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = w};
+
+    if (w->fd < 0 || (w->registered && w->events == events))
+        return;
+    if (events == 0 && w->kind == INIT_W_PIPE) {
+        /* A pipe stays out of the set while idle (see proc.c). */
+        if (w->registered)
+            epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
+        w->registered = 0;
+    } else if (w->registered) {
+        epoll_ctl(epfd, EPOLL_CTL_MOD, w->fd, &ev);
+    } else if (epoll_ctl(epfd, EPOLL_CTL_ADD, w->fd, &ev) == 0) {
+        w->registered = 1;
+    }
+    w->events = events;
+}
+
+void init_watch_close(struct init_watch *w)
+{
+    if (w->fd < 0)
+        return;
+    /* DEL before close: a forked child may hold a copy of the fd for an
+     * instant, and the registration would outlive our close. */
+    if (w->registered)
+        epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
+    close(w->fd);
+    w->fd = -1;
+    w->registered = 0;
+    w->events = 0;
+}
+
+void init_defer_free(void *p)
+{
+    if (n_deferred == cap_deferred) {
+        size_t ncap = cap_deferred ? cap_deferred * 2 : 64;
+        void **nv = realloc(deferred, ncap * sizeof(*nv));
+        if (nv == NULL) {
+            /* Out of memory: leaking beats a use after free. */
+            return;
+        }
+        deferred = nv;
+        cap_deferred = ncap;
+    }
+    deferred[n_deferred++] = p;
+}
+
+static void deferred_free_all(void)
+{
+    for (size_t i = 0; i < n_deferred; i++)
+        free(deferred[i]);
+    n_deferred = 0;
+}
+
+/* --- start-up -------------------------------------------------------------- */
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: nanobox-init [--socket NAME] [-- ARGS...]\n"
+            "       nanobox-init --version\n"
+            "\n"
+            "PID 1 and agent of a nanobox sandbox: reaps zombies, passes on SIGTERM,\n"
+            "and serves docs/AGENT-PROTOCOL.md on the abstract unix socket @NAME\n"
+            "(default @%s). Arguments after -- are reserved and ignored.\n",
+            NBA_SOCKET_NAME);
+}
+
+/* 0 to run, 1 to exit with 0, 2 to exit with 2. */
+static int parse_args(int argc, char **argv, const char **name)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return 0;
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("nanobox-init %d\n", NBA_VERSION);
+            return 1;
+        }
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
+            *name = argv[++i];
+            continue;
+        }
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+static int listen_abstract(const char *name)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t len = strlen(name);
+    int fd;
+
+    if (len == 0 || len > sizeof(sa.sun_path) - 1) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(sa.sun_path + 1, name, len); /* sun_path[0] = '\0': abstract */
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd == -1)
+        return -1;
+    if (bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) == -1 ||
+        listen(fd, INIT_BACKLOG) == -1) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+/* Commands get fds 0-2 by dup2 over their pipes: those must not be 0-2. */
+static void stdio_ensure(void)
+{
+    for (int fd = 0; fd < 3; fd++) {
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+            int n = open("/dev/null", O_RDWR);
+            if (n != -1 && n != fd) {
+                dup2(n, fd);
+                close(n);
+            }
+        }
+    }
+}
+
+/* --- signals and children ---------------------------------------------------- */
+
+/* Are all our children gone (nothing left to reap or wait for)? */
+static int children_gone(void)
+{
+    siginfo_t si;
+
+    memset(&si, 0, sizeof(si));
+    return waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == -1 && errno == ECHILD;
+}
+
+static void reap_all(void)
+{
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0)
+            break;
+        init_proc_reaped(pid, status);
+    }
+}
+
+static void shutdown_begin(int sig)
+{
+    if (init_is_pid1)
+        kill(-1, sig);
+    else
+        init_proc_signal_all(sig);
+    if (shutdown_at == 0)
+        shutdown_at = init_now_ms() + INIT_SHUTDOWN_MS;
+}
+
+static void signal_event(int sfd)
+{
+    struct signalfd_siginfo si;
+
+    while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGCHLD)
+            continue;
+        shutdown_begin((int)si.ssi_signo);
+    }
+    reap_all();
+}
+
+/* --- the loop -------------------------------------------------------------- */
+
+static int next_timeout(int64_t now)
+{
+    int64_t d = init_conn_next_deadline(), p = init_proc_next_deadline();
+
+    if (p != 0 && (d == 0 || p < d))
+        d = p;
+    if (shutdown_at != 0 && (d == 0 || shutdown_at < d))
+        d = shutdown_at;
+    if (listen_resume_at != 0 && (d == 0 || listen_resume_at < d))
+        d = listen_resume_at;
+    if (d == 0)
+        return -1;
+    if (d <= now)
+        return 0;
+    return d - now > 60000 ? 60000 : (int)(d - now);
+}
+
+static void dispatch(struct epoll_event *ev, int listen_fd, int sfd)
+{
+    struct init_watch *w = ev->data.ptr;
+
+    if (w->fd < 0)
+        return; /* closed earlier in this batch */
+    switch (w->kind) {
+    case INIT_W_LISTEN:
+        if (init_conn_accept(listen_fd) == -1) {
+            init_watch_set(&listen_w, 0);
+            listen_resume_at = init_now_ms() + INIT_ACCEPT_PAUSE_MS;
+        }
+        break;
+    case INIT_W_SIGNAL:
+        signal_event(sfd);
+        break;
+    case INIT_W_CONN:
+        init_conn_event(w->obj, ev->events);
+        break;
+    case INIT_W_PIPE:
+        init_proc_event(w->obj, w->stream, ev->events);
+        break;
+    default:
+        break;
+    }
+}
+
+static int run(int listen_fd, int sfd)
+{
+    struct epoll_event evs[INIT_EVENTS];
+    struct init_watch sw = {0};
+
+    if (init_watch_add(&listen_w, listen_fd, INIT_W_LISTEN, 0, NULL, EPOLLIN) == -1 ||
+        init_watch_add(&sw, sfd, INIT_W_SIGNAL, 0, NULL, EPOLLIN) == -1) {
+        fprintf(stderr, "nanobox-init: epoll: %s\n", strerror(errno));
+        return 1;
+    }
+    for (;;) {
+        int64_t now = init_now_ms();
+        int n = epoll_wait(epfd, evs, INIT_EVENTS, next_timeout(now));
+
+        if (n == -1 && errno != EINTR) {
+            fprintf(stderr, "nanobox-init: epoll_wait: %s\n", strerror(errno));
+            return 1;
+        }
+        for (int i = 0; i < n; i++)
+            dispatch(&evs[i], listen_fd, sfd);
+        now = init_now_ms();
+        init_proc_tick(now);
+        init_conn_tick(now);
+        if (listen_resume_at != 0 && now >= listen_resume_at) {
+            listen_resume_at = 0;
+            init_watch_set(&listen_w, EPOLLIN);
+        }
+        deferred_free_all();
+        if (shutdown_at != 0) {
+            reap_all();
+            if (children_gone() || now >= shutdown_at)
+                return 0;
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *name = NBA_SOCKET_NAME;
+    sigset_t mask;
+    int listen_fd, sfd, rc;
+
+    rc = parse_args(argc, argv, &name);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
+    listen_fd = listen_abstract(name);
+    if (listen_fd == -1) {
+        fprintf(stderr, "nanobox-init: bind @%s: %s\n", name, strerror(errno));
+        return 1;
+    }
+    init_is_pid1 = getpid() == 1;
+    if (!init_is_pid1)
+        prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    stdio_ensure();
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (epfd == -1 || sfd == -1) {
+        fprintf(stderr, "nanobox-init: %s\n", strerror(errno));
+        return 1;
+    }
+    /* A child that exited before the signalfd existed is reaped now. */
+    reap_all();
+    return run(listen_fd, sfd);
+}

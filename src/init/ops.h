@@ -1,0 +1,32 @@
+/*
+ * ops.h - the request handlers conn.c dispatches to, one per request type.
+ * Each either answers and calls init_conn_finish / init_conn_error, or
+ * takes the connection over (sets c->ops and c->op) until it is done.
+ * The request's slices point into the connection's input buffer and are
+ * only valid during the call: a handler copies what it keeps.
+ */
+#ifndef INIT_OPS_H
+#define INIT_OPS_H
+
+#include "conn.h"
+#include "request.h"
+
+/* exec.c: X (foreground; background is handed to bg.c) */
+void init_exec_start(struct init_conn *c, const struct init_request *r);
+
+/* bg.c: X with B, L, Q, W, S */
+void init_bg_start(struct init_conn *c, const struct init_request *r);
+void init_bg_list(struct init_conn *c, const struct init_request *r);
+void init_bg_query(struct init_conn *c, const struct init_request *r);
+void init_bg_stdin(struct init_conn *c, const struct init_request *r);
+void init_bg_signal(struct init_conn *c, const struct init_request *r);
+
+/* files.c: R T U D N V */
+void init_files_read(struct init_conn *c, const struct init_request *r);
+void init_files_stat(struct init_conn *c, const struct init_request *r);
+void init_files_write(struct init_conn *c, const struct init_request *r);
+void init_files_delete(struct init_conn *c, const struct init_request *r);
+void init_files_mkdir(struct init_conn *c, const struct init_request *r);
+void init_files_move(struct init_conn *c, const struct init_request *r);
+
+#endif

@@ -1,0 +1,604 @@
+/*
+ * proc.c - see proc.h.
+ *
+ * Our ends of the pipes are non-blocking and live in the loop. A pipe with
+ * nothing to do is taken out of the epoll set rather than left in it with
+ * no interest: a pipe whose other end closed reports EPOLLHUP/EPOLLERR
+ * whatever the interest, and a level-triggered loop would spin on it.
+ *
+ * The child is set up between fork and exec with nothing but syscalls on
+ * memory prepared before the fork; a failure there goes to the command's
+ * stderr with exit code 127, as a shell reports "command not found".
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agentproto.h"
+#include "proc.h"
+
+#define PROC_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+#define PROC_HOLD_RETRY_MS 50  /* grace over while output is held: look again this much later */
+#define PROC_FINAL_READS 16    /* reads per pipe when the grace ends */
+
+extern char **environ;
+
+static struct init_proc *procs;
+static unsigned char proc_readbuf[NBA_CHUNK];
+
+/* --- the child, between fork and exec ------------------------------------ */
+
+static const char *env_get(char **envp, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (; *envp != NULL; envp++) {
+        if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
+            return *envp + n + 1;
+    }
+    return NULL;
+}
+
+/* A file execve refused as not an executable format: run it with sh, as
+ * execvp does. */
+static void child_exec_sh(const char *file, char **argv, char **envp)
+{
+    size_t argc = 0;
+    char **av;
+
+    while (argv[argc] != NULL)
+        argc++;
+    av = calloc(argc + 2, sizeof(*av));
+    if (av == NULL)
+        return;
+    av[0] = (char *)"/bin/sh";
+    av[1] = (char *)file;
+    for (size_t i = 1; i < argc; i++)
+        av[i + 1] = argv[i];
+    execve("/bin/sh", av, envp);
+    errno = ENOEXEC;
+}
+
+/* execvp, with PATH taken from the command's environment. */
+static void child_exec_search(char **argv, char **envp)
+{
+    const char *file = argv[0], *path, *p;
+    char buf[PATH_MAX];
+    int saw_eacces = 0;
+    size_t flen = strlen(file);
+
+    if (strchr(file, '/') != NULL) {
+        execve(file, argv, envp);
+        if (errno == ENOEXEC)
+            child_exec_sh(file, argv, envp);
+        return;
+    }
+    path = env_get(envp, "PATH");
+    if (path == NULL)
+        path = PROC_DEFAULT_PATH;
+    for (p = path;; p++) {
+        const char *end = strchrnul(p, ':');
+        size_t dlen = (size_t)(end - p);
+        if (dlen == 0) {
+            buf[0] = '.';
+            dlen = 1;
+        } else if (dlen < sizeof(buf)) {
+            memcpy(buf, p, dlen);
+        }
+        if (dlen + 1 + flen < sizeof(buf)) {
+            buf[dlen] = '/';
+            memcpy(buf + dlen + 1, file, flen + 1);
+            execve(buf, argv, envp);
+            switch (errno) {
+            case EACCES:
+                saw_eacces = 1;
+                break;
+            case ENOENT:
+            case ENOTDIR:
+            case ELOOP:
+            case ENAMETOOLONG:
+            case ESTALE:
+            case ENODEV:
+            case ETIMEDOUT:
+                break;
+            case ENOEXEC:
+                child_exec_sh(buf, argv, envp);
+                return;
+            default:
+                return;
+            }
+        }
+        if (*end == '\0')
+            break;
+        p = end;
+    }
+    errno = saw_eacces ? EACCES : ENOENT;
+}
+
+static void strv_free(char **v);
+
+/* Report on the command's stderr, as a shell would, and exit 127. The
+ * copies made for the exec are freed so that a memory checker following
+ * the fork (valgrind) has nothing to report. */
+static void __attribute__((noreturn))
+child_fail(const char *what, const char *arg, char **argv, char **envp, char *cwd)
+{
+    dprintf(2, "nanobox-init: %s%s: %s\n", what, arg, strerror(errno));
+    strv_free(argv);
+    strv_free(envp);
+    free(cwd);
+    _exit(127);
+}
+
+static void __attribute__((noreturn))
+child_run(char **argv, char **envp, char *cwd, const int fds[3], int sync_fd)
+{
+    sigset_t none;
+
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    setsid();
+    close(sync_fd); /* the parent may now signal our group */
+    /* fds 0-2 of init are always open (main.c), so pipe ends are >= 3. */
+    if (dup2(fds[0], 0) == -1 || dup2(fds[1], 1) == -1 || dup2(fds[2], 2) == -1)
+        _exit(127);
+    if (cwd != NULL && chdir(cwd) == -1)
+        child_fail("cd ", cwd, argv, envp, cwd);
+    child_exec_search(argv, envp);
+    {
+        /* argv[0] is freed with the rest: keep its name for the message. */
+        char name[256];
+        int e = errno;
+        snprintf(name, sizeof(name), "%s", argv[0]);
+        errno = e;
+        child_fail("", name, argv, envp, cwd);
+    }
+}
+
+/* --- spawning --------------------------------------------------------------- */
+
+static char *slice_dup(const struct init_slice *s)
+{
+    char *p = malloc((size_t)s->len + 1);
+
+    if (p != NULL) {
+        memcpy(p, s->p, s->len);
+        p[s->len] = '\0';
+    }
+    return p;
+}
+
+static void strv_free(char **v)
+{
+    if (v == NULL)
+        return;
+    for (size_t i = 0; v[i] != NULL; i++)
+        free(v[i]);
+    free(v);
+}
+
+static char **argv_build(const struct init_request *r)
+{
+    char **v = calloc((size_t)r->nargv + 1, sizeof(*v));
+
+    if (v == NULL)
+        return NULL;
+    for (uint32_t i = 0; i < r->nargv; i++) {
+        if ((v[i] = slice_dup(&r->argv[i])) == NULL) {
+            strv_free(v);
+            return NULL;
+        }
+    }
+    return v;
+}
+
+/* init's environment, then each E entry replacing the one of its name. */
+static char **env_build(const struct init_request *r)
+{
+    size_t n = 0, k;
+    char **v;
+
+    while (environ != NULL && environ[n] != NULL)
+        n++;
+    v = calloc(n + r->nenv + 1, sizeof(*v));
+    if (v == NULL)
+        return NULL;
+    for (k = 0; k < n; k++) {
+        if ((v[k] = strdup(environ[k])) == NULL)
+            goto fail;
+    }
+    for (uint32_t i = 0; i < r->nenv; i++) {
+        char *e = slice_dup(&r->env[i]);
+        size_t name, j;
+        if (e == NULL)
+            goto fail;
+        name = (size_t)(strchr(e, '=') - e); /* request.c made sure there is one */
+        for (j = 0; j < k; j++) {
+            if (strncmp(v[j], e, name + 1) == 0)
+                break;
+        }
+        if (j < k) {
+            free(v[j]);
+            v[j] = e;
+        } else {
+            v[k++] = e;
+        }
+    }
+    return v;
+fail:
+    strv_free(v);
+    return NULL;
+}
+
+static int proc_fail(char *err, size_t errlen, int e, const char *what)
+{
+    snprintf(err, errlen, "%s: %s", what, strerror(e));
+    return e;
+}
+
+static int cwd_check(const char *cwd, char *err, size_t errlen)
+{
+    struct stat st;
+
+    if (stat(cwd, &st) == -1) {
+        int e = errno;
+        snprintf(err, errlen, "working directory %s: %s", cwd, strerror(e));
+        return e;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "working directory %s: %s", cwd, strerror(ENOTDIR));
+        return ENOTDIR;
+    }
+    return 0;
+}
+
+static void fds_close(int *fds, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (fds[i] != -1)
+            close(fds[i]);
+        fds[i] = -1;
+    }
+}
+
+/*
+ * Until the child has called setsid(), kill(-pid) fails with ESRCH: a host
+ * that sends a signal right after 's' would miss. So the spawn waits for
+ * the child to close its end of a pipe, the first thing it does after
+ * setsid (a few microseconds; the read cannot outlive the child).
+ */
+static void proc_wait_setsid(int sync[2])
+{
+    char c;
+
+    close(sync[1]);
+    sync[1] = -1;
+    while (read(sync[0], &c, 1) == -1 && errno == EINTR)
+        ;
+}
+
+int init_proc_spawn(struct init_proc *p, const struct init_request *r,
+                    const struct init_proc_ops *ops, char *err, size_t errlen)
+{
+    /* fds[2*s] is the child's end of stream s, fds[2*s+1] ours. */
+    int fds[6] = {-1, -1, -1, -1, -1, -1}, child_fds[3], sync[2] = {-1, -1};
+    char **argv = NULL, **envp = NULL, *cwd = NULL;
+    int e = 0;
+    pid_t pid;
+
+    for (int s = 0; s < 3; s++)
+        p->pipes[s].fd = -1;
+    init_buf_init(&p->stdin_buf, INIT_STDIN_MAX);
+    p->ops = ops;
+    if (r->cwd.len > 0 && ((cwd = slice_dup(&r->cwd)) == NULL))
+        return proc_fail(err, errlen, ENOMEM, "exec");
+    if (cwd != NULL && (e = cwd_check(cwd, err, errlen)) != 0)
+        goto out;
+    argv = argv_build(r);
+    envp = env_build(r);
+    if (argv == NULL || envp == NULL) {
+        e = proc_fail(err, errlen, ENOMEM, "exec");
+        goto out;
+    }
+    for (int s = 0; s < 3; s++) {
+        int pfd[2];
+        if (pipe2(pfd, O_CLOEXEC) == -1) {
+            e = proc_fail(err, errlen, errno, "pipe");
+            goto out;
+        }
+        /* stdin: the child reads pfd[0]; stdout/stderr: the child writes pfd[1]. */
+        fds[2 * s] = s == 0 ? pfd[0] : pfd[1];
+        fds[2 * s + 1] = s == 0 ? pfd[1] : pfd[0];
+    }
+    for (int s = 0; s < 3; s++)
+        child_fds[s] = fds[2 * s];
+    if (pipe2(sync, O_CLOEXEC) == -1) {
+        e = proc_fail(err, errlen, errno, "pipe");
+        goto out;
+    }
+    pid = fork();
+    if (pid == -1) {
+        e = proc_fail(err, errlen, errno == ENOMEM ? EAGAIN : errno, "fork");
+        goto out;
+    }
+    if (pid == 0)
+        child_run(argv, envp, cwd, child_fds, sync[1]);
+    p->pid = pid;
+    proc_wait_setsid(sync);
+    for (int s = 0; s < 3; s++) {
+        int fd = fds[2 * s + 1];
+        close(fds[2 * s]);
+        fds[2 * s] = fds[2 * s + 1] = -1;
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        /* stdin joins the loop when there is something to write. */
+        p->pipes[s].fd = fd;
+        p->pipes[s].kind = INIT_W_PIPE;
+        p->pipes[s].stream = (uint8_t)s;
+        p->pipes[s].obj = p;
+        if (s > 0)
+            init_watch_set(&p->pipes[s], EPOLLIN);
+    }
+    if (r->timeout_ms > 0)
+        p->deadline = init_now_ms() + r->timeout_ms;
+    p->prev = NULL;
+    p->next = procs;
+    if (procs != NULL)
+        procs->prev = p;
+    procs = p;
+out:
+    fds_close(fds, 6);
+    fds_close(sync, 2);
+    strv_free(argv);
+    strv_free(envp);
+    free(cwd);
+    return e;
+}
+
+void init_proc_release(struct init_proc *p)
+{
+    for (int s = 0; s < 3; s++)
+        init_watch_close(&p->pipes[s]);
+    init_buf_free(&p->stdin_buf);
+    if (p->prev != NULL)
+        p->prev->next = p->next;
+    else if (procs == p)
+        procs = p->next;
+    if (p->next != NULL)
+        p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+}
+
+/* --- moving bytes ----------------------------------------------------------- */
+
+static void proc_finish(struct init_proc *p)
+{
+    if (p->done)
+        return;
+    p->done = 1;
+    p->deadline = p->grace = 0;
+    for (int s = 0; s < 3; s++)
+        init_watch_close(&p->pipes[s]);
+    init_buf_free(&p->stdin_buf);
+    p->ops->done(p);
+}
+
+static void proc_check_done(struct init_proc *p)
+{
+    if (p->exited && p->pipes[1].fd < 0 && p->pipes[2].fd < 0)
+        proc_finish(p);
+}
+
+/* Write what stdin holds; owed_room: call stdin_room when it drained. */
+static void proc_stdin_flush(struct init_proc *p, int call_room)
+{
+    struct init_watch *w = &p->pipes[0];
+
+    while (w->fd >= 0 && init_buf_pending(&p->stdin_buf) > 0) {
+        ssize_t n = write(w->fd, init_buf_head(&p->stdin_buf), init_buf_pending(&p->stdin_buf));
+        if (n > 0) {
+            init_buf_consume(&p->stdin_buf, (size_t)n);
+            continue;
+        }
+        if (n == -1 && (errno == EAGAIN || errno == EINTR))
+            break;
+        /* The command closed its stdin: what is left can never be read. */
+        init_watch_close(w);
+    }
+    if (init_buf_pending(&p->stdin_buf) == 0) {
+        init_buf_free(&p->stdin_buf);
+        if (p->stdin_close)
+            init_watch_close(w);
+    }
+    if (w->fd >= 0)
+        init_watch_set(w, init_buf_pending(&p->stdin_buf) > 0 ? EPOLLOUT : 0);
+    if (call_room && p->stdin_full &&
+        (w->fd < 0 || init_buf_pending(&p->stdin_buf) == 0)) {
+        p->stdin_full = 0;
+        if (p->ops->stdin_room != NULL)
+            p->ops->stdin_room(p);
+    }
+}
+
+int init_proc_write_stdin(struct init_proc *p, const unsigned char *data, size_t len)
+{
+    size_t pending = init_buf_pending(&p->stdin_buf);
+
+    if (p->pipes[0].fd < 0 || p->stdin_close)
+        return EPIPE;
+    if (pending > 0 && pending + len > INIT_STDIN_MAX) {
+        p->stdin_full = 1;
+        return EAGAIN;
+    }
+    if (init_buf_append(&p->stdin_buf, data, len) == -1) {
+        p->stdin_full = 1;
+        return EAGAIN;
+    }
+    proc_stdin_flush(p, 0);
+    return 0;
+}
+
+void init_proc_close_stdin(struct init_proc *p)
+{
+    p->stdin_close = 1;
+    proc_stdin_flush(p, 0);
+}
+
+static void proc_hold(struct init_proc *p)
+{
+    p->held = 1;
+    init_watch_set(&p->pipes[1], 0);
+    init_watch_set(&p->pipes[2], 0);
+}
+
+void init_proc_resume(struct init_proc *p)
+{
+    if (!p->held)
+        return;
+    p->held = 0;
+    init_watch_set(&p->pipes[1], EPOLLIN);
+    init_watch_set(&p->pipes[2], EPOLLIN);
+}
+
+/* One read from an output pipe: 1 bytes came, 0 nothing now, -1 closed. */
+static int proc_read(struct init_proc *p, int stream)
+{
+    struct init_watch *w = &p->pipes[stream];
+    ssize_t n;
+
+    if (w->fd < 0)
+        return -1;
+    n = read(w->fd, proc_readbuf, sizeof(proc_readbuf));
+    if (n > 0) {
+        p->ops->output(p, stream, proc_readbuf, (size_t)n);
+        return 1;
+    }
+    if (n == -1 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    init_watch_close(w);
+    return -1;
+}
+
+void init_proc_event(struct init_proc *p, int stream, uint32_t events)
+{
+    if (stream == 0) {
+        proc_stdin_flush(p, 1);
+        return;
+    }
+    if (!p->ops->can_read(p)) {
+        proc_hold(p);
+        return;
+    }
+    if (proc_read(p, stream) == -1)
+        proc_check_done(p);
+}
+
+/* --- ending ----------------------------------------------------------------- */
+
+int init_proc_signal(struct init_proc *p, int sig)
+{
+    if (p->exited)
+        return ESRCH;
+    return kill(-p->pid, sig) == 0 ? 0 : errno;
+}
+
+void init_proc_kill_tree(struct init_proc *p)
+{
+    if (p->done)
+        return;
+    init_killtree(p->pid);
+}
+
+void init_proc_reaped(pid_t pid, int status)
+{
+    struct init_proc *p;
+
+    for (p = procs; p != NULL; p = p->next) {
+        if (p->pid == pid && !p->exited)
+            break;
+    }
+    if (p == NULL)
+        return; /* an orphan */
+    p->exited = 1;
+    p->deadline = 0;
+    if (WIFSIGNALED(status)) {
+        p->exit_code = -1;
+        p->signal = (uint8_t)WTERMSIG(status);
+    } else {
+        p->exit_code = WEXITSTATUS(status);
+    }
+    if (p->pipes[1].fd < 0 && p->pipes[2].fd < 0)
+        proc_finish(p);
+    else
+        p->grace = init_now_ms() + INIT_GRACE_MS;
+}
+
+/* The grace is over: take what the pipes hold now, then stop listening. */
+static void proc_grace_end(struct init_proc *p, int64_t now)
+{
+    if (p->held) {
+        p->grace = now + PROC_HOLD_RETRY_MS;
+        return;
+    }
+    for (int s = 1; s <= 2; s++) {
+        for (int i = 0; i < PROC_FINAL_READS && p->ops->can_read(p); i++) {
+            if (proc_read(p, s) != 1)
+                break;
+        }
+    }
+    if (!p->ops->can_read(p) && (p->pipes[1].fd >= 0 || p->pipes[2].fd >= 0)) {
+        proc_hold(p);
+        p->grace = now + PROC_HOLD_RETRY_MS;
+        return;
+    }
+    proc_finish(p);
+}
+
+int64_t init_proc_next_deadline(void)
+{
+    int64_t d = 0;
+
+    for (struct init_proc *p = procs; p != NULL; p = p->next) {
+        if (p->deadline != 0 && (d == 0 || p->deadline < d))
+            d = p->deadline;
+        if (p->grace != 0 && (d == 0 || p->grace < d))
+            d = p->grace;
+    }
+    return d;
+}
+
+void init_proc_tick(int64_t now)
+{
+    struct init_proc *p, *next;
+
+    for (p = procs; p != NULL; p = next) {
+        next = p->next;
+        if (p->deadline != 0 && p->deadline <= now && !p->exited) {
+            p->deadline = 0;
+            p->timed_out = 1;
+            init_proc_kill_tree(p);
+        }
+        if (p->grace != 0 && p->grace <= now)
+            proc_grace_end(p, now);
+    }
+}
+
+void init_proc_signal_all(int sig)
+{
+    for (struct init_proc *p = procs; p != NULL; p = p->next) {
+        if (!p->exited)
+            kill(-p->pid, sig);
+    }
+}

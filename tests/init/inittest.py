@@ -1,0 +1,29 @@
+"""
+Helpers of the nanobox-init tests that test modules import (conftest.py
+holds the fixtures).
+"""
+import os
+import time
+from pathlib import Path
+
+SLOW = 4 if os.environ.get("NANOBOX_INIT_WRAPPER") else 1
+
+
+def pid_gone(pid, timeout=3.0):
+    """True once pid no longer exists (reaped), polling up to timeout."""
+    deadline = time.time() + timeout * SLOW
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        if time.time() > deadline:
+            return False
+        time.sleep(0.02)
+
+
+def proc_stat(pid):
+    """(state, ppid, pgrp, session) of a live process."""
+    s = Path(f"/proc/{pid}/stat").read_text()
+    f = s[s.rindex(")") + 2:].split()
+    return f[0], int(f[1]), int(f[2]), int(f[3])

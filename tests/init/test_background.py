@@ -1,0 +1,152 @@
+"""
+Background processes (X with B) and L, Q, W, S: the list, output kept in
+rings and read from offsets, stdin, signals, exit status, and the limit.
+"""
+import signal
+import time
+
+import pytest
+
+from agentclient import AgentError
+from inittest import SLOW, pid_gone
+
+
+def wait_for(pred, timeout=5.0):
+    deadline = time.time() + timeout * SLOW
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def start_bg(agent, argv, **kw):
+    c, pid = agent.exec_start(argv, background=True, **kw)
+    with c:
+        c.expect_eof()  # 's' then close
+    return pid
+
+
+def entry(agent, pid):
+    return next((p for p in agent.plist() if p["pid"] == pid), None)
+
+
+def test_background_start_returns_pid_and_closes(agent):
+    pid = start_bg(agent, ["sleep", "300"])
+    try:
+        e = entry(agent, pid)
+        assert e["state"] == "R"
+        assert e["argv"] == ["sleep", "300"]
+        assert abs(e["started"] - time.time()) < 5
+    finally:
+        agent.psignal(pid, signal.SIGKILL)
+
+
+def test_query_reads_output_from_offsets(agent):
+    pid = start_bg(agent, ["sh", "-c", "echo out-line; echo err-line >&2; sleep 300"])
+    try:
+        wait_for(lambda: entry(agent, pid)["out"] == 9 and entry(agent, pid)["err"] == 9)
+        p, out, err = agent.pquery(pid)
+        assert (out, err) == (b"out-line\n", b"err-line\n")
+        assert p["state"] == "R" and p["out"] == 9 and p["err"] == 9
+        _, out, err = agent.pquery(pid, off_out=4, off_err=9)
+        assert (out, err) == (b"line\n", b"")
+        _, out, err = agent.pquery(pid, off_out=1000, off_err=1000)
+        assert (out, err) == (b"", b"")
+    finally:
+        agent.psignal(pid, signal.SIGKILL)
+
+
+def test_stdin_write_and_exit_code_after_exit(agent):
+    pid = start_bg(agent, ["sh", "-c", "read a; echo got $a; read b; echo got $b; exit 7"])
+    agent.pstdin(pid, b"one\n")
+    wait_for(lambda: entry(agent, pid)["out"] == 8)
+    agent.pstdin(pid, b"two\n", close=True)
+    wait_for(lambda: entry(agent, pid)["state"] == "X")
+    p, out, err = agent.pquery(pid)
+    assert (p["state"], p["code"], p["signal"]) == ("X", 7, 0)
+    assert out == b"got one\ngot two\n"
+    # kept after its exit: read it again, then S forgets it
+    assert agent.pquery(pid)[1] == b"got one\ngot two\n"
+    agent.psignal(pid, signal.SIGTERM)
+    with pytest.raises(AgentError) as e:
+        agent.pquery(pid)
+    assert e.value.errno == 3
+    assert entry(agent, pid) is None
+
+
+def test_close_stdin_ends_cat(agent):
+    pid = start_bg(agent, ["cat"])
+    agent.pstdin(pid, b"abc", close=True)
+    wait_for(lambda: entry(agent, pid)["state"] == "X")
+    p, out, _ = agent.pquery(pid)
+    assert (p["code"], out) == (0, b"abc")
+
+
+def test_signal_reaches_the_process_group(agent):
+    pid = start_bg(agent, ["sh", "-c", "sleep 300 & echo $!; wait"])
+    child = int(wait_for(lambda: agent.pquery(pid)[1]))
+    agent.psignal(pid, signal.SIGTERM)
+    wait_for(lambda: entry(agent, pid)["state"] == "X")
+    p = entry(agent, pid)
+    assert (p["code"], p["signal"]) == (-1, signal.SIGTERM)
+    assert pid_gone(child)
+
+
+def test_signal_to_exited_process_forgets_it(agent):
+    pid = start_bg(agent, ["true"])
+    wait_for(lambda: entry(agent, pid)["state"] == "X")
+    agent.psignal(pid, signal.SIGTERM)
+    assert entry(agent, pid) is None
+    with pytest.raises(AgentError) as e:
+        agent.psignal(pid, signal.SIGTERM)
+    assert e.value.errno == 3
+
+
+def test_ring_keeps_the_last_mib(agent):
+    pid = start_bg(agent, ["seq", "1", "400000"])
+    want = "".join(f"{i}\n" for i in range(1, 400001)).encode()
+    wait_for(lambda: entry(agent, pid)["state"] == "X")
+    p, out, _ = agent.pquery(pid, off_out=0)
+    assert p["out"] == len(want)
+    assert out == want[-(1 << 20):]
+
+
+def test_query_from_a_kept_offset_inside_the_ring(agent):
+    pid = start_bg(agent, ["seq", "1", "400000"])
+    want = "".join(f"{i}\n" for i in range(1, 400001)).encode()
+    wait_for(lambda: entry(agent, pid)["state"] == "X")
+    off = len(want) - 1000
+    _, out, _ = agent.pquery(pid, off_out=off)
+    assert out == want[off:]
+
+
+def test_unknown_pid_is_esrch(agent):
+    for call in (lambda: agent.pquery(999999), lambda: agent.pstdin(999999, b"x"),
+                 lambda: agent.psignal(999999, 15)):
+        with pytest.raises(AgentError) as e:
+            call()
+        assert e.value.errno == 3
+
+
+def test_sixty_four_running_then_eagain(agent):
+    pids = [start_bg(agent, ["sleep", "300"]) for _ in range(64)]
+    try:
+        with pytest.raises(AgentError) as e:
+            start_bg(agent, ["sleep", "300"])
+        assert e.value.errno == 11
+        assert len(agent.plist()) == 64
+    finally:
+        for p in pids:
+            agent.psignal(p, signal.SIGKILL)
+    # the exited ones make room for new ones
+    wait_for(lambda: all(p["state"] == "X" for p in agent.plist()))
+    pid = start_bg(agent, ["true"])
+    assert entry(agent, pid) is not None
+
+
+def test_background_timeout_kills_it(agent):
+    pid = start_bg(agent, ["sleep", "300"], timeout_ms=300)
+    wait_for(lambda: entry(agent, pid)["state"] == "X")
+    assert entry(agent, pid)["signal"] == signal.SIGKILL
