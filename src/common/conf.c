@@ -53,6 +53,8 @@ void nb_conf_defaults(struct nb_conf *c)
     c->exec_timeout = 30;
     c->exec_timeout_max = 300;
     c->max_output = 1 * MiB;
+    c->max_file = 100 * MiB;
+    c->warm_pool = 2;
 
     c->max_body = 1 * MiB;
     c->max_json_depth = 32;
@@ -197,6 +199,8 @@ static const struct key keys[] = {
     {"exec_timeout", K_UINT, F(exec_timeout), 86400},
     {"exec_timeout_max", K_UINT, F(exec_timeout_max), 86400},
     {"max_output", K_SIZE, F(max_output), 1ULL << 32},
+    {"max_file", K_SIZE, F(max_file), 1ULL << 40},
+    {"warm_pool", K_UINT, F(warm_pool), 256},
     {"max_body", K_SIZE, F(max_body), 1ULL << 32},
     {"max_json_depth", K_UINT, F(max_json_depth), 1024},
     {"max_command", K_SIZE, F(max_command), 1ULL << 24},
@@ -206,6 +210,7 @@ static const struct key keys[] = {
     {"max_metadata_bytes", K_SIZE, F(max_metadata_bytes), 1000},
     {"docker_max_response", K_SIZE, F(docker_max_response), 1ULL << 32},
     {"fwd_path", K_STR, F(fwd_path), 0},
+    {"init_path", K_STR, F(init_path), 0},
     {"ports_dir", K_STR, F(ports_dir), 0},
     {"port_bind", K_STR, F(port_bind), 0},
     {"public_host", K_STR, F(public_host), 0},

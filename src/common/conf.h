@@ -47,14 +47,17 @@ struct nb_conf {
     uint64_t workspace_size;        /* tmpfs /workspace */
     char workspace[128];            /* path of the workspace inside the sandbox */
     char sandbox_user[64];          /* uid:gid commands run as */
+    char init_path[NB_CONF_STR];    /* nanobox-init; empty: next to nanobox-fcgi, else installed */
     int allow_bridge;               /* may a request ask for network "bridge"? */
     unsigned default_ttl;
     unsigned max_ttl;
+    unsigned warm_pool;             /* sandboxes of the defaults kept started; 0: none */
 
     /* exec */
     unsigned exec_timeout;          /* default seconds */
     unsigned exec_timeout_max;
     size_t max_output;              /* bytes of stdout+stderr kept per exec */
+    size_t max_file;                /* bytes of one file written through the files API */
 
     /* request caps */
     size_t max_body;                /* bytes of a JSON request body */

@@ -31,6 +31,7 @@ enum nb_slot_state {
     NB_SLOT_CREATING,   /* reserved; container being created by owner_pid */
     NB_SLOT_RUNNING,
     NB_SLOT_DESTROYING, /* container being removed by owner_pid */
+    NB_SLOT_POOLED,     /* started with the defaults, waiting to be handed out */
 };
 
 struct nb_port {

@@ -21,6 +21,14 @@ void api_run(struct nb_app *a, struct nb_req *r);
 void api_port_open(struct nb_app *a, struct nb_req *r, const char *id);
 void api_port_list(struct nb_app *a, struct nb_req *r, const char *id);
 void api_port_close(struct nb_app *a, struct nb_req *r, const char *id, const char *port);
+/* op: "" (GET/PUT/DELETE a path), "mkdir" or "move" */
+void api_files(struct nb_app *a, struct nb_req *r, const char *id, const char *op);
+/* pid "" lists; op "" (GET/DELETE a process) or "stdin" */
+void api_processes(struct nb_app *a, struct nb_req *r, const char *id, const char *pid,
+                   const char *op);
+/* MCP Streamable HTTP (api_mcp.c): one JSON-RPC message; end a session */
+void api_mcp_post(struct nb_app *a, struct nb_req *r);
+void api_mcp_delete(struct nb_app *a, struct nb_req *r);
 
 /*
  * Read and parse the JSON body within the configured caps. On failure the

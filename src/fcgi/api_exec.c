@@ -1,7 +1,9 @@
 /*
  * api_exec.c - POST /sandbox/{id}/exec: validate the request, then run
  * /bin/sh -c COMMAND through the exec engine (exec.c) and answer with the
- * original NanoBox keys (output, exit_code, timed_out) and the new ones.
+ * original NanoBox keys (output, exit_code, timed_out) and the new ones,
+ * as one JSON object or, when asked, as NDJSON events while it runs. With
+ * "background" the command is started and its pid answered at once.
  */
 #include "config.h"
 
@@ -10,6 +12,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "base64.h"
 #include "exec.h"
 #include "json.h"
 #include "sandbox.h"
@@ -28,6 +31,113 @@ int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb
     return 0;
 }
 
+/* A streamed exec: one NDJSON line per piece of output, UTF-8 kept whole. */
+struct exec_stream {
+    struct nb_req *r;
+    yajl_gen g;
+    char carry[2][4];  /* an incomplete UTF-8 sequence held for the next piece */
+    size_t n_carry[2];
+    int gone;
+};
+
+/* Bytes at the end of p[0..n) that start a UTF-8 sequence not yet complete. */
+static size_t utf8_tail(const unsigned char *p, size_t n)
+{
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        unsigned char c = p[n - back];
+        size_t need;
+        if ((c & 0xC0) == 0x80)
+            continue; /* continuation byte: look further back */
+        need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+        return need > back ? back : 0;
+    }
+    return 0;
+}
+
+static int stream_event(struct exec_stream *st, int is_stderr, const char *data, size_t len)
+{
+    yajl_gen_map_open(st->g);
+    nb_json_kv_str(st->g, "type", is_stderr ? "stderr" : "stdout");
+    nb_json_cstr(st->g, "data");
+    nb_json_str(st->g, data, len);
+    yajl_gen_map_close(st->g);
+    if (nb_http_stream_line(st->r, st->g) != 0)
+        st->gone = 1;
+    return st->gone ? -1 : 0;
+}
+
+static int stream_output(void *ctx, int is_stderr, const char *data, size_t len)
+{
+    struct exec_stream *st = ctx;
+    struct nb_buf b;
+    size_t keep;
+    int rc;
+    if (st->gone)
+        return -1;
+    nb_buf_init(&b, len + sizeof(st->carry[0]));
+    nb_buf_append(&b, st->carry[is_stderr], st->n_carry[is_stderr]);
+    nb_buf_append(&b, data, len);
+    keep = utf8_tail((const unsigned char *)b.data, b.len);
+    memcpy(st->carry[is_stderr], b.data + b.len - keep, keep);
+    st->n_carry[is_stderr] = keep;
+    rc = b.len > keep ? stream_event(st, is_stderr, b.data, b.len - keep) : 0;
+    nb_buf_free(&b);
+    return rc;
+}
+
+static void stream_finish(struct exec_stream *st, const struct nb_exec_result *res,
+                          const struct nb_apierr *ae)
+{
+    for (int i = 0; i < 2; i++)
+        if (st->n_carry[i] > 0 && !st->gone)
+            stream_event(st, i, st->carry[i], st->n_carry[i]); /* repaired as U+FFFD */
+    if (st->gone)
+        return;
+    yajl_gen_map_open(st->g);
+    if (ae != NULL) {
+        nb_json_kv_str(st->g, "type", "error");
+        nb_json_kv_str(st->g, "error", ae->msg);
+        nb_json_kv_str(st->g, "code", ae->code);
+    } else {
+        nb_json_kv_str(st->g, "type", "exit");
+        nb_json_kv_int(st->g, "exit_code", res->exit_code);
+        nb_json_kv_bool(st->g, "timed_out", res->timed_out);
+        nb_json_kv_bool(st->g, "truncated", res->truncated);
+        nb_json_kv_int(st->g, "duration_ms", res->duration_ms);
+    }
+    yajl_gen_map_close(st->g);
+    nb_http_stream_line(st->r, st->g);
+}
+
+/* The stdin field, decoded per stdin_encoding into b; -1 after answering. */
+static int exec_stdin(const struct nb_conf *c, yajl_val in, yajl_val enc, struct nb_buf *b,
+                      struct nb_req *r)
+{
+    const char *text, *e = enc ? nb_json_string(enc) : "utf-8";
+    if (in == NULL) {
+        if (enc != NULL) {
+            nb_http_fail(r, 400, "bad_field", "stdin_encoding given without stdin");
+            return -1;
+        }
+        return 0;
+    }
+    text = nb_json_string(in);
+    if (!strcmp(e, "utf-8") || !strcmp(e, "utf8")) {
+        nb_buf_append(b, text, strlen(text));
+        return 0;
+    }
+    if (!strcmp(e, "base64")) {
+        if (nb_base64_decode(b, text, strlen(text)) != NB_OK) {
+            nb_http_fail(r, 400, "bad_field", "stdin is not valid base64");
+            return -1;
+        }
+        return 0;
+    }
+    nb_http_fail(r, 400, "bad_field", "stdin_encoding must be \"utf-8\" or \"base64\"");
+    (void)c;
+    return -1;
+}
+
 void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
 {
     const struct nb_conf *c = &a->conf;
@@ -36,11 +146,18 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
         {"timeout", NB_JT_NUMBER, NULL},
         {"cwd", NB_JT_STRING, NULL},
         {"env", NB_JT_OBJECT, NULL},
+        {"stdin", NB_JT_STRING, NULL},
+        {"stdin_encoding", NB_JT_STRING, NULL},
+        {"stream", NB_JT_BOOL, NULL},
+        {"background", NB_JT_BOOL, NULL},
     };
-    enum { F_COMMAND, F_TIMEOUT, F_CWD, F_ENV };
+    enum { F_COMMAND, F_TIMEOUT, F_CWD, F_ENV, F_STDIN, F_STDIN_ENC, F_STREAM, F_BACKGROUND };
     struct nb_exec_result res;
     struct nb_apierr ae;
     struct nb_slot slot;
+    struct nb_exec_req rq = {0};
+    struct exec_stream st = {0};
+    struct nb_buf in;
     char err[256];
     char **env = NULL;
     unsigned n_env = 0;
@@ -49,8 +166,10 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
     const char *argv[4] = {"/bin/sh", "-c", NULL, NULL};
     yajl_val body = NULL;
     yajl_gen g;
+    int stream;
 
     nb_exec_result_init(&res, c->max_output);
+    nb_buf_init(&in, c->max_body);
 
     if (api_read_json(a, r, &body) != 0)
         goto out;
@@ -77,6 +196,15 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
             goto out;
         }
     }
+    if (exec_stdin(c, f[F_STDIN].val, f[F_STDIN_ENC].val, &in, r) != 0)
+        goto out;
+    rq.background = f[F_BACKGROUND].val != NULL && YAJL_IS_TRUE(f[F_BACKGROUND].val);
+    stream = f[F_STREAM].val ? YAJL_IS_TRUE(f[F_STREAM].val) : nb_http_wants_ndjson(r);
+    if (rq.background && stream) {
+        nb_http_fail(r, 400, "bad_field", "a background command is not streamed: read its output "
+                     "with GET /sandbox/{id}/processes/{pid}");
+        goto out;
+    }
     if (api_env_list(c, f[F_ENV].val, &env, &n_env, &ae) != 0) {
         nb_http_error(r, &ae);
         goto out;
@@ -87,19 +215,48 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
     }
 
     argv[2] = command;
-    if (nb_exec_run(a, &slot, argv, cwd, env, n_env, timeout, &res, &ae) != 0) {
+    rq.argv = argv;
+    rq.cwd = cwd;
+    rq.env = env;
+    rq.n_env = n_env;
+    rq.timeout = timeout;
+    rq.client_fd = nb_http_client_fd(r);
+    if (f[F_STDIN].val) {
+        rq.stdin_data = in.data ? in.data : "";
+        rq.stdin_len = in.len;
+    }
+    if (stream) {
+        /* headers now: the first output reaches the client as soon as it exists */
+        st.r = r;
+        st.g = nb_json_gen();
+        rq.on_output = stream_output;
+        rq.ctx = &st;
+        nb_http_stream_begin(r, 200, "application/x-ndjson");
+        stream_finish(&st, &res, nb_exec_run(a, &slot, &rq, &res, &ae) != 0 ? &ae : NULL);
+        yajl_gen_free(st.g);
+        goto out;
+    }
+    if (nb_exec_run(a, &slot, &rq, &res, &ae) != 0) {
         nb_http_error(r, &ae);
         goto out;
     }
     g = nb_json_gen();
     yajl_gen_map_open(g);
-    nb_exec_result_json(g, &res, 1);
-    yajl_gen_map_close(g);
-    nb_http_json(r, 200, g);
+    if (rq.background) {
+        nb_json_kv_int(g, "pid", res.pid);
+        nb_json_kv_bool(g, "background", 1);
+        yajl_gen_map_close(g);
+        nb_http_json(r, 201, g);
+    } else {
+        nb_exec_result_json(g, &res, 1);
+        yajl_gen_map_close(g);
+        nb_http_json(r, 200, g);
+    }
     yajl_gen_free(g);
 
 out:
     api_env_free(env, n_env);
     yajl_tree_free(body);
+    nb_buf_free(&in);
     nb_exec_result_free(&res);
 }

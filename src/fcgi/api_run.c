@@ -1,8 +1,8 @@
 /*
  * api_run.c - POST /run: one fresh sandbox per call (the hardened one-shot
  * pattern). The code is handed to the interpreter as one argv entry, never
- * spliced into a shell string; stdin, when given, reaches it through an
- * environment variable read by a fixed shell line. The sandbox is destroyed
+ * spliced into a shell string; stdin, when given, is fed to it by the
+ * sandbox's agent. The sandbox is destroyed
  * on every path once it exists: success, failure to run, timeout.
  */
 #include "config.h"
@@ -43,9 +43,9 @@ void api_run(struct nb_app *a, struct nb_req *r)
     struct nb_exec_result res;
     struct nb_apierr ae, dae;
     struct nb_slot slot;
-    const char *argv[8];
-    char *stdin_env = NULL, *env[1];
-    unsigned n_env = 0, li, n = 0;
+    const char *argv[4];
+    struct nb_exec_req rq = {0};
+    unsigned li, n = 0;
     const char *language, *code;
     double timeout = c->exec_timeout;
     char err[256];
@@ -80,19 +80,8 @@ void api_run(struct nb_app *a, struct nb_req *r)
     if (api_exec_timeout(c, f[F_TIMEOUT].val, &timeout, r) != 0)
         goto out;
     if (f[F_STDIN].val) {
-        const char *in = nb_json_string(f[F_STDIN].val);
-        /* one environment string: the kernel caps it at 128 KiB */
-        if (strlen(in) > c->max_command) {
-            nb_http_fail(r, 422, "out_of_range", "stdin must be at most %zu bytes (max_command)", c->max_command);
-            goto out;
-        }
-        stdin_env = nb_xmalloc(strlen(in) + sizeof("NANOBOX_STDIN="));
-        sprintf(stdin_env, "NANOBOX_STDIN=%s", in);
-        env[n_env++] = stdin_env;
-        /* a fixed line: the interpreter and the code stay separate argv entries */
-        argv[n++] = "/bin/sh";
-        argv[n++] = "-c";
-        argv[n++] = "printf '%s' \"$NANOBOX_STDIN\" | { unset NANOBOX_STDIN; exec \"$0\" \"$@\"; }";
+        rq.stdin_data = nb_json_string(f[F_STDIN].val);
+        rq.stdin_len = strlen(rq.stdin_data);
     }
     argv[n++] = run_languages[li].argv[0];
     argv[n++] = run_languages[li].argv[1];
@@ -111,7 +100,10 @@ void api_run(struct nb_app *a, struct nb_req *r)
         nb_http_error(r, &ae);
         goto out;
     }
-    ran = nb_exec_run(a, &slot, argv, NULL, env, n_env, timeout, &res, &ae);
+    rq.argv = argv;
+    rq.timeout = timeout;
+    rq.client_fd = nb_http_client_fd(r);
+    ran = nb_exec_run(a, &slot, &rq, &res, &ae);
     if (nb_sandbox_destroy(a, slot.id, &dae) != 0)
         nb_warn("run: could not destroy sandbox %s: %s (the reaper will)", slot.id, dae.msg);
     if (ran != 0) {
@@ -125,7 +117,6 @@ void api_run(struct nb_app *a, struct nb_req *r)
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
 out:
-    free(stdin_env);
     yajl_tree_free(body);
     nb_exec_result_free(&res);
 }

@@ -183,10 +183,12 @@ void api_healthz(struct nb_app *a, struct nb_req *r)
 {
     struct nb_derr de = {0};
     int docker_ok = nb_docker_ping(&a->docker, &de) == 0;
-    uint32_t used;
+    uint32_t used, warm = 0;
     yajl_gen g = nb_json_gen();
     nb_table_lock(&a->table);
     used = nb_table_count(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++)
+        warm += a->table.slots[i].state == NB_SLOT_POOLED;
     nb_table_unlock(&a->table);
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "status", "ok");
@@ -195,6 +197,7 @@ void api_healthz(struct nb_app *a, struct nb_req *r)
         nb_json_kv_str(g, "docker_error", de.msg);
     nb_json_kv_int(g, "sandboxes", used);
     nb_json_kv_int(g, "capacity", a->table.nslots);
+    nb_json_kv_int(g, "warm", warm);
     yajl_gen_map_close(g);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);

@@ -1,46 +1,71 @@
 /*
- * exec.c - run a command in a sandbox through the Docker exec API and
- * collect what it prints: the engine behind POST /sandbox/{id}/exec and
- * POST /run.
+ * exec.c - run a command in a sandbox and collect what it prints: the
+ * engine behind POST /sandbox/{id}/exec and POST /run.
  *
- * Output is demultiplexed as it streams in and kept up to max_output bytes
- * in total (stdout + stderr; "output" holds the same bytes interleaved in
- * arrival order); the rest is read and dropped so the command is not
- * blocked on a full pipe, and the result says truncated. On timeout the
- * exec's process and every descendant are stopped and killed from the host
- * (Docker has no exec-kill call).
+ * The command goes to the sandbox's agent (nanobox-init, agent.c), which
+ * runs it in its own process group, feeds stdin, enforces the timeout and
+ * kills the group when the connection to it closes. When no agent answers
+ * (a container made before it existed, an image run without it), the Docker
+ * exec API does the work instead: output is demultiplexed as it streams in,
+ * and on timeout the exec's process and every descendant are killed from
+ * the host (Docker has no exec-kill call).
+ *
+ * Either way output is kept up to max_output bytes in total (stdout +
+ * stderr; "output" holds the same bytes interleaved in arrival order); the
+ * rest is dropped and the result says truncated. A streaming caller gets
+ * each kept piece as it arrives.
  */
 #include "config.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "demux.h"
 #include "exec.h"
 #include "json.h"
 #include "log.h"
+#include "procstat.h"
 
-static int exec_collect(void *arg, enum nb_stream stream, const char *data, size_t len)
+/* Where output goes: the result (capped) and the streaming callback. */
+struct exec_sink {
+    struct nb_exec_result *res;
+    const struct nb_exec_req *rq;
+};
+
+/* Keep output under the cap; hand what was kept to the stream. -1: stop. */
+static int exec_output(struct exec_sink *k, int is_stderr, const char *data, size_t len)
 {
-    struct nb_exec_result *o = arg;
+    struct nb_exec_result *o = k->res;
     size_t room = o->cap - o->kept, take = len < room ? len : room;
-    if (stream == NB_STREAM_STDIN)
-        return 0;
     if (take > 0) {
-        nb_buf_append_some(stream == NB_STREAM_STDOUT ? &o->out : &o->err, data, take);
+        nb_buf_append_some(is_stderr ? &o->err : &o->out, data, take);
         nb_buf_append_some(&o->all, data, take);
         o->kept += take;
+        if (k->rq->on_output != NULL && k->rq->on_output(k->rq->ctx, is_stderr, data, take) != 0) {
+            o->client_gone = 1;
+            return -1;
+        }
     }
     if (take < len)
         o->truncated = 1;
     return 0;
+}
+
+static int exec_collect(void *arg, enum nb_stream stream, const char *data, size_t len)
+{
+    if (stream == NB_STREAM_STDIN)
+        return 0;
+    return exec_output(arg, stream == NB_STREAM_STDERR, data, len);
 }
 
 int64_t nb_mono_ms(void)
@@ -50,23 +75,15 @@ int64_t nb_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Parent pid and session id of pid from /proc/pid/stat; -1 if gone. */
+/* Parent pid and session id of pid; -1 if gone. */
 static int proc_stat(pid_t pid, pid_t *ppid, pid_t *sid)
 {
-    char path[64], buf[512], *p;
-    FILE *f;
-    long pp = -1, pg = -1, sd = -1;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    f = fopen(path, "re");
-    if (f == NULL)
+    struct nb_procstat st;
+    if (nb_procstat_read(pid, &st) != 0)
         return -1;
-    /* the command name may hold spaces and parentheses: parse after the last ')' */
-    if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
-        sscanf(p + 1, " %*c %ld %ld %ld", &pp, &pg, &sd);
-    fclose(f);
-    *ppid = (pid_t)pp;
-    *sid = (pid_t)sd;
-    return pp < 0 ? -1 : 0;
+    *ppid = st.ppid;
+    *sid = st.sid;
+    return 0;
 }
 
 /* Inode of pid's pid namespace, 0 if unreadable. */
@@ -204,17 +221,23 @@ void nb_exec_result_free(struct nb_exec_result *res)
     nb_buf_free(&res->all);
 }
 
-int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const char *const *argv,
-                const char *cwd, char **env, unsigned n_env, double timeout,
-                struct nb_exec_result *res, struct nb_apierr *ae)
+/* The Docker exec path: no stdin, no background; used when there is no agent. */
+static int exec_docker(struct nb_app *a, const struct nb_slot *slot, const struct nb_exec_req *rq,
+                       struct nb_exec_result *res, struct nb_apierr *ae)
 {
     struct nb_derr de = {0};
     struct nb_demux dm;
+    struct exec_sink sink = {res, rq};
     char exec_id[65];
-    int64_t t0 = nb_mono_ms();
     pid_t pid = 0;
-    char *json = exec_config(&a->conf, argv, cwd, env, n_env);
+    char *json;
 
+    if (rq->stdin_data != NULL || rq->background) {
+        nb_apierr_set(ae, 503, "agent_unavailable",
+                      "this sandbox has no agent (nanobox-init): stdin and background need it");
+        return -1;
+    }
+    json = exec_config(&a->conf, rq->argv, rq->cwd, rq->env, rq->n_env);
     if (nb_docker_exec_create(&a->docker, slot->container_id, json, exec_id, &de) != 0) {
         free(json);
         nb_apierr_docker(ae, &de, "run the command");
@@ -224,21 +247,158 @@ int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const char *const 
     }
     free(json);
     json = NULL;
-    nb_demux_init(&dm, exec_collect, res);
-    if (nb_docker_exec_start(&a->docker, exec_id, (long)(timeout * 1000.0), &dm, &de) != 0) {
-        if (de.kind != NB_DERR_TIMEOUT) {
+    res->via_docker = 1;
+    nb_demux_init(&dm, exec_collect, &sink);
+    if (nb_docker_exec_start(&a->docker, exec_id, (long)(rq->timeout * 1000.0), &dm, &de) != 0) {
+        if (de.kind != NB_DERR_TIMEOUT && !res->client_gone) {
             nb_apierr_docker(ae, &de, "run the command");
             return -1;
         }
-        res->timed_out = 1;
+        res->timed_out = !res->client_gone;
         /* even if the shell is gone, what it left behind holds the stream open */
         exec_wait(&a->docker, exec_id, 0, &pid);
         if (pid > 0)
             kill_tree(pid, slot->init_pid);
     }
     res->exit_code = exec_wait(&a->docker, exec_id, 3000, &pid);
-    res->duration_ms = nb_mono_ms() - t0;
+    if (res->exit_code > 128)
+        res->signal = res->exit_code - 128;
     return 0;
+}
+
+/* Has the FastCGI peer (nginx, for a client that left) closed the connection? */
+static int client_left(int fd)
+{
+    char c;
+    struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
+    if (fd < 0 || poll(&p, 1, 0) <= 0)
+        return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
+        return 1;
+    return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+/* Slack past the command's own timeout before the host gives up on the agent. */
+#define EXEC_AGENT_SLACK_MS 5000
+
+/* The agent path. 1: no agent answers (fall back); 0 ran; -1 error (ae set). */
+static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct nb_exec_req *rq,
+                      struct nb_exec_result *res, struct nb_apierr *ae)
+{
+    struct nb_agent ag;
+    struct nb_buf f;
+    struct exec_sink sink = {res, rq};
+    int64_t deadline = nb_mono_ms() + (int64_t)(rq->timeout * 1000.0) + EXEC_AGENT_SLACK_MS;
+    int rc = -1;
+
+    if (nb_agent_connect(slot, &ag, ae) != 0)
+        return ae->status == 503 ? 1 : -1;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    for (const char *const *p = rq->argv; *p; p++)
+        nb_agent_field_str(&f, NBA_T_ARG, *p);
+    for (unsigned i = 0; i < rq->n_env; i++)
+        nb_agent_field_str(&f, NBA_T_ENV, rq->env[i]);
+    nb_agent_field_str(&f, NBA_T_CWD, rq->cwd ? rq->cwd : a->conf.workspace);
+    nb_agent_field_u32(&f, NBA_T_TIMEOUT, (uint32_t)(rq->timeout * 1000.0));
+    nb_agent_field_u32(&f, NBA_T_MAXOUT, (uint32_t)res->cap);
+    if (rq->background)
+        nb_agent_field(&f, NBA_T_BG, NULL, 0);
+    nb_agent_queue(&ag, NBA_EXEC, f.data, f.len);
+    nb_buf_free(&f);
+    for (size_t off = 0; rq->stdin_data != NULL && off < rq->stdin_len; off += NBA_CHUNK) {
+        size_t n = rq->stdin_len - off < NBA_CHUNK ? rq->stdin_len - off : NBA_CHUNK;
+        nb_agent_queue(&ag, NBA_STDIN, rq->stdin_data + off, n);
+    }
+    nb_agent_queue(&ag, NBA_EOF, NULL, 0);
+
+    for (;;) {
+        uint8_t type;
+        const unsigned char *body;
+        uint32_t len;
+        int got = nb_agent_poll_frame(&ag, &type, &body, &len, ae);
+        if (got < 0)
+            break;
+        if (got == 0) {
+            struct pollfd p[2] = {{ag.fd, POLLIN, 0}, {rq->client_fd, POLLIN | POLLRDHUP, 0}};
+            int64_t left = deadline - nb_mono_ms();
+            if (ag.out.len > 0)
+                p[0].events |= POLLOUT;
+            if (left <= 0) {
+                /* the agent enforces the timeout; this is the host's backstop */
+                res->timed_out = 1;
+                res->signal = 9;
+                res->exit_code = 128 + 9;
+                rc = 0;
+                break;
+            }
+            if (poll(p, rq->client_fd >= 0 ? 2 : 1, left > 1000 ? 1000 : (int)left) < 0 && errno != EINTR) {
+                nb_apierr_set(ae, 500, "internal", "poll: %s", strerror(errno));
+                break;
+            }
+            if (p[1].revents != 0 && client_left(rq->client_fd)) {
+                /* closing the connection makes the agent kill the command */
+                res->client_gone = 1;
+                rc = 0;
+                break;
+            }
+            continue;
+        }
+        switch (type) {
+        case NBA_STARTED:
+            if (len == 4)
+                res->pid = (int)nba_get_u32(body);
+            if (rq->background) {
+                rc = 0;
+                goto done;
+            }
+            break;
+        case NBA_STDOUT:
+        case NBA_STDERR:
+            if (exec_output(&sink, type == NBA_STDERR, (const char *)body, len) != 0) {
+                rc = 0;
+                goto done;
+            }
+            break;
+        case NBA_EXIT:
+            if (len >= 6) {
+                int32_t code = (int32_t)nba_get_u32(body);
+                res->signal = body[4];
+                res->exit_code = res->signal ? 128 + res->signal : code;
+                res->timed_out = (body[5] & NBA_EXIT_TIMEDOUT) != 0;
+                if (body[5] & NBA_EXIT_TRUNCATED)
+                    res->truncated = 1;
+            }
+            rc = 0;
+            goto done;
+        case NBA_ERROR:
+            nb_agent_error(body, len, "run the command", ae);
+            if (ae->status == 404) {
+                /* ENOENT at start: the cwd (a missing program is the shell's 127) */
+                char msg[sizeof(ae->msg)];
+                memcpy(msg, ae->msg, sizeof(msg));
+                nb_apierr_set(ae, 400, "bad_field", "%s", msg);
+            }
+            goto done;
+        default:
+            break; /* frames of later versions */
+        }
+    }
+done:
+    nb_agent_close(&ag);
+    return rc;
+}
+
+int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const struct nb_exec_req *rq,
+                struct nb_exec_result *res, struct nb_apierr *ae)
+{
+    int64_t t0 = nb_mono_ms();
+    int rc = exec_agent(a, slot, rq, res, ae);
+    if (rc == 1) {
+        nb_info("sandbox %s: %s; using docker exec", slot->id, ae->msg);
+        rc = exec_docker(a, slot, rq, res, ae);
+    }
+    res->duration_ms = nb_mono_ms() - t0;
+    return rc;
 }
 
 void nb_exec_result_json(yajl_gen g, const struct nb_exec_result *res, int with_output)

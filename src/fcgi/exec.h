@@ -17,7 +17,11 @@ struct nb_exec_result {
     size_t cap;                  /* max_output */
     int truncated;               /* output passed the cap and was dropped */
     int timed_out;               /* killed at the timeout */
-    int exit_code;               /* -1 if it could not be read */
+    int exit_code;               /* -1 if it could not be read; 128+N if signal N ended it */
+    int signal;                  /* the signal that ended it, 0 if none */
+    int pid;                     /* the command's pid in the sandbox (agent only) */
+    int client_gone;             /* stopped because the client went away */
+    int via_docker;              /* ran through docker exec (no agent) */
     int64_t duration_ms;
 };
 
@@ -25,13 +29,32 @@ void nb_exec_result_init(struct nb_exec_result *res, size_t cap);
 void nb_exec_result_free(struct nb_exec_result *res);
 
 /*
- * Run argv (NULL-terminated, no shell unless argv says so) in the sandbox
- * of slot as the sandbox user, in cwd (NULL: the workspace), with env added.
- * 0 when the command ran (whatever its exit code); -1 with ae set when it
- * could not be started.
+ * What to run. argv is NULL-terminated (no shell unless argv says so); cwd
+ * NULL means the workspace; env entries are "NAME=value".
  */
-int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const char *const *argv,
-                const char *cwd, char **env, unsigned n_env, double timeout,
+struct nb_exec_req {
+    const char *const *argv;
+    const char *cwd;
+    char **env;
+    unsigned n_env;
+    double timeout;           /* seconds */
+    const char *stdin_data;   /* NULL: stdin is empty (closed at once) */
+    size_t stdin_len;
+    int background;           /* start and return the pid (agent only) */
+    int client_fd;            /* the FastCGI connection: its loss kills the command; -1 none */
+    /* Streaming: called with each piece of output as it arrives (after the
+     * result has kept it); -1 stops the command (the client is gone). */
+    int (*on_output)(void *ctx, int is_stderr, const char *data, size_t len);
+    void *ctx;
+};
+
+/*
+ * Run rq in the sandbox of slot as the sandbox user: through the sandbox's
+ * agent (nanobox-init), or through docker exec when the agent does not
+ * answer (logged). 0 when the command ran (whatever its exit code); -1 with
+ * ae set when it could not be started.
+ */
+int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const struct nb_exec_req *rq,
                 struct nb_exec_result *res, struct nb_apierr *ae);
 
 /* The result's keys into an open JSON map; "output" only if with_output. */

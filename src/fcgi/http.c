@@ -1,8 +1,11 @@
 /*
- * http.c - see http.h.
+ * http.c - see http.h. Every read of a request and every write of an answer
+ * goes through here, which is what lets an internal request (r->capture)
+ * stand in for a FastCGI one.
  */
 #include "config.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,12 +13,14 @@
 
 #include "http.h"
 #include "json.h"
+#include "log.h"
 
 static const char *reason(int status)
 {
     switch (status) {
     case 200: return "OK";
     case 201: return "Created";
+    case 202: return "Accepted";
     case 204: return "No Content";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
@@ -35,23 +40,12 @@ static const char *reason(int status)
     }
 }
 
-int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
+/* Split uri into r->path and r->query. */
+static int set_uri(struct nb_req *r, const char *uri, struct nb_apierr *ae)
 {
-    const char *uri, *q;
+    const char *q = strchr(uri, '?');
     size_t plen;
 
-    r->fcgi = fcgi;
-    r->status = 0;
-    r->answered = 0;
-    r->method = FCGX_GetParam("REQUEST_METHOD", fcgi->envp);
-    if (r->method == NULL)
-        r->method = "GET";
-    uri = FCGX_GetParam("REQUEST_URI", fcgi->envp);
-    if (uri == NULL)
-        uri = FCGX_GetParam("DOCUMENT_URI", fcgi->envp);
-    if (uri == NULL)
-        uri = "/";
-    q = strchr(uri, '?');
     plen = q ? (size_t)(q - uri) : strlen(uri);
     r->path[0] = r->query[0] = '\0';
     if (plen >= sizeof(r->path) || (q && strlen(q + 1) >= sizeof(r->query))) {
@@ -65,9 +59,98 @@ int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
     return 0;
 }
 
+int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
+{
+    const char *uri;
+
+    r->fcgi = fcgi;
+    r->capture = NULL;
+    r->envp = fcgi->envp;
+    r->headers[0] = '\0';
+    r->status = 0;
+    r->answered = 0;
+    r->method = FCGX_GetParam("REQUEST_METHOD", fcgi->envp);
+    if (r->method == NULL)
+        r->method = "GET";
+    uri = FCGX_GetParam("REQUEST_URI", fcgi->envp);
+    if (uri == NULL)
+        uri = FCGX_GetParam("DOCUMENT_URI", fcgi->envp);
+    if (uri == NULL)
+        uri = "/";
+    return set_uri(r, uri, ae);
+}
+
+int nb_http_internal(struct nb_req *r, struct nb_http_capture *cap, const char *method,
+                     const char *uri, const char *body, size_t body_len, const char *content_type,
+                     struct nb_buf *answer, struct nb_apierr *ae)
+{
+    size_t n = 0;
+
+    memset(cap, 0, sizeof(*cap));
+    cap->in = body;
+    cap->in_len = body != NULL ? body_len : 0;
+    cap->out = answer;
+    snprintf(cap->content_length, sizeof(cap->content_length), "CONTENT_LENGTH=%zu", cap->in_len);
+    cap->envp[n++] = cap->content_length;
+    if (content_type != NULL) {
+        snprintf(cap->content_type, sizeof(cap->content_type), "CONTENT_TYPE=%s", content_type);
+        cap->envp[n++] = cap->content_type;
+    }
+    cap->envp[n] = NULL;
+
+    r->fcgi = NULL;
+    r->capture = cap;
+    r->envp = cap->envp;
+    r->method = method;
+    r->headers[0] = '\0';
+    r->status = 0;
+    r->answered = 0;
+    return set_uri(r, uri, ae);
+}
+
+int nb_http_is_internal(const struct nb_req *r)
+{
+    return r->capture != NULL;
+}
+
+int nb_http_client_fd(const struct nb_req *r)
+{
+    return r->fcgi != NULL ? r->fcgi->ipcFd : -1;
+}
+
+int nb_http_read_some(struct nb_req *r, void *buf, size_t n)
+{
+    struct nb_http_capture *cap = r->capture;
+
+    if (n > INT_MAX)
+        n = INT_MAX;
+    if (cap == NULL)
+        return FCGX_GetStr(buf, (int)n, r->fcgi->in);
+    if (n > cap->in_len - cap->in_off)
+        n = cap->in_len - cap->in_off;
+    if (n > 0)
+        memcpy(buf, cap->in + cap->in_off, n);
+    cap->in_off += n;
+    return (int)n;
+}
+
+/* The answer's bytes: to the FastCGI stream, or into the capture buffer. */
+static int put(struct nb_req *r, const void *data, size_t len)
+{
+    struct nb_http_capture *cap = r->capture;
+
+    if (cap == NULL)
+        return len > 0 && FCGX_PutStr(data, (int)len, r->fcgi->out) < 0 ? -1 : 0;
+    if (cap->overflow || nb_buf_append(cap->out, data, len) != NB_OK) {
+        cap->overflow = 1;   /* treated as a client that left: the handler stops */
+        return -1;
+    }
+    return 0;
+}
+
 int nb_http_read_body(struct nb_req *r, size_t cap, struct nb_apierr *ae)
 {
-    const char *cl = FCGX_GetParam("CONTENT_LENGTH", r->fcgi->envp);
+    const char *cl = nb_http_param(r, "CONTENT_LENGTH");
     unsigned long long want = 0;
     char chunk[16384];
     int n;
@@ -87,7 +170,7 @@ int nb_http_read_body(struct nb_req *r, size_t cap, struct nb_apierr *ae)
     }
     nb_buf_init(&r->body, cap);
     nb_buf_append(&r->body, "", 0);
-    while ((n = FCGX_GetStr(chunk, sizeof(chunk), r->fcgi->in)) > 0) {
+    while ((n = nb_http_read_some(r, chunk, sizeof(chunk))) > 0) {
         if (nb_buf_append(&r->body, chunk, (size_t)n) != NB_OK) {
             nb_apierr_set(ae, 413, "too_large", "the body is larger than %zu bytes (max_body)", cap);
             return -1;
@@ -98,7 +181,7 @@ int nb_http_read_body(struct nb_req *r, size_t cap, struct nb_apierr *ae)
 
 const char *nb_http_param(const struct nb_req *r, const char *name)
 {
-    return FCGX_GetParam(name, r->fcgi->envp);
+    return FCGX_GetParam(name, r->envp);
 }
 
 static int hexval(int ch)
@@ -153,6 +236,39 @@ int nb_http_query_each(const struct nb_req *r, int (*cb)(void *arg, const char *
     return 0;
 }
 
+int nb_http_query_bytes(const struct nb_req *r, const char *key, struct nb_buf *out)
+{
+    size_t klen = strlen(key);
+    const char *p = r->query;
+    while (*p) {
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        if (len > klen && p[klen] == '=' && !strncmp(p, key, klen)) {
+            const char *v = p + klen + 1;
+            size_t vlen = len - klen - 1;
+            nb_buf_reset(out);
+            for (size_t i = 0; i < vlen; i++) {
+                char ch = v[i];
+                if (v[i] == '%' && i + 2 < vlen && hexval(v[i + 1]) >= 0 && hexval(v[i + 2]) >= 0) {
+                    ch = (char)(hexval(v[i + 1]) * 16 + hexval(v[i + 2]));
+                    i += 2;
+                } else if (v[i] == '+') {
+                    ch = ' ';
+                }
+                if (nb_buf_append(out, &ch, 1) != NB_OK)
+                    return -2;
+            }
+            if (out->data == NULL)
+                nb_buf_append(out, "", 0);
+            return 0;
+        }
+        p += len;
+        if (*p == '&')
+            p++;
+    }
+    return -1;
+}
+
 struct query_find {
     const char *key;
     char *out;
@@ -177,14 +293,30 @@ int nb_http_query(const struct nb_req *r, const char *key, char *out, size_t out
     return f.found ? 0 : -1;
 }
 
-static void send_head(struct nb_req *r, int status, const char *ctype)
+void nb_http_add_header(struct nb_req *r, const char *name, const char *value)
 {
+    size_t used = strlen(r->headers);
+    int n = snprintf(r->headers + used, sizeof(r->headers) - used, "%s: %s\r\n", name, value);
+
+    if (n < 0 || (size_t)n >= sizeof(r->headers) - used) {
+        r->headers[used] = '\0';
+        nb_warn("answer header %s dropped: over %d bytes of extra headers", name, NB_HEADERS_MAX);
+    }
+}
+
+static void send_head(struct nb_req *r, int status, const char *ctype, int stream)
+{
+    r->status = status;
+    r->answered = 1;
+    if (r->capture != NULL)
+        return;   /* the caller reads r->status; headers have nowhere to go */
     FCGX_FPrintF(r->fcgi->out, "Status: %d %s\r\n", status, reason(status));
     if (ctype)
         FCGX_FPrintF(r->fcgi->out, "Content-Type: %s\r\n", ctype);
-    FCGX_FPrintF(r->fcgi->out, "Cache-Control: no-store\r\n\r\n");
-    r->status = status;
-    r->answered = 1;
+    /* nginx passes each chunk of a stream on as it comes (fastcgi_buffering per answer) */
+    if (stream)
+        FCGX_FPrintF(r->fcgi->out, "X-Accel-Buffering: no\r\n");
+    FCGX_FPrintF(r->fcgi->out, "%sCache-Control: no-store\r\n\r\n", r->headers);
 }
 
 void nb_http_json(struct nb_req *r, int status, yajl_gen g)
@@ -192,9 +324,15 @@ void nb_http_json(struct nb_req *r, int status, yajl_gen g)
     const unsigned char *buf;
     size_t len;
     yajl_gen_get_buf(g, &buf, &len);
-    send_head(r, status, "application/json");
-    FCGX_PutStr((const char *)buf, (int)len, r->fcgi->out);
-    FCGX_PutStr("\n", 1, r->fcgi->out);
+    send_head(r, status, "application/json", 0);
+    if (put(r, buf, len) == 0)
+        put(r, "\n", 1);
+}
+
+void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *data, size_t len)
+{
+    send_head(r, status, ctype, 0);
+    put(r, data, len);
 }
 
 void nb_http_error(struct nb_req *r, const struct nb_apierr *ae)
@@ -222,5 +360,41 @@ void nb_http_fail(struct nb_req *r, int status, const char *code, const char *fm
 
 void nb_http_no_content(struct nb_req *r)
 {
-    send_head(r, 204, NULL);
+    send_head(r, 204, NULL, 0);
+}
+
+int nb_http_wants_ndjson(const struct nb_req *r)
+{
+    const char *acc = nb_http_param(r, "HTTP_ACCEPT");
+    return acc != NULL && strstr(acc, "application/x-ndjson") != NULL;
+}
+
+void nb_http_stream_begin(struct nb_req *r, int status, const char *ctype)
+{
+    send_head(r, status, ctype, 1);
+    if (r->capture == NULL)
+        FCGX_FFlush(r->fcgi->out);
+}
+
+int nb_http_stream_bytes(struct nb_req *r, const void *data, size_t len)
+{
+    if (put(r, data, len) != 0)
+        return -1;
+    if (r->capture != NULL)
+        return 0;
+    if (FCGX_FFlush(r->fcgi->out) < 0 || FCGX_GetError(r->fcgi->out) != 0)
+        return -1;
+    return 0;
+}
+
+int nb_http_stream_line(struct nb_req *r, yajl_gen g)
+{
+    const unsigned char *buf;
+    size_t len;
+    yajl_gen_get_buf(g, &buf, &len);
+    if (put(r, buf, len) != 0 || put(r, "\n", 1) != 0)
+        return -1;
+    yajl_gen_clear(g);
+    yajl_gen_reset(g, NULL); /* ready for the next line's value */
+    return nb_http_stream_bytes(r, NULL, 0);
 }

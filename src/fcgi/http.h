@@ -1,6 +1,12 @@
 /*
  * http.h - one HTTP request as the worker sees it through FastCGI, and the
  * one way to answer it (JSON body, JSON error, or no content).
+ *
+ * A request can also be internal ("capture mode"): POST /mcp runs its tool
+ * calls through the router as requests whose body comes from memory and
+ * whose answer lands in a buffer instead of the FastCGI stream. Only this
+ * file touches the FastCGI streams, so the handlers cannot tell the two
+ * apart.
  */
 #ifndef NB_HTTP_H
 #define NB_HTTP_H
@@ -15,12 +21,29 @@
 #define NB_PATH_MAX 512
 #define NB_QUERY_MAX 2048
 
+#define NB_HEADERS_MAX 256
+
+/* The two ends of an internal request: its body in, its answer out. */
+struct nb_http_capture {
+    const char *in;             /* the request body */
+    size_t in_len;
+    size_t in_off;              /* bytes of it read so far */
+    char *envp[3];              /* its CGI params, NULL-terminated */
+    char content_length[48];    /* "CONTENT_LENGTH=n" */
+    char content_type[96];      /* "CONTENT_TYPE=t" */
+    struct nb_buf *out;         /* the answer's body, within its cap */
+    int overflow;               /* the answer did not fit out's cap */
+};
+
 struct nb_req {
-    FCGX_Request *fcgi;
+    FCGX_Request *fcgi;         /* NULL for an internal request */
+    struct nb_http_capture *capture; /* non-NULL for an internal request */
+    char **envp;                /* CGI params (fcgi->envp or the capture's) */
     const char *method;
     char path[NB_PATH_MAX];     /* raw path of REQUEST_URI, no query */
     char query[NB_QUERY_MAX];   /* raw query string */
     struct nb_buf body;         /* capped at conf.max_body */
+    char headers[NB_HEADERS_MAX]; /* extra answer headers, "Name: value\r\n" each */
     int status;                 /* status sent, for the access log */
     int answered;
 };
@@ -28,8 +51,28 @@ struct nb_req {
 /* Fill r from the FastCGI params. -1 with ae set if the path is too long. */
 int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae);
 
+/*
+ * Fill r as an internal request: method on uri (path and query), with a
+ * body of body_len bytes (not copied) of content_type (NULL: none). Its
+ * answer's body goes to answer; cap holds both ends and must outlive r.
+ * -1 with ae set if uri is too long.
+ */
+int nb_http_internal(struct nb_req *r, struct nb_http_capture *cap, const char *method,
+                     const char *uri, const char *body, size_t body_len, const char *content_type,
+                     struct nb_buf *answer, struct nb_apierr *ae);
+
+/* Whether r is an internal request (the router then skips auth). */
+int nb_http_is_internal(const struct nb_req *r);
+
+/* The client's connection, to notice it leaving; -1 for an internal request. */
+int nb_http_client_fd(const struct nb_req *r);
+
 /* Read the body up to cap bytes; 413 in ae if CONTENT_LENGTH says more. */
 int nb_http_read_body(struct nb_req *r, size_t cap, struct nb_apierr *ae);
+
+/* Read up to n bytes of the body as it comes (no cap of its own): the bytes
+ * read, 0 at its end, -1 on an error. For bodies streamed through (files). */
+int nb_http_read_some(struct nb_req *r, void *buf, size_t n);
 
 /* A request header by CGI name (e.g. "HTTP_AUTHORIZATION"), or NULL. */
 const char *nb_http_param(const struct nb_req *r, const char *name);
@@ -38,11 +81,21 @@ const char *nb_http_param(const struct nb_req *r, const char *name);
 int nb_http_query(const struct nb_req *r, const char *key, char *out, size_t outlen);
 
 /*
+ * Decoded value of query key, byte-exact (NUL bytes kept, out->len says how
+ * many), within out's cap: 0 found, -1 absent, -2 longer than the cap.
+ */
+int nb_http_query_bytes(const struct nb_req *r, const char *key, struct nb_buf *out);
+
+/*
  * Walk the decoded "key=value" pairs of the query: calls cb for each;
  * stops and returns -1 if cb does.
  */
 int nb_http_query_each(const struct nb_req *r, int (*cb)(void *arg, const char *k, const char *v),
                        void *arg);
+
+/* One more header for the answer (before it is sent; dropped with a warning
+ * past NB_HEADERS_MAX bytes of them). */
+void nb_http_add_header(struct nb_req *r, const char *name, const char *value);
 
 /* Answers. Each sends headers and body and marks r answered. */
 void nb_http_json(struct nb_req *r, int status, yajl_gen g);
@@ -50,5 +103,20 @@ void nb_http_error(struct nb_req *r, const struct nb_apierr *ae);
 void nb_http_fail(struct nb_req *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void nb_http_no_content(struct nb_req *r);
+/* A body that is ready as bytes (ctype NULL and len 0: no body at all, e.g. 202). */
+void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *data, size_t len);
+
+/* Did the client ask for NDJSON (Accept: application/x-ndjson)? */
+int nb_http_wants_ndjson(const struct nb_req *r);
+
+/*
+ * A streamed answer: status and headers now (unbuffered by nginx), then
+ * one JSON value per line, each flushed at once. nb_http_stream_line
+ * returns -1 when the client is gone (the caller stops the work).
+ */
+void nb_http_stream_begin(struct nb_req *r, int status, const char *ctype);
+int nb_http_stream_line(struct nb_req *r, yajl_gen g);
+/* Raw bytes of a streamed body (files); -1 when the client is gone. */
+int nb_http_stream_bytes(struct nb_req *r, const void *data, size_t len);
 
 #endif

@@ -29,6 +29,7 @@
 
 #include "log.h"
 #include "ports.h"
+#include "procstat.h"
 #include "sandbox.h"
 
 #define FWD_READY_TIMEOUT_MS 5000
@@ -37,27 +38,11 @@
 
 uint64_t nb_proc_starttime(pid_t pid)
 {
-    char path[64], buf[1024], *p;
-    unsigned long long start = 0;
-    FILE *f;
-    int field;
-    if (pid <= 0)
-        return 0;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    f = fopen(path, "re");
-    if (f == NULL)
-        return 0;
-    p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-    fclose(f);
+    struct nb_procstat st;
     /* a zombie has finished: it only waits to be reaped */
-    if (p == NULL || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
+    if (nb_procstat_read(pid, &st) != 0 || st.state == 'Z' || st.state == 'X')
         return 0;
-    /* after "comm)" comes field 3; starttime is field 22 */
-    for (field = 2, p++; field < 21 && p; field++)
-        p = strchr(p + 1, ' ');
-    if (p == NULL || sscanf(p, " %llu", &start) != 1)
-        return 0;
-    return start;
+    return st.start;
 }
 
 static int fwd_alive(pid_t pid, uint64_t start)
@@ -90,32 +75,6 @@ static void fwd_stop(const struct nb_conf *c, const char *id, uint16_t sandboxpo
     }
     socket_path(c, id, sandboxport, path, sizeof(path));
     unlink(path);
-}
-
-static void fwd_binary(const struct nb_conf *c, char *out, size_t outlen)
-{
-    char self[PATH_MAX];
-    ssize_t n;
-    char *slash;
-    if (c->fwd_path[0]) {
-        snprintf(out, outlen, "%s", c->fwd_path);
-        return;
-    }
-    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0) {
-        snprintf(out, outlen, "nanobox-fwd");
-        return;
-    }
-    self[n] = '\0';
-    slash = strrchr(self, '/');
-    if (slash)
-        slash[1] = '\0';
-    if (strlen(self) + sizeof("nanobox-fwd") > outlen) {
-        snprintf(out, outlen, "nanobox-fwd");
-        return;
-    }
-    memcpy(out, self, strlen(self));
-    memcpy(out + strlen(self), "nanobox-fwd", sizeof("nanobox-fwd"));
 }
 
 /* Read until '\n' or timeout; returns bytes read (NUL-terminated). */
@@ -159,7 +118,7 @@ static enum spawn_result fwd_spawn(const struct nb_conf *c, const char *id, pid_
     pid_t child, fwd = 0;
     int status;
 
-    fwd_binary(c, bin, sizeof(bin));
+    nb_helper_path(c->fwd_path, "nanobox-fwd", NB_SBINDIR "/nanobox-fwd", bin, sizeof(bin));
     socket_path(c, id, sandboxport, sock, sizeof(sock));
     snprintf(a_pid, sizeof(a_pid), "%d", (int)init_pid);
     snprintf(a_port, sizeof(a_port), "%u", (unsigned)sandboxport);

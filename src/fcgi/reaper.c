@@ -139,7 +139,7 @@ int nb_reaper_reconcile(struct nb_app *a)
         int mark = 0;
         if (s->state == NB_SLOT_FREE)
             continue;
-        if (s->state == NB_SLOT_RUNNING) {
+        if (s->state == NB_SLOT_RUNNING || s->state == NB_SLOT_POOLED) {
             if (s->state_since >= listed_at)
                 continue; /* became RUNNING after the listing: not judged on it */
             for (j = 0; j < seen.n && strcmp(seen.ctr[j].id, s->container_id) != 0; j++)
@@ -194,6 +194,7 @@ void nb_reaper_run(struct nb_app *a)
             nb_reaper_reconcile(a);
         nb_reaper_expire(a);
         nb_ports_reap(a);
+        nb_pool_refill(a); /* a table scan when there is nothing to do */
         tick++;
         usleep(REAPER_TICK_US);
     }

@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 #include <uuid/uuid.h>
 
+#include "agent.h"
 #include "json.h"
 #include "log.h"
 #include "ports.h"
@@ -82,21 +84,48 @@ static void user_ids(const char *user, unsigned long *uid, unsigned long *gid)
     *gid = *end == ':' ? strtoul(end + 1, NULL, 10) : *uid;
 }
 
+void nb_helper_path(const char *configured, const char *name, const char *fallback, char *out,
+                    size_t outlen)
+{
+    char self[PATH_MAX];
+    ssize_t n;
+    char *slash;
+    if (configured[0]) {
+        snprintf(out, outlen, "%s", configured);
+        return;
+    }
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        slash = strrchr(self, '/');
+        if (slash != NULL && (size_t)(slash - self) + 1 + strlen(name) < outlen) {
+            snprintf(out, outlen, "%.*s/%s", (int)(slash - self), self, name);
+            if (access(out, X_OK) == 0)
+                return;
+        }
+    }
+    snprintf(out, outlen, "%s", fallback);
+}
+
 static char *container_config(const struct nb_app *a, const struct nb_sandbox_spec *s,
                               const char *id, int64_t expires)
 {
     const struct nb_conf *c = &a->conf;
     yajl_gen g = nb_json_gen();
-    char tmp[256];
+    char tmp[PATH_MAX + 64], bin[PATH_MAX];
     unsigned long uid, gid;
 
     user_ids(c->sandbox_user, &uid, &gid);
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "Image", s->image);
+    /* PID 1 is the agent, whatever the image would have run */
+    nb_json_cstr(g, "Entrypoint");
+    yajl_gen_array_open(g);
+    nb_json_cstr(g, NB_INIT_MOUNT);
+    yajl_gen_array_close(g);
     nb_json_cstr(g, "Cmd");
     yajl_gen_array_open(g);
-    nb_json_cstr(g, "sleep");
-    nb_json_cstr(g, "infinity");
+    nb_json_cstr(g, "--");
     yajl_gen_array_close(g);
     nb_json_kv_str(g, "User", c->sandbox_user);
     nb_json_kv_str(g, "WorkingDir", c->workspace);
@@ -119,7 +148,12 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
 
     nb_json_cstr(g, "HostConfig");
     yajl_gen_map_open(g);
-    nb_json_kv_bool(g, "Init", 1);
+    nb_json_cstr(g, "Binds");
+    yajl_gen_array_open(g);
+    nb_helper_path(c->init_path, "nanobox-init", NB_LIBEXECDIR "/nanobox-init", bin, sizeof(bin));
+    snprintf(tmp, sizeof(tmp), "%s:%s:ro", bin, NB_INIT_MOUNT);
+    nb_json_cstr(g, tmp);
+    yajl_gen_array_close(g);
     nb_json_kv_str(g, "NetworkMode", s->network_bridge ? "bridge" : "none");
     nb_json_kv_int(g, "Memory", (long long)s->memory);
     nb_json_kv_int(g, "MemorySwap", (long long)s->memory);
@@ -152,8 +186,34 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     return nb_json_gen_take(g);
 }
 
-int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out,
-                      struct nb_apierr *ae)
+/* Destroy one warm sandbox to free its slot; 0 if one was. */
+static int pool_evict(struct nb_app *a)
+{
+    char id[NB_ID_LEN + 1] = "", cid[NB_CID_LEN + 1] = "";
+    uint32_t gen = 0;
+    struct nb_derr de = {0};
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        struct nb_slot *s = &a->table.slots[i];
+        if (s->state != NB_SLOT_POOLED)
+            continue;
+        s->state = NB_SLOT_DESTROYING;
+        s->owner_pid = getpid();
+        s->state_since = nb_now();
+        snprintf(id, sizeof(id), "%s", s->id);
+        snprintf(cid, sizeof(cid), "%s", s->container_id);
+        gen = s->generation;
+        break;
+    }
+    nb_table_unlock(&a->table);
+    if (id[0] == '\0')
+        return -1;
+    return nb_sandbox_finish_destroy(a, id, cid, gen, &de);
+}
+
+/* Create and start a container for spec; its slot ends in final_state. */
+static int sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec, uint32_t final_state,
+                        struct nb_slot *out, struct nb_apierr *ae)
 {
     char id[NB_ID_LEN + 1], name[64], cid[65] = "";
     int64_t now = nb_now(), expires = now + spec->ttl;
@@ -168,6 +228,7 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
     uuid_generate_random(u);
     uuid_unparse_lower(u, id);
 
+retry:
     if (nb_table_lock(&a->table) != 0) {
         nb_apierr_set(ae, 500, "internal", "the state table lock is unusable");
         return -1;
@@ -183,6 +244,8 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
         snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
     }
     nb_table_unlock(&a->table);
+    if (s == NULL && final_state == NB_SLOT_RUNNING && pool_evict(a) == 0)
+        goto retry; /* a warm sandbox gave its slot to a request */
     if (s == NULL) {
         nb_apierr_set(ae, 503, "capacity", "all %u sandbox slots are in use: destroy one or raise max_sandboxes",
                       a->table.nslots);
@@ -217,7 +280,7 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
     if (s != NULL && s->generation == gen && s->state == NB_SLOT_CREATING) {
-        s->state = NB_SLOT_RUNNING;
+        s->state = final_state;
         s->state_since = nb_now();
         s->owner_pid = 0;
         s->init_pid = pid;
@@ -234,7 +297,8 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
         nb_docker_remove(&a->docker, name, &de);
         return -1;
     }
-    nb_info("created sandbox %s (container %.12s)", id, cid);
+    nb_info("created %s %s (container %.12s)", final_state == NB_SLOT_POOLED ? "warm sandbox" : "sandbox",
+            id, cid);
     return 0;
 
 fail:
@@ -257,6 +321,121 @@ fail:
         nb_table_release(&a->table, s);
     nb_table_unlock(&a->table);
     return -1;
+}
+
+/* Can a request be served by a warm sandbox (made with the defaults)? */
+static int pool_fits(const struct nb_conf *c, const struct nb_sandbox_spec *spec)
+{
+    return c->warm_pool > 0 && !strcmp(spec->image, c->images[0]) && spec->memory == c->memory &&
+           spec->nano_cpus == c->nano_cpus && spec->pids == c->pids && !spec->network_bridge &&
+           spec->n_env == 0;
+}
+
+/*
+ * Hand out a warm sandbox: it becomes RUNNING with the request's TTL and
+ * metadata (its id was never shown to anyone before). Its agent must
+ * answer, else it is destroyed and the caller creates one cold.
+ */
+static int pool_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out)
+{
+    struct nb_apierr ae;
+    int64_t now = nb_now();
+    int found = 0;
+
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots && !found; i++) {
+        struct nb_slot *s = &a->table.slots[i];
+        if (s->state != NB_SLOT_POOLED || strcmp(s->image, spec->image) != 0)
+            continue;
+        s->state = NB_SLOT_RUNNING;
+        s->state_since = now;
+        s->created = now;
+        s->expires = now + spec->ttl;
+        snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
+        *out = *s;
+        found = 1;
+    }
+    nb_table_unlock(&a->table);
+    if (!found)
+        return -1;
+    if (nb_agent_ping(out, 1000, &ae) != 0) {
+        nb_warn("warm sandbox %s does not answer (%s): destroying it", out->id, ae.msg);
+        nb_sandbox_destroy(a, out->id, &ae);
+        return -1;
+    }
+    nb_info("handed out warm sandbox %s", out->id);
+    return 0;
+}
+
+int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out,
+                      struct nb_apierr *ae)
+{
+    if (pool_fits(&a->conf, spec) && pool_take(a, spec, out) == 0)
+        return 0;
+    return sandbox_make(a, spec, NB_SLOT_RUNNING, out, ae);
+}
+
+/* Most time one refill pass may take from the reaper's tick. */
+#define POOL_REFILL_BUDGET_MS 2000
+
+void nb_pool_refill(struct nb_app *a)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_sandbox_spec spec;
+    char extra[NB_ID_LEN + 1] = "", extra_cid[NB_CID_LEN + 1] = "";
+    uint32_t pooled = 0, free_slots = 0, extra_gen = 0;
+    struct timespec t0, t1;
+
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        struct nb_slot *s = &a->table.slots[i];
+        if (s->state == NB_SLOT_FREE)
+            free_slots++;
+        if (s->state != NB_SLOT_POOLED)
+            continue;
+        if (pooled >= c->warm_pool || strcmp(s->image, c->images[0]) != 0) {
+            /* more than configured now, or of an image no longer the default: one per pass */
+            if (extra[0] == '\0') {
+                s->state = NB_SLOT_DESTROYING;
+                s->owner_pid = getpid();
+                s->state_since = nb_now();
+                snprintf(extra, sizeof(extra), "%s", s->id);
+                snprintf(extra_cid, sizeof(extra_cid), "%s", s->container_id);
+                extra_gen = s->generation;
+            }
+            continue;
+        }
+        pooled++;
+    }
+    nb_table_unlock(&a->table);
+    if (extra[0] != '\0') {
+        struct nb_derr de = {0};
+        if (nb_sandbox_finish_destroy(a, extra, extra_cid, extra_gen, &de) == 0)
+            nb_info("removed surplus warm sandbox %s", extra);
+    }
+
+    memset(&spec, 0, sizeof(spec));
+    snprintf(spec.image, sizeof(spec.image), "%s", c->images[0]);
+    spec.memory = c->memory;
+    spec.nano_cpus = c->nano_cpus;
+    spec.pids = c->pids;
+    spec.ttl = c->max_ttl; /* the label's; a hand-out sets the real expiry in the table */
+    snprintf(spec.metadata, sizeof(spec.metadata), "{}");
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* never take the slots users need: keep as many free as the pool is big */
+    while (pooled < c->warm_pool && free_slots > c->warm_pool) {
+        struct nb_slot slot;
+        struct nb_apierr ae;
+        if (sandbox_make(a, &spec, NB_SLOT_POOLED, &slot, &ae) != 0) {
+            nb_warn("could not refill the warm pool: %s", ae.msg);
+            break;
+        }
+        pooled++;
+        free_slots--;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 > POOL_REFILL_BUDGET_MS)
+            break;
+    }
 }
 
 int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae)

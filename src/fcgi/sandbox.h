@@ -6,9 +6,21 @@
 #ifndef NB_SANDBOX_H
 #define NB_SANDBOX_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "app.h"
+
+/* Where nanobox-init appears inside every sandbox (a read-only bind mount). */
+#define NB_INIT_MOUNT "/.nanobox/init"
+
+/*
+ * Path of a helper program (nanobox-fwd, nanobox-init): the configured one,
+ * else the one next to this executable (a build tree), else fallback (the
+ * installed location).
+ */
+void nb_helper_path(const char *configured, const char *name, const char *fallback, char *out,
+                    size_t outlen);
 
 /* A validated create request; limits already within the operator's. */
 struct nb_sandbox_spec {
@@ -23,9 +35,16 @@ struct nb_sandbox_spec {
     char metadata[NB_META_LEN]; /* JSON object text */
 };
 
-/* Create and start; on success *out is a copy of the RUNNING slot. */
+/* Create and start (or take a warm one); on success *out is a copy of the RUNNING slot. */
 int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out,
                       struct nb_apierr *ae);
+
+/*
+ * Reaper: keep warm_pool sandboxes of the default configuration started
+ * and ready (state POOLED), removing surplus ones; nb_sandbox_create hands
+ * them out to requests that ask for nothing but the defaults.
+ */
+void nb_pool_refill(struct nb_app *a);
 
 /* Copy of a live (RUNNING, unexpired) sandbox's slot; 404 otherwise. */
 int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae);

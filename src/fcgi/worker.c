@@ -57,6 +57,7 @@ static int authorized(const struct nb_app *a, const struct nb_req *r)
 enum route_id {
     R_NONE,
     R_HEALTHZ,
+    R_MCP,          /* /mcp */
     R_RUN,          /* /run */
     R_SANDBOXES,    /* /sandbox */
     R_SANDBOX,      /* /sandbox/{id} */
@@ -65,10 +66,13 @@ enum route_id {
     R_PORT_OPEN,    /* /sandbox/{id}/ephemeralport */
     R_PORTS,        /* /sandbox/{id}/ports */
     R_PORT,         /* /sandbox/{id}/ports/{sandboxport} */
+    R_FILES,        /* /sandbox/{id}/files[/mkdir|/move] (arg: the op) */
+    R_PROCS,        /* /sandbox/{id}/processes[/{pid}[/stdin]] (arg: pid, op: stdin) */
 };
 
 /* Split the path; fills id (possibly invalid: checked by the caller) and arg. */
-static enum route_id route_match(const char *path, char *id, size_t idlen, char *arg, size_t arglen)
+static enum route_id route_match(const char *path, char *id, size_t idlen, char *arg, size_t arglen,
+                                 char *op, size_t oplen)
 {
     const char *rest, *slash;
     size_t n;
@@ -77,6 +81,8 @@ static enum route_id route_match(const char *path, char *id, size_t idlen, char 
         return R_HEALTHZ;
     if (!strcmp(path, "/run"))
         return R_RUN;
+    if (!strcmp(path, "/mcp"))
+        return R_MCP;
     if (!strcmp(path, "/sandbox") || !strcmp(path, "/sandbox/"))
         return R_SANDBOXES;
     if (strncmp(path, "/sandbox/", 9) != 0)
@@ -102,13 +108,29 @@ static enum route_id route_match(const char *path, char *id, size_t idlen, char 
         snprintf(arg, arglen, "%s", slash + 7);
         return R_PORT;
     }
+    if (!strcmp(slash, "/files") || !strcmp(slash, "/files/mkdir") || !strcmp(slash, "/files/move")) {
+        snprintf(arg, arglen, "%s", slash[6] ? slash + 7 : "");
+        return R_FILES;
+    }
+    if (!strcmp(slash, "/processes") || !strcmp(slash, "/processes/"))
+        return R_PROCS;
+    if (!strncmp(slash, "/processes/", 11)) {
+        const char *pid = slash + 11, *sub = strchr(pid, '/');
+        size_t pl = sub ? (size_t)(sub - pid) : strlen(pid);
+        if (pl == 0 || pl >= arglen || (sub && (strlen(sub + 1) >= oplen || strchr(sub + 1, '/'))))
+            return R_NONE;
+        memcpy(arg, pid, pl);
+        arg[pl] = '\0';
+        snprintf(op, oplen, "%s", sub ? sub + 1 : "");
+        return R_PROCS;
+    }
     return R_NONE;
 }
 
-static void route(struct nb_app *a, struct nb_req *r)
+void nb_worker_route(struct nb_app *a, struct nb_req *r)
 {
-    char id[NB_ID_LEN + 8], arg[32] = "";
-    enum route_id rt = route_match(r->path, id, sizeof(id), arg, sizeof(arg));
+    char id[NB_ID_LEN + 8], arg[32] = "", op[16] = "";
+    enum route_id rt = route_match(r->path, id, sizeof(id), arg, sizeof(arg), op, sizeof(op));
     const char *m = r->method;
     const char *allowed = NULL;
 
@@ -123,7 +145,7 @@ static void route(struct nb_app *a, struct nb_req *r)
             api_healthz(a, r);
         goto done;
     }
-    if (!authorized(a, r)) {
+    if (!nb_http_is_internal(r) && !authorized(a, r)) {
         nb_http_fail(r, 401, "unauthorized",
                      "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\"");
         return;
@@ -133,6 +155,16 @@ static void route(struct nb_app *a, struct nb_req *r)
             api_run(a, r);
         else
             allowed = "POST";
+        goto done;
+    }
+    if (rt == R_MCP) {
+        /* no GET: the server sends nothing unasked, so it offers no SSE stream */
+        if (!strcmp(m, "POST"))
+            api_mcp_post(a, r);
+        else if (!strcmp(m, "DELETE"))
+            api_mcp_delete(a, r);
+        else
+            allowed = "POST, DELETE";
         goto done;
     }
     if (rt != R_SANDBOXES && !nb_sandbox_id_valid(id)) {
@@ -186,12 +218,20 @@ static void route(struct nb_app *a, struct nb_req *r)
         else
             allowed = "DELETE";
         break;
+    case R_FILES:
+        api_files(a, r, id, arg); /* checks its methods */
+        break;
+    case R_PROCS:
+        api_processes(a, r, id, arg, op);
+        break;
     default:
         break;
     }
 done:
-    if (allowed)
+    if (allowed) {
+        nb_http_add_header(r, "Allow", allowed);
         nb_http_fail(r, 405, "method_not_allowed", "%s is not allowed here; use %s", m, allowed);
+    }
 }
 
 static int64_t now_ms(void)
@@ -257,7 +297,7 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
         if (nb_http_parse(&req, &fr, &ae) != 0)
             nb_http_error(&req, &ae);
         else
-            route(a, &req);
+            nb_worker_route(a, &req);
         if (!req.answered)
             nb_http_fail(&req, 500, "internal", "the request got no answer");
         nb_info("%s %.200s %d %lldms", req.method, req.path, req.status,

@@ -7,7 +7,14 @@
 #define NB_WORKER_H
 
 #include "app.h"
+#include "http.h"
 #include "pool.h"
+
+/*
+ * Route one request to its handler, which answers it: a FastCGI request,
+ * or an internal one (POST /mcp's tool calls; auth was the outer one's).
+ */
+void nb_worker_route(struct nb_app *a, struct nb_req *r);
 
 /* Never returns: serves until told to stop, then _exit(0). */
 void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me) __attribute__((noreturn));
