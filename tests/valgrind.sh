@@ -69,6 +69,18 @@ req -H "$h" "$u/sandbox" -d "$(printf '[%.0s' $(seq 100))"
 req -H "$h" "$u/sandbox" -d '{"memory":"1t","cpus":9}'
 req -H "$h" "$u/sandbox/not-a-uuid"
 req -H "$h" "$u/sandbox/$id/timeout" -d '{"ttl":30}'
+# MCP over HTTP: a session, tool calls run through the router in capture mode, errors
+sid=$(curl -s -D - -o /dev/null -H "$h" "$u/mcp" -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}' |
+    tr -d '\r' | sed -n 's/^[Mm]cp-[Ss]ession-[Ii]d: //p')
+m() { req -H "$h" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18' "$u/mcp" -d "$1"; }
+m '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sandbox_exec","arguments":{"sandbox_id":"'"$id"'","command":"echo hi; exit 3"}}}'
+m '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sandbox_write_file","arguments":{"sandbox_id":"'"$id"'","path":"f","content":"x"}}}'
+m '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"sandbox_list","arguments":{}}}'
+m '{"jsonrpc":"2.0","method":"notifications/initialized"}'   # 202
+m '{oops'                                                    # 400
+req -X DELETE -H "$h" -H "Mcp-Session-Id: $sid" "$u/mcp"    # 204
+m '{"jsonrpc":"2.0","id":5,"method":"ping"}'                 # 404
+req -X GET -H "$h" "$u/mcp"                                  # 405
 req -X DELETE -H "$h" "$u/sandbox/$id"
 req -X DELETE -H "$h" "$u/sandbox/$id"         # 404
 echo

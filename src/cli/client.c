@@ -295,7 +295,7 @@ int client_call(struct client *c, const struct client_req *req, struct client_an
 {
     struct transfer t = {.c = c, .req = req, .a = a};
     struct curl_slist *hdrs = NULL;
-    struct nb_buf url, auth;
+    struct nb_buf url, auth, ctype;
     char errbuf[CURL_ERROR_SIZE] = "", msg[256];
     CURLcode rc;
     int result = CLI_FAIL;
@@ -308,6 +308,7 @@ int client_call(struct client *c, const struct client_req *req, struct client_an
     nb_buf_init(&t.line, c->max_answer);
     nb_buf_init(&url, 1u << 20);
     nb_buf_init(&auth, 1024);
+    nb_buf_init(&ctype, 1024);
 
     nb_buf_printf(&url, "%s%s", c->url, req->path);
     hdrs = curl_slist_append(hdrs, "Accept: application/json");
@@ -316,8 +317,11 @@ int client_call(struct client *c, const struct client_req *req, struct client_an
         nb_buf_printf(&auth, "Authorization: Bearer %s", c->api_key);
         hdrs = curl_slist_append(hdrs, auth.data);
     }
-    if (req->body != NULL)
-        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    if (req->body != NULL) {
+        nb_buf_printf(&ctype, "Content-Type: %s",
+                      req->content_type != NULL ? req->content_type : "application/json");
+        hdrs = curl_slist_append(hdrs, ctype.data);
+    }
 
     curl_easy_reset(c->curl);
     curl_easy_setopt(c->curl, CURLOPT_URL, url.data);
@@ -332,7 +336,8 @@ int client_call(struct client *c, const struct client_req *req, struct client_an
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hdrs);
     if (req->body != NULL) {
         curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, req->body);
-        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(req->body));
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                         (curl_off_t)(req->body_len > 0 ? req->body_len : strlen(req->body)));
     }
 
     rc = curl_easy_perform(c->curl);
@@ -366,7 +371,7 @@ int client_call(struct client *c, const struct client_req *req, struct client_an
             client_report(c, a);
         goto out;
     }
-    if (!a->streamed && a->body.len > 0 && a->json == NULL) {
+    if (!a->streamed && a->body.len > 0 && a->json == NULL && !req->raw_answer) {
         fprintf(stderr, "nanobox: unexpected answer from %s: HTTP %ld with a body that is not "
                         "JSON — is this a nanobox server? (the URL came from %s)\n",
                 c->url, a->status, c->url_from);
@@ -377,6 +382,7 @@ out:
     curl_slist_free_all(hdrs);
     nb_buf_free(&url);
     nb_buf_free(&auth);
+    nb_buf_free(&ctype);
     nb_buf_free(&t.line);
     return result;
 }

@@ -47,6 +47,9 @@ struct client_req {
     const char *method;
     const char *path;          /* after the base URL, query string included */
     const char *body;          /* JSON text, or NULL */
+    size_t body_len;           /* bytes of body; 0: strlen(body) */
+    const char *content_type;  /* of body; NULL: application/json */
+    int raw_answer;            /* a 2xx body need not be JSON (file bytes) */
     long timeout;              /* seconds for the whole call; 0: no limit */
     int keep_errors;           /* an HTTP error is the caller's to report */
     client_event_fn on_event;  /* NULL: a streamed answer is not expected */
@@ -66,9 +69,10 @@ void client_cleanup(struct client *c);
 /*
  * Send req and collect the answer in a (free it with client_answer_free
  * whatever the result). Returns CLI_OK for a 2xx answer whose body is JSON,
- * empty or streamed; otherwise CLI_FAIL, after telling the user why. With
- * req->keep_errors, an HTTP error (a->status >= 300) is not reported: it is
- * the caller's to report; a->status is 0 after any other failure.
+ * empty or streamed (any body with req->raw_answer); otherwise CLI_FAIL,
+ * after telling the user why. With req->keep_errors, an HTTP error
+ * (a->status >= 300) is not reported: it is the caller's to report;
+ * a->status is 0 after any other failure.
  */
 int client_call(struct client *c, const struct client_req *req, struct client_answer *a);
 void client_answer_free(struct client_answer *a);

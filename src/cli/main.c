@@ -18,7 +18,6 @@
 #include "log.h"
 
 static int cmd_help(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
-static int cmd_mcp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 
 static const struct cli_cmd commands[] = {
     {"create", cmd_create,
@@ -43,10 +42,11 @@ static const struct cli_cmd commands[] = {
     {"ttl", cmd_ttl, "nanobox ttl ID SECONDS", "set a sandbox to expire SECONDS from now",
      "The new expiry replaces the old one: a small SECONDS shortens the sandbox's life.\n"},
     {"exec", cmd_exec,
-     "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--] COMMAND...",
+     "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--stdin FILE] [--] COMMAND...",
      "run a shell command in a sandbox",
      "  --timeout S       kill the command after S seconds (fractions allowed)\n"
      "  --cwd DIR         directory to run in (default /workspace)\n"
+     "  --stdin FILE      feed FILE (\"-\": this terminal's stdin) to the command\n"
      "  --env K=V         environment variable for this command (repeatable)\n"
      "COMMAND's words are joined with spaces and run by /bin/sh -c in the sandbox,\n"
      "so quote what the local shell should not expand: nanobox exec ID 'echo $HOME'.\n"
@@ -71,7 +71,13 @@ static const struct cli_cmd commands[] = {
     {"cp", cmd_cp, "nanobox cp LOCALPATH ID:PATH\n       nanobox cp ID:PATH LOCALPATH",
      "copy files in and out of a sandbox (needs the files API: not served yet)",
      "Not supported by this server yet: it needs the files API. Exits 2.\n"},
-    {"mcp", cmd_mcp, "nanobox mcp", "MCP server over stdio (not implemented yet)", ""},
+    {"mcp", cmd_mcp, "nanobox mcp", "serve the sandbox tools to an MCP client over stdio",
+     "Speaks the Model Context Protocol (JSON-RPC 2.0, one message per line) on stdin and\n"
+     "stdout, for an MCP client that starts it: claude mcp add nanobox -- nanobox mcp.\n"
+     "Tools: sandbox_create, sandbox_exec, sandbox_write_file, sandbox_read_file,\n"
+     "sandbox_list_files, sandbox_open_port, sandbox_list, sandbox_destroy, run_code.\n"
+     "The server and key come from --url/--key, NANOBOX_URL/NANOBOX_API_KEY or cli.conf,\n"
+     "as for every command. Messages go to stderr. See docs/MCP.md.\n"},
     {"help", cmd_help, "nanobox help [COMMAND]", "show this help, or a command's", ""},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -136,14 +142,6 @@ static int cmd_help(struct client *c, const struct cli_cmd *cmd, int argc, char 
         return CLI_USAGE;
     }
     return cli_help(which);
-}
-
-static int cmd_mcp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
-{
-    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
-        return cli_help(cmd);
-    fprintf(stderr, "nanobox: mcp is not implemented yet\n");
-    return CLI_USAGE;
 }
 
 /* "--name VALUE" or "--name=VALUE" at argv[*i]: 1 and *val, 0, or -1 (no value). */

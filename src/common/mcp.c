@@ -1,0 +1,1168 @@
+/*
+ * mcp.c - see mcp.h.
+ *
+ * Three parts: the JSON-RPC envelope (parse, validate, dispatch, reply),
+ * the tool table (names, argument lists the JSON schemas are generated from,
+ * descriptions written for a model), and one function per tool that turns
+ * its arguments into API calls and the API's answer into text a model can
+ * read, plus structuredContent (the API's JSON) from 2025-06-18 on.
+ *
+ * Argument checks mirror the API's own (unknown arguments refused, types
+ * strict); what only the API can judge (limits, ids) is left to it, and its
+ * message comes back in the isError result.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <yajl/yajl_gen.h>
+#include <yajl/yajl_tree.h>
+
+#include "base64.h"
+#include "buf.h"
+#include "json.h"
+#include "mcp.h"
+
+#define MCP_MAX_ARGS 8                     /* arguments of the widest tool */
+#define MCP_DEFAULT_PORT_DURATION 600      /* sandbox_open_port without duration, seconds */
+#define MCP_WORKSPACE "/workspace"         /* where relative file paths start */
+
+const char *const mcp_versions[] = {"2025-06-18", "2025-03-26", "2024-11-05", NULL};
+
+static const char server_instructions[] =
+    "nanobox runs commands in isolated Linux sandboxes (containers, no network unless asked "
+    "for). Create one with sandbox_create and pass its sandbox_id to sandbox_exec, "
+    "sandbox_write_file, sandbox_read_file, sandbox_list_files and sandbox_open_port. Files "
+    "live in /workspace and persist between calls until the sandbox is destroyed "
+    "(sandbox_destroy, or its ttl runs out). For a one-off snippet, run_code needs no sandbox.";
+
+/* ------------------------------------------------------------ the tools */
+
+/* One argument of a tool: checked on every call, and its JSON schema. */
+struct mcp_arg {
+    const char *name;
+    unsigned types;          /* NB_JT_*; NB_JT_OBJECT means a map of strings */
+    int required;
+    const char *choices;     /* "a|b": the only values allowed, or NULL */
+    const char *description;
+};
+
+#define HINT_READ_ONLY 0x1   /* annotations.readOnlyHint */
+#define HINT_DESTRUCTIVE 0x2 /* annotations.destructiveHint */
+#define HINT_IDEMPOTENT 0x4  /* annotations.idempotentHint */
+
+struct tool_call;
+
+struct mcp_tool {
+    const char *name;
+    const char *title;
+    const char *description;
+    const struct mcp_arg *args;   /* ends with a NULL name */
+    unsigned hints;               /* HINT_* */
+    void (*run)(struct tool_call *t);
+};
+
+/* One tools/call in progress. */
+struct tool_call {
+    struct mcp_session *s;
+    const struct mcp_tool *tool;
+    struct nb_jfield f[MCP_MAX_ARGS]; /* the arguments, in the tool's order */
+    struct nb_buf text;               /* content[0].text */
+    int is_error;
+    yajl_val structured;              /* structuredContent (owned), or NULL */
+    const char *structured_omit;      /* a top-level key left out of it */
+};
+
+static void tool_sandbox_create(struct tool_call *t);
+static void tool_sandbox_exec(struct tool_call *t);
+static void tool_sandbox_write_file(struct tool_call *t);
+static void tool_sandbox_read_file(struct tool_call *t);
+static void tool_sandbox_list_files(struct tool_call *t);
+static void tool_sandbox_open_port(struct tool_call *t);
+static void tool_sandbox_list(struct tool_call *t);
+static void tool_sandbox_destroy(struct tool_call *t);
+static void tool_run_code(struct tool_call *t);
+
+#define ARG_SANDBOX_ID                                                                      \
+    {"sandbox_id", NB_JT_STRING, 1, NULL,                                                   \
+     "The sandbox's id, as sandbox_create or sandbox_list returned it (a lowercase UUID)."}
+#define ARG_END {NULL, 0, 0, NULL, NULL}
+
+static const struct mcp_arg create_args[] = {
+    {"image", NB_JT_STRING, 0, NULL,
+     "Container image to run; one of the server's allowed images (default: the server's "
+     "first, nanobox:latest, with python3 and a POSIX shell)."},
+    {"ttl", NB_JT_INT, 0, NULL,
+     "Lifetime in seconds; the sandbox and its files are destroyed after it (default: the "
+     "server's default_ttl, 1800)."},
+    {"memory", NB_JT_INT | NB_JT_STRING, 0, NULL,
+     "Memory limit: bytes, or a size like \"128m\" or \"1g\" (default and maximum: the "
+     "server's memory setting)."},
+    {"cpus", NB_JT_NUMBER, 0, NULL, "CPUs, fractions allowed, e.g. 0.5."},
+    {"pids", NB_JT_INT, 0, NULL, "Maximum number of processes."},
+    {"network", NB_JT_STRING, 0, "none|bridge",
+     "\"none\" (default): no network at all. \"bridge\": outbound network, if the server "
+     "allows it."},
+    {"env", NB_JT_OBJECT, 0, NULL,
+     "Environment variables for every command, as {\"NAME\": \"value\"}."},
+    {"metadata", NB_JT_OBJECT, 0, NULL,
+     "Labels to find the sandbox by later with sandbox_list, as {\"key\": \"value\"}."},
+    ARG_END};
+
+static const struct mcp_arg exec_args[] = {
+    ARG_SANDBOX_ID,
+    {"command", NB_JT_STRING, 1, NULL,
+     "Shell command, run as /bin/sh -c COMMAND; pipes, redirections, && and cd work."},
+    {"timeout", NB_JT_NUMBER, 0, NULL,
+     "Seconds before the command and everything it started are killed (default 30; the "
+     "server caps it, 300 by default)."},
+    {"cwd", NB_JT_STRING, 0, NULL, "Absolute directory to run in (default /workspace)."},
+    {"env", NB_JT_OBJECT, 0, NULL,
+     "Extra environment variables for this command only, as {\"NAME\": \"value\"}."},
+    ARG_END};
+
+static const struct mcp_arg write_args[] = {
+    ARG_SANDBOX_ID,
+    {"path", NB_JT_STRING, 1, NULL,
+     "File to write: absolute, or relative to /workspace. An existing file is replaced."},
+    {"content", NB_JT_STRING, 1, NULL,
+     "The file's whole content: UTF-8 text, or base64 when encoding is \"base64\"."},
+    {"encoding", NB_JT_STRING, 0, "utf-8|base64",
+     "How content is given: \"utf-8\" (default, text as is) or \"base64\" (binary data)."},
+    ARG_END};
+
+static const struct mcp_arg read_args[] = {
+    ARG_SANDBOX_ID,
+    {"path", NB_JT_STRING, 1, NULL, "File to read: absolute, or relative to /workspace."},
+    ARG_END};
+
+static const struct mcp_arg list_files_args[] = {
+    ARG_SANDBOX_ID,
+    {"path", NB_JT_STRING, 0, NULL,
+     "Directory to list: absolute, or relative to /workspace (default /workspace)."},
+    ARG_END};
+
+static const struct mcp_arg port_args[] = {
+    ARG_SANDBOX_ID,
+    {"port", NB_JT_INT, 1, NULL,
+     "TCP port a server inside the sandbox listens on (it may listen on 127.0.0.1 only)."},
+    {"duration", NB_JT_INT, 0, NULL,
+     "Seconds the port stays reachable (default 600; never longer than the sandbox lives)."},
+    ARG_END};
+
+static const struct mcp_arg list_args[] = {
+    {"metadata", NB_JT_OBJECT, 0, NULL,
+     "Only sandboxes whose metadata has all of these {\"key\": \"value\"} pairs."},
+    ARG_END};
+
+static const struct mcp_arg destroy_args[] = {ARG_SANDBOX_ID, ARG_END};
+
+static const struct mcp_arg run_args[] = {
+    {"language", NB_JT_STRING, 1, "python|sh",
+     "\"python\" (python3 -c CODE) or \"sh\" (/bin/sh -c CODE)."},
+    {"code", NB_JT_STRING, 1, NULL, "The program's source text."},
+    {"timeout", NB_JT_NUMBER, 0, NULL,
+     "Seconds before the program is killed (default 30; the server caps it)."},
+    {"stdin", NB_JT_STRING, 0, NULL, "Text the program reads on its standard input."},
+    ARG_END};
+
+static const struct mcp_tool tools[] = {
+    {"sandbox_create", "Create a sandbox",
+     "Create an isolated Linux sandbox (a container with python3 and a POSIX shell, no "
+     "network by default) and return its sandbox_id. Use the id with the other sandbox_* "
+     "tools; the sandbox keeps its files in /workspace between calls until sandbox_destroy "
+     "or until its ttl (default 30 minutes) runs out. Call this once per task and reuse the "
+     "sandbox.",
+     create_args, 0, tool_sandbox_create},
+    {"sandbox_exec", "Run a shell command in a sandbox",
+     "Run a shell command in a sandbox and wait for it to finish. Returns the exit code, "
+     "whether it timed out (it is then killed), whether the output was truncated (stdout and "
+     "stderr together are capped, 1 MiB by default), and stdout and stderr separately. A "
+     "non-zero exit code is a normal result, not a tool error. To start a server that "
+     "outlives the command, detach it: setsid nohup CMD >/tmp/log 2>&1 &",
+     exec_args, 0, tool_sandbox_exec},
+    {"sandbox_write_file", "Write a file in a sandbox",
+     "Create or replace a file in a sandbox with the given content (text, or base64 for "
+     "binary data).",
+     write_args, HINT_IDEMPOTENT, tool_sandbox_write_file},
+    {"sandbox_read_file", "Read a file from a sandbox",
+     "Return a file's content from a sandbox: as text when it is UTF-8, otherwise as base64 "
+     "with a note saying so.",
+     read_args, HINT_READ_ONLY, tool_sandbox_read_file},
+    {"sandbox_list_files", "List a directory in a sandbox",
+     "List a directory in a sandbox: one line per entry with its type (file, dir, symlink, "
+     "other), size in bytes, permissions, modification time (UTC) and name.",
+     list_files_args, HINT_READ_ONLY, tool_sandbox_list_files},
+    {"sandbox_open_port", "Expose a sandbox port",
+     "Make a TCP port of a sandbox reachable from outside for a while and return its URL "
+     "(through the nanobox server's web front) and host:port (plain TCP). Start the server "
+     "in the sandbox first, detached, with sandbox_exec.",
+     port_args, 0, tool_sandbox_open_port},
+    {"sandbox_list", "List sandboxes",
+     "List the live sandboxes with their ids, image, time left and metadata, optionally only "
+     "those whose metadata matches.",
+     list_args, HINT_READ_ONLY, tool_sandbox_list},
+    {"sandbox_destroy", "Destroy a sandbox",
+     "Destroy a sandbox now: its processes are killed, its files and open ports are gone.",
+     destroy_args, HINT_DESTRUCTIVE | HINT_IDEMPOTENT, tool_sandbox_destroy},
+    {"run_code", "Run code once",
+     "Run a Python or shell program once in a fresh sandbox that is destroyed afterwards, "
+     "and return its exit code, stdout, stderr and whether it timed out or its output was "
+     "truncated. Nothing persists between calls: for several steps on the same files use "
+     "sandbox_create and sandbox_exec.",
+     run_args, 0, tool_run_code},
+};
+#define N_TOOLS (sizeof(tools) / sizeof(tools[0]))
+
+/* -------------------------------------------------------------- helpers */
+
+int mcp_version_supported(const char *version)
+{
+    for (size_t i = 0; mcp_versions[i] != NULL; i++)
+        if (!strcmp(version, mcp_versions[i]))
+            return 1;
+    return 0;
+}
+
+void mcp_session_init(struct mcp_session *s, const struct mcp_backend *backend)
+{
+    memset(s, 0, sizeof(*s));
+    s->backend = backend;
+    snprintf(s->version, sizeof(s->version), "%s", MCP_VERSION_LATEST);
+}
+
+/* Protocol versions compare as dates. */
+static int version_at_least(const struct mcp_session *s, const char *v)
+{
+    return strcmp(s->version, v) >= 0;
+}
+
+/* Member key of object o, or NULL. */
+static yajl_val member(yajl_val o, const char *key)
+{
+    if (o == NULL || !YAJL_IS_OBJECT(o))
+        return NULL;
+    for (size_t i = 0; i < o->u.object.len; i++)
+        if (!strcmp(o->u.object.keys[i], key))
+            return o->u.object.values[i];
+    return NULL;
+}
+
+static const char *member_str(yajl_val o, const char *key)
+{
+    return nb_json_string(member(o, key));
+}
+
+/* Append s with everything but RFC 3986 unreserved bytes and '/' %-encoded. */
+static void url_escape(struct nb_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+            ch == '-' || ch == '.' || ch == '_' || ch == '~' || ch == '/') {
+            nb_buf_append(b, s, 1);
+        } else {
+            char enc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+            nb_buf_append(b, enc, 3);
+        }
+    }
+}
+
+/* Whether len bytes at p are UTF-8 text a model can read as is. */
+static int is_text(const char *p, size_t len)
+{
+    size_t fixed_len;
+    char *fixed;
+    int ok;
+
+    if (memchr(p, '\0', len) != NULL)
+        return 0;
+    fixed = nb_utf8_repair(p, len, &fixed_len);
+    ok = fixed_len == len;   /* each bad byte grows to U+FFFD's 3 */
+    free(fixed);
+    return ok;
+}
+
+/* v as text: strings as they are, numbers as the API wrote them. */
+static void put_value(struct nb_buf *b, yajl_val v)
+{
+    if (v == NULL || YAJL_IS_NULL(v)) {
+        nb_buf_printf(b, "null");
+    } else if (YAJL_IS_STRING(v)) {
+        nb_buf_printf(b, "%s", v->u.string);
+    } else if (YAJL_IS_NUMBER(v)) {
+        nb_buf_printf(b, "%s", YAJL_GET_NUMBER(v));
+    } else if (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v)) {
+        nb_buf_printf(b, "%s", YAJL_IS_TRUE(v) ? "true" : "false");
+    } else {
+        yajl_gen g = nb_json_gen();
+        char *text;
+        nb_json_tree(g, v);
+        text = nb_json_gen_take(g);
+        nb_buf_printf(b, "%s", text);
+        free(text);
+    }
+}
+
+/* "key: value\n" for each of keys present in o. */
+static void put_fields(struct nb_buf *b, yajl_val o, const char *const *keys)
+{
+    for (; *keys != NULL; keys++) {
+        yajl_val v = member(o, *keys);
+        if (v == NULL)
+            continue;
+        nb_buf_printf(b, "%s: ", *keys);
+        put_value(b, v);
+        nb_buf_printf(b, "\n");
+    }
+}
+
+/* Unix seconds as "2025-11-29 18:40:12 UTC". */
+static void put_time(struct nb_buf *b, yajl_val v)
+{
+    struct tm tm;
+    time_t when;
+    char text[64];
+
+    if (v == NULL || !YAJL_IS_INTEGER(v)) {
+        put_value(b, v);
+        return;
+    }
+    when = (time_t)YAJL_GET_INTEGER(v);
+    if (gmtime_r(&when, &tm) == NULL || strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC",
+                                                 &tm) == 0) {
+        put_value(b, v);
+        return;
+    }
+    nb_buf_printf(b, "%s", text);
+}
+
+/* ------------------------------------------------------------ tool calls */
+
+static yajl_val arg(struct tool_call *t, const char *name)
+{
+    for (size_t i = 0; t->tool->args[i].name != NULL; i++)
+        if (!strcmp(t->tool->args[i].name, name))
+            return t->f[i].val;
+    return NULL;
+}
+
+static const char *arg_str(struct tool_call *t, const char *name)
+{
+    return nb_json_string(arg(t, name));
+}
+
+static void tool_fail(struct tool_call *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Make t an isError result saying why. */
+static void tool_fail(struct tool_call *t, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    nb_buf_reset(&t->text);
+    nb_buf_printf(&t->text, "%s", msg);
+    t->is_error = 1;
+    yajl_tree_free(t->structured);
+    t->structured = NULL;
+}
+
+/* An API call's outcome. */
+struct api_answer {
+    long status;
+    struct nb_buf body;
+    yajl_val json;   /* body parsed when it is JSON, else NULL */
+};
+
+static void api_answer_free(struct api_answer *a)
+{
+    yajl_tree_free(a->json);
+    a->json = NULL;
+    nb_buf_free(&a->body);
+}
+
+/*
+ * One API call for t. Returns 0 for a 2xx answer; otherwise -1 after making
+ * t an isError result with the API's message (or why no answer came).
+ */
+static int api_call(struct tool_call *t, const char *method, const char *path, const char *body,
+                    size_t body_len, const char *content_type, struct api_answer *a)
+{
+    const struct mcp_backend *be = t->s->backend;
+    char err[256];
+
+    memset(a, 0, sizeof(*a));
+    nb_buf_init(&a->body, MCP_MAX_ANSWER);
+    if (be == NULL || be->call == NULL) {
+        tool_fail(t, "internal error: this MCP server has no API backend");
+        return -1;
+    }
+    if (be->call(be->ctx, method, path, body, body_len, content_type, &a->status, &a->body) !=
+        0) {
+        tool_fail(t, "%s", a->body.len > 0 ? a->body.data : "no answer from the nanobox server");
+        return -1;
+    }
+    if (a->body.len > 0 &&
+        nb_json_parse(a->body.data, a->body.len, MCP_MAX_DEPTH, &a->json, err, sizeof(err)) != 0)
+        a->json = NULL;
+    if (a->status / 100 == 2)
+        return 0;
+
+    if (member(a->json, "error") != NULL) {
+        const char *code = member_str(a->json, "code");
+        tool_fail(t, "error: %s (code %s, HTTP %ld)", member_str(a->json, "error"),
+                  code[0] ? code : "none", a->status);
+        if (a->status == 404 && !strcmp(code, "no_route"))
+            nb_buf_printf(&t->text, "\nThis nanobox server does not serve %s yet, so %s "
+                                    "cannot work with it.", method, t->tool->name);
+    } else {
+        tool_fail(t, "error: the nanobox server answered HTTP %ld without a nanobox error "
+                     "message", a->status);
+    }
+    return -1;
+}
+
+/* "/sandbox/ID" + suffix, the id %-encoded. */
+static void sandbox_path(struct nb_buf *p, struct tool_call *t, const char *suffix)
+{
+    nb_buf_init(p, 8192);
+    nb_buf_printf(p, "/sandbox/");
+    url_escape(p, arg_str(t, "sandbox_id"));
+    nb_buf_printf(p, "%s", suffix);
+}
+
+/* ".../files?path=P" (the API takes a relative P from the workspace). */
+static void files_path(struct nb_buf *p, struct tool_call *t, const char *path)
+{
+    sandbox_path(p, t, "/files?path=");
+    url_escape(p, path);
+}
+
+/* A request body holding the tool's given arguments, but the one named skip. */
+static char *body_from_args(struct tool_call *t, const char *skip)
+{
+    yajl_gen g = nb_json_gen();
+
+    yajl_gen_map_open(g);
+    for (size_t i = 0; t->tool->args[i].name != NULL; i++) {
+        if (t->f[i].val == NULL || (skip != NULL && !strcmp(skip, t->tool->args[i].name)))
+            continue;
+        nb_json_cstr(g, t->tool->args[i].name);
+        nb_json_tree(g, t->f[i].val);
+    }
+    yajl_gen_map_close(g);
+    return nb_json_gen_take(g);
+}
+
+/* Hand the parsed answer over as structuredContent. */
+static void keep_structured(struct tool_call *t, struct api_answer *a, const char *omit)
+{
+    if (a->json == NULL || !YAJL_IS_OBJECT(a->json))
+        return;
+    yajl_tree_free(t->structured);
+    t->structured = a->json;
+    t->structured_omit = omit;
+    a->json = NULL;
+}
+
+/* exec's and run's answer as text (both have the same fields). */
+static void put_exec_result(struct tool_call *t, yajl_val r)
+{
+    static const char *const flags[] = {"exit_code", "timed_out", "truncated", NULL};
+    yajl_val out = member(r, "stdout"), err = member(r, "stderr");
+
+    put_fields(&t->text, r, flags);
+    nb_buf_printf(&t->text, "--- stdout ---\n%s", nb_json_string(out));
+    if (YAJL_IS_STRING(out) && out->u.string[0] != '\0' &&
+        out->u.string[strlen(out->u.string) - 1] != '\n')
+        nb_buf_printf(&t->text, "\n");
+    nb_buf_printf(&t->text, "--- stderr ---\n%s", nb_json_string(err));
+}
+
+static void tool_sandbox_create(struct tool_call *t)
+{
+    static const char *const keys[] = {"image", "status", "network", "memory", "cpus", "pids",
+                                       "ttl", NULL};
+    struct api_answer a;
+    char *body = body_from_args(t, NULL);
+
+    if (api_call(t, "POST", "/sandbox", body, strlen(body), "application/json", &a) == 0) {
+        nb_buf_printf(&t->text, "Created sandbox %s.\n", member_str(a.json, "sandboxId"));
+        nb_buf_printf(&t->text, "sandbox_id: %s\n", member_str(a.json, "sandboxId"));
+        put_fields(&t->text, a.json, keys);
+        nb_buf_printf(&t->text, "expires_at: ");
+        put_time(&t->text, member(a.json, "expires_at"));
+        nb_buf_printf(&t->text, "\nmetadata: ");
+        put_value(&t->text, member(a.json, "metadata"));
+        nb_buf_printf(&t->text, "\nCommands run in %s, which keeps its files between calls.",
+                      MCP_WORKSPACE);
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+    free(body);
+}
+
+static void tool_sandbox_exec(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path;
+    char *body = body_from_args(t, "sandbox_id");
+
+    sandbox_path(&path, t, "/exec");
+    if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) == 0) {
+        put_exec_result(t, a.json);
+        keep_structured(t, &a, "output");   /* stdout + stderr again */
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+    free(body);
+}
+
+static void tool_run_code(struct tool_call *t)
+{
+    struct api_answer a;
+    char *body = body_from_args(t, NULL);
+
+    if (api_call(t, "POST", "/run", body, strlen(body), "application/json", &a) == 0) {
+        put_exec_result(t, a.json);
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+    free(body);
+}
+static void tool_sandbox_write_file(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path, data;
+    const char *content = arg_str(t, "content"), *file = arg_str(t, "path");
+
+    nb_buf_init(&data, MCP_MAX_MESSAGE);
+    files_path(&path, t, file);
+    if (!strcmp(arg_str(t, "encoding"), "base64")) {
+        if (nb_base64_decode(&data, content, strlen(content)) != NB_OK) {
+            tool_fail(t, "error: content is not valid base64");
+            goto out;
+        }
+    } else {
+        nb_buf_append(&data, content, strlen(content));
+    }
+    if (api_call(t, "PUT", path.data, data.len > 0 ? data.data : "", data.len,
+                 "application/octet-stream", &a) == 0)
+        nb_buf_printf(&t->text, "Wrote %zu bytes to %s.", data.len,
+                      YAJL_IS_STRING(member(a.json, "path")) ? member_str(a.json, "path") : file);
+    api_answer_free(&a);
+out:
+    nb_buf_free(&data);
+    nb_buf_free(&path);
+}
+
+/* A files answer that lists a directory: {"path":..., "entries":[...]}. */
+static int is_listing(yajl_val j)
+{
+    yajl_val e = member(j, "entries");
+    return e != NULL && YAJL_IS_ARRAY(e) && YAJL_IS_STRING(member(j, "path"));
+}
+
+static void put_listing(struct nb_buf *b, yajl_val j)
+{
+    yajl_val entries = member(j, "entries");
+    size_t n = entries->u.array.len;
+
+    nb_buf_printf(b, "%s: %zu entr%s\n", member_str(j, "path"), n, n == 1 ? "y" : "ies");
+    if (n > 0)
+        nb_buf_printf(b, "%-7s %5s  %-4s  %-23s  %s\n", "type", "size", "mode", "modified",
+                      "name");
+    for (size_t i = 0; i < n; i++) {
+        yajl_val e = entries->u.array.values[i], mode = member(e, "mode");
+        const char *type = member_str(e, "type");
+        struct nb_buf size;
+
+        nb_buf_init(&size, 64);
+        put_value(&size, member(e, "size"));
+        nb_buf_printf(b, "%-7s %5s  ", type, size.data != NULL ? size.data : "-");
+        nb_buf_free(&size);
+        if (mode != NULL && YAJL_IS_INTEGER(mode))
+            nb_buf_printf(b, "%04llo", (unsigned long long)YAJL_GET_INTEGER(mode) & 07777u);
+        else
+            put_value(b, mode);
+        nb_buf_printf(b, "  ");
+        put_time(b, member(e, "mtime"));
+        nb_buf_printf(b, "  %s%s\n", member_str(e, "name"), !strcmp(type, "dir") ? "/" : "");
+    }
+    if (YAJL_IS_TRUE(member(j, "truncated")))
+        nb_buf_printf(b, "(the listing was cut short: the directory has more entries)\n");
+}
+
+static void tool_sandbox_read_file(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path;
+    const char *file = arg_str(t, "path");
+
+    files_path(&path, t, file);
+    if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) == 0) {
+        if (is_listing(a.json)) {
+            nb_buf_printf(&t->text, "%s is a directory, not a file. ", file);
+            put_listing(&t->text, a.json);
+        } else if (a.body.len == 0) {
+            nb_buf_printf(&t->text, "(%s is empty: 0 bytes)", file);
+        } else if (is_text(a.body.data, a.body.len)) {
+            nb_buf_append(&t->text, a.body.data, a.body.len);
+        } else {
+            nb_buf_printf(&t->text, "%s is binary (%zu bytes, not UTF-8 text); its content "
+                                    "in base64:\n", file, a.body.len);
+            nb_base64_encode(&t->text, a.body.data, a.body.len);
+        }
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+}
+
+static void tool_sandbox_list_files(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path;
+    const char *dir = arg(t, "path") != NULL ? arg_str(t, "path") : MCP_WORKSPACE;
+
+    files_path(&path, t, dir);
+    if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) == 0) {
+        if (is_listing(a.json)) {
+            put_listing(&t->text, a.json);
+            keep_structured(t, &a, NULL);
+        } else {
+            nb_buf_printf(&t->text, "%s is a file (%zu bytes), not a directory: "
+                                    "sandbox_read_file reads it.", dir, a.body.len);
+        }
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+}
+
+static void tool_sandbox_open_port(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path;
+    yajl_val duration = arg(t, "duration");
+    yajl_gen g = nb_json_gen();
+    char *body;
+
+    yajl_gen_map_open(g);
+    nb_json_kv_int(g, "sandboxport", nb_json_int(arg(t, "port")));
+    nb_json_kv_int(g, "duration", duration != NULL ? nb_json_int(duration)
+                                                   : MCP_DEFAULT_PORT_DURATION);
+    yajl_gen_map_close(g);
+    body = nb_json_gen_take(g);
+    sandbox_path(&path, t, "/ephemeralport");
+    if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) == 0) {
+        nb_buf_printf(&t->text, "url: %s\n", member_str(a.json, "url"));
+        nb_buf_printf(&t->text, "tcp: %s:", member_str(a.json, "host"));
+        put_value(&t->text, member(a.json, "hostport"));
+        nb_buf_printf(&t->text, "\nsandboxport: ");
+        put_value(&t->text, member(a.json, "sandboxport"));
+        nb_buf_printf(&t->text, "\nexpires_at: ");
+        put_time(&t->text, member(a.json, "expires_at"));
+        nb_buf_printf(&t->text, "\nConnections are forwarded to 127.0.0.1:");
+        put_value(&t->text, member(a.json, "sandboxport"));
+        nb_buf_printf(&t->text, " inside the sandbox.");
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+    free(body);
+}
+
+static void tool_sandbox_list(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path;
+    yajl_val meta = arg(t, "metadata"), list;
+
+    nb_buf_init(&path, 65536);
+    nb_buf_printf(&path, "/sandbox");
+    for (size_t i = 0; meta != NULL && i < meta->u.object.len; i++) {
+        if (!YAJL_IS_STRING(meta->u.object.values[i])) {
+            tool_fail(t, "error: metadata values must be strings (\"%.64s\" is not)",
+                      meta->u.object.keys[i]);
+            goto out;
+        }
+        nb_buf_printf(&path, "%smetadata.", i == 0 ? "?" : "&");
+        url_escape(&path, meta->u.object.keys[i]);
+        nb_buf_printf(&path, "=");
+        url_escape(&path, meta->u.object.values[i]->u.string);
+    }
+    if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) == 0) {
+        list = member(a.json, "sandboxes");
+        if (list == NULL || !YAJL_IS_ARRAY(list) || list->u.array.len == 0) {
+            nb_buf_printf(&t->text, "No live sandboxes%s.", meta != NULL ? " match" : "");
+        } else {
+            nb_buf_printf(&t->text, "%zu live sandbox%s:\n", list->u.array.len,
+                          list->u.array.len == 1 ? "" : "es");
+            for (size_t i = 0; i < list->u.array.len; i++) {
+                yajl_val sb = list->u.array.values[i];
+                nb_buf_printf(&t->text, "%s  image=%s  ttl_remaining=", member_str(sb, "sandboxId"),
+                              member_str(sb, "image"));
+                put_value(&t->text, member(sb, "ttl_remaining"));
+                nb_buf_printf(&t->text, "s  network=%s  metadata=", member_str(sb, "network"));
+                put_value(&t->text, member(sb, "metadata"));
+                nb_buf_printf(&t->text, "\n");
+            }
+        }
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+out:
+    nb_buf_free(&path);
+}
+
+static void tool_sandbox_destroy(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path;
+
+    sandbox_path(&path, t, "");
+    if (api_call(t, "DELETE", path.data, NULL, 0, NULL, &a) == 0)
+        nb_buf_printf(&t->text, "Destroyed sandbox %s.", arg_str(t, "sandbox_id"));
+    api_answer_free(&a);
+    nb_buf_free(&path);
+}
+
+/* ---------------------------------------------------------------- schema */
+
+static void gen_type(yajl_gen g, unsigned types)
+{
+    static const struct { unsigned bit; const char *name; } names[] = {
+        {NB_JT_STRING, "string"}, {NB_JT_INT, "integer"}, {NB_JT_NUMBER, "number"},
+        {NB_JT_BOOL, "boolean"},  {NB_JT_OBJECT, "object"}, {NB_JT_ARRAY, "array"},
+    };
+    size_t n = 0;
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        n += (types & names[i].bit) != 0;
+    nb_json_cstr(g, "type");
+    if (n > 1)
+        yajl_gen_array_open(g);
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (types & names[i].bit)
+            nb_json_cstr(g, names[i].name);
+    if (n > 1)
+        yajl_gen_array_close(g);
+}
+
+static void gen_input_schema(yajl_gen g, const struct mcp_tool *tool)
+{
+    nb_json_cstr(g, "inputSchema");
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "type", "object");
+    nb_json_cstr(g, "properties");
+    yajl_gen_map_open(g);
+    for (const struct mcp_arg *a = tool->args; a->name != NULL; a++) {
+        nb_json_cstr(g, a->name);
+        yajl_gen_map_open(g);
+        gen_type(g, a->types);
+        if (a->types & NB_JT_OBJECT) {
+            nb_json_cstr(g, "additionalProperties");
+            yajl_gen_map_open(g);
+            nb_json_kv_str(g, "type", "string");
+            yajl_gen_map_close(g);
+        }
+        if (a->choices != NULL) {
+            const char *p = a->choices, *bar;
+            nb_json_cstr(g, "enum");
+            yajl_gen_array_open(g);
+            for (; (bar = strchr(p, '|')) != NULL; p = bar + 1)
+                nb_json_str(g, p, (size_t)(bar - p));
+            nb_json_cstr(g, p);
+            yajl_gen_array_close(g);
+        }
+        nb_json_kv_str(g, "description", a->description);
+        yajl_gen_map_close(g);
+    }
+    yajl_gen_map_close(g);
+    nb_json_cstr(g, "required");
+    yajl_gen_array_open(g);
+    for (const struct mcp_arg *a = tool->args; a->name != NULL; a++)
+        if (a->required)
+            nb_json_cstr(g, a->name);
+    yajl_gen_array_close(g);
+    nb_json_kv_bool(g, "additionalProperties", 0);
+    yajl_gen_map_close(g);
+}
+
+/* -------------------------------------------------------------- replies */
+
+/* Append to out, or undo everything appended since start and say why. */
+static void reply_text(struct nb_buf *out, size_t start, const char *id_json, const char *key,
+                       const char *value_json)
+{
+    if (nb_buf_printf(out, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"%s\":", id_json, key) == NB_OK &&
+        nb_buf_append(out, value_json, strlen(value_json)) == NB_OK &&
+        nb_buf_append(out, "}", 1) == NB_OK)
+        return;
+    out->len = start;
+    if (out->data != NULL)
+        out->data[start] = '\0';
+    nb_buf_printf(out, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":%d,\"message\":"
+                       "\"the reply is larger than this transport's cap\"}}",
+                  id_json, MCP_INTERNAL_ERROR);
+}
+
+static char *id_text(yajl_val id)
+{
+    yajl_gen g = nb_json_gen();
+    nb_json_tree(g, id);
+    return nb_json_gen_take(g);
+}
+
+static void reply_result(struct nb_buf *out, yajl_val id, yajl_gen result)
+{
+    char *idj = id_text(id), *res = nb_json_gen_take(result);
+    reply_text(out, out->len, idj, "result", res);
+    free(idj);
+    free(res);
+}
+
+static void reply_error(struct nb_buf *out, yajl_val id, int code, const char *message)
+{
+    yajl_gen g = nb_json_gen();
+    char *idj = id_text(id), *err;
+
+    yajl_gen_map_open(g);
+    nb_json_kv_int(g, "code", code);
+    nb_json_kv_str(g, "message", message);
+    yajl_gen_map_close(g);
+    err = nb_json_gen_take(g);
+    reply_text(out, out->len, idj, "error", err);
+    free(idj);
+    free(err);
+}
+
+void mcp_error_reply(struct nb_buf *out, int code, const char *message)
+{
+    reply_error(out, NULL, code, message);
+}
+
+/* ------------------------------------------------------------- methods */
+
+static int do_initialize(struct mcp_session *s, yajl_val id, yajl_val params, int in_batch,
+                         struct nb_buf *out)
+{
+    yajl_val asked = member(params, "protocolVersion");
+    yajl_gen g;
+
+    if (in_batch) {
+        reply_error(out, id, MCP_INVALID_REQUEST, "initialize must not be part of a batch");
+        return MCP_REPLY;
+    }
+    if (asked == NULL || !YAJL_IS_STRING(asked)) {
+        reply_error(out, id, MCP_INVALID_PARAMS,
+                    "initialize needs params.protocolVersion, a string such as \""
+                    MCP_VERSION_LATEST "\"");
+        return MCP_REPLY;
+    }
+    /* the client's version when we speak it, else our latest: the client decides */
+    snprintf(s->version, sizeof(s->version), "%s",
+             mcp_version_supported(asked->u.string) ? asked->u.string : MCP_VERSION_LATEST);
+    s->initialized = 1;
+    s->last = MCP_MSG_INITIALIZE;
+
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "protocolVersion", s->version);
+    nb_json_cstr(g, "capabilities");
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "tools");
+    yajl_gen_map_open(g);
+    nb_json_kv_bool(g, "listChanged", 0);
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    nb_json_cstr(g, "serverInfo");
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "name", "nanobox");
+    if (version_at_least(s, "2025-06-18"))
+        nb_json_kv_str(g, "title", "nanobox sandboxes");
+    nb_json_kv_str(g, "version", PACKAGE_VERSION);
+    yajl_gen_map_close(g);
+    nb_json_kv_str(g, "instructions", server_instructions);
+    yajl_gen_map_close(g);
+    reply_result(out, id, g);
+    return MCP_REPLY;
+}
+
+static int do_tools_list(struct mcp_session *s, yajl_val id, struct nb_buf *out)
+{
+    yajl_gen g = nb_json_gen();
+
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "tools");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < N_TOOLS; i++) {
+        const struct mcp_tool *tool = &tools[i];
+        yajl_gen_map_open(g);
+        nb_json_kv_str(g, "name", tool->name);
+        if (version_at_least(s, "2025-06-18"))
+            nb_json_kv_str(g, "title", tool->title);
+        nb_json_kv_str(g, "description", tool->description);
+        gen_input_schema(g, tool);
+        if (version_at_least(s, "2025-03-26")) {
+            nb_json_cstr(g, "annotations");
+            yajl_gen_map_open(g);
+            nb_json_kv_str(g, "title", tool->title);
+            nb_json_kv_bool(g, "readOnlyHint", (tool->hints & HINT_READ_ONLY) != 0);
+            nb_json_kv_bool(g, "destructiveHint", (tool->hints & HINT_DESTRUCTIVE) != 0);
+            nb_json_kv_bool(g, "idempotentHint", (tool->hints & HINT_IDEMPOTENT) != 0);
+            nb_json_kv_bool(g, "openWorldHint", 0);
+            yajl_gen_map_close(g);
+        }
+        yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    reply_result(out, id, g);
+    return MCP_REPLY;
+}
+
+/* The arguments against the tool's list; 0, or -1 with t an isError result. */
+static int check_args(struct tool_call *t, yajl_val args)
+{
+    char err[256];
+    size_t n = 0;
+
+    for (; t->tool->args[n].name != NULL; n++) {
+        t->f[n].name = t->tool->args[n].name;
+        t->f[n].types = t->tool->args[n].types | (t->tool->args[n].required ? 0 : NB_JT_NULL);
+    }
+    if (nb_json_fields(args, t->f, n, err, sizeof(err)) != 0) {
+        tool_fail(t, "error: bad arguments for %s: %s", t->tool->name, err);
+        nb_buf_printf(&t->text, ". Its arguments are:");
+        for (size_t i = 0; i < n; i++)
+            nb_buf_printf(&t->text, " %s%s", t->f[i].name, t->tool->args[i].required ? "*" : "");
+        nb_buf_printf(&t->text, " (* required).");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct mcp_arg *a = &t->tool->args[i];
+        if (a->required && t->f[i].val == NULL) {
+            tool_fail(t, "error: %s needs the argument \"%s\": %s", t->tool->name, a->name,
+                      a->description);
+            return -1;
+        }
+        if (a->choices != NULL && t->f[i].val != NULL) {
+            const char *v = nb_json_string(t->f[i].val), *p = a->choices;
+            size_t vl = strlen(v);
+            int found = 0;
+            while (!found && *p) {
+                size_t pl = strcspn(p, "|");
+                found = pl == vl && !strncmp(p, v, vl);
+                p += pl + (p[pl] == '|');
+            }
+            if (!found) {
+                char list[128];
+                size_t k = 0;
+                for (p = a->choices; *p && k + 3 < sizeof(list); p++)
+                    k += (size_t)snprintf(list + k, sizeof(list) - k, *p == '|' ? ", " : "%c", *p);
+                tool_fail(t, "error: argument \"%s\" of %s must be one of %s, not \"%.64s\"",
+                          a->name, t->tool->name, list, v);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int do_tools_call(struct mcp_session *s, yajl_val id, yajl_val params,
+                         struct nb_buf *out)
+{
+    yajl_val name = member(params, "name"), args = member(params, "arguments");
+    struct tool_call t = {.s = s};
+    char msg[256];
+    yajl_gen g;
+
+    if (name == NULL || !YAJL_IS_STRING(name)) {
+        reply_error(out, id, MCP_INVALID_PARAMS, "tools/call needs params.name, a tool's name");
+        return MCP_REPLY;
+    }
+    if (args != NULL && !YAJL_IS_OBJECT(args) && !YAJL_IS_NULL(args)) {
+        reply_error(out, id, MCP_INVALID_PARAMS, "params.arguments must be an object");
+        return MCP_REPLY;
+    }
+    for (size_t i = 0; i < N_TOOLS && t.tool == NULL; i++)
+        if (!strcmp(tools[i].name, name->u.string))
+            t.tool = &tools[i];
+    if (t.tool == NULL) {
+        snprintf(msg, sizeof(msg), "unknown tool \"%.64s\" (tools/list names the tools)",
+                 name->u.string);
+        reply_error(out, id, MCP_INVALID_PARAMS, msg);
+        return MCP_REPLY;
+    }
+
+    nb_buf_init(&t.text, MCP_MAX_TEXT);
+    if (check_args(&t, args != NULL && YAJL_IS_OBJECT(args) ? args : NULL) == 0)
+        t.tool->run(&t);
+
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "content");
+    yajl_gen_array_open(g);
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "type", "text");
+    nb_json_cstr(g, "text");
+    nb_json_str(g, t.text.data != NULL ? t.text.data : "", t.text.len);
+    yajl_gen_map_close(g);
+    yajl_gen_array_close(g);
+    if (t.structured != NULL && !t.is_error && version_at_least(s, "2025-06-18")) {
+        nb_json_cstr(g, "structuredContent");
+        yajl_gen_map_open(g);
+        for (size_t i = 0; i < t.structured->u.object.len; i++) {
+            if (t.structured_omit != NULL &&
+                !strcmp(t.structured->u.object.keys[i], t.structured_omit))
+                continue;
+            nb_json_cstr(g, t.structured->u.object.keys[i]);
+            nb_json_tree(g, t.structured->u.object.values[i]);
+        }
+        yajl_gen_map_close(g);
+    }
+    nb_json_kv_bool(g, "isError", t.is_error);
+    yajl_gen_map_close(g);
+    reply_result(out, id, g);
+
+    yajl_tree_free(t.structured);
+    nb_buf_free(&t.text);
+    return MCP_REPLY;
+}
+
+/* ------------------------------------------------------------- dispatch */
+
+static int handle_one(struct mcp_session *s, yajl_val m, int in_batch, struct nb_buf *out)
+{
+    yajl_val id, jsonrpc, method, params;
+    int has_id;
+    char msg[256];
+
+    if (!YAJL_IS_OBJECT(m)) {
+        reply_error(out, NULL, MCP_INVALID_REQUEST, "a JSON-RPC message must be an object");
+        return MCP_REPLY;
+    }
+    id = member(m, "id");
+    has_id = id != NULL;
+    if (has_id && !YAJL_IS_STRING(id) && !YAJL_IS_INTEGER(id)) {
+        reply_error(out, NULL, MCP_INVALID_REQUEST, "\"id\" must be a string or an integer");
+        return MCP_REPLY;
+    }
+    jsonrpc = member(m, "jsonrpc");
+    if (jsonrpc == NULL || !YAJL_IS_STRING(jsonrpc) || strcmp(jsonrpc->u.string, "2.0") != 0) {
+        reply_error(out, id, MCP_INVALID_REQUEST, "\"jsonrpc\" must be \"2.0\"");
+        return MCP_REPLY;
+    }
+    method = member(m, "method");
+    if (method == NULL) {
+        /* a response to a request of ours: we send none, so nothing to match */
+        if (member(m, "result") != NULL || member(m, "error") != NULL)
+            return MCP_NO_REPLY;
+        reply_error(out, id, MCP_INVALID_REQUEST, "a request needs a \"method\"");
+        return MCP_REPLY;
+    }
+    if (!YAJL_IS_STRING(method)) {
+        reply_error(out, id, MCP_INVALID_REQUEST, "\"method\" must be a string");
+        return MCP_REPLY;
+    }
+    if (!has_id) {
+        /* notifications: initialized, cancelled (calls run to the end), the rest ignored */
+        if (!strcmp(method->u.string, "notifications/initialized"))
+            s->initialized = 1;
+        return MCP_NO_REPLY;
+    }
+    params = member(m, "params");
+    if (params != NULL && !YAJL_IS_OBJECT(params)) {
+        reply_error(out, id, MCP_INVALID_PARAMS, "\"params\" must be an object");
+        return MCP_REPLY;
+    }
+
+    if (!strcmp(method->u.string, "initialize"))
+        return do_initialize(s, id, params, in_batch, out);
+    if (!strcmp(method->u.string, "ping")) {
+        yajl_gen g = nb_json_gen();
+        yajl_gen_map_open(g);
+        yajl_gen_map_close(g);
+        reply_result(out, id, g);
+        return MCP_REPLY;
+    }
+    if (!strcmp(method->u.string, "tools/list"))
+        return do_tools_list(s, id, out);
+    if (!strcmp(method->u.string, "tools/call"))
+        return do_tools_call(s, id, params, out);
+    snprintf(msg, sizeof(msg), "unknown method \"%.64s\" (this server has initialize, ping, "
+                               "tools/list and tools/call)", method->u.string);
+    reply_error(out, id, MCP_METHOD_NOT_FOUND, msg);
+    return MCP_REPLY;
+}
+
+/* Batches were part of 2025-03-26 (and plain JSON-RPC before it); 2025-06-18 dropped them. */
+static int handle_batch(struct mcp_session *s, yajl_val batch, struct nb_buf *out)
+{
+    struct nb_buf one;
+    size_t start = out->len, replies = 0;
+    char msg[160];
+
+    if (version_at_least(s, "2025-06-18")) {
+        snprintf(msg, sizeof(msg), "JSON-RPC batches are not part of MCP %s: send one message "
+                                   "at a time", s->version);
+        reply_error(out, NULL, MCP_INVALID_REQUEST, msg);
+        return MCP_REPLY;
+    }
+    if (batch->u.array.len == 0) {
+        reply_error(out, NULL, MCP_INVALID_REQUEST, "empty batch");
+        return MCP_REPLY;
+    }
+    nb_buf_init(&one, out->cap);
+    for (size_t i = 0; i < batch->u.array.len; i++) {
+        nb_buf_reset(&one);
+        if (handle_one(s, batch->u.array.values[i], 1, &one) != MCP_REPLY)
+            continue;
+        if (nb_buf_append(out, replies == 0 ? "[" : ",", 1) != NB_OK ||
+            nb_buf_append(out, one.data, one.len) != NB_OK) {
+            out->len = start;
+            if (out->data != NULL)
+                out->data[start] = '\0';
+            nb_buf_free(&one);
+            reply_error(out, NULL, MCP_INTERNAL_ERROR, "the batch's replies are larger than "
+                                                       "this transport's cap");
+            return MCP_REPLY;
+        }
+        replies++;
+    }
+    nb_buf_free(&one);
+    if (replies == 0)
+        return MCP_NO_REPLY;
+    nb_buf_append(out, "]", 1);
+    return MCP_REPLY;
+}
+
+int mcp_handle(struct mcp_session *s, const char *msg, size_t len, struct nb_buf *out)
+{
+    yajl_val root = NULL;
+    char err[256];
+    int rc;
+
+    s->last = MCP_MSG_OTHER;
+    if (nb_json_parse(msg, len, MCP_MAX_DEPTH, &root, err, sizeof(err)) != 0) {
+        s->last = MCP_MSG_NOT_JSON;
+        reply_error(out, NULL, MCP_PARSE_ERROR, err);
+        return MCP_REPLY;
+    }
+    if (root == NULL) {
+        s->last = MCP_MSG_EMPTY;
+        return MCP_NO_REPLY;   /* a blank line */
+    }
+    rc = YAJL_IS_ARRAY(root) ? handle_batch(s, root, out) : handle_one(s, root, 0, out);
+    yajl_tree_free(root);
+    return rc;
+}

@@ -1,0 +1,174 @@
+/*
+ * api_mcp.c - the MCP Streamable HTTP transport: POST /mcp and DELETE /mcp
+ * (see docs/MCP.md). The protocol and the tools are src/common/mcp.c's, as
+ * for the stdio transport; what is here is the HTTP around them and the
+ * backend that runs a tool's API calls through the router as internal
+ * requests (http.c's capture mode), with no loopback HTTP.
+ *
+ * Each POST carries one JSON-RPC message (or a batch, before 2025-06-18)
+ * and gets its one reply as application/json: the server never sends
+ * requests or notifications of its own, so it needs no SSE stream, and
+ * GET /mcp is refused (405) as the spec allows.
+ *
+ * Sessions (mcp_sessions.c): initialize's answer carries a new
+ * Mcp-Session-Id; a request naming an unknown or expired one gets 404, which
+ * tells the client to initialize again. A request without one is served too,
+ * as a stateless client's: the session only remembers the protocol
+ * version, which such a client sends in MCP-Protocol-Version.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api.h"
+#include "http.h"
+#include "log.h"
+#include "mcp.h"
+#include "mcp_sessions.h"
+#include "worker.h"
+
+#define MCP_SESSION_NOT_FOUND -32001   /* JSON-RPC code of a 404 (the SDKs' choice) */
+#define MCP_DEFAULT_HTTP_VERSION "2025-03-26" /* no MCP-Protocol-Version header: the spec's rule */
+
+/* A JSON-RPC error with a null id, as an HTTP answer of status. */
+static void rpc_fail(struct nb_req *r, int status, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void rpc_fail(struct nb_req *r, int status, int code, const char *fmt, ...)
+{
+    struct nb_buf out;
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    nb_buf_init(&out, sizeof(msg) * 6 + 128);   /* the message JSON-escaped (\u00XX at worst) and the envelope */
+    mcp_error_reply(&out, code, msg);
+    nb_buf_append(&out, "\n", 1);
+    nb_http_body(r, status, "application/json", out.data, out.len);
+    nb_buf_free(&out);
+}
+
+/* The backend: one API call as an internal request through the router. */
+static int internal_api_call(void *ctx, const char *method, const char *path, const char *body,
+                             size_t body_len, const char *content_type, long *status,
+                             struct nb_buf *answer)
+{
+    struct nb_app *a = ctx;
+    struct nb_http_capture cap;
+    struct nb_req ir;
+    struct nb_apierr ae;
+    size_t start = answer->len;
+    int rc = 0;
+
+    memset(&ir, 0, sizeof(ir));
+    nb_buf_init(&ir.body, 0);
+    if (nb_http_internal(&ir, &cap, method, path, body, body_len, content_type, answer, &ae) != 0)
+        nb_http_error(&ir, &ae);
+    else
+        nb_worker_route(a, &ir);
+    if (!ir.answered)
+        nb_http_fail(&ir, 500, "internal", "the request got no answer");
+    if (cap.overflow) {
+        answer->len = start;
+        if (answer->data != NULL)
+            answer->data[start] = '\0';
+        nb_buf_printf(answer, "error: the answer to %s %.200s is larger than %zu bytes", method,
+                      ir.path, answer->cap);
+        rc = -1;
+    }
+    *status = ir.status;
+    nb_info("mcp: %s %.200s %d", method, ir.path, ir.status);
+    nb_buf_free(&ir.body);
+    return rc;
+}
+
+void api_mcp_post(struct nb_app *a, struct nb_req *r)
+{
+    const char *sid = nb_http_param(r, "HTTP_MCP_SESSION_ID");
+    const char *hver = nb_http_param(r, "HTTP_MCP_PROTOCOL_VERSION");
+    size_t cap = a->conf.max_body < MCP_MAX_MESSAGE ? a->conf.max_body : MCP_MAX_MESSAGE;
+    struct mcp_backend backend = {.call = internal_api_call, .ctx = a};
+    struct mcp_session s;
+    struct nb_apierr ae;
+    struct nb_buf reply;
+    char version[NB_MCP_VERSION_LEN] = MCP_DEFAULT_HTTP_VERSION;
+    char new_sid[NB_MCP_SESSION_ID_LEN + 1];
+    int rc;
+
+    if (nb_http_is_internal(r)) {   /* no tool calls /mcp: a loop would be a bug */
+        nb_http_fail(r, 400, "bad_request", "/mcp is not a tool's API call");
+        return;
+    }
+    if (hver != NULL && *hver && !mcp_version_supported(hver)) {
+        rpc_fail(r, 400, MCP_INVALID_REQUEST, "MCP-Protocol-Version \"%.32s\" is not supported: "
+                 "this server speaks %s, %s and %s", hver, mcp_versions[0], mcp_versions[1],
+                 mcp_versions[2]);
+        return;
+    }
+    if (nb_http_read_body(r, cap, &ae) != 0) {
+        rpc_fail(r, ae.status, MCP_PARSE_ERROR, "%s", ae.msg);
+        return;
+    }
+    if (sid != NULL && *sid) {
+        rc = nb_mcp_session_find(&a->conf, sid, version, sizeof(version), &ae);
+        if (rc < 0) {
+            rpc_fail(r, ae.status, MCP_INTERNAL_ERROR, "%s", ae.msg);
+            return;
+        }
+        if (rc == 0) {
+            rpc_fail(r, 404, MCP_SESSION_NOT_FOUND, "no MCP session %.64s (it expired, was "
+                     "ended, or the server forgot it): initialize a new one", sid);
+            return;
+        }
+    }
+    if (hver != NULL && *hver)
+        snprintf(version, sizeof(version), "%s", hver);
+
+    mcp_session_init(&s, &backend);
+    snprintf(s.version, sizeof(s.version), "%s", version);
+    nb_buf_init(&reply, MCP_MAX_REPLY);
+    rc = mcp_handle(&s, r->body.data != NULL ? r->body.data : "", r->body.len, &reply);
+    if (s.last == MCP_MSG_EMPTY) {
+        rpc_fail(r, 400, MCP_PARSE_ERROR, "the body is empty: POST one JSON-RPC message");
+    } else if (s.last == MCP_MSG_NOT_JSON) {
+        nb_buf_append(&reply, "\n", 1);
+        nb_http_body(r, 400, "application/json", reply.data, reply.len);
+    } else if (rc != MCP_REPLY) {
+        nb_http_body(r, 202, NULL, NULL, 0);   /* a notification or a response */
+    } else {
+        if (s.last == MCP_MSG_INITIALIZE) {
+            /* no session file: serve on statelessly rather than fail the client */
+            if (nb_mcp_session_new(&a->conf, s.version, new_sid, &ae) == 0)
+                nb_http_add_header(r, "Mcp-Session-Id", new_sid);
+            else
+                nb_warn("MCP initialize answered without a session: %s", ae.msg);
+        }
+        nb_buf_append(&reply, "\n", 1);
+        nb_http_body(r, 200, "application/json", reply.data, reply.len);
+    }
+    nb_buf_free(&reply);
+}
+
+void api_mcp_delete(struct nb_app *a, struct nb_req *r)
+{
+    const char *sid = nb_http_param(r, "HTTP_MCP_SESSION_ID");
+    struct nb_apierr ae;
+    int rc;
+
+    if (sid == NULL || !*sid) {
+        nb_http_fail(r, 400, "bad_request", "DELETE /mcp ends a session: send its Mcp-Session-Id "
+                     "header");
+        return;
+    }
+    rc = nb_mcp_session_end(&a->conf, sid, &ae);
+    if (rc < 0)
+        nb_http_error(r, &ae);
+    else if (rc == 0)
+        nb_http_fail(r, 404, "not_found", "no MCP session %.64s (it expired or was ended)", sid);
+    else
+        nb_http_no_content(r);
+}

@@ -1,0 +1,132 @@
+// client.mjs - drives nanobox's MCP server with the official MCP TypeScript
+// SDK (@modelcontextprotocol/sdk), a client nobody here wrote, through the
+// scenario of the MCP issue: list the tools, create a sandbox, write a file,
+// exec python3 on it, read the result, list the directory, open a port, hit
+// a tool error, destroy the sandbox, run code once.
+//
+//   node client.mjs --transport stdio --bin /path/to/nanobox
+//       (NANOBOX_URL and NANOBOX_API_KEY are passed to `nanobox mcp`)
+//   node client.mjs --transport http --url http://127.0.0.1:8080/mcp --key KEY
+//
+// Prints one JSON summary on stdout (tests/integration/test_mcp.py asserts
+// on it); every tool call's result is kept whatever it was, so one failing
+// step does not hide the others. Exit status 0 unless the SDK could not
+// connect at all.
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+function parseArgs(argv) {
+  const opts = { transport: "stdio", bin: "nanobox", url: null, key: null, port: 8000 };
+  for (let i = 2; i < argv.length; i++) {
+    const name = argv[i].replace(/^--/, "");
+    if (!(name in opts)) throw new Error(`unknown option ${argv[i]}`);
+    opts[name] = argv[++i];
+  }
+  return opts;
+}
+
+function makeTransport(opts) {
+  if (opts.transport === "stdio") {
+    const env = {};
+    for (const k of ["PATH", "HOME", "NANOBOX_URL", "NANOBOX_API_KEY", "XDG_CONFIG_HOME"]) {
+      if (process.env[k] !== undefined) env[k] = process.env[k];
+    }
+    return new StdioClientTransport({ command: opts.bin, args: ["mcp"], env, stderr: "inherit" });
+  }
+  if (opts.transport === "http") {
+    const headers = opts.key ? { Authorization: `Bearer ${opts.key}` } : {};
+    return new StreamableHTTPClientTransport(new URL(opts.url), { requestInit: { headers } });
+  }
+  throw new Error(`unknown transport ${opts.transport}`);
+}
+
+function textOf(result) {
+  return (result.content || []).filter((c) => c.type === "text").map((c) => c.text).join("");
+}
+
+async function main() {
+  const opts = parseArgs(process.argv);
+  const transport = makeTransport(opts);
+  const summary = { transport: opts.transport, steps: {} };
+
+  // the SDK hands the negotiated version to transports that want it (HTTP)
+  const setVersion = transport.setProtocolVersion?.bind(transport);
+  transport.setProtocolVersion = (v) => {
+    summary.protocolVersion = v;
+    if (setVersion) setVersion(v);
+  };
+
+  const client = new Client({ name: "nanobox-mcp-test", version: "1.0.0" });
+  await client.connect(transport);
+  summary.serverInfo = client.getServerVersion();
+  summary.capabilities = client.getServerCapabilities();
+  summary.instructions = client.getInstructions();
+  if (opts.transport === "http") summary.sessionId = transport.sessionId ?? null;
+
+  await client.ping();
+  summary.ping = true;
+
+  const listed = await client.listTools();
+  summary.tools = listed.tools.map((t) => ({
+    name: t.name,
+    description: t.description,
+    inputSchema: t.inputSchema,
+    annotations: t.annotations ?? null,
+  }));
+
+  async function call(step, name, args) {
+    try {
+      const r = await client.callTool({ name, arguments: args });
+      summary.steps[step] = {
+        isError: r.isError === true,
+        text: textOf(r),
+        structured: r.structuredContent ?? null,
+      };
+    } catch (e) {
+      summary.steps[step] = { thrown: String(e?.message ?? e), code: e?.code ?? null };
+    }
+    return summary.steps[step];
+  }
+
+  const created = await call("create", "sandbox_create", { metadata: { test: "mcp" }, ttl: 600 });
+  const sid = created.structured?.sandboxId ?? (created.text?.match(/sandbox_id: (\S+)/) || [])[1];
+  summary.sandboxId = sid ?? null;
+
+  if (sid) {
+    const script = "import sys\nprint('hello from', sys.argv[1])\nprint('to stderr', file=sys.stderr)\n";
+    await call("write", "sandbox_write_file", { sandbox_id: sid, path: "/workspace/hello.py", content: script });
+    await call("write_b64", "sandbox_write_file", {
+      sandbox_id: sid, path: "blob.bin", content: Buffer.from([0, 1, 2, 255, 254]).toString("base64"), encoding: "base64",
+    });
+    await call("exec", "sandbox_exec", {
+      sandbox_id: sid, command: "python3 /workspace/hello.py mcp > /workspace/out.txt; cat /workspace/out.txt",
+    });
+    await call("exec_plain", "sandbox_exec", { sandbox_id: sid, command: "echo out; echo err >&2" });
+    await call("exec_fail", "sandbox_exec", { sandbox_id: sid, command: "echo oops >&2; exit 3" });
+    await call("exec_timeout", "sandbox_exec", { sandbox_id: sid, command: "echo started; sleep 30", timeout: 1 });
+    await call("read", "sandbox_read_file", { sandbox_id: sid, path: "/workspace/out.txt" });
+    await call("read_binary", "sandbox_read_file", { sandbox_id: sid, path: "/workspace/blob.bin" });
+    await call("list_files", "sandbox_list_files", { sandbox_id: sid });
+    await call("serve", "sandbox_exec", {
+      sandbox_id: sid,
+      command: `setsid nohup python3 -m http.server ${opts.port} --bind 127.0.0.1 --directory /workspace >/dev/null 2>&1 </dev/null & sleep 1`,
+    });
+    await call("open_port", "sandbox_open_port", { sandbox_id: sid, port: Number(opts.port), duration: 120 });
+    await call("list", "sandbox_list", { metadata: { test: "mcp" } });
+    await call("bad_args", "sandbox_exec", { sandbox_id: sid, comand: "typo" });
+    await call("destroy", "sandbox_destroy", { sandbox_id: sid });
+    await call("after_destroy", "sandbox_exec", { sandbox_id: sid, command: "true" });
+  }
+  await call("run_code", "run_code", { language: "python", code: "print(6 * 7)" });
+  await call("unknown_tool", "no_such_tool", {});
+
+  await client.close();
+  process.stdout.write(JSON.stringify(summary) + "\n");
+}
+
+main().catch((e) => {
+  process.stderr.write(`client.mjs: ${e?.stack ?? e}\n`);
+  process.exit(1);
+});

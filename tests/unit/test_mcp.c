@@ -1,0 +1,326 @@
+/*
+ * test_mcp.c - the MCP core with a fake API backend: the HTTP calls each
+ * tool makes, how answers become text (exec, file listings, binary files),
+ * API errors as isError results, and JSON-RPC errors for bad messages.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "json.h"
+#include "mcp.h"
+
+/* What the fake API saw, and what it answers. */
+struct fake_api {
+    char method[16];
+    char path[1024];
+    struct nb_buf body;
+    char ctype[64];
+    long status;          /* answer */
+    const char *answer;
+    size_t answer_len;    /* 0: strlen(answer) */
+    int unreachable;
+};
+
+static int fake_call(void *ctx, const char *method, const char *path, const char *body,
+                     size_t body_len, const char *content_type, long *status,
+                     struct nb_buf *answer)
+{
+    struct fake_api *f = ctx;
+
+    snprintf(f->method, sizeof(f->method), "%s", method);
+    snprintf(f->path, sizeof(f->path), "%s", path);
+    nb_buf_reset(&f->body);
+    if (body != NULL)
+        nb_buf_append(&f->body, body, body_len);
+    snprintf(f->ctype, sizeof(f->ctype), "%s", content_type ? content_type : "");
+    if (f->unreachable) {
+        nb_buf_printf(answer, "error: no answer (test)");
+        return -1;
+    }
+    *status = f->status;
+    nb_buf_append(answer, f->answer, f->answer_len ? f->answer_len : strlen(f->answer));
+    return 0;
+}
+
+struct fixture {
+    struct fake_api api;
+    struct mcp_backend be;
+    struct mcp_session s;
+    struct nb_buf out;
+    yajl_val reply;
+};
+
+static int setup(void **state)
+{
+    struct fixture *fx = calloc(1, sizeof(*fx));
+    nb_buf_init(&fx->api.body, 1u << 24);
+    fx->be.call = fake_call;
+    fx->be.ctx = &fx->api;
+    mcp_session_init(&fx->s, &fx->be);
+    nb_buf_init(&fx->out, MCP_MAX_REPLY);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *fx = *state;
+    yajl_tree_free(fx->reply);
+    nb_buf_free(&fx->out);
+    nb_buf_free(&fx->api.body);
+    free(fx);
+    return 0;
+}
+
+/* Send msg, parse the reply into fx->reply (NULL when none). */
+static int send_msg(struct fixture *fx, const char *msg)
+{
+    char err[256];
+    int rc;
+
+    yajl_tree_free(fx->reply);
+    fx->reply = NULL;
+    nb_buf_reset(&fx->out);
+    rc = mcp_handle(&fx->s, msg, strlen(msg), &fx->out);
+    if (rc == MCP_REPLY)
+        assert_int_equal(nb_json_parse(fx->out.data, fx->out.len, 64, &fx->reply, err,
+                                       sizeof(err)), 0);
+    return rc;
+}
+
+static yajl_val get(yajl_val v, const char *a, const char *b, const char *c)
+{
+    const char *p[] = {a, b, c, NULL};
+    return yajl_tree_get(v, p, yajl_t_any);
+}
+
+static long long error_code(struct fixture *fx)
+{
+    yajl_val c = get(fx->reply, "error", "code", NULL);
+    assert_non_null(c);
+    return YAJL_GET_INTEGER(c);
+}
+
+/* tools/call name(args); returns the result's text, sets *is_error. */
+static const char *call_tool(struct fixture *fx, const char *name, const char *args, int *is_error)
+{
+    char msg[8192];
+    yajl_val text, err;
+
+    snprintf(msg, sizeof(msg), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+                               "\"params\":{\"name\":\"%s\",\"arguments\":%s}}", name, args);
+    assert_int_equal(send_msg(fx, msg), MCP_REPLY);
+    err = get(fx->reply, "result", "isError", NULL);
+    assert_non_null(err);
+    *is_error = YAJL_IS_TRUE(err);
+    text = get(fx->reply, "result", "content", NULL);
+    assert_non_null(text);
+    text = text->u.array.values[0];
+    return nb_json_string(get(text, "text", NULL, NULL));
+}
+
+#define SID "9d5ad481-3179-4bd9-9d2f-c00aae4a0279"
+
+static void test_initialize_negotiates_the_version(void **state)
+{
+    struct fixture *fx = *state;
+
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
+                 "{\"protocolVersion\":\"2024-11-05\"}}");
+    assert_string_equal(nb_json_string(get(fx->reply, "result", "protocolVersion", NULL)),
+                        "2024-11-05");
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"initialize\",\"params\":"
+                 "{\"protocolVersion\":\"2030-01-01\"}}");
+    assert_string_equal(nb_json_string(get(fx->reply, "result", "protocolVersion", NULL)),
+                        MCP_VERSION_LATEST);
+}
+
+static void test_bad_messages_get_json_rpc_errors(void **state)
+{
+    struct fixture *fx = *state;
+
+    send_msg(fx, "{oops");
+    assert_int_equal(error_code(fx), MCP_PARSE_ERROR);
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":1}");
+    assert_int_equal(error_code(fx), MCP_INVALID_REQUEST);
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"nope\"}");
+    assert_int_equal(error_code(fx), MCP_METHOD_NOT_FOUND);
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{}}");
+    assert_int_equal(error_code(fx), MCP_INVALID_PARAMS);
+    assert_int_equal(send_msg(fx, "{\"jsonrpc\":\"2.0\",\"method\":\"nope\"}"), MCP_NO_REPLY);
+    assert_int_equal(send_msg(fx, "   "), MCP_NO_REPLY);
+}
+
+/* What HTTP needs to know of a message: its status code, and whether it starts a session. */
+static void test_last_says_what_the_message_was(void **state)
+{
+    struct fixture *fx = *state;
+
+    send_msg(fx, "{oops");
+    assert_int_equal(fx->s.last, MCP_MSG_NOT_JSON);
+    send_msg(fx, " \n ");
+    assert_int_equal(fx->s.last, MCP_MSG_EMPTY);
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}");
+    assert_int_equal(fx->s.last, MCP_MSG_OTHER);   /* refused: no session for it */
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
+                 "{\"protocolVersion\":\"2025-03-26\"}}");
+    assert_int_equal(fx->s.last, MCP_MSG_INITIALIZE);
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}");
+    assert_int_equal(fx->s.last, MCP_MSG_OTHER);
+}
+
+static void test_exec_calls_the_api_and_formats_the_answer(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+    const char *text;
+
+    fx->api.status = 200;
+    fx->api.answer = "{\"output\":\"hi\\nboom\\n\",\"exit_code\":2,\"timed_out\":false,"
+                     "\"stdout\":\"hi\",\"stderr\":\"boom\\n\",\"truncated\":true,\"duration_ms\":5}";
+    text = call_tool(fx, "sandbox_exec",
+                     "{\"sandbox_id\":\"" SID "\",\"command\":\"echo hi\",\"timeout\":2.5}",
+                     &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.method, "POST");
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/exec");
+    assert_string_equal(fx->api.body.data, "{\"command\":\"echo hi\",\"timeout\":2.5}");
+    assert_string_equal(text, "exit_code: 2\ntimed_out: false\ntruncated: true\n"
+                              "--- stdout ---\nhi\n--- stderr ---\nboom\n");
+    assert_null(get(fx->reply, "result", "structuredContent", "output"));
+    assert_non_null(get(fx->reply, "result", "structuredContent", "duration_ms"));
+}
+
+static void test_api_error_is_an_error_result_with_its_message(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+    const char *text;
+
+    fx->api.status = 404;
+    fx->api.answer = "{\"error\":\"no sandbox " SID "\",\"code\":\"not_found\"}";
+    text = call_tool(fx, "sandbox_destroy", "{\"sandbox_id\":\"" SID "\"}", &is_error);
+    assert_true(is_error);
+    assert_string_equal(fx->api.method, "DELETE");
+    assert_string_equal(text, "error: no sandbox " SID " (code not_found, HTTP 404)");
+
+    fx->api.unreachable = 1;
+    text = call_tool(fx, "sandbox_list", "{}", &is_error);
+    assert_true(is_error);
+    assert_string_equal(text, "error: no answer (test)");
+}
+
+static void test_write_file_puts_raw_bytes_decoding_base64(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+    const char *text;
+
+    fx->api.status = 201;
+    fx->api.answer = "{\"path\":\"/workspace/a b.bin\",\"size\":3}";
+    text = call_tool(fx, "sandbox_write_file",
+                     "{\"sandbox_id\":\"" SID "\",\"path\":\"a b.bin\",\"content\":\"AP8K\","
+                     "\"encoding\":\"base64\"}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.method, "PUT");
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/files?path=a%20b.bin");
+    assert_string_equal(fx->api.ctype, "application/octet-stream");
+    assert_int_equal(fx->api.body.len, 3);
+    assert_memory_equal(fx->api.body.data, "\x00\xff\n", 3);
+    assert_string_equal(text, "Wrote 3 bytes to /workspace/a b.bin.");
+
+    text = call_tool(fx, "sandbox_write_file",
+                     "{\"sandbox_id\":\"" SID "\",\"path\":\"e\",\"content\":\"\"}", &is_error);
+    assert_false(is_error);
+    assert_int_equal(fx->api.body.len, 0);
+}
+
+static void test_read_file_gives_text_or_base64(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+    const char *text;
+
+    fx->api.status = 200;
+    fx->api.answer = "héllo\n";
+    text = call_tool(fx, "sandbox_read_file", "{\"sandbox_id\":\"" SID "\",\"path\":\"/x\"}",
+                     &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.method, "GET");
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/files?path=/x");
+    assert_string_equal(text, "héllo\n");
+
+    fx->api.answer = "\x00\x01\x02\xff\xfe";
+    fx->api.answer_len = 5;
+    text = call_tool(fx, "sandbox_read_file", "{\"sandbox_id\":\"" SID "\",\"path\":\"/x\"}",
+                     &is_error);
+    assert_false(is_error);
+    assert_non_null(strstr(text, "binary (5 bytes"));
+    assert_non_null(strstr(text, "base64:\nAAEC//4="));
+}
+
+static void test_list_files_formats_the_entries(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+    const char *text;
+
+    fx->api.status = 200;
+    fx->api.answer = "{\"path\":\"/workspace\",\"entries\":["
+                     "{\"name\":\"src\",\"type\":\"dir\",\"size\":60,\"mode\":\"0755\",\"mtime\":0},"
+                     "{\"name\":\"a.py\",\"type\":\"file\",\"size\":12,\"mode\":\"0644\",\"mtime\":86400}"
+                     "],\"truncated\":false}";
+    text = call_tool(fx, "sandbox_list_files", "{\"sandbox_id\":\"" SID "\"}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/files?path=/workspace");
+    assert_string_equal(text, "/workspace: 2 entries\n"
+                              "type     size  mode  modified                 name\n"
+                              "dir        60  0755  1970-01-01 00:00:00 UTC  src/\n"
+                              "file       12  0644  1970-01-02 00:00:00 UTC  a.py\n");
+}
+
+static void test_bad_arguments_are_an_error_result_without_api_call(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+    const char *text;
+
+    text = call_tool(fx, "sandbox_exec", "{\"sandbox_id\":\"" SID "\",\"comand\":\"x\"}",
+                     &is_error);
+    assert_true(is_error);
+    assert_non_null(strstr(text, "unknown field \"comand\""));
+    assert_string_equal(fx->api.method, "");   /* no call made */
+    text = call_tool(fx, "run_code", "{\"language\":\"perl\",\"code\":\"1\"}", &is_error);
+    assert_true(is_error);
+    assert_non_null(strstr(text, "must be one of python, sh"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_initialize_negotiates_the_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_messages_get_json_rpc_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_last_says_what_the_message_was, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exec_calls_the_api_and_formats_the_answer, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_api_error_is_an_error_result_with_its_message, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_write_file_puts_raw_bytes_decoding_base64, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_read_file_gives_text_or_base64, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_files_formats_the_entries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_arguments_are_an_error_result_without_api_call,
+                                        setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
