@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "base64.h"
 #include "cli.h"
 #include "client.h"
 #include "json.h"
@@ -124,27 +125,58 @@ static long http_timeout(double timeout)
 
 /* ------------------------------------------------------------------- exec */
 
+/* Most bytes --stdin sends (base64 grows it by a third; the server's
+ * max_body is the real limit and answers 413 past it). */
+#define EXEC_MAX_STDIN (48u * 1024u * 1024u)
+
+/* The bytes of path ("-": our stdin), capped. CLI_OK, else a message. */
+static int read_bytes(const char *path, struct nb_buf *out)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "re") : stdin;
+    char chunk[65536];
+    size_t n;
+    int rc = CLI_OK;
+    if (f == NULL) {
+        fprintf(stderr, "nanobox: cannot read %s: %s\n", path, strerror(errno));
+        return CLI_FAIL;
+    }
+    while (rc == CLI_OK && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        if (nb_buf_append(out, chunk, n) != NB_OK) {
+            fprintf(stderr, "nanobox: %s is larger than %u bytes\n", path, EXEC_MAX_STDIN);
+            rc = CLI_FAIL;
+        }
+    if (rc == CLI_OK && ferror(f)) {
+        fprintf(stderr, "nanobox: cannot read %s: %s\n", path, strerror(errno));
+        rc = CLI_FAIL;
+    }
+    if (f != stdin)
+        fclose(f);
+    return rc;
+}
+
 int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *timeout_s = NULL, *cwd = NULL;
+    const char *timeout_s = NULL, *cwd = NULL, *stdin_path = NULL;
     struct args_list env = {0};
     const struct args_opt opts[] = {
         {"--timeout", ARG_VALUE, &timeout_s},
         {"--cwd", ARG_VALUE, &cwd},
         {"--env", ARG_LIST, &env},
+        {"--stdin", ARG_VALUE, &stdin_path},
     };
     /* options end at the first word after ID, or at "--": the rest is the command */
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = 1};
     struct exec_outcome o = {.c = c, .what = "command"};
     struct client_req req = {.method = "POST", .on_event = on_exec_event, .ctx = &o};
     struct client_answer a = {0};
-    struct nb_buf path = {0}, command;
+    struct nb_buf path = {0}, command, input;
     char id[37], *body = NULL;
     double timeout = 0;
     yajl_gen g;
     int rc;
 
     nb_buf_init(&command, 1u << 26);
+    nb_buf_init(&input, EXEC_MAX_STDIN);
     if ((rc = args_parse(c, cmd, argc, argv, opts, sizeof(opts) / sizeof(opts[0]), &pos)) !=
         ARGS_GO_ON)
         goto out;
@@ -166,11 +198,25 @@ int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     }
     o.timeout = timeout_s;
 
+    if (stdin_path != NULL && (rc = read_bytes(stdin_path, &input)) != CLI_OK)
+        goto out;
     if ((rc = sandbox_resolve_id(c, pos.v[0], id)) != CLI_OK)
         goto out;
     g = nb_json_gen();
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "command", command.data);
+    /* output as it happens; --json keeps the one final object */
+    if (!c->json)
+        nb_json_kv_bool(g, "stream", 1);
+    if (stdin_path != NULL) {
+        struct nb_buf b64;
+        nb_buf_init(&b64, (size_t)-1);
+        nb_base64_encode(&b64, input.data ? input.data : "", input.len);
+        nb_json_cstr(g, "stdin");
+        nb_json_str(g, b64.data ? b64.data : "", b64.len);
+        nb_json_kv_str(g, "stdin_encoding", "base64");
+        nb_buf_free(&b64);
+    }
     if (timeout_s != NULL)
         nb_json_kv_double(g, "timeout", timeout);
     if (cwd != NULL)
@@ -191,6 +237,7 @@ out:
     client_answer_free(&a);
     nb_buf_free(&path);
     nb_buf_free(&command);
+    nb_buf_free(&input);
     free(body);
     free(pos.v);
     args_list_free(&env);

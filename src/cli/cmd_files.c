@@ -2,13 +2,13 @@
  * cmd_files.c - "cp": copy a file into a sandbox (LOCAL ID:PATH) or out of
  * it (ID:PATH LOCAL).
  *
- * The server has no files API yet (/sandbox/{id}/files is a later issue), so
- * after checking the command line this says so and exits 2. When the API
- * lands, cp_put and cp_get below get their HTTP calls; the argument handling
- * stays as it is.
+ * Through the files API (PUT/GET /sandbox/{id}/files?path=), so tmpfs paths
+ * such as /workspace work. A relative PATH is taken from the workspace.
+ * Files are held in memory on the way, up to max_answer bytes.
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,20 +41,101 @@ static int split_remote(const char *arg, char id[37], const char **path)
     return 1;
 }
 
-static int cp_not_served(void)
+/* "/sandbox/ID/files?path=REMOTE" into b. */
+static void files_url(struct nb_buf *b, const struct cp_plan *p)
 {
-    fprintf(stderr, "nanobox: cp is not supported by this server yet (needs the files API)\n");
-    return CLI_USAGE;
+    nb_buf_printf(b, "/sandbox/");
+    client_escape(b, p->id);
+    nb_buf_printf(b, "/files?path=");
+    client_escape(b, p->remote);
 }
 
 static int cp_put(struct client *c, const struct cp_plan *p)
 {
-    return cp_not_served();
+    FILE *f = strcmp(p->local, "-") ? fopen(p->local, "re") : stdin;
+    struct client_req req = {.method = "PUT", .content_type = "application/octet-stream",
+                             .timeout = CLIENT_CALL_TIMEOUT};
+    struct client_answer a = {0};
+    struct nb_buf data, path;
+    char chunk[65536];
+    size_t n;
+    int rc = CLI_OK;
+
+    if (f == NULL) {
+        fprintf(stderr, "nanobox: cannot read %s: %s\n", p->local, strerror(errno));
+        return CLI_FAIL;
+    }
+    nb_buf_init(&data, c->max_answer);
+    while (rc == CLI_OK && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        if (nb_buf_append(&data, chunk, n) != NB_OK) {
+            fprintf(stderr, "nanobox: %s is larger than %zu bytes\n", p->local, c->max_answer);
+            rc = CLI_FAIL;
+        }
+    if (rc == CLI_OK && ferror(f)) {
+        fprintf(stderr, "nanobox: cannot read %s: %s\n", p->local, strerror(errno));
+        rc = CLI_FAIL;
+    }
+    if (f != stdin)
+        fclose(f);
+    if (rc != CLI_OK) {
+        nb_buf_free(&data);
+        return rc;
+    }
+    nb_buf_init(&path, 1u << 20);
+    files_url(&path, p);
+    req.path = path.data;
+    req.body = data.data ? data.data : "";
+    req.body_len = data.len;
+    rc = client_call(c, &req, &a);
+    if (rc == CLI_OK && c->json)
+        client_print_raw(&a);
+    client_answer_free(&a);
+    nb_buf_free(&path);
+    nb_buf_free(&data);
+    return rc;
+}
+
+/* The files API's answer for a directory: {"path", "type": "dir", "entries": [...]}.
+ * A file's bytes may be JSON too, so the shape is checked, not just the parse. */
+static int is_listing(yajl_val j)
+{
+    const char *k_type[] = {"type", NULL}, *k_entries[] = {"entries", NULL};
+    yajl_val t = j ? yajl_tree_get(j, k_type, yajl_t_string) : NULL;
+    const char *type = t ? YAJL_GET_STRING(t) : NULL;
+    return type != NULL && !strcmp(type, "dir") &&
+           yajl_tree_get(j, k_entries, yajl_t_array) != NULL;
 }
 
 static int cp_get(struct client *c, const struct cp_plan *p)
 {
-    return cp_not_served();
+    struct client_req req = {.method = "GET", .raw_answer = 1, .timeout = CLIENT_CALL_TIMEOUT};
+    struct client_answer a = {0};
+    struct nb_buf path;
+    FILE *f;
+    int rc;
+
+    nb_buf_init(&path, 1u << 20);
+    files_url(&path, p);
+    req.path = path.data;
+    rc = client_call(c, &req, &a);
+    nb_buf_free(&path);
+    if (rc != CLI_OK)
+        goto out;
+    if (is_listing(a.json)) {
+        /* a directory answers its JSON listing, not bytes */
+        fprintf(stderr, "nanobox: %s:%s is a directory; cp copies single files\n", p->id, p->remote);
+        rc = CLI_FAIL;
+        goto out;
+    }
+    f = strcmp(p->local, "-") ? fopen(p->local, "we") : stdout;
+    if (f == NULL || (a.body.len > 0 && fwrite(a.body.data, 1, a.body.len, f) != a.body.len) ||
+        (f != stdout ? fclose(f) : fflush(f)) != 0) {
+        fprintf(stderr, "nanobox: cannot write %s: %s\n", p->local, strerror(errno));
+        rc = CLI_FAIL;
+    }
+out:
+    client_answer_free(&a);
+    return rc;
 }
 
 int cmd_cp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)

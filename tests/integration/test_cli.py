@@ -398,15 +398,49 @@ def test_help_prints_usage_and_exits_0(cli, args):
     assert r.returncode == 0 and r.stdout.startswith("usage: nanobox") and r.stderr == ""
 
 
-def test_cp_is_not_served_yet(cli):
-    r = cli.run("cp", "local.txt", "abcd:/workspace/x")
-    assert r.returncode == 2
-    assert r.stderr == "nanobox: cp is not supported by this server yet (needs the files API)\n"
+def test_cp_puts_and_gets_a_binary_file_byte_exact(cli, api, tmp_path):
+    sid = cli.create()
+    blob = os.urandom(300_000)
+    src, back = tmp_path / "src.bin", tmp_path / "back.bin"
+    src.write_bytes(blob)
+    cli.ok("cp", src, f"{sid}:/tmp/in.bin")  # /tmp is a tmpfs
+    assert api.exec(sid, "wc -c < /tmp/in.bin")["stdout"].strip() == str(len(blob))
+    cli.ok("cp", f"{sid}:/tmp/in.bin", back)
+    assert back.read_bytes() == blob
+    # relative paths are in the workspace; "-" is stdin/stdout
+    subprocess.run([str(CLI_BIN), "cp", "-", f"{sid}:notes.txt"], input=b"hi\n", check=True,
+                   env=cli.env())
+    r = subprocess.run([str(CLI_BIN), "cp", f"{sid}:/workspace/notes.txt", "-"], capture_output=True,
+                       env=cli.env(), check=True)
+    assert r.stdout == b"hi\n"
 
 
-def test_mcp_is_not_implemented_yet(cli):
-    r = cli.run("mcp", url=False, key=False)
-    assert r.returncode == 2 and "not implemented yet" in r.stderr
+def test_cp_errors_are_readable(cli, tmp_path):
+    sid = cli.create()
+    assert_readable_error(cli.run("cp", f"{sid}:/workspace/nope", tmp_path / "x"), "not_found")
+    assert_readable_error(cli.run("cp", f"{sid}:/workspace", tmp_path / "x"), "directory")
+    assert_readable_error(cli.run("cp", tmp_path / "missing", f"{sid}:/workspace/x"), "cannot read")
+
+
+def test_exec_feeds_stdin_from_a_file(cli, tmp_path):
+    sid = cli.create()
+    f = tmp_path / "in.txt"
+    f.write_text("one\ntwo\n")
+    r = cli.ok("exec", "--stdin", f, sid, "--", "wc", "-l")
+    assert r.stdout.strip() == "2"
+
+
+def test_exec_streams_output_before_the_command_ends(cli):
+    sid = cli.create()
+    p = subprocess.Popen([str(CLI_BIN), "exec", sid, "--", "echo early; sleep 3; echo late"],
+                         env=cli.env(), stdout=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    first = p.stdout.readline()
+    took = time.monotonic() - t0
+    rest = p.stdout.read()
+    assert p.wait(timeout=30) == 0
+    assert first == "early\n" and rest == "late\n"
+    assert took < 2.5, took
 
 
 # ------------------------------------------------------- url/key precedence
@@ -535,7 +569,7 @@ def test_exec_relays_a_streamed_ndjson_answer_as_it_arrives(cli, fake_server):
     assert (method, path) == ("POST", f"/sandbox/{sid}/exec")
     assert headers["Accept"] == "application/json"
     assert headers["Authorization"] == "Bearer k"
-    assert json.loads(body) == {"command": "whatever"}
+    assert json.loads(body) == {"command": "whatever", "stream": True}
 
 
 def test_exec_stream_timed_out_exits_124(cli, fake_server):
