@@ -123,6 +123,23 @@ if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ]; then
     fi
 fi
 
+# --- nanobox-init on its own (a plain process speaking its protocol), then
+# a bounded libFuzzer run over its request parser (plain build only: the
+# fuzzer has its own ASan/UBSan build)
+if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ]; then
+    log "agent tests against $builddir/nanobox-init"
+    if ! NANOBOX_INIT=$builddir/nanobox-init "$py" -m pytest -v -p no:cacheprovider tests/init; then
+        status=1
+        log "agent tests FAILED"
+    fi
+fi
+if [ -z "${NANOBOX_SKIP_UNIT:-}" ] && [ "$sanitizers" = 0 ]; then
+    if ! tests/fuzz/run.sh "${NANOBOX_FUZZ_SECONDS:-30}"; then
+        status=1
+        log "fuzzing FAILED (the crashing input is kept: see above)"
+    fi
+fi
+
 # --- the worker pool under valgrind (the sanitizer build cannot run under it)
 if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ] && [ "$sanitizers" = 0 ]; then
     if ! tests/valgrind.sh "$builddir"; then

@@ -31,8 +31,10 @@ NB_PACKAGES=(
     # run
     docker.io nginx spawn-fcgi debootstrap iproute2 procps
     busybox-static curl ca-certificates
-    # integration tests
-    python3-pytest python3-requests valgrind
+    # integration tests (nodejs + npm: the MCP SDK client of test_mcp.py)
+    python3-pytest python3-requests valgrind nodejs npm
+    # the fuzz harness of nanobox-init's request parser (libFuzzer)
+    clang libclang-rt-14-dev
 )
 
 # Only the benchmarks need these (socat is the forwarder we measure against).
@@ -84,11 +86,14 @@ nb_apt_install() {
 nb_install_packages() {
     local pkg wanted=()
     for pkg in "${NB_PACKAGES[@]}"; do
-        # An engine or an nginx from elsewhere (docker-ce, nginx.org's
-        # packages) is used as it is: installing Debian's would replace it.
+        # An engine, an nginx or a node from elsewhere (docker-ce, nginx.org's
+        # or NodeSource's packages) is used as it is: Debian's would replace it.
         case $pkg in
         docker.io) command -v dockerd >/dev/null 2>&1 && continue ;;
         nginx) command -v nginx >/dev/null 2>&1 && continue ;;
+        # NodeSource's nodejs bundles npm; Debian's npm would replace it
+        nodejs) command -v node >/dev/null 2>&1 && continue ;;
+        npm) command -v npm >/dev/null 2>&1 && continue ;;
         esac
         wanted+=("$pkg")
     done
