@@ -23,6 +23,7 @@
 #include "client.h"
 #include "conf.h"
 #include "json.h"
+#include "ndjson.h"
 
 #define ANSWER_MAX_DEPTH 64u /* nesting accepted in an answer */
 
@@ -214,35 +215,20 @@ static int feed_line(struct transfer *t, const char *line, size_t len)
     return rc;
 }
 
+static int feed_event_line(void *ctx, const char *line, size_t len)
+{
+    return feed_line(ctx, line, len);
+}
+
 static int feed_stream(struct transfer *t, const char *data, size_t len)
 {
-    const char *nl;
+    int rc = ndjson_feed(&t->line, data, len, feed_event_line, t);
 
-    while ((nl = memchr(data, '\n', len)) != NULL) {
-        size_t part = (size_t)(nl - data);
-        int rc;
-        if (t->line.len > 0) {
-            if (nb_buf_append(&t->line, data, part) != NB_OK) {
-                t->overflow = 1;
-                return -1;
-            }
-            rc = feed_line(t, t->line.data, t->line.len);
-            nb_buf_reset(&t->line);
-        } else {
-            rc = feed_line(t, data, part);
-        }
-        if (rc != 0) {
-            t->aborted = 1;
-            return -1;
-        }
-        data = nl + 1;
-        len -= part + 1;
-    }
-    if (len > 0 && nb_buf_append(&t->line, data, len) != NB_OK) {
+    if (rc == NDJSON_OVERFLOW)
         t->overflow = 1;
-        return -1;
-    }
-    return 0;
+    else if (rc == NDJSON_STOP)
+        t->aborted = 1;
+    return rc == NDJSON_OK ? 0 : -1;
 }
 
 static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)

@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,8 @@ int nb_json_depth(const char *text, size_t len)
     return max;
 }
 
+static size_t utf8_seq(const unsigned char *s, size_t len);
+
 int nb_json_parse(const char *text, size_t len, unsigned max_depth, yajl_val *out,
                   char *err, size_t errlen)
 {
@@ -59,6 +62,16 @@ int nb_json_parse(const char *text, size_t len, unsigned max_depth, yajl_val *ou
         snprintf(err, errlen, "invalid JSON: NUL byte in body");
         return -1;
     }
+    /* yajl lets UTF-8-encoded surrogates and code points past U+10FFFF
+     * through: JSON text is UTF-8 (RFC 8259), so check all of it strictly */
+    for (i = 0; i < len;) {
+        size_t n = utf8_seq((const unsigned char *)text + i, len - i);
+        if (n == 0) {
+            snprintf(err, errlen, "invalid JSON: invalid UTF-8 at byte %zu", i);
+            return -1;
+        }
+        i += n;
+    }
     depth = nb_json_depth(text, len);
     if (depth > (int)max_depth) {
         snprintf(err, errlen, "invalid JSON: nested deeper than %u levels", max_depth);
@@ -73,6 +86,23 @@ int nb_json_parse(const char *text, size_t len, unsigned max_depth, yajl_val *ou
             *nl = '\0';
         snprintf(err, errlen, "invalid JSON: %s", yerr[0] ? yerr : "parse error");
         return -1;
+    }
+    return 0;
+}
+
+int nb_json_has_nul(const char *text, size_t len)
+{
+    const char *p = text, *end, *hit;
+    if (text == NULL)
+        return 0;
+    end = text + len;
+    while (p < end && (hit = memmem(p, (size_t)(end - p), "u0000", 5)) != NULL) {
+        size_t bs = 0;
+        for (const char *q = hit; q > text && q[-1] == '\\'; q--)
+            bs++;
+        if (bs % 2 == 1)
+            return 1;
+        p = hit + 5;
     }
     return 0;
 }
@@ -99,7 +129,8 @@ static int type_ok(yajl_val v, unsigned types)
         /* 30.0 is still an integer to a person; 1e400 is not */
         if (types & NB_JT_INT) {
             double d = YAJL_GET_DOUBLE(v);
-            return d == (double)(long long)d && d > -9e15 && d < 9e15;
+            /* range first: converting inf, NaN or 1e300 to an integer is undefined */
+            return d > -9e15 && d < 9e15 && d == (double)(long long)d;
         }
         return 0;
     }
@@ -151,9 +182,18 @@ const char *nb_json_string(yajl_val v)
 
 long long nb_json_int(yajl_val v)
 {
+    double d;
     if (YAJL_IS_INTEGER(v))
         return YAJL_GET_INTEGER(v);
-    return (long long)YAJL_GET_DOUBLE(v);
+    /* saturate: converting a double out of range (1e309 is inf) is undefined */
+    d = YAJL_GET_DOUBLE(v);
+    if (!(d == d))
+        return 0;
+    if (d >= 9.2e18)
+        return LLONG_MAX;
+    if (d <= -9.2e18)
+        return LLONG_MIN;
+    return (long long)d;
 }
 
 double nb_json_double(yajl_val v)

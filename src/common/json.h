@@ -26,6 +26,14 @@ int nb_json_parse(const char *text, size_t len, unsigned max_depth, yajl_val *ou
 /* Deepest nesting of arrays/objects in text, or -1 if brackets don't match. */
 int nb_json_depth(const char *text, size_t len);
 
+/*
+ * Does JSON text (len bytes) hold an escaped NUL (\u0000)? yajl hands such a
+ * string over NUL-terminated, so a path or a command would silently end
+ * there: handlers that pass strings on refuse the body instead. An escaped
+ * backslash followed by "u0000" is not one.
+ */
+int nb_json_has_nul(const char *text, size_t len);
+
 /* Accepted JSON types for a field, as a bit mask. */
 #define NB_JT_STRING 0x01
 #define NB_JT_INT 0x02     /* a number without fraction or exponent */
@@ -51,7 +59,8 @@ int nb_json_fields(yajl_val obj, struct nb_jfield *fields, size_t n, char *err, 
 /* String value of v, "" if v is not a string (never NULL). */
 const char *nb_json_string(yajl_val v);
 
-/* Integer value of a NB_JT_INT field (caller checked the type). */
+/* Integer value of a NB_JT_INT field (caller checked the type); any other
+ * number saturates (NaN: 0). */
 long long nb_json_int(yajl_val v);
 double nb_json_double(yajl_val v);
 

@@ -428,25 +428,6 @@ static int body_path(struct nb_app *a, struct nb_req *r, yajl_val v, const char 
 }
 
 /*
- * Does the JSON body hold an escaped NUL (\u0000)? yajl hands such a string
- * over NUL-terminated, so a path would silently end there: refuse instead.
- * A "\\u0000" (an escaped backslash, then text) is not one.
- */
-static int has_nul(const struct nb_req *r)
-{
-    const char *p = r->body.data, *end = p ? p + r->body.len : NULL;
-    while (p != NULL && (p = strstr(p, "u0000")) != NULL && p < end) {
-        size_t bs = 0;
-        for (const char *q = p; q > r->body.data && q[-1] == '\\'; q--)
-            bs++;
-        if (bs % 2 == 1)
-            return 1;
-        p += 5;
-    }
-    return 0;
-}
-
-/*
  * mkdir and move: a JSON body of path fields, one agent request, a JSON
  * answer naming the paths. names[i] goes to the agent as tags[i]; the
  * answer has "path" for the last one (and "from" for a move's first).
@@ -481,7 +462,7 @@ static void files_json(struct nb_app *a, struct nb_req *r, const char *id,
         nb_http_fail(r, 400, "bad_field", "%s", err);
         goto out;
     }
-    if (has_nul(r)) {
+    if (nb_json_has_nul(r->body.data, r->body.len)) {
         nb_http_fail(r, 400, "bad_path", "the path contains a NUL byte");
         goto out;
     }

@@ -77,6 +77,8 @@ int nb_http_read_some(struct nb_req *r, void *buf, size_t n);
 /* A request header by CGI name (e.g. "HTTP_AUTHORIZATION"), or NULL. */
 const char *nb_http_param(const struct nb_req *r, const char *name);
 
+/* The request's query through query.h (the decoding rules are there). */
+
 /* Decoded value of query key (first match) into out; 0 found, -1 not. */
 int nb_http_query(const struct nb_req *r, const char *key, char *out, size_t outlen);
 

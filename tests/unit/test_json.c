@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -210,6 +211,64 @@ static void test_tree_round_trip_keeps_numbers_exact(void **state)
     yajl_tree_free(v);
 }
 
+static void test_escaped_nul_is_found_but_not_an_escaped_backslash(void **state)
+{
+    (void)state;
+    assert_int_equal(nb_json_has_nul("{\"c\":\"a\\u0000b\"}", 16), 1);
+    assert_int_equal(nb_json_has_nul("{\"c\":\"\\\\\\u0000\"}", 16), 1);  /* \\ then \u0000 */
+    assert_int_equal(nb_json_has_nul("{\"c\":\"\\\\u0000\"}", 15), 0);    /* \\ then text */
+    assert_int_equal(nb_json_has_nul("{\"c\":\"u0000\"}", 13), 0);
+    assert_int_equal(nb_json_has_nul("\\u0000", 5), 0);                   /* past len */
+    assert_int_equal(nb_json_has_nul(NULL, 0), 0);
+}
+
+static void test_integer_fields_refuse_inf_and_huge_without_overflow(void **state)
+{
+    const char *bodies[] = {"{\"ttl\":1e309}", "{\"ttl\":-1e309}", "{\"ttl\":1e300}",
+                            "{\"ttl\":9223372036854775808}"};
+    (void)state;
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        struct nb_jfield f[] = {{"ttl", NB_JT_INT, NULL}, {"x", NB_JT_NUMBER, NULL}};
+        char err[256];
+        yajl_val v;
+        assert_int_equal(parse(bodies[i], &v, err, sizeof(err)), 0);
+        assert_int_equal(nb_json_fields(v, f, 2, err, sizeof(err)), -1);
+        assert_non_null(strstr(err, "integer"));
+        yajl_tree_free(v);
+    }
+}
+
+static void test_invalid_utf8_that_yajl_lets_through_is_refused(void **state)
+{
+    const char *bodies[] = {
+        "{\"a\":\"\xed\xa0\x80\"}",      /* a UTF-8-encoded surrogate */
+        "{\"a\":\"\xf4\x90\x80\x80\"}",  /* past U+10FFFF */
+        "{\"a\":\"\xc0\x80\"}",          /* overlong NUL */
+        "{\"a\":\"\xff\"}",
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        char err[256];
+        yajl_val v;
+        assert_int_equal(parse(bodies[i], &v, err, sizeof(err)), -1);
+        assert_non_null(strstr(err, "UTF-8"));
+        assert_null(v);
+    }
+}
+
+static void test_int_of_a_huge_number_saturates(void **state)
+{
+    char err[256];
+    yajl_val v;
+    (void)state;
+    assert_int_equal(parse("[1e309,-1e309,2.5e19,42.0]", &v, err, sizeof(err)), 0);
+    assert_true(nb_json_int(v->u.array.values[0]) == LLONG_MAX);
+    assert_true(nb_json_int(v->u.array.values[1]) == LLONG_MIN);
+    assert_true(nb_json_int(v->u.array.values[2]) == LLONG_MAX);
+    assert_int_equal(nb_json_int(v->u.array.values[3]), 42);
+    yajl_tree_free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,6 +285,10 @@ int main(void)
         cmocka_unit_test(test_valid_utf8_is_kept_and_truncated_sequence_repaired),
         cmocka_unit_test(test_every_byte_value_gives_valid_json),
         cmocka_unit_test(test_tree_round_trip_keeps_numbers_exact),
+        cmocka_unit_test(test_escaped_nul_is_found_but_not_an_escaped_backslash),
+        cmocka_unit_test(test_integer_fields_refuse_inf_and_huge_without_overflow),
+        cmocka_unit_test(test_int_of_a_huge_number_saturates),
+        cmocka_unit_test(test_invalid_utf8_that_yajl_lets_through_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,67 @@
+/*
+ * route.c - see route.h. Plain string comparisons against the table of
+ * path shapes; nothing is decoded here (a %2f stays three bytes, so it can
+ * never split or join segments: the id check then refuses it).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "route.h"
+
+enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg, size_t arglen,
+                             char *op, size_t oplen)
+{
+    const char *rest, *slash;
+    size_t n;
+    id[0] = arg[0] = op[0] = '\0';
+    if (!strcmp(path, "/healthz"))
+        return NB_ROUTE_HEALTHZ;
+    if (!strcmp(path, "/run"))
+        return NB_ROUTE_RUN;
+    if (!strcmp(path, "/mcp"))
+        return NB_ROUTE_MCP;
+    if (!strcmp(path, "/sandbox") || !strcmp(path, "/sandbox/"))
+        return NB_ROUTE_SANDBOXES;
+    if (strncmp(path, "/sandbox/", 9) != 0)
+        return NB_ROUTE_NONE;
+    rest = path + 9;
+    slash = strchr(rest, '/');
+    n = slash ? (size_t)(slash - rest) : strlen(rest);
+    if (n >= idlen)
+        n = idlen - 1;
+    memcpy(id, rest, n);
+    id[n] = '\0';
+    if (slash == NULL || !strcmp(slash, "/"))
+        return NB_ROUTE_SANDBOX;
+    if (!strcmp(slash, "/timeout"))
+        return NB_ROUTE_TIMEOUT;
+    if (!strcmp(slash, "/exec"))
+        return NB_ROUTE_EXEC;
+    if (!strcmp(slash, "/ephemeralport"))
+        return NB_ROUTE_PORT_OPEN;
+    if (!strcmp(slash, "/ports") || !strcmp(slash, "/ports/"))
+        return NB_ROUTE_PORTS;
+    if (!strncmp(slash, "/ports/", 7) && strlen(slash + 7) < arglen && !strchr(slash + 7, '/')) {
+        snprintf(arg, arglen, "%s", slash + 7);
+        return NB_ROUTE_PORT;
+    }
+    if (!strcmp(slash, "/files") || !strcmp(slash, "/files/mkdir") || !strcmp(slash, "/files/move")) {
+        snprintf(arg, arglen, "%s", slash[6] ? slash + 7 : "");
+        return NB_ROUTE_FILES;
+    }
+    if (!strcmp(slash, "/processes") || !strcmp(slash, "/processes/"))
+        return NB_ROUTE_PROCS;
+    if (!strncmp(slash, "/processes/", 11)) {
+        const char *pid = slash + 11, *sub = strchr(pid, '/');
+        size_t pl = sub ? (size_t)(sub - pid) : strlen(pid);
+        if (pl == 0 || pl >= arglen || (sub && (strlen(sub + 1) >= oplen || strchr(sub + 1, '/'))))
+            return NB_ROUTE_NONE;
+        memcpy(arg, pid, pl);
+        arg[pl] = '\0';
+        snprintf(op, oplen, "%s", sub ? sub + 1 : "");
+        return NB_ROUTE_PROCS;
+    }
+    return NB_ROUTE_NONE;
+}

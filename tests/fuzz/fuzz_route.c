@@ -1,0 +1,118 @@
+/*
+ * fuzz_route.c - libFuzzer harness over the router's path matching
+ * (nb_route_match, src/fcgi/route.c): the raw path of every request, as
+ * the client sent it, goes through it before any check.
+ *
+ * Input: a path (cut at its first NUL and at NB_PATH_MAX - 1 bytes, as
+ * http.c stores it). The outputs are exact-size heap buffers, so
+ * AddressSanitizer catches a write past any of them; then every promise
+ * of route.h is checked, and anything else aborts (a finding).
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "route.h"
+
+#define PATH_MAX_LEN 511    /* NB_PATH_MAX - 1, as http.c stores the path */
+#define ID_LEN (36 + 8)     /* what worker.c passes */
+#define ARG_LEN 32
+#define OP_LEN 16
+
+static int has_sandbox_id(enum nb_route rt)
+{
+    return rt >= NB_ROUTE_SANDBOX && rt <= NB_ROUTE_PROCS;
+}
+
+static void check(const char *path, enum nb_route rt, const char *id, size_t idlen,
+                  const char *arg, size_t arglen, const char *op, size_t oplen)
+{
+    size_t il = strnlen(id, idlen), al = strnlen(arg, arglen), ol = strnlen(op, oplen);
+
+    if ((unsigned)rt > NB_ROUTE_PROCS)
+        abort();
+    if (il == idlen || al == arglen || ol == oplen)
+        abort(); /* not NUL-terminated within its buffer */
+    if (!has_sandbox_id(rt)) {
+        if (il != 0 && rt != NB_ROUTE_NONE)
+            abort();
+    } else {
+        /* the id is the segment after /sandbox/, maybe cut, never with a slash */
+        if (strncmp(path, "/sandbox/", 9) != 0 || strncmp(path + 9, id, il) != 0)
+            abort();
+        if (memchr(id, '/', il) != NULL)
+            abort();
+        if (il < idlen - 1 && path[9 + il] != '\0' && path[9 + il] != '/')
+            abort();
+    }
+    if (memchr(arg, '/', al) != NULL || memchr(op, '/', ol) != NULL)
+        abort();
+    switch (rt) {
+    case NB_ROUTE_HEALTHZ:
+        if (strcmp(path, "/healthz") != 0)
+            abort();
+        break;
+    case NB_ROUTE_PORT:
+        if (al == 0 || strstr(path, "/ports/") == NULL)
+            abort();
+        break;
+    case NB_ROUTE_FILES:
+        if (al != 0 && strcmp(arg, "mkdir") != 0 && strcmp(arg, "move") != 0)
+            abort();
+        break;
+    case NB_ROUTE_PROCS:
+        if (ol != 0 && al == 0)
+            abort(); /* an op only under a pid */
+        break;
+    case NB_ROUTE_NONE:
+    case NB_ROUTE_MCP:
+    case NB_ROUTE_RUN:
+    case NB_ROUTE_SANDBOXES:
+    case NB_ROUTE_SANDBOX:
+    case NB_ROUTE_TIMEOUT:
+    case NB_ROUTE_EXEC:
+    case NB_ROUTE_PORT_OPEN:
+    case NB_ROUTE_PORTS:
+        if (al != 0 || ol != 0)
+            abort(); /* no arg or op where the route has none */
+        break;
+    }
+}
+
+static enum nb_route match(const char *path, size_t idlen, size_t arglen, size_t oplen)
+{
+    char *id = malloc(idlen), *arg = malloc(arglen), *op = malloc(oplen);
+    enum nb_route rt;
+
+    if (id == NULL || arg == NULL || op == NULL)
+        abort();
+    memset(id, 'x', idlen);
+    memset(arg, 'x', arglen);
+    memset(op, 'x', oplen);
+    rt = nb_route_match(path, id, idlen, arg, arglen, op, oplen);
+    check(path, rt, id, idlen, arg, arglen, op, oplen);
+    free(id);
+    free(arg);
+    free(op);
+    return rt;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    size_t n = size < PATH_MAX_LEN ? size : PATH_MAX_LEN;
+    char *path = malloc(n + 1);
+    enum nb_route rt;
+
+    if (path == NULL)
+        return 0;
+    memcpy(path, data, n);
+    path[n] = '\0';
+    rt = match(path, ID_LEN, ARG_LEN, OP_LEN);
+    /* the same path with the smallest buffers: cut, or no route, never past them */
+    if (match(path, 1, 1, 1) != rt && rt != NB_ROUTE_PORT && rt != NB_ROUTE_PROCS &&
+        rt != NB_ROUTE_FILES)
+        abort();
+    free(path);
+    return 0;
+}
