@@ -60,6 +60,7 @@ enum nba_frame {
 
 #define NBA_EXIT_TIMEDOUT 1u
 #define NBA_EXIT_TRUNCATED 2u
+#define NBA_EXIT_OOM 4u               /* the sandbox's cgroup OOM-killed something meanwhile */
 
 /* Field tags. */
 enum nba_tag {

@@ -102,6 +102,7 @@ static void stream_finish(struct exec_stream *st, const struct nb_exec_result *r
         nb_json_kv_str(st->g, "type", "exit");
         nb_json_kv_int(st->g, "exit_code", res->exit_code);
         nb_json_kv_bool(st->g, "timed_out", res->timed_out);
+        nb_json_kv_bool(st->g, "oom_killed", res->oom_killed);
         nb_json_kv_bool(st->g, "truncated", res->truncated);
         nb_json_kv_int(st->g, "duration_ms", res->duration_ms);
     }
@@ -175,6 +176,12 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
         goto out;
     if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
         nb_http_fail(r, 400, "bad_field", "%s", err);
+        goto out;
+    }
+    if (nb_json_has_nul(r->body.data, r->body.len)) {
+        /* command, cwd, env and stdin would silently end at the NUL */
+        nb_http_fail(r, 400, "bad_field", "a string contains a NUL byte (\\u0000): the command, "
+                     "cwd and env cannot hold one; send such stdin with \"stdin_encoding\": \"base64\"");
         goto out;
     }
     if (f[F_COMMAND].val == NULL) {

@@ -231,6 +231,12 @@ void api_sandbox_create(struct nb_app *a, struct nb_req *r)
         nb_http_fail(r, 400, "bad_field", "%s", err);
         goto out;
     }
+    if (nb_json_has_nul(r->body.data, r->body.len)) {
+        /* image, env and metadata would silently end at the NUL */
+        nb_http_fail(r, 400, "bad_field", "a string contains a NUL byte (\\u0000): image, env and "
+                     "metadata cannot hold one");
+        goto out;
+    }
 
     snprintf(spec.image, sizeof(spec.image), "%s", c->images[0]);
     if (f[F_IMAGE].val) {

@@ -367,6 +367,7 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
                 res->timed_out = (body[5] & NBA_EXIT_TIMEDOUT) != 0;
                 if (body[5] & NBA_EXIT_TRUNCATED)
                     res->truncated = 1;
+                res->oom_killed = (body[5] & NBA_EXIT_OOM) != 0;
             }
             rc = 0;
             goto done;
@@ -409,6 +410,7 @@ void nb_exec_result_json(yajl_gen g, const struct nb_exec_result *res, int with_
     }
     nb_json_kv_int(g, "exit_code", res->exit_code);
     nb_json_kv_bool(g, "timed_out", res->timed_out);
+    nb_json_kv_bool(g, "oom_killed", res->oom_killed);
     nb_json_cstr(g, "stdout");
     nb_json_str(g, res->out.data ? res->out.data : "", res->out.len);
     nb_json_cstr(g, "stderr");

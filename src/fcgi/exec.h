@@ -19,6 +19,7 @@ struct nb_exec_result {
     int timed_out;               /* killed at the timeout */
     int exit_code;               /* -1 if it could not be read; 128+N if signal N ended it */
     int signal;                  /* the signal that ended it, 0 if none */
+    int oom_killed;              /* the sandbox ran out of memory while it ran */
     int pid;                     /* the command's pid in the sandbox (agent only) */
     int client_gone;             /* stopped because the client went away */
     int via_docker;              /* ran through docker exec (no agent) */

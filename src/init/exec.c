@@ -13,8 +13,10 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agentproto.h"
 #include "conn.h"
@@ -26,7 +28,38 @@ struct init_job {
     struct init_conn *conn;  /* NULL once the host is gone */
     uint32_t left;           /* output bytes still forwarded (M) */
     uint8_t truncated;       /* output was dropped past M */
+    long long ooms;          /* the cgroup's OOM kills when it started; -1 unknown */
 };
+
+/*
+ * OOM kills so far in the sandbox's memory cgroup ("oom_kill N" in
+ * memory.oom_control under cgroup v1, memory.events under v2), -1 when
+ * neither is readable. A kill between a command's start and its end is
+ * reported as its OOM: with several commands at once it means "an OOM
+ * kill happened in this sandbox while it ran".
+ */
+static long long job_oom_kills(void)
+{
+    static const char *const files[] = {"/sys/fs/cgroup/memory/memory.oom_control",
+                                        "/sys/fs/cgroup/memory.events"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char buf[512];
+        const char *p;
+        ssize_t n;
+        int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+        if (fd == -1)
+            continue;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        p = strstr(buf, "oom_kill ");
+        if (p != NULL)
+            return strtoll(p + 9, NULL, 10);
+    }
+    return -1;
+}
 
 static struct init_job *job_of(struct init_proc *p)
 {
@@ -74,7 +107,8 @@ static void job_done(struct init_proc *p)
         nba_put_u32(x, (uint32_t)p->exit_code);
         x[4] = p->signal;
         x[5] = (uint8_t)((p->timed_out ? NBA_EXIT_TIMEDOUT : 0) |
-                         (j->truncated ? NBA_EXIT_TRUNCATED : 0));
+                         (j->truncated ? NBA_EXIT_TRUNCATED : 0) |
+                         (j->ooms >= 0 && job_oom_kills() > j->ooms ? NBA_EXIT_OOM : 0));
         init_conn_send(j->conn, NBA_EXIT, x, sizeof(x));
         init_conn_finish(j->conn);
         j->conn = NULL;
@@ -169,6 +203,7 @@ void init_exec_start(struct init_conn *c, const struct init_request *r)
         return;
     }
     j->left = r->maxout;
+    j->ooms = job_oom_kills();
     e = init_proc_spawn(&j->proc, r, &job_proc_ops, err, sizeof(err));
     if (e != 0) {
         init_proc_release(&j->proc);

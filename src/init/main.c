@@ -8,6 +8,9 @@
  * host connections and the commands' pipes. Timeouts are deadlines kept by
  * each module; epoll_wait sleeps until the nearest.
  *
+ * It makes itself non-dumpable first: the code in the sandbox runs as the
+ * same uid and must not ptrace it or read its memory (docs/SECURITY.md).
+ *
  * As PID 1 it reaps every zombie, and on SIGTERM/SIGINT/SIGHUP passes the
  * signal to every process (kill(-1)) and exits once none is left, or
  * INIT_SHUTDOWN_MS later. Run as a plain process (the tests), it makes
@@ -342,6 +345,12 @@ int main(int argc, char **argv)
     rc = parse_args(argc, argv, &name);
     if (rc != 0)
         return rc == 1 ? 0 : 2;
+    /* The sandbox's code runs as our uid: without this it could ptrace us
+     * (no Yama on these hosts, ptrace allowed by Docker's seccomp profile),
+     * read /proc/1/mem, environ and root, and answer the host's connections
+     * as PID 1 so that the SO_PEERCRED check passes. Commands regain
+     * dumpability at execve. */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     listen_fd = listen_abstract(name);
     if (listen_fd == -1) {
         fprintf(stderr, "nanobox-init: bind @%s: %s\n", name, strerror(errno));
