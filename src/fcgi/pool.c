@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,10 +34,25 @@ struct pool {
     int64_t reaper_started;
 };
 
+/*
+ * In a new child: have the kernel send SIGTERM when the master dies, so a
+ * SIGKILLed master does not leave workers serving a socket nobody supervises
+ * (and that the next start replaces) or a reaper running beside the next
+ * one. A worker finishes the request in hand first (SIGTERM stays blocked
+ * until its handler is in place); the reaper ends its pass.
+ */
+static void follow_master(pid_t master)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0)
+        nb_warn("cannot ask to follow the master's death: %s", strerror(errno));
+    if (getppid() != master) /* it died before the prctl */
+        _exit(0);
+}
+
 static void worker_spawn(struct pool *p, unsigned idx)
 {
     struct nb_pool_slot *s = &p->slots[idx];
-    pid_t pid;
+    pid_t master = getpid(), pid;
     s->busy = 0;
     s->since = nb_now();
     s->served = 0;
@@ -45,20 +61,23 @@ static void worker_spawn(struct pool *p, unsigned idx)
         nb_error("fork of a worker failed: %s", strerror(errno));
         return;
     }
-    if (pid == 0)
+    if (pid == 0) {
+        follow_master(master);
         nb_worker_run(p->app, p->listen_fd, s);
+    }
     s->pid = pid;
 }
 
 static void reaper_spawn(struct pool *p)
 {
-    pid_t pid = fork();
+    pid_t master = getpid(), pid = fork();
     if (pid < 0) {
         nb_error("fork of the reaper failed: %s", strerror(errno));
         return;
     }
     if (pid == 0) {
         sigset_t none;
+        follow_master(master);
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         if (nb_docker_init(&p->app->docker, p->app->conf.docker_socket,

@@ -107,6 +107,16 @@ void nb_helper_path(const char *configured, const char *name, const char *fallba
     snprintf(out, outlen, "%s", fallback);
 }
 
+/* Docker's default /dev/shm size, kept as the ceiling. */
+#define NB_SHM_SIZE (64ULL * 1024 * 1024)
+
+/* size, but at most memory/share: what a tmpfs may hold of a sandbox's memory. */
+static uint64_t tmpfs_cap(uint64_t size, uint64_t memory, unsigned share)
+{
+    uint64_t cap = memory / share;
+    return size < cap || cap == 0 ? size : cap;
+}
+
 static char *container_config(const struct nb_app *a, const struct nb_sandbox_spec *s,
                               const char *id, int64_t expires)
 {
@@ -168,13 +178,20 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_cstr(g, "no-new-privileges");
     yajl_gen_array_close(g);
     nb_json_kv_bool(g, "ReadonlyRootfs", 1);
+    /*
+     * tmpfs pages are charged to the sandbox's memory cgroup and cannot be
+     * swapped: mounts as large as the memory limit would let a full
+     * workspace OOM-kill its writer (and then the agent) instead of giving
+     * ENOSPC. So each is capped by a share of this sandbox's memory.
+     */
+    nb_json_kv_int(g, "ShmSize", (long long)tmpfs_cap(NB_SHM_SIZE, s->memory, 8));
     nb_json_cstr(g, "Tmpfs");
     yajl_gen_map_open(g);
     snprintf(tmp, sizeof(tmp), "rw,nosuid,nodev,size=%llu,mode=1777",
-             (unsigned long long)c->tmp_size);
+             (unsigned long long)tmpfs_cap(c->tmp_size, s->memory, 8));
     nb_json_kv_str(g, "/tmp", tmp);
     snprintf(tmp, sizeof(tmp), "rw,nosuid,nodev,exec,size=%llu,uid=%lu,gid=%lu,mode=0755",
-             (unsigned long long)c->workspace_size, uid, gid);
+             (unsigned long long)tmpfs_cap(c->workspace_size, s->memory, 2), uid, gid);
     nb_json_kv_str(g, c->workspace, tmp);
     yajl_gen_map_close(g);
     nb_json_cstr(g, "LogConfig");
@@ -269,9 +286,12 @@ retry:
             nb_apierr_set(ae, 502, "docker_error", "could not start the sandbox container: %s", de.msg);
         goto fail;
     }
-    if (nb_docker_inspect(&a->docker, cid, &running, &pid, &de) != 0 || !running) {
-        nb_apierr_set(ae, 502, "docker_error", "the sandbox container did not stay up%s%s",
-                      de.msg[0] ? ": " : "", de.msg);
+    if (nb_docker_inspect(&a->docker, cid, &running, &pid, &de) != 0) {
+        nb_apierr_docker(ae, &de, "inspect the sandbox container"); /* 503 if Docker went away */
+        goto fail;
+    }
+    if (!running) {
+        nb_apierr_set(ae, 502, "docker_error", "the sandbox container did not stay up");
         goto fail;
     }
     free(json);
@@ -493,13 +513,11 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
     return 0;
 }
 
-int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
+int nb_sandbox_mark_destroy(struct nb_app *a, const char *id, char cid[NB_CID_LEN + 1],
+                            uint32_t *gen, struct nb_apierr *ae)
 {
     struct nb_slot *s;
-    char cid[NB_CID_LEN + 1] = "";
-    uint32_t gen = 0;
     int found = 0;
-    struct nb_derr de = {0};
 
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
@@ -507,8 +525,8 @@ int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
         s->state = NB_SLOT_DESTROYING;
         s->owner_pid = getpid();
         s->state_since = nb_now();
-        gen = s->generation;
-        snprintf(cid, sizeof(cid), "%s", s->container_id);
+        *gen = s->generation;
+        snprintf(cid, NB_CID_LEN + 1, "%s", s->container_id);
         found = 1;
     }
     nb_table_unlock(&a->table);
@@ -516,6 +534,18 @@ int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
         nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)", id);
         return -1;
     }
+    return 0;
+}
+
+int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
+{
+    struct nb_slot *s;
+    char cid[NB_CID_LEN + 1] = "";
+    uint32_t gen = 0;
+    struct nb_derr de = {0};
+
+    if (nb_sandbox_mark_destroy(a, id, cid, &gen, ae) != 0)
+        return -1;
     if (nb_sandbox_finish_destroy(a, id, cid, gen, &de) != 0) {
         /* put it back so the caller (or the reaper) can try again */
         nb_table_lock(&a->table);

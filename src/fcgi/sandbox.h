@@ -57,6 +57,15 @@ int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *e
 int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae);
 
 /*
+ * The first half of a destroy: the live sandbox id becomes DESTROYING (gone
+ * for the API at once), its container id and slot generation are returned
+ * for nb_sandbox_finish_destroy. 404 when no live sandbox has id. If the
+ * caller dies before finishing, reconciliation finishes the job.
+ */
+int nb_sandbox_mark_destroy(struct nb_app *a, const char *id, char cid[NB_CID_LEN + 1],
+                            uint32_t *gen, struct nb_apierr *ae);
+
+/*
  * Remove the container of a slot already marked DESTROYING by the caller
  * (generation gen), then free the slot if it still has that generation.
  */

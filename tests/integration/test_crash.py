@@ -142,10 +142,10 @@ def test_all_children_killed_are_respawned_and_reaper_still_expires(make_stack):
     wait_until(lambda: len(set(st.children()) - set(kids)) >= len(kids), 15,
                what=f"{len(kids)} new children of the master")
     assert st.proc.poll() is None
-    sid = api.create(ttl=2)
+    sid = api.create(ttl=5)  # room for a create that is slow on a busy machine
     assert api.exec(sid, "echo ok")["stdout"] == "ok\n"
     wait_until(lambda: api.get(sid).status_code == 404 and not docker_exists(f"nanobox-{sid}"),
-               15, 0.25, what="the respawned reaper to expire a ttl=2 sandbox")
+               20, 0.25, what="the respawned reaper to expire a ttl=5 sandbox")
 
 
 # -------------------------------------------------------- crash + restart

@@ -14,8 +14,10 @@ def test_sandbox_expires_after_its_ttl(api, stack):
     info = api.create_info(ttl=3)
     sid = info["sandboxId"]
     assert info["expires_at"] == info["created_at"] + 3
-    r = api.get(sid)
-    assert r.status_code == 200, "gone too early"
+    # (on a loaded machine the create itself may eat most of the 3 s)
+    if time.time() < info["expires_at"] - 0.5:
+        r = api.get(sid)
+        assert r.status_code == 200 or time.time() >= info["expires_at"], "gone too early"
     wait_until(lambda: _gone(api, sid), timeout=15, interval=0.25,
                what="the ttl=3 sandbox to be gone from GET and docker ps -a")
     gone_at = time.time()
