@@ -2,7 +2,8 @@
  * api_run.c - POST /run: one fresh sandbox per call (the hardened one-shot
  * pattern). The code is handed to the interpreter as one argv entry, never
  * spliced into a shell string; stdin, when given, is fed to it by the
- * sandbox's agent. The sandbox is destroyed
+ * sandbox's agent. The sandbox is destroyed (gone from the API before the
+ * answer; its container removed by the worker just after it)
  * on every path once it exists: success, failure to run, timeout.
  */
 #include "config.h"
@@ -16,6 +17,7 @@
 #include "json.h"
 #include "log.h"
 #include "sandbox.h"
+#include "worker.h"
 
 /* Interpreters in the default image, as argv prefixes before the code. */
 static const struct {
@@ -58,6 +60,12 @@ void api_run(struct nb_app *a, struct nb_req *r)
         goto out;
     if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
         nb_http_fail(r, 400, "bad_field", "%s", err);
+        goto out;
+    }
+    if (nb_json_has_nul(r->body.data, r->body.len)) {
+        /* the code and stdin would silently end at the NUL */
+        nb_http_fail(r, 400, "bad_field", "a string contains a NUL byte (\\u0000): code and stdin "
+                     "cannot hold one");
         goto out;
     }
     if (f[F_LANGUAGE].val == NULL || f[F_CODE].val == NULL) {
@@ -104,8 +112,17 @@ void api_run(struct nb_app *a, struct nb_req *r)
     rq.timeout = timeout;
     rq.client_fd = nb_http_client_fd(r);
     ran = nb_exec_run(a, &slot, &rq, &res, &ae);
-    if (nb_sandbox_destroy(a, slot.id, &dae) != 0)
-        nb_warn("run: could not destroy sandbox %s: %s (the reaper will)", slot.id, dae.msg);
+    {
+        /* gone from the API now; its container is removed once we have answered */
+        char cid[NB_CID_LEN + 1];
+        uint32_t gen;
+        struct nb_derr de = {0};
+        if (nb_sandbox_mark_destroy(a, slot.id, cid, &gen, &dae) != 0)
+            nb_warn("run: could not destroy sandbox %s: %s (the reaper will)", slot.id, dae.msg);
+        else if (nb_worker_defer_destroy(slot.id, cid, gen) != 0 &&
+                 nb_sandbox_finish_destroy(a, slot.id, cid, gen, &de) != 0)
+            nb_warn("run: could not remove sandbox %s: %s (reconciliation will)", slot.id, de.msg);
+    }
     if (ran != 0) {
         nb_http_error(r, &ae);
         goto out;

@@ -20,6 +20,7 @@
 #include "sandbox.h"
 
 #define REAPER_TICK_US 1000000
+#define REAPER_SUBTICKS 10       /* pool checks per tick (a table scan each) */
 #define RECONCILE_EVERY 30       /* ticks between reconciliations */
 #define STUCK_SECONDS 180        /* a CREATING/DESTROYING slot older than this is abandoned */
 
@@ -190,13 +191,17 @@ void nb_reaper_run(struct nb_app *a)
          * Slots that turned RUNNING in the second of a listing are not judged
          * on it; a second pass just after start-up settles those quickly.
          */
-        if (tick % RECONCILE_EVERY == 0 || tick == 2)
-            nb_reaper_reconcile(a);
-        nb_reaper_expire(a);
-        nb_ports_reap(a);
-        nb_pool_refill(a); /* a table scan when there is nothing to do */
+        if (tick % REAPER_SUBTICKS == 0) {
+            unsigned pass = tick / REAPER_SUBTICKS;
+            if (pass % RECONCILE_EVERY == 0 || pass == 2)
+                nb_reaper_reconcile(a);
+            nb_reaper_expire(a);
+            nb_ports_reap(a);
+        }
+        /* every subtick: a hand-out is refilled within ~0.1 s, not a second */
+        nb_pool_refill(a);
         tick++;
-        usleep(REAPER_TICK_US);
+        usleep(REAPER_TICK_US / REAPER_SUBTICKS);
     }
     nb_docker_cleanup(&a->docker);
     _exit(0);

@@ -1,6 +1,6 @@
 /*
- * worker.c - see worker.h. Routing is a plain table of method + path shape;
- * auth and id syntax are checked here once so handlers can trust both.
+ * worker.c - see worker.h. Routing is the path shape (route.c), then the
+ * method; auth and id syntax are checked here once so handlers can trust both.
  */
 #include "config.h"
 
@@ -16,6 +16,7 @@
 #include "api.h"
 #include "http.h"
 #include "log.h"
+#include "route.h"
 #include "sandbox.h"
 #include "worker.h"
 
@@ -54,91 +55,18 @@ static int authorized(const struct nb_app *a, const struct nb_req *r)
     return h != NULL && key_equal(h, a->conf.api_key);
 }
 
-enum route_id {
-    R_NONE,
-    R_HEALTHZ,
-    R_MCP,          /* /mcp */
-    R_RUN,          /* /run */
-    R_SANDBOXES,    /* /sandbox */
-    R_SANDBOX,      /* /sandbox/{id} */
-    R_TIMEOUT,      /* /sandbox/{id}/timeout */
-    R_EXEC,         /* /sandbox/{id}/exec */
-    R_PORT_OPEN,    /* /sandbox/{id}/ephemeralport */
-    R_PORTS,        /* /sandbox/{id}/ports */
-    R_PORT,         /* /sandbox/{id}/ports/{sandboxport} */
-    R_FILES,        /* /sandbox/{id}/files[/mkdir|/move] (arg: the op) */
-    R_PROCS,        /* /sandbox/{id}/processes[/{pid}[/stdin]] (arg: pid, op: stdin) */
-};
-
-/* Split the path; fills id (possibly invalid: checked by the caller) and arg. */
-static enum route_id route_match(const char *path, char *id, size_t idlen, char *arg, size_t arglen,
-                                 char *op, size_t oplen)
-{
-    const char *rest, *slash;
-    size_t n;
-    id[0] = '\0';
-    if (!strcmp(path, "/healthz"))
-        return R_HEALTHZ;
-    if (!strcmp(path, "/run"))
-        return R_RUN;
-    if (!strcmp(path, "/mcp"))
-        return R_MCP;
-    if (!strcmp(path, "/sandbox") || !strcmp(path, "/sandbox/"))
-        return R_SANDBOXES;
-    if (strncmp(path, "/sandbox/", 9) != 0)
-        return R_NONE;
-    rest = path + 9;
-    slash = strchr(rest, '/');
-    n = slash ? (size_t)(slash - rest) : strlen(rest);
-    if (n >= idlen)
-        n = idlen - 1;
-    memcpy(id, rest, n);
-    id[n] = '\0';
-    if (slash == NULL || !strcmp(slash, "/"))
-        return R_SANDBOX;
-    if (!strcmp(slash, "/timeout"))
-        return R_TIMEOUT;
-    if (!strcmp(slash, "/exec"))
-        return R_EXEC;
-    if (!strcmp(slash, "/ephemeralport"))
-        return R_PORT_OPEN;
-    if (!strcmp(slash, "/ports") || !strcmp(slash, "/ports/"))
-        return R_PORTS;
-    if (!strncmp(slash, "/ports/", 7) && strlen(slash + 7) < arglen && !strchr(slash + 7, '/')) {
-        snprintf(arg, arglen, "%s", slash + 7);
-        return R_PORT;
-    }
-    if (!strcmp(slash, "/files") || !strcmp(slash, "/files/mkdir") || !strcmp(slash, "/files/move")) {
-        snprintf(arg, arglen, "%s", slash[6] ? slash + 7 : "");
-        return R_FILES;
-    }
-    if (!strcmp(slash, "/processes") || !strcmp(slash, "/processes/"))
-        return R_PROCS;
-    if (!strncmp(slash, "/processes/", 11)) {
-        const char *pid = slash + 11, *sub = strchr(pid, '/');
-        size_t pl = sub ? (size_t)(sub - pid) : strlen(pid);
-        if (pl == 0 || pl >= arglen || (sub && (strlen(sub + 1) >= oplen || strchr(sub + 1, '/'))))
-            return R_NONE;
-        memcpy(arg, pid, pl);
-        arg[pl] = '\0';
-        snprintf(op, oplen, "%s", sub ? sub + 1 : "");
-        return R_PROCS;
-    }
-    return R_NONE;
-}
-
 void nb_worker_route(struct nb_app *a, struct nb_req *r)
 {
     char id[NB_ID_LEN + 8], arg[32] = "", op[16] = "";
-    enum route_id rt = route_match(r->path, id, sizeof(id), arg, sizeof(arg), op, sizeof(op));
+    enum nb_route rt = nb_route_match(r->path, id, sizeof(id), arg, sizeof(arg), op, sizeof(op));
     const char *m = r->method;
     const char *allowed = NULL;
 
-    if (rt == R_NONE) {
+    if (rt == NB_ROUTE_NONE) {
         nb_http_fail(r, 404, "no_route", "no such route: %.200s", r->path);
         return;
     }
-    if (rt == R_HEALTHZ) {
+    if (rt == NB_ROUTE_HEALTHZ) {
         if (strcmp(m, "GET") && strcmp(m, "HEAD"))
             allowed = "GET";
         else
@@ -150,14 +78,14 @@ void nb_worker_route(struct nb_app *a, struct nb_req *r)
                      "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\"");
         return;
     }
-    if (rt == R_RUN) {
+    if (rt == NB_ROUTE_RUN) {
         if (!strcmp(m, "POST"))
             api_run(a, r);
         else
             allowed = "POST";
         goto done;
     }
-    if (rt == R_MCP) {
+    if (rt == NB_ROUTE_MCP) {
         /* no GET: the server sends nothing unasked, so it offers no SSE stream */
         if (!strcmp(m, "POST"))
             api_mcp_post(a, r);
@@ -167,12 +95,12 @@ void nb_worker_route(struct nb_app *a, struct nb_req *r)
             allowed = "POST, DELETE";
         goto done;
     }
-    if (rt != R_SANDBOXES && !nb_sandbox_id_valid(id)) {
+    if (rt != NB_ROUTE_SANDBOXES && !nb_sandbox_id_valid(id)) {
         nb_http_fail(r, 400, "bad_id", "\"%.64s\" is not a sandbox id (a lowercase UUID)", id);
         return;
     }
     switch (rt) {
-    case R_SANDBOXES:
+    case NB_ROUTE_SANDBOXES:
         if (!strcmp(m, "POST"))
             api_sandbox_create(a, r);
         else if (!strcmp(m, "GET"))
@@ -180,7 +108,7 @@ void nb_worker_route(struct nb_app *a, struct nb_req *r)
         else
             allowed = "GET, POST";
         break;
-    case R_SANDBOX:
+    case NB_ROUTE_SANDBOX:
         if (!strcmp(m, "GET"))
             api_sandbox_get(a, r, id);
         else if (!strcmp(m, "DELETE"))
@@ -188,40 +116,40 @@ void nb_worker_route(struct nb_app *a, struct nb_req *r)
         else
             allowed = "GET, DELETE";
         break;
-    case R_TIMEOUT:
+    case NB_ROUTE_TIMEOUT:
         if (!strcmp(m, "POST"))
             api_sandbox_timeout(a, r, id);
         else
             allowed = "POST";
         break;
-    case R_EXEC:
+    case NB_ROUTE_EXEC:
         if (!strcmp(m, "POST"))
             api_sandbox_exec(a, r, id);
         else
             allowed = "POST";
         break;
-    case R_PORT_OPEN:
+    case NB_ROUTE_PORT_OPEN:
         if (!strcmp(m, "POST"))
             api_port_open(a, r, id);
         else
             allowed = "POST";
         break;
-    case R_PORTS:
+    case NB_ROUTE_PORTS:
         if (!strcmp(m, "GET"))
             api_port_list(a, r, id);
         else
             allowed = "GET";
         break;
-    case R_PORT:
+    case NB_ROUTE_PORT:
         if (!strcmp(m, "DELETE"))
             api_port_close(a, r, id, arg);
         else
             allowed = "DELETE";
         break;
-    case R_FILES:
+    case NB_ROUTE_FILES:
         api_files(a, r, id, arg); /* checks its methods */
         break;
-    case R_PROCS:
+    case NB_ROUTE_PROCS:
         api_processes(a, r, id, arg, op);
         break;
     default:
@@ -232,6 +160,38 @@ done:
         nb_http_add_header(r, "Allow", allowed);
         nb_http_fail(r, 405, "method_not_allowed", "%s is not allowed here; use %s", m, allowed);
     }
+}
+
+/* Destroys to finish after the current answer (nb_worker_defer_destroy). */
+#define WORKER_MAX_DEFERRED 8
+static struct {
+    char id[NB_ID_LEN + 1];
+    char cid[NB_CID_LEN + 1];
+    uint32_t gen;
+} worker_deferred[WORKER_MAX_DEFERRED];
+static unsigned worker_n_deferred;
+
+int nb_worker_defer_destroy(const char *id, const char *cid, uint32_t gen)
+{
+    if (worker_n_deferred == WORKER_MAX_DEFERRED)
+        return -1;
+    snprintf(worker_deferred[worker_n_deferred].id, sizeof(worker_deferred[0].id), "%s", id);
+    snprintf(worker_deferred[worker_n_deferred].cid, sizeof(worker_deferred[0].cid), "%s", cid);
+    worker_deferred[worker_n_deferred].gen = gen;
+    worker_n_deferred++;
+    return 0;
+}
+
+static void worker_run_deferred(struct nb_app *a)
+{
+    for (unsigned i = 0; i < worker_n_deferred; i++) {
+        struct nb_derr de = {0};
+        if (nb_sandbox_finish_destroy(a, worker_deferred[i].id, worker_deferred[i].cid,
+                                      worker_deferred[i].gen, &de) != 0)
+            /* left DESTROYING: reconciliation retries once it counts as stuck */
+            nb_warn("could not remove sandbox %s after answering: %s", worker_deferred[i].id, de.msg);
+    }
+    worker_n_deferred = 0;
 }
 
 static int64_t now_ms(void)
@@ -304,6 +264,7 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
                 (long long)(now_ms() - t0));
         nb_buf_free(&req.body);
         FCGX_Finish_r(&fr);
+        worker_run_deferred(a);
         me->served++;
         me->since = nb_now();
         me->busy = 0;
