@@ -124,8 +124,8 @@ if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ]; then
 fi
 
 # --- nanobox-init on its own (a plain process speaking its protocol), then
-# a bounded libFuzzer run over its request parser (plain build only: the
-# fuzzer has its own ASan/UBSan build)
+# a bounded libFuzzer run over every harness in tests/fuzz, the time split
+# between them (plain build only: the fuzzer has its own ASan/UBSan build)
 if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ]; then
     log "agent tests against $builddir/nanobox-init"
     if ! NANOBOX_INIT=$builddir/nanobox-init "$py" -m pytest -v -p no:cacheprovider tests/init; then
@@ -134,7 +134,7 @@ if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ]; then
     fi
 fi
 if [ -z "${NANOBOX_SKIP_UNIT:-}" ] && [ "$sanitizers" = 0 ]; then
-    if ! tests/fuzz/run.sh "${NANOBOX_FUZZ_SECONDS:-30}"; then
+    if ! tests/fuzz/run.sh "${NANOBOX_FUZZ_SECONDS:-60}"; then
         status=1
         log "fuzzing FAILED (the crashing input is kept: see above)"
     fi

@@ -314,3 +314,35 @@ def test_agent_survives_random_and_truncated_frames(api, sid):
     assert res["stdout"].startswith("sent"), res
     assert api.exec(sid, "echo alive")["stdout"] == "alive\n"
     assert api.exec(sid, "head -c 100 /proc/1/cmdline | tr '\\0' ' '")["stdout"].startswith("/.nanobox/init")
+
+
+# -- no agent: docker exec fallback -----------------------------------------
+
+NOT_AN_AGENT = "#include <unistd.h>\nint main(void) { for (;;) pause(); }\n"
+
+
+@pytest.fixture
+def agentless_stack(make_stack, tmp_path):
+    """Sandboxes whose PID 1 is not an agent (as an older nanobox made them)."""
+    src = tmp_path / "pause.c"
+    src.write_text(NOT_AN_AGENT)
+    binary = tmp_path / "pause"
+    subprocess.run(["gcc", "-static", "-O2", "-o", str(binary), str(src)], check=True)
+    binary.chmod(0o755)
+    tmp_path.chmod(0o755)
+    return make_stack("agentless", init_path=str(binary))
+
+
+def test_without_an_agent_exec_falls_back_to_docker_exec(agentless_stack):
+    st = agentless_stack
+    s = st.api.create()
+    res = st.api.exec(s, "echo via docker; exit 3")
+    assert res["stdout"] == "via docker\n" and res["exit_code"] == 3
+    # what needs the agent says so
+    assert_error(st.api.exec_raw(s, "cat", stdin="x"), 503, "agent_unavailable")
+    r = st.api.request("GET", f"/sandbox/{s}/files?path=/workspace")
+    assert_error(r, 503, "agent_unavailable")
+    assert_error(st.api.request("GET", f"/sandbox/{s}/processes"), 503, "agent_unavailable")
+    with open(st.log_path, errors="replace") as f:
+        assert "using docker exec" in f.read()
+    st.api.delete(s)
