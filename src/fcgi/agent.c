@@ -19,6 +19,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "procstat.h"
 
 /* A fresh sandbox's agent may not have bound its socket yet: retry this long. */
 #define AGENT_START_GRACE_MS 2000
@@ -151,6 +152,8 @@ int nb_agent_connect(const struct nb_slot *slot, struct nb_agent *ag, struct nb_
         return -1;
     }
     ag->fd = fd;
+    ag->init_pid = slot->init_pid;
+    snprintf(ag->cid, sizeof(ag->cid), "%s", slot->container_id);
     ag->in_cap = NBA_HDR + NBA_MAX_BODY;
     ag->in = nb_xmalloc(ag->in_cap);
     nb_buf_init(&ag->out, (size_t)64 * 1024 * 1024);
@@ -219,6 +222,20 @@ void nb_agent_queue(struct nb_agent *ag, uint8_t type, const void *body, size_t 
     nb_agent_field(&ag->out, type, body, len); /* a frame has the layout of a field */
 }
 
+/*
+ * The connection broke: if the sandbox's PID 1 is gone too, the sandbox
+ * stopped under us (409, as for any request to a stopped sandbox), not an
+ * agent fault (502).
+ */
+static void agent_broken(const struct nb_agent *ag, struct nb_apierr *ae)
+{
+    struct nb_procstat st;
+    /* a killed PID 1 may linger as a zombie until the runtime reaps it */
+    if (nb_procstat_read(ag->init_pid, &st) != 0 || st.state == 'Z' || st.state == 'X' ||
+        !pid_in_container(ag->init_pid, ag->cid))
+        nb_apierr_set(ae, 409, "not_running", "the sandbox's container stopped");
+}
+
 /* Send what the socket takes now. 0, or -1 on a broken connection. */
 static int agent_write(struct nb_agent *ag)
 {
@@ -244,6 +261,7 @@ int nb_agent_flush(struct nb_agent *ag, int timeout_ms, struct nb_apierr *ae)
         if (agent_write(ag) != 0) {
             nb_apierr_set(ae, 502, "agent_error", "lost the connection to the sandbox's agent: %s",
                           strerror(errno));
+            agent_broken(ag, ae);
             return -1;
         }
         if (ag->out.len == 0)
@@ -268,6 +286,7 @@ int nb_agent_poll_frame(struct nb_agent *ag, uint8_t *type, const unsigned char 
     if (agent_write(ag) != 0) {
         nb_apierr_set(ae, 502, "agent_error", "lost the connection to the sandbox's agent: %s",
                       strerror(errno));
+        agent_broken(ag, ae);
         return -1;
     }
     for (;;) {
@@ -287,6 +306,7 @@ int nb_agent_poll_frame(struct nb_agent *ag, uint8_t *type, const unsigned char 
         if (n <= 0) {
             nb_apierr_set(ae, 502, "agent_error", "the sandbox's agent closed the connection%s%s",
                           n < 0 ? ": " : " early", n < 0 ? strerror(errno) : "");
+            agent_broken(ag, ae);
             return -1;
         }
         ag->in_len += (size_t)n;

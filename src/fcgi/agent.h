@@ -25,6 +25,8 @@ struct nb_agent {
     size_t in_len, in_cap;  /* in_cap = NBA_HDR + NBA_MAX_BODY */
     size_t consumed;        /* bytes of in taken by the last frame */
     struct nb_buf out;      /* frames queued to send */
+    pid_t init_pid;         /* the sandbox's PID 1, to tell a broken agent from a stopped sandbox */
+    char cid[NB_CID_LEN + 1];
 };
 
 /*
