@@ -26,6 +26,8 @@
 /* Sandboxes older than this get no retry: no agent means none will come. */
 #define AGENT_YOUNG_S 5
 #define AGENT_CONNECT_TIMEOUT_S 2
+/* How long a broken connection waits to see whether PID 1 is dying. */
+#define AGENT_DYING_WAIT_MS 300
 
 static int64_t mono_ms(void)
 {
@@ -223,16 +225,38 @@ void nb_agent_queue(struct nb_agent *ag, uint8_t type, const void *body, size_t 
 }
 
 /*
+ * Is the sandbox's PID 1 gone (exited, a zombie, or not the container's any
+ * more)? A PID 1 that was just killed closes its sockets before it becomes
+ * a zombie, so a connection can break a moment before this turns true:
+ * look again for up to wait_ms.
+ */
+static int init_gone(pid_t pid, const char *cid, int wait_ms)
+{
+    int64_t until = mono_ms() + wait_ms;
+    for (;;) {
+        struct nb_procstat st;
+        if (nb_procstat_read(pid, &st) != 0 || st.state == 'Z' || st.state == 'X' ||
+            !pid_in_container(pid, cid))
+            return 1;
+        if (mono_ms() >= until)
+            return 0;
+        usleep(5000);
+    }
+}
+
+int nb_agent_sandbox_gone(const struct nb_slot *slot, int wait_ms)
+{
+    return init_gone(slot->init_pid, slot->container_id, wait_ms);
+}
+
+/*
  * The connection broke: if the sandbox's PID 1 is gone too, the sandbox
  * stopped under us (409, as for any request to a stopped sandbox), not an
  * agent fault (502).
  */
 static void agent_broken(const struct nb_agent *ag, struct nb_apierr *ae)
 {
-    struct nb_procstat st;
-    /* a killed PID 1 may linger as a zombie until the runtime reaps it */
-    if (nb_procstat_read(ag->init_pid, &st) != 0 || st.state == 'Z' || st.state == 'X' ||
-        !pid_in_container(ag->init_pid, ag->cid))
+    if (init_gone(ag->init_pid, ag->cid, AGENT_DYING_WAIT_MS))
         nb_apierr_set(ae, 409, "not_running", "the sandbox's container stopped");
 }
 

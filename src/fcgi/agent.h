@@ -37,6 +37,12 @@ struct nb_agent {
 int nb_agent_connect(const struct nb_slot *slot, struct nb_agent *ag, struct nb_apierr *ae);
 void nb_agent_close(struct nb_agent *ag);
 
+/*
+ * 1 if the sandbox's PID 1 is gone (or goes within wait_ms): a failure
+ * then means "the sandbox stopped" (409), not a fault of ours (5xx).
+ */
+int nb_agent_sandbox_gone(const struct nb_slot *slot, int wait_ms);
+
 /* Ping: 0 when the agent answers within timeout_ms (ae set otherwise). */
 int nb_agent_ping(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *ae);
 

@@ -397,6 +397,9 @@ int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const struct nb_ex
     if (rc == 1) {
         nb_info("sandbox %s: %s; using docker exec", slot->id, ae->msg);
         rc = exec_docker(a, slot, rq, res, ae);
+        /* no agent because PID 1 was dying: Docker's error says less than this */
+        if (rc != 0 && ae->status >= 500 && nb_agent_sandbox_gone(slot, 300))
+            nb_apierr_set(ae, 409, "not_running", "the sandbox's container stopped");
     }
     res->duration_ms = nb_mono_ms() - t0;
     return rc;

@@ -29,7 +29,7 @@ import pytest
 import requests
 
 import load
-from nbtest import (assert_error, docker_inspect, docker_ps, docker_top, parse_json, pid_alive,
+from nbtest import (in_thread, assert_error, docker_inspect, docker_ps, docker_top, parse_json, pid_alive,
                     proc_cmdline, tcp_listener_pids, tcp_port_free, tcp_refused, wait_until)
 
 DOCKER_SOCK = "/var/run/docker.sock"
@@ -68,20 +68,6 @@ def assert_host_clean(st, sids, warm=0, hostports=(), timeout=15):
     assert not view["listening_hostports"], view
     for s in sids:
         assert st.api.exec(s, "echo alive")["stdout"] == "alive\n"
-
-
-def in_thread(fn):
-    box = {}
-
-    def target():
-        try:
-            box["result"] = fn()
-        except Exception as e:  # noqa: BLE001
-            box["error"] = e
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    return t, box
 
 
 def the_busy_worker(st):

@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -86,6 +87,21 @@ UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 
 
 # ---------------------------------------------------------------- utilities
+
+def in_thread(fn):
+    """Run fn in a daemon thread: (thread, box) where box gets "result" or "error"."""
+    box = {}
+
+    def target():
+        try:
+            box["result"] = fn()
+        except Exception as e:  # noqa: BLE001
+            box["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    return t, box
+
 
 def wait_until(fn, timeout=10.0, interval=0.1, what="condition"):
     """Call fn until it returns something truthy; return that, or raise."""

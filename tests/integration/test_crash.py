@@ -7,13 +7,12 @@ Each test runs its own stack (make_stack) so that the main one stays intact.
 import os
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
 import requests
 
-from nbtest import (IMAGE, assert_error, docker_exists, docker_ps, parse_json, pid_alive,
+from nbtest import (in_thread, IMAGE, assert_error, docker_exists, docker_ps, parse_json, pid_alive,
                     random_uuid, run, wait_until)
 
 
@@ -22,20 +21,6 @@ def consistent(st):
     containers = set(docker_ps(st.instance))
     listed = {f"nanobox-{i}" for i in st.api.list_ids()}
     return containers == listed and (containers, listed)
-
-
-def in_thread(fn):
-    box = {}
-
-    def target():
-        try:
-            box["result"] = fn()
-        except Exception as e:  # noqa: BLE001
-            box["error"] = e
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    return t, box
 
 
 def idle_children(st, at_least=3):
