@@ -36,6 +36,12 @@ void api_mcp_delete(struct nb_app *a, struct nb_req *r);
  * body; the caller frees it with yajl_tree_free.
  */
 int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out);
+/*
+ * The same; a string holding an escaped NUL (\u0000), which every field
+ * would silently cut short, is refused with 400 nul_code ("bad_field" for
+ * api_read_json, "bad_path" where every string is a path).
+ */
+int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const char *nul_code);
 
 /*
  * Validate an env object ({NAME: "value"}) into "NAME=value" strings

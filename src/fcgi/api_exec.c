@@ -178,12 +178,6 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
         nb_http_fail(r, 400, "bad_field", "%s", err);
         goto out;
     }
-    if (nb_json_has_nul(r->body.data, r->body.len)) {
-        /* command, cwd, env and stdin would silently end at the NUL */
-        nb_http_fail(r, 400, "bad_field", "a string contains a NUL byte (\\u0000): the command, "
-                     "cwd and env cannot hold one; send such stdin with \"stdin_encoding\": \"base64\"");
-        goto out;
-    }
     if (f[F_COMMAND].val == NULL) {
         nb_http_fail(r, 400, "bad_field", "field \"command\" (a shell command line) is required");
         goto out;

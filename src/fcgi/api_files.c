@@ -455,15 +455,11 @@ static void files_json(struct nb_app *a, struct nb_req *r, const char *id,
     struct nb_buf b;
     unsigned i;
 
-    if (api_read_json(a, r, &body) != 0)
+    if (api_read_json_nul(a, r, &body, "bad_path") != 0)
         return;
     nb_buf_init(&b, NBA_MAX_BODY);
     if (nb_json_fields(body, f, op->n, err, sizeof(err)) != 0) {
         nb_http_fail(r, 400, "bad_field", "%s", err);
-        goto out;
-    }
-    if (nb_json_has_nul(r->body.data, r->body.len)) {
-        nb_http_fail(r, 400, "bad_path", "the path contains a NUL byte");
         goto out;
     }
     for (i = 0; i < op->n; i++) {

@@ -62,12 +62,6 @@ void api_run(struct nb_app *a, struct nb_req *r)
         nb_http_fail(r, 400, "bad_field", "%s", err);
         goto out;
     }
-    if (nb_json_has_nul(r->body.data, r->body.len)) {
-        /* the code and stdin would silently end at the NUL */
-        nb_http_fail(r, 400, "bad_field", "a string contains a NUL byte (\\u0000): code and stdin "
-                     "cannot hold one");
-        goto out;
-    }
     if (f[F_LANGUAGE].val == NULL || f[F_CODE].val == NULL) {
         nb_http_fail(r, 400, "bad_field", "fields \"language\" and \"code\" are required");
         goto out;

@@ -19,6 +19,11 @@
 
 int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out)
 {
+    return api_read_json_nul(a, r, out, "bad_field");
+}
+
+int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const char *nul_code)
+{
     struct nb_apierr ae;
     char err[256];
     *out = NULL;
@@ -34,6 +39,14 @@ int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out)
         yajl_tree_free(*out);
         *out = NULL;
         nb_http_fail(r, 400, "bad_json", "the body must be a JSON object");
+        return -1;
+    }
+    /* yajl hands a string with \u0000 over NUL-terminated: it would silently end there */
+    if (nb_json_has_nul(r->body.data, r->body.len)) {
+        yajl_tree_free(*out);
+        *out = NULL;
+        nb_http_fail(r, 400, nul_code, "a string contains a NUL byte (\\u0000), which no field can "
+                     "hold; send binary data base64-encoded (stdin_encoding, encoding)");
         return -1;
     }
     return 0;
@@ -229,12 +242,6 @@ void api_sandbox_create(struct nb_app *a, struct nb_req *r)
         return;
     if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
         nb_http_fail(r, 400, "bad_field", "%s", err);
-        goto out;
-    }
-    if (nb_json_has_nul(r->body.data, r->body.len)) {
-        /* image, env and metadata would silently end at the NUL */
-        nb_http_fail(r, 400, "bad_field", "a string contains a NUL byte (\\u0000): image, env and "
-                     "metadata cannot hold one");
         goto out;
     }
 

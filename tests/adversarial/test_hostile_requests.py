@@ -246,6 +246,9 @@ def test_nul_in_command_is_refused_and_nothing_runs(stack, api, sandbox):
                      400, "bad_field")
         assert_error(api.request("POST", "/sandbox", json={"metadata": {"k": "v\u0000w"}}),
                      400, "bad_field")
+        # and a background process's stdin (refused by the one JSON reader, like the rest)
+        assert_error(api.request("POST", f"/sandbox/{sandbox}/processes/1/stdin", json={"data": "a\u0000b"}),
+                     400, "bad_field")
     assert api.exec(sandbox, f"test -e {marker}; echo $?")["stdout"] == "1\n", "the cut command ran"
     # an escaped backslash before u0000 is text, not a NUL
     out = api.exec(sandbox, "printf '%s' '\\u0000'")
