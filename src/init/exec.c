@@ -37,28 +37,33 @@ struct init_job {
  * neither is readable. A kill between a command's start and its end is
  * reported as its OOM: with several commands at once it means "an OOM
  * kill happened in this sandbox while it ran".
+ *
+ * The file is opened once and read again with pread (a cgroup file
+ * regenerates its text at offset 0): two opens and closes fewer per
+ * command. The sandbox's cgroup never changes under PID 1.
  */
 static long long job_oom_kills(void)
 {
     static const char *const files[] = {"/sys/fs/cgroup/memory/memory.oom_control",
                                         "/sys/fs/cgroup/memory.events"};
-    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-        char buf[512];
-        const char *p;
-        ssize_t n;
-        int fd = open(files[i], O_RDONLY | O_CLOEXEC);
-        if (fd == -1)
-            continue;
-        n = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        if (n <= 0)
-            continue;
-        buf[n] = '\0';
-        p = strstr(buf, "oom_kill ");
-        if (p != NULL)
-            return strtoll(p + 9, NULL, 10);
+    static int fd = -1, tried;
+    char buf[512];
+    const char *p;
+    ssize_t n;
+
+    if (!tried) {
+        tried = 1;
+        for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && fd == -1; i++)
+            fd = open(files[i], O_RDONLY | O_CLOEXEC);
     }
-    return -1;
+    if (fd == -1)
+        return -1;
+    n = pread(fd, buf, sizeof(buf) - 1, 0);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    p = strstr(buf, "oom_kill ");
+    return p != NULL ? strtoll(p + 9, NULL, 10) : -1;
 }
 
 static struct init_job *job_of(struct init_proc *p)

@@ -6,9 +6,16 @@
  * no interest: a pipe whose other end closed reports EPOLLHUP/EPOLLERR
  * whatever the interest, and a level-triggered loop would spin on it.
  *
- * The child is set up between fork and exec with nothing but syscalls on
- * memory prepared before the fork; a failure there goes to the command's
- * stderr with exit code 127, as a shell reports "command not found".
+ * The child is made with vfork(): it borrows init's memory until its exec,
+ * so nothing is copied (fork() copied page tables and then took a
+ * copy-on-write fault for every page either side touched; inside a sandbox
+ * that was most of init's CPU per command, charged to the sandbox's CPU
+ * quota). Between vfork and exec the child therefore only makes syscalls
+ * on memory prepared before the vfork, and writes nothing of init's but
+ * errno and its own stack frames: no malloc, no free, no stdio buffer. A
+ * failure there goes to the command's stderr with exit code 127, as a
+ * shell reports "command not found". init resumes when the child has
+ * exec'd or exited, so the child's setsid() has happened by then.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -56,17 +63,17 @@ static const char *env_get(char **envp, const char *name)
 static void child_exec_sh(const char *file, char **argv, char **envp)
 {
     size_t argc = 0;
-    char **av;
 
     while (argv[argc] != NULL)
         argc++;
-    av = calloc(argc + 2, sizeof(*av));
-    if (av == NULL)
-        return;
+    /* On the child's stack (malloc would change init's heap); argc is
+     * capped by the protocol (NBA_MAX_ARGS). */
+    char *av[argc + 2];
     av[0] = (char *)"/bin/sh";
     av[1] = (char *)file;
     for (size_t i = 1; i < argc; i++)
         av[i + 1] = argv[i];
+    av[argc + 1] = NULL;
     execve("/bin/sh", av, envp);
     errno = ENOEXEC;
 }
@@ -127,45 +134,31 @@ static void child_exec_search(char **argv, char **envp)
     errno = saw_eacces ? EACCES : ENOENT;
 }
 
-static void strv_free(char **v);
-
-/* Report on the command's stderr, as a shell would, and exit 127. The
- * copies made for the exec are freed so that a memory checker following
- * the fork (valgrind) has nothing to report. */
-static void __attribute__((noreturn))
-child_fail(const char *what, const char *arg, char **argv, char **envp, char *cwd)
+/* Report on the command's stderr, as a shell would, and exit 127. Nothing
+ * is freed: the memory is init's (vfork), and init frees it when it
+ * resumes. */
+static void __attribute__((noreturn)) child_fail(const char *what, const char *arg)
 {
     dprintf(2, "nanobox-init: %s%s: %s\n", what, arg, strerror(errno));
-    strv_free(argv);
-    strv_free(envp);
-    free(cwd);
     _exit(127);
 }
 
 static void __attribute__((noreturn))
-child_run(char **argv, char **envp, char *cwd, const int fds[3], int sync_fd)
+child_run(char **argv, char **envp, const char *cwd, const int fds[3])
 {
     sigset_t none;
 
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_DFL);
-    setsid();
-    close(sync_fd); /* the parent may now signal our group */
+    setsid(); /* before init resumes: kill(-pid) works from then on */
     /* fds 0-2 of init are always open (main.c), so pipe ends are >= 3. */
     if (dup2(fds[0], 0) == -1 || dup2(fds[1], 1) == -1 || dup2(fds[2], 2) == -1)
         _exit(127);
     if (cwd != NULL && chdir(cwd) == -1)
-        child_fail("cd ", cwd, argv, envp, cwd);
+        child_fail("cd ", cwd);
     child_exec_search(argv, envp);
-    {
-        /* argv[0] is freed with the rest: keep its name for the message. */
-        char name[256];
-        int e = errno;
-        snprintf(name, sizeof(name), "%s", argv[0]);
-        errno = e;
-        child_fail("", name, argv, envp, cwd);
-    }
+    child_fail("", argv[0]);
 }
 
 /* --- spawning --------------------------------------------------------------- */
@@ -274,27 +267,24 @@ static void fds_close(int *fds, size_t n)
     }
 }
 
-/*
- * Until the child has called setsid(), kill(-pid) fails with ESRCH: a host
- * that sends a signal right after 's' would miss. So the spawn waits for
- * the child to close its end of a pipe, the first thing it does after
- * setsid (a few microseconds; the read cannot outlive the child).
- */
-static void proc_wait_setsid(int sync[2])
+/* vfork in a frame of its own: nothing of the caller's is live across it
+ * (-Wclobbered), and the child leaves this frame only through exec or
+ * _exit. */
+static pid_t __attribute__((noinline))
+proc_vfork(char **argv, char **envp, const char *cwd, const int fds[3])
 {
-    char c;
+    pid_t pid = vfork();
 
-    close(sync[1]);
-    sync[1] = -1;
-    while (read(sync[0], &c, 1) == -1 && errno == EINTR)
-        ;
+    if (pid == 0)
+        child_run(argv, envp, cwd, fds);
+    return pid;
 }
 
 int init_proc_spawn(struct init_proc *p, const struct init_request *r,
                     const struct init_proc_ops *ops, char *err, size_t errlen)
 {
     /* fds[2*s] is the child's end of stream s, fds[2*s+1] ours. */
-    int fds[6] = {-1, -1, -1, -1, -1, -1}, child_fds[3], sync[2] = {-1, -1};
+    int fds[6] = {-1, -1, -1, -1, -1, -1}, child_fds[3];
     char **argv = NULL, **envp = NULL, *cwd = NULL;
     int e = 0;
     pid_t pid;
@@ -325,19 +315,12 @@ int init_proc_spawn(struct init_proc *p, const struct init_request *r,
     }
     for (int s = 0; s < 3; s++)
         child_fds[s] = fds[2 * s];
-    if (pipe2(sync, O_CLOEXEC) == -1) {
-        e = proc_fail(err, errlen, errno, "pipe");
-        goto out;
-    }
-    pid = fork();
+    pid = proc_vfork(argv, envp, cwd, child_fds);
     if (pid == -1) {
         e = proc_fail(err, errlen, errno == ENOMEM ? EAGAIN : errno, "fork");
         goto out;
     }
-    if (pid == 0)
-        child_run(argv, envp, cwd, child_fds, sync[1]);
     p->pid = pid;
-    proc_wait_setsid(sync);
     for (int s = 0; s < 3; s++) {
         int fd = fds[2 * s + 1];
         close(fds[2 * s]);
@@ -360,7 +343,6 @@ int init_proc_spawn(struct init_proc *p, const struct init_request *r,
     procs = p;
 out:
     fds_close(fds, 6);
-    fds_close(sync, 2);
     strv_free(argv);
     strv_free(envp);
     free(cwd);
@@ -507,11 +489,24 @@ void init_proc_event(struct init_proc *p, int stream, uint32_t events)
 
 /* --- ending ----------------------------------------------------------------- */
 
+/* The command's group; the command alone while it has no group yet. That
+ * only happens where vfork() is really fork() (under valgrind, which
+ * resumes init before the child's setsid): the child has started nothing
+ * yet, so the command alone is all there is to signal. */
+static int proc_kill(const struct init_proc *p, int sig)
+{
+    if (kill(-p->pid, sig) == 0)
+        return 0;
+    if (errno == ESRCH && kill(p->pid, sig) == 0)
+        return 0;
+    return errno;
+}
+
 int init_proc_signal(struct init_proc *p, int sig)
 {
     if (p->exited)
         return ESRCH;
-    return kill(-p->pid, sig) == 0 ? 0 : errno;
+    return proc_kill(p, sig);
 }
 
 void init_proc_kill_tree(struct init_proc *p)
@@ -599,6 +594,6 @@ void init_proc_signal_all(int sig)
 {
     for (struct init_proc *p = procs; p != NULL; p = p->next) {
         if (!p->exited)
-            kill(-p->pid, sig);
+            proc_kill(p, sig);
     }
 }
