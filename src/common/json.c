@@ -45,11 +45,60 @@ int nb_json_depth(const char *text, size_t len)
 
 static size_t utf8_seq(const unsigned char *s, size_t len);
 
+/* The value of the escape "\uXXXX" at p (p[0] is the backslash), or -1. */
+static long json_u_escape(const char *p, const char *end)
+{
+    long v = 0;
+
+    if (end - p < 6 || p[0] != '\\' || p[1] != 'u')
+        return -1;
+    for (int i = 2; i < 6; i++) {
+        int c = (unsigned char)p[i], d;
+        if (c >= '0' && c <= '9') d = c - '0';
+        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+        else return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/*
+ * The byte offset of a "\uD800"-"\uDFFF" escape that is not half of a
+ * high + low pair, or -1. yajl turns a lone high surrogate into "?", pairs
+ * a high one with whatever \u follows it, and writes a lone low one as
+ * the invalid UTF-8 of a surrogate: each would hand a handler something
+ * other than what the client sent. Backslashes only occur in JSON as
+ * escapes inside strings, so stepping over each escape whole is enough.
+ */
+static long json_lone_surrogate(const char *text, size_t len)
+{
+    const char *p = text, *end = text + len;
+
+    while ((p = memchr(p, '\\', (size_t)(end - p))) != NULL) {
+        long v = json_u_escape(p, end);
+        size_t step = v >= 0 ? 6 : 2;
+        if (v >= 0xD800 && v <= 0xDBFF) {
+            long lo = json_u_escape(p + 6, end);
+            if (lo < 0xDC00 || lo > 0xDFFF)
+                return p - text;
+            step = 12;
+        } else if (v >= 0xDC00 && v <= 0xDFFF) {
+            return p - text;
+        }
+        if ((size_t)(end - p) <= step)
+            break;
+        p += step;
+    }
+    return -1;
+}
+
 int nb_json_parse(const char *text, size_t len, unsigned max_depth, yajl_val *out,
                   char *err, size_t errlen)
 {
     char yerr[256];
     size_t i;
+    long lone;
     int depth;
 
     *out = NULL;
@@ -71,6 +120,11 @@ int nb_json_parse(const char *text, size_t len, unsigned max_depth, yajl_val *ou
             return -1;
         }
         i += n;
+    }
+    if ((lone = json_lone_surrogate(text, len)) >= 0) {
+        snprintf(err, errlen, "invalid JSON: the \\u escape at byte %ld is half of a UTF-16 "
+                 "surrogate pair (\\uD800-\\uDFFF must come as high + low)", lone);
+        return -1;
     }
     depth = nb_json_depth(text, len);
     if (depth > (int)max_depth) {

@@ -227,6 +227,28 @@ def test_invalid_utf8_in_json_strings_is_bad_json(stack, api, sandbox, raw):
             assert "UTF-8" in err["error"] or "UTF8" in err["error"], err
 
 
+@pytest.mark.parametrize("esc", [b"\\udc00", b"\\ud800", b"\\ud800\\u0041"],
+                         ids=["low_alone", "high_alone", "high_then_other"])
+def test_unpaired_surrogate_escapes_are_bad_json(stack, api, sandbox, esc):
+    # yajl alone would run `echo ?` for a lone high half, pair a high half with
+    # any \u after it, and hand a lone low half on as invalid UTF-8
+    marker = b"/tmp/hostile-surrogate-marker"
+    with no_side_effect(stack, api):
+        for path, body in (("/sandbox", b'{"metadata":{"k":"' + esc + b'"}}'),
+                           (f"/sandbox/{sandbox}/exec", b'{"command":"touch ' + marker + esc + b'"}'),
+                           ("/run", b'{"language":"sh","code":"echo ' + esc + b'"}')):
+            r = api.request("POST", path, data=body, headers={"Content-Type": "application/json"})
+            err = assert_error(r, 400, "bad_json")
+            assert "surrogate" in err["error"], err
+    r = api.exec(sandbox, "ls /tmp")
+    assert "hostile-surrogate-marker" not in r["stdout"], r
+    # a real pair still goes through, byte-exact
+    r = api.request("POST", f"/sandbox/{sandbox}/exec",
+                    data=b'{"command":"printf %s \\ud83d\\ude00"}', headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert r.json()["stdout"] == "\U0001F600", r.json()
+
+
 # ---------------------------------------------------------------- NUL bytes
 
 def test_nul_in_command_is_refused_and_nothing_runs(stack, api, sandbox):

@@ -256,6 +256,40 @@ static void test_invalid_utf8_that_yajl_lets_through_is_refused(void **state)
     }
 }
 
+static void test_unpaired_surrogate_escapes_are_refused(void **state)
+{
+    const char *bad[] = {
+        "{\"a\":\"\\udc00\"}",          /* a low half alone */
+        "{\"a\":\"\\ud800\"}",          /* a high half alone (yajl: "?") */
+        "{\"a\":\"\\ud800x\"}",
+        "{\"a\":\"\\uD800\\u0041\"}",  /* high + not a low (yajl: pairs them anyway) */
+        "{\"a\":\"\\ud800\\ud800\"}",
+        "{\"a\":\"x\\\\\\udfff\"}",    /* an escaped backslash, then a low half */
+        "{\"a\":\"\\ud800",            /* cut short */
+    };
+    const char *good[] = {
+        "{\"a\":\"\\ud83d\\ude00\"}",  /* U+1F600, as a pair */
+        "{\"a\":\"\\uD7FF\\uE000\"}",  /* either side of the range */
+        "{\"a\":\"\\\\udc00\"}",        /* an escaped backslash: the text \udc00 */
+        "{\"a\":\"\\\\\",\"b\":1}",
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char err[256];
+        yajl_val v;
+        assert_int_equal(parse(bad[i], &v, err, sizeof(err)), -1);
+        if (i < sizeof(bad) / sizeof(bad[0]) - 1)
+            assert_non_null(strstr(err, "surrogate"));
+        assert_null(v);
+    }
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        char err[256];
+        yajl_val v;
+        assert_int_equal(parse(good[i], &v, err, sizeof(err)), 0);
+        yajl_tree_free(v);
+    }
+}
+
 static void test_int_of_a_huge_number_saturates(void **state)
 {
     char err[256];
@@ -273,6 +307,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_empty_body_is_absent),
+        cmocka_unit_test(test_unpaired_surrogate_escapes_are_refused),
         cmocka_unit_test(test_malformed_json_is_refused_with_message),
         cmocka_unit_test(test_deep_nesting_is_refused_before_parsing),
         cmocka_unit_test(test_depth_ignores_brackets_in_strings),
