@@ -133,6 +133,26 @@ if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ]; then
         log "agent tests FAILED"
     fi
 fi
+
+# --- the agent's and the forwarder's own tests again, each process under
+# valgrind (an error or a definite leak makes it exit 99, which fails the
+# test): the sandbox's PID 1 and the port relays are long-lived C processes
+# that face untrusted bytes. The agent is static for the sandboxes; valgrind
+# gets a dynamic build of the same sources.
+if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ] && [ "$sanitizers" = 0 ]; then
+    vg="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
+    log "agent and forwarder tests under valgrind"
+    if ! make -C "$builddir" nanobox-init-dynamic >/dev/null ||
+        ! NANOBOX_INIT=$builddir/nanobox-init-dynamic NANOBOX_INIT_WRAPPER="$vg" \
+            "$py" -m pytest -q -p no:cacheprovider tests/init; then
+        status=1
+        log "agent tests under valgrind FAILED"
+    fi
+    if ! NANOBOX_BUILD=$builddir NANOBOX_FWD_WRAPPER="$vg" "$py" -m pytest -q -p no:cacheprovider tests/fwd; then
+        status=1
+        log "forwarder tests under valgrind FAILED"
+    fi
+fi
 if [ -z "${NANOBOX_SKIP_UNIT:-}" ] && [ "$sanitizers" = 0 ]; then
     if ! tests/fuzz/run.sh "${NANOBOX_FUZZ_SECONDS:-60}"; then
         status=1
