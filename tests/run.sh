@@ -45,6 +45,7 @@ fi
 
 if type nb_install_packages >/dev/null 2>&1; then
     nb_install_packages
+    nb_install_test_packages
 else
     log "nb_install_packages not available: assuming the packages are installed"
 fi

@@ -37,6 +37,10 @@ NB_PACKAGES=(
     clang libclang-rt-14-dev
 )
 
+# Only the test suite needs these (tests/run.sh installs them; up.sh does
+# not): the browser the web console's test drives (tests/www).
+NB_TEST_PACKAGES=(chromium)
+
 # Only the benchmarks need these (socat is the forwarder we measure against).
 NB_BENCH_PACKAGES=(wrk socat)
 
@@ -98,6 +102,10 @@ nb_install_packages() {
         wanted+=("$pkg")
     done
     nb_apt_install "${wanted[@]}"
+}
+
+nb_install_test_packages() {
+    nb_apt_install "${NB_TEST_PACKAGES[@]}"
 }
 
 nb_install_bench_packages() {

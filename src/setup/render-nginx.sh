@@ -3,7 +3,8 @@
 # render-nginx.sh - render nanobox's three nginx templates.
 #
 # Usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN]
-#                        [--ports-listen LISTEN] OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]
+#                        [--ports-listen LISTEN] [--www-dir DIR]
+#                        OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]
 #   OUTDIR       where to write nanobox.conf (the API snippet to include
 #                inside a server {}), nanobox-ports.conf (the server {} of
 #                exposed ports, to include at http {} level) and nginx.conf
@@ -28,6 +29,17 @@
 #                          parameters, blank-separated, e.g. "443 ssl"
 #                          (default: LISTEN, the standalone's address)
 #
+# The web console (docs/WEB.md), which the standalone serves at / and
+# /console/, as an option or from the environment (an option wins):
+#   --www-dir DIR          NANOBOX_WWW_DIR       the directory that holds
+#                          index.html, app.js and style.css, served as it
+#                          is (`make install` puts a copy in
+#                          $(pkgdatadir)/www); the standalone's workers
+#                          must be able to read it. Default: a copy of this
+#                          source tree's www/ in OUTDIR/www, world-readable:
+#                          a checkout under a private home (0700 /root) is
+#                          out of reach of nginx's www-data workers.
+#
 # Then run the standalone as `nginx -c OUTDIR/nginx.conf -p PREFIX`.
 # When run as root, the standalone's workers run as www-data (nginx's user
 # on Debian, the one socket_group lets in); set NANOBOX_NGINX_USER to choose
@@ -44,27 +56,30 @@ die() {
     exit 2
 }
 
-usage="usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN] [--ports-listen LISTEN] OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]"
+usage="usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN] [--ports-listen LISTEN] [--www-dir DIR] OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]"
 
 ports_dir=${NANOBOX_PORTS_DIR:-/run/nanobox/ports}
 ports_domain=${NANOBOX_PORTS_DOMAIN:-sandbox.localhost}
 ports_listen=${NANOBOX_PORTS_LISTEN:-}
+www_dir=${NANOBOX_WWW_DIR:-}
 while [ "$#" -gt 0 ]; do
     case $1 in
-    --ports-dir | --ports-domain | --ports-listen)
+    --ports-dir | --ports-domain | --ports-listen | --www-dir)
         [ "$#" -ge 2 ] || die "$1 needs a value; $usage"
         case $1 in
         --ports-dir) ports_dir=$2 ;;
         --ports-domain) ports_domain=$2 ;;
         --ports-listen) ports_listen=$2 ;;
+        --www-dir) www_dir=$2 ;;
         esac
         shift 2
         ;;
-    --ports-dir=* | --ports-domain=* | --ports-listen=*)
+    --ports-dir=* | --ports-domain=* | --ports-listen=* | --www-dir=*)
         case $1 in
         --ports-dir=*) ports_dir=${1#*=} ;;
         --ports-domain=*) ports_domain=${1#*=} ;;
         --ports-listen=*) ports_listen=${1#*=} ;;
+        --www-dir=*) www_dir=${1#*=} ;;
         esac
         shift
         ;;
@@ -103,6 +118,30 @@ check_abs PREFIX "$prefix"
 check_abs PIDFILE "$pidfile"
 check_abs 'ports dir' "${ports_dir%/}"
 ports_dir=${ports_dir%/}
+# The console's directory: made absolute (a relative one is taken from the
+# current directory), no trailing slash (the template adds its own). None
+# given: the source tree's, copied next to the rendered config.
+if [ -z "$www_dir" ]; then
+    src_www=$(cd "$here/../.." && pwd)/www
+    www_dir=$outdir/www
+    install -d -m 0755 "$www_dir"
+    for f in "$src_www"/*; do
+        if [ -f "$f" ]; then
+            install -m 0644 "$f" "$www_dir/"
+        fi
+    done
+fi
+case $www_dir in /*) ;; *) www_dir=$PWD/$www_dir ;; esac
+if [ -d "$www_dir" ]; then
+    www_dir=$(cd "$www_dir" && pwd)
+    case $www_dir in / | //) die "refusing to serve / as the www dir" ;; esac
+    [ -f "$www_dir/index.html" ] ||
+        printf 'render-nginx.sh: warning: no index.html in %s: the console will answer 404\n' "$www_dir" >&2
+else
+    while [ "${www_dir%/}" != "$www_dir" ]; do www_dir=${www_dir%/}; done
+    printf 'render-nginx.sh: warning: %s is not a directory: the console will answer 404\n' "$www_dir" >&2
+fi
+check_abs 'www dir' "$www_dir"
 # The listen parameters: blank-separated words ("443 ssl", "[::]:80").
 read -r -a ports_listen_words <<<"$ports_listen"
 [ "${#ports_listen_words[@]}" -gt 0 ] || die "the ports listen parameters are empty"
@@ -150,6 +189,7 @@ render() {
     text=${text//@PORTS_DOMAIN_RE@/"$ports_domain_re"}
     text=${text//@PORTS_DOMAIN@/"$ports_domain"}
     text=${text//@NGINX_DIR@/"$outdir"}
+    text=${text//@WWW@/"$www_dir"}
     if grep -q '@[A-Z_][A-Z_]*@' <<<"$text"; then
         die "$1: unknown tokens left: $(grep -o '@[A-Z_][A-Z_]*@' <<<"$text" | sort -u | tr '\n' ' ')"
     fi

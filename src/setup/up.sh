@@ -183,6 +183,7 @@ cat <<EOF
 nanobox is up at $url
 
   API key:   ${api_key:-(none: api_key is empty in $NB_CONF, auth is OFF)}
+  console:   $url/ in a browser (paste the API key; docs/WEB.md)
   config:    $NB_CONF
   logs:      $NB_LOG_DIR/fcgi.log, $nginx_prefix/error.log
   nginx:     $NB_NGINX_DIR/nanobox.conf is the snippet to include in your own

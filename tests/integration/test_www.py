@@ -1,0 +1,96 @@
+"""test_www.py - the web console (www/), served by the standalone nginx and
+driven in Debian's chromium by tests/www/console.mjs (playwright-core, pinned
+in tests/www/package.json, installed with npm ci when missing).
+
+What a person does with it: types the key (a wrong one first), creates a
+sandbox, runs a command and sees its output stream in, stops a long one,
+lists files, enters a directory, uploads and downloads a file, opens a port
+on an app running in the sandbox and visits it in the browser, closes the
+port, sees an API error, destroys the sandbox. The checks here are on what
+is then true on the host: the bytes in the sandbox, the page behind the
+port, the container gone from `docker ps`, no forwarder left.
+"""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+import requests
+
+import nbtest
+
+WWW_TESTS = nbtest.REPO / "tests" / "www"
+DRIVER = WWW_TESTS / "console.mjs"
+
+
+@pytest.fixture(scope="module")
+def browser_env():
+    node, npm = shutil.which("node"), shutil.which("npm")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if node is None or npm is None or chromium is None:
+        pytest.fail("the web console test needs node, npm and chromium "
+                    "(tests/run.sh installs them: apt install nodejs npm chromium)")
+    pkg = WWW_TESTS / "node_modules" / "playwright-core" / "package.json"
+    if not pkg.exists():
+        r = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=WWW_TESTS, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, f"npm ci in {WWW_TESTS} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
+    pinned = json.loads((WWW_TESTS / "package.json").read_text())["dependencies"]["playwright-core"]
+    assert json.loads(pkg.read_text())["version"] == pinned, "tests/www/node_modules is stale: rm -rf it"
+    return node, chromium
+
+
+def test_console_is_served_with_its_headers_and_the_api_is_unchanged(stack, api):
+    r = requests.get(stack.url + "/", timeout=10)
+    assert r.status_code == 200, r.text[:300]
+    assert r.headers["content-type"].startswith("text/html"), r.headers
+    csp = r.headers.get("content-security-policy", "")
+    assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp, r.headers
+    assert r.headers.get("x-content-type-options") == "nosniff", r.headers
+    assert 'id="key"' in r.text and "app.js" in r.text
+    # every asset the page names is served with its own type
+    for asset, ctype in (("app.js", "javascript"), ("style.css", "text/css")):
+        src = next(part.split('"')[0] for part in r.text.split('="')[1:]
+                   if part.split('"')[0].endswith(asset))
+        a = requests.get(requests.compat.urljoin(stack.url + "/", src), timeout=10)
+        assert a.status_code == 200 and ctype in a.headers["content-type"], (src, a.status_code, a.headers)
+    # the API around it answers as before
+    assert api.request("GET", "/healthz").json()["status"] == "ok"
+    nbtest.assert_error(requests.get(stack.url + "/nope", timeout=10), 404, "no_route")
+    nbtest.assert_error(requests.get(stack.url + "/sandbox", timeout=10), 401, "unauthorized")
+
+
+def test_a_person_uses_the_console_end_to_end(stack, api, browser_env):
+    node, chromium = browser_env
+    r = subprocess.run([node, str(DRIVER), "--url", stack.url, "--key", stack.api_key, "--chromium", chromium],
+                       cwd=WWW_TESTS, capture_output=True, text=True, timeout=600)
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    summary = json.loads(lines[-1]) if lines else {}
+    sid = summary.get("sandboxId")
+    try:
+        assert r.returncode == 0, f"console.mjs -> {r.returncode}\n{r.stderr[-6000:]}\n{r.stdout[-2000:]}"
+        assert summary["page_errors"] == [], summary["page_errors"]
+        assert "unauthorized" in summary["wrong_key_error"] or "API key" in summary["wrong_key_error"], summary
+        assert summary["created_ttl"] == 300, summary
+        # streamed: "first" was on the page while the command slept 3 s, with no exit code yet
+        assert summary["first_output_ms"] < 2500, summary
+        assert summary["exit_code_while_running"] == "", summary
+        assert summary["exit_code"] == "3", summary
+        assert "first" in summary["output"] and "second" in summary["output"], summary
+        assert "oops" in summary["stderr"], summary
+        assert summary["upload_roundtrip_sha256"] == summary["upload_sha256"], summary
+        assert summary["download_name"] == "hello.txt" and summary["download"] == "hello", summary
+        assert summary["path_after_enter"].rstrip("/") == "/workspace/sub", summary
+        assert summary["port_url"].startswith(f"http://8000-{sid}.{nbtest.PORTS_DOMAIN}:"), summary
+        assert summary["port_page_has_listing"], summary
+        assert summary["ports_after_close"].get("ports") == [], summary
+        assert "out_of_range" in summary["bad_port_error"], summary
+        assert summary["status_after_destroy"] == 404, summary
+        # what is left on the host: nothing
+        assert nbtest.docker_ps(stack.instance, sandbox=sid) == []
+        left = subprocess.run(["pgrep", "-f", f"nanobox-fwd.*{sid}"], capture_output=True, text=True).stdout
+        assert left.strip() == "", f"forwarders left for {sid}: {left}"
+    finally:
+        if sid:
+            api.request("DELETE", f"/sandbox/{sid}")

@@ -1,0 +1,857 @@
+/* nanobox web console (docs/WEB.md).
+ *
+ * A static page that calls the nanobox HTTP API (docs/API.md) on its own
+ * origin. No framework, no build step, nothing loaded from elsewhere.
+ * The API key is typed by the user, kept in this browser's localStorage and
+ * sent as "Authorization: Bearer <key>".
+ *
+ * Everything that comes from the API reaches the page through textContent,
+ * attribute setters or DOM nodes, never through innerHTML.
+ */
+"use strict";
+
+(function () {
+  var KEY_STORAGE = "nanobox.apiKey";
+  var POLL_MS = 5000;
+
+  var $ = function (id) { return document.getElementById(id); };
+
+  var state = {
+    key: "",
+    openId: "",          /* the sandbox in the detail panel */
+    openedAt: 0,         /* when it was opened (a list older than that may miss it) */
+    listSeq: 0,          /* newest list request sent */
+    listShown: 0,        /* newest list answer shown */
+    execCtl: null,       /* AbortController of the running exec */
+    cwd: "/workspace",   /* the directory the file table shows */
+    errorFromPoll: false /* the error shown came from the periodic refresh */
+  };
+
+  /* ---------------------------------------------------------------- errors */
+
+  function ApiError(status, code, message) {
+    this.status = status;
+    this.code = code;
+    this.message = message;
+  }
+
+  function describe(err) {
+    if (err instanceof ApiError) {
+      var head = err.status ? String(err.status) : "";
+      if (err.code) head += (head ? " " : "") + err.code;
+      return (head ? head + ": " : "") + err.message;
+    }
+    if (err && err.name === "AbortError") return "stopped";
+    return "network error: " + (err && err.message ? err.message : String(err));
+  }
+
+  function showError(err, fromPoll) {
+    var text = typeof err === "string" ? err : describe(err);
+    if (err instanceof ApiError && err.code === "unauthorized")
+      text += "  (type the API key above: api_key in /etc/nanobox/nanobox.conf)";
+    $("error").textContent = text;
+    $("error-box").hidden = false;
+    state.errorFromPoll = !!fromPoll;
+  }
+
+  function clearError() {
+    $("error").textContent = "";
+    $("error-box").hidden = true;
+    state.errorFromPoll = false;
+  }
+
+  /* ------------------------------------------------------------------- api */
+
+  function authHeaders(extra) {
+    var h = {};
+    if (state.key) h["Authorization"] = "Bearer " + state.key;
+    if (extra) for (var k in extra) if (Object.prototype.hasOwnProperty.call(extra, k)) h[k] = extra[k];
+    return h;
+  }
+
+  /* The {error, code} of a failed answer, as an ApiError. */
+  function errorOf(res) {
+    return res.text().then(function (text) {
+      var code = "", msg = "";
+      try {
+        var j = JSON.parse(text);
+        if (j && typeof j === "object") {
+          if (typeof j.error === "string") msg = j.error;
+          else if (j.error && typeof j.error.message === "string") msg = j.error.message;
+          if (typeof j.code === "string") code = j.code;
+        }
+      } catch (e) { /* not JSON: show the start of the text */ }
+      if (!msg) msg = text.trim().slice(0, 300) || res.statusText || "request failed";
+      return new ApiError(res.status, code, msg);
+    }, function () {
+      return new ApiError(res.status, "", res.statusText || "request failed");
+    });
+  }
+
+  /* fetch with the key; resolves to the Response when it is 2xx, rejects
+   * with an ApiError otherwise. */
+  function call(method, path, opts) {
+    opts = opts || {};
+    var init = { method: method, headers: authHeaders(opts.headers), cache: "no-store" };
+    if (opts.json !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(opts.json);
+    } else if (opts.body !== undefined) {
+      init.body = opts.body;
+    }
+    if (opts.signal) init.signal = opts.signal;
+    return fetch(path, init).then(function (res) {
+      if (res.ok) return res;
+      return errorOf(res).then(function (e) { throw e; });
+    });
+  }
+
+  function callJSON(method, path, opts) {
+    return call(method, path, opts).then(function (res) {
+      if (res.status === 204) return null;
+      return res.json();
+    });
+  }
+
+  function sbPath(id, rest) {
+    return "/sandbox/" + encodeURIComponent(id) + (rest || "");
+  }
+
+  /* --------------------------------------------------------------- helpers */
+
+  function el(tag, props, children) {
+    var e = document.createElement(tag);
+    if (props) {
+      for (var k in props) {
+        if (!Object.prototype.hasOwnProperty.call(props, k)) continue;
+        var v = props[k];
+        if (v === undefined || v === null) continue;
+        if (k === "text") e.textContent = v;
+        else if (k === "className") e.className = v;
+        else if (k === "dataset") for (var d in v) e.dataset[d] = v[d];
+        else if (k === "onclick") e.addEventListener("click", v);
+        else e.setAttribute(k, v);
+      }
+    }
+    if (children) children.forEach(function (c) { if (c) e.appendChild(typeof c === "string" ? document.createTextNode(c) : c); });
+    return e;
+  }
+
+  function fmtDuration(s) {
+    if (typeof s !== "number" || !isFinite(s)) return "";
+    s = Math.max(0, Math.round(s));
+    var d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60), sec = s % 60;
+    if (d) return d + "d " + h + "h";
+    if (h) return h + "h " + m + "m";
+    if (m) return m + "m " + sec + "s";
+    return sec + "s";
+  }
+
+  function fmtBytes(n) {
+    if (typeof n !== "number" || !isFinite(n)) return "";
+    if (n < 1024) return n + " B";
+    var units = ["KiB", "MiB", "GiB", "TiB"], i = -1;
+    do { n /= 1024; i++; } while (n >= 1024 && i < units.length - 1);
+    return (n >= 10 ? n.toFixed(0) : n.toFixed(1)) + " " + units[i];
+  }
+
+  function fmtTime(unix) {
+    if (typeof unix !== "number" || !isFinite(unix)) return "";
+    var d = new Date(unix * 1000);
+    var pad = function (x) { return (x < 10 ? "0" : "") + x; };
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds());
+  }
+
+  function fmtMetadata(md) {
+    if (!md || typeof md !== "object") return "";
+    return Object.keys(md).map(function (k) { return k + "=" + md[k]; }).join(", ");
+  }
+
+  function shortId(id) { return String(id).slice(0, 8); }
+
+  function joinPath(dir, name) {
+    if (!dir) return name;
+    return dir.replace(/\/+$/, "") + "/" + name;
+  }
+
+  function parentPath(p) {
+    var s = String(p || "").replace(/\/+$/, "");
+    if (s === "") return "/";
+    var i = s.lastIndexOf("/");
+    if (i < 0) return "/workspace";   /* relative paths are under the workspace */
+    return i === 0 ? "/" : s.slice(0, i);
+  }
+
+  function baseName(p) {
+    var s = String(p).replace(/\/+$/, "");
+    return s.slice(s.lastIndexOf("/") + 1) || s;
+  }
+
+  /* A URL safe to put in an href: http(s) only. */
+  function safeUrl(u) {
+    try {
+      var parsed = new URL(u, location.href);
+      return parsed.protocol === "http:" || parsed.protocol === "https:" ? u : "";
+    } catch (e) { return ""; }
+  }
+
+  /* Disable a button while its promise runs. */
+  function busy(button, promise) {
+    if (button) button.disabled = true;
+    return promise.then(function (v) {
+      if (button) button.disabled = false;
+      return v;
+    }, function (e) {
+      if (button) button.disabled = false;
+      throw e;
+    });
+  }
+
+  /* A user action: clear the last error, run, show a failure. */
+  function action(button, fn) {
+    clearError();
+    var p;
+    try { p = Promise.resolve(fn()); } catch (e) { p = Promise.reject(e); }
+    return busy(button, p).catch(function (e) { showError(e); });
+  }
+
+  /* ---------------------------------------------------------------- health */
+
+  function refreshHealth() {
+    var h = $("health");
+    return fetch("/healthz", { cache: "no-store" }).then(function (res) {
+      if (!res.ok) return errorOf(res).then(function (e) { throw e; });
+      return res.json();
+    }).then(function (j) {
+      var parts = [String(j.status)];
+      if (j.docker === false) parts.push("docker down");
+      if (typeof j.sandboxes === "number") parts.push(j.sandboxes + "/" + j.capacity + " sandboxes");
+      if (typeof j.warm === "number") parts.push(j.warm + " warm");
+      h.textContent = parts.join(" · ");
+      h.title = j.docker === false ? "Docker: " + (j.docker_error || "unreachable") : "GET /healthz";
+      h.className = "health " + (j.status === "ok" && j.docker !== false ? "good" : "warn");
+    }).catch(function (e) {
+      h.textContent = "unreachable";
+      h.title = describe(e);
+      h.className = "health bad";
+    });
+  }
+
+  /* ---------------------------------------------------------- sandbox list */
+
+  function refreshList(fromPoll) {
+    var seq = ++state.listSeq;
+    var started = Date.now();
+    return callJSON("GET", "/sandbox").then(function (j) {
+      if (seq < state.listShown) return;   /* a newer answer is already shown */
+      state.listShown = seq;
+      renderList(Array.isArray(j && j.sandboxes) ? j.sandboxes : [], started);
+      if (state.errorFromPoll) clearError();
+    }, function (e) {
+      if (fromPoll) {
+        /* a poll never hides an error the user has not seen yet */
+        if ($("error").textContent === "" || state.errorFromPoll) showError(e, true);
+      } else {
+        throw e;
+      }
+    });
+  }
+
+  function renderList(list, startedAt) {
+    var ul = $("sandboxes");
+    var existing = {};
+    Array.prototype.forEach.call(ul.children, function (li) { existing[li.dataset.sandboxId] = li; });
+    var seen = {};
+    list.forEach(function (sb, i) {
+      var id = String(sb.sandboxId);
+      seen[id] = true;
+      var li = existing[id] || buildListItem(id);
+      fillListItem(li, sb);
+      li.classList.toggle("selected", id === state.openId);
+      if (ul.children[i] !== li) ul.insertBefore(li, ul.children[i] || null);
+    });
+    Object.keys(existing).forEach(function (id) {
+      if (!seen[id]) existing[id].remove();
+    });
+    $("sandboxes-empty").hidden = list.length > 0;
+
+    /* the open sandbox is gone (destroyed elsewhere, expired) */
+    if (state.openId && !seen[state.openId] && startedAt > state.openedAt) {
+      var gone = state.openId;
+      closeDetail();
+      showError("sandbox " + gone + " is gone (destroyed or expired)");
+    } else if (state.openId && seen[state.openId]) {
+      var sb = list.filter(function (s) { return s.sandboxId === state.openId; })[0];
+      renderInfo(sb);
+    }
+  }
+
+  function buildListItem(id) {
+    var li = el("li", { className: "sandbox", dataset: { sandboxId: id } });
+    var top = el("div", { className: "sb-top" }, [
+      el("code", { className: "sb-id", title: id, text: shortId(id) }),
+      el("span", { className: "badge sb-status" }),
+      el("span", { className: "sb-ttl", title: "time left" })
+    ]);
+    var meta = el("div", { className: "sb-meta" }, [
+      el("span", { className: "sb-network" }),
+      el("span", { className: "sb-metadata" })
+    ]);
+    var open = el("button", { type: "button", className: "open small", text: "Open" });
+    var destroy = el("button", { type: "button", className: "destroy small danger", text: "Destroy" });
+    open.addEventListener("click", function () { openSandbox(id); });
+    destroy.addEventListener("click", function () {
+      action(destroy, function () { return destroySandbox(id); });
+    });
+    li.appendChild(top);
+    li.appendChild(meta);
+    li.appendChild(el("div", { className: "sb-actions" }, [open, destroy]));
+    return li;
+  }
+
+  function fillListItem(li, sb) {
+    li.querySelector(".sb-status").textContent = String(sb.status || "");
+    li.querySelector(".sb-ttl").textContent = fmtDuration(sb.ttl_remaining) + " left";
+    li.querySelector(".sb-network").textContent = "network " + String(sb.network || "");
+    var md = fmtMetadata(sb.metadata);
+    li.querySelector(".sb-metadata").textContent = md;
+    li.querySelector(".sb-metadata").title = md;
+  }
+
+  function createSandbox() {
+    var body = {};
+    var ttl = $("create-ttl").value.trim();
+    var mem = $("create-memory").value.trim();
+    var cpus = $("create-cpus").value.trim();
+    var net = $("create-network").value;
+    var md = $("create-metadata").value.trim();
+    if (ttl !== "") body.ttl = Number(ttl);
+    if (mem !== "") body.memory = /^\d+$/.test(mem) ? Number(mem) : mem;
+    if (cpus !== "") body.cpus = Number(cpus);
+    if (net && net !== "none") body.network = net;   /* "none" is the default */
+    if (md !== "") {
+      body.metadata = {};
+      md.split(",").forEach(function (pair) {
+        pair = pair.trim();
+        if (!pair) return;
+        var eq = pair.indexOf("=");
+        if (eq <= 0) throw new ApiError(0, "", "metadata: write key=value pairs separated by commas");
+        body.metadata[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
+      });
+    }
+    return callJSON("POST", "/sandbox", { json: body }).then(function (sb) {
+      return refreshList().then(function () {
+        if (sb && sb.sandboxId) openSandbox(sb.sandboxId, sb);
+      });
+    });
+  }
+
+  function destroySandbox(id) {
+    if (id === state.openId) stopExec();
+    return call("DELETE", sbPath(id)).then(function () {
+      if (id === state.openId) closeDetail();
+      var li = findListItem(id);
+      if (li) li.remove();
+      return Promise.all([refreshList(), refreshHealth()]);
+    });
+  }
+
+  function findListItem(id) {
+    var items = $("sandboxes").children;
+    for (var i = 0; i < items.length; i++) if (items[i].dataset.sandboxId === id) return items[i];
+    return null;
+  }
+
+  /* ------------------------------------------------------------ the detail */
+
+  function openSandbox(id, known) {
+    if (state.openId && state.openId !== id) stopExec();
+    var switching = state.openId !== id;
+    state.openId = id;
+    state.openedAt = Date.now();
+    var detail = $("detail");
+    detail.setAttribute("data-sandbox-id", id);
+    $("detail-empty").hidden = true;
+    $("detail-body").hidden = false;
+    $("detail-id").textContent = id;
+    Array.prototype.forEach.call($("sandboxes").children, function (li) {
+      li.classList.toggle("selected", li.dataset.sandboxId === id);
+    });
+    if (switching) {
+      $("output").textContent = "";
+      $("exit-code").textContent = "";
+      $("exec-state").textContent = "";
+      $("files").textContent = "";
+      $("files-note").textContent = "";
+      $("ports").textContent = "";
+      $("path").value = "/workspace";
+      state.cwd = "/workspace";
+      $("detail-info").textContent = "";
+    }
+    if (known) renderInfo(known);
+    clearError();
+    return Promise.all([
+      callJSON("GET", sbPath(id)).then(function (sb) { if (state.openId === id) renderInfo(sb); }),
+      listFiles("/workspace", id),
+      refreshPorts(id)
+    ]).catch(function (e) { if (state.openId === id) showError(e); });
+  }
+
+  function closeDetail() {
+    stopExec();
+    state.openId = "";
+    $("detail").removeAttribute("data-sandbox-id");
+    $("detail-body").hidden = true;
+    $("detail-empty").hidden = false;
+    $("detail-id").textContent = "";
+    $("detail-info").textContent = "";
+    $("files").textContent = "";
+    $("ports").textContent = "";
+    Array.prototype.forEach.call($("sandboxes").children, function (li) { li.classList.remove("selected"); });
+  }
+
+  function renderInfo(sb) {
+    if (!sb || sb.sandboxId !== state.openId) return;
+    var dl = $("detail-info");
+    dl.textContent = "";
+    var rows = [
+      ["status", sb.status],
+      ["image", sb.image],
+      ["expires", fmtTime(sb.expires_at) + (typeof sb.ttl_remaining === "number" ? " (" + fmtDuration(sb.ttl_remaining) + " left)" : "")],
+      ["created", fmtTime(sb.created_at)],
+      ["memory", fmtBytes(sb.memory)],
+      ["cpus", sb.cpus],
+      ["pids", sb.pids],
+      ["network", sb.network],
+      ["metadata", fmtMetadata(sb.metadata) || "—"]
+    ];
+    rows.forEach(function (r) {
+      if (r[1] === undefined || r[1] === null || r[1] === "") return;
+      dl.appendChild(el("dt", { text: r[0] }));
+      dl.appendChild(el("dd", { text: String(r[1]) }));
+    });
+  }
+
+  function extendTtl() {
+    var id = state.openId;
+    var v = $("extend-ttl").value.trim();
+    if (!id) return;
+    if (v === "") throw new ApiError(0, "", "type the new TTL in seconds (from now)");
+    return callJSON("POST", sbPath(id, "/timeout"), { json: { ttl: Number(v) } }).then(function () {
+      return Promise.all([refreshList(), callJSON("GET", sbPath(id)).then(renderInfo)]);
+    });
+  }
+
+  /* ------------------------------------------------------------------ exec */
+
+  function appendOutput(text, cls) {
+    var out = $("output");
+    var atBottom = out.scrollHeight - out.scrollTop - out.clientHeight < 24;
+    if (cls) {
+      out.appendChild(el("span", { className: cls, text: text }));
+    } else {
+      var last = out.lastChild;
+      if (last && last.nodeType === 3) last.appendData(text);
+      else out.appendChild(document.createTextNode(text));
+    }
+    if (atBottom) out.scrollTop = out.scrollHeight;
+  }
+
+  function handleEvent(ev, id) {
+    if (!ev || typeof ev !== "object") return;
+    if (ev.type === "stdout" && typeof ev.data === "string") {
+      appendOutput(ev.data);
+    } else if (ev.type === "stderr" && typeof ev.data === "string") {
+      appendOutput(ev.data, "stderr");
+    } else if (ev.type === "exit") {
+      $("exit-code").textContent = String(ev.exit_code);
+      var notes = [];
+      if (ev.timed_out) notes.push("timed out");
+      if (ev.oom_killed) notes.push("out of memory");
+      if (ev.truncated) notes.push("output truncated");
+      if (typeof ev.duration_ms === "number") notes.push(ev.duration_ms + " ms");
+      $("exec-state").textContent = notes.join(" · ");
+      $("exec-state").classList.toggle("warn", !!(ev.timed_out || ev.oom_killed || ev.truncated));
+    } else if (ev.type === "error") {
+      var err = new ApiError(0, String(ev.code || ""), String(ev.error || "the command could not run"));
+      appendOutput(describe(err) + "\n", "event-error");
+      $("exec-state").textContent = "failed";
+      if (state.openId === id) showError(err);
+    } else {
+      /* an event this console does not know: shown as it came */
+      appendOutput(JSON.stringify(ev) + "\n", "event-other");
+    }
+  }
+
+  function runExec() {
+    var id = state.openId;
+    var command = $("cmd").value;
+    if (!id) return;
+    if (command.trim() === "") throw new ApiError(0, "", "type a command first");
+    stopExec();
+    var ctl = new AbortController();
+    state.execCtl = ctl;
+    var body = { command: command, stream: true };
+    var t = $("exec-timeout").value.trim();
+    if (t !== "") body.timeout = Number(t);
+    $("output").textContent = "";
+    $("exit-code").textContent = "";
+    $("exec-state").textContent = "running…";
+    $("exec-state").classList.remove("warn");
+    $("run").disabled = true;
+    $("stop").disabled = false;
+    var sawEnd = false;
+
+    var done = function () {
+      if (state.execCtl === ctl) state.execCtl = null;
+      if (state.openId === id && !state.execCtl) {
+        $("run").disabled = false;
+        $("stop").disabled = true;
+      }
+    };
+
+    return call("POST", sbPath(id, "/exec"), {
+      json: body,
+      headers: { Accept: "application/x-ndjson" },
+      signal: ctl.signal
+    }).then(function (res) {
+      var ctype = res.headers.get("Content-Type") || "";
+      if (ctype.indexOf("ndjson") < 0 || !res.body) {
+        /* an answer that is not a stream: one JSON object */
+        return res.json().then(function (j) {
+          if (j && typeof j.stdout === "string") appendOutput(j.stdout);
+          if (j && typeof j.stderr === "string" && j.stderr) appendOutput(j.stderr, "stderr");
+          handleEvent({ type: "exit", exit_code: j.exit_code, timed_out: j.timed_out,
+                        oom_killed: j.oom_killed, truncated: j.truncated, duration_ms: j.duration_ms }, id);
+          sawEnd = true;
+        });
+      }
+      var reader = res.body.getReader();
+      var decoder = new TextDecoder("utf-8");
+      var buf = "";
+      var feed = function (text) {
+        buf += text;
+        var nl;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          var line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (line === "") continue;
+          var ev;
+          try { ev = JSON.parse(line); } catch (e) {
+            appendOutput(line + "\n", "event-other");
+            continue;
+          }
+          if (state.execCtl !== ctl) return;   /* stopped, or another command started */
+          if (ev && (ev.type === "exit" || ev.type === "error")) sawEnd = true;
+          handleEvent(ev, id);
+        }
+      };
+      var pump = function () {
+        return reader.read().then(function (r) {
+          if (r.done) {
+            feed(decoder.decode() + "\n");
+            return;
+          }
+          feed(decoder.decode(r.value, { stream: true }));
+          return pump();
+        });
+      };
+      return pump();
+    }).then(function () {
+      if (!sawEnd && state.execCtl === ctl) $("exec-state").textContent = "the stream ended without an exit event";
+      done();
+    }, function (e) {
+      done();
+      if (e && e.name === "AbortError") {
+        if (state.openId === id) $("exec-state").textContent = "stopped (the command was killed)";
+        return;
+      }
+      if (state.openId === id) $("exec-state").textContent = "failed";
+      throw e;
+    });
+  }
+
+  function stopExec() {
+    var ctl = state.execCtl;
+    if (!ctl) return;
+    state.execCtl = null;
+    ctl.abort();
+    $("run").disabled = false;
+    $("stop").disabled = true;
+    $("exec-state").textContent = "stopped (the command was killed)";
+  }
+
+  /* ----------------------------------------------------------------- files */
+
+  function filesUrl(id, path, extra) {
+    return sbPath(id, "/files?path=" + encodeURIComponent(path) + (extra || ""));
+  }
+
+  function listFiles(path, id) {
+    id = id || state.openId;
+    if (!id) return Promise.resolve();
+    path = String(path || "").trim() || "/workspace";
+    return call("GET", filesUrl(id, path)).then(function (res) {
+      if (state.openId !== id) return;
+      var ctype = res.headers.get("Content-Type") || "";
+      if (ctype.indexOf("application/json") >= 0) {
+        return res.json().then(function (j) {
+          if (state.openId !== id) return;
+          var dir = typeof j.path === "string" ? j.path : path;
+          state.cwd = dir;
+          $("path").value = dir;
+          renderFiles(id, dir, Array.isArray(j.entries) ? j.entries : [], !!j.truncated);
+        });
+      }
+      /* a file: show it alone, with its download button */
+      return res.blob().then(function (blob) {
+        if (state.openId !== id) return;
+        var dir = parentPath(path);
+        state.cwd = dir;
+        renderFiles(id, dir, [{ name: baseName(path), type: "file", size: blob.size }], false);
+        $("files-note").textContent = path + " is a file; its directory is " + dir;
+      });
+    });
+  }
+
+  function renderFiles(id, dir, entries, truncated) {
+    var tbody = $("files");
+    tbody.textContent = "";
+    entries.slice().sort(function (a, b) {
+      var ad = a.type === "dir" ? 0 : 1, bd = b.type === "dir" ? 0 : 1;
+      if (ad !== bd) return ad - bd;
+      return String(a.name) < String(b.name) ? -1 : String(a.name) > String(b.name) ? 1 : 0;
+    }).forEach(function (f) {
+      var name = String(f.name);
+      var type = String(f.type || "");
+      var full = joinPath(dir, name);
+      var nameCell;
+      var enterDir = function () { action(null, function () { return listFiles(full, id); }); };
+      if (type === "dir") {
+        var enter = el("button", { type: "button", className: "link enter", text: name + "/", title: "open " + full });
+        enter.addEventListener("click", function (e) { e.stopPropagation(); enterDir(); });
+        nameCell = el("td", { className: "name" }, [enter]);
+      } else {
+        nameCell = el("td", { className: "name", text: name, title: full });
+      }
+      var actions = el("td", { className: "r row-actions" });
+      if (type === "file") {
+        var dl = el("button", { type: "button", className: "download small", text: "Download" });
+        dl.addEventListener("click", function (e) {
+          e.stopPropagation();
+          action(dl, function () { return download(id, full, name); });
+        });
+        actions.appendChild(dl);
+      }
+      var del = el("button", { type: "button", className: "delete small danger", text: "Delete" });
+      del.addEventListener("click", function (e) {
+        e.stopPropagation();
+        action(del, function () {
+          return call("DELETE", filesUrl(id, full, type === "dir" ? "&recursive=1" : "")).then(function () {
+            return listFiles(dir, id);
+          });
+        });
+      });
+      actions.appendChild(del);
+      /* data-type: the API's own word ("file", "dir", "symlink", ...) */
+      var tr = el("tr", { dataset: { name: name, type: type } }, [
+        nameCell,
+        el("td", { className: "type", text: type }),
+        el("td", { className: "r", text: type === "dir" ? "" : fmtBytes(f.size) }),
+        el("td", { className: "mono", text: f.mode === undefined ? "" : String(f.mode) }),
+        el("td", { text: fmtTime(f.mtime) }),
+        actions
+      ]);
+      if (type === "dir") {
+        tr.className = "dir";
+        tr.title = "open " + full;
+        tr.addEventListener("click", enterDir);
+      }
+      tbody.appendChild(tr);
+    });
+    $("files-note").textContent = entries.length === 0 ? dir + " is empty" :
+      dir + ": " + entries.length + (entries.length === 1 ? " entry" : " entries") +
+      (truncated ? " (truncated: the API lists at most 10 000)" : "");
+  }
+
+  /* A plain <a href> cannot send the key: fetch, then save a blob URL. */
+  function download(id, path, name) {
+    return call("GET", filesUrl(id, path)).then(function (res) { return res.blob(); }).then(function (blob) {
+      var url = URL.createObjectURL(blob);
+      var a = el("a", { href: url, download: name, className: "visually-hidden" });
+      document.body.appendChild(a);
+      a.click();
+      setTimeout(function () { URL.revokeObjectURL(url); a.remove(); }, 60000);
+    });
+  }
+
+  function upload(files) {
+    var id = state.openId;
+    if (!id || !files || files.length === 0) return Promise.resolve();
+    var dir = state.cwd || $("path").value.trim() || "/workspace";
+    var list = Array.prototype.slice.call(files);
+    var next = function (i) {
+      if (i >= list.length) return Promise.resolve();
+      var f = list[i];
+      $("files-note").textContent = "uploading " + f.name + " (" + fmtBytes(f.size) + ")…";
+      return call("PUT", filesUrl(id, joinPath(dir, f.name)), {
+        body: f, headers: { "Content-Type": "application/octet-stream" }
+      }).then(function () { return next(i + 1); });
+    };
+    return next(0).then(function () {
+      return listFiles(dir, id);
+    }, function (e) {
+      return listFiles(dir, id).then(function () { throw e; }, function () { throw e; });
+    });
+  }
+
+  /* ----------------------------------------------------------------- ports */
+
+  function refreshPorts(id) {
+    id = id || state.openId;
+    if (!id) return Promise.resolve();
+    return callJSON("GET", sbPath(id, "/ports")).then(function (j) {
+      if (state.openId !== id) return;
+      renderPorts(id, Array.isArray(j && j.ports) ? j.ports : []);
+    });
+  }
+
+  function renderPorts(id, ports) {
+    var ul = $("ports");
+    ul.textContent = "";
+    if (ports.length === 0) {
+      ul.appendChild(el("li", { className: "muted empty", text: "No open ports." }));
+      return;
+    }
+    ports.forEach(function (p) {
+      var url = String(p.url || "");
+      var link;
+      var href = safeUrl(url);
+      if (href) {
+        link = el("a", { className: "port-url", target: "_blank", rel: "noopener noreferrer", text: url });
+        link.setAttribute("href", href);
+      } else {
+        link = el("span", { className: "port-url", text: url });
+      }
+      var close = el("button", { type: "button", className: "close small", text: "Close" });
+      close.addEventListener("click", function () {
+        action(close, function () {
+          return call("DELETE", sbPath(id, "/ports/" + encodeURIComponent(String(p.sandboxport)))).then(function () {
+            return refreshPorts(id);
+          });
+        });
+      });
+      var left = typeof p.expires_at === "number" ? fmtDuration(p.expires_at - Date.now() / 1000) + " left" : "";
+      ul.appendChild(el("li", { className: "port", dataset: { port: String(p.sandboxport) } }, [
+        el("div", { className: "port-main" }, [
+          el("strong", { className: "port-num", text: String(p.sandboxport) }),
+          el("span", { className: "arrow", text: "→" }),
+          link
+        ]),
+        el("div", { className: "port-side" }, [
+          el("code", { className: "hostport", title: "host:hostport (direct, not through nginx)", text: String(p.host) + ":" + String(p.hostport) }),
+          el("span", { className: "muted", text: left }),
+          close
+        ])
+      ]));
+    });
+  }
+
+  function openPort() {
+    var id = state.openId;
+    if (!id) return;
+    var port = $("port").value.trim(), dur = $("duration").value.trim();
+    var body = {};
+    if (port !== "") body.sandboxport = Number(port);
+    if (dur !== "") body.duration = Number(dur);
+    /* the API says what is missing or out of range */
+    return callJSON("POST", sbPath(id, "/ephemeralport"), { json: body }).then(function () {
+      return refreshPorts(id);
+    });
+  }
+
+  /* ------------------------------------------------------------------ init */
+
+  function saveKey() {
+    state.key = $("key").value.trim();
+    try {
+      if (state.key) localStorage.setItem(KEY_STORAGE, state.key);
+      else localStorage.removeItem(KEY_STORAGE);
+    } catch (e) { /* storage refused (private mode): the key lasts for this page */ }
+    $("save-key").textContent = "Saved";
+    setTimeout(function () { $("save-key").textContent = "Save"; }, 1200);
+    var p = [refreshList()];
+    if (state.openId) p.push(openSandbox(state.openId));
+    return Promise.all(p);
+  }
+
+  function poll() {
+    refreshHealth();
+    if (!document.hidden) {
+      refreshList(true);
+      if (state.openId) refreshPorts(state.openId).catch(function () { /* the list reports it */ });
+    }
+  }
+
+  function init() {
+    try { state.key = localStorage.getItem(KEY_STORAGE) || ""; } catch (e) { state.key = ""; }
+    $("key").value = state.key;
+
+    $("key-form").addEventListener("submit", function (e) {
+      e.preventDefault();
+      action($("save-key"), saveKey);
+    });
+    $("error-dismiss").addEventListener("click", clearError);
+    $("refresh").addEventListener("click", function () {
+      action($("refresh"), function () { return Promise.all([refreshList(), refreshHealth()]); });
+    });
+    $("create-form").addEventListener("submit", function (e) {
+      e.preventDefault();
+      action($("create"), createSandbox);
+    });
+    $("close-detail").addEventListener("click", closeDetail);
+    $("extend-form").addEventListener("submit", function (e) {
+      e.preventDefault();
+      action($("extend"), extendTtl);
+    });
+    $("destroy").addEventListener("click", function () {
+      var id = state.openId;
+      if (id) action($("destroy"), function () { return destroySandbox(id); });
+    });
+    $("exec-form").addEventListener("submit", function (e) {
+      e.preventDefault();
+      clearError();
+      var p;
+      try { p = runExec(); } catch (err) { showError(err); return; }
+      if (p) p.catch(function (err) { showError(err); });
+    });
+    $("stop").addEventListener("click", stopExec);
+    $("clear-output").addEventListener("click", function () { $("output").textContent = ""; });
+    $("files-form").addEventListener("submit", function (e) {
+      e.preventDefault();
+      action($("list"), function () { return listFiles($("path").value); });
+    });
+    $("up").addEventListener("click", function () {
+      action($("up"), function () { return listFiles(parentPath(state.cwd || $("path").value)); });
+    });
+    $("upload").addEventListener("change", function () {
+      var input = $("upload");
+      var files = Array.prototype.slice.call(input.files || []);
+      action(null, function () { return upload(files); }).then(function () { input.value = ""; });
+    });
+    $("port-form").addEventListener("submit", function (e) {
+      e.preventDefault();
+      action($("open-port"), openPort);
+    });
+    document.addEventListener("visibilitychange", function () { if (!document.hidden) poll(); });
+
+    refreshHealth();
+    refreshList(true);
+    setInterval(poll, POLL_MS);
+    document.body.dataset.ready = "1";
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();
