@@ -154,6 +154,19 @@ if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ] && [ "$sanitizers" = 0 ]; then
         log "forwarder tests under valgrind FAILED"
     fi
 fi
+
+# --- the sanitizer build: the agent's tests against an ASan/UBSan build of
+# the same sources (a report aborts the agent or makes it exit non-zero at
+# SIGTERM, which fails the test); the forwarder above is already one
+if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ] && [ "$sanitizers" = 1 ]; then
+    log "agent tests against an ASan/UBSan build ($builddir/nanobox-init-dynamic)"
+    if ! make -C "$builddir" nanobox-init-dynamic >/dev/null ||
+        ! NANOBOX_INIT=$builddir/nanobox-init-dynamic NANOBOX_INIT_SANITIZED=1 \
+            "$py" -m pytest -q -p no:cacheprovider tests/init; then
+        status=1
+        log "agent tests on the sanitizer build FAILED"
+    fi
+fi
 if [ -z "${NANOBOX_SKIP_UNIT:-}" ] && [ "$sanitizers" = 0 ]; then
     if ! tests/fuzz/run.sh "${NANOBOX_FUZZ_SECONDS:-60}"; then
         status=1

@@ -6,7 +6,11 @@ import os
 import time
 from pathlib import Path
 
-SLOW = 4 if os.environ.get("NANOBOX_INIT_WRAPPER") else 1
+# The agent runs under a tool (valgrind: $NANOBOX_INIT_WRAPPER) or is an
+# ASan/UBSan build ($NANOBOX_INIT_SANITIZED=1): slower, and its memory and
+# CPU figures are the tool's, not the agent's.
+TOOLED = bool(os.environ.get("NANOBOX_INIT_WRAPPER") or os.environ.get("NANOBOX_INIT_SANITIZED"))
+SLOW = 4 if TOOLED else 1
 
 
 def pid_gone(pid, timeout=3.0):

@@ -79,6 +79,8 @@ def test_a_person_uses_the_console_end_to_end(stack, api, browser_env):
         assert summary["exit_code"] == "3", summary
         assert "first" in summary["output"] and "second" in summary["output"], summary
         assert "oops" in summary["stderr"], summary
+        # Stop on the page ended the command in the sandbox
+        assert summary["sleeps_left_after_stop"] == "0", summary
         assert summary["upload_roundtrip_sha256"] == summary["upload_sha256"], summary
         assert summary["download_name"] == "hello.txt" and summary["download"] == "hello", summary
         assert summary["path_after_enter"].rstrip("/") == "/workspace/sub", summary

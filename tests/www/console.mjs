@@ -106,7 +106,14 @@ try {
   await page.click("#run");
   await page.waitForFunction(() => document.querySelector("#output").textContent.includes("long-runner-started"), null, { timeout: T });
   await page.click("#stop");
-  summary.stopped_at_ms = Date.now();
+  // the server kills a streamed command whose client went away: look from the API
+  const ps = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^sleep 60' || true";
+  for (const until = Date.now() + 10000; ; ) {
+    const left = await api("POST", `/sandbox/${sid}/exec`, { command: ps });
+    summary.sleeps_left_after_stop = left.json().stdout.trim();
+    if (summary.sleeps_left_after_stop === "0" || Date.now() > until) break;
+    await page.waitForTimeout(200);
+  }
   step("stopped");
 
   // files: list, enter a directory, upload, download, delete
