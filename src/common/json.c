@@ -64,31 +64,51 @@ static long json_u_escape(const char *p, const char *end)
 }
 
 /*
+ * Walk the escapes of a JSON text: each backslash starts one (backslashes
+ * only occur in JSON as escapes inside strings), stepped over whole. For
+ * each "\uXXXX", *v is its value, and a high surrogate's pair is taken
+ * with it (*lo: the \u escape that follows, -1 if none; stepped over
+ * with it only when it is the low half). Returns the
+ * offset of the next escape at or after *pos, or -1 at the end.
+ */
+static long json_next_u_escape(const char *text, size_t len, size_t *pos, long *v, long *lo)
+{
+    const char *end = text + len, *p;
+
+    while (*pos < len && (p = memchr(text + *pos, '\\', len - *pos)) != NULL) {
+        size_t at = (size_t)(p - text), step;
+        *v = json_u_escape(p, end);
+        *lo = -1;
+        step = *v >= 0 ? 6 : 2;
+        if (*v >= 0xD800 && *v <= 0xDBFF) {
+            *lo = json_u_escape(p + 6, end);
+            if (*lo >= 0xDC00 && *lo <= 0xDFFF)
+                step = 12; /* the pair is one character */
+        }
+        *pos = at + step;
+        if (*v >= 0)
+            return (long)at;
+    }
+    return -1;
+}
+
+/*
  * The byte offset of a "\uD800"-"\uDFFF" escape that is not half of a
  * high + low pair, or -1. yajl turns a lone high surrogate into "?", pairs
  * a high one with whatever \u follows it, and writes a lone low one as
  * the invalid UTF-8 of a surrogate: each would hand a handler something
- * other than what the client sent. Backslashes only occur in JSON as
- * escapes inside strings, so stepping over each escape whole is enough.
+ * other than what the client sent.
  */
 static long json_lone_surrogate(const char *text, size_t len)
 {
-    const char *p = text, *end = text + len;
+    size_t pos = 0;
+    long at, v, lo;
 
-    while ((p = memchr(p, '\\', (size_t)(end - p))) != NULL) {
-        long v = json_u_escape(p, end);
-        size_t step = v >= 0 ? 6 : 2;
-        if (v >= 0xD800 && v <= 0xDBFF) {
-            long lo = json_u_escape(p + 6, end);
-            if (lo < 0xDC00 || lo > 0xDFFF)
-                return p - text;
-            step = 12;
-        } else if (v >= 0xDC00 && v <= 0xDFFF) {
-            return p - text;
-        }
-        if ((size_t)(end - p) <= step)
-            break;
-        p += step;
+    while ((at = json_next_u_escape(text, len, &pos, &v, &lo)) >= 0) {
+        if (v >= 0xD800 && v <= 0xDBFF && (lo < 0xDC00 || lo > 0xDFFF))
+            return at;
+        if (v >= 0xDC00 && v <= 0xDFFF)
+            return at;
     }
     return -1;
 }
@@ -146,17 +166,14 @@ int nb_json_parse(const char *text, size_t len, unsigned max_depth, yajl_val *ou
 
 int nb_json_has_nul(const char *text, size_t len)
 {
-    const char *p = text, *end, *hit;
+    size_t pos = 0;
+    long v, lo;
+
     if (text == NULL)
         return 0;
-    end = text + len;
-    while (p < end && (hit = memmem(p, (size_t)(end - p), "u0000", 5)) != NULL) {
-        size_t bs = 0;
-        for (const char *q = hit; q > text && q[-1] == '\\'; q--)
-            bs++;
-        if (bs % 2 == 1)
+    while (json_next_u_escape(text, len, &pos, &v, &lo) >= 0) {
+        if (v == 0)
             return 1;
-        p = hit + 5;
     }
     return 0;
 }
