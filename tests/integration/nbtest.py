@@ -120,6 +120,29 @@ def wait_until(fn, timeout=10.0, interval=0.1, what="condition"):
         time.sleep(interval)
 
 
+def node_package(pkg_dir, name, skip_without_node=False):
+    """node, once pkg_dir/node_modules holds package `name` at the version
+    pkg_dir/package.json pins (npm ci from package-lock.json when missing).
+    Without node or npm the test fails (or skips), saying what to install."""
+    import pytest
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        (pytest.skip if skip_without_node else pytest.fail)(
+            "node and npm are needed (tests/run.sh installs them: apt install nodejs npm)")
+    pkg = Path(pkg_dir) / "node_modules" / name / "package.json"
+    if not pkg.exists():
+        cmd = [npm, "ci", "--no-audit", "--no-fund"] if (Path(pkg_dir) / "package-lock.json").exists() \
+            else [npm, "install", "--no-audit", "--no-fund"]
+        r = subprocess.run(cmd, cwd=pkg_dir, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            pytest.fail(f"{' '.join(cmd)} in {pkg_dir} failed ({r.returncode}):\n{r.stdout[-2000:]}\n"
+                        f"{r.stderr[-4000:]}")
+    version = jsonlib.loads(pkg.read_text())["version"]
+    pinned = jsonlib.loads((Path(pkg_dir) / "package.json").read_text())["dependencies"][name]
+    assert version == pinned, f"node_modules has {name} {version}, package.json pins {pinned}: rm -rf node_modules"
+    return node
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -22,7 +22,6 @@ import json
 import os
 import queue
 import re
-import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -57,21 +56,7 @@ def _cli_built():
 @pytest.fixture(scope="module")
 def mcp_sdk():
     """tests/mcp/node_modules with the SDK in it: installed when missing."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node/npm not installed: the MCP SDK tests need them (apt install nodejs npm)")
-    sdk = MCP_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
-    if not sdk.exists():
-        cmd = [npm, "ci", "--no-audit", "--no-fund"] if (MCP_DIR / "package-lock.json").exists() \
-            else [npm, "install", "--no-audit", "--no-fund"]
-        r = subprocess.run(cmd, cwd=MCP_DIR, capture_output=True, text=True, timeout=600)
-        if r.returncode != 0:
-            pytest.fail(f"{' '.join(cmd)} in {MCP_DIR} failed ({r.returncode}):\n{r.stdout[-2000:]}\n"
-                        f"{r.stderr[-4000:]}")
-    version = json.loads(sdk.read_text())["version"]
-    pinned = json.loads((MCP_DIR / "package.json").read_text())["dependencies"]["@modelcontextprotocol/sdk"]
-    assert version == pinned, f"node_modules has SDK {version}, package.json pins {pinned}: rm -rf node_modules"
-    return node
+    return nbtest.node_package(MCP_DIR, "@modelcontextprotocol/sdk", skip_without_node=True)
 
 
 def run_client(node, stack, *args, env=None):

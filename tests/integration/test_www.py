@@ -11,7 +11,6 @@ is then true on the host: the bytes in the sandbox, the page behind the
 port, the container gone from `docker ps`, no forwarder left.
 """
 import json
-import os
 import shutil
 import subprocess
 
@@ -26,18 +25,10 @@ DRIVER = WWW_TESTS / "console.mjs"
 
 @pytest.fixture(scope="module")
 def browser_env():
-    node, npm = shutil.which("node"), shutil.which("npm")
+    node = nbtest.node_package(WWW_TESTS, "playwright-core")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if node is None or npm is None or chromium is None:
-        pytest.fail("the web console test needs node, npm and chromium "
-                    "(tests/run.sh installs them: apt install nodejs npm chromium)")
-    pkg = WWW_TESTS / "node_modules" / "playwright-core" / "package.json"
-    if not pkg.exists():
-        r = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=WWW_TESTS, capture_output=True,
-                           text=True, timeout=600)
-        assert r.returncode == 0, f"npm ci in {WWW_TESTS} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
-    pinned = json.loads((WWW_TESTS / "package.json").read_text())["dependencies"]["playwright-core"]
-    assert json.loads(pkg.read_text())["version"] == pinned, "tests/www/node_modules is stale: rm -rf it"
+    if chromium is None:
+        pytest.fail("the web console test needs chromium (tests/run.sh installs it: apt install chromium)")
     return node, chromium
 
 
