@@ -135,38 +135,34 @@ if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ]; then
     fi
 fi
 
-# --- the agent's and the forwarder's own tests again, each process under
-# valgrind (an error or a definite leak makes it exit 99, which fails the
-# test): the sandbox's PID 1 and the port relays are long-lived C processes
-# that face untrusted bytes. The agent is static for the sandboxes; valgrind
-# gets a dynamic build of the same sources.
-if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ] && [ "$sanitizers" = 0 ]; then
+# --- the agent's tests again under a checking tool: nanobox-init is static
+# for the sandboxes, so a dynamic build of the same sources takes its place
+# (nanobox-init-dynamic, built on demand): run under valgrind in the plain
+# build, built with ASan/UBSan in the sanitizer one. A report makes the
+# agent exit non-zero (valgrind: 99), which fails the test. The forwarder's
+# tests run under valgrind too (in the sanitizer build it already is one).
+if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ]; then
     vg="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
-    log "agent and forwarder tests under valgrind"
+    if [ "$sanitizers" = 0 ]; then
+        tool=(NANOBOX_INIT_WRAPPER="$vg")
+        log "agent and forwarder tests under valgrind"
+    else
+        tool=(NANOBOX_INIT_SANITIZED=1)
+        log "agent tests against an ASan/UBSan build ($builddir/nanobox-init-dynamic)"
+    fi
     if ! make -C "$builddir" nanobox-init-dynamic >/dev/null ||
-        ! NANOBOX_INIT=$builddir/nanobox-init-dynamic NANOBOX_INIT_WRAPPER="$vg" \
+        ! env "${tool[@]}" NANOBOX_INIT="$builddir/nanobox-init-dynamic" \
             "$py" -m pytest -q -p no:cacheprovider tests/init; then
         status=1
-        log "agent tests under valgrind FAILED"
+        log "agent tests on nanobox-init-dynamic FAILED"
     fi
-    if ! NANOBOX_BUILD=$builddir NANOBOX_FWD_WRAPPER="$vg" "$py" -m pytest -q -p no:cacheprovider tests/fwd; then
+    if [ "$sanitizers" = 0 ] &&
+        ! NANOBOX_BUILD=$builddir NANOBOX_FWD_WRAPPER="$vg" "$py" -m pytest -q -p no:cacheprovider tests/fwd; then
         status=1
         log "forwarder tests under valgrind FAILED"
     fi
 fi
 
-# --- the sanitizer build: the agent's tests against an ASan/UBSan build of
-# the same sources (a report aborts the agent or makes it exit non-zero at
-# SIGTERM, which fails the test); the forwarder above is already one
-if [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ] && [ "$sanitizers" = 1 ]; then
-    log "agent tests against an ASan/UBSan build ($builddir/nanobox-init-dynamic)"
-    if ! make -C "$builddir" nanobox-init-dynamic >/dev/null ||
-        ! NANOBOX_INIT=$builddir/nanobox-init-dynamic NANOBOX_INIT_SANITIZED=1 \
-            "$py" -m pytest -q -p no:cacheprovider tests/init; then
-        status=1
-        log "agent tests on the sanitizer build FAILED"
-    fi
-fi
 if [ -z "${NANOBOX_SKIP_UNIT:-}" ] && [ "$sanitizers" = 0 ]; then
     if ! tests/fuzz/run.sh "${NANOBOX_FUZZ_SECONDS:-60}"; then
         status=1
