@@ -4,7 +4,7 @@
  *
  * The stdio transport only: newline-delimited JSON-RPC in, one reply line
  * per request out, nothing else on stdout (messages go to stderr, which MCP
- * clients log). The protocol and the tools are src/common/mcp.c's; their
+ * clients log). The protocol and the tools are src/mcp/mcp.c's; their
  * API calls go through client_call, against the server the rest of the CLI
  * uses (--url, NANOBOX_URL, cli.conf). Requests are served one at a time.
  */

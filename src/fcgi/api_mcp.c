@@ -1,6 +1,6 @@
 /*
  * api_mcp.c - the MCP Streamable HTTP transport: POST /mcp and DELETE /mcp
- * (see docs/MCP.md). The protocol and the tools are src/common/mcp.c's, as
+ * (see docs/MCP.md). The protocol and the tools are src/mcp/mcp.c's, as
  * for the stdio transport; what is here is the HTTP around them and the
  * backend that runs a tool's API calls through the router as internal
  * requests (http.c's capture mode), with no loopback HTTP.

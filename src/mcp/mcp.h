@@ -1,13 +1,16 @@
 /*
- * mcp.h - the Model Context Protocol server, transport-independent: one
- * JSON-RPC 2.0 message in, the reply bytes out (none for a notification).
+ * mcp.h - the Model Context Protocol server core: a protocol (JSON-RPC 2.0,
+ * MCP's initialize / ping / tools/list / tools/call) and a tool set
+ * (nanobox's sandbox tools), transport-independent: one message in, the
+ * reply bytes out (none for a notification).
  *
- * It speaks initialize (protocol version negotiation), ping, tools/list and
- * tools/call, and knows nanobox's tools. It does no I/O of its own: every
- * tool is one or two calls of the HTTP API made through a backend callback,
- * so the stdio transport (the CLI's "nanobox mcp", over libcurl) and the
- * Streamable HTTP transport (POST /mcp in the FastCGI pool, dispatching the
- * request internally) share everything but the bytes on the wire.
+ * It lives in src/mcp, not src/common: it is not plumbing every program
+ * shares but a front of its own, with two transports around it. It does no
+ * I/O: every tool is one or two calls of the HTTP API made through a
+ * backend callback, so the stdio transport (the CLI's "nanobox mcp", over
+ * libcurl) and the Streamable HTTP transport (POST /mcp in the FastCGI
+ * pool, dispatching the request internally) share everything but the bytes
+ * on the wire.
  *
  * Tool failures (an API error, an unreachable server, bad arguments) are
  * results with isError: true and the API's message, for the model to read;

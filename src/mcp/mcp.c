@@ -1,5 +1,5 @@
 /*
- * mcp.c - see mcp.h.
+ * mcp.c - the MCP core: nanobox's tools behind JSON-RPC (see mcp.h).
  *
  * Three parts: the JSON-RPC envelope (parse, validate, dispatch, reply),
  * the tool table (names, argument lists the JSON schemas are generated from,
