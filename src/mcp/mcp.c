@@ -18,12 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <curl/curl.h>
 #include <yajl/yajl_gen.h>
 #include <yajl/yajl_tree.h>
 
 #include "base64.h"
 #include "buf.h"
 #include "json.h"
+#include "log.h"
 #include "mcp.h"
 
 #define MCP_MAX_ARGS 8                     /* arguments of the widest tool */
@@ -256,20 +258,30 @@ static const char *member_str(yajl_val o, const char *key)
     return nb_json_string(member(o, key));
 }
 
-/* Append s with everything but RFC 3986 unreserved bytes and '/' %-encoded. */
+/*
+ * Append s with everything but RFC 3986 unreserved bytes and '/' %-encoded.
+ * libcurl does the encoding (it is linked anyway); each '/'-separated part
+ * goes through it on its own so a path keeps its slashes, readable in the
+ * API's log. s is capped by the message it came in (MCP_MAX_MESSAGE).
+ */
 static void url_escape(struct nb_buf *b, const char *s)
 {
-    static const char hex[] = "0123456789ABCDEF";
-
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-            ch == '-' || ch == '.' || ch == '_' || ch == '~' || ch == '/') {
-            nb_buf_append(b, s, 1);
-        } else {
-            char enc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-            nb_buf_append(b, enc, 3);
+    for (;;) {
+        size_t n = strcspn(s, "/");
+        if (n > 0) {
+            /* the handle argument is ignored since libcurl 7.82; NULL is allowed */
+            char *enc = curl_easy_escape(NULL, s, (int)n);
+            if (enc == NULL) {
+                nb_error("out of memory escaping %zu bytes of a URL", n);
+                abort();
+            }
+            nb_buf_append(b, enc, strlen(enc));
+            curl_free(enc);
         }
+        if (s[n] == '\0')
+            return;
+        nb_buf_append(b, "/", 1);
+        s += n + 1;
     }
 }
 

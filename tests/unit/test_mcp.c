@@ -305,6 +305,26 @@ static void test_bad_arguments_are_an_error_result_without_api_call(void **state
     assert_non_null(strstr(text, "must be one of python, sh"));
 }
 
+/* libcurl's escaping, '/' kept: what the API's query parser decodes. */
+static void test_paths_and_metadata_are_url_escaped(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+
+    fx->api.status = 200;
+    fx->api.answer = "x";
+    call_tool(fx, "sandbox_read_file",
+              "{\"sandbox_id\":\"" SID "\",\"path\":\"/a b/c&d=e?f%/\u00e9~._-\"}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.path,
+                        "/sandbox/" SID "/files?path=/a%20b/c%26d%3De%3Ff%25/%C3%A9~._-");
+
+    fx->api.answer = "{\"sandboxes\":[]}";
+    call_tool(fx, "sandbox_list", "{\"metadata\":{\"k y\":\"v/w+\"}}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.path, "/sandbox?metadata.k%20y=v/w%2B");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -321,6 +341,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_files_formats_the_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments_are_an_error_result_without_api_call,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_paths_and_metadata_are_url_escaped, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
