@@ -7,6 +7,12 @@
  * clients log). The protocol and the tools are src/mcp/mcp.c's; their
  * API calls go through client_call, against the server the rest of the CLI
  * uses (--url, NANOBOX_URL, cli.conf). Requests are served one at a time.
+ *
+ * The backend has no config (mcp_backend.conf is NULL): the server is
+ * remote, and the API has no route that tells its settings (/healthz gives
+ * usage and capacity only), so the tool descriptions name the settings
+ * (default_ttl, exec_timeout_max, ...) rather than quote the shipped
+ * defaults, which this server may not use.
  */
 #include "config.h"
 
@@ -158,7 +164,7 @@ out:
 int cmd_mcp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 {
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
-    struct mcp_backend backend = {.call = stdio_api_call, .ctx = c};
+    struct mcp_backend backend = {.call = stdio_api_call, .ctx = c, .conf = NULL};
     struct mcp_session session;
     int rc;
 

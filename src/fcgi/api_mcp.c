@@ -91,7 +91,7 @@ void api_mcp_post(struct nb_app *a, struct nb_req *r)
     const char *sid = nb_http_param(r, "HTTP_MCP_SESSION_ID");
     const char *hver = nb_http_param(r, "HTTP_MCP_PROTOCOL_VERSION");
     size_t cap = a->conf.max_body < MCP_MAX_MESSAGE ? a->conf.max_body : MCP_MAX_MESSAGE;
-    struct mcp_backend backend = {.call = internal_api_call, .ctx = a};
+    struct mcp_backend backend = {.call = internal_api_call, .ctx = a, .conf = &a->conf};
     struct mcp_session s;
     struct nb_apierr ae;
     struct nb_buf reply;

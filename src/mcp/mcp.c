@@ -7,6 +7,13 @@
  * its arguments into API calls and the API's answer into text a model can
  * read, plus structuredContent (the API's JSON) from 2025-06-18 on.
  *
+ * Descriptions are templates: ${name} stands for an operator setting
+ * (default_ttl, exec_timeout_max, ...), filled in from the backend's config
+ * when tools/list is answered, so a model reads this server's limits rather
+ * than the shipped defaults. Without a config (the stdio front) a setting
+ * reads "the server's NAME setting", or the text after '|' in
+ * ${name|text}: never a number that may be wrong.
+ *
  * Argument checks mirror the API's own (unknown arguments refused, types
  * strict); what only the API can judge (limits, ids) is left to it, and its
  * message comes back in the isError result.
@@ -30,7 +37,8 @@
 
 #define MCP_MAX_ARGS 8                     /* arguments of the widest tool */
 #define MCP_DEFAULT_PORT_DURATION 600      /* sandbox_open_port without duration, seconds */
-#define MCP_WORKSPACE "/workspace"         /* where relative file paths start */
+#define MCP_WORKSPACE "/workspace"         /* the workspace when the config is unknown */
+#define MCP_MAX_DESCRIPTION 4096           /* bytes of one description, templates filled in */
 
 const char *const mcp_versions[] = {"2025-06-18", "2025-03-26", "2024-11-05", NULL};
 
@@ -38,8 +46,9 @@ static const char server_instructions[] =
     "nanobox runs commands in isolated Linux sandboxes (containers, no network unless asked "
     "for). Create one with sandbox_create and pass its sandbox_id to sandbox_exec, "
     "sandbox_write_file, sandbox_read_file, sandbox_list_files and sandbox_open_port. Files "
-    "live in /workspace and persist between calls until the sandbox is destroyed "
-    "(sandbox_destroy, or its ttl runs out). For a one-off snippet, run_code needs no sandbox.";
+    "live in ${workspace|the workspace directory (/workspace unless the server sets another)} "
+    "and persist between calls until the sandbox is destroyed (sandbox_destroy, or its ttl "
+    "runs out). For a one-off snippet, run_code needs no sandbox.";
 
 /* ------------------------------------------------------------ the tools */
 
@@ -49,7 +58,7 @@ struct mcp_arg {
     unsigned types;          /* NB_JT_*; NB_JT_OBJECT means a map of strings */
     int required;
     const char *choices;     /* "a|b": the only values allowed, or NULL */
-    const char *description;
+    const char *description; /* a template: ${setting} filled in from the config */
 };
 
 #define HINT_READ_ONLY 0x1   /* annotations.readOnlyHint */
@@ -61,7 +70,7 @@ struct tool_call;
 struct mcp_tool {
     const char *name;
     const char *title;
-    const char *description;
+    const char *description;      /* a template, as mcp_arg's */
     const struct mcp_arg *args;   /* ends with a NULL name */
     unsigned hints;               /* HINT_* */
     void (*run)(struct tool_call *t);
@@ -92,22 +101,27 @@ static void tool_run_code(struct tool_call *t);
     {"sandbox_id", NB_JT_STRING, 1, NULL,                                                   \
      "The sandbox's id, as sandbox_create or sandbox_list returned it (a lowercase UUID)."}
 #define ARG_END {NULL, 0, 0, NULL, NULL}
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static const struct mcp_arg create_args[] = {
     {"image", NB_JT_STRING, 0, NULL,
-     "Container image to run; one of the server's allowed images (default: the server's "
-     "first, nanobox:latest, with python3 and a POSIX shell)."},
+     "Container image to run, one of the server's allowed images (${images|its images "
+     "setting}; default: ${image|the first of them}). nanobox's own image, nanobox:latest, "
+     "has python3 and a POSIX shell."},
     {"ttl", NB_JT_INT, 0, NULL,
-     "Lifetime in seconds; the sandbox and its files are destroyed after it (default: the "
-     "server's default_ttl, 1800)."},
+     "Lifetime in seconds; the sandbox and its files are destroyed after it (default: "
+     "${default_ttl}; at most ${max_ttl})."},
     {"memory", NB_JT_INT | NB_JT_STRING, 0, NULL,
-     "Memory limit: bytes, or a size like \"128m\" or \"1g\" (default and maximum: the "
-     "server's memory setting)."},
-    {"cpus", NB_JT_NUMBER, 0, NULL, "CPUs, fractions allowed, e.g. 0.5."},
-    {"pids", NB_JT_INT, 0, NULL, "Maximum number of processes."},
+     "Memory limit: bytes, or a size like \"128m\" or \"1g\" (default and maximum: "
+     "${memory})."},
+    {"cpus", NB_JT_NUMBER, 0, NULL,
+     "CPUs, fractions allowed, e.g. 0.5 (default and maximum: ${cpus})."},
+    {"pids", NB_JT_INT, 0, NULL,
+     "Maximum number of processes (default and maximum: ${pids})."},
     {"network", NB_JT_STRING, 0, "none|bridge",
-     "\"none\" (default): no network at all. \"bridge\": outbound network, if the server "
-     "allows it."},
+     "\"none\" (default): no network at all. \"bridge\": outbound network "
+     "(${allow_bridge|if the server allows it})."},
     {"env", NB_JT_OBJECT, 0, NULL,
      "Environment variables for every command, as {\"NAME\": \"value\"}."},
     {"metadata", NB_JT_OBJECT, 0, NULL,
@@ -119,9 +133,10 @@ static const struct mcp_arg exec_args[] = {
     {"command", NB_JT_STRING, 1, NULL,
      "Shell command, run as /bin/sh -c COMMAND; pipes, redirections, && and cd work."},
     {"timeout", NB_JT_NUMBER, 0, NULL,
-     "Seconds before the command and everything it started are killed (default 30; the "
-     "server caps it, 300 by default)."},
-    {"cwd", NB_JT_STRING, 0, NULL, "Absolute directory to run in (default /workspace)."},
+     "Seconds before the command and everything it started are killed (default: "
+     "${exec_timeout}; at most ${exec_timeout_max})."},
+    {"cwd", NB_JT_STRING, 0, NULL,
+     "Absolute directory to run in (default: ${workspace|the workspace directory})."},
     {"env", NB_JT_OBJECT, 0, NULL,
      "Extra environment variables for this command only, as {\"NAME\": \"value\"}."},
     ARG_END};
@@ -129,7 +144,8 @@ static const struct mcp_arg exec_args[] = {
 static const struct mcp_arg write_args[] = {
     ARG_SANDBOX_ID,
     {"path", NB_JT_STRING, 1, NULL,
-     "File to write: absolute, or relative to /workspace. An existing file is replaced."},
+     "File to write: absolute, or relative to ${workspace|the workspace directory}. An "
+     "existing file is replaced."},
     {"content", NB_JT_STRING, 1, NULL,
      "The file's whole content: UTF-8 text, or base64 when encoding is \"base64\"."},
     {"encoding", NB_JT_STRING, 0, "utf-8|base64",
@@ -138,13 +154,15 @@ static const struct mcp_arg write_args[] = {
 
 static const struct mcp_arg read_args[] = {
     ARG_SANDBOX_ID,
-    {"path", NB_JT_STRING, 1, NULL, "File to read: absolute, or relative to /workspace."},
+    {"path", NB_JT_STRING, 1, NULL,
+     "File to read: absolute, or relative to ${workspace|the workspace directory}."},
     ARG_END};
 
 static const struct mcp_arg list_files_args[] = {
     ARG_SANDBOX_ID,
     {"path", NB_JT_STRING, 0, NULL,
-     "Directory to list: absolute, or relative to /workspace (default /workspace)."},
+     "Directory to list: absolute, or relative to ${workspace|the workspace directory} "
+     "(default: ${workspace|" MCP_WORKSPACE "})."},
     ARG_END};
 
 static const struct mcp_arg port_args[] = {
@@ -152,7 +170,8 @@ static const struct mcp_arg port_args[] = {
     {"port", NB_JT_INT, 1, NULL,
      "TCP port a server inside the sandbox listens on (it may listen on 127.0.0.1 only)."},
     {"duration", NB_JT_INT, 0, NULL,
-     "Seconds the port stays reachable (default 600; never longer than the sandbox lives)."},
+     "Seconds the port stays reachable (default: ${port_duration|" STR(MCP_DEFAULT_PORT_DURATION)
+     " seconds}; at most ${max_port_duration}, and never longer than the sandbox lives)."},
     ARG_END};
 
 static const struct mcp_arg list_args[] = {
@@ -167,7 +186,8 @@ static const struct mcp_arg run_args[] = {
      "\"python\" (python3 -c CODE) or \"sh\" (/bin/sh -c CODE)."},
     {"code", NB_JT_STRING, 1, NULL, "The program's source text."},
     {"timeout", NB_JT_NUMBER, 0, NULL,
-     "Seconds before the program is killed (default 30; the server caps it)."},
+     "Seconds before the program is killed (default: ${exec_timeout}; at most "
+     "${exec_timeout_max})."},
     {"stdin", NB_JT_STRING, 0, NULL, "Text the program reads on its standard input."},
     ARG_END};
 
@@ -175,14 +195,14 @@ static const struct mcp_tool tools[] = {
     {"sandbox_create", "Create a sandbox",
      "Create an isolated Linux sandbox (a container with python3 and a POSIX shell, no "
      "network by default) and return its sandbox_id. Use the id with the other sandbox_* "
-     "tools; the sandbox keeps its files in /workspace between calls until sandbox_destroy "
-     "or until its ttl (default 30 minutes) runs out. Call this once per task and reuse the "
-     "sandbox.",
+     "tools; the sandbox keeps its files in ${workspace|its workspace directory} between "
+     "calls until sandbox_destroy or until its ttl (default: ${default_ttl}) runs out. Call "
+     "this once per task and reuse the sandbox.",
      create_args, 0, tool_sandbox_create},
     {"sandbox_exec", "Run a shell command in a sandbox",
      "Run a shell command in a sandbox and wait for it to finish. Returns the exit code, "
      "whether it timed out (it is then killed), whether the output was truncated (stdout and "
-     "stderr together are capped, 1 MiB by default), and stdout and stderr separately. A "
+     "stderr together are capped at ${max_output}), and stdout and stderr separately. A "
      "non-zero exit code is a normal result, not a tool error. To start a server that "
      "outlives the command, detach it: setsid nohup CMD >/tmp/log 2>&1 &",
      exec_args, 0, tool_sandbox_exec},
@@ -234,6 +254,153 @@ void mcp_session_init(struct mcp_session *s, const struct mcp_backend *backend)
     memset(s, 0, sizeof(*s));
     s->backend = backend;
     snprintf(s->version, sizeof(s->version), "%s", MCP_VERSION_LATEST);
+}
+
+/* The config of the server the backend reaches, or NULL. */
+static const struct nb_conf *session_conf(const struct mcp_session *s)
+{
+    return s->backend != NULL ? s->backend->conf : NULL;
+}
+
+/* Where relative file paths start: the config's workspace, or the usual one. */
+static const char *session_workspace(const struct mcp_session *s)
+{
+    const struct nb_conf *c = session_conf(s);
+    return c != NULL && c->workspace[0] ? c->workspace : MCP_WORKSPACE;
+}
+
+/* sandbox_open_port's duration when none is given: ours, within the server's cap. */
+static unsigned port_duration(const struct mcp_session *s)
+{
+    const struct nb_conf *c = session_conf(s);
+    if (c != NULL && c->max_port_duration > 0 && c->max_port_duration < MCP_DEFAULT_PORT_DURATION)
+        return c->max_port_duration;
+    return MCP_DEFAULT_PORT_DURATION;
+}
+
+/* ------------------------------------------------------- descriptions */
+
+/* "1800 seconds (30 minutes)": the API's unit, and one a reader takes in. */
+static void put_seconds(struct nb_buf *b, unsigned long long secs)
+{
+    static const struct { unsigned long long secs; const char *one, *many; } units[] = {
+        {86400, "day", "days"}, {3600, "hour", "hours"}, {60, "minute", "minutes"},
+    };
+
+    nb_buf_printf(b, "%llu second%s", secs, secs == 1 ? "" : "s");
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (secs >= units[i].secs && secs % units[i].secs == 0) {
+            unsigned long long n = secs / units[i].secs;
+            nb_buf_printf(b, " (%llu %s)", n, n == 1 ? units[i].one : units[i].many);
+            break;
+        }
+    }
+}
+
+/* "256 MiB" when a whole number of a unit, else bytes. */
+static void put_bytes(struct nb_buf *b, unsigned long long bytes)
+{
+    static const char *const units[] = {"GiB", "MiB", "KiB"};
+
+    for (size_t i = 0; i < 3; i++) {
+        unsigned long long unit = 1ULL << (10 * (3 - i));
+        if (bytes >= unit && bytes % unit == 0) {
+            nb_buf_printf(b, "%llu %s", bytes / unit, units[i]);
+            return;
+        }
+    }
+    nb_buf_printf(b, "%llu bytes", bytes);
+}
+
+/*
+ * The value of the setting name[0..len) in c, appended to b. Returns -1 for
+ * a name this table does not know (a template's typo: tests catch it, as
+ * the "${" it leaves in tools/list).
+ */
+static int put_setting(struct nb_buf *b, const char *name, size_t len, const struct nb_conf *c,
+                       const struct mcp_session *s)
+{
+#define IS(n) (len == sizeof(n) - 1 && !memcmp(name, n, len))
+    if (IS("default_ttl"))
+        put_seconds(b, c->default_ttl);
+    else if (IS("max_ttl"))
+        put_seconds(b, c->max_ttl);
+    else if (IS("exec_timeout"))
+        put_seconds(b, c->exec_timeout);
+    else if (IS("exec_timeout_max"))
+        put_seconds(b, c->exec_timeout_max);
+    else if (IS("max_port_duration"))
+        put_seconds(b, c->max_port_duration);
+    else if (IS("port_duration"))
+        put_seconds(b, port_duration(s));
+    else if (IS("memory"))
+        put_bytes(b, c->memory);
+    else if (IS("max_output"))
+        put_bytes(b, c->max_output);
+    else if (IS("cpus"))
+        nb_buf_printf(b, "%g", (double)c->nano_cpus / 1e9);
+    else if (IS("pids"))
+        nb_buf_printf(b, "%lld", (long long)c->pids);
+    else if (IS("image"))
+        nb_buf_printf(b, "%s", c->n_images > 0 ? c->images[0] : "none");
+    else if (IS("images")) {
+        for (unsigned i = 0; i < c->n_images && i < NB_CONF_MAX_IMAGES; i++)
+            nb_buf_printf(b, "%s%s", i > 0 ? ", " : "", c->images[i]);
+    } else if (IS("workspace"))
+        nb_buf_printf(b, "%s", session_workspace(s));
+    else if (IS("allow_bridge"))
+        nb_buf_printf(b, "%s", c->allow_bridge ? "this server allows it"
+                                               : "this server does not allow it");
+    else
+        return -1;
+    return 0;
+#undef IS
+}
+
+/*
+ * Append template tmpl with each ${name} filled in from the session's
+ * config; without one, with the text after '|' in ${name|text}, or "the
+ * server's NAME setting". The result is capped at MCP_MAX_DESCRIPTION.
+ */
+static void put_description(struct nb_buf *b, const char *tmpl, const struct mcp_session *s)
+{
+    const struct nb_conf *c = session_conf(s);
+    const char *p = tmpl, *open;
+
+    while ((open = strstr(p, "${")) != NULL) {
+        const char *name = open + 2, *close = strchr(name, '}');
+        size_t nlen;
+        const char *bar;
+
+        if (close == NULL)
+            break;
+        bar = memchr(name, '|', (size_t)(close - name));
+        nlen = (size_t)((bar != NULL ? bar : close) - name);
+        nb_buf_append(b, p, (size_t)(open - p));
+        if (c != NULL) {
+            if (put_setting(b, name, nlen, c, s) != 0)
+                nb_buf_append(b, open, (size_t)(close + 1 - open));   /* leave it visible */
+        } else if (bar != NULL) {
+            nb_buf_append(b, bar + 1, (size_t)(close - bar - 1));
+        } else {
+            nb_buf_printf(b, "the server's %.*s setting", (int)nlen, name);
+        }
+        p = close + 1;
+    }
+    nb_buf_append(b, p, strlen(p));
+}
+
+/* "key": the template filled in, as a JSON string. */
+static void gen_description(yajl_gen g, const char *key, const char *tmpl,
+                            const struct mcp_session *s)
+{
+    struct nb_buf d;
+
+    nb_buf_init(&d, MCP_MAX_DESCRIPTION);
+    put_description(&d, tmpl, s);
+    nb_json_cstr(g, key);
+    nb_json_str(g, d.data != NULL ? d.data : "", d.len);
+    nb_buf_free(&d);
 }
 
 /* Protocol versions compare as dates. */
@@ -516,7 +683,7 @@ static void tool_sandbox_create(struct tool_call *t)
         nb_buf_printf(&t->text, "\nmetadata: ");
         put_value(&t->text, member(a.json, "metadata"));
         nb_buf_printf(&t->text, "\nCommands run in %s, which keeps its files between calls.",
-                      MCP_WORKSPACE);
+                      session_workspace(t->s));
         keep_structured(t, &a, NULL);
     }
     api_answer_free(&a);
@@ -643,7 +810,7 @@ static void tool_sandbox_list_files(struct tool_call *t)
 {
     struct api_answer a;
     struct nb_buf path;
-    const char *dir = arg(t, "path") != NULL ? arg_str(t, "path") : MCP_WORKSPACE;
+    const char *dir = arg(t, "path") != NULL ? arg_str(t, "path") : session_workspace(t->s);
 
     files_path(&path, t, dir);
     if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) == 0) {
@@ -669,8 +836,7 @@ static void tool_sandbox_open_port(struct tool_call *t)
 
     yajl_gen_map_open(g);
     nb_json_kv_int(g, "sandboxport", nb_json_int(arg(t, "port")));
-    nb_json_kv_int(g, "duration", duration != NULL ? nb_json_int(duration)
-                                                   : MCP_DEFAULT_PORT_DURATION);
+    nb_json_kv_int(g, "duration", duration != NULL ? nb_json_int(duration) : port_duration(t->s));
     yajl_gen_map_close(g);
     body = nb_json_gen_take(g);
     sandbox_path(&path, t, "/ephemeralport");
@@ -769,7 +935,8 @@ static void gen_type(yajl_gen g, unsigned types)
         yajl_gen_array_close(g);
 }
 
-static void gen_input_schema(yajl_gen g, const struct mcp_tool *tool)
+static void gen_input_schema(yajl_gen g, const struct mcp_tool *tool,
+                             const struct mcp_session *s)
 {
     nb_json_cstr(g, "inputSchema");
     yajl_gen_map_open(g);
@@ -795,7 +962,7 @@ static void gen_input_schema(yajl_gen g, const struct mcp_tool *tool)
             nb_json_cstr(g, p);
             yajl_gen_array_close(g);
         }
-        nb_json_kv_str(g, "description", a->description);
+        gen_description(g, "description", a->description, s);
         yajl_gen_map_close(g);
     }
     yajl_gen_map_close(g);
@@ -903,7 +1070,7 @@ static int do_initialize(struct mcp_session *s, yajl_val id, yajl_val params, in
         nb_json_kv_str(g, "title", "nanobox sandboxes");
     nb_json_kv_str(g, "version", PACKAGE_VERSION);
     yajl_gen_map_close(g);
-    nb_json_kv_str(g, "instructions", server_instructions);
+    gen_description(g, "instructions", server_instructions, s);
     yajl_gen_map_close(g);
     reply_result(out, id, g);
     return MCP_REPLY;
@@ -922,8 +1089,8 @@ static int do_tools_list(struct mcp_session *s, yajl_val id, struct nb_buf *out)
         nb_json_kv_str(g, "name", tool->name);
         if (version_at_least(s, "2025-06-18"))
             nb_json_kv_str(g, "title", tool->title);
-        nb_json_kv_str(g, "description", tool->description);
-        gen_input_schema(g, tool);
+        gen_description(g, "description", tool->description, s);
+        gen_input_schema(g, tool, s);
         if (version_at_least(s, "2025-03-26")) {
             nb_json_cstr(g, "annotations");
             yajl_gen_map_open(g);
@@ -963,8 +1130,8 @@ static int check_args(struct tool_call *t, yajl_val args)
     for (size_t i = 0; i < n; i++) {
         const struct mcp_arg *a = &t->tool->args[i];
         if (a->required && t->f[i].val == NULL) {
-            tool_fail(t, "error: %s needs the argument \"%s\": %s", t->tool->name, a->name,
-                      a->description);
+            tool_fail(t, "error: %s needs the argument \"%s\": ", t->tool->name, a->name);
+            put_description(&t->text, a->description, t->s);
             return -1;
         }
         if (a->choices != NULL && t->f[i].val != NULL) {

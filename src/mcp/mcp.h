@@ -12,6 +12,12 @@
  * pool, dispatching the request internally) share everything but the bytes
  * on the wire.
  *
+ * The tool descriptions a model reads (defaults, ceilings, caps, the
+ * workspace) come from the operator's config when the backend has it
+ * (mcp_backend.conf); without it (the stdio front talks to a remote server
+ * whose config it cannot read) they name the settings instead of quoting
+ * numbers that may be wrong.
+ *
  * Tool failures (an API error, an unreachable server, bad arguments) are
  * results with isError: true and the API's message, for the model to read;
  * JSON-RPC errors are kept for messages that are not valid requests.
@@ -22,6 +28,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "conf.h"
 
 #define MCP_MAX_MESSAGE (4u * 1024u * 1024u) /* bytes in one JSON-RPC message (one stdio line) */
 #define MCP_MAX_DEPTH 64u                    /* JSON nesting accepted in a message */
@@ -58,6 +65,9 @@ typedef int (*mcp_call_fn)(void *ctx, const char *method, const char *path, cons
 struct mcp_backend {
     mcp_call_fn call;
     void *ctx;
+    /* The config of the server call reaches, for tools/list's descriptions
+     * and the defaults the core fills in; NULL when unknown. */
+    const struct nb_conf *conf;
 };
 
 /* What the last message was (mcp_session.last), for a transport that answers

@@ -1,7 +1,8 @@
 /*
  * test_mcp.c - the MCP core with a fake API backend: the HTTP calls each
  * tool makes, how answers become text (exec, file listings, binary files),
- * API errors as isError results, and JSON-RPC errors for bad messages.
+ * API errors as isError results, JSON-RPC errors for bad messages, and
+ * tools/list's descriptions with and without the operator's config.
  */
 #include "config.h"
 
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include "buf.h"
+#include "conf.h"
 #include "json.h"
 #include "mcp.h"
 
@@ -54,6 +56,7 @@ static int fake_call(void *ctx, const char *method, const char *path, const char
 
 struct fixture {
     struct fake_api api;
+    struct nb_conf conf;    /* handed to the backend by setup_with_conf */
     struct mcp_backend be;
     struct mcp_session s;
     struct nb_buf out;
@@ -69,6 +72,33 @@ static int setup(void **state)
     mcp_session_init(&fx->s, &fx->be);
     nb_buf_init(&fx->out, MCP_MAX_REPLY);
     *state = fx;
+    return 0;
+}
+
+/* As POST /mcp runs it: the backend knows the server's config, set apart
+ * from every shipped default so a hard-coded number would show. */
+static int setup_with_conf(void **state)
+{
+    struct fixture *fx;
+    char err[256];
+
+    setup(state);
+    fx = *state;
+    nb_conf_defaults(&fx->conf);
+    assert_int_equal(nb_conf_set(&fx->conf, "default_ttl", "900", err, sizeof(err)), 0);
+    assert_int_equal(nb_conf_set(&fx->conf, "max_ttl", "7200", err, sizeof(err)), 0);
+    assert_int_equal(nb_conf_set(&fx->conf, "exec_timeout", "45", err, sizeof(err)), 0);
+    assert_int_equal(nb_conf_set(&fx->conf, "exec_timeout_max", "120", err, sizeof(err)), 0);
+    assert_int_equal(nb_conf_set(&fx->conf, "max_output", "2m", err, sizeof(err)), 0);
+    assert_int_equal(nb_conf_set(&fx->conf, "memory", "512m", err, sizeof(err)), 0);
+    assert_int_equal(nb_conf_set(&fx->conf, "cpus", "1.5", err, sizeof(err)), 0);
+    assert_int_equal(nb_conf_set(&fx->conf, "pids", "64", err, sizeof(err)), 0);
+    assert_int_equal(nb_conf_set(&fx->conf, "images", "py:3, nanobox:latest", err, sizeof(err)),
+                     0);
+    assert_int_equal(nb_conf_set(&fx->conf, "workspace", "/home/work", err, sizeof(err)), 0);
+    assert_int_equal(nb_conf_set(&fx->conf, "allow_bridge", "yes", err, sizeof(err)), 0);
+    assert_int_equal(nb_conf_set(&fx->conf, "max_port_duration", "300", err, sizeof(err)), 0);
+    fx->be.conf = &fx->conf;
     return 0;
 }
 
@@ -305,6 +335,128 @@ static void test_bad_arguments_are_an_error_result_without_api_call(void **state
     assert_non_null(strstr(text, "must be one of python, sh"));
 }
 
+/* tools/list's reply as one string, and the description of a tool or of one of its arguments. */
+static const char *list_tools(struct fixture *fx)
+{
+    assert_int_equal(send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}"),
+                     MCP_REPLY);
+    assert_null(strstr(fx->out.data, "${"));   /* every template filled in */
+    return fx->out.data;
+}
+
+static const char *description(struct fixture *fx, const char *tool, const char *argname)
+{
+    yajl_val list = get(fx->reply, "result", "tools", NULL);
+
+    assert_non_null(list);
+    for (size_t i = 0; i < list->u.array.len; i++) {
+        yajl_val t = list->u.array.values[i];
+        if (strcmp(nb_json_string(get(t, "name", NULL, NULL)), tool) != 0)
+            continue;
+        if (argname == NULL)
+            return nb_json_string(get(t, "description", NULL, NULL));
+        t = get(t, "inputSchema", "properties", argname);
+        assert_non_null(t);
+        return nb_json_string(get(t, "description", NULL, NULL));
+    }
+    fail_msg("no tool %s in tools/list", tool);
+    return NULL;
+}
+
+static void test_descriptions_quote_the_servers_config(void **state)
+{
+    struct fixture *fx = *state;
+
+    list_tools(fx);
+    assert_non_null(strstr(description(fx, "sandbox_create", "ttl"),
+                           "(default: 900 seconds (15 minutes); at most 7200 seconds (2 hours))"));
+    assert_non_null(strstr(description(fx, "sandbox_create", NULL),
+                           "keeps its files in /home/work between calls until sandbox_destroy "
+                           "or until its ttl (default: 900 seconds (15 minutes)) runs out"));
+    assert_non_null(strstr(description(fx, "sandbox_create", "image"),
+                           "(py:3, nanobox:latest; default: py:3)"));
+    assert_non_null(strstr(description(fx, "sandbox_create", "memory"),
+                           "(default and maximum: 512 MiB)"));
+    assert_non_null(strstr(description(fx, "sandbox_create", "cpus"),
+                           "(default and maximum: 1.5)"));
+    assert_non_null(strstr(description(fx, "sandbox_create", "pids"),
+                           "(default and maximum: 64)"));
+    assert_non_null(strstr(description(fx, "sandbox_create", "network"),
+                           "outbound network (this server allows it)"));
+    assert_non_null(strstr(description(fx, "sandbox_exec", "timeout"),
+                           "(default: 45 seconds; at most 120 seconds (2 minutes))"));
+    assert_non_null(strstr(description(fx, "run_code", "timeout"),
+                           "(default: 45 seconds; at most 120 seconds (2 minutes))"));
+    assert_non_null(strstr(description(fx, "sandbox_exec", NULL), "capped at 2 MiB"));
+    assert_non_null(strstr(description(fx, "sandbox_exec", "cwd"), "(default: /home/work)"));
+    assert_non_null(strstr(description(fx, "sandbox_read_file", "path"),
+                           "relative to /home/work."));
+    assert_non_null(strstr(description(fx, "sandbox_open_port", "duration"),
+                           "(default: 300 seconds (5 minutes); at most 300 seconds (5 minutes)"));
+    /* no shipped default slips through */
+    assert_null(strstr(fx->out.data, "1800"));
+    assert_null(strstr(fx->out.data, "/workspace"));
+    assert_null(strstr(fx->out.data, "1 MiB"));
+
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"initialize\",\"params\":"
+                 "{\"protocolVersion\":\"2025-06-18\"}}");
+    assert_non_null(strstr(nb_json_string(get(fx->reply, "result", "instructions", NULL)),
+                           "Files live in /home/work and persist"));
+}
+
+/* The stdio front cannot read a remote server's config: no number it might get wrong. */
+static void test_descriptions_without_config_name_the_settings(void **state)
+{
+    struct fixture *fx = *state;
+    const char *all = list_tools(fx);
+
+    assert_non_null(strstr(description(fx, "sandbox_create", "ttl"),
+                           "(default: the server's default_ttl setting; at most the server's "
+                           "max_ttl setting)"));
+    assert_non_null(strstr(description(fx, "sandbox_exec", "timeout"),
+                           "(default: the server's exec_timeout setting; at most the server's "
+                           "exec_timeout_max setting)"));
+    assert_non_null(strstr(description(fx, "sandbox_exec", NULL),
+                           "capped at the server's max_output setting"));
+    assert_non_null(strstr(description(fx, "sandbox_create", "network"),
+                           "outbound network (if the server allows it)"));
+    assert_non_null(strstr(description(fx, "sandbox_list_files", "path"),
+                           "relative to the workspace directory (default: /workspace)"));
+    assert_null(strstr(all, "1800"));
+    assert_null(strstr(all, "300 seconds"));
+}
+
+/* A missing argument's error carries its description, filled in the same way. */
+static void test_missing_argument_error_fills_in_its_description(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+    const char *text;
+
+    text = call_tool(fx, "sandbox_read_file", "{\"sandbox_id\":\"" SID "\"}", &is_error);
+    assert_true(is_error);
+    assert_string_equal(text, "error: sandbox_read_file needs the argument \"path\": File to "
+                              "read: absolute, or relative to /home/work.");
+}
+
+/* The config's workspace and port cap reach the calls, not only the text. */
+static void test_config_sets_the_defaults_the_tools_send(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+
+    fx->api.status = 200;
+    fx->api.answer = "{\"path\":\"/home/work\",\"entries\":[],\"truncated\":false}";
+    call_tool(fx, "sandbox_list_files", "{\"sandbox_id\":\"" SID "\"}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/files?path=/home/work");
+
+    fx->api.answer = "{\"url\":\"u\",\"host\":\"h\",\"hostport\":20000,\"sandboxport\":80}";
+    call_tool(fx, "sandbox_open_port", "{\"sandbox_id\":\"" SID "\",\"port\":80}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.body.data, "{\"sandboxport\":80,\"duration\":300}");
+}
+
 /* libcurl's escaping, '/' kept: what the API's query parser decodes. */
 static void test_paths_and_metadata_are_url_escaped(void **state)
 {
@@ -341,6 +493,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_files_formats_the_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments_are_an_error_result_without_api_call,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_descriptions_quote_the_servers_config,
+                                        setup_with_conf, teardown),
+        cmocka_unit_test_setup_teardown(test_descriptions_without_config_name_the_settings, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_missing_argument_error_fills_in_its_description,
+                                        setup_with_conf, teardown),
+        cmocka_unit_test_setup_teardown(test_config_sets_the_defaults_the_tools_send,
+                                        setup_with_conf, teardown),
         cmocka_unit_test_setup_teardown(test_paths_and_metadata_are_url_escaped, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
