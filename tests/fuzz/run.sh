@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 #
-# tests/fuzz/run.sh - build every libFuzzer harness in tests/fuzz with
-# clang, AddressSanitizer and UBSan, and run each on its seed corpus. The
-# time budget is split between them.
+# tests/fuzz/run.sh - build every libFuzzer harness in tests/fuzz (with
+# clang, AddressSanitizer and UBSan, through `make fuzzers` in the build
+# tree: $NANOBOX_BUILD, default build/) and run each on its seed corpus.
+# The time budget is split between them.
 #
 #   tests/fuzz/run.sh               # 30 seconds in all
 #   tests/fuzz/run.sh 600           # ten minutes in all
@@ -41,38 +42,20 @@ else
     harnesses=("${ALL[@]}")
 fi
 
+BUILD=${NANOBOX_BUILD:-$ROOT/build}
 if ! command -v clang >/dev/null 2>&1; then
-    log "clang missing: installing it"
+    log "clang missing: installing it (then re-run configure in $BUILD)"
     apt-get install -y clang libclang-rt-14-dev >&2
 fi
-
-# Sources, include dirs, extra link flags and -max_len of each harness.
-C=$ROOT/src/common
-harness_build() {
-    local name=$1 srcs incs libs=""
-    case $name in
-    agent_request)
-        srcs="$ROOT/src/init/request.c $C/agentproto.c"; incs="-I$C -I$ROOT/src/init" ;;
-    route)
-        srcs="$ROOT/src/fcgi/route.c"; incs="-I$ROOT/src/fcgi" ;;
-    query)
-        srcs="$ROOT/src/fcgi/query.c $C/buf.c $C/log.c"; incs="-I$C -I$ROOT/src/fcgi" ;;
-    json)
-        srcs="$C/json.c $C/buf.c $C/log.c"; incs="-I$C"; libs=$YAJL_LIBS ;;
-    demux)
-        srcs="$C/demux.c"; incs="-I$C" ;;
-    ndjson)
-        srcs="$ROOT/src/cli/ndjson.c $C/json.c $C/buf.c $C/log.c"; incs="-I$C -I$ROOT/src/cli"
-        libs=$YAJL_LIBS ;;
-    *)
-        log "no harness named '$name' (known: ${ALL[*]})"; return 2 ;;
+for name in "${harnesses[@]}"; do
+    case " ${ALL[*]} " in
+    *" $name "*) ;;
+    *) log "no harness named '$name' (known: ${ALL[*]})"; exit 2 ;;
     esac
-    # shellcheck disable=SC2086 # word lists on purpose
-    clang -g -O1 -Wall -Wextra -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        -I"$WORK/include" $incs "$ROOT/tests/fuzz/fuzz_$name.c" $srcs $libs \
-        -o "$WORK/fuzz_$name"
-}
+done
 
+# The harnesses are built by automake (`make fuzzers`, FUZZ_CC: clang),
+# into tests/fuzz/ of the build tree; a harness that does not build fails.
 harness_max_len() {
     case $1 in
     agent_request) echo 4096 ;;
@@ -83,11 +66,10 @@ harness_max_len() {
     esac
 }
 
-YAJL_LIBS=$(pkg-config --libs yajl 2>/dev/null || echo -lyajl)
-
-# The sources include the build's config.h; all they need of it is this.
-mkdir -p "$WORK/include"
-printf '#define _GNU_SOURCE 1\n' >"$WORK/include/config.h"
+if ! make -C "$BUILD" fuzzers >&2; then
+    log "make fuzzers failed in $BUILD"
+    exit 1
+fi
 
 per=$(( SECS / ${#harnesses[@]} ))
 [ "$per" -ge 1 ] || per=1
@@ -95,12 +77,8 @@ failed=()
 for name in "${harnesses[@]}"; do
     seeds=$ROOT/tests/fuzz/corpus/$name
     mkdir -p "$WORK/$name/corpus" "$WORK/$name/artifacts"
-    if ! harness_build "$name"; then
-        failed+=("$name (build)")
-        continue
-    fi
     log "$name: running for ${per}s (scratch corpus: $WORK/$name/corpus)"
-    if ! "$WORK/fuzz_$name" -max_total_time="$per" -max_len="$(harness_max_len "$name")" \
+    if ! "$BUILD/tests/fuzz/fuzz_$name" -max_total_time="$per" -max_len="$(harness_max_len "$name")" \
         -timeout=10 -artifact_prefix="$WORK/$name/artifacts/" -print_final_stats=1 \
         "$WORK/$name/corpus" "$seeds"; then
         log "$name: FAILED; the input is in $WORK/$name/artifacts/"
