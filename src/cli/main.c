@@ -42,7 +42,7 @@ static const struct cli_cmd commands[] = {
     {"ttl", cmd_ttl, "nanobox ttl ID SECONDS", "set a sandbox to expire SECONDS from now",
      "The new expiry replaces the old one: a small SECONDS shortens the sandbox's life.\n"},
     {"exec", cmd_exec,
-     "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--stdin FILE] [--] COMMAND...",
+     "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--stdin FILE|-] [--] COMMAND...",
      "run a shell command in a sandbox",
      "  --timeout S       kill the command after S seconds (fractions allowed)\n"
      "  --cwd DIR         directory to run in (default /workspace)\n"
@@ -50,8 +50,10 @@ static const struct cli_cmd commands[] = {
      "  --env K=V         environment variable for this command (repeatable)\n"
      "COMMAND's words are joined with spaces and run by /bin/sh -c in the sandbox,\n"
      "so quote what the local shell should not expand: nanobox exec ID 'echo $HOME'.\n"
-     "Options come before COMMAND (or before \"--\"). The command's stdout and\n"
-     "stderr go to ours, and nanobox exits with the command's exit status\n"
+     "After \"--\", several words are the program and its arguments, each passed as\n"
+     "it is (nanobox exec ID -- python3 -c 'print(6*7)'); one word is a shell string.\n"
+     "Options come before COMMAND (or before \"--\"). The command's stdout and stderr\n"
+     "go to ours as it writes them, and nanobox exits with the command's exit status\n"
      "(124 if it timed out, as timeout(1) does).\n"},
     {"port", cmd_port,
      "nanobox port open ID SANDBOXPORT [--duration S] [--hostport N]\n"

@@ -226,6 +226,20 @@ def test_exec_notes_truncated_output(cli, api):
     assert "nanobox: output truncated" in r.stderr
 
 
+def test_exec_after_dashdash_passes_several_words_as_argv(cli, api):
+    sid = api.create()
+    # README's line: the words reach python3 as they are, not re-split by sh
+    r = cli.run("exec", sid, "--", "python3", "-c", "print(6*7)")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "42\n", "")
+    r = cli.run("exec", sid, "--", "printf", "%s|", "a b", "it's", "$HOME", "", "*")
+    assert (r.returncode, r.stdout) == (0, "a b|it's|$HOME||*|"), r.stderr
+    # "A=1" is a program's name here, not an assignment
+    assert cli.run("exec", sid, "--", "A=1", "true").returncode == 127
+    # one word after "--" is still a shell string; without "--", words are joined
+    assert cli.run("exec", sid, "--", "echo $HOME; echo  two").stdout == "/workspace\ntwo\n"
+    assert cli.run("exec", sid, "echo", "$HOME").stdout == "/workspace\n"
+
+
 def test_exec_json_prints_the_answer_and_keeps_the_exit_code(cli, api):
     sid = api.create()
     r = cli.run("--json", "exec", sid, "--", "echo hi; echo oops >&2; exit 3")
