@@ -71,8 +71,11 @@ static const struct cli_cmd commands[] = {
      "reads the code from stdin. The program's stdout and stderr go to ours, and\n"
      "nanobox exits with its exit status (124 if it timed out).\n"},
     {"cp", cmd_cp, "nanobox cp LOCALPATH ID:PATH\n       nanobox cp ID:PATH LOCALPATH",
-     "copy files in and out of a sandbox (needs the files API: not served yet)",
-     "Not supported by this server yet: it needs the files API. Exits 2.\n"},
+     "copy a file into or out of a sandbox",
+     "A relative PATH is under /workspace. As with cp, a destination that is a\n"
+     "directory (a local one, or an ID:PATH ending in \"/\") gets the file under its\n"
+     "own name: nanobox cp ID:/workspace/out.txt .\n"
+     "A LOCALPATH of \"-\" is stdin or stdout.\n"},
     {"mcp", cmd_mcp, "nanobox mcp", "serve the sandbox tools to an MCP client over stdio",
      "Speaks the Model Context Protocol (JSON-RPC 2.0, one message per line) on stdin and\n"
      "stdout, for an MCP client that starts it: claude mcp add nanobox -- nanobox mcp.\n"

@@ -436,6 +436,28 @@ def test_cp_errors_are_readable(cli, tmp_path):
     assert_readable_error(cli.run("cp", tmp_path / "missing", f"{sid}:/workspace/x"), "cannot read")
 
 
+def test_cp_into_a_directory_keeps_the_files_name(cli, api, tmp_path):
+    sid = cli.create()
+    api.exec(sid, "echo back > /workspace/out.txt")
+    # README's line: "cp ID:/workspace/out.txt ." lands in ./out.txt
+    r = subprocess.run([str(CLI_BIN), "cp", f"{sid}:/workspace/out.txt", "."], cwd=tmp_path,
+                       env=cli.env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out.txt").read_text() == "back\n"
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    cli.ok("cp", f"{sid}:out.txt", sub)
+    assert (sub / "out.txt").read_text() == "back\n"
+    # and in: a sandbox path ending in "/" is a directory to put it in
+    (tmp_path / "app.py").write_text("print(1)\n")
+    cli.ok("cp", tmp_path / "app.py", f"{sid}:/tmp/")
+    assert api.exec(sid, "cat /tmp/app.py")["stdout"] == "print(1)\n"
+    r = cli.run("cp", "-", f"{sid}:/tmp/", input="x")
+    assert r.returncode == 2 and "name the file" in r.stderr, r.stderr
+    # cp is served: help no longer says otherwise
+    assert "not served" not in cli.run("help", url=False, key=False).stdout
+
+
 def test_exec_feeds_stdin_from_a_file(cli, tmp_path):
     sid = cli.create()
     f = tmp_path / "in.txt"
