@@ -11,9 +11,12 @@
  * "--" with several words: those are an argv, as for docker exec, and each
  * is quoted for the shell, so `exec ID -- python3 -c 'print(6*7)'` runs
  * python3 with exactly those three arguments. One word after "--" is a
- * shell string as it is (`exec ID -- 'make && ./app'`). Today the server
- * answers once the command is over; an answer served as NDJSON
- * (application/x-ndjson) is relayed event by event as it arrives:
+ * shell string as it is (`exec ID -- 'make && ./app'`).
+ *
+ * exec asks for a streamed answer ("stream": true; not with --json, which
+ * prints the one final object) and relays it event by event as it arrives;
+ * /run answers once the program is over. An NDJSON answer
+ * (application/x-ndjson) is made of:
  *   {"type":"stdout"|"stderr","data":"..."}
  *   {"type":"exit","exit_code":N,"timed_out":B[,"truncated":B]}
  *   {"type":"error","error":"...","code":"..."}
