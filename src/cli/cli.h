@@ -11,7 +11,7 @@
 
 #define CLI_OK 0
 #define CLI_FAIL 1        /* the server refused, or could not be reached */
-#define CLI_USAGE 2       /* bad command line, or a feature not served yet */
+#define CLI_USAGE 2       /* bad command line */
 #define CLI_TIMED_OUT 124 /* exec/run: the command hit its timeout, as timeout(1) */
 
 struct client;

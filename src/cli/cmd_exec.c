@@ -4,9 +4,19 @@
  *
  * Both relay the program's stdout and stderr to ours and exit with its exit
  * status, so `nanobox exec ID -- make test && deploy` works as it would
- * locally; 124 means it timed out (as timeout(1) says). Today the server
- * answers once the command is over; an answer served as NDJSON
- * (application/x-ndjson) is relayed event by event as it arrives:
+ * locally; 124 means it timed out (as timeout(1) says).
+ *
+ * exec's COMMAND is one /bin/sh -c string. Its words are joined with spaces
+ * as ssh does (`exec ID echo '$HOME'` expands in the sandbox), except after
+ * "--" with several words: those are an argv, as for docker exec, and each
+ * is quoted for the shell, so `exec ID -- python3 -c 'print(6*7)'` runs
+ * python3 with exactly those three arguments. One word after "--" is a
+ * shell string as it is (`exec ID -- 'make && ./app'`).
+ *
+ * exec asks for a streamed answer ("stream": true; not with --json, which
+ * prints the one final object) and relays it event by event as it arrives;
+ * /run answers once the program is over. An NDJSON answer
+ * (application/x-ndjson) is made of:
  *   {"type":"stdout"|"stderr","data":"..."}
  *   {"type":"exit","exit_code":N,"timed_out":B[,"truncated":B]}
  *   {"type":"error","error":"...","code":"..."}
@@ -118,6 +128,27 @@ static int exec_finish(struct exec_outcome *o, const struct client_answer *a)
     return (int)o->exit_code;
 }
 
+/* Append word to b so that /bin/sh reads it back as one word, unchanged:
+ * as it is when it has nothing the shell treats specially, else in single
+ * quotes (a ' inside becomes '\''). */
+static void sh_quote(struct nb_buf *b, const char *word)
+{
+    static const char plain[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                "0123456789_-+/.,:@%"; /* no "=": A=1 would assign */
+
+    if (word[0] != '\0' && word[strspn(word, plain)] == '\0') {
+        nb_buf_append(b, word, strlen(word));
+        return;
+    }
+    nb_buf_append(b, "'", 1);
+    for (const char *q; (q = strchr(word, '\'')) != NULL; word = q + 1) {
+        nb_buf_append(b, word, (size_t)(q - word));
+        nb_buf_append(b, "'\\''", 4);
+    }
+    nb_buf_append(b, word, strlen(word));
+    nb_buf_append(b, "'", 1);
+}
+
 static long http_timeout(double timeout)
 {
     return timeout > 0 ? (long)ceil(timeout) + EXEC_HTTP_MARGIN : 0L;
@@ -173,7 +204,7 @@ int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     char id[37], *body = NULL;
     double timeout = 0;
     yajl_gen g;
-    int rc;
+    int rc, as_argv;
 
     nb_buf_init(&command, 1u << 26);
     nb_buf_init(&input, EXEC_MAX_STDIN);
@@ -190,8 +221,16 @@ int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     for (size_t i = 0; i < env.n; i++)
         if (args_kv(cmd, "--env", env.v[i]) != 0)
             goto out;
-    for (int i = 1; i < pos.n; i++)
-        nb_buf_printf(&command, "%s%s", i > 1 ? " " : "", pos.v[i]);
+    /* "--" right before a command of several words: an argv (see the top) */
+    as_argv = pos.dashdash >= 0 && pos.dashdash <= 1 && pos.n > 2;
+    for (int i = 1; i < pos.n; i++) {
+        if (i > 1)
+            nb_buf_append(&command, " ", 1);
+        if (as_argv)
+            sh_quote(&command, pos.v[i]);
+        else
+            nb_buf_append(&command, pos.v[i], strlen(pos.v[i]));
+    }
     if (command.len == 0) {
         cli_usage_error(cmd, "the COMMAND is empty");
         goto out;

@@ -4,7 +4,10 @@
  *
  * Through the files API (PUT/GET /sandbox/{id}/files?path=), so tmpfs paths
  * such as /workspace work. A relative PATH is taken from the workspace.
- * Files are held in memory on the way, up to max_answer bytes.
+ * As cp(1) does, a local directory (`cp ID:/workspace/out.txt .`) or a
+ * sandbox path ending in "/" as the destination means "in there, under the
+ * source's name". Files are held in memory on the way, up to max_answer
+ * bytes.
  */
 #include "config.h"
 
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "args.h"
 #include "cli.h"
@@ -39,6 +43,28 @@ static int split_remote(const char *arg, char id[37], const char **path)
     id[n] = '\0';
     *path = colon + 1;
     return 1;
+}
+
+/* The last name of path ("a/b/" -> "b"); *len is 0 when there is none. */
+static const char *last_name(const char *path, size_t *len)
+{
+    size_t end = strlen(path), start;
+
+    while (end > 0 && path[end - 1] == '/')
+        end--;
+    for (start = end; start > 0 && path[start - 1] != '/'; start--)
+        ;
+    *len = end - start;
+    return path + start;
+}
+
+/* dir + "/" + the last name of from, into b. */
+static void join_name(struct nb_buf *b, const char *dir, const char *from)
+{
+    size_t n, d = strlen(dir);
+    const char *name = last_name(from, &n);
+
+    nb_buf_printf(b, "%s%s%.*s", dir, d > 0 && dir[d - 1] == '/' ? "" : "/", (int)n, name);
 }
 
 /* "/sandbox/ID/files?path=REMOTE" into b. */
@@ -142,10 +168,14 @@ int cmd_cp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 {
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
     struct cp_plan plan = {0};
+    struct nb_buf joined;
+    struct stat st;
     char other[37];
     const char *ignored;
+    size_t n;
     int rc, src_remote, dst_remote;
 
+    nb_buf_init(&joined, 1u << 20);
     if ((rc = args_parse(c, cmd, argc, argv, NULL, 0, &pos)) != ARGS_GO_ON)
         goto out;
     if (pos.n != 2) {
@@ -161,8 +191,30 @@ int cmd_cp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     }
     plan.put = dst_remote;
     plan.local = plan.put ? pos.v[0] : pos.v[1];
+    /* a destination that is a directory takes the source's name, as in cp(1) */
+    if (plan.put) {
+        n = strlen(plan.remote);
+        if (n > 0 && plan.remote[n - 1] == '/') {
+            last_name(plan.local, &n);
+            if (!strcmp(plan.local, "-") || n == 0) {
+                rc = cli_usage_error(cmd, "%s is a directory: name the file to write in it",
+                                     pos.v[1]);
+                goto out;
+            }
+            join_name(&joined, plan.remote, plan.local);
+            plan.remote = joined.data;
+        }
+    } else if (strcmp(plan.local, "-") != 0 && stat(plan.local, &st) == 0 &&
+               S_ISDIR(st.st_mode)) {
+        last_name(plan.remote, &n);
+        if (n > 0) {
+            join_name(&joined, plan.local, plan.remote);
+            plan.local = joined.data;
+        }
+    }
     rc = plan.put ? cp_put(c, &plan) : cp_get(c, &plan);
 out:
+    nb_buf_free(&joined);
     free(pos.v);
     return rc;
 }

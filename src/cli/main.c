@@ -42,7 +42,7 @@ static const struct cli_cmd commands[] = {
     {"ttl", cmd_ttl, "nanobox ttl ID SECONDS", "set a sandbox to expire SECONDS from now",
      "The new expiry replaces the old one: a small SECONDS shortens the sandbox's life.\n"},
     {"exec", cmd_exec,
-     "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--stdin FILE] [--] COMMAND...",
+     "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--stdin FILE|-] [--] COMMAND...",
      "run a shell command in a sandbox",
      "  --timeout S       kill the command after S seconds (fractions allowed)\n"
      "  --cwd DIR         directory to run in (default /workspace)\n"
@@ -50,8 +50,10 @@ static const struct cli_cmd commands[] = {
      "  --env K=V         environment variable for this command (repeatable)\n"
      "COMMAND's words are joined with spaces and run by /bin/sh -c in the sandbox,\n"
      "so quote what the local shell should not expand: nanobox exec ID 'echo $HOME'.\n"
-     "Options come before COMMAND (or before \"--\"). The command's stdout and\n"
-     "stderr go to ours, and nanobox exits with the command's exit status\n"
+     "After \"--\", several words are the program and its arguments, each passed as\n"
+     "it is (nanobox exec ID -- python3 -c 'print(6*7)'); one word is a shell string.\n"
+     "Options come before COMMAND (or before \"--\"). The command's stdout and stderr\n"
+     "go to ours as it writes them, and nanobox exits with the command's exit status\n"
      "(124 if it timed out, as timeout(1) does).\n"},
     {"port", cmd_port,
      "nanobox port open ID SANDBOXPORT [--duration S] [--hostport N]\n"
@@ -69,8 +71,11 @@ static const struct cli_cmd commands[] = {
      "reads the code from stdin. The program's stdout and stderr go to ours, and\n"
      "nanobox exits with its exit status (124 if it timed out).\n"},
     {"cp", cmd_cp, "nanobox cp LOCALPATH ID:PATH\n       nanobox cp ID:PATH LOCALPATH",
-     "copy files in and out of a sandbox (needs the files API: not served yet)",
-     "Not supported by this server yet: it needs the files API. Exits 2.\n"},
+     "copy a file into or out of a sandbox",
+     "A relative PATH is under /workspace. As with cp, a destination that is a\n"
+     "directory (a local one, or an ID:PATH ending in \"/\") gets the file under its\n"
+     "own name: nanobox cp ID:/workspace/out.txt .\n"
+     "A LOCALPATH of \"-\" is stdin or stdout.\n"},
     {"mcp", cmd_mcp, "nanobox mcp", "serve the sandbox tools to an MCP client over stdio",
      "Speaks the Model Context Protocol (JSON-RPC 2.0, one message per line) on stdin and\n"
      "stdout, for an MCP client that starts it: claude mcp add nanobox -- nanobox mcp.\n"

@@ -226,6 +226,20 @@ def test_exec_notes_truncated_output(cli, api):
     assert "nanobox: output truncated" in r.stderr
 
 
+def test_exec_after_dashdash_passes_several_words_as_argv(cli, api):
+    sid = api.create()
+    # README's line: the words reach python3 as they are, not re-split by sh
+    r = cli.run("exec", sid, "--", "python3", "-c", "print(6*7)")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "42\n", "")
+    r = cli.run("exec", sid, "--", "printf", "%s|", "a b", "it's", "$HOME", "", "*")
+    assert (r.returncode, r.stdout) == (0, "a b|it's|$HOME||*|"), r.stderr
+    # "A=1" is a program's name here, not an assignment
+    assert cli.run("exec", sid, "--", "A=1", "true").returncode == 127
+    # one word after "--" is still a shell string; without "--", words are joined
+    assert cli.run("exec", sid, "--", "echo $HOME; echo  two").stdout == "/workspace\ntwo\n"
+    assert cli.run("exec", sid, "echo", "$HOME").stdout == "/workspace\n"
+
+
 def test_exec_json_prints_the_answer_and_keeps_the_exit_code(cli, api):
     sid = api.create()
     r = cli.run("--json", "exec", sid, "--", "echo hi; echo oops >&2; exit 3")
@@ -420,6 +434,28 @@ def test_cp_errors_are_readable(cli, tmp_path):
     assert_readable_error(cli.run("cp", f"{sid}:/workspace/nope", tmp_path / "x"), "not_found")
     assert_readable_error(cli.run("cp", f"{sid}:/workspace", tmp_path / "x"), "directory")
     assert_readable_error(cli.run("cp", tmp_path / "missing", f"{sid}:/workspace/x"), "cannot read")
+
+
+def test_cp_into_a_directory_keeps_the_files_name(cli, api, tmp_path):
+    sid = cli.create()
+    api.exec(sid, "echo back > /workspace/out.txt")
+    # README's line: "cp ID:/workspace/out.txt ." lands in ./out.txt
+    r = subprocess.run([str(CLI_BIN), "cp", f"{sid}:/workspace/out.txt", "."], cwd=tmp_path,
+                       env=cli.env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out.txt").read_text() == "back\n"
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    cli.ok("cp", f"{sid}:out.txt", sub)
+    assert (sub / "out.txt").read_text() == "back\n"
+    # and in: a sandbox path ending in "/" is a directory to put it in
+    (tmp_path / "app.py").write_text("print(1)\n")
+    cli.ok("cp", tmp_path / "app.py", f"{sid}:/tmp/")
+    assert api.exec(sid, "cat /tmp/app.py")["stdout"] == "print(1)\n"
+    r = cli.run("cp", "-", f"{sid}:/tmp/", input="x")
+    assert r.returncode == 2 and "name the file" in r.stderr, r.stderr
+    # cp is served: help no longer says otherwise
+    assert "not served" not in cli.run("help", url=False, key=False).stdout
 
 
 def test_exec_feeds_stdin_from_a_file(cli, tmp_path):
