@@ -159,7 +159,6 @@ void init_killtree(pid_t pid)
             break;
     }
     kill(-pid, SIGKILL);
-    kill(pid, SIGKILL); /* not a group leader yet: see proc_kill() */
     for (size_t i = 0; i < n_set; i++)
         kill(set[i], SIGKILL);
     free(set);

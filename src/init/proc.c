@@ -14,8 +14,28 @@
  * on memory prepared before the vfork, and writes nothing of init's but
  * errno and its own stack frames: no malloc, no free, no stdio buffer. A
  * failure there goes to the command's stderr with exit code 127, as a
- * shell reports "command not found". init resumes when the child has
- * exec'd or exited, so the child's setsid() has happened by then.
+ * shell reports "command not found".
+ *
+ * Signals rely on one rule: init knows a command's pid only once the
+ * command has exec'd (or exited) in a session and process group of its own
+ * (setsid() in the child). Every signal init sends it (the host's 'k' and
+ * 'S', SIGTERM passed on at shutdown, a timeout's kill) goes to that group
+ * with kill(-pid) and reaches the command and whatever it started in it;
+ * none can be sent earlier, since nobody has the pid. A real vfork() gives
+ * the rule by itself (init resumes after the exec). Where vfork() is a
+ * plain fork(), under valgrind, init would resume at once: a kill sent
+ * before the child's setsid() finds no group, and one to the pid alone
+ * reaches a child still run by valgrind, which can lose it before the
+ * exec (seen: the command exec'd in its group with nothing pending). So
+ * init does not count on vfork for it: it reads a close-on-exec pipe
+ * of which only the child holds the write end, and end of file there
+ * means exec'd or exited; after a real vfork that read returns at once.
+ * Two other ways were weighed: init making the group itself with
+ * setpgid(pid, pid) would make the child a group leader, which setsid()
+ * refuses, and the command must lead its own session (no controlling
+ * terminal; killtree.c finds what escaped the group by it); keeping a
+ * signal to re-send once the group exists needs a moment at which init
+ * knows it exists, and that moment is this one.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -151,7 +171,10 @@ child_run(char **argv, char **envp, const char *cwd, const int fds[3])
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_DFL);
-    setsid(); /* before init resumes: kill(-pid) works from then on */
+    /* Never fails for a new process (its pid is no group's id yet); the
+     * check keeps a command from ever running outside its own group. */
+    if (setsid() == -1)
+        child_fail("setsid", "");
     /* fds 0-2 of init are always open (main.c), so pipe ends are >= 3. */
     if (dup2(fds[0], 0) == -1 || dup2(fds[1], 1) == -1 || dup2(fds[2], 2) == -1)
         _exit(127);
@@ -280,11 +303,26 @@ proc_vfork(char **argv, char **envp, const char *cwd, const int fds[3])
     return pid;
 }
 
+/* Returns once the child has exec'd or exited (see the top of the file):
+ * the write end is close-on-exec and init's copy is closed here, so end of
+ * file on the read end is the child's exec or exit. Nothing is written. */
+static void proc_wait_exec(int exec_pipe[2])
+{
+    char c;
+
+    close(exec_pipe[1]);
+    exec_pipe[1] = -1;
+    while (read(exec_pipe[0], &c, 1) == -1 && errno == EINTR)
+        ;
+    close(exec_pipe[0]);
+    exec_pipe[0] = -1;
+}
+
 int init_proc_spawn(struct init_proc *p, const struct init_request *r,
                     const struct init_proc_ops *ops, char *err, size_t errlen)
 {
     /* fds[2*s] is the child's end of stream s, fds[2*s+1] ours. */
-    int fds[6] = {-1, -1, -1, -1, -1, -1}, child_fds[3];
+    int fds[6] = {-1, -1, -1, -1, -1, -1}, child_fds[3], exec_pipe[2] = {-1, -1};
     char **argv = NULL, **envp = NULL, *cwd = NULL;
     int e = 0;
     pid_t pid;
@@ -313,6 +351,10 @@ int init_proc_spawn(struct init_proc *p, const struct init_request *r,
         fds[2 * s] = s == 0 ? pfd[0] : pfd[1];
         fds[2 * s + 1] = s == 0 ? pfd[1] : pfd[0];
     }
+    if (pipe2(exec_pipe, O_CLOEXEC) == -1) {
+        e = proc_fail(err, errlen, errno, "pipe");
+        goto out;
+    }
     for (int s = 0; s < 3; s++)
         child_fds[s] = fds[2 * s];
     pid = proc_vfork(argv, envp, cwd, child_fds);
@@ -320,6 +362,7 @@ int init_proc_spawn(struct init_proc *p, const struct init_request *r,
         e = proc_fail(err, errlen, errno == ENOMEM ? EAGAIN : errno, "fork");
         goto out;
     }
+    proc_wait_exec(exec_pipe);
     p->pid = pid;
     for (int s = 0; s < 3; s++) {
         int fd = fds[2 * s + 1];
@@ -343,6 +386,7 @@ int init_proc_spawn(struct init_proc *p, const struct init_request *r,
     procs = p;
 out:
     fds_close(fds, 6);
+    fds_close(exec_pipe, 2);
     strv_free(argv);
     strv_free(envp);
     free(cwd);
@@ -489,17 +533,14 @@ void init_proc_event(struct init_proc *p, int stream, uint32_t events)
 
 /* --- ending ----------------------------------------------------------------- */
 
-/* The command's group; the command alone while it has no group yet. That
- * only happens where vfork() is really fork() (under valgrind, which
- * resumes init before the child's setsid): the child has started nothing
- * yet, so the command alone is all there is to signal. */
+/* The command's group, which exists from init_proc_spawn's return until
+ * the last process in it is gone (the command, a session leader, cannot
+ * leave it): see the top of the file. */
 static int proc_kill(const struct init_proc *p, int sig)
 {
-    if (kill(-p->pid, sig) == 0)
-        return 0;
-    if (errno == ESRCH && kill(p->pid, sig) == 0)
-        return 0;
-    return errno;
+    if (kill(-p->pid, sig) == -1)
+        return errno;
+    return 0;
 }
 
 int init_proc_signal(struct init_proc *p, int sig)

@@ -61,6 +61,19 @@ def test_sigterm_is_passed_on_and_the_agent_exits(spawn_agent):
     c.close()
 
 
+def test_sigterm_right_after_starts_reaches_every_command(spawn_agent):
+    # SIGTERM at the agent the moment its commands have started: each must
+    # already be in its own group when it is passed on (see proc.c).
+    a = spawn_agent()
+    started = [a.exec_start(["sleep", "300"]) for _ in range(8)]
+    a.proc.send_signal(signal.SIGTERM)
+    rc = a.proc.wait(timeout=5 * SLOW)
+    assert rc == 0
+    assert [pid for _, pid in started if not pid_gone(pid)] == []
+    for c, _ in started:
+        c.close()
+
+
 def test_agent_exits_after_2s_when_a_child_ignores_sigterm(spawn_agent):
     a = spawn_agent()
     c, pid = a.exec_start(["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"])
