@@ -80,17 +80,18 @@ static const char *env_get(char **envp, const char *name)
 
 /* A file execve refused as not an executable format: run it with sh, as
  * execvp does. */
-static void child_exec_sh(const char *file, char **argv, char **envp)
+static void child_exec_sh(char *file, char **argv, char **envp)
 {
+    static char sh[] = "/bin/sh";
+    /* On the child's stack (malloc would change init's heap), sized by the
+     * protocol's cap on argv entries (NBA_MAX_ARGS). */
+    char *av[NBA_MAX_ARGS + 2];
     size_t argc = 0;
 
-    while (argv[argc] != NULL)
+    while (argv[argc] != NULL && argc < NBA_MAX_ARGS)
         argc++;
-    /* On the child's stack (malloc would change init's heap); argc is
-     * capped by the protocol (NBA_MAX_ARGS). */
-    char *av[argc + 2];
-    av[0] = (char *)"/bin/sh";
-    av[1] = (char *)file;
+    av[0] = sh;
+    av[1] = file;
     for (size_t i = 1; i < argc; i++)
         av[i + 1] = argv[i];
     av[argc + 1] = NULL;
@@ -109,7 +110,7 @@ static void child_exec_search(char **argv, char **envp)
     if (strchr(file, '/') != NULL) {
         execve(file, argv, envp);
         if (errno == ENOEXEC)
-            child_exec_sh(file, argv, envp);
+            child_exec_sh(argv[0], argv, envp);
         return;
     }
     path = env_get(envp, "PATH");
