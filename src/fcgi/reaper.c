@@ -62,11 +62,9 @@ void nb_reaper_expire(struct nb_app *a)
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         struct nb_slot *s = &a->table.slots[i];
-        if (s->state != NB_SLOT_RUNNING || s->expires > now)
+        if (s->state != NB_SLOT_RUNNING || s->expires > now ||
+            nb_table_mark_destroying(&a->table, s, NB_SLOT_RUNNING, now) != 0)
             continue;
-        s->state = NB_SLOT_DESTROYING;
-        s->owner_pid = getpid();
-        s->state_since = now;
         snprintf(list[n].id, sizeof(list[n].id), "%s", s->id);
         snprintf(list[n].cid, sizeof(list[n].cid), "%s", s->container_id);
         list[n].gen = s->generation;
@@ -137,7 +135,7 @@ int nb_reaper_reconcile(struct nb_app *a)
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         struct nb_slot *s = &a->table.slots[i];
         size_t j;
-        int mark = 0;
+        int marked = 0;
         if (s->state == NB_SLOT_FREE)
             continue;
         if (s->state == NB_SLOT_RUNNING || s->state == NB_SLOT_POOLED) {
@@ -152,17 +150,15 @@ int nb_reaper_reconcile(struct nb_app *a)
             }
             if (!seen.ctr[j].running) {
                 nb_warn("sandbox %s: its container stopped; destroying it", s->id);
-                mark = 1;
+                marked = nb_table_mark_destroying(&a->table, s, (enum nb_slot_state)s->state,
+                                                  listed_at) == 0;
             }
         } else if (!owner_alive(s->owner_pid) || listed_at - s->state_since > STUCK_SECONDS) {
             nb_warn("sandbox %s: abandoned while %s; finishing the job", s->id,
                     s->state == NB_SLOT_CREATING ? "creating" : "destroying");
-            mark = 1;
+            marked = nb_table_take_over(&a->table, s, listed_at) == 0;
         }
-        if (mark) {
-            s->state = NB_SLOT_DESTROYING;
-            s->owner_pid = getpid();
-            s->state_since = listed_at;
+        if (marked) {
             snprintf(list[n].id, sizeof(list[n].id), "%s", s->id);
             snprintf(list[n].cid, sizeof(list[n].cid), "%s", s->container_id);
             list[n].gen = s->generation;

@@ -212,11 +212,8 @@ static int pool_evict(struct nb_app *a)
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         struct nb_slot *s = &a->table.slots[i];
-        if (s->state != NB_SLOT_POOLED)
+        if (nb_table_mark_destroying(&a->table, s, NB_SLOT_POOLED, nb_now()) != 0)
             continue;
-        s->state = NB_SLOT_DESTROYING;
-        s->owner_pid = getpid();
-        s->state_since = nb_now();
         snprintf(id, sizeof(id), "%s", s->id);
         snprintf(cid, sizeof(cid), "%s", s->container_id);
         gen = s->generation;
@@ -246,10 +243,7 @@ static int sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec, ui
     uuid_unparse_lower(u, id);
 
 retry:
-    if (nb_table_lock(&a->table) != 0) {
-        nb_apierr_set(ae, 500, "internal", "the state table lock is unusable");
-        return -1;
-    }
+    nb_table_lock(&a->table);
     s = nb_table_reserve(&a->table, id, now, expires);
     if (s != NULL) {
         gen = s->generation;
@@ -298,17 +292,10 @@ retry:
     json = NULL;
 
     nb_table_lock(&a->table);
-    s = nb_table_find(&a->table, id);
-    if (s != NULL && s->generation == gen && s->state == NB_SLOT_CREATING) {
-        s->state = final_state;
-        s->state_since = nb_now();
-        s->owner_pid = 0;
-        s->init_pid = pid;
-        snprintf(s->container_id, sizeof(s->container_id), "%s", cid);
+    s = nb_table_commit(&a->table, id, gen, final_state, cid, pid, nb_now());
+    if (s != NULL) {
         *out = *s;
         s = out; /* mark success */
-    } else {
-        s = NULL;
     }
     nb_table_unlock(&a->table);
     if (s == NULL) {
@@ -329,16 +316,12 @@ fail:
         /* disown the slot: the next reconciliation removes container and slot */
         nb_warn("could not remove container %s after a failed create: %s", name, de.msg);
         nb_table_lock(&a->table);
-        s = nb_table_find(&a->table, id);
-        if (s != NULL && s->generation == gen)
-            s->owner_pid = 0;
+        nb_table_disown(&a->table, id, gen);
         nb_table_unlock(&a->table);
         return -1;
     }
     nb_table_lock(&a->table);
-    s = nb_table_find(&a->table, id);
-    if (s != NULL && s->generation == gen)
-        nb_table_release(&a->table, s);
+    nb_table_free(&a->table, id, gen);
     nb_table_unlock(&a->table);
     return -1;
 }
@@ -359,18 +342,13 @@ static int pool_fits(const struct nb_conf *c, const struct nb_sandbox_spec *spec
 static int pool_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out)
 {
     struct nb_apierr ae;
+    struct nb_slot *s;
     int64_t now = nb_now();
     int found = 0;
 
     nb_table_lock(&a->table);
-    for (uint32_t i = 0; i < a->table.nslots && !found; i++) {
-        struct nb_slot *s = &a->table.slots[i];
-        if (s->state != NB_SLOT_POOLED || strcmp(s->image, spec->image) != 0)
-            continue;
-        s->state = NB_SLOT_RUNNING;
-        s->state_since = now;
-        s->created = now;
-        s->expires = now + spec->ttl;
+    s = nb_table_hand_out(&a->table, spec->image, now, now + spec->ttl);
+    if (s != NULL) {
         snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
         *out = *s;
         found = 1;
@@ -415,10 +393,8 @@ void nb_pool_refill(struct nb_app *a)
             continue;
         if (pooled >= c->warm_pool || strcmp(s->image, c->images[0]) != 0) {
             /* more than configured now, or of an image no longer the default: one per pass */
-            if (extra[0] == '\0') {
-                s->state = NB_SLOT_DESTROYING;
-                s->owner_pid = getpid();
-                s->state_since = nb_now();
+            if (extra[0] == '\0' &&
+                nb_table_mark_destroying(&a->table, s, NB_SLOT_POOLED, nb_now()) == 0) {
                 snprintf(extra, sizeof(extra), "%s", s->id);
                 snprintf(extra_cid, sizeof(extra_cid), "%s", s->container_id);
                 extra_gen = s->generation;
@@ -500,15 +476,12 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
                               struct nb_derr *de)
 {
     char name[64];
-    struct nb_slot *s;
     snprintf(name, sizeof(name), "nanobox-%s", id);
     nb_ports_stop_all(a, id);
     if (nb_docker_remove(&a->docker, cid[0] ? cid : name, de) != 0)
         return -1;
     nb_table_lock(&a->table);
-    s = nb_table_find(&a->table, id);
-    if (s != NULL && s->generation == gen)
-        nb_table_release(&a->table, s);
+    nb_table_free(&a->table, id, gen);
     nb_table_unlock(&a->table);
     return 0;
 }
@@ -521,10 +494,7 @@ int nb_sandbox_mark_destroy(struct nb_app *a, const char *id, char cid[NB_CID_LE
 
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (s != NULL && s->state == NB_SLOT_RUNNING) {
-        s->state = NB_SLOT_DESTROYING;
-        s->owner_pid = getpid();
-        s->state_since = nb_now();
+    if (s != NULL && nb_table_mark_destroying(&a->table, s, NB_SLOT_RUNNING, nb_now()) == 0) {
         *gen = s->generation;
         snprintf(cid, NB_CID_LEN + 1, "%s", s->container_id);
         found = 1;
@@ -539,7 +509,6 @@ int nb_sandbox_mark_destroy(struct nb_app *a, const char *id, char cid[NB_CID_LE
 
 int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
 {
-    struct nb_slot *s;
     char cid[NB_CID_LEN + 1] = "";
     uint32_t gen = 0;
     struct nb_derr de = {0};
@@ -549,11 +518,7 @@ int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
     if (nb_sandbox_finish_destroy(a, id, cid, gen, &de) != 0) {
         /* put it back so the caller (or the reaper) can try again */
         nb_table_lock(&a->table);
-        s = nb_table_find(&a->table, id);
-        if (s != NULL && s->generation == gen && s->state == NB_SLOT_DESTROYING) {
-            s->state = NB_SLOT_RUNNING;
-            s->owner_pid = 0;
-        }
+        nb_table_unmark_destroying(&a->table, id, gen);
         nb_table_unlock(&a->table);
         nb_apierr_docker(ae, &de, "remove the sandbox container");
         return -1;
