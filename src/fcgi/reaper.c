@@ -14,10 +14,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "ports.h"
 #include "reaper.h"
 #include "sandbox.h"
+#include "warm.h"
 
 #define REAPER_TICK_US 1000000
 #define REAPER_SUBTICKS 10       /* pool checks per tick (a table scan each) */
@@ -56,7 +58,7 @@ void nb_reaper_expire(struct nb_app *a)
 {
     struct doomed *list;
     size_t n = 0;
-    int64_t now = nb_now();
+    int64_t now = nb_clock_real_s();
 
     list = nb_xcalloc(a->table.nslots, sizeof(*list));
     nb_table_lock(&a->table);
@@ -101,7 +103,7 @@ int nb_reaper_reconcile(struct nb_app *a)
     struct nb_derr de = {0};
     struct doomed *list;
     size_t n = 0;
-    int64_t listed_at = nb_now();
+    int64_t listed_at = nb_clock_real_s();
     int removed = 0;
 
     if (nb_docker_list(&a->docker, a->conf.instance, seen_add, &seen, &de) < 0) {
@@ -195,7 +197,7 @@ void nb_reaper_run(struct nb_app *a)
             nb_ports_reap(a);
         }
         /* every subtick: a hand-out is refilled within ~0.1 s, not a second */
-        nb_pool_refill(a);
+        nb_warm_refill(a);
         tick++;
         usleep(REAPER_TICK_US / REAPER_SUBTICKS);
     }
