@@ -4,7 +4,11 @@
  * The table slot is reserved before the container exists and freed only
  * after the container is gone, so at every moment a container of ours has a
  * slot: that is what lets reconciliation call any other labelled container
- * an orphan. Docker calls are never made while holding the table lock.
+ * an orphan. Docker calls are never made while holding the table lock,
+ * and every change of a slot's state is a transition of table.c's.
+ *
+ * The warm pool is reached only through a->warm (struct nb_sandbox_source):
+ * warm.c builds on this file, never the other way round.
  */
 #include "config.h"
 
