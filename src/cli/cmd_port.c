@@ -17,6 +17,7 @@
 #include "args.h"
 #include "cli.h"
 #include "client.h"
+#include "clock.h"
 #include "json.h"
 #include "output.h"
 
@@ -86,7 +87,7 @@ static int port_open(struct client *c, const struct cli_cmd *cmd, int argc, char
             goto out;
         }
         out_time(when, sizeof(when), at);
-        out_duration(left, sizeof(left), at - (long long)time(NULL));
+        out_duration(left, sizeof(left), at - (long long)nb_clock_real_s());
         printf("url      %s\n", out_str(a.json, "url"));
         printf("host     %s:%lld\n", out_str(a.json, "host"), out_int(a.json, "hostport", 0));
         printf("expires  in %s (%s)\n", left, when);
@@ -135,7 +136,7 @@ static int port_ls(struct client *c, const struct cli_cmd *cmd, int argc, char *
             snprintf(host, sizeof(host), "%.300s:%lld", out_str(p, "host"),
                      out_int(p, "hostport", 0));
             out_duration(left, sizeof(left),
-                         out_int(p, "expires_at", 0) - (long long)time(NULL));
+                         out_int(p, "expires_at", 0) - (long long)nb_clock_real_s());
             out_table_row(&t, row);
         }
         out_table_print(&t, stdout);

@@ -17,6 +17,7 @@
 #include "args.h"
 #include "cli.h"
 #include "client.h"
+#include "clock.h"
 #include "conf.h"
 #include "json.h"
 #include "output.h"
@@ -447,7 +448,7 @@ int cmd_ttl(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
             goto out;
         }
         out_time(when, sizeof(when), at);
-        out_duration(left, sizeof(left), at - (long long)time(NULL));
+        out_duration(left, sizeof(left), at - (long long)nb_clock_real_s());
         printf("%s expires in %s (%s)\n", id, left, when);
     }
 out:

@@ -49,6 +49,7 @@ static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 int nb_docker_init(struct nb_docker *d, const char *socket_path, size_t max_response)
 {
     memset(d, 0, sizeof(*d));
+    d->ops = &nb_docker_curl_ops;
     snprintf(d->socket, sizeof(d->socket), "%s", socket_path);
     d->max_response = max_response;
     d->curl = curl_easy_init();
@@ -188,7 +189,7 @@ static int docker_call(struct nb_docker *d, const char *method, const char *path
     return rc;
 }
 
-int nb_docker_ping(struct nb_docker *d, struct nb_derr *e)
+static int curl_ping(struct nb_docker *d, struct nb_derr *e)
 {
     struct nb_buf b;
     long status = 0;
@@ -222,8 +223,8 @@ static int answer_id(const struct nb_buf *b, char id[65], struct nb_derr *e)
     return rc;
 }
 
-int nb_docker_create(struct nb_docker *d, const char *name, const char *config_json,
-                     char cid[65], struct nb_derr *e)
+static int curl_create(struct nb_docker *d, const char *name, const char *config_json,
+                       char cid[65], struct nb_derr *e)
 {
     char path[256];
     struct nb_buf b;
@@ -237,14 +238,14 @@ int nb_docker_create(struct nb_docker *d, const char *name, const char *config_j
     return rc;
 }
 
-int nb_docker_start(struct nb_docker *d, const char *id, struct nb_derr *e)
+static int curl_start(struct nb_docker *d, const char *id, struct nb_derr *e)
 {
     char path[256];
     snprintf(path, sizeof(path), "/containers/%s/start", id);
     return docker_call(d, "POST", path, NULL, 204, 304, NULL, e);
 }
 
-int nb_docker_remove(struct nb_docker *d, const char *id, struct nb_derr *e)
+static int curl_remove(struct nb_docker *d, const char *id, struct nb_derr *e)
 {
     char path[256];
     snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", id);
@@ -256,8 +257,8 @@ int nb_docker_remove(struct nb_docker *d, const char *id, struct nb_derr *e)
     return -1;
 }
 
-int nb_docker_inspect(struct nb_docker *d, const char *id, int *running, pid_t *pid,
-                      struct nb_derr *e)
+static int curl_inspect(struct nb_docker *d, const char *id, int *running, pid_t *pid,
+                        struct nb_derr *e)
 {
     char path[256], err[64];
     struct nb_buf b;
@@ -284,9 +285,8 @@ int nb_docker_inspect(struct nb_docker *d, const char *id, int *running, pid_t *
     return rc;
 }
 
-int nb_docker_list(struct nb_docker *d, const char *instance,
-                   void (*cb)(void *arg, const struct nb_docker_ctr *c), void *arg,
-                   struct nb_derr *e)
+static int curl_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn cb, void *arg,
+                     struct nb_derr *e)
 {
     char path[512], filter[256], err[64];
     struct nb_buf b;
@@ -339,6 +339,52 @@ int nb_docker_list(struct nb_docker *d, const char *instance,
     nb_buf_free(&b);
     return rc == 0 ? count : -1;
 }
+
+const struct nb_docker_ops nb_docker_curl_ops = {
+    .ping = curl_ping,
+    .create = curl_create,
+    .start = curl_start,
+    .remove = curl_remove,
+    .inspect = curl_inspect,
+    .list = curl_list,
+};
+
+/* ---- the container calls, through the ops table (docker.h) ---- */
+
+int nb_docker_ping(struct nb_docker *d, struct nb_derr *e)
+{
+    return d->ops->ping(d, e);
+}
+
+int nb_docker_create(struct nb_docker *d, const char *name, const char *config_json,
+                     char cid[65], struct nb_derr *e)
+{
+    return d->ops->create(d, name, config_json, cid, e);
+}
+
+int nb_docker_start(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    return d->ops->start(d, id, e);
+}
+
+int nb_docker_remove(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    return d->ops->remove(d, id, e);
+}
+
+int nb_docker_inspect(struct nb_docker *d, const char *id, int *running, pid_t *pid,
+                      struct nb_derr *e)
+{
+    return d->ops->inspect(d, id, running, pid, e);
+}
+
+int nb_docker_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn cb, void *arg,
+                   struct nb_derr *e)
+{
+    return d->ops->list(d, instance, cb, arg, e);
+}
+
+/* ---- exec: dockerd itself ---- */
 
 int nb_docker_exec_create(struct nb_docker *d, const char *cid, const char *config_json,
                           char exec_id[65], struct nb_derr *e)

@@ -33,7 +33,39 @@ struct nb_derr {
     char msg[256];       /* Docker's own message when it gave one */
 };
 
+struct nb_docker;
+struct nb_docker_ctr;
+
+/* Called by nb_docker_list for each container. */
+typedef void (*nb_docker_ctr_fn)(void *arg, const struct nb_docker_ctr *c);
+
+/*
+ * The container calls the sandbox engine makes (create, start, inspect,
+ * remove, list, ping), as a table of functions: nb_docker_init installs
+ * the real client's, and the unit tests an in-memory Docker's
+ * (tests/unit/test_engine.c), so the engine's rules (rollback,
+ * reconciliation, the warm pool) are tested without dockerd. The
+ * nb_docker_* functions of the same names call through it; a fake keeps
+ * its state in ctx.
+ */
+struct nb_docker_ops {
+    int (*ping)(struct nb_docker *d, struct nb_derr *e);
+    int (*create)(struct nb_docker *d, const char *name, const char *config_json, char cid[65],
+                  struct nb_derr *e);
+    int (*start)(struct nb_docker *d, const char *id, struct nb_derr *e);
+    int (*remove)(struct nb_docker *d, const char *id, struct nb_derr *e);
+    int (*inspect)(struct nb_docker *d, const char *id, int *running, pid_t *pid,
+                   struct nb_derr *e);
+    int (*list)(struct nb_docker *d, const char *instance, nb_docker_ctr_fn cb, void *arg,
+                struct nb_derr *e);
+};
+
+/* The real client: libcurl to dockerd. */
+extern const struct nb_docker_ops nb_docker_curl_ops;
+
 struct nb_docker {
+    const struct nb_docker_ops *ops; /* nb_docker_curl_ops after nb_docker_init */
+    void *ctx;           /* state of another ops table (a fake's); unused by curl's */
     void *curl;          /* CURL *, kept opaque so users need no curl headers */
     char socket[256];
     size_t max_response; /* cap on any buffered answer */
@@ -43,7 +75,7 @@ int nb_docker_init(struct nb_docker *d, const char *socket_path, size_t max_resp
 void nb_docker_cleanup(struct nb_docker *d);
 
 /*
- * One request. body may be NULL. The answer (capped) goes to resp when not
+ * One request to dockerd itself (not through the ops table). body may be NULL. The answer (capped) goes to resp when not
  * NULL. Returns 0 when dockerd answered (any status, in *status), -1 on a
  * transport failure (e filled).
  */
@@ -75,11 +107,10 @@ struct nb_docker_ctr {
  * Containers carrying nanobox.instance=instance, all states. Calls cb for
  * each; returns the count or -1.
  */
-int nb_docker_list(struct nb_docker *d, const char *instance,
-                   void (*cb)(void *arg, const struct nb_docker_ctr *c), void *arg,
+int nb_docker_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn cb, void *arg,
                    struct nb_derr *e);
 
-/* Exec: create from a JSON config, start attached, inspect. */
+/* Exec: create from a JSON config, start attached, inspect (dockerd itself). */
 int nb_docker_exec_create(struct nb_docker *d, const char *cid, const char *config_json,
                           char exec_id[65], struct nb_derr *e);
 /*

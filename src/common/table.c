@@ -388,12 +388,12 @@ void nb_table_close(struct nb_table *t)
     t->fd = -1;
 }
 
-int nb_table_lock(struct nb_table *t)
+void nb_table_lock(struct nb_table *t)
 {
     int rc = pthread_mutex_lock(&t->hdr->lock);
 
     if (rc == 0)
-        return 0;
+        return;
     if (rc == EOWNERDEAD) {
         /* Every update leaves slots valid, so there is nothing to undo. */
         rc = pthread_mutex_consistent(&t->hdr->lock);
@@ -403,7 +403,7 @@ int nb_table_lock(struct nb_table *t)
             abort();
         }
         nb_warn("repaired table lock left by a dead process");
-        return 0;
+        return;
     }
     nb_error("state table lock: %s", strerror(rc));
     abort();
@@ -425,6 +425,48 @@ struct nb_slot *nb_table_find(struct nb_table *t, const char *id)
             return s;
     }
     return NULL;
+}
+
+uint32_t nb_table_count(struct nb_table *t)
+{
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; i < t->nslots; i++)
+        if (t->slots[i].state != NB_SLOT_FREE)
+            n++;
+    return n;
+}
+
+uint32_t nb_table_count_state(struct nb_table *t, enum nb_slot_state state)
+{
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; i < t->nslots; i++)
+        if (t->slots[i].state == (uint32_t)state)
+            n++;
+    return n;
+}
+
+/* ---- the slot state machine (table.h) ---- */
+
+/*
+ * Enter state with its owner. The lock is held, so the order of the stores
+ * matters only to a reader that peeks without it; the state goes last all
+ * the same, with release ordering, as in reserve.
+ */
+static void slot_enter(struct nb_slot *s, enum nb_slot_state state, pid_t owner, int64_t now)
+{
+    s->owner_pid = owner;
+    s->state_since = now;
+    __atomic_store_n(&s->state, (uint32_t)state, __ATOMIC_RELEASE);
+}
+
+/* The slot of id still at generation gen, or NULL. */
+static struct nb_slot *slot_of(struct nb_table *t, const char *id, uint32_t gen)
+{
+    struct nb_slot *s = nb_table_find(t, id);
+
+    return s != NULL && s->generation == gen ? s : NULL;
 }
 
 struct nb_slot *nb_table_reserve(struct nb_table *t, const char *id, int64_t now, int64_t expires)
@@ -450,13 +492,91 @@ struct nb_slot *nb_table_reserve(struct nb_table *t, const char *id, int64_t now
     s->generation = gen;
     idlen = strnlen(id, NB_ID_LEN);
     memcpy(s->id, id, idlen);
-    s->owner_pid = getpid();
-    s->state_since = now;
     s->created = now;
     s->expires = expires;
     memcpy(s->metadata, "{}", 3);
-    __atomic_store_n(&s->state, (uint32_t)NB_SLOT_CREATING, __ATOMIC_RELEASE);
+    slot_enter(s, NB_SLOT_CREATING, getpid(), now);
     return s;
+}
+
+struct nb_slot *nb_table_commit(struct nb_table *t, const char *id, uint32_t gen,
+                                enum nb_slot_state to, const char *cid, pid_t init_pid,
+                                int64_t now)
+{
+    struct nb_slot *s = slot_of(t, id, gen);
+
+    if (s == NULL || s->state != NB_SLOT_CREATING ||
+        (to != NB_SLOT_RUNNING && to != NB_SLOT_POOLED))
+        return NULL;
+    snprintf(s->container_id, sizeof(s->container_id), "%s", cid);
+    s->init_pid = init_pid;
+    slot_enter(s, to, 0, now);
+    return s;
+}
+
+struct nb_slot *nb_table_hand_out(struct nb_table *t, const char *image, int64_t now,
+                                  int64_t expires)
+{
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        struct nb_slot *s = &t->slots[i];
+        if (s->state != NB_SLOT_POOLED || strncmp(s->image, image, sizeof(s->image)) != 0)
+            continue;
+        s->created = now;
+        s->expires = expires;
+        slot_enter(s, NB_SLOT_RUNNING, 0, now);
+        return s;
+    }
+    return NULL;
+}
+
+int nb_table_mark_destroying(struct nb_table *t, struct nb_slot *s, enum nb_slot_state from,
+                             int64_t now)
+{
+    (void)t;
+    if ((from != NB_SLOT_RUNNING && from != NB_SLOT_POOLED) || s->state != (uint32_t)from)
+        return -1;
+    slot_enter(s, NB_SLOT_DESTROYING, getpid(), now);
+    return 0;
+}
+
+int nb_table_unmark_destroying(struct nb_table *t, const char *id, uint32_t gen)
+{
+    struct nb_slot *s = slot_of(t, id, gen);
+
+    if (s == NULL || s->state != NB_SLOT_DESTROYING)
+        return -1;
+    /* state_since keeps the time of the mark, as it always has */
+    slot_enter(s, NB_SLOT_RUNNING, 0, s->state_since);
+    return 0;
+}
+
+int nb_table_take_over(struct nb_table *t, struct nb_slot *s, int64_t now)
+{
+    (void)t;
+    if (s->state != NB_SLOT_CREATING && s->state != NB_SLOT_DESTROYING)
+        return -1;
+    slot_enter(s, NB_SLOT_DESTROYING, getpid(), now);
+    return 0;
+}
+
+int nb_table_disown(struct nb_table *t, const char *id, uint32_t gen)
+{
+    struct nb_slot *s = slot_of(t, id, gen);
+
+    if (s == NULL || (s->state != NB_SLOT_CREATING && s->state != NB_SLOT_DESTROYING))
+        return -1;
+    s->owner_pid = 0;
+    return 0;
+}
+
+int nb_table_free(struct nb_table *t, const char *id, uint32_t gen)
+{
+    struct nb_slot *s = slot_of(t, id, gen);
+
+    if (s == NULL || (s->state != NB_SLOT_CREATING && s->state != NB_SLOT_DESTROYING))
+        return -1;
+    nb_table_release(t, s);
+    return 0;
 }
 
 void nb_table_release(struct nb_table *t, struct nb_slot *s)
@@ -467,14 +587,4 @@ void nb_table_release(struct nb_table *t, struct nb_slot *s)
     __atomic_store_n(&s->state, (uint32_t)NB_SLOT_FREE, __ATOMIC_RELEASE);
     memset(s, 0, sizeof(*s));
     s->generation = gen;
-}
-
-uint32_t nb_table_count(struct nb_table *t)
-{
-    uint32_t n = 0;
-
-    for (uint32_t i = 0; i < t->nslots; i++)
-        if (t->slots[i].state != NB_SLOT_FREE)
-            n++;
-    return n;
 }

@@ -90,11 +90,12 @@ int nb_table_open(struct nb_table *t, const char *path, uint32_t nslots, char *e
 void nb_table_close(struct nb_table *t);
 
 /*
- * Lock/unlock the whole table. Lock repairs EOWNERDEAD and returns 0; a lock
+ * Lock/unlock the whole table. Lock repairs EOWNERDEAD and returns; a lock
  * that cannot be used at all aborts the process (the master replaces a
- * worker; the next start of nanobox-fcgi resets the lock).
+ * worker; the next start of nanobox-fcgi resets the lock). So it has no
+ * failure for a caller to check.
  */
-int nb_table_lock(struct nb_table *t);
+void nb_table_lock(struct nb_table *t);
 void nb_table_unlock(struct nb_table *t);
 
 /* The following expect the lock to be held. */
@@ -102,16 +103,93 @@ void nb_table_unlock(struct nb_table *t);
 /* Slot with this id in any non-free state, or NULL. */
 struct nb_slot *nb_table_find(struct nb_table *t, const char *id);
 
+/* Number of slots not FREE. */
+uint32_t nb_table_count(struct nb_table *t);
+
+/* Number of slots in state. */
+uint32_t nb_table_count_state(struct nb_table *t, enum nb_slot_state state);
+
+/*
+ * The slot state machine. Every change of a slot's state is one of these
+ * functions; no other file writes state, owner_pid or state_since. Each
+ * checks the state it leaves and refuses (NULL or -1, slot untouched) a
+ * transition that is not allowed from there:
+ *
+ *   FREE ──reserve──> CREATING ──commit──> RUNNING or POOLED
+ *   POOLED ──hand_out──> RUNNING
+ *   RUNNING, POOLED ──mark_destroying──> DESTROYING ──unmark──> RUNNING
+ *   CREATING, DESTROYING (abandoned) ──take_over──> DESTROYING
+ *   CREATING, DESTROYING ──free──> FREE;  any ──release──> FREE
+ *
+ * The ones that take (id, gen) are for a caller that dropped the lock for
+ * a Docker call: they act only on the slot that still has this id and the
+ * generation the caller saw, so a slot that reconciliation took over, or
+ * that was freed and reused meanwhile, is never overwritten.
+ */
+
 /*
  * Reserve a free slot for id: state CREATING, owner = getpid(), new
  * generation, created/expires set. NULL when the table is full.
  */
 struct nb_slot *nb_table_reserve(struct nb_table *t, const char *id, int64_t now, int64_t expires);
 
-/* Back to FREE, zeroed but for the generation. */
-void nb_table_release(struct nb_table *t, struct nb_slot *s);
+/*
+ * CREATING -> to (RUNNING or POOLED): the slot's container cid is up with
+ * PID 1 init_pid; the owner is cleared. NULL if the slot of id is gone, of
+ * another generation or no longer CREATING (then the container is the
+ * caller's to remove), or if to is neither RUNNING nor POOLED.
+ */
+struct nb_slot *nb_table_commit(struct nb_table *t, const char *id, uint32_t gen,
+                                enum nb_slot_state to, const char *cid, pid_t init_pid,
+                                int64_t now);
 
-/* Number of slots not FREE. */
-uint32_t nb_table_count(struct nb_table *t);
+/*
+ * POOLED -> RUNNING: hand out the first warm slot of image, with created =
+ * now and the given expiry. NULL when there is none.
+ */
+struct nb_slot *nb_table_hand_out(struct nb_table *t, const char *image, int64_t now,
+                                  int64_t expires);
+
+/*
+ * from (RUNNING or POOLED) -> DESTROYING, owned by this process. from is
+ * the state the caller judged the slot in: -1 if the slot is in another
+ * (a DELETE never takes a warm slot, the pool never a user's).
+ */
+int nb_table_mark_destroying(struct nb_table *t, struct nb_slot *s, enum nb_slot_state from,
+                             int64_t now);
+
+/*
+ * DESTROYING -> RUNNING, owner cleared: a destroy whose Docker call failed
+ * puts the sandbox back, so it can be destroyed again. -1 unless the slot
+ * of id has generation gen and is DESTROYING.
+ */
+int nb_table_unmark_destroying(struct nb_table *t, const char *id, uint32_t gen);
+
+/*
+ * CREATING or DESTROYING -> DESTROYING, owned by this process: take over a
+ * slot whose owner died or got stuck, to finish the job. -1 from any
+ * other state.
+ */
+int nb_table_take_over(struct nb_table *t, struct nb_slot *s, int64_t now);
+
+/*
+ * Let go of the CREATING or DESTROYING slot of id at generation gen (owner
+ * 0): its container could not be removed, and the next reconciliation
+ * takes the slot over at once instead of waiting for it to look stuck.
+ */
+int nb_table_disown(struct nb_table *t, const char *id, uint32_t gen);
+
+/*
+ * CREATING or DESTROYING -> FREE for the slot of id at generation gen, once
+ * its container is gone. -1 (nothing done) when the slot is gone, of
+ * another generation, or in another state.
+ */
+int nb_table_free(struct nb_table *t, const char *id, uint32_t gen);
+
+/*
+ * Any state -> FREE, zeroed but for the generation: for reconciliation,
+ * which frees a slot whose container vanished while it holds the lock.
+ */
+void nb_table_release(struct nb_table *t, struct nb_slot *s);
 
 #endif

@@ -9,10 +9,13 @@
 #include "docker.h"
 #include "table.h"
 
+struct nb_sandbox_source;       /* sandbox.h */
+
 struct nb_app {
     struct nb_conf conf;
     struct nb_table table;      /* mapped before fork: shared by all */
     struct nb_docker docker;    /* one curl handle per process, made after fork */
+    const struct nb_sandbox_source *warm; /* ready sandboxes for creates (warm.c); NULL: none */
 };
 
 /* An error on its way to the client: status, slug and a readable message. */
@@ -22,6 +25,7 @@ struct nb_apierr {
     char msg[320];
 };
 
+/* apierr.c: fill one; below every engine and handler. */
 void nb_apierr_set(struct nb_apierr *ae, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Translate a Docker failure; what says what we were doing ("create the sandbox"). */

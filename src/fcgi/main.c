@@ -23,6 +23,7 @@
 #include "app.h"
 #include "log.h"
 #include "pool.h"
+#include "warm.h"
 
 static void usage(FILE *f)
 {
@@ -177,6 +178,7 @@ int main(int argc, char **argv)
         nb_error("state table: %s", err);
         return 1;
     }
+    app.warm = &nb_warm_source; /* creates take from the warm pool first */
     if (FCGX_Init() != 0) {
         nb_error("FCGX_Init failed");
         return 1;

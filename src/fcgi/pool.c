@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "pool.h"
 #include "reaper.h"
-#include "sandbox.h"
 #include "worker.h"
 
 #define TICK_NS 100000000L     /* 100 ms between pool adjustments */
@@ -54,7 +54,7 @@ static void worker_spawn(struct pool *p, unsigned idx)
     struct nb_pool_slot *s = &p->slots[idx];
     pid_t master = getpid(), pid;
     s->busy = 0;
-    s->since = nb_now();
+    s->since = nb_clock_real_s();
     s->served = 0;
     pid = fork();
     if (pid < 0) {
@@ -86,7 +86,7 @@ static void reaper_spawn(struct pool *p)
         nb_reaper_run(p->app);
     }
     p->reaper = pid;
-    p->reaper_started = nb_now();
+    p->reaper_started = nb_clock_real_s();
 }
 
 /* Collect dead children; free their scoreboard slots. */
@@ -123,7 +123,7 @@ static void adjust(struct pool *p)
 {
     const struct nb_conf *c = &p->app->conf;
     unsigned alive = 0, idle = 0, want;
-    int64_t now = nb_now();
+    int64_t now = nb_clock_real_s();
     int retired = 0;
 
     /* a reaper that keeps dying must not spin: at most one start a second */
@@ -174,7 +174,7 @@ static void shutdown_children(struct pool *p)
 {
     const struct nb_conf *c = &p->app->conf;
     struct timespec ts = {0, TICK_NS};
-    int64_t start = nb_now();
+    int64_t start = nb_clock_real_s();
     sigset_t set;
 
     sigemptyset(&set);
@@ -185,7 +185,7 @@ static void shutdown_children(struct pool *p)
     if (p->reaper)
         kill(p->reaper, SIGTERM);
     while (count_alive(p) > 0) {
-        int64_t waited = nb_now() - start;
+        int64_t waited = nb_clock_real_s() - start;
         sigtimedwait(&set, NULL, &ts);
         reap_children(p, 1);
         /* an idle worker that missed the signal while entering accept() */

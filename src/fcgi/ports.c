@@ -27,10 +27,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+#include "helper.h"
 #include "log.h"
 #include "ports.h"
 #include "procstat.h"
-#include "sandbox.h"
 
 #define FWD_READY_TIMEOUT_MS 5000
 #define FWD_STOP_WAIT_MS 1000
@@ -294,7 +295,7 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
     struct nb_port *p;
     uint16_t tries[PORT_ALLOC_TRIES];
     unsigned ntries = 0, open_count = 0, range = c->port_max - c->port_min + 1;
-    int64_t now = nb_now(), expires;
+    int64_t now = nb_clock_real_s(), expires = 0;
     pid_t me = getpid(), fwd = 0;
     uint64_t start = 0;
     enum spawn_result rc = SPAWN_IN_USE;
@@ -303,15 +304,9 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
     uint32_t gen = 0;
     int bad = 0;
 
-    if (nb_sandbox_get(a, id, &copy, ae) != 0)
-        return -1;
-    expires = now + req->duration;
-    if (expires > copy.expires)
-        expires = copy.expires; /* a port never outlives its sandbox */
-
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (s == NULL || s->state != NB_SLOT_RUNNING) {
+    if (s == NULL || s->state != NB_SLOT_RUNNING || s->expires <= now) {
         bad = 404;
     } else if (port_find(s, req->sandboxport) != NULL) {
         bad = 409;
@@ -322,6 +317,10 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
             bad = 429;
         } else {
             /* a pending entry: its owner is this worker until the forwarder answers */
+            copy = *s;
+            expires = now + req->duration;
+            if (expires > copy.expires)
+                expires = copy.expires; /* a port never outlives its sandbox */
             memset(p, 0, sizeof(*p));
             p->sandboxport = req->sandboxport;
             p->fwd_pid = me;
@@ -470,7 +469,7 @@ void nb_ports_reap(struct nb_app *a)
 {
     struct stale_port *list = NULL;
     size_t n = 0, alloc = 0;
-    int64_t now = nb_now();
+    int64_t now = nb_clock_real_s();
 
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {

@@ -14,15 +14,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "ports.h"
 #include "reaper.h"
 #include "sandbox.h"
+#include "warm.h"
 
 #define REAPER_TICK_US 1000000
 #define REAPER_SUBTICKS 10       /* pool checks per tick (a table scan each) */
 #define RECONCILE_EVERY 30       /* ticks between reconciliations */
-#define STUCK_SECONDS 180        /* a CREATING/DESTROYING slot older than this is abandoned */
 
 static volatile sig_atomic_t reaper_stop;
 
@@ -52,21 +53,25 @@ static void destroy_marked(struct nb_app *a, struct doomed *list, size_t n, cons
     }
 }
 
+int nb_reaper_expired(const struct nb_slot *s, int64_t now)
+{
+    /* POOLED slots carry no user's expiry: a hand-out sets it */
+    return s->state == NB_SLOT_RUNNING && s->expires <= now;
+}
+
 void nb_reaper_expire(struct nb_app *a)
 {
     struct doomed *list;
     size_t n = 0;
-    int64_t now = nb_now();
+    int64_t now = nb_clock_real_s();
 
     list = nb_xcalloc(a->table.nslots, sizeof(*list));
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         struct nb_slot *s = &a->table.slots[i];
-        if (s->state != NB_SLOT_RUNNING || s->expires > now)
+        if (!nb_reaper_expired(s, now) ||
+            nb_table_mark_destroying(&a->table, s, NB_SLOT_RUNNING, now) != 0)
             continue;
-        s->state = NB_SLOT_DESTROYING;
-        s->owner_pid = getpid();
-        s->state_since = now;
         snprintf(list[n].id, sizeof(list[n].id), "%s", s->id);
         snprintf(list[n].cid, sizeof(list[n].cid), "%s", s->container_id);
         list[n].gen = s->generation;
@@ -97,13 +102,52 @@ static int owner_alive(pid_t pid)
     return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
 }
 
+int nb_reaper_orphan(const struct nb_docker_ctr *c, const struct nb_slot *s)
+{
+    /* a CREATING slot has no container id yet: it protects its sandbox id's container */
+    return s == NULL || (s->container_id[0] && strcmp(s->container_id, c->id) != 0);
+}
+
+enum nb_reconcile nb_reaper_judge(const struct nb_slot *s, const struct nb_docker_ctr *ctr,
+                                  int owner_alive, int64_t listed_at)
+{
+    switch ((enum nb_slot_state)s->state) {
+    case NB_SLOT_RUNNING:
+    case NB_SLOT_POOLED:
+        if (s->state_since >= listed_at)
+            return NB_RECONCILE_KEEP; /* became RUNNING after the listing: not judged on it */
+        if (ctr == NULL)
+            return NB_RECONCILE_FREE;
+        return ctr->running ? NB_RECONCILE_KEEP : NB_RECONCILE_DESTROY;
+    case NB_SLOT_CREATING:
+    case NB_SLOT_DESTROYING:
+        if (!owner_alive || listed_at - s->state_since > NB_REAPER_STUCK_SECONDS)
+            return NB_RECONCILE_FINISH;
+        return NB_RECONCILE_KEEP;
+    case NB_SLOT_FREE:
+    default:
+        return NB_RECONCILE_KEEP;
+    }
+}
+
+/* The listed container of slot s (by id), or NULL. */
+static const struct nb_docker_ctr *seen_find(const struct seen *seen, const struct nb_slot *s)
+{
+    if (s->container_id[0] == '\0')
+        return NULL;
+    for (size_t j = 0; j < seen->n; j++)
+        if (strcmp(seen->ctr[j].id, s->container_id) == 0)
+            return &seen->ctr[j];
+    return NULL;
+}
+
 int nb_reaper_reconcile(struct nb_app *a)
 {
     struct seen seen = {NULL, 0, 0};
     struct nb_derr de = {0};
     struct doomed *list;
     size_t n = 0;
-    int64_t listed_at = nb_now();
+    int64_t listed_at = nb_clock_real_s();
     int removed = 0;
 
     if (nb_docker_list(&a->docker, a->conf.instance, seen_add, &seen, &de) < 0) {
@@ -118,7 +162,7 @@ int nb_reaper_reconcile(struct nb_app *a)
         int orphan;
         nb_table_lock(&a->table);
         s = seen.ctr[i].sandbox[0] ? nb_table_find(&a->table, seen.ctr[i].sandbox) : NULL;
-        orphan = s == NULL || (s->container_id[0] && strcmp(s->container_id, seen.ctr[i].id) != 0);
+        orphan = nb_reaper_orphan(&seen.ctr[i], s);
         nb_table_unlock(&a->table);
         if (!orphan)
             continue;
@@ -136,33 +180,28 @@ int nb_reaper_reconcile(struct nb_app *a)
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         struct nb_slot *s = &a->table.slots[i];
-        size_t j;
-        int mark = 0;
+        int marked = 0;
         if (s->state == NB_SLOT_FREE)
             continue;
-        if (s->state == NB_SLOT_RUNNING || s->state == NB_SLOT_POOLED) {
-            if (s->state_since >= listed_at)
-                continue; /* became RUNNING after the listing: not judged on it */
-            for (j = 0; j < seen.n && strcmp(seen.ctr[j].id, s->container_id) != 0; j++)
-                ;
-            if (j == seen.n) {
-                nb_warn("sandbox %s: its container is gone; freeing the slot", s->id);
-                nb_table_release(&a->table, s);
-                continue;
-            }
-            if (!seen.ctr[j].running) {
-                nb_warn("sandbox %s: its container stopped; destroying it", s->id);
-                mark = 1;
-            }
-        } else if (!owner_alive(s->owner_pid) || listed_at - s->state_since > STUCK_SECONDS) {
+        switch (nb_reaper_judge(s, seen_find(&seen, s), owner_alive(s->owner_pid), listed_at)) {
+        case NB_RECONCILE_KEEP:
+            break;
+        case NB_RECONCILE_FREE:
+            nb_warn("sandbox %s: its container is gone; freeing the slot", s->id);
+            nb_table_release(&a->table, s);
+            break;
+        case NB_RECONCILE_DESTROY:
+            nb_warn("sandbox %s: its container stopped; destroying it", s->id);
+            marked = nb_table_mark_destroying(&a->table, s, (enum nb_slot_state)s->state,
+                                              listed_at) == 0;
+            break;
+        case NB_RECONCILE_FINISH:
             nb_warn("sandbox %s: abandoned while %s; finishing the job", s->id,
                     s->state == NB_SLOT_CREATING ? "creating" : "destroying");
-            mark = 1;
+            marked = nb_table_take_over(&a->table, s, listed_at) == 0;
+            break;
         }
-        if (mark) {
-            s->state = NB_SLOT_DESTROYING;
-            s->owner_pid = getpid();
-            s->state_since = listed_at;
+        if (marked) {
             snprintf(list[n].id, sizeof(list[n].id), "%s", s->id);
             snprintf(list[n].cid, sizeof(list[n].cid), "%s", s->container_id);
             list[n].gen = s->generation;
@@ -199,7 +238,7 @@ void nb_reaper_run(struct nb_app *a)
             nb_ports_reap(a);
         }
         /* every subtick: a hand-out is refilled within ~0.1 s, not a second */
-        nb_pool_refill(a);
+        nb_warm_refill(a);
         tick++;
         usleep(REAPER_TICK_US / REAPER_SUBTICKS);
     }

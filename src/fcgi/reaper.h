@@ -9,9 +9,39 @@
 
 #include "app.h"
 
+/* A CREATING/DESTROYING slot in that state longer than this is abandoned. */
+#define NB_REAPER_STUCK_SECONDS 180
+
 /* One pass of each; exposed for tests and for the master's start-up. */
 void nb_reaper_expire(struct nb_app *a);
+/* Returns the number of containers removed and slots finished, or -1. */
 int nb_reaper_reconcile(struct nb_app *a);
+
+/*
+ * The rules of those passes, as pure functions of a slot and what Docker
+ * listed, so they are unit-tested on their own (docs/ARCHITECTURE.md,
+ * "Reaper", numbers the rules).
+ */
+
+/* Expiry: does the sandbox of s go now? */
+int nb_reaper_expired(const struct nb_slot *s, int64_t now);
+
+/* Rule 1: is listed container c an orphan, given the slot its label names (NULL: none)? */
+int nb_reaper_orphan(const struct nb_docker_ctr *c, const struct nb_slot *s);
+
+enum nb_reconcile {
+    NB_RECONCILE_KEEP,    /* nothing to do */
+    NB_RECONCILE_FREE,    /* rule 2: its container vanished: free the slot */
+    NB_RECONCILE_DESTROY, /* rule 3: its container stopped: destroy the sandbox */
+    NB_RECONCILE_FINISH,  /* rule 4: abandoned mid-create/destroy: take over, finish */
+};
+
+/*
+ * Rules 2 to 4 for slot s: ctr is its container in a listing taken at
+ * listed_at (NULL: not listed), owner_alive whether s->owner_pid lives.
+ */
+enum nb_reconcile nb_reaper_judge(const struct nb_slot *s, const struct nb_docker_ctr *ctr,
+                                  int owner_alive, int64_t listed_at);
 
 /* Loop forever (until SIGTERM), then _exit(0). */
 void nb_reaper_run(struct nb_app *a) __attribute__((noreturn));

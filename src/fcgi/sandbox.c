@@ -4,12 +4,15 @@
  * The table slot is reserved before the container exists and freed only
  * after the container is gone, so at every moment a container of ours has a
  * slot: that is what lets reconciliation call any other labelled container
- * an orphan. Docker calls are never made while holding the table lock.
+ * an orphan. Docker calls are never made while holding the table lock,
+ * and every change of a slot's state is a transition of table.c's.
+ *
+ * The warm pool is reached only through a->warm (struct nb_sandbox_source):
+ * warm.c builds on this file, never the other way round.
  */
 #include "config.h"
 
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,50 +20,12 @@
 #include <unistd.h>
 #include <uuid/uuid.h>
 
-#include "agent.h"
+#include "clock.h"
+#include "helper.h"
 #include "json.h"
 #include "log.h"
 #include "ports.h"
 #include "sandbox.h"
-
-int64_t nb_now(void)
-{
-    return (int64_t)time(NULL);
-}
-
-void nb_apierr_set(struct nb_apierr *ae, int status, const char *code, const char *fmt, ...)
-{
-    va_list ap;
-    ae->status = status;
-    snprintf(ae->code, sizeof(ae->code), "%s", code);
-    va_start(ap, fmt);
-    vsnprintf(ae->msg, sizeof(ae->msg), fmt, ap);
-    va_end(ap);
-}
-
-void nb_apierr_docker(struct nb_apierr *ae, const struct nb_derr *de, const char *what)
-{
-    switch (de->kind) {
-    case NB_DERR_UNREACHABLE:
-        nb_apierr_set(ae, 503, "docker_unavailable", "could not %s: %s", what, de->msg);
-        break;
-    case NB_DERR_TIMEOUT:
-        nb_apierr_set(ae, 504, "timeout", "could not %s: Docker did not answer in time", what);
-        break;
-    case NB_DERR_HTTP:
-        if (de->status == 404)
-            nb_apierr_set(ae, 404, "not_found", "could not %s: %s", what, de->msg);
-        else if (de->status == 409)
-            nb_apierr_set(ae, 409, "conflict", "could not %s: %s", what, de->msg);
-        else
-            nb_apierr_set(ae, 502, "docker_error", "could not %s: Docker said (%ld) %s", what,
-                          de->status, de->msg);
-        break;
-    default:
-        nb_apierr_set(ae, 502, "docker_error", "could not %s: %s", what, de->msg);
-        break;
-    }
-}
 
 int nb_sandbox_id_valid(const char *id)
 {
@@ -82,29 +47,6 @@ static void user_ids(const char *user, unsigned long *uid, unsigned long *gid)
     char *end;
     *uid = strtoul(user, &end, 10);
     *gid = *end == ':' ? strtoul(end + 1, NULL, 10) : *uid;
-}
-
-void nb_helper_path(const char *configured, const char *name, const char *fallback, char *out,
-                    size_t outlen)
-{
-    char self[PATH_MAX];
-    ssize_t n;
-    char *slash;
-    if (configured[0]) {
-        snprintf(out, outlen, "%s", configured);
-        return;
-    }
-    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        slash = strrchr(self, '/');
-        if (slash != NULL && (size_t)(slash - self) + 1 + strlen(name) < outlen) {
-            snprintf(out, outlen, "%.*s/%s", (int)(slash - self), self, name);
-            if (access(out, X_OK) == 0)
-                return;
-        }
-    }
-    snprintf(out, outlen, "%s", fallback);
 }
 
 /* Docker's default /dev/shm size, kept as the ceiling. */
@@ -203,37 +145,11 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     return nb_json_gen_take(g);
 }
 
-/* Destroy one warm sandbox to free its slot; 0 if one was. */
-static int pool_evict(struct nb_app *a)
-{
-    char id[NB_ID_LEN + 1] = "", cid[NB_CID_LEN + 1] = "";
-    uint32_t gen = 0;
-    struct nb_derr de = {0};
-    nb_table_lock(&a->table);
-    for (uint32_t i = 0; i < a->table.nslots; i++) {
-        struct nb_slot *s = &a->table.slots[i];
-        if (s->state != NB_SLOT_POOLED)
-            continue;
-        s->state = NB_SLOT_DESTROYING;
-        s->owner_pid = getpid();
-        s->state_since = nb_now();
-        snprintf(id, sizeof(id), "%s", s->id);
-        snprintf(cid, sizeof(cid), "%s", s->container_id);
-        gen = s->generation;
-        break;
-    }
-    nb_table_unlock(&a->table);
-    if (id[0] == '\0')
-        return -1;
-    return nb_sandbox_finish_destroy(a, id, cid, gen, &de);
-}
-
-/* Create and start a container for spec; its slot ends in final_state. */
-static int sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec, uint32_t final_state,
-                        struct nb_slot *out, struct nb_apierr *ae)
+int nb_sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec,
+                    enum nb_slot_state final_state, struct nb_slot *out, struct nb_apierr *ae)
 {
     char id[NB_ID_LEN + 1], name[64], cid[65] = "";
-    int64_t now = nb_now(), expires = now + spec->ttl;
+    int64_t now = nb_clock_real_s(), expires = now + spec->ttl;
     struct nb_slot *s;
     struct nb_derr de = {0};
     uint32_t gen;
@@ -246,10 +162,7 @@ static int sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec, ui
     uuid_unparse_lower(u, id);
 
 retry:
-    if (nb_table_lock(&a->table) != 0) {
-        nb_apierr_set(ae, 500, "internal", "the state table lock is unusable");
-        return -1;
-    }
+    nb_table_lock(&a->table);
     s = nb_table_reserve(&a->table, id, now, expires);
     if (s != NULL) {
         gen = s->generation;
@@ -261,7 +174,7 @@ retry:
         snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
     }
     nb_table_unlock(&a->table);
-    if (s == NULL && final_state == NB_SLOT_RUNNING && pool_evict(a) == 0)
+    if (s == NULL && final_state == NB_SLOT_RUNNING && a->warm != NULL && a->warm->evict(a) == 0)
         goto retry; /* a warm sandbox gave its slot to a request */
     if (s == NULL) {
         nb_apierr_set(ae, 503, "capacity", "all %u sandbox slots are in use: destroy one or raise max_sandboxes",
@@ -298,17 +211,10 @@ retry:
     json = NULL;
 
     nb_table_lock(&a->table);
-    s = nb_table_find(&a->table, id);
-    if (s != NULL && s->generation == gen && s->state == NB_SLOT_CREATING) {
-        s->state = final_state;
-        s->state_since = nb_now();
-        s->owner_pid = 0;
-        s->init_pid = pid;
-        snprintf(s->container_id, sizeof(s->container_id), "%s", cid);
+    s = nb_table_commit(&a->table, id, gen, final_state, cid, pid, nb_clock_real_s());
+    if (s != NULL) {
         *out = *s;
         s = out; /* mark success */
-    } else {
-        s = NULL;
     }
     nb_table_unlock(&a->table);
     if (s == NULL) {
@@ -329,133 +235,22 @@ fail:
         /* disown the slot: the next reconciliation removes container and slot */
         nb_warn("could not remove container %s after a failed create: %s", name, de.msg);
         nb_table_lock(&a->table);
-        s = nb_table_find(&a->table, id);
-        if (s != NULL && s->generation == gen)
-            s->owner_pid = 0;
+        nb_table_disown(&a->table, id, gen);
         nb_table_unlock(&a->table);
         return -1;
     }
     nb_table_lock(&a->table);
-    s = nb_table_find(&a->table, id);
-    if (s != NULL && s->generation == gen)
-        nb_table_release(&a->table, s);
+    nb_table_free(&a->table, id, gen);
     nb_table_unlock(&a->table);
     return -1;
-}
-
-/* Can a request be served by a warm sandbox (made with the defaults)? */
-static int pool_fits(const struct nb_conf *c, const struct nb_sandbox_spec *spec)
-{
-    return c->warm_pool > 0 && !strcmp(spec->image, c->images[0]) && spec->memory == c->memory &&
-           spec->nano_cpus == c->nano_cpus && spec->pids == c->pids && !spec->network_bridge &&
-           spec->n_env == 0;
-}
-
-/*
- * Hand out a warm sandbox: it becomes RUNNING with the request's TTL and
- * metadata (its id was never shown to anyone before). Its agent must
- * answer, else it is destroyed and the caller creates one cold.
- */
-static int pool_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out)
-{
-    struct nb_apierr ae;
-    int64_t now = nb_now();
-    int found = 0;
-
-    nb_table_lock(&a->table);
-    for (uint32_t i = 0; i < a->table.nslots && !found; i++) {
-        struct nb_slot *s = &a->table.slots[i];
-        if (s->state != NB_SLOT_POOLED || strcmp(s->image, spec->image) != 0)
-            continue;
-        s->state = NB_SLOT_RUNNING;
-        s->state_since = now;
-        s->created = now;
-        s->expires = now + spec->ttl;
-        snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
-        *out = *s;
-        found = 1;
-    }
-    nb_table_unlock(&a->table);
-    if (!found)
-        return -1;
-    if (nb_agent_ping(out, 1000, &ae) != 0) {
-        nb_warn("warm sandbox %s does not answer (%s): destroying it", out->id, ae.msg);
-        nb_sandbox_destroy(a, out->id, &ae);
-        return -1;
-    }
-    nb_info("handed out warm sandbox %s", out->id);
-    return 0;
 }
 
 int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out,
                       struct nb_apierr *ae)
 {
-    if (pool_fits(&a->conf, spec) && pool_take(a, spec, out) == 0)
+    if (a->warm != NULL && a->warm->take(a, spec, out) == 0)
         return 0;
-    return sandbox_make(a, spec, NB_SLOT_RUNNING, out, ae);
-}
-
-/* Most time one refill pass may take from the reaper's tick. */
-#define POOL_REFILL_BUDGET_MS 2000
-
-void nb_pool_refill(struct nb_app *a)
-{
-    const struct nb_conf *c = &a->conf;
-    struct nb_sandbox_spec spec;
-    char extra[NB_ID_LEN + 1] = "", extra_cid[NB_CID_LEN + 1] = "";
-    uint32_t pooled = 0, free_slots = 0, extra_gen = 0;
-    struct timespec t0, t1;
-
-    nb_table_lock(&a->table);
-    for (uint32_t i = 0; i < a->table.nslots; i++) {
-        struct nb_slot *s = &a->table.slots[i];
-        if (s->state == NB_SLOT_FREE)
-            free_slots++;
-        if (s->state != NB_SLOT_POOLED)
-            continue;
-        if (pooled >= c->warm_pool || strcmp(s->image, c->images[0]) != 0) {
-            /* more than configured now, or of an image no longer the default: one per pass */
-            if (extra[0] == '\0') {
-                s->state = NB_SLOT_DESTROYING;
-                s->owner_pid = getpid();
-                s->state_since = nb_now();
-                snprintf(extra, sizeof(extra), "%s", s->id);
-                snprintf(extra_cid, sizeof(extra_cid), "%s", s->container_id);
-                extra_gen = s->generation;
-            }
-            continue;
-        }
-        pooled++;
-    }
-    nb_table_unlock(&a->table);
-    if (extra[0] != '\0') {
-        struct nb_derr de = {0};
-        if (nb_sandbox_finish_destroy(a, extra, extra_cid, extra_gen, &de) == 0)
-            nb_info("removed surplus warm sandbox %s", extra);
-    }
-
-    memset(&spec, 0, sizeof(spec));
-    snprintf(spec.image, sizeof(spec.image), "%s", c->images[0]);
-    spec.memory = c->memory;
-    spec.nano_cpus = c->nano_cpus;
-    spec.pids = c->pids;
-    spec.ttl = c->max_ttl; /* the label's; a hand-out sets the real expiry in the table */
-    snprintf(spec.metadata, sizeof(spec.metadata), "{}");
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    /* never take the slots users need: keep as many free as the pool is big */
-    while (pooled < c->warm_pool && free_slots > c->warm_pool) {
-        struct nb_slot slot;
-        struct nb_apierr ae;
-        if (sandbox_make(a, &spec, NB_SLOT_POOLED, &slot, &ae) != 0) {
-            nb_warn("could not refill the warm pool: %s", ae.msg);
-            break;
-        }
-        pooled++;
-        free_slots--;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 > POOL_REFILL_BUDGET_MS)
-            break;
-    }
+    return nb_sandbox_make(a, spec, NB_SLOT_RUNNING, out, ae);
 }
 
 int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae)
@@ -464,7 +259,7 @@ int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct
     int found = 0;
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (s != NULL && s->state == NB_SLOT_RUNNING && s->expires > nb_now()) {
+    if (s != NULL && s->state == NB_SLOT_RUNNING && s->expires > nb_clock_real_s()) {
         *out = *s;
         found = 1;
     }
@@ -483,8 +278,8 @@ int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *e
     int found = 0;
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (s != NULL && s->state == NB_SLOT_RUNNING && s->expires > nb_now()) {
-        s->expires = nb_now() + ttl;
+    if (s != NULL && s->state == NB_SLOT_RUNNING && s->expires > nb_clock_real_s()) {
+        s->expires = nb_clock_real_s() + ttl;
         *expires = s->expires;
         found = 1;
     }
@@ -500,15 +295,12 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
                               struct nb_derr *de)
 {
     char name[64];
-    struct nb_slot *s;
     snprintf(name, sizeof(name), "nanobox-%s", id);
     nb_ports_stop_all(a, id);
     if (nb_docker_remove(&a->docker, cid[0] ? cid : name, de) != 0)
         return -1;
     nb_table_lock(&a->table);
-    s = nb_table_find(&a->table, id);
-    if (s != NULL && s->generation == gen)
-        nb_table_release(&a->table, s);
+    nb_table_free(&a->table, id, gen);
     nb_table_unlock(&a->table);
     return 0;
 }
@@ -521,10 +313,7 @@ int nb_sandbox_mark_destroy(struct nb_app *a, const char *id, char cid[NB_CID_LE
 
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (s != NULL && s->state == NB_SLOT_RUNNING) {
-        s->state = NB_SLOT_DESTROYING;
-        s->owner_pid = getpid();
-        s->state_since = nb_now();
+    if (s != NULL && nb_table_mark_destroying(&a->table, s, NB_SLOT_RUNNING, nb_clock_real_s()) == 0) {
         *gen = s->generation;
         snprintf(cid, NB_CID_LEN + 1, "%s", s->container_id);
         found = 1;
@@ -539,7 +328,6 @@ int nb_sandbox_mark_destroy(struct nb_app *a, const char *id, char cid[NB_CID_LE
 
 int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
 {
-    struct nb_slot *s;
     char cid[NB_CID_LEN + 1] = "";
     uint32_t gen = 0;
     struct nb_derr de = {0};
@@ -549,11 +337,7 @@ int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
     if (nb_sandbox_finish_destroy(a, id, cid, gen, &de) != 0) {
         /* put it back so the caller (or the reaper) can try again */
         nb_table_lock(&a->table);
-        s = nb_table_find(&a->table, id);
-        if (s != NULL && s->generation == gen && s->state == NB_SLOT_DESTROYING) {
-            s->state = NB_SLOT_RUNNING;
-            s->owner_pid = 0;
-        }
+        nb_table_unmark_destroying(&a->table, id, gen);
         nb_table_unlock(&a->table);
         nb_apierr_docker(ae, &de, "remove the sandbox container");
         return -1;

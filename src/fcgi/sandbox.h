@@ -10,17 +10,10 @@
 #include <stdint.h>
 
 #include "app.h"
+#include "clock.h"
 
 /* Where nanobox-init appears inside every sandbox (a read-only bind mount). */
 #define NB_INIT_MOUNT "/.nanobox/init"
-
-/*
- * Path of a helper program (nanobox-fwd, nanobox-init): the configured one,
- * else the one next to this executable (a build tree), else fallback (the
- * installed location).
- */
-void nb_helper_path(const char *configured, const char *name, const char *fallback, char *out,
-                    size_t outlen);
 
 /* A validated create request; limits already within the operator's. */
 struct nb_sandbox_spec {
@@ -35,16 +28,33 @@ struct nb_sandbox_spec {
     char metadata[NB_META_LEN]; /* JSON object text */
 };
 
-/* Create and start (or take a warm one); on success *out is a copy of the RUNNING slot. */
+/*
+ * A source of ready-made sandboxes that a create asks first (a->warm: the
+ * warm pool, warm.c). The lifecycle calls it only through this table, so
+ * the pool can be built on the lifecycle without the two calling each
+ * other by name.
+ */
+struct nb_sandbox_source {
+    /* A ready sandbox for spec, now RUNNING, copied to *out; -1 if none. */
+    int (*take)(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out);
+    /* Destroy one ready sandbox to free its slot; 0 if one was. */
+    int (*evict)(struct nb_app *a);
+};
+
+/*
+ * Create and start (or take a ready one from a->warm); on success *out is a
+ * copy of the RUNNING slot. A full table gives up a ready sandbox's slot.
+ */
 int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out,
                       struct nb_apierr *ae);
 
 /*
- * Reaper: keep warm_pool sandboxes of the default configuration started
- * and ready (state POOLED), removing surplus ones; nb_sandbox_create hands
- * them out to requests that ask for nothing but the defaults.
+ * Create and start a container for spec whatever the sources hold; its
+ * slot ends in final_state (RUNNING, or POOLED for the warm pool). The
+ * slot is reserved first and freed again, container removed, on failure.
  */
-void nb_pool_refill(struct nb_app *a);
+int nb_sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec,
+                    enum nb_slot_state final_state, struct nb_slot *out, struct nb_apierr *ae);
 
 /* Copy of a live (RUNNING, unexpired) sandbox's slot; 404 otherwise. */
 int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae);
@@ -75,7 +85,13 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
 /* Is id a textual lowercase UUID? */
 int nb_sandbox_id_valid(const char *id);
 
-/* Unix seconds now. */
-int64_t nb_now(void);
+/*
+ * Unix seconds now. An alias kept for the handlers and the worker until
+ * they call nb_clock_real_s() (clock.h) themselves.
+ */
+static inline int64_t nb_now(void)
+{
+    return nb_clock_real_s();
+}
 
 #endif

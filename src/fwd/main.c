@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fwd.h"
 #include "listener.h"
 #include "log.h"
@@ -294,14 +295,6 @@ static int epoll_watch(int epfd, int fd, uint32_t events, uint64_t tag)
     return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void on_signal(int sfd)
 {
     struct signalfd_siginfo si;
@@ -320,7 +313,7 @@ static void fwd_run(int epfd, int tcp_fd, int unix_fd, int sig_fd, int timer_fd,
 {
     struct epoll_event evs[FWD_EVENTS];
     int pending = 0, n, timeout;
-    int64_t last_tick = mono_ms();
+    int64_t last_tick = nb_clock_mono_ms();
     uint64_t expirations;
 
     while (stop_reason == NULL) {
@@ -363,8 +356,8 @@ static void fwd_run(int epfd, int tcp_fd, int unix_fd, int sig_fd, int timer_fd,
             }
         }
         pending = relay_run_pending();
-        if (mono_ms() - last_tick >= 1000) {
-            last_tick = mono_ms();
+        if (nb_clock_mono_ms() - last_tick >= 1000) {
+            last_tick = nb_clock_mono_ms();
             relay_tick();
             if (up->pidfd == -1 && !upstream_target_alive(up))
                 fwd_stop("the sandbox's process is gone", 0);
@@ -436,7 +429,7 @@ int main(int argc, char **argv)
     sigaddset(&mask, SIGINT);
     sigprocmask(SIG_BLOCK, &mask, NULL);
 
-    if (o.expires <= time(NULL)) {
+    if (o.expires <= nb_clock_real_s()) {
         snprintf(err, sizeof(err), "--expires %lld is in the past", (long long)o.expires);
         return startup_fail(&o, EINVAL, err);
     }

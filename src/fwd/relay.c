@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "fwd.h"
 #include "log.h"
 #include "pipe_pool.h"
@@ -75,14 +76,6 @@ static int reserve_fd = -1;       /* given up to accept-and-close when out of fd
 static struct upstream *relay_up;
 static struct relay_stats stats;
 static int64_t last_full_warn;
-
-static int64_t now_mono(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec;
-}
 
 int relay_init(int epfd, struct upstream *up, size_t max_conns, size_t pipe_size)
 {
@@ -205,7 +198,7 @@ static void conn_refuse(struct relay_conn *c, int err)
 
 static void warn_full(const char *why)
 {
-    int64_t now = now_mono();
+    int64_t now = nb_clock_mono_s();
 
     if (now - last_full_warn < RELAY_WARN_EVERY)
         return;
@@ -423,7 +416,7 @@ void relay_accept(int listen_fd, int is_tcp)
         }
         if (r == 1) {
             c->state = CONN_CONNECTING;
-            c->deadline = now_mono() + RELAY_CONNECT_TIMEOUT;
+            c->deadline = nb_clock_mono_s() + RELAY_CONNECT_TIMEOUT;
             n_connecting++;
         } else {
             c->state = CONN_RELAYING;
@@ -465,7 +458,7 @@ int relay_run_pending(void)
 
 void relay_tick(void)
 {
-    int64_t now = now_mono();
+    int64_t now = nb_clock_mono_s();
 
     for (size_t i = 0; i < conns_hwm && n_connecting > 0; i++) {
         struct relay_conn *c = &conns[i];

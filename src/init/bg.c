@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "agentproto.h"
+#include "clock.h"
 #include "conn.h"
 #include "ops.h"
 #include "proc.h"
@@ -226,7 +227,7 @@ void init_bg_start(struct init_conn *c, const struct init_request *r)
         return;
     }
     b->id = bg_next_id++;
-    b->started = (uint64_t)time(NULL);
+    b->started = (uint64_t)nb_clock_real_s();
     bg_table[slot] = b;
     nba_put_u32(pid, (uint32_t)b->proc.pid);
     init_conn_send(c, NBA_STARTED, pid, sizeof(pid));

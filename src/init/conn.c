@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "agentproto.h"
+#include "clock.h"
 #include "conn.h"
 #include "init.h"
 #include "ops.h"
@@ -110,7 +111,7 @@ int init_conn_accept(int listen_fd)
         init_buf_init(&c->in, NBA_HDR + NBA_MAX_BODY);
         init_buf_init(&c->out, INIT_OUT_MAX);
         c->state = INIT_CONN_REQUEST;
-        c->deadline = init_now_ms() + INIT_REQ_TIMEOUT_MS;
+        c->deadline = nb_clock_mono_ms() + INIT_REQ_TIMEOUT_MS;
         if (init_watch_add(&c->w, fd, INIT_W_CONN, 0, c, EPOLLIN) == -1) {
             close(fd);
             free(c);
@@ -163,7 +164,7 @@ void init_conn_finish(struct init_conn *c)
     if (c->state != INIT_CONN_ACTIVE && c->state != INIT_CONN_REQUEST)
         return;
     c->state = INIT_CONN_FLUSH;
-    c->deadline = init_now_ms() + INIT_FLUSH_TIMEOUT_MS;
+    c->deadline = nb_clock_mono_ms() + INIT_FLUSH_TIMEOUT_MS;
     conn_update(c);
 }
 
@@ -354,7 +355,7 @@ static void conn_write(struct init_conn *c)
         init_buf_free(&c->out);
         shutdown(c->w.fd, SHUT_WR);
         c->state = INIT_CONN_LINGER;
-        c->deadline = init_now_ms() + INIT_LINGER_MS;
+        c->deadline = nb_clock_mono_ms() + INIT_LINGER_MS;
     }
     conn_update(c);
 }

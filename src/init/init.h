@@ -56,9 +56,6 @@ void init_watch_set(struct init_watch *w, uint32_t events);
 /* Remove from the loop and close; the watch becomes fd -1. */
 void init_watch_close(struct init_watch *w);
 
-/* Milliseconds on the monotonic clock. */
-int64_t init_now_ms(void);
-
 /* Free p after the current batch of events (see the top of this file). */
 void init_defer_free(void *p);
 

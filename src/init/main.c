@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "agentproto.h"
+#include "clock.h"
 #include "conn.h"
 #include "init.h"
 #include "proc.h"
@@ -54,14 +55,6 @@ static struct init_watch listen_w;
 static int64_t listen_resume_at; /* 0: listening; else resume then */
 
 /* --- shared helpers (init.h) ---------------------------------------------- */
-
-int64_t init_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int init_watch_add(struct init_watch *w, int fd, uint8_t kind, uint8_t stream, void *obj,
                    uint32_t events)
@@ -239,7 +232,7 @@ static void shutdown_begin(int sig)
     else
         init_proc_signal_all(sig);
     if (shutdown_at == 0)
-        shutdown_at = init_now_ms() + INIT_SHUTDOWN_MS;
+        shutdown_at = nb_clock_mono_ms() + INIT_SHUTDOWN_MS;
 }
 
 static void signal_event(int sfd)
@@ -283,7 +276,7 @@ static void dispatch(struct epoll_event *ev, int listen_fd, int sfd)
     case INIT_W_LISTEN:
         if (init_conn_accept(listen_fd) == -1) {
             init_watch_set(&listen_w, 0);
-            listen_resume_at = init_now_ms() + INIT_ACCEPT_PAUSE_MS;
+            listen_resume_at = nb_clock_mono_ms() + INIT_ACCEPT_PAUSE_MS;
         }
         break;
     case INIT_W_SIGNAL:
@@ -311,7 +304,7 @@ static int run(int listen_fd, int sfd)
         return 1;
     }
     for (;;) {
-        int64_t now = init_now_ms();
+        int64_t now = nb_clock_mono_ms();
         int n = epoll_wait(epfd, evs, INIT_EVENTS, next_timeout(now));
 
         if (n == -1 && errno != EINTR) {
@@ -320,7 +313,7 @@ static int run(int listen_fd, int sfd)
         }
         for (int i = 0; i < n; i++)
             dispatch(&evs[i], listen_fd, sfd);
-        now = init_now_ms();
+        now = nb_clock_mono_ms();
         init_proc_tick(now);
         init_conn_tick(now);
         if (listen_resume_at != 0 && now >= listen_resume_at) {

@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "agentproto.h"
+#include "clock.h"
 #include "proc.h"
 
 #define PROC_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
@@ -379,7 +380,7 @@ int init_proc_spawn(struct init_proc *p, const struct init_request *r,
             init_watch_set(&p->pipes[s], EPOLLIN);
     }
     if (r->timeout_ms > 0)
-        p->deadline = init_now_ms() + r->timeout_ms;
+        p->deadline = nb_clock_mono_ms() + r->timeout_ms;
     p->prev = NULL;
     p->next = procs;
     if (procs != NULL)
@@ -579,7 +580,7 @@ void init_proc_reaped(pid_t pid, int status)
     if (p->pipes[1].fd < 0 && p->pipes[2].fd < 0)
         proc_finish(p);
     else
-        p->grace = init_now_ms() + INIT_GRACE_MS;
+        p->grace = nb_clock_mono_ms() + INIT_GRACE_MS;
 }
 
 /* The grace is over: take what the pipes hold now, then stop listening. */

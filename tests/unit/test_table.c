@@ -1,5 +1,6 @@
 /*
- * test_table.c - the shared state table: creation, slots, survival of
+ * test_table.c - the shared state table: creation, slots, the slot state
+ * machine transition by transition (allowed and refused), survival of
  * crashes, refusal of foreign files, resizing, and the robust lock under
  * many processes and under processes that die holding it.
  *
@@ -151,7 +152,7 @@ static void patch_header(const char *path, size_t off, const void *data, size_t 
 
 static void reserve_ok(struct nb_table *t, const char *id)
 {
-    assert_int_equal(nb_table_lock(t), 0);
+    nb_table_lock(t);
     assert_non_null(nb_table_reserve(t, id, 1000, 2000));
     nb_table_unlock(t);
 }
@@ -216,7 +217,7 @@ static void test_reserve_fills_a_creating_slot(void **state)
     struct nb_slot *s;
 
     open_ok(f, &t, 4);
-    assert_int_equal(nb_table_lock(&t), 0);
+    nb_table_lock(&t);
     s = nb_table_reserve(&t, id, 1700000000, 1700001800);
     assert_non_null(s);
     assert_int_equal(s->state, NB_SLOT_CREATING);
@@ -244,7 +245,7 @@ static void test_find_matches_whole_id_only(void **state)
     struct nb_slot *a, *b;
 
     open_ok(f, &t, 4);
-    assert_int_equal(nb_table_lock(&t), 0);
+    nb_table_lock(&t);
     a = nb_table_reserve(&t, "abc", 1, 2);
     b = nb_table_reserve(&t, "abcd", 1, 2);
     assert_non_null(a);
@@ -267,11 +268,10 @@ static void test_release_frees_slot_and_keeps_generation(void **state)
     uint32_t gen;
 
     open_ok(f, &t, 4);
-    assert_int_equal(nb_table_lock(&t), 0);
+    nb_table_lock(&t);
     s = nb_table_reserve(&t, "sb-1", 10, 20);
     assert_non_null(s);
-    s->state = NB_SLOT_RUNNING;
-    snprintf(s->container_id, sizeof(s->container_id), "%s", "c0ffee");
+    assert_non_null(nb_table_commit(&t, "sb-1", s->generation, NB_SLOT_RUNNING, "c0ffee", 7, 10));
     s->ports[3].sandboxport = 8080;
     gen = s->generation;
     nb_table_release(&t, s);
@@ -297,7 +297,7 @@ static void test_full_table_returns_null(void **state)
     char id[16];
 
     open_ok(f, &t, 4);
-    assert_int_equal(nb_table_lock(&t), 0);
+    nb_table_lock(&t);
     for (int i = 0; i < 4; i++) {
         snprintf(id, sizeof(id), "sb-%d", i);
         s[i] = nb_table_reserve(&t, id, 1, 2);
@@ -323,12 +323,407 @@ static void test_generation_skips_zero_on_wrap(void **state)
     struct nb_slot *s;
 
     open_ok(f, &t, 2);
-    assert_int_equal(nb_table_lock(&t), 0);
+    nb_table_lock(&t);
     t.hdr->generation = UINT32_MAX;
     s = nb_table_reserve(&t, "wrap", 1, 2);
     assert_non_null(s);
     assert_int_not_equal(s->generation, 0);
     assert_int_equal(s->generation, 1);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+/* ---- the slot state machine ---- */
+
+#define SM_ID "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+/*
+ * A slot of id brought to state through the transitions themselves (so a
+ * broken transition fails here, at the step that broke).
+ */
+static struct nb_slot *slot_in(struct nb_table *t, const char *id, enum nb_slot_state state)
+{
+    struct nb_slot *s = nb_table_reserve(t, id, 100, 200);
+
+    assert_non_null(s);
+    snprintf(s->image, sizeof(s->image), "%s", "img");
+    switch (state) {
+    case NB_SLOT_CREATING:
+        break;
+    case NB_SLOT_RUNNING:
+    case NB_SLOT_POOLED:
+        assert_ptr_equal(nb_table_commit(t, id, s->generation, state, "cid", 7, 101), s);
+        break;
+    case NB_SLOT_DESTROYING:
+        assert_ptr_equal(nb_table_commit(t, id, s->generation, NB_SLOT_RUNNING, "cid", 7, 101), s);
+        assert_int_equal(nb_table_mark_destroying(t, s, NB_SLOT_RUNNING, 102), 0);
+        break;
+    case NB_SLOT_FREE:
+        nb_table_release(t, s);
+        break;
+    }
+    assert_int_equal(s->state, state);
+    return s;
+}
+
+/* The slot is exactly as before: a refused transition changes nothing. */
+static void assert_unchanged(const struct nb_slot *s, const struct nb_slot *before)
+{
+    assert_memory_equal(s, before, sizeof(*before));
+}
+
+static void test_commit_makes_a_creating_slot_running_or_pooled(void **state)
+{
+    struct fixture *f = *state;
+    enum nb_slot_state to[] = {NB_SLOT_RUNNING, NB_SLOT_POOLED};
+    struct nb_table t;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    for (size_t i = 0; i < 2; i++) {
+        char id[16];
+        struct nb_slot *s;
+
+        snprintf(id, sizeof(id), "sb-%zu", i);
+        s = nb_table_reserve(&t, id, 100, 200);
+        assert_non_null(s);
+        assert_ptr_equal(nb_table_commit(&t, id, s->generation, to[i], "c0ffee", 4242, 150), s);
+        assert_int_equal(s->state, to[i]);
+        assert_string_equal(s->container_id, "c0ffee");
+        assert_int_equal(s->init_pid, 4242);
+        assert_int_equal(s->owner_pid, 0);
+        assert_int_equal(s->state_since, 150);
+        assert_int_equal(s->created, 100);
+        assert_int_equal(s->expires, 200);
+    }
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_commit_refused_for_another_generation(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *s, before;
+    uint32_t old;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    /* the slot was freed and reserved again for the same id meanwhile */
+    s = slot_in(&t, SM_ID, NB_SLOT_CREATING);
+    old = s->generation;
+    nb_table_release(&t, s);
+    s = slot_in(&t, SM_ID, NB_SLOT_CREATING);
+    assert_int_not_equal(s->generation, old);
+    before = *s;
+    assert_null(nb_table_commit(&t, SM_ID, old, NB_SLOT_RUNNING, "c", 1, 150));
+    assert_unchanged(s, &before);
+    assert_null(nb_table_commit(&t, "no-such-id", s->generation, NB_SLOT_RUNNING, "c", 1, 150));
+    assert_unchanged(s, &before);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_commit_refused_unless_creating(void **state)
+{
+    struct fixture *f = *state;
+    enum nb_slot_state from[] = {NB_SLOT_RUNNING, NB_SLOT_POOLED, NB_SLOT_DESTROYING};
+    struct nb_table t;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    for (size_t i = 0; i < 3; i++) {
+        char id[16];
+        struct nb_slot *s, before;
+
+        snprintf(id, sizeof(id), "sb-%zu", i);
+        s = slot_in(&t, id, from[i]);
+        before = *s;
+        /* a create whose slot reconciliation took over must not revive it */
+        assert_null(nb_table_commit(&t, id, s->generation, NB_SLOT_RUNNING, "x", 1, 150));
+        assert_unchanged(s, &before);
+    }
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_commit_refused_to_a_state_that_is_not_up(void **state)
+{
+    struct fixture *f = *state;
+    enum nb_slot_state to[] = {NB_SLOT_FREE, NB_SLOT_CREATING, NB_SLOT_DESTROYING};
+    struct nb_table t;
+    struct nb_slot *s, before;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    s = slot_in(&t, SM_ID, NB_SLOT_CREATING);
+    before = *s;
+    for (size_t i = 0; i < 3; i++) {
+        assert_null(nb_table_commit(&t, SM_ID, s->generation, to[i], "x", 1, 150));
+        assert_unchanged(s, &before);
+    }
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_hand_out_turns_a_warm_slot_of_the_image_running(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *running, *other, *warm, before;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    running = slot_in(&t, "running", NB_SLOT_RUNNING);
+    other = slot_in(&t, "other-image", NB_SLOT_POOLED);
+    snprintf(other->image, sizeof(other->image), "%s", "img2");
+    warm = slot_in(&t, "warm", NB_SLOT_POOLED);
+    before = *other;
+
+    assert_ptr_equal(nb_table_hand_out(&t, "img", 500, 800), warm);
+    assert_int_equal(warm->state, NB_SLOT_RUNNING);
+    assert_int_equal(warm->created, 500);
+    assert_int_equal(warm->expires, 800);
+    assert_int_equal(warm->state_since, 500);
+    assert_int_equal(warm->owner_pid, 0);
+    assert_string_equal(warm->container_id, "cid");
+    assert_unchanged(other, &before);
+    assert_int_equal(running->state, NB_SLOT_RUNNING);
+
+    /* no warm slot of that image is left, and RUNNING ones are never handed out */
+    assert_null(nb_table_hand_out(&t, "img", 600, 900));
+    assert_int_equal(running->created, 100);
+    assert_ptr_equal(nb_table_hand_out(&t, "img2", 600, 900), other);
+    assert_int_equal(nb_table_count_state(&t, NB_SLOT_POOLED), 0);
+    assert_int_equal(nb_table_count_state(&t, NB_SLOT_RUNNING), 3);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_mark_destroying_from_the_state_the_caller_saw(void **state)
+{
+    struct fixture *f = *state;
+    enum nb_slot_state from[] = {NB_SLOT_RUNNING, NB_SLOT_POOLED};
+    struct nb_table t;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    for (size_t i = 0; i < 2; i++) {
+        char id[16];
+        struct nb_slot *s;
+        uint32_t gen;
+
+        snprintf(id, sizeof(id), "sb-%zu", i);
+        s = slot_in(&t, id, from[i]);
+        gen = s->generation;
+        assert_int_equal(nb_table_mark_destroying(&t, s, from[i], 300), 0);
+        assert_int_equal(s->state, NB_SLOT_DESTROYING);
+        assert_int_equal(s->owner_pid, getpid());
+        assert_int_equal(s->state_since, 300);
+        assert_int_equal(s->generation, gen);
+        assert_string_equal(s->container_id, "cid"); /* still known: it is to be removed */
+    }
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_mark_destroying_refused_from_another_state(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *running, *warm, *creating, *destroying, before;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    running = slot_in(&t, "running", NB_SLOT_RUNNING);
+    warm = slot_in(&t, "warm", NB_SLOT_POOLED);
+    creating = slot_in(&t, "creating", NB_SLOT_CREATING);
+    destroying = slot_in(&t, "destroying", NB_SLOT_DESTROYING);
+
+    /* a DELETE never takes a warm slot; the pool never takes a user's */
+    before = *warm;
+    assert_int_equal(nb_table_mark_destroying(&t, warm, NB_SLOT_RUNNING, 300), -1);
+    assert_unchanged(warm, &before);
+    before = *running;
+    assert_int_equal(nb_table_mark_destroying(&t, running, NB_SLOT_POOLED, 300), -1);
+    assert_unchanged(running, &before);
+    /* only RUNNING and POOLED may be marked, whatever the caller claims */
+    before = *creating;
+    assert_int_equal(nb_table_mark_destroying(&t, creating, NB_SLOT_CREATING, 300), -1);
+    assert_unchanged(creating, &before);
+    before = *destroying;
+    assert_int_equal(nb_table_mark_destroying(&t, destroying, NB_SLOT_DESTROYING, 300), -1);
+    assert_int_equal(nb_table_mark_destroying(&t, destroying, NB_SLOT_RUNNING, 300), -1);
+    assert_unchanged(destroying, &before);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_unmark_destroying_gives_the_sandbox_back(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *s;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    s = slot_in(&t, SM_ID, NB_SLOT_DESTROYING);
+    assert_int_equal(nb_table_unmark_destroying(&t, SM_ID, s->generation), 0);
+    assert_int_equal(s->state, NB_SLOT_RUNNING);
+    assert_int_equal(s->owner_pid, 0);
+    assert_string_equal(s->container_id, "cid");
+    /* and it can be destroyed again */
+    assert_int_equal(nb_table_mark_destroying(&t, s, NB_SLOT_RUNNING, 400), 0);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_unmark_destroying_refused_unless_destroying_of_that_generation(void **state)
+{
+    struct fixture *f = *state;
+    enum nb_slot_state from[] = {NB_SLOT_CREATING, NB_SLOT_RUNNING, NB_SLOT_POOLED};
+    struct nb_table t;
+    struct nb_slot *s, before;
+
+    open_ok(f, &t, 8);
+    nb_table_lock(&t);
+    for (size_t i = 0; i < 3; i++) {
+        char id[16];
+
+        snprintf(id, sizeof(id), "sb-%zu", i);
+        s = slot_in(&t, id, from[i]);
+        before = *s;
+        assert_int_equal(nb_table_unmark_destroying(&t, id, s->generation), -1);
+        assert_unchanged(s, &before);
+    }
+    s = slot_in(&t, SM_ID, NB_SLOT_DESTROYING);
+    before = *s;
+    assert_int_equal(nb_table_unmark_destroying(&t, SM_ID, s->generation + 1), -1);
+    assert_int_equal(nb_table_unmark_destroying(&t, "no-such-id", s->generation), -1);
+    assert_unchanged(s, &before);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_take_over_an_abandoned_creating_or_destroying_slot(void **state)
+{
+    struct fixture *f = *state;
+    enum nb_slot_state from[] = {NB_SLOT_CREATING, NB_SLOT_DESTROYING};
+    struct nb_table t;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    for (size_t i = 0; i < 2; i++) {
+        char id[16];
+        struct nb_slot *s;
+        uint32_t gen;
+
+        snprintf(id, sizeof(id), "sb-%zu", i);
+        s = slot_in(&t, id, from[i]);
+        s->owner_pid = 999999; /* as a dead worker leaves it */
+        gen = s->generation;
+        assert_int_equal(nb_table_take_over(&t, s, 700), 0);
+        assert_int_equal(s->state, NB_SLOT_DESTROYING);
+        assert_int_equal(s->owner_pid, getpid());
+        assert_int_equal(s->state_since, 700);
+        assert_int_equal(s->generation, gen);
+    }
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_take_over_refused_from_a_settled_state(void **state)
+{
+    struct fixture *f = *state;
+    enum nb_slot_state from[] = {NB_SLOT_RUNNING, NB_SLOT_POOLED, NB_SLOT_FREE};
+    struct nb_table t;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    for (size_t i = 0; i < 3; i++) {
+        char id[16];
+        struct nb_slot *s, before;
+
+        snprintf(id, sizeof(id), "sb-%zu", i);
+        s = slot_in(&t, id, from[i]);
+        before = *s;
+        assert_int_equal(nb_table_take_over(&t, s, 700), -1);
+        assert_unchanged(s, &before);
+    }
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_disown_leaves_the_slot_to_reconciliation(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *s, *running, before;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    s = slot_in(&t, SM_ID, NB_SLOT_CREATING);
+    assert_int_equal(nb_table_disown(&t, SM_ID, s->generation + 1), -1);
+    assert_int_equal(s->owner_pid, getpid());
+    assert_int_equal(nb_table_disown(&t, SM_ID, s->generation), 0);
+    assert_int_equal(s->owner_pid, 0);
+    assert_int_equal(s->state, NB_SLOT_CREATING);
+    running = slot_in(&t, "running", NB_SLOT_RUNNING);
+    before = *running;
+    assert_int_equal(nb_table_disown(&t, "running", running->generation), -1);
+    assert_unchanged(running, &before);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_free_only_the_slot_of_that_generation(void **state)
+{
+    struct fixture *f = *state;
+    enum nb_slot_state from[] = {NB_SLOT_CREATING, NB_SLOT_DESTROYING};
+    struct nb_table t;
+    struct nb_slot *s, before;
+    uint32_t old;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    for (size_t i = 0; i < 2; i++) {
+        s = slot_in(&t, SM_ID, from[i]);
+        assert_int_equal(nb_table_free(&t, SM_ID, s->generation), 0);
+        assert_int_equal(s->state, NB_SLOT_FREE);
+        assert_null(nb_table_find(&t, SM_ID));
+    }
+    /* freed, then reused for the same id: the late free of the old one is refused */
+    s = slot_in(&t, SM_ID, NB_SLOT_DESTROYING);
+    old = s->generation;
+    nb_table_release(&t, s);
+    s = slot_in(&t, SM_ID, NB_SLOT_CREATING);
+    before = *s;
+    assert_int_equal(nb_table_free(&t, SM_ID, old), -1);
+    assert_unchanged(s, &before);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_free_refused_for_a_live_slot(void **state)
+{
+    struct fixture *f = *state;
+    enum nb_slot_state from[] = {NB_SLOT_RUNNING, NB_SLOT_POOLED};
+    struct nb_table t;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    for (size_t i = 0; i < 2; i++) {
+        char id[16];
+        struct nb_slot *s, before;
+
+        snprintf(id, sizeof(id), "sb-%zu", i);
+        s = slot_in(&t, id, from[i]);
+        before = *s;
+        assert_int_equal(nb_table_free(&t, id, s->generation), -1);
+        assert_unchanged(s, &before);
+    }
+    assert_int_equal(nb_table_free(&t, "no-such-id", 1), -1);
+    assert_int_equal(nb_table_count(&t), 2);
     nb_table_unlock(&t);
     nb_table_close(&t);
 }
@@ -342,10 +737,10 @@ static void test_data_survives_close_and_reopen(void **state)
     struct nb_slot *s;
 
     open_ok(f, &t, 4);
-    assert_int_equal(nb_table_lock(&t), 0);
+    nb_table_lock(&t);
     s = nb_table_reserve(&t, "kept", 5, 6);
     assert_non_null(s);
-    s->state = NB_SLOT_RUNNING;
+    assert_non_null(nb_table_commit(&t, "kept", s->generation, NB_SLOT_RUNNING, "c1", 42, 5));
     snprintf(s->metadata, sizeof(s->metadata), "%s", "{\"owner\":\"me\"}");
     nb_table_unlock(&t);
     nb_table_close(&t);
@@ -371,25 +766,25 @@ static void test_data_survives_a_crash_without_cleanup(void **state)
     if (pid == 0) {
         struct nb_table ct;
         struct nb_slot *cs;
-        if (nb_table_open(&ct, f->path, 4, NULL, 0) != 0 || nb_table_lock(&ct) != 0)
+        if (nb_table_open(&ct, f->path, 4, NULL, 0) != 0)
             _exit(1);
+        nb_table_lock(&ct);
         cs = nb_table_reserve(&ct, "crashed-writer", 7, 8);
         if (cs == NULL)
             _exit(2);
         snprintf(cs->container_id, sizeof(cs->container_id), "%s", "deadbeef");
         cs->ports[0].sandboxport = 3000;
         cs->ports[0].hostport = 41000;
-        cs->state = NB_SLOT_RUNNING;
         nb_table_unlock(&ct);
         _exit(0); /* no close, no msync, no unmap */
     }
     wait_exit_ok(pid);
 
     open_ok(f, &t, 4);
-    assert_int_equal(nb_table_lock(&t), 0);
+    nb_table_lock(&t);
     s = nb_table_find(&t, "crashed-writer");
     assert_non_null(s);
-    assert_int_equal(s->state, NB_SLOT_RUNNING);
+    assert_int_equal(s->state, NB_SLOT_CREATING); /* what reconciliation takes over */
     assert_string_equal(s->container_id, "deadbeef");
     assert_int_equal(s->ports[0].sandboxport, 3000);
     assert_int_equal(s->ports[0].hostport, 41000);
@@ -544,7 +939,7 @@ static void test_grow_keeps_slots_and_adds_free_ones(void **state)
     assert_int_equal(t.nslots, 16);
     assert_int_equal(t.hdr->nslots, 16);
     assert_int_equal(file_size(f->path), expected_size(16));
-    assert_int_equal(nb_table_lock(&t), 0);
+    nb_table_lock(&t);
     assert_ptr_equal(nb_table_find(&t, "first"), &t.slots[0]);
     assert_ptr_equal(nb_table_find(&t, "second"), &t.slots[1]);
     for (uint32_t i = 2; i < 16; i++)
@@ -585,7 +980,7 @@ static void test_shrink_refused_while_dropped_slot_in_use(void **state)
     const char *log;
 
     open_ok(f, &t, 8);
-    assert_int_equal(nb_table_lock(&t), 0);
+    nb_table_lock(&t);
     for (int i = 0; i < 6; i++) {
         snprintf(id, sizeof(id), "sb-%d", i);
         assert_non_null(nb_table_reserve(&t, id, 1, 2));
@@ -627,7 +1022,7 @@ static void test_resize_waits_until_nobody_else_has_it_open(void **state)
 
     /* both handles see one table */
     reserve_ok(&b, "via-b");
-    assert_int_equal(nb_table_lock(&a), 0);
+    nb_table_lock(&a);
     assert_non_null(nb_table_find(&a, "via-b"));
     nb_table_unlock(&a);
     nb_table_close(&a);
@@ -650,8 +1045,7 @@ static int hammer(struct nb_table *t, int child)
         uint64_t v;
 
         snprintf(id, sizeof(id), "child-%d-%d", child, i);
-        if (nb_table_lock(t) != 0)
-            return 1;
+        nb_table_lock(t); /* aborts, failing the child, if the lock is unusable */
         s = nb_table_reserve(t, id, i, i + 1);
         counter = nb_table_find(t, "counter");
         if (s == NULL || counter == NULL || nb_table_find(t, id) != s)
@@ -696,7 +1090,7 @@ static void test_many_processes_keep_exact_counts(void **state)
     for (int c = 0; c < HAMMER_CHILDREN; c++)
         wait_exit_ok(pids[c]);
 
-    assert_int_equal(nb_table_lock(&t), 0);
+    nb_table_lock(&t);
     counter = nb_table_find(&t, "counter");
     assert_non_null(counter);
     assert_int_equal(counter->memory, HAMMER_CHILDREN * HAMMER_ITERATIONS);
@@ -722,7 +1116,8 @@ static void die_holding_lock(struct fixture *f, struct nb_table *t, int by_sigki
     assert_true(pid >= 0);
     if (pid == 0) {
         close(p[0]);
-        if (nb_table_lock(t) != 0 || nb_table_reserve(t, "orphan", 1, 2) == NULL)
+        nb_table_lock(t);
+        if (nb_table_reserve(t, "orphan", 1, 2) == NULL)
             _exit(1);
         if (!by_sigkill)
             _exit(0);
@@ -743,7 +1138,7 @@ static void die_holding_lock(struct fixture *f, struct nb_table *t, int by_sigki
         assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
     capture_begin(f);
-    assert_int_equal(nb_table_lock(t), 0);
+    nb_table_lock(t);
     log = capture_end(f);
     assert_non_null(strstr(log, "repaired table lock left by a dead process"));
 
@@ -759,7 +1154,7 @@ static void die_holding_lock(struct fixture *f, struct nb_table *t, int by_sigki
 
     /* repaired for good: the next lock is plain */
     capture_begin(f);
-    assert_int_equal(nb_table_lock(t), 0);
+    nb_table_lock(t);
     assert_string_equal(capture_end(f), "");
     assert_int_equal(nb_table_count(t), 1);
     nb_table_unlock(t);
@@ -803,8 +1198,9 @@ static void test_lock_held_before_a_reboot_is_reset_by_first_opener(void **state
     assert_true(pid >= 0);
     if (pid == 0) {
         struct nb_table ct;
-        if (nb_table_open(&ct, f->path, 4, NULL, 0) != 0 || nb_table_lock(&ct) != 0)
+        if (nb_table_open(&ct, f->path, 4, NULL, 0) != 0)
             _exit(1);
+        nb_table_lock(&ct);
         memcpy(saved, &ct.hdr->lock, sizeof(*saved));
         _exit(0);
     }
@@ -817,8 +1213,7 @@ static void test_lock_held_before_a_reboot_is_reset_by_first_opener(void **state
     assert_true(pid >= 0);
     if (pid == 0) {
         alarm(5); /* a lock that never comes back ends here */
-        if (nb_table_lock(&t) != 0)
-            _exit(1);
+        nb_table_lock(&t);
         nb_table_unlock(&t);
         _exit(0);
     }
@@ -851,7 +1246,8 @@ static void test_concurrent_first_open_gives_one_header(void **state)
                 if (nb_table_open(&ct, f->path, 32, NULL, 0) != 0)
                     _exit(2);
                 snprintf(id, sizeof(id), "racer-%d", c);
-                if (nb_table_lock(&ct) != 0 || nb_table_reserve(&ct, id, 1, 2) == NULL)
+                nb_table_lock(&ct);
+                if (nb_table_reserve(&ct, id, 1, 2) == NULL)
                     _exit(3);
                 nb_table_unlock(&ct);
                 nb_table_close(&ct);
@@ -869,7 +1265,7 @@ static void test_concurrent_first_open_gives_one_header(void **state)
         assert_int_equal(t.hdr->slot_size, sizeof(struct nb_slot));
         assert_int_equal(t.hdr->nslots, 32);
         assert_int_equal(file_size(f->path), expected_size(32));
-        assert_int_equal(nb_table_lock(&t), 0);
+        nb_table_lock(&t);
         assert_int_equal(nb_table_count(&t), RACE_CHILDREN);
         assert_int_equal(t.hdr->generation, RACE_CHILDREN);
         for (int c = 0; c < RACE_CHILDREN; c++) {
@@ -893,6 +1289,20 @@ int main(void)
         T(test_release_frees_slot_and_keeps_generation),
         T(test_full_table_returns_null),
         T(test_generation_skips_zero_on_wrap),
+        T(test_commit_makes_a_creating_slot_running_or_pooled),
+        T(test_commit_refused_for_another_generation),
+        T(test_commit_refused_unless_creating),
+        T(test_commit_refused_to_a_state_that_is_not_up),
+        T(test_hand_out_turns_a_warm_slot_of_the_image_running),
+        T(test_mark_destroying_from_the_state_the_caller_saw),
+        T(test_mark_destroying_refused_from_another_state),
+        T(test_unmark_destroying_gives_the_sandbox_back),
+        T(test_unmark_destroying_refused_unless_destroying_of_that_generation),
+        T(test_take_over_an_abandoned_creating_or_destroying_slot),
+        T(test_take_over_refused_from_a_settled_state),
+        T(test_disown_leaves_the_slot_to_reconciliation),
+        T(test_free_only_the_slot_of_that_generation),
+        T(test_free_refused_for_a_live_slot),
         T(test_data_survives_close_and_reopen),
         T(test_data_survives_a_crash_without_cleanup),
         T(test_wrong_magic_is_refused),

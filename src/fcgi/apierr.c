@@ -1,0 +1,46 @@
+/*
+ * apierr.c - filling a struct nb_apierr (app.h): the one error record that
+ * carries a failure from an engine to the HTTP answer, and the one mapping
+ * of a Docker failure to an HTTP status. Engines and handlers share it, so
+ * it sits below both and knows nothing of either.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "app.h"
+
+void nb_apierr_set(struct nb_apierr *ae, int status, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    ae->status = status;
+    snprintf(ae->code, sizeof(ae->code), "%s", code);
+    va_start(ap, fmt);
+    vsnprintf(ae->msg, sizeof(ae->msg), fmt, ap);
+    va_end(ap);
+}
+
+void nb_apierr_docker(struct nb_apierr *ae, const struct nb_derr *de, const char *what)
+{
+    switch (de->kind) {
+    case NB_DERR_UNREACHABLE:
+        nb_apierr_set(ae, 503, "docker_unavailable", "could not %s: %s", what, de->msg);
+        break;
+    case NB_DERR_TIMEOUT:
+        nb_apierr_set(ae, 504, "timeout", "could not %s: Docker did not answer in time", what);
+        break;
+    case NB_DERR_HTTP:
+        if (de->status == 404)
+            nb_apierr_set(ae, 404, "not_found", "could not %s: %s", what, de->msg);
+        else if (de->status == 409)
+            nb_apierr_set(ae, 409, "conflict", "could not %s: %s", what, de->msg);
+        else
+            nb_apierr_set(ae, 502, "docker_error", "could not %s: Docker said (%ld) %s", what,
+                          de->status, de->msg);
+        break;
+    default:
+        nb_apierr_set(ae, 502, "docker_error", "could not %s: %s", what, de->msg);
+        break;
+    }
+}

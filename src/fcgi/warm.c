@@ -1,0 +1,160 @@
+/*
+ * warm.c - see warm.h.
+ *
+ * Every state change of a warm slot goes through the table's transitions
+ * (commit to POOLED, hand out, mark destroying from POOLED only), so a
+ * warm sandbox can never be handed out twice, and a user's RUNNING
+ * sandbox is never taken for the pool's surplus.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "agent.h"
+#include "clock.h"
+#include "log.h"
+#include "warm.h"
+
+/* Most time one refill pass may take from the reaper's tick. */
+#define WARM_REFILL_BUDGET_MS 2000
+
+/* How long a handed-out warm sandbox's agent has to answer a ping. */
+#define WARM_PING_MS 1000
+
+const struct nb_sandbox_source nb_warm_source = {
+    .take = nb_warm_take,
+    .evict = nb_warm_evict,
+};
+
+int nb_warm_fits(const struct nb_conf *c, const struct nb_sandbox_spec *spec)
+{
+    return c->warm_pool > 0 && !strcmp(spec->image, c->images[0]) && spec->memory == c->memory &&
+           spec->nano_cpus == c->nano_cpus && spec->pids == c->pids && !spec->network_bridge &&
+           spec->n_env == 0;
+}
+
+/*
+ * The id of a warm sandbox was never shown to anyone before it is handed
+ * out, so giving it the request's TTL and metadata makes it as good as
+ * new. Its agent must answer, though: a warm sandbox may have sat for
+ * hours.
+ */
+int nb_warm_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out)
+{
+    struct nb_apierr ae;
+    struct nb_slot *s;
+    int64_t now = nb_clock_real_s();
+    int found = 0;
+
+    if (!nb_warm_fits(&a->conf, spec))
+        return -1;
+    nb_table_lock(&a->table);
+    s = nb_table_hand_out(&a->table, spec->image, now, now + spec->ttl);
+    if (s != NULL) {
+        snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
+        *out = *s;
+        found = 1;
+    }
+    nb_table_unlock(&a->table);
+    if (!found)
+        return -1;
+    if (nb_agent_ping(out, WARM_PING_MS, &ae) != 0) {
+        nb_warn("warm sandbox %s does not answer (%s): destroying it", out->id, ae.msg);
+        nb_sandbox_destroy(a, out->id, &ae);
+        return -1;
+    }
+    nb_info("handed out warm sandbox %s", out->id);
+    return 0;
+}
+
+int nb_warm_evict(struct nb_app *a)
+{
+    char id[NB_ID_LEN + 1] = "", cid[NB_CID_LEN + 1] = "";
+    uint32_t gen = 0;
+    struct nb_derr de = {0};
+
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        struct nb_slot *s = &a->table.slots[i];
+        if (nb_table_mark_destroying(&a->table, s, NB_SLOT_POOLED, nb_clock_real_s()) != 0)
+            continue;
+        snprintf(id, sizeof(id), "%s", s->id);
+        snprintf(cid, sizeof(cid), "%s", s->container_id);
+        gen = s->generation;
+        break;
+    }
+    nb_table_unlock(&a->table);
+    if (id[0] == '\0')
+        return -1;
+    return nb_sandbox_finish_destroy(a, id, cid, gen, &de);
+}
+
+unsigned nb_warm_wanted(unsigned warm_pool, uint32_t pooled, uint32_t free_slots)
+{
+    uint32_t missing, spare;
+
+    if (pooled >= warm_pool || free_slots <= warm_pool)
+        return 0;
+    missing = warm_pool - pooled;
+    spare = free_slots - warm_pool;
+    return missing < spare ? missing : spare;
+}
+
+void nb_warm_refill(struct nb_app *a)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_sandbox_spec spec;
+    char extra[NB_ID_LEN + 1] = "", extra_cid[NB_CID_LEN + 1] = "";
+    uint32_t pooled = 0, extra_gen = 0;
+    uint32_t free_slots;
+    unsigned wanted;
+    int64_t t0;
+
+    nb_table_lock(&a->table);
+    free_slots = nb_table_count_state(&a->table, NB_SLOT_FREE);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        struct nb_slot *s = &a->table.slots[i];
+        if (s->state != NB_SLOT_POOLED)
+            continue;
+        if (pooled >= c->warm_pool || strcmp(s->image, c->images[0]) != 0) {
+            /* more than configured now, or of an image no longer the default: one per pass */
+            if (extra[0] == '\0' &&
+                nb_table_mark_destroying(&a->table, s, NB_SLOT_POOLED, nb_clock_real_s()) == 0) {
+                snprintf(extra, sizeof(extra), "%s", s->id);
+                snprintf(extra_cid, sizeof(extra_cid), "%s", s->container_id);
+                extra_gen = s->generation;
+            }
+            continue;
+        }
+        pooled++;
+    }
+    nb_table_unlock(&a->table);
+    if (extra[0] != '\0') {
+        struct nb_derr de = {0};
+        if (nb_sandbox_finish_destroy(a, extra, extra_cid, extra_gen, &de) == 0)
+            nb_info("removed surplus warm sandbox %s", extra);
+    }
+
+    wanted = nb_warm_wanted(c->warm_pool, pooled, free_slots);
+    if (wanted == 0)
+        return;
+    memset(&spec, 0, sizeof(spec));
+    snprintf(spec.image, sizeof(spec.image), "%s", c->images[0]);
+    spec.memory = c->memory;
+    spec.nano_cpus = c->nano_cpus;
+    spec.pids = c->pids;
+    spec.ttl = c->max_ttl; /* the label's; a hand-out sets the real expiry in the table */
+    snprintf(spec.metadata, sizeof(spec.metadata), "{}");
+    t0 = nb_clock_mono_ms();
+    for (unsigned k = 0; k < wanted; k++) {
+        struct nb_slot slot;
+        struct nb_apierr ae;
+        if (nb_sandbox_make(a, &spec, NB_SLOT_POOLED, &slot, &ae) != 0) {
+            nb_warn("could not refill the warm pool: %s", ae.msg);
+            break;
+        }
+        if (nb_clock_mono_ms() - t0 > WARM_REFILL_BUDGET_MS)
+            break;
+    }
+}

@@ -1,0 +1,48 @@
+/*
+ * warm.h - the warm pool: warm_pool sandboxes of the default configuration
+ * started ahead of demand (slot state POOLED), so a create that asks for
+ * nothing but the defaults is served without waiting for Docker.
+ *
+ * The reaper refills the pool; a create takes from it through the
+ * lifecycle's source hook (struct nb_sandbox_source in sandbox.h), so the
+ * lifecycle never calls the pool by name and the pool builds on the
+ * lifecycle (nb_sandbox_make, nb_sandbox_finish_destroy) without a cycle.
+ */
+#ifndef NB_WARM_H
+#define NB_WARM_H
+
+#include "app.h"
+#include "sandbox.h"
+
+/* The pool as a source of ready sandboxes: main.c sets app.warm to it. */
+extern const struct nb_sandbox_source nb_warm_source;
+
+/* Can a create request be served by a warm sandbox (it asks for the defaults only)? */
+int nb_warm_fits(const struct nb_conf *c, const struct nb_sandbox_spec *spec);
+
+/*
+ * Hand out a warm sandbox for spec: it becomes RUNNING with the request's
+ * TTL and metadata, copied to *out. -1 when spec does not fit, none is
+ * ready, or the one taken does not answer (it is destroyed; the caller
+ * creates one cold).
+ */
+int nb_warm_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out);
+
+/* Destroy one warm sandbox so a cold create gets its slot; 0 if one was. */
+int nb_warm_evict(struct nb_app *a);
+
+/*
+ * How many warm sandboxes a refill pass should start, given pooled ready
+ * ones of the default image and free_slots free slots: up to warm_pool
+ * ready, but never into the last warm_pool free slots (those are users').
+ */
+unsigned nb_warm_wanted(unsigned warm_pool, uint32_t pooled, uint32_t free_slots);
+
+/*
+ * Reaper, every pass: remove one surplus warm sandbox (more than warm_pool,
+ * or not of the default image), then start the ones nb_warm_wanted says
+ * (within a time budget, so a slow Docker does not hold up the reaper).
+ */
+void nb_warm_refill(struct nb_app *a);
+
+#endif

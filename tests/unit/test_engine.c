@@ -1,0 +1,1014 @@
+/*
+ * test_engine.c - the sandbox engine (sandbox.c, warm.c, reaper.c) against
+ * an in-memory Docker put in the place of the real client through its ops
+ * table (docker.h): create and its rollback on every failure, destroy,
+ * the reaper's expiry and reconciliation rules (docs/ARCHITECTURE.md,
+ * "Reaper"), and the warm pool's sizing, refill, hand-out and eviction.
+ *
+ * The table is a real one in a temporary file; only Docker and the
+ * agent's ping (nb_agent_ping, defined here) are fakes. Every test ends by
+ * checking the invariant the engine exists to keep: each container of ours
+ * has a slot, and each live slot its container.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent.h"
+#include "app.h"
+#include "log.h"
+#include "reaper.h"
+#include "sandbox.h"
+#include "warm.h"
+
+#define FAKE_MAX 32
+
+/* ---- the in-memory Docker ---- */
+
+struct fake_ctr {
+    char id[65];
+    char name[80];      /* nanobox-<sandbox id> */
+    char sandbox[64];   /* label nanobox.sandbox */
+    int running;
+    int used;
+};
+
+struct fake_docker {
+    struct fake_ctr ctr[FAKE_MAX];
+    unsigned next_id;
+    int unreachable;        /* every call: NB_DERR_UNREACHABLE, never sent */
+    long create_status;     /* nonzero: create answers this HTTP error */
+    int start_fails;        /* start answers 500 */
+    int exits_at_once;      /* started containers are found stopped */
+    int remove_fails;       /* remove answers 500 */
+    unsigned creates, removes;
+    /* called from inspect: lets a test act while a create waits on Docker */
+    void (*on_inspect)(void);
+};
+
+static struct fake_docker fake;
+
+static void fake_err(struct nb_derr *e, enum nb_derr_kind kind, long status, const char *msg)
+{
+    e->kind = kind;
+    e->status = status;
+    e->unsent = kind == NB_DERR_UNREACHABLE;
+    snprintf(e->msg, sizeof(e->msg), "%s", msg);
+}
+
+/* Container by id or by name, or NULL. */
+static struct fake_ctr *fake_find(const char *ref)
+{
+    for (size_t i = 0; i < FAKE_MAX; i++)
+        if (fake.ctr[i].used && (!strcmp(fake.ctr[i].id, ref) || !strcmp(fake.ctr[i].name, ref)))
+            return &fake.ctr[i];
+    return NULL;
+}
+
+static size_t fake_count(void)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < FAKE_MAX; i++)
+        n += fake.ctr[i].used;
+    return n;
+}
+
+/* A container of ours that the engine did not make (a leftover, an orphan). */
+static struct fake_ctr *fake_add(const char *sandbox, int running)
+{
+    for (size_t i = 0; i < FAKE_MAX; i++) {
+        struct fake_ctr *c = &fake.ctr[i];
+        if (c->used)
+            continue;
+        memset(c, 0, sizeof(*c));
+        c->used = 1;
+        c->running = running;
+        snprintf(c->id, sizeof(c->id), "%064x", ++fake.next_id);
+        snprintf(c->name, sizeof(c->name), "nanobox-%s", sandbox);
+        snprintf(c->sandbox, sizeof(c->sandbox), "%s", sandbox);
+        return c;
+    }
+    fail_msg("the fake Docker is full");
+    return NULL;
+}
+
+static int fake_ping(struct nb_docker *d, struct nb_derr *e)
+{
+    (void)d;
+    if (fake.unreachable) {
+        fake_err(e, NB_DERR_UNREACHABLE, 0, "connection refused");
+        return -1;
+    }
+    return 0;
+}
+
+static int fake_create(struct nb_docker *d, const char *name, const char *config_json,
+                       char cid[65], struct nb_derr *e)
+{
+    struct fake_ctr *c;
+
+    (void)d;
+    assert_non_null(strstr(config_json, "\"nanobox.sandbox\""));
+    if (fake.unreachable) {
+        fake_err(e, NB_DERR_UNREACHABLE, 0, "connection refused");
+        return -1;
+    }
+    if (fake.create_status) {
+        fake_err(e, NB_DERR_HTTP, fake.create_status, "no such image");
+        return -1;
+    }
+    assert_null(fake_find(name)); /* Docker refuses a second container of one name */
+    assert_int_equal(strncmp(name, "nanobox-", 8), 0);
+    c = fake_add(name + 8, 0);
+    snprintf(cid, 65, "%s", c->id);
+    fake.creates++;
+    return 0;
+}
+
+static int fake_start(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    struct fake_ctr *c = fake_find(id);
+
+    (void)d;
+    if (fake.unreachable) {
+        fake_err(e, NB_DERR_UNREACHABLE, 0, "connection refused");
+        return -1;
+    }
+    if (c == NULL) {
+        fake_err(e, NB_DERR_HTTP, 404, "no such container");
+        return -1;
+    }
+    if (fake.start_fails) {
+        fake_err(e, NB_DERR_HTTP, 500, "cannot start");
+        return -1;
+    }
+    c->running = !fake.exits_at_once;
+    return 0;
+}
+
+static int fake_remove(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    struct fake_ctr *c = fake_find(id);
+
+    (void)d;
+    fake.removes++;
+    if (fake.unreachable) {
+        fake_err(e, NB_DERR_UNREACHABLE, 0, "connection refused");
+        return -1;
+    }
+    if (fake.remove_fails) {
+        fake_err(e, NB_DERR_HTTP, 500, "device busy");
+        return -1;
+    }
+    if (c != NULL)
+        c->used = 0; /* and one already gone counts as removed, as with dockerd */
+    return 0;
+}
+
+static int fake_inspect(struct nb_docker *d, const char *id, int *running, pid_t *pid,
+                        struct nb_derr *e)
+{
+    struct fake_ctr *c = fake_find(id);
+
+    (void)d;
+    if (fake.on_inspect != NULL)
+        fake.on_inspect();
+    if (c == NULL) {
+        fake_err(e, NB_DERR_HTTP, 404, "no such container");
+        return -1;
+    }
+    *running = c->running;
+    *pid = c->running ? 4242 : 0;
+    return 0;
+}
+
+static int fake_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn cb, void *arg,
+                     struct nb_derr *e)
+{
+    int n = 0;
+
+    (void)d;
+    (void)instance;
+    if (fake.unreachable) {
+        fake_err(e, NB_DERR_UNREACHABLE, 0, "connection refused");
+        return -1;
+    }
+    for (size_t i = 0; i < FAKE_MAX; i++) {
+        struct nb_docker_ctr c;
+        if (!fake.ctr[i].used)
+            continue;
+        memset(&c, 0, sizeof(c));
+        snprintf(c.id, sizeof(c.id), "%s", fake.ctr[i].id);
+        snprintf(c.sandbox, sizeof(c.sandbox), "%s", fake.ctr[i].sandbox);
+        c.running = fake.ctr[i].running;
+        cb(arg, &c);
+        n++;
+    }
+    return n;
+}
+
+static const struct nb_docker_ops fake_ops = {
+    .ping = fake_ping,
+    .create = fake_create,
+    .start = fake_start,
+    .remove = fake_remove,
+    .inspect = fake_inspect,
+    .list = fake_list,
+};
+
+/* The agent of a handed-out warm sandbox: answers unless told not to. */
+static int agent_silent;
+
+int nb_agent_ping(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *ae)
+{
+    (void)slot;
+    (void)timeout_ms;
+    if (agent_silent) {
+        nb_apierr_set(ae, 503, "agent_unavailable", "no answer");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- fixture ---- */
+
+struct fixture {
+    char dir[64];
+    char path[128];
+    struct nb_app app;
+};
+
+static int setup_n(void **state, uint32_t nslots, unsigned warm_pool)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    char err[256];
+
+    if (f == NULL)
+        return -1;
+    snprintf(f->dir, sizeof(f->dir), "/tmp/nb-test-engine-XXXXXX");
+    if (mkdtemp(f->dir) == NULL)
+        return -1;
+    snprintf(f->path, sizeof(f->path), "%s/state", f->dir);
+    nb_conf_defaults(&f->app.conf);
+    snprintf(f->app.conf.ports_dir, sizeof(f->app.conf.ports_dir), "%s", f->dir);
+    f->app.conf.warm_pool = warm_pool;
+    if (nb_table_open(&f->app.table, f->path, nslots, err, sizeof(err)) != 0) {
+        fprintf(stderr, "table: %s\n", err);
+        return -1;
+    }
+    memset(&fake, 0, sizeof(fake));
+    agent_silent = 0;
+    f->app.docker.ops = &fake_ops;
+    f->app.docker.ctx = &fake;
+    f->app.warm = &nb_warm_source;
+    *state = f;
+    alarm(60);
+    return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_n(state, 4, 0);
+}
+
+static int setup_warm(void **state)
+{
+    return setup_n(state, 6, 2);
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+
+    alarm(0);
+    nb_table_close(&f->app.table);
+    unlink(f->path);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+/* A create request for the operator's defaults (what the warm pool holds). */
+static void default_spec(const struct nb_app *a, struct nb_sandbox_spec *spec)
+{
+    memset(spec, 0, sizeof(*spec));
+    snprintf(spec->image, sizeof(spec->image), "%s", a->conf.images[0]);
+    spec->memory = a->conf.memory;
+    spec->nano_cpus = a->conf.nano_cpus;
+    spec->pids = a->conf.pids;
+    spec->ttl = 300;
+    snprintf(spec->metadata, sizeof(spec->metadata), "{\"who\":\"test\"}");
+}
+
+static uint32_t count_state(struct nb_app *a, enum nb_slot_state st)
+{
+    uint32_t n;
+
+    nb_table_lock(&a->table);
+    n = nb_table_count_state(&a->table, st);
+    nb_table_unlock(&a->table);
+    return n;
+}
+
+/* Copy of the slot of id (any non-free state); state FREE when none. */
+static struct nb_slot slot_of(struct nb_app *a, const char *id)
+{
+    struct nb_slot copy, *s;
+
+    memset(&copy, 0, sizeof(copy));
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL)
+        copy = *s;
+    nb_table_unlock(&a->table);
+    return copy;
+}
+
+/*
+ * The invariant: every container has a slot that names it (or, CREATING,
+ * its sandbox id), and every RUNNING/POOLED slot's container exists.
+ */
+static void assert_consistent(struct nb_app *a)
+{
+    nb_table_lock(&a->table);
+    for (size_t i = 0; i < FAKE_MAX; i++) {
+        struct nb_slot *s;
+        if (!fake.ctr[i].used)
+            continue;
+        s = nb_table_find(&a->table, fake.ctr[i].sandbox);
+        if (s == NULL)
+            fail_msg("container %.12s has no slot", fake.ctr[i].id);
+        if (s->container_id[0] && strcmp(s->container_id, fake.ctr[i].id) != 0)
+            fail_msg("container %.12s has another's slot", fake.ctr[i].id);
+    }
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        struct nb_slot *s = &a->table.slots[i];
+        if ((s->state == NB_SLOT_RUNNING || s->state == NB_SLOT_POOLED) &&
+            fake_find(s->container_id) == NULL)
+            fail_msg("slot of %s has no container", s->id);
+    }
+    nb_table_unlock(&a->table);
+}
+
+/* A pid that is certainly not running: a child that has been waited for. */
+static pid_t dead_pid(void)
+{
+    pid_t pid = fork();
+    int status;
+
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return pid;
+}
+
+/* A running sandbox, created through the engine. */
+static struct nb_slot make_running(struct nb_app *a)
+{
+    struct nb_sandbox_spec spec;
+    struct nb_slot out;
+    struct nb_apierr ae;
+
+    default_spec(a, &spec);
+    spec.network_bridge = 1; /* never served warm */
+    if (nb_sandbox_create(a, &spec, &out, &ae) != 0)
+        fail_msg("create: %d %s %s", ae.status, ae.code, ae.msg);
+    return out;
+}
+
+/* ---- create ---- */
+
+static void test_create_starts_a_container_and_commits_a_running_slot(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app), s;
+    struct fake_ctr *c;
+
+    assert_int_equal(out.state, NB_SLOT_RUNNING);
+    assert_true(nb_sandbox_id_valid(out.id));
+    c = fake_find(out.container_id);
+    assert_non_null(c);
+    assert_true(c->running);
+    assert_string_equal(c->sandbox, out.id);
+    s = slot_of(&f->app, out.id);
+    assert_int_equal(s.state, NB_SLOT_RUNNING);
+    assert_int_equal(s.owner_pid, 0);
+    assert_int_equal(s.init_pid, 4242);
+    assert_int_equal(s.expires - s.created, 300);
+    assert_string_equal(s.metadata, "{\"who\":\"test\"}");
+    assert_consistent(&f->app);
+}
+
+static void create_fails(struct fixture *f, int status, const char *code)
+{
+    struct nb_sandbox_spec spec;
+    struct nb_slot out;
+    struct nb_apierr ae;
+
+    default_spec(&f->app, &spec);
+    assert_int_equal(nb_sandbox_create(&f->app, &spec, &out, &ae), -1);
+    assert_int_equal(ae.status, status);
+    assert_string_equal(ae.code, code);
+}
+
+static void test_create_refused_by_docker_frees_the_slot(void **state)
+{
+    struct fixture *f = *state;
+
+    fake.create_status = 500;
+    create_fails(f, 502, "docker_error");
+    assert_int_equal(nb_table_count(&f->app.table), 0);
+    assert_int_equal(fake_count(), 0);
+}
+
+static void test_create_with_a_missing_image_answers_503_image_missing(void **state)
+{
+    struct fixture *f = *state;
+
+    fake.create_status = 404;
+    create_fails(f, 503, "image_missing");
+    assert_int_equal(nb_table_count(&f->app.table), 0);
+}
+
+static void test_create_when_docker_is_unreachable_removes_nothing(void **state)
+{
+    struct fixture *f = *state;
+
+    fake.unreachable = 1;
+    create_fails(f, 503, "docker_unavailable");
+    assert_int_equal(fake.removes, 0); /* the request never reached dockerd */
+    assert_int_equal(nb_table_count(&f->app.table), 0);
+}
+
+static void test_start_failure_removes_the_container_and_frees_the_slot(void **state)
+{
+    struct fixture *f = *state;
+
+    fake.start_fails = 1;
+    create_fails(f, 502, "docker_error");
+    assert_int_equal(fake.creates, 1);
+    assert_int_equal(fake_count(), 0);
+    assert_int_equal(nb_table_count(&f->app.table), 0);
+}
+
+static void test_container_that_does_not_stay_up_is_removed(void **state)
+{
+    struct fixture *f = *state;
+
+    fake.exits_at_once = 1;
+    create_fails(f, 502, "docker_error");
+    assert_int_equal(fake_count(), 0);
+    assert_int_equal(nb_table_count(&f->app.table), 0);
+}
+
+static void test_failed_rollback_leaves_the_slot_to_reconciliation(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot s;
+
+    fake.start_fails = 1;
+    fake.remove_fails = 1;
+    create_fails(f, 502, "docker_error");
+    /* the container stays, and so does its slot: disowned, so not an orphan */
+    assert_int_equal(fake_count(), 1);
+    s = slot_of(&f->app, fake.ctr[0].sandbox);
+    assert_int_equal(s.state, NB_SLOT_CREATING);
+    assert_int_equal(s.owner_pid, 0);
+    assert_consistent(&f->app);
+
+    fake.remove_fails = 0;
+    assert_int_equal(nb_reaper_reconcile(&f->app), 1);
+    assert_int_equal(fake_count(), 0);
+    assert_int_equal(nb_table_count(&f->app.table), 0);
+}
+
+/* Reconciliation judging the creator dead: it takes the slot over. */
+static struct nb_app *reclaim_app;
+
+static void reclaim_during_inspect(void)
+{
+    struct nb_table *t = &reclaim_app->table;
+
+    nb_table_lock(t);
+    for (uint32_t i = 0; i < t->nslots; i++)
+        if (t->slots[i].state == NB_SLOT_CREATING)
+            assert_int_equal(nb_table_take_over(t, &t->slots[i], t->slots[i].state_since), 0);
+    nb_table_unlock(t);
+}
+
+static void test_create_whose_slot_was_taken_over_undoes_itself(void **state)
+{
+    struct fixture *f = *state;
+
+    reclaim_app = &f->app;
+    fake.on_inspect = reclaim_during_inspect;
+    create_fails(f, 500, "internal");
+    /* its container is gone; the slot is the taker's to free */
+    assert_int_equal(fake_count(), 0);
+    assert_int_equal(count_state(&f->app, NB_SLOT_DESTROYING), 1);
+    assert_int_equal(count_state(&f->app, NB_SLOT_RUNNING), 0);
+}
+
+static void test_full_table_answers_503_capacity_and_creates_nothing(void **state)
+{
+    struct fixture *f = *state;
+
+    for (uint32_t i = 0; i < f->app.table.nslots; i++)
+        make_running(&f->app);
+    create_fails(f, 503, "capacity");
+    assert_int_equal(fake.creates, f->app.table.nslots);
+    assert_consistent(&f->app);
+}
+
+/* ---- destroy ---- */
+
+static void test_destroy_removes_the_container_and_frees_the_slot(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app);
+    struct nb_apierr ae;
+
+    assert_int_equal(nb_sandbox_destroy(&f->app, out.id, &ae), 0);
+    assert_null(fake_find(out.container_id));
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_FREE);
+    assert_int_equal(nb_sandbox_destroy(&f->app, out.id, &ae), -1);
+    assert_int_equal(ae.status, 404);
+}
+
+static void test_destroy_that_docker_refuses_gives_the_sandbox_back(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app), s;
+    struct nb_apierr ae;
+
+    fake.remove_fails = 1;
+    assert_int_equal(nb_sandbox_destroy(&f->app, out.id, &ae), -1);
+    assert_int_equal(ae.status, 502);
+    s = slot_of(&f->app, out.id);
+    assert_int_equal(s.state, NB_SLOT_RUNNING);
+    assert_int_equal(s.owner_pid, 0);
+    assert_non_null(fake_find(out.container_id));
+    /* and a second try, once Docker works, succeeds */
+    fake.remove_fails = 0;
+    assert_int_equal(nb_sandbox_destroy(&f->app, out.id, &ae), 0);
+    assert_int_equal(fake_count(), 0);
+}
+
+/* ---- the reaper: expiry ---- */
+
+static void set_expires(struct nb_app *a, const char *id, int64_t expires)
+{
+    struct nb_slot *s;
+
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    assert_non_null(s);
+    s->expires = expires;
+    nb_table_unlock(&a->table);
+}
+
+static void test_expired_rule(void **state)
+{
+    struct nb_slot s;
+
+    (void)state;
+    memset(&s, 0, sizeof(s));
+    s.expires = 100;
+    s.state = NB_SLOT_RUNNING;
+    assert_true(nb_reaper_expired(&s, 100));
+    assert_true(nb_reaper_expired(&s, 101));
+    assert_false(nb_reaper_expired(&s, 99));
+    for (uint32_t st = NB_SLOT_FREE; st <= NB_SLOT_POOLED; st++) {
+        s.state = st;
+        if (st != NB_SLOT_RUNNING)
+            assert_false(nb_reaper_expired(&s, 1000));
+    }
+}
+
+static void test_expiry_destroys_expired_sandboxes_only(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot old = make_running(&f->app), young = make_running(&f->app);
+
+    set_expires(&f->app, old.id, nb_clock_real_s() - 1);
+    nb_reaper_expire(&f->app);
+    assert_int_equal(slot_of(&f->app, old.id).state, NB_SLOT_FREE);
+    assert_null(fake_find(old.container_id));
+    assert_int_equal(slot_of(&f->app, young.id).state, NB_SLOT_RUNNING);
+    assert_consistent(&f->app);
+}
+
+static void test_expiry_that_cannot_remove_leaves_the_slot_destroying(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot old = make_running(&f->app), s;
+
+    set_expires(&f->app, old.id, nb_clock_real_s() - 1);
+    fake.remove_fails = 1;
+    nb_reaper_expire(&f->app);
+    s = slot_of(&f->app, old.id);
+    assert_int_equal(s.state, NB_SLOT_DESTROYING);
+    assert_int_equal(s.owner_pid, getpid());
+    /* once stuck, reconciliation finishes it */
+    fake.remove_fails = 0;
+    nb_table_lock(&f->app.table);
+    nb_table_find(&f->app.table, old.id)->state_since -= NB_REAPER_STUCK_SECONDS + 1;
+    nb_table_unlock(&f->app.table);
+    assert_int_equal(nb_reaper_reconcile(&f->app), 1);
+    assert_int_equal(slot_of(&f->app, old.id).state, NB_SLOT_FREE);
+    assert_int_equal(fake_count(), 0);
+}
+
+/* ---- the reaper: reconciliation ---- */
+
+static void test_judge_rules(void **state)
+{
+    struct nb_docker_ctr up, down;
+    struct nb_slot s;
+    const int64_t t = 1000;
+
+    (void)state;
+    memset(&up, 0, sizeof(up));
+    up.running = 1;
+    memset(&down, 0, sizeof(down));
+    memset(&s, 0, sizeof(s));
+    s.state_since = t - 10;
+    for (uint32_t st = NB_SLOT_RUNNING; st <= NB_SLOT_POOLED; st += NB_SLOT_POOLED - NB_SLOT_RUNNING) {
+        s.state = st;
+        assert_int_equal(nb_reaper_judge(&s, &up, 0, t), NB_RECONCILE_KEEP);
+        assert_int_equal(nb_reaper_judge(&s, NULL, 0, t), NB_RECONCILE_FREE);
+        assert_int_equal(nb_reaper_judge(&s, &down, 0, t), NB_RECONCILE_DESTROY);
+        s.state_since = t; /* not judged on a listing older than the state */
+        assert_int_equal(nb_reaper_judge(&s, NULL, 0, t), NB_RECONCILE_KEEP);
+        s.state_since = t - 10;
+    }
+    for (uint32_t st = NB_SLOT_CREATING; st <= NB_SLOT_DESTROYING; st += 2) {
+        s.state = st;
+        s.state_since = t - 10;
+        assert_int_equal(nb_reaper_judge(&s, NULL, 1, t), NB_RECONCILE_KEEP);
+        assert_int_equal(nb_reaper_judge(&s, &up, 1, t), NB_RECONCILE_KEEP);
+        assert_int_equal(nb_reaper_judge(&s, NULL, 0, t), NB_RECONCILE_FINISH);
+        s.state_since = t - NB_REAPER_STUCK_SECONDS;
+        assert_int_equal(nb_reaper_judge(&s, NULL, 1, t), NB_RECONCILE_KEEP);
+        s.state_since = t - NB_REAPER_STUCK_SECONDS - 1;
+        assert_int_equal(nb_reaper_judge(&s, NULL, 1, t), NB_RECONCILE_FINISH);
+    }
+    s.state = NB_SLOT_FREE;
+    assert_int_equal(nb_reaper_judge(&s, NULL, 0, t), NB_RECONCILE_KEEP);
+}
+
+static void test_orphan_rule(void **state)
+{
+    struct nb_docker_ctr c;
+    struct nb_slot s;
+
+    (void)state;
+    memset(&c, 0, sizeof(c));
+    snprintf(c.id, sizeof(c.id), "%s", "aaaa");
+    memset(&s, 0, sizeof(s));
+    assert_true(nb_reaper_orphan(&c, NULL));
+    assert_false(nb_reaper_orphan(&c, &s)); /* CREATING, no container id yet: protected */
+    snprintf(s.container_id, sizeof(s.container_id), "%s", "aaaa");
+    assert_false(nb_reaper_orphan(&c, &s));
+    snprintf(s.container_id, sizeof(s.container_id), "%s", "bbbb");
+    assert_true(nb_reaper_orphan(&c, &s));
+}
+
+static void test_reconcile_removes_orphan_containers(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app);
+    struct fake_ctr *stray, *twin;
+
+    stray = fake_add("0f8fad5b-d9cb-469f-a165-70867728950e", 1);
+    twin = fake_add(out.id, 1); /* names a slot that holds another container */
+    assert_non_null(stray);
+    assert_non_null(twin);
+    assert_int_equal(nb_reaper_reconcile(&f->app), 2);
+    assert_int_equal(fake_count(), 1);
+    assert_non_null(fake_find(out.container_id));
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_RUNNING);
+    assert_consistent(&f->app);
+}
+
+static void test_reconcile_spares_the_container_of_a_live_create(void **state)
+{
+    struct fixture *f = *state;
+    const char *id = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+    /* a create in progress in a live process: its slot has no container id yet */
+    nb_table_lock(&f->app.table);
+    assert_non_null(nb_table_reserve(&f->app.table, id, nb_clock_real_s(), nb_clock_real_s() + 60));
+    nb_table_unlock(&f->app.table);
+    fake_add(id, 0);
+    assert_int_equal(nb_reaper_reconcile(&f->app), 0);
+    assert_int_equal(fake_count(), 1);
+    assert_int_equal(slot_of(&f->app, id).state, NB_SLOT_CREATING);
+}
+
+/* Make the listing see sandboxes that were RUNNING before it. */
+static void age(struct nb_app *a, const char *id)
+{
+    nb_table_lock(&a->table);
+    nb_table_find(&a->table, id)->state_since -= 10;
+    nb_table_unlock(&a->table);
+}
+
+static void test_reconcile_frees_a_slot_whose_container_vanished(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app);
+
+    age(&f->app, out.id);
+    fake_find(out.container_id)->used = 0; /* removed behind our back */
+    assert_int_equal(nb_reaper_reconcile(&f->app), 0);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_FREE);
+}
+
+static void test_reconcile_destroys_a_sandbox_whose_container_stopped(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app);
+
+    age(&f->app, out.id);
+    fake_find(out.container_id)->running = 0;
+    assert_int_equal(nb_reaper_reconcile(&f->app), 1);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_FREE);
+    assert_int_equal(fake_count(), 0);
+}
+
+static void test_reconcile_does_not_judge_sandboxes_newer_than_the_listing(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app);
+
+    nb_table_lock(&f->app.table);
+    nb_table_find(&f->app.table, out.id)->state_since = nb_clock_real_s() + 5;
+    nb_table_unlock(&f->app.table);
+    fake_find(out.container_id)->used = 0;
+    assert_int_equal(nb_reaper_reconcile(&f->app), 0);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_RUNNING);
+}
+
+static void test_reconcile_finishes_abandoned_creates_and_destroys(void **state)
+{
+    struct fixture *f = *state;
+    const char *creating = "0f8fad5b-d9cb-469f-a165-70867728950e";
+    struct nb_slot destroying = make_running(&f->app);
+    pid_t dead = dead_pid();
+    struct nb_slot *s;
+
+    nb_table_lock(&f->app.table);
+    s = nb_table_reserve(&f->app.table, creating, nb_clock_real_s(), nb_clock_real_s() + 60);
+    assert_non_null(s);
+    s->owner_pid = dead; /* its worker was killed mid-create */
+    s = nb_table_find(&f->app.table, destroying.id);
+    assert_int_equal(nb_table_mark_destroying(&f->app.table, s, NB_SLOT_RUNNING, nb_clock_real_s()), 0);
+    s->owner_pid = dead; /* and this one's mid-destroy */
+    nb_table_unlock(&f->app.table);
+    fake_add(creating, 0); /* created, never recorded: found by its name */
+
+    assert_int_equal(nb_reaper_reconcile(&f->app), 2);
+    assert_int_equal(fake_count(), 0);
+    assert_int_equal(nb_table_count(&f->app.table), 0);
+}
+
+static void test_reconcile_waits_for_a_live_owner_until_it_is_stuck(void **state)
+{
+    struct fixture *f = *state;
+    const char *id = "0f8fad5b-d9cb-469f-a165-70867728950e";
+    struct nb_slot *s;
+
+    nb_table_lock(&f->app.table);
+    s = nb_table_reserve(&f->app.table, id, nb_clock_real_s(), nb_clock_real_s() + 60);
+    assert_non_null(s);
+    nb_table_unlock(&f->app.table);
+    assert_int_equal(nb_reaper_reconcile(&f->app), 0);
+    assert_int_equal(slot_of(&f->app, id).state, NB_SLOT_CREATING);
+
+    nb_table_lock(&f->app.table);
+    nb_table_find(&f->app.table, id)->state_since -= NB_REAPER_STUCK_SECONDS + 5;
+    nb_table_unlock(&f->app.table);
+    assert_int_equal(nb_reaper_reconcile(&f->app), 1);
+    assert_int_equal(slot_of(&f->app, id).state, NB_SLOT_FREE);
+}
+
+static void test_reconcile_skipped_when_docker_is_unreachable(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app);
+
+    age(&f->app, out.id);
+    fake.unreachable = 1;
+    assert_int_equal(nb_reaper_reconcile(&f->app), -1);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_RUNNING);
+}
+
+/* ---- the warm pool ---- */
+
+static void test_warm_wanted_sizing(void **state)
+{
+    (void)state;
+    /* warm_pool, pooled, free -> to start */
+    assert_int_equal(nb_warm_wanted(0, 0, 10), 0);  /* no pool */
+    assert_int_equal(nb_warm_wanted(2, 0, 10), 2);  /* fill up */
+    assert_int_equal(nb_warm_wanted(2, 1, 10), 1);
+    assert_int_equal(nb_warm_wanted(2, 2, 10), 0);  /* full */
+    assert_int_equal(nb_warm_wanted(2, 3, 10), 0);  /* more than asked: none */
+    assert_int_equal(nb_warm_wanted(2, 0, 3), 1);   /* only beyond the last 2 free */
+    assert_int_equal(nb_warm_wanted(2, 0, 2), 0);   /* those are for users */
+    assert_int_equal(nb_warm_wanted(2, 0, 0), 0);
+    assert_int_equal(nb_warm_wanted(5, 1, 7), 2);
+}
+
+static void test_warm_refill_starts_pooled_sandboxes_up_to_warm_pool(void **state)
+{
+    struct fixture *f = *state;
+
+    nb_warm_refill(&f->app);
+    assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 2);
+    assert_int_equal(fake_count(), 2);
+    nb_warm_refill(&f->app);
+    assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 2);
+    assert_int_equal(fake.creates, 2);
+    assert_consistent(&f->app);
+}
+
+static void test_warm_refill_keeps_the_last_free_slots_for_users(void **state)
+{
+    struct fixture *f = *state;
+
+    /* 6 slots, warm_pool 2: 3 users leave 3 free, so 1 warm one fits */
+    for (int i = 0; i < 3; i++)
+        make_running(&f->app);
+    nb_warm_refill(&f->app);
+    assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 1);
+    assert_int_equal(count_state(&f->app, NB_SLOT_FREE), 2);
+}
+
+static void test_warm_refill_removes_one_surplus_per_pass(void **state)
+{
+    struct fixture *f = *state;
+
+    nb_warm_refill(&f->app);
+    f->app.conf.warm_pool = 0; /* the operator lowered it */
+    nb_warm_refill(&f->app);
+    assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 1);
+    nb_warm_refill(&f->app);
+    assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 0);
+    assert_int_equal(fake_count(), 0);
+    assert_int_equal(nb_table_count(&f->app.table), 0);
+}
+
+static void test_warm_refill_replaces_sandboxes_of_an_old_default_image(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot *s;
+
+    nb_warm_refill(&f->app);
+    nb_table_lock(&f->app.table);
+    for (uint32_t i = 0; i < f->app.table.nslots; i++) {
+        s = &f->app.table.slots[i];
+        if (s->state == NB_SLOT_POOLED)
+            snprintf(s->image, sizeof(s->image), "%s", "old:image");
+    }
+    nb_table_unlock(&f->app.table);
+    nb_warm_refill(&f->app); /* one old one out; two of the new image in */
+    nb_warm_refill(&f->app); /* the other old one out */
+    assert_int_equal(fake_count(), 2);
+    nb_table_lock(&f->app.table);
+    for (uint32_t i = 0; i < f->app.table.nslots; i++) {
+        s = &f->app.table.slots[i];
+        if (s->state == NB_SLOT_POOLED)
+            assert_string_equal(s->image, f->app.conf.images[0]);
+    }
+    assert_int_equal(nb_table_count_state(&f->app.table, NB_SLOT_POOLED), 2);
+    nb_table_unlock(&f->app.table);
+}
+
+static void test_create_with_the_defaults_takes_a_warm_sandbox(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_sandbox_spec spec;
+    struct nb_slot out, s;
+    struct nb_apierr ae;
+
+    nb_warm_refill(&f->app);
+    default_spec(&f->app, &spec);
+    assert_int_equal(nb_sandbox_create(&f->app, &spec, &out, &ae), 0);
+    assert_int_equal(fake.creates, 2); /* none made for the request */
+    s = slot_of(&f->app, out.id);
+    assert_int_equal(s.state, NB_SLOT_RUNNING);
+    assert_int_equal(s.expires - s.created, 300);
+    assert_string_equal(s.metadata, "{\"who\":\"test\"}");
+    assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 1);
+    assert_consistent(&f->app);
+}
+
+static void test_create_asking_for_more_than_the_defaults_is_served_cold(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_sandbox_spec spec;
+    struct nb_slot out;
+    struct nb_apierr ae;
+
+    nb_warm_refill(&f->app);
+    default_spec(&f->app, &spec);
+    spec.memory *= 2;
+    assert_false(nb_warm_fits(&f->app.conf, &spec));
+    assert_int_equal(nb_sandbox_create(&f->app, &spec, &out, &ae), 0);
+    assert_int_equal(fake.creates, 3);
+    assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 2);
+}
+
+static void test_warm_sandbox_that_does_not_answer_is_destroyed_and_served_cold(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_sandbox_spec spec;
+    struct nb_slot out;
+    struct nb_apierr ae;
+
+    nb_warm_refill(&f->app);
+    agent_silent = 1;
+    default_spec(&f->app, &spec);
+    assert_int_equal(nb_sandbox_create(&f->app, &spec, &out, &ae), 0);
+    assert_int_equal(fake.creates, 3);
+    assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 1);
+    assert_int_equal(count_state(&f->app, NB_SLOT_RUNNING), 1);
+    assert_int_equal(fake_count(), 2);
+    assert_consistent(&f->app);
+}
+
+static void test_cold_create_on_a_full_table_evicts_a_warm_sandbox(void **state)
+{
+    struct fixture *f = *state;
+
+    nb_warm_refill(&f->app);
+    while (count_state(&f->app, NB_SLOT_FREE) > 0)
+        make_running(&f->app);
+    assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 2);
+    make_running(&f->app);
+    assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 1);
+    make_running(&f->app);
+    assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 0);
+    create_fails(f, 503, "capacity");
+    assert_consistent(&f->app);
+}
+
+#define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
+#define W(test) cmocka_unit_test_setup_teardown(test, setup_warm, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_create_starts_a_container_and_commits_a_running_slot),
+        T(test_create_refused_by_docker_frees_the_slot),
+        T(test_create_with_a_missing_image_answers_503_image_missing),
+        T(test_create_when_docker_is_unreachable_removes_nothing),
+        T(test_start_failure_removes_the_container_and_frees_the_slot),
+        T(test_container_that_does_not_stay_up_is_removed),
+        T(test_failed_rollback_leaves_the_slot_to_reconciliation),
+        T(test_create_whose_slot_was_taken_over_undoes_itself),
+        T(test_full_table_answers_503_capacity_and_creates_nothing),
+        T(test_destroy_removes_the_container_and_frees_the_slot),
+        T(test_destroy_that_docker_refuses_gives_the_sandbox_back),
+        T(test_expired_rule),
+        T(test_expiry_destroys_expired_sandboxes_only),
+        T(test_expiry_that_cannot_remove_leaves_the_slot_destroying),
+        T(test_judge_rules),
+        T(test_orphan_rule),
+        T(test_reconcile_removes_orphan_containers),
+        T(test_reconcile_spares_the_container_of_a_live_create),
+        T(test_reconcile_frees_a_slot_whose_container_vanished),
+        T(test_reconcile_destroys_a_sandbox_whose_container_stopped),
+        T(test_reconcile_does_not_judge_sandboxes_newer_than_the_listing),
+        T(test_reconcile_finishes_abandoned_creates_and_destroys),
+        T(test_reconcile_waits_for_a_live_owner_until_it_is_stuck),
+        T(test_reconcile_skipped_when_docker_is_unreachable),
+        T(test_warm_wanted_sizing),
+        W(test_warm_refill_starts_pooled_sandboxes_up_to_warm_pool),
+        W(test_warm_refill_keeps_the_last_free_slots_for_users),
+        W(test_warm_refill_removes_one_surplus_per_pass),
+        W(test_warm_refill_replaces_sandboxes_of_an_old_default_image),
+        W(test_create_with_the_defaults_takes_a_warm_sandbox),
+        W(test_create_asking_for_more_than_the_defaults_is_served_cold),
+        W(test_warm_sandbox_that_does_not_answer_is_destroyed_and_served_cold),
+        W(test_cold_create_on_a_full_table_evicts_a_warm_sandbox),
+    };
+
+    nb_log_init("test_engine", NB_LOG_ERROR); /* the engine's warnings are expected here */
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
