@@ -1,6 +1,6 @@
 /*
  * agent.c - see agent.h. The only place the host opens a connection into a
- * sandbox's agent; exec.c, files.c and processes.c speak through it.
+ * sandbox's agent; exec.c, files.c and procs.c speak through it.
  */
 #include "config.h"
 
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agentproto.h"
 #include "log.h"
 #include "procstat.h"
 

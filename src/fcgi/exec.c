@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agentproto.h"
 #include "demux.h"
 #include "exec.h"
 #include "json.h"
