@@ -26,29 +26,24 @@
 #include "api.h"
 #include "files.h"
 #include "json.h"
-#include "log.h"
 #include "sandbox.h"
 
-/* The ?path= of the request, resolved; -1 after answering. */
+/* The ?path= of the request, resolved; -1 with ae set. */
 static int files_query_path(struct nb_app *a, struct nb_req *r, const char *key, char *out,
-                            size_t outlen)
+                            size_t outlen, struct nb_apierr *ae)
 {
-    struct nb_apierr ae;
     struct nb_buf q;
     int rc;
     nb_buf_init(&q, NB_QUERY_MAX);
     rc = nb_http_query_bytes(r, key, &q);
     if (rc == -1)
-        nb_apierr_set(&ae, 400, "bad_path", "the query parameter \"%s\" is required", key);
+        nb_apierr_set(ae, 400, "bad_path", "the query parameter \"%s\" is required", key);
     else if (rc == -2)
-        nb_apierr_set(&ae, 400, "bad_path", "the path is too long");
-    if (rc != 0 || nb_files_path(&a->conf, q.data, q.len, out, outlen, &ae) != 0) {
-        nb_buf_free(&q);
-        nb_http_error(r, &ae);
-        return -1;
-    }
+        nb_apierr_set(ae, 400, "bad_path", "the path is too long");
+    if (rc == 0)
+        rc = nb_files_path(&a->conf, q.data, q.len, out, outlen, ae);
     nb_buf_free(&q);
-    return 0;
+    return rc == 0 ? 0 : -1;
 }
 
 /* {type, size, mode, mtime} keys of fi into an open map. */
@@ -60,17 +55,6 @@ static void info_json(yajl_gen g, const struct nb_file_info *fi)
     nb_json_kv_int(g, "size", (long long)fi->size);
     nb_json_kv_str(g, "mode", mode);
     nb_json_kv_int(g, "mtime", (long long)fi->mtime);
-}
-
-/* The sandbox, or -1 after answering. */
-static int files_slot(struct nb_app *a, struct nb_req *r, const char *id, struct nb_slot *slot)
-{
-    struct nb_apierr ae;
-    if (nb_sandbox_get(a, id, slot, &ae) != 0) {
-        nb_http_error(r, &ae);
-        return -1;
-    }
-    return 0;
 }
 
 /*
@@ -115,29 +99,31 @@ static int get_entry(void *arg, const struct nb_file_info *e)
     return 0;
 }
 
-static void files_get(struct nb_app *a, struct nb_req *r, const char *id)
+/* GET .../files?path=: an error after the bytes began can only cut them short. */
+int api_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae)
 {
     char path[NB_FILES_PATH_MAX + 1];
     struct nb_slot slot;
-    struct nb_apierr ae;
     struct files_get_ctx x = {r, path, NULL};
     struct nb_files_sink sink = {get_info, get_data, get_entry, &x, 0};
+    int rc = NB_ERR;
 
-    if (files_query_path(a, r, "path", path, sizeof(path)) != 0 || files_slot(a, r, id, &slot) != 0)
-        return;
-    if (nb_files_read(a, &slot, path, &sink, &ae) != 0) {
-        if (!r->answered)
-            nb_http_error(r, &ae);
-        else
-            nb_warn("sandbox %s: reading %s broke off: %s", id, path, ae.msg);
-    } else if (x.g != NULL) {
-        yajl_gen_array_close(x.g);
-        nb_json_kv_bool(x.g, "truncated", sink.truncated);
-        yajl_gen_map_close(x.g);
-        nb_http_json(r, 200, x.g);
+    if (files_query_path(a, r, "path", path, sizeof(path), ae) != 0 ||
+        nb_sandbox_get(a, ra->id, &slot, ae) != 0)
+        return NB_ERR;
+    if (nb_files_read(a, &slot, path, &sink, ae) == 0) {
+        if (x.g != NULL) {
+            yajl_gen_array_close(x.g);
+            nb_json_kv_bool(x.g, "truncated", sink.truncated);
+            yajl_gen_map_close(x.g);
+            nb_http_json(r, 200, x.g);
+        }
+        rc = NB_OK;
     }
     if (x.g != NULL)
         yajl_gen_free(x.g);
+    return rc;
 }
 
 /* Parse an octal mode (?mode=0755); -1 if junk or beyond 07777. */
@@ -157,7 +143,9 @@ static int put_source(void *arg, void *buf, size_t n)
     return nb_http_read_some(arg, buf, n);
 }
 
-static void files_put(struct nb_app *a, struct nb_req *r, const char *id)
+/* PUT .../files?path=: the body streamed through, never held whole. */
+int api_files_put(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
     char path[NB_FILES_PATH_MAX + 1], mode_s[16];
@@ -166,27 +154,23 @@ static void files_put(struct nb_app *a, struct nb_req *r, const char *id)
     uint32_t mode = 0644;
     struct nb_file_info fi;
     struct nb_slot slot;
-    struct nb_apierr ae;
     int have_info;
     yajl_gen g;
 
-    if (files_query_path(a, r, "path", path, sizeof(path)) != 0)
-        return;
+    if (files_query_path(a, r, "path", path, sizeof(path), ae) != 0)
+        return NB_ERR;
     if (nb_http_query(r, "mode", mode_s, sizeof(mode_s)) == 0 && parse_mode(mode_s, &mode) != 0) {
-        nb_http_fail(r, 400, "bad_field", "mode must be octal permission bits such as 0644");
-        return;
+        nb_apierr_set(ae, 400, "bad_field", "mode must be octal permission bits such as 0644");
+        return NB_ERR;
     }
     if (total > c->max_file) {
-        nb_http_fail(r, 413, "too_large", "the file is %llu bytes; the limit is %zu (max_file)", total,
-                     c->max_file);
-        return;
+        nb_apierr_set(ae, 413, "too_large", "the file is %llu bytes; the limit is %zu (max_file)",
+                      total, c->max_file);
+        return NB_ERR;
     }
-    if (files_slot(a, r, id, &slot) != 0)
-        return;
-    if (nb_files_write(a, &slot, path, mode, total, put_source, r, &fi, &have_info, &ae) != 0) {
-        nb_http_error(r, &ae);
-        return;
-    }
+    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0 ||
+        nb_files_write(a, &slot, path, mode, total, put_source, r, &fi, &have_info, ae) != 0)
+        return NB_ERR;
     g = nb_json_gen();
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "path", path);
@@ -197,13 +181,7 @@ static void files_put(struct nb_app *a, struct nb_req *r, const char *id)
     yajl_gen_map_close(g);
     nb_http_json(r, 201, g);
     yajl_gen_free(g);
-}
-
-/* The engine's error as the answer; -1. */
-static int files_fail(struct nb_req *r, const struct nb_apierr *ae)
-{
-    nb_http_error(r, ae);
-    return -1;
+    return NB_OK;
 }
 
 static int is_true(const char *v)
@@ -211,44 +189,40 @@ static int is_true(const char *v)
     return !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes");
 }
 
-static void files_delete(struct nb_app *a, struct nb_req *r, const char *id)
+/* DELETE .../files?path=[&recursive=1] */
+int api_files_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae)
 {
     char path[NB_FILES_PATH_MAX + 1], rec[16] = "";
     struct nb_slot slot;
-    struct nb_apierr ae;
     int recursive;
-    if (files_query_path(a, r, "path", path, sizeof(path)) != 0)
-        return;
+
+    if (files_query_path(a, r, "path", path, sizeof(path), ae) != 0)
+        return NB_ERR;
     if (!strcmp(path, "/")) {
-        nb_http_fail(r, 400, "bad_path", "refusing to delete /");
-        return;
+        nb_apierr_set(ae, 400, "bad_path", "refusing to delete /");
+        return NB_ERR;
     }
     recursive = nb_http_query(r, "recursive", rec, sizeof(rec)) == 0 && is_true(rec);
-    if (files_slot(a, r, id, &slot) != 0)
-        return;
-    if (nb_files_delete(a, &slot, path, recursive, &ae) != 0)
-        files_fail(r, &ae);
-    else
-        nb_http_no_content(r);
+    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0 ||
+        nb_files_delete(a, &slot, path, recursive, ae) != 0)
+        return NB_ERR;
+    nb_http_no_content(r);
+    return NB_OK;
 }
 
-/* A path field of a JSON body, resolved; -1 after answering. */
-static int body_path(struct nb_app *a, struct nb_req *r, yajl_val v, const char *name, char *out,
-                     size_t outlen)
+/* A path field of a JSON body, resolved; -1 with ae set. */
+static int body_path(struct nb_app *a, yajl_val v, const char *name, char *out, size_t outlen,
+                     struct nb_apierr *ae)
 {
-    struct nb_apierr ae;
     const char *s;
     if (v == NULL) {
-        nb_http_fail(r, 400, "bad_field", "field \"%s\" (a path) is required", name);
+        nb_apierr_set(ae, 400, "bad_field", "field \"%s\" (a path) is required", name);
         return -1;
     }
     s = nb_json_string(v);
     /* JSON strings may hold \u0000, which yajl hands over as a NUL: strlen stops there */
-    if (nb_files_path(&a->conf, s, strlen(s), out, outlen, &ae) != 0) {
-        nb_http_error(r, &ae);
-        return -1;
-    }
-    return 0;
+    return nb_files_path(&a->conf, s, strlen(s), out, outlen, ae);
 }
 
 /*
@@ -265,64 +239,77 @@ struct files_json_op {
 static const struct files_json_op files_mkdir_op = {{"path"}, 1, 201};
 static const struct files_json_op files_move_op = {{"from", "to"}, 2, 200};
 
-static void files_json(struct nb_app *a, struct nb_req *r, const char *id,
-                       const struct files_json_op *op)
+static int files_json(struct nb_app *a, struct nb_req *r, const char *id,
+                      const struct files_json_op *op, struct nb_apierr *ae)
 {
     struct nb_jfield f[2] = {{op->names[0], NB_JT_STRING, NULL}, {op->names[1], NB_JT_STRING, NULL}};
     char paths[2][NB_FILES_PATH_MAX + 1], err[256];
     struct nb_slot slot;
-    struct nb_apierr ae;
     yajl_val body = NULL;
+    yajl_gen g;
     unsigned i;
-    int rc;
+    int rc = NB_ERR;
 
-    if (api_read_json_nul(a, r, &body, "bad_path") != 0)
-        return;
+    if (api_read_json_nul(a, r, &body, "bad_path", ae) != 0)
+        return NB_ERR;
     if (nb_json_fields(body, f, op->n, err, sizeof(err)) != 0) {
-        nb_http_fail(r, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, 400, "bad_field", "%s", err);
         goto out;
     }
     for (i = 0; i < op->n; i++)
-        if (body_path(a, r, f[i].val, op->names[i], paths[i], sizeof(paths[i])) != 0)
+        if (body_path(a, f[i].val, op->names[i], paths[i], sizeof(paths[i]), ae) != 0)
             goto out;
-    if (files_slot(a, r, id, &slot) != 0)
+    if (nb_sandbox_get(a, id, &slot, ae) != 0)
         goto out;
-    rc = op->n == 2 ? nb_files_move(a, &slot, paths[0], paths[1], &ae)
-                    : nb_files_mkdir(a, &slot, paths[0], &ae);
-    if (rc != 0) {
-        files_fail(r, &ae);
-    } else {
-        yajl_gen g = nb_json_gen();
-        yajl_gen_map_open(g);
-        if (op->n == 2)
-            nb_json_kv_str(g, "from", paths[0]);
-        nb_json_kv_str(g, "path", paths[op->n - 1]);
-        yajl_gen_map_close(g);
-        nb_http_json(r, op->status, g);
-        yajl_gen_free(g);
-    }
+    if ((op->n == 2 ? nb_files_move(a, &slot, paths[0], paths[1], ae)
+                    : nb_files_mkdir(a, &slot, paths[0], ae)) != 0)
+        goto out;
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    if (op->n == 2)
+        nb_json_kv_str(g, "from", paths[0]);
+    nb_json_kv_str(g, "path", paths[op->n - 1]);
+    yajl_gen_map_close(g);
+    nb_http_json(r, op->status, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
 out:
     yajl_tree_free(body);
+    return rc;
 }
 
-void api_files(struct nb_app *a, struct nb_req *r, const char *id, const char *op)
+/* POST .../files/mkdir {path} */
+int api_files_mkdir(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae)
 {
-    const char *m = r->method;
+    return files_json(a, r, ra->id, &files_mkdir_op, ae);
+}
+
+/* POST .../files/move {from, to} */
+int api_files_move(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae)
+{
+    return files_json(a, r, ra->id, &files_move_op, ae);
+}
+
+int api_files(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+              struct nb_apierr *ae)
+{
+    const char *m = r->method, *op = ra->arg;
     if (op[0] == '\0') {
         if (!strcmp(m, "GET"))
-            files_get(a, r, id);
-        else if (!strcmp(m, "PUT"))
-            files_put(a, r, id);
-        else if (!strcmp(m, "DELETE"))
-            files_delete(a, r, id);
-        else
-            nb_http_fail(r, 405, "method_not_allowed", "%s is not allowed here; use GET, PUT, DELETE", m);
+            return api_files_get(a, r, ra, ae);
+        if (!strcmp(m, "PUT"))
+            return api_files_put(a, r, ra, ae);
+        if (!strcmp(m, "DELETE"))
+            return api_files_delete(a, r, ra, ae);
+        nb_apierr_set(ae, 405, "method_not_allowed", "%s is not allowed here; use GET, PUT, DELETE", m);
     } else if (!strcmp(op, "mkdir") || !strcmp(op, "move")) {
-        if (strcmp(m, "POST") != 0)
-            nb_http_fail(r, 405, "method_not_allowed", "%s is not allowed here; use POST", m);
-        else
-            files_json(a, r, id, op[1] == 'k' ? &files_mkdir_op : &files_move_op);
+        if (!strcmp(m, "POST"))
+            return op[1] == 'k' ? api_files_mkdir(a, r, ra, ae) : api_files_move(a, r, ra, ae);
+        nb_apierr_set(ae, 405, "method_not_allowed", "%s is not allowed here; use POST", m);
     } else {
-        nb_http_fail(r, 404, "no_route", "no such route: %.200s", r->path);
+        nb_apierr_set(ae, 404, "no_route", "no such route: %.200s", r->path);
     }
+    return NB_ERR;
 }

@@ -50,16 +50,6 @@ static void proc_json(yajl_gen g, const struct nb_proc_info *p)
     nb_json_kv_int(g, "stderr_bytes", (long long)p->stderr_bytes);
 }
 
-static int proc_slot(struct nb_app *a, struct nb_req *r, const char *id, struct nb_slot *slot)
-{
-    struct nb_apierr ae;
-    if (nb_sandbox_get(a, id, slot, &ae) != 0) {
-        nb_http_error(r, &ae);
-        return -1;
-    }
-    return 0;
-}
-
 static int list_each(void *arg, const struct nb_proc_info *p)
 {
     yajl_gen g = arg;
@@ -69,43 +59,32 @@ static int list_each(void *arg, const struct nb_proc_info *p)
     return 0;
 }
 
-static void proc_list(struct nb_app *a, struct nb_req *r, const char *id)
+/* GET .../processes */
+int api_procs_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae)
 {
     struct nb_slot slot;
-    struct nb_apierr ae;
     yajl_gen g;
-    if (proc_slot(a, r, id, &slot) != 0)
-        return;
+    int rc = NB_ERR;
+
+    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
+        return NB_ERR;
     g = nb_json_gen();
     yajl_gen_map_open(g);
     nb_json_cstr(g, "processes");
     yajl_gen_array_open(g);
-    if (nb_procs_list(a, &slot, list_each, g, &ae) != 0) {
-        nb_http_error(r, &ae);
-    } else {
+    if (nb_procs_list(a, &slot, list_each, g, ae) == 0) {
         yajl_gen_array_close(g);
         yajl_gen_map_close(g);
         nb_http_json(r, 200, g);
+        rc = NB_OK;
     }
     yajl_gen_free(g);
+    return rc;
 }
 
-/* A pid path segment: 1..2^22 (pid_max), digits only. */
-static int parse_pid(const char *s, uint32_t *out)
-{
-    char *end;
-    unsigned long v;
-    if (*s < '1' || *s > '9' || strlen(s) > 7)
-        return -1;
-    v = strtoul(s, &end, 10);
-    if (*end != '\0' || v > 4194304)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
-/* A non-negative offset query parameter; -1 after answering. */
-static int query_offset(struct nb_req *r, const char *key, uint64_t *out)
+/* A non-negative offset query parameter (absent: 0); -1 with ae set. */
+static int query_offset(struct nb_req *r, const char *key, uint64_t *out, struct nb_apierr *ae)
 {
     char v[32], *end;
     *out = 0;
@@ -113,27 +92,36 @@ static int query_offset(struct nb_req *r, const char *key, uint64_t *out)
         return 0;
     *out = strtoull(v, &end, 10);
     if (v[0] < '0' || v[0] > '9' || *end != '\0') {
-        nb_http_fail(r, 400, "bad_field", "%s must be a byte offset (0 or more)", key);
+        nb_apierr_set(ae, 400, "bad_field", "%s must be a byte offset (0 or more)", key);
         return -1;
     }
     return 0;
 }
 
-static void proc_get(struct nb_app *a, struct nb_req *r, const char *id, uint32_t pid)
+/* The {pid} segment (the router checked its syntax). */
+static uint32_t route_pid(const struct nb_route_args *ra)
+{
+    uint32_t pid = 0;
+    nb_route_pid(ra->arg, &pid);
+    return pid;
+}
+
+/* GET .../processes/{pid}?stdout_offset=&stderr_offset= */
+int api_procs_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae)
 {
     struct nb_slot slot;
-    struct nb_apierr ae;
     struct nb_proc_output po;
     uint64_t off_out, off_err;
     yajl_gen g;
 
-    if (query_offset(r, "stdout_offset", &off_out) != 0 || query_offset(r, "stderr_offset", &off_err) != 0 ||
-        proc_slot(a, r, id, &slot) != 0)
-        return;
-    if (nb_procs_read(a, &slot, pid, off_out, off_err, &po, &ae) != 0) {
-        nb_http_error(r, &ae);
+    if (query_offset(r, "stdout_offset", &off_out, ae) != 0 ||
+        query_offset(r, "stderr_offset", &off_err, ae) != 0 ||
+        nb_sandbox_get(a, ra->id, &slot, ae) != 0)
+        return NB_ERR;
+    if (nb_procs_read(a, &slot, route_pid(ra), off_out, off_err, &po, ae) != 0) {
         nb_proc_output_free(&po);
-        return;
+        return NB_ERR;
     }
     g = nb_json_gen();
     yajl_gen_map_open(g);
@@ -151,9 +139,12 @@ static void proc_get(struct nb_app *a, struct nb_req *r, const char *id, uint32_
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
     nb_proc_output_free(&po);
+    return NB_OK;
 }
 
-static void proc_stdin(struct nb_app *a, struct nb_req *r, const char *id, uint32_t pid)
+/* POST .../processes/{pid}/stdin {data, encoding?, eof?} */
+int api_procs_stdin(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae)
 {
     struct nb_jfield f[] = {
         {"data", NB_JT_STRING, NULL},
@@ -161,17 +152,18 @@ static void proc_stdin(struct nb_app *a, struct nb_req *r, const char *id, uint3
         {"eof", NB_JT_BOOL, NULL},
     };
     struct nb_slot slot;
-    struct nb_apierr ae;
     struct nb_buf data;
     yajl_val body = NULL;
     char err[256];
     const char *enc;
+    yajl_gen g;
+    int rc = NB_ERR;
 
-    if (api_read_json(a, r, &body) != 0)
-        return;
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
     nb_buf_init(&data, a->conf.max_body);
     if (nb_json_fields(body, f, 3, err, sizeof(err)) != 0) {
-        nb_http_fail(r, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, 400, "bad_field", "%s", err);
         goto out;
     }
     enc = f[1].val ? nb_json_string(f[1].val) : "utf-8";
@@ -179,87 +171,86 @@ static void proc_stdin(struct nb_app *a, struct nb_req *r, const char *id, uint3
         const char *text = nb_json_string(f[0].val);
         if (!strcmp(enc, "base64")) {
             if (nb_base64_decode(&data, text, strlen(text)) != NB_OK) {
-                nb_http_fail(r, 400, "bad_field", "data is not valid base64");
+                nb_apierr_set(ae, 400, "bad_field", "data is not valid base64");
                 goto out;
             }
         } else if (!strcmp(enc, "utf-8") || !strcmp(enc, "utf8")) {
             nb_buf_append(&data, text, strlen(text));
         } else {
-            nb_http_fail(r, 400, "bad_field", "encoding must be \"utf-8\" or \"base64\"");
+            nb_apierr_set(ae, 400, "bad_field", "encoding must be \"utf-8\" or \"base64\"");
             goto out;
         }
     }
     if (data.len > NB_PROCS_STDIN_MAX) {
-        nb_http_fail(r, 413, "too_large", "send at most %u bytes of stdin per call", NB_PROCS_STDIN_MAX);
+        nb_apierr_set(ae, 413, "too_large", "send at most %u bytes of stdin per call",
+                      NB_PROCS_STDIN_MAX);
         goto out;
     }
-    if (proc_slot(a, r, id, &slot) != 0)
+    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0 ||
+        nb_procs_stdin(a, &slot, route_pid(ra), data.data, data.len,
+                       f[2].val != NULL && YAJL_IS_TRUE(f[2].val), ae) != 0)
         goto out;
-    if (nb_procs_stdin(a, &slot, pid, data.data, data.len, f[2].val != NULL && YAJL_IS_TRUE(f[2].val),
-                       &ae) != 0) {
-        nb_http_error(r, &ae);
-    } else {
-        yajl_gen g = nb_json_gen();
-        yajl_gen_map_open(g);
-        nb_json_kv_int(g, "written", (long long)data.len);
-        yajl_gen_map_close(g);
-        nb_http_json(r, 200, g);
-        yajl_gen_free(g);
-    }
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_int(g, "written", (long long)data.len);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
 out:
     nb_buf_free(&data);
     yajl_tree_free(body);
+    return rc;
 }
 
-static void proc_signal(struct nb_app *a, struct nb_req *r, const char *id, uint32_t pid)
+/* DELETE .../processes/{pid}?signal=KILL */
+int api_procs_signal(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae)
 {
     char name[16] = "KILL";
     struct nb_slot slot;
-    struct nb_apierr ae;
     int sig;
 
     nb_http_query(r, "signal", name, sizeof(name));
     sig = nb_procs_signal_number(name);
     if (sig == 0) {
-        nb_http_fail(r, 400, "bad_field", "signal must be one of %s", nb_procs_signal_names);
-        return;
+        nb_apierr_set(ae, 400, "bad_field", "signal must be one of %s", nb_procs_signal_names);
+        return NB_ERR;
     }
-    if (proc_slot(a, r, id, &slot) != 0)
-        return;
-    if (nb_procs_signal(a, &slot, pid, sig, &ae) != 0)
-        nb_http_error(r, &ae);
-    else
-        nb_http_no_content(r);
+    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0 ||
+        nb_procs_signal(a, &slot, route_pid(ra), sig, ae) != 0)
+        return NB_ERR;
+    nb_http_no_content(r);
+    return NB_OK;
 }
 
-void api_processes(struct nb_app *a, struct nb_req *r, const char *id, const char *pid_s,
-                   const char *op)
+int api_processes(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae)
 {
     const char *m = r->method;
     uint32_t pid;
-    if (pid_s[0] == '\0') {
+    if (ra->arg[0] == '\0') {
         if (!strcmp(m, "GET"))
-            proc_list(a, r, id);
-        else
-            nb_http_fail(r, 405, "method_not_allowed", "%s is not allowed here; use GET", m);
-        return;
+            return api_procs_list(a, r, ra, ae);
+        nb_apierr_set(ae, 405, "method_not_allowed", "%s is not allowed here; use GET", m);
+        return NB_ERR;
     }
-    if (parse_pid(pid_s, &pid) != 0) {
-        nb_http_fail(r, 400, "bad_pid", "\"%.32s\" is not a process id", pid_s);
-        return;
+    if (nb_route_pid(ra->arg, &pid) != 0) {
+        nb_apierr_set(ae, 400, "bad_pid", "\"%.32s\" is not a process id", ra->arg);
+        return NB_ERR;
     }
-    if (!strcmp(op, "stdin")) {
+    if (!strcmp(ra->op, "stdin")) {
         if (!strcmp(m, "POST"))
-            proc_stdin(a, r, id, pid);
-        else
-            nb_http_fail(r, 405, "method_not_allowed", "%s is not allowed here; use POST", m);
-    } else if (op[0] != '\0') {
-        nb_http_fail(r, 404, "no_route", "no such route: %.200s", r->path);
+            return api_procs_stdin(a, r, ra, ae);
+        nb_apierr_set(ae, 405, "method_not_allowed", "%s is not allowed here; use POST", m);
+    } else if (ra->op[0] != '\0') {
+        nb_apierr_set(ae, 404, "no_route", "no such route: %.200s", r->path);
     } else if (!strcmp(m, "GET")) {
-        proc_get(a, r, id, pid);
+        return api_procs_get(a, r, ra, ae);
     } else if (!strcmp(m, "DELETE")) {
-        proc_signal(a, r, id, pid);
+        return api_procs_signal(a, r, ra, ae);
     } else {
-        nb_http_fail(r, 405, "method_not_allowed", "%s is not allowed here; use GET, DELETE", m);
+        nb_apierr_set(ae, 405, "method_not_allowed", "%s is not allowed here; use GET, DELETE", m);
     }
+    return NB_ERR;
 }

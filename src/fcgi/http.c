@@ -16,6 +16,9 @@
 #include "log.h"
 #include "query.h"
 
+/* What kind of stream an answer is, once nb_http_stream_begin ran. */
+enum { HTTP_STREAM_NONE, HTTP_STREAM_BYTES, HTTP_STREAM_NDJSON };
+
 static const char *reason(int status)
 {
     switch (status) {
@@ -69,7 +72,7 @@ int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
     r->envp = fcgi->envp;
     r->headers[0] = '\0';
     r->status = 0;
-    r->answered = 0;
+    r->answered = r->stream = r->gone = 0;
     r->method = FCGX_GetParam("REQUEST_METHOD", fcgi->envp);
     if (r->method == NULL)
         r->method = "GET";
@@ -105,7 +108,7 @@ int nb_http_internal(struct nb_req *r, struct nb_http_capture *cap, const char *
     r->method = method;
     r->headers[0] = '\0';
     r->status = 0;
-    r->answered = 0;
+    r->answered = r->stream = r->gone = 0;
     return set_uri(r, uri, ae);
 }
 
@@ -243,7 +246,7 @@ void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *d
     put(r, data, len);
 }
 
-void nb_http_error(struct nb_req *r, const struct nb_apierr *ae)
+static void http_error(struct nb_req *r, const struct nb_apierr *ae)
 {
     yajl_gen g = nb_json_gen();
     yajl_gen_map_open(g);
@@ -252,18 +255,6 @@ void nb_http_error(struct nb_req *r, const struct nb_apierr *ae)
     yajl_gen_map_close(g);
     nb_http_json(r, ae->status, g);
     yajl_gen_free(g);
-}
-
-void nb_http_fail(struct nb_req *r, int status, const char *code, const char *fmt, ...)
-{
-    struct nb_apierr ae;
-    va_list ap;
-    ae.status = status;
-    snprintf(ae.code, sizeof(ae.code), "%s", code);
-    va_start(ap, fmt);
-    vsnprintf(ae.msg, sizeof(ae.msg), fmt, ap);
-    va_end(ap);
-    nb_http_error(r, &ae);
 }
 
 void nb_http_no_content(struct nb_req *r)
@@ -279,6 +270,8 @@ int nb_http_wants_ndjson(const struct nb_req *r)
 
 void nb_http_stream_begin(struct nb_req *r, int status, const char *ctype)
 {
+    r->stream = ctype != NULL && !strcmp(ctype, "application/x-ndjson") ? HTTP_STREAM_NDJSON
+                                                                       : HTTP_STREAM_BYTES;
     send_head(r, status, ctype, 1);
     if (r->capture == NULL)
         FCGX_FFlush(r->fcgi->out);
@@ -286,13 +279,16 @@ void nb_http_stream_begin(struct nb_req *r, int status, const char *ctype)
 
 int nb_http_stream_bytes(struct nb_req *r, const void *data, size_t len)
 {
-    if (put(r, data, len) != 0)
-        return -1;
+    if (r->gone || put(r, data, len) != 0)
+        goto gone;
     if (r->capture != NULL)
         return 0;
     if (FCGX_FFlush(r->fcgi->out) < 0 || FCGX_GetError(r->fcgi->out) != 0)
-        return -1;
+        goto gone;
     return 0;
+gone:
+    r->gone = 1;
+    return -1;
 }
 
 int nb_http_stream_line(struct nb_req *r, yajl_gen g)
@@ -300,9 +296,42 @@ int nb_http_stream_line(struct nb_req *r, yajl_gen g)
     const unsigned char *buf;
     size_t len;
     yajl_gen_get_buf(g, &buf, &len);
-    if (put(r, buf, len) != 0 || put(r, "\n", 1) != 0)
+    if (r->gone || put(r, buf, len) != 0 || put(r, "\n", 1) != 0) {
+        r->gone = 1;
         return -1;
+    }
     yajl_gen_clear(g);
     yajl_gen_reset(g, NULL); /* ready for the next line's value */
     return nb_http_stream_bytes(r, NULL, 0);
+}
+
+void nb_http_finalize(struct nb_req *r, int rc, const struct nb_apierr *ae)
+{
+    if (rc == NB_OK) {
+        if (!r->answered) {
+            struct nb_apierr none;
+            nb_apierr_set(&none, 500, "internal", "the request got no answer");
+            http_error(r, &none);
+        }
+        return;
+    }
+    if (!r->answered) {
+        http_error(r, ae);
+    } else if (r->stream == HTTP_STREAM_NDJSON) {
+        /* the stream's own error event: the status went out long ago */
+        yajl_gen g;
+        if (r->gone)
+            return;
+        g = nb_json_gen();
+        yajl_gen_map_open(g);
+        nb_json_kv_str(g, "type", "error");
+        nb_json_kv_str(g, "error", ae->msg);
+        nb_json_kv_str(g, "code", ae->code);
+        yajl_gen_map_close(g);
+        nb_http_stream_line(r, g);
+        yajl_gen_free(g);
+    } else {
+        /* a byte stream can only end short: the client sees a body cut off */
+        nb_warn("%s %.200s: the answer broke off after it began: %s", r->method, r->path, ae->msg);
+    }
 }

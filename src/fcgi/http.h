@@ -45,7 +45,10 @@ struct nb_req {
     struct nb_buf body;         /* capped at conf.max_body */
     char headers[NB_HEADERS_MAX]; /* extra answer headers, "Name: value\r\n" each */
     int status;                 /* status sent, for the access log */
-    int answered;
+    /* http.c's own bookkeeping: handlers report through their result instead */
+    int answered;               /* the status went out */
+    int stream;                 /* HTTP_STREAM_* once a streamed answer began */
+    int gone;                   /* a write failed: the client left (or the capture is full) */
 };
 
 /* Fill r from the FastCGI params. -1 with ae set if the path is too long. */
@@ -99,22 +102,35 @@ int nb_http_query_each(const struct nb_req *r, int (*cb)(void *arg, const char *
  * past NB_HEADERS_MAX bytes of them). */
 void nb_http_add_header(struct nb_req *r, const char *name, const char *value);
 
-/* Answers. Each sends headers and body and marks r answered. */
+/*
+ * Answers. A handler sends its successful answer with one of these and
+ * returns NB_OK; it never answers an error itself: it fills its struct
+ * nb_apierr and returns NB_ERR, and nb_http_finalize answers.
+ */
 void nb_http_json(struct nb_req *r, int status, yajl_gen g);
-void nb_http_error(struct nb_req *r, const struct nb_apierr *ae);
-void nb_http_fail(struct nb_req *r, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 void nb_http_no_content(struct nb_req *r);
 /* A body that is ready as bytes (ctype NULL and len 0: no body at all, e.g. 202). */
 void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *data, size_t len);
+
+/*
+ * The one place a request's end is answered, as nginx's finalize: called
+ * once per request with its handler's result. rc NB_ERR answers ae
+ * ({"error": msg, "code": code} with ae's status) if nothing went out yet.
+ * After a stream began no status can follow: an NDJSON stream gets the
+ * error as its last line, {"type":"error","error":msg,"code":code}, and a
+ * byte stream (a download) is cut short, the error logged. rc NB_OK with
+ * nothing answered is a bug, answered 500 internal.
+ */
+void nb_http_finalize(struct nb_req *r, int rc, const struct nb_apierr *ae);
 
 /* Did the client ask for NDJSON (Accept: application/x-ndjson)? */
 int nb_http_wants_ndjson(const struct nb_req *r);
 
 /*
  * A streamed answer: status and headers now (unbuffered by nginx), then
- * one JSON value per line, each flushed at once. nb_http_stream_line
- * returns -1 when the client is gone (the caller stops the work).
+ * one JSON value per line (ctype application/x-ndjson), each flushed at
+ * once, or raw bytes. nb_http_stream_line returns -1 when the client is
+ * gone (the caller stops the work).
  */
 void nb_http_stream_begin(struct nb_req *r, int status, const char *ctype);
 int nb_http_stream_line(struct nb_req *r, yajl_gen g);

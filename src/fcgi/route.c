@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "route.h"
@@ -64,4 +65,17 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_PROCS;
     }
     return NB_ROUTE_NONE;
+}
+
+int nb_route_pid(const char *s, uint32_t *out)
+{
+    char *end;
+    unsigned long v;
+    if (*s < '1' || *s > '9' || strlen(s) > 7)
+        return -1;
+    v = strtoul(s, &end, 10);
+    if (*end != '\0' || v > 4194304)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
 }

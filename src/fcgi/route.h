@@ -8,6 +8,7 @@
 #define NB_ROUTE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum nb_route {
     NB_ROUTE_NONE,
@@ -34,5 +35,25 @@ enum nb_route {
  */
 enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg, size_t arglen,
                              char *op, size_t oplen);
+
+/* A {pid} segment: 1..4194304 (pid_max), digits only, no leading 0. 0, or -1. */
+int nb_route_pid(const char *s, uint32_t *out);
+
+/* The parts of a path a handler is given (nb_route_match's outputs). */
+struct nb_route_args {
+    char id[36 + 8];            /* {id}: a sandbox id once the router checked it */
+    char arg[32];               /* {sandboxport}, {pid}, or the files op */
+    char op[16];                /* the op under a pid ("stdin") */
+};
+
+/*
+ * A handler: serves r and answers it (NB_OK), or fills ae and answers
+ * nothing (NB_ERR): the HTTP layer answers errors, once (http.h).
+ */
+struct nb_app;
+struct nb_req;
+struct nb_apierr;
+typedef int (*nb_route_handler)(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                                struct nb_apierr *ae);
 
 #endif

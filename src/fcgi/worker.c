@@ -55,111 +55,100 @@ static int authorized(const struct nb_app *a, const struct nb_req *r)
     return h != NULL && key_equal(h, a->conf.api_key);
 }
 
-void nb_worker_route(struct nb_app *a, struct nb_req *r)
+int nb_worker_route(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
 {
-    char id[NB_ID_LEN + 8], arg[32] = "", op[16] = "";
-    enum nb_route rt = nb_route_match(r->path, id, sizeof(id), arg, sizeof(arg), op, sizeof(op));
+    struct nb_route_args ra;
+    enum nb_route rt = nb_route_match(r->path, ra.id, sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op,
+                                      sizeof(ra.op));
     const char *m = r->method;
     const char *allowed = NULL;
 
     if (rt == NB_ROUTE_NONE) {
-        nb_http_fail(r, 404, "no_route", "no such route: %.200s", r->path);
-        return;
+        nb_apierr_set(ae, 404, "no_route", "no such route: %.200s", r->path);
+        return NB_ERR;
     }
     if (rt == NB_ROUTE_HEALTHZ) {
         if (strcmp(m, "GET") && strcmp(m, "HEAD"))
             allowed = "GET";
         else
-            api_healthz(a, r);
+            return api_healthz(a, r, &ra, ae);
         goto done;
     }
     if (!nb_http_is_internal(r) && !authorized(a, r)) {
-        nb_http_fail(r, 401, "unauthorized",
-                     "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\"");
-        return;
+        nb_apierr_set(ae, 401, "unauthorized",
+                      "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\"");
+        return NB_ERR;
     }
     if (rt == NB_ROUTE_RUN) {
         if (!strcmp(m, "POST"))
-            api_run(a, r);
-        else
-            allowed = "POST";
+            return api_run(a, r, &ra, ae);
+        allowed = "POST";
         goto done;
     }
     if (rt == NB_ROUTE_MCP) {
         /* no GET: the server sends nothing unasked, so it offers no SSE stream */
         if (!strcmp(m, "POST"))
-            api_mcp_post(a, r);
-        else if (!strcmp(m, "DELETE"))
-            api_mcp_delete(a, r);
-        else
-            allowed = "POST, DELETE";
+            return api_mcp_post(a, r, &ra, ae);
+        if (!strcmp(m, "DELETE"))
+            return api_mcp_delete(a, r, &ra, ae);
+        allowed = "POST, DELETE";
         goto done;
     }
-    if (rt != NB_ROUTE_SANDBOXES && !nb_sandbox_id_valid(id)) {
-        nb_http_fail(r, 400, "bad_id", "\"%.64s\" is not a sandbox id (a lowercase UUID)", id);
-        return;
+    if (rt != NB_ROUTE_SANDBOXES && !nb_sandbox_id_valid(ra.id)) {
+        nb_apierr_set(ae, 400, "bad_id", "\"%.64s\" is not a sandbox id (a lowercase UUID)", ra.id);
+        return NB_ERR;
     }
     switch (rt) {
     case NB_ROUTE_SANDBOXES:
         if (!strcmp(m, "POST"))
-            api_sandbox_create(a, r);
-        else if (!strcmp(m, "GET"))
-            api_sandbox_list(a, r);
-        else
-            allowed = "GET, POST";
+            return api_sandbox_create(a, r, &ra, ae);
+        if (!strcmp(m, "GET"))
+            return api_sandbox_list(a, r, &ra, ae);
+        allowed = "GET, POST";
         break;
     case NB_ROUTE_SANDBOX:
         if (!strcmp(m, "GET"))
-            api_sandbox_get(a, r, id);
-        else if (!strcmp(m, "DELETE"))
-            api_sandbox_delete(a, r, id);
-        else
-            allowed = "GET, DELETE";
+            return api_sandbox_get(a, r, &ra, ae);
+        if (!strcmp(m, "DELETE"))
+            return api_sandbox_delete(a, r, &ra, ae);
+        allowed = "GET, DELETE";
         break;
     case NB_ROUTE_TIMEOUT:
         if (!strcmp(m, "POST"))
-            api_sandbox_timeout(a, r, id);
-        else
-            allowed = "POST";
+            return api_sandbox_timeout(a, r, &ra, ae);
+        allowed = "POST";
         break;
     case NB_ROUTE_EXEC:
         if (!strcmp(m, "POST"))
-            api_sandbox_exec(a, r, id);
-        else
-            allowed = "POST";
+            return api_sandbox_exec(a, r, &ra, ae);
+        allowed = "POST";
         break;
     case NB_ROUTE_PORT_OPEN:
         if (!strcmp(m, "POST"))
-            api_port_open(a, r, id);
-        else
-            allowed = "POST";
+            return api_port_open(a, r, &ra, ae);
+        allowed = "POST";
         break;
     case NB_ROUTE_PORTS:
         if (!strcmp(m, "GET"))
-            api_port_list(a, r, id);
-        else
-            allowed = "GET";
+            return api_port_list(a, r, &ra, ae);
+        allowed = "GET";
         break;
     case NB_ROUTE_PORT:
         if (!strcmp(m, "DELETE"))
-            api_port_close(a, r, id, arg);
-        else
-            allowed = "DELETE";
+            return api_port_close(a, r, &ra, ae);
+        allowed = "DELETE";
         break;
     case NB_ROUTE_FILES:
-        api_files(a, r, id, arg); /* checks its methods */
-        break;
+        return api_files(a, r, &ra, ae); /* checks its methods */
     case NB_ROUTE_PROCS:
-        api_processes(a, r, id, arg, op);
-        break;
+        return api_processes(a, r, &ra, ae);
     default:
         break;
     }
 done:
-    if (allowed) {
-        nb_http_add_header(r, "Allow", allowed);
-        nb_http_fail(r, 405, "method_not_allowed", "%s is not allowed here; use %s", m, allowed);
-    }
+    nb_http_add_header(r, "Allow", allowed);
+    nb_apierr_set(ae, 405, "method_not_allowed", "%s is not allowed here; use %s", m, allowed);
+    return NB_ERR;
 }
 
 /* Destroys to finish after the current answer (nb_worker_defer_destroy). */
@@ -255,11 +244,10 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
         memset(&req, 0, sizeof(req));
         nb_buf_init(&req.body, 0);
         if (nb_http_parse(&req, &fr, &ae) != 0)
-            nb_http_error(&req, &ae);
+            rc = NB_ERR;
         else
-            nb_worker_route(a, &req);
-        if (!req.answered)
-            nb_http_fail(&req, 500, "internal", "the request got no answer");
+            rc = nb_worker_route(a, &req, &ae);
+        nb_http_finalize(&req, rc, &ae);
         nb_info("%s %.200s %d %lldms", req.method, req.path, req.status,
                 (long long)(now_ms() - t0));
         nb_buf_free(&req.body);

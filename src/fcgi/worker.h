@@ -11,10 +11,11 @@
 #include "pool.h"
 
 /*
- * Route one request to its handler, which answers it: a FastCGI request,
- * or an internal one (POST /mcp's tool calls; auth was the outer one's).
+ * Route one request to its handler: a FastCGI request, or an internal one
+ * (POST /mcp's tool calls; auth was the outer one's). The handler's result
+ * (NB_OK answered, NB_ERR with ae set) for nb_http_finalize.
  */
-void nb_worker_route(struct nb_app *a, struct nb_req *r);
+int nb_worker_route(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae);
 
 /*
  * Finish destroying a sandbox (already marked with nb_sandbox_mark_destroy)
