@@ -14,6 +14,13 @@
 #include "http.h"
 #include "route.h"
 
+/*
+ * The API's route table (api_routes.c), which the worker hands to the HTTP
+ * layer (nb_http_set_routes): every route, its method and its checks.
+ */
+extern const struct nb_route_entry nb_api_routes[];
+extern const size_t nb_api_n_routes;
+
 /* Each: NB_OK once answered, or NB_ERR with ae set (route.h's nb_route_handler). */
 int api_healthz(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                 struct nb_apierr *ae);
@@ -38,9 +45,7 @@ int api_port_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args
 /* ra->arg: the sandboxport */
 int api_port_close(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);
-/* ra->arg: "" (GET/PUT/DELETE a path), "mkdir" or "move" */
-int api_files(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-              struct nb_apierr *ae);
+/* files (api_files.c): GET/PUT/DELETE ?path=, POST mkdir and move */
 int api_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                   struct nb_apierr *ae);
 int api_files_put(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
@@ -51,9 +56,7 @@ int api_files_mkdir(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
                     struct nb_apierr *ae);
 int api_files_move(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);
-/* ra->arg: the pid ("" lists); ra->op: "" (GET/DELETE a process) or "stdin" */
-int api_processes(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-                  struct nb_apierr *ae);
+/* background processes (api_processes.c): list; ra->arg is the pid for the others */
 int api_procs_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);
 int api_procs_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,

@@ -291,25 +291,3 @@ int api_files_move(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
 {
     return files_json(a, r, ra->id, &files_move_op, ae);
 }
-
-int api_files(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-              struct nb_apierr *ae)
-{
-    const char *m = r->method, *op = ra->arg;
-    if (op[0] == '\0') {
-        if (!strcmp(m, "GET"))
-            return api_files_get(a, r, ra, ae);
-        if (!strcmp(m, "PUT"))
-            return api_files_put(a, r, ra, ae);
-        if (!strcmp(m, "DELETE"))
-            return api_files_delete(a, r, ra, ae);
-        nb_apierr_set(ae, 405, "method_not_allowed", "%s is not allowed here; use GET, PUT, DELETE", m);
-    } else if (!strcmp(op, "mkdir") || !strcmp(op, "move")) {
-        if (!strcmp(m, "POST"))
-            return op[1] == 'k' ? api_files_mkdir(a, r, ra, ae) : api_files_move(a, r, ra, ae);
-        nb_apierr_set(ae, 405, "method_not_allowed", "%s is not allowed here; use POST", m);
-    } else {
-        nb_apierr_set(ae, 404, "no_route", "no such route: %.200s", r->path);
-    }
-    return NB_ERR;
-}

@@ -2,8 +2,12 @@
  * api_mcp.c - the MCP Streamable HTTP transport: POST /mcp and DELETE /mcp
  * (see docs/MCP.md). The protocol and the tools are src/common/mcp.c's, as
  * for the stdio transport; what is here is the HTTP around them and the
- * backend that runs a tool's API calls through the router as internal
- * requests (http.c's capture mode), with no loopback HTTP.
+ * backend that runs a tool's API calls as internal requests of the HTTP
+ * layer (nb_http_dispatch_internal), with no loopback HTTP.
+ *
+ * The JSON-RPC errors below (rpc_fail) are answers of the MCP protocol,
+ * not API errors: their body is a JSON-RPC envelope, so this handler sends
+ * them as its answer and returns NB_OK.
  *
  * Each POST carries one JSON-RPC message (or a batch, before 2025-06-18)
  * and gets its one reply as application/json: the server never sends
@@ -27,7 +31,6 @@
 #include "log.h"
 #include "mcp.h"
 #include "mcp_sessions.h"
-#include "worker.h"
 
 #define MCP_SESSION_NOT_FOUND -32001   /* JSON-RPC code of a 404 (the SDKs' choice) */
 #define MCP_DEFAULT_HTTP_VERSION "2025-03-26" /* no MCP-Protocol-Version header: the spec's rule */
@@ -52,38 +55,20 @@ static void rpc_fail(struct nb_req *r, int status, int code, const char *fmt, ..
     nb_buf_free(&out);
 }
 
-/* The backend: one API call as an internal request through the router. */
+/* What a tool's API call needs: the process, and the request it serves. */
+struct mcp_call_ctx {
+    struct nb_app *a;
+    struct nb_req *r;
+};
+
+/* The backend: one API call as an internal request of the HTTP layer. */
 static int internal_api_call(void *ctx, const char *method, const char *path, const char *body,
                              size_t body_len, const char *content_type, long *status,
                              struct nb_buf *answer)
 {
-    struct nb_app *a = ctx;
-    struct nb_http_capture cap;
-    struct nb_req ir;
-    struct nb_apierr ae;
-    size_t start = answer->len;
-    int rc = 0;
-
-    memset(&ir, 0, sizeof(ir));
-    nb_buf_init(&ir.body, 0);
-    if (nb_http_internal(&ir, &cap, method, path, body, body_len, content_type, answer, &ae) != 0)
-        rc = NB_ERR;
-    else
-        rc = nb_worker_route(a, &ir, &ae);
-    nb_http_finalize(&ir, rc, &ae);
-    rc = 0;
-    if (cap.overflow) {
-        answer->len = start;
-        if (answer->data != NULL)
-            answer->data[start] = '\0';
-        nb_buf_printf(answer, "error: the answer to %s %.200s is larger than %zu bytes", method,
-                      ir.path, answer->cap);
-        rc = -1;
-    }
-    *status = ir.status;
-    nb_info("mcp: %s %.200s %d", method, ir.path, ir.status);
-    nb_buf_free(&ir.body);
-    return rc;
+    struct mcp_call_ctx *c = ctx;
+    return nb_http_dispatch_internal(c->a, c->r, method, path, body, body_len, content_type, answer,
+                                     status);
 }
 
 int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
@@ -92,7 +77,8 @@ int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
     const char *sid = nb_http_param(r, "HTTP_MCP_SESSION_ID");
     const char *hver = nb_http_param(r, "HTTP_MCP_PROTOCOL_VERSION");
     size_t cap = a->conf.max_body < MCP_MAX_MESSAGE ? a->conf.max_body : MCP_MAX_MESSAGE;
-    struct mcp_backend backend = {.call = internal_api_call, .ctx = a};
+    struct mcp_call_ctx call_ctx = {a, r};
+    struct mcp_backend backend = {.call = internal_api_call, .ctx = &call_ctx};
     struct mcp_session s;
     struct nb_buf reply;
     char version[NB_MCP_VERSION_LEN] = MCP_DEFAULT_HTTP_VERSION;

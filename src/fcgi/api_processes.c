@@ -223,34 +223,3 @@ int api_procs_signal(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     nb_http_no_content(r);
     return NB_OK;
 }
-
-int api_processes(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-                  struct nb_apierr *ae)
-{
-    const char *m = r->method;
-    uint32_t pid;
-    if (ra->arg[0] == '\0') {
-        if (!strcmp(m, "GET"))
-            return api_procs_list(a, r, ra, ae);
-        nb_apierr_set(ae, 405, "method_not_allowed", "%s is not allowed here; use GET", m);
-        return NB_ERR;
-    }
-    if (nb_route_pid(ra->arg, &pid) != 0) {
-        nb_apierr_set(ae, 400, "bad_pid", "\"%.32s\" is not a process id", ra->arg);
-        return NB_ERR;
-    }
-    if (!strcmp(ra->op, "stdin")) {
-        if (!strcmp(m, "POST"))
-            return api_procs_stdin(a, r, ra, ae);
-        nb_apierr_set(ae, 405, "method_not_allowed", "%s is not allowed here; use POST", m);
-    } else if (ra->op[0] != '\0') {
-        nb_apierr_set(ae, 404, "no_route", "no such route: %.200s", r->path);
-    } else if (!strcmp(m, "GET")) {
-        return api_procs_get(a, r, ra, ae);
-    } else if (!strcmp(m, "DELETE")) {
-        return api_procs_signal(a, r, ra, ae);
-    } else {
-        nb_apierr_set(ae, 405, "method_not_allowed", "%s is not allowed here; use GET, DELETE", m);
-    }
-    return NB_ERR;
-}

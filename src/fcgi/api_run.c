@@ -3,7 +3,7 @@
  * pattern). The code is handed to the interpreter as one argv entry, never
  * spliced into a shell string; stdin, when given, is fed to it by the
  * sandbox's agent. The sandbox is destroyed (gone from the API before the
- * answer; its container removed by the worker just after it)
+ * answer; its container removed just after it, by an nb_http_after hook)
  * on every path once it exists: success, failure to run, timeout.
  */
 #include "config.h"
@@ -17,7 +17,6 @@
 #include "json.h"
 #include "log.h"
 #include "sandbox.h"
-#include "worker.h"
 
 /* Interpreters in the default image, as argv prefixes before the code. */
 static const struct {
@@ -30,6 +29,24 @@ static const struct {
 
 /* Slack on top of the run's timeout before the reaper may destroy it. */
 #define RUN_TTL_SLACK 60
+
+/* The second half of a run sandbox's destroy, for after the answer. */
+struct run_destroy {
+    char id[NB_ID_LEN + 1];
+    char cid[NB_CID_LEN + 1];
+    uint32_t gen;
+};
+
+/* An nb_http_hook_fn: remove the container, free the slot, free arg. */
+static void run_destroy_after(struct nb_app *a, void *arg)
+{
+    struct run_destroy *d = arg;
+    struct nb_derr de = {0};
+    if (nb_sandbox_finish_destroy(a, d->id, d->cid, d->gen, &de) != 0)
+        /* left DESTROYING: reconciliation retries once it counts as stuck */
+        nb_warn("run: could not remove sandbox %s: %s (reconciliation will)", d->id, de.msg);
+    free(d);
+}
 
 int api_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
             struct nb_apierr *ae)
@@ -108,14 +125,15 @@ int api_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
     ran = nb_exec_run(a, &slot, &rq, &res, ae);
     {
         /* gone from the API now; its container is removed once we have answered */
-        char cid[NB_CID_LEN + 1];
-        uint32_t gen;
-        struct nb_derr de = {0};
-        if (nb_sandbox_mark_destroy(a, slot.id, cid, &gen, &dae) != 0)
+        struct run_destroy *d = nb_xcalloc(1, sizeof(*d));
+        if (nb_sandbox_mark_destroy(a, slot.id, d->cid, &d->gen, &dae) != 0) {
             nb_warn("run: could not destroy sandbox %s: %s (the reaper will)", slot.id, dae.msg);
-        else if (nb_worker_defer_destroy(slot.id, cid, gen) != 0 &&
-                 nb_sandbox_finish_destroy(a, slot.id, cid, gen, &de) != 0)
-            nb_warn("run: could not remove sandbox %s: %s (reconciliation will)", slot.id, de.msg);
+            free(d);
+        } else {
+            snprintf(d->id, sizeof(d->id), "%s", slot.id);
+            if (nb_http_after(r, run_destroy_after, d) != 0)
+                run_destroy_after(a, d); /* no room left: before the answer, then */
+        }
     }
     if (ran != 0)
         goto out;
