@@ -1,6 +1,6 @@
 /*
  * agent.c - see agent.h. The only place the host opens a connection into a
- * sandbox's agent; exec.c, files.c and processes.c speak through it.
+ * sandbox's agent; exec.c, files.c and procs.c speak through it.
  */
 #include "config.h"
 
@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agentproto.h"
+#include "clock.h"
 #include "log.h"
 #include "procstat.h"
 
@@ -28,13 +30,6 @@
 #define AGENT_CONNECT_TIMEOUT_S 2
 /* How long a broken connection waits to see whether PID 1 is dying. */
 #define AGENT_DYING_WAIT_MS 300
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Is pid still in the cgroup of container cid (i.e. its PID 1, not a reused pid)? */
 static int pid_in_container(pid_t pid, const char *cid)
@@ -123,8 +118,8 @@ int nb_agent_connect(const struct nb_slot *slot, struct nb_agent *ag, struct nb_
 {
     char path[64];
     int netns, fd = -1, rc;
-    int64_t until = mono_ms() + AGENT_START_GRACE_MS;
-    int young = slot->created > 0 && time(NULL) - slot->created <= AGENT_YOUNG_S;
+    int64_t until = nb_clock_mono_ms() + AGENT_START_GRACE_MS;
+    int young = slot->created > 0 && nb_clock_real_s() - slot->created <= AGENT_YOUNG_S;
 
     memset(ag, 0, sizeof(*ag));
     ag->fd = -1;
@@ -143,7 +138,7 @@ int nb_agent_connect(const struct nb_slot *slot, struct nb_agent *ag, struct nb_
     }
     for (;;) {
         rc = connect_once(netns, slot->init_pid, &fd);
-        if (rc == 0 || !young || (errno != ECONNREFUSED && errno != ENOENT) || mono_ms() >= until)
+        if (rc == 0 || !young || (errno != ECONNREFUSED && errno != ENOENT) || nb_clock_mono_ms() >= until)
             break;
         usleep(2000);
     }
@@ -232,13 +227,13 @@ void nb_agent_queue(struct nb_agent *ag, uint8_t type, const void *body, size_t 
  */
 static int init_gone(pid_t pid, const char *cid, int wait_ms)
 {
-    int64_t until = mono_ms() + wait_ms;
+    int64_t until = nb_clock_mono_ms() + wait_ms;
     for (;;) {
         struct nb_procstat st;
         if (nb_procstat_read(pid, &st) != 0 || st.state == 'Z' || st.state == 'X' ||
             !pid_in_container(pid, cid))
             return 1;
-        if (mono_ms() >= until)
+        if (nb_clock_mono_ms() >= until)
             return 0;
         usleep(5000);
     }
@@ -278,10 +273,10 @@ static int agent_write(struct nb_agent *ag)
 
 int nb_agent_flush(struct nb_agent *ag, int timeout_ms, struct nb_apierr *ae)
 {
-    int64_t until = mono_ms() + timeout_ms;
+    int64_t until = nb_clock_mono_ms() + timeout_ms;
     while (ag->out.len > 0) {
         struct pollfd p = {ag->fd, POLLOUT, 0};
-        int left = (int)(until - mono_ms());
+        int left = (int)(until - nb_clock_mono_ms());
         if (agent_write(ag) != 0) {
             nb_apierr_set(ae, 502, "agent_error", "lost the connection to the sandbox's agent: %s",
                           strerror(errno));
@@ -340,13 +335,13 @@ int nb_agent_poll_frame(struct nb_agent *ag, uint8_t *type, const unsigned char 
 int nb_agent_recv(struct nb_agent *ag, int timeout_ms, uint8_t *type, const unsigned char **body,
                   uint32_t *len, struct nb_apierr *ae)
 {
-    int64_t until = mono_ms() + timeout_ms;
+    int64_t until = nb_clock_mono_ms() + timeout_ms;
     for (;;) {
         struct pollfd p = {ag->fd, POLLIN, 0};
         int left, rc = nb_agent_poll_frame(ag, type, body, len, ae);
         if (rc != 0)
             return rc;
-        left = (int)(until - mono_ms());
+        left = (int)(until - nb_clock_mono_ms());
         if (left <= 0)
             return 0;
         if (ag->out.len > 0)
@@ -388,7 +383,7 @@ int nb_agent_call(const struct nb_slot *slot, uint8_t req, const struct nb_buf *
                   struct nb_apierr *ae)
 {
     struct nb_agent ag;
-    int64_t until = mono_ms() + timeout_ms;
+    int64_t until = nb_clock_mono_ms() + timeout_ms;
     int rc = -1;
 
     if (nb_agent_connect(slot, &ag, ae) != 0)
@@ -398,7 +393,7 @@ int nb_agent_call(const struct nb_slot *slot, uint8_t req, const struct nb_buf *
         uint8_t type;
         const unsigned char *body;
         uint32_t len;
-        int left = (int)(until - mono_ms()), got;
+        int left = (int)(until - nb_clock_mono_ms()), got;
         if (left <= 0) {
             nb_apierr_set(ae, 504, "agent_timeout", "the sandbox's agent did not answer in time");
             break;

@@ -8,6 +8,10 @@
  * the table holds is still the container's PID 1 (its cgroup names the
  * container), and the peer is checked with SO_PEERCRED: no file in the
  * sandbox and no process in it can stand in for the agent.
+ *
+ * This is the agent client the engines (exec.c, files.c, procs.c) speak
+ * through. Frame types and field tags (NBA_*) are agentproto.h's, which
+ * only those engines and agent.c include: a handler never builds a frame.
  */
 #ifndef NB_AGENT_H
 #define NB_AGENT_H
@@ -15,7 +19,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agentproto.h"
 #include "app.h"
 #include "buf.h"
 

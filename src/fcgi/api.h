@@ -1,6 +1,9 @@
 /*
  * api.h - the HTTP API handlers, one per route (see docs/API.md). The
- * router in worker.c has checked the method, auth and id syntax already.
+ * router has checked the method, auth and id syntax already. A handler
+ * validates its input, calls an engine (sandbox.c, exec.c, files.c,
+ * procs.c, ports.c) and shapes the answer; it answers only success, and
+ * returns its error for the HTTP layer to answer (nb_http_finalize).
  */
 #ifndef NB_API_H
 #define NB_API_H
@@ -9,39 +12,78 @@
 
 #include "app.h"
 #include "http.h"
-
-void api_healthz(struct nb_app *a, struct nb_req *r);
-void api_sandbox_create(struct nb_app *a, struct nb_req *r);
-void api_sandbox_list(struct nb_app *a, struct nb_req *r);
-void api_sandbox_get(struct nb_app *a, struct nb_req *r, const char *id);
-void api_sandbox_delete(struct nb_app *a, struct nb_req *r, const char *id);
-void api_sandbox_timeout(struct nb_app *a, struct nb_req *r, const char *id);
-void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id);
-void api_run(struct nb_app *a, struct nb_req *r);
-void api_port_open(struct nb_app *a, struct nb_req *r, const char *id);
-void api_port_list(struct nb_app *a, struct nb_req *r, const char *id);
-void api_port_close(struct nb_app *a, struct nb_req *r, const char *id, const char *port);
-/* op: "" (GET/PUT/DELETE a path), "mkdir" or "move" */
-void api_files(struct nb_app *a, struct nb_req *r, const char *id, const char *op);
-/* pid "" lists; op "" (GET/DELETE a process) or "stdin" */
-void api_processes(struct nb_app *a, struct nb_req *r, const char *id, const char *pid,
-                   const char *op);
-/* MCP Streamable HTTP (api_mcp.c): one JSON-RPC message; end a session */
-void api_mcp_post(struct nb_app *a, struct nb_req *r);
-void api_mcp_delete(struct nb_app *a, struct nb_req *r);
+#include "route.h"
 
 /*
- * Read and parse the JSON body within the configured caps. On failure the
- * error answer has been sent and -1 is returned. *out is NULL for an empty
- * body; the caller frees it with yajl_tree_free.
+ * The API's route table (api_routes.c), which the worker hands to the HTTP
+ * layer (nb_http_set_routes): every route, its method and its checks.
  */
-int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out);
+extern const struct nb_route_entry nb_api_routes[];
+extern const size_t nb_api_n_routes;
+
+/* Each: NB_OK once answered, or NB_ERR with ae set (route.h's nb_route_handler). */
+int api_healthz(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                struct nb_apierr *ae);
+int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_sandbox_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae);
+int api_sandbox_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae);
+int api_sandbox_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_sandbox_timeout(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                        struct nb_apierr *ae);
+int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae);
+int api_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+            struct nb_apierr *ae);
+int api_port_open(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae);
+int api_port_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae);
+/* ra->arg: the sandboxport */
+int api_port_close(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae);
+/* files (api_files.c): GET/PUT/DELETE ?path=, POST mkdir and move */
+int api_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae);
+int api_files_put(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae);
+int api_files_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae);
+int api_files_mkdir(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae);
+int api_files_move(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae);
+/* background processes (api_processes.c): list; ra->arg is the pid for the others */
+int api_procs_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae);
+int api_procs_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae);
+int api_procs_stdin(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae);
+int api_procs_signal(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae);
+/* MCP Streamable HTTP (api_mcp.c): one JSON-RPC message; end a session */
+int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                 struct nb_apierr *ae);
+int api_mcp_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae);
+
+/*
+ * Read and parse the JSON body within the configured caps: 0, or -1 with
+ * ae set (413, 400 bad_json). *out is NULL for an empty body; the caller
+ * frees it with yajl_tree_free.
+ */
+int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out, struct nb_apierr *ae);
 /*
  * The same; a string holding an escaped NUL (\u0000), which every field
  * would silently cut short, is refused with 400 nul_code ("bad_field" for
  * api_read_json, "bad_path" where every string is a path).
  */
-int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const char *nul_code);
+int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const char *nul_code,
+                      struct nb_apierr *ae);
 
 /*
  * Validate an env object ({NAME: "value"}) into "NAME=value" strings
@@ -52,9 +94,9 @@ int api_env_list(const struct nb_conf *c, yajl_val env, char ***out, unsigned *n
 void api_env_free(char **env, unsigned n);
 
 /*
- * A command's timeout field (NULL: exec_timeout) into *out; -1 after
- * answering 422 when it is not in (0, exec_timeout_max].
+ * A command's timeout field (NULL: exec_timeout) into *out; -1 with ae set
+ * (422) when it is not in (0, exec_timeout_max].
  */
-int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb_req *r);
+int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb_apierr *ae);
 
 #endif

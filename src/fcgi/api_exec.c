@@ -17,15 +17,15 @@
 #include "json.h"
 #include "sandbox.h"
 
-int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb_req *r)
+int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb_apierr *ae)
 {
     *out = c->exec_timeout;
     if (v == NULL)
         return 0;
     *out = nb_json_double(v);
     if (!(*out > 0) || *out > c->exec_timeout_max) {
-        nb_http_fail(r, 422, "out_of_range", "timeout must be more than 0 and at most %u seconds (exec_timeout_max)",
-                     c->exec_timeout_max);
+        nb_apierr_set(ae, 422, "out_of_range", "timeout must be more than 0 and at most %u seconds (exec_timeout_max)",
+                      c->exec_timeout_max);
         return -1;
     }
     return 0;
@@ -85,39 +85,40 @@ static int stream_output(void *ctx, int is_stderr, const char *data, size_t len)
     return rc;
 }
 
-static void stream_finish(struct exec_stream *st, const struct nb_exec_result *res,
-                          const struct nb_apierr *ae)
+/* Output held back for an incomplete UTF-8 sequence goes out now. */
+static void stream_flush(struct exec_stream *st)
 {
     for (int i = 0; i < 2; i++)
         if (st->n_carry[i] > 0 && !st->gone)
             stream_event(st, i, st->carry[i], st->n_carry[i]); /* repaired as U+FFFD */
+}
+
+/*
+ * The last line: the exit event. (An error event, when the command could
+ * not run, is the HTTP layer's: nb_http_finalize ends an NDJSON stream so.)
+ */
+static void stream_exit(struct exec_stream *st, const struct nb_exec_result *res)
+{
     if (st->gone)
         return;
     yajl_gen_map_open(st->g);
-    if (ae != NULL) {
-        nb_json_kv_str(st->g, "type", "error");
-        nb_json_kv_str(st->g, "error", ae->msg);
-        nb_json_kv_str(st->g, "code", ae->code);
-    } else {
-        nb_json_kv_str(st->g, "type", "exit");
-        nb_json_kv_int(st->g, "exit_code", res->exit_code);
-        nb_json_kv_bool(st->g, "timed_out", res->timed_out);
-        nb_json_kv_bool(st->g, "oom_killed", res->oom_killed);
-        nb_json_kv_bool(st->g, "truncated", res->truncated);
-        nb_json_kv_int(st->g, "duration_ms", res->duration_ms);
-    }
+    nb_json_kv_str(st->g, "type", "exit");
+    nb_json_kv_int(st->g, "exit_code", res->exit_code);
+    nb_json_kv_bool(st->g, "timed_out", res->timed_out);
+    nb_json_kv_bool(st->g, "oom_killed", res->oom_killed);
+    nb_json_kv_bool(st->g, "truncated", res->truncated);
+    nb_json_kv_int(st->g, "duration_ms", res->duration_ms);
     yajl_gen_map_close(st->g);
     nb_http_stream_line(st->r, st->g);
 }
 
-/* The stdin field, decoded per stdin_encoding into b; -1 after answering. */
-static int exec_stdin(const struct nb_conf *c, yajl_val in, yajl_val enc, struct nb_buf *b,
-                      struct nb_req *r)
+/* The stdin field, decoded per stdin_encoding into b; -1 with ae set. */
+static int exec_stdin(yajl_val in, yajl_val enc, struct nb_buf *b, struct nb_apierr *ae)
 {
     const char *text, *e = enc ? nb_json_string(enc) : "utf-8";
     if (in == NULL) {
         if (enc != NULL) {
-            nb_http_fail(r, 400, "bad_field", "stdin_encoding given without stdin");
+            nb_apierr_set(ae, 400, "bad_field", "stdin_encoding given without stdin");
             return -1;
         }
         return 0;
@@ -129,17 +130,17 @@ static int exec_stdin(const struct nb_conf *c, yajl_val in, yajl_val enc, struct
     }
     if (!strcmp(e, "base64")) {
         if (nb_base64_decode(b, text, strlen(text)) != NB_OK) {
-            nb_http_fail(r, 400, "bad_field", "stdin is not valid base64");
+            nb_apierr_set(ae, 400, "bad_field", "stdin is not valid base64");
             return -1;
         }
         return 0;
     }
-    nb_http_fail(r, 400, "bad_field", "stdin_encoding must be \"utf-8\" or \"base64\"");
-    (void)c;
+    nb_apierr_set(ae, 400, "bad_field", "stdin_encoding must be \"utf-8\" or \"base64\"");
     return -1;
 }
 
-void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
+int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_jfield f[] = {
@@ -154,7 +155,6 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
     };
     enum { F_COMMAND, F_TIMEOUT, F_CWD, F_ENV, F_STDIN, F_STDIN_ENC, F_STREAM, F_BACKGROUND };
     struct nb_exec_result res;
-    struct nb_apierr ae;
     struct nb_slot slot;
     struct nb_exec_req rq = {0};
     struct exec_stream st = {0};
@@ -167,53 +167,48 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
     const char *argv[4] = {"/bin/sh", "-c", NULL, NULL};
     yajl_val body = NULL;
     yajl_gen g;
-    int stream;
+    int stream, rc = NB_ERR;
 
     nb_exec_result_init(&res, c->max_output);
     nb_buf_init(&in, c->max_body);
 
-    if (api_read_json(a, r, &body) != 0)
+    if (api_read_json(a, r, &body, ae) != 0)
         goto out;
     if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
-        nb_http_fail(r, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, 400, "bad_field", "%s", err);
         goto out;
     }
     if (f[F_COMMAND].val == NULL) {
-        nb_http_fail(r, 400, "bad_field", "field \"command\" (a shell command line) is required");
+        nb_apierr_set(ae, 400, "bad_field", "field \"command\" (a shell command line) is required");
         goto out;
     }
     command = nb_json_string(f[F_COMMAND].val);
     if (*command == '\0' || strlen(command) > c->max_command) {
-        nb_http_fail(r, *command ? 422 : 400, *command ? "out_of_range" : "bad_field",
-                     "command must be 1 to %zu bytes (max_command)", c->max_command);
+        nb_apierr_set(ae, *command ? 422 : 400, *command ? "out_of_range" : "bad_field",
+                      "command must be 1 to %zu bytes (max_command)", c->max_command);
         goto out;
     }
-    if (api_exec_timeout(c, f[F_TIMEOUT].val, &timeout, r) != 0)
+    if (api_exec_timeout(c, f[F_TIMEOUT].val, &timeout, ae) != 0)
         goto out;
     if (f[F_CWD].val) {
         cwd = nb_json_string(f[F_CWD].val);
         if (cwd[0] != '/' || strlen(cwd) > 1024) {
-            nb_http_fail(r, 400, "bad_field", "cwd must be an absolute path inside the sandbox");
+            nb_apierr_set(ae, 400, "bad_field", "cwd must be an absolute path inside the sandbox");
             goto out;
         }
     }
-    if (exec_stdin(c, f[F_STDIN].val, f[F_STDIN_ENC].val, &in, r) != 0)
+    if (exec_stdin(f[F_STDIN].val, f[F_STDIN_ENC].val, &in, ae) != 0)
         goto out;
     rq.background = f[F_BACKGROUND].val != NULL && YAJL_IS_TRUE(f[F_BACKGROUND].val);
     stream = f[F_STREAM].val ? YAJL_IS_TRUE(f[F_STREAM].val) : nb_http_wants_ndjson(r);
     if (rq.background && stream) {
-        nb_http_fail(r, 400, "bad_field", "a background command is not streamed: read its output "
-                     "with GET /sandbox/{id}/processes/{pid}");
+        nb_apierr_set(ae, 400, "bad_field", "a background command is not streamed: read its output "
+                      "with GET /sandbox/{id}/processes/{pid}");
         goto out;
     }
-    if (api_env_list(c, f[F_ENV].val, &env, &n_env, &ae) != 0) {
-        nb_http_error(r, &ae);
+    if (api_env_list(c, f[F_ENV].val, &env, &n_env, ae) != 0 ||
+        nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         goto out;
-    }
-    if (nb_sandbox_get(a, id, &slot, &ae) != 0) {
-        nb_http_error(r, &ae);
-        goto out;
-    }
 
     argv[2] = command;
     rq.argv = argv;
@@ -233,14 +228,15 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
         rq.on_output = stream_output;
         rq.ctx = &st;
         nb_http_stream_begin(r, 200, "application/x-ndjson");
-        stream_finish(&st, &res, nb_exec_run(a, &slot, &rq, &res, &ae) != 0 ? &ae : NULL);
+        rc = nb_exec_run(a, &slot, &rq, &res, ae) == 0 ? NB_OK : NB_ERR;
+        stream_flush(&st);
+        if (rc == NB_OK)
+            stream_exit(&st, &res);
         yajl_gen_free(st.g);
         goto out;
     }
-    if (nb_exec_run(a, &slot, &rq, &res, &ae) != 0) {
-        nb_http_error(r, &ae);
+    if (nb_exec_run(a, &slot, &rq, &res, ae) != 0)
         goto out;
-    }
     g = nb_json_gen();
     yajl_gen_map_open(g);
     if (rq.background) {
@@ -254,10 +250,12 @@ void api_sandbox_exec(struct nb_app *a, struct nb_req *r, const char *id)
         nb_http_json(r, 200, g);
     }
     yajl_gen_free(g);
+    rc = NB_OK;
 
 out:
     api_env_free(env, n_env);
     yajl_tree_free(body);
     nb_buf_free(&in);
     nb_exec_result_free(&res);
+    return rc;
 }

@@ -2,8 +2,12 @@
  * api_mcp.c - the MCP Streamable HTTP transport: POST /mcp and DELETE /mcp
  * (see docs/MCP.md). The protocol and the tools are src/mcp/mcp.c's, as
  * for the stdio transport; what is here is the HTTP around them and the
- * backend that runs a tool's API calls through the router as internal
- * requests (http.c's capture mode), with no loopback HTTP.
+ * backend that runs a tool's API calls as internal requests of the HTTP
+ * layer (nb_http_dispatch_internal), with no loopback HTTP.
+ *
+ * The JSON-RPC errors below (rpc_fail) are answers of the MCP protocol,
+ * not API errors: their body is a JSON-RPC envelope, so this handler sends
+ * them as its answer and returns NB_OK.
  *
  * Each POST carries one JSON-RPC message (or a batch, before 2025-06-18)
  * and gets its one reply as application/json: the server never sends
@@ -27,7 +31,6 @@
 #include "log.h"
 #include "mcp.h"
 #include "mcp_sessions.h"
-#include "worker.h"
 
 #define MCP_SESSION_NOT_FOUND -32001   /* JSON-RPC code of a 404 (the SDKs' choice) */
 #define MCP_DEFAULT_HTTP_VERSION "2025-03-26" /* no MCP-Protocol-Version header: the spec's rule */
@@ -52,77 +55,61 @@ static void rpc_fail(struct nb_req *r, int status, int code, const char *fmt, ..
     nb_buf_free(&out);
 }
 
-/* The backend: one API call as an internal request through the router. */
+/* What a tool's API call needs: the process, and the request it serves. */
+struct mcp_call_ctx {
+    struct nb_app *a;
+    struct nb_req *r;
+};
+
+/* The backend: one API call as an internal request of the HTTP layer. */
 static int internal_api_call(void *ctx, const char *method, const char *path, const char *body,
                              size_t body_len, const char *content_type, long *status,
                              struct nb_buf *answer)
 {
-    struct nb_app *a = ctx;
-    struct nb_http_capture cap;
-    struct nb_req ir;
-    struct nb_apierr ae;
-    size_t start = answer->len;
-    int rc = 0;
-
-    memset(&ir, 0, sizeof(ir));
-    nb_buf_init(&ir.body, 0);
-    if (nb_http_internal(&ir, &cap, method, path, body, body_len, content_type, answer, &ae) != 0)
-        nb_http_error(&ir, &ae);
-    else
-        nb_worker_route(a, &ir);
-    if (!ir.answered)
-        nb_http_fail(&ir, 500, "internal", "the request got no answer");
-    if (cap.overflow) {
-        answer->len = start;
-        if (answer->data != NULL)
-            answer->data[start] = '\0';
-        nb_buf_printf(answer, "error: the answer to %s %.200s is larger than %zu bytes", method,
-                      ir.path, answer->cap);
-        rc = -1;
-    }
-    *status = ir.status;
-    nb_info("mcp: %s %.200s %d", method, ir.path, ir.status);
-    nb_buf_free(&ir.body);
-    return rc;
+    struct mcp_call_ctx *c = ctx;
+    return nb_http_dispatch_internal(c->a, c->r, method, path, body, body_len, content_type, answer,
+                                     status);
 }
 
-void api_mcp_post(struct nb_app *a, struct nb_req *r)
+int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                 struct nb_apierr *ae)
 {
     const char *sid = nb_http_param(r, "HTTP_MCP_SESSION_ID");
     const char *hver = nb_http_param(r, "HTTP_MCP_PROTOCOL_VERSION");
     size_t cap = a->conf.max_body < MCP_MAX_MESSAGE ? a->conf.max_body : MCP_MAX_MESSAGE;
-    struct mcp_backend backend = {.call = internal_api_call, .ctx = a, .conf = &a->conf};
+    struct mcp_call_ctx call_ctx = {a, r};
+    struct mcp_backend backend = {.call = internal_api_call, .ctx = &call_ctx, .conf = &a->conf};
     struct mcp_session s;
-    struct nb_apierr ae;
     struct nb_buf reply;
     char version[NB_MCP_VERSION_LEN] = MCP_DEFAULT_HTTP_VERSION;
     char new_sid[NB_MCP_SESSION_ID_LEN + 1];
     int rc;
 
+    (void)ra;
     if (nb_http_is_internal(r)) {   /* no tool calls /mcp: a loop would be a bug */
-        nb_http_fail(r, 400, "bad_request", "/mcp is not a tool's API call");
-        return;
+        nb_apierr_set(ae, 400, "bad_request", "/mcp is not a tool's API call");
+        return NB_ERR;
     }
     if (hver != NULL && *hver && !mcp_version_supported(hver)) {
         rpc_fail(r, 400, MCP_INVALID_REQUEST, "MCP-Protocol-Version \"%.32s\" is not supported: "
                  "this server speaks %s, %s and %s", hver, mcp_versions[0], mcp_versions[1],
                  mcp_versions[2]);
-        return;
+        return NB_OK;
     }
-    if (nb_http_read_body(r, cap, &ae) != 0) {
-        rpc_fail(r, ae.status, MCP_PARSE_ERROR, "%s", ae.msg);
-        return;
+    if (nb_http_read_body(r, cap, ae) != 0) {
+        rpc_fail(r, ae->status, MCP_PARSE_ERROR, "%s", ae->msg);
+        return NB_OK;
     }
     if (sid != NULL && *sid) {
-        rc = nb_mcp_session_find(&a->conf, sid, version, sizeof(version), &ae);
+        rc = nb_mcp_session_find(&a->conf, sid, version, sizeof(version), ae);
         if (rc < 0) {
-            rpc_fail(r, ae.status, MCP_INTERNAL_ERROR, "%s", ae.msg);
-            return;
+            rpc_fail(r, ae->status, MCP_INTERNAL_ERROR, "%s", ae->msg);
+            return NB_OK;
         }
         if (rc == 0) {
             rpc_fail(r, 404, MCP_SESSION_NOT_FOUND, "no MCP session %.64s (it expired, was "
                      "ended, or the server forgot it): initialize a new one", sid);
-            return;
+            return NB_OK;
         }
     }
     if (hver != NULL && *hver)
@@ -142,33 +129,37 @@ void api_mcp_post(struct nb_app *a, struct nb_req *r)
     } else {
         if (s.last == MCP_MSG_INITIALIZE) {
             /* no session file: serve on statelessly rather than fail the client */
-            if (nb_mcp_session_new(&a->conf, s.version, new_sid, &ae) == 0)
+            if (nb_mcp_session_new(&a->conf, s.version, new_sid, ae) == 0)
                 nb_http_add_header(r, "Mcp-Session-Id", new_sid);
             else
-                nb_warn("MCP initialize answered without a session: %s", ae.msg);
+                nb_warn("MCP initialize answered without a session: %s", ae->msg);
         }
         nb_buf_append(&reply, "\n", 1);
         nb_http_body(r, 200, "application/json", reply.data, reply.len);
     }
     nb_buf_free(&reply);
+    return NB_OK;
 }
 
-void api_mcp_delete(struct nb_app *a, struct nb_req *r)
+int api_mcp_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae)
 {
     const char *sid = nb_http_param(r, "HTTP_MCP_SESSION_ID");
-    struct nb_apierr ae;
     int rc;
 
+    (void)ra;
     if (sid == NULL || !*sid) {
-        nb_http_fail(r, 400, "bad_request", "DELETE /mcp ends a session: send its Mcp-Session-Id "
-                     "header");
-        return;
+        nb_apierr_set(ae, 400, "bad_request", "DELETE /mcp ends a session: send its Mcp-Session-Id "
+                      "header");
+        return NB_ERR;
     }
-    rc = nb_mcp_session_end(&a->conf, sid, &ae);
+    rc = nb_mcp_session_end(&a->conf, sid, ae);
     if (rc < 0)
-        nb_http_error(r, &ae);
-    else if (rc == 0)
-        nb_http_fail(r, 404, "not_found", "no MCP session %.64s (it expired or was ended)", sid);
-    else
-        nb_http_no_content(r);
+        return NB_ERR;
+    if (rc == 0) {
+        nb_apierr_set(ae, 404, "not_found", "no MCP session %.64s (it expired or was ended)", sid);
+        return NB_ERR;
+    }
+    nb_http_no_content(r);
+    return NB_OK;
 }

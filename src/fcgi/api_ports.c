@@ -26,7 +26,8 @@ static void port_json(struct nb_app *a, yajl_gen g, const char *id, uint16_t san
     nb_json_kv_int(g, "expires_at", expires);
 }
 
-void api_port_open(struct nb_app *a, struct nb_req *r, const char *id)
+int api_port_open(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_jfield f[] = {
@@ -36,20 +37,20 @@ void api_port_open(struct nb_app *a, struct nb_req *r, const char *id)
     };
     struct nb_port_open req;
     struct nb_port_info info;
-    struct nb_apierr ae;
     char err[256];
     yajl_val body = NULL;
     long long sp, dur, hp = 0;
     yajl_gen g;
+    int rc = NB_ERR;
 
-    if (api_read_json(a, r, &body) != 0)
-        return;
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
     if (nb_json_fields(body, f, 3, err, sizeof(err)) != 0) {
-        nb_http_fail(r, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, 400, "bad_field", "%s", err);
         goto out;
     }
     if (f[0].val == NULL || f[1].val == NULL) {
-        nb_http_fail(r, 400, "bad_field", "fields \"sandboxport\" and \"duration\" (seconds) are required");
+        nb_apierr_set(ae, 400, "bad_field", "fields \"sandboxport\" and \"duration\" (seconds) are required");
         goto out;
     }
     sp = nb_json_int(f[0].val);
@@ -57,46 +58,44 @@ void api_port_open(struct nb_app *a, struct nb_req *r, const char *id)
     if (f[2].val)
         hp = nb_json_int(f[2].val);
     if (sp < 1 || sp > 65535) {
-        nb_http_fail(r, 422, "out_of_range", "sandboxport must be between 1 and 65535");
+        nb_apierr_set(ae, 422, "out_of_range", "sandboxport must be between 1 and 65535");
         goto out;
     }
     if (f[2].val && (hp < c->port_min || hp > c->port_max)) {
-        nb_http_fail(r, 422, "out_of_range", "hostport must be between %u and %u (port_range)",
-                     c->port_min, c->port_max);
+        nb_apierr_set(ae, 422, "out_of_range", "hostport must be between %u and %u (port_range)",
+                      c->port_min, c->port_max);
         goto out;
     }
     if (dur <= 0 || dur > c->max_port_duration) {
-        nb_http_fail(r, 422, "out_of_range", "duration must be between 1 and %u seconds (max_port_duration)",
-                     c->max_port_duration);
+        nb_apierr_set(ae, 422, "out_of_range", "duration must be between 1 and %u seconds (max_port_duration)",
+                      c->max_port_duration);
         goto out;
     }
     req.sandboxport = (uint16_t)sp;
     req.hostport = (uint16_t)hp;
     req.duration = (unsigned)dur;
-    if (nb_port_open(a, id, &req, &info, &ae) != 0) {
-        nb_http_error(r, &ae);
+    if (nb_port_open(a, ra->id, &req, &info, ae) != 0)
         goto out;
-    }
     g = nb_json_gen();
     yajl_gen_map_open(g);
-    port_json(a, g, id, info.sandboxport, info.hostport, info.expires);
+    port_json(a, g, ra->id, info.sandboxport, info.hostport, info.expires);
     nb_json_kv_int(g, "duration", info.duration);
     yajl_gen_map_close(g);
     nb_http_json(r, 201, g);
     yajl_gen_free(g);
+    rc = NB_OK;
 out:
     yajl_tree_free(body);
+    return rc;
 }
 
-void api_port_list(struct nb_app *a, struct nb_req *r, const char *id)
+int api_port_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae)
 {
-    struct nb_apierr ae;
     struct nb_slot slot;
     yajl_gen g;
-    if (nb_sandbox_get(a, id, &slot, &ae) != 0) {
-        nb_http_error(r, &ae);
-        return;
-    }
+    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
+        return NB_ERR;
     g = nb_json_gen();
     yajl_gen_map_open(g);
     nb_json_cstr(g, "ports");
@@ -106,31 +105,32 @@ void api_port_list(struct nb_app *a, struct nb_req *r, const char *id)
         if (p->sandboxport == 0 || p->fwd_start == 0)
             continue; /* still opening */
         yajl_gen_map_open(g);
-        port_json(a, g, id, p->sandboxport, p->hostport, p->expires);
+        port_json(a, g, ra->id, p->sandboxport, p->hostport, p->expires);
         yajl_gen_map_close(g);
     }
     yajl_gen_array_close(g);
     yajl_gen_map_close(g);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
+    return NB_OK;
 }
 
-void api_port_close(struct nb_app *a, struct nb_req *r, const char *id, const char *port)
+int api_port_close(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae)
 {
-    struct nb_apierr ae;
+    const char *port = ra->arg;
     char *end;
     long sp = strtol(port, &end, 10);
     if (*port == '\0' || *end != '\0' || port[0] == '-' || port[0] == '+') {
-        nb_http_fail(r, 400, "bad_field", "\"%.16s\" is not a port number", port);
-        return;
+        nb_apierr_set(ae, 400, "bad_field", "\"%.16s\" is not a port number", port);
+        return NB_ERR;
     }
     if (sp < 1 || sp > 65535) {
-        nb_http_fail(r, 422, "out_of_range", "sandboxport must be between 1 and 65535");
-        return;
+        nb_apierr_set(ae, 422, "out_of_range", "sandboxport must be between 1 and 65535");
+        return NB_ERR;
     }
-    if (nb_port_close(a, id, (uint16_t)sp, &ae) != 0) {
-        nb_http_error(r, &ae);
-        return;
-    }
+    if (nb_port_close(a, ra->id, (uint16_t)sp, ae) != 0)
+        return NB_ERR;
     nb_http_no_content(r);
+    return NB_OK;
 }

@@ -3,7 +3,7 @@
  * pattern). The code is handed to the interpreter as one argv entry, never
  * spliced into a shell string; stdin, when given, is fed to it by the
  * sandbox's agent. The sandbox is destroyed (gone from the API before the
- * answer; its container removed by the worker just after it)
+ * answer; its container removed just after it, by an nb_http_after hook)
  * on every path once it exists: success, failure to run, timeout.
  */
 #include "config.h"
@@ -17,7 +17,6 @@
 #include "json.h"
 #include "log.h"
 #include "sandbox.h"
-#include "worker.h"
 
 /* Interpreters in the default image, as argv prefixes before the code. */
 static const struct {
@@ -31,7 +30,26 @@ static const struct {
 /* Slack on top of the run's timeout before the reaper may destroy it. */
 #define RUN_TTL_SLACK 60
 
-void api_run(struct nb_app *a, struct nb_req *r)
+/* The second half of a run sandbox's destroy, for after the answer. */
+struct run_destroy {
+    char id[NB_ID_LEN + 1];
+    char cid[NB_CID_LEN + 1];
+    uint32_t gen;
+};
+
+/* An nb_http_hook_fn: remove the container, free the slot, free arg. */
+static void run_destroy_after(struct nb_app *a, void *arg)
+{
+    struct run_destroy *d = arg;
+    struct nb_derr de = {0};
+    if (nb_sandbox_finish_destroy(a, d->id, d->cid, d->gen, &de) != 0)
+        /* left DESTROYING: reconciliation retries once it counts as stuck */
+        nb_warn("run: could not remove sandbox %s: %s (reconciliation will)", d->id, de.msg);
+    free(d);
+}
+
+int api_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+            struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_jfield f[] = {
@@ -43,7 +61,7 @@ void api_run(struct nb_app *a, struct nb_req *r)
     enum { F_LANGUAGE, F_CODE, F_TIMEOUT, F_STDIN };
     struct nb_sandbox_spec spec;
     struct nb_exec_result res;
-    struct nb_apierr ae, dae;
+    struct nb_apierr dae;
     struct nb_slot slot;
     const char *argv[4];
     struct nb_exec_req rq = {0};
@@ -52,18 +70,19 @@ void api_run(struct nb_app *a, struct nb_req *r)
     double timeout = c->exec_timeout;
     char err[256];
     yajl_val body = NULL;
-    int ran;
+    int ran, rc = NB_ERR;
     yajl_gen g;
 
+    (void)ra;
     nb_exec_result_init(&res, c->max_output);
-    if (api_read_json(a, r, &body) != 0)
+    if (api_read_json(a, r, &body, ae) != 0)
         goto out;
     if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
-        nb_http_fail(r, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, 400, "bad_field", "%s", err);
         goto out;
     }
     if (f[F_LANGUAGE].val == NULL || f[F_CODE].val == NULL) {
-        nb_http_fail(r, 400, "bad_field", "fields \"language\" and \"code\" are required");
+        nb_apierr_set(ae, 400, "bad_field", "fields \"language\" and \"code\" are required");
         goto out;
     }
     language = nb_json_string(f[F_LANGUAGE].val);
@@ -71,15 +90,15 @@ void api_run(struct nb_app *a, struct nb_req *r)
         if (!strcmp(run_languages[li].language, language))
             break;
     if (li == sizeof(run_languages) / sizeof(run_languages[0])) {
-        nb_http_fail(r, 422, "out_of_range", "language must be \"python\" or \"sh\" (what the image has)");
+        nb_apierr_set(ae, 422, "out_of_range", "language must be \"python\" or \"sh\" (what the image has)");
         goto out;
     }
     code = nb_json_string(f[F_CODE].val);
     if (strlen(code) > c->max_command) {
-        nb_http_fail(r, 422, "out_of_range", "code must be at most %zu bytes (max_command)", c->max_command);
+        nb_apierr_set(ae, 422, "out_of_range", "code must be at most %zu bytes (max_command)", c->max_command);
         goto out;
     }
-    if (api_exec_timeout(c, f[F_TIMEOUT].val, &timeout, r) != 0)
+    if (api_exec_timeout(c, f[F_TIMEOUT].val, &timeout, ae) != 0)
         goto out;
     if (f[F_STDIN].val) {
         rq.stdin_data = nb_json_string(f[F_STDIN].val);
@@ -98,36 +117,35 @@ void api_run(struct nb_app *a, struct nb_req *r)
     spec.pids = c->pids;
     spec.ttl = (unsigned)timeout + RUN_TTL_SLACK; /* the reaper's backstop if we die */
     snprintf(spec.metadata, sizeof(spec.metadata), "{\"nanobox.run\":\"1\"}");
-    if (nb_sandbox_create(a, &spec, &slot, &ae) != 0) {
-        nb_http_error(r, &ae);
+    if (nb_sandbox_create(a, &spec, &slot, ae) != 0)
         goto out;
-    }
     rq.argv = argv;
     rq.timeout = timeout;
     rq.client_fd = nb_http_client_fd(r);
-    ran = nb_exec_run(a, &slot, &rq, &res, &ae);
+    ran = nb_exec_run(a, &slot, &rq, &res, ae);
     {
         /* gone from the API now; its container is removed once we have answered */
-        char cid[NB_CID_LEN + 1];
-        uint32_t gen;
-        struct nb_derr de = {0};
-        if (nb_sandbox_mark_destroy(a, slot.id, cid, &gen, &dae) != 0)
+        struct run_destroy *d = nb_xcalloc(1, sizeof(*d));
+        if (nb_sandbox_mark_destroy(a, slot.id, d->cid, &d->gen, &dae) != 0) {
             nb_warn("run: could not destroy sandbox %s: %s (the reaper will)", slot.id, dae.msg);
-        else if (nb_worker_defer_destroy(slot.id, cid, gen) != 0 &&
-                 nb_sandbox_finish_destroy(a, slot.id, cid, gen, &de) != 0)
-            nb_warn("run: could not remove sandbox %s: %s (reconciliation will)", slot.id, de.msg);
+            free(d);
+        } else {
+            snprintf(d->id, sizeof(d->id), "%s", slot.id);
+            if (nb_http_after(r, run_destroy_after, d) != 0)
+                run_destroy_after(a, d); /* no room left: before the answer, then */
+        }
     }
-    if (ran != 0) {
-        nb_http_error(r, &ae);
+    if (ran != 0)
         goto out;
-    }
     g = nb_json_gen();
     yajl_gen_map_open(g);
     nb_exec_result_json(g, &res, 0);
     yajl_gen_map_close(g);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
+    rc = NB_OK;
 out:
     yajl_tree_free(body);
     nb_exec_result_free(&res);
+    return rc;
 }

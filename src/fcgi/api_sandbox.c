@@ -11,42 +11,41 @@
 #include <string.h>
 
 #include "api.h"
+#include "clock.h"
 #include "json.h"
 #include "log.h"
 #include "sandbox.h"
 
 #define MiB (1024ULL * 1024ULL)
 
-int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out)
+int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out, struct nb_apierr *ae)
 {
-    return api_read_json_nul(a, r, out, "bad_field");
+    return api_read_json_nul(a, r, out, "bad_field", ae);
 }
 
-int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const char *nul_code)
+int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const char *nul_code,
+                      struct nb_apierr *ae)
 {
-    struct nb_apierr ae;
     char err[256];
     *out = NULL;
-    if (nb_http_read_body(r, a->conf.max_body, &ae) != 0) {
-        nb_http_error(r, &ae);
+    if (nb_http_read_body(r, a->conf.max_body, ae) != 0)
         return -1;
-    }
     if (nb_json_parse(r->body.data, r->body.len, a->conf.max_json_depth, out, err, sizeof(err)) != 0) {
-        nb_http_fail(r, 400, "bad_json", "%s", err);
+        nb_apierr_set(ae, 400, "bad_json", "%s", err);
         return -1;
     }
     if (*out != NULL && !YAJL_IS_OBJECT(*out)) {
         yajl_tree_free(*out);
         *out = NULL;
-        nb_http_fail(r, 400, "bad_json", "the body must be a JSON object");
+        nb_apierr_set(ae, 400, "bad_json", "the body must be a JSON object");
         return -1;
     }
     /* yajl hands a string with \u0000 over NUL-terminated: it would silently end there */
     if (nb_json_has_nul(r->body.data, r->body.len)) {
         yajl_tree_free(*out);
         *out = NULL;
-        nb_http_fail(r, 400, nul_code, "a string contains a NUL byte (\\u0000), which no field can "
-                     "hold; send binary data base64-encoded (stdin_encoding, encoding)");
+        nb_apierr_set(ae, 400, nul_code, "a string contains a NUL byte (\\u0000), which no field can "
+                      "hold; send binary data base64-encoded (stdin_encoding, encoding)");
         return -1;
     }
     return 0;
@@ -192,7 +191,8 @@ static void sandbox_info(yajl_gen g, const struct nb_slot *s, int64_t now)
     yajl_gen_map_close(g);
 }
 
-void api_healthz(struct nb_app *a, struct nb_req *r)
+int api_healthz(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                struct nb_apierr *ae)
 {
     struct nb_derr de = {0};
     int docker_ok = nb_docker_ping(&a->docker, &de) == 0;
@@ -214,9 +214,13 @@ void api_healthz(struct nb_app *a, struct nb_req *r)
     yajl_gen_map_close(g);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
+    (void)ra;
+    (void)ae;
+    return NB_OK;
 }
 
-void api_sandbox_create(struct nb_app *a, struct nb_req *r)
+int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_jfield f[] = {
@@ -231,17 +235,18 @@ void api_sandbox_create(struct nb_app *a, struct nb_req *r)
     };
     enum { F_IMAGE, F_TTL, F_MEMORY, F_CPUS, F_PIDS, F_ENV, F_NETWORK, F_METADATA };
     struct nb_sandbox_spec spec;
-    struct nb_apierr ae;
     struct nb_slot slot;
     char err[256];
     yajl_val body = NULL;
     yajl_gen g;
+    int rc = NB_ERR;
 
+    (void)ra;
     memset(&spec, 0, sizeof(spec));
-    if (api_read_json(a, r, &body) != 0)
-        return;
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
     if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
-        nb_http_fail(r, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, 400, "bad_field", "%s", err);
         goto out;
     }
 
@@ -249,7 +254,7 @@ void api_sandbox_create(struct nb_app *a, struct nb_req *r)
     if (f[F_IMAGE].val) {
         const char *img = nb_json_string(f[F_IMAGE].val);
         if (!nb_conf_image_allowed(c, img)) {
-            nb_http_fail(r, 403, "forbidden", "image \"%.100s\" is not in the operator's allow-list", img);
+            nb_apierr_set(ae, 403, "forbidden", "image \"%.100s\" is not in the operator's allow-list", img);
             goto out;
         }
         snprintf(spec.image, sizeof(spec.image), "%s", img);
@@ -259,7 +264,7 @@ void api_sandbox_create(struct nb_app *a, struct nb_req *r)
     if (f[F_TTL].val) {
         long long ttl = nb_json_int(f[F_TTL].val);
         if (ttl <= 0 || ttl > (long long)c->max_ttl) {
-            nb_http_fail(r, 422, "out_of_range", "ttl must be between 1 and %u seconds (max_ttl)", c->max_ttl);
+            nb_apierr_set(ae, 422, "out_of_range", "ttl must be between 1 and %u seconds (max_ttl)", c->max_ttl);
             goto out;
         }
         spec.ttl = (unsigned)ttl;
@@ -269,12 +274,12 @@ void api_sandbox_create(struct nb_app *a, struct nb_req *r)
     if (f[F_MEMORY].val) {
         uint64_t m;
         if (memory_value(f[F_MEMORY].val, &m) != 0) {
-            nb_http_fail(r, 400, "bad_field", "memory must be bytes or a size like \"128m\"");
+            nb_apierr_set(ae, 400, "bad_field", "memory must be bytes or a size like \"128m\"");
             goto out;
         }
         if (m < 6 * MiB || m > c->memory) {
-            nb_http_fail(r, 422, "out_of_range", "memory must be between 6m and %llu bytes (the operator's limit)",
-                         (unsigned long long)c->memory);
+            nb_apierr_set(ae, 422, "out_of_range", "memory must be between 6m and %llu bytes (the operator's limit)",
+                          (unsigned long long)c->memory);
             goto out;
         }
         spec.memory = m;
@@ -284,8 +289,8 @@ void api_sandbox_create(struct nb_app *a, struct nb_req *r)
     if (f[F_CPUS].val) {
         double cpus = nb_json_double(f[F_CPUS].val);
         if (!(cpus >= 0.01) || cpus * 1e9 > (double)c->nano_cpus + 0.5) {
-            nb_http_fail(r, 422, "out_of_range", "cpus must be between 0.01 and %g (the operator's limit)",
-                         (double)c->nano_cpus / 1e9);
+            nb_apierr_set(ae, 422, "out_of_range", "cpus must be between 0.01 and %g (the operator's limit)",
+                          (double)c->nano_cpus / 1e9);
             goto out;
         }
         spec.nano_cpus = (uint64_t)(cpus * 1e9 + 0.5);
@@ -295,8 +300,8 @@ void api_sandbox_create(struct nb_app *a, struct nb_req *r)
     if (f[F_PIDS].val) {
         long long pids = nb_json_int(f[F_PIDS].val);
         if (pids < 8 || pids > c->pids) {
-            nb_http_fail(r, 422, "out_of_range", "pids must be between 8 and %lld (the operator's limit)",
-                         (long long)c->pids);
+            nb_apierr_set(ae, 422, "out_of_range", "pids must be between 8 and %lld (the operator's limit)",
+                          (long long)c->pids);
             goto out;
         }
         spec.pids = pids;
@@ -306,33 +311,31 @@ void api_sandbox_create(struct nb_app *a, struct nb_req *r)
         const char *net = nb_json_string(f[F_NETWORK].val);
         if (!strcmp(net, "bridge")) {
             if (!c->allow_bridge) {
-                nb_http_fail(r, 403, "forbidden", "network \"bridge\" is disabled by the operator (allow_bridge)");
+                nb_apierr_set(ae, 403, "forbidden", "network \"bridge\" is disabled by the operator (allow_bridge)");
                 goto out;
             }
             spec.network_bridge = 1;
         } else if (strcmp(net, "none") != 0) {
-            nb_http_fail(r, 400, "bad_field", "network must be \"none\" or \"bridge\"");
+            nb_apierr_set(ae, 400, "bad_field", "network must be \"none\" or \"bridge\"");
             goto out;
         }
     }
 
-    if (metadata_text(c, f[F_METADATA].val, spec.metadata, sizeof(spec.metadata), &ae) != 0 ||
-        api_env_list(c, f[F_ENV].val, &spec.env, &spec.n_env, &ae) != 0) {
-        nb_http_error(r, &ae);
+    if (metadata_text(c, f[F_METADATA].val, spec.metadata, sizeof(spec.metadata), ae) != 0 ||
+        api_env_list(c, f[F_ENV].val, &spec.env, &spec.n_env, ae) != 0)
         goto out;
-    }
 
-    if (nb_sandbox_create(a, &spec, &slot, &ae) != 0) {
-        nb_http_error(r, &ae);
+    if (nb_sandbox_create(a, &spec, &slot, ae) != 0)
         goto out;
-    }
     g = nb_json_gen();
-    sandbox_info(g, &slot, nb_now());
+    sandbox_info(g, &slot, nb_clock_real_s());
     nb_http_json(r, 201, g);
     yajl_gen_free(g);
+    rc = NB_OK;
 out:
     api_env_free(spec.env, spec.n_env);
     yajl_tree_free(body);
+    return rc;
 }
 
 struct list_filter {
@@ -377,20 +380,22 @@ static int metadata_matches(const struct nb_slot *s, const struct list_filter *l
     return ok;
 }
 
-void api_sandbox_list(struct nb_app *a, struct nb_req *r)
+int api_sandbox_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae)
 {
     struct list_filter lf;
     struct nb_slot *copy;
     uint32_t n = 0;
-    int64_t now = nb_now();
+    int64_t now = nb_clock_real_s();
     yajl_gen g;
 
+    (void)ra;
     memset(&lf, 0, sizeof(lf));
     nb_http_query_each(r, list_filter_cb, &lf);
     if (lf.bad) {
-        nb_http_fail(r, 400, "bad_field", lf.bad == 1 ? "the only filters are metadata.<key>=<value>"
-                                                       : "at most 16 metadata filters");
-        return;
+        nb_apierr_set(ae, 400, "bad_field", lf.bad == 1 ? "the only filters are metadata.<key>=<value>"
+                                                         : "at most 16 metadata filters");
+        return NB_ERR;
     }
     /* copy under the lock, format outside it */
     copy = nb_xcalloc(a->table.nslots, sizeof(*copy));
@@ -414,71 +419,71 @@ void api_sandbox_list(struct nb_app *a, struct nb_req *r)
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
     free(copy);
+    return NB_OK;
 }
 
-void api_sandbox_get(struct nb_app *a, struct nb_req *r, const char *id)
+int api_sandbox_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae)
 {
-    struct nb_apierr ae;
     struct nb_slot slot;
     yajl_gen g;
-    if (nb_sandbox_get(a, id, &slot, &ae) != 0) {
-        nb_http_error(r, &ae);
-        return;
-    }
+    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
+        return NB_ERR;
     g = nb_json_gen();
-    sandbox_info(g, &slot, nb_now());
+    sandbox_info(g, &slot, nb_clock_real_s());
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
+    return NB_OK;
 }
 
-void api_sandbox_delete(struct nb_app *a, struct nb_req *r, const char *id)
+int api_sandbox_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae)
 {
-    struct nb_apierr ae;
-    if (nb_sandbox_destroy(a, id, &ae) != 0) {
-        nb_http_error(r, &ae);
-        return;
-    }
+    if (nb_sandbox_destroy(a, ra->id, ae) != 0)
+        return NB_ERR;
     nb_http_no_content(r);
+    return NB_OK;
 }
 
-void api_sandbox_timeout(struct nb_app *a, struct nb_req *r, const char *id)
+int api_sandbox_timeout(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                        struct nb_apierr *ae)
 {
     struct nb_jfield f[] = {{"ttl", NB_JT_INT, NULL}};
-    struct nb_apierr ae;
     char err[256];
     yajl_val body = NULL;
     int64_t expires;
     long long ttl;
     yajl_gen g;
+    int rc = NB_ERR;
 
-    if (api_read_json(a, r, &body) != 0)
-        return;
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
     if (nb_json_fields(body, f, 1, err, sizeof(err)) != 0) {
-        nb_http_fail(r, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, 400, "bad_field", "%s", err);
         goto out;
     }
     if (f[0].val == NULL) {
-        nb_http_fail(r, 400, "bad_field", "field \"ttl\" (seconds from now) is required");
+        nb_apierr_set(ae, 400, "bad_field", "field \"ttl\" (seconds from now) is required");
         goto out;
     }
     ttl = nb_json_int(f[0].val);
     if (ttl <= 0 || ttl > (long long)a->conf.max_ttl) {
-        nb_http_fail(r, 422, "out_of_range", "ttl must be between 1 and %u seconds (max_ttl)",
-                     a->conf.max_ttl);
+        nb_apierr_set(ae, 422, "out_of_range", "ttl must be between 1 and %u seconds (max_ttl)",
+                      a->conf.max_ttl);
         goto out;
     }
-    if (nb_sandbox_extend(a, id, (unsigned)ttl, &expires, &ae) != 0) {
-        nb_http_error(r, &ae);
+    if (nb_sandbox_extend(a, ra->id, (unsigned)ttl, &expires, ae) != 0)
         goto out;
-    }
     g = nb_json_gen();
     yajl_gen_map_open(g);
-    nb_json_kv_str(g, "sandboxId", id);
+    nb_json_kv_str(g, "sandboxId", ra->id);
     nb_json_kv_int(g, "expires_at", expires);
     nb_json_kv_int(g, "ttl", ttl);
     yajl_gen_map_close(g);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
+    rc = NB_OK;
 out:
     yajl_tree_free(body);
+    return rc;
 }

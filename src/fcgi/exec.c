@@ -30,6 +30,8 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agentproto.h"
+#include "clock.h"
 #include "demux.h"
 #include "exec.h"
 #include "json.h"
@@ -66,13 +68,6 @@ static int exec_collect(void *arg, enum nb_stream stream, const char *data, size
     if (stream == NB_STREAM_STDIN)
         return 0;
     return exec_output(arg, stream == NB_STREAM_STDERR, data, len);
-}
-
-int64_t nb_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Parent pid and session id of pid; -1 if gone. */
@@ -186,7 +181,7 @@ static char *exec_config(const struct nb_conf *c, const char *const *argv, const
 /* Wait up to ms for the exec to stop running; its exit code or -1. */
 static int exec_wait(struct nb_docker *d, const char *exec_id, int ms, pid_t *pid)
 {
-    int64_t until = nb_mono_ms() + ms;
+    int64_t until = nb_clock_mono_ms() + ms;
     int running = 1, code = -1;
     useconds_t nap = 1000;
     struct nb_derr de;
@@ -199,7 +194,7 @@ static int exec_wait(struct nb_docker *d, const char *exec_id, int ms, pid_t *pi
         usleep(nap);
         if (nap < 32000)
             nap *= 2;
-    } while (nb_mono_ms() < until);
+    } while (nb_clock_mono_ms() < until);
     return -1;
 }
 
@@ -288,7 +283,7 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
     struct nb_agent ag;
     struct nb_buf f;
     struct exec_sink sink = {res, rq};
-    int64_t deadline = nb_mono_ms() + (int64_t)(rq->timeout * 1000.0) + EXEC_AGENT_SLACK_MS;
+    int64_t deadline = nb_clock_mono_ms() + (int64_t)(rq->timeout * 1000.0) + EXEC_AGENT_SLACK_MS;
     int rc = -1;
 
     if (nb_agent_connect(slot, &ag, ae) != 0)
@@ -320,7 +315,7 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
             break;
         if (got == 0) {
             struct pollfd p[2] = {{ag.fd, POLLIN, 0}, {rq->client_fd, POLLIN | POLLRDHUP, 0}};
-            int64_t left = deadline - nb_mono_ms();
+            int64_t left = deadline - nb_clock_mono_ms();
             if (ag.out.len > 0)
                 p[0].events |= POLLOUT;
             if (left <= 0) {
@@ -392,7 +387,7 @@ done:
 int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const struct nb_exec_req *rq,
                 struct nb_exec_result *res, struct nb_apierr *ae)
 {
-    int64_t t0 = nb_mono_ms();
+    int64_t t0 = nb_clock_mono_ms();
     int rc = exec_agent(a, slot, rq, res, ae);
     if (rc == 1) {
         nb_info("sandbox %s: %s; using docker exec", slot->id, ae->msg);
@@ -401,7 +396,7 @@ int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const struct nb_ex
         if (rc != 0 && ae->status >= 500 && nb_agent_sandbox_gone(slot, 300))
             nb_apierr_set(ae, 409, "not_running", "the sandbox's container stopped");
     }
-    res->duration_ms = nb_mono_ms() - t0;
+    res->duration_ms = nb_clock_mono_ms() - t0;
     return rc;
 }
 

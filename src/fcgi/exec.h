@@ -61,7 +61,4 @@ int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const struct nb_ex
 /* The result's keys into an open JSON map; "output" only if with_output. */
 void nb_exec_result_json(yajl_gen g, const struct nb_exec_result *res, int with_output);
 
-/* Milliseconds of a monotonic clock. */
-int64_t nb_mono_ms(void);
-
 #endif

@@ -1,20 +1,41 @@
 /*
  * http.c - see http.h. Every read of a request and every write of an answer
  * goes through here, which is what lets an internal request (r->capture)
- * stand in for a FastCGI one.
+ * stand in for a FastCGI one; and every request ends in nb_http_finalize,
+ * the one place an error becomes an answer.
  */
 #include "config.h"
 
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http.h"
 #include "json.h"
 #include "log.h"
 #include "query.h"
+#include "sandbox.h"
+
+/* The two ends of an internal request: its body in, its answer out. */
+struct nb_http_capture {
+    const char *in;             /* the request body */
+    size_t in_len;
+    size_t in_off;              /* bytes of it read so far */
+    char *envp[3];              /* its CGI params, NULL-terminated */
+    char content_length[48];    /* "CONTENT_LENGTH=n" */
+    char content_type[96];      /* "CONTENT_TYPE=t" */
+    struct nb_buf *out;         /* the answer's body, within its cap */
+    int overflow;               /* the answer did not fit out's cap */
+};
+
+/* The table requests are routed by (nb_http_set_routes). */
+static const struct nb_route_entry *http_routes;
+static size_t http_n_routes;
+
+/* What kind of stream an answer is, once nb_http_stream_begin ran. */
+enum { HTTP_STREAM_NONE, HTTP_STREAM_BYTES, HTTP_STREAM_NDJSON };
 
 static const char *reason(int status)
 {
@@ -66,10 +87,12 @@ int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
 
     r->fcgi = fcgi;
     r->capture = NULL;
+    r->outer = NULL;
+    r->n_hooks = 0;
     r->envp = fcgi->envp;
     r->headers[0] = '\0';
     r->status = 0;
-    r->answered = 0;
+    r->answered = r->stream = r->gone = 0;
     r->method = FCGX_GetParam("REQUEST_METHOD", fcgi->envp);
     if (r->method == NULL)
         r->method = "GET";
@@ -81,9 +104,14 @@ int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
     return set_uri(r, uri, ae);
 }
 
-int nb_http_internal(struct nb_req *r, struct nb_http_capture *cap, const char *method,
-                     const char *uri, const char *body, size_t body_len, const char *content_type,
-                     struct nb_buf *answer, struct nb_apierr *ae)
+/*
+ * Fill r as an internal request: method on uri, body_len bytes of body of
+ * content_type (NULL: none); its answer goes to answer. cap holds both
+ * ends and must outlive r. -1 with ae set if uri is too long.
+ */
+static int http_internal(struct nb_req *r, struct nb_http_capture *cap, const char *method,
+                         const char *uri, const char *body, size_t body_len,
+                         const char *content_type, struct nb_buf *answer, struct nb_apierr *ae)
 {
     size_t n = 0;
 
@@ -105,13 +133,146 @@ int nb_http_internal(struct nb_req *r, struct nb_http_capture *cap, const char *
     r->method = method;
     r->headers[0] = '\0';
     r->status = 0;
-    r->answered = 0;
+    r->answered = r->stream = r->gone = 0;
     return set_uri(r, uri, ae);
 }
 
 int nb_http_is_internal(const struct nb_req *r)
 {
     return r->capture != NULL;
+}
+
+void nb_http_set_routes(const struct nb_route_entry *tab, size_t n)
+{
+    http_routes = tab;
+    http_n_routes = n;
+}
+
+/* Constant-time comparison: the key must not leak through timing. */
+static int key_equal(const char *given, const char *want)
+{
+    size_t gl = strlen(given), wl = strlen(want);
+    unsigned char diff = (unsigned char)(gl != wl);
+    for (size_t i = 0; i < wl; i++)
+        diff |= (unsigned char)(want[i] ^ (i < gl ? given[i] : 0));
+    return diff == 0;
+}
+
+static int authorized(const struct nb_app *a, const struct nb_req *r)
+{
+    const char *h;
+    if (a->conf.api_key[0] == '\0')
+        return 1;
+    h = nb_http_param(r, "HTTP_AUTHORIZATION");
+    if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0) {
+        h += 7;
+        while (*h == ' ')
+            h++;
+        return key_equal(h, a->conf.api_key);
+    }
+    h = nb_http_param(r, "HTTP_X_API_KEY");
+    return h != NULL && key_equal(h, a->conf.api_key);
+}
+
+int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
+{
+    struct nb_route_args ra;
+    const struct nb_route_entry *row;
+    enum nb_route shape;
+    enum nb_route_found found;
+    unsigned flags;
+    uint32_t pid;
+    char allowed[64];
+
+    shape = nb_route_match(r->path, ra.id, sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op,
+                           sizeof(ra.op));
+    found = shape == NB_ROUTE_NONE ? NB_ROUTE_NO_ROWS
+                                   : nb_route_lookup(http_routes, http_n_routes, shape,
+                                                     nb_route_sub(shape, &ra), r->method, &row,
+                                                     &flags, allowed, sizeof(allowed));
+    if (found == NB_ROUTE_NO_ROWS) {
+        nb_apierr_set(ae, 404, "no_route", "no such route: %.200s", r->path);
+        return NB_ERR;
+    }
+    if (!(flags & NB_ROUTE_PUBLIC) && !nb_http_is_internal(r) && !authorized(a, r)) {
+        nb_apierr_set(ae, 401, "unauthorized",
+                      "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\"");
+        return NB_ERR;
+    }
+    if ((flags & NB_ROUTE_ID) && !nb_sandbox_id_valid(ra.id)) {
+        nb_apierr_set(ae, 400, "bad_id", "\"%.64s\" is not a sandbox id (a lowercase UUID)", ra.id);
+        return NB_ERR;
+    }
+    if ((flags & NB_ROUTE_PID) && nb_route_pid(ra.arg, &pid) != 0) {
+        nb_apierr_set(ae, 400, "bad_pid", "\"%.32s\" is not a process id", ra.arg);
+        return NB_ERR;
+    }
+    if (found == NB_ROUTE_NO_METHOD) {
+        if (allowed[0] == '\0') {
+            nb_apierr_set(ae, 404, "no_route", "no such route: %.200s", r->path);
+            return NB_ERR;
+        }
+        nb_http_add_header(r, "Allow", allowed);
+        nb_apierr_set(ae, 405, "method_not_allowed", "%s is not allowed here; use %s", r->method,
+                      allowed);
+        return NB_ERR;
+    }
+    return row->handler(a, r, &ra, ae);
+}
+
+int nb_http_dispatch_internal(struct nb_app *a, struct nb_req *outer, const char *method,
+                              const char *uri, const char *body, size_t body_len,
+                              const char *content_type, struct nb_buf *answer, long *status)
+{
+    struct nb_http_capture cap;
+    struct nb_req ir;
+    struct nb_apierr ae;
+    size_t start = answer->len;
+    int rc;
+
+    memset(&ir, 0, sizeof(ir));
+    nb_buf_init(&ir.body, 0);
+    ir.outer = outer;
+    if (http_internal(&ir, &cap, method, uri, body, body_len, content_type, answer, &ae) != 0)
+        rc = NB_ERR;
+    else
+        rc = nb_http_dispatch(a, &ir, &ae);
+    nb_http_finalize(&ir, rc, &ae);
+    rc = 0;
+    if (cap.overflow) {
+        answer->len = start;
+        if (answer->data != NULL)
+            answer->data[start] = '\0';
+        nb_buf_printf(answer, "error: the answer to %s %.200s is larger than %zu bytes", method,
+                      ir.path, answer->cap);
+        rc = -1;
+    }
+    *status = ir.status;
+    nb_info("internal: %s %.200s %d", method, ir.path, ir.status);
+    nb_buf_free(&ir.body);
+    return rc;
+}
+
+int nb_http_after(struct nb_req *r, nb_http_hook_fn fn, void *arg)
+{
+    while (r->outer != NULL)
+        r = r->outer;
+    if (r->n_hooks == NB_HTTP_HOOKS_MAX) {
+        nb_warn("%s %.200s: no room for another after-the-answer hook (%d): done now", r->method,
+                r->path, NB_HTTP_HOOKS_MAX);
+        return -1;
+    }
+    r->hooks[r->n_hooks].fn = fn;
+    r->hooks[r->n_hooks].arg = arg;
+    r->n_hooks++;
+    return 0;
+}
+
+void nb_http_run_after(struct nb_app *a, struct nb_req *r)
+{
+    for (unsigned i = 0; i < r->n_hooks; i++)
+        r->hooks[i].fn(a, r->hooks[i].arg);
+    r->n_hooks = 0;
 }
 
 int nb_http_client_fd(const struct nb_req *r)
@@ -243,7 +404,7 @@ void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *d
     put(r, data, len);
 }
 
-void nb_http_error(struct nb_req *r, const struct nb_apierr *ae)
+static void http_error(struct nb_req *r, const struct nb_apierr *ae)
 {
     yajl_gen g = nb_json_gen();
     yajl_gen_map_open(g);
@@ -252,18 +413,6 @@ void nb_http_error(struct nb_req *r, const struct nb_apierr *ae)
     yajl_gen_map_close(g);
     nb_http_json(r, ae->status, g);
     yajl_gen_free(g);
-}
-
-void nb_http_fail(struct nb_req *r, int status, const char *code, const char *fmt, ...)
-{
-    struct nb_apierr ae;
-    va_list ap;
-    ae.status = status;
-    snprintf(ae.code, sizeof(ae.code), "%s", code);
-    va_start(ap, fmt);
-    vsnprintf(ae.msg, sizeof(ae.msg), fmt, ap);
-    va_end(ap);
-    nb_http_error(r, &ae);
 }
 
 void nb_http_no_content(struct nb_req *r)
@@ -279,6 +428,8 @@ int nb_http_wants_ndjson(const struct nb_req *r)
 
 void nb_http_stream_begin(struct nb_req *r, int status, const char *ctype)
 {
+    r->stream = ctype != NULL && !strcmp(ctype, "application/x-ndjson") ? HTTP_STREAM_NDJSON
+                                                                       : HTTP_STREAM_BYTES;
     send_head(r, status, ctype, 1);
     if (r->capture == NULL)
         FCGX_FFlush(r->fcgi->out);
@@ -286,13 +437,16 @@ void nb_http_stream_begin(struct nb_req *r, int status, const char *ctype)
 
 int nb_http_stream_bytes(struct nb_req *r, const void *data, size_t len)
 {
-    if (put(r, data, len) != 0)
-        return -1;
+    if (r->gone || put(r, data, len) != 0)
+        goto gone;
     if (r->capture != NULL)
         return 0;
     if (FCGX_FFlush(r->fcgi->out) < 0 || FCGX_GetError(r->fcgi->out) != 0)
-        return -1;
+        goto gone;
     return 0;
+gone:
+    r->gone = 1;
+    return -1;
 }
 
 int nb_http_stream_line(struct nb_req *r, yajl_gen g)
@@ -300,9 +454,42 @@ int nb_http_stream_line(struct nb_req *r, yajl_gen g)
     const unsigned char *buf;
     size_t len;
     yajl_gen_get_buf(g, &buf, &len);
-    if (put(r, buf, len) != 0 || put(r, "\n", 1) != 0)
+    if (r->gone || put(r, buf, len) != 0 || put(r, "\n", 1) != 0) {
+        r->gone = 1;
         return -1;
+    }
     yajl_gen_clear(g);
     yajl_gen_reset(g, NULL); /* ready for the next line's value */
     return nb_http_stream_bytes(r, NULL, 0);
+}
+
+void nb_http_finalize(struct nb_req *r, int rc, const struct nb_apierr *ae)
+{
+    if (rc == NB_OK) {
+        if (!r->answered) {
+            struct nb_apierr none;
+            nb_apierr_set(&none, 500, "internal", "the request got no answer");
+            http_error(r, &none);
+        }
+        return;
+    }
+    if (!r->answered) {
+        http_error(r, ae);
+    } else if (r->stream == HTTP_STREAM_NDJSON) {
+        /* the stream's own error event: the status went out long ago */
+        yajl_gen g;
+        if (r->gone)
+            return;
+        g = nb_json_gen();
+        yajl_gen_map_open(g);
+        nb_json_kv_str(g, "type", "error");
+        nb_json_kv_str(g, "error", ae->msg);
+        nb_json_kv_str(g, "code", ae->code);
+        yajl_gen_map_close(g);
+        nb_http_stream_line(r, g);
+        yajl_gen_free(g);
+    } else {
+        /* a byte stream can only end short: the client sees a body cut off */
+        nb_warn("%s %.200s: the answer broke off after it began: %s", r->method, r->path, ae->msg);
+    }
 }

@@ -1,12 +1,20 @@
 /*
- * http.h - one HTTP request as the worker sees it through FastCGI, and the
- * one way to answer it (JSON body, JSON error, or no content).
+ * http.h - the HTTP layer: one request as the worker sees it through
+ * FastCGI, its routing through the route table (route.h) to a handler,
+ * and the one way to answer it (JSON body, no content, a stream), with
+ * errors answered in one place, nb_http_finalize.
  *
- * A request can also be internal ("capture mode"): POST /mcp runs its tool
- * calls through the router as requests whose body comes from memory and
- * whose answer lands in a buffer instead of the FastCGI stream. Only this
- * file touches the FastCGI streams, so the handlers cannot tell the two
- * apart.
+ * A request can also be internal: nb_http_dispatch_internal runs a request
+ * whose body comes from memory and whose answer lands in a buffer instead
+ * of the FastCGI stream, through the same table (POST /mcp's tool calls).
+ * Only this file touches the FastCGI streams, so the handlers cannot tell
+ * the two apart.
+ *
+ * The layers (docs/ARCHITECTURE.md): worker.c accepts, this file routes and
+ * answers, handlers (api_*.c) validate and shape answers, engines
+ * (sandbox.c, exec.c, files.c, procs.c, ports.c) do the work over the
+ * table, Docker and the agent. Nothing below calls up: the handlers are
+ * known to this file only through the table the worker registers.
  */
 #ifndef NB_HTTP_H
 #define NB_HTTP_H
@@ -17,27 +25,25 @@
 
 #include "app.h"
 #include "buf.h"
+#include "route.h"
 
 #define NB_PATH_MAX 512
 #define NB_QUERY_MAX 2048
 
 #define NB_HEADERS_MAX 256
 
-/* The two ends of an internal request: its body in, its answer out. */
-struct nb_http_capture {
-    const char *in;             /* the request body */
-    size_t in_len;
-    size_t in_off;              /* bytes of it read so far */
-    char *envp[3];              /* its CGI params, NULL-terminated */
-    char content_length[48];    /* "CONTENT_LENGTH=n" */
-    char content_type[96];      /* "CONTENT_TYPE=t" */
-    struct nb_buf *out;         /* the answer's body, within its cap */
-    int overflow;               /* the answer did not fit out's cap */
-};
+/* Most "after the answer" hooks one request can carry (nb_http_after). */
+#define NB_HTTP_HOOKS_MAX 4
+
+struct nb_http_capture;         /* an internal request's two ends (http.c) */
+
+/* Work to do once the answer went out (nb_http_after); arg is the hook's. */
+typedef void (*nb_http_hook_fn)(struct nb_app *a, void *arg);
 
 struct nb_req {
     FCGX_Request *fcgi;         /* NULL for an internal request */
     struct nb_http_capture *capture; /* non-NULL for an internal request */
+    struct nb_req *outer;       /* an internal request's FastCGI request; NULL otherwise */
     char **envp;                /* CGI params (fcgi->envp or the capture's) */
     const char *method;
     char path[NB_PATH_MAX];     /* raw path of REQUEST_URI, no query */
@@ -45,24 +51,62 @@ struct nb_req {
     struct nb_buf body;         /* capped at conf.max_body */
     char headers[NB_HEADERS_MAX]; /* extra answer headers, "Name: value\r\n" each */
     int status;                 /* status sent, for the access log */
-    int answered;
+    /* http.c's own bookkeeping: handlers report through their result instead */
+    int answered;               /* the status went out */
+    int stream;                 /* HTTP_STREAM_* once a streamed answer began */
+    int gone;                   /* a write failed: the client left (or the capture is full) */
+    struct {
+        nb_http_hook_fn fn;
+        void *arg;
+    } hooks[NB_HTTP_HOOKS_MAX]; /* run after the answer, in order */
+    unsigned n_hooks;
 };
 
 /* Fill r from the FastCGI params. -1 with ae set if the path is too long. */
 int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae);
 
 /*
- * Fill r as an internal request: method on uri (path and query), with a
- * body of body_len bytes (not copied) of content_type (NULL: none). Its
- * answer's body goes to answer; cap holds both ends and must outlive r.
- * -1 with ae set if uri is too long.
+ * The route table the requests of this process are served by (the
+ * worker registers the API's, api.h, at start): the HTTP layer knows the
+ * handlers only through it.
  */
-int nb_http_internal(struct nb_req *r, struct nb_http_capture *cap, const char *method,
-                     const char *uri, const char *body, size_t body_len, const char *content_type,
-                     struct nb_buf *answer, struct nb_apierr *ae);
+void nb_http_set_routes(const struct nb_route_entry *tab, size_t n);
+
+/*
+ * Route r through the table and call its handler: the path's shape (404
+ * no_route), the API key unless the row is public or r internal (401),
+ * the id's syntax (400 bad_id) and the pid's (400 bad_pid) where the row
+ * asks, the method (405, with an Allow header). The handler's result (or
+ * the router's own error in ae) is for nb_http_finalize.
+ */
+int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae);
+
+/*
+ * One internal request, routed, served and finalized as a client's would
+ * be but without auth (the outer request had it): method on uri (path and
+ * query), with body_len bytes of body (not copied) of content_type (NULL:
+ * none). Its answer's body is appended to answer, within answer's cap, and
+ * its status stored in *status. Its "after the answer" hooks go to outer,
+ * the FastCGI request it serves. 0; -1 when the answer did not fit (answer
+ * then holds a one-line "error: ..." in its place).
+ */
+int nb_http_dispatch_internal(struct nb_app *a, struct nb_req *outer, const char *method,
+                              const char *uri, const char *body, size_t body_len,
+                              const char *content_type, struct nb_buf *answer, long *status);
 
 /* Whether r is an internal request (the router then skips auth). */
 int nb_http_is_internal(const struct nb_req *r);
+
+/*
+ * Run fn(a, arg) once r's answer went out and its connection is finished
+ * (for an internal request: its outer request's). The hook owns arg. -1,
+ * logged, when the request has NB_HTTP_HOOKS_MAX hooks already: the caller
+ * still owns arg and does the work now.
+ */
+int nb_http_after(struct nb_req *r, nb_http_hook_fn fn, void *arg);
+
+/* Run r's hooks in order and forget them (the worker, after the answer). */
+void nb_http_run_after(struct nb_app *a, struct nb_req *r);
 
 /* The client's connection, to notice it leaving; -1 for an internal request. */
 int nb_http_client_fd(const struct nb_req *r);
@@ -99,22 +143,35 @@ int nb_http_query_each(const struct nb_req *r, int (*cb)(void *arg, const char *
  * past NB_HEADERS_MAX bytes of them). */
 void nb_http_add_header(struct nb_req *r, const char *name, const char *value);
 
-/* Answers. Each sends headers and body and marks r answered. */
+/*
+ * Answers. A handler sends its successful answer with one of these and
+ * returns NB_OK; it never answers an error itself: it fills its struct
+ * nb_apierr and returns NB_ERR, and nb_http_finalize answers.
+ */
 void nb_http_json(struct nb_req *r, int status, yajl_gen g);
-void nb_http_error(struct nb_req *r, const struct nb_apierr *ae);
-void nb_http_fail(struct nb_req *r, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 void nb_http_no_content(struct nb_req *r);
 /* A body that is ready as bytes (ctype NULL and len 0: no body at all, e.g. 202). */
 void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *data, size_t len);
+
+/*
+ * The one place a request's end is answered, as nginx's finalize: called
+ * once per request with its handler's result. rc NB_ERR answers ae
+ * ({"error": msg, "code": code} with ae's status) if nothing went out yet.
+ * After a stream began no status can follow: an NDJSON stream gets the
+ * error as its last line, {"type":"error","error":msg,"code":code}, and a
+ * byte stream (a download) is cut short, the error logged. rc NB_OK with
+ * nothing answered is a bug, answered 500 internal.
+ */
+void nb_http_finalize(struct nb_req *r, int rc, const struct nb_apierr *ae);
 
 /* Did the client ask for NDJSON (Accept: application/x-ndjson)? */
 int nb_http_wants_ndjson(const struct nb_req *r);
 
 /*
  * A streamed answer: status and headers now (unbuffered by nginx), then
- * one JSON value per line, each flushed at once. nb_http_stream_line
- * returns -1 when the client is gone (the caller stops the work).
+ * one JSON value per line (ctype application/x-ndjson), each flushed at
+ * once, or raw bytes. nb_http_stream_line returns -1 when the client is
+ * gone (the caller stops the work).
  */
 void nb_http_stream_begin(struct nb_req *r, int status, const char *ctype);
 int nb_http_stream_line(struct nb_req *r, yajl_gen g);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <uuid/uuid.h>
 
+#include "clock.h"
 #include "log.h"
 #include "mcp_sessions.h"
 #include "sandbox.h"
@@ -194,7 +195,7 @@ int nb_mcp_session_new(const struct nb_conf *c, const char *version,
 {
     struct store_file *f = store_lock(c, ae);
     struct store_slot *pick = NULL;
-    int64_t now = nb_now();
+    int64_t now = nb_clock_real_s();
     uuid_t u;
 
     if (f == NULL)
@@ -226,7 +227,7 @@ int nb_mcp_session_find(const struct nb_conf *c, const char *id, char *version, 
 {
     struct store_file *f = store_lock(c, ae);
     struct store_slot *s;
-    int64_t now = nb_now();
+    int64_t now = nb_clock_real_s();
 
     if (f == NULL)
         return -1;
@@ -246,7 +247,7 @@ int nb_mcp_session_end(const struct nb_conf *c, const char *id, struct nb_apierr
 
     if (f == NULL)
         return -1;
-    s = slot_find(f, id, nb_now());
+    s = slot_find(f, id, nb_clock_real_s());
     if (s != NULL)
         memset(s, 0, sizeof(*s));
     store_unlock();

@@ -1,11 +1,12 @@
 /*
- * route.c - see route.h. Plain string comparisons against the table of
- * path shapes; nothing is decoded here (a %2f stays three bytes, so it can
- * never split or join segments: the id check then refuses it).
+ * route.c - see route.h. Plain string comparisons against the path shapes
+ * and the table's rows; nothing is decoded here (a %2f stays three bytes,
+ * so it can never split or join segments: the id check then refuses it).
  */
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "route.h"
@@ -64,4 +65,62 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_PROCS;
     }
     return NB_ROUTE_NONE;
+}
+
+int nb_route_pid(const char *s, uint32_t *out)
+{
+    char *end;
+    unsigned long v;
+    if (*s < '1' || *s > '9' || strlen(s) > 7)
+        return -1;
+    v = strtoul(s, &end, 10);
+    if (*end != '\0' || v > 4194304)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra)
+{
+    if (shape == NB_ROUTE_FILES)
+        return ra->arg;
+    if (shape != NB_ROUTE_PROCS || ra->arg[0] == '\0')
+        return "";
+    if (ra->op[0] == '\0')
+        return "{pid}";
+    return !strcmp(ra->op, "stdin") ? "{pid}/stdin" : "{pid}/{op}";
+}
+
+enum nb_route_found nb_route_lookup(const struct nb_route_entry *tab, size_t n, enum nb_route shape,
+                                    const char *sub, const char *method,
+                                    const struct nb_route_entry **row, unsigned *flags,
+                                    char *allowed, size_t allowedlen)
+{
+    size_t used = 0;
+    int rows = 0;
+
+    *row = NULL;
+    *flags = 0;
+    allowed[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const struct nb_route_entry *e = &tab[i];
+        if (e->shape != shape || strcmp(e->sub, sub) != 0)
+            continue;
+        rows = 1;
+        *flags = e->flags;
+        if (e->method == NULL)
+            continue;
+        if (!strcmp(e->method, method) ||
+            ((e->flags & NB_ROUTE_HEAD) && !strcmp(e->method, "GET") && !strcmp(method, "HEAD"))) {
+            *row = e;
+            return NB_ROUTE_FOUND;
+        }
+        if (used < allowedlen - 1) {
+            int k = snprintf(allowed + used, allowedlen - used, "%s%s", used ? ", " : "", e->method);
+            used = k < 0 ? used : used + (size_t)k;
+            if (used >= allowedlen)
+                used = allowedlen - 1;
+        }
+    }
+    return rows ? NB_ROUTE_NO_METHOD : NB_ROUTE_NO_ROWS;
 }

@@ -1,13 +1,18 @@
 /*
- * route.h - which API route a request path names. A pure function of the
- * path (no request, no FastCGI), so the whole route table reads in one
- * place and can be fuzzed on its own (tests/fuzz/fuzz_route.c). The router
- * (worker.c) then checks method, auth and id syntax.
+ * route.h - which API route a request path names, and the route table's
+ * type and lookup. Pure functions of the path and the method (no request,
+ * no FastCGI), so path matching is fuzzed on its own
+ * (tests/fuzz/fuzz_route.c) and the lookup is unit-tested
+ * (tests/unit/test_route.c). The table itself, {path shape, sub-route,
+ * method, flags, handler} rows, is the handlers' (api_routes.c); the HTTP
+ * layer (http.c, nb_http_dispatch) checks auth, the id and the pid as the
+ * row's flags say, then calls its handler.
  */
 #ifndef NB_ROUTE_H
 #define NB_ROUTE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum nb_route {
     NB_ROUTE_NONE,
@@ -34,5 +39,66 @@ enum nb_route {
  */
 enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg, size_t arglen,
                              char *op, size_t oplen);
+
+/* A {pid} segment: 1..4194304 (pid_max), digits only, no leading 0. 0, or -1. */
+int nb_route_pid(const char *s, uint32_t *out);
+
+/* The parts of a path a handler is given (nb_route_match's outputs). */
+struct nb_route_args {
+    char id[36 + 8];            /* {id}: a sandbox id once the router checked it */
+    char arg[32];               /* {sandboxport}, {pid}, or the files op */
+    char op[16];                /* the op under a pid ("stdin") */
+};
+
+/*
+ * A handler: serves r and answers it (NB_OK), or fills ae and answers
+ * nothing (NB_ERR): the HTTP layer answers errors, once (http.h).
+ */
+struct nb_app;
+struct nb_req;
+struct nb_apierr;
+typedef int (*nb_route_handler)(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                                struct nb_apierr *ae);
+
+/* Row flags: the checks a path needs before its method is looked at. */
+#define NB_ROUTE_PUBLIC 0x1u    /* served without the API key (/healthz) */
+#define NB_ROUTE_ID 0x2u        /* {id} must be a sandbox id (else 400 bad_id) */
+#define NB_ROUTE_PID 0x4u       /* {pid} must be a process id (else 400 bad_pid) */
+#define NB_ROUTE_HEAD 0x8u      /* HEAD is served as GET (and not listed in Allow) */
+
+/* One row of the route table. */
+struct nb_route_entry {
+    enum nb_route shape;
+    const char *sub;            /* which sub-route of shape (nb_route_sub) */
+    const char *method;         /* NULL: none (a known path that no handler serves: 404) */
+    unsigned flags;             /* NB_ROUTE_*; the same on every row of one shape and sub */
+    nb_route_handler handler;
+};
+
+/*
+ * The sub-route of a matched path, to tell the rows of one shape apart:
+ * for NB_ROUTE_FILES its op ("", "mkdir", "move"); for NB_ROUTE_PROCS ""
+ * (the list), "{pid}", "{pid}/stdin", or "{pid}/{op}" for any other op; ""
+ * for every other shape.
+ */
+const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra);
+
+/* What nb_route_lookup found. */
+enum nb_route_found {
+    NB_ROUTE_FOUND,             /* *row serves the method */
+    NB_ROUTE_NO_METHOD,         /* rows exist, none for this method (allowed lists theirs) */
+    NB_ROUTE_NO_ROWS,           /* the table has no row for this shape and sub */
+};
+
+/*
+ * Look up method on (shape, sub) in tab[0..n). *flags gets the flags of
+ * the path's rows (0 if none); for NB_ROUTE_NO_METHOD, allowed gets the
+ * methods served there, ", "-separated in table order ("" when no row has
+ * one), cut to allowedlen - 1 bytes.
+ */
+enum nb_route_found nb_route_lookup(const struct nb_route_entry *tab, size_t n, enum nb_route shape,
+                                    const char *sub, const char *method,
+                                    const struct nb_route_entry **row, unsigned *flags,
+                                    char *allowed, size_t allowedlen);
 
 #endif

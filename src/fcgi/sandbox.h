@@ -10,7 +10,6 @@
 #include <stdint.h>
 
 #include "app.h"
-#include "clock.h"
 
 /* Where nanobox-init appears inside every sandbox (a read-only bind mount). */
 #define NB_INIT_MOUNT "/.nanobox/init"
@@ -84,14 +83,5 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
 
 /* Is id a textual lowercase UUID? */
 int nb_sandbox_id_valid(const char *id);
-
-/*
- * Unix seconds now. An alias kept for the handlers and the worker until
- * they call nb_clock_real_s() (clock.h) themselves.
- */
-static inline int64_t nb_now(void)
-{
-    return nb_clock_real_s();
-}
 
 #endif

@@ -1,6 +1,9 @@
 /*
- * worker.c - see worker.h. Routing is the path shape (route.c), then the
- * method; auth and id syntax are checked here once so handlers can trust both.
+ * worker.c - see worker.h. The FastCGI accept loop around the HTTP layer:
+ * parse, dispatch through the API's route table, finalize (http.c), log
+ * one access line, finish the request, then run its "after the answer"
+ * hooks (POST /run's container removal) while the client already has its
+ * answer.
  */
 #include "config.h"
 
@@ -14,9 +17,9 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "clock.h"
 #include "http.h"
 #include "log.h"
-#include "route.h"
 #include "sandbox.h"
 #include "worker.h"
 
@@ -27,178 +30,6 @@ static void worker_on_term(int sig)
     (void)sig;
     worker_stop = 1;
     FCGX_ShutdownPending();
-}
-
-/* Constant-time comparison: the key must not leak through timing. */
-static int key_equal(const char *given, const char *want)
-{
-    size_t gl = strlen(given), wl = strlen(want);
-    unsigned char diff = (unsigned char)(gl != wl);
-    for (size_t i = 0; i < wl; i++)
-        diff |= (unsigned char)(want[i] ^ (i < gl ? given[i] : 0));
-    return diff == 0;
-}
-
-static int authorized(const struct nb_app *a, const struct nb_req *r)
-{
-    const char *h;
-    if (a->conf.api_key[0] == '\0')
-        return 1;
-    h = nb_http_param(r, "HTTP_AUTHORIZATION");
-    if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0) {
-        h += 7;
-        while (*h == ' ')
-            h++;
-        return key_equal(h, a->conf.api_key);
-    }
-    h = nb_http_param(r, "HTTP_X_API_KEY");
-    return h != NULL && key_equal(h, a->conf.api_key);
-}
-
-void nb_worker_route(struct nb_app *a, struct nb_req *r)
-{
-    char id[NB_ID_LEN + 8], arg[32] = "", op[16] = "";
-    enum nb_route rt = nb_route_match(r->path, id, sizeof(id), arg, sizeof(arg), op, sizeof(op));
-    const char *m = r->method;
-    const char *allowed = NULL;
-
-    if (rt == NB_ROUTE_NONE) {
-        nb_http_fail(r, 404, "no_route", "no such route: %.200s", r->path);
-        return;
-    }
-    if (rt == NB_ROUTE_HEALTHZ) {
-        if (strcmp(m, "GET") && strcmp(m, "HEAD"))
-            allowed = "GET";
-        else
-            api_healthz(a, r);
-        goto done;
-    }
-    if (!nb_http_is_internal(r) && !authorized(a, r)) {
-        nb_http_fail(r, 401, "unauthorized",
-                     "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\"");
-        return;
-    }
-    if (rt == NB_ROUTE_RUN) {
-        if (!strcmp(m, "POST"))
-            api_run(a, r);
-        else
-            allowed = "POST";
-        goto done;
-    }
-    if (rt == NB_ROUTE_MCP) {
-        /* no GET: the server sends nothing unasked, so it offers no SSE stream */
-        if (!strcmp(m, "POST"))
-            api_mcp_post(a, r);
-        else if (!strcmp(m, "DELETE"))
-            api_mcp_delete(a, r);
-        else
-            allowed = "POST, DELETE";
-        goto done;
-    }
-    if (rt != NB_ROUTE_SANDBOXES && !nb_sandbox_id_valid(id)) {
-        nb_http_fail(r, 400, "bad_id", "\"%.64s\" is not a sandbox id (a lowercase UUID)", id);
-        return;
-    }
-    switch (rt) {
-    case NB_ROUTE_SANDBOXES:
-        if (!strcmp(m, "POST"))
-            api_sandbox_create(a, r);
-        else if (!strcmp(m, "GET"))
-            api_sandbox_list(a, r);
-        else
-            allowed = "GET, POST";
-        break;
-    case NB_ROUTE_SANDBOX:
-        if (!strcmp(m, "GET"))
-            api_sandbox_get(a, r, id);
-        else if (!strcmp(m, "DELETE"))
-            api_sandbox_delete(a, r, id);
-        else
-            allowed = "GET, DELETE";
-        break;
-    case NB_ROUTE_TIMEOUT:
-        if (!strcmp(m, "POST"))
-            api_sandbox_timeout(a, r, id);
-        else
-            allowed = "POST";
-        break;
-    case NB_ROUTE_EXEC:
-        if (!strcmp(m, "POST"))
-            api_sandbox_exec(a, r, id);
-        else
-            allowed = "POST";
-        break;
-    case NB_ROUTE_PORT_OPEN:
-        if (!strcmp(m, "POST"))
-            api_port_open(a, r, id);
-        else
-            allowed = "POST";
-        break;
-    case NB_ROUTE_PORTS:
-        if (!strcmp(m, "GET"))
-            api_port_list(a, r, id);
-        else
-            allowed = "GET";
-        break;
-    case NB_ROUTE_PORT:
-        if (!strcmp(m, "DELETE"))
-            api_port_close(a, r, id, arg);
-        else
-            allowed = "DELETE";
-        break;
-    case NB_ROUTE_FILES:
-        api_files(a, r, id, arg); /* checks its methods */
-        break;
-    case NB_ROUTE_PROCS:
-        api_processes(a, r, id, arg, op);
-        break;
-    default:
-        break;
-    }
-done:
-    if (allowed) {
-        nb_http_add_header(r, "Allow", allowed);
-        nb_http_fail(r, 405, "method_not_allowed", "%s is not allowed here; use %s", m, allowed);
-    }
-}
-
-/* Destroys to finish after the current answer (nb_worker_defer_destroy). */
-#define WORKER_MAX_DEFERRED 8
-static struct {
-    char id[NB_ID_LEN + 1];
-    char cid[NB_CID_LEN + 1];
-    uint32_t gen;
-} worker_deferred[WORKER_MAX_DEFERRED];
-static unsigned worker_n_deferred;
-
-int nb_worker_defer_destroy(const char *id, const char *cid, uint32_t gen)
-{
-    if (worker_n_deferred == WORKER_MAX_DEFERRED)
-        return -1;
-    snprintf(worker_deferred[worker_n_deferred].id, sizeof(worker_deferred[0].id), "%s", id);
-    snprintf(worker_deferred[worker_n_deferred].cid, sizeof(worker_deferred[0].cid), "%s", cid);
-    worker_deferred[worker_n_deferred].gen = gen;
-    worker_n_deferred++;
-    return 0;
-}
-
-static void worker_run_deferred(struct nb_app *a)
-{
-    for (unsigned i = 0; i < worker_n_deferred; i++) {
-        struct nb_derr de = {0};
-        if (nb_sandbox_finish_destroy(a, worker_deferred[i].id, worker_deferred[i].cid,
-                                      worker_deferred[i].gen, &de) != 0)
-            /* left DESTROYING: reconciliation retries once it counts as stuck */
-            nb_warn("could not remove sandbox %s after answering: %s", worker_deferred[i].id, de.msg);
-    }
-    worker_n_deferred = 0;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
@@ -223,6 +54,7 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
         nb_error("cannot initialise the Docker client");
         _exit(1);
     }
+    nb_http_set_routes(nb_api_routes, nb_api_n_routes);
     if (FCGX_InitRequest(&fr, listen_fd, FCGI_FAIL_ACCEPT_ON_INTR) != 0) {
         nb_error("FCGX_InitRequest failed");
         _exit(1);
@@ -250,23 +82,22 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
             continue;
         }
         me->busy = 1;
-        me->since = nb_now();
-        t0 = now_ms();
+        me->since = nb_clock_real_s();
+        t0 = nb_clock_mono_ms();
         memset(&req, 0, sizeof(req));
         nb_buf_init(&req.body, 0);
         if (nb_http_parse(&req, &fr, &ae) != 0)
-            nb_http_error(&req, &ae);
+            rc = NB_ERR;
         else
-            nb_worker_route(a, &req);
-        if (!req.answered)
-            nb_http_fail(&req, 500, "internal", "the request got no answer");
+            rc = nb_http_dispatch(a, &req, &ae);
+        nb_http_finalize(&req, rc, &ae);
         nb_info("%s %.200s %d %lldms", req.method, req.path, req.status,
-                (long long)(now_ms() - t0));
+                (long long)(nb_clock_mono_ms() - t0));
         nb_buf_free(&req.body);
         FCGX_Finish_r(&fr);
-        worker_run_deferred(a);
+        nb_http_run_after(a, &req);
         me->served++;
-        me->since = nb_now();
+        me->since = nb_clock_real_s();
         me->busy = 0;
     }
     nb_docker_cleanup(&a->docker);

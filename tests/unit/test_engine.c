@@ -27,6 +27,7 @@
 
 #include "agent.h"
 #include "app.h"
+#include "clock.h"
 #include "log.h"
 #include "reaper.h"
 #include "sandbox.h"

@@ -1,0 +1,43 @@
+/*
+ * api_routes.c - the API's route table (docs/API.md): which handler serves
+ * which method on which path, and what the HTTP layer checks before it
+ * calls the handler (the API key unless public, the sandbox id's and the
+ * pid's syntax). A route is added here and nowhere else; the order of one
+ * path's rows is the order of its Allow header.
+ */
+#include "config.h"
+
+#include "api.h"
+
+#define ID NB_ROUTE_ID
+#define PID NB_ROUTE_PID
+
+const struct nb_route_entry nb_api_routes[] = {
+    {NB_ROUTE_HEALTHZ, "", "GET", NB_ROUTE_PUBLIC | NB_ROUTE_HEAD, api_healthz},
+    {NB_ROUTE_RUN, "", "POST", 0, api_run},
+    /* no GET: the server sends nothing unasked, so it offers no SSE stream */
+    {NB_ROUTE_MCP, "", "POST", 0, api_mcp_post},
+    {NB_ROUTE_MCP, "", "DELETE", 0, api_mcp_delete},
+    {NB_ROUTE_SANDBOXES, "", "GET", 0, api_sandbox_list},
+    {NB_ROUTE_SANDBOXES, "", "POST", 0, api_sandbox_create},
+    {NB_ROUTE_SANDBOX, "", "GET", ID, api_sandbox_get},
+    {NB_ROUTE_SANDBOX, "", "DELETE", ID, api_sandbox_delete},
+    {NB_ROUTE_TIMEOUT, "", "POST", ID, api_sandbox_timeout},
+    {NB_ROUTE_EXEC, "", "POST", ID, api_sandbox_exec},
+    {NB_ROUTE_PORT_OPEN, "", "POST", ID, api_port_open},
+    {NB_ROUTE_PORTS, "", "GET", ID, api_port_list},
+    {NB_ROUTE_PORT, "", "DELETE", ID, api_port_close},
+    {NB_ROUTE_FILES, "", "GET", ID, api_files_get},
+    {NB_ROUTE_FILES, "", "PUT", ID, api_files_put},
+    {NB_ROUTE_FILES, "", "DELETE", ID, api_files_delete},
+    {NB_ROUTE_FILES, "mkdir", "POST", ID, api_files_mkdir},
+    {NB_ROUTE_FILES, "move", "POST", ID, api_files_move},
+    {NB_ROUTE_PROCS, "", "GET", ID, api_procs_list},
+    {NB_ROUTE_PROCS, "{pid}", "GET", ID | PID, api_procs_get},
+    {NB_ROUTE_PROCS, "{pid}", "DELETE", ID | PID, api_procs_signal},
+    {NB_ROUTE_PROCS, "{pid}/stdin", "POST", ID | PID, api_procs_stdin},
+    /* any other op under a pid: a known place with nothing there (404 after the checks) */
+    {NB_ROUTE_PROCS, "{pid}/{op}", NULL, ID | PID, NULL},
+};
+
+const size_t nb_api_n_routes = sizeof(nb_api_routes) / sizeof(nb_api_routes[0]);

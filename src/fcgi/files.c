@@ -1,0 +1,323 @@
+/*
+ * files.c - see files.h. Each operation is one request on its own
+ * connection to the sandbox's agent (agent.c); this file is where the
+ * files part of the agent protocol (docs/AGENT-PROTOCOL.md) is spoken on
+ * the host's side: request fields out, info/data/entry frames in.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "agentproto.h"
+#include "files.h"
+
+_Static_assert(NB_FILES_PATH_MAX == NBA_MAX_PATH, "files.h's path cap is the protocol's");
+
+/* How long a small file operation may take in the agent. */
+#define FILES_OP_TIMEOUT_MS 30000
+
+const char *nb_file_kind_name(enum nb_file_kind kind)
+{
+    switch (kind) {
+    case NB_FILE_REGULAR: return "file";
+    case NB_FILE_DIR: return "dir";
+    case NB_FILE_SYMLINK: return "symlink";
+    default: return "other";
+    }
+}
+
+int nb_files_path(const struct nb_conf *c, const char *raw, size_t len, char *out, size_t outlen,
+                  struct nb_apierr *ae)
+{
+    size_t n;
+    if (len == 0) {
+        nb_apierr_set(ae, 400, "bad_path", "a path is required (?path=/workspace/file)");
+        return -1;
+    }
+    if (memchr(raw, '\0', len) != NULL) {
+        nb_apierr_set(ae, 400, "bad_path", "the path contains a NUL byte");
+        return -1;
+    }
+    if (raw[0] == '/')
+        n = (size_t)snprintf(out, outlen, "%.*s", (int)len, raw);
+    else
+        n = (size_t)snprintf(out, outlen, "%s/%.*s", c->workspace, (int)len, raw);
+    if (n >= outlen || n > NBA_MAX_PATH) {
+        nb_apierr_set(ae, 400, "bad_path", "the path is longer than %u bytes", NBA_MAX_PATH);
+        return -1;
+    }
+    while (n > 1 && out[n - 1] == '/')
+        out[--n] = '\0';
+    if (!nba_path_ok(out, n)) {
+        nb_apierr_set(ae, 400, "bad_path",
+                      "the path must not contain \".\" or \"..\" components: \"%.200s\"", out);
+        return -1;
+    }
+    return 0;
+}
+
+static enum nb_file_kind kind_of(uint8_t k)
+{
+    switch (k) {
+    case NBA_KIND_FILE: return NB_FILE_REGULAR;
+    case NBA_KIND_DIR: return NB_FILE_DIR;
+    case NBA_KIND_LINK: return NB_FILE_SYMLINK;
+    default: return NB_FILE_OTHER;
+    }
+}
+
+/* An info ('i') or entry ('e') frame's fields into fi. */
+static void info_parse(const unsigned char *body, uint32_t len, struct nb_file_info *fi)
+{
+    struct nba_fields it;
+    uint8_t tag;
+    const unsigned char *v;
+    uint32_t l;
+    memset(fi, 0, sizeof(*fi));
+    fi->kind = NB_FILE_OTHER;
+    nba_fields_init(&it, body, len);
+    while (nba_fields_next(&it, &tag, &v, &l) == 1) {
+        if (tag == NBA_T_KIND && l == 1)
+            fi->kind = kind_of(v[0]);
+        else if (tag == NBA_T_CLOSE && l == 8)
+            fi->size = nba_get_u64(v);
+        else if (tag == NBA_T_MAXOUT && l == 4)
+            fi->mode = nba_get_u32(v);
+        else if (tag == NBA_T_MTIME && l == 8)
+            fi->mtime = nba_get_u64(v);
+        else if (tag == NBA_T_PATH)
+            snprintf(fi->name, sizeof(fi->name), "%.*s", (int)(l < 255 ? l : 255), (const char *)v);
+    }
+}
+
+/* Files need the agent: say so rather than the bare "does not answer". */
+static void agent_needed(struct nb_apierr *ae)
+{
+    if (ae->status == 503 && !strcmp(ae->code, "agent_unavailable"))
+        nb_apierr_set(ae, 503, "agent_unavailable",
+                      "this sandbox's agent (nanobox-init) does not answer; files need it");
+}
+
+static int files_connect(const struct nb_slot *slot, struct nb_agent *ag, struct nb_apierr *ae)
+{
+    if (nb_agent_connect(slot, ag, ae) != 0) {
+        agent_needed(ae);
+        return -1;
+    }
+    return 0;
+}
+
+/* The next frame within the operation's time; -1 with ae set when none came. */
+static int files_recv(struct nb_agent *ag, uint8_t *type, const unsigned char **body,
+                      uint32_t *len, struct nb_apierr *ae)
+{
+    int got = nb_agent_recv(ag, FILES_OP_TIMEOUT_MS, type, body, len, ae);
+    if (got == 0)
+        nb_apierr_set(ae, 504, "agent_timeout", "the sandbox's agent did not answer in time");
+    return got > 0 ? 0 : -1;
+}
+
+int nb_files_read(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                  struct nb_files_sink *sink, struct nb_apierr *ae)
+{
+    struct nb_agent ag;
+    struct nb_buf f;
+    struct nb_file_info fi;
+    unsigned n_entries = 0;
+    int got_info = 0, rc = -1;
+
+    (void)a;
+    sink->truncated = 0;
+    if (files_connect(slot, &ag, ae) != 0)
+        return -1;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_str(&f, NBA_T_PATH, path);
+    nb_agent_queue(&ag, NBA_FREAD, f.data, f.len);
+    nb_buf_free(&f);
+    for (;;) {
+        uint8_t type;
+        const unsigned char *body;
+        uint32_t len;
+        if (files_recv(&ag, &type, &body, &len, ae) != 0)
+            break;
+        if (type == NBA_ERROR) {
+            nb_agent_error(body, len, "read the path", ae);
+            break;
+        }
+        if (type == NBA_INFO && !got_info) {
+            got_info = 1;
+            info_parse(body, len, &fi);
+            if (sink->on_info(sink->arg, &fi) != 0) {
+                rc = 0;
+                break;
+            }
+        } else if (type == NBA_DATA && got_info && fi.kind != NB_FILE_DIR) {
+            /* a reader that left: closing the connection ends the read */
+            if (sink->on_data(sink->arg, body, len) != 0) {
+                rc = 0;
+                break;
+            }
+        } else if (type == NBA_DIRENT && got_info && fi.kind == NB_FILE_DIR) {
+            struct nb_file_info e;
+            if (n_entries >= NB_FILES_MAX_ENTRIES) {
+                sink->truncated = 1;
+                continue;
+            }
+            info_parse(body, len, &e);
+            n_entries++;
+            if (sink->on_entry(sink->arg, &e) != 0) {
+                rc = 0;
+                break;
+            }
+        } else if (type == NBA_END) {
+            if (got_info)
+                rc = 0;
+            else
+                nb_apierr_set(ae, 502, "agent_error", "the sandbox's agent answered without the file");
+            break;
+        }
+    }
+    nb_agent_close(&ag);
+    return rc;
+}
+
+/* Send size bytes of src as data frames, never more than one chunk held here. */
+static int write_body(struct nb_agent *ag, uint64_t size, nb_files_source_fn src, void *src_arg,
+                      struct nb_apierr *ae)
+{
+    char *chunk = nb_xmalloc(NBA_CHUNK);
+    uint64_t sent = 0;
+    int rc = 0;
+
+    while (sent < size && rc == 0) {
+        uint8_t type;
+        const unsigned char *body;
+        uint32_t len;
+        size_t want = size - sent < NBA_CHUNK ? (size_t)(size - sent) : NBA_CHUNK;
+        int n = src(src_arg, chunk, want), got;
+        if (n <= 0) {
+            nb_apierr_set(ae, 400, "short_body", "the body ended after %llu of %llu bytes",
+                          (unsigned long long)sent, (unsigned long long)size);
+            rc = -1;
+            break;
+        }
+        sent += (uint64_t)n;
+        nb_agent_queue(ag, NBA_DATA, chunk, (size_t)n);
+        if (nb_agent_flush(ag, FILES_OP_TIMEOUT_MS, ae) != 0) {
+            rc = -1;
+        } else if ((got = nb_agent_poll_frame(ag, &type, &body, &len, ae)) != 0) {
+            /* the agent only speaks early to refuse */
+            if (got > 0 && type == NBA_ERROR)
+                nb_agent_error(body, len, "write the file", ae);
+            else if (got > 0)
+                nb_apierr_set(ae, 502, "agent_error", "unexpected answer from the sandbox's agent");
+            rc = -1;
+        }
+    }
+    free(chunk);
+    chunk = NULL;
+    return rc;
+}
+
+int nb_files_write(struct nb_app *a, const struct nb_slot *slot, const char *path, uint32_t mode,
+                   uint64_t size, nb_files_source_fn src, void *src_arg, struct nb_file_info *out,
+                   int *have_info, struct nb_apierr *ae)
+{
+    struct nb_agent ag;
+    struct nb_buf f;
+    int rc = -1;
+
+    (void)a;
+    *have_info = 0;
+    if (files_connect(slot, &ag, ae) != 0)
+        return -1;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_str(&f, NBA_T_PATH, path);
+    nb_agent_field_u32(&f, NBA_T_MAXOUT, mode);
+    nb_agent_queue(&ag, NBA_FWRITE, f.data, f.len);
+    nb_buf_free(&f);
+
+    if (write_body(&ag, size, src, src_arg, ae) == 0) {
+        nb_agent_queue(&ag, NBA_END, NULL, 0);
+        for (;;) {
+            uint8_t type;
+            const unsigned char *body;
+            uint32_t len;
+            if (files_recv(&ag, &type, &body, &len, ae) != 0)
+                break;
+            if (type == NBA_ERROR) {
+                nb_agent_error(body, len, "write the file", ae);
+                break;
+            }
+            if (type == NBA_INFO) {
+                info_parse(body, len, out);
+                *have_info = 1;
+            } else if (type == NBA_END) {
+                rc = 0;
+                break;
+            }
+        }
+    }
+    /* a write that did not finish leaves nothing: the agent drops its temp file */
+    nb_agent_close(&ag);
+    return rc;
+}
+
+/* One small request whose answer is just the end frame. */
+static int files_simple(const struct nb_slot *slot, uint8_t req, const struct nb_buf *fields,
+                        const char *what, struct nb_apierr *ae)
+{
+    if (nb_agent_call(slot, req, fields, what, FILES_OP_TIMEOUT_MS, NULL, NULL, ae) != 0) {
+        agent_needed(ae);
+        return -1;
+    }
+    return 0;
+}
+
+int nb_files_delete(struct nb_app *a, const struct nb_slot *slot, const char *path, int recursive,
+                    struct nb_apierr *ae)
+{
+    struct nb_buf f;
+    int rc;
+
+    (void)a;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_str(&f, NBA_T_PATH, path);
+    if (recursive)
+        nb_agent_field(&f, NBA_T_RECURSIVE, NULL, 0);
+    rc = files_simple(slot, NBA_FDELETE, &f, "delete the path", ae);
+    nb_buf_free(&f);
+    return rc;
+}
+
+int nb_files_mkdir(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                   struct nb_apierr *ae)
+{
+    struct nb_buf f;
+    int rc;
+
+    (void)a;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_str(&f, NBA_T_PATH, path);
+    rc = files_simple(slot, NBA_FMKDIR, &f, "create the directory", ae);
+    nb_buf_free(&f);
+    return rc;
+}
+
+int nb_files_move(struct nb_app *a, const struct nb_slot *slot, const char *from, const char *to,
+                  struct nb_apierr *ae)
+{
+    struct nb_buf f;
+    int rc;
+
+    (void)a;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_str(&f, NBA_T_PATH, from);
+    nb_agent_field_str(&f, NBA_T_DEST, to);
+    rc = files_simple(slot, NBA_FMOVE, &f, "move the path", ae);
+    nb_buf_free(&f);
+    return rc;
+}

@@ -1,0 +1,102 @@
+/*
+ * files.h - the files engine: read, write, list, delete, mkdir and move a
+ * path inside a sandbox, through its agent (files.c). It knows no HTTP:
+ * paths and results are plain C values, errors a struct nb_apierr, and a
+ * file's bytes go in and out through callbacks, so an upload or a download
+ * streams through without ever being held whole. The HTTP routes
+ * (api_files.c) are one front; MCP or another wire protocol can be another.
+ *
+ * The host never opens a path inside a sandbox: nanobox-init does, in the
+ * sandbox's own mount namespace with the sandbox user's rights. Paths are
+ * checked here first (nb_files_path) and again by the agent.
+ */
+#ifndef NB_FILES_H
+#define NB_FILES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "app.h"
+
+/* Longest path inside a sandbox, NUL excluded (the agent protocol's cap). */
+#define NB_FILES_PATH_MAX 4096
+/* Most entries a directory listing hands over (the rest: truncated). */
+#define NB_FILES_MAX_ENTRIES 10000
+
+enum nb_file_kind {
+    NB_FILE_OTHER,
+    NB_FILE_REGULAR,
+    NB_FILE_DIR,
+    NB_FILE_SYMLINK,
+};
+
+/* A path's (or a directory entry's) stat as the agent reports it. */
+struct nb_file_info {
+    char name[256];             /* the entry's name (listings only) */
+    enum nb_file_kind kind;
+    uint64_t size;
+    uint64_t mtime;             /* unix seconds */
+    uint32_t mode;              /* permission bits and type, as st_mode */
+};
+
+/* "file", "dir", "symlink" or "other". */
+const char *nb_file_kind_name(enum nb_file_kind kind);
+
+/*
+ * Resolve raw[0..len) (absolute, or relative to the workspace) into out,
+ * trailing slashes dropped. -1 with ae set (400 bad_path) for an empty
+ * path, a NUL byte, a "." or ".." component, or more than
+ * NB_FILES_PATH_MAX bytes.
+ */
+int nb_files_path(const struct nb_conf *c, const char *raw, size_t len, char *out, size_t outlen,
+                  struct nb_apierr *ae);
+
+/*
+ * Where a read goes. on_info is called once, first, with the path's own
+ * info; then a file's contents come through on_data in pieces, or a
+ * directory's entries through on_entry (at most NB_FILES_MAX_ENTRIES; the
+ * rest are counted out and *truncated set). A callback that returns
+ * non-zero stops the read (a reader that went away): nb_files_read then
+ * returns 0 at once.
+ */
+struct nb_files_sink {
+    int (*on_info)(void *arg, const struct nb_file_info *fi);
+    int (*on_data)(void *arg, const void *data, size_t len);
+    int (*on_entry)(void *arg, const struct nb_file_info *entry);
+    void *arg;
+    int truncated;              /* set by nb_files_read: entries were left out */
+};
+
+/* Read path (a file's bytes, or a directory's listing). 0, or -1 with ae set. */
+int nb_files_read(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                  struct nb_files_sink *sink, struct nb_apierr *ae);
+
+/*
+ * Where a write's bytes come from: up to n bytes into buf; the bytes read,
+ * 0 at the end, -1 on an error. Called until size bytes have come.
+ */
+typedef int (*nb_files_source_fn)(void *arg, void *buf, size_t n);
+
+/*
+ * Write size bytes from src to path with permission bits mode (the agent
+ * writes a temporary file and renames it: a write that does not finish
+ * leaves nothing). On success *out holds the new file's info when the
+ * agent sent it (*have_info). A source that ends early is 400 short_body.
+ */
+int nb_files_write(struct nb_app *a, const struct nb_slot *slot, const char *path, uint32_t mode,
+                   uint64_t size, nb_files_source_fn src, void *src_arg, struct nb_file_info *out,
+                   int *have_info, struct nb_apierr *ae);
+
+/* Delete path (a directory only when empty, unless recursive). */
+int nb_files_delete(struct nb_app *a, const struct nb_slot *slot, const char *path, int recursive,
+                    struct nb_apierr *ae);
+
+/* Create the directory path (and its missing parents). */
+int nb_files_mkdir(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                   struct nb_apierr *ae);
+
+/* Move (rename) from to to. */
+int nb_files_move(struct nb_app *a, const struct nb_slot *slot, const char *from, const char *to,
+                  struct nb_apierr *ae);
+
+#endif

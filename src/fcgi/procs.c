@@ -1,0 +1,221 @@
+/*
+ * procs.c - see procs.h. Every operation is one small request to the
+ * sandbox's agent through nb_agent_call (agent.c): the processes part of
+ * the agent protocol (docs/AGENT-PROTOCOL.md) on the host's side.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "agentproto.h"
+#include "procs.h"
+
+_Static_assert(NB_PROCS_STDIN_MAX == NBA_MAX_BODY - 64, "room for the pid and data fields");
+
+#define PROC_OP_TIMEOUT_MS 10000
+/* Output a read hands over, per stream (the agent keeps 1 MiB of each). */
+#define PROC_READ_MAX ((size_t)4 * 1024 * 1024)
+
+static const struct {
+    const char *name;
+    int sig;
+} proc_signals[] = {
+    {"KILL", SIGKILL}, {"TERM", SIGTERM}, {"INT", SIGINT}, {"HUP", SIGHUP},
+    {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"STOP", SIGSTOP}, {"CONT", SIGCONT},
+};
+
+const char nb_procs_signal_names[] = "KILL, TERM, INT, HUP, QUIT, USR1, USR2, STOP, CONT";
+
+int nb_procs_signal_number(const char *name)
+{
+    const char *n = strncmp(name, "SIG", 3) ? name : name + 3;
+    for (size_t i = 0; i < sizeof(proc_signals) / sizeof(proc_signals[0]); i++)
+        if (!strcmp(n, proc_signals[i].name))
+            return proc_signals[i].sig;
+    return 0;
+}
+
+/* A process entry ('l' frame) into p; p points into body for the argv. */
+static void proc_parse(const unsigned char *body, uint32_t len, struct nb_proc_info *p)
+{
+    struct nba_fields it;
+    uint8_t tag;
+    const unsigned char *v;
+    uint32_t l;
+    char state = 0;
+    memset(p, 0, sizeof(*p));
+    p->fields = body;
+    p->fields_len = len;
+    nba_fields_init(&it, body, len);
+    while (nba_fields_next(&it, &tag, &v, &l) == 1) {
+        if (tag == NBA_T_PID && l == 4)
+            p->pid = nba_get_u32(v);
+        else if (tag == NBA_T_KIND && l == 1)
+            state = (char)v[0];
+        else if (tag == NBA_T_EXITCODE && l == 4)
+            p->exit_code = (int32_t)nba_get_u32(v);
+        else if (tag == NBA_T_SIG && l == 4)
+            p->signal = nba_get_u32(v);
+        else if (tag == NBA_T_OFF && l == 8)
+            p->stdout_bytes = nba_get_u64(v);
+        else if (tag == NBA_T_EOFF && l == 8)
+            p->stderr_bytes = nba_get_u64(v);
+        else if (tag == NBA_T_MTIME && l == 8)
+            p->started_at = nba_get_u64(v);
+    }
+    p->running = state == NBA_PS_RUNNING;
+    if (!p->running && p->signal)
+        p->exit_code = 128 + (int32_t)p->signal;
+}
+
+int nb_proc_next_arg(const struct nb_proc_info *p, size_t *pos, const char **s, size_t *len)
+{
+    struct nba_fields it;
+    uint8_t tag;
+    const unsigned char *v;
+    uint32_t l;
+
+    if (*pos > p->fields_len)
+        return 0;
+    nba_fields_init(&it, p->fields + *pos, p->fields_len - (uint32_t)*pos);
+    while (nba_fields_next(&it, &tag, &v, &l) == 1) {
+        if (tag != NBA_T_ARG)
+            continue;
+        *s = (const char *)v;
+        *len = l;
+        *pos = (size_t)(v + l - p->fields);
+        return 1;
+    }
+    *pos = p->fields_len;
+    return 0;
+}
+
+/* Processes need the agent: say so rather than the bare "does not answer". */
+static int agent_needed(struct nb_apierr *ae)
+{
+    if (ae->status == 503 && !strcmp(ae->code, "agent_unavailable"))
+        nb_apierr_set(ae, 503, "agent_unavailable",
+                      "this sandbox's agent (nanobox-init) does not answer; processes need it");
+    return -1;
+}
+
+struct list_ctx {
+    int (*each)(void *arg, const struct nb_proc_info *p);
+    void *arg;
+};
+
+static int list_cb(void *ctx, uint8_t type, const unsigned char *body, uint32_t len)
+{
+    struct list_ctx *l = ctx;
+    struct nb_proc_info p;
+    if (type != NBA_PROC)
+        return 0;
+    proc_parse(body, len, &p);
+    return l->each(l->arg, &p);
+}
+
+int nb_procs_list(struct nb_app *a, const struct nb_slot *slot,
+                  int (*each)(void *arg, const struct nb_proc_info *p), void *arg,
+                  struct nb_apierr *ae)
+{
+    struct list_ctx l = {each, arg};
+    (void)a;
+    if (nb_agent_call(slot, NBA_PLIST, NULL, "list the processes", PROC_OP_TIMEOUT_MS, list_cb, &l,
+                      ae) != 0)
+        return agent_needed(ae);
+    return 0;
+}
+
+static int read_cb(void *ctx, uint8_t type, const unsigned char *body, uint32_t len)
+{
+    struct nb_proc_output *po = ctx;
+    if (type == NBA_PROC && po->raw == NULL) {
+        /* the entry's fields point into a buffer the next frame reuses: copy */
+        po->raw = nb_xmalloc(len ? len : 1);
+        memcpy(po->raw, body, len);
+        proc_parse(po->raw, len, &po->info);
+    } else if (type == NBA_STDOUT) {
+        nb_buf_append_some(&po->out, body, len);
+    } else if (type == NBA_STDERR) {
+        nb_buf_append_some(&po->err, body, len);
+    }
+    return 0;
+}
+
+int nb_procs_read(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, uint64_t off_out,
+                  uint64_t off_err, struct nb_proc_output *po, struct nb_apierr *ae)
+{
+    struct nb_buf f;
+    int rc = 0;
+
+    (void)a;
+    memset(po, 0, sizeof(*po));
+    nb_buf_init(&po->out, PROC_READ_MAX);
+    nb_buf_init(&po->err, PROC_READ_MAX);
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_u32(&f, NBA_T_PID, pid);
+    nb_agent_field_u64(&f, NBA_T_OFF, off_out);
+    nb_agent_field_u64(&f, NBA_T_EOFF, off_err);
+    if (nb_agent_call(slot, NBA_PQUERY, &f, "read the process", PROC_OP_TIMEOUT_MS, read_cb, po,
+                      ae) != 0) {
+        rc = agent_needed(ae);
+    } else if (po->raw == NULL) {
+        nb_apierr_set(ae, 502, "agent_error", "the sandbox's agent answered without the process");
+        rc = -1;
+    }
+    nb_buf_free(&f);
+    return rc;
+}
+
+void nb_proc_output_free(struct nb_proc_output *po)
+{
+    free(po->raw);
+    po->raw = NULL;
+    nb_buf_free(&po->out);
+    nb_buf_free(&po->err);
+}
+
+int nb_procs_stdin(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, const void *data,
+                   size_t len, int eof, struct nb_apierr *ae)
+{
+    struct nb_buf f;
+    int rc = 0;
+
+    (void)a;
+    if (len > NB_PROCS_STDIN_MAX) {
+        nb_apierr_set(ae, 413, "too_large", "send at most %u bytes of stdin per call",
+                      NB_PROCS_STDIN_MAX);
+        return -1;
+    }
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_u32(&f, NBA_T_PID, pid);
+    nb_agent_field(&f, NBA_T_DATA, data, len);
+    if (eof)
+        nb_agent_field(&f, NBA_T_CLOSE, NULL, 0);
+    if (nb_agent_call(slot, NBA_PSTDIN, &f, "write to the process", PROC_OP_TIMEOUT_MS, NULL, NULL,
+                      ae) != 0)
+        rc = agent_needed(ae);
+    nb_buf_free(&f);
+    return rc;
+}
+
+int nb_procs_signal(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, int sig,
+                    struct nb_apierr *ae)
+{
+    struct nb_buf f;
+    int rc = 0;
+
+    (void)a;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_u32(&f, NBA_T_PID, pid);
+    nb_agent_field_u32(&f, NBA_T_SIG, (uint32_t)sig);
+    if (nb_agent_call(slot, NBA_PSIGNAL, &f, "signal the process", PROC_OP_TIMEOUT_MS, NULL, NULL,
+                      ae) != 0)
+        rc = agent_needed(ae);
+    nb_buf_free(&f);
+    return rc;
+}

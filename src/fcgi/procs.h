@@ -1,0 +1,84 @@
+/*
+ * procs.h - the background processes engine: list, read, feed and signal
+ * the commands a sandbox's agent keeps running in the background (started
+ * by the exec engine with background set, exec.h). Knows no HTTP: results
+ * are plain C structs, errors a struct nb_apierr.
+ *
+ * The agent keeps each process's last 1 MiB of stdout and of stderr;
+ * offsets count bytes since the process started, so a reader polls with
+ * the totals of its previous read and never misses or repeats output that
+ * is still kept.
+ */
+#ifndef NB_PROCS_H
+#define NB_PROCS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "app.h"
+#include "buf.h"
+
+/* Most bytes of stdin one nb_procs_stdin call can carry. */
+#define NB_PROCS_STDIN_MAX (1024u * 1024u - 64u)
+/* One background process as the agent reports it. */
+struct nb_proc_info {
+    uint32_t pid;
+    int running;
+    int32_t exit_code;          /* when not running: 128+N if signal N ended it */
+    uint32_t signal;            /* the signal that ended it, 0 if none */
+    uint64_t started_at;        /* unix seconds */
+    uint64_t stdout_bytes;      /* written since it started (kept or not) */
+    uint64_t stderr_bytes;
+    const unsigned char *fields; /* the agent's entry, for nb_proc_next_arg */
+    uint32_t fields_len;
+};
+
+/*
+ * Walk p's command line (as much of it as the agent keeps): start with
+ * *pos = 0; 1 with the next entry in *s (*len bytes, not NUL-terminated),
+ * 0 after the last.
+ */
+int nb_proc_next_arg(const struct nb_proc_info *p, size_t *pos, const char **s, size_t *len);
+
+/*
+ * Each background process of the sandbox, in turn, to each (the entry is
+ * valid during the call only; a non-zero return is an error). 0, or -1
+ * with ae set.
+ */
+int nb_procs_list(struct nb_app *a, const struct nb_slot *slot,
+                  int (*each)(void *arg, const struct nb_proc_info *p), void *arg,
+                  struct nb_apierr *ae);
+
+/* A process and the output it still keeps past the offsets asked for. */
+struct nb_proc_output {
+    struct nb_proc_info info;
+    struct nb_buf out, err;     /* the output from the offsets on (4 MiB cap each) */
+    unsigned char *raw;         /* the copy of the entry info points into */
+};
+
+/*
+ * Read process pid: its state, and its stdout from byte off_out and its
+ * stderr from byte off_err on. Free po with nb_proc_output_free, whatever
+ * the result. 0, or -1 with ae set (404 no_process for an unknown pid).
+ */
+int nb_procs_read(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, uint64_t off_out,
+                  uint64_t off_err, struct nb_proc_output *po, struct nb_apierr *ae);
+void nb_proc_output_free(struct nb_proc_output *po);
+
+/* Write len bytes (at most NB_PROCS_STDIN_MAX) to pid's stdin, then close it if eof. */
+int nb_procs_stdin(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, const void *data,
+                   size_t len, int eof, struct nb_apierr *ae);
+
+/* Send signal sig to pid's process group. */
+int nb_procs_signal(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, int sig,
+                    struct nb_apierr *ae);
+
+/*
+ * The signals a process may be sent, by name ("KILL" or "SIGKILL"): the
+ * number, or 0 for any other name. nb_procs_signal_names lists them for a
+ * message ("KILL, TERM, ...").
+ */
+int nb_procs_signal_number(const char *name);
+extern const char nb_procs_signal_names[];
+
+#endif

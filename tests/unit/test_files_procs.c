@@ -1,0 +1,152 @@
+/*
+ * test_files_procs.c - the pure parts of the files and processes engines and
+ * of the agent client (src/fcgi/files.c, procs.c, agent.c), no sandbox
+ * needed: how a path is resolved and refused, how an agent's errno becomes
+ * an API error (status and code), signal names, and a process entry's
+ * command line as the agent sends it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "agent.h"
+#include "agentproto.h"
+#include "files.h"
+#include "procs.h"
+
+static struct nb_conf conf;
+
+static int resolve(const char *raw, char *out, size_t outlen, struct nb_apierr *ae)
+{
+    return nb_files_path(&conf, raw, strlen(raw), out, outlen, ae);
+}
+
+static void test_files_path_resolves_from_the_workspace(void **state)
+{
+    char out[NB_FILES_PATH_MAX + 1];
+    struct nb_apierr ae;
+    (void)state;
+
+    assert_int_equal(resolve("out.txt", out, sizeof(out), &ae), 0);
+    assert_string_equal(out, "/workspace/out.txt");
+    assert_int_equal(resolve("/tmp/x/", out, sizeof(out), &ae), 0);
+    assert_string_equal(out, "/tmp/x");
+    assert_int_equal(resolve("/", out, sizeof(out), &ae), 0);
+    assert_string_equal(out, "/");
+}
+
+static void test_files_path_refuses_what_could_escape(void **state)
+{
+    char out[NB_FILES_PATH_MAX + 1], longp[NB_FILES_PATH_MAX + 8];
+    struct nb_apierr ae;
+    (void)state;
+
+    assert_int_equal(resolve("", out, sizeof(out), &ae), -1);
+    assert_int_equal(ae.status, 400);
+    assert_string_equal(ae.code, "bad_path");
+    assert_int_equal(resolve("/workspace/../etc/passwd", out, sizeof(out), &ae), -1);
+    assert_string_equal(ae.code, "bad_path");
+    assert_int_equal(resolve("a/./b", out, sizeof(out), &ae), -1);
+    assert_int_equal(nb_files_path(&conf, "a\0b", 3, out, sizeof(out), &ae), -1);
+    assert_non_null(strstr(ae.msg, "NUL"));
+    memset(longp, 'a', sizeof(longp) - 1);
+    longp[0] = '/';
+    longp[sizeof(longp) - 1] = '\0';
+    assert_int_equal(resolve(longp, out, sizeof(out), &ae), -1);
+    assert_int_equal(ae.status, 400);
+}
+
+/* An agent error frame: errno, then the message. */
+static void agent_error(int e, const char *msg, struct nb_apierr *ae)
+{
+    unsigned char body[256];
+    size_t n = strlen(msg);
+    nba_put_u32(body, (uint32_t)e);
+    memcpy(body + 4, msg, n);
+    nb_agent_error(body, (uint32_t)(4 + n), "read the path", ae);
+}
+
+static void test_agent_errno_maps_to_status_and_code(void **state)
+{
+    static const struct {
+        int e, status;
+        const char *code;
+    } cases[] = {
+        {ENOENT, 404, "not_found"},   {EACCES, 403, "forbidden"}, {EROFS, 403, "forbidden"},
+        {EEXIST, 409, "conflict"},    {EISDIR, 409, "conflict"},  {EFBIG, 413, "too_large"},
+        {ENOSPC, 507, "no_space"},    {EINVAL, 400, "bad_request"}, {EAGAIN, 429, "busy"},
+        {ESRCH, 404, "no_process"},   {EIO, 500, "agent_error"},
+    };
+    struct nb_apierr ae;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        agent_error(cases[i].e, "why", &ae);
+        assert_int_equal(ae.status, cases[i].status);
+        assert_string_equal(ae.code, cases[i].code);
+        assert_string_equal(ae.msg, "could not read the path: why");
+    }
+    /* no message: the errno's own text */
+    agent_error(ENOENT, "", &ae);
+    assert_string_equal(ae.msg, "could not read the path: No such file or directory");
+}
+
+static void test_signal_names(void **state)
+{
+    (void)state;
+    assert_int_equal(nb_procs_signal_number("KILL"), SIGKILL);
+    assert_int_equal(nb_procs_signal_number("SIGTERM"), SIGTERM);
+    assert_int_equal(nb_procs_signal_number("CONT"), SIGCONT);
+    assert_int_equal(nb_procs_signal_number("SEGV"), 0);
+    assert_int_equal(nb_procs_signal_number("kill"), 0);
+    assert_int_equal(nb_procs_signal_number(""), 0);
+}
+
+static void test_process_command_line_walk(void **state)
+{
+    unsigned char fields[128];
+    size_t n = 0, pos = 0, len;
+    struct nb_proc_info p;
+    const char *s;
+    (void)state;
+
+    n += nba_field_put(fields + n, NBA_T_ARG, "/bin/sh", 7);
+    n += nba_field_put(fields + n, NBA_T_PID, "\0\0\0\7", 4);
+    n += nba_field_put(fields + n, NBA_T_ARG, "-c", 2);
+    n += nba_field_put(fields + n, NBA_T_ARG, "", 0);
+    memset(&p, 0, sizeof(p));
+    p.fields = fields;
+    p.fields_len = (uint32_t)n;
+    assert_int_equal(nb_proc_next_arg(&p, &pos, &s, &len), 1);
+    assert_int_equal(len, 7);
+    assert_memory_equal(s, "/bin/sh", 7);
+    assert_int_equal(nb_proc_next_arg(&p, &pos, &s, &len), 1);
+    assert_int_equal(len, 2);
+    assert_memory_equal(s, "-c", 2);
+    assert_int_equal(nb_proc_next_arg(&p, &pos, &s, &len), 1);
+    assert_int_equal(len, 0);
+    assert_int_equal(nb_proc_next_arg(&p, &pos, &s, &len), 0);
+    assert_int_equal(nb_proc_next_arg(&p, &pos, &s, &len), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_files_path_resolves_from_the_workspace),
+        cmocka_unit_test(test_files_path_refuses_what_could_escape),
+        cmocka_unit_test(test_agent_errno_maps_to_status_and_code),
+        cmocka_unit_test(test_signal_names),
+        cmocka_unit_test(test_process_command_line_walk),
+    };
+    snprintf(conf.workspace, sizeof(conf.workspace), "/workspace");
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
