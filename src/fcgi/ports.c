@@ -19,6 +19,7 @@
 #include <net/if.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,10 +153,11 @@ static enum spawn_result fwd_spawn(const struct nb_conf *c, const char *id, pid_
             _exit(gc > 0 ? 0 : 1);
         }
         {
-            char *argv[] = {bin, "--target-pid", a_pid, "--port", a_port, "--listen", a_listen,
-                            "--unix", sock, "--expires", a_exp, "--unix-mode", a_mode,
-                            "--unix-group", (char *)c->socket_group, "--ready-fd", "3",
-                            "--log-level", (char *)c->log_level, NULL};
+            const char *args[] = {bin, "--target-pid", a_pid, "--port", a_port, "--listen", a_listen,
+                                  "--unix", sock, "--expires", a_exp, "--unix-mode", a_mode,
+                                  "--unix-group", c->socket_group, "--ready-fd", "3",
+                                  "--log-level", c->log_level, NULL};
+            char *argv[sizeof(args) / sizeof(args[0])];
             sigset_t none;
             int devnull = open("/dev/null", O_RDONLY);
             struct sigaction sa;
@@ -174,6 +176,11 @@ static enum spawn_result fwd_spawn(const struct nb_conf *c, const char *id, pid_
             if (dup2(ready[1], 3) != 3)
                 _exit(127);
             closefrom(4);
+            /* execv's argv is char *const[] for history's sake: it writes
+             * to none of the strings, and this child owns its copy of
+             * memory anyway */
+            for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
+                argv[i] = (char *)(uintptr_t)args[i];
             execv(bin, argv);
             dprintf(3, "ERR EXEC cannot run %s: %s\n", bin, strerror(errno));
             _exit(127);
