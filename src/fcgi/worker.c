@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +23,17 @@
 #include "worker.h"
 
 static volatile sig_atomic_t worker_stop;
+
+/*
+ * Seconds a write to nginx may block before the request is given up: a
+ * client that stops reading a streamed answer (nginx passes those on
+ * unbuffered) would otherwise hold this worker until it leaves. The work
+ * is then ended as when the client leaves (docs/NGINX.md).
+ */
+#define WORKER_SEND_TIMEOUT_S 5
+
+#define WORKER_UNAUTHORIZED \
+    "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\""
 
 static void worker_on_term(int sig)
 {
@@ -62,6 +75,17 @@ void nb_worker_route(struct nb_app *a, struct nb_req *r)
     const char *m = r->method;
     const char *allowed = NULL;
 
+    /*
+     * nginx's check before it reads a body (auth_request, nanobox.conf.in):
+     * 204 where the request would pass the key check below, else its 401.
+     */
+    if (nb_http_param(r, "NANOBOX_AUTH_ONLY") != NULL) {
+        if (rt == NB_ROUTE_NONE || rt == NB_ROUTE_HEALTHZ || authorized(a, r))
+            nb_http_no_content(r);
+        else
+            nb_http_fail(r, 401, "unauthorized", WORKER_UNAUTHORIZED);
+        return;
+    }
     if (rt == NB_ROUTE_NONE) {
         nb_http_fail(r, 404, "no_route", "no such route: %.200s", r->path);
         return;
@@ -74,8 +98,7 @@ void nb_worker_route(struct nb_app *a, struct nb_req *r)
         goto done;
     }
     if (!nb_http_is_internal(r) && !authorized(a, r)) {
-        nb_http_fail(r, 401, "unauthorized",
-                     "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\"");
+        nb_http_fail(r, 401, "unauthorized", WORKER_UNAUTHORIZED);
         return;
     }
     if (rt == NB_ROUTE_RUN) {
@@ -252,17 +275,27 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
         me->busy = 1;
         me->since = nb_now();
         t0 = now_ms();
+        {
+            struct timeval tv = {WORKER_SEND_TIMEOUT_S, 0};
+            if (setsockopt(fr.ipcFd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
+                nb_warn("SO_SNDTIMEO on the FastCGI connection: %s", strerror(errno));
+        }
         memset(&req, 0, sizeof(req));
         nb_buf_init(&req.body, 0);
-        if (nb_http_parse(&req, &fr, &ae) != 0)
-            nb_http_error(&req, &ae);
-        else
+        if (nb_http_parse(&req, &fr, &ae) == 0)
             nb_worker_route(a, &req);
+        else if (nb_http_param(&req, "NANOBOX_AUTH_ONLY") != NULL)
+            nb_http_no_content(&req); /* nginx's key check: the request itself gets the error */
+        else
+            nb_http_error(&req, &ae);
         if (!req.answered)
             nb_http_fail(&req, 500, "internal", "the request got no answer");
         nb_info("%s %.200s %d %lldms", req.method, req.path, req.status,
                 (long long)(now_ms() - t0));
         nb_buf_free(&req.body);
+        /* a write gave up (WORKER_SEND_TIMEOUT_S): Finish must not wait again */
+        if (FCGX_GetError(fr.out) != 0)
+            shutdown(fr.ipcFd, SHUT_RDWR);
         FCGX_Finish_r(&fr);
         worker_run_deferred(a);
         me->served++;
