@@ -267,6 +267,29 @@ def test_64_clients_that_never_read_a_download_hold_no_worker(stack, api, sandbo
             s.close()
 
 
+def test_a_never_reader_of_a_99_mib_download_frees_its_worker_in_seconds(stack, api, sandbox):
+    q = urllib.parse.urlencode({"path": "/workspace/huge.bin"})
+    r = api.request("PUT", f"/sandbox/{sandbox}/files?{q}", data=b"\x5a" * (99 * MIB),
+                    headers={"Content-Type": "application/octet-stream"}, timeout=300)
+    assert r.status_code == 201, r.text
+    log_at = stack.log_size()
+    req = (f"GET /sandbox/{sandbox}/files?{q} HTTP/1.1\r\nHost: nanobox\r\n"
+           f"Authorization: Bearer {stack.api_key}\r\n\r\n").encode()
+    s = never_reader(stack, req)
+    try:
+        t0 = time.monotonic()
+
+        def done():
+            with open(stack.log_path, "rb") as f:
+                f.seek(log_at)
+                return f"GET /sandbox/{sandbox}/files 200".encode() in f.read() and not stack.busy_workers()
+        nbtest.wait_until(done, timeout=10, what="the worker to be done with a never-read 99 MiB download")
+        print(f"worker done with a never-read 99 MiB download after {time.monotonic() - t0:.1f} s")
+    finally:
+        s.close()
+        api.exec(sandbox, "rm -f /workspace/huge.bin")
+
+
 def test_a_client_that_never_reads_a_streamed_exec_is_let_go(make_stack):
     """A streamed exec writing without end to a client that never reads:
     the worker gives the write up after a few seconds, ends the command
