@@ -23,8 +23,10 @@ int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb
     if (v == NULL)
         return 0;
     *out = nb_json_double(v);
-    if (!(*out > 0) || *out > c->exec_timeout_max) {
-        nb_apierr_set(ae, 422, "out_of_range", "timeout must be more than 0 and at most %u seconds (exec_timeout_max)",
+    /* below 1 ms the agent's whole milliseconds would say 0, which means none */
+    if (!(*out >= 0.001) || *out > c->exec_timeout_max) {
+        nb_apierr_set(ae, 422, "out_of_range",
+                      "timeout must be at least 0.001 and at most %u seconds (exec_timeout_max)",
                       c->exec_timeout_max);
         return -1;
     }

@@ -148,6 +148,22 @@ void nb_http_set_routes(const struct nb_route_entry *tab, size_t n)
     http_n_routes = n;
 }
 
+/* The 401's message; nginx's @nanobox_unauthorized (nanobox.conf.in)
+ * repeats it word for word. */
+#define HTTP_UNAUTHORIZED \
+    "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\""
+
+int nb_http_auth_only(const struct nb_req *r)
+{
+    return nb_http_param(r, "NANOBOX_AUTH_ONLY") != NULL;
+}
+
+int nb_http_pass_auth(struct nb_req *r)
+{
+    nb_http_no_content(r);
+    return NB_OK;
+}
+
 /* Constant-time comparison: the key must not leak through timing. */
 static int key_equal(const char *given, const char *want)
 {
@@ -190,13 +206,23 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
                                    : nb_route_lookup(http_routes, http_n_routes, shape,
                                                      nb_route_sub(shape, &ra), r->method, &row,
                                                      &flags, allowed, sizeof(allowed));
+    /*
+     * nginx's check before it reads a body (auth_request, nanobox.conf.in):
+     * 204 where the request would pass the key check below, else its 401;
+     * every other error is the request's own, once its body is read.
+     */
+    if (nb_http_auth_only(r)) {
+        if (found == NB_ROUTE_NO_ROWS || (flags & NB_ROUTE_PUBLIC) || authorized(a, r))
+            return nb_http_pass_auth(r);
+        nb_apierr_set(ae, 401, "unauthorized", "%s", HTTP_UNAUTHORIZED);
+        return NB_ERR;
+    }
     if (found == NB_ROUTE_NO_ROWS) {
         nb_apierr_set(ae, 404, "no_route", "no such route: %.200s", r->path);
         return NB_ERR;
     }
     if (!(flags & NB_ROUTE_PUBLIC) && !nb_http_is_internal(r) && !authorized(a, r)) {
-        nb_apierr_set(ae, 401, "unauthorized",
-                      "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\"");
+        nb_apierr_set(ae, 401, "unauthorized", "%s", HTTP_UNAUTHORIZED);
         return NB_ERR;
     }
     if ((flags & NB_ROUTE_ID) && !nb_sandbox_id_valid(ra.id)) {

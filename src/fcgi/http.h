@@ -73,6 +73,14 @@ int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae);
 void nb_http_set_routes(const struct nb_route_entry *tab, size_t n);
 
 /*
+ * Is r nginx's key check (auth_request to /.nanobox/auth, before the
+ * body is read)? It is answered 204 when the real request may go on
+ * (nb_http_pass_auth) and 401 when it may not; nb_http_dispatch decides.
+ */
+int nb_http_auth_only(const struct nb_req *r);
+int nb_http_pass_auth(struct nb_req *r);
+
+/*
  * Route r through the table and call its handler: the path's shape (404
  * no_route), the API key unless the row is public or r internal (401),
  * the id's syntax (400 bad_id) and the pid's (400 bad_pid) where the row

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +26,14 @@
 #include "worker.h"
 
 static volatile sig_atomic_t worker_stop;
+
+/*
+ * Seconds a write to nginx may block before the request is given up: a
+ * client that stops reading a streamed answer (nginx passes those on
+ * unbuffered) would otherwise hold this worker until it leaves. The work
+ * is then ended as when the client leaves (docs/NGINX.md).
+ */
+#define WORKER_SEND_TIMEOUT_S 5
 
 static void worker_on_term(int sig)
 {
@@ -84,16 +94,24 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
         me->busy = 1;
         me->since = nb_clock_real_s();
         t0 = nb_clock_mono_ms();
+        {
+            struct timeval tv = {WORKER_SEND_TIMEOUT_S, 0};
+            if (setsockopt(fr.ipcFd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
+                nb_warn("SO_SNDTIMEO on the FastCGI connection: %s", strerror(errno));
+        }
         memset(&req, 0, sizeof(req));
         nb_buf_init(&req.body, 0);
         if (nb_http_parse(&req, &fr, &ae) != 0)
-            rc = NB_ERR;
+            rc = nb_http_auth_only(&req) ? nb_http_pass_auth(&req) : NB_ERR;
         else
             rc = nb_http_dispatch(a, &req, &ae);
         nb_http_finalize(&req, rc, &ae);
         nb_info("%s %.200s %d %lldms", req.method, req.path, req.status,
                 (long long)(nb_clock_mono_ms() - t0));
         nb_buf_free(&req.body);
+        /* a write gave up (WORKER_SEND_TIMEOUT_S): Finish must not wait again */
+        if (FCGX_GetError(fr.out) != 0)
+            shutdown(fr.ipcFd, SHUT_RDWR);
         FCGX_Finish_r(&fr);
         nb_http_run_after(a, &req);
         me->served++;

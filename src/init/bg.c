@@ -7,8 +7,10 @@
  * process costs little). Offsets count bytes since the start. An entry is
  * shown as exited once it is done (exited and its pipes closed), so a
  * query that sees it exited has all its output. A done entry stays (so a
- * client may read it as often as it likes) until S forgets it or a new
- * process needs its place (the oldest done entry goes first).
+ * client may read it as often as it likes) until S forgets it or, once a
+ * query has shown it exited, a new process needs its place (the oldest
+ * such entry goes first). An exit nobody has read is never dropped: with
+ * INIT_MAX_BG entries running or unread, a start is refused (EAGAIN).
  *
  * Replies that may be long (L, Q) are sent as the connection has room:
  * their state lives in a small cursor, and an entry a reply is reading is
@@ -45,6 +47,7 @@ struct init_bg {
     struct init_ring ring[2]; /* stdout, stderr */
     uint64_t started;         /* unix seconds */
     unsigned queries;         /* replies reading this entry */
+    int exit_read;            /* a query showed it exited: its place may be reused */
 };
 
 static struct init_bg *bg_table[INIT_MAX_BG];
@@ -130,7 +133,7 @@ static void bg_remove_entry(struct init_bg *b)
     }
 }
 
-/* A free slot, making one from the oldest done entry; -1 if all run. */
+/* A free slot, making one from the oldest entry whose exit was read; -1 if none. */
 static int bg_slot(void)
 {
     int oldest = -1;
@@ -138,7 +141,7 @@ static int bg_slot(void)
     for (int i = 0; i < INIT_MAX_BG; i++) {
         if (bg_table[i] == NULL)
             return i;
-        if (bg_table[i]->proc.done && bg_table[i]->queries == 0 &&
+        if (bg_table[i]->proc.done && bg_table[i]->exit_read && bg_table[i]->queries == 0 &&
             (oldest == -1 || bg_table[i]->id < bg_table[oldest]->id))
             oldest = i;
     }
@@ -207,7 +210,10 @@ void init_bg_start(struct init_conn *c, const struct init_request *r)
     int slot = bg_slot(), e;
 
     if (slot == -1) {
-        init_conn_error(c, EAGAIN, "%d background processes are running", INIT_MAX_BG);
+        init_conn_error(c, EAGAIN,
+                        "%d background processes are kept (running, or exited and not read yet): "
+                        "read or delete one first",
+                        INIT_MAX_BG);
         return;
     }
     b = calloc(1, sizeof(*b));
@@ -387,6 +393,8 @@ void init_bg_query(struct init_conn *c, const struct init_request *r)
     }
     q->b = b;
     b->queries++;
+    if (b->proc.done)
+        b->exit_read = 1; /* the entry sent below says so, with all its output */
     for (int s = 0; s < 2; s++) {
         uint64_t oldest = ring_oldest(&b->ring[s]);
         q->end[s] = b->ring[s].total;

@@ -97,3 +97,47 @@ def test_unauthorized_response_does_not_leak_the_key(api, stack):
     r = api.request("GET", "/sandbox", auth=False, headers={"X-API-Key": "wrong"})
     assert stack.api_key not in r.text
     assert stack.api_key not in str(r.headers)
+
+
+def _refused_before_the_body(url, path, headers=b""):
+    """Send only the headers of a 50 MiB PUT: the answer must come without
+    a byte of the body. Returns (status, parsed JSON body)."""
+    import json
+    import socket
+    import urllib.parse
+    u = urllib.parse.urlsplit(url)
+    s = socket.create_connection((u.hostname, u.port), timeout=5)
+    try:
+        s.sendall(b"PUT " + path.encode() + b" HTTP/1.1\r\nHost: nanobox\r\nConnection: close\r\n"
+                  b"Content-Type: application/octet-stream\r\nContent-Length: 52428800\r\n"
+                  + headers + b"\r\n")
+        data = b""
+        while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+            chunk = s.recv(65536)      # socket.timeout here: nginx waited for the body
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body.decode())
+
+
+def test_without_the_key_the_401_comes_before_the_body(stack, target):
+    path = f"/sandbox/{target}/files?path=/workspace/early"
+    for hdr in (b"", b"X-API-Key: nope\r\n", b"Authorization: Bearer nope\r\n"):
+        status, body = _refused_before_the_body(stack.url, path, hdr)
+        assert status == 401 and body["code"] == "unauthorized", (hdr, status, body)
+
+
+def test_an_empty_api_key_lets_every_request_through_nginx_too(make_stack):
+    st = make_stack("nokey", api_key="")
+    r = st.api.request("POST", "/sandbox", json={}, auth=False, timeout=120)
+    assert r.status_code == 201, r.text
+    sid = parse_json(r)["sandboxId"]
+    st.api.created.append(sid)
+    r = st.api.request("PUT", f"/sandbox/{sid}/files?path=/workspace/a", data=b"open", auth=False)
+    assert r.status_code == 201, r.text
+    assert st.api.request("GET", f"/sandbox/{sid}/files?path=/workspace/a", auth=False).content == b"open"
+    r = st.api.request("POST", f"/sandbox/{sid}/exec", json={"command": "cat /workspace/a"}, auth=False)
+    assert r.status_code == 200 and parse_json(r)["stdout"] == "open", r.text

@@ -171,3 +171,27 @@ def test_a_snippet_whose_fcgi_is_gone_answers_json_502(stack, tmp_dir):
         assert r.status_code == 200 and r.text == "the operator's site\n"
     finally:
         stop(proc)
+
+
+def test_the_operators_server_refuses_a_request_without_the_key_before_its_body(stack, own_nginx):
+    """The snippet's key check runs in the operator's server too: the 401
+    comes while the 50 MiB body has not been sent."""
+    import json
+    import socket
+    import urllib.parse
+    u = urllib.parse.urlsplit(own_nginx)
+    s = socket.create_connection((u.hostname, u.port), timeout=5)
+    try:
+        s.sendall(b"PUT /sandbox/00000000-0000-4000-8000-000000000000/files?path=/workspace/x HTTP/1.1\r\n"
+                  b"Host: operator.example\r\nConnection: close\r\nContent-Length: 52428800\r\n\r\n")
+        data = b""
+        while not data.rstrip().endswith(b"}"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.split()[1] == b"401", data[:300]
+    assert json.loads(body)["code"] == "unauthorized", body
