@@ -419,22 +419,6 @@ int client_report(struct client *c, const struct client_answer *a)
 
 /* ----------------------------------------------------------------- misc */
 
-void client_escape(struct nb_buf *b, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-            ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-            nb_buf_append(b, s, 1);
-        } else {
-            char enc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-            nb_buf_append(b, enc, 3);
-        }
-    }
-}
-
 void client_print_raw(const struct client_answer *a)
 {
     if (a->body.len > 0) {

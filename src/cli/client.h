@@ -85,9 +85,6 @@ int client_report(struct client *c, const struct client_answer *a);
 void client_error_text(const struct client *c, const struct client_answer *a, char *out,
                        size_t outlen);
 
-/* Append s to b with everything but RFC 3986 unreserved bytes %-encoded. */
-void client_escape(struct nb_buf *b, const char *s);
-
 /* Write the body to stdout as it came, ending with a newline (--json). */
 void client_print_raw(const struct client_answer *a);
 

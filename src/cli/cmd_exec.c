@@ -35,6 +35,7 @@
 #include "client.h"
 #include "json.h"
 #include "output.h"
+#include "url.h"
 
 #define RUN_MAX_CODE (16u * 1024u * 1024u) /* nginx's client_max_body_size */
 #define EXEC_HTTP_MARGIN 60L                /* seconds past the command's timeout */
@@ -265,7 +266,7 @@ int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     req.body = body = nb_json_gen_take(g);
     nb_buf_init(&path, 4096);
     nb_buf_printf(&path, "/sandbox/");
-    client_escape(&path, id);
+    nb_url_escape(&path, id);
     nb_buf_printf(&path, "/exec");
     req.path = path.data;
     req.timeout = http_timeout(timeout);

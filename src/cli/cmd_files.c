@@ -20,6 +20,7 @@
 #include "args.h"
 #include "cli.h"
 #include "client.h"
+#include "url.h"
 
 struct cp_plan {
     int put;              /* 1: local -> sandbox, 0: sandbox -> local */
@@ -71,9 +72,9 @@ static void join_name(struct nb_buf *b, const char *dir, const char *from)
 static void files_url(struct nb_buf *b, const struct cp_plan *p)
 {
     nb_buf_printf(b, "/sandbox/");
-    client_escape(b, p->id);
+    nb_url_escape(b, p->id);
     nb_buf_printf(b, "/files?path=");
-    client_escape(b, p->remote);
+    nb_url_escape(b, p->remote);
 }
 
 static int cp_put(struct client *c, const struct cp_plan *p)

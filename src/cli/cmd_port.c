@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "json.h"
 #include "output.h"
+#include "url.h"
 
 #define PORT_DEFAULT_DURATION 600L
 
@@ -33,7 +34,7 @@ static int port_path(struct client *c, const char *arg, const char *rest, struct
         return rc;
     nb_buf_init(path, 4096);
     nb_buf_printf(path, "/sandbox/");
-    client_escape(path, id);
+    nb_url_escape(path, id);
     nb_buf_printf(path, "/%s", rest);
     return CLI_OK;
 }

@@ -21,6 +21,7 @@
 #include "conf.h"
 #include "json.h"
 #include "output.h"
+#include "url.h"
 
 #define UUID_LEN 36
 
@@ -97,7 +98,7 @@ static void sandbox_path(struct nb_buf *b, const char *id, const char *suffix)
 {
     nb_buf_init(b, 4096);
     nb_buf_printf(b, "/sandbox/");
-    client_escape(b, id);
+    nb_url_escape(b, id);
     nb_buf_printf(b, "%s", suffix);
 }
 
@@ -218,9 +219,9 @@ int cmd_ls(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
         memcpy(key, meta.v[i], (size_t)(eq - meta.v[i]));
         key[eq - meta.v[i]] = '\0';
         nb_buf_printf(&path, "%smetadata.", i ? "&" : "?");
-        client_escape(&path, key);
+        nb_url_escape(&path, key);
         nb_buf_printf(&path, "=");
-        client_escape(&path, eq + 1);
+        nb_url_escape(&path, eq + 1);
         free(key);
     }
     req.path = path.data;

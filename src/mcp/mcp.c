@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <curl/curl.h>
 #include <yajl/yajl_gen.h>
 #include <yajl/yajl_tree.h>
 
@@ -34,6 +33,7 @@
 #include "json.h"
 #include "log.h"
 #include "mcp.h"
+#include "url.h"
 
 #define MCP_MAX_ARGS 8                     /* arguments of the widest tool */
 #define MCP_DEFAULT_PORT_DURATION 600      /* sandbox_open_port without duration, seconds */
@@ -425,33 +425,6 @@ static const char *member_str(yajl_val o, const char *key)
     return nb_json_string(member(o, key));
 }
 
-/*
- * Append s with everything but RFC 3986 unreserved bytes and '/' %-encoded.
- * libcurl does the encoding (it is linked anyway); each '/'-separated part
- * goes through it on its own so a path keeps its slashes, readable in the
- * API's log. s is capped by the message it came in (MCP_MAX_MESSAGE).
- */
-static void url_escape(struct nb_buf *b, const char *s)
-{
-    for (;;) {
-        size_t n = strcspn(s, "/");
-        if (n > 0) {
-            /* the handle argument is ignored since libcurl 7.82; NULL is allowed */
-            char *enc = curl_easy_escape(NULL, s, (int)n);
-            if (enc == NULL) {
-                nb_error("out of memory escaping %zu bytes of a URL", n);
-                abort();
-            }
-            nb_buf_append(b, enc, strlen(enc));
-            curl_free(enc);
-        }
-        if (s[n] == '\0')
-            return;
-        nb_buf_append(b, "/", 1);
-        s += n + 1;
-    }
-}
-
 /* Whether len bytes at p are UTF-8 text a model can read as is. */
 static int is_text(const char *p, size_t len)
 {
@@ -615,7 +588,7 @@ static void sandbox_path(struct nb_buf *p, struct tool_call *t, const char *suff
 {
     nb_buf_init(p, 8192);
     nb_buf_printf(p, "/sandbox/");
-    url_escape(p, arg_str(t, "sandbox_id"));
+    nb_url_escape_path(p, arg_str(t, "sandbox_id"));
     nb_buf_printf(p, "%s", suffix);
 }
 
@@ -623,7 +596,7 @@ static void sandbox_path(struct nb_buf *p, struct tool_call *t, const char *suff
 static void files_path(struct nb_buf *p, struct tool_call *t, const char *path)
 {
     sandbox_path(p, t, "/files?path=");
-    url_escape(p, path);
+    nb_url_escape_path(p, path);
 }
 
 /* A request body holding the tool's given arguments, but the one named skip. */
@@ -873,9 +846,9 @@ static void tool_sandbox_list(struct tool_call *t)
             goto out;
         }
         nb_buf_printf(&path, "%smetadata.", i == 0 ? "?" : "&");
-        url_escape(&path, meta->u.object.keys[i]);
+        nb_url_escape_path(&path, meta->u.object.keys[i]);
         nb_buf_printf(&path, "=");
-        url_escape(&path, meta->u.object.values[i]->u.string);
+        nb_url_escape_path(&path, meta->u.object.values[i]->u.string);
     }
     if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) == 0) {
         list = member(a.json, "sandboxes");
