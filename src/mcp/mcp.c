@@ -134,7 +134,7 @@ static const struct mcp_arg exec_args[] = {
      "Shell command, run as /bin/sh -c COMMAND; pipes, redirections, && and cd work."},
     {"timeout", NB_JT_NUMBER, 0, NULL,
      "Seconds before the command and everything it started are killed (default: "
-     "${exec_timeout}; at most ${exec_timeout_max})."},
+     "${exec_timeout}; at least 0.001, at most ${exec_timeout_max})."},
     {"cwd", NB_JT_STRING, 0, NULL,
      "Absolute directory to run in (default: ${workspace|the workspace directory})."},
     {"env", NB_JT_OBJECT, 0, NULL,
@@ -186,7 +186,7 @@ static const struct mcp_arg run_args[] = {
      "\"python\" (python3 -c CODE) or \"sh\" (/bin/sh -c CODE)."},
     {"code", NB_JT_STRING, 1, NULL, "The program's source text."},
     {"timeout", NB_JT_NUMBER, 0, NULL,
-     "Seconds before the program is killed (default: ${exec_timeout}; at most "
+     "Seconds before the program is killed (default: ${exec_timeout}; at least 0.001, at most "
      "${exec_timeout_max})."},
     {"stdin", NB_JT_STRING, 0, NULL, "Text the program reads on its standard input."},
     ARG_END};

@@ -384,9 +384,9 @@ static void test_descriptions_quote_the_servers_config(void **state)
     assert_non_null(strstr(description(fx, "sandbox_create", "network"),
                            "outbound network (this server allows it)"));
     assert_non_null(strstr(description(fx, "sandbox_exec", "timeout"),
-                           "(default: 45 seconds; at most 120 seconds (2 minutes))"));
+                           "(default: 45 seconds; at least 0.001, at most 120 seconds (2 minutes))"));
     assert_non_null(strstr(description(fx, "run_code", "timeout"),
-                           "(default: 45 seconds; at most 120 seconds (2 minutes))"));
+                           "(default: 45 seconds; at least 0.001, at most 120 seconds (2 minutes))"));
     assert_non_null(strstr(description(fx, "sandbox_exec", NULL), "capped at 2 MiB"));
     assert_non_null(strstr(description(fx, "sandbox_exec", "cwd"), "(default: /home/work)"));
     assert_non_null(strstr(description(fx, "sandbox_read_file", "path"),
@@ -414,8 +414,8 @@ static void test_descriptions_without_config_name_the_settings(void **state)
                            "(default: the server's default_ttl setting; at most the server's "
                            "max_ttl setting)"));
     assert_non_null(strstr(description(fx, "sandbox_exec", "timeout"),
-                           "(default: the server's exec_timeout setting; at most the server's "
-                           "exec_timeout_max setting)"));
+                           "(default: the server's exec_timeout setting; at least 0.001, at most "
+                           "the server's exec_timeout_max setting)"));
     assert_non_null(strstr(description(fx, "sandbox_exec", NULL),
                            "capped at the server's max_output setting"));
     assert_non_null(strstr(description(fx, "sandbox_create", "network"),
