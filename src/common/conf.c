@@ -56,8 +56,9 @@ void nb_conf_defaults(struct nb_conf *c)
     snprintf(c->bridge_subnet, sizeof(c->bridge_subnet), "10.213.0.0/16");
     c->egress_allow[0] = '\0';
     /* the operator's own networks, loopback, "this network", multicast and reserved */
-    snprintf(c->egress_deny, sizeof(c->egress_deny),
-             "10.0.0.0/8 172.16.0.0/12 192.168.0.0/16 100.64.0.0/10 127.0.0.0/8 0.0.0.0/8 224.0.0.0/3");
+    snprintf(
+        c->egress_deny, sizeof(c->egress_deny),
+        "10.0.0.0/8 172.16.0.0/12 192.168.0.0/16 100.64.0.0/10 127.0.0.0/8 0.0.0.0/8 224.0.0.0/3");
     c->egress_widen[0] = '\0';
     c->default_ttl = 1800;
     c->max_ttl = 86400;
@@ -353,18 +354,25 @@ static int check_bridge(const struct nb_conf *c, char *err, size_t errlen)
     struct nb_netrules l;
     struct nb_netrule sub;
     char msg[200];
-    const struct { const char *key, *val; } lists[] = {
-        {"egress_allow", c->egress_allow}, {"egress_deny", c->egress_deny}, {"egress_widen", c->egress_widen}};
+    const struct {
+        const char *key, *val;
+    } lists[] = {{"egress_allow", c->egress_allow},
+                 {"egress_deny", c->egress_deny},
+                 {"egress_widen", c->egress_widen}};
 
-    if (c->bridge_interface[0] == '\0' || strspn(c->bridge_interface, NAME_CHARS) != strlen(c->bridge_interface) ||
-        c->bridge_network[0] == '\0' || strspn(c->bridge_network, NAME_CHARS) != strlen(c->bridge_network)) {
-        snprintf(err, errlen, "bridge_network and bridge_interface must be non-empty [A-Za-z0-9_.-] "
+    if (c->bridge_interface[0] == '\0' ||
+        strspn(c->bridge_interface, NAME_CHARS) != strlen(c->bridge_interface) ||
+        c->bridge_network[0] == '\0' ||
+        strspn(c->bridge_network, NAME_CHARS) != strlen(c->bridge_network)) {
+        snprintf(err, errlen,
+                 "bridge_network and bridge_interface must be non-empty [A-Za-z0-9_.-] "
                  "(bridge_interface at most 15 characters)");
         return -1;
     }
-    if (nb_netrule_parse(c->bridge_subnet, &sub, msg, sizeof(msg)) != 0 || sub.port != 0 || sub.prefix > 30 ||
-        sub.prefix < 8) {
-        snprintf(err, errlen, "bridge_subnet must be an IPv4 CIDR between /8 and /30, like 10.213.0.0/16");
+    if (nb_netrule_parse(c->bridge_subnet, &sub, msg, sizeof(msg)) != 0 || sub.port != 0 ||
+        sub.prefix > 30 || sub.prefix < 8) {
+        snprintf(err, errlen,
+                 "bridge_subnet must be an IPv4 CIDR between /8 and /30, like 10.213.0.0/16");
         return -1;
     }
     if ((1ULL << (32 - sub.prefix)) < (unsigned long long)c->max_sandboxes + 3) {

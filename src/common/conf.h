@@ -52,12 +52,12 @@ struct nb_conf {
     char init_path[NB_CONF_STR];    /* nanobox-init; empty: next to nanobox-fcgi, else installed */
     int allow_bridge;               /* may a request ask for network "bridge"? */
     /* bridge sandboxes: nanobox's own Docker network and egress policy (network.c) */
-    char bridge_network[64];        /* Docker network name, created at start if missing */
-    char bridge_interface[16];      /* its Linux bridge (IFNAMSIZ), named in the kernel rules */
-    char bridge_subnet[32];         /* IPv4 CIDR; slot i gets address .2 + i */
-    char egress_allow[NB_CONF_LIST];/* operator's allow rules (beat egress_deny) */
-    char egress_deny[NB_CONF_LIST]; /* operator's deny rules */
-    char egress_widen[NB_CONF_LIST];/* what a request's allow may open beyond the default */
+    char bridge_network[64];         /* Docker network name, created at start if missing */
+    char bridge_interface[16];       /* its Linux bridge (IFNAMSIZ), named in the kernel rules */
+    char bridge_subnet[32];          /* IPv4 CIDR; slot i gets address .2 + i */
+    char egress_allow[NB_CONF_LIST]; /* operator's allow rules (beat egress_deny) */
+    char egress_deny[NB_CONF_LIST];  /* operator's deny rules */
+    char egress_widen[NB_CONF_LIST]; /* what a request's allow may open beyond the default */
     unsigned default_ttl;
     unsigned max_ttl;
     unsigned warm_pool;             /* sandboxes of the defaults kept started; 0: none */

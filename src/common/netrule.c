@@ -46,16 +46,20 @@ int nb_netrule_parse(const char *s, struct nb_netrule *out, char *err, size_t er
         colons += s[i] == ':';
     }
     if (colons > 1 || strchr(s, '[') != NULL) {
-        snprintf(err, errlen, "\"%.60s\": IPv6 is not supported (sandboxes have no IPv6 address)", s);
+        snprintf(err, errlen, "\"%.60s\": IPv6 is not supported (sandboxes have no IPv6 address)",
+                 s);
         return -1;
     }
     if (letters) {
-        snprintf(err, errlen, "\"%.60s\": domain names are not supported, give an IPv4 address or "
-                 "CIDR, optionally with :port (see docs/SECURITY.md)", s);
+        snprintf(err, errlen,
+                 "\"%.60s\": domain names are not supported, give an IPv4 address or "
+                 "CIDR, optionally with :port (see docs/SECURITY.md)",
+                 s);
         return -1;
     }
     if (len == 0 || len > NB_NETRULE_TEXT) {
-        snprintf(err, errlen, "\"%.60s\" is not an IPv4 address or CIDR (like 10.1.2.0/24 or 192.0.2.7:443)", s);
+        snprintf(err, errlen,
+                 "\"%.60s\" is not an IPv4 address or CIDR (like 10.1.2.0/24 or 192.0.2.7:443)", s);
         return -1;
     }
     memcpy(text, s, len + 1);
@@ -101,7 +105,8 @@ int nb_netrule_parse(const char *s, struct nb_netrule *out, char *err, size_t er
     out->port = (uint16_t)port;
     return 0;
 bad:
-    snprintf(err, errlen, "\"%.60s\" is not an IPv4 address or CIDR (like 10.1.2.0/24 or 192.0.2.7:443)", s);
+    snprintf(err, errlen,
+             "\"%.60s\" is not an IPv4 address or CIDR (like 10.1.2.0/24 or 192.0.2.7:443)", s);
     return -1;
 }
 

@@ -22,9 +22,9 @@
 #define NB_NETRULE_TEXT 32
 
 struct nb_netrule {
-    uint32_t addr;   /* network address, host byte order, no host bits */
-    uint8_t prefix;  /* 0..32 */
-    uint16_t port;   /* TCP and UDP destination port; 0: every port and protocol */
+    uint32_t addr;  /* network address, host byte order, no host bits */
+    uint8_t prefix; /* 0..32 */
+    uint16_t port;  /* TCP and UDP destination port; 0: every port and protocol */
 };
 
 struct nb_netrules {

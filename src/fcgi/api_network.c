@@ -26,7 +26,8 @@ static int rule_list(yajl_val v, const char *name, struct nb_netrules *l, struct
         return -1;
     }
     if (YAJL_GET_ARRAY(v)->len > NB_NETRULES_MAX) {
-        nb_apierr_set(ae, 422, "out_of_range", "network.%s holds at most %d rules", name, NB_NETRULES_MAX);
+        nb_apierr_set(ae, 422, "out_of_range", "network.%s holds at most %d rules", name,
+                      NB_NETRULES_MAX);
         return -1;
     }
     for (size_t i = 0; i < YAJL_GET_ARRAY(v)->len; i++) {
@@ -44,8 +45,8 @@ static int rule_list(yajl_val v, const char *name, struct nb_netrules *l, struct
 }
 
 /* The fields of a network object; *mode_bridge from "mode" (default bridge). */
-static int policy_object(const struct nb_conf *c, yajl_val v, int *mode_bridge, struct nb_net_policy *p,
-                         struct nb_apierr *ae)
+static int policy_object(const struct nb_conf *c, yajl_val v, int *mode_bridge,
+                         struct nb_net_policy *p, struct nb_apierr *ae)
 {
     struct nb_jfield f[] = {
         {"mode", NB_JT_STRING, NULL},
@@ -73,7 +74,8 @@ static int policy_object(const struct nb_conf *c, yajl_val v, int *mode_bridge, 
         rule_list(f[F_DENY].val, "deny", &p->deny, ae) != 0)
         return -1;
     if (!*mode_bridge && (p->allow.n || p->deny.n)) {
-        nb_apierr_set(ae, 422, "bad_rule", "network.allow and network.deny apply to mode \"bridge\" only");
+        nb_apierr_set(ae, 422, "bad_rule",
+                      "network.allow and network.deny apply to mode \"bridge\" only");
         return -1;
     }
     return *mode_bridge ? nb_network_policy_check(c, p, ae) : 0;
@@ -91,14 +93,16 @@ int api_network_value(const struct nb_conf *c, yajl_val v, int *bridge, struct n
         if (!strcmp(net, "bridge")) {
             *bridge = 1;
         } else if (strcmp(net, "none") != 0) {
-            nb_apierr_set(ae, 400, "bad_field", "network must be \"none\", \"bridge\" or a network object");
+            nb_apierr_set(ae, 400, "bad_field",
+                          "network must be \"none\", \"bridge\" or a network object");
             return -1;
         }
     } else if (policy_object(c, v, bridge, p, ae) != 0) {
         return -1;
     }
     if (*bridge && !c->allow_bridge) {
-        nb_apierr_set(ae, 403, "forbidden", "network \"bridge\" is disabled by the operator (allow_bridge)");
+        nb_apierr_set(ae, 403, "forbidden",
+                      "network \"bridge\" is disabled by the operator (allow_bridge)");
         return -1;
     }
     return 0;

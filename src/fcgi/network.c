@@ -43,7 +43,8 @@
 static int64_t ensured_at; /* per process: when the base was last found whole */
 
 /* Run a tool from /usr/sbin or /sbin with input on stdin; stdout+stderr into out. */
-static int run_tool(const char *tool, const char *const args[], const char *input, struct nb_buf *out)
+static int run_tool(const char *tool, const char *const args[], const char *input,
+                    struct nb_buf *out)
 {
     const char *dirs[] = {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"};
     char bin[64], *argv[16];
@@ -219,7 +220,8 @@ static const char *str_at(yajl_val v, const char **path)
 }
 
 /* Does the existing network carry our bridge name and subnet? */
-static int network_matches(const struct nb_conf *c, const char *json, size_t len, char *why, size_t whylen)
+static int network_matches(const struct nb_conf *c, const char *json, size_t len, char *why,
+                           size_t whylen)
 {
     const char *opt_path[] = {"Options", "com.docker.network.bridge.name", NULL};
     const char *icc_path[] = {"Options", "com.docker.network.bridge.enable_icc", NULL};
@@ -279,7 +281,8 @@ static int ensure_docker_network(struct nb_app *a, struct nb_apierr *ae)
         if (!network_matches(c, resp.data ? resp.data : "", resp.len, why, sizeof(why))) {
             nb_apierr_set(ae, 503, "network_unavailable",
                           "Docker network %s exists but %s: remove it (docker network rm %s) "
-                          "or set bridge_network to another name", c->bridge_network, why, c->bridge_network);
+                          "or set bridge_network to another name",
+                          c->bridge_network, why, c->bridge_network);
             goto out;
         }
         rc = 0;
@@ -343,8 +346,8 @@ out:
 /* ---- the base rules ---- */
 
 /* The jump from a built-in chain into ours, at its top, once. */
-static int ensure_jump(const char *tool, const char *from, const char *iface, const char *to, char *err,
-                       size_t errlen)
+static int ensure_jump(const char *tool, const char *from, const char *iface, const char *to,
+                       char *err, size_t errlen)
 {
     const char *rule[] = {"-i", iface, "-j", to, NULL};
     char rules[256], restorer[32];
@@ -418,9 +421,11 @@ int nb_network_ensure(struct nb_app *a, struct nb_apierr *ae)
     if (ensure_docker_network(a, ae) != 0)
         return -1;
     if (ensure_rules(&a->conf, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 503, "network_unavailable",
-                      "the sandbox network's kernel rules could not be installed (nanobox-fcgi needs "
-                      "root and iptables): %s", err);
+        nb_apierr_set(
+            ae, 503, "network_unavailable",
+            "the sandbox network's kernel rules could not be installed (nanobox-fcgi needs "
+            "root and iptables): %s",
+            err);
         return -1;
     }
     ensured_at = now;
@@ -436,7 +441,8 @@ static int never_reachable(const struct nb_conf *c, const struct nb_netrule *r)
     return nb_netrule_overlaps(r, &ll) || nb_netrule_overlaps(r, &sub);
 }
 
-int nb_network_policy_check(const struct nb_conf *c, const struct nb_net_policy *p, struct nb_apierr *ae)
+int nb_network_policy_check(const struct nb_conf *c, const struct nb_net_policy *p,
+                            struct nb_apierr *ae)
 {
     struct nb_netrules deny, widen;
     char err[160], text[NB_NETRULE_TEXT];
@@ -448,8 +454,10 @@ int nb_network_policy_check(const struct nb_conf *c, const struct nb_net_policy 
         int ok = 1;
         nb_netrule_format(r, text, sizeof(text));
         if (never_reachable(c, r)) {
-            nb_apierr_set(ae, 403, "forbidden", "allow \"%s\": the sandbox network and 169.254.0.0/16 "
-                          "are never reachable from a sandbox", text);
+            nb_apierr_set(ae, 403, "forbidden",
+                          "allow \"%s\": the sandbox network and 169.254.0.0/16 "
+                          "are never reachable from a sandbox",
+                          text);
             return -1;
         }
         for (unsigned j = 0; j < deny.n && ok; j++)
@@ -457,8 +465,10 @@ int nb_network_policy_check(const struct nb_conf *c, const struct nb_net_policy 
         for (unsigned j = 0; j < widen.n && !ok; j++)
             ok = nb_netrule_within(r, &widen.r[j]);
         if (!ok) {
-            nb_apierr_set(ae, 403, "forbidden", "allow \"%s\" opens what the operator denies "
-                          "(egress_deny) and egress_widen does not let a request open", text);
+            nb_apierr_set(ae, 403, "forbidden",
+                          "allow \"%s\" opens what the operator denies "
+                          "(egress_deny) and egress_widen does not let a request open",
+                          text);
             return -1;
         }
     }
@@ -466,7 +476,8 @@ int nb_network_policy_check(const struct nb_conf *c, const struct nb_net_policy 
 }
 
 /* "-A chain -d net [-p proto --dport port] target" lines for each rule of l. */
-static void policy_lines(struct nb_buf *b, const char *chain, const struct nb_netrules *l, const char *target)
+static void policy_lines(struct nb_buf *b, const char *chain, const struct nb_netrules *l,
+                         const char *target)
 {
     for (unsigned i = 0; i < l->n; i++) {
         char net[NB_NETRULE_TEXT];
@@ -476,8 +487,10 @@ static void policy_lines(struct nb_buf *b, const char *chain, const struct nb_ne
         if (l->r[i].port == 0) {
             nb_buf_printf(b, "-A %s -d %s %s\n", chain, net, target);
         } else {
-            nb_buf_printf(b, "-A %s -d %s -p tcp --dport %u %s\n", chain, net, l->r[i].port, target);
-            nb_buf_printf(b, "-A %s -d %s -p udp --dport %u %s\n", chain, net, l->r[i].port, target);
+            nb_buf_printf(b, "-A %s -d %s -p tcp --dport %u %s\n", chain, net, l->r[i].port,
+                          target);
+            nb_buf_printf(b, "-A %s -d %s -p udp --dport %u %s\n", chain, net, l->r[i].port,
+                          target);
         }
     }
 }
@@ -519,7 +532,8 @@ int nb_network_apply(struct nb_app *a, const char *id, uint32_t slot, const stru
      * the operator's deny; what is left is allowed. The hard rules (other
      * sandboxes, 169.254.0.0/16, the host) come before, in NBF and NBI.
      */
-    nb_buf_printf(&rules, "*filter\n:%s - [0:0]\n", chain); /* made, or emptied, in this transaction */
+    nb_buf_printf(&rules, "*filter\n:%s - [0:0]\n",
+                  chain); /* made, or emptied, in this transaction */
     policy_lines(&rules, chain, &p->allow, "-j RETURN");
     policy_lines(&rules, chain, &p->deny, REJECT);
     policy_lines(&rules, chain, &op_allow, "-j RETURN");
@@ -528,7 +542,8 @@ int nb_network_apply(struct nb_app *a, const char *id, uint32_t slot, const stru
         nb_buf_printf(&rules, "-I %s 1 -s %s/32 -g %s\n", nbs, addr, chain);
     nb_buf_printf(&rules, "COMMIT\n");
     if (restore("iptables-restore", rules.data, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 503, "network_unavailable", "could not install the egress rules of %s: %s", id, err);
+        nb_apierr_set(ae, 503, "network_unavailable",
+                      "could not install the egress rules of %s: %s", id, err);
         goto out;
     }
     nb_debug("egress rules of %s (%s) installed", id, addr);
@@ -556,12 +571,15 @@ int nb_network_set_policy(struct nb_app *a, const char *id, const struct nb_net_
     }
     nb_table_unlock(&a->table);
     if (!found) {
-        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)", id);
+        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
+                      id);
         return -1;
     }
     if (!bridge) {
-        nb_apierr_set(ae, 409, "not_bridge", "sandbox %s has no network (it was created with network "
-                      "\"none\"); a policy applies to bridge sandboxes only", id);
+        nb_apierr_set(ae, 409, "not_bridge",
+                      "sandbox %s has no network (it was created with network "
+                      "\"none\"); a policy applies to bridge sandboxes only",
+                      id);
         return -1;
     }
     if (nb_network_apply(a, id, slot, p, ae) != 0)
@@ -585,8 +603,8 @@ static int remove_listed(const char *line, size_t len, const char *chain)
     char rules[512], err[256];
     if (len < 3 || len > 300)
         return -1;
-    snprintf(rules, sizeof(rules), "*filter\n-D%.*s\n-F %s\n-X %s\nCOMMIT\n", (int)(len - 2), line + 2, chain,
-             chain);
+    snprintf(rules, sizeof(rules), "*filter\n-D%.*s\n-F %s\n-X %s\nCOMMIT\n", (int)(len - 2),
+             line + 2, chain, chain);
     if (restore("iptables-restore", rules, err, sizeof(err)) != 0) {
         nb_warn("could not remove chain %s: %s", chain, err);
         return -1;
@@ -598,7 +616,8 @@ static int remove_listed(const char *line, size_t len, const char *chain)
  * Call fn for each "-A NBS-IF ... -g NBX-..." line of the listing; fn gets
  * the line and the chain name it jumps to.
  */
-static int each_jump(struct nb_app *a, int (*fn)(struct nb_app *, const char *, size_t, const char *, void *),
+static int each_jump(struct nb_app *a,
+                     int (*fn)(struct nb_app *, const char *, size_t, const char *, void *),
                      void *arg)
 {
     char nbs[32];
@@ -612,7 +631,7 @@ static int each_jump(struct nb_app *a, int (*fn)(struct nb_app *, const char *, 
         nb_buf_free(&list);
         return -1;
     }
-    for (p = list.data; p != NULL && *p; ) {
+    for (p = list.data; p != NULL && *p;) {
         const char *eol = strchr(p, '\n'), *g;
         size_t len = eol ? (size_t)(eol - p) : strlen(p);
         char chain[32];
@@ -631,7 +650,8 @@ static int each_jump(struct nb_app *a, int (*fn)(struct nb_app *, const char *, 
     return n;
 }
 
-static int remove_if_named(struct nb_app *a, const char *line, size_t len, const char *chain, void *arg)
+static int remove_if_named(struct nb_app *a, const char *line, size_t len, const char *chain,
+                           void *arg)
 {
     (void)a;
     return strcmp(chain, (const char *)arg) == 0 && remove_listed(line, len, chain) == 0;
@@ -647,7 +667,8 @@ int nb_network_remove(struct nb_app *a, const char *id)
     return 0;
 }
 
-static int remove_if_orphan(struct nb_app *a, const char *line, size_t len, const char *chain, void *arg)
+static int remove_if_orphan(struct nb_app *a, const char *line, size_t len, const char *chain,
+                            void *arg)
 {
     int owned = 0;
     (void)arg;

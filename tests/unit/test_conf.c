@@ -162,8 +162,9 @@ static void test_egress_rules_parse_one_way(void **state)
     assert_non_null(strstr(err, "IPv6"));
     assert_int_equal(nb_netrule_parse("10.1.2.3/24", &r, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "host bits"));
-    const char *bad[] = {"", "1.2.3", "1.2.3.4.5", "256.1.1.1", "01.2.3.4", "1.2.3.4/33", "1.2.3.4:0",
-                         "1.2.3.4:65536", "1.2.3.4:80/32", "1.2.3.4/", "1.2.3.4:", " 1.2.3.4", "1.2.3.4/8x"};
+    const char *bad[] = {"",           "1.2.3",     "1.2.3.4.5",     "256.1.1.1",     "01.2.3.4",
+                         "1.2.3.4/33", "1.2.3.4:0", "1.2.3.4:65536", "1.2.3.4:80/32", "1.2.3.4/",
+                         "1.2.3.4:",   " 1.2.3.4",  "1.2.3.4/8x"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(nb_netrule_parse(bad[i], &r, err, sizeof(err)), -1);
 }
@@ -204,7 +205,8 @@ static void test_bridge_keys_are_checked(void **state)
     assert_non_null(strstr(err, "egress_deny"));
     assert_int_equal(load("bridge_subnet = 10.1.0.0/29\n", &c, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "max_sandboxes"));
-    assert_int_equal(load("bridge_subnet = 10.1.0.0/29\nmax_sandboxes = 4\n", &c, err, sizeof(err)), 0);
+    assert_int_equal(load("bridge_subnet = 10.1.0.0/29\nmax_sandboxes = 4\n", &c, err, sizeof(err)),
+                     0);
     assert_int_equal(load("bridge_interface = bad name\n", &c, err, sizeof(err)), -1);
     assert_int_equal(load("bridge_interface = abcdefghijklmnop\n", &c, err, sizeof(err)), -1);
 }
