@@ -7,11 +7,13 @@ reconciliation). Traffic goes only to a network namespace of ours
 (nbnet.NetTarget), from inside sandboxes.
 """
 
+import socket
+
 import pytest
 
 import nbnet
 from nbnet import INTERNET_A, INTERNET_B, TARGET_PORT, TARGET_PORT_2, is_open, probe
-from nbtest import assert_error, docker_ps, parse_json, wait_until
+from nbtest import assert_error, docker_ps, in_thread, parse_json, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +109,15 @@ def test_a_request_may_open_what_egress_widen_allows(api):
     api.created.append(parse_json(r)["sandboxId"])
 
 
+def test_a_bridge_sandbox_still_exposes_ports_and_runs_commands(api):
+    sid = api.create(network={"deny": ["0.0.0.0/0"]})
+    nbnet.sandbox_listener(api, sid, 8000, "mine")  # exec and background work as before
+    port = api.open_port(sid, 8000)
+    with socket.create_connection(("127.0.0.1", port["hostport"]), timeout=5) as s:
+        s.sendall(b"ping\n")
+        assert s.recv(100).strip() == b"mine"
+
+
 def test_bridge_policy_needs_allow_bridge(make_stack):
     st = make_stack("nobridge")
     r = st.api.request("POST", "/sandbox", json={"network": {"deny": ["0.0.0.0/0"]}})
@@ -195,6 +206,22 @@ def test_no_rules_outlive_their_sandboxes(api, bstack):
     assert not any(nbnet.sandbox_chain(s) in j for s in ids for j in jumps), jumps
     for sid in ids:
         assert nbnet.iptables_S(nbnet.sandbox_chain(sid)) is None
+
+
+def test_concurrent_bridge_creates_each_get_their_own_rules(api, bstack):
+    threads = [in_thread(lambda: api.create(network={"deny": [f"{INTERNET_A}/32"]})) for _ in range(6)]
+    for t, _ in threads:
+        t.join(120)
+    ids = [box["result"] for _, box in threads]
+    jumps = nbnet.sandbox_jumps(bstack)
+    for sid in ids:
+        mine = [j for j in jumps if nbnet.sandbox_chain(sid) in j]
+        assert len(mine) == 1, (sid, jumps)
+    assert len({j.split(" -s ")[1].split()[0] for j in jumps}) == len(jumps), "one address per sandbox"
+    for sid in ids:
+        assert api.delete(sid).status_code == 204
+    api.created = []
+    assert not any(nbnet.sandbox_chain(s) in j for s in ids for j in nbnet.sandbox_jumps(bstack))
 
 
 def test_purge_removes_every_rule_and_the_network():
