@@ -15,6 +15,10 @@
 #include <string.h>
 
 #include "conf.h"
+#include "netrule.h"
+
+/* what a Docker network or Linux interface name may hold here */
+#define NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 
 #define MiB (1024ULL * 1024ULL)
 
@@ -47,6 +51,15 @@ void nb_conf_defaults(struct nb_conf *c)
     snprintf(c->workspace, sizeof(c->workspace), "/workspace");
     snprintf(c->sandbox_user, sizeof(c->sandbox_user), "1000:1000");
     c->allow_bridge = 0;
+    snprintf(c->bridge_network, sizeof(c->bridge_network), "nanobox");
+    snprintf(c->bridge_interface, sizeof(c->bridge_interface), "nanobox0");
+    snprintf(c->bridge_subnet, sizeof(c->bridge_subnet), "10.213.0.0/16");
+    c->egress_allow[0] = '\0';
+    /* the operator's own networks, loopback, "this network", multicast and reserved */
+    snprintf(
+        c->egress_deny, sizeof(c->egress_deny),
+        "10.0.0.0/8 172.16.0.0/12 192.168.0.0/16 100.64.0.0/10 127.0.0.0/8 0.0.0.0/8 224.0.0.0/3");
+    c->egress_widen[0] = '\0';
     c->default_ttl = 1800;
     c->max_ttl = 86400;
 
@@ -194,6 +207,12 @@ static const struct key keys[] = {
     {"workspace", K_STR, F(workspace), 0},
     {"sandbox_user", K_STR, F(sandbox_user), 0},
     {"allow_bridge", K_BOOL, F(allow_bridge), 0},
+    {"bridge_network", K_STR, F(bridge_network), 0},
+    {"bridge_interface", K_STR, F(bridge_interface), 0},
+    {"bridge_subnet", K_STR, F(bridge_subnet), 0},
+    {"egress_allow", K_STR, F(egress_allow), 0},
+    {"egress_deny", K_STR, F(egress_deny), 0},
+    {"egress_widen", K_STR, F(egress_widen), 0},
     {"default_ttl", K_UINT, F(default_ttl), 10 * 365 * 86400ULL},
     {"max_ttl", K_UINT, F(max_ttl), 10 * 365 * 86400ULL},
     {"exec_timeout", K_UINT, F(exec_timeout), 86400},
@@ -324,6 +343,52 @@ static char *trim(char *s)
     return s;
 }
 
+/*
+ * The bridge keys are named in kernel rules and Docker calls, so their
+ * characters are checked here once; the egress lists must parse, and the
+ * subnet must hold an address per slot (network, gateway and broadcast
+ * aside), since slot i always gets the same address.
+ */
+static int check_bridge(const struct nb_conf *c, char *err, size_t errlen)
+{
+    struct nb_netrules l;
+    struct nb_netrule sub;
+    char msg[200];
+    const struct {
+        const char *key, *val;
+    } lists[] = {{"egress_allow", c->egress_allow},
+                 {"egress_deny", c->egress_deny},
+                 {"egress_widen", c->egress_widen}};
+
+    if (c->bridge_interface[0] == '\0' ||
+        strspn(c->bridge_interface, NAME_CHARS) != strlen(c->bridge_interface) ||
+        c->bridge_network[0] == '\0' ||
+        strspn(c->bridge_network, NAME_CHARS) != strlen(c->bridge_network)) {
+        snprintf(err, errlen,
+                 "bridge_network and bridge_interface must be non-empty [A-Za-z0-9_.-] "
+                 "(bridge_interface at most 15 characters)");
+        return -1;
+    }
+    if (nb_netrule_parse(c->bridge_subnet, &sub, msg, sizeof(msg)) != 0 || sub.port != 0 ||
+        sub.prefix > 30 || sub.prefix < 8) {
+        snprintf(err, errlen,
+                 "bridge_subnet must be an IPv4 CIDR between /8 and /30, like 10.213.0.0/16");
+        return -1;
+    }
+    if ((1ULL << (32 - sub.prefix)) < (unsigned long long)c->max_sandboxes + 3) {
+        snprintf(err, errlen, "bridge_subnet %s has fewer addresses than max_sandboxes (%u) + 3",
+                 c->bridge_subnet, c->max_sandboxes);
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        if (nb_netrules_parse_list(lists[i].val, &l, msg, sizeof(msg)) != 0) {
+            snprintf(err, errlen, "%s: %s", lists[i].key, msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
 {
     const char *p = c->sandbox_user;
@@ -372,7 +437,7 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
         snprintf(err, errlen, "max_body must be >= 1k and max_json_depth >= 2");
         return -1;
     }
-    return 0;
+    return check_bridge(c, err, errlen);
 }
 
 int nb_conf_read(const char *path, nb_conf_kv_fn fn, void *ctx, char *err, size_t errlen)

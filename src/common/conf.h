@@ -15,6 +15,8 @@
 
 #define NB_CONF_MAX_IMAGES 16
 #define NB_CONF_STR 256
+/* a list of egress rules (netrule.h) in one config value */
+#define NB_CONF_LIST 1000
 
 struct nb_conf {
     /* identity and paths */
@@ -49,6 +51,13 @@ struct nb_conf {
     char sandbox_user[64];          /* uid:gid commands run as */
     char init_path[NB_CONF_STR];    /* nanobox-init; empty: next to nanobox-fcgi, else installed */
     int allow_bridge;               /* may a request ask for network "bridge"? */
+    /* bridge sandboxes: nanobox's own Docker network and egress policy (network.c) */
+    char bridge_network[64];         /* Docker network name, created at start if missing */
+    char bridge_interface[16];       /* its Linux bridge (IFNAMSIZ), named in the kernel rules */
+    char bridge_subnet[32];          /* IPv4 CIDR; slot i gets address .2 + i */
+    char egress_allow[NB_CONF_LIST]; /* operator's allow rules (beat egress_deny) */
+    char egress_deny[NB_CONF_LIST];  /* operator's deny rules */
+    char egress_widen[NB_CONF_LIST]; /* what a request's allow may open beyond the default */
     unsigned default_ttl;
     unsigned max_ttl;
     unsigned warm_pool;             /* sandboxes of the defaults kept started; 0: none */

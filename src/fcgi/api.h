@@ -66,6 +66,8 @@ int api_procs_stdin(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
 int api_procs_signal(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                      struct nb_apierr *ae);
 /* MCP Streamable HTTP (api_mcp.c): one JSON-RPC message; end a session */
+int api_sandbox_network(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                        struct nb_apierr *ae);
 int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                  struct nb_apierr *ae);
 int api_mcp_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
@@ -92,6 +94,17 @@ int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const c
 int api_env_list(const struct nb_conf *c, yajl_val env, char ***out, unsigned *n,
                  struct nb_apierr *ae);
 void api_env_free(char **env, unsigned n);
+
+/*
+ * A create's "network" value (NULL: none): "none", "bridge", or an object
+ * {"mode", "allow", "deny"}; *bridge and the policy out. -1 with ae set:
+ * 400 on a wrong type, 422 on a bad rule, 403 where the operator says no.
+ */
+struct nb_net_policy;
+int api_network_value(const struct nb_conf *c, yajl_val v, int *bridge, struct nb_net_policy *p,
+                      struct nb_apierr *ae);
+/* The answer of PUT /sandbox/{id}/network: the policy as applied, rules in canonical text. */
+void api_network_json(yajl_gen g, const char *id, const struct nb_net_policy *p);
 
 /*
  * A command's timeout field (NULL: exec_timeout) into *out; -1 with ae set

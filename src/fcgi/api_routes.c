@@ -24,6 +24,7 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_SANDBOX, "", "DELETE", ID, api_sandbox_delete},
     {NB_ROUTE_TIMEOUT, "", "POST", ID, api_sandbox_timeout},
     {NB_ROUTE_EXEC, "", "POST", ID, api_sandbox_exec},
+    {NB_ROUTE_NETWORK, "", "PUT", ID, api_sandbox_network},
     {NB_ROUTE_PORT_OPEN, "", "POST", ID, api_port_open},
     {NB_ROUTE_PORTS, "", "GET", ID, api_port_list},
     {NB_ROUTE_PORT, "", "DELETE", ID, api_port_close},

@@ -230,7 +230,7 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         {"cpus", NB_JT_NUMBER, NULL},
         {"pids", NB_JT_INT, NULL},
         {"env", NB_JT_OBJECT, NULL},
-        {"network", NB_JT_STRING, NULL},
+        {"network", NB_JT_STRING | NB_JT_OBJECT, NULL},
         {"metadata", NB_JT_OBJECT, NULL},
     };
     enum { F_IMAGE, F_TTL, F_MEMORY, F_CPUS, F_PIDS, F_ENV, F_NETWORK, F_METADATA };
@@ -307,19 +307,8 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         spec.pids = pids;
     }
 
-    if (f[F_NETWORK].val) {
-        const char *net = nb_json_string(f[F_NETWORK].val);
-        if (!strcmp(net, "bridge")) {
-            if (!c->allow_bridge) {
-                nb_apierr_set(ae, 403, "forbidden", "network \"bridge\" is disabled by the operator (allow_bridge)");
-                goto out;
-            }
-            spec.network_bridge = 1;
-        } else if (strcmp(net, "none") != 0) {
-            nb_apierr_set(ae, 400, "bad_field", "network must be \"none\" or \"bridge\"");
-            goto out;
-        }
-    }
+    if (api_network_value(c, f[F_NETWORK].val, &spec.network_bridge, &spec.egress, ae) != 0)
+        goto out;
 
     if (metadata_text(c, f[F_METADATA].val, spec.metadata, sizeof(spec.metadata), ae) != 0 ||
         api_env_list(c, f[F_ENV].val, &spec.env, &spec.n_env, ae) != 0)
@@ -480,6 +469,40 @@ int api_sandbox_timeout(struct nb_app *a, struct nb_req *r, const struct nb_rout
     nb_json_kv_int(g, "expires_at", expires);
     nb_json_kv_int(g, "ttl", ttl);
     yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
+out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* PUT /sandbox/{id}/network: a running bridge sandbox's new egress policy. */
+int api_sandbox_network(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                        struct nb_apierr *ae)
+{
+    struct nb_net_policy p;
+    yajl_val body = NULL;
+    yajl_gen g;
+    int bridge = 0, rc = NB_ERR;
+
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
+    if (body == NULL || !YAJL_IS_OBJECT(body)) {
+        nb_apierr_set(ae, 400, "bad_json", "the body must be a network object: {\"allow\": [...], \"deny\": [...]}");
+        goto out;
+    }
+    if (api_network_value(&a->conf, body, &bridge, &p, ae) != 0)
+        goto out;
+    if (!bridge) {
+        nb_apierr_set(ae, 422, "bad_rule", "a running sandbox's network mode cannot change; "
+                      "only a bridge sandbox's allow and deny can");
+        goto out;
+    }
+    if (nb_network_set_policy(a, ra->id, &p, ae) != 0)
+        goto out;
+    g = nb_json_gen();
+    api_network_json(g, ra->id, &p);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
     rc = NB_OK;

@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "network.h"
 #include "ports.h"
 #include "reaper.h"
 #include "sandbox.h"
@@ -148,7 +149,7 @@ int nb_reaper_reconcile(struct nb_app *a)
     struct doomed *list;
     size_t n = 0;
     int64_t listed_at = nb_clock_real_s();
-    int removed = 0;
+    int removed = 0, bridge = a->conf.allow_bridge;
 
     if (nb_docker_list(&a->docker, a->conf.instance, seen_add, &seen, &de) < 0) {
         nb_warn("reconciliation skipped: %s", de.msg);
@@ -183,6 +184,7 @@ int nb_reaper_reconcile(struct nb_app *a)
         int marked = 0;
         if (s->state == NB_SLOT_FREE)
             continue;
+        bridge |= s->network_bridge != 0;
         switch (nb_reaper_judge(s, seen_find(&seen, s), owner_alive(s->owner_pid), listed_at)) {
         case NB_RECONCILE_KEEP:
             break;
@@ -212,6 +214,16 @@ int nb_reaper_reconcile(struct nb_app *a)
     destroy_marked(a, list, n, "reconciled");
     free(list);
     free(seen.ctr);
+    if (bridge) {
+        /* the base rules re-checked (a dockerd restart may have moved them), then
+         * every sandbox chain whose sandbox left by any path is removed */
+        struct nb_apierr ae;
+        if (nb_network_ensure(a, &ae) != 0)
+            nb_warn("bridge network: %s", ae.msg);
+        int swept = nb_network_reconcile(a);
+        if (swept > 0)
+            removed += swept;
+    }
     return removed + (int)n;
 }
 

@@ -40,6 +40,8 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_TIMEOUT;
     if (!strcmp(slash, "/exec"))
         return NB_ROUTE_EXEC;
+    if (!strcmp(slash, "/network"))
+        return NB_ROUTE_NETWORK;
     if (!strcmp(slash, "/ephemeralport"))
         return NB_ROUTE_PORT_OPEN;
     if (!strcmp(slash, "/ports") || !strcmp(slash, "/ports/"))

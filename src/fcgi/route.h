@@ -23,6 +23,7 @@ enum nb_route {
     NB_ROUTE_SANDBOX,      /* /sandbox/{id} */
     NB_ROUTE_TIMEOUT,      /* /sandbox/{id}/timeout */
     NB_ROUTE_EXEC,         /* /sandbox/{id}/exec */
+    NB_ROUTE_NETWORK,      /* /sandbox/{id}/network */
     NB_ROUTE_PORT_OPEN,    /* /sandbox/{id}/ephemeralport */
     NB_ROUTE_PORTS,        /* /sandbox/{id}/ports */
     NB_ROUTE_PORT,         /* /sandbox/{id}/ports/{sandboxport} (arg: the port) */

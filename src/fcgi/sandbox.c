@@ -60,7 +60,7 @@ static uint64_t tmpfs_cap(uint64_t size, uint64_t memory, unsigned share)
 }
 
 static char *container_config(const struct nb_app *a, const struct nb_sandbox_spec *s,
-                              const char *id, int64_t expires)
+                              const char *id, uint32_t slot, int64_t expires)
 {
     const struct nb_conf *c = &a->conf;
     yajl_gen g = nb_json_gen();
@@ -106,7 +106,8 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     snprintf(tmp, sizeof(tmp), "%s:%s:ro", bin, NB_INIT_MOUNT);
     nb_json_cstr(g, tmp);
     yajl_gen_array_close(g);
-    nb_json_kv_str(g, "NetworkMode", s->network_bridge ? "bridge" : "none");
+    /* bridge: nanobox's own network, where network.c's rules hold (see network.h) */
+    nb_json_kv_str(g, "NetworkMode", s->network_bridge ? c->bridge_network : "none");
     nb_json_kv_int(g, "Memory", (long long)s->memory);
     nb_json_kv_int(g, "MemorySwap", (long long)s->memory);
     nb_json_kv_int(g, "NanoCpus", (long long)s->nano_cpus);
@@ -141,6 +142,23 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_kv_str(g, "Type", "none");
     yajl_gen_map_close(g);
     yajl_gen_map_close(g); /* HostConfig */
+    if (s->network_bridge) {
+        /* the slot's own address, which its rules were written for */
+        nb_network_addr(c, slot, tmp, sizeof(tmp));
+        nb_json_cstr(g, "NetworkingConfig");
+        yajl_gen_map_open(g);
+        nb_json_cstr(g, "EndpointsConfig");
+        yajl_gen_map_open(g);
+        nb_json_cstr(g, c->bridge_network);
+        yajl_gen_map_open(g);
+        nb_json_cstr(g, "IPAMConfig");
+        yajl_gen_map_open(g);
+        nb_json_kv_str(g, "IPv4Address", tmp);
+        yajl_gen_map_close(g);
+        yajl_gen_map_close(g);
+        yajl_gen_map_close(g);
+        yajl_gen_map_close(g);
+    }
     yajl_gen_map_close(g);
     return nb_json_gen_take(g);
 }
@@ -152,7 +170,7 @@ int nb_sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec,
     int64_t now = nb_clock_real_s(), expires = now + spec->ttl;
     struct nb_slot *s;
     struct nb_derr de = {0};
-    uint32_t gen;
+    uint32_t gen, slot = 0;
     uuid_t u;
     char *json;
     int running = 0;
@@ -166,6 +184,7 @@ retry:
     s = nb_table_reserve(&a->table, id, now, expires);
     if (s != NULL) {
         gen = s->generation;
+        slot = (uint32_t)(s - a->table.slots);
         s->memory = spec->memory;
         s->nano_cpus = spec->nano_cpus;
         s->pids = spec->pids;
@@ -182,8 +201,17 @@ retry:
         return -1;
     }
 
+    /* rules before the container: it never runs without them */
+    if (spec->network_bridge && nb_network_apply(a, id, slot, &spec->egress, ae) != 0) {
+        nb_network_remove(a, id);
+        nb_table_lock(&a->table);
+        nb_table_free(&a->table, id, gen);
+        nb_table_unlock(&a->table);
+        return -1;
+    }
+
     snprintf(name, sizeof(name), "nanobox-%s", id);
-    json = container_config(a, spec, id, expires);
+    json = container_config(a, spec, id, slot, expires);
     if (nb_docker_create(&a->docker, name, json, cid, &de) != 0) {
         if (de.kind == NB_DERR_HTTP && de.status == 404)
             nb_apierr_set(ae, 503, "image_missing",
@@ -239,6 +267,8 @@ fail:
         nb_table_unlock(&a->table);
         return -1;
     }
+    if (spec->network_bridge)
+        nb_network_remove(a, id);
     nb_table_lock(&a->table);
     nb_table_free(&a->table, id, gen);
     nb_table_unlock(&a->table);
@@ -295,10 +325,19 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
                               struct nb_derr *de)
 {
     char name[64];
+    struct nb_slot *s;
+    int bridge;
     snprintf(name, sizeof(name), "nanobox-%s", id);
     nb_ports_stop_all(a, id);
     if (nb_docker_remove(&a->docker, cid[0] ? cid : name, de) != 0)
         return -1;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    bridge = s != NULL && s->generation == gen && s->network_bridge;
+    nb_table_unlock(&a->table);
+    /* after the container: until here its address kept its rules (a failure leaves them to reconciliation) */
+    if (bridge && nb_network_remove(a, id) != 0)
+        nb_warn("sandbox %s: egress rules not removed; the next reconciliation will", id);
     nb_table_lock(&a->table);
     nb_table_free(&a->table, id, gen);
     nb_table_unlock(&a->table);

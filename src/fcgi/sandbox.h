@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "app.h"
+#include "network.h"
 
 /* Where nanobox-init appears inside every sandbox (a read-only bind mount). */
 #define NB_INIT_MOUNT "/.nanobox/init"
@@ -21,6 +22,7 @@ struct nb_sandbox_spec {
     uint64_t nano_cpus;
     int64_t pids;
     int network_bridge;
+    struct nb_net_policy egress; /* bridge only: the request's allow and deny */
     unsigned ttl;
     char **env;                 /* "NAME=value" strings, n_env of them */
     unsigned n_env;

@@ -30,6 +30,8 @@ NB_PACKAGES=(
     libfcgi-dev libyajl-dev libcurl4-openssl-dev uuid-dev libcmocka-dev
     # run
     docker.io nginx spawn-fcgi debootstrap iproute2 procps
+    # bridge sandboxes: nanobox-fcgi writes its kernel rules with these
+    iptables
     busybox-static curl ca-certificates
     # integration tests (nodejs + npm: the MCP SDK client of test_mcp.py)
     python3-pytest python3-requests valgrind nodejs npm
@@ -211,4 +213,35 @@ nb_start_dockerd() {
 # shellcheck disable=SC2120  # arguments are optional (--force)
 nb_build_image() {
     "$NB_REPO_ROOT/src/setup/image.sh" "$@"
+}
+
+# nb_net_purge IFACE NETWORK: remove what nanobox-fcgi installed for bridge
+# sandboxes on bridge IFACE (src/fcgi/network.h): the jumps from
+# DOCKER-USER and INPUT (and ip6tables' INPUT/FORWARD), the chains NBF-,
+# NBI-, NBS-IFACE, every sandbox chain NBX-* NBS jumps to, and the Docker
+# network NETWORK. Only for when no bridge sandbox is left: a running one
+# would lose its rules, not its network. Each step is skipped when there
+# is nothing to remove.
+nb_net_purge() {
+    local ifc=$1 net=$2 chain
+    local -a sandboxes
+    mapfile -t sandboxes < <(iptables -w 10 -S "NBS-$ifc" 2>/dev/null |
+        sed -n 's/.* -g \(NBX-[0-9a-f]*\).*/\1/p')
+    while iptables -w 10 -D DOCKER-USER -i "$ifc" -j "NBF-$ifc" 2>/dev/null; do :; done
+    while iptables -w 10 -D INPUT -i "$ifc" -j "NBI-$ifc" 2>/dev/null; do :; done
+    for chain in "NBF-$ifc" "NBI-$ifc" "NBS-$ifc" "${sandboxes[@]}"; do
+        iptables -w 10 -F "$chain" 2>/dev/null || true
+    done
+    for chain in "NBF-$ifc" "NBI-$ifc" "NBS-$ifc" "${sandboxes[@]}"; do
+        iptables -w 10 -X "$chain" 2>/dev/null || true
+    done
+    if command -v ip6tables >/dev/null 2>&1; then
+        while ip6tables -w 10 -D INPUT -i "$ifc" -j "NB6-$ifc" 2>/dev/null; do :; done
+        while ip6tables -w 10 -D FORWARD -i "$ifc" -j "NB6-$ifc" 2>/dev/null; do :; done
+        ip6tables -w 10 -F "NB6-$ifc" 2>/dev/null || true
+        ip6tables -w 10 -X "NB6-$ifc" 2>/dev/null || true
+    fi
+    if docker network inspect "$net" >/dev/null 2>&1; then
+        docker network rm "$net" >/dev/null
+    fi
 }

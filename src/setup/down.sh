@@ -11,7 +11,9 @@
 #
 #   --purge  also remove this instance's containers (label
 #            nanobox.instance=<instance from the config, "default">)
-#            with `docker rm -f`.
+#            with `docker rm -f`, then the bridge sandboxes' kernel rules
+#            and Docker network (bridge_interface, bridge_network).
+#            Without --purge they stay: kept sandboxes keep their rules.
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=common.sh
@@ -22,7 +24,7 @@ for arg in "$@"; do
     case $arg in
     --purge) purge=1 ;;
     -h | --help)
-        sed -n '3,14s/^# \{0,1\}//p' "$0"
+        sed -n '3,16s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *) nb_die "down.sh: unknown argument '$arg' (try --help)" ;;
@@ -77,6 +79,12 @@ if [ "$purge" -eq 1 ]; then
     else
         nb_log "purge: removing ${#containers[@]} container(s) with label nanobox.instance=$instance"
         docker rm -f "${containers[@]}" >/dev/null || rc=1
+    fi
+    if [ "$rc" -eq 0 ]; then
+        iface=$(nb_conf_get "$NB_CONF" bridge_interface nanobox0)
+        network=$(nb_conf_get "$NB_CONF" bridge_network nanobox)
+        nb_log "purge: removing the rules of bridge $iface and Docker network $network"
+        nb_net_purge "$iface" "$network" || rc=1
     fi
 fi
 

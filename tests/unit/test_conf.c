@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "conf.h"
+#include "netrule.h"
 
 static char path[64];
 
@@ -138,6 +139,78 @@ static void test_missing_file_is_reported(void **state)
     assert_non_null(strstr(err, "/nonexistent/nanobox.conf"));
 }
 
+static void test_egress_rules_parse_one_way(void **state)
+{
+    struct nb_netrule r;
+    char err[200], text[NB_NETRULE_TEXT];
+    (void)state;
+    assert_int_equal(nb_netrule_parse("10.1.2.0/24", &r, err, sizeof(err)), 0);
+    assert_int_equal(r.addr, 0x0a010200u);
+    assert_int_equal(r.prefix, 24);
+    assert_int_equal(r.port, 0);
+    assert_int_equal(nb_netrule_parse("192.0.2.7:443", &r, err, sizeof(err)), 0);
+    assert_int_equal(r.prefix, 32);
+    assert_int_equal(r.port, 443);
+    nb_netrule_format(&r, text, sizeof(text));
+    assert_string_equal(text, "192.0.2.7/32:443");
+    assert_int_equal(nb_netrule_parse("0.0.0.0/0", &r, err, sizeof(err)), 0);
+    assert_int_equal(r.prefix, 0);
+
+    assert_int_equal(nb_netrule_parse("example.com", &r, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "domain names are not supported"));
+    assert_int_equal(nb_netrule_parse("2001:db8::1", &r, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "IPv6"));
+    assert_int_equal(nb_netrule_parse("10.1.2.3/24", &r, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "host bits"));
+    const char *bad[] = {"",           "1.2.3",     "1.2.3.4.5",     "256.1.1.1",     "01.2.3.4",
+                         "1.2.3.4/33", "1.2.3.4:0", "1.2.3.4:65536", "1.2.3.4:80/32", "1.2.3.4/",
+                         "1.2.3.4:",   " 1.2.3.4",  "1.2.3.4/8x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(nb_netrule_parse(bad[i], &r, err, sizeof(err)), -1);
+}
+
+static void test_egress_rules_nest_and_meet(void **state)
+{
+    struct nb_netrule all, ten, host, host443, host80;
+    char err[200];
+    (void)state;
+    assert_int_equal(nb_netrule_parse("0.0.0.0/0", &all, err, sizeof(err)), 0);
+    assert_int_equal(nb_netrule_parse("10.0.0.0/8", &ten, err, sizeof(err)), 0);
+    assert_int_equal(nb_netrule_parse("10.9.8.7", &host, err, sizeof(err)), 0);
+    assert_int_equal(nb_netrule_parse("10.9.8.7:443", &host443, err, sizeof(err)), 0);
+    assert_int_equal(nb_netrule_parse("10.9.8.7:80", &host80, err, sizeof(err)), 0);
+    assert_true(nb_netrule_within(&ten, &all));
+    assert_true(nb_netrule_within(&host, &ten));
+    assert_true(nb_netrule_within(&host443, &host));
+    assert_false(nb_netrule_within(&host, &host443)); /* every port is more than one */
+    assert_false(nb_netrule_within(&ten, &host));
+    assert_true(nb_netrule_overlaps(&all, &host443));
+    assert_true(nb_netrule_overlaps(&host, &host80));
+    assert_false(nb_netrule_overlaps(&host443, &host80));
+}
+
+static void test_bridge_keys_are_checked(void **state)
+{
+    struct nb_conf c;
+    char err[256];
+    struct nb_netrules l;
+    (void)state;
+    nb_conf_defaults(&c);
+    assert_string_equal(c.bridge_network, "nanobox");
+    assert_string_equal(c.bridge_interface, "nanobox0");
+    assert_int_equal(nb_netrules_parse_list(c.egress_deny, &l, err, sizeof(err)), 0);
+    assert_int_equal(l.n, 7);
+    assert_int_equal(load("egress_allow = 10.0.0.2:53, 10.0.0.3:53\n", &c, err, sizeof(err)), 0);
+    assert_int_equal(load("egress_deny = example.com\n", &c, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "egress_deny"));
+    assert_int_equal(load("bridge_subnet = 10.1.0.0/29\n", &c, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "max_sandboxes"));
+    assert_int_equal(load("bridge_subnet = 10.1.0.0/29\nmax_sandboxes = 4\n", &c, err, sizeof(err)),
+                     0);
+    assert_int_equal(load("bridge_interface = bad name\n", &c, err, sizeof(err)), -1);
+    assert_int_equal(load("bridge_interface = abcdefghijklmnop\n", &c, err, sizeof(err)), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -147,6 +220,9 @@ int main(void)
         cmocka_unit_test(test_bad_values_are_refused),
         cmocka_unit_test(test_sizes_parse_with_suffixes_and_refuse_overflow),
         cmocka_unit_test(test_missing_file_is_reported),
+        cmocka_unit_test(test_egress_rules_parse_one_way),
+        cmocka_unit_test(test_egress_rules_nest_and_meet),
+        cmocka_unit_test(test_bridge_keys_are_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -384,7 +384,7 @@ static struct nb_slot make_running(struct nb_app *a)
     struct nb_apierr ae;
 
     default_spec(a, &spec);
-    spec.network_bridge = 1; /* never served warm */
+    spec.pids = a->conf.pids - 1; /* not the defaults: never served warm */
     if (nb_sandbox_create(a, &spec, &out, &ae) != 0)
         fail_msg("create: %d %s %s", ae.status, ae.code, ae.msg);
     return out;
