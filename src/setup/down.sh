@@ -11,7 +11,8 @@
 #
 #   --purge  also remove this instance's containers (label
 #            nanobox.instance=<instance from the config, "default">)
-#            with `docker rm -f`.
+#            with `docker rm -fv` (-v: the anonymous volume of each
+#            sandbox's /dev/pts goes with it).
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=common.sh
@@ -76,7 +77,7 @@ if [ "$purge" -eq 1 ]; then
         nb_log "purge: no containers with label nanobox.instance=$instance"
     else
         nb_log "purge: removing ${#containers[@]} container(s) with label nanobox.instance=$instance"
-        docker rm -f "${containers[@]}" >/dev/null || rc=1
+        docker rm -fv "${containers[@]}" >/dev/null || rc=1
     fi
 fi
 
