@@ -41,7 +41,8 @@ int nb_isolation_per_slot(const struct nb_conf *c)
     return c->sandbox_uid_base != 0;
 }
 
-void nb_isolation_ids(const struct nb_conf *c, uint32_t slot, unsigned long *uid, unsigned long *gid)
+void nb_isolation_ids(const struct nb_conf *c, uint32_t slot, unsigned long *uid,
+                      unsigned long *gid)
 {
     char *end;
     if (nb_isolation_per_slot(c)) {
@@ -82,7 +83,8 @@ void nb_isolation_path(const struct nb_conf *c, const char *file, uint32_t slot,
 }
 
 /* Does [lo, lo + n) meet a range of /etc/subuid or /etc/subgid (name:start:count)? */
-static int subid_overlap(const char *path, unsigned long lo, unsigned long n, char *who, size_t wholen)
+static int subid_overlap(const char *path, unsigned long lo, unsigned long n, char *who,
+                         size_t wholen)
 {
     FILE *f = fopen(path, "re");
     char line[512];
@@ -132,7 +134,8 @@ static int check_uid_range(const struct nb_conf *c, uint32_t nslots, char *err, 
         setgrent();
         while ((gr = getgrent()) != NULL) {
             if (gr->gr_gid >= lo && gr->gr_gid <= hi) {
-                snprintf(who, sizeof(who), "group %s (gid %lu)", gr->gr_name, (unsigned long)gr->gr_gid);
+                snprintf(who, sizeof(who), "group %s (gid %lu)", gr->gr_name,
+                         (unsigned long)gr->gr_gid);
                 break;
             }
         }
@@ -299,7 +302,8 @@ static int load_seccomp(struct nb_app *a, char *err, size_t errlen)
         return -1;
     }
     /* Docker would refuse every create with it: better to refuse to start */
-    if (nb_json_parse(text, len, 16, &v, msg, sizeof(msg)) != 0 || v == NULL || !YAJL_IS_OBJECT(v)) {
+    if (nb_json_parse(text, len, 16, &v, msg, sizeof(msg)) != 0 || v == NULL ||
+        !YAJL_IS_OBJECT(v)) {
         snprintf(err, errlen, "seccomp profile %s is not a JSON object: %s", path,
                  v == NULL ? msg : "wrong type");
         yajl_tree_free(v);

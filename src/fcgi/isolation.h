@@ -29,7 +29,8 @@
 int nb_isolation_prepare(struct nb_app *a, char *err, size_t errlen);
 
 /* uid and gid the sandbox in slot runs as. */
-void nb_isolation_ids(const struct nb_conf *c, uint32_t slot, unsigned long *uid, unsigned long *gid);
+void nb_isolation_ids(const struct nb_conf *c, uint32_t slot, unsigned long *uid,
+                      unsigned long *gid);
 
 /*
  * Host path of a file under the sandbox directory: the agent
