@@ -76,7 +76,7 @@ void nb_isolation_path(const struct nb_conf *c, const char *file, uint32_t slot,
 {
     char dir[PATH_MAX];
     sandbox_dir(c, dir, sizeof(dir));
-    if (!strcmp(file, "nanobox-init"))
+    if (!strcmp(file, "nanobox-init") || !strcmp(file, "hosts") || !strcmp(file, "resolv.conf"))
         snprintf(out, outlen, "%s/%s", dir, file);
     else
         snprintf(out, outlen, "%s/slots/%u/%s", dir, (unsigned)slot, file);
@@ -261,17 +261,39 @@ static int install_agent(const struct nb_conf *c, char *err, size_t errlen)
     return rc;
 }
 
+/* The slot's directory, made (with its parents) if missing. */
+static int slot_dir(const struct nb_conf *c, uint32_t slot, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    char *p;
+
+    nb_isolation_path(c, "", slot, path, sizeof(path));
+    path[strlen(path) - 1] = '\0';
+    if (mkdir(path, 0755) == 0 || errno == EEXIST)
+        return 0;
+    /* sandbox_dir/slots/<slot>: two levels up at most */
+    for (p = strchr(path + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "mkdir %s: %s", path, strerror(errno));
+            return -1;
+        }
+        *p = '/';
+    }
+    return make_dir(path, err, errlen);
+}
+
 static int write_slot_files(const struct nb_conf *c, uint32_t slot, char *err, size_t errlen)
 {
     char path[PATH_MAX], text[1024];
     unsigned long uid, gid;
     int n;
 
-    nb_isolation_ids(c, slot, &uid, &gid);
-    nb_isolation_path(c, "", slot, path, sizeof(path));
-    path[strlen(path) - 1] = '\0'; /* the slot's directory */
-    if (make_dir(path, err, errlen) != 0)
+    if (slot_dir(c, slot, err, errlen) != 0)
         return -1;
+    if (!nb_isolation_per_slot(c))
+        return 0; /* the image's passwd names sandbox_user */
+    nb_isolation_ids(c, slot, &uid, &gid);
     n = snprintf(text, sizeof(text),
                  "root:x:0:0:root:/root:/usr/sbin/nologin\n"
                  "%s:x:%lu:%lu:nanobox sandbox:%s:/bin/sh\n"
@@ -285,6 +307,39 @@ static int write_slot_files(const struct nb_conf *c, uint32_t slot, char *err, s
                  c->sandbox_user_name, gid);
     nb_isolation_path(c, "group", slot, path, sizeof(path));
     return write_file(path, text, (size_t)n, 0644, err, errlen);
+}
+
+int nb_isolation_set_hostname(const struct nb_conf *c, uint32_t slot, const char *hostname,
+                              char *err, size_t errlen)
+{
+    char path[PATH_MAX], text[128];
+    int n;
+
+    if (slot_dir(c, slot, err, errlen) != 0)
+        return -1;
+    n = snprintf(text, sizeof(text), "%s\n", hostname);
+    nb_isolation_path(c, "hostname", slot, path, sizeof(path));
+    return write_file(path, text, (size_t)n, 0644, err, errlen);
+}
+
+/*
+ * The hosts and resolv.conf of a sandbox without network. Docker's would
+ * be the host's resolv.conf (its name servers and search domains) from
+ * /var/lib/docker/containers/<id>/: neither says anything a sandbox
+ * without network can use.
+ */
+static int write_net_files(const struct nb_conf *c, char *err, size_t errlen)
+{
+    static const char hosts[] = "127.0.0.1\tlocalhost\n"
+                                "::1\tlocalhost ip6-localhost ip6-loopback\n";
+    static const char resolv[] = "# no network (NetworkMode none): no name server\n";
+    char path[PATH_MAX];
+
+    nb_isolation_path(c, "hosts", 0, path, sizeof(path));
+    if (write_file(path, hosts, sizeof(hosts) - 1, 0644, err, errlen) != 0)
+        return -1;
+    nb_isolation_path(c, "resolv.conf", 0, path, sizeof(path));
+    return write_file(path, resolv, sizeof(resolv) - 1, 0644, err, errlen);
 }
 
 static int load_seccomp(struct nb_app *a, char *err, size_t errlen)
@@ -332,17 +387,14 @@ int nb_isolation_prepare(struct nb_app *a, char *err, size_t errlen)
                 c->sandbox_user);
     }
     sandbox_dir(c, dir, sizeof(dir));
-    if (make_dir(dir, err, errlen) != 0 || install_agent(c, err, errlen) != 0)
+    if (make_dir(dir, err, errlen) != 0 || install_agent(c, err, errlen) != 0 ||
+        write_net_files(c, err, errlen) != 0)
         return -1;
-    if (nb_isolation_per_slot(c)) {
-        snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/slots");
-        if (make_dir(dir, err, errlen) != 0)
+    for (uint32_t i = 0; i < a->table.nslots; i++)
+        if (write_slot_files(c, i, err, errlen) != 0)
             return -1;
-        for (uint32_t i = 0; i < a->table.nslots; i++)
-            if (write_slot_files(c, i, err, errlen) != 0)
-                return -1;
+    if (nb_isolation_per_slot(c))
         nb_info("sandboxes run as uids %u-%lu, one per slot", c->sandbox_uid_base,
                 (unsigned long)c->sandbox_uid_base + a->table.nslots - 1);
-    }
     return load_seccomp(a, err, errlen);
 }

@@ -34,10 +34,19 @@ void nb_isolation_ids(const struct nb_conf *c, uint32_t slot, unsigned long *uid
 
 /*
  * Host path of a file under the sandbox directory: the agent
- * ("nanobox-init", slot ignored) or a slot's "passwd" / "group".
+ * ("nanobox-init"), "hosts" and "resolv.conf" of sandboxes without network
+ * (slot ignored), or a slot's "passwd", "group" or "hostname".
  */
 void nb_isolation_path(const struct nb_conf *c, const char *file, uint32_t slot, char *out,
                        size_t outlen);
+
+/*
+ * Write the slot's hostname file (its directory made if missing) for a
+ * sandbox without network, before its container is created. -1 with a
+ * message.
+ */
+int nb_isolation_set_hostname(const struct nb_conf *c, uint32_t slot, const char *hostname,
+                              char *err, size_t errlen);
 
 /* Does each slot have passwd and group files of its own (sandbox_uid_base set)? */
 int nb_isolation_per_slot(const struct nb_conf *c);

@@ -111,6 +111,12 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
         bind_ro(g, c, "passwd", slot, "/etc/passwd");
         bind_ro(g, c, "group", slot, "/etc/group");
     }
+    if (!s->network_bridge) {
+        /* instead of Docker's copies of the host's resolv.conf and hosts */
+        bind_ro(g, c, "hostname", slot, "/etc/hostname");
+        bind_ro(g, c, "hosts", slot, "/etc/hosts");
+        bind_ro(g, c, "resolv.conf", slot, "/etc/resolv.conf");
+    }
     yajl_gen_array_close(g);
     /*
      * A devpts of its own with a "max": ptys are counted host-wide
@@ -237,6 +243,17 @@ retry:
     }
 
     snprintf(name, sizeof(name), "nanobox-%s", id);
+    if (!spec->network_bridge) {
+        char host[16], err[256];
+        snprintf(host, sizeof(host), "%.8s", id); /* the container's Hostname */
+        if (nb_isolation_set_hostname(&a->conf, slot, host, err, sizeof(err)) != 0) {
+            nb_apierr_set(ae, 500, "internal", "could not prepare the sandbox: %s", err);
+            nb_table_lock(&a->table);
+            nb_table_free(&a->table, id, gen);
+            nb_table_unlock(&a->table);
+            return -1;
+        }
+    }
     json = container_config(a, spec, id, expires, slot);
     if (nb_docker_create(&a->docker, name, json, cid, &de) != 0) {
         if (de.kind == NB_DERR_HTTP && de.status == 404)

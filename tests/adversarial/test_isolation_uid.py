@@ -248,3 +248,9 @@ def test_mountinfo_shows_no_checkout_path(api):
     assert "/.nanobox/init" in text, text
     for path in {str(REPO), str(BUILD.resolve()), os.path.realpath(REPO)}:
         assert path not in text, f"{path} shows in a sandbox's mountinfo:\n{text}"
+    # a sandbox without network gets nanobox's hosts, hostname and
+    # resolv.conf, not Docker's copies of the host's
+    assert "/var/lib/docker/containers/" not in text, text
+    res = api.exec(sid, "cat /etc/hostname; hostname; grep -c nameserver /etc/resolv.conf; "
+                        "grep -c localhost /etc/hosts")
+    assert res["stdout"].split() == [sid[:8], sid[:8], "0", "2"], res

@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -295,14 +296,22 @@ static int setup_warm(void **state)
     return setup_n(state, 6, 2);
 }
 
+/* nftw callback: remove what the engine wrote under the fixture's dir. */
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
 static int teardown(void **state)
 {
     struct fixture *f = *state;
 
     alarm(0);
     nb_table_close(&f->app.table);
-    unlink(f->path);
-    rmdir(f->dir);
+    /* the state file, and the sandbox directory (isolation.c's files) */
+    nftw(f->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
     free(f);
     return 0;
 }
