@@ -342,6 +342,35 @@ static int write_net_files(const struct nb_conf *c, char *err, size_t errlen)
     return write_file(path, resolv, sizeof(resolv) - 1, 0644, err, errlen);
 }
 
+/* A number from /proc/sys, or def. */
+static unsigned long sysctl_ulong(const char *path, unsigned long def)
+{
+    FILE *f = fopen(path, "re");
+    unsigned long v = def;
+    if (f != NULL) {
+        if (fscanf(f, "%lu", &v) != 1)
+            v = def;
+        fclose(f);
+    }
+    return v;
+}
+
+/*
+ * Every devpts but the host's first shares kernel.pty.max minus
+ * kernel.pty.reserve: a full table of sandboxes each at its max could leave
+ * the last ones none. Worth a warning, not a refusal.
+ */
+static void check_ptys(const struct nb_conf *c, uint32_t nslots)
+{
+    unsigned long max = sysctl_ulong("/proc/sys/kernel/pty/max", 4096);
+    unsigned long reserve = sysctl_ulong("/proc/sys/kernel/pty/reserve", 1024);
+    unsigned long want = (unsigned long)nslots * c->sandbox_ptys;
+    if (max > reserve && want > max - reserve)
+        nb_warn("max_sandboxes x sandbox_ptys = %lu ptys, more than the %lu that containers "
+                "may hold (kernel.pty.max - kernel.pty.reserve): raise kernel.pty.max",
+                want, max - reserve);
+}
+
 static int load_seccomp(struct nb_app *a, char *err, size_t errlen)
 {
     char path[PATH_MAX], msg[256];
@@ -393,6 +422,7 @@ int nb_isolation_prepare(struct nb_app *a, char *err, size_t errlen)
     for (uint32_t i = 0; i < a->table.nslots; i++)
         if (write_slot_files(c, i, err, errlen) != 0)
             return -1;
+    check_ptys(c, a->table.nslots);
     if (nb_isolation_per_slot(c))
         nb_info("sandboxes run as uids %u-%lu, one per slot", c->sandbox_uid_base,
                 (unsigned long)c->sandbox_uid_base + a->table.nslots - 1);
