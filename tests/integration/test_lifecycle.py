@@ -266,7 +266,7 @@ def test_sandbox_removed_behind_the_service_answers_cleanly(api, stack):
     """A container removed with `docker rm -f` behind nanobox's back: exec
     answers a JSON error (no crash), DELETE frees the slot."""
     sid = api.create()
-    nbtest.run(["docker", "rm", "-f", f"nanobox-{sid}"])
+    nbtest.run(["docker", "rm", "-fv", f"nanobox-{sid}"])
     r = api.exec_raw(sid, "echo hi")
     assert r.status_code != 200, r.text
     assert_error(r, (404, 409, 410, 502, 503), ("not_found", "docker_error", "conflict", "gone", "not_running",
