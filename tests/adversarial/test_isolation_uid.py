@@ -82,6 +82,22 @@ while count < 100000:
     kept.append(fd); count += 1
 done()
 """,
+    "inotify_watch": r"""
+paths = []
+for root, dirs, files in os.walk("/usr"):
+    paths += [os.path.join(root, f).encode() for f in files]
+for _ in range(100):  # instances: the image's files, watched again by each
+    fd = libc.inotify_init1(0)
+    if fd < 0:
+        err = ctypes.get_errno(); break
+    for p in paths:
+        if libc.inotify_add_watch(fd, p, 0x2) < 0:  # IN_MODIFY
+            err = ctypes.get_errno(); break
+        count += 1
+    if err or count >= 1000000:
+        break
+done()
+""",
     "mqueue": r"""
 rt = ctypes.CDLL("librt.so.1", use_errno=True)
 rt.mq_open.restype = ctypes.c_int
@@ -127,6 +143,13 @@ import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 fd = libc.inotify_init1(0)
 print(0 if fd >= 0 else ctypes.get_errno())
+""",
+    "inotify_watch": r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(0)
+ok = fd >= 0 and libc.inotify_add_watch(fd, b"/", 0x2) >= 0
+print(0 if ok else ctypes.get_errno())
 """,
     "mqueue": r"""
 import ctypes, os
@@ -178,7 +201,7 @@ def pair(api):
     return api.create(ttl=600), api.create(ttl=600)
 
 
-@pytest.mark.parametrize("kind", ["inotify", "mqueue", "pty", "nofile"])
+@pytest.mark.parametrize("kind", ["inotify", "inotify_watch", "mqueue", "pty", "nofile"])
 def test_one_sandbox_exhausting_a_resource_leaves_others_theirs(api, pair, kind):
     hog, other = pair
     r = api.exec_raw(hog, "python3 -c \"$HOG\"", background=True,
