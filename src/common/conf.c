@@ -380,8 +380,10 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
     }
     /* uids below 65536 are where login and system users live */
     if (c->sandbox_uid_base != 0 &&
-        (c->sandbox_uid_base < 65536 || (uint64_t)c->sandbox_uid_base + c->max_sandboxes > 4000000000ULL)) {
-        snprintf(err, errlen, "sandbox_uid_base must be 0 (off) or from 65536, with room for max_sandboxes uids");
+        (c->sandbox_uid_base < 65536 ||
+         (uint64_t)c->sandbox_uid_base + c->max_sandboxes > 4000000000ULL)) {
+        snprintf(err, errlen,
+                 "sandbox_uid_base must be 0 (off), or from 65536 with room for max_sandboxes");
         return -1;
     }
     if (c->sandbox_ptys < 1 || c->sandbox_nofile < 64) {

@@ -16,7 +16,7 @@
 void nb_helper_path(const char *configured, const char *name, const char *fallback, char *out,
                     size_t outlen);
 
-/* The same for a data file (readable, not executable): the build tree's copy or the installed one. */
+/* The same for a data file (readable, not executable): the build tree's or the installed one. */
 void nb_helper_data_path(const char *configured, const char *name, const char *fallback, char *out,
                          size_t outlen);
 

@@ -120,13 +120,16 @@ static void test_sandbox_uids_are_a_range_above_login_uids(void **state)
     assert_string_equal(c.sandbox_user_name, "sandbox");
     assert_int_equal(c.sandbox_ptys, 8);
     assert_int_equal(c.sandbox_nofile, 4096);
-    assert_int_equal(load("sandbox_uid_base = 0\nsandbox_user = 1001:1001\n", &c, err, sizeof(err)), 0);
-    assert_int_equal(load("sandbox_uid_base = 300000\nmax_sandboxes = 10\n", &c, err, sizeof(err)), 0);
+    assert_int_equal(load("sandbox_uid_base = 0\nsandbox_user = 1001:1001\n", &c, err, sizeof(err)),
+                     0);
+    assert_int_equal(load("sandbox_uid_base = 300000\nmax_sandboxes = 10\n", &c, err, sizeof(err)),
+                     0);
     /* where login and system users live */
     assert_int_equal(load("sandbox_uid_base = 1000\n", &c, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "sandbox_uid_base"));
     /* no room for a uid per slot */
-    assert_int_equal(load("sandbox_uid_base = 3999999990\nmax_sandboxes = 20\n", &c, err, sizeof(err)), -1);
+    assert_int_equal(
+        load("sandbox_uid_base = 3999999990\nmax_sandboxes = 20\n", &c, err, sizeof(err)), -1);
     assert_int_equal(load("sandbox_ptys = 0\n", &c, err, sizeof(err)), -1);
     assert_int_equal(load("sandbox_nofile = 10\n", &c, err, sizeof(err)), -1);
     /* it becomes a line of /etc/passwd */
