@@ -50,6 +50,10 @@ void nb_conf_defaults(struct nb_conf *c)
     c->workspace_size = 256 * MiB;
     snprintf(c->workspace, sizeof(c->workspace), "/workspace");
     snprintf(c->sandbox_user, sizeof(c->sandbox_user), "1000:1000");
+    snprintf(c->sandbox_user_name, sizeof(c->sandbox_user_name), "sandbox");
+    c->sandbox_uid_base = 200000;
+    c->sandbox_ptys = 8;
+    c->sandbox_nofile = 4096;
     c->allow_bridge = 0;
     snprintf(c->bridge_network, sizeof(c->bridge_network), "nanobox");
     snprintf(c->bridge_interface, sizeof(c->bridge_interface), "nanobox0");
@@ -206,6 +210,12 @@ static const struct key keys[] = {
     {"workspace_size", K_SIZE, F(workspace_size), 1ULL << 40},
     {"workspace", K_STR, F(workspace), 0},
     {"sandbox_user", K_STR, F(sandbox_user), 0},
+    {"sandbox_user_name", K_STR, F(sandbox_user_name), 0},
+    {"sandbox_uid_base", K_UINT, F(sandbox_uid_base), 4000000000ULL},
+    {"sandbox_ptys", K_UINT, F(sandbox_ptys), 1024},
+    {"sandbox_nofile", K_UINT, F(sandbox_nofile), 1 << 20},
+    {"sandbox_dir", K_STR, F(sandbox_dir), 0},
+    {"seccomp_profile", K_STR, F(seccomp_profile), 0},
     {"allow_bridge", K_BOOL, F(allow_bridge), 0},
     {"bridge_network", K_STR, F(bridge_network), 0},
     {"bridge_interface", K_STR, F(bridge_interface), 0},
@@ -432,6 +442,26 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
             snprintf(err, errlen, "sandbox_user must be numeric uid:gid, like 1000:1000");
             return -1;
         }
+    }
+    /* uids below 65536 are where login and system users live */
+    if (c->sandbox_uid_base != 0 &&
+        (c->sandbox_uid_base < 65536 ||
+         (uint64_t)c->sandbox_uid_base + c->max_sandboxes > 4000000000ULL)) {
+        snprintf(err, errlen,
+                 "sandbox_uid_base must be 0 (off), or from 65536 with room for max_sandboxes");
+        return -1;
+    }
+    if (c->sandbox_ptys < 1 || c->sandbox_nofile < 64) {
+        snprintf(err, errlen, "sandbox_ptys must be >= 1 and sandbox_nofile >= 64");
+        return -1;
+    }
+    /* it becomes a line of the sandbox's /etc/passwd and /etc/group */
+    for (p = c->sandbox_user_name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+            break;
+    if (c->sandbox_user_name[0] == '\0' || c->sandbox_user_name[0] == '-' || *p) {
+        snprintf(err, errlen, "sandbox_user_name must be a user name of a-z, 0-9, _ and -");
+        return -1;
     }
     if (c->max_body < 1024 || c->max_json_depth < 2) {
         snprintf(err, errlen, "max_body must be >= 1k and max_json_depth >= 2");

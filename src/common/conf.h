@@ -48,7 +48,13 @@ struct nb_conf {
     uint64_t tmp_size;              /* tmpfs /tmp */
     uint64_t workspace_size;        /* tmpfs /workspace */
     char workspace[128];            /* path of the workspace inside the sandbox */
-    char sandbox_user[64];          /* uid:gid commands run as */
+    char sandbox_user[64];          /* uid:gid run as when sandbox_uid_base is 0 */
+    char sandbox_user_name[32];     /* name (and group name) id -un answers in a sandbox */
+    unsigned sandbox_uid_base;      /* slot i runs as uid/gid base + i; 0: all as sandbox_user */
+    unsigned sandbox_ptys;          /* ptys one sandbox may hold (its devpts "max") */
+    unsigned sandbox_nofile;        /* RLIMIT_NOFILE of every sandbox process */
+    char sandbox_dir[NB_CONF_STR];  /* files sandboxes bind-mount; empty: next to state_file */
+    char seccomp_profile[NB_CONF_STR]; /* empty: the installed nanobox-seccomp.json */
     char init_path[NB_CONF_STR];    /* nanobox-init; empty: next to nanobox-fcgi, else installed */
     int allow_bridge;               /* may a request ask for network "bridge"? */
     /* bridge sandboxes: nanobox's own Docker network and egress policy (network.c) */

@@ -160,7 +160,7 @@ static char *exec_config(const struct nb_conf *c, const char *const *argv, const
     nb_json_kv_bool(g, "AttachStdout", 1);
     nb_json_kv_bool(g, "AttachStderr", 1);
     nb_json_kv_bool(g, "Tty", 0);
-    nb_json_kv_str(g, "User", c->sandbox_user);
+    /* no "User": the container's own, the uid of its slot */
     nb_json_kv_str(g, "WorkingDir", cwd ? cwd : c->workspace);
     nb_json_cstr(g, "Cmd");
     yajl_gen_array_open(g);

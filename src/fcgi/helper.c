@@ -14,8 +14,8 @@
 
 #include "helper.h"
 
-void nb_helper_path(const char *configured, const char *name, const char *fallback, char *out,
-                    size_t outlen)
+static void helper_find(const char *configured, const char *name, const char *fallback, int mode,
+                        char *out, size_t outlen)
 {
     char self[PATH_MAX];
     ssize_t n;
@@ -30,9 +30,21 @@ void nb_helper_path(const char *configured, const char *name, const char *fallba
         slash = strrchr(self, '/');
         if (slash != NULL && (size_t)(slash - self) + 1 + strlen(name) < outlen) {
             snprintf(out, outlen, "%.*s/%s", (int)(slash - self), self, name);
-            if (access(out, X_OK) == 0)
+            if (access(out, mode) == 0)
                 return;
         }
     }
     snprintf(out, outlen, "%s", fallback);
+}
+
+void nb_helper_path(const char *configured, const char *name, const char *fallback, char *out,
+                    size_t outlen)
+{
+    helper_find(configured, name, fallback, X_OK, out, outlen);
+}
+
+void nb_helper_data_path(const char *configured, const char *name, const char *fallback, char *out,
+                         size_t outlen)
+{
+    helper_find(configured, name, fallback, R_OK, out, outlen);
 }

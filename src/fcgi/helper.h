@@ -1,7 +1,8 @@
 /*
  * helper.h - where nanobox-fcgi finds the helper programs it starts:
  * nanobox-fwd (one per open port) and nanobox-init (bind-mounted into
- * every sandbox as its PID 1).
+ * every sandbox as its PID 1), and the data files it reads (the seccomp
+ * profile of sandboxes).
  */
 #ifndef NB_HELPER_H
 #define NB_HELPER_H
@@ -14,5 +15,9 @@
  */
 void nb_helper_path(const char *configured, const char *name, const char *fallback, char *out,
                     size_t outlen);
+
+/* The same for a data file (readable, not executable): the build tree's or the installed one. */
+void nb_helper_data_path(const char *configured, const char *name, const char *fallback, char *out,
+                         size_t outlen);
 
 #endif

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "app.h"
+#include "isolation.h"
 #include "log.h"
 #include "pool.h"
 #include "warm.h"
@@ -176,6 +177,10 @@ int main(int argc, char **argv)
     }
     if (nb_table_open(&app.table, app.conf.state_file, app.conf.max_sandboxes, err, sizeof(err)) != 0) {
         nb_error("state table: %s", err);
+        return 1;
+    }
+    if (nb_isolation_prepare(&app, err, sizeof(err)) != 0) {
+        nb_error("%s", err);
         return 1;
     }
     app.warm = &nb_warm_source; /* creates take from the warm pool first */

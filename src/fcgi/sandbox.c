@@ -21,7 +21,7 @@
 #include <uuid/uuid.h>
 
 #include "clock.h"
-#include "helper.h"
+#include "isolation.h"
 #include "json.h"
 #include "log.h"
 #include "ports.h"
@@ -41,14 +41,6 @@ int nb_sandbox_id_valid(const char *id)
     return i == NB_ID_LEN;
 }
 
-/* uid and gid of "uid:gid" (gid defaults to uid). */
-static void user_ids(const char *user, unsigned long *uid, unsigned long *gid)
-{
-    char *end;
-    *uid = strtoul(user, &end, 10);
-    *gid = *end == ':' ? strtoul(end + 1, NULL, 10) : *uid;
-}
-
 /* Docker's default /dev/shm size, kept as the ceiling. */
 #define NB_SHM_SIZE (64ULL * 1024 * 1024)
 
@@ -59,15 +51,25 @@ static uint64_t tmpfs_cap(uint64_t size, uint64_t memory, unsigned share)
     return size < cap || cap == 0 ? size : cap;
 }
 
+/* "<host path of file>:<where>:ro", a read-only bind of isolation.c's file. */
+static void bind_ro(yajl_gen g, const struct nb_conf *c, const char *file, uint32_t slot,
+                    const char *where)
+{
+    char path[PATH_MAX], bind[PATH_MAX + 64];
+    nb_isolation_path(c, file, slot, path, sizeof(path));
+    snprintf(bind, sizeof(bind), "%s:%s:ro", path, where);
+    nb_json_cstr(g, bind);
+}
+
 static char *container_config(const struct nb_app *a, const struct nb_sandbox_spec *s,
                               const char *id, uint32_t slot, int64_t expires)
 {
     const struct nb_conf *c = &a->conf;
     yajl_gen g = nb_json_gen();
-    char tmp[PATH_MAX + 64], bin[PATH_MAX];
+    char tmp[PATH_MAX + 64];
     unsigned long uid, gid;
 
-    user_ids(c->sandbox_user, &uid, &gid);
+    nb_isolation_ids(c, slot, &uid, &gid);
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "Image", s->image);
     /* PID 1 is the agent, whatever the image would have run */
@@ -79,7 +81,8 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     yajl_gen_array_open(g);
     nb_json_cstr(g, "--");
     yajl_gen_array_close(g);
-    nb_json_kv_str(g, "User", c->sandbox_user);
+    snprintf(tmp, sizeof(tmp), "%lu:%lu", uid, gid);
+    nb_json_kv_str(g, "User", tmp);
     nb_json_kv_str(g, "WorkingDir", c->workspace);
     snprintf(tmp, sizeof(tmp), "%.8s", id);
     nb_json_kv_str(g, "Hostname", tmp);
@@ -102,9 +105,54 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     yajl_gen_map_open(g);
     nb_json_cstr(g, "Binds");
     yajl_gen_array_open(g);
-    nb_helper_path(c->init_path, "nanobox-init", NB_LIBEXECDIR "/nanobox-init", bin, sizeof(bin));
-    snprintf(tmp, sizeof(tmp), "%s:%s:ro", bin, NB_INIT_MOUNT);
-    nb_json_cstr(g, tmp);
+    bind_ro(g, c, "nanobox-init", slot, NB_INIT_MOUNT);
+    if (nb_isolation_per_slot(c)) {
+        /* the image's passwd cannot name the slot's uid: id -un, whoami, ~ */
+        bind_ro(g, c, "passwd", slot, "/etc/passwd");
+        bind_ro(g, c, "group", slot, "/etc/group");
+    }
+    if (!s->network_bridge) {
+        /* instead of Docker's copies of the host's resolv.conf and hosts */
+        bind_ro(g, c, "hostname", slot, "/etc/hostname");
+        bind_ro(g, c, "hosts", slot, "/etc/hosts");
+        bind_ro(g, c, "resolv.conf", slot, "/etc/resolv.conf");
+    }
+    yajl_gen_array_close(g);
+    /*
+     * A devpts of its own with a "max": ptys are counted host-wide
+     * (kernel.pty.nr), and Docker's /dev/pts has no bound. Docker mounts
+     * only bind, volume and tmpfs, so it is an anonymous volume of the
+     * local driver, removed with the container (DELETE ?v=1).
+     */
+    nb_json_cstr(g, "Mounts");
+    yajl_gen_array_open(g);
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "Type", "volume");
+    nb_json_kv_str(g, "Target", "/dev/pts");
+    nb_json_cstr(g, "VolumeOptions");
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "DriverConfig");
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "Name", "local");
+    nb_json_cstr(g, "Options");
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "type", "devpts");
+    nb_json_kv_str(g, "device", "devpts");
+    snprintf(tmp, sizeof(tmp), "newinstance,ptmxmode=0666,mode=0620,gid=5,max=%u", c->sandbox_ptys);
+    nb_json_kv_str(g, "o", tmp);
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    yajl_gen_array_close(g);
+    /* open files are per process: bound them, pids bounds the processes */
+    nb_json_cstr(g, "Ulimits");
+    yajl_gen_array_open(g);
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "Name", "nofile");
+    nb_json_kv_int(g, "Soft", c->sandbox_nofile);
+    nb_json_kv_int(g, "Hard", c->sandbox_nofile);
+    yajl_gen_map_close(g);
     yajl_gen_array_close(g);
     /* bridge: nanobox's own network, where network.c's rules hold (see network.h) */
     nb_json_kv_str(g, "NetworkMode", s->network_bridge ? c->bridge_network : "none");
@@ -119,6 +167,17 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_cstr(g, "SecurityOpt");
     yajl_gen_array_open(g);
     nb_json_cstr(g, "no-new-privileges");
+    if (a->seccomp != NULL) {
+        /* the Engine API takes the profile's JSON itself, not a path */
+        size_t n = strlen(a->seccomp);
+        char *opt = malloc(n + 9);
+        if (opt == NULL)
+            abort();
+        memcpy(opt, "seccomp=", 8);
+        memcpy(opt + 8, a->seccomp, n + 1);
+        nb_json_cstr(g, opt);
+        free(opt);
+    }
     yajl_gen_array_close(g);
     nb_json_kv_bool(g, "ReadonlyRootfs", 1);
     /*
@@ -184,7 +243,7 @@ retry:
     s = nb_table_reserve(&a->table, id, now, expires);
     if (s != NULL) {
         gen = s->generation;
-        slot = (uint32_t)(s - a->table.slots);
+        slot = (uint32_t)(s - a->table.slots); /* its uid's, for as long as it lives */
         s->memory = spec->memory;
         s->nano_cpus = spec->nano_cpus;
         s->pids = spec->pids;
@@ -211,6 +270,17 @@ retry:
     }
 
     snprintf(name, sizeof(name), "nanobox-%s", id);
+    if (!spec->network_bridge) {
+        char host[16], err[256];
+        snprintf(host, sizeof(host), "%.8s", id); /* the container's Hostname */
+        if (nb_isolation_set_hostname(&a->conf, slot, host, err, sizeof(err)) != 0) {
+            nb_apierr_set(ae, 500, "internal", "could not prepare the sandbox: %s", err);
+            nb_table_lock(&a->table);
+            nb_table_free(&a->table, id, gen);
+            nb_table_unlock(&a->table);
+            return -1;
+        }
+    }
     json = container_config(a, spec, id, slot, expires);
     if (nb_docker_create(&a->docker, name, json, cid, &de) != 0) {
         if (de.kind == NB_DERR_HTTP && de.status == 404)

@@ -11,9 +11,11 @@
 #
 #   --purge  also remove this instance's containers (label
 #            nanobox.instance=<instance from the config, "default">)
-#            with `docker rm -f`, then the bridge sandboxes' kernel rules
-#            and Docker network (bridge_interface, bridge_network).
-#            Without --purge they stay: kept sandboxes keep their rules.
+#            with `docker rm -fv` (-v: the anonymous volume of each
+#            sandbox's /dev/pts goes with it), then the bridge sandboxes'
+#            kernel rules and Docker network (bridge_interface,
+#            bridge_network). Without --purge they stay: kept sandboxes
+#            keep their rules.
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=common.sh
@@ -78,7 +80,7 @@ if [ "$purge" -eq 1 ]; then
         nb_log "purge: no containers with label nanobox.instance=$instance"
     else
         nb_log "purge: removing ${#containers[@]} container(s) with label nanobox.instance=$instance"
-        docker rm -f "${containers[@]}" >/dev/null || rc=1
+        docker rm -fv "${containers[@]}" >/dev/null || rc=1
     fi
     if [ "$rc" -eq 0 ]; then
         iface=$(nb_conf_get "$NB_CONF" bridge_interface nanobox0)

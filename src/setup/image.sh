@@ -85,8 +85,10 @@ started=$SECONDS
 debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror"
 nb_log "image: debootstrap done in $((SECONDS - started))s"
 
-# The user commands run as: uid/gid 1000, home = the workspace. Written by
-# hand rather than with useradd so nothing runs inside the rootfs.
+# The image's user: uid/gid 1000, home = the workspace. Sandboxes run as a
+# uid of their own per slot (sandbox_uid_base) under this user's name, from
+# a passwd nanobox mounts; 1000 is used as is only with sandbox_uid_base = 0.
+# Written by hand rather than with useradd so nothing runs inside the rootfs.
 nb_log "image: adding user sandbox (1000:1000, home /workspace)"
 if grep -q '^sandbox:' "$rootfs/etc/passwd" ||
     awk -F: '$3 == 1000 { found = 1 } END { exit !found }' "$rootfs/etc/passwd"; then

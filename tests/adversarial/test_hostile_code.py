@@ -482,15 +482,18 @@ def test_sigkill_to_pid1_from_inside_is_ignored(api, priv):
 
 def test_the_host_sees_no_capabilities_no_new_privs_and_seccomp(priv):
     sid, _ = priv
-    hc = docker_inspect(cname(sid))["HostConfig"]
+    info = docker_inspect(cname(sid))
+    hc = info["HostConfig"]
     assert hc["CapDrop"] == ["ALL"] and not hc.get("CapAdd") and hc["Privileged"] is False
     assert "no-new-privileges" in hc["SecurityOpt"] and hc["ReadonlyRootfs"] is True
+    assert any(o.startswith("seccomp=") for o in hc["SecurityOpt"]), "not nanobox's seccomp profile"
     status = dict(ln.split(":", 1) for ln in Path(f"/proc/{init_pid(sid)}/status").read_text().splitlines())
-    assert status["Uid"].split() == ["1000"] * 4, status["Uid"]
+    uid = info["Config"]["User"].split(":")[0]  # the slot's own, never root
+    assert int(uid) >= 200000 and status["Uid"].split() == [uid] * 4, status["Uid"]
     for cap in ("CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert int(status[cap], 16) == 0, (cap, status[cap])
     assert status["NoNewPrivs"].strip() == "1"
-    assert status["Seccomp"].strip() == "2"   # Docker's default filter
+    assert status["Seccomp"].strip() == "2"   # nanobox's filter
 
 
 def test_setuid_binaries_do_not_give_root(api, priv):
@@ -503,8 +506,9 @@ def test_setuid_binaries_do_not_give_root(api, priv):
                    timeout=30)
     lines = res["stdout"].split("\n")
     assert lines[0] in ("4755", "4711"), res
+    own = docker_inspect(cname(sid))["Config"]["User"].split(":")[0]
     uid = [ln.split()[1:] for ln in lines if ln.startswith("Uid:")]
-    assert uid and all(u == ["1000"] * 4 for u in uid), res
+    assert uid and all(u == [own] * 4 for u in uid), res
     cap = [int(ln.split()[1], 16) for ln in lines if ln.startswith("CapEff:")]
     assert cap and not any(cap), res
     assert "uid=0" not in res["output"], res

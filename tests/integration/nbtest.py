@@ -198,7 +198,7 @@ def docker_rm_instance(instance):
     ids = run(["docker", "ps", "-aq", "--filter", f"label=nanobox.instance={instance}"],
               check=False).stdout.split()
     if ids:
-        run(["docker", "rm", "-f", *ids], check=False, timeout=120)
+        run(["docker", "rm", "-fv", *ids], check=False, timeout=120)
     return len(ids)
 
 

@@ -34,7 +34,7 @@ def orphan_cleanup():
     names = []
     yield names
     for n in names:
-        run(["docker", "rm", "-f", n], check=False)
+        run(["docker", "rm", "-fv", n], check=False)
 
 
 def run_orphan(instance, sid=None, names=None):
@@ -188,7 +188,7 @@ def test_restart_frees_slot_whose_container_vanished(make_stack):
     # it lists containers in (state_since has a 1 s resolution)
     time.sleep(1.1)
     st.crash()
-    run(["docker", "rm", "-f", f"nanobox-{sid}"])
+    run(["docker", "rm", "-fv", f"nanobox-{sid}"])
     st.start_fcgi()
     st.wait_healthy()
     wait_until(lambda: api.get(sid).status_code == 404, 15, 0.25, what="the vanished sandbox to be 404")

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from nbtest import MAX_OUTPUT, assert_error, docker_exists, docker_top, parse_json, wait_until
+from nbtest import (MAX_OUTPUT, assert_error, docker_exists, docker_inspect, docker_top, parse_json,
+                    wait_until)
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +45,12 @@ def test_exec_separates_stdout_and_stderr_and_keeps_arrival_order(api, shared_si
     assert res["output"] == "a\nb\nc\nd\n"
 
 
-def test_exec_runs_as_uid_1000_in_workspace(api, shared_sid):
-    res = api.exec(shared_sid, "id -u; id -g; pwd")
-    assert res["stdout"].split() == ["1000", "1000", "/workspace"], res
+def test_exec_runs_as_the_sandboxs_own_uid_in_workspace(api, shared_sid):
+    # each sandbox has a uid and gid of its own (sandbox_uid_base + slot)
+    uid, gid = docker_inspect(f"nanobox-{shared_sid}")["Config"]["User"].split(":")
+    assert int(uid) >= 200000 and gid == uid, (uid, gid)
+    res = api.exec(shared_sid, "id -u; id -g; id -un; echo $HOME; pwd")
+    assert res["stdout"].split() == [uid, gid, "sandbox", "/workspace", "/workspace"], res
 
 
 def test_exec_runs_the_command_through_sh_c(api, shared_sid):

@@ -8,7 +8,7 @@ import urllib.parse
 
 import pytest
 
-from nbtest import assert_error, parse_json
+from nbtest import assert_error, docker_inspect, parse_json
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,8 @@ def test_5_mib_binary_round_trips_byte_exact(api, sid, path):
     assert info["path"] == path and info["size"] == len(blob) and info["type"] == "file"
     # the sandbox itself sees the same bytes (tmpfs: docker cp could not)
     res = api.exec(sid, f"sha256sum {path} | cut -d' ' -f1; stat -c %u {path}")
-    assert res["stdout"].split() == [hashlib.sha256(blob).hexdigest(), "1000"]
+    uid = docker_inspect(f"nanobox-{sid}")["Config"]["User"].split(":")[0]
+    assert res["stdout"].split() == [hashlib.sha256(blob).hexdigest(), uid]
     r = get(api, sid, path)
     assert r.status_code == 200
     assert r.headers["Content-Type"] == "application/octet-stream"

@@ -75,7 +75,8 @@ def test_container_is_hardened(api, stack):
     assert "/tmp" in tmpfs and "/workspace" in tmpfs, tmpfs
     assert "size=" in tmpfs["/tmp"] and "size=" in tmpfs["/workspace"], f"tmpfs not size-capped: {tmpfs}"
     assert hc["NetworkMode"] == "none"
-    assert cfg["User"] == "1000:1000"
+    uid, gid = cfg["User"].split(":")  # the slot's own: sandbox_uid_base + slot
+    assert int(uid) >= 200000 and gid == uid, cfg["User"]
     labels = cfg["Labels"]
     assert labels["nanobox.instance"] == stack.instance
     assert labels["nanobox.sandbox"] == sid
@@ -123,8 +124,8 @@ def test_create_accepts_memory_in_bytes(api):
 
 def test_create_env_is_visible_to_commands(api):
     sid = api.create(env={"FOO": "bar baz", "EMPTY": ""})
-    res = api.exec(sid, 'printf "%s|%s|%s" "$FOO" "${EMPTY-unset}" "$(id -u)"')
-    assert res["stdout"] == "bar baz||1000", res
+    res = api.exec(sid, 'printf "%s|%s|%s" "$FOO" "${EMPTY-unset}" "$(id -un)"')
+    assert res["stdout"] == "bar baz||sandbox", res
 
 
 def test_create_stores_metadata(api):
@@ -265,7 +266,7 @@ def test_sandbox_removed_behind_the_service_answers_cleanly(api, stack):
     """A container removed with `docker rm -f` behind nanobox's back: exec
     answers a JSON error (no crash), DELETE frees the slot."""
     sid = api.create()
-    nbtest.run(["docker", "rm", "-f", f"nanobox-{sid}"])
+    nbtest.run(["docker", "rm", "-fv", f"nanobox-{sid}"])
     r = api.exec_raw(sid, "echo hi")
     assert r.status_code != 200, r.text
     assert_error(r, (404, 409, 410, 502, 503), ("not_found", "docker_error", "conflict", "gone", "not_running",

@@ -2,6 +2,9 @@
 out to plain creates with the same labels and limits as a cold create, and
 never leaked across restarts."""
 
+import json
+import re
+
 import pytest
 
 from nbtest import docker_inspect, docker_ps, parse_json, wait_until
@@ -35,10 +38,15 @@ def pool_stack(make_stack):
 
 
 def limits(info):
+    """The container's limits, with what is the slot's own (its uid, the
+    directory of its passwd and group) written the same for every slot."""
     hc = info["HostConfig"]
     keys = ("Memory", "MemorySwap", "NanoCpus", "PidsLimit", "CapDrop", "SecurityOpt",
-            "ReadonlyRootfs", "NetworkMode", "Tmpfs", "Binds")
-    return {k: hc[k] for k in keys}
+            "ReadonlyRootfs", "NetworkMode", "Tmpfs", "Binds", "Mounts", "Ulimits")
+    text = json.dumps({k: hc.get(k) for k in keys})
+    uid = info["Config"]["User"].split(":")[0]
+    text = re.sub(r"/slots/[0-9]+/", "/slots/N/", text.replace(f"={uid}", "=UID"))
+    return json.loads(text)
 
 
 def test_warm_sandboxes_are_not_listed(pool_stack):
@@ -72,7 +80,8 @@ def test_warm_hand_out_has_the_labels_and_limits_of_a_cold_create(pool_stack):
     lw, lc = limits(wi), limits(ci)
     assert lc.pop("PidsLimit") == 64 and lw.pop("PidsLimit") == 128
     assert lw == lc
-    assert wi["Config"]["User"] == ci["Config"]["User"]
+    # each has its slot's own uid, warm or cold
+    assert wi["Config"]["User"] != ci["Config"]["User"]
 
 
 def test_destroying_a_warm_sandbox_removes_its_container(pool_stack):

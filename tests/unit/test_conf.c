@@ -111,6 +111,34 @@ static void test_bad_values_are_refused(void **state)
     assert_int_equal(load("memory = 1m\n", &c, err, sizeof(err)), -1);
 }
 
+static void test_sandbox_uids_are_a_range_above_login_uids(void **state)
+{
+    struct nb_conf c;
+    char err[512];
+    (void)state;
+    nb_conf_defaults(&c);
+    assert_int_equal(c.sandbox_uid_base, 200000);
+    assert_string_equal(c.sandbox_user_name, "sandbox");
+    assert_int_equal(c.sandbox_ptys, 8);
+    assert_int_equal(c.sandbox_nofile, 4096);
+    assert_int_equal(load("sandbox_uid_base = 0\nsandbox_user = 1001:1001\n", &c, err, sizeof(err)),
+                     0);
+    assert_int_equal(load("sandbox_uid_base = 300000\nmax_sandboxes = 10\n", &c, err, sizeof(err)),
+                     0);
+    /* where login and system users live */
+    assert_int_equal(load("sandbox_uid_base = 1000\n", &c, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "sandbox_uid_base"));
+    /* no room for a uid per slot */
+    assert_int_equal(
+        load("sandbox_uid_base = 3999999990\nmax_sandboxes = 20\n", &c, err, sizeof(err)), -1);
+    assert_int_equal(load("sandbox_ptys = 0\n", &c, err, sizeof(err)), -1);
+    assert_int_equal(load("sandbox_nofile = 10\n", &c, err, sizeof(err)), -1);
+    /* it becomes a line of /etc/passwd */
+    assert_int_equal(load("sandbox_user_name = a:b\n", &c, err, sizeof(err)), -1);
+    assert_int_equal(load("sandbox_user_name = \n", &c, err, sizeof(err)), -1);
+    assert_int_equal(load("sandbox_user_name = dev-1\n", &c, err, sizeof(err)), 0);
+}
+
 static void test_sizes_parse_with_suffixes_and_refuse_overflow(void **state)
 {
     uint64_t v;
@@ -218,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_values_of_every_type_are_read),
         cmocka_unit_test(test_unknown_key_names_file_and_line),
         cmocka_unit_test(test_bad_values_are_refused),
+        cmocka_unit_test(test_sandbox_uids_are_a_range_above_login_uids),
         cmocka_unit_test(test_sizes_parse_with_suffixes_and_refuse_overflow),
         cmocka_unit_test(test_missing_file_is_reported),
         cmocka_unit_test(test_egress_rules_parse_one_way),

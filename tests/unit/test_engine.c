@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -41,6 +42,7 @@ struct fake_ctr {
     char id[65];
     char name[80];      /* nanobox-<sandbox id> */
     char sandbox[64];   /* label nanobox.sandbox */
+    char user[32];      /* Config.User as created */
     int running;
     int used;
 };
@@ -133,6 +135,11 @@ static int fake_create(struct nb_docker *d, const char *name, const char *config
     assert_null(fake_find(name)); /* Docker refuses a second container of one name */
     assert_int_equal(strncmp(name, "nanobox-", 8), 0);
     c = fake_add(name + 8, 0);
+    {
+        const char *u = strstr(config_json, "\"User\":\"");
+        if (u != NULL)
+            snprintf(c->user, sizeof(c->user), "%.*s", (int)strcspn(u + 8, "\""), u + 8);
+    }
     snprintf(cid, 65, "%s", c->id);
     fake.creates++;
     return 0;
@@ -289,14 +296,22 @@ static int setup_warm(void **state)
     return setup_n(state, 6, 2);
 }
 
+/* nftw callback: remove what the engine wrote under the fixture's dir. */
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
 static int teardown(void **state)
 {
     struct fixture *f = *state;
 
     alarm(0);
     nb_table_close(&f->app.table);
-    unlink(f->path);
-    rmdir(f->dir);
+    /* the state file, and the sandbox directory (isolation.c's files) */
+    nftw(f->dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
     free(f);
     return 0;
 }
@@ -900,6 +915,47 @@ static void test_warm_refill_replaces_sandboxes_of_an_old_default_image(void **s
     nb_table_unlock(&f->app.table);
 }
 
+/* The uid a slot's container runs as, "uid:gid", from the fake's record. */
+static const char *user_of(struct nb_app *a, const char *id)
+{
+    struct nb_slot s = slot_of(a, id);
+    struct fake_ctr *c = fake_find(s.container_id);
+    assert_non_null(c);
+    return c->user;
+}
+
+static void test_each_slot_runs_as_its_own_uid_warm_or_cold(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot a, b;
+    char want[32];
+    uint32_t ia, ib;
+
+    nb_warm_refill(&f->app); /* warm ones take slots 0 and 1 */
+    a = make_running(&f->app);
+    b = make_running(&f->app);
+    nb_table_lock(&f->app.table);
+    ia = (uint32_t)(nb_table_find(&f->app.table, a.id) - f->app.table.slots);
+    ib = (uint32_t)(nb_table_find(&f->app.table, b.id) - f->app.table.slots);
+    nb_table_unlock(&f->app.table);
+    assert_true(ia != ib);
+    snprintf(want, sizeof(want), "%u:%u", 200000 + ia, 200000 + ia);
+    assert_string_equal(user_of(&f->app, a.id), want);
+    snprintf(want, sizeof(want), "%u:%u", 200000 + ib, 200000 + ib);
+    assert_string_equal(user_of(&f->app, b.id), want);
+    nb_table_lock(&f->app.table);
+    for (uint32_t i = 0; i < f->app.table.nslots; i++) {
+        struct nb_slot *s = &f->app.table.slots[i];
+        if (s->state != NB_SLOT_POOLED)
+            continue;
+        nb_table_unlock(&f->app.table);
+        snprintf(want, sizeof(want), "%u:%u", 200000 + i, 200000 + i);
+        assert_string_equal(user_of(&f->app, s->id), want);
+        nb_table_lock(&f->app.table);
+    }
+    nb_table_unlock(&f->app.table);
+}
+
 static void test_create_with_the_defaults_takes_a_warm_sandbox(void **state)
 {
     struct fixture *f = *state;
@@ -1004,6 +1060,7 @@ int main(void)
         W(test_warm_refill_keeps_the_last_free_slots_for_users),
         W(test_warm_refill_removes_one_surplus_per_pass),
         W(test_warm_refill_replaces_sandboxes_of_an_old_default_image),
+        W(test_each_slot_runs_as_its_own_uid_warm_or_cold),
         W(test_create_with_the_defaults_takes_a_warm_sandbox),
         W(test_create_asking_for_more_than_the_defaults_is_served_cold),
         W(test_warm_sandbox_that_does_not_answer_is_destroyed_and_served_cold),
