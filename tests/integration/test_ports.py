@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
+import nbtest
 from nbtest import (PORTS_CONF, PORTS_DOMAIN, assert_error, free_port_in, parse_json,
                     pid_alive, proc_cmdline, random_uuid, tcp_listener_pids, tcp_port_free,
                     tcp_refused, wait_until)
@@ -756,12 +757,13 @@ def test_more_than_max_ports_is_429(port_stack):
 
 
 def test_exhausted_host_port_range_is_503(port_stack):
-    # two adjacent free ports, outside the main stack's range
-    for low in range(26000, 26990, 2):
+    # two adjacent free ports, outside the main stack's range (this process's own)
+    first, last = nbtest.SCRATCH_PORTS
+    for low in range(first, last, 2):
         if all(tcp_port_free(p) and tcp_port_free(p, "0.0.0.0") for p in (low, low + 1)):
             break
     else:
-        pytest.fail("no two adjacent free ports in 26000-26999")
+        pytest.fail(f"no two adjacent free ports in {first}-{last}")
     st = port_stack("ports-range", port_range=f"{low}-{low + 1}")
     api = st.api
     sid = api.create(network="none", ttl=SANDBOX_TTL)
