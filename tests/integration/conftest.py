@@ -143,6 +143,9 @@ def _watch_main_stack(request):
         msgs.append(f"worker(s)/reaper {sorted(gone)} of the main stack died during this test")
     if reports:
         msgs.append("sanitizer reports:\n" + "\n".join(reports[:20]))
+    # The next test, whichever it is, starts on a stack whose containers are
+    # its listed sandboxes (see Stack.settle).
+    st.settle()
     if msgs:
         pytest.fail("\n".join(msgs) + f"\n--- log tail ---\n{nbtest.tail(st.log_path, 40)}")
 

@@ -944,6 +944,32 @@ http {{
         except OSError:
             return 0
 
+    def settle(self, timeout=30):
+        """Wait until every container with this stack's label is a sandbox
+        the service lists, i.e. none is still going away after its answer
+        (POST /run's sandbox, an expired one the reaper has not removed yet).
+        In a parallel run a worker's tests follow one another in any order,
+        and a test that compares the stack's containers before and after
+        must not see the previous test's go. What is still there after
+        timeout is noted, not failed: leaks are for the leak tests."""
+        if not self.proc or self.proc.poll() is not None:
+            return []
+
+        def stray():
+            listed = {self.container(sid) for sid in self.api.list_ids()}
+            return [c for c in docker_ps(self.instance) if c not in listed]
+
+        try:
+            wait_until(lambda: not stray(), timeout, 0.1,
+                       what=f"the containers of stack {self.name} to be its listed sandboxes")
+            return []
+        except AssertionError:
+            left = stray()
+            self.notes.append(f"containers not listed after {timeout}s: {left}")
+            return left
+        except (requests.RequestException, OSError, subprocess.SubprocessError):
+            return []
+
     def live_containers(self):
         return docker_ps(self.instance, all=True)
 
