@@ -31,8 +31,9 @@ NB_PACKAGES=(
     # run
     docker.io nginx spawn-fcgi debootstrap iproute2 procps
     busybox-static curl ca-certificates
-    # integration tests (nodejs + npm: the MCP SDK client of test_mcp.py)
-    python3-pytest python3-requests valgrind nodejs npm
+    # integration tests (pytest-xdist runs them in parallel; nodejs + npm:
+    # the MCP SDK client of test_mcp.py)
+    python3-pytest python3-pytest-xdist python3-requests valgrind nodejs npm
     # the fuzz harness of nanobox-init's request parser (libFuzzer)
     clang libclang-rt-14-dev
 )
