@@ -213,11 +213,12 @@ def free_port():
     that a port is not handed out twice before its first taker binds it."""
     global _next_listen
     low, high = LISTEN_PORTS
-    for _ in range(high - low + 1):
-        p = low + _next_listen % (high - low + 1)
-        _next_listen += 1
-        if tcp_port_free(p) and tcp_port_free(p, "0.0.0.0"):
-            return p
+    for reuse in (False, True):       # not even in TIME_WAIT, if there is one
+        for _ in range(high - low + 1):
+            p = low + _next_listen % (high - low + 1)
+            _next_listen += 1
+            if tcp_port_free(p, reuse=reuse) and tcp_port_free(p, "0.0.0.0", reuse):
+                return p
     raise AssertionError(f"no free port in this process's band {low}-{high}")
 
 
@@ -556,10 +557,13 @@ def tcp_refused(port, host="127.0.0.1", timeout=2.0):
         return True
 
 
-def tcp_port_free(port, host="127.0.0.1"):
-    """Can a new listener bind host:port right now?"""
+def tcp_port_free(port, host="127.0.0.1", reuse=True):
+    """Can a new listener bind host:port right now? With reuse (as the
+    forwarder and nginx bind), a port whose old connections linger in
+    TIME_WAIT counts as free; without it (as a test's plain bind), not."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
             s.listen(1)
@@ -569,12 +573,15 @@ def tcp_port_free(port, host="127.0.0.1"):
 
 
 def free_port_in(low, high, host="127.0.0.1", avoid=()):
-    """A port in [low, high] nothing listens on, picked at random."""
-    ports = list(range(low, high + 1))
+    """A port in [low, high] nothing listens on, picked at random; one with
+    no connection left in TIME_WAIT either when there is one, so that any
+    caller can bind it (a band of 50 ports is reused within a minute)."""
+    ports = [p for p in range(low, high + 1) if p not in avoid]
     random.shuffle(ports)
-    for p in ports:
-        if p not in avoid and tcp_port_free(p, host) and tcp_port_free(p, "0.0.0.0"):
-            return p
+    for reuse in (False, True):
+        for p in ports:
+            if tcp_port_free(p, host, reuse) and tcp_port_free(p, "0.0.0.0", reuse):
+                return p
     raise AssertionError(f"no free port in {low}-{high}")
 
 
