@@ -14,7 +14,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$ROOT/build}
 work=$(mktemp -d /tmp/nanobox-valgrind-XXXXXX)
 chmod 755 "$work" # nginx workers (www-data) must reach the socket
-port=$((20000 + RANDOM % 10000))
+# below the port bands of the integration suite (22000-26799, nbtest.py),
+# which may run beside this
+port=$((20000 + RANDOM % 2000))
 instance=valgrind-$(basename "$work")
 fcgi_pid='' nginx_pid=''
 

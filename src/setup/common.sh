@@ -33,8 +33,9 @@ NB_PACKAGES=(
     # bridge sandboxes: nanobox-fcgi writes its kernel rules with these
     iptables
     busybox-static curl ca-certificates
-    # integration tests (nodejs + npm: the MCP SDK client of test_mcp.py)
-    python3-pytest python3-requests valgrind nodejs npm
+    # integration tests (pytest-xdist runs them in parallel; nodejs + npm:
+    # the MCP SDK client of test_mcp.py)
+    python3-pytest python3-pytest-xdist python3-requests valgrind nodejs npm
     # the fuzz harness of nanobox-init's request parser (libFuzzer)
     clang libclang-rt-14-dev
 )

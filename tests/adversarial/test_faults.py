@@ -29,6 +29,7 @@ import pytest
 import requests
 
 import load
+import nbtest
 from nbtest import (in_thread, assert_error, docker_inspect, docker_ps, docker_top, parse_json, pid_alive,
                     proc_cmdline, tcp_listener_pids, tcp_port_free, tcp_refused, wait_until)
 
@@ -550,11 +551,12 @@ def test_cold_create_on_a_full_table_evicts_a_warm_sandbox(make_stack):
 
 
 def test_exhausted_port_range_answers_503_and_leaks_nothing(make_stack):
-    for low in range(26000, 26990, 2):
+    first, last = nbtest.SCRATCH_PORTS       # this process's own: see nbtest's port bands
+    for low in range(first, last, 2):
         if all(tcp_port_free(p) and tcp_port_free(p, "0.0.0.0") for p in (low, low + 1)):
             break
     else:
-        pytest.fail("no two adjacent free ports in 26000-26999")
+        pytest.fail(f"no two adjacent free ports in {first}-{last}")
     st = make_stack("port-range", port_range=f"{low}-{low + 1}")
     api = st.api
     a, b = api.create(), api.create()

@@ -15,6 +15,16 @@ removes every container labelled with the stack's instance and kills any
 port forwarder left with a socket in its ports_dir, whatever the outcome;
 tests that care about leaks assert before that (test_ports.py does).
 
+Parallel runs (pytest-xdist, `tests/run.sh` uses -n 3): every worker
+process has its own session stack, so a test using these fixtures is
+parallel-safe as written as long as what it counts is its own: containers
+by its stack's instance label (docker_ps(stack.instance)), forwarders by its
+stack's ports_dir (stack.fwd_pids()), processes by the pids its stack
+started, TCP ports from nbtest's port bands (free_port(), HOST_PORTS,
+SCRATCH_PORTS). A test that needs the machine to itself (a wall-clock
+bound that other workers' load would break) says so with
+@pytest.mark.serial: run.sh runs those after the parallel pass, alone.
+
 Environment: NANOBOX_BUILD (dir with nanobox-fcgi; default <repo>/build),
 NANOBOX_TEST_IMAGE (default nanobox:latest), NANOBOX_TEST_KEEP=1 keeps the
 temp dirs (config, logs, state file) for a post-mortem.
@@ -28,6 +38,12 @@ import nbtest
 from nbtest import Api, Stack
 
 _STACKS = []
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "serial: needs the machine to itself (a wall-clock bound that parallel tests' "
+        "load would break); tests/run.sh runs these after the parallel pass, one at a time")
 
 
 def pytest_sessionstart(session):
@@ -127,6 +143,9 @@ def _watch_main_stack(request):
         msgs.append(f"worker(s)/reaper {sorted(gone)} of the main stack died during this test")
     if reports:
         msgs.append("sanitizer reports:\n" + "\n".join(reports[:20]))
+    # The next test, whichever it is, starts on a stack whose containers are
+    # its listed sandboxes (see Stack.settle).
+    st.settle()
     if msgs:
         pytest.fail("\n".join(msgs) + f"\n--- log tail ---\n{nbtest.tail(st.log_path, 40)}")
 

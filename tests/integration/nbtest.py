@@ -8,8 +8,16 @@ service creates carries the label nanobox.instance=<random instance>, which is
 how teardown finds (and force-removes) whatever is left behind.
 
 Only loopback and the project's own sandboxes are ever contacted.
+
+Parallel runs (pytest-xdist workers, the adversarial suite beside the
+integration one, a second checkout's suite) share one machine: each test
+process claims a band of TCP ports of its own (see "port bands" below), so a
+stack's nginx port, its host port_range and the ranges tests pick ports
+from never overlap another process's. Everything else a test sees is
+already its own: a temp dir, an instance label, the pids it started.
 """
 
+import fcntl
 import json as jsonlib
 import os
 import random
@@ -65,12 +73,56 @@ MAX_OUTPUT = 65536
 MAX_BODY = 65536
 MAX_COMMAND = 16384
 
-# Ephemeral ports (test_ports.py). Host ports are allocated from a range of
-# their own below Linux's ephemeral range (32768-60999), so that outgoing
-# connections of the machine cannot hold one; listeners bind loopback only,
-# and answers name 127.0.0.1 as the host.
+# ------------------------------------------------------------- port bands
+#
+# Every TCP port a test process listens on, or configures a stack to listen
+# on, comes from a band that process holds alone: band k (0 <= k < BANDS) is
+#   LISTEN_BASE + k*BAND ..  +BAND-1   free_port(): nginx's port, dead URLs
+#   HOST_BASE   + k*BAND ..  +BAND-1   the stacks' port_range (PORTS_CONF)
+#   SCRATCH_BASE + k*SCRATCH .. +SCRATCH-1   ranges a test configures itself
+# all below Linux's ephemeral range (32768-60999), so that no outgoing
+# connection of the machine can hold one. A process holds band k by an
+# exclusive flock on <tmp>/nanobox-test-band-<k>.lock, taken at import and
+# dropped by the kernel when the process ends however it ends: no stale
+# claims, and any number of pytest processes (xdist workers, two suites, two
+# checkouts) get disjoint ports without being told about each other.
+BAND = 50
+BANDS = 40
+SCRATCH = 20
+LISTEN_BASE = 22000
+HOST_BASE = 24000
+SCRATCH_BASE = 26000
+
+
+def _claim_band():
+    """(k, fd): the first band no other process holds, its lock kept open.
+    When all are held (more than BANDS test processes), wait for one."""
+    lockdir = tempfile.gettempdir()
+    for k in range(BANDS):
+        fd = os.open(os.path.join(lockdir, f"nanobox-test-band-{k}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return k, fd
+        except BlockingIOError:
+            os.close(fd)
+    k = os.getpid() % BANDS
+    fd = os.open(os.path.join(lockdir, f"nanobox-test-band-{k}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return k, fd
+
+
+BAND_INDEX, _BAND_FD = _claim_band()
+LISTEN_PORTS = (LISTEN_BASE + BAND_INDEX * BAND, LISTEN_BASE + BAND_INDEX * BAND + BAND - 1)
+HOST_PORTS = (HOST_BASE + BAND_INDEX * BAND, HOST_BASE + BAND_INDEX * BAND + BAND - 1)
+# For a test that configures a port_range of its own (the exhausted-range
+# tests): outside every stack's port_range, and this process's alone.
+SCRATCH_PORTS = (SCRATCH_BASE + BAND_INDEX * SCRATCH, SCRATCH_BASE + BAND_INDEX * SCRATCH + SCRATCH - 1)
+
+# Ephemeral ports (test_ports.py). Host ports are allocated from this
+# process's band (above); listeners bind loopback only, and answers name
+# 127.0.0.1 as the host.
 PORTS_CONF = {
-    "port_range": "24000-24999",
+    "port_range": f"{HOST_PORTS[0]}-{HOST_PORTS[1]}",
     "port_bind": "127.0.0.1",
     "public_host": "127.0.0.1",
     "max_port_duration": "3600",
@@ -130,6 +182,19 @@ def node_package(pkg_dir, name, skip_without_node=False):
         (pytest.skip if skip_without_node else pytest.fail)(
             "node and npm are needed (tests/run.sh installs them: apt install nodejs npm)")
     pkg = Path(pkg_dir) / "node_modules" / name / "package.json"
+    # Parallel workers share pkg_dir: one installs, the others wait for it.
+    lockname = "nanobox-test-npm" + str(Path(pkg_dir).resolve()).replace("/", "-") + ".lock"
+    with open(Path(tempfile.gettempdir()) / lockname, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _npm_install(pkg_dir, pkg, npm)
+    version = jsonlib.loads(pkg.read_text())["version"]
+    pinned = jsonlib.loads((Path(pkg_dir) / "package.json").read_text())["dependencies"][name]
+    assert version == pinned, f"node_modules has {name} {version}, package.json pins {pinned}: rm -rf node_modules"
+    return node
+
+
+def _npm_install(pkg_dir, pkg, npm):
+    import pytest
     if not pkg.exists():
         cmd = [npm, "ci", "--no-audit", "--no-fund"] if (Path(pkg_dir) / "package-lock.json").exists() \
             else [npm, "install", "--no-audit", "--no-fund"]
@@ -137,16 +202,24 @@ def node_package(pkg_dir, name, skip_without_node=False):
         if r.returncode != 0:
             pytest.fail(f"{' '.join(cmd)} in {pkg_dir} failed ({r.returncode}):\n{r.stdout[-2000:]}\n"
                         f"{r.stderr[-4000:]}")
-    version = jsonlib.loads(pkg.read_text())["version"]
-    pinned = jsonlib.loads((Path(pkg_dir) / "package.json").read_text())["dependencies"][name]
-    assert version == pinned, f"node_modules has {name} {version}, package.json pins {pinned}: rm -rf node_modules"
-    return node
+
+
+_next_listen = 0
 
 
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port of this process's LISTEN_PORTS band that nothing listens on
+    (for nginx, or a URL where nothing may answer). Handed out in turn, so
+    that a port is not handed out twice before its first taker binds it."""
+    global _next_listen
+    low, high = LISTEN_PORTS
+    for reuse in (False, True):       # not even in TIME_WAIT, if there is one
+        for _ in range(high - low + 1):
+            p = low + _next_listen % (high - low + 1)
+            _next_listen += 1
+            if tcp_port_free(p, reuse=reuse) and tcp_port_free(p, "0.0.0.0", reuse):
+                return p
+    raise AssertionError(f"no free port in this process's band {low}-{high}")
 
 
 def run(cmd, check=True, timeout=60):
@@ -484,10 +557,13 @@ def tcp_refused(port, host="127.0.0.1", timeout=2.0):
         return True
 
 
-def tcp_port_free(port, host="127.0.0.1"):
-    """Can a new listener bind host:port right now?"""
+def tcp_port_free(port, host="127.0.0.1", reuse=True):
+    """Can a new listener bind host:port right now? With reuse (as the
+    forwarder and nginx bind), a port whose old connections linger in
+    TIME_WAIT counts as free; without it (as a test's plain bind), not."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
             s.listen(1)
@@ -497,12 +573,15 @@ def tcp_port_free(port, host="127.0.0.1"):
 
 
 def free_port_in(low, high, host="127.0.0.1", avoid=()):
-    """A port in [low, high] nothing listens on, picked at random."""
-    ports = list(range(low, high + 1))
+    """A port in [low, high] nothing listens on, picked at random; one with
+    no connection left in TIME_WAIT either when there is one, so that any
+    caller can bind it (a band of 50 ports is reused within a minute)."""
+    ports = [p for p in range(low, high + 1) if p not in avoid]
     random.shuffle(ports)
-    for p in ports:
-        if p not in avoid and tcp_port_free(p, host) and tcp_port_free(p, "0.0.0.0"):
-            return p
+    for reuse in (False, True):
+        for p in ports:
+            if tcp_port_free(p, host, reuse) and tcp_port_free(p, "0.0.0.0", reuse):
+                return p
     raise AssertionError(f"no free port in {low}-{high}")
 
 
@@ -871,6 +950,32 @@ http {{
             return os.path.getsize(self.log_path)
         except OSError:
             return 0
+
+    def settle(self, timeout=30):
+        """Wait until every container with this stack's label is a sandbox
+        the service lists, i.e. none is still going away after its answer
+        (POST /run's sandbox, an expired one the reaper has not removed yet).
+        In a parallel run a worker's tests follow one another in any order,
+        and a test that compares the stack's containers before and after
+        must not see the previous test's go. What is still there after
+        timeout is noted, not failed: leaks are for the leak tests."""
+        if not self.proc or self.proc.poll() is not None:
+            return []
+
+        def stray():
+            listed = {self.container(sid) for sid in self.api.list_ids()}
+            return [c for c in docker_ps(self.instance) if c not in listed]
+
+        try:
+            wait_until(lambda: not stray(), timeout, 0.1,
+                       what=f"the containers of stack {self.name} to be its listed sandboxes")
+            return []
+        except AssertionError:
+            left = stray()
+            self.notes.append(f"containers not listed after {timeout}s: {left}")
+            return left
+        except (requests.RequestException, OSError, subprocess.SubprocessError):
+            return []
 
     def live_containers(self):
         return docker_ps(self.instance, all=True)

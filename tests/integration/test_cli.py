@@ -322,7 +322,7 @@ def test_port_open_ls_close(cli, api, stack):
 
 def test_port_open_json_and_hostport(cli, api):
     sid = api.create(ttl=3600)      # longer than the port's default 600 s: not capped
-    port = nbtest.free_port_in(24000, 24999)
+    port = nbtest.free_port_in(*nbtest.HOST_PORTS)
     body = json.loads(cli.ok("--json", "port", "open", sid, "8001", "--hostport", port).stdout)
     assert body["sandboxport"] == 8001 and body["duration"] == 600 and body["hostport"] == port
     assert json.loads(cli.ok("--json", "port", "close", sid, "8001").stdout)["closed"] is True

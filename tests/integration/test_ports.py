@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
+import nbtest
 from nbtest import (PORTS_CONF, PORTS_DOMAIN, assert_error, free_port_in, parse_json,
                     pid_alive, proc_cmdline, random_uuid, tcp_listener_pids, tcp_port_free,
                     tcp_refused, wait_until)
@@ -346,12 +347,18 @@ def test_answer_duration_is_the_one_asked_across_a_second_boundary(papi):
     request that straddles a second boundary gets the duration it asked
     for, not one less."""
     sid = papi.create(network="none", ttl=SANDBOX_TTL)
+    # The service reads time(), which is the kernel's coarse clock: it lags
+    # time.time() by up to a tick, so a request sent just after the second
+    # ticked (a sleep overshooting under load) could be stamped with the
+    # second before `before`. Bracket it with the same clock.
+    def now():
+        return int(time.clock_gettime(getattr(time, "CLOCK_REALTIME_COARSE", 5)))  # 5: Linux's
     for i in range(4):
         # start each request a few ms before the wall clock ticks
         time.sleep((0.995 - time.time() % 1.0) % 1.0)
-        before = int(time.time())
+        before = now()
         p = papi.open_port(sid, 8000 + i, 600)
-        after = int(time.time())
+        after = now()
         assert p["duration"] == 600, (i, before, after, p)
         assert p["expires_at"] - 600 in range(before, after + 1), (i, before, after, p)
 
@@ -756,12 +763,13 @@ def test_more_than_max_ports_is_429(port_stack):
 
 
 def test_exhausted_host_port_range_is_503(port_stack):
-    # two adjacent free ports, outside the main stack's range
-    for low in range(26000, 26990, 2):
+    # two adjacent free ports, outside the main stack's range (this process's own)
+    first, last = nbtest.SCRATCH_PORTS
+    for low in range(first, last, 2):
         if all(tcp_port_free(p) and tcp_port_free(p, "0.0.0.0") for p in (low, low + 1)):
             break
     else:
-        pytest.fail("no two adjacent free ports in 26000-26999")
+        pytest.fail(f"no two adjacent free ports in {first}-{last}")
     st = port_stack("ports-range", port_range=f"{low}-{low + 1}")
     api = st.api
     sid = api.create(network="none", ttl=SANDBOX_TTL)
