@@ -587,6 +587,20 @@ def free_port_in(low, high, host="127.0.0.1", avoid=()):
 
 # ------------------------------------------------------------------- stack
 
+_stacks_made = 0
+
+
+def stack_uid_base():
+    """A uid range of its own for each stack this process starts: stacks
+    that run at once (xdist workers, a test's extra stack beside the main
+    one) must not share the sandboxes' uids, or the kernel's per-user limits
+    (inotify, mqueues, processes) would be shared between tests as between
+    tenants. 4096 uids a stack, 256 stacks a band, above any login uid."""
+    global _stacks_made
+    _stacks_made += 1
+    return 1_000_000 + (BAND_INDEX * 256 + _stacks_made % 256) * 4096
+
+
 class Stack:
     """nanobox-fcgi + nginx on a temp dir, with its own instance label."""
 
@@ -620,6 +634,7 @@ class Stack:
             "listen": self.sock,
             "state_file": self.state,
             "api_key": self.api_key,
+            "sandbox_uid_base": str(stack_uid_base()),
             **BASE_CONF,
         }
         if ports_keys_known():
