@@ -35,6 +35,7 @@
 #include "procstat.h"
 
 #define FWD_READY_TIMEOUT_MS 5000
+#define FWD_EXIT_WAIT_MS 1000 /* a refusing forwarder exits within this */
 #define FWD_STOP_WAIT_MS 1000
 #define PORT_ALLOC_TRIES 16
 
@@ -105,6 +106,30 @@ static ssize_t read_line(int fd, char *buf, size_t len, int timeout_ms)
 }
 
 enum spawn_result { SPAWN_OK = 0, SPAWN_IN_USE = 1, SPAWN_FAILED = -1 };
+
+/*
+ * A forwarder that refused to start (its port in use, a bad argument)
+ * exits by itself right after it says so; wait for that, so that the
+ * answer, a 409 say, is only sent once the loser is gone and the caller
+ * finds exactly the forwarders that serve. It is not our child (the
+ * double fork), so "gone" means no process or a zombie: its sockets are
+ * closed either way. Bounded: a forwarder that lingers is logged, not
+ * waited for.
+ */
+static void fwd_wait_gone(pid_t pid)
+{
+    int64_t until = nb_clock_mono_ms() + FWD_EXIT_WAIT_MS;
+    struct nb_procstat st;
+
+    while (nb_procstat_read(pid, &st) == 0 && st.state != 'Z' && st.state != 'X') {
+        if (nb_clock_mono_ms() >= until) {
+            nb_warn("forwarder %d still running %d ms after it refused to start", (int)pid,
+                    FWD_EXIT_WAIT_MS);
+            return;
+        }
+        usleep(2000);
+    }
+}
 
 /*
  * Start a forwarder for sandboxport on hostport. On SPAWN_OK *pid and
@@ -206,6 +231,8 @@ static enum spawn_result fwd_spawn(const struct nb_conf *c, const char *id, pid_
     }
     if (fwd > 0 && line[0] == '\0')
         kill(fwd, SIGKILL); /* never answered: do not leave it half-started */
+    if (fwd > 0)
+        fwd_wait_gone(fwd);
     {
         char *nl = strchr(line, '\n');
         if (nl)
