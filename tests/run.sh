@@ -111,15 +111,17 @@ setup_machine
 log "phase setup took $((SECONDS - t0)) s"
 
 # --- build
+# Warnings are errors here (--enable-werror): the tree builds clean with
+# WARN_CFLAGS (configure.ac), and a test run is where a new one must stop.
 if [ "$sanitizers" = 1 ]; then
     builddir=$ROOT/build-san
-    configure_args=(--enable-sanitizers)
+    configure_args=(--enable-sanitizers --enable-werror)
     # Leaks at exit of forked children are noise; any real error aborts.
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 else
     builddir=$ROOT/build
-    configure_args=()
+    configure_args=(--enable-werror)
 fi
 export NANOBOX_BUILD=$builddir
 
@@ -207,6 +209,13 @@ integration_tests() {
     return "$rc"
 }
 
+# --- the habits made mechanical: layout (.clang-format), shellcheck, and
+# the fcgi layering rules on the objects just built (tests/arch)
+lint() {
+    tests/lint.sh || { log "lint FAILED (tests/lint.sh says what)"; return 1; }
+    "$py" tests/arch/check_layers.py "$builddir" || { log "layering check FAILED"; return 1; }
+}
+
 unit_tests() {
     log "make check in $builddir"
     if ! make -C "$builddir" -j"$(nproc)" check; then
@@ -289,6 +298,7 @@ unit=0 integration=0
 [ -z "${NANOBOX_SKIP_INTEGRATION:-}" ] && integration=1
 
 if [ "$unit" = 1 ]; then
+    timed lint lint || status=1
     timed unit unit_tests || status=1
     [ "$sanitizers" = 0 ] && in_background fuzz fuzz
 fi

@@ -48,7 +48,7 @@ int args_parse(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
         const char *a = argv[i], *val;
         size_t k;
 
-        if (!options || a[0] != '-' || a[1] == '\0') {      /* "-" is stdin: positional */
+        if (!options || a[0] != '-' || a[1] == '\0') { /* "-" is stdin: positional */
             if (pos->stop_after >= 0 && pos->n >= pos->stop_after)
                 options = 0;
             pos->v[pos->n++] = argv[i];
@@ -106,8 +106,8 @@ int args_long(const struct cli_cmd *cmd, const char *what, const char *s, long m
     return 0;
 }
 
-int args_double(const struct cli_cmd *cmd, const char *what, const char *s, double min,
-                double max, double *out)
+int args_double(const struct cli_cmd *cmd, const char *what, const char *s, double min, double max,
+                double *out)
 {
     char *end;
     double v;
@@ -143,7 +143,7 @@ void args_kv_map(yajl_gen g, const char *key, const struct args_list *l)
         const char *eq = strchr(l->v[i], '=');
         size_t klen = (size_t)(eq - l->v[i]);
         size_t j;
-        for (j = i + 1; j < l->n; j++)        /* a later K=V for the same K wins */
+        for (j = i + 1; j < l->n; j++) /* a later K=V for the same K wins */
             if (!strncmp(l->v[j], l->v[i], klen + 1))
                 break;
         if (j < l->n)

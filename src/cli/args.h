@@ -30,11 +30,11 @@ struct args_opt {
 };
 
 struct args_pos {
-    char **v;          /* the positional arguments, in order */
+    char **v; /* the positional arguments, in order */
     int n;
-    int stop_after;    /* once this many are in, the next one (or "--") ends
+    int stop_after; /* once this many are in, the next one (or "--") ends
                         * option parsing: exec's command. -1: never */
-    int dashdash;      /* out: how many were in when "--" ended the options,
+    int dashdash;   /* out: how many were in when "--" ended the options,
                         * or -1 if no "--" did */
 };
 
@@ -52,8 +52,8 @@ int args_parse(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
 /* Number checks for option values: 0, or -1 after a usage error. */
 int args_long(const struct cli_cmd *cmd, const char *what, const char *s, long min, long max,
               long *out);
-int args_double(const struct cli_cmd *cmd, const char *what, const char *s, double min,
-                double max, double *out);
+int args_double(const struct cli_cmd *cmd, const char *what, const char *s, double min, double max,
+                double *out);
 /* "KEY=VALUE" with a non-empty KEY: 0, or -1 after a usage error. */
 int args_kv(const struct cli_cmd *cmd, const char *what, const char *s);
 

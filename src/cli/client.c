@@ -32,10 +32,10 @@ struct transfer {
     struct client *c;
     const struct client_req *req;
     struct client_answer *a;
-    int mode_known;        /* streamed or not has been decided */
-    struct nb_buf line;    /* a streamed answer's incomplete last line */
-    int overflow;          /* the answer passed max_answer */
-    int aborted;           /* on_event asked to stop */
+    int mode_known;     /* streamed or not has been decided */
+    struct nb_buf line; /* a streamed answer's incomplete last line */
+    int overflow;       /* the answer passed max_answer */
+    int aborted;        /* on_event asked to stop */
 };
 
 void client_init(struct client *c)
@@ -78,8 +78,7 @@ static int cli_conf_kv(void *ctx, const char *key, const char *value, char *msg,
         }
         p->c->max_answer = (size_t)sz;
     } else {
-        snprintf(msg, msglen, "unknown key \"%s\" (cli.conf knows url, api_key, max_answer)",
-                 key);
+        snprintf(msg, msglen, "unknown key \"%s\" (cli.conf knows url, api_key, max_answer)", key);
         return -1;
     }
     return 0;
@@ -161,8 +160,7 @@ static int client_open(struct client *c)
         }
     }
 
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
-        (c->curl = curl_easy_init()) == NULL) {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || (c->curl = curl_easy_init()) == NULL) {
         fprintf(stderr, "nanobox: cannot initialise libcurl\n");
         return CLI_FAIL;
     }
@@ -200,10 +198,12 @@ static int feed_line(struct transfer *t, const char *line, size_t len)
         char *copy = nb_xmalloc(len + 1);
         memcpy(copy, line, len);
         copy[len] = '\0';
-        if (nb_json_parse(copy, len, ANSWER_MAX_DEPTH, &ev, err, sizeof(err)) != 0 ||
-            ev == NULL || !YAJL_IS_OBJECT(ev)) {
-            fprintf(stderr, "nanobox: the server's stream has a line that is not a JSON object "
-                            "(%s)\n", ev == NULL ? err : "not an object");
+        if (nb_json_parse(copy, len, ANSWER_MAX_DEPTH, &ev, err, sizeof(err)) != 0 || ev == NULL ||
+            !YAJL_IS_OBJECT(ev)) {
+            fprintf(stderr,
+                    "nanobox: the server's stream has a line that is not a JSON object "
+                    "(%s)\n",
+                    ev == NULL ? err : "not an object");
             yajl_tree_free(ev);
             free(copy);
             return -1;
@@ -254,19 +254,23 @@ static int report_transport(struct client *c, CURLcode rc, const char *detail, l
     const char *what = detail[0] != '\0' ? detail : curl_easy_strerror(rc);
     switch (rc) {
     case CURLE_COULDNT_CONNECT:
-        fprintf(stderr, "nanobox: cannot reach nanobox at %s: %s — is it running? "
-                        "(src/setup/up.sh)\n", c->url, what);
+        fprintf(stderr,
+                "nanobox: cannot reach nanobox at %s: %s — is it running? "
+                "(src/setup/up.sh)\n",
+                c->url, what);
         break;
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_URL_MALFORMAT:
     case CURLE_UNSUPPORTED_PROTOCOL:
-        fprintf(stderr, "nanobox: cannot reach nanobox at %s: %s — check the URL "
-                        "(it came from %s)\n", c->url, what, c->url_from);
+        fprintf(stderr,
+                "nanobox: cannot reach nanobox at %s: %s — check the URL "
+                "(it came from %s)\n",
+                c->url, what, c->url_from);
         break;
     case CURLE_OPERATION_TIMEDOUT:
         if (timeout > 0)
-            fprintf(stderr, "nanobox: no answer from nanobox at %s within %ld s (%s)\n",
-                    c->url, timeout, what);
+            fprintf(stderr, "nanobox: no answer from nanobox at %s within %ld s (%s)\n", c->url,
+                    timeout, what);
         else
             fprintf(stderr, "nanobox: cannot reach nanobox at %s: %s\n", c->url, what);
         break;
@@ -331,17 +335,19 @@ int client_call(struct client *c, const struct client_req *req, struct client_an
 
     if (rc == CURLE_OK && a->streamed && t.line.len > 0 &&
         feed_line(&t, t.line.data, t.line.len) != 0) {
-        a->status = 0;                   /* the last line had no newline */
+        a->status = 0; /* the last line had no newline */
         goto out;
     }
     if (rc != CURLE_OK) {
         /* an answer that began and broke off is still not an answer */
         a->status = 0;
         if (t.aborted)
-            goto out;                    /* on_event said why */
+            goto out; /* on_event said why */
         if (rc == CURLE_WRITE_ERROR && t.overflow) {
-            fprintf(stderr, "nanobox: the answer from %s is larger than max_answer (%zu bytes; "
-                            "raise it in %s)\n", c->url, c->max_answer, c->conf_path);
+            fprintf(stderr,
+                    "nanobox: the answer from %s is larger than max_answer (%zu bytes; "
+                    "raise it in %s)\n",
+                    c->url, c->max_answer, c->conf_path);
             goto out;
         }
         report_transport(c, rc, errbuf, req->timeout);
@@ -358,8 +364,9 @@ int client_call(struct client *c, const struct client_req *req, struct client_an
         goto out;
     }
     if (!a->streamed && a->body.len > 0 && a->json == NULL && !req->raw_answer) {
-        fprintf(stderr, "nanobox: unexpected answer from %s: HTTP %ld with a body that is not "
-                        "JSON — is this a nanobox server? (the URL came from %s)\n",
+        fprintf(stderr,
+                "nanobox: unexpected answer from %s: HTTP %ld with a body that is not "
+                "JSON — is this a nanobox server? (the URL came from %s)\n",
                 c->url, a->status, c->url_from);
         goto out;
     }
@@ -394,9 +401,10 @@ void client_error_text(const struct client *c, const struct client_answer *a, ch
                  code != NULL ? nb_json_string(code) : "no code", a->status);
     else
         /* nginx's own pages, a proxy, another service on that port */
-        snprintf(out, outlen, "unexpected answer from %s: HTTP %ld, not a nanobox error "
-                              "(is the URL right? it came from %s)", c->url, a->status,
-                 c->url_from);
+        snprintf(out, outlen,
+                 "unexpected answer from %s: HTTP %ld, not a nanobox error "
+                 "(is the URL right? it came from %s)",
+                 c->url, a->status, c->url_from);
 }
 
 int client_report(struct client *c, const struct client_answer *a)
@@ -409,8 +417,10 @@ int client_report(struct client *c, const struct client_answer *a)
     fprintf(stderr, "nanobox: %s\n", text);
     if (a->status == 401) {
         if (c->api_key[0] == '\0')
-            fprintf(stderr, "nanobox: no API key was sent: give --key, set NANOBOX_API_KEY, or "
-                            "put api_key in %s\n", c->conf_path);
+            fprintf(stderr,
+                    "nanobox: no API key was sent: give --key, set NANOBOX_API_KEY, or "
+                    "put api_key in %s\n",
+                    c->conf_path);
         else
             fprintf(stderr, "nanobox: the API key came from %s\n", c->key_from);
     }

@@ -25,17 +25,17 @@
 #define CLIENT_CALL_TIMEOUT 180L                /* seconds for calls other than exec/run */
 
 struct client {
-    const char *flag_url;   /* --url, or NULL */
-    const char *flag_key;   /* --key, or NULL */
-    int json;               /* --json: print the server's JSON as it came */
+    const char *flag_url; /* --url, or NULL */
+    const char *flag_key; /* --key, or NULL */
+    int json;             /* --json: print the server's JSON as it came */
 
     /* resolved on the first call (client_open) */
-    char url[1024];         /* base URL, no trailing slash */
-    const char *url_from;   /* where url came from, for messages */
-    char api_key[256];      /* empty: send no key */
+    char url[1024];       /* base URL, no trailing slash */
+    const char *url_from; /* where url came from, for messages */
+    char api_key[256];    /* empty: send no key */
     const char *key_from;
-    char conf_path[1024];   /* the user's cli.conf */
-    size_t max_answer;      /* cap on one answer's bytes */
+    char conf_path[1024]; /* the user's cli.conf */
+    size_t max_answer;    /* cap on one answer's bytes */
     CURL *curl;
 };
 
@@ -45,22 +45,22 @@ typedef int (*client_event_fn)(void *ctx, yajl_val ev, const char *line, size_t 
 
 struct client_req {
     const char *method;
-    const char *path;          /* after the base URL, query string included */
-    const char *body;          /* JSON text, or NULL */
-    size_t body_len;           /* bytes of body; 0: strlen(body) */
-    const char *content_type;  /* of body; NULL: application/json */
-    int raw_answer;            /* a 2xx body need not be JSON (file bytes) */
-    long timeout;              /* seconds for the whole call; 0: no limit */
-    int keep_errors;           /* an HTTP error is the caller's to report */
-    client_event_fn on_event;  /* NULL: a streamed answer is not expected */
+    const char *path;         /* after the base URL, query string included */
+    const char *body;         /* JSON text, or NULL */
+    size_t body_len;          /* bytes of body; 0: strlen(body) */
+    const char *content_type; /* of body; NULL: application/json */
+    int raw_answer;           /* a 2xx body need not be JSON (file bytes) */
+    long timeout;             /* seconds for the whole call; 0: no limit */
+    int keep_errors;          /* an HTTP error is the caller's to report */
+    client_event_fn on_event; /* NULL: a streamed answer is not expected */
     void *ctx;
 };
 
 struct client_answer {
-    long status;               /* HTTP status; 0 when no answer came */
-    struct nb_buf body;        /* the body (empty when streamed) */
-    yajl_val json;             /* body parsed, or NULL (empty, or not JSON) */
-    int streamed;              /* the answer was NDJSON, fed to on_event */
+    long status;        /* HTTP status; 0 when no answer came */
+    struct nb_buf body; /* the body (empty when streamed) */
+    yajl_val json;      /* body parsed, or NULL (empty, or not JSON) */
+    int streamed;       /* the answer was NDJSON, fed to on_event */
 };
 
 void client_init(struct client *c);

@@ -38,17 +38,17 @@
 #include "url.h"
 
 #define RUN_MAX_CODE (16u * 1024u * 1024u) /* nginx's client_max_body_size */
-#define EXEC_HTTP_MARGIN 60L                /* seconds past the command's timeout */
+#define EXEC_HTTP_MARGIN 60L               /* seconds past the command's timeout */
 
 struct exec_outcome {
     struct client *c;
-    const char *what;      /* "command" or "program", for notes */
-    const char *timeout;   /* --timeout as given, or NULL */
+    const char *what;    /* "command" or "program", for notes */
+    const char *timeout; /* --timeout as given, or NULL */
     int have_exit;
     long long exit_code;
     int timed_out;
     int truncated;
-    int failed;            /* the stream carried an error event */
+    int failed; /* the stream carried an error event */
 };
 
 static void write_all(FILE *f, const char *s)
@@ -113,11 +113,13 @@ static int exec_finish(struct exec_outcome *o, const struct client_answer *a)
     if (o->timed_out) {
         if (!c->json) {
             if (o->timeout != NULL)
-                fprintf(stderr, "nanobox: the %s timed out after %s s and was killed\n",
-                        o->what, o->timeout);
+                fprintf(stderr, "nanobox: the %s timed out after %s s and was killed\n", o->what,
+                        o->timeout);
             else
-                fprintf(stderr, "nanobox: the %s timed out (the server's default timeout) and "
-                                "was killed; --timeout sets another\n", o->what);
+                fprintf(stderr,
+                        "nanobox: the %s timed out (the server's default timeout) and "
+                        "was killed; --timeout sets another\n",
+                        o->what);
         }
         return CLI_TIMED_OUT;
     }
@@ -335,8 +337,8 @@ int cmd_run(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     };
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
     struct exec_outcome o = {.c = c, .what = "program"};
-    struct client_req req = {.method = "POST", .path = "/run", .on_event = on_exec_event,
-                             .ctx = &o, .keep_errors = 1};
+    struct client_req req = {
+        .method = "POST", .path = "/run", .on_event = on_exec_event, .ctx = &o, .keep_errors = 1};
     struct client_answer a = {0};
     struct nb_buf code, input;
     char *body = NULL;

@@ -23,10 +23,10 @@
 #include "url.h"
 
 struct cp_plan {
-    int put;              /* 1: local -> sandbox, 0: sandbox -> local */
-    char id[37];          /* the sandbox (resolved once the API exists) */
-    const char *remote;   /* absolute path in the sandbox */
-    const char *local;    /* local path, "-" for stdin/stdout */
+    int put;            /* 1: local -> sandbox, 0: sandbox -> local */
+    char id[37];        /* the sandbox (resolved once the API exists) */
+    const char *remote; /* absolute path in the sandbox */
+    const char *local;  /* local path, "-" for stdin/stdout */
 };
 
 /* "ID:PATH" -> 1 with id/path split; 0 for a local path. */
@@ -36,7 +36,7 @@ static int split_remote(const char *arg, char id[37], const char **path)
     size_t n;
 
     if (colon == NULL || colon == arg || (slash != NULL && slash < colon))
-        return 0;                      /* "./a:b" and "/x:y" are local paths */
+        return 0; /* "./a:b" and "/x:y" are local paths */
     n = (size_t)(colon - arg);
     if (n > 36)
         return 0;
@@ -80,7 +80,8 @@ static void files_url(struct nb_buf *b, const struct cp_plan *p)
 static int cp_put(struct client *c, const struct cp_plan *p)
 {
     FILE *f = strcmp(p->local, "-") ? fopen(p->local, "re") : stdin;
-    struct client_req req = {.method = "PUT", .content_type = "application/octet-stream",
+    struct client_req req = {.method = "PUT",
+                             .content_type = "application/octet-stream",
                              .timeout = CLIENT_CALL_TIMEOUT};
     struct client_answer a = {0};
     struct nb_buf data, path;
@@ -150,7 +151,8 @@ static int cp_get(struct client *c, const struct cp_plan *p)
         goto out;
     if (is_listing(a.json)) {
         /* a directory answers its JSON listing, not bytes */
-        fprintf(stderr, "nanobox: %s:%s is a directory; cp copies single files\n", p->id, p->remote);
+        fprintf(stderr, "nanobox: %s:%s is a directory; cp copies single files\n", p->id,
+                p->remote);
         rc = CLI_FAIL;
         goto out;
     }
@@ -205,8 +207,7 @@ int cmd_cp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
             join_name(&joined, plan.remote, plan.local);
             plan.remote = joined.data;
         }
-    } else if (strcmp(plan.local, "-") != 0 && stat(plan.local, &st) == 0 &&
-               S_ISDIR(st.st_mode)) {
+    } else if (strcmp(plan.local, "-") != 0 && stat(plan.local, &st) == 0 && S_ISDIR(st.st_mode)) {
         last_name(plan.remote, &n);
         if (n > 0) {
             join_name(&joined, plan.local, plan.remote);

@@ -55,11 +55,12 @@ static int stdio_api_call(void *ctx, const char *method, const char *path, const
 
     client_call(c, &req, &a);
     if (a.status == 0) {
-        nb_buf_printf(answer, "error: no answer from the nanobox server at %s (the MCP "
-                              "server's log on stderr says why)", c->url);
+        nb_buf_printf(answer,
+                      "error: no answer from the nanobox server at %s (the MCP "
+                      "server's log on stderr says why)",
+                      c->url);
         rc = -1;
-    } else if (nb_buf_append(answer, a.body.data != NULL ? a.body.data : "", a.body.len) !=
-               NB_OK) {
+    } else if (nb_buf_append(answer, a.body.data != NULL ? a.body.data : "", a.body.len) != NB_OK) {
         nb_buf_reset(answer);
         nb_buf_printf(answer, "error: the nanobox server's answer is larger than %zu bytes",
                       answer->cap);
@@ -145,7 +146,7 @@ static int mcp_serve_stdio(struct mcp_session *s)
             if (nl == NULL)
                 break;
             if ((skipping ? serve_too_long(&reply) : serve_line(s, &line, &reply)) != 0) {
-                rc = CLI_FAIL;   /* stdout is gone: nobody to serve */
+                rc = CLI_FAIL; /* stdout is gone: nobody to serve */
                 goto out;
             }
             skipping = 0;
@@ -174,8 +175,8 @@ int cmd_mcp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
         rc = cli_usage_error(cmd, "mcp takes no arguments");
         goto out;
     }
-    c->json = 0;                /* stdout carries JSON-RPC and nothing else */
-    signal(SIGPIPE, SIG_IGN);   /* a client that left is seen as a write error */
+    c->json = 0;              /* stdout carries JSON-RPC and nothing else */
+    signal(SIGPIPE, SIG_IGN); /* a client that left is seen as a write error */
     if (isatty(STDIN_FILENO))
         fprintf(stderr, "nanobox mcp: serving MCP (JSON-RPC, one message per line) on "
                         "stdin/stdout; an MCP client normally starts this (docs/MCP.md)\n");

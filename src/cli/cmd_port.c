@@ -63,10 +63,9 @@ static int port_open(struct client *c, const struct cli_cmd *cmd, int argc, char
         goto out;
     }
     if (args_long(cmd, "SANDBOXPORT", pos.v[1], 1, 65535, &port) != 0 ||
-        (duration_s != NULL && args_long(cmd, "--duration", duration_s, 1, 1L << 30,
-                                         &duration) != 0) ||
-        (hostport_s != NULL && args_long(cmd, "--hostport", hostport_s, 1, 65535,
-                                         &hostport) != 0))
+        (duration_s != NULL &&
+         args_long(cmd, "--duration", duration_s, 1, 1L << 30, &duration) != 0) ||
+        (hostport_s != NULL && args_long(cmd, "--hostport", hostport_s, 1, 65535, &hostport) != 0))
         goto out;
     if ((rc = port_path(c, pos.v[0], "ephemeralport", &path, id)) != CLI_OK)
         goto out;

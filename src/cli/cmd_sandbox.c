@@ -88,8 +88,8 @@ int sandbox_resolve_id(struct client *c, const char *arg, char out[37])
     if (found == 0)
         fprintf(stderr, "nanobox: no live sandbox has an id starting with \"%s\"\n", arg);
     else
-        fprintf(stderr, "nanobox: \"%s\" is the start of %d sandboxes' ids: give more of it\n",
-                arg, found);
+        fprintf(stderr, "nanobox: \"%s\" is the start of %d sandboxes' ids: give more of it\n", arg,
+                found);
     return CLI_FAIL;
 }
 
@@ -110,10 +110,10 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
                *network = NULL;
     struct args_list env = {0}, meta = {0};
     const struct args_opt opts[] = {
-        {"--image", ARG_VALUE, &image},   {"--ttl", ARG_VALUE, &ttl_s},
+        {"--image", ARG_VALUE, &image},     {"--ttl", ARG_VALUE, &ttl_s},
         {"--memory", ARG_VALUE, &memory_s}, {"--cpus", ARG_VALUE, &cpus_s},
-        {"--pids", ARG_VALUE, &pids_s},   {"--network", ARG_VALUE, &network},
-        {"--env", ARG_LIST, &env},        {"--meta", ARG_LIST, &meta},
+        {"--pids", ARG_VALUE, &pids_s},     {"--network", ARG_VALUE, &network},
+        {"--env", ARG_LIST, &env},          {"--meta", ARG_LIST, &meta},
     };
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
     struct client_req req = {.method = "POST", .path = "/sandbox", .timeout = CLIENT_CALL_TIMEOUT};
@@ -137,10 +137,12 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
         (pids_s != NULL && args_long(cmd, "--pids", pids_s, 1, 1L << 30, &pids) != 0) ||
         (cpus_s != NULL && args_double(cmd, "--cpus", cpus_s, 0.001, 4096, &cpus) != 0))
         goto out;
-    if (memory_s != NULL && (nb_parse_size(memory_s, &memory) != 0 || memory == 0 ||
-                             memory > (uint64_t)INT64_MAX)) {
-        cli_usage_error(cmd, "--memory must be a size like 128m, 1g or a number of bytes, not "
-                        "\"%s\"", memory_s);
+    if (memory_s != NULL &&
+        (nb_parse_size(memory_s, &memory) != 0 || memory == 0 || memory > (uint64_t)INT64_MAX)) {
+        cli_usage_error(cmd,
+                        "--memory must be a size like 128m, 1g or a number of bytes, not "
+                        "\"%s\"",
+                        memory_s);
         goto out;
     }
     if (network != NULL && strcmp(network, "none") != 0 && strcmp(network, "bridge") != 0) {
@@ -227,8 +229,8 @@ int cmd_ls(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     req.path = path.data;
 
     if ((rc = client_call(c, &req, &a)) == CLI_OK) {
-        static const char *const headers[] = {"ID", "IMAGE", "EXPIRES IN", "MEMORY", "CPUS",
-                                              "METADATA"};
+        static const char *const headers[] = {"ID",     "IMAGE", "EXPIRES IN",
+                                              "MEMORY", "CPUS",  "METADATA"};
         yajl_val list = out_get(a.json, "sandboxes", yajl_t_array);
         struct out_table t;
 
@@ -239,8 +241,8 @@ int cmd_ls(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
         out_table_init(&t, 6, headers);
         for (size_t i = 0; list != NULL && i < list->u.array.len; i++) {
             yajl_val s = list->u.array.values[i];
-            char expires[32], mem[32], cpus[32], *md = out_metadata(out_get(s, "metadata",
-                                                                            yajl_t_object));
+            char expires[32], mem[32], cpus[32],
+                *md = out_metadata(out_get(s, "metadata", yajl_t_object));
             const char *row[6];
             out_duration(expires, sizeof(expires), out_int(s, "ttl_remaining", 0));
             out_size(mem, sizeof(mem), out_int(s, "memory", 0));
@@ -279,8 +281,9 @@ int cmd_info(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     if ((rc = args_parse(c, cmd, argc, argv, NULL, 0, &pos)) != ARGS_GO_ON)
         goto out;
     if (pos.n != 1) {
-        rc = cli_usage_error(cmd, pos.n == 0 ? "which sandbox? give its ID"
-                                             : "one ID at a time (got %d arguments)", pos.n);
+        rc = cli_usage_error(
+            cmd, pos.n == 0 ? "which sandbox? give its ID" : "one ID at a time (got %d arguments)",
+            pos.n);
         goto out;
     }
     if ((rc = sandbox_resolve_id(c, pos.v[0], id)) != CLI_OK)
@@ -342,8 +345,8 @@ int cmd_rm(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
         yajl_gen_array_open(failed);
     }
     for (int i = 0; i < pos.n; i++) {
-        struct client_req req = {.method = "DELETE", .timeout = CLIENT_CALL_TIMEOUT,
-                                 .keep_errors = 1};
+        struct client_req req = {
+            .method = "DELETE", .timeout = CLIENT_CALL_TIMEOUT, .keep_errors = 1};
         struct client_answer a = {0};
         struct nb_buf path = {0};
         char id[UUID_LEN + 1], text[1400];
@@ -367,15 +370,16 @@ int cmd_rm(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
                 printf("%s\n", id);
         } else {
             failures++;
-            if (a.status >= 300) {        /* an HTTP error: ours to report */
+            if (a.status >= 300) { /* an HTTP error: ours to report */
                 client_error_text(c, &a, text, sizeof(text));
                 fprintf(stderr, "nanobox: %s: %s\n", id, text);
             }
             if (failed != NULL) {
                 yajl_gen_map_open(failed);
                 nb_json_kv_str(failed, "sandboxId", id);
-                nb_json_kv_str(failed, "error", a.status >= 300 ? out_str(a.json, "error")
-                                                                : "no usable answer from the server");
+                nb_json_kv_str(failed, "error",
+                               a.status >= 300 ? out_str(a.json, "error")
+                                               : "no usable answer from the server");
                 nb_json_kv_str(failed, "code", out_str(a.json, "code"));
                 nb_json_kv_int(failed, "status", a.status);
                 yajl_gen_map_close(failed);
@@ -385,7 +389,7 @@ int cmd_rm(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
         nb_buf_free(&path);
         fflush(stdout);
         if (a.status == 0 && failures > 0)
-            break;                        /* the server is out of reach: so are the rest */
+            break; /* the server is out of reach: so are the rest */
     }
     if (c->json) {
         char *r, *f;

@@ -12,8 +12,8 @@
 #include "buf.h"
 
 #define NDJSON_OK 0
-#define NDJSON_STOP -1      /* the callback asked to stop */
-#define NDJSON_OVERFLOW -2  /* a line split across pieces passed pending's cap */
+#define NDJSON_STOP -1     /* the callback asked to stop */
+#define NDJSON_OVERFLOW -2 /* a line split across pieces passed pending's cap */
 
 /* One complete line, without its '\n' (not NUL-terminated; may be empty).
  * Return 0 to go on, anything else to stop. */

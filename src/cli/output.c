@@ -137,7 +137,7 @@ void out_table_print(const struct out_table *t, FILE *f)
             else
                 nb_buf_printf(&line, "%s", cell);
         }
-        while (line.len > 0 && line.data[line.len - 1] == ' ')   /* an empty last column */
+        while (line.len > 0 && line.data[line.len - 1] == ' ') /* an empty last column */
             line.data[--line.len] = '\0';
         fprintf(f, "%s\n", line.data);
         nb_buf_free(&line);

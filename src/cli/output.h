@@ -26,8 +26,8 @@ char *out_metadata(yajl_val obj);
 
 struct out_table {
     size_t ncols;
-    size_t nrows;     /* the header is row 0 */
-    char **cells;     /* nrows * ncols, owned */
+    size_t nrows; /* the header is row 0 */
+    char **cells; /* nrows * ncols, owned */
 };
 
 void out_table_init(struct out_table *t, size_t ncols, const char *const *headers);

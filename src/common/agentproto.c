@@ -99,7 +99,8 @@ int nba_path_ok(const char *path, size_t len)
         while (i < len && path[i] != '/')
             i++;
         clen = i - start;
-        if ((clen == 1 && path[start] == '.') || (clen == 2 && path[start] == '.' && path[start + 1] == '.'))
+        if ((clen == 1 && path[start] == '.') ||
+            (clen == 2 && path[start] == '.' && path[start + 1] == '.'))
             return 0;
     }
     return 1;

@@ -17,12 +17,12 @@
 
 #define NBA_SOCKET_NAME "nanobox-init" /* abstract: sun_path = "\0nanobox-init" */
 #define NBA_VERSION 1
-#define NBA_HDR 5                   /* frame header bytes */
+#define NBA_HDR 5                    /* frame header bytes */
 #define NBA_MAX_BODY (1024u * 1024u) /* largest frame body either side accepts */
-#define NBA_CHUNK (64u * 1024u)     /* data frames are sent at most this big */
-#define NBA_MAX_ARGS 4096           /* argv entries */
-#define NBA_MAX_ENV 1024            /* env entries */
-#define NBA_MAX_PATH 4096           /* bytes of a path, NUL excluded */
+#define NBA_CHUNK (64u * 1024u)      /* data frames are sent at most this big */
+#define NBA_MAX_ARGS 4096            /* argv entries */
+#define NBA_MAX_ENV 1024             /* env entries */
+#define NBA_MAX_PATH 4096            /* bytes of a path, NUL excluded */
 
 /* Requests: the first frame a host sends on a connection. */
 enum nba_req {
@@ -53,35 +53,36 @@ enum nba_frame {
     NBA_INFO = 'f',    /* fields: K kind, Z size, M mode, Y mtime (file) */
     NBA_DATA = 'd',    /* file bytes */
     NBA_DIRENT = 'n',  /* fields: F name, K kind, Z size, M mode, Y mtime */
-    NBA_PROC = 'l',    /* fields: P pid, A argv (repeated), K state, X code, N signal, O out total, o err total, Y started */
-    NBA_END = '.',     /* end of a reply or of an upload */
-    NBA_ERROR = '!',   /* u32 errno, then a message (not NUL-terminated) */
+    NBA_PROC =
+        'l', /* fields: P pid, A argv (repeated), K state, X code, N signal, O out total, o err total, Y started */
+    NBA_END = '.',   /* end of a reply or of an upload */
+    NBA_ERROR = '!', /* u32 errno, then a message (not NUL-terminated) */
 };
 
 #define NBA_EXIT_TIMEDOUT 1u
 #define NBA_EXIT_TRUNCATED 2u
-#define NBA_EXIT_OOM 4u               /* the sandbox's cgroup OOM-killed something meanwhile */
+#define NBA_EXIT_OOM 4u /* the sandbox's cgroup OOM-killed something meanwhile */
 
 /* Field tags. */
 enum nba_tag {
-    NBA_T_ARG = 'A',     /* argv entry, repeated, at least one */
-    NBA_T_ENV = 'E',     /* "NAME=value", repeated */
-    NBA_T_CWD = 'C',     /* absolute path */
-    NBA_T_TIMEOUT = 'T', /* u32 milliseconds, 0 = none */
-    NBA_T_MAXOUT = 'M',  /* u32 bytes of stdout+stderr to forward (exec); u32 mode (write) */
-    NBA_T_BG = 'B',      /* empty: run in the background */
-    NBA_T_PID = 'P',     /* u32 */
-    NBA_T_OFF = 'O',     /* u64 stdout offset (query) / u64 total (proc) */
-    NBA_T_EOFF = 'o',    /* u64 stderr offset (query) / u64 total (proc) */
-    NBA_T_DATA = 'D',    /* bytes */
-    NBA_T_CLOSE = 'Z',   /* empty: close stdin after D (stdin); u64 size (info) */
-    NBA_T_SIG = 'N',     /* u32 signal number */
-    NBA_T_PATH = 'F',    /* path (request) / entry name (dirent) */
-    NBA_T_DEST = 'G',    /* destination path (move) */
+    NBA_T_ARG = 'A',       /* argv entry, repeated, at least one */
+    NBA_T_ENV = 'E',       /* "NAME=value", repeated */
+    NBA_T_CWD = 'C',       /* absolute path */
+    NBA_T_TIMEOUT = 'T',   /* u32 milliseconds, 0 = none */
+    NBA_T_MAXOUT = 'M',    /* u32 bytes of stdout+stderr to forward (exec); u32 mode (write) */
+    NBA_T_BG = 'B',        /* empty: run in the background */
+    NBA_T_PID = 'P',       /* u32 */
+    NBA_T_OFF = 'O',       /* u64 stdout offset (query) / u64 total (proc) */
+    NBA_T_EOFF = 'o',      /* u64 stderr offset (query) / u64 total (proc) */
+    NBA_T_DATA = 'D',      /* bytes */
+    NBA_T_CLOSE = 'Z',     /* empty: close stdin after D (stdin); u64 size (info) */
+    NBA_T_SIG = 'N',       /* u32 signal number */
+    NBA_T_PATH = 'F',      /* path (request) / entry name (dirent) */
+    NBA_T_DEST = 'G',      /* destination path (move) */
     NBA_T_RECURSIVE = 'r', /* empty: delete a directory tree */
-    NBA_T_KIND = 'K',    /* u8: NBA_KIND_* (file) or NBA_PS_* (process) */
-    NBA_T_MTIME = 'Y',   /* u64 unix seconds */
-    NBA_T_EXITCODE = 'X', /* i32 */
+    NBA_T_KIND = 'K',      /* u8: NBA_KIND_* (file) or NBA_PS_* (process) */
+    NBA_T_MTIME = 'Y',     /* u64 unix seconds */
+    NBA_T_EXITCODE = 'X',  /* i32 */
 };
 
 enum { NBA_KIND_FILE = 'f', NBA_KIND_DIR = 'd', NBA_KIND_LINK = 'l', NBA_KIND_OTHER = 'o' };

@@ -26,8 +26,7 @@ void nb_buf_reset(struct nb_buf *b);
 int nb_buf_append(struct nb_buf *b, const void *data, size_t len);
 /* Append as much of data as fits under the cap; returns bytes appended. */
 size_t nb_buf_append_some(struct nb_buf *b, const void *data, size_t len);
-int nb_buf_printf(struct nb_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int nb_buf_printf(struct nb_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Hand the bytes over to the caller (who frees them); b becomes empty. */
 char *nb_buf_steal(struct nb_buf *b);
 

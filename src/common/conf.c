@@ -106,10 +106,20 @@ int nb_parse_size(const char *s, uint64_t *out)
     if (errno == ERANGE)
         return -1;
     switch (tolower((unsigned char)*end)) {
-    case 'k': mult = 1024ULL; end++; break;
-    case 'm': mult = MiB; end++; break;
-    case 'g': mult = 1024ULL * MiB; end++; break;
-    default: break;
+    case 'k':
+        mult = 1024ULL;
+        end++;
+        break;
+    case 'm':
+        mult = MiB;
+        end++;
+        break;
+    case 'g':
+        mult = 1024ULL * MiB;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end == 'b' || *end == 'B')
         end++;
@@ -183,7 +193,7 @@ struct key {
     const char *name;
     enum key_type type;
     size_t off;
-    size_t size;          /* strings: buffer size; numbers: field size */
+    size_t size; /* strings: buffer size; numbers: field size */
     unsigned long long max;
 };
 
@@ -251,9 +261,15 @@ static const struct key keys[] = {
 static void store_uint(void *field, size_t size, unsigned long long v)
 {
     switch (size) {
-    case sizeof(uint64_t): *(uint64_t *)field = v; break;
-    case sizeof(uint32_t): *(uint32_t *)field = (uint32_t)v; break;
-    default: *(uint16_t *)field = (uint16_t)v; break;
+    case sizeof(uint64_t):
+        *(uint64_t *)field = v;
+        break;
+    case sizeof(uint32_t):
+        *(uint32_t *)field = (uint32_t)v;
+        break;
+    default:
+        *(uint16_t *)field = (uint16_t)v;
+        break;
     }
 }
 
@@ -270,7 +286,8 @@ int nb_conf_set(struct nb_conf *c, const char *key, const char *value, char *err
         unsigned lo, hi;
         char tail;
         if (sscanf(value, "%u-%u%c", &lo, &hi, &tail) != 2 || lo < 1 || hi > 65535 || lo > hi) {
-            snprintf(err, errlen, "port_range: expected LOW-HIGH within 1-65535, got \"%s\"", value);
+            snprintf(err, errlen, "port_range: expected LOW-HIGH within 1-65535, got \"%s\"",
+                     value);
             return -1;
         }
         c->port_min = lo;
@@ -323,8 +340,9 @@ int nb_conf_set(struct nb_conf *c, const char *key, const char *value, char *err
             return 0;
         case K_SIZE:
             if (nb_parse_size(value, &sz) != 0 || sz > k->max) {
-                snprintf(err, errlen, "%s: expected a size like 256m (at most %llu bytes), got \"%s\"",
-                         key, k->max, value);
+                snprintf(err, errlen,
+                         "%s: expected a size like 256m (at most %llu bytes), got \"%s\"", key,
+                         k->max, value);
                 return -1;
             }
             store_uint(field, k->size, sz);
@@ -425,7 +443,8 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
     }
     /* zero would mean "unlimited" to Docker and to tmpfs: never by accident */
     if (c->pids < 8 || c->tmp_size < MiB || c->workspace_size < MiB || c->max_output < 1024) {
-        snprintf(err, errlen, "pids must be >= 8, tmp_size and workspace_size >= 1m, max_output >= 1k");
+        snprintf(err, errlen,
+                 "pids must be >= 8, tmp_size and workspace_size >= 1m, max_output >= 1k");
         return -1;
     }
     /* numeric, because the tmpfs workspace is chowned to it by number */
@@ -487,7 +506,8 @@ int nb_conf_read(const char *path, nb_conf_kv_fn fn, void *ctx, char *err, size_
         char *eq, *key, *value, *hash;
         lineno++;
         if (strchr(line, '\n') == NULL && !feof(f)) {
-            snprintf(err, errlen, "%s:%u: line longer than %zu bytes", path, lineno, sizeof(line) - 2);
+            snprintf(err, errlen, "%s:%u: line longer than %zu bytes", path, lineno,
+                     sizeof(line) - 2);
             rc = -1;
             break;
         }

@@ -20,43 +20,43 @@
 
 struct nb_conf {
     /* identity and paths */
-    char instance[64];              /* label nanobox.instance: several services can share one dockerd */
-    char listen[NB_CONF_STR];       /* FastCGI unix socket path */
-    char socket_group[64];          /* group that may connect (nginx's user) */
-    unsigned socket_mode;           /* octal mode of the socket */
-    char state_file[NB_CONF_STR];   /* the mmap'd table */
+    char instance[64];        /* label nanobox.instance: several services can share one dockerd */
+    char listen[NB_CONF_STR]; /* FastCGI unix socket path */
+    char socket_group[64];    /* group that may connect (nginx's user) */
+    unsigned socket_mode;     /* octal mode of the socket */
+    char state_file[NB_CONF_STR]; /* the mmap'd table */
     char docker_socket[NB_CONF_STR];
-    char api_key[128];              /* empty: auth disabled (only for tests) */
+    char api_key[128]; /* empty: auth disabled (only for tests) */
     char log_level[16];
 
     /* worker pool, like php-fpm's pm = dynamic */
-    unsigned workers_min;           /* started at boot, never retired */
-    unsigned workers_max;           /* hard ceiling on concurrent requests */
-    unsigned workers_spare;         /* idle workers kept ready while below max */
-    unsigned worker_idle_timeout;   /* seconds an extra worker may stay idle */
-    unsigned shutdown_timeout;      /* seconds SIGTERM waits for in-flight requests */
+    unsigned workers_min;         /* started at boot, never retired */
+    unsigned workers_max;         /* hard ceiling on concurrent requests */
+    unsigned workers_spare;       /* idle workers kept ready while below max */
+    unsigned worker_idle_timeout; /* seconds an extra worker may stay idle */
+    unsigned shutdown_timeout;    /* seconds SIGTERM waits for in-flight requests */
 
     /* table */
-    unsigned max_sandboxes;         /* slots in the state table */
+    unsigned max_sandboxes; /* slots in the state table */
 
     /* sandbox defaults = ceilings */
     char images[NB_CONF_MAX_IMAGES][128]; /* allow-list; [0] is the default */
     unsigned n_images;
-    uint64_t memory;                /* bytes; MemorySwap is set equal */
-    uint64_t nano_cpus;             /* 1e9 = one CPU */
+    uint64_t memory;    /* bytes; MemorySwap is set equal */
+    uint64_t nano_cpus; /* 1e9 = one CPU */
     int64_t pids;
-    uint64_t tmp_size;              /* tmpfs /tmp */
-    uint64_t workspace_size;        /* tmpfs /workspace */
-    char workspace[128];            /* path of the workspace inside the sandbox */
-    char sandbox_user[64];          /* uid:gid run as when sandbox_uid_base is 0 */
-    char sandbox_user_name[32];     /* name (and group name) id -un answers in a sandbox */
-    unsigned sandbox_uid_base;      /* slot i runs as uid/gid base + i; 0: all as sandbox_user */
-    unsigned sandbox_ptys;          /* ptys one sandbox may hold (its devpts "max") */
-    unsigned sandbox_nofile;        /* RLIMIT_NOFILE of every sandbox process */
-    char sandbox_dir[NB_CONF_STR];  /* files sandboxes bind-mount; empty: next to state_file */
+    uint64_t tmp_size;                 /* tmpfs /tmp */
+    uint64_t workspace_size;           /* tmpfs /workspace */
+    char workspace[128];               /* path of the workspace inside the sandbox */
+    char sandbox_user[64];             /* uid:gid run as when sandbox_uid_base is 0 */
+    char sandbox_user_name[32];        /* name (and group name) id -un answers in a sandbox */
+    unsigned sandbox_uid_base;         /* slot i runs as uid/gid base + i; 0: all as sandbox_user */
+    unsigned sandbox_ptys;             /* ptys one sandbox may hold (its devpts "max") */
+    unsigned sandbox_nofile;           /* RLIMIT_NOFILE of every sandbox process */
+    char sandbox_dir[NB_CONF_STR];     /* files sandboxes bind-mount; empty: next to state_file */
     char seccomp_profile[NB_CONF_STR]; /* empty: the installed nanobox-seccomp.json */
-    char init_path[NB_CONF_STR];    /* nanobox-init; empty: next to nanobox-fcgi, else installed */
-    int allow_bridge;               /* may a request ask for network "bridge"? */
+    char init_path[NB_CONF_STR]; /* nanobox-init; empty: next to nanobox-fcgi, else installed */
+    int allow_bridge;            /* may a request ask for network "bridge"? */
     /* bridge sandboxes: nanobox's own Docker network and egress policy (network.c) */
     char bridge_network[64];         /* Docker network name, created at start if missing */
     char bridge_interface[16];       /* its Linux bridge (IFNAMSIZ), named in the kernel rules */
@@ -66,33 +66,33 @@ struct nb_conf {
     char egress_widen[NB_CONF_LIST]; /* what a request's allow may open beyond the default */
     unsigned default_ttl;
     unsigned max_ttl;
-    unsigned warm_pool;             /* sandboxes of the defaults kept started; 0: none */
+    unsigned warm_pool; /* sandboxes of the defaults kept started; 0: none */
 
     /* exec */
-    unsigned exec_timeout;          /* default seconds */
+    unsigned exec_timeout; /* default seconds */
     unsigned exec_timeout_max;
-    size_t max_output;              /* bytes of stdout+stderr kept per exec */
-    size_t max_file;                /* bytes of one file written through the files API */
+    size_t max_output; /* bytes of stdout+stderr kept per exec */
+    size_t max_file;   /* bytes of one file written through the files API */
 
     /* request caps */
-    size_t max_body;                /* bytes of a JSON request body */
+    size_t max_body; /* bytes of a JSON request body */
     unsigned max_json_depth;
-    size_t max_command;             /* bytes of an exec command */
-    unsigned max_env;               /* entries in env maps */
-    size_t max_env_bytes;           /* bytes of one env name + value */
-    unsigned max_metadata;          /* entries in metadata */
-    size_t max_metadata_bytes;      /* bytes of metadata, serialized */
-    size_t docker_max_response;     /* bytes of one Docker API answer */
+    size_t max_command;         /* bytes of an exec command */
+    unsigned max_env;           /* entries in env maps */
+    size_t max_env_bytes;       /* bytes of one env name + value */
+    unsigned max_metadata;      /* entries in metadata */
+    size_t max_metadata_bytes;  /* bytes of metadata, serialized */
+    size_t docker_max_response; /* bytes of one Docker API answer */
 
     /* ephemeral ports */
-    char fwd_path[NB_CONF_STR];     /* nanobox-fwd; empty: next to nanobox-fcgi */
-    char ports_dir[NB_CONF_STR];    /* <id>-<port>.sock for nginx */
-    unsigned port_min, port_max;    /* host ports are allocated from this range */
-    char port_bind[64];             /* address the host listeners bind */
-    char public_host[128];          /* "host" in answers; empty: primary address */
-    char port_url[NB_CONF_STR];     /* "url" in answers, {port} and {id} replaced */
-    unsigned max_ports;             /* open ports per sandbox */
-    unsigned max_port_duration;     /* seconds */
+    char fwd_path[NB_CONF_STR];  /* nanobox-fwd; empty: next to nanobox-fcgi */
+    char ports_dir[NB_CONF_STR]; /* <id>-<port>.sock for nginx */
+    unsigned port_min, port_max; /* host ports are allocated from this range */
+    char port_bind[64];          /* address the host listeners bind */
+    char public_host[128];       /* "host" in answers; empty: primary address */
+    char port_url[NB_CONF_STR];  /* "url" in answers, {port} and {id} replaced */
+    unsigned max_ports;          /* open ports per sandbox */
+    unsigned max_port_duration;  /* seconds */
 };
 
 /* Fill with the built-in defaults (the values docs/CONFIG.md lists). */
@@ -111,8 +111,8 @@ int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen);
  * with "path:line: message" in err and errno set to fopen's error when the
  * file could not be opened, to 0 otherwise.
  */
-typedef int (*nb_conf_kv_fn)(void *ctx, const char *key, const char *value,
-                             char *msg, size_t msglen);
+typedef int (*nb_conf_kv_fn)(void *ctx, const char *key, const char *value, char *msg,
+                             size_t msglen);
 int nb_conf_read(const char *path, nb_conf_kv_fn fn, void *ctx, char *err, size_t errlen);
 
 /* Cross-key checks (also run by nb_conf_load); -1 with a message. */

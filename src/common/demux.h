@@ -19,11 +19,11 @@ enum nb_stream { NB_STREAM_STDIN = 0, NB_STREAM_STDOUT = 1, NB_STREAM_STDERR = 2
 typedef int (*nb_demux_cb)(void *arg, enum nb_stream stream, const char *data, size_t len);
 
 struct nb_demux {
-    unsigned char hdr[8];   /* header bytes gathered so far */
-    unsigned hdr_len;       /* 0..8 */
-    uint32_t remaining;     /* payload bytes left in the current frame */
-    enum nb_stream stream;  /* stream of the current frame */
-    int error;              /* sticky: bad frame type seen */
+    unsigned char hdr[8];  /* header bytes gathered so far */
+    unsigned hdr_len;      /* 0..8 */
+    uint32_t remaining;    /* payload bytes left in the current frame */
+    enum nb_stream stream; /* stream of the current frame */
+    int error;             /* sticky: bad frame type seen */
     nb_demux_cb cb;
     void *arg;
 };

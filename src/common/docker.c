@@ -17,11 +17,11 @@
 #include "log.h"
 
 #define CONNECT_TIMEOUT_MS 2000L
-#define CALL_TIMEOUT_MS 60000L   /* container create/remove can be slow under load */
+#define CALL_TIMEOUT_MS 60000L /* container create/remove can be slow under load */
 
 struct sink {
-    struct nb_buf *buf;      /* buffered answer, or NULL */
-    struct nb_demux *dm;     /* or a demuxer for the exec stream */
+    struct nb_buf *buf;  /* buffered answer, or NULL */
+    struct nb_demux *dm; /* or a demuxer for the exec stream */
     int overflow;
     int demux_failed;
 };
@@ -140,8 +140,8 @@ static int docker_do(struct nb_docker *d, const char *method, const char *path, 
         derr_set(e, NB_DERR_TIMEOUT, *status, "timed out");
         return -1;
     }
-    if (rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_COULDNT_CONNECT ||
-        rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR || rc == CURLE_GOT_NOTHING) {
+    if (rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_COULDNT_CONNECT || rc == CURLE_SEND_ERROR ||
+        rc == CURLE_RECV_ERROR || rc == CURLE_GOT_NOTHING) {
         char msg[512];
         snprintf(msg, sizeof(msg), "Docker is unreachable at %s: %s", d->socket,
                  curl_easy_strerror(rc));
@@ -158,9 +158,8 @@ static int docker_do(struct nb_docker *d, const char *method, const char *path, 
     return -1;
 }
 
-int nb_docker_request(struct nb_docker *d, const char *method, const char *path,
-                      const char *body, long timeout_ms, long *status, struct nb_buf *resp,
-                      struct nb_derr *e)
+int nb_docker_request(struct nb_docker *d, const char *method, const char *path, const char *body,
+                      long timeout_ms, long *status, struct nb_buf *resp, struct nb_derr *e)
 {
     struct sink s = {resp, NULL, 0, 0};
     *status = 0;
@@ -170,9 +169,8 @@ int nb_docker_request(struct nb_docker *d, const char *method, const char *path,
 }
 
 /* A request whose success statuses are ok1/ok2; anything else fills e. */
-static int docker_call(struct nb_docker *d, const char *method, const char *path,
-                       const char *body, long ok1, long ok2, struct nb_buf *resp,
-                       struct nb_derr *e)
+static int docker_call(struct nb_docker *d, const char *method, const char *path, const char *body,
+                       long ok1, long ok2, struct nb_buf *resp, struct nb_derr *e)
 {
     struct nb_buf local;
     long status = 0;
@@ -223,8 +221,8 @@ static int answer_id(const struct nb_buf *b, char id[65], struct nb_derr *e)
     return rc;
 }
 
-static int curl_create(struct nb_docker *d, const char *name, const char *config_json,
-                       char cid[65], struct nb_derr *e)
+static int curl_create(struct nb_docker *d, const char *name, const char *config_json, char cid[65],
+                       struct nb_derr *e)
 {
     char path[256];
     struct nb_buf b;
@@ -356,8 +354,8 @@ int nb_docker_ping(struct nb_docker *d, struct nb_derr *e)
     return d->ops->ping(d, e);
 }
 
-int nb_docker_create(struct nb_docker *d, const char *name, const char *config_json,
-                     char cid[65], struct nb_derr *e)
+int nb_docker_create(struct nb_docker *d, const char *name, const char *config_json, char cid[65],
+                     struct nb_derr *e)
 {
     return d->ops->create(d, name, config_json, cid, e);
 }
@@ -410,7 +408,8 @@ int nb_docker_exec_start(struct nb_docker *d, const char *exec_id, long timeout_
     snprintf(path, sizeof(path), "/exec/%s/start", exec_id);
     if (e)
         e->kind = NB_DERR_NONE;
-    if (docker_do(d, "POST", path, "{\"Detach\":false,\"Tty\":false}", timeout_ms, &s, &status, e) != 0)
+    if (docker_do(d, "POST", path, "{\"Detach\":false,\"Tty\":false}", timeout_ms, &s, &status,
+                  e) != 0)
         return -1;
     if (status != 200) {
         derr_set(e, NB_DERR_HTTP, status, "Docker refused to start the command");
@@ -419,8 +418,8 @@ int nb_docker_exec_start(struct nb_docker *d, const char *exec_id, long timeout_
     return 0;
 }
 
-int nb_docker_exec_inspect(struct nb_docker *d, const char *exec_id, int *running,
-                           int *exit_code, pid_t *pid, struct nb_derr *e)
+int nb_docker_exec_inspect(struct nb_docker *d, const char *exec_id, int *running, int *exit_code,
+                           pid_t *pid, struct nb_derr *e)
 {
     char path[256], err[64];
     struct nb_buf b;

@@ -28,9 +28,9 @@ enum nb_derr_kind {
 
 struct nb_derr {
     enum nb_derr_kind kind;
-    long status;         /* HTTP status when kind is NB_DERR_HTTP */
-    int unsent;          /* 1: never connected, so dockerd did nothing */
-    char msg[256];       /* Docker's own message when it gave one */
+    long status;   /* HTTP status when kind is NB_DERR_HTTP */
+    int unsent;    /* 1: never connected, so dockerd did nothing */
+    char msg[256]; /* Docker's own message when it gave one */
 };
 
 struct nb_docker;
@@ -65,8 +65,8 @@ extern const struct nb_docker_ops nb_docker_curl_ops;
 
 struct nb_docker {
     const struct nb_docker_ops *ops; /* nb_docker_curl_ops after nb_docker_init */
-    void *ctx;           /* state of another ops table (a fake's); unused by curl's */
-    void *curl;          /* CURL *, kept opaque so users need no curl headers */
+    void *ctx;                       /* state of another ops table (a fake's); unused by curl's */
+    void *curl;                      /* CURL *, kept opaque so users need no curl headers */
     char socket[256];
     size_t max_response; /* cap on any buffered answer */
 };
@@ -79,16 +79,15 @@ void nb_docker_cleanup(struct nb_docker *d);
  * NULL. Returns 0 when dockerd answered (any status, in *status), -1 on a
  * transport failure (e filled).
  */
-int nb_docker_request(struct nb_docker *d, const char *method, const char *path,
-                      const char *body, long timeout_ms, long *status, struct nb_buf *resp,
-                      struct nb_derr *e);
+int nb_docker_request(struct nb_docker *d, const char *method, const char *path, const char *body,
+                      long timeout_ms, long *status, struct nb_buf *resp, struct nb_derr *e);
 
 /* GET /_ping. 0 when dockerd answers OK. */
 int nb_docker_ping(struct nb_docker *d, struct nb_derr *e);
 
 /* Create a container named name from a JSON config; its id into cid. */
-int nb_docker_create(struct nb_docker *d, const char *name, const char *config_json,
-                     char cid[65], struct nb_derr *e);
+int nb_docker_create(struct nb_docker *d, const char *name, const char *config_json, char cid[65],
+                     struct nb_derr *e);
 int nb_docker_start(struct nb_docker *d, const char *id, struct nb_derr *e);
 /* Force-remove with volumes. A container that is already gone counts as removed. */
 int nb_docker_remove(struct nb_docker *d, const char *id, struct nb_derr *e);
@@ -99,8 +98,8 @@ int nb_docker_inspect(struct nb_docker *d, const char *id, int *running, pid_t *
 /* One container of ours as listed by Docker. */
 struct nb_docker_ctr {
     char id[65];
-    char sandbox[64];     /* label nanobox.sandbox */
-    int64_t expires;      /* label nanobox.expires, 0 if absent */
+    char sandbox[64]; /* label nanobox.sandbox */
+    int64_t expires;  /* label nanobox.expires, 0 if absent */
     int running;
 };
 /*
@@ -120,7 +119,7 @@ int nb_docker_exec_create(struct nb_docker *d, const char *cid, const char *conf
  */
 int nb_docker_exec_start(struct nb_docker *d, const char *exec_id, long timeout_ms,
                          struct nb_demux *dm, struct nb_derr *e);
-int nb_docker_exec_inspect(struct nb_docker *d, const char *exec_id, int *running,
-                           int *exit_code, pid_t *pid, struct nb_derr *e);
+int nb_docker_exec_inspect(struct nb_docker *d, const char *exec_id, int *running, int *exit_code,
+                           pid_t *pid, struct nb_derr *e);
 
 #endif

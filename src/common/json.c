@@ -26,7 +26,9 @@ int nb_json_depth(const char *text, size_t len)
             continue;
         }
         switch (ch) {
-        case '"': in_str = 1; break;
+        case '"':
+            in_str = 1;
+            break;
         case '{':
         case '[':
             if (++depth > max)
@@ -37,7 +39,8 @@ int nb_json_depth(const char *text, size_t len)
             if (--depth < 0)
                 return -1;
             break;
-        default: break;
+        default:
+            break;
         }
     }
     return max;
@@ -54,10 +57,14 @@ static long json_u_escape(const char *p, const char *end)
         return -1;
     for (int i = 2; i < 6; i++) {
         int c = (unsigned char)p[i], d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-        else return -1;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return -1;
         v = v * 16 + d;
     }
     return v;
@@ -113,8 +120,8 @@ static long json_lone_surrogate(const char *text, size_t len)
     return -1;
 }
 
-int nb_json_parse(const char *text, size_t len, unsigned max_depth, yajl_val *out,
-                  char *err, size_t errlen)
+int nb_json_parse(const char *text, size_t len, unsigned max_depth, yajl_val *out, char *err,
+                  size_t errlen)
 {
     char yerr[256];
     size_t i;
@@ -142,8 +149,10 @@ int nb_json_parse(const char *text, size_t len, unsigned max_depth, yajl_val *ou
         i += n;
     }
     if ((lone = json_lone_surrogate(text, len)) >= 0) {
-        snprintf(err, errlen, "invalid JSON: the \\u escape at byte %ld is half of a UTF-16 "
-                 "surrogate pair (\\uD800-\\uDFFF must come as high + low)", lone);
+        snprintf(err, errlen,
+                 "invalid JSON: the \\u escape at byte %ld is half of a UTF-16 "
+                 "surrogate pair (\\uD800-\\uDFFF must come as high + low)",
+                 lone);
         return -1;
     }
     depth = nb_json_depth(text, len);
@@ -180,20 +189,29 @@ int nb_json_has_nul(const char *text, size_t len)
 
 static const char *type_name(unsigned types)
 {
-    if (types == NB_JT_STRING) return "a string";
-    if (types == NB_JT_INT) return "an integer";
-    if (types & NB_JT_NUMBER) return "a number";
-    if (types == NB_JT_BOOL) return "true or false";
-    if (types == NB_JT_OBJECT) return "an object";
-    if (types == NB_JT_ARRAY) return "an array";
-    if (types == (NB_JT_INT | NB_JT_STRING)) return "an integer or a string";
+    if (types == NB_JT_STRING)
+        return "a string";
+    if (types == NB_JT_INT)
+        return "an integer";
+    if (types & NB_JT_NUMBER)
+        return "a number";
+    if (types == NB_JT_BOOL)
+        return "true or false";
+    if (types == NB_JT_OBJECT)
+        return "an object";
+    if (types == NB_JT_ARRAY)
+        return "an array";
+    if (types == (NB_JT_INT | NB_JT_STRING))
+        return "an integer or a string";
     return "of another type";
 }
 
 static int type_ok(yajl_val v, unsigned types)
 {
-    if (YAJL_IS_STRING(v)) return (types & NB_JT_STRING) != 0;
-    if (YAJL_IS_INTEGER(v)) return (types & (NB_JT_INT | NB_JT_NUMBER)) != 0;
+    if (YAJL_IS_STRING(v))
+        return (types & NB_JT_STRING) != 0;
+    if (YAJL_IS_INTEGER(v))
+        return (types & (NB_JT_INT | NB_JT_NUMBER)) != 0;
     if (YAJL_IS_NUMBER(v)) {
         if (types & NB_JT_NUMBER)
             return 1;
@@ -205,10 +223,14 @@ static int type_ok(yajl_val v, unsigned types)
         }
         return 0;
     }
-    if (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v)) return (types & NB_JT_BOOL) != 0;
-    if (YAJL_IS_OBJECT(v)) return (types & NB_JT_OBJECT) != 0;
-    if (YAJL_IS_ARRAY(v)) return (types & NB_JT_ARRAY) != 0;
-    if (YAJL_IS_NULL(v)) return (types & NB_JT_NULL) != 0;
+    if (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v))
+        return (types & NB_JT_BOOL) != 0;
+    if (YAJL_IS_OBJECT(v))
+        return (types & NB_JT_OBJECT) != 0;
+    if (YAJL_IS_ARRAY(v))
+        return (types & NB_JT_ARRAY) != 0;
+    if (YAJL_IS_NULL(v))
+        return (types & NB_JT_NULL) != 0;
     return 0;
 }
 
@@ -307,15 +329,19 @@ static size_t utf8_seq(const unsigned char *s, size_t len)
     if (c >= 0xE0 && c <= 0xEF) {
         if (len < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80)
             return 0;
-        if (c == 0xE0 && s[1] < 0xA0) return 0;   /* overlong */
-        if (c == 0xED && s[1] > 0x9F) return 0;   /* surrogates */
+        if (c == 0xE0 && s[1] < 0xA0)
+            return 0; /* overlong */
+        if (c == 0xED && s[1] > 0x9F)
+            return 0; /* surrogates */
         return 3;
     }
     if (c >= 0xF0 && c <= 0xF4) {
         if (len < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80)
             return 0;
-        if (c == 0xF0 && s[1] < 0x90) return 0;   /* overlong */
-        if (c == 0xF4 && s[1] > 0x8F) return 0;   /* past U+10FFFF */
+        if (c == 0xF0 && s[1] < 0x90)
+            return 0; /* overlong */
+        if (c == 0xF4 && s[1] > 0x8F)
+            return 0; /* past U+10FFFF */
         return 4;
     }
     return 0;

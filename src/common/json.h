@@ -20,8 +20,8 @@
  * gives *out = NULL and 0 (an absent body). Returns -1 with a message for
  * invalid JSON or nesting deeper than max_depth.
  */
-int nb_json_parse(const char *text, size_t len, unsigned max_depth, yajl_val *out,
-                  char *err, size_t errlen);
+int nb_json_parse(const char *text, size_t len, unsigned max_depth, yajl_val *out, char *err,
+                  size_t errlen);
 
 /* Deepest nesting of arrays/objects in text, or -1 if brackets don't match. */
 int nb_json_depth(const char *text, size_t len);
@@ -36,8 +36,8 @@ int nb_json_has_nul(const char *text, size_t len);
 
 /* Accepted JSON types for a field, as a bit mask. */
 #define NB_JT_STRING 0x01
-#define NB_JT_INT 0x02     /* a number without fraction or exponent */
-#define NB_JT_NUMBER 0x04  /* any number */
+#define NB_JT_INT 0x02    /* a number without fraction or exponent */
+#define NB_JT_NUMBER 0x04 /* any number */
 #define NB_JT_BOOL 0x08
 #define NB_JT_OBJECT 0x10
 #define NB_JT_ARRAY 0x20
@@ -45,8 +45,8 @@ int nb_json_has_nul(const char *text, size_t len);
 
 struct nb_jfield {
     const char *name;
-    unsigned types;   /* NB_JT_* mask */
-    yajl_val val;     /* out: the value, or NULL when absent (or null and NB_JT_NULL allowed) */
+    unsigned types; /* NB_JT_* mask */
+    yajl_val val;   /* out: the value, or NULL when absent (or null and NB_JT_NULL allowed) */
 };
 
 /*

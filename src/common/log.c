@@ -53,10 +53,10 @@ void nb_log(enum nb_log_level level, const char *fmt, ...)
         return;
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
-    n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s[%ld]%s%s: ",
-                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                 tm.tm_sec, ts.tv_nsec / 1000000, level_names[level], log_prog,
-                 (long)getpid(), *log_role ? " " : "", log_role);
+    n = snprintf(line, sizeof(line),
+                 "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s[%ld]%s%s: ", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+                 level_names[level], log_prog, (long)getpid(), *log_role ? " " : "", log_role);
     if (n < 0 || (size_t)n >= sizeof(line))
         return;
     va_start(ap, fmt);

@@ -12,8 +12,7 @@ enum nb_log_level { NB_LOG_DEBUG = 0, NB_LOG_INFO, NB_LOG_WARN, NB_LOG_ERROR };
 void nb_log_init(const char *prog, enum nb_log_level min_level);
 void nb_log_set_role(const char *role); /* "master", "worker", "reaper" */
 int nb_log_level_parse(const char *name, enum nb_log_level *out);
-void nb_log(enum nb_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void nb_log(enum nb_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define nb_debug(...) nb_log(NB_LOG_DEBUG, __VA_ARGS__)
 #define nb_info(...) nb_log(NB_LOG_INFO, __VA_ARGS__)

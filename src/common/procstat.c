@@ -29,8 +29,9 @@ int nb_procstat_read(pid_t pid, struct nb_procstat *st)
     buf[n] = '\0';
     /* the command name (field 2) may hold spaces and parentheses: parse after the last ')' */
     p = strrchr(buf, ')');
-    if (p == NULL || sscanf(p + 1, " %c %ld %ld %ld %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-                                   "%*d %*d %*d %llu",
+    if (p == NULL || sscanf(p + 1,
+                            " %c %ld %ld %ld %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+                            "%*d %*d %*d %llu",
                             &st->state, &ppid, &pgrp, &sid, &st->start) != 5)
         return -1;
     st->ppid = (pid_t)ppid;

@@ -11,9 +11,9 @@
 #include <sys/types.h>
 
 struct nb_procstat {
-    char state;                 /* R, S, D, Z, T, X ... */
+    char state; /* R, S, D, Z, T, X ... */
     pid_t ppid, pgrp, sid;
-    unsigned long long start;   /* field 22: clock ticks since boot */
+    unsigned long long start; /* field 22: clock ticks since boot */
 };
 
 /* 0 with *st filled; -1 if the process is gone or the line is unreadable. */

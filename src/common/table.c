@@ -363,8 +363,8 @@ int nb_table_open(struct nb_table *t, const char *path, uint32_t nslots, char *e
             goto out;
         }
         if (waited_ms >= TABLE_INIT_WAIT_MS) {
-            table_err(err, errlen,
-                      "%s is held open by another process but was never initialised", path);
+            table_err(err, errlen, "%s is held open by another process but was never initialised",
+                      path);
             goto out;
         }
         {
@@ -500,8 +500,7 @@ struct nb_slot *nb_table_reserve(struct nb_table *t, const char *id, int64_t now
 }
 
 struct nb_slot *nb_table_commit(struct nb_table *t, const char *id, uint32_t gen,
-                                enum nb_slot_state to, const char *cid, pid_t init_pid,
-                                int64_t now)
+                                enum nb_slot_state to, const char *cid, pid_t init_pid, int64_t now)
 {
     struct nb_slot *s = slot_of(t, id, gen);
 

@@ -20,43 +20,43 @@
 
 #define NB_TABLE_MAGIC "NANOBOX\0"
 #define NB_TABLE_VERSION 1
-#define NB_ID_LEN 36            /* textual UUID */
-#define NB_CID_LEN 64           /* Docker container id */
-#define NB_MAX_PORTS 16         /* open ports per sandbox */
-#define NB_META_LEN 1024        /* serialized metadata JSON */
+#define NB_ID_LEN 36     /* textual UUID */
+#define NB_CID_LEN 64    /* Docker container id */
+#define NB_MAX_PORTS 16  /* open ports per sandbox */
+#define NB_META_LEN 1024 /* serialized metadata JSON */
 #define NB_IMAGE_LEN 128
 
 enum nb_slot_state {
     NB_SLOT_FREE = 0,
-    NB_SLOT_CREATING,   /* reserved; container being created by owner_pid */
+    NB_SLOT_CREATING, /* reserved; container being created by owner_pid */
     NB_SLOT_RUNNING,
     NB_SLOT_DESTROYING, /* container being removed by owner_pid */
     NB_SLOT_POOLED,     /* started with the defaults, waiting to be handed out */
 };
 
 struct nb_port {
-    uint16_t sandboxport;       /* 0: unused */
+    uint16_t sandboxport; /* 0: unused */
     uint16_t hostport;
-    pid_t fwd_pid;              /* forwarder process */
-    uint64_t fwd_start;         /* its start time (clock ticks, /proc/pid/stat field 22) */
-    int64_t expires;            /* unix seconds */
+    pid_t fwd_pid;      /* forwarder process */
+    uint64_t fwd_start; /* its start time (clock ticks, /proc/pid/stat field 22) */
+    int64_t expires;    /* unix seconds */
 };
 
 struct nb_slot {
-    uint32_t state;             /* enum nb_slot_state */
-    uint32_t generation;        /* bumped on every reserve: detects reuse */
+    uint32_t state;      /* enum nb_slot_state */
+    uint32_t generation; /* bumped on every reserve: detects reuse */
     char id[NB_ID_LEN + 1];
     char container_id[NB_CID_LEN + 1];
-    pid_t owner_pid;            /* process working on a CREATING/DESTROYING slot */
-    int64_t state_since;        /* unix seconds the state was entered */
-    int64_t created;            /* unix seconds */
-    int64_t expires;            /* unix seconds */
-    pid_t init_pid;             /* host pid of the container's PID 1 */
+    pid_t owner_pid;     /* process working on a CREATING/DESTROYING slot */
+    int64_t state_since; /* unix seconds the state was entered */
+    int64_t created;     /* unix seconds */
+    int64_t expires;     /* unix seconds */
+    pid_t init_pid;      /* host pid of the container's PID 1 */
     /* limits as applied */
     uint64_t memory;
     uint64_t nano_cpus;
     int64_t pids;
-    uint32_t network_bridge;    /* 0 none, 1 bridge */
+    uint32_t network_bridge; /* 0 none, 1 bridge */
     char image[NB_IMAGE_LEN];
     char metadata[NB_META_LEN]; /* JSON object text, "{}" when none */
     struct nb_port ports[NB_MAX_PORTS];
@@ -65,11 +65,11 @@ struct nb_slot {
 struct nb_table_header {
     char magic[8];
     uint32_t version;
-    uint32_t slot_size;         /* sizeof(struct nb_slot) when written */
+    uint32_t slot_size; /* sizeof(struct nb_slot) when written */
     uint32_t nslots;
     uint32_t reserved;
-    uint64_t generation;        /* source of slot generations */
-    pthread_mutex_t lock;       /* robust, process-shared */
+    uint64_t generation;  /* source of slot generations */
+    pthread_mutex_t lock; /* robust, process-shared */
 };
 
 struct nb_table {

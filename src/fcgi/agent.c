@@ -86,7 +86,8 @@ static int connect_once(int netns, pid_t init_pid, int *fd_out)
     struct timeval tv = {AGENT_CONNECT_TIMEOUT_S, 0};
     struct ucred cred;
     socklen_t cl = sizeof(cred);
-    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(NBA_SOCKET_NAME));
+    socklen_t len =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(NBA_SOCKET_NAME));
     int fd = socket_in_netns(netns);
 
     if (fd < 0)
@@ -103,8 +104,9 @@ static int connect_once(int netns, pid_t init_pid, int *fd_out)
         return -1;
     }
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.pid != init_pid) {
-        nb_warn("the process answering as the agent (pid %d) is not the sandbox's PID 1 (%d): refused",
-                (int)cred.pid, (int)init_pid);
+        nb_warn(
+            "the process answering as the agent (pid %d) is not the sandbox's PID 1 (%d): refused",
+            (int)cred.pid, (int)init_pid);
         close(fd);
         errno = EPERM;
         return -1;
@@ -124,7 +126,8 @@ int nb_agent_connect(const struct nb_slot *slot, struct nb_agent *ag, struct nb_
     memset(ag, 0, sizeof(*ag));
     ag->fd = -1;
     if (slot->init_pid <= 0) {
-        nb_apierr_set(ae, 503, "agent_unavailable", "the sandbox's agent is not reachable (no init pid)");
+        nb_apierr_set(ae, 503, "agent_unavailable",
+                      "the sandbox's agent is not reachable (no init pid)");
         return -1;
     }
     snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)slot->init_pid);
@@ -138,7 +141,8 @@ int nb_agent_connect(const struct nb_slot *slot, struct nb_agent *ag, struct nb_
     }
     for (;;) {
         rc = connect_once(netns, slot->init_pid, &fd);
-        if (rc == 0 || !young || (errno != ECONNREFUSED && errno != ENOENT) || nb_clock_mono_ms() >= until)
+        if (rc == 0 || !young || (errno != ECONNREFUSED && errno != ENOENT) ||
+            nb_clock_mono_ms() >= until)
             break;
         usleep(2000);
     }
@@ -364,16 +368,52 @@ void nb_agent_error(const unsigned char *body, uint32_t len, const char *what, s
     if (mlen == 0)
         mlen = (int)strlen(msg);
     switch (e) {
-    case ENOENT: status = 404; code = "not_found"; break;
-    case EACCES: case EPERM: case EROFS: status = 403; code = "forbidden"; break;
-    case EEXIST: case ENOTEMPTY: case EISDIR: case ENOTDIR: case EXDEV: case EBUSY: case EPIPE:
-        status = 409; code = "conflict"; break;
-    case EFBIG: status = 413; code = "too_large"; break;
-    case ENOSPC: case EDQUOT: status = 507; code = "no_space"; break;
-    case EINVAL: case EPROTO: case ENAMETOOLONG: case ELOOP: status = 400; code = "bad_request"; break;
-    case EAGAIN: status = 429; code = "busy"; break;
-    case ESRCH: status = 404; code = "no_process"; break;
-    default: break;
+    case ENOENT:
+        status = 404;
+        code = "not_found";
+        break;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+        status = 403;
+        code = "forbidden";
+        break;
+    case EEXIST:
+    case ENOTEMPTY:
+    case EISDIR:
+    case ENOTDIR:
+    case EXDEV:
+    case EBUSY:
+    case EPIPE:
+        status = 409;
+        code = "conflict";
+        break;
+    case EFBIG:
+        status = 413;
+        code = "too_large";
+        break;
+    case ENOSPC:
+    case EDQUOT:
+        status = 507;
+        code = "no_space";
+        break;
+    case EINVAL:
+    case EPROTO:
+    case ENAMETOOLONG:
+    case ELOOP:
+        status = 400;
+        code = "bad_request";
+        break;
+    case EAGAIN:
+        status = 429;
+        code = "busy";
+        break;
+    case ESRCH:
+        status = 404;
+        code = "no_process";
+        break;
+    default:
+        break;
     }
     nb_apierr_set(ae, status, code, "could not %s: %.*s", what, mlen, msg);
 }

@@ -23,12 +23,12 @@
 #include "buf.h"
 
 struct nb_agent {
-    int fd;                 /* non-blocking, connected; -1 when closed */
-    unsigned char *in;      /* received bytes not yet consumed */
-    size_t in_len, in_cap;  /* in_cap = NBA_HDR + NBA_MAX_BODY */
-    size_t consumed;        /* bytes of in taken by the last frame */
-    struct nb_buf out;      /* frames queued to send */
-    pid_t init_pid;         /* the sandbox's PID 1, to tell a broken agent from a stopped sandbox */
+    int fd;                /* non-blocking, connected; -1 when closed */
+    unsigned char *in;     /* received bytes not yet consumed */
+    size_t in_len, in_cap; /* in_cap = NBA_HDR + NBA_MAX_BODY */
+    size_t consumed;       /* bytes of in taken by the last frame */
+    struct nb_buf out;     /* frames queued to send */
+    pid_t init_pid;        /* the sandbox's PID 1, to tell a broken agent from a stopped sandbox */
     char cid[NB_CID_LEN + 1];
 };
 
@@ -77,7 +77,8 @@ int nb_agent_recv(struct nb_agent *ag, int timeout_ms, uint8_t *type, const unsi
                   uint32_t *len, struct nb_apierr *ae);
 
 /* An error frame's errno and message as an API error (status by errno). */
-void nb_agent_error(const unsigned char *body, uint32_t len, const char *what, struct nb_apierr *ae);
+void nb_agent_error(const unsigned char *body, uint32_t len, const char *what,
+                    struct nb_apierr *ae);
 
 /*
  * One whole exchange for the small requests: send req with fields, collect

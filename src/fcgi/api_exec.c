@@ -37,7 +37,7 @@ int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb
 struct exec_stream {
     struct nb_req *r;
     yajl_gen g;
-    char carry[2][4];  /* an incomplete UTF-8 sequence held for the next piece */
+    char carry[2][4]; /* an incomplete UTF-8 sequence held for the next piece */
     size_t n_carry[2];
     int gone;
 };
@@ -146,14 +146,10 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
 {
     const struct nb_conf *c = &a->conf;
     struct nb_jfield f[] = {
-        {"command", NB_JT_STRING, NULL},
-        {"timeout", NB_JT_NUMBER, NULL},
-        {"cwd", NB_JT_STRING, NULL},
-        {"env", NB_JT_OBJECT, NULL},
-        {"stdin", NB_JT_STRING, NULL},
-        {"stdin_encoding", NB_JT_STRING, NULL},
-        {"stream", NB_JT_BOOL, NULL},
-        {"background", NB_JT_BOOL, NULL},
+        {"command", NB_JT_STRING, NULL}, {"timeout", NB_JT_NUMBER, NULL},
+        {"cwd", NB_JT_STRING, NULL},     {"env", NB_JT_OBJECT, NULL},
+        {"stdin", NB_JT_STRING, NULL},   {"stdin_encoding", NB_JT_STRING, NULL},
+        {"stream", NB_JT_BOOL, NULL},    {"background", NB_JT_BOOL, NULL},
     };
     enum { F_COMMAND, F_TIMEOUT, F_CWD, F_ENV, F_STDIN, F_STDIN_ENC, F_STREAM, F_BACKGROUND };
     struct nb_exec_result res;
@@ -204,7 +200,8 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     rq.background = f[F_BACKGROUND].val != NULL && YAJL_IS_TRUE(f[F_BACKGROUND].val);
     stream = f[F_STREAM].val ? YAJL_IS_TRUE(f[F_STREAM].val) : nb_http_wants_ndjson(r);
     if (rq.background && stream) {
-        nb_apierr_set(ae, 400, "bad_field", "a background command is not streamed: read its output "
+        nb_apierr_set(ae, 400, "bad_field",
+                      "a background command is not streamed: read its output "
                       "with GET /sandbox/{id}/processes/{pid}");
         goto out;
     }

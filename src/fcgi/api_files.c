@@ -64,7 +64,7 @@ static void info_json(yajl_gen g, const struct nb_file_info *fi)
 struct files_get_ctx {
     struct nb_req *r;
     const char *path;
-    yajl_gen g;                 /* the listing, for a directory */
+    yajl_gen g; /* the listing, for a directory */
 };
 
 static int get_info(void *arg, const struct nb_file_info *fi)
@@ -242,7 +242,8 @@ static const struct files_json_op files_move_op = {{"from", "to"}, 2, 200};
 static int files_json(struct nb_app *a, struct nb_req *r, const char *id,
                       const struct files_json_op *op, struct nb_apierr *ae)
 {
-    struct nb_jfield f[2] = {{op->names[0], NB_JT_STRING, NULL}, {op->names[1], NB_JT_STRING, NULL}};
+    struct nb_jfield f[2] = {{op->names[0], NB_JT_STRING, NULL},
+                             {op->names[1], NB_JT_STRING, NULL}};
     char paths[2][NB_FILES_PATH_MAX + 1], err[256];
     struct nb_slot slot;
     yajl_val body = NULL;

@@ -32,7 +32,7 @@
 #include "mcp.h"
 #include "mcp_sessions.h"
 
-#define MCP_SESSION_NOT_FOUND -32001   /* JSON-RPC code of a 404 (the SDKs' choice) */
+#define MCP_SESSION_NOT_FOUND -32001          /* JSON-RPC code of a 404 (the SDKs' choice) */
 #define MCP_DEFAULT_HTTP_VERSION "2025-03-26" /* no MCP-Protocol-Version header: the spec's rule */
 
 /* A JSON-RPC error with a null id, as an HTTP answer of status. */
@@ -48,7 +48,8 @@ static void rpc_fail(struct nb_req *r, int status, int code, const char *fmt, ..
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    nb_buf_init(&out, sizeof(msg) * 6 + 128);   /* the message JSON-escaped (\u00XX at worst) and the envelope */
+    nb_buf_init(&out, sizeof(msg) * 6 +
+                          128); /* the message JSON-escaped (\u00XX at worst) and the envelope */
     mcp_error_reply(&out, code, msg);
     nb_buf_append(&out, "\n", 1);
     nb_http_body(r, status, "application/json", out.data, out.len);
@@ -86,14 +87,15 @@ int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
     int rc;
 
     (void)ra;
-    if (nb_http_is_internal(r)) {   /* no tool calls /mcp: a loop would be a bug */
+    if (nb_http_is_internal(r)) { /* no tool calls /mcp: a loop would be a bug */
         nb_apierr_set(ae, 400, "bad_request", "/mcp is not a tool's API call");
         return NB_ERR;
     }
     if (hver != NULL && *hver && !mcp_version_supported(hver)) {
-        rpc_fail(r, 400, MCP_INVALID_REQUEST, "MCP-Protocol-Version \"%.32s\" is not supported: "
-                 "this server speaks %s, %s and %s", hver, mcp_versions[0], mcp_versions[1],
-                 mcp_versions[2]);
+        rpc_fail(r, 400, MCP_INVALID_REQUEST,
+                 "MCP-Protocol-Version \"%.32s\" is not supported: "
+                 "this server speaks %s, %s and %s",
+                 hver, mcp_versions[0], mcp_versions[1], mcp_versions[2]);
         return NB_OK;
     }
     if (nb_http_read_body(r, cap, ae) != 0) {
@@ -107,8 +109,10 @@ int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
             return NB_OK;
         }
         if (rc == 0) {
-            rpc_fail(r, 404, MCP_SESSION_NOT_FOUND, "no MCP session %.64s (it expired, was "
-                     "ended, or the server forgot it): initialize a new one", sid);
+            rpc_fail(r, 404, MCP_SESSION_NOT_FOUND,
+                     "no MCP session %.64s (it expired, was "
+                     "ended, or the server forgot it): initialize a new one",
+                     sid);
             return NB_OK;
         }
     }
@@ -125,7 +129,7 @@ int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
         nb_buf_append(&reply, "\n", 1);
         nb_http_body(r, 400, "application/json", reply.data, reply.len);
     } else if (rc != MCP_REPLY) {
-        nb_http_body(r, 202, NULL, NULL, 0);   /* a notification or a response */
+        nb_http_body(r, 202, NULL, NULL, 0); /* a notification or a response */
     } else {
         if (s.last == MCP_MSG_INITIALIZE) {
             /* no session file: serve on statelessly rather than fail the client */
@@ -149,7 +153,8 @@ int api_mcp_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
 
     (void)ra;
     if (sid == NULL || !*sid) {
-        nb_apierr_set(ae, 400, "bad_request", "DELETE /mcp ends a session: send its Mcp-Session-Id "
+        nb_apierr_set(ae, 400, "bad_request",
+                      "DELETE /mcp ends a session: send its Mcp-Session-Id "
                       "header");
         return NB_ERR;
     }

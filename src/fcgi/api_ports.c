@@ -50,7 +50,8 @@ int api_port_open(struct nb_app *a, struct nb_req *r, const struct nb_route_args
         goto out;
     }
     if (f[0].val == NULL || f[1].val == NULL) {
-        nb_apierr_set(ae, 400, "bad_field", "fields \"sandboxport\" and \"duration\" (seconds) are required");
+        nb_apierr_set(ae, 400, "bad_field",
+                      "fields \"sandboxport\" and \"duration\" (seconds) are required");
         goto out;
     }
     sp = nb_json_int(f[0].val);
@@ -67,7 +68,8 @@ int api_port_open(struct nb_app *a, struct nb_req *r, const struct nb_route_args
         goto out;
     }
     if (dur <= 0 || dur > c->max_port_duration) {
-        nb_apierr_set(ae, 422, "out_of_range", "duration must be between 1 and %u seconds (max_port_duration)",
+        nb_apierr_set(ae, 422, "out_of_range",
+                      "duration must be between 1 and %u seconds (max_port_duration)",
                       c->max_port_duration);
         goto out;
     }

@@ -90,12 +90,14 @@ int api_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
         if (!strcmp(run_languages[li].language, language))
             break;
     if (li == sizeof(run_languages) / sizeof(run_languages[0])) {
-        nb_apierr_set(ae, 422, "out_of_range", "language must be \"python\" or \"sh\" (what the image has)");
+        nb_apierr_set(ae, 422, "out_of_range",
+                      "language must be \"python\" or \"sh\" (what the image has)");
         goto out;
     }
     code = nb_json_string(f[F_CODE].val);
     if (strlen(code) > c->max_command) {
-        nb_apierr_set(ae, 422, "out_of_range", "code must be at most %zu bytes (max_command)", c->max_command);
+        nb_apierr_set(ae, 422, "out_of_range", "code must be at most %zu bytes (max_command)",
+                      c->max_command);
         goto out;
     }
     if (api_exec_timeout(c, f[F_TIMEOUT].val, &timeout, ae) != 0)

@@ -30,7 +30,8 @@ int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const c
     *out = NULL;
     if (nb_http_read_body(r, a->conf.max_body, ae) != 0)
         return -1;
-    if (nb_json_parse(r->body.data, r->body.len, a->conf.max_json_depth, out, err, sizeof(err)) != 0) {
+    if (nb_json_parse(r->body.data, r->body.len, a->conf.max_json_depth, out, err, sizeof(err)) !=
+        0) {
         nb_apierr_set(ae, 400, "bad_json", "%s", err);
         return -1;
     }
@@ -44,7 +45,8 @@ int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const c
     if (nb_json_has_nul(r->body.data, r->body.len)) {
         yajl_tree_free(*out);
         *out = NULL;
-        nb_apierr_set(ae, 400, nul_code, "a string contains a NUL byte (\\u0000), which no field can "
+        nb_apierr_set(ae, 400, nul_code,
+                      "a string contains a NUL byte (\\u0000), which no field can "
                       "hold; send binary data base64-encoded (stdin_encoding, encoding)");
         return -1;
     }
@@ -89,7 +91,8 @@ int api_env_list(const struct nb_conf *c, yajl_val env, char ***out, unsigned *n
         yajl_val v = env->u.object.values[i];
         size_t need;
         if (!env_name_valid(k)) {
-            nb_apierr_set(ae, 400, "bad_field", "env name \"%.64s\" is not a valid variable name", k);
+            nb_apierr_set(ae, 400, "bad_field", "env name \"%.64s\" is not a valid variable name",
+                          k);
             goto fail;
         }
         if (!YAJL_IS_STRING(v)) {
@@ -98,8 +101,9 @@ int api_env_list(const struct nb_conf *c, yajl_val env, char ***out, unsigned *n
         }
         need = strlen(k) + 1 + strlen(nb_json_string(v));
         if (need > c->max_env_bytes) {
-            nb_apierr_set(ae, 422, "out_of_range", "env %.64s is %zu bytes; the limit is %zu (max_env_bytes)",
-                          k, need, c->max_env_bytes);
+            nb_apierr_set(ae, 422, "out_of_range",
+                          "env %.64s is %zu bytes; the limit is %zu (max_env_bytes)", k, need,
+                          c->max_env_bytes);
             goto fail;
         }
         list[i] = nb_xmalloc(need + 1);
@@ -126,7 +130,8 @@ static int metadata_text(const struct nb_conf *c, yajl_val meta, char *out, size
         return 0;
     }
     if (meta->u.object.len > c->max_metadata) {
-        nb_apierr_set(ae, 422, "out_of_range", "metadata has %zu entries; the limit is %u (max_metadata)",
+        nb_apierr_set(ae, 422, "out_of_range",
+                      "metadata has %zu entries; the limit is %u (max_metadata)",
                       meta->u.object.len, c->max_metadata);
         return -1;
     }
@@ -141,8 +146,9 @@ static int metadata_text(const struct nb_conf *c, yajl_val meta, char *out, size
     nb_json_tree(g, meta);
     yajl_gen_get_buf(g, &buf, &len);
     if (len > c->max_metadata_bytes || len >= outlen) {
-        nb_apierr_set(ae, 422, "out_of_range", "metadata is %zu bytes as JSON; the limit is %zu (max_metadata_bytes)",
-                      len, c->max_metadata_bytes);
+        nb_apierr_set(ae, 422, "out_of_range",
+                      "metadata is %zu bytes as JSON; the limit is %zu (max_metadata_bytes)", len,
+                      c->max_metadata_bytes);
         yajl_gen_free(g);
         return -1;
     }
@@ -254,7 +260,8 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (f[F_IMAGE].val) {
         const char *img = nb_json_string(f[F_IMAGE].val);
         if (!nb_conf_image_allowed(c, img)) {
-            nb_apierr_set(ae, 403, "forbidden", "image \"%.100s\" is not in the operator's allow-list", img);
+            nb_apierr_set(ae, 403, "forbidden",
+                          "image \"%.100s\" is not in the operator's allow-list", img);
             goto out;
         }
         snprintf(spec.image, sizeof(spec.image), "%s", img);
@@ -264,7 +271,8 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (f[F_TTL].val) {
         long long ttl = nb_json_int(f[F_TTL].val);
         if (ttl <= 0 || ttl > (long long)c->max_ttl) {
-            nb_apierr_set(ae, 422, "out_of_range", "ttl must be between 1 and %u seconds (max_ttl)", c->max_ttl);
+            nb_apierr_set(ae, 422, "out_of_range", "ttl must be between 1 and %u seconds (max_ttl)",
+                          c->max_ttl);
             goto out;
         }
         spec.ttl = (unsigned)ttl;
@@ -278,7 +286,8 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
             goto out;
         }
         if (m < 6 * MiB || m > c->memory) {
-            nb_apierr_set(ae, 422, "out_of_range", "memory must be between 6m and %llu bytes (the operator's limit)",
+            nb_apierr_set(ae, 422, "out_of_range",
+                          "memory must be between 6m and %llu bytes (the operator's limit)",
                           (unsigned long long)c->memory);
             goto out;
         }
@@ -289,7 +298,8 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (f[F_CPUS].val) {
         double cpus = nb_json_double(f[F_CPUS].val);
         if (!(cpus >= 0.01) || cpus * 1e9 > (double)c->nano_cpus + 0.5) {
-            nb_apierr_set(ae, 422, "out_of_range", "cpus must be between 0.01 and %g (the operator's limit)",
+            nb_apierr_set(ae, 422, "out_of_range",
+                          "cpus must be between 0.01 and %g (the operator's limit)",
                           (double)c->nano_cpus / 1e9);
             goto out;
         }
@@ -300,7 +310,8 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (f[F_PIDS].val) {
         long long pids = nb_json_int(f[F_PIDS].val);
         if (pids < 8 || pids > c->pids) {
-            nb_apierr_set(ae, 422, "out_of_range", "pids must be between 8 and %lld (the operator's limit)",
+            nb_apierr_set(ae, 422, "out_of_range",
+                          "pids must be between 8 and %lld (the operator's limit)",
                           (long long)c->pids);
             goto out;
         }
@@ -382,8 +393,9 @@ int api_sandbox_list(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     memset(&lf, 0, sizeof(lf));
     nb_http_query_each(r, list_filter_cb, &lf);
     if (lf.bad) {
-        nb_apierr_set(ae, 400, "bad_field", lf.bad == 1 ? "the only filters are metadata.<key>=<value>"
-                                                         : "at most 16 metadata filters");
+        nb_apierr_set(ae, 400, "bad_field",
+                      lf.bad == 1 ? "the only filters are metadata.<key>=<value>"
+                                  : "at most 16 metadata filters");
         return NB_ERR;
     }
     /* copy under the lock, format outside it */
@@ -489,13 +501,15 @@ int api_sandbox_network(struct nb_app *a, struct nb_req *r, const struct nb_rout
     if (api_read_json(a, r, &body, ae) != 0)
         return NB_ERR;
     if (body == NULL || !YAJL_IS_OBJECT(body)) {
-        nb_apierr_set(ae, 400, "bad_json", "the body must be a network object: {\"allow\": [...], \"deny\": [...]}");
+        nb_apierr_set(ae, 400, "bad_json",
+                      "the body must be a network object: {\"allow\": [...], \"deny\": [...]}");
         goto out;
     }
     if (api_network_value(&a->conf, body, &bridge, &p, ae) != 0)
         goto out;
     if (!bridge) {
-        nb_apierr_set(ae, 422, "bad_rule", "a running sandbox's network mode cannot change; "
+        nb_apierr_set(ae, 422, "bad_rule",
+                      "a running sandbox's network mode cannot change; "
                       "only a bridge sandbox's allow and deny can");
         goto out;
     }

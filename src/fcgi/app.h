@@ -9,14 +9,14 @@
 #include "docker.h"
 #include "table.h"
 
-struct nb_sandbox_source;       /* sandbox.h */
+struct nb_sandbox_source; /* sandbox.h */
 
 struct nb_app {
     struct nb_conf conf;
-    struct nb_table table;      /* mapped before fork: shared by all */
-    struct nb_docker docker;    /* one curl handle per process, made after fork */
+    struct nb_table table;                /* mapped before fork: shared by all */
+    struct nb_docker docker;              /* one curl handle per process, made after fork */
     const struct nb_sandbox_source *warm; /* ready sandboxes for creates (warm.c); NULL: none */
-    char *seccomp;              /* sandboxes' seccomp profile (JSON), read at start (isolation.c) */
+    char *seccomp; /* sandboxes' seccomp profile (JSON), read at start (isolation.c) */
 };
 
 /* An error on its way to the client: status, slug and a readable message. */

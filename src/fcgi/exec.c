@@ -198,7 +198,6 @@ static int exec_wait(struct nb_docker *d, const char *exec_id, int ms, pid_t *pi
     return -1;
 }
 
-
 void nb_exec_result_init(struct nb_exec_result *res, size_t cap)
 {
     memset(res, 0, sizeof(*res));
@@ -237,7 +236,8 @@ static int exec_docker(struct nb_app *a, const struct nb_slot *slot, const struc
         free(json);
         nb_apierr_docker(ae, &de, "run the command");
         if (ae->status == 404 || ae->status == 409)
-            nb_apierr_set(ae, 409, "not_running", "the sandbox's container is not running: %s", de.msg);
+            nb_apierr_set(ae, 409, "not_running", "the sandbox's container is not running: %s",
+                          de.msg);
         return -1;
     }
     free(json);
@@ -326,7 +326,8 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
                 rc = 0;
                 break;
             }
-            if (poll(p, rq->client_fd >= 0 ? 2 : 1, left > 1000 ? 1000 : (int)left) < 0 && errno != EINTR) {
+            if (poll(p, rq->client_fd >= 0 ? 2 : 1, left > 1000 ? 1000 : (int)left) < 0 &&
+                errno != EINTR) {
                 nb_apierr_set(ae, 500, "internal", "poll: %s", strerror(errno));
                 break;
             }

@@ -38,11 +38,11 @@ struct nb_exec_req {
     const char *cwd;
     char **env;
     unsigned n_env;
-    double timeout;           /* seconds */
-    const char *stdin_data;   /* NULL: stdin is empty (closed at once) */
+    double timeout;         /* seconds */
+    const char *stdin_data; /* NULL: stdin is empty (closed at once) */
     size_t stdin_len;
-    int background;           /* start and return the pid (agent only) */
-    int client_fd;            /* the FastCGI connection: its loss kills the command; -1 none */
+    int background; /* start and return the pid (agent only) */
+    int client_fd;  /* the FastCGI connection: its loss kills the command; -1 none */
     /* Streaming: called with each piece of output as it arrives (after the
      * result has kept it); -1 stops the command (the client is gone). */
     int (*on_output)(void *ctx, int is_stderr, const char *data, size_t len);

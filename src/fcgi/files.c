@@ -22,10 +22,14 @@ _Static_assert(NB_FILES_PATH_MAX == NBA_MAX_PATH, "files.h's path cap is the pro
 const char *nb_file_kind_name(enum nb_file_kind kind)
 {
     switch (kind) {
-    case NB_FILE_REGULAR: return "file";
-    case NB_FILE_DIR: return "dir";
-    case NB_FILE_SYMLINK: return "symlink";
-    default: return "other";
+    case NB_FILE_REGULAR:
+        return "file";
+    case NB_FILE_DIR:
+        return "dir";
+    case NB_FILE_SYMLINK:
+        return "symlink";
+    default:
+        return "other";
     }
 }
 
@@ -62,10 +66,14 @@ int nb_files_path(const struct nb_conf *c, const char *raw, size_t len, char *ou
 static enum nb_file_kind kind_of(uint8_t k)
 {
     switch (k) {
-    case NBA_KIND_FILE: return NB_FILE_REGULAR;
-    case NBA_KIND_DIR: return NB_FILE_DIR;
-    case NBA_KIND_LINK: return NB_FILE_SYMLINK;
-    default: return NB_FILE_OTHER;
+    case NBA_KIND_FILE:
+        return NB_FILE_REGULAR;
+    case NBA_KIND_DIR:
+        return NB_FILE_DIR;
+    case NBA_KIND_LINK:
+        return NB_FILE_SYMLINK;
+    default:
+        return NB_FILE_OTHER;
     }
 }
 
@@ -111,8 +119,8 @@ static int files_connect(const struct nb_slot *slot, struct nb_agent *ag, struct
 }
 
 /* The next frame within the operation's time; -1 with ae set when none came. */
-static int files_recv(struct nb_agent *ag, uint8_t *type, const unsigned char **body,
-                      uint32_t *len, struct nb_apierr *ae)
+static int files_recv(struct nb_agent *ag, uint8_t *type, const unsigned char **body, uint32_t *len,
+                      struct nb_apierr *ae)
 {
     int got = nb_agent_recv(ag, FILES_OP_TIMEOUT_MS, type, body, len, ae);
     if (got == 0)
@@ -176,7 +184,8 @@ int nb_files_read(struct nb_app *a, const struct nb_slot *slot, const char *path
             if (got_info)
                 rc = 0;
             else
-                nb_apierr_set(ae, 502, "agent_error", "the sandbox's agent answered without the file");
+                nb_apierr_set(ae, 502, "agent_error",
+                              "the sandbox's agent answered without the file");
             break;
         }
     }

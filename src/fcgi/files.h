@@ -32,11 +32,11 @@ enum nb_file_kind {
 
 /* A path's (or a directory entry's) stat as the agent reports it. */
 struct nb_file_info {
-    char name[256];             /* the entry's name (listings only) */
+    char name[256]; /* the entry's name (listings only) */
     enum nb_file_kind kind;
     uint64_t size;
-    uint64_t mtime;             /* unix seconds */
-    uint32_t mode;              /* permission bits and type, as st_mode */
+    uint64_t mtime; /* unix seconds */
+    uint32_t mode;  /* permission bits and type, as st_mode */
 };
 
 /* "file", "dir", "symlink" or "other". */
@@ -64,7 +64,7 @@ struct nb_files_sink {
     int (*on_data)(void *arg, const void *data, size_t len);
     int (*on_entry)(void *arg, const struct nb_file_info *entry);
     void *arg;
-    int truncated;              /* set by nb_files_read: entries were left out */
+    int truncated; /* set by nb_files_read: entries were left out */
 };
 
 /* Read path (a file's bytes, or a directory's listing). 0, or -1 with ae set. */

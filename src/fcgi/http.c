@@ -20,14 +20,14 @@
 
 /* The two ends of an internal request: its body in, its answer out. */
 struct nb_http_capture {
-    const char *in;             /* the request body */
+    const char *in; /* the request body */
     size_t in_len;
-    size_t in_off;              /* bytes of it read so far */
-    char *envp[3];              /* its CGI params, NULL-terminated */
-    char content_length[48];    /* "CONTENT_LENGTH=n" */
-    char content_type[96];      /* "CONTENT_TYPE=t" */
-    struct nb_buf *out;         /* the answer's body, within its cap */
-    int overflow;               /* the answer did not fit out's cap */
+    size_t in_off;           /* bytes of it read so far */
+    char *envp[3];           /* its CGI params, NULL-terminated */
+    char content_length[48]; /* "CONTENT_LENGTH=n" */
+    char content_type[96];   /* "CONTENT_TYPE=t" */
+    struct nb_buf *out;      /* the answer's body, within its cap */
+    int overflow;            /* the answer did not fit out's cap */
 };
 
 /* The table requests are routed by (nb_http_set_routes). */
@@ -40,25 +40,44 @@ enum { HTTP_STREAM_NONE, HTTP_STREAM_BYTES, HTTP_STREAM_NDJSON };
 static const char *reason(int status)
 {
     switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 413: return "Payload Too Large";
-    case 414: return "URI Too Long";
-    case 422: return "Unprocessable Entity";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "Unknown";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 413:
+        return "Payload Too Large";
+    case 414:
+        return "URI Too Long";
+    case 422:
+        return "Unprocessable Entity";
+    case 429:
+        return "Too Many Requests";
+    case 500:
+        return "Internal Server Error";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "Unknown";
     }
 }
 
@@ -200,12 +219,12 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     uint32_t pid;
     char allowed[64];
 
-    shape = nb_route_match(r->path, ra.id, sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op,
-                           sizeof(ra.op));
-    found = shape == NB_ROUTE_NONE ? NB_ROUTE_NO_ROWS
-                                   : nb_route_lookup(http_routes, http_n_routes, shape,
-                                                     nb_route_sub(shape, &ra), r->method, &row,
-                                                     &flags, allowed, sizeof(allowed));
+    shape =
+        nb_route_match(r->path, ra.id, sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op, sizeof(ra.op));
+    found = shape == NB_ROUTE_NONE
+                ? NB_ROUTE_NO_ROWS
+                : nb_route_lookup(http_routes, http_n_routes, shape, nb_route_sub(shape, &ra),
+                                  r->method, &row, &flags, allowed, sizeof(allowed));
     /*
      * nginx's check before it reads a body (auth_request, nanobox.conf.in):
      * 204 where the request would pass the key check below, else its 401;
@@ -330,7 +349,7 @@ static int put(struct nb_req *r, const void *data, size_t len)
     if (cap == NULL)
         return len > 0 && FCGX_PutStr(data, (int)len, r->fcgi->out) < 0 ? -1 : 0;
     if (cap->overflow || nb_buf_append(cap->out, data, len) != NB_OK) {
-        cap->overflow = 1;   /* treated as a client that left: the handler stops */
+        cap->overflow = 1; /* treated as a client that left: the handler stops */
         return -1;
     }
     return 0;
@@ -360,7 +379,8 @@ int nb_http_read_body(struct nb_req *r, size_t cap, struct nb_apierr *ae)
     nb_buf_append(&r->body, "", 0);
     while ((n = nb_http_read_some(r, chunk, sizeof(chunk))) > 0) {
         if (nb_buf_append(&r->body, chunk, (size_t)n) != NB_OK) {
-            nb_apierr_set(ae, 413, "too_large", "the body is larger than %zu bytes (max_body)", cap);
+            nb_apierr_set(ae, 413, "too_large", "the body is larger than %zu bytes (max_body)",
+                          cap);
             return -1;
         }
     }
@@ -404,7 +424,7 @@ static void send_head(struct nb_req *r, int status, const char *ctype, int strea
     r->status = status;
     r->answered = 1;
     if (r->capture != NULL)
-        return;   /* the caller reads r->status; headers have nowhere to go */
+        return; /* the caller reads r->status; headers have nowhere to go */
     FCGX_FPrintF(r->fcgi->out, "Status: %d %s\r\n", status, reason(status));
     if (ctype)
         FCGX_FPrintF(r->fcgi->out, "Content-Type: %s\r\n", ctype);
@@ -455,7 +475,7 @@ int nb_http_wants_ndjson(const struct nb_req *r)
 void nb_http_stream_begin(struct nb_req *r, int status, const char *ctype)
 {
     r->stream = ctype != NULL && !strcmp(ctype, "application/x-ndjson") ? HTTP_STREAM_NDJSON
-                                                                       : HTTP_STREAM_BYTES;
+                                                                        : HTTP_STREAM_BYTES;
     send_head(r, status, ctype, 1);
     if (r->capture == NULL)
         FCGX_FFlush(r->fcgi->out);

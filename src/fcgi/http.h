@@ -35,26 +35,26 @@
 /* Most "after the answer" hooks one request can carry (nb_http_after). */
 #define NB_HTTP_HOOKS_MAX 4
 
-struct nb_http_capture;         /* an internal request's two ends (http.c) */
+struct nb_http_capture; /* an internal request's two ends (http.c) */
 
 /* Work to do once the answer went out (nb_http_after); arg is the hook's. */
 typedef void (*nb_http_hook_fn)(struct nb_app *a, void *arg);
 
 struct nb_req {
-    FCGX_Request *fcgi;         /* NULL for an internal request */
+    FCGX_Request *fcgi;              /* NULL for an internal request */
     struct nb_http_capture *capture; /* non-NULL for an internal request */
-    struct nb_req *outer;       /* an internal request's FastCGI request; NULL otherwise */
-    char **envp;                /* CGI params (fcgi->envp or the capture's) */
+    struct nb_req *outer;            /* an internal request's FastCGI request; NULL otherwise */
+    char **envp;                     /* CGI params (fcgi->envp or the capture's) */
     const char *method;
-    char path[NB_PATH_MAX];     /* raw path of REQUEST_URI, no query */
-    char query[NB_QUERY_MAX];   /* raw query string */
-    struct nb_buf body;         /* capped at conf.max_body */
+    char path[NB_PATH_MAX];       /* raw path of REQUEST_URI, no query */
+    char query[NB_QUERY_MAX];     /* raw query string */
+    struct nb_buf body;           /* capped at conf.max_body */
     char headers[NB_HEADERS_MAX]; /* extra answer headers, "Name: value\r\n" each */
-    int status;                 /* status sent, for the access log */
+    int status;                   /* status sent, for the access log */
     /* http.c's own bookkeeping: handlers report through their result instead */
-    int answered;               /* the status went out */
-    int stream;                 /* HTTP_STREAM_* once a streamed answer began */
-    int gone;                   /* a write failed: the client left (or the capture is full) */
+    int answered; /* the status went out */
+    int stream;   /* HTTP_STREAM_* once a streamed answer began */
+    int gone;     /* a write failed: the client left (or the capture is full) */
     struct {
         nb_http_hook_fn fn;
         void *arg;

@@ -28,14 +28,13 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: nanobox-fcgi [-c CONFIG] [-p PIDFILE] [-o key=value]... [-t]\n"
-            "  -c CONFIG   configuration file (default /etc/nanobox/nanobox.conf)\n"
-            "  -p PIDFILE  write the master's pid here\n"
-            "  -o k=v      override one configuration key\n"
-            "  -t          check the configuration and exit\n"
-            "Runs in the foreground and logs to stderr. Under spawn-fcgi the\n"
-            "FastCGI socket is inherited on fd 0; otherwise it is `listen`.\n");
+    fprintf(f, "usage: nanobox-fcgi [-c CONFIG] [-p PIDFILE] [-o key=value]... [-t]\n"
+               "  -c CONFIG   configuration file (default /etc/nanobox/nanobox.conf)\n"
+               "  -p PIDFILE  write the master's pid here\n"
+               "  -o k=v      override one configuration key\n"
+               "  -t          check the configuration and exit\n"
+               "Runs in the foreground and logs to stderr. Under spawn-fcgi the\n"
+               "FastCGI socket is inherited on fd 0; otherwise it is `listen`.\n");
 }
 
 /* Is fd a listening socket (spawn-fcgi hands us one on fd 0)? */
@@ -123,8 +122,12 @@ int main(int argc, char **argv)
     nb_log_init("nanobox-fcgi", NB_LOG_INFO);
     while ((opt = getopt(argc, argv, "c:p:o:th")) != -1) {
         switch (opt) {
-        case 'c': conf_path = optarg; break;
-        case 'p': pidfile = optarg; break;
+        case 'c':
+            conf_path = optarg;
+            break;
+        case 'p':
+            pidfile = optarg;
+            break;
         case 'o':
             if (n_over == 64) {
                 fprintf(stderr, "too many -o options\n");
@@ -132,9 +135,15 @@ int main(int argc, char **argv)
             }
             overrides[n_over++] = optarg;
             break;
-        case 't': check_only = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 't':
+            check_only = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
 
@@ -175,7 +184,8 @@ int main(int argc, char **argv)
         nb_error("curl_global_init failed");
         return 1;
     }
-    if (nb_table_open(&app.table, app.conf.state_file, app.conf.max_sandboxes, err, sizeof(err)) != 0) {
+    if (nb_table_open(&app.table, app.conf.state_file, app.conf.max_sandboxes, err, sizeof(err)) !=
+        0) {
         nb_error("state table: %s", err);
         return 1;
     }

@@ -24,20 +24,20 @@
 #include "mcp_sessions.h"
 #include "sandbox.h"
 
-#define STORE_MAGIC "NBMCPSS"   /* with its NUL: 8 bytes */
+#define STORE_MAGIC "NBMCPSS" /* with its NUL: 8 bytes */
 #define STORE_VERSION 1
 
 struct store_slot {
-    char id[NB_MCP_SESSION_ID_LEN + 1];   /* "" when free */
-    char version[NB_MCP_VERSION_LEN];     /* negotiated protocol version */
-    int64_t created;                      /* unix seconds */
-    int64_t last_used;                    /* unix seconds */
+    char id[NB_MCP_SESSION_ID_LEN + 1]; /* "" when free */
+    char version[NB_MCP_VERSION_LEN];   /* negotiated protocol version */
+    int64_t created;                    /* unix seconds */
+    int64_t last_used;                  /* unix seconds */
 };
 
 struct store_file {
     char magic[8];
     uint32_t version;
-    uint32_t slot_size;                   /* sizeof(struct store_slot) when written */
+    uint32_t slot_size; /* sizeof(struct store_slot) when written */
     uint32_t nslots;
     uint32_t reserved;
     struct store_slot slots[NB_MCP_SESSIONS];
@@ -45,7 +45,7 @@ struct store_file {
 
 /* This process's view of the file: opened on first use, kept until exit. */
 static struct {
-    pid_t pid;                /* who opened it: a forked child must open its own */
+    pid_t pid; /* who opened it: a forked child must open its own */
     int fd;
     struct store_file *map;
 } store = {0, -1, NULL};
@@ -92,7 +92,7 @@ static int store_open(const struct nb_conf *c, struct nb_apierr *ae)
 
     if (store.map != NULL && store.pid == getpid())
         return 0;
-    if (store.map != NULL)   /* inherited over fork: our own descriptor, or no lock */
+    if (store.map != NULL) /* inherited over fork: our own descriptor, or no lock */
         store_close();
     snprintf(path, sizeof(path), "%s.mcp", c->state_file);
     fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);

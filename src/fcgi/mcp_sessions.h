@@ -18,10 +18,10 @@
 
 #include "app.h"
 
-#define NB_MCP_SESSIONS 256                   /* sessions kept; the least recently used goes */
-#define NB_MCP_SESSION_IDLE (24 * 3600)       /* seconds unused before a session is forgotten */
-#define NB_MCP_SESSION_ID_LEN 36              /* a textual UUID */
-#define NB_MCP_VERSION_LEN 16                 /* "2025-06-18" and its NUL, with room */
+#define NB_MCP_SESSIONS 256             /* sessions kept; the least recently used goes */
+#define NB_MCP_SESSION_IDLE (24 * 3600) /* seconds unused before a session is forgotten */
+#define NB_MCP_SESSION_ID_LEN 36        /* a textual UUID */
+#define NB_MCP_VERSION_LEN 16           /* "2025-06-18" and its NUL, with room */
 
 /* A new session speaking version: its id in id. -1 with ae set if the file fails. */
 int nb_mcp_session_new(const struct nb_conf *c, const char *version,

@@ -22,8 +22,8 @@
 #include "reaper.h"
 #include "worker.h"
 
-#define TICK_NS 100000000L     /* 100 ms between pool adjustments */
-#define IDLE_KILL_GRACE 2      /* seconds an idle worker gets to leave on shutdown */
+#define TICK_NS 100000000L /* 100 ms between pool adjustments */
+#define IDLE_KILL_GRACE 2  /* seconds an idle worker gets to leave on shutdown */
 
 struct pool {
     struct nb_app *app;

@@ -14,10 +14,10 @@
 #include "app.h"
 
 struct nb_pool_slot {
-    pid_t pid;                  /* 0: unused */
-    volatile int busy;          /* serving a request */
-    volatile int64_t since;     /* unix seconds of the last busy/idle change */
-    volatile uint64_t served;   /* requests served */
+    pid_t pid;                /* 0: unused */
+    volatile int busy;        /* serving a request */
+    volatile int64_t since;   /* unix seconds of the last busy/idle change */
+    volatile uint64_t served; /* requests served */
 };
 
 /* Run the master until SIGTERM/SIGINT; returns the exit status. */

@@ -178,10 +178,11 @@ static enum spawn_result fwd_spawn(const struct nb_conf *c, const char *id, pid_
             _exit(gc > 0 ? 0 : 1);
         }
         {
-            const char *args[] = {bin, "--target-pid", a_pid, "--port", a_port, "--listen", a_listen,
-                                  "--unix", sock, "--expires", a_exp, "--unix-mode", a_mode,
-                                  "--unix-group", c->socket_group, "--ready-fd", "3",
-                                  "--log-level", c->log_level, NULL};
+            const char *args[] = {bin,    "--target-pid", a_pid,           "--port",
+                                  a_port, "--listen",     a_listen,        "--unix",
+                                  sock,   "--expires",    a_exp,           "--unix-mode",
+                                  a_mode, "--unix-group", c->socket_group, "--ready-fd",
+                                  "3",    "--log-level",  c->log_level,    NULL};
             char *argv[sizeof(args) / sizeof(args[0])];
             sigset_t none;
             int devnull = open("/dev/null", O_RDONLY);
@@ -276,7 +277,8 @@ const char *nb_port_public_host(struct nb_app *a)
     return host;
 }
 
-void nb_port_url(const struct nb_conf *c, const char *id, uint16_t sandboxport, char *out, size_t outlen)
+void nb_port_url(const struct nb_conf *c, const char *id, uint16_t sandboxport, char *out,
+                 size_t outlen)
 {
     const char *t = c->port_url;
     size_t o = 0;
@@ -374,23 +376,25 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
     }
     nb_table_unlock(&a->table);
     if (bad == 404) {
-        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)", id);
+        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
+                      id);
         return -1;
     }
     if (bad == 409) {
-        nb_apierr_set(ae, 409, "port_open", "port %u of this sandbox is already open: close it first",
+        nb_apierr_set(ae, 409, "port_open",
+                      "port %u of this sandbox is already open: close it first",
                       (unsigned)req->sandboxport);
         return -1;
     }
     if (bad == 429) {
-        nb_apierr_set(ae, 429, "too_many_ports", "this sandbox already has %u open ports (max_ports)",
-                      open_count);
+        nb_apierr_set(ae, 429, "too_many_ports",
+                      "this sandbox already has %u open ports (max_ports)", open_count);
         return -1;
     }
 
     for (unsigned k = 0; k < ntries; k++) {
-        rc = fwd_spawn(c, id, copy.init_pid, req->sandboxport, tries[k], expires, &fwd, &start,
-                       msg, sizeof(msg));
+        rc = fwd_spawn(c, id, copy.init_pid, req->sandboxport, tries[k], expires, &fwd, &start, msg,
+                       sizeof(msg));
         if (rc == SPAWN_OK)
             bound = tries[k];
         if (rc != SPAWN_IN_USE)
@@ -400,7 +404,8 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
 
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    p = s && s->generation == gen && s->state == NB_SLOT_RUNNING ? port_find(s, req->sandboxport) : NULL;
+    p = s && s->generation == gen && s->state == NB_SLOT_RUNNING ? port_find(s, req->sandboxport)
+                                                                 : NULL;
     if (p != NULL && !(p->fwd_pid == me && p->fwd_start == 0))
         p = NULL; /* not our pending entry any more */
     if (p != NULL) {
@@ -417,7 +422,8 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
     if (rc == SPAWN_OK && p == NULL) {
         /* the sandbox went away while the forwarder started */
         fwd_stop(c, id, req->sandboxport, fwd, start);
-        nb_apierr_set(ae, 404, "not_found", "sandbox %s was destroyed while the port was opening", id);
+        nb_apierr_set(ae, 404, "not_found", "sandbox %s was destroyed while the port was opening",
+                      id);
         return -1;
     }
     if (rc == SPAWN_IN_USE) {
@@ -460,16 +466,19 @@ int nb_port_close(struct nb_app *a, const char *id, uint16_t sandboxport, struct
     nb_table_unlock(&a->table);
     if (!found) {
         if (s == NULL)
-            nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)", id);
+            nb_apierr_set(ae, 404, "not_found",
+                          "no sandbox %s (it may have expired or been destroyed)", id);
         else
-            nb_apierr_set(ae, 404, "not_found", "port %u of sandbox %s is not open", (unsigned)sandboxport, id);
+            nb_apierr_set(ae, 404, "not_found", "port %u of sandbox %s is not open",
+                          (unsigned)sandboxport, id);
         return -1;
     }
     /* stop first, free after: a concurrent re-open meanwhile sees 409, not a half-closed port */
     fwd_stop(&a->conf, id, sandboxport, pid, start);
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (s != NULL && (p = port_find(s, sandboxport)) != NULL && p->fwd_pid == pid && p->fwd_start == start)
+    if (s != NULL && (p = port_find(s, sandboxport)) != NULL && p->fwd_pid == pid &&
+        p->fwd_start == start)
         memset(p, 0, sizeof(*p));
     nb_table_unlock(&a->table);
     nb_info("closed port %u of sandbox %s", (unsigned)sandboxport, id);

@@ -14,15 +14,15 @@
 
 struct nb_port_open {
     uint16_t sandboxport;
-    uint16_t hostport;        /* 0: allocate from port_range */
-    unsigned duration;        /* seconds asked for */
+    uint16_t hostport; /* 0: allocate from port_range */
+    unsigned duration; /* seconds asked for */
 };
 
 struct nb_port_info {
     uint16_t sandboxport;
     uint16_t hostport;
     int64_t expires;
-    unsigned duration;        /* seconds from the request to expires */
+    unsigned duration; /* seconds from the request to expires */
 };
 
 /* Open a port; *out describes it (expires capped by the sandbox's life). */
@@ -43,7 +43,8 @@ void nb_ports_reap(struct nb_app *a);
 
 /* The "host" and "url" an answer shows for a port. */
 const char *nb_port_public_host(struct nb_app *a);
-void nb_port_url(const struct nb_conf *c, const char *id, uint16_t sandboxport, char *out, size_t outlen);
+void nb_port_url(const struct nb_conf *c, const char *id, uint16_t sandboxport, char *out,
+                 size_t outlen);
 
 /* Start time (clock ticks since boot) of pid; 0 if it is gone or a zombie. */
 uint64_t nb_proc_starttime(pid_t pid);

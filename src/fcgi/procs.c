@@ -24,8 +24,8 @@ static const struct {
     const char *name;
     int sig;
 } proc_signals[] = {
-    {"KILL", SIGKILL}, {"TERM", SIGTERM}, {"INT", SIGINT}, {"HUP", SIGHUP},
-    {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"STOP", SIGSTOP}, {"CONT", SIGCONT},
+    {"KILL", SIGKILL}, {"TERM", SIGTERM}, {"INT", SIGINT},   {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
+    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"STOP", SIGSTOP}, {"CONT", SIGCONT},
 };
 
 const char nb_procs_signal_names[] = "KILL, TERM, INT, HUP, QUIT, USR1, USR2, STOP, CONT";

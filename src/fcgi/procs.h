@@ -24,10 +24,10 @@
 struct nb_proc_info {
     uint32_t pid;
     int running;
-    int32_t exit_code;          /* when not running: 128+N if signal N ended it */
-    uint32_t signal;            /* the signal that ended it, 0 if none */
-    uint64_t started_at;        /* unix seconds */
-    uint64_t stdout_bytes;      /* written since it started (kept or not) */
+    int32_t exit_code;     /* when not running: 128+N if signal N ended it */
+    uint32_t signal;       /* the signal that ended it, 0 if none */
+    uint64_t started_at;   /* unix seconds */
+    uint64_t stdout_bytes; /* written since it started (kept or not) */
     uint64_t stderr_bytes;
     const unsigned char *fields; /* the agent's entry, for nb_proc_next_arg */
     uint32_t fields_len;
@@ -52,8 +52,8 @@ int nb_procs_list(struct nb_app *a, const struct nb_slot *slot,
 /* A process and the output it still keeps past the offsets asked for. */
 struct nb_proc_output {
     struct nb_proc_info info;
-    struct nb_buf out, err;     /* the output from the offsets on (4 MiB cap each) */
-    unsigned char *raw;         /* the copy of the entry info points into */
+    struct nb_buf out, err; /* the output from the offsets on (4 MiB cap each) */
+    unsigned char *raw;     /* the copy of the entry info points into */
 };
 
 /*

@@ -12,8 +12,8 @@
 
 #include "buf.h"
 
-#define NB_QUERY_KEY_MAX 256     /* decoded key bytes nb_query_each hands over, NUL included */
-#define NB_QUERY_VALUE_MAX 1024  /* decoded value bytes, NUL included */
+#define NB_QUERY_KEY_MAX 256    /* decoded key bytes nb_query_each hands over, NUL included */
+#define NB_QUERY_VALUE_MAX 1024 /* decoded value bytes, NUL included */
 
 /*
  * Walk the decoded "key=value" pairs of query (empty pairs skipped; a pair

@@ -23,8 +23,8 @@
 #include "warm.h"
 
 #define REAPER_TICK_US 1000000
-#define REAPER_SUBTICKS 10       /* pool checks per tick (a table scan each) */
-#define RECONCILE_EVERY 30       /* ticks between reconciliations */
+#define REAPER_SUBTICKS 10 /* pool checks per tick (a table scan each) */
+#define RECONCILE_EVERY 30 /* ticks between reconciliations */
 
 static volatile sig_atomic_t reaper_stop;
 

@@ -50,7 +50,8 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         snprintf(arg, arglen, "%s", slash + 7);
         return NB_ROUTE_PORT;
     }
-    if (!strcmp(slash, "/files") || !strcmp(slash, "/files/mkdir") || !strcmp(slash, "/files/move")) {
+    if (!strcmp(slash, "/files") || !strcmp(slash, "/files/mkdir") ||
+        !strcmp(slash, "/files/move")) {
         snprintf(arg, arglen, "%s", slash[6] ? slash + 7 : "");
         return NB_ROUTE_FILES;
     }
@@ -118,7 +119,8 @@ enum nb_route_found nb_route_lookup(const struct nb_route_entry *tab, size_t n, 
             return NB_ROUTE_FOUND;
         }
         if (used < allowedlen - 1) {
-            int k = snprintf(allowed + used, allowedlen - used, "%s%s", used ? ", " : "", e->method);
+            int k =
+                snprintf(allowed + used, allowedlen - used, "%s%s", used ? ", " : "", e->method);
             used = k < 0 ? used : used + (size_t)k;
             if (used >= allowedlen)
                 used = allowedlen - 1;

@@ -17,18 +17,18 @@
 enum nb_route {
     NB_ROUTE_NONE,
     NB_ROUTE_HEALTHZ,
-    NB_ROUTE_MCP,          /* /mcp */
-    NB_ROUTE_RUN,          /* /run */
-    NB_ROUTE_SANDBOXES,    /* /sandbox */
-    NB_ROUTE_SANDBOX,      /* /sandbox/{id} */
-    NB_ROUTE_TIMEOUT,      /* /sandbox/{id}/timeout */
-    NB_ROUTE_EXEC,         /* /sandbox/{id}/exec */
-    NB_ROUTE_NETWORK,      /* /sandbox/{id}/network */
-    NB_ROUTE_PORT_OPEN,    /* /sandbox/{id}/ephemeralport */
-    NB_ROUTE_PORTS,        /* /sandbox/{id}/ports */
-    NB_ROUTE_PORT,         /* /sandbox/{id}/ports/{sandboxport} (arg: the port) */
-    NB_ROUTE_FILES,        /* /sandbox/{id}/files[/mkdir|/move] (arg: the op) */
-    NB_ROUTE_PROCS,        /* /sandbox/{id}/processes[/{pid}[/stdin]] (arg: pid, op: stdin) */
+    NB_ROUTE_MCP,       /* /mcp */
+    NB_ROUTE_RUN,       /* /run */
+    NB_ROUTE_SANDBOXES, /* /sandbox */
+    NB_ROUTE_SANDBOX,   /* /sandbox/{id} */
+    NB_ROUTE_TIMEOUT,   /* /sandbox/{id}/timeout */
+    NB_ROUTE_EXEC,      /* /sandbox/{id}/exec */
+    NB_ROUTE_NETWORK,   /* /sandbox/{id}/network */
+    NB_ROUTE_PORT_OPEN, /* /sandbox/{id}/ephemeralport */
+    NB_ROUTE_PORTS,     /* /sandbox/{id}/ports */
+    NB_ROUTE_PORT,      /* /sandbox/{id}/ports/{sandboxport} (arg: the port) */
+    NB_ROUTE_FILES,     /* /sandbox/{id}/files[/mkdir|/move] (arg: the op) */
+    NB_ROUTE_PROCS,     /* /sandbox/{id}/processes[/{pid}[/stdin]] (arg: pid, op: stdin) */
 };
 
 /*
@@ -46,9 +46,9 @@ int nb_route_pid(const char *s, uint32_t *out);
 
 /* The parts of a path a handler is given (nb_route_match's outputs). */
 struct nb_route_args {
-    char id[36 + 8];            /* {id}: a sandbox id once the router checked it */
-    char arg[32];               /* {sandboxport}, {pid}, or the files op */
-    char op[16];                /* the op under a pid ("stdin") */
+    char id[36 + 8]; /* {id}: a sandbox id once the router checked it */
+    char arg[32];    /* {sandboxport}, {pid}, or the files op */
+    char op[16];     /* the op under a pid ("stdin") */
 };
 
 /*
@@ -62,17 +62,17 @@ typedef int (*nb_route_handler)(struct nb_app *a, struct nb_req *r, const struct
                                 struct nb_apierr *ae);
 
 /* Row flags: the checks a path needs before its method is looked at. */
-#define NB_ROUTE_PUBLIC 0x1u    /* served without the API key (/healthz) */
-#define NB_ROUTE_ID 0x2u        /* {id} must be a sandbox id (else 400 bad_id) */
-#define NB_ROUTE_PID 0x4u       /* {pid} must be a process id (else 400 bad_pid) */
-#define NB_ROUTE_HEAD 0x8u      /* HEAD is served as GET (and not listed in Allow) */
+#define NB_ROUTE_PUBLIC 0x1u /* served without the API key (/healthz) */
+#define NB_ROUTE_ID 0x2u     /* {id} must be a sandbox id (else 400 bad_id) */
+#define NB_ROUTE_PID 0x4u    /* {pid} must be a process id (else 400 bad_pid) */
+#define NB_ROUTE_HEAD 0x8u   /* HEAD is served as GET (and not listed in Allow) */
 
 /* One row of the route table. */
 struct nb_route_entry {
     enum nb_route shape;
-    const char *sub;            /* which sub-route of shape (nb_route_sub) */
-    const char *method;         /* NULL: none (a known path that no handler serves: 404) */
-    unsigned flags;             /* NB_ROUTE_*; the same on every row of one shape and sub */
+    const char *sub;    /* which sub-route of shape (nb_route_sub) */
+    const char *method; /* NULL: none (a known path that no handler serves: 404) */
+    unsigned flags;     /* NB_ROUTE_*; the same on every row of one shape and sub */
     nb_route_handler handler;
 };
 
@@ -86,9 +86,9 @@ const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra);
 
 /* What nb_route_lookup found. */
 enum nb_route_found {
-    NB_ROUTE_FOUND,             /* *row serves the method */
-    NB_ROUTE_NO_METHOD,         /* rows exist, none for this method (allowed lists theirs) */
-    NB_ROUTE_NO_ROWS,           /* the table has no row for this shape and sub */
+    NB_ROUTE_FOUND,     /* *row serves the method */
+    NB_ROUTE_NO_METHOD, /* rows exist, none for this method (allowed lists theirs) */
+    NB_ROUTE_NO_ROWS,   /* the table has no row for this shape and sub */
 };
 
 /*

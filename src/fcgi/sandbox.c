@@ -255,7 +255,8 @@ retry:
     if (s == NULL && final_state == NB_SLOT_RUNNING && a->warm != NULL && a->warm->evict(a) == 0)
         goto retry; /* a warm sandbox gave its slot to a request */
     if (s == NULL) {
-        nb_apierr_set(ae, 503, "capacity", "all %u sandbox slots are in use: destroy one or raise max_sandboxes",
+        nb_apierr_set(ae, 503, "capacity",
+                      "all %u sandbox slots are in use: destroy one or raise max_sandboxes",
                       a->table.nslots);
         return -1;
     }
@@ -284,9 +285,10 @@ retry:
     json = container_config(a, spec, id, slot, expires);
     if (nb_docker_create(&a->docker, name, json, cid, &de) != 0) {
         if (de.kind == NB_DERR_HTTP && de.status == 404)
-            nb_apierr_set(ae, 503, "image_missing",
-                          "image %s is not on the Docker host (build it with src/setup/image.sh): %s",
-                          spec->image, de.msg);
+            nb_apierr_set(
+                ae, 503, "image_missing",
+                "image %s is not on the Docker host (build it with src/setup/image.sh): %s",
+                spec->image, de.msg);
         else
             nb_apierr_docker(ae, &de, "create the sandbox container");
         goto fail;
@@ -294,7 +296,8 @@ retry:
     if (nb_docker_start(&a->docker, cid, &de) != 0) {
         nb_apierr_docker(ae, &de, "start the sandbox container");
         if (ae->status == 404 || ae->status == 409)
-            nb_apierr_set(ae, 502, "docker_error", "could not start the sandbox container: %s", de.msg);
+            nb_apierr_set(ae, 502, "docker_error", "could not start the sandbox container: %s",
+                          de.msg);
         goto fail;
     }
     if (nb_docker_inspect(&a->docker, cid, &running, &pid, &de) != 0) {
@@ -321,15 +324,16 @@ retry:
         nb_docker_remove(&a->docker, name, &de);
         return -1;
     }
-    nb_info("created %s %s (container %.12s)", final_state == NB_SLOT_POOLED ? "warm sandbox" : "sandbox",
-            id, cid);
+    nb_info("created %s %s (container %.12s)",
+            final_state == NB_SLOT_POOLED ? "warm sandbox" : "sandbox", id, cid);
     return 0;
 
 fail:
     free(json);
     json = NULL;
     /* a create that never reached dockerd left nothing behind to remove */
-    if (!(cid[0] == '\0' && de.unsent) && nb_docker_remove(&a->docker, cid[0] ? cid : name, &de) != 0) {
+    if (!(cid[0] == '\0' && de.unsent) &&
+        nb_docker_remove(&a->docker, cid[0] ? cid : name, &de) != 0) {
         /* disown the slot: the next reconciliation removes container and slot */
         nb_warn("could not remove container %s after a failed create: %s", name, de.msg);
         nb_table_lock(&a->table);
@@ -365,7 +369,8 @@ int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct
     }
     nb_table_unlock(&a->table);
     if (!found) {
-        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)", id);
+        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
+                      id);
         return -1;
     }
     return 0;
@@ -385,7 +390,8 @@ int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *e
     }
     nb_table_unlock(&a->table);
     if (!found) {
-        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)", id);
+        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
+                      id);
         return -1;
     }
     return 0;
@@ -422,14 +428,16 @@ int nb_sandbox_mark_destroy(struct nb_app *a, const char *id, char cid[NB_CID_LE
 
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (s != NULL && nb_table_mark_destroying(&a->table, s, NB_SLOT_RUNNING, nb_clock_real_s()) == 0) {
+    if (s != NULL &&
+        nb_table_mark_destroying(&a->table, s, NB_SLOT_RUNNING, nb_clock_real_s()) == 0) {
         *gen = s->generation;
         snprintf(cid, NB_CID_LEN + 1, "%s", s->container_id);
         found = 1;
     }
     nb_table_unlock(&a->table);
     if (!found) {
-        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)", id);
+        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
+                      id);
         return -1;
     }
     return 0;

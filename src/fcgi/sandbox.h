@@ -24,7 +24,7 @@ struct nb_sandbox_spec {
     int network_bridge;
     struct nb_net_policy egress; /* bridge only: the request's allow and deny */
     unsigned ttl;
-    char **env;                 /* "NAME=value" strings, n_env of them */
+    char **env; /* "NAME=value" strings, n_env of them */
     unsigned n_env;
     char metadata[NB_META_LEN]; /* JSON object text */
 };

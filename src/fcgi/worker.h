@@ -10,6 +10,7 @@
 #include "pool.h"
 
 /* Never returns: serves until told to stop, then _exit(0). */
-void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me) __attribute__((noreturn));
+void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
+    __attribute__((noreturn));
 
 #endif

@@ -20,14 +20,14 @@ enum fwd_tag_kind {
     FWD_TAG_UNIX_LISTEN,
     FWD_TAG_SIGNAL,
     FWD_TAG_EXPIRY,
-    FWD_TAG_TARGET,     /* the pidfd of the sandbox's process */
-    FWD_TAG_CLIENT,     /* the accepted side of a connection */
-    FWD_TAG_SERVER,     /* the upstream side, inside the sandbox */
+    FWD_TAG_TARGET, /* the pidfd of the sandbox's process */
+    FWD_TAG_CLIENT, /* the accepted side of a connection */
+    FWD_TAG_SERVER, /* the upstream side, inside the sandbox */
 };
 
 #define FWD_TAG(kind, slot, gen) \
     ((uint64_t)(kind) | ((uint64_t)(slot) << 4) | ((uint64_t)(gen) << 32))
-#define FWD_TAG_KIND(tag) ((unsigned)((tag) & 0xf))
+#define FWD_TAG_KIND(tag) ((unsigned)((tag)&0xf))
 #define FWD_TAG_SLOT(tag) ((uint32_t)(((tag) >> 4) & 0x0fffffff))
 #define FWD_TAG_GEN(tag) ((uint32_t)((tag) >> 32))
 

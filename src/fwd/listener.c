@@ -19,8 +19,8 @@
 #include "listener.h"
 
 /* Split "ADDR:PORT" / "[ADDR]:PORT" into a socket address. */
-static int parse_addr_port(const char *s, struct sockaddr_storage *ss, socklen_t *len,
-                           char *err, size_t errlen)
+static int parse_addr_port(const char *s, struct sockaddr_storage *ss, socklen_t *len, char *err,
+                           size_t errlen)
 {
     char host[INET6_ADDRSTRLEN + 2];
     const char *colon = strrchr(s, ':');
@@ -91,7 +91,8 @@ int listener_tcp_bind(const char *addr_port, int *port, char *err, size_t errlen
     if (bind(fd, (struct sockaddr *)&ss, len) == -1) {
         saved = errno;
         if (saved == EADDRINUSE)
-            snprintf(err, errlen, "port %d is in use", ntohs(((struct sockaddr_in *)&ss)->sin_port));
+            snprintf(err, errlen, "port %d is in use",
+                     ntohs(((struct sockaddr_in *)&ss)->sin_port));
         else
             snprintf(err, errlen, "cannot bind %s: %s", addr_port, strerror(saved));
         close(fd);
@@ -149,8 +150,8 @@ static int group_lookup(const char *group, gid_t *gid)
     return -1;
 }
 
-int listener_unix_bind(const char *path, mode_t mode, const char *group,
-                       struct listener_unix *lu, char *err, size_t errlen)
+int listener_unix_bind(const char *path, mode_t mode, const char *group, struct listener_unix *lu,
+                       char *err, size_t errlen)
 {
     struct sockaddr_un sun;
     struct stat st;

@@ -30,8 +30,8 @@ int listener_tcp_bind(const char *addr_port, int *port, char *err, size_t errlen
  * NULL or "": leave it). A stale socket file (nobody accepting) is
  * replaced; a live one is EADDRINUSE; a file that is not a socket is
  * EEXIST. Returns the fd or -1 with errno set and a message in err. */
-int listener_unix_bind(const char *path, mode_t mode, const char *group,
-                       struct listener_unix *lu, char *err, size_t errlen);
+int listener_unix_bind(const char *path, mode_t mode, const char *group, struct listener_unix *lu,
+                       char *err, size_t errlen);
 
 /* Remove the socket file if it is still the one we bound. */
 void listener_unix_unlink(const struct listener_unix *lu);

@@ -38,23 +38,23 @@
 #define FWD_EXIT_ADDRINUSE 3
 
 #define FWD_DEFAULT_MAX_CONNS 1024
-#define FWD_MAX_MAX_CONNS (1u << 20)    /* the slot must fit its epoll tag */
+#define FWD_MAX_MAX_CONNS (1u << 20) /* the slot must fit its epoll tag */
 #define FWD_DEFAULT_PIPE_SIZE (256u << 10)
 #define FWD_DEFAULT_UNIX_MODE 0660
-#define FWD_EVENTS 128                  /* epoll events taken per wait */
+#define FWD_EVENTS 128 /* epoll events taken per wait */
 
 struct fwd_opts {
-    pid_t target_pid;          /* --target-pid: a process inside the sandbox */
-    int port;                  /* --port: the app's port inside the sandbox */
-    const char *listen;        /* --listen ADDR:PORT, or NULL */
-    const char *unix_path;     /* --unix PATH, or NULL */
-    time_t expires;            /* --expires: wall-clock UNIX time */
-    mode_t unix_mode;          /* --unix-mode, octal */
-    const char *unix_group;    /* --unix-group, "" for none */
-    int ready_fd;              /* --ready-fd, -1 for none */
-    size_t max_conns;          /* --max-conns */
-    size_t pipe_size;          /* --pipe-size, bytes per splice pipe */
-    enum nb_log_level level;   /* --log-level */
+    pid_t target_pid;        /* --target-pid: a process inside the sandbox */
+    int port;                /* --port: the app's port inside the sandbox */
+    const char *listen;      /* --listen ADDR:PORT, or NULL */
+    const char *unix_path;   /* --unix PATH, or NULL */
+    time_t expires;          /* --expires: wall-clock UNIX time */
+    mode_t unix_mode;        /* --unix-mode, octal */
+    const char *unix_group;  /* --unix-group, "" for none */
+    int ready_fd;            /* --ready-fd, -1 for none */
+    size_t max_conns;        /* --max-conns */
+    size_t pipe_size;        /* --pipe-size, bytes per splice pipe */
+    enum nb_log_level level; /* --log-level */
 };
 
 static const char *stop_reason;
@@ -159,18 +159,30 @@ static int parse_long(const char *s, long min, long max, long *out)
     return 0;
 }
 
-#define OPT_FAIL(...)                          \
-    do {                                       \
-        snprintf(err, errlen, __VA_ARGS__);    \
-        return -1;                             \
+#define OPT_FAIL(...)                       \
+    do {                                    \
+        snprintf(err, errlen, __VA_ARGS__); \
+        return -1;                          \
     } while (0)
 
 /* Returns 0, or -1 with a message in err (and *help set for --help). */
 static int opts_parse(int argc, char **argv, struct fwd_opts *o, int *help, char *err,
                       size_t errlen)
 {
-    enum { O_PID = 256, O_PORT, O_LISTEN, O_UNIX, O_EXPIRES, O_MODE, O_GROUP, O_READY,
-           O_MAXCONNS, O_PIPESIZE, O_LOGLEVEL, O_HELP };
+    enum {
+        O_PID = 256,
+        O_PORT,
+        O_LISTEN,
+        O_UNIX,
+        O_EXPIRES,
+        O_MODE,
+        O_GROUP,
+        O_READY,
+        O_MAXCONNS,
+        O_PIPESIZE,
+        O_LOGLEVEL,
+        O_HELP
+    };
     static const struct option longopts[] = {
         {"target-pid", required_argument, NULL, O_PID},
         {"port", required_argument, NULL, O_PORT},
@@ -447,8 +459,7 @@ int main(int argc, char **argv)
         }
     }
     if (o.unix_path != NULL) {
-        unix_fd = listener_unix_bind(o.unix_path, o.unix_mode, o.unix_group, &lu, err,
-                                     sizeof(err));
+        unix_fd = listener_unix_bind(o.unix_path, o.unix_mode, o.unix_group, &lu, err, sizeof(err));
         if (unix_fd == -1) {
             rc = startup_fail(&o, errno, err);
             goto out;

@@ -14,13 +14,13 @@
 #include "pipe_pool.h"
 
 static struct fwd_pipe *pool_records; /* max records, handed out in order */
-static size_t pool_max;              /* records in pool_records */
-static size_t pool_used_hwm;         /* records ever handed out: the rest are untouched */
-static struct fwd_pipe *pool_idle;   /* records with an open, empty pipe */
+static size_t pool_max;               /* records in pool_records */
+static size_t pool_used_hwm;          /* records ever handed out: the rest are untouched */
+static struct fwd_pipe *pool_idle;    /* records with an open, empty pipe */
 static size_t pool_idle_count;
-static size_t pool_keep;             /* most idle pipes kept open */
-static struct fwd_pipe *pool_spare;  /* records without a pipe */
-static size_t pool_want_size;        /* F_SETPIPE_SZ asked for, 0 for none */
+static size_t pool_keep;            /* most idle pipes kept open */
+static struct fwd_pipe *pool_spare; /* records without a pipe */
+static size_t pool_want_size;       /* F_SETPIPE_SZ asked for, 0 for none */
 static int pool_size_warned;
 
 int pipe_pool_init(size_t max, size_t keep, size_t size)
@@ -44,8 +44,8 @@ static int pipe_open(struct fwd_pipe *p)
         if (fcntl(fds[1], F_SETPIPE_SZ, (int)pool_want_size) == -1 && !pool_size_warned) {
             /* EPERM past /proc/sys/fs/pipe-max-size or the user's quota:
              * the default size still works, only slower. */
-            nb_warn("cannot set pipe size to %zu bytes: %s: using the default",
-                    pool_want_size, strerror(errno));
+            nb_warn("cannot set pipe size to %zu bytes: %s: using the default", pool_want_size,
+                    strerror(errno));
             pool_size_warned = 1;
         }
     }

@@ -15,9 +15,9 @@
 #include <stddef.h>
 
 struct fwd_pipe {
-    int rfd;              /* read end: splice from here to a socket */
-    int wfd;              /* write end: splice from a socket to here */
-    size_t data;          /* bytes in the pipe, counted from splice's results */
+    int rfd;               /* read end: splice from here to a socket */
+    int wfd;               /* write end: splice from a socket to here */
+    size_t data;           /* bytes in the pipe, counted from splice's results */
     struct fwd_pipe *next; /* free list link */
 };
 

@@ -34,12 +34,12 @@
 #include "pipe_pool.h"
 #include "relay.h"
 
-#define RELAY_SPLICE_MAX (1u << 20)   /* most bytes asked of one splice() */
-#define RELAY_TURN_BYTES (4u << 20)   /* bytes a flow moves before others get a turn */
-#define RELAY_ACCEPT_BATCH 64         /* accepts per listener wake-up */
-#define RELAY_POOL_KEEP 32            /* idle pipes kept open */
-#define RELAY_DRAIN_MAX 65536         /* bytes read and dropped before closing a refused client */
-#define RELAY_WARN_EVERY 10           /* seconds between two "full" warnings */
+#define RELAY_SPLICE_MAX (1u << 20) /* most bytes asked of one splice() */
+#define RELAY_TURN_BYTES (4u << 20) /* bytes a flow moves before others get a turn */
+#define RELAY_ACCEPT_BATCH 64       /* accepts per listener wake-up */
+#define RELAY_POOL_KEEP 32          /* idle pipes kept open */
+#define RELAY_DRAIN_MAX 65536       /* bytes read and dropped before closing a refused client */
+#define RELAY_WARN_EVERY 10         /* seconds between two "full" warnings */
 
 enum { SIDE_CLIENT = 0, SIDE_SERVER = 1 };
 enum conn_state { CONN_FREE = 0, CONN_CONNECTING, CONN_RELAYING };
@@ -53,26 +53,26 @@ struct relay_flow {
 };
 
 struct relay_conn {
-    int fd[2];                  /* by side: the client, the upstream socket */
-    uint8_t state;              /* enum conn_state */
-    uint8_t readable[2];        /* by side: until a read answers EAGAIN */
-    uint8_t writable[2];        /* by side: until a write answers EAGAIN */
-    uint8_t pending;            /* on the pending list */
+    int fd[2];           /* by side: the client, the upstream socket */
+    uint8_t state;       /* enum conn_state */
+    uint8_t readable[2]; /* by side: until a read answers EAGAIN */
+    uint8_t writable[2]; /* by side: until a write answers EAGAIN */
+    uint8_t pending;     /* on the pending list */
     struct relay_flow flow[2];
-    uint32_t gen;               /* bumped on free: stale epoll events miss */
-    int32_t prev, next;         /* pending list; next is also the free list */
-    int64_t deadline;           /* connect timeout, monotonic seconds */
+    uint32_t gen;       /* bumped on free: stale epoll events miss */
+    int32_t prev, next; /* pending list; next is also the free list */
+    int64_t deadline;   /* connect timeout, monotonic seconds */
 };
 
 static struct relay_conn *conns;
 static size_t conns_max;
-static size_t conns_hwm;          /* slots ever used: the rest are untouched pages */
+static size_t conns_hwm; /* slots ever used: the rest are untouched pages */
 static int32_t free_head = -1;
 static int32_t pending_head = -1, pending_tail = -1;
 static size_t pending_count;
 static size_t n_active, n_connecting;
 static int relay_epfd = -1;
-static int reserve_fd = -1;       /* given up to accept-and-close when out of fds */
+static int reserve_fd = -1; /* given up to accept-and-close when out of fds */
 static struct upstream *relay_up;
 static struct relay_stats stats;
 static int64_t last_full_warn;
@@ -188,8 +188,8 @@ static void close_gently(int fd)
 /* The app is not there (refused, or too slow to accept). */
 static void conn_refuse(struct relay_conn *c, int err)
 {
-    nb_debug("upstream 127.0.0.1:%d: %s: closing the client",
-             ntohs(relay_up->addr.sin_port), strerror(err));
+    nb_debug("upstream 127.0.0.1:%d: %s: closing the client", ntohs(relay_up->addr.sin_port),
+             strerror(err));
     stats.refused++;
     close_gently(c->fd[SIDE_CLIENT]);
     c->fd[SIDE_CLIENT] = -1;

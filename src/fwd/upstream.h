@@ -15,12 +15,12 @@
 #include <sys/types.h>
 
 struct upstream {
-    pid_t pid;                 /* the sandbox's process */
-    int target_ns;             /* /proc/<pid>/ns/net */
-    int self_ns;               /* our own namespace, to return to */
-    int pidfd;                 /* readable once pid is gone; -1: poll /proc */
-    unsigned long long start;  /* pid's start time (/proc/<pid>/stat field 22) */
-    struct sockaddr_in addr;   /* 127.0.0.1:<sandbox port> */
+    pid_t pid;                /* the sandbox's process */
+    int target_ns;            /* /proc/<pid>/ns/net */
+    int self_ns;              /* our own namespace, to return to */
+    int pidfd;                /* readable once pid is gone; -1: poll /proc */
+    unsigned long long start; /* pid's start time (/proc/<pid>/stat field 22) */
+    struct sockaddr_in addr;  /* 127.0.0.1:<sandbox port> */
 };
 
 /* Open the namespaces and the pidfd of pid. Returns 0, or -1 with errno

@@ -36,13 +36,13 @@
 struct init_ring {
     unsigned char *data; /* grows up to INIT_RING_SIZE, then wraps */
     size_t size;
-    uint64_t total;      /* bytes ever appended */
+    uint64_t total; /* bytes ever appended */
 };
 
 struct init_bg {
-    struct init_proc proc;    /* first: the ops get a struct init_proc * */
-    uint64_t id;              /* start order */
-    unsigned char *argv;      /* 'A' fields, already encoded (at most INIT_ARGV_SHOWN bytes) */
+    struct init_proc proc; /* first: the ops get a struct init_proc * */
+    uint64_t id;           /* start order */
+    unsigned char *argv;   /* 'A' fields, already encoded (at most INIT_ARGV_SHOWN bytes) */
     size_t argv_len;
     struct init_ring ring[2]; /* stdout, stderr */
     uint64_t started;         /* unix seconds */
@@ -323,9 +323,9 @@ void init_bg_list(struct init_conn *c, const struct init_request *r)
 /* --- Q ------------------------------------------------------------------------ */
 
 struct bg_query {
-    struct init_bg *b;  /* pinned */
-    uint64_t cur[2];    /* next offset to send, by stream */
-    uint64_t end[2];    /* the totals when the query came */
+    struct init_bg *b; /* pinned */
+    uint64_t cur[2];   /* next offset to send, by stream */
+    uint64_t end[2];   /* the totals when the query came */
 };
 
 static void bg_query_end(struct bg_query *q)

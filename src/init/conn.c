@@ -102,8 +102,8 @@ int init_conn_accept(int listen_fd)
         int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
         if (fd == -1)
-            return errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM
-                       ? -1 : 0;
+            return errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM ? -1
+                                                                                             : 0;
         if (n_conns >= INIT_MAX_CONNS || (c = calloc(1, sizeof(*c))) == NULL) {
             close(fd);
             continue;
@@ -230,19 +230,45 @@ static void conn_dispatch(struct init_conn *c, uint8_t type, const unsigned char
         return;
     }
     switch (type) {
-    case NBA_PING: conn_ping(c); break;
-    case NBA_EXEC: init_exec_start(c, &r); break;
-    case NBA_PLIST: init_bg_list(c, &r); break;
-    case NBA_PQUERY: init_bg_query(c, &r); break;
-    case NBA_PSTDIN: init_bg_stdin(c, &r); break;
-    case NBA_PSIGNAL: init_bg_signal(c, &r); break;
-    case NBA_FREAD: init_files_read(c, &r); break;
-    case NBA_FSTAT: init_files_stat(c, &r); break;
-    case NBA_FWRITE: init_files_write(c, &r); break;
-    case NBA_FDELETE: init_files_delete(c, &r); break;
-    case NBA_FMKDIR: init_files_mkdir(c, &r); break;
-    case NBA_FMOVE: init_files_move(c, &r); break;
-    default: init_conn_error(c, EINVAL, "unknown request type 0x%02x", type); break;
+    case NBA_PING:
+        conn_ping(c);
+        break;
+    case NBA_EXEC:
+        init_exec_start(c, &r);
+        break;
+    case NBA_PLIST:
+        init_bg_list(c, &r);
+        break;
+    case NBA_PQUERY:
+        init_bg_query(c, &r);
+        break;
+    case NBA_PSTDIN:
+        init_bg_stdin(c, &r);
+        break;
+    case NBA_PSIGNAL:
+        init_bg_signal(c, &r);
+        break;
+    case NBA_FREAD:
+        init_files_read(c, &r);
+        break;
+    case NBA_FSTAT:
+        init_files_stat(c, &r);
+        break;
+    case NBA_FWRITE:
+        init_files_write(c, &r);
+        break;
+    case NBA_FDELETE:
+        init_files_delete(c, &r);
+        break;
+    case NBA_FMKDIR:
+        init_files_mkdir(c, &r);
+        break;
+    case NBA_FMOVE:
+        init_files_move(c, &r);
+        break;
+    default:
+        init_conn_error(c, EINVAL, "unknown request type 0x%02x", type);
+        break;
     }
     init_request_free(&r);
 }

@@ -40,17 +40,17 @@ struct init_conn_ops {
 enum init_conn_state { INIT_CONN_REQUEST, INIT_CONN_ACTIVE, INIT_CONN_FLUSH, INIT_CONN_LINGER };
 
 struct init_conn {
-    struct init_watch w;            /* the socket */
-    struct init_buf in;             /* bytes read, not yet handled */
-    struct init_buf out;            /* bytes to send */
-    uint8_t state;                  /* enum init_conn_state */
-    uint8_t in_paused;              /* ops->frame said "not now" */
-    uint8_t in_eof;                 /* the host shut down its sending side */
-    uint8_t want_room;              /* call ops->drain when there is room */
+    struct init_watch w; /* the socket */
+    struct init_buf in;  /* bytes read, not yet handled */
+    struct init_buf out; /* bytes to send */
+    uint8_t state;       /* enum init_conn_state */
+    uint8_t in_paused;   /* ops->frame said "not now" */
+    uint8_t in_eof;      /* the host shut down its sending side */
+    uint8_t want_room;   /* call ops->drain when there is room */
     const struct init_conn_ops *ops;
-    void *op;                       /* the operation's state */
-    int64_t deadline;               /* monotonic ms; 0 none */
-    struct init_conn *prev, *next;  /* all connections */
+    void *op;                      /* the operation's state */
+    int64_t deadline;              /* monotonic ms; 0 none */
+    struct init_conn *prev, *next; /* all connections */
 };
 
 /* Accept what waits on the listening socket; -1 when out of fds or memory

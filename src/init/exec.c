@@ -24,11 +24,11 @@
 #include "proc.h"
 
 struct init_job {
-    struct init_proc proc;   /* first: the ops get a struct init_proc * */
-    struct init_conn *conn;  /* NULL once the host is gone */
-    uint32_t left;           /* output bytes still forwarded (M) */
-    uint8_t truncated;       /* output was dropped past M */
-    long long ooms;          /* the cgroup's OOM kills when it started; -1 unknown */
+    struct init_proc proc;  /* first: the ops get a struct init_proc * */
+    struct init_conn *conn; /* NULL once the host is gone */
+    uint32_t left;          /* output bytes still forwarded (M) */
+    uint8_t truncated;      /* output was dropped past M */
+    long long ooms;         /* the cgroup's OOM kills when it started; -1 unknown */
 };
 
 /*

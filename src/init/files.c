@@ -406,9 +406,9 @@ void init_files_move(struct init_conn *c, const struct init_request *r)
 /* --- U -------------------------------------------------------------------- */
 
 struct files_upload {
-    int fd;        /* the temporary file */
-    char *tmp;     /* its path */
-    char *path;    /* where it goes */
+    int fd;     /* the temporary file */
+    char *tmp;  /* its path */
+    char *path; /* where it goes */
     mode_t mode;
 };
 
@@ -528,8 +528,8 @@ static int files_upload_tmp(struct files_upload *u)
     if (u->tmp == NULL)
         return ENOMEM;
     for (int i = 0; i < FILES_TMP_TRIES; i++) {
-        snprintf(u->tmp, dlen + 64, "%.*s/.nanobox-upload.%d.%u", (int)dlen, u->path,
-                 (int)getpid(), counter++);
+        snprintf(u->tmp, dlen + 64, "%.*s/.nanobox-upload.%d.%u", (int)dlen, u->path, (int)getpid(),
+                 counter++);
         u->fd = open(u->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (u->fd != -1)
             return 0;

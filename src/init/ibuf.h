@@ -20,8 +20,14 @@ struct init_buf {
 void init_buf_init(struct init_buf *b, size_t max);
 void init_buf_free(struct init_buf *b);
 
-static inline size_t init_buf_pending(const struct init_buf *b) { return b->len - b->off; }
-static inline unsigned char *init_buf_head(const struct init_buf *b) { return b->data + b->off; }
+static inline size_t init_buf_pending(const struct init_buf *b)
+{
+    return b->len - b->off;
+}
+static inline unsigned char *init_buf_head(const struct init_buf *b)
+{
+    return b->data + b->off;
+}
 
 /* Room for n more bytes at the tail; NULL if that would pass the cap or
  * memory ran out. Write them, then init_buf_commit. */

@@ -16,36 +16,37 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define INIT_MAX_CONNS 128               /* connections served at once; more are closed */
-#define INIT_OUT_MAX (256u * 1024u)      /* bytes queued to one host connection, at most */
-#define INIT_OUT_RESERVE (8u * 1024u)    /* of those, kept for control frames (x, ., !, f, l) */
-#define INIT_MAX_BG 64                   /* background processes kept */
-#define INIT_RING_SIZE (1u << 20)        /* last bytes of stdout (and of stderr) kept per background process */
-#define INIT_STDIN_MAX (1u << 20)        /* bytes buffered for a command's stdin */
-#define INIT_DEFAULT_MAXOUT (16u << 20)  /* exec output forwarded when M is absent */
-#define INIT_GRACE_MS 200                /* after exit, wait this long for pipes held by background children */
-#define INIT_SHUTDOWN_MS 2000            /* after SIGTERM, exit when everything is gone or this much later */
-#define INIT_REQ_TIMEOUT_MS 10000        /* a connection must deliver its request within this */
-#define INIT_FLUSH_TIMEOUT_MS 30000      /* and read the end of its reply within this */
-#define INIT_LINGER_MS 1000              /* after our last byte, wait this long for the host to close */
-#define INIT_ARGV_SHOWN 4096             /* bytes of argv kept (and listed) per background process */
-#define INIT_RM_DEPTH 256                /* directory levels a recursive delete descends */
-#define INIT_MAX_SIGNAL 64               /* signal numbers accepted: 0 or 1..64 */
+#define INIT_MAX_CONNS 128            /* connections served at once; more are closed */
+#define INIT_OUT_MAX (256u * 1024u)   /* bytes queued to one host connection, at most */
+#define INIT_OUT_RESERVE (8u * 1024u) /* of those, kept for control frames (x, ., !, f, l) */
+#define INIT_MAX_BG 64                /* background processes kept */
+#define INIT_RING_SIZE \
+    (1u << 20) /* last bytes of stdout (and of stderr) kept per background process */
+#define INIT_STDIN_MAX (1u << 20)       /* bytes buffered for a command's stdin */
+#define INIT_DEFAULT_MAXOUT (16u << 20) /* exec output forwarded when M is absent */
+#define INIT_GRACE_MS 200     /* after exit, wait this long for pipes held by background children */
+#define INIT_SHUTDOWN_MS 2000 /* after SIGTERM, exit when everything is gone or this much later */
+#define INIT_REQ_TIMEOUT_MS 10000   /* a connection must deliver its request within this */
+#define INIT_FLUSH_TIMEOUT_MS 30000 /* and read the end of its reply within this */
+#define INIT_LINGER_MS 1000         /* after our last byte, wait this long for the host to close */
+#define INIT_ARGV_SHOWN 4096        /* bytes of argv kept (and listed) per background process */
+#define INIT_RM_DEPTH 256           /* directory levels a recursive delete descends */
+#define INIT_MAX_SIGNAL 64          /* signal numbers accepted: 0 or 1..64 */
 
 enum init_watch_kind {
-    INIT_W_LISTEN,  /* the agent's socket */
-    INIT_W_SIGNAL,  /* the signalfd */
-    INIT_W_CONN,    /* a host connection (obj: struct init_conn) */
-    INIT_W_PIPE,    /* a command's stdin, stdout or stderr (obj: struct init_proc) */
+    INIT_W_LISTEN, /* the agent's socket */
+    INIT_W_SIGNAL, /* the signalfd */
+    INIT_W_CONN,   /* a host connection (obj: struct init_conn) */
+    INIT_W_PIPE,   /* a command's stdin, stdout or stderr (obj: struct init_proc) */
 };
 
 struct init_watch {
-    int fd;          /* -1 once closed: pending events are ignored */
-    uint8_t kind;    /* enum init_watch_kind */
-    uint8_t stream;  /* pipes: 0 stdin, 1 stdout, 2 stderr */
+    int fd;             /* -1 once closed: pending events are ignored */
+    uint8_t kind;       /* enum init_watch_kind */
+    uint8_t stream;     /* pipes: 0 stdin, 1 stdout, 2 stderr */
     uint8_t registered; /* in the epoll set (pipes leave it while they have no interest) */
-    uint32_t events; /* the epoll interest registered now */
-    void *obj;       /* owner */
+    uint32_t events;    /* the epoll interest registered now */
+    void *obj;          /* owner */
 };
 
 /* Register fd (already non-blocking) with the loop; 0 or -1 with errno. */

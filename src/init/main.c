@@ -41,7 +41,7 @@
 #include "init.h"
 #include "proc.h"
 
-#define INIT_EVENTS 64   /* epoll events taken per wait */
+#define INIT_EVENTS 64 /* epoll events taken per wait */
 #define INIT_BACKLOG 128
 #define INIT_ACCEPT_PAUSE_MS 100 /* listener rest when accept runs out of fds */
 
@@ -179,7 +179,8 @@ static int listen_abstract(const char *name)
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd == -1)
         return -1;
-    if (bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) == -1 ||
+    if (bind(fd, (struct sockaddr *)&sa,
+             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) == -1 ||
         listen(fd, INIT_BACKLOG) == -1) {
         int e = errno;
         close(fd);

@@ -58,8 +58,8 @@
 #include "proc.h"
 
 #define PROC_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
-#define PROC_HOLD_RETRY_MS 50  /* grace over while output is held: look again this much later */
-#define PROC_FINAL_READS 16    /* reads per pipe when the grace ends */
+#define PROC_HOLD_RETRY_MS 50 /* grace over while output is held: look again this much later */
+#define PROC_FINAL_READS 16   /* reads per pipe when the grace ends */
 
 extern char **environ;
 
@@ -452,8 +452,7 @@ static void proc_stdin_flush(struct init_proc *p, int call_room)
     }
     if (w->fd >= 0)
         init_watch_set(w, init_buf_pending(&p->stdin_buf) > 0 ? EPOLLOUT : 0);
-    if (call_room && p->stdin_full &&
-        (w->fd < 0 || init_buf_pending(&p->stdin_buf) == 0)) {
+    if (call_room && p->stdin_full && (w->fd < 0 || init_buf_pending(&p->stdin_buf) == 0)) {
         p->stdin_full = 0;
         if (p->ops->stdin_room != NULL)
             p->ops->stdin_room(p);

@@ -37,21 +37,21 @@ struct init_proc_ops {
 };
 
 struct init_proc {
-    pid_t pid;                       /* also its session and process group */
-    struct init_watch pipes[3];      /* stdin, stdout, stderr (our ends); fd -1 once closed */
-    struct init_buf stdin_buf;       /* bytes for stdin not yet written */
-    uint8_t stdin_close;             /* close stdin once stdin_buf is written */
-    uint8_t stdin_full;              /* stdin_room is owed to the owner */
-    uint8_t held;                    /* output pipes not read: can_read said 0 */
-    uint8_t exited;                  /* reaped */
-    uint8_t done;                    /* exited and pipes closed */
-    uint8_t timed_out;               /* killed at its deadline (or when its host left) */
-    uint8_t signal;                  /* the signal that ended it, 0 if it exited */
-    int exit_code;                   /* WEXITSTATUS, or -1 if a signal ended it */
-    int64_t deadline;                /* timeout, monotonic ms; 0 none */
-    int64_t grace;                   /* close pipes at this time; 0 none */
+    pid_t pid;                  /* also its session and process group */
+    struct init_watch pipes[3]; /* stdin, stdout, stderr (our ends); fd -1 once closed */
+    struct init_buf stdin_buf;  /* bytes for stdin not yet written */
+    uint8_t stdin_close;        /* close stdin once stdin_buf is written */
+    uint8_t stdin_full;         /* stdin_room is owed to the owner */
+    uint8_t held;               /* output pipes not read: can_read said 0 */
+    uint8_t exited;             /* reaped */
+    uint8_t done;               /* exited and pipes closed */
+    uint8_t timed_out;          /* killed at its deadline (or when its host left) */
+    uint8_t signal;             /* the signal that ended it, 0 if it exited */
+    int exit_code;              /* WEXITSTATUS, or -1 if a signal ended it */
+    int64_t deadline;           /* timeout, monotonic ms; 0 none */
+    int64_t grace;              /* close pipes at this time; 0 none */
     const struct init_proc_ops *ops;
-    struct init_proc *prev, *next;   /* every command not yet released */
+    struct init_proc *prev, *next; /* every command not yet released */
 };
 
 /* Start the command of an exec request. 0, or an errno with a message. */

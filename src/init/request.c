@@ -53,50 +53,50 @@ static const struct field_rule exec_fields[] = {
     {NBA_T_TIMEOUT, FK_U32, 0},
     {NBA_T_MAXOUT, FK_U32, 0},
     {NBA_T_BG, FK_EMPTY, 0},
-    {0, 0, 0}};
+    {0, 0, 0},
+};
 static const struct field_rule pquery_fields[] = {
     {NBA_T_PID, FK_U32, FR_REQUIRED},
     {NBA_T_OFF, FK_U64, 0},
     {NBA_T_EOFF, FK_U64, 0},
-    {0, 0, 0}};
+    {0, 0, 0},
+};
 static const struct field_rule pstdin_fields[] = {
     {NBA_T_PID, FK_U32, FR_REQUIRED},
     {NBA_T_DATA, FK_BYTES, 0},
     {NBA_T_CLOSE, FK_EMPTY, 0},
-    {0, 0, 0}};
+    {0, 0, 0},
+};
 static const struct field_rule psignal_fields[] = {
     {NBA_T_PID, FK_U32, FR_REQUIRED},
     {NBA_T_SIG, FK_U32, FR_REQUIRED},
-    {0, 0, 0}};
+    {0, 0, 0},
+};
 static const struct field_rule path_fields[] = {
     {NBA_T_PATH, FK_PATH, FR_REQUIRED},
-    {0, 0, 0}};
+    {0, 0, 0},
+};
 static const struct field_rule fwrite_fields[] = {
     {NBA_T_PATH, FK_PATH, FR_REQUIRED},
     {NBA_T_MAXOUT, FK_U32, 0},
-    {0, 0, 0}};
+    {0, 0, 0},
+};
 static const struct field_rule fdelete_fields[] = {
     {NBA_T_PATH, FK_PATH, FR_REQUIRED},
     {NBA_T_RECURSIVE, FK_EMPTY, 0},
-    {0, 0, 0}};
+    {0, 0, 0},
+};
 static const struct field_rule fmove_fields[] = {
     {NBA_T_PATH, FK_PATH, FR_REQUIRED},
     {NBA_T_DEST, FK_PATH, FR_REQUIRED},
-    {0, 0, 0}};
+    {0, 0, 0},
+};
 
 static const struct request_rule request_rules[] = {
-    {NBA_PING, no_fields},
-    {NBA_EXEC, exec_fields},
-    {NBA_PLIST, no_fields},
-    {NBA_PQUERY, pquery_fields},
-    {NBA_PSTDIN, pstdin_fields},
-    {NBA_PSIGNAL, psignal_fields},
-    {NBA_FREAD, path_fields},
-    {NBA_FSTAT, path_fields},
-    {NBA_FWRITE, fwrite_fields},
-    {NBA_FDELETE, fdelete_fields},
-    {NBA_FMKDIR, path_fields},
-    {NBA_FMOVE, fmove_fields},
+    {NBA_PING, no_fields},         {NBA_EXEC, exec_fields},     {NBA_PLIST, no_fields},
+    {NBA_PQUERY, pquery_fields},   {NBA_PSTDIN, pstdin_fields}, {NBA_PSIGNAL, psignal_fields},
+    {NBA_FREAD, path_fields},      {NBA_FSTAT, path_fields},    {NBA_FWRITE, fwrite_fields},
+    {NBA_FDELETE, fdelete_fields}, {NBA_FMKDIR, path_fields},   {NBA_FMOVE, fmove_fields},
 };
 
 static const struct request_rule *rule_for(uint8_t type)
@@ -149,13 +149,13 @@ static int check_value(uint8_t type, const struct field_rule *f, const unsigned 
         return 0;
     case FK_U32:
         if (len != 4)
-            return fail(err, errlen, EINVAL, "field '%c' of '%c' must be 4 bytes, not %u",
-                        f->tag, type, len);
+            return fail(err, errlen, EINVAL, "field '%c' of '%c' must be 4 bytes, not %u", f->tag,
+                        type, len);
         return 0;
     case FK_U64:
         if (len != 8)
-            return fail(err, errlen, EINVAL, "field '%c' of '%c' must be 8 bytes, not %u",
-                        f->tag, type, len);
+            return fail(err, errlen, EINVAL, "field '%c' of '%c' must be 8 bytes, not %u", f->tag,
+                        type, len);
         return 0;
     case FK_PATH:
         if (!nba_path_ok((const char *)v, len))
@@ -231,27 +231,56 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
     while (nba_fields_next(&it, &tag, &v, &vlen) == 1) {
         struct init_slice s = {v, vlen};
         switch (tag) {
-        case NBA_T_ARG: r->argv[na++] = s; break;
-        case NBA_T_ENV: r->env[ne++] = s; break;
-        case NBA_T_CWD: r->cwd = s; break;
-        case NBA_T_PATH: r->path = s; break;
-        case NBA_T_DEST: r->dest = s; break;
-        case NBA_T_DATA: r->data = s; break;
-        case NBA_T_TIMEOUT: r->timeout_ms = nba_get_u32(v); break;
+        case NBA_T_ARG:
+            r->argv[na++] = s;
+            break;
+        case NBA_T_ENV:
+            r->env[ne++] = s;
+            break;
+        case NBA_T_CWD:
+            r->cwd = s;
+            break;
+        case NBA_T_PATH:
+            r->path = s;
+            break;
+        case NBA_T_DEST:
+            r->dest = s;
+            break;
+        case NBA_T_DATA:
+            r->data = s;
+            break;
+        case NBA_T_TIMEOUT:
+            r->timeout_ms = nba_get_u32(v);
+            break;
         case NBA_T_MAXOUT:
             if (r->type == NBA_FWRITE)
                 r->mode = nba_get_u32(v);
             else
                 r->maxout = nba_get_u32(v);
             break;
-        case NBA_T_PID: r->pid = nba_get_u32(v); break;
-        case NBA_T_SIG: r->sig = nba_get_u32(v); break;
-        case NBA_T_OFF: r->off_out = nba_get_u64(v); break;
-        case NBA_T_EOFF: r->off_err = nba_get_u64(v); break;
-        case NBA_T_BG: r->background = 1; break;
-        case NBA_T_CLOSE: r->close_stdin = 1; break;
-        case NBA_T_RECURSIVE: r->recursive = 1; break;
-        default: break;
+        case NBA_T_PID:
+            r->pid = nba_get_u32(v);
+            break;
+        case NBA_T_SIG:
+            r->sig = nba_get_u32(v);
+            break;
+        case NBA_T_OFF:
+            r->off_out = nba_get_u64(v);
+            break;
+        case NBA_T_EOFF:
+            r->off_err = nba_get_u64(v);
+            break;
+        case NBA_T_BG:
+            r->background = 1;
+            break;
+        case NBA_T_CLOSE:
+            r->close_stdin = 1;
+            break;
+        case NBA_T_RECURSIVE:
+            r->recursive = 1;
+            break;
+        default:
+            break;
         }
     }
     if (r->nargv > 0 && r->argv[0].len == 0)

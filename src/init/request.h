@@ -19,10 +19,10 @@ struct init_slice {
 };
 
 struct init_request {
-    uint8_t type;              /* enum nba_req */
-    struct init_slice *argv;   /* A: nargv entries, no NUL, argv[0] not empty */
+    uint8_t type;            /* enum nba_req */
+    struct init_slice *argv; /* A: nargv entries, no NUL, argv[0] not empty */
     uint32_t nargv;
-    struct init_slice *env;    /* E: "NAME=value", NAME not empty, no NUL */
+    struct init_slice *env; /* E: "NAME=value", NAME not empty, no NUL */
     uint32_t nenv;
     struct init_slice cwd;     /* C: a path (nba_path_ok); len 0 when absent */
     struct init_slice path;    /* F */

@@ -35,10 +35,10 @@
 #include "mcp.h"
 #include "url.h"
 
-#define MCP_MAX_ARGS 8                     /* arguments of the widest tool */
-#define MCP_DEFAULT_PORT_DURATION 600      /* sandbox_open_port without duration, seconds */
-#define MCP_WORKSPACE "/workspace"         /* the workspace when the config is unknown */
-#define MCP_MAX_DESCRIPTION 4096           /* bytes of one description, templates filled in */
+#define MCP_MAX_ARGS 8                /* arguments of the widest tool */
+#define MCP_DEFAULT_PORT_DURATION 600 /* sandbox_open_port without duration, seconds */
+#define MCP_WORKSPACE "/workspace"    /* the workspace when the config is unknown */
+#define MCP_MAX_DESCRIPTION 4096      /* bytes of one description, templates filled in */
 
 const char *const mcp_versions[] = {"2025-06-18", "2025-03-26", "2024-11-05", NULL};
 
@@ -55,7 +55,7 @@ static const char server_instructions[] =
 /* One argument of a tool: checked on every call, and its JSON schema. */
 struct mcp_arg {
     const char *name;
-    unsigned types;          /* NB_JT_*; NB_JT_OBJECT means a map of strings */
+    unsigned types; /* NB_JT_*; NB_JT_OBJECT means a map of strings */
     int required;
     const char *choices;     /* "a|b": the only values allowed, or NULL */
     const char *description; /* a template: ${setting} filled in from the config */
@@ -70,9 +70,9 @@ struct tool_call;
 struct mcp_tool {
     const char *name;
     const char *title;
-    const char *description;      /* a template, as mcp_arg's */
-    const struct mcp_arg *args;   /* ends with a NULL name */
-    unsigned hints;               /* HINT_* */
+    const char *description;    /* a template, as mcp_arg's */
+    const struct mcp_arg *args; /* ends with a NULL name */
+    unsigned hints;             /* HINT_* */
     void (*run)(struct tool_call *t);
 };
 
@@ -83,8 +83,8 @@ struct tool_call {
     struct nb_jfield f[MCP_MAX_ARGS]; /* the arguments, in the tool's order */
     struct nb_buf text;               /* content[0].text */
     int is_error;
-    yajl_val structured;              /* structuredContent (owned), or NULL */
-    const char *structured_omit;      /* a top-level key left out of it */
+    yajl_val structured;         /* structuredContent (owned), or NULL */
+    const char *structured_omit; /* a top-level key left out of it */
 };
 
 static void tool_sandbox_create(struct tool_call *t);
@@ -97,10 +97,13 @@ static void tool_sandbox_list(struct tool_call *t);
 static void tool_sandbox_destroy(struct tool_call *t);
 static void tool_run_code(struct tool_call *t);
 
+/* initialisers, laid out as the tables they go in */
+/* clang-format off */
 #define ARG_SANDBOX_ID                                                                      \
     {"sandbox_id", NB_JT_STRING, 1, NULL,                                                   \
      "The sandbox's id, as sandbox_create or sandbox_list returned it (a lowercase UUID)."}
 #define ARG_END {NULL, 0, 0, NULL, NULL}
+/* clang-format on */
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -117,8 +120,7 @@ static const struct mcp_arg create_args[] = {
      "${memory})."},
     {"cpus", NB_JT_NUMBER, 0, NULL,
      "CPUs, fractions allowed, e.g. 0.5 (default and maximum: ${cpus})."},
-    {"pids", NB_JT_INT, 0, NULL,
-     "Maximum number of processes (default and maximum: ${pids})."},
+    {"pids", NB_JT_INT, 0, NULL, "Maximum number of processes (default and maximum: ${pids})."},
     {"network", NB_JT_STRING, 0, "none|bridge",
      "\"none\" (default): no network at all. \"bridge\": outbound network "
      "(${allow_bridge|if the server allows it})."},
@@ -170,8 +172,10 @@ static const struct mcp_arg port_args[] = {
     {"port", NB_JT_INT, 1, NULL,
      "TCP port a server inside the sandbox listens on (it may listen on 127.0.0.1 only)."},
     {"duration", NB_JT_INT, 0, NULL,
+     /* clang-format off */
      "Seconds the port stays reachable (default: ${port_duration|" STR(MCP_DEFAULT_PORT_DURATION)
      " seconds}; at most ${max_port_duration}, and never longer than the sandbox lives)."},
+    /* clang-format on */
     ARG_END};
 
 static const struct mcp_arg list_args[] = {
@@ -283,9 +287,11 @@ static unsigned port_duration(const struct mcp_session *s)
 /* "1800 seconds (30 minutes)": the API's unit, and one a reader takes in. */
 static void put_seconds(struct nb_buf *b, unsigned long long secs)
 {
+    /* clang-format off */
     static const struct { unsigned long long secs; const char *one, *many; } units[] = {
         {86400, "day", "days"}, {3600, "hour", "hours"}, {60, "minute", "minutes"},
     };
+    /* clang-format on */
 
     nb_buf_printf(b, "%llu second%s", secs, secs == 1 ? "" : "s");
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
@@ -349,8 +355,8 @@ static int put_setting(struct nb_buf *b, const char *name, size_t len, const str
     } else if (IS("workspace"))
         nb_buf_printf(b, "%s", session_workspace(s));
     else if (IS("allow_bridge"))
-        nb_buf_printf(b, "%s", c->allow_bridge ? "this server allows it"
-                                               : "this server does not allow it");
+        nb_buf_printf(b, "%s",
+                      c->allow_bridge ? "this server allows it" : "this server does not allow it");
     else
         return -1;
     return 0;
@@ -379,7 +385,7 @@ static void put_description(struct nb_buf *b, const char *tmpl, const struct mcp
         nb_buf_append(b, p, (size_t)(open - p));
         if (c != NULL) {
             if (put_setting(b, name, nlen, c, s) != 0)
-                nb_buf_append(b, open, (size_t)(close + 1 - open));   /* leave it visible */
+                nb_buf_append(b, open, (size_t)(close + 1 - open)); /* leave it visible */
         } else if (bar != NULL) {
             nb_buf_append(b, bar + 1, (size_t)(close - bar - 1));
         } else {
@@ -435,7 +441,7 @@ static int is_text(const char *p, size_t len)
     if (memchr(p, '\0', len) != NULL)
         return 0;
     fixed = nb_utf8_repair(p, len, &fixed_len);
-    ok = fixed_len == len;   /* each bad byte grows to U+FFFD's 3 */
+    ok = fixed_len == len; /* each bad byte grows to U+FFFD's 3 */
     free(fixed);
     return ok;
 }
@@ -486,8 +492,8 @@ static void put_time(struct nb_buf *b, yajl_val v)
         return;
     }
     when = (time_t)YAJL_GET_INTEGER(v);
-    if (gmtime_r(&when, &tm) == NULL || strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC",
-                                                 &tm) == 0) {
+    if (gmtime_r(&when, &tm) == NULL ||
+        strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC", &tm) == 0) {
         put_value(b, v);
         return;
     }
@@ -532,7 +538,7 @@ static void tool_fail(struct tool_call *t, const char *fmt, ...)
 struct api_answer {
     long status;
     struct nb_buf body;
-    yajl_val json;   /* body parsed when it is JSON, else NULL */
+    yajl_val json; /* body parsed when it is JSON, else NULL */
 };
 
 static void api_answer_free(struct api_answer *a)
@@ -558,8 +564,7 @@ static int api_call(struct tool_call *t, const char *method, const char *path, c
         tool_fail(t, "internal error: this MCP server has no API backend");
         return -1;
     }
-    if (be->call(be->ctx, method, path, body, body_len, content_type, &a->status, &a->body) !=
-        0) {
+    if (be->call(be->ctx, method, path, body, body_len, content_type, &a->status, &a->body) != 0) {
         tool_fail(t, "%s", a->body.len > 0 ? a->body.data : "no answer from the nanobox server");
         return -1;
     }
@@ -574,11 +579,15 @@ static int api_call(struct tool_call *t, const char *method, const char *path, c
         tool_fail(t, "error: %s (code %s, HTTP %ld)", member_str(a->json, "error"),
                   code[0] ? code : "none", a->status);
         if (a->status == 404 && !strcmp(code, "no_route"))
-            nb_buf_printf(&t->text, "\nThis nanobox server does not serve %s yet, so %s "
-                                    "cannot work with it.", method, t->tool->name);
+            nb_buf_printf(&t->text,
+                          "\nThis nanobox server does not serve %s yet, so %s "
+                          "cannot work with it.",
+                          method, t->tool->name);
     } else {
-        tool_fail(t, "error: the nanobox server answered HTTP %ld without a nanobox error "
-                     "message", a->status);
+        tool_fail(t,
+                  "error: the nanobox server answered HTTP %ld without a nanobox error "
+                  "message",
+                  a->status);
     }
     return -1;
 }
@@ -642,8 +651,8 @@ static void put_exec_result(struct tool_call *t, yajl_val r)
 
 static void tool_sandbox_create(struct tool_call *t)
 {
-    static const char *const keys[] = {"image", "status", "network", "memory", "cpus", "pids",
-                                       "ttl", NULL};
+    static const char *const keys[] = {"image", "status", "network", "memory",
+                                       "cpus",  "pids",   "ttl",     NULL};
     struct api_answer a;
     char *body = body_from_args(t, NULL);
 
@@ -672,7 +681,7 @@ static void tool_sandbox_exec(struct tool_call *t)
     sandbox_path(&path, t, "/exec");
     if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) == 0) {
         put_exec_result(t, a.json);
-        keep_structured(t, &a, "output");   /* stdout + stderr again */
+        keep_structured(t, &a, "output"); /* stdout + stderr again */
     }
     api_answer_free(&a);
     nb_buf_free(&path);
@@ -731,8 +740,7 @@ static void put_listing(struct nb_buf *b, yajl_val j)
 
     nb_buf_printf(b, "%s: %zu entr%s\n", member_str(j, "path"), n, n == 1 ? "y" : "ies");
     if (n > 0)
-        nb_buf_printf(b, "%-7s %5s  %-4s  %-23s  %s\n", "type", "size", "mode", "modified",
-                      "name");
+        nb_buf_printf(b, "%-7s %5s  %-4s  %-23s  %s\n", "type", "size", "mode", "modified", "name");
     for (size_t i = 0; i < n; i++) {
         yajl_val e = entries->u.array.values[i], mode = member(e, "mode");
         const char *type = member_str(e, "type");
@@ -770,8 +778,10 @@ static void tool_sandbox_read_file(struct tool_call *t)
         } else if (is_text(a.body.data, a.body.len)) {
             nb_buf_append(&t->text, a.body.data, a.body.len);
         } else {
-            nb_buf_printf(&t->text, "%s is binary (%zu bytes, not UTF-8 text); its content "
-                                    "in base64:\n", file, a.body.len);
+            nb_buf_printf(&t->text,
+                          "%s is binary (%zu bytes, not UTF-8 text); its content "
+                          "in base64:\n",
+                          file, a.body.len);
             nb_base64_encode(&t->text, a.body.data, a.body.len);
         }
     }
@@ -791,8 +801,10 @@ static void tool_sandbox_list_files(struct tool_call *t)
             put_listing(&t->text, a.json);
             keep_structured(t, &a, NULL);
         } else {
-            nb_buf_printf(&t->text, "%s is a file (%zu bytes), not a directory: "
-                                    "sandbox_read_file reads it.", dir, a.body.len);
+            nb_buf_printf(&t->text,
+                          "%s is a file (%zu bytes), not a directory: "
+                          "sandbox_read_file reads it.",
+                          dir, a.body.len);
         }
     }
     api_answer_free(&a);
@@ -890,8 +902,11 @@ static void tool_sandbox_destroy(struct tool_call *t)
 
 static void gen_type(yajl_gen g, unsigned types)
 {
-    static const struct { unsigned bit; const char *name; } names[] = {
-        {NB_JT_STRING, "string"}, {NB_JT_INT, "integer"}, {NB_JT_NUMBER, "number"},
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } names[] = {
+        {NB_JT_STRING, "string"}, {NB_JT_INT, "integer"},   {NB_JT_NUMBER, "number"},
         {NB_JT_BOOL, "boolean"},  {NB_JT_OBJECT, "object"}, {NB_JT_ARRAY, "array"},
     };
     size_t n = 0;
@@ -908,8 +923,7 @@ static void gen_type(yajl_gen g, unsigned types)
         yajl_gen_array_close(g);
 }
 
-static void gen_input_schema(yajl_gen g, const struct mcp_tool *tool,
-                             const struct mcp_session *s)
+static void gen_input_schema(yajl_gen g, const struct mcp_tool *tool, const struct mcp_session *s)
 {
     nb_json_cstr(g, "inputSchema");
     yajl_gen_map_open(g);
@@ -962,8 +976,9 @@ static void reply_text(struct nb_buf *out, size_t start, const char *id_json, co
     out->len = start;
     if (out->data != NULL)
         out->data[start] = '\0';
-    nb_buf_printf(out, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":%d,\"message\":"
-                       "\"the reply is larger than this transport's cap\"}}",
+    nb_buf_printf(out,
+                  "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":%d,\"message\":"
+                  "\"the reply is larger than this transport's cap\"}}",
                   id_json, MCP_INTERNAL_ERROR);
 }
 
@@ -1015,9 +1030,9 @@ static int do_initialize(struct mcp_session *s, yajl_val id, yajl_val params, in
         return MCP_REPLY;
     }
     if (asked == NULL || !YAJL_IS_STRING(asked)) {
-        reply_error(out, id, MCP_INVALID_PARAMS,
-                    "initialize needs params.protocolVersion, a string such as \""
-                    MCP_VERSION_LATEST "\"");
+        reply_error(
+            out, id, MCP_INVALID_PARAMS,
+            "initialize needs params.protocolVersion, a string such as \"" MCP_VERSION_LATEST "\"");
         return MCP_REPLY;
     }
     /* the client's version when we speak it, else our latest: the client decides */
@@ -1130,8 +1145,7 @@ static int check_args(struct tool_call *t, yajl_val args)
     return 0;
 }
 
-static int do_tools_call(struct mcp_session *s, yajl_val id, yajl_val params,
-                         struct nb_buf *out)
+static int do_tools_call(struct mcp_session *s, yajl_val id, yajl_val params, struct nb_buf *out)
 {
     yajl_val name = member(params, "name"), args = member(params, "arguments");
     struct tool_call t = {.s = s};
@@ -1251,8 +1265,10 @@ static int handle_one(struct mcp_session *s, yajl_val m, int in_batch, struct nb
         return do_tools_list(s, id, out);
     if (!strcmp(method->u.string, "tools/call"))
         return do_tools_call(s, id, params, out);
-    snprintf(msg, sizeof(msg), "unknown method \"%.64s\" (this server has initialize, ping, "
-                               "tools/list and tools/call)", method->u.string);
+    snprintf(msg, sizeof(msg),
+             "unknown method \"%.64s\" (this server has initialize, ping, "
+             "tools/list and tools/call)",
+             method->u.string);
     reply_error(out, id, MCP_METHOD_NOT_FOUND, msg);
     return MCP_REPLY;
 }
@@ -1265,8 +1281,10 @@ static int handle_batch(struct mcp_session *s, yajl_val batch, struct nb_buf *ou
     char msg[160];
 
     if (version_at_least(s, "2025-06-18")) {
-        snprintf(msg, sizeof(msg), "JSON-RPC batches are not part of MCP %s: send one message "
-                                   "at a time", s->version);
+        snprintf(msg, sizeof(msg),
+                 "JSON-RPC batches are not part of MCP %s: send one message "
+                 "at a time",
+                 s->version);
         reply_error(out, NULL, MCP_INVALID_REQUEST, msg);
         return MCP_REPLY;
     }
@@ -1285,8 +1303,9 @@ static int handle_batch(struct mcp_session *s, yajl_val batch, struct nb_buf *ou
             if (out->data != NULL)
                 out->data[start] = '\0';
             nb_buf_free(&one);
-            reply_error(out, NULL, MCP_INTERNAL_ERROR, "the batch's replies are larger than "
-                                                       "this transport's cap");
+            reply_error(out, NULL, MCP_INTERNAL_ERROR,
+                        "the batch's replies are larger than "
+                        "this transport's cap");
             return MCP_REPLY;
         }
         replies++;
@@ -1312,7 +1331,7 @@ int mcp_handle(struct mcp_session *s, const char *msg, size_t len, struct nb_buf
     }
     if (root == NULL) {
         s->last = MCP_MSG_EMPTY;
-        return MCP_NO_REPLY;   /* a blank line */
+        return MCP_NO_REPLY; /* a blank line */
     }
     rc = YAJL_IS_ARRAY(root) ? handle_batch(s, root, out) : handle_one(s, root, 0, out);
     yajl_tree_free(root);

@@ -80,9 +80,9 @@ struct mcp_backend {
 /* What one connection remembers between messages. */
 struct mcp_session {
     const struct mcp_backend *backend;
-    char version[16];   /* negotiated protocol version; MCP_VERSION_LATEST until then */
-    int initialized;    /* initialize was answered */
-    int last;           /* MCP_MSG_*: what mcp_handle's last message was */
+    char version[16]; /* negotiated protocol version; MCP_VERSION_LATEST until then */
+    int initialized;  /* initialize was answered */
+    int last;         /* MCP_MSG_*: what mcp_handle's last message was */
 };
 
 void mcp_session_init(struct mcp_session *s, const struct mcp_backend *backend);

@@ -41,8 +41,9 @@ NB_PACKAGES=(
 )
 
 # Only the test suite needs these (tests/run.sh installs them; up.sh does
-# not): the browser the web console's test drives (tests/www).
-NB_TEST_PACKAGES=(chromium)
+# not): the browser the web console's test drives (tests/www), and what
+# tests/lint.sh checks the tree with.
+NB_TEST_PACKAGES=(chromium clang-format shellcheck)
 
 # Only the benchmarks need these (socat is the forwarder we measure against).
 NB_BENCH_PACKAGES=(wrk socat)

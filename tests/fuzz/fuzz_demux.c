@@ -19,10 +19,10 @@
 #include "demux.h"
 
 struct sink {
-    unsigned char *out[3];   /* payload bytes per stream */
+    unsigned char *out[3]; /* payload bytes per stream */
     size_t len[3];
     size_t total;
-    size_t stop_at;          /* say stop once this many bytes came (0: never) */
+    size_t stop_at; /* say stop once this many bytes came (0: never) */
     int stopped;
 };
 
@@ -45,8 +45,8 @@ struct expect {
     unsigned char *out[3];
     size_t len[3];
     size_t total;
-    int invalid;             /* a bad header ends the valid prefix */
-    int boundary;            /* the stream ends between frames */
+    int invalid;  /* a bad header ends the valid prefix */
+    int boundary; /* the stream ends between frames */
 };
 
 static void reference(const unsigned char *p, size_t n, struct expect *e)
@@ -102,10 +102,10 @@ static void run(const unsigned char *p, size_t n, uint8_t seed, size_t stop_at)
         size_t chunk;
         char *piece;
         rnd = rnd * 1103515245u + 12345u;
-        chunk = 1 + (rnd >> 16) % (seed & 1 ? 3 : 64);  /* tiny or small chunks */
+        chunk = 1 + (rnd >> 16) % (seed & 1 ? 3 : 64); /* tiny or small chunks */
         if (chunk > n - off)
             chunk = n - off;
-        piece = malloc(chunk);       /* exact size: a read past it is caught */
+        piece = malloc(chunk); /* exact size: a read past it is caught */
         if (piece == NULL)
             abort();
         memcpy(piece, p + off, chunk);

@@ -38,12 +38,22 @@ static int utf8_valid(const unsigned char *s, size_t len)
             i++;
             continue;
         }
-        if (c >= 0xC0 && c < 0xE0) { need = 1; min = 0x80; cp = c & 0x1F; }
-        else if (c >= 0xE0 && c < 0xF0) { need = 2; min = 0x800; cp = c & 0x0F; }
-        else if (c >= 0xF0 && c < 0xF8) { need = 3; min = 0x10000; cp = c & 0x07; }
-        else return 0;
+        if (c >= 0xC0 && c < 0xE0) {
+            need = 1;
+            min = 0x80;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c < 0xF0) {
+            need = 2;
+            min = 0x800;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c < 0xF8) {
+            need = 3;
+            min = 0x10000;
+            cp = c & 0x07;
+        } else
+            return 0;
         if (i + need >= len)
-            return 0;   /* cut short */
+            return 0; /* cut short */
         for (unsigned k = 1; k <= need; k++) {
             if ((s[i + k] & 0xC0) != 0x80)
                 return 0;
@@ -198,7 +208,8 @@ static void check_strings(const char *data, size_t size)
     fixed = nb_utf8_repair(data, size, &rlen);
     if (!utf8_valid((const unsigned char *)fixed, rlen) || fixed[rlen] != '\0' || rlen > size * 3)
         abort();
-    if (utf8_valid((const unsigned char *)data, size) && (rlen != size || (size > 0 && memcmp(fixed, data, size) != 0)))
+    if (utf8_valid((const unsigned char *)data, size) &&
+        (rlen != size || (size > 0 && memcmp(fixed, data, size) != 0)))
         abort();
     free(fixed);
 }
@@ -213,7 +224,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (text == NULL)
         return 0;
     memcpy(text, data, size);
-    text[size] = '\0';   /* what nb_json_parse requires (nb_buf holds it so) */
+    text[size] = '\0'; /* what nb_json_parse requires (nb_buf holds it so) */
 
     err[0] = '\0';
     rc = nb_json_parse(text, size, MAX_DEPTH, &v, err, sizeof(err));

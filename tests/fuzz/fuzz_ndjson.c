@@ -23,10 +23,10 @@
 #define ANSWER_MAX_DEPTH 64u /* client.c's */
 
 struct lines {
-    char *out;         /* the lines, each with its '\n' put back */
+    char *out; /* the lines, each with its '\n' put back */
     size_t len;
     unsigned calls;
-    unsigned stop_at;  /* say stop at this call (0: never) */
+    unsigned stop_at; /* say stop at this call (0: never) */
 };
 
 static int on_line(void *ctx, const char *line, size_t len)
@@ -75,7 +75,7 @@ static void run(const char *p, size_t n, uint8_t seed, size_t cap, unsigned stop
         chunk = 1 + (rnd >> 16) % (seed & 1 ? 4 : 96);
         if (chunk > n - off)
             chunk = n - off;
-        piece = malloc(chunk);       /* exact size: a read past it is caught */
+        piece = malloc(chunk); /* exact size: a read past it is caught */
         if (piece == NULL)
             abort();
         memcpy(piece, p + off, chunk);
@@ -115,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     n = size - 1;
     run(p, n, data[0], 1u << 20, 0);
-    run(p, n, data[0], 8, 0);                       /* a tiny cap: overflows */
-    run(p, n, data[0], 1u << 20, 1 + data[0] % 4);  /* the callback stops early */
+    run(p, n, data[0], 8, 0);                      /* a tiny cap: overflows */
+    run(p, n, data[0], 1u << 20, 1 + data[0] % 4); /* the callback stops early */
     return 0;
 }

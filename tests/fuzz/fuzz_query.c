@@ -25,7 +25,7 @@ static const char *const keys[] = {"path", "pid", "offset", "metadata.owner", "a
 struct walk {
     const char *key;
     unsigned calls;
-    unsigned stop_after;   /* the callback says stop at this call (0: never) */
+    unsigned stop_after; /* the callback says stop at this call (0: never) */
     int first_found;
     char first[NB_QUERY_VALUE_MAX];
 };
@@ -131,9 +131,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (strcspn(raw, "%+") >= vlen && (big.len != vlen || memcmp(big.data, raw, vlen) != 0))
             abort(); /* nothing to decode: the value as it is */
-        if (big.len <= SMALL_CAP ? (rs != 0 || small.len != big.len ||
-                                    memcmp(small.data, big.data, big.len) != 0)
-                                 : rs != -2)
+        if (big.len <= SMALL_CAP
+                ? (rs != 0 || small.len != big.len || memcmp(small.data, big.data, big.len) != 0)
+                : rs != -2)
             abort();
         /* the decoded key and value agree with nb_query_get when no %XX or
          * '+' could make another pair's key decode to this one */

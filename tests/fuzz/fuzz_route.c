@@ -15,8 +15,8 @@
 
 #include "route.h"
 
-#define PATH_MAX_LEN 511    /* NB_PATH_MAX - 1, as http.c stores the path */
-#define ID_LEN (36 + 8)     /* what worker.c passes */
+#define PATH_MAX_LEN 511 /* NB_PATH_MAX - 1, as http.c stores the path */
+#define ID_LEN (36 + 8)  /* what worker.c passes */
 #define ARG_LEN 32
 #define OP_LEN 16
 
@@ -25,8 +25,8 @@ static int has_sandbox_id(enum nb_route rt)
     return rt >= NB_ROUTE_SANDBOX && rt <= NB_ROUTE_PROCS;
 }
 
-static void check(const char *path, enum nb_route rt, const char *id, size_t idlen,
-                  const char *arg, size_t arglen, const char *op, size_t oplen)
+static void check(const char *path, enum nb_route rt, const char *id, size_t idlen, const char *arg,
+                  size_t arglen, const char *op, size_t oplen)
 {
     size_t il = strnlen(id, idlen), al = strnlen(arg, arglen), ol = strnlen(op, oplen);
 

@@ -62,8 +62,8 @@ static void test_frame_peek_needs_every_byte_at_every_split(void **state)
         assert_ptr_equal(body, buf + NBA_HDR);
     }
     /* The second frame (empty body) after consuming the first. */
-    assert_int_equal(nba_frame_peek(buf + NBA_HDR + 300, NBA_HDR - 1, NBA_MAX_BODY, &type, &body,
-                                    &len), 0);
+    assert_int_equal(
+        nba_frame_peek(buf + NBA_HDR + 300, NBA_HDR - 1, NBA_MAX_BODY, &type, &body, &len), 0);
     assert_int_equal(nba_frame_peek(buf + NBA_HDR + 300, NBA_HDR, NBA_MAX_BODY, &type, &body, &len),
                      NBA_HDR);
     assert_int_equal(type, 'x');

@@ -23,7 +23,7 @@
 struct collect {
     struct nb_buf out[3]; /* indexed by enum nb_stream */
     unsigned calls;
-    int stop_on_call;     /* return -1 on this call (1-based); 0: never */
+    int stop_on_call; /* return -1 on this call (1-based); 0: never */
 };
 
 /* A test stream and what it must decode to. */
@@ -67,8 +67,14 @@ static int collect_cb(void *arg, enum nb_stream stream, const char *data, size_t
 
 static void put_header(struct nb_buf *b, unsigned char type, uint32_t len)
 {
-    unsigned char h[8] = {type, 0, 0, 0, (unsigned char)(len >> 24), (unsigned char)(len >> 16),
-                          (unsigned char)(len >> 8), (unsigned char)len};
+    unsigned char h[8] = {type,
+                          0,
+                          0,
+                          0,
+                          (unsigned char)(len >> 24),
+                          (unsigned char)(len >> 16),
+                          (unsigned char)(len >> 8),
+                          (unsigned char)len};
 
     assert_int_equal(nb_buf_append(b, h, sizeof(h)), NB_OK);
 }

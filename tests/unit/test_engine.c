@@ -40,9 +40,9 @@
 
 struct fake_ctr {
     char id[65];
-    char name[80];      /* nanobox-<sandbox id> */
-    char sandbox[64];   /* label nanobox.sandbox */
-    char user[32];      /* Config.User as created */
+    char name[80];    /* nanobox-<sandbox id> */
+    char sandbox[64]; /* label nanobox.sandbox */
+    char user[32];    /* Config.User as created */
     int running;
     int used;
 };
@@ -50,11 +50,11 @@ struct fake_ctr {
 struct fake_docker {
     struct fake_ctr ctr[FAKE_MAX];
     unsigned next_id;
-    int unreachable;        /* every call: NB_DERR_UNREACHABLE, never sent */
-    long create_status;     /* nonzero: create answers this HTTP error */
-    int start_fails;        /* start answers 500 */
-    int exits_at_once;      /* started containers are found stopped */
-    int remove_fails;       /* remove answers 500 */
+    int unreachable;    /* every call: NB_DERR_UNREACHABLE, never sent */
+    long create_status; /* nonzero: create answers this HTTP error */
+    int start_fails;    /* start answers 500 */
+    int exits_at_once;  /* started containers are found stopped */
+    int remove_fails;   /* remove answers 500 */
     unsigned creates, removes;
     /* called from inspect: lets a test act while a create waits on Docker */
     void (*on_inspect)(void);
@@ -117,8 +117,8 @@ static int fake_ping(struct nb_docker *d, struct nb_derr *e)
     return 0;
 }
 
-static int fake_create(struct nb_docker *d, const char *name, const char *config_json,
-                       char cid[65], struct nb_derr *e)
+static int fake_create(struct nb_docker *d, const char *name, const char *config_json, char cid[65],
+                       struct nb_derr *e)
 {
     struct fake_ctr *c;
 
@@ -662,7 +662,8 @@ static void test_judge_rules(void **state)
     memset(&down, 0, sizeof(down));
     memset(&s, 0, sizeof(s));
     s.state_since = t - 10;
-    for (uint32_t st = NB_SLOT_RUNNING; st <= NB_SLOT_POOLED; st += NB_SLOT_POOLED - NB_SLOT_RUNNING) {
+    for (uint32_t st = NB_SLOT_RUNNING; st <= NB_SLOT_POOLED;
+         st += NB_SLOT_POOLED - NB_SLOT_RUNNING) {
         s.state = st;
         assert_int_equal(nb_reaper_judge(&s, &up, 0, t), NB_RECONCILE_KEEP);
         assert_int_equal(nb_reaper_judge(&s, NULL, 0, t), NB_RECONCILE_FREE);
@@ -792,7 +793,8 @@ static void test_reconcile_finishes_abandoned_creates_and_destroys(void **state)
     assert_non_null(s);
     s->owner_pid = dead; /* its worker was killed mid-create */
     s = nb_table_find(&f->app.table, destroying.id);
-    assert_int_equal(nb_table_mark_destroying(&f->app.table, s, NB_SLOT_RUNNING, nb_clock_real_s()), 0);
+    assert_int_equal(nb_table_mark_destroying(&f->app.table, s, NB_SLOT_RUNNING, nb_clock_real_s()),
+                     0);
     s->owner_pid = dead; /* and this one's mid-destroy */
     nb_table_unlock(&f->app.table);
     fake_add(creating, 0); /* created, never recorded: found by its name */
@@ -839,13 +841,13 @@ static void test_warm_wanted_sizing(void **state)
 {
     (void)state;
     /* warm_pool, pooled, free -> to start */
-    assert_int_equal(nb_warm_wanted(0, 0, 10), 0);  /* no pool */
-    assert_int_equal(nb_warm_wanted(2, 0, 10), 2);  /* fill up */
+    assert_int_equal(nb_warm_wanted(0, 0, 10), 0); /* no pool */
+    assert_int_equal(nb_warm_wanted(2, 0, 10), 2); /* fill up */
     assert_int_equal(nb_warm_wanted(2, 1, 10), 1);
-    assert_int_equal(nb_warm_wanted(2, 2, 10), 0);  /* full */
-    assert_int_equal(nb_warm_wanted(2, 3, 10), 0);  /* more than asked: none */
-    assert_int_equal(nb_warm_wanted(2, 0, 3), 1);   /* only beyond the last 2 free */
-    assert_int_equal(nb_warm_wanted(2, 0, 2), 0);   /* those are for users */
+    assert_int_equal(nb_warm_wanted(2, 2, 10), 0); /* full */
+    assert_int_equal(nb_warm_wanted(2, 3, 10), 0); /* more than asked: none */
+    assert_int_equal(nb_warm_wanted(2, 0, 3), 1);  /* only beyond the last 2 free */
+    assert_int_equal(nb_warm_wanted(2, 0, 2), 0);  /* those are for users */
     assert_int_equal(nb_warm_wanted(2, 0, 0), 0);
     assert_int_equal(nb_warm_wanted(5, 1, 7), 2);
 }

@@ -81,10 +81,10 @@ static void test_agent_errno_maps_to_status_and_code(void **state)
         int e, status;
         const char *code;
     } cases[] = {
-        {ENOENT, 404, "not_found"},   {EACCES, 403, "forbidden"}, {EROFS, 403, "forbidden"},
-        {EEXIST, 409, "conflict"},    {EISDIR, 409, "conflict"},  {EFBIG, 413, "too_large"},
-        {ENOSPC, 507, "no_space"},    {EINVAL, 400, "bad_request"}, {EAGAIN, 429, "busy"},
-        {ESRCH, 404, "no_process"},   {EIO, 500, "agent_error"},
+        {ENOENT, 404, "not_found"}, {EACCES, 403, "forbidden"},   {EROFS, 403, "forbidden"},
+        {EEXIST, 409, "conflict"},  {EISDIR, 409, "conflict"},    {EFBIG, 413, "too_large"},
+        {ENOSPC, 507, "no_space"},  {EINVAL, 400, "bad_request"}, {EAGAIN, 429, "busy"},
+        {ESRCH, 404, "no_process"}, {EIO, 500, "agent_error"},
     };
     struct nb_apierr ae;
     (void)state;

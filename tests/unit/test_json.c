@@ -78,8 +78,8 @@ static void test_fields_accept_known_and_typed(void **state)
 {
     char err[256];
     yajl_val v;
-    struct nb_jfield f[] = {{"ttl", NB_JT_INT, NULL}, {"image", NB_JT_STRING, NULL},
-                            {"cpus", NB_JT_NUMBER, NULL}};
+    struct nb_jfield f[] = {
+        {"ttl", NB_JT_INT, NULL}, {"image", NB_JT_STRING, NULL}, {"cpus", NB_JT_NUMBER, NULL}};
     (void)state;
     assert_int_equal(parse("{\"ttl\":30,\"cpus\":0.25}", &v, err, sizeof(err)), 0);
     assert_int_equal(nb_json_fields(v, f, 3, err, sizeof(err)), 0);
@@ -155,8 +155,11 @@ static void test_invalid_utf8_becomes_replacement_chars(void **state)
     yajl_val v;
     char err[128];
     (void)state;
-    out = gen_string("\xff\xfe" "abc", 5);
-    assert_string_equal(out, "\"\xEF\xBF\xBD\xEF\xBF\xBD" "abc\"");
+    out = gen_string("\xff\xfe"
+                     "abc",
+                     5);
+    assert_string_equal(out, "\"\xEF\xBF\xBD\xEF\xBF\xBD"
+                             "abc\"");
     assert_int_equal(parse(out, &v, err, sizeof(err)), 0);
     yajl_tree_free(v);
     free(out);
@@ -215,10 +218,10 @@ static void test_escaped_nul_is_found_but_not_an_escaped_backslash(void **state)
 {
     (void)state;
     assert_int_equal(nb_json_has_nul("{\"c\":\"a\\u0000b\"}", 16), 1);
-    assert_int_equal(nb_json_has_nul("{\"c\":\"\\\\\\u0000\"}", 16), 1);  /* \\ then \u0000 */
-    assert_int_equal(nb_json_has_nul("{\"c\":\"\\\\u0000\"}", 15), 0);    /* \\ then text */
+    assert_int_equal(nb_json_has_nul("{\"c\":\"\\\\\\u0000\"}", 16), 1); /* \\ then \u0000 */
+    assert_int_equal(nb_json_has_nul("{\"c\":\"\\\\u0000\"}", 15), 0);   /* \\ then text */
     assert_int_equal(nb_json_has_nul("{\"c\":\"u0000\"}", 13), 0);
-    assert_int_equal(nb_json_has_nul("\\u0000", 5), 0);                   /* past len */
+    assert_int_equal(nb_json_has_nul("\\u0000", 5), 0); /* past len */
     assert_int_equal(nb_json_has_nul(NULL, 0), 0);
 }
 
@@ -241,9 +244,9 @@ static void test_integer_fields_refuse_inf_and_huge_without_overflow(void **stat
 static void test_invalid_utf8_that_yajl_lets_through_is_refused(void **state)
 {
     const char *bodies[] = {
-        "{\"a\":\"\xed\xa0\x80\"}",      /* a UTF-8-encoded surrogate */
-        "{\"a\":\"\xf4\x90\x80\x80\"}",  /* past U+10FFFF */
-        "{\"a\":\"\xc0\x80\"}",          /* overlong NUL */
+        "{\"a\":\"\xed\xa0\x80\"}",     /* a UTF-8-encoded surrogate */
+        "{\"a\":\"\xf4\x90\x80\x80\"}", /* past U+10FFFF */
+        "{\"a\":\"\xc0\x80\"}",         /* overlong NUL */
         "{\"a\":\"\xff\"}",
     };
     (void)state;
@@ -259,18 +262,18 @@ static void test_invalid_utf8_that_yajl_lets_through_is_refused(void **state)
 static void test_unpaired_surrogate_escapes_are_refused(void **state)
 {
     const char *bad[] = {
-        "{\"a\":\"\\udc00\"}",          /* a low half alone */
-        "{\"a\":\"\\ud800\"}",          /* a high half alone (yajl: "?") */
+        "{\"a\":\"\\udc00\"}", /* a low half alone */
+        "{\"a\":\"\\ud800\"}", /* a high half alone (yajl: "?") */
         "{\"a\":\"\\ud800x\"}",
-        "{\"a\":\"\\uD800\\u0041\"}",  /* high + not a low (yajl: pairs them anyway) */
+        "{\"a\":\"\\uD800\\u0041\"}", /* high + not a low (yajl: pairs them anyway) */
         "{\"a\":\"\\ud800\\ud800\"}",
-        "{\"a\":\"x\\\\\\udfff\"}",    /* an escaped backslash, then a low half */
-        "{\"a\":\"\\ud800",            /* cut short */
+        "{\"a\":\"x\\\\\\udfff\"}", /* an escaped backslash, then a low half */
+        "{\"a\":\"\\ud800",         /* cut short */
     };
     const char *good[] = {
-        "{\"a\":\"\\ud83d\\ude00\"}",  /* U+1F600, as a pair */
-        "{\"a\":\"\\uD7FF\\uE000\"}",  /* either side of the range */
-        "{\"a\":\"\\\\udc00\"}",        /* an escaped backslash: the text \udc00 */
+        "{\"a\":\"\\ud83d\\ude00\"}", /* U+1F600, as a pair */
+        "{\"a\":\"\\uD7FF\\uE000\"}", /* either side of the range */
+        "{\"a\":\"\\\\udc00\"}",      /* an escaped backslash: the text \udc00 */
         "{\"a\":\"\\\\\",\"b\":1}",
     };
     (void)state;

@@ -27,15 +27,14 @@ struct fake_api {
     char path[1024];
     struct nb_buf body;
     char ctype[64];
-    long status;          /* answer */
+    long status; /* answer */
     const char *answer;
-    size_t answer_len;    /* 0: strlen(answer) */
+    size_t answer_len; /* 0: strlen(answer) */
     int unreachable;
 };
 
 static int fake_call(void *ctx, const char *method, const char *path, const char *body,
-                     size_t body_len, const char *content_type, long *status,
-                     struct nb_buf *answer)
+                     size_t body_len, const char *content_type, long *status, struct nb_buf *answer)
 {
     struct fake_api *f = ctx;
 
@@ -56,7 +55,7 @@ static int fake_call(void *ctx, const char *method, const char *path, const char
 
 struct fixture {
     struct fake_api api;
-    struct nb_conf conf;    /* handed to the backend by setup_with_conf */
+    struct nb_conf conf; /* handed to the backend by setup_with_conf */
     struct mcp_backend be;
     struct mcp_session s;
     struct nb_buf out;
@@ -93,8 +92,7 @@ static int setup_with_conf(void **state)
     assert_int_equal(nb_conf_set(&fx->conf, "memory", "512m", err, sizeof(err)), 0);
     assert_int_equal(nb_conf_set(&fx->conf, "cpus", "1.5", err, sizeof(err)), 0);
     assert_int_equal(nb_conf_set(&fx->conf, "pids", "64", err, sizeof(err)), 0);
-    assert_int_equal(nb_conf_set(&fx->conf, "images", "py:3, nanobox:latest", err, sizeof(err)),
-                     0);
+    assert_int_equal(nb_conf_set(&fx->conf, "images", "py:3, nanobox:latest", err, sizeof(err)), 0);
     assert_int_equal(nb_conf_set(&fx->conf, "workspace", "/home/work", err, sizeof(err)), 0);
     assert_int_equal(nb_conf_set(&fx->conf, "allow_bridge", "yes", err, sizeof(err)), 0);
     assert_int_equal(nb_conf_set(&fx->conf, "max_port_duration", "300", err, sizeof(err)), 0);
@@ -123,8 +121,8 @@ static int send_msg(struct fixture *fx, const char *msg)
     nb_buf_reset(&fx->out);
     rc = mcp_handle(&fx->s, msg, strlen(msg), &fx->out);
     if (rc == MCP_REPLY)
-        assert_int_equal(nb_json_parse(fx->out.data, fx->out.len, 64, &fx->reply, err,
-                                       sizeof(err)), 0);
+        assert_int_equal(nb_json_parse(fx->out.data, fx->out.len, 64, &fx->reply, err, sizeof(err)),
+                         0);
     return rc;
 }
 
@@ -147,8 +145,10 @@ static const char *call_tool(struct fixture *fx, const char *name, const char *a
     char msg[8192];
     yajl_val text, err;
 
-    snprintf(msg, sizeof(msg), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
-                               "\"params\":{\"name\":\"%s\",\"arguments\":%s}}", name, args);
+    snprintf(msg, sizeof(msg),
+             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+             "\"params\":{\"name\":\"%s\",\"arguments\":%s}}",
+             name, args);
     assert_int_equal(send_msg(fx, msg), MCP_REPLY);
     err = get(fx->reply, "result", "isError", NULL);
     assert_non_null(err);
@@ -201,7 +201,7 @@ static void test_last_says_what_the_message_was(void **state)
     send_msg(fx, " \n ");
     assert_int_equal(fx->s.last, MCP_MSG_EMPTY);
     send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}");
-    assert_int_equal(fx->s.last, MCP_MSG_OTHER);   /* refused: no session for it */
+    assert_int_equal(fx->s.last, MCP_MSG_OTHER); /* refused: no session for it */
     send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
                  "{\"protocolVersion\":\"2025-03-26\"}}");
     assert_int_equal(fx->s.last, MCP_MSG_INITIALIZE);
@@ -216,8 +216,9 @@ static void test_exec_calls_the_api_and_formats_the_answer(void **state)
     const char *text;
 
     fx->api.status = 200;
-    fx->api.answer = "{\"output\":\"hi\\nboom\\n\",\"exit_code\":2,\"timed_out\":false,"
-                     "\"stdout\":\"hi\",\"stderr\":\"boom\\n\",\"truncated\":true,\"duration_ms\":5}";
+    fx->api.answer =
+        "{\"output\":\"hi\\nboom\\n\",\"exit_code\":2,\"timed_out\":false,"
+        "\"stdout\":\"hi\",\"stderr\":\"boom\\n\",\"truncated\":true,\"duration_ms\":5}";
     text = call_tool(fx, "sandbox_exec",
                      "{\"sandbox_id\":\"" SID "\",\"command\":\"echo hi\",\"timeout\":2.5}",
                      &is_error);
@@ -260,7 +261,8 @@ static void test_write_file_puts_raw_bytes_decoding_base64(void **state)
     fx->api.answer = "{\"path\":\"/workspace/a b.bin\",\"size\":3}";
     text = call_tool(fx, "sandbox_write_file",
                      "{\"sandbox_id\":\"" SID "\",\"path\":\"a b.bin\",\"content\":\"AP8K\","
-                     "\"encoding\":\"base64\"}", &is_error);
+                     "\"encoding\":\"base64\"}",
+                     &is_error);
     assert_false(is_error);
     assert_string_equal(fx->api.method, "PUT");
     assert_string_equal(fx->api.path, "/sandbox/" SID "/files?path=a%20b.bin");
@@ -306,10 +308,11 @@ static void test_list_files_formats_the_entries(void **state)
     const char *text;
 
     fx->api.status = 200;
-    fx->api.answer = "{\"path\":\"/workspace\",\"entries\":["
-                     "{\"name\":\"src\",\"type\":\"dir\",\"size\":60,\"mode\":\"0755\",\"mtime\":0},"
-                     "{\"name\":\"a.py\",\"type\":\"file\",\"size\":12,\"mode\":\"0644\",\"mtime\":86400}"
-                     "],\"truncated\":false}";
+    fx->api.answer =
+        "{\"path\":\"/workspace\",\"entries\":["
+        "{\"name\":\"src\",\"type\":\"dir\",\"size\":60,\"mode\":\"0755\",\"mtime\":0},"
+        "{\"name\":\"a.py\",\"type\":\"file\",\"size\":12,\"mode\":\"0644\",\"mtime\":86400}"
+        "],\"truncated\":false}";
     text = call_tool(fx, "sandbox_list_files", "{\"sandbox_id\":\"" SID "\"}", &is_error);
     assert_false(is_error);
     assert_string_equal(fx->api.path, "/sandbox/" SID "/files?path=/workspace");
@@ -325,11 +328,11 @@ static void test_bad_arguments_are_an_error_result_without_api_call(void **state
     int is_error;
     const char *text;
 
-    text = call_tool(fx, "sandbox_exec", "{\"sandbox_id\":\"" SID "\",\"comand\":\"x\"}",
-                     &is_error);
+    text =
+        call_tool(fx, "sandbox_exec", "{\"sandbox_id\":\"" SID "\",\"comand\":\"x\"}", &is_error);
     assert_true(is_error);
     assert_non_null(strstr(text, "unknown field \"comand\""));
-    assert_string_equal(fx->api.method, "");   /* no call made */
+    assert_string_equal(fx->api.method, ""); /* no call made */
     text = call_tool(fx, "run_code", "{\"language\":\"perl\",\"code\":\"1\"}", &is_error);
     assert_true(is_error);
     assert_non_null(strstr(text, "must be one of python, sh"));
@@ -340,7 +343,7 @@ static const char *list_tools(struct fixture *fx)
 {
     assert_int_equal(send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}"),
                      MCP_REPLY);
-    assert_null(strstr(fx->out.data, "${"));   /* every template filled in */
+    assert_null(strstr(fx->out.data, "${")); /* every template filled in */
     return fx->out.data;
 }
 
@@ -375,22 +378,23 @@ static void test_descriptions_quote_the_servers_config(void **state)
                            "or until its ttl (default: 900 seconds (15 minutes)) runs out"));
     assert_non_null(strstr(description(fx, "sandbox_create", "image"),
                            "(py:3, nanobox:latest; default: py:3)"));
-    assert_non_null(strstr(description(fx, "sandbox_create", "memory"),
-                           "(default and maximum: 512 MiB)"));
-    assert_non_null(strstr(description(fx, "sandbox_create", "cpus"),
-                           "(default and maximum: 1.5)"));
-    assert_non_null(strstr(description(fx, "sandbox_create", "pids"),
-                           "(default and maximum: 64)"));
+    assert_non_null(
+        strstr(description(fx, "sandbox_create", "memory"), "(default and maximum: 512 MiB)"));
+    assert_non_null(
+        strstr(description(fx, "sandbox_create", "cpus"), "(default and maximum: 1.5)"));
+    assert_non_null(strstr(description(fx, "sandbox_create", "pids"), "(default and maximum: 64)"));
     assert_non_null(strstr(description(fx, "sandbox_create", "network"),
                            "outbound network (this server allows it)"));
-    assert_non_null(strstr(description(fx, "sandbox_exec", "timeout"),
-                           "(default: 45 seconds; at least 0.001, at most 120 seconds (2 minutes))"));
-    assert_non_null(strstr(description(fx, "run_code", "timeout"),
-                           "(default: 45 seconds; at least 0.001, at most 120 seconds (2 minutes))"));
+    assert_non_null(
+        strstr(description(fx, "sandbox_exec", "timeout"),
+               "(default: 45 seconds; at least 0.001, at most 120 seconds (2 minutes))"));
+    assert_non_null(
+        strstr(description(fx, "run_code", "timeout"),
+               "(default: 45 seconds; at least 0.001, at most 120 seconds (2 minutes))"));
     assert_non_null(strstr(description(fx, "sandbox_exec", NULL), "capped at 2 MiB"));
     assert_non_null(strstr(description(fx, "sandbox_exec", "cwd"), "(default: /home/work)"));
-    assert_non_null(strstr(description(fx, "sandbox_read_file", "path"),
-                           "relative to /home/work."));
+    assert_non_null(
+        strstr(description(fx, "sandbox_read_file", "path"), "relative to /home/work."));
     assert_non_null(strstr(description(fx, "sandbox_open_port", "duration"),
                            "(default: 300 seconds (5 minutes); at most 300 seconds (5 minutes)"));
     /* no shipped default slips through */
@@ -416,8 +420,8 @@ static void test_descriptions_without_config_name_the_settings(void **state)
     assert_non_null(strstr(description(fx, "sandbox_exec", "timeout"),
                            "(default: the server's exec_timeout setting; at least 0.001, at most "
                            "the server's exec_timeout_max setting)"));
-    assert_non_null(strstr(description(fx, "sandbox_exec", NULL),
-                           "capped at the server's max_output setting"));
+    assert_non_null(
+        strstr(description(fx, "sandbox_exec", NULL), "capped at the server's max_output setting"));
     assert_non_null(strstr(description(fx, "sandbox_create", "network"),
                            "outbound network (if the server allows it)"));
     assert_non_null(strstr(description(fx, "sandbox_list_files", "path"),
@@ -493,8 +497,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_files_formats_the_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments_are_an_error_result_without_api_call,
                                         setup, teardown),
-        cmocka_unit_test_setup_teardown(test_descriptions_quote_the_servers_config,
-                                        setup_with_conf, teardown),
+        cmocka_unit_test_setup_teardown(test_descriptions_quote_the_servers_config, setup_with_conf,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_descriptions_without_config_name_the_settings, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_missing_argument_error_fills_in_its_description,

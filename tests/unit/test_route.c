@@ -121,16 +121,16 @@ static void test_lookup_lists_allowed_methods_in_table_order(void **state)
     char allowed[64], tiny[6];
     (void)state;
 
-    assert_int_equal(nb_route_lookup(tab, NTAB, NB_ROUTE_SANDBOX, "", "PUT", &row, &flags,
-                                     allowed, sizeof(allowed)),
+    assert_int_equal(nb_route_lookup(tab, NTAB, NB_ROUTE_SANDBOX, "", "PUT", &row, &flags, allowed,
+                                     sizeof(allowed)),
                      NB_ROUTE_NO_METHOD);
     assert_null(row);
     assert_string_equal(allowed, "GET, DELETE");
     assert_int_equal(flags, NB_ROUTE_ID);
     /* the list is cut to its buffer, never past it */
-    assert_int_equal(nb_route_lookup(tab, NTAB, NB_ROUTE_SANDBOX, "", "PUT", &row, &flags, tiny,
-                                     sizeof(tiny)),
-                     NB_ROUTE_NO_METHOD);
+    assert_int_equal(
+        nb_route_lookup(tab, NTAB, NB_ROUTE_SANDBOX, "", "PUT", &row, &flags, tiny, sizeof(tiny)),
+        NB_ROUTE_NO_METHOD);
     assert_string_equal(tiny, "GET, ");
     /* mkdir is its own path: GET there is not the files GET */
     assert_int_equal(nb_route_lookup(tab, NTAB, NB_ROUTE_FILES, "mkdir", "GET", &row, &flags,
@@ -146,12 +146,12 @@ static void test_lookup_serves_head_as_get_only_where_flagged(void **state)
     char allowed[64];
     (void)state;
 
-    assert_int_equal(nb_route_lookup(tab, NTAB, NB_ROUTE_HEALTHZ, "", "HEAD", &row, &flags,
-                                     allowed, sizeof(allowed)),
+    assert_int_equal(nb_route_lookup(tab, NTAB, NB_ROUTE_HEALTHZ, "", "HEAD", &row, &flags, allowed,
+                                     sizeof(allowed)),
                      NB_ROUTE_FOUND);
     assert_int_equal(flags, NB_ROUTE_PUBLIC | NB_ROUTE_HEAD);
-    assert_int_equal(nb_route_lookup(tab, NTAB, NB_ROUTE_SANDBOX, "", "HEAD", &row, &flags,
-                                     allowed, sizeof(allowed)),
+    assert_int_equal(nb_route_lookup(tab, NTAB, NB_ROUTE_SANDBOX, "", "HEAD", &row, &flags, allowed,
+                                     sizeof(allowed)),
                      NB_ROUTE_NO_METHOD);
     assert_string_equal(allowed, "GET, DELETE");
 }
