@@ -74,6 +74,7 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
     case NB_ROUTE_EXEC:
     case NB_ROUTE_PORT_OPEN:
     case NB_ROUTE_PORTS:
+    case NB_ROUTE_NETWORK:
         if (al != 0 || ol != 0)
             abort(); /* no arg or op where the route has none */
         break;

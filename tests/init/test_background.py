@@ -140,10 +140,17 @@ def test_sixty_four_running_then_eagain(agent):
     finally:
         for p in pids:
             agent.psignal(p, signal.SIGKILL)
-    # the exited ones make room for new ones
+    # exited but unread, they are kept: a list is no read of their output
     wait_for(lambda: all(p["state"] == "X" for p in agent.plist()))
+    with pytest.raises(AgentError) as e:
+        start_bg(agent, ["true"])
+    assert e.value.errno == 11
+    assert len(agent.plist()) == 64
+    # once one has been read (its exit seen by a query), it makes room
+    agent.pquery(pids[0])
     pid = start_bg(agent, ["true"])
     assert entry(agent, pid) is not None
+    assert pids[0] not in [p["pid"] for p in agent.plist()]
 
 
 def test_background_timeout_kills_it(agent):
