@@ -201,7 +201,8 @@ integration_tests() {
         skip=("${SAN_SKIP[@]/#/--ignore=tests/integration/}")
         log "sanitizer build: all but ${SAN_SKIP[*]}"
     fi
-    [ "$jobs" -gt 1 ] && par=(-n "$jobs")
+    # loadgroup: tests that share a machine-wide fixture (xdist_group) run on one worker
+    [ "$jobs" -gt 1 ] && par=(-n "$jobs" --dist loadgroup)
     log "integration tests against $builddir/nanobox-fcgi (${jobs} workers, then the serial tests)"
     pytest_run -v "${par[@]}" -m "not serial" "${skip[@]}" tests/integration "${pytest_args[@]}" || rc=1
     pytest_run -v -m serial "${skip[@]}" tests/integration "${pytest_args[@]}" || rc=1

@@ -14,11 +14,18 @@ how nothing can leave it):
 """
 
 import socket
+import sys
 
 import pytest
 
 import nbnet
 from nbnet import is_open, probe
+
+# One NetTarget at a time on this machine (a netns, its veth on
+# 198.51.100.254/24, a host route for 169.254.77.0/24): the module's tests
+# share one xdist worker (tests/run.sh and check-adversarial use
+# --dist loadgroup), so its module fixture is made once and alone.
+pytestmark = [pytest.mark.xdist_group("nettarget")] if "xdist.plugin" in sys.modules else []
 
 
 @pytest.fixture(scope="module")

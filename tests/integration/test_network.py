@@ -8,12 +8,19 @@ reconciliation). Traffic goes only to a network namespace of ours
 """
 
 import socket
+import sys
 
 import pytest
 
 import nbnet
 from nbnet import INTERNET_A, INTERNET_B, TARGET_PORT, TARGET_PORT_2, is_open, probe
 from nbtest import assert_error, docker_ps, in_thread, parse_json, wait_until
+
+# One NetTarget at a time on this machine (a netns, its veth on
+# 198.51.100.254/24, a host route for 169.254.77.0/24): the module's tests
+# share one xdist worker (tests/run.sh and check-adversarial use
+# --dist loadgroup), so its module fixture is made once and alone.
+pytestmark = [pytest.mark.xdist_group("nettarget")] if "xdist.plugin" in sys.modules else []
 
 
 @pytest.fixture(scope="module")
