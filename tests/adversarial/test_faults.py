@@ -149,7 +149,11 @@ def test_worker_killed_mid_ndjson_stream_kills_the_command(make_stack):
 def test_worker_killed_mid_upload_leaves_no_temp_file(make_stack):
     st = make_stack("kill-upload")
     api = st.api
-    sid = api.create()
+    # The agent writes the upload into the sandbox on the sandbox's CPU
+    # quota: at 0.01 CPU a few tens of MiB take it long enough for the host
+    # to see the busy worker (at the default 0.5 the worker was done in
+    # 51 ms, sooner than one look at /proc/net/unix on a loaded machine).
+    sid = api.create(cpus=0.01)
     api.exec(sid, "mkdir -p /workspace/up && echo old > /workspace/up/target")
     q = urllib.parse.urlencode({"path": "/workspace/up/target"})
     caught = False
