@@ -340,6 +340,11 @@ def test_trickling_clients_do_not_hold_workers(stack, api, sandbox):
             s = socket.create_connection(("127.0.0.1", stack.port), timeout=5)
             s.sendall(body_head)
             slow_body.append(s)
+        # Once a body's headers are in, nginx asks a worker about the key
+        # (auth_request, a few ms each): 20 such checks at once hold workers
+        # for a moment. Then the bodies trickle, and no worker may be held.
+        nbtest.wait_until(lambda: not stack.busy_workers(), 5, 0.01,
+                          what="the key checks of the trickling requests to end")
         worst = 0.0
         deadline = time.monotonic() + 8
         i = 0
