@@ -56,19 +56,20 @@ NB_IMAGE_PACKAGES=(python3 ca-certificates curl procps)
 # nanobox-python:latest, the data-science template: the base, plus these
 # (apt-get install --no-install-recommends in the tree): Jupyter's kernel
 # and its client (the code interpreter's bridge), the usual data stack,
-# pip and venv for the user's own packages, node and git. Build tools: gcc, g++, make, libc6-dev and python3-dev are what
-# `pip install` of a C extension from source needs; build-essential would
-# add dpkg-dev (and through it the full perl and the Debian packaging
-# tools), which nothing in a sandbox builds. npm is left out: Debian's
-# pulls in some 300 node-* packages, and a sandbox without network could
-# not reach its registry anyway.
+# pip and venv for the user's own packages, node and git. Build tools:
+# build-essential and python3-dev, what `pip install` of a C extension
+# from source needs. A leaner subset would save nothing: scipy depends on
+# pythran, which brings g++ (and Boost), and git brings perl, so
+# build-essential adds only dpkg-dev, patch, bzip2 and xz-utils (5 MB).
+# npm is left out: Debian's pulls in some 300 node-* packages, and a
+# sandbox without network could not reach its registry anyway.
 NB_PYTHON_IMAGE_PACKAGES=(
     python3-ipykernel python3-jupyter-client
     python3-numpy python3-pandas python3-matplotlib python3-scipy
     python3-pil python3-requests
     python3-pip python3-venv
     nodejs git
-    gcc g++ make libc6-dev python3-dev
+    build-essential python3-dev
 )
 
 # Where up.sh puts a running nanobox (down.sh reads the same). Overridable

@@ -10,7 +10,8 @@
 #   base    nanobox:latest: python3, curl, ca-certificates, procps (~1 min)
 #   python  nanobox-python:latest: the data-science template: the base +
 #           ipykernel, jupyter-client, numpy, pandas, matplotlib, scipy,
-#           pillow, requests, pip, venv, nodejs, git, gcc/g++ (~2.5 min)
+#           pillow, requests, pip, venv, nodejs, git, build-essential
+#           (~2.5 min)
 #
 # Usage: image.sh [--force] [base|python|all]...   (default: all)
 #   Builds each image named unless it already exists; --force rebuilds.
@@ -38,7 +39,7 @@ for arg in "$@"; do
     base | python) targets+=("$arg") ;;
     all) targets+=(base python) ;;
     -h | --help)
-        sed -n '3,24s/^# \{0,1\}//p' "$0"
+        sed -n '3,25s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *) nb_die "image.sh: unknown argument '$arg' (try --help)" ;;
