@@ -219,7 +219,7 @@ cgroup = sandbox_memory()
 kc.stop_channels()
 km.shutdown_kernel(now=True)
 print(json.dumps({"ready_s": ready, "cells": [a, b, c, d], "rss": rss, "cgroup": cgroup}))
-""", timeout=180)
+""", timeout=120)
     a, b, c, d = got["cells"]
     assert "error" not in a and a["data"] == [], a
     assert b["data"] == [{"text/plain": "42"}], b
@@ -311,7 +311,7 @@ python3 -m pip wheel -q --no-build-isolation --no-deps -w dist src/nbsrc
 python3 -m venv --system-site-packages venv
 venv/bin/pip install -q dist/nbsrc-0.1-py3-none-any.whl
 venv/bin/python -c 'import nbsrc, numpy; print(nbsrc.__file__, nbsrc.X, numpy.__name__)'
-""", timeout=180)
+""", timeout=120)
     assert res["exit_code"] == 0, res
     assert not any(s in res["stdout"] for s in NOT_PIPS_OWN), res
     last = res["stdout"].strip().split("\n")[-1]
