@@ -41,8 +41,10 @@ void nb_conf_defaults(struct nb_conf *c)
 
     c->max_sandboxes = 256;
 
+    /* the base and the data-science template image.sh builds beside it */
     snprintf(c->images[0], sizeof(c->images[0]), "nanobox:latest");
-    c->n_images = 1;
+    snprintf(c->images[1], sizeof(c->images[1]), "nanobox-python:latest");
+    c->n_images = 2;
     c->memory = 256 * MiB;
     c->nano_cpus = 500000000ULL;
     c->pids = 128;

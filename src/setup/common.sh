@@ -48,6 +48,30 @@ NB_TEST_PACKAGES=(chromium clang-format shellcheck)
 # Only the benchmarks need these (socat is the forwarder we measure against).
 NB_BENCH_PACKAGES=(wrk socat)
 
+# The sandbox images src/setup/image.sh builds from Debian bookworm (Debian's
+# own packages only: no registry, no pip download at build time).
+#
+# nanobox:latest, the base: a debootstrap --variant=minbase with these.
+NB_IMAGE_PACKAGES=(python3 ca-certificates curl procps)
+# nanobox-python:latest, the data-science template: the base, plus these
+# (apt-get install --no-install-recommends in the tree): Jupyter's kernel
+# and its client (the code interpreter's bridge), the usual data stack,
+# pip and venv for the user's own packages, node and git. Build tools:
+# build-essential and python3-dev, what `pip install` of a C extension
+# from source needs. A leaner subset would save nothing: scipy depends on
+# pythran, which brings g++ (and Boost), and git brings perl, so
+# build-essential adds only dpkg-dev, patch, bzip2 and xz-utils (5 MB).
+# npm is left out: Debian's pulls in some 300 node-* packages, and a
+# sandbox without network could not reach its registry anyway.
+NB_PYTHON_IMAGE_PACKAGES=(
+    python3-ipykernel python3-jupyter-client
+    python3-numpy python3-pandas python3-matplotlib python3-scipy
+    python3-pil python3-requests
+    python3-pip python3-venv
+    nodejs git
+    build-essential python3-dev
+)
+
 # Where up.sh puts a running nanobox (down.sh reads the same). Overridable
 # from the environment only so that the scripts can be tried in a temp dir.
 NB_CONF=${NB_CONF:-/etc/nanobox/nanobox.conf}   # the server's config
@@ -210,9 +234,10 @@ nb_start_dockerd() {
     nb_die "dockerd did not answer within 60 s; see $log"
 }
 
-# Build the sandbox image nanobox:latest unless it exists (pass --force to
-# rebuild it).
-# shellcheck disable=SC2120  # arguments are optional (--force)
+# Build the sandbox images nanobox:latest and nanobox-python:latest, each
+# unless it exists (pass --force to rebuild them; `base` or `python` to
+# build only one: see image.sh --help).
+# shellcheck disable=SC2120  # arguments are optional (--force, base, python)
 nb_build_image() {
     "$NB_REPO_ROOT/src/setup/image.sh" "$@"
 }

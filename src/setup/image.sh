@@ -1,123 +1,249 @@
 #!/bin/bash
 #
-# image.sh - build the sandbox image nanobox:latest from Debian bookworm.
+# image.sh - build the sandbox images from Debian bookworm.
 #
-# No image registry is reachable from these machines, so the image is made
-# locally: debootstrap a minbase bookworm (python3, curl, ca-certificates,
-# procps), add the unprivileged user `sandbox` (uid/gid 1000, home
-# /workspace), and `docker import` the tree. Takes about a minute.
+# No image registry is reachable from these machines, so the images are
+# made locally, each the same way: debootstrap a minbase bookworm with the
+# base packages (common.sh: NB_IMAGE_PACKAGES), apt-get install the image's
+# own on top (NB_PYTHON_IMAGE_PACKAGES), add the unprivileged user
+# `sandbox` (uid/gid 1000, home /workspace), and `docker import` the tree.
+#   base    nanobox:latest: python3, curl, ca-certificates, procps (~1 min)
+#   python  nanobox-python:latest: the data-science template: the base +
+#           ipykernel, jupyter-client, numpy, pandas, matplotlib, scipy,
+#           pillow, requests, pip, venv, nodejs, git, build-essential
+#           (~2.5 min)
 #
-# Usage: image.sh [--force]
-#   Does nothing when nanobox:latest already exists, unless --force.
+# Usage: image.sh [--force] [base|python|all]...   (default: all)
+#   Builds each image named unless it already exists; --force rebuilds.
 # Environment:
-#   NANOBOX_MIRROR  Debian mirror (default http://deb.debian.org/debian)
-#   NANOBOX_IMAGE   image name (default nanobox:latest)
-#   TMPDIR          where the rootfs is built (default /var/tmp; debootstrap
-#                   needs a filesystem without nodev/noexec)
+#   NANOBOX_MIRROR        Debian mirror (default http://deb.debian.org/debian)
+#   NANOBOX_IMAGE         name of the base image (default nanobox:latest)
+#   NANOBOX_PYTHON_IMAGE  name of the python image (default nanobox-python:latest)
+#   NANOBOX_PYTHON_EXTRA  more Debian packages for the python image,
+#                         comma-separated (docs/CONFIG.md, "Sandbox images")
+#   TMPDIR                where the rootfs is built (default /var/tmp;
+#                         debootstrap needs a filesystem without nodev/noexec)
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-image=${NANOBOX_IMAGE:-nanobox:latest}
 mirror=${NANOBOX_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
-packages=python3,ca-certificates,curl,procps
 force=0
+targets=()
 
 for arg in "$@"; do
     case $arg in
     --force) force=1 ;;
+    base | python) targets+=("$arg") ;;
+    all) targets+=(base python) ;;
     -h | --help)
-        sed -n '3,17s/^# \{0,1\}//p' "$0"
+        sed -n '3,25s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *) nb_die "image.sh: unknown argument '$arg' (try --help)" ;;
     esac
 done
+[ "${#targets[@]}" -gt 0 ] || targets=(base python)
 
 image_exists() {
-    docker image inspect "$image" >/dev/null 2>&1
+    docker image inspect "$1" >/dev/null 2>&1
 }
 
-if [ "$force" -eq 0 ] && image_exists; then
-    nb_log "image: $image already exists (--force rebuilds it)"
-    exit 0
-fi
-[ "$(id -u)" -eq 0 ] || nb_die "image: debootstrap needs root"
-command -v debootstrap >/dev/null || nb_die "image: debootstrap not found: install debootstrap"
-nb_docker_answers || nb_die "image: no Docker engine answers (start dockerd first)"
-
-# Two setup runs at once (CI and up.sh) would debootstrap twice: the second
-# waits, then finds the image built.
-mkdir -p /run/lock
-exec 9>/run/lock/nanobox-image.lock
-flock 9
-if [ "$force" -eq 0 ] && image_exists; then
-    nb_log "image: $image was built meanwhile"
-    exit 0
-fi
-
-workdir=$(mktemp -d "${TMPDIR:-/var/tmp}/nanobox-image.XXXXXX")
-rootfs=$workdir/rootfs
+# Set by build_image for cleanup: the tree being built, if any.
+workdir=
 
 # On every exit path: unmount whatever a failed debootstrap left mounted
 # (proc, sys...) so that rm cannot descend into the host's /proc, then
 # remove the tree without crossing filesystems.
-cleanup() {
-    local rc=$? mnt
-    trap - EXIT
+remove_workdir() {
+    local mnt
+    [ -n "$workdir" ] || return 0
     awk -v p="$workdir/" 'index($2, p) == 1 { print $2 }' /proc/self/mounts |
         sort -r | while read -r mnt; do umount -l "$mnt" || true; done
     rm -rf --one-file-system "$workdir"
-    if [ "$rc" -ne 0 ]; then
-        nb_log "image: failed (exit $rc); removed $workdir"
+}
+cleanup() {
+    local rc=$?
+    trap - EXIT
+    if [ "$rc" -ne 0 ] && [ -n "$workdir" ]; then
+        nb_log "image: failed (exit $rc); removing $workdir"
     fi
+    remove_workdir
     exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-nb_log "image: debootstrap --variant=minbase $suite into $rootfs from $mirror"
-started=$SECONDS
-debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror"
-nb_log "image: debootstrap done in $((SECONDS - started))s"
 
 # The image's user: uid/gid 1000, home = the workspace. Sandboxes run as a
 # uid of their own per slot (sandbox_uid_base) under this user's name, from
 # a passwd nanobox mounts; 1000 is used as is only with sandbox_uid_base = 0.
 # Written by hand rather than with useradd so nothing runs inside the rootfs.
-nb_log "image: adding user sandbox (1000:1000, home /workspace)"
-if grep -q '^sandbox:' "$rootfs/etc/passwd" ||
-    awk -F: '$3 == 1000 { found = 1 } END { exit !found }' "$rootfs/etc/passwd"; then
-    nb_die "image: the rootfs already has a user sandbox or uid 1000"
-fi
-days=$(($(date +%s) / 86400))
-printf 'sandbox:x:1000:1000:nanobox sandbox:/workspace:/bin/sh\n' >>"$rootfs/etc/passwd"
-printf 'sandbox:x:1000:\n' >>"$rootfs/etc/group"
-printf 'sandbox:!:%s:0:99999:7:::\n' "$days" >>"$rootfs/etc/shadow"
-if [ -f "$rootfs/etc/gshadow" ]; then
-    printf 'sandbox:!::\n' >>"$rootfs/etc/gshadow"
-fi
-install -d -o 1000 -g 1000 -m 0755 "$rootfs/workspace"
+add_user() {
+    local rootfs=$1 days
+    nb_log "image: adding user sandbox (1000:1000, home /workspace)"
+    if grep -q '^sandbox:' "$rootfs/etc/passwd" ||
+        awk -F: '$3 == 1000 { found = 1 } END { exit !found }' "$rootfs/etc/passwd"; then
+        nb_die "image: the rootfs already has a user sandbox or uid 1000"
+    fi
+    days=$(($(date +%s) / 86400))
+    printf 'sandbox:x:1000:1000:nanobox sandbox:/workspace:/bin/sh\n' >>"$rootfs/etc/passwd"
+    printf 'sandbox:x:1000:\n' >>"$rootfs/etc/group"
+    printf 'sandbox:!:%s:0:99999:7:::\n' "$days" >>"$rootfs/etc/shadow"
+    if [ -f "$rootfs/etc/gshadow" ]; then
+        printf 'sandbox:!::\n' >>"$rootfs/etc/gshadow"
+    fi
+    install -d -o 1000 -g 1000 -m 0755 "$rootfs/workspace"
+}
 
-nb_log "image: cleaning apt caches"
-rm -rf "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
-    "$rootfs"/var/lib/apt/lists/*
-mkdir -p "$rootfs/var/lib/apt/lists/partial"
+# The python template's own settings, on top of the base's.
+#
+# pip: Debian marks its python "externally managed" (PEP 668), so a plain
+# `pip install` stops with externally-managed-environment, an error that
+# tells a sandbox user to do what they cannot (apt). The danger PEP 668
+# guards against, pip overwriting files apt owns, cannot happen here: the
+# root filesystem is read-only in a sandbox, so pip finds the system
+# site-packages unwritable and installs into the user's site
+# (~/.local = /workspace/.local, "Defaulting to user installation") or
+# into a venv the user made. So pip.conf lets it (break-system-packages),
+# and no `user = true`: that would break `pip install` inside a venv.
+# No cache: ~/.cache would hold a second copy of every wheel in the
+# workspace, a tmpfs charged to the sandbox's memory. No version check: it
+# would ask PyPI, which most sandboxes cannot reach.
+setup_python() {
+    local rootfs=$1
+    nb_log "image: python template settings (/etc/pip.conf)"
+    cat >"$rootfs/etc/pip.conf" <<'EOF'
+# nanobox-python: see src/setup/image.sh, setup_python, for why.
+[global]
+break-system-packages = true
+no-cache-dir = true
+disable-pip-version-check = true
+EOF
+}
 
-nb_log "image: importing as $image ($(du -sh --one-file-system "$rootfs" | cut -f1))"
-# Labels only under org.opencontainers.image.*: containers inherit image
-# labels, and nanobox.* labels on containers mean "a sandbox" to the server.
-tar -C "$rootfs" --numeric-owner -c . |
-    docker import \
-        -m "nanobox sandbox: debootstrap --variant=minbase $suite + $packages" \
-        -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-        -c 'LABEL org.opencontainers.image.title=nanobox-sandbox' \
-        -c "LABEL org.opencontainers.image.base.name=debian:$suite" \
-        -c "LABEL org.opencontainers.image.created=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
-        - "$image" >/dev/null
+# apt_install ROOTFS PACKAGE...: apt-get install --no-install-recommends in
+# the tree debootstrap made (its sources.list names the mirror). apt, not
+# debootstrap's --include, for anything past the base: debootstrap's own
+# resolver leaves some dependencies out (with the python template's list,
+# python3-zmq failed to configure). Postinsts need /proc; no service may
+# start in a build tree (policy-rc.d). Like Debian's slim images, the
+# packages' documentation, manual pages and translations are not
+# unpacked (a sandbox has no man; 45 MB of the python template):
+# the dpkg.cfg.d file stays, so what an operator's derived image installs
+# is trimmed the same way.
+apt_install() {
+    local rootfs=$1
+    shift
+    local -a chrooted=(chroot "$rootfs" /usr/bin/env -i
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+        DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8)
+    nb_log "image: apt-get install $*"
+    cat >"$rootfs/etc/dpkg/dpkg.cfg.d/nanobox-slim" <<'EOF'
+# nanobox (src/setup/image.sh): no docs, manual pages or translations
+path-exclude=/usr/share/doc/*
+path-include=/usr/share/doc/*/copyright
+path-exclude=/usr/share/man/*
+path-exclude=/usr/share/info/*
+path-exclude=/usr/share/locale/*
+path-include=/usr/share/locale/locale.alias
+EOF
+    mount -t proc proc "$rootfs/proc"
+    printf '#!/bin/sh\nexit 101\n' >"$rootfs/usr/sbin/policy-rc.d"
+    chmod 0755 "$rootfs/usr/sbin/policy-rc.d"
+    "${chrooted[@]}" apt-get update -q
+    "${chrooted[@]}" apt-get install -y -q --no-install-recommends "$@"
+    rm -f "$rootfs/usr/sbin/policy-rc.d"
+    umount "$rootfs/proc"
+}
 
-nb_log "image: $image ready ($(docker image inspect -f '{{.Id}}' "$image"), $((SECONDS - started))s in all)"
+# build_image NAME TITLE EXTRA SETUP [ENV...]: debootstrap the base
+# packages, apt-get install EXTRA (blank- or comma-separated; may be
+# empty), add the user, run SETUP (a function, or `:`) on the tree and
+# import it as NAME with ENV lines (NAME=value) in its config.
+build_image() {
+    local image=$1 title=$2 extra=${3//,/ } setup=$4 started rootfs e
+    local base
+    base=$(join_commas "${NB_IMAGE_PACKAGES[@]}")
+    shift 4
+    local -a env_opts=()
+    for e in "$@"; do env_opts+=(-c "ENV $e"); done
+
+    if [ "$force" -eq 0 ] && image_exists "$image"; then
+        nb_log "image: $image already exists (--force rebuilds it)"
+        return 0
+    fi
+    # Two setup runs at once (CI and up.sh) would debootstrap twice: the
+    # second waits, then finds the image built.
+    flock 9
+    if [ "$force" -eq 0 ] && image_exists "$image"; then
+        nb_log "image: $image was built meanwhile"
+        flock -u 9
+        return 0
+    fi
+
+    workdir=$(mktemp -d "${TMPDIR:-/var/tmp}/nanobox-image.XXXXXX")
+    rootfs=$workdir/rootfs
+    nb_log "image: $image: debootstrap --variant=minbase $suite into $rootfs from $mirror"
+    started=$SECONDS
+    debootstrap --variant=minbase --include="$base" "$suite" "$rootfs" "$mirror"
+    nb_log "image: debootstrap done in $((SECONDS - started))s"
+    if [ -n "${extra// /}" ]; then
+        # shellcheck disable=SC2086  # a list of package names
+        apt_install "$rootfs" $extra
+        nb_log "image: apt-get done in $((SECONDS - started))s"
+    fi
+
+    add_user "$rootfs"
+    "$setup" "$rootfs"
+
+    nb_log "image: cleaning apt caches"
+    rm -rf "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
+        "$rootfs"/var/lib/apt/lists/*
+    mkdir -p "$rootfs/var/lib/apt/lists/partial"
+
+    nb_log "image: importing as $image ($(du -sh --one-file-system "$rootfs" | cut -f1))"
+    # Labels only under org.opencontainers.image.*: containers inherit image
+    # labels, and nanobox.* labels on containers mean "a sandbox" to the server.
+    tar -C "$rootfs" --numeric-owner -c . |
+        docker import \
+            -m "nanobox sandbox: debootstrap --variant=minbase $suite + $base${extra:+ + $extra}" \
+            "${env_opts[@]}" \
+            -c "LABEL org.opencontainers.image.title=$title" \
+            -c "LABEL org.opencontainers.image.base.name=debian:$suite" \
+            -c "LABEL org.opencontainers.image.created=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+            - "$image" >/dev/null
+    remove_workdir
+    workdir=
+    flock -u 9
+    nb_log "image: $image ready ($(docker image inspect -f '{{.Id}} {{.Size}}' "$image") bytes, $((SECONDS - started))s in all)"
+}
+
+join_commas() {
+    local IFS=,
+    printf '%s\n' "$*"
+}
+
+[ "$(id -u)" -eq 0 ] || nb_die "image: debootstrap needs root"
+command -v debootstrap >/dev/null || nb_die "image: debootstrap not found: install debootstrap"
+nb_docker_answers || nb_die "image: no Docker engine answers (start dockerd first)"
+mkdir -p /run/lock
+exec 9>/run/lock/nanobox-image.lock
+trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+for target in "${targets[@]}"; do
+    case $target in
+    base)
+        build_image "${NANOBOX_IMAGE:-nanobox:latest}" nanobox-sandbox "" : "PATH=$path"
+        ;;
+    python)
+        # PATH: where `pip install` (a user install) puts scripts.
+        build_image "${NANOBOX_PYTHON_IMAGE:-nanobox-python:latest}" nanobox-python \
+            "${NB_PYTHON_IMAGE_PACKAGES[*]} ${NANOBOX_PYTHON_EXTRA:-}" setup_python \
+            "PATH=/workspace/.local/bin:$path"
+        ;;
+    esac
+done

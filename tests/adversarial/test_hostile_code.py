@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 import requests
 
+import nbtest
 from nbtest import (DEFAULT_MEMORY, DEFAULT_NANO_CPUS, DEFAULT_PIDS, MAX_OUTPUT, assert_error,
                     docker_inspect, docker_top, parse_json, run, wait_until)
 
@@ -459,9 +460,12 @@ PRIV_EXPECT = {
 }
 
 
-@pytest.fixture(scope="module")
-def priv(stack):
-    sid = stack.api.create(ttl=1800)
+# Every test of this part runs in each image nanobox ships: the python
+# template's extra packages (a compiler, setuid helpers apt brings) must
+# not open what the base keeps shut.
+@pytest.fixture(scope="module", params=nbtest.every_image())
+def priv(stack, request):
+    sid = stack.api.create(ttl=1800, image=request.param)
     out = py(stack.api, sid, PRIV_PROBE)
     yield sid, out
     stack.api.delete(sid)

@@ -25,6 +25,7 @@ import time
 
 import pytest
 
+import nbtest
 from nbtest import BUILD, REPO, docker_inspect, wait_until
 
 # The host user every sandbox used to run as; a real login on many hosts.
@@ -196,9 +197,11 @@ def take_one_on_host(kind):
 
 
 @pytest.fixture
-def pair(api):
-    """Two sandboxes of the same stack: a hog and its neighbour."""
-    return api.create(ttl=600), api.create(ttl=600)
+def pair(api, request):
+    """Two sandboxes of the same stack: a hog and its neighbour (of the image
+    a test gives as the fixture's param, else the base)."""
+    image = getattr(request, "param", nbtest.IMAGE)
+    return api.create(ttl=600, image=image), api.create(ttl=600, image=image)
 
 
 @pytest.mark.parametrize("kind", ["inotify", "inotify_watch", "mqueue", "pty", "nofile"])
@@ -222,6 +225,7 @@ def test_one_sandbox_exhausting_a_resource_leaves_others_theirs(api, pair, kind)
     assert take_one_on_host(kind) == 0, f"the host (uid {HOST_UID}) got no {kind}"
 
 
+@pytest.mark.parametrize("pair", nbtest.every_image(), indirect=True)
 def test_each_sandbox_has_its_own_uid_outside_the_hosts_passwd(api, pair):
     a, b = pair
     ida, idb = host_ids(host_pid1(a)), host_ids(host_pid1(b))

@@ -39,6 +39,8 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("NANOBOX_BUILD", str(REPO / "build")))
 FCGI_BIN = BUILD / "nanobox-fcgi"
 IMAGE = os.environ.get("NANOBOX_TEST_IMAGE", "nanobox:latest")
+# The data-science template (src/setup/image.sh python), allowed by default.
+PYTHON_IMAGE = os.environ.get("NANOBOX_TEST_PYTHON_IMAGE", "nanobox-python:latest")
 RENDER_NGINX = REPO / "src" / "setup" / "render-nginx.sh"
 NGINX = shutil.which("nginx", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
 KEEP_TMP = bool(os.environ.get("NANOBOX_TEST_KEEP"))
@@ -277,6 +279,24 @@ def docker_rm_instance(instance):
 
 def image_present(image=IMAGE):
     return run(["docker", "image", "inspect", image], check=False).returncode == 0
+
+
+def needs_image(image):
+    """A skip mark for tests of an image Docker does not have: the base one
+    is checked at session start (conftest.py), the python template may be
+    missing where only `image.sh base` was run."""
+    import pytest  # only the test files use pytest here
+    return pytest.mark.skipif(not image_present(image),
+                              reason=f"image {image} missing: build it with "
+                                     f"src/setup/image.sh python (tests/run.sh and .ci/run do)")
+
+
+def every_image():
+    """pytest params: each image nanobox ships, for the tests of what must hold
+    in every one of them (the hardening), with ids `base` and `python`."""
+    import pytest
+    return [pytest.param(IMAGE, id="base"),
+            pytest.param(PYTHON_IMAGE, id="python", marks=needs_image(PYTHON_IMAGE))]
 
 
 # --------------------------------------------------------------- processes

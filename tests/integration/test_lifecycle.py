@@ -3,6 +3,8 @@
 import os
 import time
 
+import pytest
+
 import nbtest
 from nbtest import (DEFAULT_MEMORY, DEFAULT_NANO_CPUS, DEFAULT_PIDS, UUID_RE, assert_error,
                     docker_exists, docker_inspect, docker_ps, parse_json, wait_until)
@@ -48,12 +50,15 @@ def test_create_with_empty_object_is_accepted(api):
     assert info["ttl"] == 600
 
 
-def test_container_is_hardened(api, stack):
-    info = api.create_info()
+# What holds in every image nanobox ships, the python template included.
+@pytest.mark.parametrize("image", nbtest.every_image())
+def test_container_is_hardened(api, stack, image):
+    info = api.create_info(image=image)
     sid = info["sandboxId"]
     c = docker_inspect(f"nanobox-{sid}")
     hc, cfg = c["HostConfig"], c["Config"]
     assert c["State"]["Running"] is True
+    assert info["image"] == cfg["Image"] == image
     assert [x.upper() for x in hc["CapDrop"] or []] in (["ALL"], ["CAP_ALL"]), hc["CapDrop"]
     assert not hc.get("CapAdd"), hc.get("CapAdd")
     assert hc["Privileged"] is False
@@ -84,8 +89,9 @@ def test_container_is_hardened(api, stack):
     assert c["Name"] == f"/nanobox-{sid}"
 
 
-def test_sandbox_process_has_no_capabilities_and_no_new_privs(api):
-    sid = api.create()
+@pytest.mark.parametrize("image", nbtest.every_image())
+def test_sandbox_process_has_no_capabilities_and_no_new_privs(api, image):
+    sid = api.create(image=image)
     out = api.exec(sid, "grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status")["stdout"]
     fields = dict(line.split(":\t") for line in out.strip().splitlines())
     assert int(fields["CapEff"], 16) == 0, out

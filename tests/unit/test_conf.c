@@ -52,6 +52,8 @@ static void test_defaults_match_the_design(void **state)
     assert_int_equal(c.max_output, 1 << 20);
     assert_int_equal(c.allow_bridge, 0);
     assert_string_equal(c.images[0], "nanobox:latest");
+    assert_string_equal(c.images[1], "nanobox-python:latest");
+    assert_int_equal(c.n_images, 2);
     assert_string_equal(c.listen, "/run/nanobox/fcgi.sock");
     assert_string_equal(c.state_file, "/var/lib/nanobox/state");
 }
