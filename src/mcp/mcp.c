@@ -110,8 +110,9 @@ static void tool_run_code(struct tool_call *t);
 static const struct mcp_arg create_args[] = {
     {"image", NB_JT_STRING, 0, NULL,
      "Container image to run, one of the server's allowed images (${images|its images "
-     "setting}; default: ${image|the first of them}). nanobox's own image, nanobox:latest, "
-     "has python3 and a POSIX shell."},
+     "setting}; default: ${image|the first of them}). nanobox's own images: nanobox:latest "
+     "has python3 and a POSIX shell; nanobox-python:latest adds numpy, pandas, matplotlib, "
+     "scipy, pip, node and git."},
     {"ttl", NB_JT_INT, 0, NULL,
      "Lifetime in seconds; the sandbox and its files are destroyed after it (default: "
      "${default_ttl}; at most ${max_ttl})."},
