@@ -342,8 +342,13 @@ def test_trickling_clients_do_not_hold_workers(stack, api, sandbox):
             slow_body.append(s)
         # Once a body's headers are in, nginx asks a worker about the key
         # (auth_request, a few ms each): 20 such checks at once hold workers
-        # for a moment. Then the bodies trickle, and no worker may be held.
-        nbtest.wait_until(lambda: not stack.busy_workers(), 5, 0.01,
+        # for a moment, and wait in the socket's backlog for one (where no
+        # worker holds them yet). Then the bodies trickle, and no worker
+        # may be held: wait until no FastCGI connection is open at all.
+        def fcgi_connections():
+            return [ino for ino, flags, state, path in nbtest.unix_sockets()
+                    if path == stack.sock and state == 3 and not flags & 0x10000]
+        nbtest.wait_until(lambda: not fcgi_connections(), 5, 0.01,
                           what="the key checks of the trickling requests to end")
         worst = 0.0
         deadline = time.monotonic() + 8
