@@ -17,12 +17,14 @@
 
 #define NBA_SOCKET_NAME "nanobox-init" /* abstract: sun_path = "\0nanobox-init" */
 #define NBA_VERSION 1
-#define NBA_HDR 5                    /* frame header bytes */
-#define NBA_MAX_BODY (1024u * 1024u) /* largest frame body either side accepts */
-#define NBA_CHUNK (64u * 1024u)      /* data frames are sent at most this big */
-#define NBA_MAX_ARGS 4096            /* argv entries */
-#define NBA_MAX_ENV 1024             /* env entries */
-#define NBA_MAX_PATH 4096            /* bytes of a path, NUL excluded */
+#define NBA_HDR 5                                      /* frame header bytes */
+#define NBA_MAX_BODY (1024u * 1024u)                   /* largest frame body either side accepts */
+#define NBA_CHUNK (64u * 1024u)                        /* data frames are sent at most this big */
+#define NBA_MAX_ARGS 4096                              /* argv entries */
+#define NBA_MAX_ENV 1024                               /* env entries */
+#define NBA_MAX_PATH 4096                              /* bytes of a path, NUL excluded */
+#define NBA_KERNEL_BRIDGE "/.nanobox/kernel/bridge.py" /* the code bridge, mounted read-only */
+#define NBA_KERNEL_HELLO "nanobox-kernel 1"            /* the bridge's first frame (p) */
 
 /* Requests: the first frame a host sends on a connection. */
 enum nba_req {
@@ -38,6 +40,7 @@ enum nba_req {
     NBA_FDELETE = 'D', /* fields F r -> . */
     NBA_FMKDIR = 'N',  /* fields F -> . */
     NBA_FMOVE = 'V',   /* fields F G -> . */
+    NBA_KERNEL = 'K',  /* no fields: the connection goes to the code bridge -> p, (host j) j* . */
 };
 
 /* Frames after the request, in either direction. */
@@ -57,6 +60,7 @@ enum nba_frame {
         'l', /* fields: P pid, A argv (repeated), K state, X code, N signal, O out total, o err total, Y started */
     NBA_END = '.',   /* end of a reply or of an upload */
     NBA_ERROR = '!', /* u32 errno, then a message (not NUL-terminated) */
+    NBA_JSON = 'j',  /* code bridge: one JSON object (request or event) */
 };
 
 #define NBA_EXIT_TIMEDOUT 1u
