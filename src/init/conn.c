@@ -207,6 +207,24 @@ void init_conn_resume_input(struct init_conn *c)
     conn_process(c);
 }
 
+size_t init_conn_extra_input(const struct init_conn *c)
+{
+    size_t pending = init_buf_pending(&c->in);
+
+    return pending > c->req_bytes ? pending - c->req_bytes : 0;
+}
+
+void init_conn_handed_off(struct init_conn *c)
+{
+    c->ops = NULL;
+    c->op = NULL;
+    c->want_room = 0;
+    init_watch_close(&c->w);
+    /* conn_process stops here; the next tick frees the rest. */
+    c->state = INIT_CONN_FLUSH;
+    c->deadline = 1;
+}
+
 static void conn_ping(struct init_conn *c)
 {
     char pong[32];
@@ -266,6 +284,9 @@ static void conn_dispatch(struct init_conn *c, uint8_t type, const unsigned char
     case NBA_FMOVE:
         init_files_move(c, &r);
         break;
+    case NBA_KERNEL:
+        init_kernel_start(c, &r);
+        break;
     default:
         init_conn_error(c, EINVAL, "unknown request type 0x%02x", type);
         break;
@@ -291,6 +312,7 @@ static void conn_process(struct init_conn *c)
             break;
         }
         if (c->state == INIT_CONN_REQUEST) {
+            c->req_bytes = (uint32_t)n;
             conn_dispatch(c, type, body, len);
         } else if (c->ops == NULL || c->ops->frame == NULL) {
             conn_fail(c, EPROTO, "unexpected frame after the request");

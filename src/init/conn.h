@@ -47,6 +47,7 @@ struct init_conn {
     uint8_t in_paused;   /* ops->frame said "not now" */
     uint8_t in_eof;      /* the host shut down its sending side */
     uint8_t want_room;   /* call ops->drain when there is room */
+    uint32_t req_bytes;  /* bytes of the request frame (header included) */
     const struct init_conn_ops *ops;
     void *op;                      /* the operation's state */
     int64_t deadline;              /* monotonic ms; 0 none */
@@ -76,5 +77,10 @@ void init_conn_error(struct init_conn *c, int err, const char *fmt, ...)
 void init_conn_finish(struct init_conn *c);
 /* Take the frame that ops->frame refused earlier, and read again. */
 void init_conn_resume_input(struct init_conn *c);
+/* While the request is being dispatched: bytes read after its frame. */
+size_t init_conn_extra_input(const struct init_conn *c);
+/* The connection's fd was passed to another process (kernel.c): close
+ * init's copy now, send nothing, forget the connection. */
+void init_conn_handed_off(struct init_conn *c);
 
 #endif

@@ -14,7 +14,8 @@
  * As PID 1 it reaps every zombie, and on SIGTERM/SIGINT/SIGHUP passes the
  * signal to every process (kill(-1)) and exits once none is left, or
  * INIT_SHUTDOWN_MS later. Run as a plain process (the tests), it makes
- * itself a child subreaper and only signals the commands it started.
+ * itself a child subreaper and only signals the commands it started and
+ * the code bridge (kernel.c).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -39,6 +40,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "init.h"
+#include "kernel.h"
 #include "proc.h"
 
 #define INIT_EVENTS 64 /* epoll events taken per wait */
@@ -223,6 +225,7 @@ static void reap_all(void)
         if (pid <= 0)
             break;
         init_proc_reaped(pid, status);
+        init_kernel_reaped(pid);
     }
 }
 
@@ -230,8 +233,10 @@ static void shutdown_begin(int sig)
 {
     if (init_is_pid1)
         kill(-1, sig);
-    else
+    else {
         init_proc_signal_all(sig);
+        init_kernel_signal(sig);
+    }
     if (shutdown_at == 0)
         shutdown_at = nb_clock_mono_ms() + INIT_SHUTDOWN_MS;
 }
@@ -353,6 +358,7 @@ int main(int argc, char **argv)
     init_is_pid1 = getpid() == 1;
     if (!init_is_pid1)
         prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    init_kernel_setup();
     stdio_ensure();
     signal(SIGPIPE, SIG_IGN);
     sigemptyset(&mask);

@@ -97,6 +97,7 @@ static const struct request_rule request_rules[] = {
     {NBA_PQUERY, pquery_fields},   {NBA_PSTDIN, pstdin_fields}, {NBA_PSIGNAL, psignal_fields},
     {NBA_FREAD, path_fields},      {NBA_FSTAT, path_fields},    {NBA_FWRITE, fwrite_fields},
     {NBA_FDELETE, fdelete_fields}, {NBA_FMKDIR, path_fields},   {NBA_FMOVE, fmove_fields},
+    {NBA_KERNEL, no_fields},
 };
 
 static const struct request_rule *rule_for(uint8_t type)
