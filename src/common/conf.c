@@ -252,6 +252,7 @@ static const struct key keys[] = {
     {"docker_max_response", K_SIZE, F(docker_max_response), 1ULL << 32},
     {"fwd_path", K_STR, F(fwd_path), 0},
     {"init_path", K_STR, F(init_path), 0},
+    {"kernel_dir", K_STR, F(kernel_dir), 0},
     {"ports_dir", K_STR, F(ports_dir), 0},
     {"port_bind", K_STR, F(port_bind), 0},
     {"public_host", K_STR, F(public_host), 0},

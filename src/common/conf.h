@@ -56,7 +56,9 @@ struct nb_conf {
     char sandbox_dir[NB_CONF_STR];     /* files sandboxes bind-mount; empty: next to state_file */
     char seccomp_profile[NB_CONF_STR]; /* empty: the installed nanobox-seccomp.json */
     char init_path[NB_CONF_STR]; /* nanobox-init; empty: next to nanobox-fcgi, else installed */
-    int allow_bridge;            /* may a request ask for network "bridge"? */
+    char kernel_dir
+        [NB_CONF_STR]; /* code bridge files; empty: next to nanobox-fcgi, else installed */
+    int allow_bridge;  /* may a request ask for network "bridge"? */
     /* bridge sandboxes: nanobox's own Docker network and egress policy (network.c) */
     char bridge_network[64];         /* Docker network name, created at start if missing */
     char bridge_interface[16];       /* its Linux bridge (IFNAMSIZ), named in the kernel rules */

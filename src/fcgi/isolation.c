@@ -17,6 +17,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -76,7 +77,8 @@ void nb_isolation_path(const struct nb_conf *c, const char *file, uint32_t slot,
 {
     char dir[PATH_MAX];
     sandbox_dir(c, dir, sizeof(dir));
-    if (!strcmp(file, "nanobox-init") || !strcmp(file, "hosts") || !strcmp(file, "resolv.conf"))
+    if (!strcmp(file, "nanobox-init") || !strcmp(file, "kernel") || !strcmp(file, "hosts") ||
+        !strcmp(file, "resolv.conf"))
         snprintf(out, outlen, "%s/%s", dir, file);
     else
         snprintf(out, outlen, "%s/slots/%u/%s", dir, (unsigned)slot, file);
@@ -261,6 +263,93 @@ static int install_agent(const struct nb_conf *c, char *err, size_t errlen)
     return rc;
 }
 
+/* Is name a regular file in dir (not a dot file)? */
+static int dir_has_file(const char *dir, const char *name)
+{
+    char path[PATH_MAX];
+    struct stat st;
+
+    if (name[0] == '.' || snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+        return 0;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/*
+ * Copy the code bridge's files (bridge.py, jsrunner.js) from kernel_dir,
+ * else from "kernel" next to this executable (a build tree links it to
+ * src/kernel), else from the installed $(pkgdatadir)/kernel, into
+ * <sandbox_dir>/kernel, which every sandbox mounts at /.nanobox/kernel.
+ * Afterwards that directory holds exactly the source's files: one left
+ * from an older nanobox would run in new sandboxes. The directory itself
+ * is mounted, so live sandboxes see the new files too (a bridge already
+ * running keeps the code it loaded). No source directory
+ * is not an error: sandboxes are made as ever and the agent answers the
+ * code bridge's request (K) with ENOEXEC.
+ */
+static int install_kernel(const struct nb_conf *c, char *err, size_t errlen)
+{
+    /* a directory entry name is at most 255 bytes */
+    char src[PATH_MAX], dst[PATH_MAX], from[PATH_MAX + 257], to[PATH_MAX + 257];
+    char msg[PATH_MAX + 320];
+    DIR *d;
+    struct dirent *de;
+    unsigned copied = 0;
+
+    nb_helper_data_path(c->kernel_dir, "kernel", NB_PKGDATADIR "/kernel", src, sizeof(src));
+    nb_isolation_path(c, "kernel", 0, dst, sizeof(dst));
+    if (make_dir(dst, err, errlen) != 0)
+        return -1;
+    d = opendir(src);
+    if (d == NULL) {
+        nb_warn("no code bridge in %s (%s): sandboxes have no code interpreter (set kernel_dir?)",
+                src, strerror(errno));
+    } else {
+        while ((de = readdir(d)) != NULL) {
+            char *data;
+            size_t len;
+            int rc;
+            if (!dir_has_file(src, de->d_name))
+                continue;
+            snprintf(from, sizeof(from), "%s/%s", src, de->d_name);
+            snprintf(to, sizeof(to), "%s/%s", dst, de->d_name);
+            data = read_file(from, 16UL * 1024 * 1024, &len, msg, sizeof(msg));
+            if (data == NULL) {
+                snprintf(err, errlen, "the code bridge: %s (set kernel_dir?)", msg);
+                closedir(d);
+                return -1;
+            }
+            rc = write_file(to, data, len, 0644, err, errlen);
+            free(data);
+            if (rc != 0) {
+                closedir(d);
+                return -1;
+            }
+            copied++;
+        }
+        closedir(d);
+    }
+    /* What the source no longer has (or never had: a .tmp left by a crash) goes. */
+    d = opendir(dst);
+    if (d == NULL) {
+        snprintf(err, errlen, "%s: %s", dst, strerror(errno));
+        return -1;
+    }
+    while ((de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || dir_has_file(src, de->d_name))
+            continue;
+        snprintf(to, sizeof(to), "%s/%s", dst, de->d_name);
+        if (unlink(to) != 0 && errno != ENOENT && errno != EISDIR) {
+            snprintf(err, errlen, "remove %s: %s", to, strerror(errno));
+            closedir(d);
+            return -1;
+        }
+    }
+    closedir(d);
+    if (copied > 0)
+        nb_info("sandboxes get the code bridge from %s (%u files)", src, copied);
+    return 0;
+}
+
 /* The slot's directory, made (with its parents) if missing. */
 static int slot_dir(const struct nb_conf *c, uint32_t slot, char *err, size_t errlen)
 {
@@ -417,7 +506,7 @@ int nb_isolation_prepare(struct nb_app *a, char *err, size_t errlen)
     }
     sandbox_dir(c, dir, sizeof(dir));
     if (make_dir(dir, err, errlen) != 0 || install_agent(c, err, errlen) != 0 ||
-        write_net_files(c, err, errlen) != 0)
+        install_kernel(c, err, errlen) != 0 || write_net_files(c, err, errlen) != 0)
         return -1;
     for (uint32_t i = 0; i < a->table.nslots; i++)
         if (write_slot_files(c, i, err, errlen) != 0)

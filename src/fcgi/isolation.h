@@ -22,8 +22,10 @@
 
 /*
  * At start, in the master, before any sandbox is made: check the uid
- * range, install the agent and write every slot's passwd and group into
- * the sandbox directory, and load the seccomp profile into a->seccomp.
+ * range, install the agent and the code bridge's files (kernel_dir; when
+ * there are none the directory stays empty and sandboxes have no code
+ * interpreter) and write every slot's passwd and group into the sandbox
+ * directory, and load the seccomp profile into a->seccomp.
  * -1 with a message the operator can act on.
  */
 int nb_isolation_prepare(struct nb_app *a, char *err, size_t errlen);
@@ -34,8 +36,9 @@ void nb_isolation_ids(const struct nb_conf *c, uint32_t slot, unsigned long *uid
 
 /*
  * Host path of a file under the sandbox directory: the agent
- * ("nanobox-init"), "hosts" and "resolv.conf" of sandboxes without network
- * (slot ignored), or a slot's "passwd", "group" or "hostname".
+ * ("nanobox-init"), the code bridge's directory ("kernel"), "hosts" and
+ * "resolv.conf" of sandboxes without network (slot ignored), or a slot's
+ * "passwd", "group" or "hostname".
  */
 void nb_isolation_path(const struct nb_conf *c, const char *file, uint32_t slot, char *out,
                        size_t outlen);

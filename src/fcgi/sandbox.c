@@ -106,6 +106,7 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_cstr(g, "Binds");
     yajl_gen_array_open(g);
     bind_ro(g, c, "nanobox-init", slot, NB_INIT_MOUNT);
+    bind_ro(g, c, "kernel", slot, NB_KERNEL_MOUNT);
     if (nb_isolation_per_slot(c)) {
         /* the image's passwd cannot name the slot's uid: id -un, whoami, ~ */
         bind_ro(g, c, "passwd", slot, "/etc/passwd");

@@ -14,6 +14,8 @@
 
 /* Where nanobox-init appears inside every sandbox (a read-only bind mount). */
 #define NB_INIT_MOUNT "/.nanobox/init"
+/* Where the code bridge's directory appears (read-only), see isolation.h. */
+#define NB_KERNEL_MOUNT "/.nanobox/kernel"
 
 /* A validated create request; limits already within the operator's. */
 struct nb_sandbox_spec {

@@ -249,6 +249,9 @@ def test_rm_rf_root_fails_and_leaves_host_and_image_intact(api, stack, bystander
     exposed = [m["Source"] for m in info["Mounts"]
                if m["Type"] == "bind" and m["Destination"] != "/.nanobox/init"]
     exposed += [info["HostsPath"], info["HostnamePath"], info["ResolvConfPath"]]
+    # and the files of bind-mounted directories (the code bridge's)
+    exposed += [os.path.join(d, f) for d in list(exposed) if d and os.path.isdir(d)
+                for f in os.listdir(d)]
     exposed = sorted({p for p in exposed if p and os.path.isfile(p)})
     canary = Path(stack.dir) / "canary.txt"
     canary.write_text("canary\n")

@@ -12,7 +12,7 @@ import time
 import pytest
 import requests
 
-from nbtest import (MAX_OUTPUT, assert_error, docker_inspect, docker_top, parse_json,
+from nbtest import (MAX_OUTPUT, REPO, assert_error, docker_inspect, docker_top, parse_json,
                     wait_until)
 
 
@@ -47,6 +47,70 @@ def test_pid_1_is_the_agent_mounted_read_only(api, sid):
     # the sandbox cannot replace the agent's binary
     res = api.exec(sid, "echo x > /.nanobox/init")
     assert res["exit_code"] != 0
+
+
+# -- the code bridge's files and request K ------------------------------------
+
+# Speaks request K to the agent from inside the sandbox (anything there may
+# connect to it) and prints the first frame: "p <hello>" or "! <errno> <message>".
+K_CLIENT = r"""python3 - <<'EOF'
+import socket, struct
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(30)
+s.connect("\0nanobox-init")
+s.sendall(b"K" + struct.pack(">I", 0))
+buf = b""
+while len(buf) < 5 or len(buf) < 5 + struct.unpack(">I", buf[1:5])[0]:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    buf += chunk
+t, body = buf[:1].decode(), buf[5:]
+if t == "!":
+    print("!", struct.unpack(">I", body[:4])[0], body[4:].decode())
+else:
+    print(t, body.decode())
+EOF"""
+ENOEXEC = 8
+
+
+def kernel_files():
+    d = REPO / "src" / "kernel"
+    return sorted(f.name for f in d.iterdir() if f.is_file() and not f.name.startswith(".")) \
+        if d.is_dir() else []
+
+
+def test_code_bridge_files_are_mounted_read_only(api, sid):
+    info = docker_inspect(cname(sid))
+    mounts = [m for m in info["Mounts"] if m["Destination"] == "/.nanobox/kernel"]
+    assert len(mounts) == 1 and mounts[0]["RW"] is False, info["Mounts"]
+    # the build tree's src/kernel, copied: every file and nothing else
+    res = api.exec(sid, "ls -A /.nanobox/kernel")
+    assert res["exit_code"] == 0, res
+    assert sorted(res["stdout"].split()) == kernel_files()
+    # no checkout path shows inside, and the sandbox cannot change the files
+    assert str(REPO) not in api.exec(sid, "grep nanobox/kernel /proc/self/mountinfo")["stdout"]
+    for cmd in ("touch /.nanobox/kernel/new", "echo x > /.nanobox/kernel/bridge.py",
+                "rm -f /.nanobox/kernel/*"):
+        assert api.exec(sid, cmd)["exit_code"] != 0, cmd
+    assert sorted(api.exec(sid, "ls -A /.nanobox/kernel")["stdout"].split()) == kernel_files()
+
+
+def test_k_reaches_the_code_bridge(api, sid):
+    out = api.exec(sid, K_CLIENT)["stdout"].strip()
+    if "bridge.py" in kernel_files():
+        assert out == "p nanobox-kernel 1", out
+    else:
+        assert out == f"! {ENOEXEC} this sandbox's image has no code interpreter (python3)", out
+
+
+def test_without_code_bridge_files_sandboxes_still_work(make_stack, tmp_path):
+    st = make_stack("nokernel", kernel_dir=str(tmp_path / "missing"))
+    s = st.api.create()
+    res = st.api.exec(s, "ls -A /.nanobox/kernel; echo rc=$?")
+    assert res["stdout"] == "rc=0\n", res
+    out = st.api.exec(s, K_CLIENT)["stdout"].strip()
+    assert out == f"! {ENOEXEC} this sandbox's image has no code interpreter (python3)", out
 
 
 def test_agent_reaps_orphans(api, sid):
