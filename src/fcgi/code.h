@@ -6,7 +6,7 @@
  * sandbox's execution contexts: Jupyter kernels for python, node and bash
  * processes of its own. The host reaches it through the agent: request
  * K, the bridge's hello, one JSON request, then JSON objects until the
- * end (docs/AGENT-PROTOCOL.md, "The code bridge"). No HTTP here: objects
+ * end (request K in docs/AGENT-PROTOCOL.md). No HTTP here: objects
  * go to a callback as they come, errors come back as nb_apierr.
  */
 #ifndef NB_CODE_H
