@@ -32,8 +32,9 @@
 #define CODE_START_MS 60000
 /* Ops that answer at once (list, interrupt, delete). */
 #define CODE_QUICK_MS 15000
-/* Nesting an object of the bridge may have (application/json results are user data). */
-#define CODE_MAX_DEPTH 128
+/* Nesting an object of the bridge may have (application/json results are user data):
+ * within yajl_gen's 128 levels once the collected answer wraps it in 3 more. */
+#define CODE_MAX_DEPTH 100
 /* Bytes of the objects of an answer that is not a run's. */
 #define CODE_MAX_INFO (4u * 1024u * 1024u)
 
