@@ -339,22 +339,7 @@ int nb_agent_poll_frame(struct nb_agent *ag, uint8_t *type, const unsigned char 
 int nb_agent_recv(struct nb_agent *ag, int timeout_ms, uint8_t *type, const unsigned char **body,
                   uint32_t *len, struct nb_apierr *ae)
 {
-    int64_t until = nb_clock_mono_ms() + timeout_ms;
-    for (;;) {
-        struct pollfd p = {ag->fd, POLLIN, 0};
-        int left, rc = nb_agent_poll_frame(ag, type, body, len, ae);
-        if (rc != 0)
-            return rc;
-        left = (int)(until - nb_clock_mono_ms());
-        if (left <= 0)
-            return 0;
-        if (ag->out.len > 0)
-            p.events |= POLLOUT;
-        if (poll(&p, 1, left) < 0 && errno != EINTR) {
-            nb_apierr_set(ae, 500, "internal", "poll: %s", strerror(errno));
-            return -1;
-        }
-    }
+    return nb_agent_recv_watch(ag, timeout_ms, -1, type, body, len, ae);
 }
 
 int nb_agent_peer_left(int fd)

@@ -210,6 +210,21 @@ static int code_call(const struct nb_slot *slot, const char *req, size_t req_len
     return rc;
 }
 
+/* A call with no client to watch, within the caps of the small answers. */
+static struct code_call quick_call(const char *what, const char *need, int answer_ms,
+                                   nb_code_object_fn cb, void *ctx)
+{
+    struct code_call c = {.what = what,
+                          .need = need,
+                          .answer_ms = answer_ms,
+                          .hello_ms = CODE_HELLO_MS,
+                          .client_fd = -1,
+                          .max_bytes = CODE_MAX_INFO,
+                          .cb = cb,
+                          .ctx = ctx};
+    return c;
+}
+
 /* {NAME: value} of "NAME=value" strings, or null. */
 static void env_json(yajl_gen g, char **env, unsigned n_env)
 {
@@ -294,40 +309,21 @@ int nb_code_run(const struct nb_slot *slot, const struct nb_code_run *rq, int *c
 
 int nb_code_interrupt(const struct nb_slot *slot, const char *context, struct nb_apierr *ae)
 {
-    struct code_call c = {.what = "interrupt the execution",
-                          .need = "type",
-                          .answer_ms = CODE_QUICK_MS,
-                          .hello_ms = CODE_HELLO_MS,
-                          .client_fd = -1,
-                          .max_bytes = CODE_MAX_INFO};
+    struct code_call c = quick_call("interrupt the execution", "type", CODE_QUICK_MS, NULL, NULL);
     return simple_call(slot, "interrupt", context, &c, ae);
 }
 
 int nb_code_contexts(const struct nb_slot *slot, nb_code_object_fn cb, void *ctx,
                      struct nb_apierr *ae)
 {
-    struct code_call c = {.what = "list the contexts",
-                          .need = "id",
-                          .answer_ms = CODE_QUICK_MS,
-                          .hello_ms = CODE_HELLO_MS,
-                          .client_fd = -1,
-                          .max_bytes = CODE_MAX_INFO,
-                          .cb = cb,
-                          .ctx = ctx};
+    struct code_call c = quick_call("list the contexts", "id", CODE_QUICK_MS, cb, ctx);
     return simple_call(slot, "contexts", NULL, &c, ae);
 }
 
 int nb_code_create(const struct nb_slot *slot, const char *language, const char *cwd, char **env,
                    unsigned n_env, nb_code_object_fn cb, void *ctx, struct nb_apierr *ae)
 {
-    struct code_call c = {.what = "create the context",
-                          .need = "id",
-                          .answer_ms = CODE_START_MS,
-                          .hello_ms = CODE_HELLO_MS,
-                          .client_fd = -1,
-                          .max_bytes = CODE_MAX_INFO,
-                          .cb = cb,
-                          .ctx = ctx};
+    struct code_call c = quick_call("create the context", "id", CODE_START_MS, cb, ctx);
     yajl_gen g = nb_json_gen();
     char *req;
     int rc;
@@ -353,35 +349,20 @@ int nb_code_create(const struct nb_slot *slot, const char *language, const char 
 int nb_code_restart(const struct nb_slot *slot, const char *context, nb_code_object_fn cb,
                     void *ctx, struct nb_apierr *ae)
 {
-    struct code_call c = {.what = "restart the context",
-                          .need = "id",
-                          .answer_ms = CODE_START_MS,
-                          .hello_ms = CODE_HELLO_MS,
-                          .client_fd = -1,
-                          .max_bytes = CODE_MAX_INFO,
-                          .cb = cb,
-                          .ctx = ctx};
+    struct code_call c = quick_call("restart the context", "id", CODE_START_MS, cb, ctx);
     return simple_call(slot, "restart", context, &c, ae);
 }
 
 int nb_code_delete(const struct nb_slot *slot, const char *context, struct nb_apierr *ae)
 {
-    struct code_call c = {.what = "delete the context",
-                          .need = "type",
-                          .answer_ms = CODE_QUICK_MS,
-                          .hello_ms = CODE_HELLO_MS,
-                          .client_fd = -1,
-                          .max_bytes = CODE_MAX_INFO};
+    struct code_call c = quick_call("delete the context", "type", CODE_QUICK_MS, NULL, NULL);
     return simple_call(slot, "delete", context, &c, ae);
 }
 
 int nb_code_warm(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *ae)
 {
-    struct code_call c = {.what = "start the python kernel",
-                          .need = "type",
-                          .answer_ms = timeout_ms,
-                          .hello_ms = timeout_ms,
-                          .client_fd = -1,
-                          .max_bytes = CODE_MAX_INFO};
+    struct code_call c = quick_call("start the python kernel", "type", timeout_ms, NULL, NULL);
+
+    c.hello_ms = timeout_ms;
     return simple_call(slot, "warm", NULL, &c, ae);
 }
