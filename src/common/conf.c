@@ -74,6 +74,9 @@ void nb_conf_defaults(struct nb_conf *c)
     c->max_output = 1 * MiB;
     c->max_file = 100 * MiB;
     c->warm_pool = 2;
+    c->warm_pool_code = 1;
+    c->code_max_bytes = 1 * MiB;
+    snprintf(c->code_image, sizeof(c->code_image), "nanobox-python:latest");
 
     c->max_body = 1 * MiB;
     c->max_json_depth = 32;
@@ -242,6 +245,10 @@ static const struct key keys[] = {
     {"max_output", K_SIZE, F(max_output), 1ULL << 32},
     {"max_file", K_SIZE, F(max_file), 1ULL << 40},
     {"warm_pool", K_UINT, F(warm_pool), 256},
+    {"warm_pool_code", K_UINT, F(warm_pool_code), 256},
+    /* a cell goes to the sandbox in one agent frame (at most 1 MiB) */
+    {"code_max_bytes", K_SIZE, F(code_max_bytes), MiB},
+    {"code_image", K_STR, F(code_image), 0},
     {"max_body", K_SIZE, F(max_body), 1ULL << 32},
     {"max_json_depth", K_UINT, F(max_json_depth), 1024},
     {"max_command", K_SIZE, F(max_command), 1ULL << 24},
@@ -487,6 +494,10 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
     }
     if (c->max_body < 1024 || c->max_json_depth < 2) {
         snprintf(err, errlen, "max_body must be >= 1k and max_json_depth >= 2");
+        return -1;
+    }
+    if (c->code_max_bytes < 1) {
+        snprintf(err, errlen, "code_max_bytes must be at least 1 byte (at most 1m)");
         return -1;
     }
     return check_bridge(c, err, errlen);

@@ -68,13 +68,18 @@ struct nb_conf {
     char egress_widen[NB_CONF_LIST]; /* what a request's allow may open beyond the default */
     unsigned default_ttl;
     unsigned max_ttl;
-    unsigned warm_pool; /* sandboxes of the defaults kept started; 0: none */
+    unsigned warm_pool;      /* sandboxes of the defaults kept started; 0: none */
+    unsigned warm_pool_code; /* sandboxes of code_image kept started, kernel running; 0: none */
 
     /* exec */
     unsigned exec_timeout; /* default seconds */
     unsigned exec_timeout_max;
     size_t max_output; /* bytes of stdout+stderr kept per exec */
     size_t max_file;   /* bytes of one file written through the files API */
+
+    /* code interpreter (POST /sandbox/{id}/code) */
+    size_t code_max_bytes; /* bytes of one cell's code */
+    char code_image[128];  /* the image the code warm pool holds */
 
     /* request caps */
     size_t max_body; /* bytes of a JSON request body */

@@ -339,9 +339,27 @@ int nb_agent_poll_frame(struct nb_agent *ag, uint8_t *type, const unsigned char 
 int nb_agent_recv(struct nb_agent *ag, int timeout_ms, uint8_t *type, const unsigned char **body,
                   uint32_t *len, struct nb_apierr *ae)
 {
+    return nb_agent_recv_watch(ag, timeout_ms, -1, type, body, len, ae);
+}
+
+int nb_agent_peer_left(int fd)
+{
+    char c;
+    struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
+    if (fd < 0 || poll(&p, 1, 0) <= 0)
+        return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
+        return 1;
+    return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+int nb_agent_recv_watch(struct nb_agent *ag, int timeout_ms, int watch_fd, uint8_t *type,
+                        const unsigned char **body, uint32_t *len, struct nb_apierr *ae)
+{
     int64_t until = nb_clock_mono_ms() + timeout_ms;
+    int watching = watch_fd >= 0; /* in the poll set: until it shows data that is no close */
     for (;;) {
-        struct pollfd p = {ag->fd, POLLIN, 0};
+        struct pollfd p[2] = {{ag->fd, POLLIN, 0}, {watch_fd, POLLIN | POLLRDHUP, 0}};
         int left, rc = nb_agent_poll_frame(ag, type, body, len, ae);
         if (rc != 0)
             return rc;
@@ -349,11 +367,16 @@ int nb_agent_recv(struct nb_agent *ag, int timeout_ms, uint8_t *type, const unsi
         if (left <= 0)
             return 0;
         if (ag->out.len > 0)
-            p.events |= POLLOUT;
-        if (poll(&p, 1, left) < 0 && errno != EINTR) {
+            p[0].events |= POLLOUT;
+        /* unwatched (it had data), the peer is looked at once a second instead */
+        if (poll(p, watching ? 2 : 1, left > 1000 ? 1000 : left) < 0 && errno != EINTR) {
             nb_apierr_set(ae, 500, "internal", "poll: %s", strerror(errno));
             return -1;
         }
+        if (watch_fd >= 0 && (p[1].revents != 0 || !watching) && nb_agent_peer_left(watch_fd))
+            return 2;
+        if (p[1].revents != 0)
+            watching = 0;
     }
 }
 

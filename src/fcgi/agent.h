@@ -76,6 +76,20 @@ int nb_agent_poll_frame(struct nb_agent *ag, uint8_t *type, const unsigned char 
 int nb_agent_recv(struct nb_agent *ag, int timeout_ms, uint8_t *type, const unsigned char **body,
                   uint32_t *len, struct nb_apierr *ae);
 
+/*
+ * Has the peer of fd (the FastCGI connection: nginx, for a client that
+ * left) closed it? 0 for fd -1. Never blocks, never consumes a byte.
+ */
+int nb_agent_peer_left(int fd);
+
+/*
+ * nb_agent_recv while watching watch_fd (-1: none) with nb_agent_peer_left:
+ * 1 with a frame, 0 on timeout, 2 when watch_fd's peer left, -1 on error
+ * (ae set).
+ */
+int nb_agent_recv_watch(struct nb_agent *ag, int timeout_ms, int watch_fd, uint8_t *type,
+                        const unsigned char **body, uint32_t *len, struct nb_apierr *ae);
+
 /* An error frame's errno and message as an API error (status by errno). */
 void nb_agent_error(const unsigned char *body, uint32_t len, const char *what,
                     struct nb_apierr *ae);

@@ -2,7 +2,7 @@
  * api.h - the HTTP API handlers, one per route (see docs/API.md). The
  * router has checked the method, auth and id syntax already. A handler
  * validates its input, calls an engine (sandbox.c, exec.c, files.c,
- * procs.c, ports.c) and shapes the answer; it answers only success, and
+ * procs.c, ports.c, code.c) and shapes the answer; it answers only success, and
  * returns its error for the HTTP layer to answer (nb_http_finalize).
  */
 #ifndef NB_API_H
@@ -65,6 +65,19 @@ int api_procs_stdin(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
                     struct nb_apierr *ae);
 int api_procs_signal(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                      struct nb_apierr *ae);
+/* the code interpreter (api_code.c): run a cell, interrupt; contexts (ra->arg: {ctx}) */
+int api_code_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                 struct nb_apierr *ae);
+int api_code_interrupt(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_contexts_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
+int api_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                        struct nb_apierr *ae);
+int api_contexts_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                        struct nb_apierr *ae);
+int api_contexts_restart(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                         struct nb_apierr *ae);
 /* MCP Streamable HTTP (api_mcp.c): one JSON-RPC message; end a session */
 int api_sandbox_network(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                         struct nb_apierr *ae);

@@ -11,6 +11,7 @@
 
 #define ID NB_ROUTE_ID
 #define PID NB_ROUTE_PID
+#define CTX NB_ROUTE_CTX
 
 const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_HEALTHZ, "", "GET", NB_ROUTE_PUBLIC | NB_ROUTE_HEAD, api_healthz},
@@ -39,6 +40,13 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_PROCS, "{pid}/stdin", "POST", ID | PID, api_procs_stdin},
     /* any other op under a pid: a known place with nothing there (404 after the checks) */
     {NB_ROUTE_PROCS, "{pid}/{op}", NULL, ID | PID, NULL},
+    {NB_ROUTE_CODE, "", "POST", ID, api_code_run},
+    {NB_ROUTE_CODE, "interrupt", "POST", ID, api_code_interrupt},
+    {NB_ROUTE_CONTEXTS, "", "GET", ID, api_contexts_list},
+    {NB_ROUTE_CONTEXTS, "", "POST", ID, api_contexts_create},
+    {NB_ROUTE_CONTEXTS, "{ctx}", "DELETE", ID | CTX, api_contexts_delete},
+    {NB_ROUTE_CONTEXTS, "{ctx}/restart", "POST", ID | CTX, api_contexts_restart},
+    {NB_ROUTE_CONTEXTS, "{ctx}/{op}", NULL, ID | CTX, NULL},
 };
 
 const size_t nb_api_n_routes = sizeof(nb_api_routes) / sizeof(nb_api_routes[0]);

@@ -261,18 +261,6 @@ static int exec_docker(struct nb_app *a, const struct nb_slot *slot, const struc
     return 0;
 }
 
-/* Has the FastCGI peer (nginx, for a client that left) closed the connection? */
-static int client_left(int fd)
-{
-    char c;
-    struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
-    if (fd < 0 || poll(&p, 1, 0) <= 0)
-        return 0;
-    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
-        return 1;
-    return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-}
-
 /* Slack past the command's own timeout before the host gives up on the agent. */
 #define EXEC_AGENT_SLACK_MS 5000
 
@@ -331,7 +319,7 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
                 nb_apierr_set(ae, 500, "internal", "poll: %s", strerror(errno));
                 break;
             }
-            if (p[1].revents != 0 && client_left(rq->client_fd)) {
+            if (p[1].revents != 0 && nb_agent_peer_left(rq->client_fd)) {
                 /* closing the connection makes the agent kill the command */
                 res->client_gone = 1;
                 rc = 0;

@@ -252,6 +252,12 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
         nb_apierr_set(ae, 400, "bad_pid", "\"%.32s\" is not a process id", ra.arg);
         return NB_ERR;
     }
+    if ((flags & NB_ROUTE_CTX) && nb_route_ctx(ra.arg) != 0) {
+        nb_apierr_set(ae, 400, "bad_context",
+                      "\"%.72s\" is not a context id (1 to %d of a-z, 0-9 and -)", ra.arg,
+                      NB_ROUTE_CTX_MAX);
+        return NB_ERR;
+    }
     if (found == NB_ROUTE_NO_METHOD) {
         if (allowed[0] == '\0') {
             nb_apierr_set(ae, 404, "no_route", "no such route: %.200s", r->path);

@@ -83,9 +83,10 @@ int nb_http_pass_auth(struct nb_req *r);
 /*
  * Route r through the table and call its handler: the path's shape (404
  * no_route), the API key unless the row is public or r internal (401),
- * the id's syntax (400 bad_id) and the pid's (400 bad_pid) where the row
- * asks, the method (405, with an Allow header). The handler's result (or
- * the router's own error in ae) is for nb_http_finalize.
+ * the id's syntax (400 bad_id), the pid's (400 bad_pid) and the context
+ * id's (400 bad_context) where the row asks, the method (405, with an
+ * Allow header). The handler's result (or the router's own error in ae)
+ * is for nb_http_finalize.
  */
 int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae);
 

@@ -67,6 +67,25 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         snprintf(op, oplen, "%s", sub ? sub + 1 : "");
         return NB_ROUTE_PROCS;
     }
+    if (!strcmp(slash, "/code") || !strcmp(slash, "/code/interrupt")) {
+        snprintf(arg, arglen, "%s", slash[5] ? slash + 6 : "");
+        return NB_ROUTE_CODE;
+    }
+    if (!strcmp(slash, "/contexts") || !strcmp(slash, "/contexts/"))
+        return NB_ROUTE_CONTEXTS;
+    if (!strncmp(slash, "/contexts/", 10)) {
+        const char *ctx = slash + 10, *sub = strchr(ctx, '/');
+        size_t cl = sub ? (size_t)(sub - ctx) : strlen(ctx);
+        if (cl == 0 || (sub && (strlen(sub + 1) >= oplen || strchr(sub + 1, '/'))))
+            return NB_ROUTE_NONE;
+        /* cut like the id: a context id too long for arg then fails nb_route_ctx (400) */
+        if (cl >= arglen)
+            cl = arglen - 1;
+        memcpy(arg, ctx, cl);
+        arg[cl] = '\0';
+        snprintf(op, oplen, "%s", sub ? sub + 1 : "");
+        return NB_ROUTE_CONTEXTS;
+    }
     return NB_ROUTE_NONE;
 }
 
@@ -83,10 +102,23 @@ int nb_route_pid(const char *s, uint32_t *out)
     return 0;
 }
 
+int nb_route_ctx(const char *s)
+{
+    size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-");
+    return n >= 1 && n <= NB_ROUTE_CTX_MAX && s[n] == '\0' ? 0 : -1;
+}
+
 const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra)
 {
-    if (shape == NB_ROUTE_FILES)
+    if (shape == NB_ROUTE_FILES || shape == NB_ROUTE_CODE)
         return ra->arg;
+    if (shape == NB_ROUTE_CONTEXTS) {
+        if (ra->arg[0] == '\0')
+            return "";
+        if (ra->op[0] == '\0')
+            return "{ctx}";
+        return !strcmp(ra->op, "restart") ? "{ctx}/restart" : "{ctx}/{op}";
+    }
     if (shape != NB_ROUTE_PROCS || ra->arg[0] == '\0')
         return "";
     if (ra->op[0] == '\0')

@@ -29,6 +29,8 @@ enum nb_route {
     NB_ROUTE_PORT,      /* /sandbox/{id}/ports/{sandboxport} (arg: the port) */
     NB_ROUTE_FILES,     /* /sandbox/{id}/files[/mkdir|/move] (arg: the op) */
     NB_ROUTE_PROCS,     /* /sandbox/{id}/processes[/{pid}[/stdin]] (arg: pid, op: stdin) */
+    NB_ROUTE_CODE,      /* /sandbox/{id}/code[/interrupt] (arg: the op) */
+    NB_ROUTE_CONTEXTS,  /* /sandbox/{id}/contexts[/{ctx}[/restart]] (arg: ctx, op: restart) */
 };
 
 /*
@@ -44,11 +46,15 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
 /* A {pid} segment: 1..4194304 (pid_max), digits only, no leading 0. 0, or -1. */
 int nb_route_pid(const char *s, uint32_t *out);
 
+/* A {ctx} segment (a code context id): 1..64 of a-z, 0-9 and '-'. 0, or -1. */
+#define NB_ROUTE_CTX_MAX 64
+int nb_route_ctx(const char *s);
+
 /* The parts of a path a handler is given (nb_route_match's outputs). */
 struct nb_route_args {
-    char id[36 + 8]; /* {id}: a sandbox id once the router checked it */
-    char arg[32];    /* {sandboxport}, {pid}, or the files op */
-    char op[16];     /* the op under a pid ("stdin") */
+    char id[36 + 8];                /* {id}: a sandbox id once the router checked it */
+    char arg[NB_ROUTE_CTX_MAX + 8]; /* {sandboxport}, {pid}, {ctx}, or the files/code op */
+    char op[16];                    /* the op under a pid ("stdin") */
 };
 
 /*
@@ -66,6 +72,7 @@ typedef int (*nb_route_handler)(struct nb_app *a, struct nb_req *r, const struct
 #define NB_ROUTE_ID 0x2u     /* {id} must be a sandbox id (else 400 bad_id) */
 #define NB_ROUTE_PID 0x4u    /* {pid} must be a process id (else 400 bad_pid) */
 #define NB_ROUTE_HEAD 0x8u   /* HEAD is served as GET (and not listed in Allow) */
+#define NB_ROUTE_CTX 0x10u   /* {ctx} must be a context id (else 400 bad_context) */
 
 /* One row of the route table. */
 struct nb_route_entry {
@@ -78,9 +85,11 @@ struct nb_route_entry {
 
 /*
  * The sub-route of a matched path, to tell the rows of one shape apart:
- * for NB_ROUTE_FILES its op ("", "mkdir", "move"); for NB_ROUTE_PROCS ""
- * (the list), "{pid}", "{pid}/stdin", or "{pid}/{op}" for any other op; ""
- * for every other shape.
+ * for NB_ROUTE_FILES and NB_ROUTE_CODE its op ("", "mkdir", "move";
+ * "", "interrupt"); for NB_ROUTE_PROCS "" (the list), "{pid}",
+ * "{pid}/stdin", or "{pid}/{op}" for any other op; for NB_ROUTE_CONTEXTS
+ * "" (the list), "{ctx}", "{ctx}/restart", or "{ctx}/{op}"; "" for every
+ * other shape.
  */
 const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra);
 

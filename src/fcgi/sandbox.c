@@ -312,6 +312,23 @@ retry:
     free(json);
     json = NULL;
 
+    if (spec->prepare != NULL) {
+        struct nb_slot ready;
+        int mine = 0;
+        nb_table_lock(&a->table);
+        s = nb_table_find(&a->table, id);
+        if (s != NULL && s->generation == gen) {
+            ready = *s;
+            mine = 1;
+        }
+        nb_table_unlock(&a->table);
+        if (mine) {
+            snprintf(ready.container_id, sizeof(ready.container_id), "%s", cid);
+            ready.init_pid = pid;
+            spec->prepare(a, &ready);
+        }
+    }
+
     nb_table_lock(&a->table);
     s = nb_table_commit(&a->table, id, gen, final_state, cid, pid, nb_clock_real_s());
     if (s != NULL) {

@@ -29,6 +29,13 @@ struct nb_sandbox_spec {
     char **env; /* "NAME=value" strings, n_env of them */
     unsigned n_env;
     char metadata[NB_META_LEN]; /* JSON object text */
+    /*
+     * NULL, or called once the container runs and before its slot is
+     * committed (so before the pool can hand it out): the warm pool starts
+     * a code sandbox's kernel here. slot is a copy with the container's id
+     * and PID 1; a failure is the hook's to log, the sandbox is kept.
+     */
+    void (*prepare)(struct nb_app *a, const struct nb_slot *slot);
 };
 
 /*

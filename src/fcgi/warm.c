@@ -13,6 +13,7 @@
 
 #include "agent.h"
 #include "clock.h"
+#include "code.h"
 #include "log.h"
 #include "warm.h"
 
@@ -22,16 +23,55 @@
 /* How long a handed-out warm sandbox's agent has to answer a ping. */
 #define WARM_PING_MS 1000
 
+/* How long a code sandbox's python kernel may take to start (~2 s when all is well). */
+#define WARM_KERNEL_MS 20000
+
 const struct nb_sandbox_source nb_warm_source = {
     .take = nb_warm_take,
     .evict = nb_warm_evict,
 };
 
+/*
+ * The pools: warm_pool sandboxes of the default image, warm_pool_code of
+ * code_image with their kernel started (one pool of both when the two
+ * images are the same, with the kernel started in all). A code_image the
+ * operator does not allow has no pool. Returns how many pools (kinds).
+ */
+struct warm_kind {
+    const char *image;
+    unsigned want;
+    int kernel; /* start the default python kernel before pooling */
+};
+
+static unsigned warm_kinds(const struct nb_conf *c, struct warm_kind k[2])
+{
+    unsigned n = 1;
+    k[0].image = c->images[0];
+    k[0].want = c->warm_pool;
+    k[0].kernel = 0;
+    if (c->warm_pool_code == 0 || c->code_image[0] == '\0' ||
+        !nb_conf_image_allowed(c, c->code_image))
+        return n;
+    if (!strcmp(c->code_image, c->images[0])) {
+        k[0].want += c->warm_pool_code;
+        k[0].kernel = 1;
+        return n;
+    }
+    k[n].image = c->code_image;
+    k[n].want = c->warm_pool_code;
+    k[n].kernel = 1;
+    return n + 1;
+}
+
 int nb_warm_fits(const struct nb_conf *c, const struct nb_sandbox_spec *spec)
 {
-    return c->warm_pool > 0 && !strcmp(spec->image, c->images[0]) && spec->memory == c->memory &&
-           spec->nano_cpus == c->nano_cpus && spec->pids == c->pids && !spec->network_bridge &&
-           spec->n_env == 0;
+    struct warm_kind k[2];
+    unsigned n = warm_kinds(c, k), i;
+
+    for (i = 0; i < n && (k[i].want == 0 || strcmp(spec->image, k[i].image) != 0); i++)
+        ;
+    return i < n && spec->memory == c->memory && spec->nano_cpus == c->nano_cpus &&
+           spec->pids == c->pids && !spec->network_bridge && spec->n_env == 0;
 }
 
 /*
@@ -101,24 +141,44 @@ unsigned nb_warm_wanted(unsigned warm_pool, uint32_t pooled, uint32_t free_slots
     return missing < spare ? missing : spare;
 }
 
+/* The pool's prepare hook for a code sandbox: its default python kernel, started now. */
+static void warm_kernel(struct nb_app *a, const struct nb_slot *slot)
+{
+    struct nb_apierr ae;
+    int64_t t0 = nb_clock_mono_ms();
+    (void)a;
+    if (nb_code_warm(slot, WARM_KERNEL_MS, &ae) != 0) {
+        /* still a sandbox worth keeping: its first run starts the kernel instead */
+        nb_warn("warm sandbox %s: its python kernel did not start (%s); pooled without it",
+                slot->id, ae.msg);
+        return;
+    }
+    nb_info("warm sandbox %s: python kernel started in %lld ms", slot->id,
+            (long long)(nb_clock_mono_ms() - t0));
+}
+
 void nb_warm_refill(struct nb_app *a)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_sandbox_spec spec;
+    struct warm_kind kinds[2];
     char extra[NB_ID_LEN + 1] = "", extra_cid[NB_CID_LEN + 1] = "";
-    uint32_t pooled = 0, extra_gen = 0;
+    uint32_t pooled[2] = {0, 0}, extra_gen = 0;
     uint32_t free_slots;
-    unsigned wanted;
+    unsigned n_kinds = warm_kinds(c, kinds);
     int64_t t0;
 
     nb_table_lock(&a->table);
     free_slots = nb_table_count_state(&a->table, NB_SLOT_FREE);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         struct nb_slot *s = &a->table.slots[i];
+        unsigned k;
         if (s->state != NB_SLOT_POOLED)
             continue;
-        if (pooled >= c->warm_pool || strcmp(s->image, c->images[0]) != 0) {
-            /* more than configured now, or of an image no longer the default: one per pass */
+        for (k = 0; k < n_kinds && strcmp(s->image, kinds[k].image) != 0; k++)
+            ;
+        if (k == n_kinds || pooled[k] >= kinds[k].want) {
+            /* more than configured now, or of an image no pool holds any more: one per pass */
             if (extra[0] == '\0' &&
                 nb_table_mark_destroying(&a->table, s, NB_SLOT_POOLED, nb_clock_real_s()) == 0) {
                 snprintf(extra, sizeof(extra), "%s", s->id);
@@ -127,7 +187,7 @@ void nb_warm_refill(struct nb_app *a)
             }
             continue;
         }
-        pooled++;
+        pooled[k]++;
     }
     nb_table_unlock(&a->table);
     if (extra[0] != '\0') {
@@ -136,25 +196,28 @@ void nb_warm_refill(struct nb_app *a)
             nb_info("removed surplus warm sandbox %s", extra);
     }
 
-    wanted = nb_warm_wanted(c->warm_pool, pooled, free_slots);
-    if (wanted == 0)
-        return;
-    memset(&spec, 0, sizeof(spec));
-    snprintf(spec.image, sizeof(spec.image), "%s", c->images[0]);
-    spec.memory = c->memory;
-    spec.nano_cpus = c->nano_cpus;
-    spec.pids = c->pids;
-    spec.ttl = c->max_ttl; /* the label's; a hand-out sets the real expiry in the table */
-    snprintf(spec.metadata, sizeof(spec.metadata), "{}");
     t0 = nb_clock_mono_ms();
-    for (unsigned k = 0; k < wanted; k++) {
-        struct nb_slot slot;
-        struct nb_apierr ae;
-        if (nb_sandbox_make(a, &spec, NB_SLOT_POOLED, &slot, &ae) != 0) {
-            nb_warn("could not refill the warm pool: %s", ae.msg);
-            break;
+    for (unsigned k = 0; k < n_kinds; k++) {
+        unsigned wanted = nb_warm_wanted(kinds[k].want, pooled[k], free_slots);
+        free_slots -= wanted; /* the next pool counts what this one takes as used */
+        memset(&spec, 0, sizeof(spec));
+        snprintf(spec.image, sizeof(spec.image), "%s", kinds[k].image);
+        spec.memory = c->memory;
+        spec.nano_cpus = c->nano_cpus;
+        spec.pids = c->pids;
+        spec.ttl = c->max_ttl; /* the label's; a hand-out sets the real expiry in the table */
+        snprintf(spec.metadata, sizeof(spec.metadata), "{}");
+        spec.prepare = kinds[k].kernel ? warm_kernel : NULL;
+        for (unsigned i = 0; i < wanted; i++) {
+            struct nb_slot slot;
+            struct nb_apierr ae;
+            if (nb_sandbox_make(a, &spec, NB_SLOT_POOLED, &slot, &ae) != 0) {
+                nb_warn("could not refill the warm pool (%s): %s", kinds[k].image, ae.msg);
+                break;
+            }
+            /* the budget bounds the whole pass; the kernel's start counts too */
+            if (nb_clock_mono_ms() - t0 > WARM_REFILL_BUDGET_MS)
+                return;
         }
-        if (nb_clock_mono_ms() - t0 > WARM_REFILL_BUDGET_MS)
-            break;
     }
 }

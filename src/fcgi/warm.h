@@ -1,7 +1,10 @@
 /*
  * warm.h - the warm pool: warm_pool sandboxes of the default configuration
  * started ahead of demand (slot state POOLED), so a create that asks for
- * nothing but the defaults is served without waiting for Docker.
+ * nothing but the defaults is served without waiting for Docker; and
+ * beside them warm_pool_code sandboxes of code_image whose default python
+ * kernel was started before they joined the pool, so their first
+ * POST /sandbox/{id}/code does not wait for a kernel either.
  *
  * The reaper refills the pool; a create takes from it through the
  * lifecycle's source hook (struct nb_sandbox_source in sandbox.h), so the
@@ -17,7 +20,10 @@
 /* The pool as a source of ready sandboxes: main.c sets app.warm to it. */
 extern const struct nb_sandbox_source nb_warm_source;
 
-/* Can a create request be served by a warm sandbox (it asks for the defaults only)? */
+/*
+ * Can a create request be served by a warm sandbox (it asks for the
+ * defaults only, with the default image or code_image)?
+ */
 int nb_warm_fits(const struct nb_conf *c, const struct nb_sandbox_spec *spec);
 
 /*
@@ -32,16 +38,20 @@ int nb_warm_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb
 int nb_warm_evict(struct nb_app *a);
 
 /*
- * How many warm sandboxes a refill pass should start, given pooled ready
- * ones of the default image and free_slots free slots: up to warm_pool
- * ready, but never into the last warm_pool free slots (those are users').
+ * How many warm sandboxes of one pool a refill pass should start, given
+ * pooled ready ones of its image and free_slots free slots: up to
+ * warm_pool ready, but never into the last warm_pool free slots (those are
+ * users').
  */
 unsigned nb_warm_wanted(unsigned warm_pool, uint32_t pooled, uint32_t free_slots);
 
 /*
- * Reaper, every pass: remove one surplus warm sandbox (more than warm_pool,
- * or not of the default image), then start the ones nb_warm_wanted says
- * (within a time budget, so a slow Docker does not hold up the reaper).
+ * Reaper, every pass: remove one surplus warm sandbox (more than its pool
+ * wants, or of an image no pool holds), then start the ones nb_warm_wanted
+ * says for each pool, the default one first (within a time budget, so a
+ * slow Docker does not hold up the reaper). A code sandbox is committed
+ * POOLED only once its kernel started (or failed to), so a create never
+ * takes one whose kernel is still starting.
  */
 void nb_warm_refill(struct nb_app *a);
 

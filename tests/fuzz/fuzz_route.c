@@ -17,12 +17,12 @@
 
 #define PATH_MAX_LEN 511 /* NB_PATH_MAX - 1, as http.c stores the path */
 #define ID_LEN (36 + 8)  /* what worker.c passes */
-#define ARG_LEN 32
+#define ARG_LEN (64 + 8) /* NB_ROUTE_CTX_MAX + 8, as struct nb_route_args has it */
 #define OP_LEN 16
 
 static int has_sandbox_id(enum nb_route rt)
 {
-    return rt >= NB_ROUTE_SANDBOX && rt <= NB_ROUTE_PROCS;
+    return rt >= NB_ROUTE_SANDBOX && rt <= NB_ROUTE_CONTEXTS;
 }
 
 static void check(const char *path, enum nb_route rt, const char *id, size_t idlen, const char *arg,
@@ -30,7 +30,7 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
 {
     size_t il = strnlen(id, idlen), al = strnlen(arg, arglen), ol = strnlen(op, oplen);
 
-    if ((unsigned)rt > NB_ROUTE_PROCS)
+    if ((unsigned)rt > NB_ROUTE_CONTEXTS)
         abort();
     if (il == idlen || al == arglen || ol == oplen)
         abort(); /* not NUL-terminated within its buffer */
@@ -62,8 +62,13 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
             abort();
         break;
     case NB_ROUTE_PROCS:
+    case NB_ROUTE_CONTEXTS:
         if (ol != 0 && al == 0)
-            abort(); /* an op only under a pid */
+            abort(); /* an op only under a pid or a context */
+        break;
+    case NB_ROUTE_CODE:
+        if ((al != 0 && strcmp(arg, "interrupt") != 0) || ol != 0)
+            abort();
         break;
     case NB_ROUTE_NONE:
     case NB_ROUTE_MCP:
@@ -112,7 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rt = match(path, ID_LEN, ARG_LEN, OP_LEN);
     /* the same path with the smallest buffers: cut, or no route, never past them */
     if (match(path, 1, 1, 1) != rt && rt != NB_ROUTE_PORT && rt != NB_ROUTE_PROCS &&
-        rt != NB_ROUTE_FILES)
+        rt != NB_ROUTE_FILES && rt != NB_ROUTE_CODE && rt != NB_ROUTE_CONTEXTS)
         abort();
     free(path);
     return 0;

@@ -26,11 +26,13 @@ import secrets
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
 import time
 import uuid
+import zlib
 from pathlib import Path
 
 import requests
@@ -65,6 +67,7 @@ BASE_CONF = {
     "log_level": "debug",
     # leak checks count containers by label: warm sandboxes only where a test asks
     "warm_pool": "0",
+    "warm_pool_code": "0",
 }
 
 # What the test config implies (asserted by the tests).
@@ -494,6 +497,29 @@ def assert_error(resp, status, code):
     assert isinstance(body.get("error"), str) and body["error"], f"no error message: {desc}"
     assert body.get("code") in codes, f"expected code {sorted(codes)}: {desc}"
     return body
+
+
+def png_size(data):
+    """(width, height) of a PNG, after checking it whole: signature, every
+    chunk's CRC, and IDAT inflating to exactly the rows IHDR announces."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:16]
+    pos, chunks, idat = 8, [], b""
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        crc, = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
+        assert zlib.crc32(kind + body) == crc, f"bad CRC in chunk {kind}"
+        chunks.append(kind)
+        if kind == b"IHDR":
+            width, height, depth, color = struct.unpack(">IIBB", body[:10])
+        if kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    assert chunks[0] == b"IHDR" and chunks[-1] == b"IEND", chunks
+    channels = {0: 1, 2: 3, 4: 2, 6: 4}[color]
+    assert depth == 8, depth
+    assert len(zlib.decompress(idat)) == height * (1 + width * channels)
+    return width, height
 
 
 def random_uuid():

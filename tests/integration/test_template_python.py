@@ -15,14 +15,12 @@ import base64
 import hashlib
 import io
 import json
-import struct
 import urllib.parse
 import zipfile
-import zlib
 
 import pytest
 
-from nbtest import PYTHON_IMAGE, needs_image, parse_json
+from nbtest import PYTHON_IMAGE, needs_image, parse_json, png_size
 
 pytestmark = needs_image(PYTHON_IMAGE)
 
@@ -62,29 +60,6 @@ def get_file(api, sid, path):
     r = api.request("GET", files_url(sid, path))
     assert r.status_code == 200, r.text
     return r.content
-
-
-def png_size(data):
-    """(width, height) of a PNG, after checking it whole: signature, every
-    chunk's CRC, and IDAT inflating to exactly the rows IHDR announces."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:16]
-    pos, chunks, idat = 8, [], b""
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        crc, = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
-        assert zlib.crc32(kind + body) == crc, f"bad CRC in chunk {kind}"
-        chunks.append(kind)
-        if kind == b"IHDR":
-            width, height, depth, color = struct.unpack(">IIBB", body[:10])
-        if kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    assert chunks[0] == b"IHDR" and chunks[-1] == b"IEND", chunks
-    channels = {0: 1, 2: 3, 4: 2, 6: 4}[color]
-    assert depth == 8, depth
-    assert len(zlib.decompress(idat)) == height * (1 + width * channels)
-    return width, height
 
 
 def wheel(name, version, files, scripts=None, requires=()):

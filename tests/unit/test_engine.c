@@ -5,8 +5,9 @@
  * the reaper's expiry and reconciliation rules (docs/ARCHITECTURE.md,
  * "Reaper"), and the warm pool's sizing, refill, hand-out and eviction.
  *
- * The table is a real one in a temporary file; only Docker and the
- * agent's ping (nb_agent_ping, defined here) are fakes. Every test ends by
+ * The table is a real one in a temporary file; only Docker, the agent's
+ * ping (nb_agent_ping) and the code bridge's warm-up (nb_code_warm),
+ * defined here, are fakes. Every test ends by
  * checking the invariant the engine exists to keep: each container of ours
  * has a slot, and each live slot its container.
  */
@@ -29,6 +30,7 @@
 #include "agent.h"
 #include "app.h"
 #include "clock.h"
+#include "code.h"
 #include "log.h"
 #include "reaper.h"
 #include "sandbox.h"
@@ -250,6 +252,30 @@ int nb_agent_ping(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *
     return 0;
 }
 
+/* The code bridge of a code sandbox the pool warms: records what it saw. */
+static struct nb_table *warm_table;   /* to look at the slot being warmed */
+static unsigned kernels_warmed;       /* calls */
+static int warmed_while_creating = 1; /* every call saw its slot still CREATING */
+static int kernel_fails;
+
+int nb_code_warm(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *ae)
+{
+    struct nb_slot *s;
+    (void)timeout_ms;
+    kernels_warmed++;
+    nb_table_lock(warm_table);
+    s = nb_table_find(warm_table, slot->id);
+    if (s == NULL || s->state != NB_SLOT_CREATING || slot->init_pid <= 0 ||
+        slot->container_id[0] == '\0')
+        warmed_while_creating = 0;
+    nb_table_unlock(warm_table);
+    if (kernel_fails) {
+        nb_apierr_set(ae, 409, "no_kernel", "no kernel");
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- fixture ---- */
 
 struct fixture {
@@ -272,12 +298,17 @@ static int setup_n(void **state, uint32_t nslots, unsigned warm_pool)
     nb_conf_defaults(&f->app.conf);
     snprintf(f->app.conf.ports_dir, sizeof(f->app.conf.ports_dir), "%s", f->dir);
     f->app.conf.warm_pool = warm_pool;
+    f->app.conf.warm_pool_code = 0; /* the code pool's tests turn it on */
     if (nb_table_open(&f->app.table, f->path, nslots, err, sizeof(err)) != 0) {
         fprintf(stderr, "table: %s\n", err);
         return -1;
     }
     memset(&fake, 0, sizeof(fake));
     agent_silent = 0;
+    warm_table = &f->app.table;
+    kernels_warmed = 0;
+    warmed_while_creating = 1;
+    kernel_fails = 0;
     f->app.docker.ops = &fake_ops;
     f->app.docker.ctx = &fake;
     f->app.warm = &nb_warm_source;
@@ -1027,6 +1058,107 @@ static void test_cold_create_on_a_full_table_evicts_a_warm_sandbox(void **state)
     assert_consistent(&f->app);
 }
 
+/* How many POOLED slots hold image. */
+static uint32_t pooled_of(struct nb_app *a, const char *image)
+{
+    uint32_t n = 0;
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++)
+        n += a->table.slots[i].state == NB_SLOT_POOLED && !strcmp(a->table.slots[i].image, image);
+    nb_table_unlock(&a->table);
+    return n;
+}
+
+static void test_code_pool_is_kept_beside_the_default_one_with_kernels_started(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_app *a = &f->app;
+    struct nb_sandbox_spec spec;
+    struct nb_slot out;
+    struct nb_apierr ae;
+
+    a->conf.warm_pool = 1;
+    a->conf.warm_pool_code = 1;
+    nb_warm_refill(a);
+    assert_int_equal(pooled_of(a, a->conf.images[0]), 1);
+    assert_int_equal(pooled_of(a, a->conf.code_image), 1);
+    /* only the code sandbox's kernel, started before it could be handed out */
+    assert_int_equal(kernels_warmed, 1);
+    assert_true(warmed_while_creating);
+    nb_warm_refill(a);
+    assert_int_equal(fake.creates, 2);
+
+    /* a create of the code image with the defaults takes the warm one */
+    default_spec(a, &spec);
+    snprintf(spec.image, sizeof(spec.image), "%s", a->conf.code_image);
+    assert_true(nb_warm_fits(&a->conf, &spec));
+    assert_int_equal(nb_sandbox_create(a, &spec, &out, &ae), 0);
+    assert_int_equal(fake.creates, 2);
+    assert_string_equal(slot_of(a, out.id).image, a->conf.code_image);
+    assert_int_equal(pooled_of(a, a->conf.code_image), 0);
+    assert_int_equal(pooled_of(a, a->conf.images[0]), 1);
+    nb_warm_refill(a); /* refilled, kernel and all */
+    assert_int_equal(pooled_of(a, a->conf.code_image), 1);
+    assert_int_equal(kernels_warmed, 2);
+    assert_consistent(a);
+}
+
+static void test_code_pool_keeps_a_sandbox_whose_kernel_did_not_start(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_app *a = &f->app;
+
+    a->conf.warm_pool = 0;
+    a->conf.warm_pool_code = 1;
+    kernel_fails = 1;
+    nb_warm_refill(a);
+    assert_int_equal(pooled_of(a, a->conf.code_image), 1);
+    nb_warm_refill(a); /* no create-and-destroy loop */
+    assert_int_equal(fake.creates, 1);
+    assert_int_equal(kernels_warmed, 1);
+    assert_consistent(a);
+}
+
+static void test_code_pool_off_or_not_allowed_keeps_none(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_app *a = &f->app;
+    struct nb_sandbox_spec spec;
+
+    a->conf.warm_pool = 1;
+    a->conf.warm_pool_code = 1;
+    a->conf.n_images = 1; /* the operator allows only the default image */
+    nb_warm_refill(a);
+    assert_int_equal(pooled_of(a, a->conf.code_image), 0);
+    assert_int_equal(kernels_warmed, 0);
+    default_spec(a, &spec);
+    snprintf(spec.image, sizeof(spec.image), "%s", a->conf.code_image);
+    assert_false(nb_warm_fits(&a->conf, &spec));
+
+    /* allowed again but turned off: the code sandboxes a pass finds are surplus */
+    a->conf.n_images = 2;
+    nb_warm_refill(a);
+    assert_int_equal(pooled_of(a, a->conf.code_image), 1);
+    a->conf.warm_pool_code = 0;
+    nb_warm_refill(a);
+    assert_int_equal(pooled_of(a, a->conf.code_image), 0);
+    assert_int_equal(pooled_of(a, a->conf.images[0]), 1);
+    assert_consistent(a);
+}
+
+static void test_code_pool_of_the_default_image_starts_every_kernel(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_app *a = &f->app;
+
+    a->conf.warm_pool = 1;
+    a->conf.warm_pool_code = 1;
+    snprintf(a->conf.code_image, sizeof(a->conf.code_image), "%s", a->conf.images[0]);
+    nb_warm_refill(a);
+    assert_int_equal(pooled_of(a, a->conf.images[0]), 2);
+    assert_int_equal(kernels_warmed, 2);
+}
+
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
 #define W(test) cmocka_unit_test_setup_teardown(test, setup_warm, teardown)
 
@@ -1067,6 +1199,10 @@ int main(void)
         W(test_create_asking_for_more_than_the_defaults_is_served_cold),
         W(test_warm_sandbox_that_does_not_answer_is_destroyed_and_served_cold),
         W(test_cold_create_on_a_full_table_evicts_a_warm_sandbox),
+        W(test_code_pool_is_kept_beside_the_default_one_with_kernels_started),
+        W(test_code_pool_keeps_a_sandbox_whose_kernel_did_not_start),
+        W(test_code_pool_off_or_not_allowed_keeps_none),
+        W(test_code_pool_of_the_default_image_starts_every_kernel),
     };
 
     nb_log_init("test_engine", NB_LOG_ERROR); /* the engine's warnings are expected here */

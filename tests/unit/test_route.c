@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -39,6 +40,7 @@ static const struct nb_route_entry tab[] = {
     {NB_ROUTE_FILES, "mkdir", "POST", NB_ROUTE_ID, h_b},
     {NB_ROUTE_PROCS, "{pid}", "GET", NB_ROUTE_ID | NB_ROUTE_PID, h_a},
     {NB_ROUTE_PROCS, "{pid}/{op}", NULL, NB_ROUTE_ID | NB_ROUTE_PID, NULL},
+    {NB_ROUTE_CONTEXTS, "{ctx}/restart", "POST", NB_ROUTE_ID | NB_ROUTE_CTX, h_b},
 };
 #define NTAB (sizeof(tab) / sizeof(tab[0]))
 
@@ -77,6 +79,64 @@ static void test_paths_give_shape_and_sub_route(void **state)
     assert_string_equal(sub, "");
     assert_string_equal(ra.arg, "8080");
     assert_int_equal(match("/nope", &ra, &sub), NB_ROUTE_NONE);
+}
+
+static void test_code_and_context_paths(void **state)
+{
+    struct nb_route_args ra;
+    const char *sub;
+    char path[256];
+    (void)state;
+
+    assert_int_equal(match("/sandbox/" SID "/code", &ra, &sub), NB_ROUTE_CODE);
+    assert_string_equal(ra.id, SID);
+    assert_string_equal(sub, "");
+    assert_int_equal(match("/sandbox/" SID "/code/interrupt", &ra, &sub), NB_ROUTE_CODE);
+    assert_string_equal(sub, "interrupt");
+    assert_int_equal(match("/sandbox/" SID "/code/other", &ra, &sub), NB_ROUTE_NONE);
+    assert_int_equal(match("/sandbox/" SID "/contexts", &ra, &sub), NB_ROUTE_CONTEXTS);
+    assert_string_equal(sub, "");
+    assert_int_equal(match("/sandbox/" SID "/contexts/", &ra, &sub), NB_ROUTE_CONTEXTS);
+    assert_string_equal(sub, "");
+    assert_int_equal(match("/sandbox/" SID "/contexts/ctx-0123456789ab", &ra, &sub),
+                     NB_ROUTE_CONTEXTS);
+    assert_string_equal(sub, "{ctx}");
+    assert_string_equal(ra.arg, "ctx-0123456789ab");
+    assert_int_equal(match("/sandbox/" SID "/contexts/python/restart", &ra, &sub),
+                     NB_ROUTE_CONTEXTS);
+    assert_string_equal(sub, "{ctx}/restart");
+    assert_string_equal(ra.arg, "python");
+    assert_string_equal(ra.op, "restart");
+    assert_int_equal(match("/sandbox/" SID "/contexts/python/stop", &ra, &sub), NB_ROUTE_CONTEXTS);
+    assert_string_equal(sub, "{ctx}/{op}");
+    assert_int_equal(match("/sandbox/" SID "/contexts/python/restart/x", &ra, &sub), NB_ROUTE_NONE);
+    assert_int_equal(match("/sandbox/" SID "/contexts//restart", &ra, &sub), NB_ROUTE_NONE);
+    /* a context id longer than arg is cut, never dropped: the ctx check refuses it */
+    snprintf(path, sizeof(path), "/sandbox/" SID "/contexts/%0100d", 7);
+    assert_int_equal(match(path, &ra, &sub), NB_ROUTE_CONTEXTS);
+    assert_int_equal(strlen(ra.arg), sizeof(ra.arg) - 1);
+    assert_int_equal(nb_route_ctx(ra.arg), -1);
+}
+
+static void test_ctx_segment_syntax(void **state)
+{
+    char max[NB_ROUTE_CTX_MAX + 2];
+    (void)state;
+
+    assert_int_equal(nb_route_ctx("python"), 0);
+    assert_int_equal(nb_route_ctx("ctx-0123456789ab"), 0);
+    assert_int_equal(nb_route_ctx("-"), 0);
+    assert_int_equal(nb_route_ctx(""), -1);
+    assert_int_equal(nb_route_ctx("Python"), -1);
+    assert_int_equal(nb_route_ctx("a_b"), -1);
+    assert_int_equal(nb_route_ctx("a.b"), -1);
+    assert_int_equal(nb_route_ctx("%2e"), -1);
+    memset(max, 'a', NB_ROUTE_CTX_MAX);
+    max[NB_ROUTE_CTX_MAX] = '\0';
+    assert_int_equal(nb_route_ctx(max), 0);
+    max[NB_ROUTE_CTX_MAX] = 'a';
+    max[NB_ROUTE_CTX_MAX + 1] = '\0';
+    assert_int_equal(nb_route_ctx(max), -1);
 }
 
 static void test_pid_segment_syntax(void **state)
@@ -169,6 +229,11 @@ static void test_lookup_known_place_without_route_and_unknown_shape(void **state
                      NB_ROUTE_NO_METHOD);
     assert_string_equal(allowed, "");
     assert_int_equal(flags, NB_ROUTE_ID | NB_ROUTE_PID);
+    /* a context's restart is its own row, with the context id check */
+    assert_int_equal(nb_route_lookup(tab, NTAB, NB_ROUTE_CONTEXTS, "{ctx}/restart", "POST", &row,
+                                     &flags, allowed, sizeof(allowed)),
+                     NB_ROUTE_FOUND);
+    assert_int_equal(flags, NB_ROUTE_ID | NB_ROUTE_CTX);
     assert_int_equal(nb_route_lookup(tab, NTAB, NB_ROUTE_RUN, "", "POST", &row, &flags, allowed,
                                      sizeof(allowed)),
                      NB_ROUTE_NO_ROWS);
@@ -181,6 +246,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_paths_give_shape_and_sub_route),
         cmocka_unit_test(test_pid_segment_syntax),
+        cmocka_unit_test(test_code_and_context_paths),
+        cmocka_unit_test(test_ctx_segment_syntax),
         cmocka_unit_test(test_lookup_finds_the_row_of_the_method),
         cmocka_unit_test(test_lookup_lists_allowed_methods_in_table_order),
         cmocka_unit_test(test_lookup_serves_head_as_get_only_where_flagged),

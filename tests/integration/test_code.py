@@ -1,0 +1,518 @@
+"""The code interpreter: POST /sandbox/{id}/code runs cells in stateful
+contexts of the sandbox's code bridge (Jupyter kernels for python, node and
+bash of the bridge's own), streamed or collected; interrupt; the contexts'
+CRUD; and the warm pool's code sandboxes, whose kernel is started before
+they are handed out.
+
+Real sandboxes of the code-interpreter template (nanobox-python:latest)
+through the real stack. The bad-input tests need no sandbox: the host
+answers them before it looks the sandbox up, so they also hold for an id
+that names none.
+"""
+
+import base64
+import json
+import re
+import threading
+import time
+
+import pytest
+import requests
+
+from nbtest import (IMAGE, MAX_BODY, PYTHON_IMAGE, assert_error, docker_ps, needs_image,
+                    parse_json, png_size, random_uuid, wait_until)
+
+pytestmark = needs_image(PYTHON_IMAGE)
+
+END_KEYS = {"type", "context", "language", "status", "execution_count", "timed_out", "truncated",
+            "kernel_restarted", "duration_ms"}
+ANSWER_KEYS = {"context", "language", "stdout", "stderr", "results", "error", "execution_count",
+               "status", "timed_out", "truncated", "kernel_restarted", "duration_ms"}
+CTX_RE = re.compile(r"^ctx-[0-9a-f]{12}$")
+
+
+# ------------------------------------------------------------ helpers
+
+def code_raw(api, sid, code, http_timeout=120, **fields):
+    return api.request("POST", f"/sandbox/{sid}/code", json={"code": code, **fields},
+                       timeout=http_timeout)
+
+
+def run(api, sid, code, **fields):
+    """A cell run to its end: the collected answer (asserted 200)."""
+    r = code_raw(api, sid, code, **fields)
+    assert r.status_code == 200, f"code {code!r} -> {r.status_code} {r.text[:500]}"
+    assert r.headers["Content-Type"].startswith("application/json")
+    body = parse_json(r)
+    assert set(body) == ANSWER_KEYS, body
+    return body
+
+
+def ok(api, sid, code, **fields):
+    body = run(api, sid, code, **fields)
+    assert body["status"] == "ok" and body["error"] is None, body
+    return body
+
+
+def main_text(body):
+    """text/plain of the cell's main result (its value)."""
+    mains = [r for r in body["results"] if r["is_main_result"]]
+    assert len(mains) == 1, body
+    return mains[0]["data"]["text/plain"]
+
+
+def stream_open(api, sid, code, **fields):
+    return requests.post(api.base + f"/sandbox/{sid}/code",
+                         data=json.dumps({"code": code, "stream": True, **fields}),
+                         headers=api.headers(headers={"Content-Type": "application/json"}),
+                         stream=True, timeout=120)
+
+
+def stream_events(api, sid, code, **fields):
+    """[(seconds since the request, event), ...] of a streamed cell."""
+    t0 = time.monotonic()
+    r = stream_open(api, sid, code, **fields)
+    assert r.status_code == 200, r.text
+    assert r.headers["Content-Type"].startswith("application/x-ndjson")
+    out = []
+    for line in r.iter_lines():
+        if line:
+            out.append((time.monotonic() - t0, json.loads(line)))
+    return out
+
+
+def new_context(api, sid, language="python", **fields):
+    r = api.request("POST", f"/sandbox/{sid}/contexts", json={"language": language, **fields},
+                    timeout=120)
+    assert r.status_code == 201, r.text
+    info = parse_json(r)
+    assert CTX_RE.match(info["id"]), info
+    return info
+
+
+def delete_context(api, sid, ctx):
+    return api.request("DELETE", f"/sandbox/{sid}/contexts/{ctx}")
+
+
+def contexts(api, sid):
+    r = api.request("GET", f"/sandbox/{sid}/contexts")
+    assert r.status_code == 200, r.text
+    return parse_json(r)["contexts"]
+
+
+@pytest.fixture(scope="module")
+def py_sid(stack):
+    """One sandbox of the template for the tests that only add state of their
+    own (a context each, or names no other test reads)."""
+    sid = stack.api.create(image=PYTHON_IMAGE, ttl=1800)
+    yield sid
+    stack.api.delete(sid)
+
+
+@pytest.fixture
+def fresh(api):
+    """A sandbox of the template of this test's own."""
+    return api.create(image=PYTHON_IMAGE, ttl=600)
+
+
+# ------------------------------------------------- what the host refuses
+
+@pytest.fixture(scope="module")
+def nowhere():
+    """A sandbox id no sandbox has: validation comes before the lookup."""
+    return random_uuid()
+
+
+def test_empty_or_missing_code_is_400(api, nowhere):
+    assert_error(code_raw(api, nowhere, ""), 400, "bad_field")
+    r = api.request("POST", f"/sandbox/{nowhere}/code", json={"language": "python"})
+    assert_error(r, 400, "bad_field")
+    r = api.request("POST", f"/sandbox/{nowhere}/code", data="")
+    assert_error(r, 400, "bad_field")
+
+
+def test_code_over_code_max_bytes_is_413(make_stack):
+    st = make_stack("codecap", code_max_bytes="1k")
+    sid = random_uuid()
+    assert_error(code_raw(st.api, sid, "x" * 1025), 413, "too_large")
+    # at the limit it passes validation (and meets the missing sandbox)
+    assert_error(code_raw(st.api, sid, "x" * 1024), 404, "not_found")
+
+
+def test_code_over_max_body_is_413(api, nowhere):
+    assert_error(code_raw(api, nowhere, "x" * MAX_BODY), 413, "too_large")
+
+
+def test_unknown_language_is_422(api, nowhere):
+    for lang in ("ruby", "Python", "", "python3"):
+        body = assert_error(code_raw(api, nowhere, "1", language=lang), 422, "unsupported_language")
+    assert "python" in body["error"]
+
+
+def test_bad_timeout_is_422(api, nowhere):
+    for t in (0, -1, 0.0001, 100000):
+        assert_error(code_raw(api, nowhere, "1", timeout=t), 422, "out_of_range")
+
+
+def test_wrong_types_and_unknown_fields_are_400(api, nowhere):
+    for fields in ({"code": 1}, {"code": ["1"]}, {"code": "1", "context": 5},
+                   {"code": "1", "language": 1}, {"code": "1", "stream": "yes"},
+                   {"code": "1", "env": "A=1"}, {"code": "1", "timeout": "5"},
+                   {"code": "1", "cell": "x"}, {"code": "1", "env": {"1BAD": "x"}},
+                   {"code": "1", "env": {"A": 1}}):
+        r = api.request("POST", f"/sandbox/{nowhere}/code", json=fields)
+        assert_error(r, 400, "bad_field")
+    assert_error(api.request("POST", f"/sandbox/{nowhere}/code", data="[1]"), 400, "bad_json")
+    assert_error(api.request("POST", f"/sandbox/{nowhere}/code", json={"code": "a\u0000b"}),
+                 400, "bad_field")
+
+
+def test_bad_context_id_is_400(api, nowhere):
+    for ctx in ("Python", "a_b", "", "x" * 65, "ctx/1", "../etc"):
+        assert_error(code_raw(api, nowhere, "1", context=ctx), 400, "bad_context")
+    r = api.request("POST", f"/sandbox/{nowhere}/code/interrupt", json={"context": "NO"})
+    assert_error(r, 400, "bad_context")
+    for ctx in ("Python", "a_b", "x" * 65, "x" * 200, "%2e%2e"):
+        assert_error(api.request("DELETE", f"/sandbox/{nowhere}/contexts/{ctx}"), 400, "bad_context")
+        assert_error(api.request("POST", f"/sandbox/{nowhere}/contexts/{ctx}/restart"),
+                     400, "bad_context")
+
+
+def test_unknown_sandbox_is_404(api, nowhere):
+    assert_error(code_raw(api, nowhere, "1"), 404, "not_found")
+    assert_error(api.request("POST", f"/sandbox/{nowhere}/code/interrupt"), 404, "not_found")
+    assert_error(api.request("GET", f"/sandbox/{nowhere}/contexts"), 404, "not_found")
+    assert_error(api.request("POST", f"/sandbox/{nowhere}/contexts", json={}), 404, "not_found")
+    assert_error(api.request("DELETE", f"/sandbox/{nowhere}/contexts/python"), 404, "not_found")
+    assert_error(api.request("POST", f"/sandbox/{nowhere}/contexts/python/restart"),
+                 404, "not_found")
+
+
+def test_routes_check_id_method_and_shape(api, nowhere):
+    assert_error(code_raw(api, "not-a-uuid", "1"), 400, "bad_id")
+    r = api.request("GET", f"/sandbox/{nowhere}/code")
+    assert_error(r, 405, "method_not_allowed")
+    assert r.headers["Allow"] == "POST"
+    assert_error(api.request("PUT", f"/sandbox/{nowhere}/contexts"), 405, "method_not_allowed")
+    assert_error(api.request("GET", f"/sandbox/{nowhere}/contexts/python"), 405,
+                 "method_not_allowed")
+    assert_error(api.request("POST", f"/sandbox/{nowhere}/code/other"), 404, "no_route")
+    assert_error(api.request("POST", f"/sandbox/{nowhere}/contexts/python/stop"), 404, "no_route")
+
+
+def test_bad_context_creates_are_refused(api, nowhere):
+    path = f"/sandbox/{nowhere}/contexts"
+    assert_error(api.request("POST", path, json={"language": "cobol"}), 422, "unsupported_language")
+    assert_error(api.request("POST", path, json={"cwd": "relative"}), 400, "bad_field")
+    assert_error(api.request("POST", path, json={"cwd": "/" + "a" * 1100}), 400, "bad_field")
+    assert_error(api.request("POST", path, json={"language": "python", "extra": 1}), 400,
+                 "bad_field")
+    assert_error(api.request("POST", path + "/python/restart", json={"x": 1}), 400, "bad_field")
+
+
+def test_bad_input_changes_nothing(api):
+    sid = api.create(image=PYTHON_IMAGE)
+    assert_error(code_raw(api, sid, "x = 1", language="ruby"), 422, "unsupported_language")
+    assert_error(code_raw(api, sid, "", context="python"), 400, "bad_field")
+    assert api.request("GET", f"/sandbox/{sid}").status_code == 200
+
+
+# ---------------------------------------------------- a sandbox with no kernel
+
+def test_an_image_without_a_kernel_answers_409_no_kernel(api):
+    sid = api.create(image=IMAGE)
+    body = assert_error(code_raw(api, sid, "1 + 1"), 409, "no_kernel")
+    assert "python" in body["error"] or "interpreter" in body["error"]
+    # the sandbox is none the worse for it
+    assert api.exec(sid, "echo still")["stdout"] == "still\n"
+
+
+# ------------------------------------------------------------- python
+
+def test_state_persists_across_calls_not_across_contexts_or_sandboxes(api, py_sid, fresh):
+    ctx = new_context(api, py_sid)["id"]
+    ok(api, py_sid, "persisted = 41", context=ctx)
+    body = ok(api, py_sid, "persisted + 1", context=ctx)
+    assert main_text(body) == "42"
+    assert body["context"] == ctx and body["language"] == "python"
+    assert isinstance(body["execution_count"], int) and body["execution_count"] >= 2
+    # another context of the same sandbox, and another sandbox, have no such name
+    other = new_context(api, py_sid)["id"]
+    for sid, c in ((py_sid, other), (fresh, None)):
+        body = run(api, sid, "persisted", context=c)
+        assert body["status"] == "error" and body["error"]["name"] == "NameError", body
+    delete_context(api, py_sid, ctx)
+    delete_context(api, py_sid, other)
+
+
+def test_default_context_is_python_and_answers_the_full_shape(api, fresh):
+    body = ok(api, fresh, "print('out')\nimport sys; print('err', file=sys.stderr)\n6 * 7")
+    assert body["context"] == "python" and body["language"] == "python"
+    assert body["stdout"] == "out\n" and body["stderr"] == "err\n"
+    assert main_text(body) == "42"
+    assert body["timed_out"] is False and body["truncated"] is False
+    assert body["kernel_restarted"] is False
+    assert isinstance(body["duration_ms"], int) and body["duration_ms"] >= 0
+    assert [c["id"] for c in contexts(api, fresh)] == ["python"]
+
+
+def test_env_applies_to_one_execution_only(api, py_sid):
+    body = ok(api, py_sid, "import os; os.environ.get('GREETING')", env={"GREETING": "hi there"})
+    assert main_text(body) == "'hi there'"
+    body = ok(api, py_sid, "import os; os.environ.get('GREETING')")
+    assert body["results"] == []  # None has no value to show
+
+
+def test_matplotlib_figure_comes_back_as_a_png_of_its_size(api, fresh):
+    body = ok(api, fresh, "\n".join([
+        "%config InlineBackend.print_figure_kwargs = {'bbox_inches': None}",
+        "import matplotlib.pyplot as plt",
+        "fig = plt.figure(figsize=(4, 3), dpi=50)",
+        "plt.plot([1, 2, 3], [1, 4, 9])",
+        "plt.show()",
+    ]))
+    pngs = [r for r in body["results"] if "image/png" in r["data"]]
+    assert len(pngs) == 1, body["results"]
+    assert pngs[0]["is_main_result"] is False  # display_data, not the cell's value
+    assert png_size(base64.b64decode(pngs[0]["data"]["image/png"])) == (200, 150)
+    assert "text/plain" in pngs[0]["data"]
+
+
+def test_dataframe_head_comes_back_as_html(api, fresh):
+    body = ok(api, fresh, "import pandas as pd\n"
+                          "df = pd.DataFrame({'name': ['a', 'b', 'c'], 'n': [1, 2, 3]})\n"
+                          "df.head()")
+    main = [r for r in body["results"] if r["is_main_result"]][0]["data"]
+    assert "<table" in main["text/html"] and "<td>b</td>" in main["text/html"]
+    assert "name" in main["text/plain"]
+
+
+def test_an_exception_gives_name_value_and_a_traceback_naming_the_line(api, py_sid):
+    body = run(api, py_sid, "a = 1\nb = 2\nraise ValueError('boom here')\nc = 3")
+    assert body["status"] == "error"
+    err = body["error"]
+    assert err["name"] == "ValueError" and err["value"] == "boom here"
+    assert "raise ValueError('boom here')" in err["traceback"]
+    assert re.search(r"\b3\b", err["traceback"]), err["traceback"]
+    assert "\x1b[" not in err["traceback"]  # no ANSI colours
+    # the line after the raise never ran
+    assert run(api, py_sid, "c")["error"]["name"] == "NameError"
+
+
+def test_print_in_a_loop_streams_before_the_cell_ends(api, py_sid):
+    events = stream_events(api, py_sid, "import time\n"
+                                        "for i in range(3):\n"
+                                        "    print(i, flush=True)\n"
+                                        "    time.sleep(1)\n")
+    types = [e["type"] for _, e in events]
+    assert types[-1] == "end" and set(events[-1][1]) == END_KEYS, events[-1]
+    assert events[-1][1]["status"] == "ok"
+    outs = [(t, e) for t, e in events if e["type"] == "stdout"]
+    assert "".join(e["text"] for _, e in outs) == "0\n1\n2\n"
+    # the first line came while the loop still had two seconds to go
+    assert events[-1][0] - outs[0][0] >= 1.5, events
+
+
+def test_stream_via_accept_header(api, py_sid):
+    r = requests.post(api.base + f"/sandbox/{py_sid}/code", data=json.dumps({"code": "print(5)"}),
+                      headers=api.headers(headers={"Content-Type": "application/json",
+                                                   "Accept": "application/x-ndjson"}),
+                      timeout=120)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/x-ndjson")
+    events = [json.loads(x) for x in r.text.splitlines() if x]
+    assert {"type": "stdout", "text": "5\n"} in events
+    assert events[-1]["type"] == "end"
+
+
+def test_unknown_context_is_404_streamed_or_not(api, py_sid):
+    assert_error(code_raw(api, py_sid, "1", context="ctx-000000000000"), 404, "unknown_context")
+    # a stream that has sent nothing yet still gets a real status
+    r = stream_open(api, py_sid, "1", context="ctx-000000000000")
+    assert_error(r, 404, "unknown_context")
+
+
+def test_timeout_interrupts_a_busy_loop_and_keeps_the_state(api, py_sid):
+    ctx = new_context(api, py_sid)["id"]
+    ok(api, py_sid, "kept = 'still here'", context=ctx)
+    t0 = time.monotonic()
+    body = run(api, py_sid, "while True:\n    pass", context=ctx, timeout=2)
+    assert time.monotonic() - t0 < 10
+    assert body["status"] == "timed_out" and body["timed_out"] is True, body
+    t0 = time.monotonic()
+    assert main_text(ok(api, py_sid, "kept", context=ctx)) == "'still here'"
+    assert time.monotonic() - t0 < 5
+    delete_context(api, py_sid, ctx)
+
+
+def test_a_dead_kernel_is_reported_and_the_next_call_restarts_it(api, py_sid):
+    ctx = new_context(api, py_sid)["id"]
+    ok(api, py_sid, "lost = 1", context=ctx)
+    body = run(api, py_sid, "import os\nos._exit(1)", context=ctx)
+    assert body["status"] == "kernel_died", body
+    assert body["error"]["name"] == "KernelDied"
+    body = run(api, py_sid, "1 + 1", context=ctx)
+    assert body["kernel_restarted"] is True and main_text(body) == "2", body
+    # a fresh kernel: the old state is gone
+    assert run(api, py_sid, "lost", context=ctx)["error"]["name"] == "NameError"
+    assert run(api, py_sid, "2", context=ctx)["kernel_restarted"] is False
+    delete_context(api, py_sid, ctx)
+
+
+def test_two_contexts_run_at_once(api, py_sid):
+    ctxs = [new_context(api, py_sid)["id"] for _ in range(2)]
+    for c in ctxs:
+        ok(api, py_sid, "import time", context=c)  # both kernels up and idle
+    results = {}
+
+    def one(c):
+        results[c] = run(api, py_sid, "time.sleep(1)", context=c)
+
+    threads = [threading.Thread(target=one, args=(c,)) for c in ctxs]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    took = time.monotonic() - t0
+    assert all(results[c]["status"] == "ok" for c in ctxs), results
+    assert took < 1.8, f"two 1 s sleeps in two contexts took {took:.2f} s"
+    for c in ctxs:
+        delete_context(api, py_sid, c)
+
+
+# ------------------------------------------------ javascript and bash
+
+def test_javascript_context_keeps_state(api, py_sid):
+    ctx = new_context(api, py_sid, language="javascript")
+    assert ctx["language"] == "javascript"
+    ok(api, py_sid, "var answer = 40;", context=ctx["id"])
+    body = ok(api, py_sid, "answer += 2; console.log(answer);", context=ctx["id"])
+    assert body["stdout"] == "42\n" and body["language"] == "javascript"
+    # "js" names the same language, and its default context keeps state too
+    ok(api, py_sid, "globalThis.seen = 'yes';", language="js")
+    body = ok(api, py_sid, "console.log(seen)", language="javascript")
+    assert body["stdout"] == "yes\n" and body["context"] == "javascript"
+    delete_context(api, py_sid, ctx["id"])
+
+
+def test_bash_context_keeps_state(api, py_sid):
+    ok(api, py_sid, "COUNT=5; cd /tmp; export SEEN=bash", language="bash")
+    body = ok(api, py_sid, 'echo "$COUNT $(pwd) $SEEN"', language="bash")
+    assert body["stdout"] == "5 /tmp bash\n" and body["context"] == "bash"
+    body = run(api, py_sid, "false", language="bash")
+    assert body["context"] == "bash"
+
+
+def test_a_context_of_another_language_is_422(api, py_sid):
+    ctx = new_context(api, py_sid, language="bash")["id"]
+    assert_error(code_raw(api, py_sid, "1", context=ctx, language="python"), 422,
+                 "language_mismatch")
+    delete_context(api, py_sid, ctx)
+
+
+# ------------------------------------------------------------ contexts
+
+def test_contexts_crud_and_restart_clears_state(api, fresh):
+    info = new_context(api, fresh, cwd="/tmp", env={"CTX_ENV": "set"})
+    ctx = info["id"]
+    assert info["language"] == "python" and info["cwd"] == "/tmp"
+    assert info["state"] == "idle" and info["executions"] == 0
+    assert isinstance(info["created_at"], int)
+    assert ctx in [c["id"] for c in contexts(api, fresh)]
+    body = ok(api, fresh, "import os\nkept = 1\n(os.getcwd(), os.environ['CTX_ENV'])", context=ctx)
+    assert main_text(body) == "('/tmp', 'set')"
+    listed = {c["id"]: c for c in contexts(api, fresh)}
+    assert listed[ctx]["executions"] == 1
+
+    r = api.request("POST", f"/sandbox/{fresh}/contexts/{ctx}/restart")
+    assert r.status_code == 200, r.text
+    assert parse_json(r)["id"] == ctx
+    body = run(api, fresh, "kept", context=ctx)
+    assert body["error"]["name"] == "NameError", body
+
+    assert delete_context(api, fresh, ctx).status_code == 204
+    assert ctx not in [c["id"] for c in contexts(api, fresh)]
+    assert_error(delete_context(api, fresh, ctx), 404, "unknown_context")
+    assert_error(code_raw(api, fresh, "1", context=ctx), 404, "unknown_context")
+    assert_error(api.request("POST", f"/sandbox/{fresh}/contexts/{ctx}/restart"), 404,
+                 "unknown_context")
+
+
+def test_context_in_a_missing_cwd_is_refused(api, py_sid):
+    r = api.request("POST", f"/sandbox/{py_sid}/contexts", json={"cwd": "/no/such/dir"})
+    assert_error(r, 400, "bad_field")
+
+
+# ------------------------------------------------------------ interrupt
+
+def test_interrupt_stops_a_running_cell(api, py_sid):
+    ctx = new_context(api, py_sid)["id"]
+    ok(api, py_sid, "after = 'kept'", context=ctx)
+    box = {}
+
+    def busy():
+        box["body"] = run(api, py_sid, "while True:\n    pass", context=ctx, timeout=60)
+        box["at"] = time.monotonic()
+
+    t = threading.Thread(target=busy)
+    t.start()
+    time.sleep(1.5)
+    r = api.request("POST", f"/sandbox/{py_sid}/code/interrupt", json={"context": ctx})
+    assert r.status_code == 200, r.text
+    assert parse_json(r) == {"interrupted": True, "context": ctx}
+    asked = time.monotonic()
+    t.join(30)
+    assert "body" in box, "the cell did not end after the interrupt"
+    assert box["at"] - asked < 5
+    assert box["body"]["status"] in ("interrupted", "error"), box["body"]
+    assert box["body"]["timed_out"] is False
+    assert main_text(ok(api, py_sid, "after", context=ctx)) == "'kept'"
+    # an idle context, or the default one, takes an interrupt too
+    r = api.request("POST", f"/sandbox/{py_sid}/code/interrupt", json={"context": ctx})
+    assert r.status_code == 200
+    delete_context(api, py_sid, ctx)
+
+
+def test_interrupt_of_an_unknown_context_is_404(api, py_sid):
+    r = api.request("POST", f"/sandbox/{py_sid}/code/interrupt",
+                    json={"context": "ctx-000000000000"})
+    assert_error(r, 404, "unknown_context")
+
+
+def test_a_client_that_leaves_interrupts_its_cell(api, py_sid):
+    ctx = new_context(api, py_sid)["id"]
+    r = stream_open(api, py_sid, "print('started', flush=True)\nwhile True:\n    pass",
+                    context=ctx, timeout=60)
+    assert r.status_code == 200
+    for line in r.iter_lines():
+        if line and json.loads(line).get("type") == "stdout":
+            break
+    r.close()  # the client goes away mid-cell
+    t0 = time.monotonic()
+    body = run(api, py_sid, "'next'", context=ctx, http_timeout=30)
+    assert main_text(body) == "'next'"
+    assert time.monotonic() - t0 < 10, "the abandoned cell kept the context busy"
+    delete_context(api, py_sid, ctx)
+
+
+# ------------------------------------------------------------ warm pool
+
+def test_a_warm_code_sandbox_has_its_kernel_running(make_stack):
+    st = make_stack("codewarm", warm_pool="0", warm_pool_code="1")
+    wait_until(lambda: st.api.request("GET", "/healthz").json()["warm"] == 1, timeout=120,
+               what="one warm code sandbox")
+    warm = set(docker_ps(st.instance))
+    info = st.api.create_info(image=PYTHON_IMAGE, ttl=300)
+    sid = info["sandboxId"]
+    assert f"nanobox-{sid}" in warm  # handed out from the pool
+    assert info["image"] == PYTHON_IMAGE
+    # its default python kernel was started before it was handed out
+    listed = contexts(st.api, sid)
+    assert [c["id"] for c in listed] == ["python"] and listed[0]["state"] == "idle", listed
+    t0 = time.monotonic()
+    body = ok(st.api, sid, "1 + 1")
+    assert main_text(body) == "2" and body["kernel_restarted"] is False
+    assert time.monotonic() - t0 < 2, "the first cell waited for a kernel"
+    # a plain create (the default image) is not served from the code pool
+    plain = st.api.create()
+    assert f"nanobox-{plain}" not in warm
