@@ -23,6 +23,7 @@
     listSeq: 0,          /* newest list request sent */
     listShown: 0,        /* newest list answer shown */
     execCtl: null,       /* AbortController of the running exec */
+    codeCtl: null,       /* AbortController of the running code cell */
     cwd: "/workspace",   /* the directory the file table shows */
     errorFromPoll: false /* the error shown came from the periodic refresh */
   };
@@ -325,7 +326,9 @@
     var mem = $("create-memory").value.trim();
     var cpus = $("create-cpus").value.trim();
     var net = $("create-network").value;
+    var image = $("create-image").value.trim();
     var md = $("create-metadata").value.trim();
+    if (image !== "") body.image = image;
     if (ttl !== "") body.ttl = Number(ttl);
     if (mem !== "") body.memory = /^\d+$/.test(mem) ? Number(mem) : mem;
     if (cpus !== "") body.cpus = Number(cpus);
@@ -348,7 +351,7 @@
   }
 
   function destroySandbox(id) {
-    if (id === state.openId) stopExec();
+    if (id === state.openId) { stopExec(); stopCode(); }
     return call("DELETE", sbPath(id)).then(function () {
       if (id === state.openId) closeDetail();
       var li = findListItem(id);
@@ -366,7 +369,7 @@
   /* ------------------------------------------------------------ the detail */
 
   function openSandbox(id, known) {
-    if (state.openId && state.openId !== id) stopExec();
+    if (state.openId && state.openId !== id) { stopExec(); stopCode(); }
     var switching = state.openId !== id;
     state.openId = id;
     state.openedAt = Date.now();
@@ -385,6 +388,8 @@
       $("files").textContent = "";
       $("files-note").textContent = "";
       $("ports").textContent = "";
+      $("cells").textContent = "";
+      $("code-context").value = "python";
       $("path").value = "/workspace";
       state.cwd = "/workspace";
       $("detail-info").textContent = "";
@@ -394,12 +399,14 @@
     return Promise.all([
       callJSON("GET", sbPath(id)).then(function (sb) { if (state.openId === id) renderInfo(sb); }),
       listFiles("/workspace", id),
-      refreshPorts(id)
+      refreshPorts(id),
+      refreshContexts(id)
     ]).catch(function (e) { if (state.openId === id) showError(e); });
   }
 
   function closeDetail() {
     stopExec();
+    stopCode();
     state.openId = "";
     $("detail").removeAttribute("data-sandbox-id");
     $("detail-body").hidden = true;
@@ -441,6 +448,48 @@
     return callJSON("POST", sbPath(id, "/timeout"), { json: { ttl: Number(v) } }).then(function () {
       return Promise.all([refreshList(), callJSON("GET", sbPath(id)).then(renderInfo)]);
     });
+  }
+
+  /* ---------------------------------------------------------------- ndjson */
+
+  /* Read a streamed answer (application/x-ndjson) as it arrives: each line
+   * that is JSON goes to onEvent (which returns false to stop reading), any
+   * other line to onBadLine. Resolves when the stream ends. */
+  function readNdjson(res, onEvent, onBadLine) {
+    var reader = res.body.getReader();
+    var decoder = new TextDecoder("utf-8");
+    var buf = "";
+    var stopped = false;
+    var feed = function (text) {
+      buf += text;
+      var nl;
+      while (!stopped && (nl = buf.indexOf("\n")) >= 0) {
+        var line = buf.slice(0, nl).trim();
+        buf = buf.slice(nl + 1);
+        if (line === "") continue;
+        var ev;
+        try { ev = JSON.parse(line); } catch (e) {
+          onBadLine(line);
+          continue;
+        }
+        if (onEvent(ev) === false) stopped = true;
+      }
+    };
+    var pump = function () {
+      if (stopped) {
+        reader.cancel().catch(function () { /* gone already */ });
+        return Promise.resolve();
+      }
+      return reader.read().then(function (r) {
+        if (r.done) {
+          feed(decoder.decode() + "\n");
+          return;
+        }
+        feed(decoder.decode(r.value, { stream: true }));
+        return pump();
+      });
+    };
+    return pump();
   }
 
   /* ------------------------------------------------------------------ exec */
@@ -527,37 +576,13 @@
           sawEnd = true;
         });
       }
-      var reader = res.body.getReader();
-      var decoder = new TextDecoder("utf-8");
-      var buf = "";
-      var feed = function (text) {
-        buf += text;
-        var nl;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          var line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (line === "") continue;
-          var ev;
-          try { ev = JSON.parse(line); } catch (e) {
-            appendOutput(line + "\n", "event-other");
-            continue;
-          }
-          if (state.execCtl !== ctl) return;   /* stopped, or another command started */
-          if (ev && (ev.type === "exit" || ev.type === "error")) sawEnd = true;
-          handleEvent(ev, id);
-        }
-      };
-      var pump = function () {
-        return reader.read().then(function (r) {
-          if (r.done) {
-            feed(decoder.decode() + "\n");
-            return;
-          }
-          feed(decoder.decode(r.value, { stream: true }));
-          return pump();
-        });
-      };
-      return pump();
+      return readNdjson(res, function (ev) {
+        if (state.execCtl !== ctl) return false;   /* stopped, or another command started */
+        if (ev && (ev.type === "exit" || ev.type === "error")) sawEnd = true;
+        handleEvent(ev, id);
+      }, function (line) {
+        appendOutput(line + "\n", "event-other");
+      });
     }).then(function () {
       if (!sawEnd && state.execCtl === ctl) $("exec-state").textContent = "the stream ended without an exit event";
       done();
@@ -580,6 +605,232 @@
     $("run").disabled = false;
     $("stop").disabled = true;
     $("exec-state").textContent = "stopped (the command was killed)";
+  }
+
+  /* ------------------------------------------------------------------ code */
+
+  /* The code interpreter (POST /sandbox/{id}/code): one cell per run, the
+   * NDJSON events rendered as they come. Output of the sandbox never goes
+   * into this page as HTML: text as text, images as <img> of a data: URL,
+   * HTML inside an <iframe sandbox=""> (no scripts, an origin of its own). */
+
+  var DEFAULT_SESSIONS = ["python", "javascript", "bash"];
+
+  /* The selected session as the API takes it: a language's own, or a context's id. */
+  function codeTarget() {
+    var v = $("code-context").value || "python";
+    return DEFAULT_SESSIONS.indexOf(v) >= 0 ? { language: v, context: v } : { context: v };
+  }
+
+  /* The session list: the languages' own, then the contexts the sandbox has. */
+  function refreshContexts(id) {
+    id = id || state.openId;
+    if (!id) return Promise.resolve();
+    return callJSON("GET", sbPath(id, "/contexts")).then(function (j) {
+      if (state.openId !== id) return;
+      var sel = $("code-context");
+      var keep = sel.value;
+      var list = Array.isArray(j && j.contexts) ? j.contexts : [];
+      Array.prototype.slice.call(sel.options).forEach(function (o) {
+        if (DEFAULT_SESSIONS.indexOf(o.value) < 0) o.remove();
+      });
+      list.forEach(function (c) {
+        var cid = String(c.id || "");
+        if (!cid || DEFAULT_SESSIONS.indexOf(cid) >= 0) return;
+        sel.appendChild(el("option", { value: cid, text: cid + " (" + String(c.language || "") + ")" }));
+      });
+      sel.value = keep;
+      if (sel.value !== keep) sel.value = "python";
+    }, function () { /* no code interpreter here (yet): the languages' own sessions remain */ });
+  }
+
+  function newCell(code) {
+    var cells = $("cells");
+    var cell = el("div", { className: "cell", dataset: { status: "" } }, [
+      el("pre", { className: "cell-code", text: code }),
+      el("div", { className: "cell-out" }),
+      el("div", { className: "cell-status muted", text: "running…" })
+    ]);
+    cells.appendChild(cell);
+    cell.scrollIntoView({ block: "nearest" });
+    return cell;
+  }
+
+  /* stdout/stderr: text appended to the cell's last stream block */
+  function cellText(cell, text, stderr) {
+    var out = cell.querySelector(".cell-out");
+    var last = out.lastChild;
+    if (!last || !last.classList.contains("cell-stream")) {
+      last = el("pre", { className: "cell-stream" });
+      out.appendChild(last);
+    }
+    if (stderr) {
+      last.appendChild(el("span", { className: "stderr", text: text }));
+    } else if (last.lastChild && last.lastChild.nodeType === 3) {
+      last.lastChild.appendData(text);
+    } else {
+      last.appendChild(document.createTextNode(text));
+    }
+  }
+
+  /* base64 as the kernel sent it (some put line breaks in it) */
+  function b64(v) { return String(v).replace(/\s+/g, ""); }
+
+  /* A rough height for HTML in a frame that cannot tell its own (no scripts run in it). */
+  function frameHeight(html) {
+    var rows = (html.match(/<tr[\s>]/gi) || []).length;
+    var lines = (html.match(/<(br|p|div|li|h\d)[\s>/]/gi) || []).length;
+    return Math.max(60, Math.min(480, 32 + 26 * rows + 22 * lines));
+  }
+
+  /* One result, by its best MIME type. */
+  function renderResult(cell, ev) {
+    var data = ev && ev.data && typeof ev.data === "object" ? ev.data : {};
+    var out = cell.querySelector(".cell-out");
+    var box = el("div", { className: "result" + (ev.is_main_result ? " main" : "") });
+    var node;
+    if (typeof data["image/png"] === "string" || typeof data["image/jpeg"] === "string") {
+      var mime = typeof data["image/png"] === "string" ? "image/png" : "image/jpeg";
+      node = el("img", { className: "result-image", alt: typeof data["text/plain"] === "string" ? data["text/plain"] : mime });
+      node.src = "data:" + mime + ";base64," + b64(data[mime]);
+    } else if (typeof data["image/svg+xml"] === "string") {
+      node = el("img", { className: "result-image", alt: "SVG image" });
+      node.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(data["image/svg+xml"]);
+    } else if (typeof data["text/html"] === "string") {
+      /* sandbox="": no scripts, no same origin, no forms, no top navigation */
+      node = el("iframe", { className: "result-html", sandbox: "", referrerpolicy: "no-referrer",
+                            title: "HTML result (sandboxed)" });
+      node.setAttribute("srcdoc", '<!doctype html><meta charset="utf-8">' + data["text/html"]);
+      node.style.height = frameHeight(data["text/html"]) + "px";
+    } else if (typeof data["text/plain"] === "string") {
+      node = el("pre", { className: "result-text", text: data["text/plain"] });
+    } else {
+      var kinds = Object.keys(data);
+      var text = kinds.indexOf("application/json") >= 0 ? JSON.stringify(data["application/json"], null, 2) :
+        kinds.indexOf("text/markdown") >= 0 ? String(data["text/markdown"]) :
+        kinds.indexOf("text/latex") >= 0 ? String(data["text/latex"]) : "[" + kinds.join(", ") + "]";
+      node = el("pre", { className: "result-text", text: text });
+    }
+    box.appendChild(node);
+    out.appendChild(box);
+  }
+
+  function renderCodeEvent(cell, ev) {
+    if (!ev || typeof ev !== "object") return;
+    if ((ev.type === "stdout" || ev.type === "stderr") && typeof ev.text === "string") {
+      cellText(cell, ev.text, ev.type === "stderr");
+    } else if (ev.type === "result") {
+      renderResult(cell, ev);
+    } else if (ev.type === "error" && typeof ev.error === "string") {
+      /* nanobox's own failure mid-way, not the code's */
+      var err = new ApiError(0, String(ev.code || ""), ev.error);
+      cell.querySelector(".cell-out").appendChild(el("pre", { className: "cell-error", text: describe(err) }));
+      cell.dataset.status = "failed";
+      cell.querySelector(".cell-status").textContent = "failed";
+    } else if (ev.type === "error") {
+      var tb = typeof ev.traceback === "string" && ev.traceback ? ev.traceback :
+        String(ev.name || "Error") + ": " + String(ev.value || "");
+      cell.querySelector(".cell-out").appendChild(el("pre", { className: "cell-error", text: tb }));
+    } else if (ev.type === "end") {
+      var notes = [];
+      if (typeof ev.execution_count === "number") notes.push("[" + ev.execution_count + "]");
+      notes.push(String(ev.status || "done"));
+      if (ev.context) notes.push(String(ev.context));
+      if (ev.truncated) notes.push("output truncated");
+      if (ev.kernel_restarted) notes.push("the kernel had died and was restarted: earlier state is gone");
+      if (typeof ev.duration_ms === "number") notes.push(ev.duration_ms + " ms");
+      var st = cell.querySelector(".cell-status");
+      st.textContent = notes.join(" · ");
+      st.classList.toggle("warn", ev.status !== "ok");
+      cell.dataset.status = String(ev.status || "done");
+    }
+    /* execution_count, and what later versions add: nothing to show */
+  }
+
+  function runCode() {
+    var id = state.openId;
+    var code = $("code").value;
+    if (!id) return;
+    if (code.trim() === "") throw new ApiError(0, "", "type some code first");
+    if (state.codeCtl) throw new ApiError(0, "", "a cell is still running: wait, or Interrupt it");
+    var ctl = new AbortController();
+    state.codeCtl = ctl;
+    var target = codeTarget();
+    var body = { code: code, stream: true };
+    if (target.language) body.language = target.language;
+    else body.context = target.context;
+    var t = $("code-timeout").value.trim();
+    if (t !== "") body.timeout = Number(t);
+    var cell = newCell(code);
+    $("code-run").disabled = true;
+    $("code-interrupt").disabled = false;
+
+    var done = function () {
+      if (state.codeCtl === ctl) state.codeCtl = null;
+      if (state.openId === id) {
+        $("code-run").disabled = false;
+        $("code-interrupt").disabled = true;
+        if (cell.dataset.status === "") {
+          cell.dataset.status = "failed";
+          cell.querySelector(".cell-status").textContent = "the answer ended without an end event";
+        }
+        refreshContexts(id);
+      }
+    };
+
+    return call("POST", sbPath(id, "/code"), {
+      json: body,
+      headers: { Accept: "application/x-ndjson" },
+      signal: ctl.signal
+    }).then(function (res) {
+      var ctype = res.headers.get("Content-Type") || "";
+      if (ctype.indexOf("ndjson") < 0 || !res.body) {
+        /* the collected answer: shown as its events would have been */
+        return res.json().then(function (j) {
+          j = j || {};
+          if (j.stdout) renderCodeEvent(cell, { type: "stdout", text: j.stdout });
+          if (j.stderr) renderCodeEvent(cell, { type: "stderr", text: j.stderr });
+          (Array.isArray(j.results) ? j.results : []).forEach(function (r) {
+            renderCodeEvent(cell, { type: "result", is_main_result: r.is_main_result, data: r.data });
+          });
+          if (j.error) renderCodeEvent(cell, { type: "error", name: j.error.name, value: j.error.value,
+                                               traceback: j.error.traceback });
+          renderCodeEvent(cell, { type: "end", status: j.status, context: j.context,
+                                  execution_count: j.execution_count, truncated: j.truncated,
+                                  kernel_restarted: j.kernel_restarted, duration_ms: j.duration_ms });
+        });
+      }
+      return readNdjson(res, function (ev) {
+        if (state.codeCtl !== ctl) return false;
+        renderCodeEvent(cell, ev);
+      }, function (line) {
+        cellText(cell, line + "\n", true);
+      });
+    }).then(done, function (e) {
+      var stopped = e && e.name === "AbortError";
+      cell.dataset.status = stopped ? "stopped" : "failed";
+      cell.querySelector(".cell-status").textContent = stopped ? "stopped" : describe(e);
+      done();
+      if (!stopped && state.openId === id) throw e;
+    });
+  }
+
+  /* Interrupt: ask the session to stop (KeyboardInterrupt in python); the
+   * cell's stream then ends as the session says. */
+  function interruptCode() {
+    var id = state.openId;
+    if (!id || !state.codeCtl) return;
+    return callJSON("POST", sbPath(id, "/code/interrupt"), { json: { context: codeTarget().context } });
+  }
+
+  /* Leaving the sandbox drops a running cell's connection, which interrupts it. */
+  function stopCode() {
+    var ctl = state.codeCtl;
+    if (!ctl) return;
+    state.codeCtl = null;
+    ctl.abort();
+    $("code-run").disabled = false;
+    $("code-interrupt").disabled = true;
   }
 
   /* ----------------------------------------------------------------- files */
@@ -827,6 +1078,25 @@
       if (p) p.catch(function (err) { showError(err); });
     });
     $("stop").addEventListener("click", stopExec);
+    $("code-form").addEventListener("submit", function (e) {
+      e.preventDefault();
+      clearError();
+      var p;
+      try { p = runCode(); } catch (err) { showError(err); return; }
+      if (p) p.catch(function (err) { showError(err); });
+    });
+    $("code").addEventListener("keydown", function (e) {
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+        e.preventDefault();
+        $("code-form").requestSubmit();
+      }
+    });
+    $("code-interrupt").addEventListener("click", function () {
+      action($("code-interrupt"), interruptCode).then(function () {
+        $("code-interrupt").disabled = !state.codeCtl;
+      });
+    });
+    $("clear-cells").addEventListener("click", function () { $("cells").textContent = ""; });
     $("clear-output").addEventListener("click", function () { $("output").textContent = ""; });
     $("files-form").addEventListener("submit", function (e) {
       e.preventDefault();

@@ -15,6 +15,7 @@
 #define CLI_TIMED_OUT 124 /* exec/run: the command hit its timeout, as timeout(1) */
 
 struct client;
+struct nb_buf;
 
 struct cli_cmd {
     const char *name;
@@ -42,10 +43,22 @@ int cmd_ttl(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
  * prefix. CLI_OK, or CLI_FAIL after saying why.
  */
 int sandbox_resolve_id(struct client *c, const char *arg, char out[37]);
+/* b initialised to "/sandbox/<id><suffix>", the id %-encoded. */
+void sandbox_path(struct nb_buf *b, const char *id, const char *suffix);
 
 /* cmd_exec.c */
 int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_run(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+/* What code (cmd_code.c) shares with run: the text of a file ("-": stdin)
+ * appended to code, up to its cap, refused unless UTF-8 without NUL bytes
+ * (CLI_OK, else CLI_FAIL after saying why); and the HTTP timeout for code
+ * given timeout seconds to run (0: none). */
+int cli_read_text(const char *path, struct nb_buf *code);
+long cli_http_timeout(double timeout);
+
+/* cmd_code.c */
+int cmd_code(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_contexts(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 
 /* cmd_port.c */
 int cmd_port(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);

@@ -13,6 +13,9 @@
  * python3 with exactly those three arguments. One word after "--" is a
  * shell string as it is (`exec ID -- 'make && ./app'`).
  *
+ * (code, a cell of a sandbox's interpreter session, is cmd_code.c's: it
+ * reads its code and sets its timeout as run does, with the helpers below.)
+ *
  * exec asks for a streamed answer ("stream": true; not with --json, which
  * prints the one final object) and relays it event by event as it arrives;
  * /run answers once the program is over. An NDJSON answer
@@ -152,7 +155,7 @@ static void sh_quote(struct nb_buf *b, const char *word)
     nb_buf_append(b, "'", 1);
 }
 
-static long http_timeout(double timeout)
+long cli_http_timeout(double timeout)
 {
     return timeout > 0 ? (long)ceil(timeout) + EXEC_HTTP_MARGIN : 0L;
 }
@@ -271,7 +274,7 @@ int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     nb_url_escape(&path, id);
     nb_buf_printf(&path, "/exec");
     req.path = path.data;
-    req.timeout = http_timeout(timeout);
+    req.timeout = cli_http_timeout(timeout);
 
     if ((rc = client_call(c, &req, &a)) == CLI_OK)
         rc = exec_finish(&o, &a);
@@ -288,8 +291,7 @@ out:
 
 /* -------------------------------------------------------------------- run */
 
-/* The text of path ("-": stdin), capped. CLI_OK, else a message. */
-static int read_text(const char *path, struct nb_buf *code)
+int cli_read_text(const char *path, struct nb_buf *code)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "re") : stdin;
     const char *name = strcmp(path, "-") ? path : "stdin";
@@ -303,7 +305,7 @@ static int read_text(const char *path, struct nb_buf *code)
     }
     while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
         if (nb_buf_append(code, chunk, n) != NB_OK) {
-            fprintf(stderr, "nanobox: %s is larger than %u bytes\n", name, RUN_MAX_CODE);
+            fprintf(stderr, "nanobox: %s is larger than %zu bytes\n", name, code->cap);
             rc = CLI_FAIL;
             break;
         }
@@ -363,8 +365,8 @@ int cmd_run(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
         goto out;
     }
     o.timeout = timeout_s;
-    if ((rc = read_text(pos.v[1], &code)) != CLI_OK ||
-        (stdin_path != NULL && (rc = read_text(stdin_path, &input)) != CLI_OK))
+    if ((rc = cli_read_text(pos.v[1], &code)) != CLI_OK ||
+        (stdin_path != NULL && (rc = cli_read_text(stdin_path, &input)) != CLI_OK))
         goto out;
 
     g = nb_json_gen();
@@ -380,7 +382,7 @@ int cmd_run(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     }
     yajl_gen_map_close(g);
     req.body = body = nb_json_gen_take(g);
-    req.timeout = http_timeout(timeout);
+    req.timeout = cli_http_timeout(timeout);
 
     rc = client_call(c, &req, &a);
     if (rc == CLI_OK) {

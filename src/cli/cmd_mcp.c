@@ -37,9 +37,10 @@ static int stdio_api_call(void *ctx, const char *method, const char *path, const
 {
     struct client *c = ctx;
     size_t plen = strlen(path);
-    /* exec and run last as long as the command: the server enforces its timeout */
+    /* exec, run and code last as long as the command: the server enforces its timeout */
     int runs_code = !strcmp(method, "POST") &&
-                    (!strcmp(path, "/run") || (plen > 5 && !strcmp(path + plen - 5, "/exec")));
+                    (!strcmp(path, "/run") || (plen > 5 && !strcmp(path + plen - 5, "/exec")) ||
+                     (plen > 5 && !strcmp(path + plen - 5, "/code")));
     struct client_req req = {
         .method = method,
         .path = path,

@@ -93,8 +93,7 @@ int sandbox_resolve_id(struct client *c, const char *arg, char out[37])
     return CLI_FAIL;
 }
 
-/* "/sandbox/<id><suffix>" with the id %-encoded. */
-static void sandbox_path(struct nb_buf *b, const char *id, const char *suffix)
+void sandbox_path(struct nb_buf *b, const char *id, const char *suffix)
 {
     nb_buf_init(b, 4096);
     nb_buf_printf(b, "/sandbox/");

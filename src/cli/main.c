@@ -70,6 +70,30 @@ static const struct cli_cmd commands[] = {
      "LANGUAGE is one the server knows (python, sh with the default image). FILE \"-\"\n"
      "reads the code from stdin. The program's stdout and stderr go to ours, and\n"
      "nanobox exits with its exit status (124 if it timed out).\n"},
+    {"code", cmd_code,
+     "nanobox code ID [-c CODE | FILE | -] [--context C] [--language L] [--timeout S]\n"
+     "             [--save-images DIR]",
+     "run code in a sandbox's interpreter session (state kept between runs)",
+     "  -c CODE           the code to run (else FILE, or \"-\" for stdin)\n"
+     "  --context C       the session to run in (default: the language's own)\n"
+     "  --language L      python (default), javascript or bash\n"
+     "  --timeout S       interrupt the code after S seconds\n"
+     "  --save-images DIR write image results to DIR/image-N.png (or .jpg)\n"
+     "Runs like a notebook cell: what the code defines stays for the next \"nanobox code\"\n"
+     "in the same session. The sandbox needs the code interpreter's image\n"
+     "(nanobox create --image nanobox-python:latest). stdout and stderr stream to ours;\n"
+     "a result prints its text, an image \"[image/png 640x480, 23 KiB]\". An exception\n"
+     "prints its traceback on stderr and exits 1; a timeout exits 124.\n"},
+    {"contexts", cmd_contexts,
+     "nanobox contexts ID [ls]\n"
+     "       nanobox contexts ID create [--language L] [--cwd DIR]\n"
+     "       nanobox contexts ID rm CTX\n"
+     "       nanobox contexts ID restart CTX",
+     "list, create, remove or restart a sandbox's interpreter sessions",
+     "  --language L      python (default), javascript or bash\n"
+     "  --cwd DIR         the session's working directory (default /workspace)\n"
+     "\"create\" prints the new context's id, for nanobox code ID --context CTX.\n"
+     "\"restart\" starts the session afresh: its variables are gone.\n"},
     {"cp", cmd_cp, "nanobox cp LOCALPATH ID:PATH\n       nanobox cp ID:PATH LOCALPATH",
      "copy a file into or out of a sandbox",
      "A relative PATH is under /workspace. As with cp, a destination that is a\n"
@@ -96,13 +120,14 @@ static const char global_help[] =
     "  --json            print the server's JSON answers instead of text\n"
     "cli.conf is ~/.config/nanobox/cli.conf (\"url = ...\", \"api_key = ...\").\n"
     "Exit status: 0 success, 1 the server refused or could not be reached,\n"
-    "2 bad usage; exec and run exit with the command's status.\n";
+    "2 bad usage; exec and run exit with the command's status, code with 1 when\n"
+    "the code raised.\n";
 
 static void print_usage(FILE *f)
 {
     fprintf(f, "usage: nanobox [--url URL] [--key KEY] [--json] COMMAND ...\n\nCommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
-        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n%s\nSee \"nanobox COMMAND --help\" and docs/CLI.md.\n", global_help);
 }
 

@@ -48,7 +48,9 @@ static const char server_instructions[] =
     "sandbox_write_file, sandbox_read_file, sandbox_list_files and sandbox_open_port. Files "
     "live in ${workspace|the workspace directory (/workspace unless the server sets another)} "
     "and persist between calls until the sandbox is destroyed (sandbox_destroy, or its ttl "
-    "runs out). For a one-off snippet, run_code needs no sandbox.";
+    "runs out). For a one-off snippet, run_code needs no sandbox; with the sandbox_id of a "
+    "nanobox-python:latest sandbox it runs code in a session that keeps its variables, like "
+    "notebook cells, and returns plots as images.";
 
 /* ------------------------------------------------------------ the tools */
 
@@ -76,12 +78,20 @@ struct mcp_tool {
     void (*run)(struct tool_call *t);
 };
 
+/* A content item after the first: text, or an image (base64 data). */
+struct content_item {
+    const char *mime; /* an image's MIME type (static); NULL: text */
+    struct nb_buf data;
+};
+
 /* One tools/call in progress. */
 struct tool_call {
     struct mcp_session *s;
     const struct mcp_tool *tool;
     struct nb_jfield f[MCP_MAX_ARGS]; /* the arguments, in the tool's order */
     struct nb_buf text;               /* content[0].text */
+    struct content_item *items;       /* content[1..]: images and the text between them */
+    size_t n_items;
     int is_error;
     yajl_val structured;         /* structuredContent (owned), or NULL */
     const char *structured_omit; /* a top-level key left out of it */
@@ -112,7 +122,7 @@ static const struct mcp_arg create_args[] = {
      "Container image to run, one of the server's allowed images (${images|its images "
      "setting}; default: ${image|the first of them}). nanobox's own images: nanobox:latest "
      "has python3 and a POSIX shell; nanobox-python:latest adds numpy, pandas, matplotlib, "
-     "scipy, pip, node and git."},
+     "scipy, pip, node, git and the code interpreter that run_code uses with a sandbox_id."},
     {"ttl", NB_JT_INT, 0, NULL,
      "Lifetime in seconds; the sandbox and its files are destroyed after it (default: "
      "${default_ttl}; at most ${max_ttl})."},
@@ -187,13 +197,26 @@ static const struct mcp_arg list_args[] = {
 static const struct mcp_arg destroy_args[] = {ARG_SANDBOX_ID, ARG_END};
 
 static const struct mcp_arg run_args[] = {
-    {"language", NB_JT_STRING, 1, "python|sh",
-     "\"python\" (python3 -c CODE) or \"sh\" (/bin/sh -c CODE)."},
-    {"code", NB_JT_STRING, 1, NULL, "The program's source text."},
+    {"language", NB_JT_STRING, 0, "python|sh|javascript|bash",
+     "Without sandbox_id: \"python\" (python3 -c CODE, the default) or \"sh\" (/bin/sh -c "
+     "CODE). With sandbox_id: \"python\" (the default), \"javascript\" (node) or \"bash\" "
+     "(\"sh\" means bash there); leave it out when context names a session."},
+    {"code", NB_JT_STRING, 1, NULL,
+     "The source text: a whole program, or with sandbox_id the next cell of the session."},
     {"timeout", NB_JT_NUMBER, 0, NULL,
-     "Seconds before the program is killed (default: ${exec_timeout}; at least 0.001, at most "
-     "${exec_timeout_max})."},
-    {"stdin", NB_JT_STRING, 0, NULL, "Text the program reads on its standard input."},
+     "Seconds before the program is killed, or with sandbox_id the cell interrupted (default: "
+     "${exec_timeout}; at least 0.001, at most ${exec_timeout_max})."},
+    {"stdin", NB_JT_STRING, 0, NULL,
+     "Text the program reads on its standard input (only without sandbox_id)."},
+    {"sandbox_id", NB_JT_STRING, 0, NULL,
+     "Run in this sandbox's interpreter session instead of once: variables, imports and "
+     "definitions stay for the next run_code with the same sandbox_id, like notebook cells. "
+     "The sandbox must have the code interpreter (sandbox_create with image "
+     "nanobox-python:latest)."},
+    {"context", NB_JT_STRING, 0, NULL,
+     "With sandbox_id: the session to run in (its id, e.g. \"ctx-…\"); default: the "
+     "language's own session (\"python\", \"javascript\" or \"bash\"), created on first "
+     "use."},
     ARG_END};
 
 static const struct mcp_tool tools[] = {
@@ -235,11 +258,17 @@ static const struct mcp_tool tools[] = {
     {"sandbox_destroy", "Destroy a sandbox",
      "Destroy a sandbox now: its processes are killed, its files and open ports are gone.",
      destroy_args, HINT_DESTRUCTIVE | HINT_IDEMPOTENT, tool_sandbox_destroy},
-    {"run_code", "Run code once",
-     "Run a Python or shell program once in a fresh sandbox that is destroyed afterwards, "
-     "and return its exit code, stdout, stderr and whether it timed out or its output was "
-     "truncated. Nothing persists between calls: for several steps on the same files use "
-     "sandbox_create and sandbox_exec.",
+    {"run_code", "Run code",
+     "Run code and return what it printed. Without sandbox_id: a Python or shell program runs "
+     "once in a fresh sandbox that is destroyed afterwards; the answer has its exit code, "
+     "stdout, stderr and whether it timed out or its output was truncated (capped at "
+     "${max_output}), and nothing persists between calls. With sandbox_id: the code runs in "
+     "that sandbox's interpreter session (a Jupyter kernel for python; javascript and bash "
+     "too), which keeps variables, imports and definitions between calls like notebook cells; "
+     "the answer has stdout, stderr, the value of the last expression, each figure or image "
+     "(matplotlib plots) as an image, HTML (e.g. a pandas table) as text when there is no "
+     "plain text, and an exception's traceback as an error result. Create the sandbox once "
+     "with sandbox_create (image nanobox-python:latest) and reuse its id.",
      run_args, 0, tool_run_code},
 };
 #define N_TOOLS (sizeof(tools) / sizeof(tools[0]))
@@ -519,6 +548,15 @@ static const char *arg_str(struct tool_call *t, const char *name)
 static void tool_fail(struct tool_call *t, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+static void items_free(struct tool_call *t)
+{
+    for (size_t i = 0; i < t->n_items; i++)
+        nb_buf_free(&t->items[i].data);
+    free(t->items);
+    t->items = NULL;
+    t->n_items = 0;
+}
+
 /* Make t an isError result saying why. */
 static void tool_fail(struct tool_call *t, const char *fmt, ...)
 {
@@ -530,9 +568,44 @@ static void tool_fail(struct tool_call *t, const char *fmt, ...)
     va_end(ap);
     nb_buf_reset(&t->text);
     nb_buf_printf(&t->text, "%s", msg);
+    items_free(t);
     t->is_error = 1;
     yajl_tree_free(t->structured);
     t->structured = NULL;
+}
+
+static struct content_item *item_push(struct tool_call *t, const char *mime)
+{
+    struct content_item *it;
+
+    t->items = nb_xrealloc(t->items, (t->n_items + 1) * sizeof(*t->items));
+    it = &t->items[t->n_items++];
+    it->mime = mime;
+    nb_buf_init(&it->data, MCP_MAX_TEXT);
+    return it;
+}
+
+/* Where the next text goes: content[0] until an image came, then the text item after it. */
+static struct nb_buf *text_out(struct tool_call *t)
+{
+    if (t->n_items == 0)
+        return &t->text;
+    if (t->items[t->n_items - 1].mime == NULL)
+        return &t->items[t->n_items - 1].data;
+    return &item_push(t, NULL)->data;
+}
+
+/* An image content item: b64 as the API gave it, without the line breaks some kernels add. */
+static void add_image(struct tool_call *t, const char *mime, const char *b64)
+{
+    struct content_item *it = item_push(t, mime);
+
+    while (*b64 != '\0') {
+        size_t n = strcspn(b64, "\r\n \t");
+        nb_buf_append(&it->data, b64, n);
+        b64 += n;
+        b64 += strspn(b64, "\r\n \t");
+    }
 }
 
 /* An API call's outcome. */
@@ -689,11 +762,211 @@ static void tool_sandbox_exec(struct tool_call *t)
     free(body);
 }
 
+/* text, ended by a newline unless empty */
+static void put_block(struct nb_buf *b, const char *text)
+{
+    size_t n = strlen(text);
+
+    nb_buf_append(b, text, n);
+    if (n > 0 && text[n - 1] != '\n')
+        nb_buf_append(b, "\n", 1);
+}
+
+/* The MIME types of a result that become MCP image content. */
+static const char *const image_mimes[] = {"image/png", "image/jpeg", NULL};
+
+/*
+ * One result of a code run ({"is_main_result", "data": {MIME: value}}): its
+ * text/plain as text; without one, the first other text form, labelled with
+ * its type (so HTML, a pandas table, reads as HTML); each PNG or JPEG as an
+ * image item.
+ */
+static void put_code_result(struct tool_call *t, yajl_val res)
+{
+    static const char *const text_mimes[] = {"text/markdown",    "text/html",     "text/latex",
+                                             "application/json", "image/svg+xml", NULL};
+    yajl_val data = member(res, "data"), plain = member(data, "text/plain");
+    const char *label = YAJL_IS_TRUE(member(res, "is_main_result")) ? "result" : "display";
+    int images = 0;
+    size_t i;
+
+    if (data == NULL || !YAJL_IS_OBJECT(data))
+        return;
+    for (i = 0; image_mimes[i] != NULL; i++)
+        images += YAJL_IS_STRING(member(data, image_mimes[i]));
+    for (i = 0; text_mimes[i] != NULL && member(data, text_mimes[i]) == NULL; i++)
+        ;
+    if (images > 0 && text_mimes[i] != NULL && !strcmp(text_mimes[i], "image/svg+xml"))
+        i++; /* the image says it better than its SVG source */
+    if (YAJL_IS_STRING(plain)) {
+        nb_buf_printf(text_out(t), "--- %s ---\n", label);
+        put_block(text_out(t), plain->u.string);
+    } else if (text_mimes[i] != NULL) {
+        struct nb_buf v;
+        nb_buf_init(&v, MCP_MAX_TEXT);
+        put_value(&v, member(data, text_mimes[i]));
+        nb_buf_printf(text_out(t), "--- %s (%s) ---\n", label, text_mimes[i]);
+        put_block(text_out(t), v.data != NULL ? v.data : "");
+        nb_buf_free(&v);
+    } else if (images == 0) {
+        nb_buf_printf(text_out(t), "--- %s ---\n(no text form; its types:", label);
+        for (size_t k = 0; k < data->u.object.len; k++)
+            nb_buf_printf(text_out(t), " %s", data->u.object.keys[k]);
+        nb_buf_printf(text_out(t), ")\n");
+    }
+    for (i = 0; image_mimes[i] != NULL; i++) {
+        yajl_val img = member(data, image_mimes[i]);
+        if (YAJL_IS_STRING(img))
+            add_image(t, image_mimes[i], img->u.string);
+    }
+}
+
+/* The collected answer of POST /sandbox/{id}/code: text, images, and the error if any. */
+static void put_code_answer(struct tool_call *t, yajl_val r)
+{
+    static const char *const keys[] = {"status", "context", "language", "execution_count", NULL};
+    const char *out = member_str(r, "stdout"), *err = member_str(r, "stderr");
+    yajl_val results = member(r, "results"), error = member(r, "error");
+    int any = 0;
+
+    put_fields(&t->text, r, keys);
+    if (YAJL_IS_TRUE(member(r, "timed_out")))
+        nb_buf_printf(&t->text, "timed_out: true (the code was interrupted)\n");
+    if (YAJL_IS_TRUE(member(r, "truncated")))
+        nb_buf_printf(&t->text, "truncated: true (output past the server's cap was dropped)\n");
+    if (YAJL_IS_TRUE(member(r, "kernel_restarted")))
+        nb_buf_printf(&t->text, "kernel_restarted: true (the session's kernel had died: a new one "
+                                "ran this code, and what earlier calls defined is gone)\n");
+    if (out[0] != '\0') {
+        nb_buf_printf(&t->text, "--- stdout ---\n");
+        put_block(&t->text, out);
+        any = 1;
+    }
+    if (err[0] != '\0') {
+        nb_buf_printf(&t->text, "--- stderr ---\n");
+        put_block(&t->text, err);
+        any = 1;
+    }
+    for (size_t i = 0; results != NULL && YAJL_IS_ARRAY(results) && i < results->u.array.len; i++) {
+        put_code_result(t, results->u.array.values[i]);
+        any = 1;
+    }
+    if (error != NULL && YAJL_IS_OBJECT(error)) {
+        const char *tb = member_str(error, "traceback");
+        nb_buf_printf(text_out(t), "--- error ---\n%s: %s\n", member_str(error, "name"),
+                      member_str(error, "value"));
+        put_block(text_out(t), tb);
+        t->is_error = 1; /* the code raised: the model reads why */
+        any = 1;
+    }
+    if (!any)
+        nb_buf_printf(&t->text, "(no output)\n");
+}
+
+/* Remove member key from object o, if there. */
+static void drop_member(yajl_val o, const char *key)
+{
+    for (size_t i = 0; o != NULL && YAJL_IS_OBJECT(o) && i < o->u.object.len; i++) {
+        size_t after = o->u.object.len - i - 1;
+        char *owned; /* yajl allocated the key: const only to its readers */
+        if (strcmp(o->u.object.keys[i], key) != 0)
+            continue;
+        memcpy(&owned, &o->u.object.keys[i], sizeof(owned));
+        free(owned);
+        yajl_tree_free(o->u.object.values[i]);
+        memmove(&o->u.object.keys[i], &o->u.object.keys[i + 1], after * sizeof(char *));
+        memmove(&o->u.object.values[i], &o->u.object.values[i + 1], after * sizeof(yajl_val));
+        o->u.object.len--;
+        return;
+    }
+}
+
+/* run_code with a sandbox_id: a cell of the sandbox's session (POST /sandbox/{id}/code). */
+static void run_in_sandbox(struct tool_call *t)
+{
+    const char *lang = arg(t, "language") != NULL ? arg_str(t, "language") : NULL;
+    struct api_answer a;
+    struct nb_buf path;
+    yajl_val results;
+    yajl_gen g;
+    char *body;
+
+    if (arg(t, "stdin") != NULL) {
+        tool_fail(t, "error: stdin is for a one-off run_code (without sandbox_id); in a session, "
+                     "put the data in the code or in a file (sandbox_write_file)");
+        return;
+    }
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "code", arg_str(t, "code"));
+    if (arg(t, "context") != NULL)
+        nb_json_kv_str(g, "context", arg_str(t, "context"));
+    if (lang != NULL) /* a session's shell is bash */
+        nb_json_kv_str(g, "language", !strcmp(lang, "sh") ? "bash" : lang);
+    if (arg(t, "timeout") != NULL) {
+        nb_json_cstr(g, "timeout");
+        nb_json_tree(g, arg(t, "timeout"));
+    }
+    yajl_gen_map_close(g);
+    body = nb_json_gen_take(g);
+    sandbox_path(&path, t, "/code");
+    if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) == 0) {
+        put_code_answer(t, a.json);
+        /* the images are content items already: not twice in the reply */
+        results = member(a.json, "results");
+        for (size_t i = 0; results != NULL && YAJL_IS_ARRAY(results) && i < results->u.array.len;
+             i++)
+            for (size_t k = 0; image_mimes[k] != NULL; k++)
+                drop_member(member(results->u.array.values[i], "data"), image_mimes[k]);
+        keep_structured(t, &a, NULL);
+    } else if (!strcmp(member_str(a.json, "code"), "no_kernel")) {
+        nb_buf_printf(&t->text, "\nA session needs a sandbox created with image "
+                                "nanobox-python:latest (sandbox_create); without sandbox_id, "
+                                "run_code runs python or sh once.");
+    } else if (!strcmp(member_str(a.json, "code"), "unknown_context")) {
+        nb_buf_printf(&t->text, "\nLeave context out to use the language's own session.");
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+    free(body);
+}
+
 static void tool_run_code(struct tool_call *t)
 {
+    const char *lang = arg(t, "language") != NULL ? arg_str(t, "language") : "python";
     struct api_answer a;
-    char *body = body_from_args(t, NULL);
+    yajl_gen g;
+    char *body;
 
+    if (arg(t, "sandbox_id") != NULL) {
+        run_in_sandbox(t);
+        return;
+    }
+    if (arg(t, "context") != NULL) {
+        tool_fail(t, "error: context names a session in a sandbox: give its sandbox_id too");
+        return;
+    }
+    if (strcmp(lang, "python") != 0 && strcmp(lang, "sh") != 0) {
+        tool_fail(t,
+                  "error: a one-off run_code (without sandbox_id) runs python or sh; %s runs "
+                  "in a sandbox's session: create one with sandbox_create (image "
+                  "nanobox-python:latest) and pass its sandbox_id",
+                  lang);
+        return;
+    }
+    /* the one-off run, as POST /run takes it */
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "language", lang);
+    nb_json_kv_str(g, "code", arg_str(t, "code"));
+    if (arg(t, "timeout") != NULL) {
+        nb_json_cstr(g, "timeout");
+        nb_json_tree(g, arg(t, "timeout"));
+    }
+    if (arg(t, "stdin") != NULL)
+        nb_json_kv_str(g, "stdin", arg_str(t, "stdin"));
+    yajl_gen_map_close(g);
+    body = nb_json_gen_take(g);
     if (api_call(t, "POST", "/run", body, strlen(body), "application/json", &a) == 0) {
         put_exec_result(t, a.json);
         keep_structured(t, &a, NULL);
@@ -701,6 +974,7 @@ static void tool_run_code(struct tool_call *t)
     api_answer_free(&a);
     free(body);
 }
+
 static void tool_sandbox_write_file(struct tool_call *t)
 {
     struct api_answer a;
@@ -1184,6 +1458,16 @@ static int do_tools_call(struct mcp_session *s, yajl_val id, yajl_val params, st
     nb_json_cstr(g, "text");
     nb_json_str(g, t.text.data != NULL ? t.text.data : "", t.text.len);
     yajl_gen_map_close(g);
+    for (size_t i = 0; i < t.n_items; i++) {
+        const struct content_item *it = &t.items[i];
+        yajl_gen_map_open(g);
+        nb_json_kv_str(g, "type", it->mime != NULL ? "image" : "text");
+        nb_json_cstr(g, it->mime != NULL ? "data" : "text");
+        nb_json_str(g, it->data.data != NULL ? it->data.data : "", it->data.len);
+        if (it->mime != NULL)
+            nb_json_kv_str(g, "mimeType", it->mime);
+        yajl_gen_map_close(g);
+    }
     yajl_gen_array_close(g);
     if (t.structured != NULL && !t.is_error && version_at_least(s, "2025-06-18")) {
         nb_json_cstr(g, "structuredContent");
@@ -1202,6 +1486,7 @@ static int do_tools_call(struct mcp_session *s, yajl_val id, yajl_val params, st
     reply_result(out, id, g);
 
     yajl_tree_free(t.structured);
+    items_free(&t);
     nb_buf_free(&t.text);
     return MCP_REPLY;
 }

@@ -398,6 +398,15 @@ def test_a_server_that_is_not_nanobox_is_a_readable_error(cli, fake_server):
     ["port", "open", "x", "99999"],
     ["run", "python"],
     ["cp", "a"],
+    ["code"],
+    ["code", "x"],
+    ["code", "x", "-c", "1", "file.py"],
+    ["code", "x", "-c", ""],
+    ["code", "x", "-c", "1", "--timeout", "0"],
+    ["contexts"],
+    ["contexts", "x", "bogus"],
+    ["contexts", "x", "rm"],
+    ["contexts", "x", "ls", "--language", "python"],
 ])
 def test_bad_usage_exits_2_with_usage_on_stderr(cli, args):
     r = cli.run(*args, url=False, key=False)
@@ -406,7 +415,8 @@ def test_bad_usage_exits_2_with_usage_on_stderr(cli, args):
 
 
 @pytest.mark.parametrize("args", [["help"], ["--help"], ["help", "exec"], ["exec", "--help"],
-                                  ["port", "--help"], ["create", "-h"]])
+                                  ["port", "--help"], ["create", "-h"], ["code", "--help"],
+                                  ["contexts", "--help"]])
 def test_help_prints_usage_and_exits_0(cli, args):
     r = cli.run(*args, url=False, key=False)
     assert r.returncode == 0 and r.stdout.startswith("usage: nanobox") and r.stderr == ""
@@ -621,3 +631,239 @@ def test_exec_stream_without_exit_event_is_an_error(cli, fake_server):
     fake_server.stream = lambda: iter([b'{"type":"stdout","data":"x"}\n'])
     r = cli.run("--url", fake_server.url, "exec", "11111111-2222-4333-8444-555555555555", "true")
     assert r.returncode == 1 and "stream ended early" in r.stderr
+
+
+# ------------------------------------------------ code and contexts, faked
+#
+# The events of POST /sandbox/{id}/code (docs/API.md) from the fake server:
+# what the CLI does with each, whatever the kernel behind them.
+
+SID = "11111111-2222-4333-8444-555555555555"
+
+
+def tiny_png(width=3, height=2):
+    """A valid PNG of width x height black pixels."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff))
+    raw = b"".join(b"\x00" + b"\x00" * width * 3 for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def ndjson(*events):
+    return b"".join(json.dumps(e).encode() + b"\n" for e in events)
+
+
+END_OK = {"type": "end", "context": "python", "language": "python", "status": "ok", "execution_count": 1,
+          "timed_out": False, "truncated": False, "kernel_restarted": False, "duration_ms": 5}
+
+
+def test_code_streams_output_results_and_images_as_they_arrive(cli, fake_server, tmp_path):
+    import base64
+    png = tiny_png(640, 480)
+    first_seen = threading.Event()
+
+    def stream():
+        yield ndjson({"type": "stdout", "text": "first\n"})
+        assert first_seen.wait(20), "the CLI did not print the first event before the rest came"
+        yield ndjson({"type": "stderr", "text": "warn\n"},
+                     {"type": "result", "is_main_result": False,
+                      "data": {"text/plain": "<Figure size 640x480 with 1 Axes>",
+                               "image/png": base64.encodebytes(png).decode()}},
+                     {"type": "result", "is_main_result": True, "data": {"text/plain": "42",
+                                                                         "text/html": "<b>42</b>"}},
+                     {"type": "execution_count", "execution_count": 1}, END_OK)
+    fake_server.stream = stream
+    out_dir = tmp_path / "imgs"
+    p = subprocess.Popen([str(CLI_BIN), "--url", fake_server.url, "--key", "k", "code", SID, "-c", "x + 1",
+                          "--context", "ctx-0123456789ab", "--timeout", "7.5", "--save-images", str(out_dir)],
+                         env=cli.env(url=False, key=False), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline() == "first\n"
+        first_seen.set()
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    assert err == "warn\n"
+    # the image line says what it is and where it went; the main result's text/plain follows
+    size = f"{len(png)} bytes" if len(png) < 1024 else f"{len(png) / 1024:.1f} KiB"
+    assert out == f"[image/png 640x480, {size}] saved as {out_dir}/image-1.png\n42\n", out
+    assert (out_dir / "image-1.png").read_bytes() == png
+    method, path, headers, body = fake_server.requests[0]
+    assert (method, path) == ("POST", f"/sandbox/{SID}/code")
+    assert json.loads(body) == {"code": "x + 1", "context": "ctx-0123456789ab", "timeout": 7.5, "stream": True}
+
+
+def test_code_reads_a_file_or_stdin_and_prints_image_lines_without_saving(cli, fake_server, tmp_path):
+    import base64
+    fake_server.stream = lambda: iter([ndjson(
+        {"type": "result", "is_main_result": False, "data": {"image/png": base64.b64encode(tiny_png()).decode()}},
+        {"type": "result", "is_main_result": False, "data": {"text/html": "<table></table>"}}, END_OK)])
+    f = tmp_path / "cell.py"
+    f.write_text("print('from a file')\n")
+    r = cli.run("--url", fake_server.url, "code", SID, f, "--language", "python")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"[image/png 3x2, {len(tiny_png())} bytes]\n[text/html result: --json shows it]\n"
+    assert json.loads(fake_server.requests[-1][3])["code"] == "print('from a file')\n"
+    assert json.loads(fake_server.requests[-1][3])["language"] == "python"
+    r = cli.run("--url", fake_server.url, "code", SID, "-", input="1 + 1\n")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(fake_server.requests[-1][3])["code"] == "1 + 1\n"
+
+
+def test_code_exception_prints_the_traceback_and_exits_1(cli, fake_server):
+    fake_server.stream = lambda: iter([ndjson(
+        {"type": "stdout", "text": "before\n"},
+        {"type": "error", "name": "ZeroDivisionError", "value": "division by zero",
+         "traceback": "Traceback (most recent call last):\n  1/0\nZeroDivisionError: division by zero"},
+        {**END_OK, "status": "error"})])
+    r = cli.run("--url", fake_server.url, "code", SID, "-c", "print('before'); 1/0")
+    assert r.returncode == 1
+    assert r.stdout == "before\n"
+    assert r.stderr == "Traceback (most recent call last):\n  1/0\nZeroDivisionError: division by zero\n"
+
+
+def test_code_timeout_exits_124_and_a_dead_kernel_is_noted(cli, fake_server):
+    fake_server.stream = lambda: iter([ndjson(
+        {"type": "stdout", "text": "started"},
+        {**END_OK, "status": "timed_out", "timed_out": True, "kernel_restarted": True, "truncated": True})])
+    r = cli.run("--url", fake_server.url, "code", SID, "--timeout", "2", "-c", "while True: pass")
+    assert r.returncode == 124 and r.stdout == "started"
+    assert "timed out after 2 s and was interrupted" in r.stderr
+    assert "kernel had died" in r.stderr and "truncated" in r.stderr
+
+
+def test_code_stream_errors_are_readable(cli, fake_server):
+    fake_server.stream = lambda: iter([ndjson({"type": "stdout", "text": "x"})])
+    r = cli.run("--url", fake_server.url, "code", SID, "-c", "x")
+    assert r.returncode == 1 and "stream ended early" in r.stderr
+    fake_server.stream = lambda: iter([ndjson({"type": "error", "error": "the sandbox went away",
+                                               "code": "agent_gone"})])
+    r = cli.run("--url", fake_server.url, "code", SID, "-c", "x")
+    assert r.returncode == 1 and "nanobox: the sandbox went away (agent_gone)" in r.stderr
+
+
+def test_code_json_prints_the_collected_answer(cli, fake_server):
+    answer = {"context": "python", "language": "python", "stdout": "hi\n", "stderr": "",
+              "results": [], "error": {"name": "E", "value": "v", "traceback": "tb"},
+              "execution_count": 2, "status": "error", "timed_out": False, "truncated": False,
+              "kernel_restarted": False, "duration_ms": 3}
+    fake_server.reply(200, "application/json", json.dumps(answer).encode())
+    r = cli.run("--url", fake_server.url, "--json", "code", SID, "-c", "raise E")
+    assert r.returncode == 1, r.stderr
+    assert json.loads(r.stdout) == answer and r.stderr == ""
+    assert json.loads(fake_server.requests[-1][3]) == {"code": "raise E"}   # no stream asked
+    # a server that answers collected when a stream was asked is understood too
+    r = cli.run("--url", fake_server.url, "code", SID, "-c", "raise E")
+    assert r.returncode == 1 and r.stdout == "hi\n" and r.stderr == "tb\n"
+
+
+def test_contexts_commands_call_their_routes(cli, fake_server):
+    info = {"id": "ctx-0123456789ab", "language": "javascript", "cwd": "/tmp", "state": "idle",
+            "executions": 3, "created_at": 1764600000}
+    fake_server.reply(200, "application/json", json.dumps({"contexts": [info]}).encode())
+    r = cli.run("--url", fake_server.url, "contexts", SID)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["ID", "LANGUAGE", "STATE", "EXECUTIONS", "CWD", "CREATED"]
+    assert lines[1].split()[:5] == ["ctx-0123456789ab", "javascript", "idle", "3", "/tmp"]
+    assert fake_server.requests[-1][:2] == ("GET", f"/sandbox/{SID}/contexts")
+
+    fake_server.reply(201, "application/json", json.dumps(info).encode())
+    r = cli.run("--url", fake_server.url, "contexts", SID, "create", "--language", "javascript", "--cwd", "/tmp")
+    assert r.returncode == 0 and r.stdout == "ctx-0123456789ab\n", r.stderr
+    method, path, _, body = fake_server.requests[-1]
+    assert (method, path) == ("POST", f"/sandbox/{SID}/contexts")
+    assert json.loads(body) == {"language": "javascript", "cwd": "/tmp"}
+
+    fake_server.reply(200, "application/json", json.dumps(info).encode())
+    r = cli.run("--url", fake_server.url, "contexts", SID, "restart", "ctx-0123456789ab")
+    assert r.returncode == 0 and "restarted context ctx-0123456789ab" in r.stdout, r.stderr
+    assert fake_server.requests[-1][:2] == ("POST", f"/sandbox/{SID}/contexts/ctx-0123456789ab/restart")
+
+    fake_server.reply(204, "application/json", b"")
+    r = cli.run("--url", fake_server.url, "--json", "contexts", SID, "rm", "ctx-0123456789ab")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"sandboxId": SID, "context": "ctx-0123456789ab", "deleted": True}
+    assert fake_server.requests[-1][:2] == ("DELETE", f"/sandbox/{SID}/contexts/ctx-0123456789ab")
+
+    fake_server.reply(404, "application/json", b'{"error":"no context \'ctx-9\'","code":"unknown_context"}')
+    assert_readable_error(cli.run("--url", fake_server.url, "contexts", SID, "rm", "ctx-9"), "unknown_context")
+
+
+# -------------------------------------------------- code and contexts, live
+
+def code_sandbox(cli):
+    """A sandbox of the code interpreter's image, made by the CLI."""
+    return cli.create("--image", nbtest.PYTHON_IMAGE, "--ttl", "600")
+
+
+def code_ok(cli, *args, **kw):
+    r = cli.run("code", *args, **kw)
+    if r.returncode == 1 and "no_route" in r.stderr:
+        pytest.fail(f"the server does not serve POST /sandbox/ID/code yet: {r.stderr}")
+    return r
+
+
+@nbtest.needs_image(nbtest.PYTHON_IMAGE)
+def test_code_keeps_state_between_runs(cli):
+    sid = code_sandbox(cli)
+    r = code_ok(cli, sid, "-c", "x = 41")
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == "", r
+    r = code_ok(cli, sid, "-c", "print(x + 1)")
+    assert r.returncode == 0 and r.stdout == "42\n", r
+    r = code_ok(cli, sid[:8], "-c", "x * 2")          # an id prefix works; the last value prints
+    assert r.returncode == 0 and r.stdout == "82\n", r
+    r = code_ok(cli, sid, "--json", "-c", "x")
+    assert r.returncode == 0 and json.loads(r.stdout)["results"][0]["data"]["text/plain"] == "41", r
+
+
+@nbtest.needs_image(nbtest.PYTHON_IMAGE)
+def test_code_plot_prints_an_image_line_and_saves_the_png(cli, tmp_path):
+    sid = code_sandbox(cli)
+    r = code_ok(cli, sid, "--save-images", tmp_path, "-c",
+                "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()")
+    assert r.returncode == 0, r
+    assert re.fullmatch(r"\[image/png \d+x\d+, [\d.]+ KiB\] saved as .*/image-1\.png\n", r.stdout), r.stdout
+    assert (tmp_path / "image-1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@nbtest.needs_image(nbtest.PYTHON_IMAGE)
+def test_code_exception_and_timeout_exit_statuses(cli):
+    sid = code_sandbox(cli)
+    r = code_ok(cli, sid, "-c", "print('before')\n1 / 0")
+    assert r.returncode == 1 and r.stdout == "before\n", r
+    assert "ZeroDivisionError" in r.stderr and "1 / 0" in r.stderr, r.stderr
+    r = code_ok(cli, sid, "--timeout", "1", "-c", "import time\nprint('sleeping', flush=True)\ntime.sleep(30)")
+    assert r.returncode == 124 and r.stdout == "sleeping\n", r
+    assert "timed out after 1 s" in r.stderr
+    # the session lives on after the interrupt
+    assert code_ok(cli, sid, "-c", "print('still here')").stdout == "still here\n"
+
+
+@nbtest.needs_image(nbtest.PYTHON_IMAGE)
+def test_contexts_create_run_restart_rm(cli):
+    sid = code_sandbox(cli)
+    r = cli.run("contexts", sid, "create", "--cwd", "/tmp")
+    if r.returncode == 1 and "no_route" in r.stderr:
+        pytest.fail(f"the server does not serve /sandbox/ID/contexts yet: {r.stderr}")
+    assert r.returncode == 0, r
+    ctx = r.stdout.strip()
+    assert re.fullmatch(r"ctx-[0-9a-f]{12}", ctx), r.stdout
+    assert code_ok(cli, sid, "--context", ctx, "-c", "import os\ny = 5\nprint(os.getcwd())").stdout == "/tmp\n"
+    rows = [line.split() for line in cli.ok("contexts", sid).stdout.splitlines()[1:]]
+    assert [ctx, "python"] in [row[:2] for row in rows], rows
+    cli.ok("contexts", sid, "restart", ctx)
+    r = code_ok(cli, sid, "--context", ctx, "-c", "y")
+    assert r.returncode == 1 and "NameError" in r.stderr, r     # restarted: y is gone
+    assert cli.ok("contexts", sid, "rm", ctx).stdout == f"deleted context {ctx} of {sid}\n"
+    assert_readable_error(cli.run("contexts", sid, "rm", ctx), "unknown_context")
+    assert_readable_error(code_ok(cli, sid, "--context", ctx, "-c", "1"), "unknown_context")

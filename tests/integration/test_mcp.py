@@ -73,17 +73,23 @@ def run_client(node, stack, *args, env=None):
 
 
 def _forget(stack, summary):
-    sid = summary.get("sandboxId") if summary else None
-    if sid:
-        requests.delete(f"{stack.url}/sandbox/{sid}", headers={"Authorization": f"Bearer {stack.api_key}"},
-                        timeout=60)
+    for key in ("sandboxId", "codeSandboxId"):
+        sid = summary.get(key) if summary else None
+        if sid:
+            requests.delete(f"{stack.url}/sandbox/{sid}", headers={"Authorization": f"Bearer {stack.api_key}"},
+                            timeout=60)
+
+
+def _code_args():
+    """The session part of the scenario, when the code interpreter's image is there."""
+    return ["--code-image", nbtest.PYTHON_IMAGE] if nbtest.image_present(nbtest.PYTHON_IMAGE) else []
 
 
 @pytest.fixture(scope="module")
 def stdio_run(stack, mcp_sdk, tmp_path_factory):
     """The scenario through `nanobox mcp` (SDK StdioClientTransport)."""
     home = tmp_path_factory.mktemp("mcp-home")
-    summary = run_client(mcp_sdk, stack, "--transport", "stdio", "--bin", str(CLI_BIN),
+    summary = run_client(mcp_sdk, stack, "--transport", "stdio", "--bin", str(CLI_BIN), *_code_args(),
                          env={"NANOBOX_URL": stack.url, "NANOBOX_API_KEY": stack.api_key,
                               "HOME": str(home)})
     yield summary
@@ -94,7 +100,7 @@ def stdio_run(stack, mcp_sdk, tmp_path_factory):
 def http_run(stack, mcp_sdk):
     """The scenario through POST /mcp (SDK StreamableHTTPClientTransport)."""
     summary = run_client(mcp_sdk, stack, "--transport", "http", "--url", f"{stack.url}/mcp",
-                         "--key", stack.api_key)
+                         "--key", stack.api_key, *_code_args())
     yield summary
     _forget(stack, summary)
 
@@ -148,7 +154,10 @@ def test_sdk_lists_the_tools_with_schemas_and_descriptions(run):
     exec_schema = tools["sandbox_exec"]["inputSchema"]
     assert set(exec_schema["required"]) == {"sandbox_id", "command"}
     assert exec_schema["properties"]["timeout"]["type"] == "number"
-    assert tools["run_code"]["inputSchema"]["properties"]["language"]["enum"] == ["python", "sh"]
+    run_schema = tools["run_code"]["inputSchema"]
+    assert run_schema["properties"]["language"]["enum"] == ["python", "sh", "javascript", "bash"]
+    assert run_schema["required"] == ["code"]
+    assert {"sandbox_id", "context"} <= set(run_schema["properties"])
     assert tools["sandbox_destroy"]["annotations"]["destructiveHint"] is True
     assert tools["sandbox_list"]["annotations"]["readOnlyHint"] is True
 
@@ -249,6 +258,54 @@ def test_sdk_api_error_is_an_error_result_with_the_api_message(run):
 def test_sdk_run_code_runs_once(run):
     s = ok_step(run, "run_code")
     assert s["text"].startswith("exit_code: 0\n") and "--- stdout ---\n42\n" in s["text"], s["text"]
+
+
+def code_step(summary, name):
+    """A step of the session part (run_code with a sandbox_id)."""
+    if "codeSandboxId" not in summary:
+        pytest.skip(f"image {nbtest.PYTHON_IMAGE} missing: build it with src/setup/image.sh python")
+    s = step(summary, name)
+    if s["isError"] and "no_route" in s["text"]:
+        pytest.fail(f"step {name}: the server does not serve POST /sandbox/ID/code yet: {s['text']}")
+    return s
+
+
+def test_sdk_run_code_in_a_sandbox_keeps_state(run):
+    assert code_step(run, "code_create")["isError"] is False
+    s = code_step(run, "code_set")
+    assert s["isError"] is False and s["text"].startswith("status: ok\n"), s
+    s = code_step(run, "code_get")
+    assert s["isError"] is False, s
+    assert "--- stdout ---\n42\n" in s["text"], s["text"]
+    assert "context: python\n" in s["text"], s["text"]
+    if run["protocolVersion"] >= "2025-06-18":
+        assert s["structured"]["stdout"] == "42\n" and s["structured"]["error"] is None, s
+
+
+def test_sdk_run_code_in_a_sandbox_returns_the_last_value(run):
+    s = code_step(run, "code_value")
+    assert s["isError"] is False and "--- result ---\n82\n" in s["text"], s
+
+
+def test_sdk_run_code_plot_is_an_image_item(run):
+    s = code_step(run, "code_plot")
+    assert s["isError"] is False, s
+    assert "image" in s["types"], s
+    img = s["images"][0]
+    assert img["mimeType"] == "image/png" and img["png"] and img["bytes"] > 1000, s["images"]
+    if run["protocolVersion"] >= "2025-06-18":
+        # the bytes travel once: as the image item, not again in structuredContent
+        data = s["structured"]["results"][0]["data"]
+        assert "image/png" not in data and "text/plain" in data, data
+
+
+def test_sdk_run_code_exception_is_an_error_result_with_its_traceback(run):
+    s = code_step(run, "code_raise")
+    assert s["isError"] is True, s
+    assert "--- stdout ---\nbefore\n" in s["text"], s["text"]
+    assert "--- error ---\nZeroDivisionError: division by zero\n" in s["text"], s["text"]
+    assert "1 / 0" in s["text"], s["text"]   # the traceback shows the line
+    ok_step(run, "code_destroy")
 
 
 def test_sdk_unknown_tool_is_a_json_rpc_error(run):
@@ -734,6 +791,9 @@ def test_tools_call_with_bad_params_gets_invalid_params(mcp_dead, params, needle
     ("sandbox_exec", {"sandbox_id": "x", "command": 5}, '"command" must be a string'),
     ("sandbox_exec", {"sandbox_id": "x", "command": "true", "stdin": "y"}, 'unknown field "stdin"'),
     ("run_code", {"language": "ruby", "code": "1"}, "python"),
+    ("run_code", {"language": "bash", "code": "ls"}, "sandbox_id"),
+    ("run_code", {"code": "1", "context": "python"}, "sandbox_id"),
+    ("run_code", {"sandbox_id": "x", "code": "1", "stdin": "y"}, "stdin"),
     ("sandbox_write_file", {"sandbox_id": "x", "path": "a", "content": "!!", "encoding": "base64"}, "base64"),
     ("sandbox_open_port", {"sandbox_id": "x", "port": "80"}, '"port" must be an integer'),
 ])

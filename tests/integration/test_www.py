@@ -9,6 +9,13 @@ on an app running in the sandbox and visits it in the browser, closes the
 port, sees an API error, destroys the sandbox. The checks here are on what
 is then true on the host: the bytes in the sandbox, the page behind the
 port, the container gone from `docker ps`, no forwarder left.
+
+And the Code panel (console.mjs --part code), in a sandbox of the code
+interpreter's image created from the form: `x = 41` then `print(x + 1)`
+shows 42, a matplotlib plot shows as an image that decoded, `df.head()`
+shows its table inside a sandboxed frame (never in the page itself), an
+exception shows its traceback in red, Interrupt stops a sleeping cell and
+the session lives on.
 """
 import json
 import shutil
@@ -84,6 +91,41 @@ def test_a_person_uses_the_console_end_to_end(stack, api, browser_env):
         assert nbtest.docker_ps(stack.instance, sandbox=sid) == []
         left = subprocess.run(["pgrep", "-f", f"nanobox-fwd.*{sid}"], capture_output=True, text=True).stdout
         assert left.strip() == "", f"forwarders left for {sid}: {left}"
+    finally:
+        if sid:
+            api.request("DELETE", f"/sandbox/{sid}")
+
+
+@nbtest.needs_image(nbtest.PYTHON_IMAGE)
+def test_a_person_runs_code_cells_in_the_console(stack, api, browser_env):
+    node, chromium = browser_env
+    r = subprocess.run([node, str(DRIVER), "--url", stack.url, "--key", stack.api_key, "--chromium", chromium,
+                        "--part", "code", "--python-image", nbtest.PYTHON_IMAGE],
+                       cwd=WWW_TESTS, capture_output=True, text=True, timeout=600)
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    summary = json.loads(lines[-1]) if lines else {}
+    sid = summary.get("sandboxId")
+    try:
+        assert r.returncode == 0, f"console.mjs --part code -> {r.returncode}\n{r.stderr[-6000:]}\n{r.stdout[-2000:]}"
+        assert summary["page_errors"] == [], summary["page_errors"]
+        assert summary["image"] == nbtest.PYTHON_IMAGE, summary
+        assert summary["cell_set"] == {"status": "ok", "out": ""}, summary
+        assert summary["cell_get"] == {"status": "ok", "out": "42\n"}, summary
+        # the plot: an <img> of a data: URL that the browser decoded
+        assert summary["plot_image"]["src"] == "data:image/png;base64,", summary
+        assert summary["plot_image"]["naturalWidth"] > 0 and summary["plot_image"]["naturalHeight"] > 0, summary
+        # df.head(): a table inside <iframe sandbox="" srcdoc>, none in the console's DOM
+        assert summary["df_iframe"] == {"sandbox": "", "srcdoc": True}, summary
+        assert summary["df_rows"] == 3 and "z" in summary["df_text"], summary
+        assert summary["tables_in_page"] == 0, summary
+        assert summary["cell_error"]["status"] == "error", summary
+        assert "before" in summary["cell_error"]["out"], summary
+        assert "ZeroDivisionError" in summary["error_text"], summary
+        assert summary["error_color"] != summary["stdout_color"], summary    # the traceback in red
+        assert summary["cell_interrupted"]["status"] in ("interrupted", "error"), summary
+        assert "tick" in summary["cell_interrupted"]["out"], summary
+        assert summary["interrupt_ms"] < 15000, summary
+        assert summary["after_interrupt"] == {"status": "ok", "out": "41\n"}, summary
     finally:
         if sid:
             api.request("DELETE", f"/sandbox/{sid}")

@@ -7,6 +7,8 @@
 //   node client.mjs --transport stdio --bin /path/to/nanobox
 //       (NANOBOX_URL and NANOBOX_API_KEY are passed to `nanobox mcp`)
 //   node client.mjs --transport http --url http://127.0.0.1:8080/mcp --key KEY
+//   (--code-image IMAGE adds run_code in a session of a sandbox of IMAGE:
+//   state kept between calls, a matplotlib plot as an image, an exception)
 //
 // Prints one JSON summary on stdout (tests/integration/test_mcp.py asserts
 // on it); every tool call's result is kept whatever it was, so one failing
@@ -18,7 +20,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 function parseArgs(argv) {
-  const opts = { transport: "stdio", bin: "nanobox", url: null, key: null, port: 8000 };
+  const opts = { transport: "stdio", bin: "nanobox", url: null, key: null, port: 8000, "code-image": null };
   for (let i = 2; i < argv.length; i++) {
     const name = argv[i].replace(/^--/, "");
     if (!(name in opts)) throw new Error(`unknown option ${argv[i]}`);
@@ -44,6 +46,18 @@ function makeTransport(opts) {
 
 function textOf(result) {
   return (result.content || []).filter((c) => c.type === "text").map((c) => c.text).join("");
+}
+
+// image content items, described: type, size, and whether the bytes are a PNG's
+function imagesOf(result) {
+  return (result.content || []).filter((c) => c.type === "image").map((c) => {
+    const bytes = Buffer.from(c.data || "", "base64");
+    return {
+      mimeType: c.mimeType,
+      bytes: bytes.length,
+      png: bytes.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])),
+    };
+  });
 }
 
 async function main() {
@@ -82,6 +96,8 @@ async function main() {
       summary.steps[step] = {
         isError: r.isError === true,
         text: textOf(r),
+        types: (r.content || []).map((c) => c.type),
+        images: imagesOf(r),
         structured: r.structuredContent ?? null,
       };
     } catch (e) {
@@ -120,6 +136,24 @@ async function main() {
     await call("after_destroy", "sandbox_exec", { sandbox_id: sid, command: "true" });
   }
   await call("run_code", "run_code", { language: "python", code: "print(6 * 7)" });
+
+  // a session: run_code with a sandbox_id keeps state, returns plots as images
+  if (opts["code-image"]) {
+    const made = await call("code_create", "sandbox_create", { image: opts["code-image"], ttl: 600 });
+    const csid = made.structured?.sandboxId ?? (made.text?.match(/sandbox_id: (\S+)/) || [])[1];
+    summary.codeSandboxId = csid ?? null;
+    if (csid) {
+      await call("code_set", "run_code", { sandbox_id: csid, code: "x = 41" });
+      await call("code_get", "run_code", { sandbox_id: csid, code: "print(x + 1)" });
+      await call("code_value", "run_code", { sandbox_id: csid, code: "x * 2" });
+      await call("code_plot", "run_code", {
+        sandbox_id: csid,
+        code: "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()",
+      });
+      await call("code_raise", "run_code", { sandbox_id: csid, code: "print('before')\n1 / 0" });
+      await call("code_destroy", "sandbox_destroy", { sandbox_id: csid });
+    }
+  }
   await call("unknown_tool", "no_such_tool", {});
 
   await client.close();

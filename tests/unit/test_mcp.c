@@ -335,7 +335,157 @@ static void test_bad_arguments_are_an_error_result_without_api_call(void **state
     assert_string_equal(fx->api.method, ""); /* no call made */
     text = call_tool(fx, "run_code", "{\"language\":\"perl\",\"code\":\"1\"}", &is_error);
     assert_true(is_error);
-    assert_non_null(strstr(text, "must be one of python, sh"));
+    assert_non_null(strstr(text, "must be one of python, sh, javascript, bash"));
+    assert_string_equal(fx->api.method, "");
+}
+
+/* The content items of the last reply. */
+static yajl_val content(struct fixture *fx)
+{
+    yajl_val c = get(fx->reply, "result", "content", NULL);
+    assert_non_null(c);
+    assert_true(YAJL_IS_ARRAY(c));
+    return c;
+}
+
+static const char *item_str(yajl_val items, size_t i, const char *key)
+{
+    assert_true(i < items->u.array.len);
+    return nb_json_string(get(items->u.array.values[i], key, NULL, NULL));
+}
+
+/* Without sandbox_id, run_code is POST /run as before; python when no language is given. */
+static void test_run_code_without_sandbox_runs_once(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+    const char *text;
+
+    fx->api.status = 200;
+    fx->api.answer = "{\"exit_code\":0,\"timed_out\":false,\"truncated\":false,"
+                     "\"stdout\":\"42\\n\",\"stderr\":\"\",\"duration_ms\":80}";
+    text = call_tool(fx, "run_code",
+                     "{\"language\":\"sh\",\"code\":\"echo 42\",\"timeout\":5,\"stdin\":\"x\"}",
+                     &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.path, "/run");
+    assert_string_equal(fx->api.body.data,
+                        "{\"language\":\"sh\",\"code\":\"echo 42\",\"timeout\":5,\"stdin\":\"x\"}");
+    assert_string_equal(text, "exit_code: 0\ntimed_out: false\ntruncated: false\n"
+                              "--- stdout ---\n42\n--- stderr ---\n");
+    call_tool(fx, "run_code", "{\"code\":\"print(1)\"}", &is_error);
+    assert_string_equal(fx->api.body.data, "{\"language\":\"python\",\"code\":\"print(1)\"}");
+
+    /* what only a session has is refused without one, before any call */
+    fx->api.method[0] = '\0';
+    text = call_tool(fx, "run_code", "{\"language\":\"javascript\",\"code\":\"1\"}", &is_error);
+    assert_true(is_error);
+    assert_non_null(strstr(text, "sandbox_id"));
+    text = call_tool(fx, "run_code", "{\"context\":\"ctx-1\",\"code\":\"1\"}", &is_error);
+    assert_true(is_error);
+    assert_non_null(strstr(text, "sandbox_id"));
+    assert_string_equal(fx->api.method, "");
+}
+
+/* With sandbox_id: POST /sandbox/{id}/code; output, results and images as content items. */
+static void test_run_code_in_a_sandbox_returns_text_and_images(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+    const char *text;
+    yajl_val items, st;
+
+    fx->api.status = 200;
+    fx->api.answer =
+        "{\"context\":\"python\",\"language\":\"python\",\"stdout\":\"hi\\n\",\"stderr\":\"\","
+        "\"results\":["
+        "{\"is_main_result\":false,\"data\":{\"text/plain\":\"<Figure size 640x480 with 1 Axes>\","
+        "\"image/png\":\"iVBORw0K\\nGgo=\\n\"}},"
+        "{\"is_main_result\":false,\"data\":{\"text/html\":\"<b>bold</b>\"}},"
+        "{\"is_main_result\":true,\"data\":{\"text/plain\":\"42\",\"text/html\":\"<i>42</i>\"}}],"
+        "\"error\":null,\"execution_count\":3,\"status\":\"ok\",\"timed_out\":false,"
+        "\"truncated\":false,\"kernel_restarted\":false,\"duration_ms\":12}";
+    text =
+        call_tool(fx, "run_code",
+                  "{\"sandbox_id\":\"" SID "\",\"code\":\"x+1\",\"context\":\"ctx-0123456789ab\","
+                  "\"timeout\":2.5}",
+                  &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.method, "POST");
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/code");
+    assert_string_equal(fx->api.body.data,
+                        "{\"code\":\"x+1\",\"context\":\"ctx-0123456789ab\",\"timeout\":2.5}");
+    assert_string_equal(text, "status: ok\ncontext: python\nlanguage: python\nexecution_count: 3\n"
+                              "--- stdout ---\nhi\n"
+                              "--- display ---\n<Figure size 640x480 with 1 Axes>\n");
+    items = content(fx);
+    assert_int_equal(items->u.array.len, 3);
+    assert_string_equal(item_str(items, 1, "type"), "image");
+    assert_string_equal(item_str(items, 1, "mimeType"), "image/png");
+    assert_string_equal(item_str(items, 1, "data"), "iVBORw0KGgo="); /* line breaks gone */
+    assert_string_equal(item_str(items, 2, "type"), "text");
+    /* HTML only where there is no plain text, and labelled as HTML */
+    assert_string_equal(item_str(items, 2, "text"), "--- display (text/html) ---\n<b>bold</b>\n"
+                                                    "--- result ---\n42\n");
+    /* structuredContent: the API's answer, without the image bytes the items carry */
+    st = get(fx->reply, "result", "structuredContent", NULL);
+    assert_non_null(st);
+    assert_int_equal(YAJL_GET_INTEGER(get(st, "execution_count", NULL, NULL)), 3);
+    assert_null(
+        strstr(fx->out.data + (strstr(fx->out.data, "structuredContent") - fx->out.data), "iVBOR"));
+    assert_non_null(strstr(fx->out.data, "<Figure size 640x480 with 1 Axes>"));
+
+    /* "sh" in a session is its bash; a language with no context is sent as given */
+    call_tool(fx, "run_code", "{\"sandbox_id\":\"" SID "\",\"code\":\"ls\",\"language\":\"sh\"}",
+              &is_error);
+    assert_string_equal(fx->api.body.data, "{\"code\":\"ls\",\"language\":\"bash\"}");
+    /* stdin is a one-off run's */
+    fx->api.method[0] = '\0';
+    text =
+        call_tool(fx, "run_code",
+                  "{\"sandbox_id\":\"" SID "\",\"code\":\"input()\",\"stdin\":\"x\"}", &is_error);
+    assert_true(is_error);
+    assert_non_null(strstr(text, "stdin"));
+    assert_string_equal(fx->api.method, "");
+}
+
+/* An exception is an error result with its traceback; output before it is kept. */
+static void test_run_code_error_is_an_error_result_with_the_traceback(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+    const char *text;
+
+    fx->api.status = 200;
+    fx->api.answer = "{\"context\":\"python\",\"language\":\"python\",\"stdout\":\"before\","
+                     "\"stderr\":\"\",\"results\":[],\"error\":{\"name\":\"ZeroDivisionError\","
+                     "\"value\":\"division by zero\",\"traceback\":\"Traceback...\\n1/0\"},"
+                     "\"execution_count\":4,\"status\":\"error\",\"timed_out\":false,"
+                     "\"truncated\":true,\"kernel_restarted\":true,\"duration_ms\":3}";
+    text = call_tool(fx, "run_code", "{\"sandbox_id\":\"" SID "\",\"code\":\"1/0\"}", &is_error);
+    assert_true(is_error);
+    assert_non_null(strstr(text, "status: error\n"));
+    assert_non_null(strstr(text, "truncated: true"));
+    assert_non_null(strstr(text, "kernel_restarted: true"));
+    assert_non_null(strstr(text, "--- stdout ---\nbefore\n"));
+    assert_non_null(strstr(text, "--- error ---\nZeroDivisionError: division by zero\n"
+                                 "Traceback...\n1/0\n"));
+
+    /* nothing printed at all says so */
+    fx->api.answer = "{\"stdout\":\"\",\"stderr\":\"\",\"results\":[],\"error\":null,"
+                     "\"status\":\"ok\"}";
+    text = call_tool(fx, "run_code", "{\"sandbox_id\":\"" SID "\",\"code\":\"x=1\"}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(text, "status: ok\n(no output)\n");
+
+    /* the API's refusal, with what to do about it */
+    fx->api.status = 409;
+    fx->api.answer = "{\"error\":\"the image has no Jupyter kernel\",\"code\":\"no_kernel\"}";
+    text = call_tool(fx, "run_code", "{\"sandbox_id\":\"" SID "\",\"code\":\"x\"}", &is_error);
+    assert_true(is_error);
+    assert_non_null(strstr(text, "(code no_kernel, HTTP 409)"));
+    assert_non_null(strstr(text, "nanobox-python:latest"));
+    assert_int_equal(content(fx)->u.array.len, 1);
 }
 
 /* tools/list's reply as one string, and the description of a tool or of one of its arguments. */
@@ -392,6 +542,7 @@ static void test_descriptions_quote_the_servers_config(void **state)
         strstr(description(fx, "run_code", "timeout"),
                "(default: 45 seconds; at least 0.001, at most 120 seconds (2 minutes))"));
     assert_non_null(strstr(description(fx, "sandbox_exec", NULL), "capped at 2 MiB"));
+    assert_non_null(strstr(description(fx, "run_code", NULL), "(capped at 2 MiB)"));
     assert_non_null(strstr(description(fx, "sandbox_exec", "cwd"), "(default: /home/work)"));
     assert_non_null(
         strstr(description(fx, "sandbox_read_file", "path"), "relative to /home/work."));
@@ -496,6 +647,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_file_gives_text_or_base64, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_files_formats_the_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments_are_an_error_result_without_api_call,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_run_code_without_sandbox_runs_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_run_code_in_a_sandbox_returns_text_and_images, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_run_code_error_is_an_error_result_with_the_traceback,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_descriptions_quote_the_servers_config, setup_with_conf,
                                         teardown),
