@@ -230,6 +230,14 @@ class PythonContext(Context):
             ) from e
         from jupyter_client import KernelManager
 
+        import site
+
+        # pip's --user target on sys.path from the start, so a package that
+        # `%pip install` puts there imports in this kernel without a restart
+        try:
+            os.makedirs(site.getusersitepackages(), exist_ok=True)
+        except OSError:
+            pass
         self.rundir = tempfile.mkdtemp(prefix="nanobox-kernel-", dir="/tmp")
         env = self.kernel_env()
         env.setdefault("MPLCONFIGDIR", os.path.join(self.rundir, "mpl"))

@@ -380,6 +380,56 @@ def test_two_contexts_run_at_once(api, py_sid):
         delete_context(api, py_sid, c)
 
 
+def test_cells_of_one_context_run_one_at_a_time_in_order(api, py_sid):
+    ctx = new_context(api, py_sid)["id"]
+    ok(api, py_sid, "import time\norder = []", context=ctx)
+    bodies = {}
+
+    def cell(i, code):
+        bodies[i] = run(api, py_sid, code, context=ctx)
+
+    first = threading.Thread(target=cell, args=(0, "time.sleep(1)\norder.append('slow')"))
+    first.start()
+    time.sleep(0.3)  # the slow cell is running; the next ones queue behind it
+    rest = [threading.Thread(target=cell, args=(i, f"order.append({i})")) for i in (1, 2)]
+    for t in rest:
+        t.start()
+        time.sleep(0.1)
+    for t in [first] + rest:
+        t.join(60)
+    assert all(bodies[i]["status"] == "ok" for i in range(3)), bodies
+    assert main_text(ok(api, py_sid, "order", context=ctx)) == "['slow', 1, 2]"
+    counts = [bodies[i]["execution_count"] for i in range(3)]
+    assert counts == sorted(counts), counts
+    delete_context(api, py_sid, ctx)
+
+
+def test_output_over_max_output_is_cut_and_said(api, py_sid):
+    # the test stacks keep 64 KiB of output (max_output)
+    body = run(api, py_sid, "for i in range(4000):\n    print('x' * 99)")
+    assert body["status"] == "ok" and body["truncated"] is True, {k: body[k] for k in END_KEYS - {"type"}}
+    assert 60000 <= len(body["stdout"]) <= 65536
+    assert body["stdout"].startswith("x" * 99 + "\n")
+    # the context is still fine, and a small cell is not truncated
+    body = ok(api, py_sid, "print('small')")
+    assert body["stdout"] == "small\n" and body["truncated"] is False
+
+
+def test_a_kernel_killed_for_memory_is_reported_and_replaced(api, fresh):
+    ok(api, fresh, "before = 1")
+    # the sandbox's memory limit (256 MiB in the test stacks): the kernel is OOM-killed
+    body = run(api, fresh, "hog = bytearray(1024 * 1024 * 1024)\nhog[::4096] = b'x' * (len(hog) // 4096)")
+    assert body["status"] in ("kernel_died", "error"), body
+    if body["status"] == "error":  # the allocation itself was refused
+        assert body["error"]["name"] == "MemoryError", body
+    else:
+        assert body["error"]["name"] == "KernelDied", body
+        after = run(api, fresh, "'alive'")
+        assert after["kernel_restarted"] is True and main_text(after) == "'alive'", after
+    # the sandbox and its other contexts are untouched
+    assert api.exec(fresh, "echo up")["stdout"] == "up\n"
+
+
 # ------------------------------------------------ javascript and bash
 
 def test_javascript_context_keeps_state(api, py_sid):

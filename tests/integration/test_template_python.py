@@ -246,6 +246,27 @@ def test_pip_installs_a_local_wheel_offline_for_the_sandbox_user(api, sandbox):
     assert lines[2] == "nbtiny says 42", res
 
 
+def test_pip_in_a_code_cell_installs_what_the_same_kernel_then_imports(api):
+    """%pip in a run_code cell, offline from a local wheel: the package
+    imports in that very kernel, no restart (the user site is on its path
+    from the start)."""
+    sid = api.create(image=PYTHON_IMAGE, ttl=600)
+    put_file(api, sid, "/workspace/wheels/nbcell-1.0-py3-none-any.whl",
+             wheel("nbcell", "1.0", {"nbcell.py": "ANSWER = 'from the wheel'\n"}))
+    r = api.request("POST", f"/sandbox/{sid}/code", timeout=180,
+                    json={"code": "%pip install /workspace/wheels/nbcell-1.0-py3-none-any.whl"})
+    assert r.status_code == 200, r.text
+    body = parse_json(r)
+    assert body["status"] == "ok", body
+    assert "Successfully installed nbcell-1.0" in body["stdout"], body
+    assert not any(x in body["stdout"] + body["stderr"] for x in NOT_PIPS_OWN), body
+    r = api.request("POST", f"/sandbox/{sid}/code", json={"code": "import nbcell; nbcell.ANSWER"})
+    body = parse_json(r)
+    assert body["error"] is None, body
+    assert body["results"][0]["data"]["text/plain"] == "'from the wheel'"
+    api.delete(sid)
+
+
 def test_pip_installs_from_an_index_with_its_dependencies(api, sandbox):
     """What `pip install NAME` does with network, without any: the index
     is served by the sandbox itself on its own loopback (a directory
