@@ -206,6 +206,10 @@ EXPECT = {
     ("README.md", "echo hello > note"): dict(
         json=[{"exit_code": 0, "stdout": "42\n"}, {"exit_code": 0, "stdout": "hello\n"}],
         after=lambda run: _gone(run, "ID")),
+    ("README.md", "import pandas as pd; x = 41"): dict(
+        json=[{"status": "ok", "error": None},
+              {"status": "ok", "stdout": "42\n", "error": None}],
+        out=[r'"text/html":"<div>'], after=lambda run: _gone(run, "PY")),
     ("README.md", "build/nanobox create"): dict(
         out=[r"(?m)^42$", r"(?m)^url +http://8000-[0-9a-f-]{36}\.sandbox\.localhost:\d+/$"],
         files={"out.txt": "hello from app.py\n"},
