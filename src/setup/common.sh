@@ -203,11 +203,114 @@ nb_docker_answers() {
     timeout "${1:-10}" docker info >/dev/null 2>&1
 }
 
+# The pid of the dockerd of the default socket: the one its default pid file
+# (NB_DOCKERD_PIDFILE, /var/run/docker.pid) names, else the only dockerd
+# running. Fails when there is none, or several and no pid file says which.
+nb_dockerd_pid() {
+    local pid
+    local -a pids
+    pid=$(nb_pidfile_alive "${NB_DOCKERD_PIDFILE:-/var/run/docker.pid}" dockerd) &&
+        { printf '%s\n' "$pid"; return 0; }
+    mapfile -t pids < <(pgrep -x dockerd || true)
+    [ "${#pids[@]}" -eq 1 ] || return 1
+    printf '%s\n' "${pids[0]}"
+}
+
+# Docker's live-restore keeps containers running while dockerd is away (an
+# upgrade of docker.io restarts it). Without it every sandbox's container
+# stops with dockerd, and reconciliation then destroys them all.
+# nb_docker_live_restore merges "live-restore": true into dockerd's config
+# file (NB_DOCKERD_CONFIG, default /etc/docker/daemon.json), keeping every
+# other key, and creates the file if there is none. A file that is not a
+# JSON object, or that sets live-restore itself (false is the operator's
+# choice), is left as it is, with a warning. A dockerd that already runs
+# without it is reloaded: live-restore is one of the options dockerd
+# re-reads on SIGHUP, so no container is touched. Set
+# NANOBOX_DOCKER_LIVE_RESTORE=no to leave Docker's configuration alone.
+nb_docker_live_restore() {
+    local conf=${NB_DOCKERD_CONFIG:-/etc/docker/daemon.json} result live pid
+    case ${NANOBOX_DOCKER_LIVE_RESTORE:-yes} in
+    no | 0 | off | false)
+        nb_log "docker: live-restore not configured (NANOBOX_DOCKER_LIVE_RESTORE=$NANOBOX_DOCKER_LIVE_RESTORE)"
+        return 0
+        ;;
+    esac
+    pid=$(nb_dockerd_pid) || pid=
+    # dockerd refuses to start with an option both as a flag and in the file
+    if [ -n "$pid" ] && tr '\0' '\n' <"/proc/$pid/cmdline" | grep -q '^--live-restore'; then
+        nb_log "docker: dockerd (pid $pid) runs with --live-restore: $conf left alone"
+        return 0
+    fi
+    command -v python3 >/dev/null 2>&1 ||
+        { nb_log "docker: warning: no python3 to edit $conf: live-restore not configured"; return 0; }
+    result=$(python3 - "$conf" <<'EOF'
+import json, os, sys, tempfile
+path = os.path.realpath(sys.argv[1])
+try:
+    with open(path) as f:
+        text = f.read()
+except FileNotFoundError:
+    text = None
+conf = {}
+if text is not None and text.strip():
+    try:
+        conf = json.loads(text)
+    except ValueError as e:
+        sys.exit(print(f"invalid: not JSON ({e})"))
+    if not isinstance(conf, dict):
+        sys.exit(print("invalid: not a JSON object"))
+if "live-restore" in conf:
+    sys.exit(print("on" if conf["live-restore"] is True else "operator: " + json.dumps(conf["live-restore"])))
+conf["live-restore"] = True
+os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+fd, tmp = tempfile.mkstemp(prefix=".daemon.json.", dir=os.path.dirname(path))
+with os.fdopen(fd, "w") as f:
+    json.dump(conf, f, indent=2)
+    f.write("\n")
+os.chmod(tmp, os.stat(path).st_mode & 0o7777 if text is not None else 0o644)
+os.replace(tmp, path)
+print("created" if text is None else "merged")
+EOF
+    ) || result="invalid: python3 failed"
+    case $result in
+    created | merged) nb_log "docker: live-restore turned on in $conf ($result)" ;;
+    on) ;;
+    operator:*)
+        nb_log "docker: warning: $conf sets live-restore to ${result#operator: }: kept; a restart of dockerd will stop every sandbox"
+        return 0
+        ;;
+    *)
+        nb_log "docker: warning: $conf left alone, ${result#invalid: }: live-restore not configured"
+        return 0
+        ;;
+    esac
+    nb_docker_answers 5 || return 0 # not running: it reads the file at start
+    live=$(timeout 10 docker info --format '{{.LiveRestoreEnabled}}' 2>/dev/null) || live=
+    [ "$live" = false ] || return 0
+    nb_log "docker: the running dockerd has live-restore off; reloading its configuration (no restart)"
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker 2>/dev/null; then
+        systemctl reload docker || true
+    elif [ -n "$pid" ]; then
+        kill -HUP "$pid"
+    else
+        nb_log "docker: warning: which dockerd serves the engine is unclear: reload it yourself (kill -HUP PID)"
+        return 0
+    fi
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        live=$(timeout 10 docker info --format '{{.LiveRestoreEnabled}}' 2>/dev/null) || live=
+        [ "$live" = true ] && { nb_log "docker: live-restore is on"; return 0; }
+        sleep 1
+    done
+    nb_log "docker: warning: dockerd still reports live-restore off after the reload: see its log"
+}
+
 # Start dockerd in the background unless an engine already answers, and wait
-# up to 60 s for it. There is no systemd on these machines.
+# up to 60 s for it, with live-restore on (nb_docker_live_restore). There is
+# no systemd on these machines.
 nb_start_dockerd() {
     local log=${NB_DOCKERD_LOG:-/var/log/dockerd.log} pid
     local deadline=$((SECONDS + 60))
+    nb_docker_live_restore
     if nb_docker_answers; then
         nb_log "docker: engine already answering"
         return 0
