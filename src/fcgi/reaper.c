@@ -28,6 +28,9 @@
 
 static volatile sig_atomic_t reaper_stop;
 
+/* The last reconciliation could not list the containers (Docker away). */
+static int reconcile_failing;
+
 static void reaper_on_term(int sig)
 {
     (void)sig;
@@ -152,10 +155,18 @@ int nb_reaper_reconcile(struct nb_app *a)
     int removed = 0, bridge = a->conf.allow_bridge;
 
     if (nb_docker_list(&a->docker, a->conf.instance, seen_add, &seen, &de) < 0) {
-        nb_warn("reconciliation skipped: %s", de.msg);
+        /* once, not at every retry while dockerd is away */
+        if (!reconcile_failing)
+            nb_warn("reconciliation skipped: %s; every sandbox is kept as it is until "
+                    "Docker answers",
+                    de.msg);
+        reconcile_failing = 1;
         free(seen.ctr);
         return -1;
     }
+    if (reconcile_failing)
+        nb_info("Docker answers again: reconciling (%zu containers listed)", seen.n);
+    reconcile_failing = 0;
 
     /* containers with no slot (or a slot of another container) are orphans */
     for (size_t i = 0; i < seen.n; i++) {
@@ -231,6 +242,7 @@ void nb_reaper_run(struct nb_app *a)
 {
     struct sigaction sa;
     unsigned tick = 0;
+    int docker_away = 0; /* reconcile every pass, refill nothing, until it answers */
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = reaper_on_term;
@@ -241,16 +253,22 @@ void nb_reaper_run(struct nb_app *a)
         /*
          * Slots that turned RUNNING in the second of a listing are not judged
          * on it; a second pass just after start-up settles those quickly.
+         * While Docker is away (a restart of dockerd), every pass tries
+         * again, so that what still runs is adopted as soon as it answers.
          */
         if (tick % REAPER_SUBTICKS == 0) {
             unsigned pass = tick / REAPER_SUBTICKS;
-            if (pass % RECONCILE_EVERY == 0 || pass == 2)
-                nb_reaper_reconcile(a);
+            if (pass % RECONCILE_EVERY == 0 || pass == 2 || docker_away)
+                docker_away = nb_reaper_reconcile(a) < 0;
             nb_reaper_expire(a);
             nb_ports_reap(a);
         }
-        /* every subtick: a hand-out is refilled within ~0.1 s, not a second */
-        nb_warm_refill(a);
+        /* every subtick: a hand-out is refilled within ~0.1 s, not a second;
+         * not while Docker is away (a failed create at every subtick) */
+        if (!docker_away && nb_warm_refill(a) < 0) {
+            nb_warn("warm pool: Docker does not answer; refills wait until it does");
+            docker_away = 1;
+        }
         tick++;
         usleep(REAPER_TICK_US / REAPER_SUBTICKS);
     }

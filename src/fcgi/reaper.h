@@ -14,7 +14,8 @@
 
 /* One pass of each; exposed for tests and for the master's start-up. */
 void nb_reaper_expire(struct nb_app *a);
-/* Returns the number of containers removed and slots finished, or -1. */
+/* Returns the number of containers removed and slots finished, or -1 when
+ * Docker could not list the containers (nothing is changed then). */
 int nb_reaper_reconcile(struct nb_app *a);
 
 /*

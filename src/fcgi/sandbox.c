@@ -469,6 +469,18 @@ int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
 
     if (nb_sandbox_mark_destroy(a, id, cid, &gen, ae) != 0)
         return -1;
+    /*
+     * Docker away (dockerd restarting): say so before anything is undone.
+     * The removal could not happen, and the sandbox, which keeps running
+     * (live-restore), would come back without its ports.
+     */
+    if (nb_docker_ping(&a->docker, &de) != 0 && de.kind == NB_DERR_UNREACHABLE) {
+        nb_table_lock(&a->table);
+        nb_table_unmark_destroying(&a->table, id, gen);
+        nb_table_unlock(&a->table);
+        nb_apierr_docker(ae, &de, "remove the sandbox container");
+        return -1;
+    }
     if (nb_sandbox_finish_destroy(a, id, cid, gen, &de) != 0) {
         /* put it back so the caller (or the reaper) can try again */
         nb_table_lock(&a->table);

@@ -73,7 +73,9 @@ int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct
 int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *expires,
                       struct nb_apierr *ae);
 
-/* Remove the container and free the slot. 404 when no live sandbox has id. */
+/* Remove the container and free the slot. 404 when no live sandbox has id;
+ * 503 docker_unavailable, with the sandbox left as it was (ports too),
+ * when Docker does not answer. */
 int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae);
 
 /*

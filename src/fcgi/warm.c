@@ -157,7 +157,7 @@ static void warm_kernel(struct nb_app *a, const struct nb_slot *slot)
             (long long)(nb_clock_mono_ms() - t0));
 }
 
-void nb_warm_refill(struct nb_app *a)
+int nb_warm_refill(struct nb_app *a)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_sandbox_spec spec;
@@ -212,12 +212,15 @@ void nb_warm_refill(struct nb_app *a)
             struct nb_slot slot;
             struct nb_apierr ae;
             if (nb_sandbox_make(a, &spec, NB_SLOT_POOLED, &slot, &ae) != 0) {
+                if (!strcmp(ae.code, "docker_unavailable"))
+                    return -1; /* the caller waits for Docker: no warning at every pass */
                 nb_warn("could not refill the warm pool (%s): %s", kinds[k].image, ae.msg);
                 break;
             }
             /* the budget bounds the whole pass; the kernel's start counts too */
             if (nb_clock_mono_ms() - t0 > WARM_REFILL_BUDGET_MS)
-                return;
+                return 0;
         }
     }
+    return 0;
 }

@@ -51,8 +51,10 @@ unsigned nb_warm_wanted(unsigned warm_pool, uint32_t pooled, uint32_t free_slots
  * says for each pool, the default one first (within a time budget, so a
  * slow Docker does not hold up the reaper). A code sandbox is committed
  * POOLED only once its kernel started (or failed to), so a create never
- * takes one whose kernel is still starting.
+ * takes one whose kernel is still starting. -1 when a create found Docker
+ * unreachable (503 docker_unavailable): the reaper then waits for Docker
+ * instead of trying again at every pass; else 0.
  */
-void nb_warm_refill(struct nb_app *a);
+int nb_warm_refill(struct nb_app *a);
 
 #endif

@@ -866,6 +866,54 @@ static void test_reconcile_skipped_when_docker_is_unreachable(void **state)
     assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_RUNNING);
 }
 
+/*
+ * A restart of dockerd with live-restore: the containers keep running while
+ * Docker does not answer. Nothing may be undone because of that: creates
+ * and deletes answer 503 docker_unavailable (the delete leaving the
+ * sandbox and its ports as they were), expiry and reconciliation change
+ * nothing, and once Docker answers again reconciliation keeps them all.
+ */
+static void test_sandboxes_ride_through_a_restart_of_dockerd(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot a = make_running(&f->app), b = make_running(&f->app), s;
+    struct nb_apierr ae;
+
+    age(&f->app, a.id);
+    age(&f->app, b.id);
+    nb_table_lock(&f->app.table);
+    /* a port being opened: a destroy would clear it */
+    nb_table_find(&f->app.table, a.id)->ports[0].sandboxport = 8000;
+    nb_table_find(&f->app.table, a.id)->ports[0].fwd_pid = dead_pid();
+    nb_table_unlock(&f->app.table);
+
+    fake.unreachable = 1;
+    create_fails(f, 503, "docker_unavailable");
+    assert_int_equal(nb_sandbox_destroy(&f->app, a.id, &ae), -1);
+    assert_int_equal(ae.status, 503);
+    assert_string_equal(ae.code, "docker_unavailable");
+    s = slot_of(&f->app, a.id);
+    assert_int_equal(s.state, NB_SLOT_RUNNING);
+    assert_int_equal(s.owner_pid, 0);
+    assert_int_equal(s.ports[0].sandboxport, 8000);
+    assert_int_equal(fake.removes, 0);
+    nb_reaper_expire(&f->app);
+    assert_int_equal(nb_reaper_reconcile(&f->app), -1);
+    assert_int_equal(nb_reaper_reconcile(&f->app), -1);
+    assert_int_equal(nb_sandbox_get(&f->app, a.id, &s, &ae), 0);
+    assert_int_equal(nb_sandbox_get(&f->app, b.id, &s, &ae), 0);
+    assert_int_equal(nb_table_count(&f->app.table), 2);
+
+    fake.unreachable = 0; /* back, the containers still running */
+    assert_int_equal(nb_reaper_reconcile(&f->app), 0);
+    assert_int_equal(slot_of(&f->app, a.id).state, NB_SLOT_RUNNING);
+    assert_int_equal(slot_of(&f->app, b.id).state, NB_SLOT_RUNNING);
+    assert_int_equal(fake_count(), 2);
+    assert_consistent(&f->app);
+    assert_int_equal(nb_sandbox_destroy(&f->app, a.id, &ae), 0);
+    assert_null(fake_find(a.container_id));
+}
+
 /* ---- the warm pool ---- */
 
 static void test_warm_wanted_sizing(void **state)
@@ -893,6 +941,28 @@ static void test_warm_refill_starts_pooled_sandboxes_up_to_warm_pool(void **stat
     nb_warm_refill(&f->app);
     assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 2);
     assert_int_equal(fake.creates, 2);
+    assert_consistent(&f->app);
+}
+
+static void test_warm_refill_waits_while_docker_is_unreachable(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_sandbox_spec spec;
+    struct nb_slot out;
+    struct nb_apierr ae;
+
+    fake.unreachable = 1;
+    assert_int_equal(nb_warm_refill(&f->app), -1); /* the reaper waits for Docker */
+    assert_int_equal(nb_table_count(&f->app.table), 0);
+    fake.unreachable = 0;
+    assert_int_equal(nb_warm_refill(&f->app), 0);
+    assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 2);
+    /* and a warm sandbox is handed out without Docker */
+    fake.unreachable = 1;
+    default_spec(&f->app, &spec);
+    assert_int_equal(nb_sandbox_create(&f->app, &spec, &out, &ae), 0);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_RUNNING);
+    fake.unreachable = 0;
     assert_consistent(&f->app);
 }
 
@@ -1189,8 +1259,10 @@ int main(void)
         T(test_reconcile_finishes_abandoned_creates_and_destroys),
         T(test_reconcile_waits_for_a_live_owner_until_it_is_stuck),
         T(test_reconcile_skipped_when_docker_is_unreachable),
+        T(test_sandboxes_ride_through_a_restart_of_dockerd),
         T(test_warm_wanted_sizing),
         W(test_warm_refill_starts_pooled_sandboxes_up_to_warm_pool),
+        W(test_warm_refill_waits_while_docker_is_unreachable),
         W(test_warm_refill_keeps_the_last_free_slots_for_users),
         W(test_warm_refill_removes_one_surplus_per_pass),
         W(test_warm_refill_replaces_sandboxes_of_an_old_default_image),
