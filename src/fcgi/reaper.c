@@ -152,7 +152,7 @@ int nb_reaper_reconcile(struct nb_app *a)
     struct doomed *list;
     size_t n = 0;
     int64_t listed_at = nb_clock_real_s();
-    int removed = 0, bridge = a->conf.allow_bridge;
+    int removed = 0, bridge = a->conf.allow_bridge, was_failing = reconcile_failing;
 
     if (nb_docker_list(&a->docker, a->conf.instance, seen_add, &seen, &de) < 0) {
         /* once, not at every retry while dockerd is away */
@@ -164,8 +164,6 @@ int nb_reaper_reconcile(struct nb_app *a)
         free(seen.ctr);
         return -1;
     }
-    if (reconcile_failing)
-        nb_info("Docker answers again: reconciling (%zu containers listed)", seen.n);
     reconcile_failing = 0;
 
     /* containers with no slot (or a slot of another container) are orphans */
@@ -224,6 +222,10 @@ int nb_reaper_reconcile(struct nb_app *a)
     nb_table_unlock(&a->table);
     destroy_marked(a, list, n, "reconciled");
     free(list);
+    if (was_failing)
+        nb_info("Docker answers again: reconciled, %zu containers listed, %zu sandboxes "
+                "finished or destroyed, %d orphans removed",
+                seen.n, n, removed);
     free(seen.ctr);
     if (bridge) {
         /* the base rules re-checked (a dockerd restart may have moved them), then
@@ -258,7 +260,13 @@ void nb_reaper_run(struct nb_app *a)
          */
         if (tick % REAPER_SUBTICKS == 0) {
             unsigned pass = tick / REAPER_SUBTICKS;
-            if (pass % RECONCILE_EVERY == 0 || pass == 2 || docker_away)
+            int due = pass % RECONCILE_EVERY == 0 || pass == 2;
+            if (!due && !docker_away) {
+                /* a ping a second: Docker's going away is noticed at once */
+                struct nb_derr de = {0};
+                docker_away = nb_docker_ping(&a->docker, &de) != 0;
+            }
+            if (due || docker_away)
                 docker_away = nb_reaper_reconcile(a) < 0;
             nb_reaper_expire(a);
             nb_ports_reap(a);
