@@ -132,6 +132,7 @@ def test_sandbox_file_port_process_and_stream_survive_a_restart_of_dockerd(api, 
     finally:
         r = common_sh("nb_start_dockerd")
     gap = time.monotonic() - gap_start
+    print(f"dockerd was away {gap:.1f} s")
     assert r.returncode == 0, f"dockerd did not start again:\n{r.stderr[-3000:]}"
     assert docker_answers()
 
