@@ -124,7 +124,7 @@ def main():
         r = s.put(f"{url}/sandbox/{sid}/files?path=/tmp/krtt.py", data=KERNEL_RTT.encode())
         assert r.status_code in (200, 201), r.text
         r = s.post(f"{url}/sandbox/{sid}/exec",
-                   json={"command": f"python3 /tmp/krtt.py {args.n} 2>/dev/null", "timeout": 300})
+                   json={"command": f"python3 /tmp/krtt.py {args.n} 2>/dev/null", "timeout": 120})
         assert r.status_code == 200 and r.json()["exit_code"] == 0, r.text
         kernel = [float(x) for x in r.json()["stdout"].split()]
         execs = []
@@ -153,16 +153,30 @@ def main():
         made.remove(sid)
 
         # (b) first run_code on a sandbox taken from the warm pool
-        first = []
-        for _ in range(args.fresh):
-            deadline = time.time() + 120
-            while s.get(url + "/healthz").json().get("warm_code", 1) < 1 and time.time() < deadline:
+        def warm():
+            return s.get(url + "/healthz").json()["warm"]
+
+        def pool_full():
+            """The pool's size once it stops growing (both pools: plain and code)."""
+            seen, since, deadline = warm(), time.time(), time.time() + 180
+            while time.time() - since < 5 and time.time() < deadline:
                 time.sleep(0.5)
-            time.sleep(1.0)
+                now = warm()
+                if now != seen:
+                    seen, since = now, time.time()
+            return seen
+
+        first = []
+        full = pool_full()
+        for _ in range(args.fresh):
+            deadline = time.time() + 180
+            while warm() < full and time.time() < deadline:
+                time.sleep(0.5)
             sid = create()
             t0 = time.perf_counter()
             code(sid, "1+1")
             first.append(ms(t0))
+            assert warm() < full, "the sandbox did not come from the warm pool (warm_pool_code = 0?)"
             s.delete(f"{url}/sandbox/{sid}")
             made.remove(sid)
         report("(b) first run_code on a warm sandbox vs later ones", first, ours, "run_code, warm context")
