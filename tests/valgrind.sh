@@ -64,6 +64,9 @@ id=$(curl -s -X POST -H "$h" "$u/sandbox" -d '{"ttl":60,"metadata":{"a":"b"},"en
     /usr/bin/python3 -c 'import sys,json;print(json.load(sys.stdin)["sandboxId"])')
 req -H "$h" "$u/sandbox/$id/exec" -d '{"command":"printf \"\\377x\"; echo e >&2; yes | head -c 2000000","timeout":5}'
 req -H "$h" "$u/sandbox/$id/exec" -d '{"command":"sleep 5 & sleep 10","timeout":1}'
+req -H "$h" "$u/sandbox/$id/exec" -d '{"argv":["printf","%s|","a b","x y"]}'
+req -H "$h" "$u/sandbox/$id/exec" -d '{"argv":["echo",1]}'
+req -H "$h" "$u/sandbox/$id/exec" -d '{"argv":["true"],"command":"true"}'
 req -H "$h" "$u/sandbox?metadata.a=b"
 req -H "$h" "$u/sandbox/$id"
 req -H "$h" "$u/sandbox" -d '{"ttl":"x"}'

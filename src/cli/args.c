@@ -43,7 +43,6 @@ int args_parse(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
     int options = 1;
 
     pos->n = 0;
-    pos->dashdash = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         size_t k;
@@ -56,7 +55,6 @@ int args_parse(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
         }
         if (!strcmp(a, "--")) {
             options = 0;
-            pos->dashdash = pos->n;
             continue;
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h"))

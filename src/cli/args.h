@@ -34,8 +34,6 @@ struct args_pos {
     int n;
     int stop_after; /* once this many are in, the next one (or "--") ends
                         * option parsing: exec's command. -1: never */
-    int dashdash;   /* out: how many were in when "--" ended the options,
-                        * or -1 if no "--" did */
 };
 
 #define ARGS_GO_ON -1 /* args_parse: carry on with the command */

@@ -16,6 +16,7 @@
 
 struct client;
 struct nb_buf;
+struct args_pos;
 
 struct cli_cmd {
     const char *name;
@@ -40,9 +41,10 @@ int cmd_ttl(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 /*
  * The sandbox id an argument names, in out (37 bytes): a full UUID as is (in
  * lower case), or the one live sandbox whose id starts with a shorter hex
- * prefix. CLI_OK, or CLI_FAIL after saying why.
+ * prefix, in any case. CLI_OK, CLI_USAGE for an empty one (cmd's usage
+ * error), or CLI_FAIL after saying why.
  */
-int sandbox_resolve_id(struct client *c, const char *arg, char out[37]);
+int sandbox_resolve_id(struct client *c, const struct cli_cmd *cmd, const char *arg, char out[37]);
 /* b initialised to "/sandbox/<id><suffix>", the id %-encoded. */
 void sandbox_path(struct nb_buf *b, const char *id, const char *suffix);
 
@@ -54,6 +56,9 @@ int cmd_run(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
  * (CLI_OK, else CLI_FAIL after saying why); and the HTTP timeout for code
  * given timeout seconds to run (0: none). */
 int cli_read_text(const char *path, struct nb_buf *code);
+/* The bytes of a file ("-": stdin) appended to out, up to its cap: CLI_OK,
+ * else CLI_FAIL after saying why. */
+int cli_read_bytes(const char *path, struct nb_buf *out);
 long cli_http_timeout(double timeout);
 
 /* cmd_code.c */
@@ -65,6 +70,18 @@ int cmd_port(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 
 /* cmd_files.c */
 int cmd_cp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_mkdir(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_mv(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+/* What "ls ID [PATH]" and "rm ID:PATH..." do (cmd_ls and cmd_rm hand over
+ * their positional arguments); files_is_remote: is arg ID:PATH? */
+int files_ls(struct client *c, const struct cli_cmd *cmd, struct args_pos *pos);
+int files_rm(struct client *c, const struct cli_cmd *cmd, struct args_pos *pos, int recursive);
+int files_is_remote(const char *arg);
+
+/* cmd_procs.c */
+int cmd_ps(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_logs(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_kill(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 
 /* cmd_mcp.c */
 int cmd_mcp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);

@@ -52,6 +52,8 @@ struct client_req {
     int raw_answer;           /* a 2xx body need not be JSON (file bytes) */
     long timeout;             /* seconds for the whole call; 0: no limit */
     int keep_errors;          /* an HTTP error is the caller's to report */
+    int probe;                /* a 2xx body that is not JSON (a file's bytes) is
+                               * not fetched: the call ends with an empty body */
     client_event_fn on_event; /* NULL: a streamed answer is not expected */
     void *ctx;
 };

@@ -333,7 +333,7 @@ int cmd_code(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     }
     o.timeout = timeout_s;
     o.save_dir = save_dir;
-    if ((rc = sandbox_resolve_id(c, pos.v[0], id)) != CLI_OK)
+    if ((rc = sandbox_resolve_id(c, cmd, pos.v[0], id)) != CLI_OK)
         goto out;
 
     g = nb_json_gen();
@@ -440,7 +440,7 @@ int cmd_contexts(struct client *c, const struct cli_cmd *cmd, int argc, char **a
         cli_usage_error(cmd, "--language and --cwd are for \"contexts ID create\"");
         goto out;
     }
-    if ((rc = sandbox_resolve_id(c, pos.v[0], id)) != CLI_OK)
+    if ((rc = sandbox_resolve_id(c, cmd, pos.v[0], id)) != CLI_OK)
         goto out;
 
     if (!strcmp(sub, "create")) {

@@ -6,12 +6,12 @@
  * status, so `nanobox exec ID -- make test && deploy` works as it would
  * locally; 124 means it timed out (as timeout(1) says).
  *
- * exec's COMMAND is one /bin/sh -c string. Its words are joined with spaces
- * as ssh does (`exec ID echo '$HOME'` expands in the sandbox), except after
- * "--" with several words: those are an argv, as for docker exec, and each
- * is quoted for the shell, so `exec ID -- python3 -c 'print(6*7)'` runs
- * python3 with exactly those three arguments. One word after "--" is a
- * shell string as it is (`exec ID -- 'make && ./app'`).
+ * exec's COMMAND, as for docker exec and kubectl exec: several words are
+ * the program and its arguments, sent as "argv" and passed to it exactly
+ * (`exec ID -- python3 -c 'print(6*7)'`), no shell in between. One word is
+ * a shell string for /bin/sh -c (`exec ID 'make && ./app'`), and --sh
+ * joins several words with spaces into one shell string, as ssh does
+ * (`exec ID --sh echo '$HOME'` expands in the sandbox).
  *
  * (code, a cell of a sandbox's interpreter session, is cmd_code.c's: it
  * reads its code and sets its timeout as run does, with the helpers below.)
@@ -38,7 +38,6 @@
 #include "client.h"
 #include "json.h"
 #include "output.h"
-#include "url.h"
 
 #define RUN_MAX_CODE (16u * 1024u * 1024u) /* nginx's client_max_body_size */
 #define EXEC_HTTP_MARGIN 60L               /* seconds past the command's timeout */
@@ -134,27 +133,6 @@ static int exec_finish(struct exec_outcome *o, const struct client_answer *a)
     return (int)o->exit_code;
 }
 
-/* Append word to b so that /bin/sh reads it back as one word, unchanged:
- * as it is when it has nothing the shell treats specially, else in single
- * quotes (a ' inside becomes '\''). */
-static void sh_quote(struct nb_buf *b, const char *word)
-{
-    static const char plain[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                "0123456789_-+/.,:@%"; /* no "=": A=1 would assign */
-
-    if (word[0] != '\0' && word[strspn(word, plain)] == '\0') {
-        nb_buf_append(b, word, strlen(word));
-        return;
-    }
-    nb_buf_append(b, "'", 1);
-    for (const char *q; (q = strchr(word, '\'')) != NULL; word = q + 1) {
-        nb_buf_append(b, word, (size_t)(q - word));
-        nb_buf_append(b, "'\\''", 4);
-    }
-    nb_buf_append(b, word, strlen(word));
-    nb_buf_append(b, "'", 1);
-}
-
 long cli_http_timeout(double timeout)
 {
     return timeout > 0 ? (long)ceil(timeout) + EXEC_HTTP_MARGIN : 0L;
@@ -166,8 +144,7 @@ long cli_http_timeout(double timeout)
  * max_body is the real limit and answers 413 past it). */
 #define EXEC_MAX_STDIN (48u * 1024u * 1024u)
 
-/* The bytes of path ("-": our stdin), capped. CLI_OK, else a message. */
-static int read_bytes(const char *path, struct nb_buf *out)
+int cli_read_bytes(const char *path, struct nb_buf *out)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "re") : stdin;
     char chunk[65536];
@@ -179,7 +156,7 @@ static int read_bytes(const char *path, struct nb_buf *out)
     }
     while (rc == CLI_OK && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
         if (nb_buf_append(out, chunk, n) != NB_OK) {
-            fprintf(stderr, "nanobox: %s is larger than %u bytes\n", path, EXEC_MAX_STDIN);
+            fprintf(stderr, "nanobox: %s is larger than %zu bytes\n", path, out->cap);
             rc = CLI_FAIL;
         }
     if (rc == CLI_OK && ferror(f)) {
@@ -195,11 +172,11 @@ int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 {
     const char *timeout_s = NULL, *cwd = NULL, *stdin_path = NULL;
     struct args_list env = {0};
+    int sh = 0, detach = 0;
     const struct args_opt opts[] = {
-        {"--timeout", ARG_VALUE, &timeout_s},
-        {"--cwd", ARG_VALUE, &cwd},
-        {"--env", ARG_LIST, &env},
-        {"--stdin", ARG_VALUE, &stdin_path},
+        {"--timeout", ARG_VALUE, &timeout_s}, {"--cwd", ARG_VALUE, &cwd}, {"--env", ARG_LIST, &env},
+        {"--stdin", ARG_VALUE, &stdin_path},  {"--sh", ARG_FLAG, &sh},    {"-d", ARG_FLAG, &detach},
+        {"--detach", ARG_FLAG, &detach},
     };
     /* options end at the first word after ID, or at "--": the rest is the command */
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = 1};
@@ -210,7 +187,7 @@ int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     char id[37], *body = NULL;
     double timeout = 0;
     yajl_gen g;
-    int rc, as_argv;
+    int rc;
 
     nb_buf_init(&command, 1u << 26);
     nb_buf_init(&input, EXEC_MAX_STDIN);
@@ -227,31 +204,40 @@ int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     for (size_t i = 0; i < env.n; i++)
         if (args_kv(cmd, "--env", env.v[i]) != 0)
             goto out;
-    /* "--" right before a command of several words: an argv (see the top) */
-    as_argv = pos.dashdash >= 0 && pos.dashdash <= 1 && pos.n > 2;
-    for (int i = 1; i < pos.n; i++) {
+    /* one word or --sh: a shell string; else an argv (see the top) */
+    sh = sh || pos.n == 2;
+    for (int i = 1; sh && i < pos.n; i++) {
         if (i > 1)
             nb_buf_append(&command, " ", 1);
-        if (as_argv)
-            sh_quote(&command, pos.v[i]);
-        else
-            nb_buf_append(&command, pos.v[i], strlen(pos.v[i]));
+        nb_buf_append(&command, pos.v[i], strlen(pos.v[i]));
     }
-    if (command.len == 0) {
-        cli_usage_error(cmd, "the COMMAND is empty");
+    if (sh ? command.len == 0 : pos.v[1][0] == '\0') {
+        cli_usage_error(cmd, sh ? "the COMMAND is empty"
+                                : "the program (COMMAND's first word) is empty");
         goto out;
     }
     o.timeout = timeout_s;
 
-    if (stdin_path != NULL && (rc = read_bytes(stdin_path, &input)) != CLI_OK)
+    if (stdin_path != NULL && (rc = cli_read_bytes(stdin_path, &input)) != CLI_OK)
         goto out;
-    if ((rc = sandbox_resolve_id(c, pos.v[0], id)) != CLI_OK)
+    if ((rc = sandbox_resolve_id(c, cmd, pos.v[0], id)) != CLI_OK)
         goto out;
     g = nb_json_gen();
     yajl_gen_map_open(g);
-    nb_json_kv_str(g, "command", command.data);
-    /* output as it happens; --json keeps the one final object */
-    if (!c->json)
+    if (sh) {
+        nb_json_kv_str(g, "command", command.data);
+    } else {
+        nb_json_cstr(g, "argv");
+        yajl_gen_array_open(g);
+        for (int i = 1; i < pos.n; i++)
+            nb_json_cstr(g, pos.v[i]);
+        yajl_gen_array_close(g);
+    }
+    /* output as it happens; --json keeps the one final object. -d: the
+     * command runs on, its pid is the answer (ps, logs, kill) */
+    if (detach)
+        nb_json_kv_bool(g, "background", 1);
+    else if (!c->json)
         nb_json_kv_bool(g, "stream", 1);
     if (stdin_path != NULL) {
         struct nb_buf b64;
@@ -269,15 +255,18 @@ int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     args_kv_map(g, "env", &env);
     yajl_gen_map_close(g);
     req.body = body = nb_json_gen_take(g);
-    nb_buf_init(&path, 4096);
-    nb_buf_printf(&path, "/sandbox/");
-    nb_url_escape(&path, id);
-    nb_buf_printf(&path, "/exec");
+    sandbox_path(&path, id, "/exec");
     req.path = path.data;
     req.timeout = cli_http_timeout(timeout);
 
-    if ((rc = client_call(c, &req, &a)) == CLI_OK)
-        rc = exec_finish(&o, &a);
+    if ((rc = client_call(c, &req, &a)) == CLI_OK) {
+        if (!detach)
+            rc = exec_finish(&o, &a);
+        else if (c->json)
+            client_print_raw(&a);
+        else
+            printf("%lld\n", out_int(a.json, "pid", -1));
+    }
 out:
     client_answer_free(&a);
     nb_buf_free(&path);

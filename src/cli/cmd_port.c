@@ -20,23 +20,18 @@
 #include "clock.h"
 #include "json.h"
 #include "output.h"
-#include "url.h"
 
 #define PORT_DEFAULT_DURATION 600L
 
 /* "/sandbox/<id>/<rest>" for the sandbox arg names. */
-static int port_path(struct client *c, const char *arg, const char *rest, struct nb_buf *path,
-                     char id[37])
+static int port_path(struct client *c, const struct cli_cmd *cmd, const char *arg, const char *rest,
+                     struct nb_buf *path, char id[37])
 {
-    int rc = sandbox_resolve_id(c, arg, id);
+    int rc = sandbox_resolve_id(c, cmd, arg, id);
 
-    if (rc != CLI_OK)
-        return rc;
-    nb_buf_init(path, 4096);
-    nb_buf_printf(path, "/sandbox/");
-    nb_url_escape(path, id);
-    nb_buf_printf(path, "/%s", rest);
-    return CLI_OK;
+    if (rc == CLI_OK)
+        sandbox_path(path, id, rest);
+    return rc;
 }
 
 static int port_open(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
@@ -67,7 +62,7 @@ static int port_open(struct client *c, const struct cli_cmd *cmd, int argc, char
          args_long(cmd, "--duration", duration_s, 1, 1L << 30, &duration) != 0) ||
         (hostport_s != NULL && args_long(cmd, "--hostport", hostport_s, 1, 65535, &hostport) != 0))
         goto out;
-    if ((rc = port_path(c, pos.v[0], "ephemeralport", &path, id)) != CLI_OK)
+    if ((rc = port_path(c, cmd, pos.v[0], "/ephemeralport", &path, id)) != CLI_OK)
         goto out;
     g = nb_json_gen();
     yajl_gen_map_open(g);
@@ -115,7 +110,7 @@ static int port_ls(struct client *c, const struct cli_cmd *cmd, int argc, char *
         rc = cli_usage_error(cmd, "port ls needs one ID");
         goto out;
     }
-    if ((rc = port_path(c, pos.v[0], "ports", &path, id)) != CLI_OK)
+    if ((rc = port_path(c, cmd, pos.v[0], "/ports", &path, id)) != CLI_OK)
         goto out;
     req.path = path.data;
     if ((rc = client_call(c, &req, &a)) == CLI_OK) {
@@ -168,8 +163,8 @@ static int port_close(struct client *c, const struct cli_cmd *cmd, int argc, cha
     }
     if (args_long(cmd, "SANDBOXPORT", pos.v[1], 1, 65535, &port) != 0)
         goto out;
-    snprintf(rest, sizeof(rest), "ports/%ld", port);
-    if ((rc = port_path(c, pos.v[0], rest, &path, id)) != CLI_OK)
+    snprintf(rest, sizeof(rest), "/ports/%ld", port);
+    if ((rc = port_path(c, cmd, pos.v[0], rest, &path, id)) != CLI_OK)
         goto out;
     req.path = path.data;
     if ((rc = client_call(c, &req, &a)) == CLI_OK) {

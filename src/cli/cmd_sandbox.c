@@ -50,7 +50,7 @@ static int is_id_prefix(const char *s)
     return 1;
 }
 
-int sandbox_resolve_id(struct client *c, const char *arg, char out[37])
+int sandbox_resolve_id(struct client *c, const struct cli_cmd *cmd, const char *arg, char out[37])
 {
     struct client_req req = {.method = "GET", .path = "/sandbox", .timeout = CLIENT_CALL_TIMEOUT};
     struct client_answer a;
@@ -59,6 +59,8 @@ int sandbox_resolve_id(struct client *c, const char *arg, char out[37])
     int found = 0, rc;
     size_t n;
 
+    if (arg[0] == '\0') /* not GET /sandbox/, the list */
+        return cli_usage_error(cmd, "the sandbox ID is empty");
     if (!is_id_prefix(arg)) {
         /* a full id, in any case; anything else is for the server to refuse */
         snprintf(out, UUID_LEN + 1, "%s", arg);
@@ -95,7 +97,7 @@ int sandbox_resolve_id(struct client *c, const char *arg, char out[37])
 
 void sandbox_path(struct nb_buf *b, const char *id, const char *suffix)
 {
-    nb_buf_init(b, 4096);
+    nb_buf_init(b, 1u << 20); /* room for a %-encoded file path after it */
     nb_buf_printf(b, "/sandbox/");
     nb_url_escape(b, id);
     nb_buf_printf(b, "%s", suffix);
@@ -205,8 +207,12 @@ int cmd_ls(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     if ((rc = args_parse(c, cmd, argc, argv, opts, 1, &pos)) != ARGS_GO_ON)
         goto out;
     rc = CLI_USAGE;
-    if (pos.n > 0) {
-        cli_usage_error(cmd, "unexpected argument \"%s\"", pos.v[0]);
+    if (pos.n > 0 && meta.n > 0) {
+        cli_usage_error(cmd, "--meta filters sandboxes: it takes no ID");
+        goto out;
+    }
+    if (pos.n > 0) { /* ls ID [PATH]: a sandbox's files */
+        rc = files_ls(c, cmd, &pos);
         goto out;
     }
     nb_buf_printf(&path, "/sandbox");
@@ -285,7 +291,7 @@ int cmd_info(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
             pos.n);
         goto out;
     }
-    if ((rc = sandbox_resolve_id(c, pos.v[0], id)) != CLI_OK)
+    if ((rc = sandbox_resolve_id(c, cmd, pos.v[0], id)) != CLI_OK)
         goto out;
     sandbox_path(&path, id, "");
     req.path = path.data;
@@ -326,14 +332,39 @@ out:
 
 int cmd_rm(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 {
+    int recursive = 0, files = 0;
+    const struct args_opt opts[] = {{"-r", ARG_FLAG, &recursive},
+                                    {"--recursive", ARG_FLAG, &recursive}};
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
     yajl_gen removed = NULL, failed = NULL;
     int rc, failures = 0;
 
-    if ((rc = args_parse(c, cmd, argc, argv, NULL, 0, &pos)) != ARGS_GO_ON)
+    if ((rc = args_parse(c, cmd, argc, argv, opts, 2, &pos)) != ARGS_GO_ON)
         goto out;
     if (pos.n == 0) {
-        rc = cli_usage_error(cmd, "which sandboxes? give their IDs");
+        rc = cli_usage_error(cmd, "which sandboxes? give their IDs (or ID:PATH for files)");
+        goto out;
+    }
+    for (int i = 0; i < pos.n; i++)
+        files += files_is_remote(pos.v[i]);
+    if (files > 0 && files < pos.n) {
+        rc = cli_usage_error(cmd, "give sandbox IDs or ID:PATH files, not both");
+        goto out;
+    }
+    if (files > 0) {
+        rc = files_rm(c, cmd, &pos, recursive);
+        goto out;
+    }
+    /* nothing is destroyed unless every argument names a sandbox: "rm ID
+     * notes.txt" must not take the sandbox away and then fail on the file */
+    for (int i = 0; i < pos.n; i++)
+        if (!is_uuid(pos.v[i]) && !is_id_prefix(pos.v[i])) {
+            rc = cli_usage_error(
+                cmd, "\"%s\" is not a sandbox ID (to delete a file: nanobox rm ID:PATH)", pos.v[i]);
+            goto out;
+        }
+    if (recursive) {
+        rc = cli_usage_error(cmd, "-r is for files (ID:PATH); a sandbox goes whole");
         goto out;
     }
     if (c->json) {
@@ -350,7 +381,7 @@ int cmd_rm(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
         struct nb_buf path = {0};
         char id[UUID_LEN + 1], text[1400];
 
-        if (sandbox_resolve_id(c, pos.v[i], id) != CLI_OK) {
+        if (sandbox_resolve_id(c, cmd, pos.v[i], id) != CLI_OK) {
             failures++;
             if (failed != NULL) {
                 yajl_gen_map_open(failed);
@@ -434,7 +465,7 @@ int cmd_ttl(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
         rc = CLI_USAGE;
         goto out;
     }
-    if ((rc = sandbox_resolve_id(c, pos.v[0], id)) != CLI_OK)
+    if ((rc = sandbox_resolve_id(c, cmd, pos.v[0], id)) != CLI_OK)
         goto out;
     g = nb_json_gen();
     yajl_gen_map_open(g);

@@ -33,28 +33,46 @@ static const struct cli_cmd commands[] = {
      "  --meta K=V        metadata to find the sandbox by later (repeatable)\n"
      "  --network MODE    none (default) or bridge, if the server allows it\n"
      "Prints the new sandbox's id; with --json, the whole answer.\n"},
-    {"ls", cmd_ls, "nanobox ls [--meta K=V]...", "list live sandboxes",
-     "  --meta K=V        only sandboxes whose metadata has K=V (repeatable: all must match)\n"},
+    {"ls", cmd_ls, "nanobox ls [--meta K=V]...\n       nanobox ls ID [PATH]",
+     "list live sandboxes, or the files of a sandbox's directory",
+     "  --meta K=V        only sandboxes whose metadata has K=V (repeatable: all must match)\n"
+     "With an ID, lists the directory PATH of that sandbox (default /workspace; a\n"
+     "relative PATH is under /workspace): type, size, mode, time and name.\n"},
     {"info", cmd_info, "nanobox info ID", "show one sandbox",
      "ID may be the full id or any prefix that names one live sandbox.\n"},
-    {"rm", cmd_rm, "nanobox rm ID...", "destroy sandboxes",
-     "Prints each removed id. Exit status 1 if any could not be removed.\n"},
+    {"rm", cmd_rm, "nanobox rm ID...\n       nanobox rm [-r] ID:PATH...",
+     "destroy sandboxes, or delete files in one",
+     "  -r, --recursive   ID:PATH: delete a directory and what is in it\n"
+     "Prints each removed sandbox's id. Exit status 1 if any could not be removed.\n"
+     "An ID:PATH argument deletes that file or (empty, or with -r) directory of the\n"
+     "sandbox instead; nothing is destroyed unless every argument is a sandbox ID.\n"},
     {"ttl", cmd_ttl, "nanobox ttl ID SECONDS", "set a sandbox to expire SECONDS from now",
      "The new expiry replaces the old one: a small SECONDS shortens the sandbox's life.\n"},
     {"exec", cmd_exec,
-     "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--stdin FILE|-] [--] COMMAND...",
-     "run a shell command in a sandbox",
+     "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--stdin FILE|-] [--sh] [-d]\n"
+     "             [--] COMMAND...",
+     "run a command in a sandbox",
      "  --timeout S       kill the command after S seconds (fractions allowed)\n"
      "  --cwd DIR         directory to run in (default /workspace)\n"
      "  --stdin FILE      feed FILE (\"-\": this terminal's stdin) to the command\n"
      "  --env K=V         environment variable for this command (repeatable)\n"
-     "COMMAND's words are joined with spaces and run by /bin/sh -c in the sandbox,\n"
-     "so quote what the local shell should not expand: nanobox exec ID 'echo $HOME'.\n"
-     "After \"--\", several words are the program and its arguments, each passed as\n"
-     "it is (nanobox exec ID -- python3 -c 'print(6*7)'); one word is a shell string.\n"
+     "  --sh              join COMMAND's words with spaces into one /bin/sh -c string\n"
+     "  -d, --detach      run it in the background and print its pid (see ps, logs, kill)\n"
+     "As with docker exec, several words are the program and its arguments, each\n"
+     "passed as it is, no shell: nanobox exec ID -- python3 -c 'print(6*7)'.\n"
+     "One word is a shell string for /bin/sh -c: nanobox exec ID 'ls | wc -l'.\n"
      "Options come before COMMAND (or before \"--\"). The command's stdout and stderr\n"
      "go to ours as it writes them, and nanobox exits with the command's exit status\n"
      "(124 if it timed out, as timeout(1) does).\n"},
+    {"ps", cmd_ps, "nanobox ps ID", "list a sandbox's background processes",
+     "Shows each process started by \"nanobox exec -d\": pid, running or its exit\n"
+     "status, when it started, its output so far (stdout/stderr) and its command.\n"},
+    {"logs", cmd_logs, "nanobox logs ID PID [-f]", "print a background process's output",
+     "  -f, --follow      go on printing as it writes, until it exits\n"
+     "stdout goes to ours, stderr to ours. The sandbox keeps the last 1 MiB of each.\n"},
+    {"kill", cmd_kill, "nanobox kill ID PID [-s SIGNAL]", "signal a background process",
+     "  -s SIGNAL         TERM (default), KILL, INT, HUP, QUIT, USR1, USR2, STOP or CONT\n"
+     "The signal goes to the process's whole process group.\n"},
     {"port", cmd_port,
      "nanobox port open ID SANDBOXPORT [--duration S] [--hostport N]\n"
      "       nanobox port ls ID\n"
@@ -94,12 +112,17 @@ static const struct cli_cmd commands[] = {
      "  --cwd DIR         the session's working directory (default /workspace)\n"
      "\"create\" prints the new context's id, for nanobox code ID --context CTX.\n"
      "\"restart\" starts the session afresh: its variables are gone.\n"},
-    {"cp", cmd_cp, "nanobox cp LOCALPATH ID:PATH\n       nanobox cp ID:PATH LOCALPATH",
-     "copy a file into or out of a sandbox",
+    {"cp", cmd_cp, "nanobox cp [-r] LOCALPATH ID:PATH\n       nanobox cp [-r] ID:PATH LOCALPATH",
+     "copy files into or out of a sandbox",
+     "  -r, --recursive   copy directories and what is in them\n"
      "A relative PATH is under /workspace. As with cp, a destination that is a\n"
-     "directory (a local one, or an ID:PATH ending in \"/\") gets the file under its\n"
-     "own name: nanobox cp ID:/workspace/out.txt .\n"
+     "directory (a local one, one in the sandbox, or an ID:PATH ending in \"/\") gets\n"
+     "the source under its own name: nanobox cp ID:/workspace/out.txt .\n"
      "A LOCALPATH of \"-\" is stdin or stdout.\n"},
+    {"mkdir", cmd_mkdir, "nanobox mkdir ID PATH...", "create directories in a sandbox",
+     "Parents are created too, and an existing directory is fine (as mkdir -p).\n"},
+    {"mv", cmd_mv, "nanobox mv ID FROM TO", "move or rename a file or directory in a sandbox",
+     "As with mv, a TO that is a directory gets FROM under its own name.\n"},
     {"mcp", cmd_mcp, "nanobox mcp", "serve the sandbox tools to an MCP client over stdio",
      "Speaks the Model Context Protocol (JSON-RPC 2.0, one message per line) on stdin and\n"
      "stdout, for an MCP client that starts it: claude mcp add nanobox -- nanobox mcp.\n"

@@ -33,6 +33,71 @@ int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb
     return 0;
 }
 
+/*
+ * What to run: "command" (a /bin/sh -c string) or "argv" (the program and
+ * its arguments, passed as they are), exactly one of them. max_command caps
+ * the bytes of either (argv: all its strings together). *out is argv for the
+ * engine, NULL-terminated; the caller frees the array (not the strings, which
+ * are the request's).
+ */
+static int exec_argv(const struct nb_conf *c, yajl_val command, yajl_val argv, const char ***out,
+                     struct nb_apierr *ae)
+{
+    const char **v;
+    size_t n, total = 0;
+
+    *out = NULL;
+    if ((command == NULL) == (argv == NULL)) {
+        nb_apierr_set(ae, 400, "bad_field",
+                      command == NULL ? "give \"command\" (a shell command line) or \"argv\" "
+                                        "(an array: the program and its arguments)"
+                                      : "give \"command\" or \"argv\", not both");
+        return -1;
+    }
+    if (command != NULL) {
+        const char *s = nb_json_string(command);
+        if (*s == '\0' || strlen(s) > c->max_command) {
+            nb_apierr_set(ae, *s ? 422 : 400, *s ? "out_of_range" : "bad_field",
+                          "command must be 1 to %zu bytes (max_command)", c->max_command);
+            return -1;
+        }
+        v = nb_xcalloc(4, sizeof(*v));
+        v[0] = "/bin/sh";
+        v[1] = "-c";
+        v[2] = s;
+        *out = v;
+        return 0;
+    }
+    n = argv->u.array.len;
+    if (n == 0 || n > NB_EXEC_MAX_ARGS) {
+        nb_apierr_set(ae, n ? 422 : 400, n ? "out_of_range" : "bad_field",
+                      "argv must hold 1 to %u strings", NB_EXEC_MAX_ARGS);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        yajl_val e = argv->u.array.values[i];
+        if (!YAJL_IS_STRING(e)) {
+            nb_apierr_set(ae, 400, "bad_field", "argv[%zu] must be a string", i);
+            return -1;
+        }
+        total += strlen(nb_json_string(e));
+    }
+    if (nb_json_string(argv->u.array.values[0])[0] == '\0') {
+        nb_apierr_set(ae, 400, "bad_field", "argv[0], the program, must not be empty");
+        return -1;
+    }
+    if (total > c->max_command) {
+        nb_apierr_set(ae, 422, "out_of_range",
+                      "argv must be at most %zu bytes in all (max_command)", c->max_command);
+        return -1;
+    }
+    v = nb_xcalloc(n + 1, sizeof(*v));
+    for (size_t i = 0; i < n; i++)
+        v[i] = nb_json_string(argv->u.array.values[i]);
+    *out = v;
+    return 0;
+}
+
 /* A streamed exec: one NDJSON line per piece of output, UTF-8 kept whole. */
 struct exec_stream {
     struct nb_req *r;
@@ -150,8 +215,19 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
         {"cwd", NB_JT_STRING, NULL},     {"env", NB_JT_OBJECT, NULL},
         {"stdin", NB_JT_STRING, NULL},   {"stdin_encoding", NB_JT_STRING, NULL},
         {"stream", NB_JT_BOOL, NULL},    {"background", NB_JT_BOOL, NULL},
+        {"argv", NB_JT_ARRAY, NULL},
     };
-    enum { F_COMMAND, F_TIMEOUT, F_CWD, F_ENV, F_STDIN, F_STDIN_ENC, F_STREAM, F_BACKGROUND };
+    enum {
+        F_COMMAND,
+        F_TIMEOUT,
+        F_CWD,
+        F_ENV,
+        F_STDIN,
+        F_STDIN_ENC,
+        F_STREAM,
+        F_BACKGROUND,
+        F_ARGV
+    };
     struct nb_exec_result res;
     struct nb_slot slot;
     struct nb_exec_req rq = {0};
@@ -160,9 +236,9 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     char err[256];
     char **env = NULL;
     unsigned n_env = 0;
-    const char *command, *cwd = NULL;
+    const char *cwd = NULL;
     double timeout = c->exec_timeout;
-    const char *argv[4] = {"/bin/sh", "-c", NULL, NULL};
+    const char **argv = NULL;
     yajl_val body = NULL;
     yajl_gen g;
     int stream, rc = NB_ERR;
@@ -176,16 +252,8 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
         nb_apierr_set(ae, 400, "bad_field", "%s", err);
         goto out;
     }
-    if (f[F_COMMAND].val == NULL) {
-        nb_apierr_set(ae, 400, "bad_field", "field \"command\" (a shell command line) is required");
+    if (exec_argv(c, f[F_COMMAND].val, f[F_ARGV].val, &argv, ae) != 0)
         goto out;
-    }
-    command = nb_json_string(f[F_COMMAND].val);
-    if (*command == '\0' || strlen(command) > c->max_command) {
-        nb_apierr_set(ae, *command ? 422 : 400, *command ? "out_of_range" : "bad_field",
-                      "command must be 1 to %zu bytes (max_command)", c->max_command);
-        goto out;
-    }
     if (api_exec_timeout(c, f[F_TIMEOUT].val, &timeout, ae) != 0)
         goto out;
     if (f[F_CWD].val) {
@@ -209,7 +277,6 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
         nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         goto out;
 
-    argv[2] = command;
     rq.argv = argv;
     rq.cwd = cwd;
     rq.env = env;
@@ -252,6 +319,7 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     rc = NB_OK;
 
 out:
+    free(argv);
     api_env_free(env, n_env);
     yajl_tree_free(body);
     nb_buf_free(&in);

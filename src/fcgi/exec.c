@@ -38,6 +38,8 @@
 #include "log.h"
 #include "procstat.h"
 
+_Static_assert(NB_EXEC_MAX_ARGS == NBA_MAX_ARGS, "the API's argv cap is the agent's");
+
 /* Where output goes: the result (capped) and the streaming callback. */
 struct exec_sink {
     struct nb_exec_result *res;

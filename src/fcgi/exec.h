@@ -29,6 +29,8 @@ struct nb_exec_result {
 void nb_exec_result_init(struct nb_exec_result *res, size_t cap);
 void nb_exec_result_free(struct nb_exec_result *res);
 
+#define NB_EXEC_MAX_ARGS 4096 /* argv entries the agent takes (NBA_MAX_ARGS) */
+
 /*
  * What to run. argv is NULL-terminated (no shell unless argv says so); cwd
  * NULL means the workspace; env entries are "NAME=value".

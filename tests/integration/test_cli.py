@@ -8,6 +8,8 @@ HOME of its own (so no real ~/.config/nanobox/cli.conf is read) and no
 NANOBOX_* variables other than the ones a test sets.
 """
 
+import functools
+import hashlib
 import json
 import os
 import re
@@ -133,7 +135,7 @@ def test_ls_meta_filters(cli, api):
 
 def test_info_shows_the_sandbox_and_accepts_an_id_prefix(cli, api):
     sid = cli.create("--meta", "owner=info-test")
-    for arg in (sid, sid[:8], sid.upper()):
+    for arg in (sid, sid[:8], sid.upper(), sid[:8].upper()):
         out = cli.ok("info", arg).stdout
         fields = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines())
         assert fields["id"] == sid
@@ -196,10 +198,10 @@ def test_exec_exits_with_the_commands_exit_code(cli, api, code):
     assert r.stdout == "" and r.stderr == ""
 
 
-def test_exec_joins_words_and_passes_env_and_cwd(cli, api):
+def test_exec_sh_joins_words_and_passes_env_and_cwd(cli, api):
     sid = api.create()
-    # without "--": the command starts at the first word after the ID
-    r = cli.run("exec", sid, "--env", "A=1", "--env", "B=two words", "--cwd", "/tmp",
+    # --sh: the words are one shell string, as ssh makes them
+    r = cli.run("exec", sid, "--env", "A=1", "--env", "B=two words", "--cwd", "/tmp", "--sh",
                 "echo", "$A", '"$B"', "$(pwd)")
     assert r.returncode == 0, r.stderr
     assert r.stdout == "1 two words /tmp\n"
@@ -226,18 +228,27 @@ def test_exec_notes_truncated_output(cli, api):
     assert "nanobox: output truncated" in r.stderr
 
 
-def test_exec_after_dashdash_passes_several_words_as_argv(cli, api):
+def test_exec_passes_several_words_as_argv_and_one_word_to_the_shell(cli, api):
     sid = api.create()
-    # README's line: the words reach python3 as they are, not re-split by sh
-    r = cli.run("exec", sid, "--", "python3", "-c", "print(6*7)")
-    assert (r.returncode, r.stdout, r.stderr) == (0, "42\n", "")
-    r = cli.run("exec", sid, "--", "printf", "%s|", "a b", "it's", "$HOME", "", "*")
-    assert (r.returncode, r.stdout) == (0, "a b|it's|$HOME||*|"), r.stderr
-    # "A=1" is a program's name here, not an assignment
-    assert cli.run("exec", sid, "--", "A=1", "true").returncode == 127
-    # one word after "--" is still a shell string; without "--", words are joined
+    # README's line: the words reach python3 as they are, not re-split by sh;
+    # with or without "--", as docker exec does
+    for dashdash in (["--"], []):
+        r = cli.run("exec", sid, *dashdash, "python3", "-c", "print(6*7)")
+        assert (r.returncode, r.stdout, r.stderr) == (0, "42\n", "")
+        r = cli.run("exec", sid, *dashdash, "printf", "%s|", "a b", "it's", "$HOME", "", "*", "é")
+        assert (r.returncode, r.stdout) == (0, "a b|it's|$HOME||*|é|"), r.stderr
+    # no shell: "A=1" is a program's name here, not an assignment
+    r = cli.run("exec", sid, "--", "A=1", "true")
+    assert r.returncode == 127 and "A=1" in r.stderr
+    # one word is a shell string, with or without "--"
     assert cli.run("exec", sid, "--", "echo $HOME; echo  two").stdout == "/workspace\ntwo\n"
-    assert cli.run("exec", sid, "echo", "$HOME").stdout == "/workspace\n"
+    assert cli.run("exec", sid, "echo $HOME | tr a-z A-Z").stdout == "/WORKSPACE\n"
+    # --json: the same argv, the final answer
+    r = cli.run("--json", "exec", sid, "--", "sh", "-c", "echo $0 $1; exit 4", "zero", "o n e")
+    assert r.returncode == 4 and json.loads(r.stdout)["stdout"] == "zero o n e\n"
+    # an empty program is a usage error, before anything is sent
+    r = cli.run("exec", sid, "--", "", "x")
+    assert r.returncode == 2 and "usage:" in r.stderr
 
 
 def test_exec_json_prints_the_answer_and_keeps_the_exit_code(cli, api):
@@ -407,6 +418,28 @@ def test_a_server_that_is_not_nanobox_is_a_readable_error(cli, fake_server):
     ["contexts", "x", "bogus"],
     ["contexts", "x", "rm"],
     ["contexts", "x", "ls", "--language", "python"],
+    # an empty ID is never "GET /sandbox/" (the list)
+    ["info", ""],
+    ["ttl", "", "60"],
+    ["exec", "", "true"],
+    ["ps", ""],
+    ["logs", "", "1"],
+    ["kill", "", "1"],
+    ["ls", ""],
+    ["mkdir", "", "d"],
+    ["mv", "", "a", "b"],
+    ["port", "ls", ""],
+    ["rm", ""],
+    ["ps"],
+    ["logs", "x"],
+    ["logs", "x", "notapid"],
+    ["mkdir", "x"],
+    ["mv", "x", "a"],
+    ["ls", "x", "a", "b"],
+    ["ls", "x", "--meta", "a=b"],
+    ["rm", "-r", "00000000-0000-4000-8000-000000000000"],
+    ["rm", "00000000-0000-4000-8000-000000000000", "x:/tmp/f"],
+    ["exec", "x", "--", "", "y"],
 ])
 def test_bad_usage_exits_2_with_usage_on_stderr(cli, args):
     r = cli.run(*args, url=False, key=False)
@@ -416,10 +449,24 @@ def test_bad_usage_exits_2_with_usage_on_stderr(cli, args):
 
 @pytest.mark.parametrize("args", [["help"], ["--help"], ["help", "exec"], ["exec", "--help"],
                                   ["port", "--help"], ["create", "-h"], ["code", "--help"],
-                                  ["contexts", "--help"]])
+                                  ["contexts", "--help"], ["help", "cp"], ["ps", "--help"],
+                                  ["logs", "-h"], ["kill", "--help"], ["mkdir", "--help"],
+                                  ["mv", "--help"]])
 def test_help_prints_usage_and_exits_0(cli, args):
     r = cli.run(*args, url=False, key=False)
     assert r.returncode == 0 and r.stdout.startswith("usage: nanobox") and r.stderr == ""
+
+
+def test_help_tells_the_truth():
+    """Every command is listed, nothing says "not served yet", cp knows -r."""
+    run = functools.partial(subprocess.run, capture_output=True, text=True, timeout=30)
+    out = run([str(CLI_BIN), "help"]).stdout
+    for name in ("exec", "ps", "logs", "kill", "cp", "ls", "rm", "mkdir", "mv"):
+        assert re.search(rf"(?m)^  {name} ", out), name
+    cp = run([str(CLI_BIN), "help", "cp"]).stdout
+    assert "-r" in cp and "directory" in cp
+    for text in (out, cp, run([str(CLI_BIN), "help", "exec"]).stdout):
+        assert "not served" not in text and "single file" not in text
 
 
 def test_cp_puts_and_gets_a_binary_file_byte_exact(cli, api, tmp_path):
@@ -466,6 +513,145 @@ def test_cp_into_a_directory_keeps_the_files_name(cli, api, tmp_path):
     assert r.returncode == 2 and "name the file" in r.stderr, r.stderr
     # cp is served: help no longer says otherwise
     assert "not served" not in cli.run("help", url=False, key=False).stdout
+
+
+def test_cp_into_a_sandbox_directory_named_without_a_slash(cli, api, tmp_path):
+    sid = cli.create()
+    (tmp_path / "app.py").write_text("print(2)\n")
+    (tmp_path / "app.py").chmod(0o755)
+    # the issue's line: the files API says /workspace is a directory
+    cli.ok("cp", tmp_path / "app.py", f"{sid}:/workspace")
+    assert api.exec(sid, "cat /workspace/app.py; stat -c %a /workspace/app.py")["stdout"] == \
+        "print(2)\n755\n"
+    # a file that is there is replaced, a name that is not is the new file's
+    (tmp_path / "app.py").write_text("print(3)\n")
+    cli.ok("cp", tmp_path / "app.py", f"{sid}:/workspace/app.py")
+    cli.ok("cp", tmp_path / "app.py", f"{sid}:new.py")
+    assert api.exec(sid, "cat app.py new.py")["stdout"] == "print(3)\nprint(3)\n"
+    # stdin into a directory has no name to take
+    r = cli.run("cp", "-", f"{sid}:/workspace", input="x")
+    assert_readable_error(r, "is a directory: name the file")
+
+
+def test_cp_r_copies_directories_both_ways(cli, api, tmp_path):
+    sid = cli.create()
+    src = tmp_path / "tree"
+    (src / "sub" / "deeper").mkdir(parents=True)
+    (src / "empty").mkdir()
+    (src / "a.txt").write_text("a\n")
+    (src / "sub" / "b.txt").write_text("b\n")
+    blob = os.urandom(50_000)
+    (src / "sub" / "deeper" / "blob.bin").write_bytes(blob)
+    # without -r a directory is refused, and nothing is written
+    assert_readable_error(cli.run("cp", src, f"{sid}:/workspace/"), "is a directory", "cp -r")
+    assert api.exec(sid, "ls /workspace")["stdout"] == ""
+    # into an existing directory: under the source's name; else the copy is the destination
+    cli.ok("cp", "-r", src, f"{sid}:/workspace")
+    cli.ok("cp", "-r", src, f"{sid}:/tmp/copy")
+    find = "cd {} && find . | sort && md5sum sub/deeper/blob.bin | cut -c1-32"
+    want = ".\n./a.txt\n./empty\n./sub\n./sub/b.txt\n./sub/deeper\n./sub/deeper/blob.bin\n" + \
+        hashlib.md5(blob).hexdigest() + "\n"
+    assert api.exec(sid, find.format("/workspace/tree"))["stdout"] == want
+    assert api.exec(sid, find.format("/tmp/copy"))["stdout"] == want
+    # and back: a new local directory, then into an existing one
+    cli.ok("cp", "-r", f"{sid}:/tmp/copy", tmp_path / "back")
+    cli.ok("cp", "-R", f"{sid}:/workspace/tree", tmp_path / "back")
+    for d in (tmp_path / "back", tmp_path / "back" / "tree"):
+        assert (d / "a.txt").read_text() == "a\n" and (d / "sub" / "b.txt").read_text() == "b\n"
+        assert (d / "sub" / "deeper" / "blob.bin").read_bytes() == blob
+        assert (d / "empty").is_dir()
+    # without -r, a sandbox directory is refused
+    assert_readable_error(cli.run("cp", f"{sid}:/tmp/copy", tmp_path / "x"), "is a directory", "cp -r")
+    assert not (tmp_path / "x").exists()
+
+
+def test_cp_r_skips_symlinks_with_a_note(cli, api, tmp_path):
+    sid = cli.create()
+    src = tmp_path / "linky"
+    src.mkdir()
+    (src / "real.txt").write_text("r\n")
+    (src / "link").symlink_to("real.txt")
+    r = cli.run("cp", "-r", src, f"{sid}:/workspace/")
+    assert r.returncode == 1 and "skipped" in r.stderr and "link" in r.stderr
+    assert api.exec(sid, "ls /workspace/linky")["stdout"] == "real.txt\n"
+    api.exec(sid, "ln -s real.txt /workspace/linky/inlink")
+    r = cli.run("cp", "-r", f"{sid}:/workspace/linky", tmp_path / "out")
+    assert r.returncode == 1 and "skipped" in r.stderr and "inlink" in r.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == ["real.txt"]
+
+
+def test_ls_mkdir_mv_rm_files(cli, api):
+    sid = cli.create()
+    api.exec(sid, "echo hello > /workspace/notes.txt")
+    assert cli.ok("mkdir", sid, "data/raw", "/tmp/scratch").stdout == ""
+    assert api.exec(sid, "test -d /workspace/data/raw && test -d /tmp/scratch && echo ok")["stdout"] == "ok\n"
+    # mv into a directory keeps the name, as mv(1)
+    assert cli.ok("mv", sid, "notes.txt", "data/raw").stdout == ""
+    assert cli.ok("mv", sid, "data/raw/notes.txt", "data/renamed.txt").stdout == ""
+    out = cli.ok("ls", sid, "data").stdout.splitlines()
+    assert out[0].split() == ["TYPE", "SIZE", "MODE", "MODIFIED", "NAME"]
+    rows = [line.split() for line in out[1:]]
+    assert [(r[0], r[-1]) for r in rows] == [("dir", "raw/"), ("file", "renamed.txt")]
+    assert rows[1][1] == "6B"
+    # the workspace by default; ID:PATH works too; --json is the API's listing
+    assert "data/" in cli.ok("ls", sid).stdout
+    assert "renamed.txt" in cli.ok("ls", f"{sid}:data").stdout
+    listing = json.loads(cli.ok("--json", "ls", sid, "/workspace/data").stdout)
+    assert listing["type"] == "dir" and {e["name"] for e in listing["entries"]} == {"raw", "renamed.txt"}
+    assert_readable_error(cli.run("ls", sid, "data/renamed.txt"), "is a file")
+    # rm takes ID:PATH: a non-empty directory needs -r
+    assert_readable_error(cli.run("rm", f"{sid}:data"), "(conflict, HTTP 409)")
+    assert json.loads(cli.ok("--json", "rm", f"{sid}:data/renamed.txt").stdout) == \
+        {"sandboxId": sid, "path": "data/renamed.txt", "deleted": True}
+    cli.ok("rm", "-r", f"{sid}:data", f"{sid[:8]}:/tmp/scratch")
+    assert api.exec(sid, "ls -A /workspace /tmp")["stdout"] == "/tmp:\n\n/workspace:\n"
+    assert api.get(sid).status_code == 200
+
+
+def test_rm_of_a_sandbox_and_a_file_name_destroys_nothing(cli, api):
+    sid = cli.create()
+    api.exec(sid, "echo keep > /workspace/notes.txt")
+    r = cli.run("rm", sid, "notes.txt")
+    assert r.returncode == 2 and "nanobox rm ID:PATH" in r.stderr and r.stdout == ""
+    assert api.get(sid).status_code == 200
+    assert api.exec(sid, "cat notes.txt")["stdout"] == "keep\n"
+
+
+def test_exec_d_ps_logs_kill(cli, api):
+    sid = cli.create()
+    pid = cli.ok("exec", sid, "-d", "for i in 1 2 3; do echo out $i; echo err $i >&2; sleep 0.5; done; "
+                                    "exit 3").stdout.strip()
+    other = cli.ok("exec", "-d", sid, "--", "sleep", "300").stdout.strip()
+    assert pid.isdigit() and other.isdigit()
+    ps = cli.ok("ps", sid).stdout.splitlines()
+    assert ps[0].split() == ["PID", "STATUS", "STARTED", "OUTPUT", "COMMAND"]
+    rows = {line.split()[0]: line for line in ps[1:]}
+    assert "running" in rows[other] and rows[other].endswith("sleep 300")
+    # -f: every line once, in order, and it returns when the process has exited
+    t0 = time.monotonic()
+    r = cli.ok("logs", sid, pid, "-f", timeout=60)
+    assert r.stdout == "out 1\nout 2\nout 3\n" and r.stderr == "err 1\nerr 2\nerr 3\n"
+    assert time.monotonic() - t0 < 20
+    assert re.search(r"\bexited 3\b", [ln for ln in cli.ok("ps", sid).stdout.splitlines()
+                                        if ln.startswith(pid + " ")][0])
+    assert cli.ok("logs", sid, pid).stdout == "out 1\nout 2\nout 3\n"
+    listed = json.loads(cli.ok("--json", "ps", sid).stdout)["processes"]
+    assert {p["pid"]: p["command"] for p in listed}[int(other)] == ["sleep", "300"]
+    # kill: TERM by default, as kill(1)
+    assert cli.ok("kill", sid, other).stdout == ""
+
+    def ended():
+        procs = json.loads(cli.ok("--json", "ps", sid).stdout)["processes"]
+        p = [p for p in procs if p["pid"] == int(other)][0]
+        return not p["running"] and p["signal"] == 15
+    wait_until(ended, 10, what="sleep 300 to end on SIGTERM")
+    assert "sleep" not in api.exec(sid, "ps -eo comm")["stdout"]
+    # signal names in any case, with or without SIG
+    third = cli.ok("exec", sid, "-d", "--", "sleep", "300").stdout.strip()
+    assert json.loads(cli.ok("--json", "kill", sid, third, "-s", "sigkill").stdout) == \
+        {"pid": int(third), "signal": "KILL", "sent": True}
+    assert_readable_error(cli.run("kill", sid, "99999"), "(no_process, HTTP 404)")
+    assert_readable_error(cli.run("logs", sid, "99999"), "(no_process, HTTP 404)")
 
 
 def test_exec_feeds_stdin_from_a_file(cli, tmp_path):

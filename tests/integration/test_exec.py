@@ -1,11 +1,12 @@
 """Running commands in a sandbox: output, exit codes, timeouts, caps, state."""
 
+import json
 import threading
 import time
 
 import pytest
 
-from nbtest import (MAX_OUTPUT, assert_error, docker_exists, docker_inspect, docker_top, parse_json,
+from nbtest import (MAX_COMMAND, MAX_OUTPUT, assert_error, docker_exists, docker_inspect, docker_top, parse_json,
                     wait_until)
 
 
@@ -288,3 +289,68 @@ def test_delete_during_exec_ends_the_exec(api, stack):
     assert not t.is_alive()
     assert box["t"] < 15, f"exec outlived its deleted sandbox ({box['t']:.1f}s)"
     assert not docker_exists(f"nanobox-{sid}")
+
+
+# ------------------------------------------------------------------- argv
+
+def exec_argv(api, sid, argv, **kw):
+    return api.request("POST", f"/sandbox/{sid}/exec", json={"argv": argv, **kw})
+
+
+def test_exec_argv_passes_each_word_exactly_without_a_shell(api, shared_sid):
+    r = exec_argv(api, shared_sid, ["python3", "-c", "print(6*7)"])
+    assert r.status_code == 200, r.text
+    assert parse_json(r)["stdout"] == "42\n"
+    words = ["a b", "it's", "$HOME", "", "*", "x;y", "é"]
+    res = parse_json(exec_argv(api, shared_sid, ["printf", "%s|", *words], cwd="/tmp"))
+    assert (res["exit_code"], res["stdout"]) == (0, "|".join(words) + "|")
+    # no shell: "A=1" is a program's name, a missing program is the shell's 127
+    res = parse_json(exec_argv(api, shared_sid, ["A=1", "true"]))
+    assert res["exit_code"] == 127 and "A=1" in res["stderr"]
+    # env and stdin reach it as they reach a command
+    res = parse_json(exec_argv(api, shared_sid, ["sh", "-c", 'echo "$V"; cat'], env={"V": "v 1"},
+                               stdin="in\n"))
+    assert res["stdout"] == "v 1\nin\n"
+
+
+def test_exec_argv_streams_and_runs_in_the_background(api, shared_sid):
+    r = exec_argv(api, shared_sid, ["echo", "streamed"], stream=True)
+    assert r.headers["Content-Type"].startswith("application/x-ndjson")
+    events = [json.loads(line) for line in r.text.splitlines()]
+    assert events[0] == {"type": "stdout", "data": "streamed\n"} and events[-1]["exit_code"] == 0
+    r = exec_argv(api, shared_sid, ["sleep", "30"], background=True)
+    assert r.status_code == 201, r.text
+    pid = parse_json(r)["pid"]
+    listed = parse_json(api.request("GET", f"/sandbox/{shared_sid}/processes"))["processes"]
+    assert [p["command"] for p in listed if p["pid"] == pid] == [["sleep", "30"]]
+    api.request("DELETE", f"/sandbox/{shared_sid}/processes/{pid}")
+
+
+REFUSED_MARK = "/tmp/argv-refused"
+TOUCH = ["sh", "-c", f"touch {REFUSED_MARK}"]
+
+
+@pytest.mark.parametrize("body, status", [
+    ({}, 400),                                                         # neither
+    ({"command": f"touch {REFUSED_MARK}", "argv": TOUCH}, 400),        # both
+    ({"argv": []}, 400),
+    ({"argv": ["", *TOUCH]}, 400),                                     # no program
+    ({"argv": [*TOUCH, 1]}, 400),
+    ({"argv": f"touch {REFUSED_MARK}"}, 400),
+    ({"argv": [*TOUCH, "a\u0000b"]}, 400),
+    ({"argv": TOUCH + ["x"] * 4096}, 422),                             # over 4096 strings
+    ({"argv": [*TOUCH, "x" * MAX_COMMAND]}, 422),                      # over max_command in all
+])
+def test_exec_bad_argv_is_refused_and_runs_nothing(api, shared_sid, body, status):
+    api.exec(shared_sid, f"rm -f {REFUSED_MARK}")
+    r = api.request("POST", f"/sandbox/{shared_sid}/exec", json=body)
+    assert_error(r, status, "bad_field" if status == 400 else "out_of_range")
+    assert api.exec(shared_sid, f"test -e {REFUSED_MARK} && echo ran || echo not")["stdout"] == "not\n"
+
+
+def test_exec_argv_at_max_command_runs(api, shared_sid):
+    half = MAX_COMMAND // 2
+    argv = ["printf", "%s", "x" * (half - len("printf%s")), "y" * half]
+    assert sum(map(len, argv)) == MAX_COMMAND
+    res = parse_json(exec_argv(api, shared_sid, argv))
+    assert res["exit_code"] == 0 and len(res["stdout"]) == MAX_COMMAND - len("printf%s")
