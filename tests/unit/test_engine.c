@@ -46,6 +46,7 @@ struct fake_ctr {
     char sandbox[64]; /* label nanobox.sandbox */
     char user[32];    /* Config.User as created */
     int running;
+    int paused; /* frozen (docker pause); still running */
     int used;
 };
 
@@ -57,7 +58,8 @@ struct fake_docker {
     int start_fails;    /* start answers 500 */
     int exits_at_once;  /* started containers are found stopped */
     int remove_fails;   /* remove answers 500 */
-    unsigned creates, removes;
+    int pause_fails;    /* pause and unpause answer 500 */
+    unsigned creates, removes, pauses, unpauses;
     /* called from inspect: lets a test act while a create waits on Docker */
     void (*on_inspect)(void);
 };
@@ -204,6 +206,43 @@ static int fake_inspect(struct nb_docker *d, const char *id, int *running, pid_t
     return 0;
 }
 
+/* pause (to 1) or unpause (to 0); already so counts as done, as with dockerd */
+static int fake_freeze(const char *id, int to, struct nb_derr *e)
+{
+    struct fake_ctr *c = fake_find(id);
+
+    if (to)
+        fake.pauses++;
+    else
+        fake.unpauses++;
+    if (fake.unreachable) {
+        fake_err(e, NB_DERR_UNREACHABLE, 0, "connection refused");
+        return -1;
+    }
+    if (c == NULL) {
+        fake_err(e, NB_DERR_HTTP, 404, "no such container");
+        return -1;
+    }
+    if (fake.pause_fails || !c->running) {
+        fake_err(e, NB_DERR_HTTP, fake.pause_fails ? 500 : 409, "cannot pause");
+        return -1;
+    }
+    c->paused = to;
+    return 0;
+}
+
+static int fake_pause(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    (void)d;
+    return fake_freeze(id, 1, e);
+}
+
+static int fake_unpause(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    (void)d;
+    return fake_freeze(id, 0, e);
+}
+
 static int fake_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn cb, void *arg,
                      struct nb_derr *e)
 {
@@ -223,6 +262,7 @@ static int fake_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn
         snprintf(c.id, sizeof(c.id), "%s", fake.ctr[i].id);
         snprintf(c.sandbox, sizeof(c.sandbox), "%s", fake.ctr[i].sandbox);
         c.running = fake.ctr[i].running;
+        c.paused = fake.ctr[i].paused;
         cb(arg, &c);
         n++;
     }
@@ -236,6 +276,8 @@ static const struct nb_docker_ops fake_ops = {
     .remove = fake_remove,
     .inspect = fake_inspect,
     .list = fake_list,
+    .pause = fake_pause,
+    .unpause = fake_unpause,
 };
 
 /* The agent of a handed-out warm sandbox: answers unless told not to. */
