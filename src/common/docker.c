@@ -255,8 +255,9 @@ static int curl_remove(struct nb_docker *d, const char *id, struct nb_derr *e)
     return -1;
 }
 
-/* POST /containers/{id}/{what}; Docker's 409 "already paused" / "is not
- * paused" means the container is already as asked. */
+/* POST /containers/{id}/{what}; Docker's "is already paused" (409) / "is
+ * not paused" (500 in Docker 20.10, 409 later) means the container is
+ * already as asked. */
 static int curl_freeze(struct nb_docker *d, const char *id, const char *what, const char *already,
                        struct nb_derr *e)
 {
@@ -264,7 +265,8 @@ static int curl_freeze(struct nb_docker *d, const char *id, const char *what, co
     snprintf(path, sizeof(path), "/containers/%s/%s", id, what);
     if (docker_call(d, "POST", path, NULL, 204, 204, NULL, e) == 0)
         return 0;
-    if (e && e->kind == NB_DERR_HTTP && e->status == 409 && strstr(e->msg, already)) {
+    if (e && e->kind == NB_DERR_HTTP && (e->status == 409 || e->status == 500) &&
+        strstr(e->msg, already)) {
         e->kind = NB_DERR_NONE;
         return 0;
     }

@@ -92,8 +92,8 @@ static void usage(FILE *out)
             "  --max-conns N         concurrent connections (default %u)\n"
             "  --pipe-size BYTES     splice pipe size (default %u)\n"
             "  --log-level LEVEL     debug, info, warn or error (default info)\n"
-            "  --paused-file PATH    while PATH exists the sandbox is paused: a new unix\n"
-            "                        connection gets a 409 page, a TCP one is closed\n"
+            "  --paused-file PATH    while PATH exists the sandbox is paused: new\n"
+            "                        connections are closed at once\n"
             "\n"
             "Exit status: 0 at the end of its life, 3 when an address is in use,\n"
             "1 for any other start-up failure.\n",
@@ -329,42 +329,26 @@ static void on_signal(int sfd)
     }
 }
 
-/* The answer a connection from nginx gets while the sandbox is paused. */
-#define PAUSED_BODY                                                                       \
-    "{\"error\":\"the sandbox is paused: resume it (POST /sandbox/{id}/resume) to reach " \
-    "its ports\",\"code\":\"paused\"}\n"
-#define PAUSED_ANSWER                                             \
-    "HTTP/1.1 409 Conflict\r\nContent-Type: application/json\r\n" \
-    "Content-Length: %zu\r\nConnection: close\r\n\r\n" PAUSED_BODY
-
 static int is_paused(void)
 {
     return paused_file != NULL && access(paused_file, F_OK) == 0;
 }
 
 /*
- * While paused nothing is relayed to the frozen processes: each waiting
- * connection is taken and answered at once, a unix one (nginx's, HTTP)
- * with a 409 page, a TCP one by closing it.
+ * While paused nothing is relayed to the frozen processes (a client would
+ * hang until the resume): each waiting connection is taken and closed at
+ * once. nginx answers its own 409 page before it connects (it checks the
+ * same file, nanobox-ports.conf), so this is what a host port's client
+ * sees, and nginx only in the instant of a pause.
  */
-static void refuse_paused(int listen_fd, int is_tcp)
+static void refuse_paused(int listen_fd)
 {
-    char answer[512], sink[4096];
-    int n = snprintf(answer, sizeof(answer), PAUSED_ANSWER, sizeof(PAUSED_BODY) - 1);
-
     for (int i = 0; i < FWD_EVENTS; i++) {
         int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd == -1) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             return;
-        }
-        if (!is_tcp) {
-            /* the request nginx already sent, so closing does not reset it */
-            while (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
-                ;
-            (void)!send(fd, answer, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
-            shutdown(fd, SHUT_WR);
         }
         close(fd);
     }
@@ -399,13 +383,13 @@ static void fwd_run(int epfd, int tcp_fd, int unix_fd, int sig_fd, int timer_fd,
             switch (FWD_TAG_KIND(tag)) {
             case FWD_TAG_TCP_LISTEN:
                 if (is_paused())
-                    refuse_paused(tcp_fd, 1);
+                    refuse_paused(tcp_fd);
                 else
                     relay_accept(tcp_fd, 1);
                 break;
             case FWD_TAG_UNIX_LISTEN:
                 if (is_paused())
-                    refuse_paused(unix_fd, 0);
+                    refuse_paused(unix_fd);
                 else
                     relay_accept(unix_fd, 0);
                 break;
