@@ -68,8 +68,12 @@ def main():
 
     def cli(op):
         t0 = time.perf_counter()
-        subprocess.run(["docker", op, cid], check=True, stdout=subprocess.DEVNULL)
-        return ms(t0)
+        r = subprocess.run(["docker", op, cid], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True)
+        took = ms(t0)
+        if r.returncode != 0:
+            raise RuntimeError(f"docker {op}: exit {r.returncode}: {r.stderr.strip()}")
+        return took
 
     def raw(op):
         t0 = time.perf_counter()
