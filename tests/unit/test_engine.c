@@ -1192,7 +1192,13 @@ static void test_create_with_the_defaults_takes_a_warm_sandbox(void **state)
     assert_int_equal(s.state, NB_SLOT_RUNNING);
     assert_int_equal(s.expires - s.created, 300);
     assert_string_equal(s.metadata, "{\"who\":\"test\"}");
+    assert_int_equal(s.auto_resume, 0);
     assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 1);
+    /* auto_resume is the request's, like its TTL and metadata */
+    spec.auto_resume = 1;
+    assert_int_equal(nb_sandbox_create(&f->app, &spec, &out, &ae), 0);
+    assert_int_equal(fake.creates, 2);
+    assert_int_equal(slot_of(&f->app, out.id).auto_resume, 1);
     assert_consistent(&f->app);
 }
 
