@@ -38,6 +38,8 @@ int cmd_ls(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_info(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_rm(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_ttl(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_pause(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_resume(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 /*
  * The sandbox id an argument names, in out (37 bytes): a full UUID as is (in
  * lower case), or the one live sandbox whose id starts with a shorter hex

@@ -1,5 +1,6 @@
 /*
- * cmd_sandbox.c - the sandbox lifecycle: create, ls, info, rm, ttl, and
+ * cmd_sandbox.c - the sandbox lifecycle: create, ls, info, rm, ttl,
+ * pause, resume, and
  * turning an id prefix from the command line into a full id.
  *
  * Human output is meant to be read, and "create"'s to be captured
@@ -110,11 +111,17 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
     const char *image = NULL, *ttl_s = NULL, *memory_s = NULL, *cpus_s = NULL, *pids_s = NULL,
                *network = NULL;
     struct args_list env = {0}, meta = {0};
+    int auto_resume = 0;
     const struct args_opt opts[] = {
-        {"--image", ARG_VALUE, &image},     {"--ttl", ARG_VALUE, &ttl_s},
-        {"--memory", ARG_VALUE, &memory_s}, {"--cpus", ARG_VALUE, &cpus_s},
-        {"--pids", ARG_VALUE, &pids_s},     {"--network", ARG_VALUE, &network},
-        {"--env", ARG_LIST, &env},          {"--meta", ARG_LIST, &meta},
+        {"--image", ARG_VALUE, &image},
+        {"--ttl", ARG_VALUE, &ttl_s},
+        {"--memory", ARG_VALUE, &memory_s},
+        {"--cpus", ARG_VALUE, &cpus_s},
+        {"--pids", ARG_VALUE, &pids_s},
+        {"--network", ARG_VALUE, &network},
+        {"--env", ARG_LIST, &env},
+        {"--meta", ARG_LIST, &meta},
+        {"--auto-resume", ARG_FLAG, &auto_resume},
     };
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
     struct client_req req = {.method = "POST", .path = "/sandbox", .timeout = CLIENT_CALL_TIMEOUT};
@@ -171,6 +178,8 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
         nb_json_kv_int(g, "pids", pids);
     if (network != NULL)
         nb_json_kv_str(g, "network", network);
+    if (auto_resume)
+        nb_json_kv_bool(g, "auto_resume", 1);
     args_kv_map(g, "env", &env);
     args_kv_map(g, "metadata", &meta);
     yajl_gen_map_close(g);
@@ -311,6 +320,11 @@ int cmd_info(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
         md = out_metadata(out_get(s, "metadata", yajl_t_object));
         printf("id          %s\n", out_str(s, "sandboxId"));
         printf("status      %s\n", out_str(s, "status"));
+        if (out_int(s, "pause_expires_at", 0) != 0) {
+            char until[64];
+            out_time(until, sizeof(until), out_int(s, "pause_expires_at", 0));
+            printf("paused      until %s (then destroyed); resume keeps the TTL left\n", until);
+        }
         printf("image       %s\n", out_str(s, "image"));
         printf("created     %s\n", created);
         printf("expires     in %s (%s)\n", left, expires);
@@ -492,4 +506,57 @@ out:
     free(body);
     free(pos.v);
     return rc;
+}
+
+/* --------------------------------------------------------- pause, resume */
+
+/* POST /sandbox/{id}/pause or /resume for one ID; prints "<id> paused". */
+static int pause_or_resume(struct client *c, const struct cli_cmd *cmd, int argc, char **argv,
+                           const char *op)
+{
+    struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
+    struct client_req req = {.method = "POST", .timeout = CLIENT_CALL_TIMEOUT};
+    struct client_answer a = {0};
+    struct nb_buf path = {0};
+    char id[UUID_LEN + 1], sub[16];
+    int rc;
+
+    if ((rc = args_parse(c, cmd, argc, argv, NULL, 0, &pos)) != ARGS_GO_ON)
+        goto out;
+    if (pos.n != 1) {
+        rc = cli_usage_error(
+            cmd, pos.n == 0 ? "which sandbox? give its ID" : "one ID at a time (got %d arguments)",
+            pos.n);
+        goto out;
+    }
+    if ((rc = sandbox_resolve_id(c, pos.v[0], id)) != CLI_OK)
+        goto out;
+    snprintf(sub, sizeof(sub), "/%s", op);
+    sandbox_path(&path, id, sub);
+    req.path = path.data;
+    if ((rc = client_call(c, &req, &a)) == CLI_OK) {
+        char left[32];
+
+        if (c->json) {
+            client_print_raw(&a);
+            goto out;
+        }
+        out_duration(left, sizeof(left), out_int(a.json, "ttl_remaining", 0));
+        printf("%s %s (%s of TTL left)\n", id, out_str(a.json, "state"), left);
+    }
+out:
+    client_answer_free(&a);
+    nb_buf_free(&path);
+    free(pos.v);
+    return rc;
+}
+
+int cmd_pause(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    return pause_or_resume(c, cmd, argc, argv, "pause");
+}
+
+int cmd_resume(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    return pause_or_resume(c, cmd, argc, argv, "resume");
 }

@@ -22,7 +22,7 @@ static int cmd_help(struct client *c, const struct cli_cmd *cmd, int argc, char 
 static const struct cli_cmd commands[] = {
     {"create", cmd_create,
      "nanobox create [--image I] [--ttl S] [--memory 128m] [--cpus 0.5] [--pids N]\n"
-     "               [--env K=V]... [--meta K=V]... [--network none|bridge]",
+     "               [--env K=V]... [--meta K=V]... [--network none|bridge] [--auto-resume]",
      "create a sandbox and print its id",
      "  --image I         image to run (one of the server's allowed images)\n"
      "  --ttl S           lifetime in seconds (default: the server's default_ttl)\n"
@@ -32,6 +32,7 @@ static const struct cli_cmd commands[] = {
      "  --env K=V         environment variable for every command (repeatable)\n"
      "  --meta K=V        metadata to find the sandbox by later (repeatable)\n"
      "  --network MODE    none (default) or bridge, if the server allows it\n"
+     "  --auto-resume     once paused, the first exec/files/code call resumes it\n"
      "Prints the new sandbox's id; with --json, the whole answer.\n"},
     {"ls", cmd_ls, "nanobox ls [--meta K=V]...\n       nanobox ls ID [PATH]",
      "list live sandboxes, or the files of a sandbox's directory",
@@ -48,6 +49,12 @@ static const struct cli_cmd commands[] = {
      "sandbox instead; nothing is destroyed unless every argument is a sandbox ID.\n"},
     {"ttl", cmd_ttl, "nanobox ttl ID SECONDS", "set a sandbox to expire SECONDS from now",
      "The new expiry replaces the old one: a small SECONDS shortens the sandbox's life.\n"},
+    {"pause", cmd_pause, "nanobox pause ID", "freeze every process of a sandbox",
+     "Its memory, processes and open files stay; its TTL stops and its pause TTL\n"
+     "(the server's max_pause) starts. Pausing a paused sandbox changes nothing.\n"},
+    {"resume", cmd_resume, "nanobox resume ID", "thaw a paused sandbox",
+     "Its processes go on where they were, with the TTL it had left.\n"
+     "Resuming a running sandbox changes nothing.\n"},
     {"exec", cmd_exec,
      "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--stdin FILE|-] [--sh] [-d]\n"
      "             [--] COMMAND...",

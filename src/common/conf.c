@@ -68,6 +68,7 @@ void nb_conf_defaults(struct nb_conf *c)
     c->egress_widen[0] = '\0';
     c->default_ttl = 1800;
     c->max_ttl = 86400;
+    c->max_pause = 86400;
 
     c->exec_timeout = 30;
     c->exec_timeout_max = 300;
@@ -240,6 +241,7 @@ static const struct key keys[] = {
     {"egress_widen", K_STR, F(egress_widen), 0},
     {"default_ttl", K_UINT, F(default_ttl), 10 * 365 * 86400ULL},
     {"max_ttl", K_UINT, F(max_ttl), 10 * 365 * 86400ULL},
+    {"max_pause", K_UINT, F(max_pause), 10 * 365 * 86400ULL},
     {"exec_timeout", K_UINT, F(exec_timeout), 86400},
     {"exec_timeout_max", K_UINT, F(exec_timeout_max), 86400},
     {"max_output", K_SIZE, F(max_output), 1ULL << 32},
@@ -437,6 +439,10 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
     }
     if (c->default_ttl < 1 || c->default_ttl > c->max_ttl) {
         snprintf(err, errlen, "default_ttl must be between 1 and max_ttl");
+        return -1;
+    }
+    if (c->max_pause < 1) {
+        snprintf(err, errlen, "max_pause must be at least 1 second");
         return -1;
     }
     if (c->exec_timeout < 1 || c->exec_timeout > c->exec_timeout_max) {

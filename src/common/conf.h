@@ -68,6 +68,7 @@ struct nb_conf {
     char egress_widen[NB_CONF_LIST]; /* what a request's allow may open beyond the default */
     unsigned default_ttl;
     unsigned max_ttl;
+    unsigned max_pause;      /* seconds a paused sandbox is kept before it is destroyed */
     unsigned warm_pool;      /* sandboxes of the defaults kept started; 0: none */
     unsigned warm_pool_code; /* sandboxes of code_image kept started, kernel running; 0: none */
 

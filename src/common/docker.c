@@ -255,6 +255,34 @@ static int curl_remove(struct nb_docker *d, const char *id, struct nb_derr *e)
     return -1;
 }
 
+/* POST /containers/{id}/{what}; Docker's "is already paused" (409) / "is
+ * not paused" (500 in Docker 20.10, 409 later) means the container is
+ * already as asked. */
+static int curl_freeze(struct nb_docker *d, const char *id, const char *what, const char *already,
+                       struct nb_derr *e)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/containers/%s/%s", id, what);
+    if (docker_call(d, "POST", path, NULL, 204, 204, NULL, e) == 0)
+        return 0;
+    if (e && e->kind == NB_DERR_HTTP && (e->status == 409 || e->status == 500) &&
+        strstr(e->msg, already)) {
+        e->kind = NB_DERR_NONE;
+        return 0;
+    }
+    return -1;
+}
+
+static int curl_pause(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    return curl_freeze(d, id, "pause", "already paused", e);
+}
+
+static int curl_unpause(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    return curl_freeze(d, id, "unpause", "not paused", e);
+}
+
 static int curl_inspect(struct nb_docker *d, const char *id, int *running, pid_t *pid,
                         struct nb_derr *e)
 {
@@ -320,7 +348,8 @@ static int curl_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn
             continue;
         snprintf(ctr.id, sizeof(ctr.id), "%s", nb_json_string(id));
         st = yajl_tree_get(item, stp, yajl_t_string);
-        ctr.running = st && !strcmp(nb_json_string(st), "running");
+        ctr.paused = st && !strcmp(nb_json_string(st), "paused");
+        ctr.running = ctr.paused || (st && !strcmp(nb_json_string(st), "running"));
         lab = yajl_tree_get(item, labp, yajl_t_object);
         if (lab) {
             yajl_val sb = yajl_tree_get(lab, sbp, yajl_t_string);
@@ -345,6 +374,8 @@ const struct nb_docker_ops nb_docker_curl_ops = {
     .remove = curl_remove,
     .inspect = curl_inspect,
     .list = curl_list,
+    .pause = curl_pause,
+    .unpause = curl_unpause,
 };
 
 /* ---- the container calls, through the ops table (docker.h) ---- */
@@ -374,6 +405,16 @@ int nb_docker_inspect(struct nb_docker *d, const char *id, int *running, pid_t *
                       struct nb_derr *e)
 {
     return d->ops->inspect(d, id, running, pid, e);
+}
+
+int nb_docker_pause(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    return d->ops->pause(d, id, e);
+}
+
+int nb_docker_unpause(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    return d->ops->unpause(d, id, e);
 }
 
 int nb_docker_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn cb, void *arg,

@@ -41,7 +41,7 @@ typedef void (*nb_docker_ctr_fn)(void *arg, const struct nb_docker_ctr *c);
 
 /*
  * The container calls the sandbox engine makes (create, start, inspect,
- * remove, list, ping), as a table of functions: nb_docker_init installs
+ * remove, list, ping, pause, unpause), as a table of functions: nb_docker_init installs
  * the real client's, and the unit tests an in-memory Docker's
  * (tests/unit/test_engine.c), so the engine's rules (rollback,
  * reconciliation, the warm pool) are tested without dockerd. The
@@ -58,6 +58,8 @@ struct nb_docker_ops {
                    struct nb_derr *e);
     int (*list)(struct nb_docker *d, const char *instance, nb_docker_ctr_fn cb, void *arg,
                 struct nb_derr *e);
+    int (*pause)(struct nb_docker *d, const char *id, struct nb_derr *e);
+    int (*unpause)(struct nb_docker *d, const char *id, struct nb_derr *e);
 };
 
 /* The real client: libcurl to dockerd. */
@@ -91,7 +93,14 @@ int nb_docker_create(struct nb_docker *d, const char *name, const char *config_j
 int nb_docker_start(struct nb_docker *d, const char *id, struct nb_derr *e);
 /* Force-remove with volumes. A container that is already gone counts as removed. */
 int nb_docker_remove(struct nb_docker *d, const char *id, struct nb_derr *e);
-/* State of a container: *running 0/1, *pid its PID 1 on the host (0 if not running). */
+/*
+ * Freeze / thaw every process of a container (the cgroup freezer). One
+ * already paused (for pause) or not paused (for unpause) counts as done.
+ */
+int nb_docker_pause(struct nb_docker *d, const char *id, struct nb_derr *e);
+int nb_docker_unpause(struct nb_docker *d, const char *id, struct nb_derr *e);
+/* State of a container: *running 0/1 (1 while paused too), *pid its PID 1
+ * on the host (0 if not running). */
 int nb_docker_inspect(struct nb_docker *d, const char *id, int *running, pid_t *pid,
                       struct nb_derr *e);
 
@@ -100,7 +109,8 @@ struct nb_docker_ctr {
     char id[65];
     char sandbox[64]; /* label nanobox.sandbox */
     int64_t expires;  /* label nanobox.expires, 0 if absent */
-    int running;
+    int running;      /* up: running or paused */
+    int paused;       /* frozen by docker pause */
 };
 /*
  * Containers carrying nanobox.instance=instance, all states. Calls cb for

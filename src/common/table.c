@@ -528,11 +528,35 @@ struct nb_slot *nb_table_hand_out(struct nb_table *t, const char *image, int64_t
     return NULL;
 }
 
+int nb_table_pause(struct nb_table *t, struct nb_slot *s, int64_t now, int64_t pause_expires)
+{
+    (void)t;
+    if (s->state != NB_SLOT_RUNNING)
+        return -1;
+    s->ttl_left = s->expires > now ? s->expires - now : 1;
+    s->pause_expires = pause_expires;
+    slot_enter(s, NB_SLOT_PAUSED, 0, now);
+    return 0;
+}
+
+int nb_table_resume(struct nb_table *t, struct nb_slot *s, int64_t now)
+{
+    (void)t;
+    if (s->state != NB_SLOT_PAUSED)
+        return -1;
+    s->expires = now + s->ttl_left;
+    s->ttl_left = 0;
+    s->pause_expires = 0;
+    slot_enter(s, NB_SLOT_RUNNING, 0, now);
+    return 0;
+}
+
 int nb_table_mark_destroying(struct nb_table *t, struct nb_slot *s, enum nb_slot_state from,
                              int64_t now)
 {
     (void)t;
-    if ((from != NB_SLOT_RUNNING && from != NB_SLOT_POOLED) || s->state != (uint32_t)from)
+    if ((from != NB_SLOT_RUNNING && from != NB_SLOT_POOLED && from != NB_SLOT_PAUSED) ||
+        s->state != (uint32_t)from)
         return -1;
     slot_enter(s, NB_SLOT_DESTROYING, getpid(), now);
     return 0;
@@ -544,8 +568,9 @@ int nb_table_unmark_destroying(struct nb_table *t, const char *id, uint32_t gen)
 
     if (s == NULL || s->state != NB_SLOT_DESTROYING)
         return -1;
-    /* state_since keeps the time of the mark, as it always has */
-    slot_enter(s, NB_SLOT_RUNNING, 0, s->state_since);
+    /* state_since keeps the time of the mark, as it always has; a paused
+     * one (its pause TTL still set) goes back to its pause */
+    slot_enter(s, s->pause_expires != 0 ? NB_SLOT_PAUSED : NB_SLOT_RUNNING, 0, s->state_since);
     return 0;
 }
 

@@ -32,6 +32,7 @@ enum nb_slot_state {
     NB_SLOT_RUNNING,
     NB_SLOT_DESTROYING, /* container being removed by owner_pid */
     NB_SLOT_POOLED,     /* started with the defaults, waiting to be handed out */
+    NB_SLOT_PAUSED,     /* frozen (docker pause): its TTL stopped, its pause TTL runs */
 };
 
 struct nb_port {
@@ -60,6 +61,10 @@ struct nb_slot {
     char image[NB_IMAGE_LEN];
     char metadata[NB_META_LEN]; /* JSON object text, "{}" when none */
     struct nb_port ports[NB_MAX_PORTS];
+    /* pause and resume */
+    uint32_t auto_resume;  /* 1: a call that needs it running resumes it */
+    int64_t ttl_left;      /* PAUSED: seconds of TTL it had when paused */
+    int64_t pause_expires; /* PAUSED: unix seconds its pause ends (it is destroyed) */
 };
 
 struct nb_table_header {
@@ -117,7 +122,8 @@ uint32_t nb_table_count_state(struct nb_table *t, enum nb_slot_state state);
  *
  *   FREE ──reserve──> CREATING ──commit──> RUNNING or POOLED
  *   POOLED ──hand_out──> RUNNING
- *   RUNNING, POOLED ──mark_destroying──> DESTROYING ──unmark──> RUNNING
+ *   RUNNING ──pause──> PAUSED ──resume──> RUNNING
+ *   RUNNING, POOLED, PAUSED ──mark_destroying──> DESTROYING ──unmark──> RUNNING or PAUSED
  *   CREATING, DESTROYING (abandoned) ──take_over──> DESTROYING
  *   CREATING, DESTROYING ──free──> FREE;  any ──release──> FREE
  *
@@ -151,17 +157,30 @@ struct nb_slot *nb_table_hand_out(struct nb_table *t, const char *image, int64_t
                                   int64_t expires);
 
 /*
- * from (RUNNING or POOLED) -> DESTROYING, owned by this process. from is
- * the state the caller judged the slot in: -1 if the slot is in another
- * (a DELETE never takes a warm slot, the pool never a user's).
+ * RUNNING -> PAUSED: the TTL stops (ttl_left = what was left, at least 1 s)
+ * and the pause TTL runs until pause_expires. -1 from any other state.
+ */
+int nb_table_pause(struct nb_table *t, struct nb_slot *s, int64_t now, int64_t pause_expires);
+
+/*
+ * PAUSED -> RUNNING: the TTL goes on from ttl_left (expires = now +
+ * ttl_left). -1 from any other state.
+ */
+int nb_table_resume(struct nb_table *t, struct nb_slot *s, int64_t now);
+
+/*
+ * from (RUNNING, POOLED or PAUSED) -> DESTROYING, owned by this process.
+ * from is the state the caller judged the slot in: -1 if the slot is in
+ * another (a DELETE never takes a warm slot, the pool never a user's).
  */
 int nb_table_mark_destroying(struct nb_table *t, struct nb_slot *s, enum nb_slot_state from,
                              int64_t now);
 
 /*
- * DESTROYING -> RUNNING, owner cleared: a destroy whose Docker call failed
- * puts the sandbox back, so it can be destroyed again. -1 unless the slot
- * of id has generation gen and is DESTROYING.
+ * DESTROYING -> RUNNING (PAUSED if it was paused), owner cleared: a
+ * destroy whose Docker call failed puts the sandbox back, so it can be
+ * destroyed again. -1 unless the slot of id has generation gen and is
+ * DESTROYING.
  */
 int nb_table_unmark_destroying(struct nb_table *t, const char *id, uint32_t gen);
 

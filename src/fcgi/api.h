@@ -32,6 +32,10 @@ int api_sandbox_get(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
                     struct nb_apierr *ae);
 int api_sandbox_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                        struct nb_apierr *ae);
+int api_sandbox_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
+int api_sandbox_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
 int api_sandbox_timeout(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                         struct nb_apierr *ae);
 int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,

@@ -12,6 +12,7 @@
 #define ID NB_ROUTE_ID
 #define PID NB_ROUTE_PID
 #define CTX NB_ROUTE_CTX
+#define AWAKE NB_ROUTE_AWAKE /* 409 paused while paused (or resumed with auto_resume) */
 
 const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_HEALTHZ, "", "GET", NB_ROUTE_PUBLIC | NB_ROUTE_HEAD, api_healthz},
@@ -24,29 +25,31 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_SANDBOX, "", "GET", ID, api_sandbox_get},
     {NB_ROUTE_SANDBOX, "", "DELETE", ID, api_sandbox_delete},
     {NB_ROUTE_TIMEOUT, "", "POST", ID, api_sandbox_timeout},
-    {NB_ROUTE_EXEC, "", "POST", ID, api_sandbox_exec},
+    {NB_ROUTE_PAUSE, "", "POST", ID, api_sandbox_pause},
+    {NB_ROUTE_RESUME, "", "POST", ID, api_sandbox_resume},
+    {NB_ROUTE_EXEC, "", "POST", ID | AWAKE, api_sandbox_exec},
     {NB_ROUTE_NETWORK, "", "PUT", ID, api_sandbox_network},
-    {NB_ROUTE_PORT_OPEN, "", "POST", ID, api_port_open},
-    {NB_ROUTE_PORTS, "", "GET", ID, api_port_list},
-    {NB_ROUTE_PORT, "", "DELETE", ID, api_port_close},
-    {NB_ROUTE_FILES, "", "GET", ID, api_files_get},
-    {NB_ROUTE_FILES, "", "PUT", ID, api_files_put},
-    {NB_ROUTE_FILES, "", "DELETE", ID, api_files_delete},
-    {NB_ROUTE_FILES, "mkdir", "POST", ID, api_files_mkdir},
-    {NB_ROUTE_FILES, "move", "POST", ID, api_files_move},
-    {NB_ROUTE_PROCS, "", "GET", ID, api_procs_list},
-    {NB_ROUTE_PROCS, "{pid}", "GET", ID | PID, api_procs_get},
-    {NB_ROUTE_PROCS, "{pid}", "DELETE", ID | PID, api_procs_signal},
-    {NB_ROUTE_PROCS, "{pid}/stdin", "POST", ID | PID, api_procs_stdin},
+    {NB_ROUTE_PORT_OPEN, "", "POST", ID | AWAKE, api_port_open},
+    {NB_ROUTE_PORTS, "", "GET", ID | AWAKE, api_port_list},
+    {NB_ROUTE_PORT, "", "DELETE", ID | AWAKE, api_port_close},
+    {NB_ROUTE_FILES, "", "GET", ID | AWAKE, api_files_get},
+    {NB_ROUTE_FILES, "", "PUT", ID | AWAKE, api_files_put},
+    {NB_ROUTE_FILES, "", "DELETE", ID | AWAKE, api_files_delete},
+    {NB_ROUTE_FILES, "mkdir", "POST", ID | AWAKE, api_files_mkdir},
+    {NB_ROUTE_FILES, "move", "POST", ID | AWAKE, api_files_move},
+    {NB_ROUTE_PROCS, "", "GET", ID | AWAKE, api_procs_list},
+    {NB_ROUTE_PROCS, "{pid}", "GET", ID | PID | AWAKE, api_procs_get},
+    {NB_ROUTE_PROCS, "{pid}", "DELETE", ID | PID | AWAKE, api_procs_signal},
+    {NB_ROUTE_PROCS, "{pid}/stdin", "POST", ID | PID | AWAKE, api_procs_stdin},
     /* any other op under a pid: a known place with nothing there (404 after the checks) */
-    {NB_ROUTE_PROCS, "{pid}/{op}", NULL, ID | PID, NULL},
-    {NB_ROUTE_CODE, "", "POST", ID, api_code_run},
-    {NB_ROUTE_CODE, "interrupt", "POST", ID, api_code_interrupt},
-    {NB_ROUTE_CONTEXTS, "", "GET", ID, api_contexts_list},
-    {NB_ROUTE_CONTEXTS, "", "POST", ID, api_contexts_create},
-    {NB_ROUTE_CONTEXTS, "{ctx}", "DELETE", ID | CTX, api_contexts_delete},
-    {NB_ROUTE_CONTEXTS, "{ctx}/restart", "POST", ID | CTX, api_contexts_restart},
-    {NB_ROUTE_CONTEXTS, "{ctx}/{op}", NULL, ID | CTX, NULL},
+    {NB_ROUTE_PROCS, "{pid}/{op}", NULL, ID | PID | AWAKE, NULL},
+    {NB_ROUTE_CODE, "", "POST", ID | AWAKE, api_code_run},
+    {NB_ROUTE_CODE, "interrupt", "POST", ID | AWAKE, api_code_interrupt},
+    {NB_ROUTE_CONTEXTS, "", "GET", ID | AWAKE, api_contexts_list},
+    {NB_ROUTE_CONTEXTS, "", "POST", ID | AWAKE, api_contexts_create},
+    {NB_ROUTE_CONTEXTS, "{ctx}", "DELETE", ID | CTX | AWAKE, api_contexts_delete},
+    {NB_ROUTE_CONTEXTS, "{ctx}/restart", "POST", ID | CTX | AWAKE, api_contexts_restart},
+    {NB_ROUTE_CONTEXTS, "{ctx}/{op}", NULL, ID | CTX | AWAKE, NULL},
 };
 
 const size_t nb_api_n_routes = sizeof(nb_api_routes) / sizeof(nb_api_routes[0]);

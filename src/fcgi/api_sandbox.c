@@ -174,14 +174,23 @@ static void sandbox_info(yajl_gen g, const struct nb_slot *s, int64_t now)
 {
     char err[64];
     yajl_val meta = NULL;
+    int paused = s->state == NB_SLOT_PAUSED;
+    /* a paused sandbox's TTL is stopped: it expires ttl_left after a resume */
+    int64_t left = paused ? s->ttl_left : s->expires > now ? s->expires - now : 0;
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "sandboxId", s->id);
-    nb_json_kv_str(g, "status", "running");
+    nb_json_kv_str(g, "status", paused ? "paused" : "running");
+    nb_json_kv_str(g, "state", paused ? "paused" : "running");
     nb_json_kv_str(g, "image", s->image);
     nb_json_kv_int(g, "created_at", s->created);
-    nb_json_kv_int(g, "expires_at", s->expires);
-    nb_json_kv_int(g, "ttl", s->expires - s->created); /* lifetime granted so far */
-    nb_json_kv_int(g, "ttl_remaining", s->expires > now ? s->expires - now : 0);
+    nb_json_kv_int(g, "expires_at", now + left);
+    nb_json_kv_int(g, "ttl", now + left - s->created); /* lifetime granted so far */
+    nb_json_kv_int(g, "ttl_remaining", left);
+    if (paused) {
+        nb_json_kv_int(g, "paused_at", s->state_since);
+        nb_json_kv_int(g, "pause_expires_at", s->pause_expires);
+    }
+    nb_json_kv_bool(g, "auto_resume", s->auto_resume != 0);
     nb_json_kv_int(g, "memory", (long long)s->memory);
     nb_json_kv_double(g, "cpus", (double)s->nano_cpus / 1e9);
     nb_json_kv_int(g, "pids", s->pids);
@@ -238,8 +247,9 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         {"env", NB_JT_OBJECT, NULL},
         {"network", NB_JT_STRING | NB_JT_OBJECT, NULL},
         {"metadata", NB_JT_OBJECT, NULL},
+        {"auto_resume", NB_JT_BOOL, NULL},
     };
-    enum { F_IMAGE, F_TTL, F_MEMORY, F_CPUS, F_PIDS, F_ENV, F_NETWORK, F_METADATA };
+    enum { F_IMAGE, F_TTL, F_MEMORY, F_CPUS, F_PIDS, F_ENV, F_NETWORK, F_METADATA, F_AUTO_RESUME };
     struct nb_sandbox_spec spec;
     struct nb_slot slot;
     char err[256];
@@ -325,6 +335,8 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         api_env_list(c, f[F_ENV].val, &spec.env, &spec.n_env, ae) != 0)
         goto out;
 
+    spec.auto_resume = f[F_AUTO_RESUME].val != NULL && YAJL_IS_TRUE(f[F_AUTO_RESUME].val);
+
     if (nb_sandbox_create(a, &spec, &slot, ae) != 0)
         goto out;
     g = nb_json_gen();
@@ -403,7 +415,8 @@ int api_sandbox_list(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         const struct nb_slot *s = &a->table.slots[i];
-        if (s->state == NB_SLOT_RUNNING && s->expires > now)
+        if ((s->state == NB_SLOT_RUNNING && s->expires > now) ||
+            (s->state == NB_SLOT_PAUSED && s->pause_expires > now))
             copy[n++] = *s;
     }
     nb_table_unlock(&a->table);
@@ -444,6 +457,54 @@ int api_sandbox_delete(struct nb_app *a, struct nb_req *r, const struct nb_route
         return NB_ERR;
     nb_http_no_content(r);
     return NB_OK;
+}
+
+/* The body of pause and resume: none, or an empty JSON object. */
+static int no_fields(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
+{
+    char err[256];
+    yajl_val body = NULL;
+    int rc = 0;
+
+    if (api_read_json(a, r, &body, ae) != 0)
+        return -1;
+    if (nb_json_fields(body, NULL, 0, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, 400, "bad_field", "%s (this call takes no fields)", err);
+        rc = -1;
+    }
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* POST /sandbox/{id}/pause and /resume: the sandbox as it is after (200 even if it already was). */
+static int pause_or_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                           struct nb_apierr *ae, int pause)
+{
+    struct nb_slot slot;
+    yajl_gen g;
+
+    if (no_fields(a, r, ae) != 0)
+        return NB_ERR;
+    if ((pause ? nb_sandbox_pause(a, ra->id, &slot, ae)
+               : nb_sandbox_resume(a, ra->id, &slot, ae)) != 0)
+        return NB_ERR;
+    g = nb_json_gen();
+    sandbox_info(g, &slot, nb_clock_real_s());
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    return NB_OK;
+}
+
+int api_sandbox_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae)
+{
+    return pause_or_resume(a, r, ra, ae, 1);
+}
+
+int api_sandbox_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae)
+{
+    return pause_or_resume(a, r, ra, ae, 0);
 }
 
 int api_sandbox_timeout(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,

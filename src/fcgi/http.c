@@ -268,6 +268,9 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
                       allowed);
         return NB_ERR;
     }
+    /* one check for every route that reaches the processes: not while paused */
+    if ((flags & NB_ROUTE_AWAKE) && nb_sandbox_awake(a, ra.id, ae) != 0)
+        return NB_ERR;
     return row->handler(a, r, &ra, ae);
 }
 

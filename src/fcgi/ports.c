@@ -59,6 +59,32 @@ static void socket_path(const struct nb_conf *c, const char *id, uint16_t sandbo
     snprintf(out, outlen, "%s/%s-%u.sock", c->ports_dir, id, (unsigned)sandboxport);
 }
 
+static void paused_path(const struct nb_conf *c, const char *id, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s/%s.paused", c->ports_dir, id);
+}
+
+int nb_ports_mark_paused(const struct nb_conf *c, const char *id, int paused)
+{
+    char path[PATH_MAX];
+    int fd;
+
+    paused_path(c, id, path, sizeof(path));
+    if (!paused) {
+        if (unlink(path) == 0 || errno == ENOENT)
+            return 0;
+        nb_warn("sandbox %s: cannot remove %s: %s", id, path, strerror(errno));
+        return -1;
+    }
+    fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd == -1) {
+        nb_warn("sandbox %s: cannot create %s: %s", id, path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
 /* SIGTERM, wait, SIGKILL if need be; the socket file goes either way. */
 static void fwd_stop(const struct nb_conf *c, const char *id, uint16_t sandboxport, pid_t pid,
                      uint64_t start)
@@ -140,7 +166,7 @@ static enum spawn_result fwd_spawn(const struct nb_conf *c, const char *id, pid_
                                    pid_t *pid, uint64_t *start, char *msg, size_t msglen)
 {
     char bin[PATH_MAX], sock[PATH_MAX], a_pid[24], a_port[8], a_listen[96], a_exp[24], a_mode[16];
-    char line[256];
+    char line[256], a_paused[PATH_MAX];
     int ready[2], pidp[2];
     pid_t child, fwd = 0;
     int status;
@@ -152,6 +178,7 @@ static enum spawn_result fwd_spawn(const struct nb_conf *c, const char *id, pid_
     snprintf(a_listen, sizeof(a_listen), "%s:%u", c->port_bind, (unsigned)hostport);
     snprintf(a_exp, sizeof(a_exp), "%lld", (long long)expires);
     snprintf(a_mode, sizeof(a_mode), "%o", c->socket_mode);
+    paused_path(c, id, a_paused, sizeof(a_paused));
 
     if (pipe2(ready, O_CLOEXEC) != 0)
         goto sys_fail;
@@ -178,11 +205,28 @@ static enum spawn_result fwd_spawn(const struct nb_conf *c, const char *id, pid_
             _exit(gc > 0 ? 0 : 1);
         }
         {
-            const char *args[] = {bin,    "--target-pid", a_pid,           "--port",
-                                  a_port, "--listen",     a_listen,        "--unix",
-                                  sock,   "--expires",    a_exp,           "--unix-mode",
-                                  a_mode, "--unix-group", c->socket_group, "--ready-fd",
-                                  "3",    "--log-level",  c->log_level,    NULL};
+            const char *args[] = {bin,
+                                  "--target-pid",
+                                  a_pid,
+                                  "--port",
+                                  a_port,
+                                  "--listen",
+                                  a_listen,
+                                  "--unix",
+                                  sock,
+                                  "--expires",
+                                  a_exp,
+                                  "--unix-mode",
+                                  a_mode,
+                                  "--unix-group",
+                                  c->socket_group,
+                                  "--ready-fd",
+                                  "3",
+                                  "--log-level",
+                                  c->log_level,
+                                  "--paused-file",
+                                  a_paused,
+                                  NULL};
             char *argv[sizeof(args) / sizeof(args[0])];
             sigset_t none;
             int devnull = open("/dev/null", O_RDONLY);

@@ -36,6 +36,15 @@ int nb_port_close(struct nb_app *a, const char *id, uint16_t sandboxport, struct
 void nb_ports_stop_all(struct nb_app *a, const char *id);
 
 /*
+ * While the file <ports_dir>/<id>.paused exists, the sandbox's forwarders
+ * answer a new connection with a 409 "sandbox is paused" page (nginx's
+ * unix socket) or close it at once (the host TCP port), instead of
+ * relaying it to frozen processes. Set (paused 1) before a pause, cleared
+ * after a resume and on destroy. 0, or -1 (logged).
+ */
+int nb_ports_mark_paused(const struct nb_conf *c, const char *id, int paused);
+
+/*
  * Reaper pass: stop forwarders whose port expired, free entries whose
  * forwarder is gone, and entries left half-open by a dead worker.
  */

@@ -59,8 +59,10 @@ static void destroy_marked(struct nb_app *a, struct doomed *list, size_t n, cons
 
 int nb_reaper_expired(const struct nb_slot *s, int64_t now)
 {
-    /* POOLED slots carry no user's expiry: a hand-out sets it */
-    return s->state == NB_SLOT_RUNNING && s->expires <= now;
+    /* POOLED slots carry no user's expiry: a hand-out sets it; a PAUSED
+     * one's TTL is stopped, its pause TTL runs */
+    return (s->state == NB_SLOT_RUNNING && s->expires <= now) ||
+           (s->state == NB_SLOT_PAUSED && s->pause_expires <= now);
 }
 
 void nb_reaper_expire(struct nb_app *a)
@@ -74,7 +76,7 @@ void nb_reaper_expire(struct nb_app *a)
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         struct nb_slot *s = &a->table.slots[i];
         if (!nb_reaper_expired(s, now) ||
-            nb_table_mark_destroying(&a->table, s, NB_SLOT_RUNNING, now) != 0)
+            nb_table_mark_destroying(&a->table, s, (enum nb_slot_state)s->state, now) != 0)
             continue;
         snprintf(list[n].id, sizeof(list[n].id), "%s", s->id);
         snprintf(list[n].cid, sizeof(list[n].cid), "%s", s->container_id);
@@ -118,6 +120,7 @@ enum nb_reconcile nb_reaper_judge(const struct nb_slot *s, const struct nb_docke
     switch ((enum nb_slot_state)s->state) {
     case NB_SLOT_RUNNING:
     case NB_SLOT_POOLED:
+    case NB_SLOT_PAUSED: /* a paused container counts as up: it stays paused */
         if (s->state_since >= listed_at)
             return NB_RECONCILE_KEEP; /* became RUNNING after the listing: not judged on it */
         if (ctr == NULL)

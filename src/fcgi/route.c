@@ -38,6 +38,10 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_SANDBOX;
     if (!strcmp(slash, "/timeout"))
         return NB_ROUTE_TIMEOUT;
+    if (!strcmp(slash, "/pause"))
+        return NB_ROUTE_PAUSE;
+    if (!strcmp(slash, "/resume"))
+        return NB_ROUTE_RESUME;
     if (!strcmp(slash, "/exec"))
         return NB_ROUTE_EXEC;
     if (!strcmp(slash, "/network"))

@@ -31,6 +31,8 @@ enum nb_route {
     NB_ROUTE_PROCS,     /* /sandbox/{id}/processes[/{pid}[/stdin]] (arg: pid, op: stdin) */
     NB_ROUTE_CODE,      /* /sandbox/{id}/code[/interrupt] (arg: the op) */
     NB_ROUTE_CONTEXTS,  /* /sandbox/{id}/contexts[/{ctx}[/restart]] (arg: ctx, op: restart) */
+    NB_ROUTE_PAUSE,     /* /sandbox/{id}/pause */
+    NB_ROUTE_RESUME,    /* /sandbox/{id}/resume */
 };
 
 /*
@@ -73,6 +75,9 @@ typedef int (*nb_route_handler)(struct nb_app *a, struct nb_req *r, const struct
 #define NB_ROUTE_PID 0x4u    /* {pid} must be a process id (else 400 bad_pid) */
 #define NB_ROUTE_HEAD 0x8u   /* HEAD is served as GET (and not listed in Allow) */
 #define NB_ROUTE_CTX 0x10u   /* {ctx} must be a context id (else 400 bad_context) */
+#define NB_ROUTE_AWAKE \
+    0x20u /* reaches the sandbox's processes: 409 paused while it is paused \
+                                (or resumed first with auto_resume) */
 
 /* One row of the route table. */
 struct nb_route_entry {

@@ -251,6 +251,7 @@ retry:
         s->network_bridge = (uint32_t)spec->network_bridge;
         snprintf(s->image, sizeof(s->image), "%s", spec->image);
         snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
+        s->auto_resume = spec->auto_resume != 0;
     }
     nb_table_unlock(&a->table);
     if (s == NULL && final_state == NB_SLOT_RUNNING && a->warm != NULL && a->warm->evict(a) == 0)
@@ -375,44 +376,167 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
     return nb_sandbox_make(a, spec, NB_SLOT_RUNNING, out, ae);
 }
 
+/* Is s a sandbox the API serves: running and unexpired, or paused within its pause TTL? */
+static int slot_live(const struct nb_slot *s, int64_t now)
+{
+    return s != NULL && ((s->state == NB_SLOT_RUNNING && s->expires > now) ||
+                         (s->state == NB_SLOT_PAUSED && s->pause_expires > now));
+}
+
+static int not_found(struct nb_apierr *ae, const char *id)
+{
+    nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
+                  id);
+    return -1;
+}
+
 int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae)
 {
     struct nb_slot *s;
     int found = 0;
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (s != NULL && s->state == NB_SLOT_RUNNING && s->expires > nb_clock_real_s()) {
+    if (slot_live(s, nb_clock_real_s())) {
         *out = *s;
         found = 1;
     }
     nb_table_unlock(&a->table);
-    if (!found) {
-        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
-                      id);
-        return -1;
-    }
-    return 0;
+    return found ? 0 : not_found(ae, id);
 }
 
 int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *expires,
                       struct nb_apierr *ae)
 {
     struct nb_slot *s;
+    int64_t now = nb_clock_real_s();
     int found = 0;
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (s != NULL && s->state == NB_SLOT_RUNNING && s->expires > nb_clock_real_s()) {
-        s->expires = nb_clock_real_s() + ttl;
-        *expires = s->expires;
+    if (slot_live(s, now)) {
+        /* a paused sandbox's TTL is stopped: it gets ttl when it resumes */
+        if (s->state == NB_SLOT_PAUSED)
+            s->ttl_left = ttl;
+        else
+            s->expires = now + ttl;
+        *expires = now + ttl;
         found = 1;
     }
     nb_table_unlock(&a->table);
-    if (!found) {
-        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
-                      id);
+    return found ? 0 : not_found(ae, id);
+}
+
+int nb_sandbox_pause(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae)
+{
+    char cid[NB_CID_LEN + 1];
+    struct nb_derr de = {0};
+    struct nb_slot *s;
+    int64_t now = nb_clock_real_s();
+    uint32_t gen = 0;
+    int found = 0, was_running = 0;
+
+    /* the slot first: from here on no call reaches the frozen processes */
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (slot_live(s, now)) {
+        was_running = s->state == NB_SLOT_RUNNING;
+        if (was_running)
+            nb_table_pause(&a->table, s, now, now + (int64_t)a->conf.max_pause);
+        gen = s->generation;
+        snprintf(cid, sizeof(cid), "%s", s->container_id);
+        found = 1;
+    }
+    nb_table_unlock(&a->table);
+    if (!found)
+        return not_found(ae, id);
+    nb_ports_mark_paused(&a->conf, id, 1);
+    if (nb_docker_pause(&a->docker, cid, &de) != 0) {
+        if (was_running) {
+            /* as it was: running, with its TTL */
+            nb_table_lock(&a->table);
+            s = nb_table_find(&a->table, id);
+            if (s != NULL && s->generation == gen)
+                nb_table_resume(&a->table, s, nb_clock_real_s());
+            nb_table_unlock(&a->table);
+            nb_ports_mark_paused(&a->conf, id, 0);
+        }
+        nb_apierr_docker(ae, &de, "pause the sandbox container");
         return -1;
     }
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    found = s != NULL && s->generation == gen && s->state == NB_SLOT_PAUSED;
+    if (found && out != NULL)
+        *out = *s;
+    nb_table_unlock(&a->table);
+    if (!found)
+        return not_found(ae, id); /* destroyed meanwhile */
+    if (was_running)
+        nb_info("paused sandbox %s", id);
     return 0;
+}
+
+int nb_sandbox_resume(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae)
+{
+    char cid[NB_CID_LEN + 1];
+    struct nb_derr de = {0};
+    struct nb_slot *s;
+    uint32_t gen = 0;
+    int found = 0, was_paused = 0;
+
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (slot_live(s, nb_clock_real_s())) {
+        was_paused = s->state == NB_SLOT_PAUSED;
+        gen = s->generation;
+        snprintf(cid, sizeof(cid), "%s", s->container_id);
+        found = 1;
+    }
+    nb_table_unlock(&a->table);
+    if (!found)
+        return not_found(ae, id);
+    /* the container first: the slot says RUNNING only once it runs */
+    if (nb_docker_unpause(&a->docker, cid, &de) != 0) {
+        nb_apierr_docker(ae, &de, "resume the sandbox container");
+        return -1;
+    }
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    found = s != NULL && s->generation == gen;
+    if (found && s->state == NB_SLOT_PAUSED)
+        nb_table_resume(&a->table, s, nb_clock_real_s());
+    found = found && s->state == NB_SLOT_RUNNING;
+    if (found && out != NULL)
+        *out = *s;
+    nb_table_unlock(&a->table);
+    if (!found)
+        return not_found(ae, id); /* destroyed meanwhile */
+    nb_ports_mark_paused(&a->conf, id, 0);
+    if (was_paused)
+        nb_info("resumed sandbox %s", id);
+    return 0;
+}
+
+int nb_sandbox_awake(struct nb_app *a, const char *id, struct nb_apierr *ae)
+{
+    struct nb_slot *s;
+    int paused = 0, auto_resume = 0;
+
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (slot_live(s, nb_clock_real_s()) && s->state == NB_SLOT_PAUSED) {
+        paused = 1;
+        auto_resume = s->auto_resume != 0;
+    }
+    nb_table_unlock(&a->table);
+    if (!paused)
+        return 0;
+    if (auto_resume)
+        return nb_sandbox_resume(a, id, NULL, ae);
+    nb_apierr_set(ae, 409, "paused",
+                  "sandbox %s is paused: resume it first (POST /sandbox/%s/resume), or create "
+                  "it with \"auto_resume\": true",
+                  id, id);
+    return -1;
 }
 
 int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid, uint32_t gen,
@@ -425,6 +549,7 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
     nb_ports_stop_all(a, id);
     if (nb_docker_remove(&a->docker, cid[0] ? cid : name, de) != 0)
         return -1;
+    nb_ports_mark_paused(&a->conf, id, 0);
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
     bridge = s != NULL && s->generation == gen && s->network_bridge;
@@ -446,8 +571,9 @@ int nb_sandbox_mark_destroy(struct nb_app *a, const char *id, char cid[NB_CID_LE
 
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (s != NULL &&
-        nb_table_mark_destroying(&a->table, s, NB_SLOT_RUNNING, nb_clock_real_s()) == 0) {
+    if (s != NULL && (s->state == NB_SLOT_RUNNING || s->state == NB_SLOT_PAUSED) &&
+        nb_table_mark_destroying(&a->table, s, (enum nb_slot_state)s->state, nb_clock_real_s()) ==
+            0) {
         *gen = s->generation;
         snprintf(cid, NB_CID_LEN + 1, "%s", s->container_id);
         found = 1;

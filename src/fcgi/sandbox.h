@@ -29,6 +29,7 @@ struct nb_sandbox_spec {
     char **env; /* "NAME=value" strings, n_env of them */
     unsigned n_env;
     char metadata[NB_META_LEN]; /* JSON object text */
+    int auto_resume;            /* a call that needs it running resumes it when paused */
     /*
      * NULL, or called once the container runs and before its slot is
      * committed (so before the pool can hand it out): the warm pool starts
@@ -66,10 +67,10 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
 int nb_sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec,
                     enum nb_slot_state final_state, struct nb_slot *out, struct nb_apierr *ae);
 
-/* Copy of a live (RUNNING, unexpired) sandbox's slot; 404 otherwise. */
+/* Copy of a live (RUNNING or PAUSED, unexpired) sandbox's slot; 404 otherwise. */
 int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae);
 
-/* Set expiry to now + ttl. */
+/* Set expiry to now + ttl (for a paused one: the TTL it resumes with). */
 int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *expires,
                       struct nb_apierr *ae);
 
@@ -93,6 +94,30 @@ int nb_sandbox_mark_destroy(struct nb_app *a, const char *id, char cid[NB_CID_LE
  */
 int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid, uint32_t gen,
                               struct nb_derr *de);
+
+/*
+ * Pause: freeze every process of the sandbox (docker pause). Its TTL stops
+ * and its pause TTL (max_pause) starts; at its end the reaper destroys it.
+ * Pausing a paused sandbox changes nothing (Docker is asked again, so a
+ * container left thawed by a crash is frozen). *out (if not NULL) gets the
+ * slot as it is after. 404 when no live sandbox has id.
+ */
+int nb_sandbox_pause(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae);
+
+/*
+ * Resume: thaw it (docker unpause); its TTL goes on with what was left.
+ * Resuming a running sandbox changes nothing. As nb_sandbox_pause.
+ */
+int nb_sandbox_resume(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae);
+
+/*
+ * For the routes that need the sandbox's processes (exec, files,
+ * processes, code, ports; the HTTP layer calls it before their handler):
+ * 0 if id is not paused (or not there: the handler answers that), 409
+ * paused if it is, unless it was created with auto_resume: then it is
+ * resumed first (0, or the resume's error).
+ */
+int nb_sandbox_awake(struct nb_app *a, const char *id, struct nb_apierr *ae);
 
 /* Is id a textual lowercase UUID? */
 int nb_sandbox_id_valid(const char *id);

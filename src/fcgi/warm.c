@@ -76,7 +76,7 @@ int nb_warm_fits(const struct nb_conf *c, const struct nb_sandbox_spec *spec)
 
 /*
  * The id of a warm sandbox was never shown to anyone before it is handed
- * out, so giving it the request's TTL and metadata makes it as good as
+ * out, so giving it the request's TTL, metadata and auto_resume makes it as good as
  * new. Its agent must answer, though: a warm sandbox may have sat for
  * hours.
  */
@@ -93,6 +93,7 @@ int nb_warm_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb
     s = nb_table_hand_out(&a->table, spec->image, now, now + spec->ttl);
     if (s != NULL) {
         snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
+        s->auto_resume = spec->auto_resume != 0;
         *out = *s;
         found = 1;
     }

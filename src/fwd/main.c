@@ -21,6 +21,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -55,10 +56,12 @@ struct fwd_opts {
     size_t max_conns;        /* --max-conns */
     size_t pipe_size;        /* --pipe-size, bytes per splice pipe */
     enum nb_log_level level; /* --log-level */
+    const char *paused_file; /* --paused-file: while it exists, new connections are refused */
 };
 
 static const char *stop_reason;
 static int stop_status;
+static const char *paused_file;
 
 void fwd_stop(const char *reason, int status)
 {
@@ -89,6 +92,8 @@ static void usage(FILE *out)
             "  --max-conns N         concurrent connections (default %u)\n"
             "  --pipe-size BYTES     splice pipe size (default %u)\n"
             "  --log-level LEVEL     debug, info, warn or error (default info)\n"
+            "  --paused-file PATH    while PATH exists the sandbox is paused: new\n"
+            "                        connections are closed at once\n"
             "\n"
             "Exit status: 0 at the end of its life, 3 when an address is in use,\n"
             "1 for any other start-up failure.\n",
@@ -181,6 +186,7 @@ static int opts_parse(int argc, char **argv, struct fwd_opts *o, int *help, char
         O_MAXCONNS,
         O_PIPESIZE,
         O_LOGLEVEL,
+        O_PAUSED,
         O_HELP
     };
     static const struct option longopts[] = {
@@ -195,6 +201,7 @@ static int opts_parse(int argc, char **argv, struct fwd_opts *o, int *help, char
         {"max-conns", required_argument, NULL, O_MAXCONNS},
         {"pipe-size", required_argument, NULL, O_PIPESIZE},
         {"log-level", required_argument, NULL, O_LOGLEVEL},
+        {"paused-file", required_argument, NULL, O_PAUSED},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -267,6 +274,9 @@ static int opts_parse(int argc, char **argv, struct fwd_opts *o, int *help, char
             if (nb_log_level_parse(optarg, &o->level) == -1)
                 OPT_FAIL("--log-level %s: use debug, info, warn or error", optarg);
             break;
+        case O_PAUSED:
+            o->paused_file = optarg;
+            break;
         case O_HELP:
             *help = 1;
             return -1;
@@ -319,6 +329,31 @@ static void on_signal(int sfd)
     }
 }
 
+static int is_paused(void)
+{
+    return paused_file != NULL && access(paused_file, F_OK) == 0;
+}
+
+/*
+ * While paused nothing is relayed to the frozen processes (a client would
+ * hang until the resume): each waiting connection is taken and closed at
+ * once. nginx answers its own 409 page before it connects (it checks the
+ * same file, nanobox-ports.conf), so this is what a host port's client
+ * sees, and nginx only in the instant of a pause.
+ */
+static void refuse_paused(int listen_fd)
+{
+    for (int i = 0; i < FWD_EVENTS; i++) {
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd == -1) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return;
+        }
+        close(fd);
+    }
+}
+
 /* The event loop; returns when fwd_stop() was called. */
 static void fwd_run(int epfd, int tcp_fd, int unix_fd, int sig_fd, int timer_fd,
                     struct upstream *up)
@@ -347,10 +382,16 @@ static void fwd_run(int epfd, int tcp_fd, int unix_fd, int sig_fd, int timer_fd,
             uint64_t tag = evs[i].data.u64;
             switch (FWD_TAG_KIND(tag)) {
             case FWD_TAG_TCP_LISTEN:
-                relay_accept(tcp_fd, 1);
+                if (is_paused())
+                    refuse_paused(tcp_fd);
+                else
+                    relay_accept(tcp_fd, 1);
                 break;
             case FWD_TAG_UNIX_LISTEN:
-                relay_accept(unix_fd, 0);
+                if (is_paused())
+                    refuse_paused(unix_fd);
+                else
+                    relay_accept(unix_fd, 0);
                 break;
             case FWD_TAG_SIGNAL:
                 on_signal(sig_fd);
@@ -427,6 +468,7 @@ int main(int argc, char **argv)
         return startup_fail(&o, EINVAL, err);
     }
     nb_log_init("nanobox-fwd", o.level);
+    paused_file = o.paused_file;
     if (o.ready_fd != -1)
         (void)fcntl(o.ready_fd, F_SETFD, FD_CLOEXEC);
 

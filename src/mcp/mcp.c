@@ -35,7 +35,7 @@
 #include "mcp.h"
 #include "url.h"
 
-#define MCP_MAX_ARGS 8                /* arguments of the widest tool */
+#define MCP_MAX_ARGS 9                /* arguments of the widest tool */
 #define MCP_DEFAULT_PORT_DURATION 600 /* sandbox_open_port without duration, seconds */
 #define MCP_WORKSPACE "/workspace"    /* the workspace when the config is unknown */
 #define MCP_MAX_DESCRIPTION 4096      /* bytes of one description, templates filled in */
@@ -105,6 +105,8 @@ static void tool_sandbox_list_files(struct tool_call *t);
 static void tool_sandbox_open_port(struct tool_call *t);
 static void tool_sandbox_list(struct tool_call *t);
 static void tool_sandbox_destroy(struct tool_call *t);
+static void tool_sandbox_pause(struct tool_call *t);
+static void tool_sandbox_resume(struct tool_call *t);
 static void tool_run_code(struct tool_call *t);
 
 /* initialisers, laid out as the tables they go in */
@@ -139,6 +141,9 @@ static const struct mcp_arg create_args[] = {
      "Environment variables for every command, as {\"NAME\": \"value\"}."},
     {"metadata", NB_JT_OBJECT, 0, NULL,
      "Labels to find the sandbox by later with sandbox_list, as {\"key\": \"value\"}."},
+    {"auto_resume", NB_JT_BOOL, 0, NULL,
+     "true: once paused (sandbox_pause), the next command, file or code call resumes it "
+     "instead of failing (default: false)."},
     ARG_END};
 
 static const struct mcp_arg exec_args[] = {
@@ -258,6 +263,17 @@ static const struct mcp_tool tools[] = {
     {"sandbox_destroy", "Destroy a sandbox",
      "Destroy a sandbox now: its processes are killed, its files and open ports are gone.",
      destroy_args, HINT_DESTRUCTIVE | HINT_IDEMPOTENT, tool_sandbox_destroy},
+    {"sandbox_pause", "Pause a sandbox",
+     "Freeze every process of a sandbox to pick it up later with sandbox_resume: memory, "
+     "processes and files stay as they are. Its ttl stops while it is paused, but a sandbox "
+     "paused longer than ${max_pause} is destroyed. Commands, files and code calls fail while "
+     "it is paused unless it was created with auto_resume. Pausing a paused sandbox changes "
+     "nothing.",
+     destroy_args, HINT_IDEMPOTENT, tool_sandbox_pause},
+    {"sandbox_resume", "Resume a sandbox",
+     "Thaw a paused sandbox: its processes go on where they were, with the ttl it had left. "
+     "Resuming a running sandbox changes nothing.",
+     destroy_args, HINT_IDEMPOTENT, tool_sandbox_resume},
     {"run_code", "Run code",
      "Run code and return what it printed. Without sandbox_id: a Python or shell program runs "
      "once in a fresh sandbox that is destroyed afterwards; the answer has its exit code, "
@@ -365,6 +381,8 @@ static int put_setting(struct nb_buf *b, const char *name, size_t len, const str
         put_seconds(b, c->exec_timeout);
     else if (IS("exec_timeout_max"))
         put_seconds(b, c->exec_timeout_max);
+    else if (IS("max_pause"))
+        put_seconds(b, c->max_pause);
     else if (IS("max_port_duration"))
         put_seconds(b, c->max_port_duration);
     else if (IS("port_duration"))
@@ -1171,6 +1189,39 @@ static void tool_sandbox_destroy(struct tool_call *t)
         nb_buf_printf(&t->text, "Destroyed sandbox %s.", arg_str(t, "sandbox_id"));
     api_answer_free(&a);
     nb_buf_free(&path);
+}
+
+/* POST /sandbox/{id}/pause or /resume: the sandbox's state and TTL left. */
+static void pause_or_resume(struct tool_call *t, const char *op)
+{
+    struct api_answer a;
+    struct nb_buf path;
+
+    sandbox_path(&path, t, op);
+    if (api_call(t, "POST", path.data, NULL, 0, NULL, &a) == 0) {
+        nb_buf_printf(&t->text, "Sandbox %s is %s; ttl_remaining: ", arg_str(t, "sandbox_id"),
+                      member_str(a.json, "state"));
+        put_value(&t->text, member(a.json, "ttl_remaining"));
+        nb_buf_printf(&t->text, "s");
+        if (member(a.json, "pause_expires_at") != NULL) {
+            nb_buf_printf(&t->text, "; destroyed if still paused at ");
+            put_time(&t->text, member(a.json, "pause_expires_at"));
+        }
+        nb_buf_printf(&t->text, ".");
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+}
+
+static void tool_sandbox_pause(struct tool_call *t)
+{
+    pause_or_resume(t, "/pause");
+}
+
+static void tool_sandbox_resume(struct tool_call *t)
+{
+    pause_or_resume(t, "/resume");
 }
 
 /* ---------------------------------------------------------------- schema */

@@ -437,6 +437,7 @@ def every_route(sid):
         ("GET", "/sandbox", None), ("POST", "/sandbox", {"ttl": 60}),
         ("GET", s, None), ("DELETE", s, None),
         ("POST", f"{s}/timeout", {"ttl": 1}),
+        ("POST", f"{s}/pause", None), ("POST", f"{s}/resume", None),
         ("POST", f"{s}/exec", {"command": "touch /tmp/unauthorized"}),
         ("POST", f"{s}/ephemeralport", {"sandboxport": 8000, "duration": 60}),
         ("GET", f"{s}/ports", None), ("DELETE", f"{s}/ports/8000", None),

@@ -11,6 +11,7 @@ ROUTES = [
     ("DELETE", "/sandbox/{id}", None),
     ("POST", "/sandbox/{id}/exec", {"command": "touch /workspace/pwned"}),
     ("POST", "/sandbox/{id}/timeout", {"ttl": 5}),
+    ("POST", "/sandbox/{id}/pause", None),
 ]
 
 
@@ -49,6 +50,7 @@ def test_request_without_valid_key_is_401_and_changes_nothing(api, stack, target
     assert len(stack.live_containers()) == n_containers
     after = parse_json(api.get(target))
     assert after["expires_at"] == before["expires_at"]
+    assert after["state"] == "running"  # not paused
     assert docker_exists(f"nanobox-{target}")
     assert api.exec(target, "test -e /workspace/pwned")["exit_code"] == 1
 

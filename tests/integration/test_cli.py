@@ -161,6 +161,24 @@ def test_ttl_sets_a_new_expiry(cli, api):
     assert abs(after - (time.time() + 3000)) < 10
 
 
+def test_pause_and_resume(cli, api):
+    sid = cli.create("--ttl", "600", "--auto-resume")
+    assert nbtest.parse_json(api.get(sid))["auto_resume"] is True
+    out = cli.ok("pause", sid[:8]).stdout
+    assert re.match(rf"{sid} paused \(\d+m \d+s of TTL left\)$", out.strip()), out
+    info = cli.ok("info", sid).stdout
+    assert re.search(r"^status +paused$", info, re.M), info
+    assert re.search(r"^paused +until \d{4}-", info, re.M), info
+    assert nbtest.docker_inspect(f"nanobox-{sid}")["State"]["Paused"] is True
+    out = cli.ok("resume", sid).stdout
+    assert out.startswith(f"{sid} running ("), out
+    assert nbtest.docker_inspect(f"nanobox-{sid}")["State"]["Paused"] is False
+    r = cli.run("pause", "00000000-0000-4000-8000-000000000000")
+    assert_readable_error(r, "(not_found, HTTP 404)")
+    r = cli.run("resume")
+    assert r.returncode == 2 and "which sandbox?" in r.stderr, r.stderr
+
+
 def test_rm_destroys_and_info_then_says_not_found(cli, api, stack):
     sid = cli.create()
     assert cli.ok("rm", sid).stdout == f"{sid}\n"

@@ -39,7 +39,8 @@ CLIENT_JS = MCP_DIR / "client.mjs"
 SDK_TIMEOUT = 300
 
 TOOLS = {"sandbox_create", "sandbox_exec", "sandbox_write_file", "sandbox_read_file",
-         "sandbox_list_files", "sandbox_open_port", "sandbox_list", "sandbox_destroy", "run_code"}
+         "sandbox_list_files", "sandbox_open_port", "sandbox_list", "sandbox_destroy",
+         "sandbox_pause", "sandbox_resume", "run_code"}
 VERSIONS = ["2025-06-18", "2025-03-26", "2024-11-05"]
 LATEST = VERSIONS[0]
 MAX_MESSAGE = 4 * 1024 * 1024
@@ -565,6 +566,21 @@ def test_http_scenario_create_exec_write_read_destroy(stack, api):
     assert api.get(box).status_code == 404
     r = http_call(stack, sid, "sandbox_exec", {"sandbox_id": box, "command": "true"})
     assert r["isError"] is True and "not_found" in r["content"][0]["text"] and "HTTP 404" in r["content"][0]["text"], r
+
+
+def test_http_pause_and_resume(stack, api):
+    """sandbox_pause freezes it (exec is then an error result), sandbox_resume thaws it."""
+    sid = http_initialize(stack).headers["Mcp-Session-Id"]
+    box = api.create()
+    r = http_call(stack, sid, "sandbox_pause", {"sandbox_id": box})
+    assert r["isError"] is False and r["structuredContent"]["state"] == "paused", r
+    assert r["content"][0]["text"].startswith(f"Sandbox {box} is paused; ttl_remaining: "), r
+    r = http_call(stack, sid, "sandbox_exec", {"sandbox_id": box, "command": "true"})
+    assert r["isError"] is True and "(code paused, HTTP 409)" in r["content"][0]["text"], r
+    r = http_call(stack, sid, "sandbox_resume", {"sandbox_id": box})
+    assert r["isError"] is False and r["structuredContent"]["state"] == "running", r
+    r = http_call(stack, sid, "sandbox_exec", {"sandbox_id": box, "command": "echo on"})
+    assert r["structuredContent"]["stdout"] == "on\n", r
 
 
 def test_http_run_code_runs_once(stack):

@@ -46,6 +46,7 @@ struct fake_ctr {
     char sandbox[64]; /* label nanobox.sandbox */
     char user[32];    /* Config.User as created */
     int running;
+    int paused; /* frozen (docker pause); still running */
     int used;
 };
 
@@ -57,7 +58,8 @@ struct fake_docker {
     int start_fails;    /* start answers 500 */
     int exits_at_once;  /* started containers are found stopped */
     int remove_fails;   /* remove answers 500 */
-    unsigned creates, removes;
+    int pause_fails;    /* pause and unpause answer 500 */
+    unsigned creates, removes, pauses, unpauses;
     /* called from inspect: lets a test act while a create waits on Docker */
     void (*on_inspect)(void);
 };
@@ -204,6 +206,43 @@ static int fake_inspect(struct nb_docker *d, const char *id, int *running, pid_t
     return 0;
 }
 
+/* pause (to 1) or unpause (to 0); already so counts as done, as with dockerd */
+static int fake_freeze(const char *id, int to, struct nb_derr *e)
+{
+    struct fake_ctr *c = fake_find(id);
+
+    if (to)
+        fake.pauses++;
+    else
+        fake.unpauses++;
+    if (fake.unreachable) {
+        fake_err(e, NB_DERR_UNREACHABLE, 0, "connection refused");
+        return -1;
+    }
+    if (c == NULL) {
+        fake_err(e, NB_DERR_HTTP, 404, "no such container");
+        return -1;
+    }
+    if (fake.pause_fails || !c->running) {
+        fake_err(e, NB_DERR_HTTP, fake.pause_fails ? 500 : 409, "cannot pause");
+        return -1;
+    }
+    c->paused = to;
+    return 0;
+}
+
+static int fake_pause(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    (void)d;
+    return fake_freeze(id, 1, e);
+}
+
+static int fake_unpause(struct nb_docker *d, const char *id, struct nb_derr *e)
+{
+    (void)d;
+    return fake_freeze(id, 0, e);
+}
+
 static int fake_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn cb, void *arg,
                      struct nb_derr *e)
 {
@@ -223,6 +262,7 @@ static int fake_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn
         snprintf(c.id, sizeof(c.id), "%s", fake.ctr[i].id);
         snprintf(c.sandbox, sizeof(c.sandbox), "%s", fake.ctr[i].sandbox);
         c.running = fake.ctr[i].running;
+        c.paused = fake.ctr[i].paused;
         cb(arg, &c);
         n++;
     }
@@ -236,6 +276,8 @@ static const struct nb_docker_ops fake_ops = {
     .remove = fake_remove,
     .inspect = fake_inspect,
     .list = fake_list,
+    .pause = fake_pause,
+    .unpause = fake_unpause,
 };
 
 /* The agent of a handed-out warm sandbox: answers unless told not to. */
@@ -775,6 +817,152 @@ static void age(struct nb_app *a, const char *id)
     nb_table_unlock(&a->table);
 }
 
+/* ---- pause and resume ---- */
+
+/* Does the ports' paused mark of id exist (nb_ports_mark_paused)? */
+static int paused_mark(struct fixture *f, const char *id)
+{
+    char path[256];
+
+    snprintf(path, sizeof(path), "%s/%s.paused", f->dir, id);
+    return access(path, F_OK) == 0;
+}
+
+static void test_pause_freezes_the_container_and_stops_the_ttl(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app), s;
+    struct nb_apierr ae;
+    int64_t left = out.expires - nb_clock_real_s();
+
+    assert_int_equal(nb_sandbox_pause(&f->app, out.id, &s, &ae), 0);
+    assert_int_equal(s.state, NB_SLOT_PAUSED);
+    assert_true(s.ttl_left >= left - 1 && s.ttl_left <= left);
+    assert_true(s.pause_expires >= nb_clock_real_s() + (int64_t)f->app.conf.max_pause - 1);
+    assert_int_equal(fake_find(out.container_id)->paused, 1);
+    assert_true(paused_mark(f, out.id));
+    /* a second pause: 200 again, nothing moves */
+    assert_int_equal(nb_sandbox_pause(&f->app, out.id, &s, &ae), 0);
+    assert_int_equal(s.state, NB_SLOT_PAUSED);
+    /* what needs the processes is refused */
+    assert_int_equal(nb_sandbox_awake(&f->app, out.id, &ae), -1);
+    assert_int_equal(ae.status, 409);
+    assert_string_equal(ae.code, "paused");
+    /* still a sandbox for GET */
+    assert_int_equal(nb_sandbox_get(&f->app, out.id, &s, &ae), 0);
+
+    assert_int_equal(nb_sandbox_resume(&f->app, out.id, &s, &ae), 0);
+    assert_int_equal(s.state, NB_SLOT_RUNNING);
+    assert_true(s.expires - nb_clock_real_s() >= left - 1);
+    assert_int_equal(fake_find(out.container_id)->paused, 0);
+    assert_false(paused_mark(f, out.id));
+    assert_int_equal(nb_sandbox_awake(&f->app, out.id, &ae), 0);
+    /* a second resume: 200 again */
+    assert_int_equal(nb_sandbox_resume(&f->app, out.id, &s, &ae), 0);
+    assert_int_equal(s.state, NB_SLOT_RUNNING);
+    assert_consistent(&f->app);
+}
+
+static void test_pause_that_docker_refuses_leaves_it_running(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app), s;
+    struct nb_apierr ae;
+
+    fake.pause_fails = 1;
+    assert_int_equal(nb_sandbox_pause(&f->app, out.id, &s, &ae), -1);
+    assert_int_equal(ae.status, 502);
+    s = slot_of(&f->app, out.id);
+    assert_int_equal(s.state, NB_SLOT_RUNNING);
+    assert_true(s.expires >= out.expires - 1 && s.expires <= out.expires + 1);
+    assert_false(paused_mark(f, out.id));
+    assert_int_equal(fake_find(out.container_id)->paused, 0);
+}
+
+static void test_pause_and_resume_of_no_sandbox_are_404(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_apierr ae;
+    const char *ghost = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+    assert_int_equal(nb_sandbox_pause(&f->app, ghost, NULL, &ae), -1);
+    assert_int_equal(ae.status, 404);
+    assert_int_equal(nb_sandbox_resume(&f->app, ghost, NULL, &ae), -1);
+    assert_int_equal(ae.status, 404);
+    assert_int_equal(nb_sandbox_awake(&f->app, ghost, &ae), 0); /* the handler's 404 */
+    assert_int_equal(fake.pauses + fake.unpauses, 0);
+}
+
+static void test_auto_resume_resumes_on_awake(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_sandbox_spec spec;
+    struct nb_slot out, s;
+    struct nb_apierr ae;
+
+    default_spec(&f->app, &spec);
+    spec.auto_resume = 1;
+    assert_int_equal(nb_sandbox_create(&f->app, &spec, &out, &ae), 0);
+    assert_int_equal(out.auto_resume, 1);
+    assert_int_equal(nb_sandbox_pause(&f->app, out.id, &s, &ae), 0);
+    assert_int_equal(nb_sandbox_awake(&f->app, out.id, &ae), 0);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_RUNNING);
+    assert_int_equal(fake_find(out.container_id)->paused, 0);
+}
+
+static void test_expiry_of_a_paused_sandbox_is_its_pause_ttl(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app), s;
+    struct nb_apierr ae;
+
+    assert_int_equal(nb_sandbox_pause(&f->app, out.id, &s, &ae), 0);
+    /* its TTL is past: paused, it does not count */
+    set_expires(&f->app, out.id, nb_clock_real_s() - 1);
+    nb_reaper_expire(&f->app);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_PAUSED);
+    /* its pause TTL is past: destroyed, paused container and mark gone */
+    nb_table_lock(&f->app.table);
+    nb_table_find(&f->app.table, out.id)->pause_expires = nb_clock_real_s() - 1;
+    nb_table_unlock(&f->app.table);
+    nb_reaper_expire(&f->app);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_FREE);
+    assert_null(fake_find(out.container_id));
+    assert_false(paused_mark(f, out.id));
+    assert_consistent(&f->app);
+}
+
+static void test_reconcile_keeps_a_paused_sandbox_paused(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app), s;
+    struct nb_apierr ae;
+
+    assert_int_equal(nb_sandbox_pause(&f->app, out.id, &s, &ae), 0);
+    age(&f->app, out.id);
+    assert_int_equal(nb_reaper_reconcile(&f->app), 0);
+    s = slot_of(&f->app, out.id);
+    assert_int_equal(s.state, NB_SLOT_PAUSED);
+    assert_int_equal(fake_find(out.container_id)->paused, 1);
+    /* and one whose container vanished is freed like any other */
+    fake_find(out.container_id)->used = 0;
+    assert_int_equal(nb_reaper_reconcile(&f->app), 0);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_FREE);
+}
+
+static void test_a_paused_sandbox_is_destroyed(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app), s;
+    struct nb_apierr ae;
+
+    assert_int_equal(nb_sandbox_pause(&f->app, out.id, &s, &ae), 0);
+    assert_int_equal(nb_sandbox_destroy(&f->app, out.id, &ae), 0);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_FREE);
+    assert_null(fake_find(out.container_id));
+    assert_false(paused_mark(f, out.id));
+}
+
 static void test_reconcile_frees_a_slot_whose_container_vanished(void **state)
 {
     struct fixture *f = *state;
@@ -1074,7 +1262,13 @@ static void test_create_with_the_defaults_takes_a_warm_sandbox(void **state)
     assert_int_equal(s.state, NB_SLOT_RUNNING);
     assert_int_equal(s.expires - s.created, 300);
     assert_string_equal(s.metadata, "{\"who\":\"test\"}");
+    assert_int_equal(s.auto_resume, 0);
     assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 1);
+    /* auto_resume is the request's, like its TTL and metadata */
+    spec.auto_resume = 1;
+    assert_int_equal(nb_sandbox_create(&f->app, &spec, &out, &ae), 0);
+    assert_int_equal(fake.creates, 2);
+    assert_int_equal(slot_of(&f->app, out.id).auto_resume, 1);
     assert_consistent(&f->app);
 }
 
@@ -1260,6 +1454,13 @@ int main(void)
         T(test_reconcile_waits_for_a_live_owner_until_it_is_stuck),
         T(test_reconcile_skipped_when_docker_is_unreachable),
         T(test_sandboxes_ride_through_a_restart_of_dockerd),
+        T(test_pause_freezes_the_container_and_stops_the_ttl),
+        T(test_pause_that_docker_refuses_leaves_it_running),
+        T(test_pause_and_resume_of_no_sandbox_are_404),
+        T(test_auto_resume_resumes_on_awake),
+        T(test_expiry_of_a_paused_sandbox_is_its_pause_ttl),
+        T(test_reconcile_keeps_a_paused_sandbox_paused),
+        T(test_a_paused_sandbox_is_destroyed),
         T(test_warm_wanted_sizing),
         W(test_warm_refill_starts_pooled_sandboxes_up_to_warm_pool),
         W(test_warm_refill_waits_while_docker_is_unreachable),

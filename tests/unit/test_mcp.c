@@ -251,6 +251,48 @@ static void test_api_error_is_an_error_result_with_its_message(void **state)
     assert_string_equal(text, "error: no answer (test)");
 }
 
+static void test_pause_and_resume_call_the_api(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+    const char *text;
+
+    fx->api.status = 200;
+    fx->api.answer = "{\"sandboxId\":\"" SID "\",\"state\":\"paused\",\"ttl_remaining\":590,"
+                     "\"paused_at\":1700000000,\"pause_expires_at\":1700086400}";
+    text = call_tool(fx, "sandbox_pause", "{\"sandbox_id\":\"" SID "\"}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.method, "POST");
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/pause");
+    assert_non_null(strstr(text, "Sandbox " SID " is paused; ttl_remaining: 590s; destroyed if "
+                                 "still paused at 2023-11-15"));
+    assert_non_null(get(fx->reply, "result", "structuredContent", "pause_expires_at"));
+
+    fx->api.answer = "{\"sandboxId\":\"" SID "\",\"state\":\"running\",\"ttl_remaining\":590}";
+    text = call_tool(fx, "sandbox_resume", "{\"sandbox_id\":\"" SID "\"}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/resume");
+    assert_string_equal(text, "Sandbox " SID " is running; ttl_remaining: 590s.");
+
+    /* create passes auto_resume on, beside every other argument (the widest tool) */
+    fx->api.status = 201;
+    fx->api.answer = "{\"sandboxId\":\"" SID "\"}";
+    call_tool(fx, "sandbox_create",
+              "{\"image\":\"i\",\"ttl\":9,\"memory\":\"9m\",\"cpus\":1,\"pids\":9,"
+              "\"network\":\"none\",\"env\":{},\"metadata\":{},\"auto_resume\":true}",
+              &is_error);
+    assert_false(is_error);
+    assert_non_null(strstr(fx->api.body.data, "\"auto_resume\":true"));
+
+    /* a paused sandbox's exec: the API's 409 as an error result */
+    fx->api.status = 409;
+    fx->api.answer = "{\"error\":\"sandbox " SID " is paused\",\"code\":\"paused\"}";
+    text = call_tool(fx, "sandbox_exec", "{\"sandbox_id\":\"" SID "\",\"command\":\"true\"}",
+                     &is_error);
+    assert_true(is_error);
+    assert_string_equal(text, "error: sandbox " SID " is paused (code paused, HTTP 409)");
+}
+
 static void test_write_file_puts_raw_bytes_decoding_base64(void **state)
 {
     struct fixture *fx = *state;
@@ -542,6 +584,8 @@ static void test_descriptions_quote_the_servers_config(void **state)
         strstr(description(fx, "run_code", "timeout"),
                "(default: 45 seconds; at least 0.001, at most 120 seconds (2 minutes))"));
     assert_non_null(strstr(description(fx, "sandbox_exec", NULL), "capped at 2 MiB"));
+    assert_non_null(strstr(description(fx, "sandbox_pause", NULL),
+                           "paused longer than 86400 seconds (1 day) is destroyed"));
     assert_non_null(strstr(description(fx, "run_code", NULL), "(capped at 2 MiB)"));
     assert_non_null(strstr(description(fx, "sandbox_exec", "cwd"), "(default: /home/work)"));
     assert_non_null(
@@ -642,6 +686,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_api_error_is_an_error_result_with_its_message, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_pause_and_resume_call_the_api, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_file_puts_raw_bytes_decoding_base64, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_read_file_gives_text_or_base64, setup, teardown),

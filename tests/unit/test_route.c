@@ -78,6 +78,11 @@ static void test_paths_give_shape_and_sub_route(void **state)
     assert_int_equal(match("/sandbox/" SID "/ports/8080", &ra, &sub), NB_ROUTE_PORT);
     assert_string_equal(sub, "");
     assert_string_equal(ra.arg, "8080");
+    assert_int_equal(match("/sandbox/" SID "/pause", &ra, &sub), NB_ROUTE_PAUSE);
+    assert_string_equal(ra.id, SID);
+    assert_string_equal(sub, "");
+    assert_int_equal(match("/sandbox/" SID "/resume", &ra, &sub), NB_ROUTE_RESUME);
+    assert_int_equal(match("/sandbox/" SID "/pause/now", &ra, &sub), NB_ROUTE_NONE);
     assert_int_equal(match("/nope", &ra, &sub), NB_ROUTE_NONE);
 }
 

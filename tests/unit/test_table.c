@@ -358,6 +358,10 @@ static struct nb_slot *slot_in(struct nb_table *t, const char *id, enum nb_slot_
         assert_ptr_equal(nb_table_commit(t, id, s->generation, NB_SLOT_RUNNING, "cid", 7, 101), s);
         assert_int_equal(nb_table_mark_destroying(t, s, NB_SLOT_RUNNING, 102), 0);
         break;
+    case NB_SLOT_PAUSED:
+        assert_ptr_equal(nb_table_commit(t, id, s->generation, NB_SLOT_RUNNING, "cid", 7, 101), s);
+        assert_int_equal(nb_table_pause(t, s, 150, 1000), 0);
+        break;
     case NB_SLOT_FREE:
         nb_table_release(t, s);
         break;
@@ -601,6 +605,122 @@ static void test_unmark_destroying_refused_unless_destroying_of_that_generation(
     assert_int_equal(nb_table_unmark_destroying(&t, SM_ID, s->generation + 1), -1);
     assert_int_equal(nb_table_unmark_destroying(&t, "no-such-id", s->generation), -1);
     assert_unchanged(s, &before);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_pause_stops_the_ttl_and_resume_gives_the_rest(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *s;
+    uint32_t gen;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    s = slot_in(&t, SM_ID, NB_SLOT_RUNNING); /* expires at 200 */
+    gen = s->generation;
+    assert_int_equal(nb_table_pause(&t, s, 150, 1150), 0);
+    assert_int_equal(s->state, NB_SLOT_PAUSED);
+    assert_int_equal(s->ttl_left, 50);
+    assert_int_equal(s->pause_expires, 1150);
+    assert_int_equal(s->state_since, 150);
+    assert_int_equal(s->owner_pid, 0);
+    assert_int_equal(s->generation, gen);
+    assert_string_equal(s->container_id, "cid");
+    /* an hour later, the 50 s left go on from the resume */
+    assert_int_equal(nb_table_resume(&t, s, 3750), 0);
+    assert_int_equal(s->state, NB_SLOT_RUNNING);
+    assert_int_equal(s->expires, 3800);
+    assert_int_equal(s->ttl_left, 0);
+    assert_int_equal(s->pause_expires, 0);
+    assert_int_equal(s->state_since, 3750);
+    assert_int_equal(s->generation, gen);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_pause_of_an_expired_slot_keeps_a_second(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *s;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    s = slot_in(&t, SM_ID, NB_SLOT_RUNNING); /* expires at 200 */
+    assert_int_equal(nb_table_pause(&t, s, 250, 1250), 0);
+    assert_int_equal(s->ttl_left, 1);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_pause_refused_unless_running(void **state)
+{
+    struct fixture *f = *state;
+    enum nb_slot_state from[] = {NB_SLOT_CREATING, NB_SLOT_POOLED, NB_SLOT_DESTROYING,
+                                 NB_SLOT_PAUSED};
+    struct nb_table t;
+
+    open_ok(f, &t, 8);
+    nb_table_lock(&t);
+    for (size_t i = 0; i < 4; i++) {
+        char id[16];
+        struct nb_slot *s, before;
+
+        snprintf(id, sizeof(id), "sb-%zu", i);
+        s = slot_in(&t, id, from[i]);
+        before = *s;
+        assert_int_equal(nb_table_pause(&t, s, 300, 900), -1);
+        assert_unchanged(s, &before);
+    }
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_resume_refused_unless_paused(void **state)
+{
+    struct fixture *f = *state;
+    enum nb_slot_state from[] = {NB_SLOT_CREATING, NB_SLOT_RUNNING, NB_SLOT_POOLED,
+                                 NB_SLOT_DESTROYING};
+    struct nb_table t;
+
+    open_ok(f, &t, 8);
+    nb_table_lock(&t);
+    for (size_t i = 0; i < 4; i++) {
+        char id[16];
+        struct nb_slot *s, before;
+
+        snprintf(id, sizeof(id), "sb-%zu", i);
+        s = slot_in(&t, id, from[i]);
+        before = *s;
+        assert_int_equal(nb_table_resume(&t, s, 300), -1);
+        assert_unchanged(s, &before);
+    }
+    nb_table_unlock(&t);
+    nb_table_close(&t);
+}
+
+static void test_a_paused_slot_is_destroyed_and_given_back_paused(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+    struct nb_slot *s, before;
+
+    open_ok(f, &t, 4);
+    nb_table_lock(&t);
+    s = slot_in(&t, SM_ID, NB_SLOT_PAUSED);
+    /* a DELETE judged it running: refused */
+    before = *s;
+    assert_int_equal(nb_table_mark_destroying(&t, s, NB_SLOT_RUNNING, 300), -1);
+    assert_unchanged(s, &before);
+    assert_int_equal(nb_table_mark_destroying(&t, s, NB_SLOT_PAUSED, 300), 0);
+    assert_int_equal(s->state, NB_SLOT_DESTROYING);
+    /* the removal failed: it is paused again, its TTLs as they were */
+    assert_int_equal(nb_table_unmark_destroying(&t, SM_ID, s->generation), 0);
+    assert_int_equal(s->state, NB_SLOT_PAUSED);
+    assert_int_equal(s->ttl_left, 50);
+    assert_int_equal(s->pause_expires, 1000);
     nb_table_unlock(&t);
     nb_table_close(&t);
 }
@@ -1298,6 +1418,11 @@ int main(void)
         T(test_mark_destroying_refused_from_another_state),
         T(test_unmark_destroying_gives_the_sandbox_back),
         T(test_unmark_destroying_refused_unless_destroying_of_that_generation),
+        T(test_pause_stops_the_ttl_and_resume_gives_the_rest),
+        T(test_pause_of_an_expired_slot_keeps_a_second),
+        T(test_pause_refused_unless_running),
+        T(test_resume_refused_unless_paused),
+        T(test_a_paused_slot_is_destroyed_and_given_back_paused),
         T(test_take_over_an_abandoned_creating_or_destroying_slot),
         T(test_take_over_refused_from_a_settled_state),
         T(test_disown_leaves_the_slot_to_reconciliation),
