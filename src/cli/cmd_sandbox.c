@@ -529,7 +529,7 @@ static int pause_or_resume(struct client *c, const struct cli_cmd *cmd, int argc
             pos.n);
         goto out;
     }
-    if ((rc = sandbox_resolve_id(c, pos.v[0], id)) != CLI_OK)
+    if ((rc = sandbox_resolve_id(c, cmd, pos.v[0], id)) != CLI_OK)
         goto out;
     snprintf(sub, sizeof(sub), "/%s", op);
     sandbox_path(&path, id, sub);
