@@ -82,6 +82,31 @@ int api_contexts_delete(struct nb_app *a, struct nb_req *r, const struct nb_rout
                         struct nb_apierr *ae);
 int api_contexts_restart(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                          struct nb_apierr *ae);
+/*
+ * The E2B facade (api_e2b.c, docs/E2B.md): E2B's control plane over the
+ * same engines; ra->arg is the op of /sandboxes/{id}/{op}.
+ */
+int api_e2b_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae);
+int api_e2b_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                 struct nb_apierr *ae);
+int api_e2b_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                struct nb_apierr *ae);
+int api_e2b_kill(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                 struct nb_apierr *ae);
+int api_e2b_timeout(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae);
+int api_e2b_connect(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae);
+int api_e2b_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae);
+int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae);
+/* data plane (E2b-Sandbox-Id): envd's GET /health; 501 for what is not there yet */
+int api_e2b_health(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae);
+int api_e2b_not_implemented(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                            struct nb_apierr *ae);
 /* MCP Streamable HTTP (api_mcp.c): one JSON-RPC message; end a session */
 int api_sandbox_network(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                         struct nb_apierr *ae);
@@ -111,6 +136,14 @@ int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const c
 int api_env_list(const struct nb_conf *c, yajl_val env, char ***out, unsigned *n,
                  struct nb_apierr *ae);
 void api_env_free(char **env, unsigned n);
+
+/*
+ * A create's metadata ({str: str}, NULL: none) as JSON text into out,
+ * within the operator's max_metadata and max_metadata_bytes; -1 with ae
+ * set (400 a value not a string, 422 too many or too large).
+ */
+int api_metadata_text(const struct nb_conf *c, yajl_val meta, char *out, size_t outlen,
+                      struct nb_apierr *ae);
 
 /*
  * A create's "network" value (NULL: none): "none", "bridge", or an object

@@ -12,6 +12,8 @@
 #define ID NB_ROUTE_ID
 #define PID NB_ROUTE_PID
 #define CTX NB_ROUTE_CTX
+#define E2B NB_ROUTE_E2B
+#define PUBLIC NB_ROUTE_PUBLIC
 #define AWAKE NB_ROUTE_AWAKE /* 409 paused while paused (or resumed with auto_resume) */
 
 const struct nb_route_entry nb_api_routes[] = {
@@ -50,6 +52,22 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_CONTEXTS, "{ctx}", "DELETE", ID | CTX | AWAKE, api_contexts_delete},
     {NB_ROUTE_CONTEXTS, "{ctx}/restart", "POST", ID | CTX | AWAKE, api_contexts_restart},
     {NB_ROUTE_CONTEXTS, "{ctx}/{op}", NULL, ID | CTX | AWAKE, NULL},
+
+    /* the E2B facade (docs/E2B.md): E2B's paths, key ("e2b_" + the key) and error shape */
+    {NB_ROUTE_E2B_SANDBOXES, "", "GET", E2B, api_e2b_list},
+    {NB_ROUTE_E2B_SANDBOXES, "", "POST", E2B, api_e2b_create},
+    {NB_ROUTE_E2B_LIST, "", "GET", E2B, api_e2b_list},
+    {NB_ROUTE_E2B_SANDBOX, "", "GET", E2B | ID, api_e2b_get},
+    {NB_ROUTE_E2B_SANDBOX, "", "DELETE", E2B | ID, api_e2b_kill},
+    {NB_ROUTE_E2B_OP, "timeout", "POST", E2B | ID, api_e2b_timeout},
+    {NB_ROUTE_E2B_OP, "connect", "POST", E2B | ID, api_e2b_connect},
+    {NB_ROUTE_E2B_OP, "pause", "POST", E2B | ID, api_e2b_pause},
+    {NB_ROUTE_E2B_OP, "resume", "POST", E2B | ID, api_e2b_resume},
+    /* metrics, logs, snapshots, fork, network, refreshes...: 501 in E2B's shape */
+    {NB_ROUTE_E2B_OP, "*", "*", E2B | ID, api_e2b_not_implemented},
+    /* the data plane: no API key (the SDK sends none there); the handler checks the id */
+    {NB_ROUTE_E2B_DATA, "/health", "GET", E2B | PUBLIC, api_e2b_health},
+    {NB_ROUTE_E2B_DATA, "*", "*", E2B | PUBLIC, api_e2b_not_implemented},
 };
 
 const size_t nb_api_n_routes = sizeof(nb_api_routes) / sizeof(nb_api_routes[0]);

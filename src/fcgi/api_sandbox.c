@@ -118,9 +118,9 @@ fail:
     return -1;
 }
 
-/* Metadata: {str: str}, few and small; serialized into out. */
-static int metadata_text(const struct nb_conf *c, yajl_val meta, char *out, size_t outlen,
-                         struct nb_apierr *ae)
+/* Metadata: {str: str}, few and small; serialized into out (the E2B facade's too). */
+int api_metadata_text(const struct nb_conf *c, yajl_val meta, char *out, size_t outlen,
+                      struct nb_apierr *ae)
 {
     yajl_gen g;
     const unsigned char *buf;
@@ -331,7 +331,7 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (api_network_value(c, f[F_NETWORK].val, &spec.network_bridge, &spec.egress, ae) != 0)
         goto out;
 
-    if (metadata_text(c, f[F_METADATA].val, spec.metadata, sizeof(spec.metadata), ae) != 0 ||
+    if (api_metadata_text(c, f[F_METADATA].val, spec.metadata, sizeof(spec.metadata), ae) != 0 ||
         api_env_list(c, f[F_ENV].val, &spec.env, &spec.n_env, ae) != 0)
         goto out;
 

@@ -68,6 +68,8 @@ static const char *reason(int status)
         return "Unprocessable Entity";
     case 429:
         return "Too Many Requests";
+    case 501:
+        return "Not Implemented";
     case 500:
         return "Internal Server Error";
     case 502:
@@ -171,6 +173,8 @@ void nb_http_set_routes(const struct nb_route_entry *tab, size_t n)
  * repeats it word for word. */
 #define HTTP_UNAUTHORIZED \
     "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\""
+/* The same on the E2B facade's routes (nanobox.conf.in's @nanobox_e2b_unauthorized). */
+#define HTTP_E2B_UNAUTHORIZED "missing or wrong API key: send \"X-API-KEY: e2b_<key>\""
 
 int nb_http_auth_only(const struct nb_req *r)
 {
@@ -193,7 +197,12 @@ static int key_equal(const char *given, const char *want)
     return diff == 0;
 }
 
-static int authorized(const struct nb_app *a, const struct nb_req *r)
+/*
+ * e2b: an E2B route, where the E2B SDK sends "X-API-KEY: e2b_<key>" (it
+ * refuses a key without that prefix before it sends anything): the key
+ * with one "e2b_" in front passes too, as does the bare key.
+ */
+static int authorized(const struct nb_app *a, const struct nb_req *r, int e2b)
 {
     const char *h;
     if (a->conf.api_key[0] == '\0')
@@ -203,10 +212,14 @@ static int authorized(const struct nb_app *a, const struct nb_req *r)
         h += 7;
         while (*h == ' ')
             h++;
-        return key_equal(h, a->conf.api_key);
+    } else {
+        h = nb_http_param(r, "HTTP_X_API_KEY");
+        if (h == NULL)
+            return 0;
     }
-    h = nb_http_param(r, "HTTP_X_API_KEY");
-    return h != NULL && key_equal(h, a->conf.api_key);
+    if (e2b && strncmp(h, "e2b_", 4) == 0)
+        return key_equal(h, a->conf.api_key) | key_equal(h + 4, a->conf.api_key);
+    return key_equal(h, a->conf.api_key);
 }
 
 int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
@@ -218,30 +231,49 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     unsigned flags;
     uint32_t pid;
     char allowed[64];
+    const char *sbx;
 
-    shape =
-        nb_route_match(r->path, ra.id, sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op, sizeof(ra.op));
+    sbx = nb_http_param(r, "HTTP_E2B_SANDBOX_ID");
+    if (sbx != NULL)
+        shape =
+            nb_route_match_e2b_data(r->path, sbx, nb_http_param(r, "HTTP_E2B_SANDBOX_PORT"), ra.id,
+                                    sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op, sizeof(ra.op));
+    else
+        shape = nb_route_match(r->path, ra.id, sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op,
+                               sizeof(ra.op));
+    r->e2b = NB_ROUTE_IS_E2B(shape);
     found = shape == NB_ROUTE_NONE
                 ? NB_ROUTE_NO_ROWS
                 : nb_route_lookup(http_routes, http_n_routes, shape, nb_route_sub(shape, &ra),
                                   r->method, &row, &flags, allowed, sizeof(allowed));
+    /* an E2B op or data-plane path the table does not name: its catch-all row */
+    if (found == NB_ROUTE_NO_ROWS && r->e2b)
+        found = nb_route_lookup(http_routes, http_n_routes, shape, "*", r->method, &row, &flags,
+                                allowed, sizeof(allowed));
     /*
      * nginx's check before it reads a body (auth_request, nanobox.conf.in):
      * 204 where the request would pass the key check below, else its 401;
      * every other error is the request's own, once its body is read.
      */
     if (nb_http_auth_only(r)) {
-        if (found == NB_ROUTE_NO_ROWS || (flags & NB_ROUTE_PUBLIC) || authorized(a, r))
+        if (found == NB_ROUTE_NO_ROWS || (flags & NB_ROUTE_PUBLIC) || authorized(a, r, r->e2b))
             return nb_http_pass_auth(r);
-        nb_apierr_set(ae, 401, "unauthorized", "%s", HTTP_UNAUTHORIZED);
+        nb_apierr_set(ae, 401, "unauthorized", "%s",
+                      r->e2b ? HTTP_E2B_UNAUTHORIZED : HTTP_UNAUTHORIZED);
         return NB_ERR;
     }
     if (found == NB_ROUTE_NO_ROWS) {
         nb_apierr_set(ae, 404, "no_route", "no such route: %.200s", r->path);
         return NB_ERR;
     }
-    if (!(flags & NB_ROUTE_PUBLIC) && !nb_http_is_internal(r) && !authorized(a, r)) {
-        nb_apierr_set(ae, 401, "unauthorized", "%s", HTTP_UNAUTHORIZED);
+    if (!(flags & NB_ROUTE_PUBLIC) && !nb_http_is_internal(r) && !authorized(a, r, r->e2b)) {
+        nb_apierr_set(ae, 401, "unauthorized", "%s",
+                      r->e2b ? HTTP_E2B_UNAUTHORIZED : HTTP_UNAUTHORIZED);
+        return NB_ERR;
+    }
+    /* E2B's ids are opaque to its SDK: one that is not ours names no sandbox */
+    if ((flags & NB_ROUTE_E2B) && (flags & NB_ROUTE_ID) && !nb_sandbox_id_valid(ra.id)) {
+        nb_apierr_set(ae, 404, "not_found", "sandbox \"%.64s\" not found", ra.id);
         return NB_ERR;
     }
     if ((flags & NB_ROUTE_ID) && !nb_sandbox_id_valid(ra.id)) {
@@ -463,8 +495,14 @@ static void http_error(struct nb_req *r, const struct nb_apierr *ae)
 {
     yajl_gen g = nb_json_gen();
     yajl_gen_map_open(g);
-    nb_json_kv_str(g, "error", ae->msg);
-    nb_json_kv_str(g, "code", ae->code);
+    if (r->e2b) {
+        /* E2B's Error schema: the SDK reads code (kill: 404 means false) and message */
+        nb_json_kv_int(g, "code", ae->status);
+        nb_json_kv_str(g, "message", ae->msg);
+    } else {
+        nb_json_kv_str(g, "error", ae->msg);
+        nb_json_kv_str(g, "code", ae->code);
+    }
     yajl_gen_map_close(g);
     nb_http_json(r, ae->status, g);
     yajl_gen_free(g);

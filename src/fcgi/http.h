@@ -55,6 +55,7 @@ struct nb_req {
     int answered; /* the status went out */
     int stream;   /* HTTP_STREAM_* once a streamed answer began */
     int gone;     /* a write failed: the client left (or the capture is full) */
+    int e2b;      /* routed to the E2B facade: errors are {"code": status, "message"} */
     struct {
         nb_http_hook_fn fn;
         void *arg;
@@ -87,6 +88,10 @@ int nb_http_pass_auth(struct nb_req *r);
  * id's (400 bad_context) where the row asks, the method (405, with an
  * Allow header). The handler's result (or the router's own error in ae)
  * is for nb_http_finalize.
+ *
+ * The E2B facade's routes (route.h, NB_ROUTE_IS_E2B) go the same way; a
+ * request with the header E2b-Sandbox-Id is one of its data-plane requests
+ * whatever its path. Their errors are E2B's {"code": status, "message"}.
  */
 int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae);
 

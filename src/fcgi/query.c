@@ -36,6 +36,11 @@ static void url_decode(const char *s, size_t len, char *out, size_t outlen)
     out[o] = '\0';
 }
 
+void nb_query_decode(const char *s, char *out, size_t outlen)
+{
+    url_decode(s, strlen(s), out, outlen);
+}
+
 int nb_query_each(const char *query, int (*cb)(void *arg, const char *k, const char *v), void *arg)
 {
     const char *p = query;

@@ -22,6 +22,9 @@
  */
 int nb_query_each(const char *query, int (*cb)(void *arg, const char *k, const char *v), void *arg);
 
+/* Decode %XX and '+' of s into out (NUL-terminated, cut to outlen - 1 bytes). */
+void nb_query_decode(const char *s, char *out, size_t outlen);
+
 /* Decoded value of the first pair whose decoded key is key, into out (cut
  * to outlen - 1 bytes): 0 found, -1 not. */
 int nb_query_get(const char *query, const char *key, char *out, size_t outlen);

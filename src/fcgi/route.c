@@ -11,6 +11,54 @@
 
 #include "route.h"
 
+/*
+ * The E2B control plane: /sandboxes[/{id}[/{op}]] and /v2/sandboxes.
+ * Anything else that begins so is E2B's too (its 404, in its shape).
+ */
+static enum nb_route match_e2b(const char *path, char *id, size_t idlen, char *arg, size_t arglen)
+{
+    const char *rest, *slash;
+    size_t n;
+
+    if (!strcmp(path, "/sandboxes") || !strcmp(path, "/sandboxes/"))
+        return NB_ROUTE_E2B_SANDBOXES;
+    if (!strcmp(path, "/v2/sandboxes") || !strcmp(path, "/v2/sandboxes/"))
+        return NB_ROUTE_E2B_LIST;
+    if (strncmp(path, "/sandboxes/", 11) != 0)
+        return NB_ROUTE_E2B_OTHER;
+    rest = path + 11;
+    slash = strchr(rest, '/');
+    n = slash ? (size_t)(slash - rest) : strlen(rest);
+    if (n == 0)
+        return NB_ROUTE_E2B_OTHER;
+    if (n >= idlen)
+        n = idlen - 1;
+    memcpy(id, rest, n);
+    id[n] = '\0';
+    if (slash == NULL || !strcmp(slash, "/"))
+        return NB_ROUTE_E2B_SANDBOX;
+    n = strlen(slash + 1);
+    if (n == 0 || n >= arglen || strchr(slash + 1, '/') != NULL) {
+        id[0] = '\0';
+        return NB_ROUTE_E2B_OTHER;
+    }
+    memcpy(arg, slash + 1, n + 1);
+    return NB_ROUTE_E2B_OP;
+}
+
+enum nb_route nb_route_match_e2b_data(const char *path, const char *sandbox_id, const char *port,
+                                      char *id, size_t idlen, char *arg, size_t arglen, char *op,
+                                      size_t oplen)
+{
+    snprintf(id, idlen, "%s", sandbox_id);
+    snprintf(op, oplen, "%s", port != NULL ? port : "");
+    if (strlen(path) < arglen)
+        snprintf(arg, arglen, "%s", path);
+    else
+        arg[0] = '\0';
+    return NB_ROUTE_E2B_DATA;
+}
+
 enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg, size_t arglen,
                              char *op, size_t oplen)
 {
@@ -25,6 +73,8 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_MCP;
     if (!strcmp(path, "/sandbox") || !strcmp(path, "/sandbox/"))
         return NB_ROUTE_SANDBOXES;
+    if (!strncmp(path, "/sandboxes", 10) || !strncmp(path, "/v2/sandboxes", 13))
+        return match_e2b(path, id, idlen, arg, arglen);
     if (strncmp(path, "/sandbox/", 9) != 0)
         return NB_ROUTE_NONE;
     rest = path + 9;
@@ -114,7 +164,8 @@ int nb_route_ctx(const char *s)
 
 const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra)
 {
-    if (shape == NB_ROUTE_FILES || shape == NB_ROUTE_CODE)
+    if (shape == NB_ROUTE_FILES || shape == NB_ROUTE_CODE || shape == NB_ROUTE_E2B_OP ||
+        shape == NB_ROUTE_E2B_DATA)
         return ra->arg;
     if (shape == NB_ROUTE_CONTEXTS) {
         if (ra->arg[0] == '\0')
@@ -149,7 +200,7 @@ enum nb_route_found nb_route_lookup(const struct nb_route_entry *tab, size_t n, 
         *flags = e->flags;
         if (e->method == NULL)
             continue;
-        if (!strcmp(e->method, method) ||
+        if (!strcmp(e->method, method) || !strcmp(e->method, "*") ||
             ((e->flags & NB_ROUTE_HEAD) && !strcmp(e->method, "GET") && !strcmp(method, "HEAD"))) {
             *row = e;
             return NB_ROUTE_FOUND;

@@ -33,7 +33,17 @@ enum nb_route {
     NB_ROUTE_CONTEXTS,  /* /sandbox/{id}/contexts[/{ctx}[/restart]] (arg: ctx, op: restart) */
     NB_ROUTE_PAUSE,     /* /sandbox/{id}/pause */
     NB_ROUTE_RESUME,    /* /sandbox/{id}/resume */
+    /* the E2B facade (docs/E2B.md): its answers and errors are E2B's shape */
+    NB_ROUTE_E2B_SANDBOXES, /* /sandboxes */
+    NB_ROUTE_E2B_SANDBOX,   /* /sandboxes/{id} */
+    NB_ROUTE_E2B_OP,        /* /sandboxes/{id}/{op} (arg: the op) */
+    NB_ROUTE_E2B_LIST,      /* /v2/sandboxes */
+    NB_ROUTE_E2B_OTHER,     /* anything else under /sandboxes/ or /v2/sandboxes/ */
+    NB_ROUTE_E2B_DATA,      /* a data-plane request (nb_route_match_e2b_data) */
 };
+
+/* Is shape one of the E2B facade's? Their errors are {"code", "message"}. */
+#define NB_ROUTE_IS_E2B(shape) ((shape) >= NB_ROUTE_E2B_SANDBOXES && (shape) <= NB_ROUTE_E2B_DATA)
 
 /*
  * Match a raw path (no query). Fills id with the {id} segment, cut to
@@ -44,6 +54,17 @@ enum nb_route {
  */
 enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg, size_t arglen,
                              char *op, size_t oplen);
+
+/*
+ * A data-plane request of the E2B SDK: it names its sandbox and port in
+ * the headers E2b-Sandbox-Id and E2b-Sandbox-Port, never in the path, so
+ * whatever the path is it is NB_ROUTE_E2B_DATA. id gets the sandbox id
+ * header (cut to idlen - 1, not yet checked), arg the path as it is (with
+ * its slashes; "" when it does not fit), op the port header (cut).
+ */
+enum nb_route nb_route_match_e2b_data(const char *path, const char *sandbox_id, const char *port,
+                                      char *id, size_t idlen, char *arg, size_t arglen, char *op,
+                                      size_t oplen);
 
 /* A {pid} segment: 1..4194304 (pid_max), digits only, no leading 0. 0, or -1. */
 int nb_route_pid(const char *s, uint32_t *out);
@@ -75,6 +96,9 @@ typedef int (*nb_route_handler)(struct nb_app *a, struct nb_req *r, const struct
 #define NB_ROUTE_PID 0x4u    /* {pid} must be a process id (else 400 bad_pid) */
 #define NB_ROUTE_HEAD 0x8u   /* HEAD is served as GET (and not listed in Allow) */
 #define NB_ROUTE_CTX 0x10u   /* {ctx} must be a context id (else 400 bad_context) */
+#define NB_ROUTE_E2B \
+    0x40u /* an E2B route: a key "e2b_<key>" passes too, and an id \
+                               that is not one is 404 not found (E2B's shape) */
 #define NB_ROUTE_AWAKE \
     0x20u /* reaches the sandbox's processes: 409 paused while it is paused \
                                 (or resumed first with auto_resume) */
@@ -83,7 +107,8 @@ typedef int (*nb_route_handler)(struct nb_app *a, struct nb_req *r, const struct
 struct nb_route_entry {
     enum nb_route shape;
     const char *sub;    /* which sub-route of shape (nb_route_sub) */
-    const char *method; /* NULL: none (a known path that no handler serves: 404) */
+    const char *method; /* NULL: none (a known path that no handler serves: 404);
+                           "*": every method (a catch-all's row) */
     unsigned flags;     /* NB_ROUTE_*; the same on every row of one shape and sub */
     nb_route_handler handler;
 };
@@ -93,8 +118,10 @@ struct nb_route_entry {
  * for NB_ROUTE_FILES and NB_ROUTE_CODE its op ("", "mkdir", "move";
  * "", "interrupt"); for NB_ROUTE_PROCS "" (the list), "{pid}",
  * "{pid}/stdin", or "{pid}/{op}" for any other op; for NB_ROUTE_CONTEXTS
- * "" (the list), "{ctx}", "{ctx}/restart", or "{ctx}/{op}"; "" for every
- * other shape.
+ * "" (the list), "{ctx}", "{ctx}/restart", or "{ctx}/{op}"; for
+ * NB_ROUTE_E2B_OP its op and for NB_ROUTE_E2B_DATA its path, as they are
+ * (the HTTP layer looks "*" up when the table has no row for them); ""
+ * for every other shape.
  */
 const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra);
 

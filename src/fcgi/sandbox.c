@@ -404,8 +404,9 @@ int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct
     return found ? 0 : not_found(ae, id);
 }
 
-int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *expires,
-                      struct nb_apierr *ae)
+/* Set the TTL to ttl from now; at_least: only if that is later than it is. */
+static int extend(struct nb_app *a, const char *id, unsigned ttl, int at_least, int64_t *expires,
+                  struct nb_apierr *ae)
 {
     struct nb_slot *s;
     int64_t now = nb_clock_real_s();
@@ -414,15 +415,31 @@ int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *e
     s = nb_table_find(&a->table, id);
     if (slot_live(s, now)) {
         /* a paused sandbox's TTL is stopped: it gets ttl when it resumes */
-        if (s->state == NB_SLOT_PAUSED)
-            s->ttl_left = ttl;
-        else
-            s->expires = now + ttl;
-        *expires = now + ttl;
+        if (s->state == NB_SLOT_PAUSED) {
+            if (!at_least || s->ttl_left < (int64_t)ttl)
+                s->ttl_left = ttl;
+            *expires = now + s->ttl_left;
+        } else {
+            if (!at_least || s->expires < now + (int64_t)ttl)
+                s->expires = now + ttl;
+            *expires = s->expires;
+        }
         found = 1;
     }
     nb_table_unlock(&a->table);
     return found ? 0 : not_found(ae, id);
+}
+
+int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *expires,
+                      struct nb_apierr *ae)
+{
+    return extend(a, id, ttl, 0, expires, ae);
+}
+
+int nb_sandbox_extend_min(struct nb_app *a, const char *id, unsigned ttl, int64_t *expires,
+                          struct nb_apierr *ae)
+{
+    return extend(a, id, ttl, 1, expires, ae);
 }
 
 int nb_sandbox_pause(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae)

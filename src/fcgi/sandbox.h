@@ -74,6 +74,13 @@ int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct
 int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *expires,
                       struct nb_apierr *ae);
 
+/*
+ * The same, but never shorter: expiry becomes now + ttl only if that is
+ * later than it is (E2B's connect). *expires gets the expiry as it is after.
+ */
+int nb_sandbox_extend_min(struct nb_app *a, const char *id, unsigned ttl, int64_t *expires,
+                          struct nb_apierr *ae);
+
 /* Remove the container and free the slot. 404 when no live sandbox has id;
  * 503 docker_unavailable, with the sandbox left as it was (ports too),
  * when Docker does not answer. */

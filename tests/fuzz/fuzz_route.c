@@ -22,7 +22,13 @@
 
 static int has_sandbox_id(enum nb_route rt)
 {
-    return rt >= NB_ROUTE_SANDBOX && rt <= NB_ROUTE_CONTEXTS;
+    return rt >= NB_ROUTE_SANDBOX && rt <= NB_ROUTE_RESUME;
+}
+
+/* The E2B facade's /sandboxes/{id}[/{op}]: the id after that prefix. */
+static int has_e2b_id(enum nb_route rt)
+{
+    return rt == NB_ROUTE_E2B_SANDBOX || rt == NB_ROUTE_E2B_OP;
 }
 
 static void check(const char *path, enum nb_route rt, const char *id, size_t idlen, const char *arg,
@@ -30,11 +36,18 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
 {
     size_t il = strnlen(id, idlen), al = strnlen(arg, arglen), ol = strnlen(op, oplen);
 
-    if ((unsigned)rt > NB_ROUTE_CONTEXTS)
+    /* NB_ROUTE_E2B_DATA comes from the headers (nb_route_match_e2b_data), never a path */
+    if ((unsigned)rt >= NB_ROUTE_E2B_DATA)
         abort();
     if (il == idlen || al == arglen || ol == oplen)
         abort(); /* not NUL-terminated within its buffer */
-    if (!has_sandbox_id(rt)) {
+    if (has_e2b_id(rt)) {
+        if (strncmp(path, "/sandboxes/", 11) != 0 || strncmp(path + 11, id, il) != 0 ||
+            memchr(id, '/', il) != NULL)
+            abort();
+        if (il < idlen - 1 && path[11 + il] != '\0' && path[11 + il] != '/')
+            abort();
+    } else if (!has_sandbox_id(rt)) {
         if (il != 0 && rt != NB_ROUTE_NONE)
             abort();
     } else {
@@ -70,6 +83,21 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
         if ((al != 0 && strcmp(arg, "interrupt") != 0) || ol != 0)
             abort();
         break;
+    case NB_ROUTE_E2B_OP:
+        if (al == 0 || ol != 0 || strstr(path, arg) == NULL)
+            abort();
+        break;
+    case NB_ROUTE_E2B_SANDBOXES:
+    case NB_ROUTE_E2B_SANDBOX:
+    case NB_ROUTE_E2B_LIST:
+    case NB_ROUTE_E2B_OTHER:
+        if (strncmp(path, "/sandboxes", 10) != 0 && strncmp(path, "/v2/sandboxes", 13) != 0)
+            abort();
+        if (al != 0 || ol != 0)
+            abort();
+        break;
+    case NB_ROUTE_E2B_DATA:
+        abort();
     case NB_ROUTE_NONE:
     case NB_ROUTE_MCP:
     case NB_ROUTE_RUN:
@@ -80,6 +108,8 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
     case NB_ROUTE_PORT_OPEN:
     case NB_ROUTE_PORTS:
     case NB_ROUTE_NETWORK:
+    case NB_ROUTE_PAUSE:
+    case NB_ROUTE_RESUME:
         if (al != 0 || ol != 0)
             abort(); /* no arg or op where the route has none */
         break;
@@ -117,7 +147,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rt = match(path, ID_LEN, ARG_LEN, OP_LEN);
     /* the same path with the smallest buffers: cut, or no route, never past them */
     if (match(path, 1, 1, 1) != rt && rt != NB_ROUTE_PORT && rt != NB_ROUTE_PROCS &&
-        rt != NB_ROUTE_FILES && rt != NB_ROUTE_CODE && rt != NB_ROUTE_CONTEXTS)
+        rt != NB_ROUTE_FILES && rt != NB_ROUTE_CODE && rt != NB_ROUTE_CONTEXTS &&
+        rt != NB_ROUTE_E2B_OP)
         abort();
     free(path);
     return 0;

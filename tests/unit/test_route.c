@@ -246,6 +246,58 @@ static void test_lookup_known_place_without_route_and_unknown_shape(void **state
     assert_null(row);
 }
 
+static void test_e2b_paths(void **state)
+{
+    struct nb_route_args ra;
+    const char *sub;
+    const struct nb_route_entry *row;
+    unsigned flags;
+    char allowed[64];
+    static const struct nb_route_entry e2b[] = {
+        {NB_ROUTE_E2B_OP, "connect", "POST", NB_ROUTE_E2B | NB_ROUTE_ID, h_a},
+        {NB_ROUTE_E2B_OP, "*", "*", NB_ROUTE_E2B | NB_ROUTE_ID, h_b},
+    };
+    (void)state;
+
+    assert_int_equal(match("/sandboxes", &ra, &sub), NB_ROUTE_E2B_SANDBOXES);
+    assert_int_equal(match("/v2/sandboxes", &ra, &sub), NB_ROUTE_E2B_LIST);
+    assert_int_equal(match("/sandboxes/" SID, &ra, &sub), NB_ROUTE_E2B_SANDBOX);
+    assert_string_equal(ra.id, SID);
+    /* E2B's ids are opaque: any segment is matched, the router checks it */
+    assert_int_equal(match("/sandboxes/i3b7ktq1xk1z0c4l9mr8s/connect", &ra, &sub), NB_ROUTE_E2B_OP);
+    assert_string_equal(ra.id, "i3b7ktq1xk1z0c4l9mr8s");
+    assert_string_equal(sub, "connect");
+    assert_int_equal(match("/sandboxes/" SID "/a/b", &ra, &sub), NB_ROUTE_E2B_OTHER);
+    assert_string_equal(ra.id, "");
+    assert_int_equal(match("/sandboxes//connect", &ra, &sub), NB_ROUTE_E2B_OTHER);
+    assert_int_equal(match("/v2/sandboxes/" SID "/logs", &ra, &sub), NB_ROUTE_E2B_OTHER);
+    assert_int_equal(match("/sandboxesx", &ra, &sub), NB_ROUTE_E2B_OTHER);
+    assert_true(NB_ROUTE_IS_E2B(NB_ROUTE_E2B_OTHER) && !NB_ROUTE_IS_E2B(NB_ROUTE_SANDBOX));
+
+    /* the data plane: whatever the path, named by the headers */
+    assert_int_equal(nb_route_match_e2b_data("/process.Process/Start", SID, "49983", ra.id,
+                                             sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op,
+                                             sizeof(ra.op)),
+                     NB_ROUTE_E2B_DATA);
+    assert_string_equal(ra.id, SID);
+    assert_string_equal(ra.arg, "/process.Process/Start");
+    assert_string_equal(ra.op, "49983");
+    assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/process.Process/Start");
+
+    /* a "*" row serves every method */
+    assert_int_equal(nb_route_lookup(e2b, 2, NB_ROUTE_E2B_OP, "connect", "POST", &row, &flags,
+                                     allowed, sizeof(allowed)),
+                     NB_ROUTE_FOUND);
+    assert_ptr_equal(row, &e2b[0]);
+    assert_int_equal(nb_route_lookup(e2b, 2, NB_ROUTE_E2B_OP, "*", "PATCH", &row, &flags, allowed,
+                                     sizeof(allowed)),
+                     NB_ROUTE_FOUND);
+    assert_ptr_equal(row, &e2b[1]);
+    assert_int_equal(nb_route_lookup(e2b, 2, NB_ROUTE_E2B_OP, "metrics", "GET", &row, &flags,
+                                     allowed, sizeof(allowed)),
+                     NB_ROUTE_NO_ROWS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_lookup_lists_allowed_methods_in_table_order),
         cmocka_unit_test(test_lookup_serves_head_as_get_only_where_flagged),
         cmocka_unit_test(test_lookup_known_place_without_route_and_unknown_shape),
+        cmocka_unit_test(test_e2b_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,631 @@
+/*
+ * api_e2b.c - the E2B facade's control plane (docs/E2B.md): E2B's REST
+ * paths and JSON shapes, as the official E2B SDKs send and read them, over
+ * the very engines the native API calls (sandbox.c: create through the warm
+ * pool, get, extend, pause, resume, destroy). Nothing here keeps state of
+ * its own: an E2B sandbox is a nanobox sandbox, its sandboxID nanobox's id.
+ *
+ * Errors go back through the HTTP layer like every handler's; it writes
+ * them in E2B's shape, {"code": <status>, "message"}, on these routes.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api.h"
+#include "clock.h"
+#include "json.h"
+#include "query.h"
+#include "sandbox.h"
+
+/*
+ * The envd version the facade claims. The SDK gates features on it
+ * (src/envd/versions.ts): 0.5.6 keeps it on what the data plane serves
+ * (multipart uploads, no file metadata, CloseStdin).
+ */
+#define E2B_ENVD_VERSION "0.5.6"
+/* E2B's deprecated clientID: the same for every sandbox. */
+#define E2B_CLIENT_ID "nanobox"
+/* The template names E2B's SDKs default to. */
+#define E2B_TEMPLATE_BASE "base"
+#define E2B_TEMPLATE_CODE "code-interpreter-v1"
+/* E2B's page size: 100 by default and at most. */
+#define E2B_LIST_MAX 100
+
+#define MiB (1024ULL * 1024ULL)
+
+/* The template name an image is shown as: E2B's two defaults, else the image. */
+static const char *template_of(const struct nb_conf *c, const char *image)
+{
+    if (!strcmp(image, c->images[0]))
+        return E2B_TEMPLATE_BASE;
+    if (!strcmp(image, c->code_image))
+        return E2B_TEMPLATE_CODE;
+    return image;
+}
+
+/* The image of a templateID: base, code-interpreter-v1, or an allowed image by name. */
+static int image_of(const struct nb_conf *c, const char *tpl, char *out, size_t outlen)
+{
+    const char *img = tpl;
+    if (!strcmp(tpl, E2B_TEMPLATE_BASE))
+        img = c->images[0];
+    else if (!strcmp(tpl, E2B_TEMPLATE_CODE))
+        img = c->code_image;
+    if (!nb_conf_image_allowed(c, img))
+        return -1;
+    snprintf(out, outlen, "%s", img);
+    return 0;
+}
+
+/* RFC 3339 in UTC, as E2B's startedAt and endAt. */
+static void kv_time(yajl_gen g, const char *key, int64_t t)
+{
+    char buf[32];
+    struct tm tm;
+    time_t tt = (time_t)t;
+    gmtime_r(&tt, &tm);
+    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    nb_json_kv_str(g, key, buf);
+}
+
+/* "2024-05-01T10:00:00.123Z" or with "+02:00": unix seconds; -1 if it is not one. */
+static int parse_time(const char *s, int64_t *out)
+{
+    struct tm tm;
+    int y, mo, d, h, mi, sec, n = 0, oh, om;
+    long off = 0;
+    time_t t;
+
+    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 || n != 19)
+        return -1;
+    s += n;
+    if (*s == '.') {
+        s++;
+        if (*s < '0' || *s > '9')
+            return -1;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    if (*s == 'Z' || *s == 'z') {
+        s++;
+    } else if (*s == '+' || *s == '-') {
+        if (sscanf(s + 1, "%2d:%2d%n", &oh, &om, &n) != 2 || n != 5)
+            return -1;
+        off = (oh * 60L + om) * 60L * (*s == '-' ? -1 : 1);
+        s += 1 + n;
+    } else {
+        return -1;
+    }
+    if (*s != '\0' || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+        return -1;
+    memset(&tm, 0, sizeof(tm));
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = sec;
+    t = timegm(&tm);
+    *out = (int64_t)t - off;
+    return 0;
+}
+
+/* The sandbox's metadata, kept as JSON text, as an object. */
+static void kv_metadata(yajl_gen g, const struct nb_slot *s)
+{
+    char err[64];
+    yajl_val meta = NULL;
+    nb_json_cstr(g, "metadata");
+    if (nb_json_parse(s->metadata, strlen(s->metadata), 4, &meta, err, sizeof(err)) == 0 && meta)
+        nb_json_tree(g, meta);
+    else {
+        yajl_gen_map_open(g);
+        yajl_gen_map_close(g);
+    }
+    yajl_tree_free(meta);
+}
+
+/* E2B's Sandbox (the answer of create and connect). */
+static void sandbox_json(yajl_gen g, const struct nb_conf *c, const struct nb_slot *s)
+{
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "sandboxID", s->id);
+    nb_json_kv_str(g, "templateID", template_of(c, s->image));
+    nb_json_kv_str(g, "clientID", E2B_CLIENT_ID);
+    nb_json_kv_str(g, "envdVersion", E2B_ENVD_VERSION);
+    yajl_gen_map_close(g);
+}
+
+/* E2B's SandboxDetail / ListedSandbox (getInfo and the list). */
+static void detail_json(yajl_gen g, const struct nb_conf *c, const struct nb_slot *s, int64_t now)
+{
+    int paused = s->state == NB_SLOT_PAUSED;
+    /* a paused sandbox's TTL is stopped: it ends ttl_left after a resume */
+    int64_t left = paused ? s->ttl_left : s->expires > now ? s->expires - now : 0;
+    long long cpus = (long long)((s->nano_cpus + 999999999ULL) / 1000000000ULL);
+
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "sandboxID", s->id);
+    nb_json_kv_str(g, "templateID", template_of(c, s->image));
+    nb_json_kv_str(g, "clientID", E2B_CLIENT_ID);
+    nb_json_kv_str(g, "state", paused ? "paused" : "running");
+    kv_time(g, "startedAt", s->created);
+    kv_time(g, "endAt", now + left);
+    nb_json_kv_int(g, "cpuCount", cpus > 0 ? cpus : 1);
+    nb_json_kv_int(g, "memoryMB", (long long)(s->memory / MiB));
+    nb_json_kv_str(g, "envdVersion", E2B_ENVD_VERSION);
+    kv_metadata(g, s);
+    yajl_gen_map_close(g);
+}
+
+static int answer_sandbox(struct nb_app *a, struct nb_req *r, int status, const struct nb_slot *s)
+{
+    yajl_gen g = nb_json_gen();
+    sandbox_json(g, &a->conf, s);
+    nb_http_json(r, status, g);
+    yajl_gen_free(g);
+    return NB_OK;
+}
+
+/* A timeout in seconds (E2B's "timeout"): 1..max_ttl. */
+static int timeout_value(const struct nb_conf *c, yajl_val v, unsigned *out, struct nb_apierr *ae)
+{
+    long long t;
+    if (!YAJL_IS_INTEGER(v)) {
+        nb_apierr_set(ae, 400, "bad_field", "timeout must be an integer number of seconds");
+        return -1;
+    }
+    t = YAJL_GET_INTEGER(v);
+    if (t < 1 || t > (long long)c->max_ttl) {
+        nb_apierr_set(ae, 400, "out_of_range",
+                      "timeout must be between 1 and %u seconds (the operator's max_ttl)",
+                      c->max_ttl);
+        return -1;
+    }
+    *out = (unsigned)t;
+    return 0;
+}
+
+/*
+ * The value of key in the body object if it is there and not null, else
+ * NULL; of another type than types (NB_JT_*): -1 with ae set. Keys the
+ * facade does not know are ignored: each SDK release sends a few more.
+ */
+static int body_field(yajl_val body, const char *key, unsigned types, yajl_val *out,
+                      struct nb_apierr *ae)
+{
+    const char *path[] = {key, NULL};
+    yajl_val v;
+    *out = NULL;
+    if (body == NULL)
+        return 0;
+    v = yajl_tree_get(body, path, yajl_t_any);
+    if (v == NULL || YAJL_IS_NULL(v))
+        return 0;
+    if (((types & NB_JT_STRING) && YAJL_IS_STRING(v)) ||
+        ((types & NB_JT_INT) && YAJL_IS_INTEGER(v)) || ((types & NB_JT_BOOL) && YAJL_IS_TRUE(v)) ||
+        ((types & NB_JT_BOOL) && YAJL_IS_FALSE(v)) ||
+        ((types & NB_JT_OBJECT) && YAJL_IS_OBJECT(v))) {
+        *out = v;
+        return 0;
+    }
+    nb_apierr_set(ae, 400, "bad_field", "field \"%s\" has the wrong type", key);
+    return -1;
+}
+
+/* POST /sandboxes: E2B's NewSandbox. */
+int api_e2b_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_sandbox_spec spec;
+    struct nb_slot slot;
+    yajl_val body = NULL, tpl, timeout, meta, envs, inet, autopause, autoresume;
+    const char *tname = E2B_TEMPLATE_BASE;
+    int rc = NB_ERR;
+
+    (void)ra;
+    memset(&spec, 0, sizeof(spec));
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
+    if (body_field(body, "templateID", NB_JT_STRING, &tpl, ae) != 0 ||
+        body_field(body, "timeout", NB_JT_INT, &timeout, ae) != 0 ||
+        body_field(body, "metadata", NB_JT_OBJECT, &meta, ae) != 0 ||
+        body_field(body, "envVars", NB_JT_OBJECT, &envs, ae) != 0 ||
+        body_field(body, "allow_internet_access", NB_JT_BOOL, &inet, ae) != 0 ||
+        body_field(body, "autoPause", NB_JT_BOOL, &autopause, ae) != 0 ||
+        body_field(body, "autoResume", NB_JT_OBJECT, &autoresume, ae) != 0)
+        goto out;
+    if (tpl != NULL)
+        tname = nb_json_string(tpl);
+    if (image_of(c, tname, spec.image, sizeof(spec.image)) != 0) {
+        nb_apierr_set(ae, 404, "not_found", "template '%.100s' not found", tname);
+        goto out;
+    }
+    spec.ttl = c->default_ttl;
+    if (timeout != NULL && timeout_value(c, timeout, &spec.ttl, ae) != 0)
+        goto out;
+    if (autopause != NULL && YAJL_IS_TRUE(autopause)) {
+        nb_apierr_set(ae, 501, "not_implemented",
+                      "pausing on timeout (lifecycle onTimeout: 'pause') is not supported by "
+                      "nanobox: a sandbox is killed at its timeout");
+        goto out;
+    }
+    if (autoresume != NULL) {
+        const char *path[] = {"enabled", NULL};
+        spec.auto_resume = YAJL_IS_TRUE(yajl_tree_get(autoresume, path, yajl_t_true));
+    }
+    spec.memory = c->memory;
+    spec.nano_cpus = c->nano_cpus;
+    spec.pids = c->pids;
+    /* E2B's default is internet access: a bridge where the operator allows one */
+    spec.network_bridge = (inet == NULL || YAJL_IS_TRUE(inet)) && c->allow_bridge;
+    if (api_metadata_text(c, meta, spec.metadata, sizeof(spec.metadata), ae) != 0 ||
+        api_env_list(c, envs, &spec.env, &spec.n_env, ae) != 0)
+        goto out;
+    if (nb_sandbox_create(a, &spec, &slot, ae) != 0) {
+        /* a full machine is E2B's concurrency limit: its SDK says RateLimitError */
+        if (ae->status == 503 && !strcmp(ae->code, "capacity"))
+            ae->status = 429;
+        goto out;
+    }
+    rc = answer_sandbox(a, r, 201, &slot);
+out:
+    api_env_free(spec.env, spec.n_env);
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* The list's filters and page, from the query. */
+struct e2b_list {
+    char meta_keys[16][128];
+    char meta_values[16][256];
+    unsigned n_meta;
+    int running, paused; /* states asked for */
+    char template[128];
+    int64_t started_after;
+    int asc;
+    unsigned limit;
+    int has_cursor;
+    int64_t cursor_created;
+    char cursor_id[NB_ID_LEN + 1];
+    int bad;
+};
+
+static int list_meta_cb(void *arg, const char *k, const char *v)
+{
+    struct e2b_list *l = arg;
+    if (l->n_meta == 16) {
+        l->bad = 1;
+        return -1;
+    }
+    /* each key and value was %-encoded once more by the SDK */
+    nb_query_decode(k, l->meta_keys[l->n_meta], sizeof(l->meta_keys[0]));
+    nb_query_decode(v, l->meta_values[l->n_meta], sizeof(l->meta_values[0]));
+    l->n_meta++;
+    return 0;
+}
+
+static int list_query(struct nb_req *r, struct e2b_list *l, struct nb_apierr *ae)
+{
+    char v[NB_QUERY_MAX];
+
+    memset(l, 0, sizeof(*l));
+    l->running = l->paused = 1;
+    l->limit = E2B_LIST_MAX;
+    l->started_after = INT64_MIN;
+    if (nb_http_query(r, "metadata", v, sizeof(v)) == 0 &&
+        (nb_query_each(v, list_meta_cb, l) != 0 || l->bad)) {
+        nb_apierr_set(ae, 400, "bad_field", "at most 16 metadata filters");
+        return -1;
+    }
+    if (nb_http_query(r, "state", v, sizeof(v)) == 0) {
+        char *save = NULL;
+        l->running = l->paused = 0;
+        for (char *t = strtok_r(v, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+            if (!strcmp(t, "running"))
+                l->running = 1;
+            else if (!strcmp(t, "paused"))
+                l->paused = 1;
+            else {
+                nb_apierr_set(ae, 400, "bad_field", "state \"%.32s\" is not one of running, paused",
+                              t);
+                return -1;
+            }
+        }
+    }
+    if (nb_http_query(r, "template", l->template, sizeof(l->template)) != 0)
+        l->template[0] = '\0';
+    if (nb_http_query(r, "startedAfter", v, sizeof(v)) == 0 &&
+        parse_time(v, &l->started_after) != 0) {
+        nb_apierr_set(ae, 400, "bad_field", "startedAfter must be an RFC 3339 time");
+        return -1;
+    }
+    if (nb_http_query(r, "order", v, sizeof(v)) == 0) {
+        if (strcmp(v, "asc") != 0 && strcmp(v, "desc") != 0) {
+            nb_apierr_set(ae, 400, "bad_field", "order must be asc or desc");
+            return -1;
+        }
+        l->asc = !strcmp(v, "asc");
+    }
+    if (nb_http_query(r, "limit", v, sizeof(v)) == 0) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*v == '\0' || *end != '\0' || n < 1 || n > E2B_LIST_MAX) {
+            nb_apierr_set(ae, 400, "bad_field", "limit must be between 1 and %d", E2B_LIST_MAX);
+            return -1;
+        }
+        l->limit = (unsigned)n;
+    }
+    /* the token is where the last page ended: "<startedAt>_<sandboxID>" */
+    if (nb_http_query(r, "nextToken", v, sizeof(v)) == 0 && v[0] != '\0') {
+        char *end;
+        long long t = strtoll(v, &end, 10);
+        if (end == v || *end != '_' || !nb_sandbox_id_valid(end + 1)) {
+            nb_apierr_set(ae, 400, "bad_field", "nextToken is not one this server gave");
+            return -1;
+        }
+        l->has_cursor = 1;
+        l->cursor_created = t;
+        snprintf(l->cursor_id, sizeof(l->cursor_id), "%s", end + 1);
+    }
+    return 0;
+}
+
+/* Oldest first, ties by id: the order of "asc" (and, turned round, "desc"). */
+static int cmp_asc(int64_t ca, const char *ia, int64_t cb, const char *ib)
+{
+    if (ca != cb)
+        return ca < cb ? -1 : 1;
+    return strcmp(ia, ib);
+}
+
+static int list_asc;
+static int slot_order(const void *x, const void *y)
+{
+    const struct nb_slot *a = x, *b = y;
+    int c = cmp_asc(a->created, a->id, b->created, b->id);
+    return list_asc ? c : -c;
+}
+
+static int list_keep(const struct nb_conf *c, const struct e2b_list *l, const struct nb_slot *s)
+{
+    char err[64];
+    yajl_val meta = NULL;
+    int ok = 1;
+
+    if (s->state == NB_SLOT_PAUSED ? !l->paused : !l->running)
+        return 0;
+    if (s->created < l->started_after)
+        return 0;
+    if (l->template[0] && strcmp(l->template, template_of(c, s->image)) != 0)
+        return 0;
+    if (l->has_cursor) {
+        int k = cmp_asc(s->created, s->id, l->cursor_created, l->cursor_id);
+        if (l->asc ? k <= 0 : k >= 0)
+            return 0;
+    }
+    if (l->n_meta == 0)
+        return 1;
+    if (nb_json_parse(s->metadata, strlen(s->metadata), 4, &meta, err, sizeof(err)) != 0 || !meta)
+        return 0;
+    for (unsigned i = 0; ok && i < l->n_meta; i++) {
+        const char *path[] = {l->meta_keys[i], NULL};
+        yajl_val v = yajl_tree_get(meta, path, yajl_t_string);
+        ok = v != NULL && !strcmp(nb_json_string(v), l->meta_values[i]);
+    }
+    yajl_tree_free(meta);
+    return ok;
+}
+
+/* GET /v2/sandboxes (and E2B's older GET /sandboxes): one page, the next one's token in a header. */
+int api_e2b_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                 struct nb_apierr *ae)
+{
+    struct e2b_list l;
+    struct nb_slot *copy;
+    uint32_t n = 0, kept = 0, shown;
+    int64_t now = nb_clock_real_s();
+    yajl_gen g;
+
+    (void)ra;
+    if (list_query(r, &l, ae) != 0)
+        return NB_ERR;
+    /* copy under the lock, filter and format outside it */
+    copy = nb_xcalloc(a->table.nslots ? a->table.nslots : 1, sizeof(*copy));
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        const struct nb_slot *s = &a->table.slots[i];
+        if ((s->state == NB_SLOT_RUNNING && s->expires > now) ||
+            (s->state == NB_SLOT_PAUSED && s->pause_expires > now))
+            copy[n++] = *s;
+    }
+    nb_table_unlock(&a->table);
+    for (uint32_t i = 0; i < n; i++)
+        if (list_keep(&a->conf, &l, &copy[i]))
+            copy[kept++] = copy[i];
+    n = kept;
+    list_asc = l.asc;
+    qsort(copy, n, sizeof(*copy), slot_order);
+    shown = n < l.limit ? n : l.limit;
+    if (shown < n) {
+        char token[NB_ID_LEN + 32];
+        const struct nb_slot *last = &copy[shown - 1];
+        snprintf(token, sizeof(token), "%lld_%s", (long long)last->created, last->id);
+        nb_http_add_header(r, "X-Next-Token", token);
+    }
+    g = nb_json_gen();
+    yajl_gen_array_open(g);
+    for (uint32_t i = 0; i < shown; i++)
+        detail_json(g, &a->conf, &copy[i], now);
+    yajl_gen_array_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    free(copy);
+    return NB_OK;
+}
+
+/* GET /sandboxes/{id}: E2B's SandboxDetail. */
+int api_e2b_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    yajl_gen g;
+    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
+        return NB_ERR;
+    g = nb_json_gen();
+    detail_json(g, &a->conf, &slot, nb_clock_real_s());
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    return NB_OK;
+}
+
+/* DELETE /sandboxes/{id}: 204; 404 {"code": 404} is how the SDK's kill() says false. */
+int api_e2b_kill(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                 struct nb_apierr *ae)
+{
+    if (nb_sandbox_destroy(a, ra->id, ae) != 0)
+        return NB_ERR;
+    nb_http_no_content(r);
+    return NB_OK;
+}
+
+/* The body's "timeout" (seconds) into *ttl; required unless dflt is not 0. */
+static int body_timeout(struct nb_app *a, struct nb_req *r, unsigned dflt, unsigned *ttl,
+                        struct nb_apierr *ae)
+{
+    yajl_val body = NULL, v;
+    int rc = -1;
+
+    if (api_read_json(a, r, &body, ae) != 0)
+        return -1;
+    if (body_field(body, "timeout", NB_JT_INT, &v, ae) != 0)
+        goto out;
+    if (v == NULL) {
+        if (dflt == 0) {
+            nb_apierr_set(ae, 400, "bad_field", "field \"timeout\" (seconds) is required");
+            goto out;
+        }
+        *ttl = dflt;
+    } else if (timeout_value(&a->conf, v, ttl, ae) != 0) {
+        goto out;
+    }
+    rc = 0;
+out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* POST /sandboxes/{id}/timeout: it ends timeout seconds from now, sooner or later than it would. */
+int api_e2b_timeout(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae)
+{
+    unsigned ttl;
+    int64_t expires;
+    if (body_timeout(a, r, 0, &ttl, ae) != 0 ||
+        nb_sandbox_extend(a, ra->id, ttl, &expires, ae) != 0)
+        return NB_ERR;
+    nb_http_no_content(r);
+    return NB_OK;
+}
+
+/*
+ * Resume if paused, then make it last at least ttl more seconds (never
+ * less than it had). *resumed: whether it was paused.
+ */
+static int wake(struct nb_app *a, const char *id, unsigned ttl, struct nb_slot *slot, int *resumed,
+                struct nb_apierr *ae)
+{
+    int64_t expires;
+    if (nb_sandbox_get(a, id, slot, ae) != 0)
+        return -1;
+    *resumed = slot->state == NB_SLOT_PAUSED;
+    if (*resumed && nb_sandbox_resume(a, id, slot, ae) != 0)
+        return -1;
+    if (nb_sandbox_extend_min(a, id, ttl, &expires, ae) != 0)
+        return -1;
+    return nb_sandbox_get(a, id, slot, ae);
+}
+
+/* POST /sandboxes/{id}/connect: 200 running (201 resumed), never a shorter timeout. */
+int api_e2b_connect(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    unsigned ttl;
+    int resumed;
+    if (body_timeout(a, r, 0, &ttl, ae) != 0 || wake(a, ra->id, ttl, &slot, &resumed, ae) != 0)
+        return NB_ERR;
+    return answer_sandbox(a, r, resumed ? 201 : 200, &slot);
+}
+
+/* POST /sandboxes/{id}/resume (E2B's older call): 409 when it is not paused. */
+int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    unsigned ttl;
+    int resumed;
+    /* E2B's ResumedSandbox: 15 s when the body names no timeout */
+    if (body_timeout(a, r, 15, &ttl, ae) != 0 || nb_sandbox_get(a, ra->id, &slot, ae) != 0)
+        return NB_ERR;
+    if (slot.state != NB_SLOT_PAUSED) {
+        nb_apierr_set(ae, 409, "conflict", "sandbox %s is already running", ra->id);
+        return NB_ERR;
+    }
+    if (wake(a, ra->id, ttl, &slot, &resumed, ae) != 0)
+        return NB_ERR;
+    return answer_sandbox(a, r, 201, &slot);
+}
+
+/* POST /sandboxes/{id}/pause: 204; 409 when it already is (the SDK's pause() says false). */
+int api_e2b_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    yajl_val body = NULL;
+
+    /* {"memory": bool}: nanobox's pause always keeps the memory */
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
+    yajl_tree_free(body);
+    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
+        return NB_ERR;
+    if (slot.state == NB_SLOT_PAUSED) {
+        nb_apierr_set(ae, 409, "conflict", "sandbox %s is already paused", ra->id);
+        return NB_ERR;
+    }
+    if (nb_sandbox_pause(a, ra->id, NULL, ae) != 0)
+        return NB_ERR;
+    nb_http_no_content(r);
+    return NB_OK;
+}
+
+/* envd's GET /health: 204 while it runs; 502, as E2B's proxy says, when not (paused, gone). */
+int api_e2b_health(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    if (!nb_sandbox_id_valid(ra->id) || nb_sandbox_get(a, ra->id, &slot, ae) != 0 ||
+        slot.state != NB_SLOT_RUNNING) {
+        nb_apierr_set(ae, 502, "not_running", "sandbox \"%.64s\" is not running", ra->id);
+        return NB_ERR;
+    }
+    nb_http_no_content(r);
+    return NB_OK;
+}
+
+int api_e2b_not_implemented(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                            struct nb_apierr *ae)
+{
+    (void)a;
+    nb_apierr_set(ae, 501, "not_implemented",
+                  "%.16s %.200s is not implemented by nanobox's E2B facade (docs/E2B.md)",
+                  r->method, r->path);
+    (void)ra;
+    return NB_ERR;
+}
