@@ -301,6 +301,15 @@ def test_bad_create_changes_nothing(stack, body, status):
     assert len(stack.live_containers()) == before
 
 
+def test_list_states_as_the_sdk_joins_them(stack, api):
+    sid = api.create()
+    for q in ("state=running,paused", "state=running%2Cpaused", "state=running"):
+        r = e2b(stack, "GET", "/v2/sandboxes?" + q)
+        assert r.status_code == 200 and sid in [s["sandboxID"] for s in r.json()], (q, r.text[:300])
+    r = e2b(stack, "GET", "/v2/sandboxes?state=paused")
+    assert sid not in [s["sandboxID"] for s in r.json()]
+
+
 def test_bad_list_queries(stack):
     for q in ("state=sleeping", "limit=0", "limit=101", "limit=x", "order=up", "startedAfter=yesterday",
               "nextToken=abc"):
