@@ -241,7 +241,8 @@ def e2b_error(r, status):
 
 
 @pytest.mark.parametrize("method,path", [("GET", "/v2/sandboxes"), ("POST", "/sandboxes"),
-                                         ("DELETE", "/sandboxes/" + nbtest.random_uuid())])
+                                         # a fixed id: xdist workers must collect the same names
+                                         ("DELETE", "/sandboxes/6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f")])
 def test_wrong_key_is_401_in_e2b_shape(stack, method, path):
     for key in (None, "e2b_0123", stack.api_key + "x", "e2b_e2b_" + stack.api_key):
         msg = e2b_error(e2b(stack, method, path, key=key, json={} if method == "POST" else None), 401)
