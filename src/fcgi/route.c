@@ -23,6 +23,8 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_RUN;
     if (!strcmp(path, "/mcp"))
         return NB_ROUTE_MCP;
+    if (!strcmp(path, "/metrics"))
+        return NB_ROUTE_METRICS;
     if (!strcmp(path, "/sandbox") || !strcmp(path, "/sandbox/"))
         return NB_ROUTE_SANDBOXES;
     if (strncmp(path, "/sandbox/", 9) != 0)
@@ -42,6 +44,8 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_PAUSE;
     if (!strcmp(slash, "/resume"))
         return NB_ROUTE_RESUME;
+    if (!strcmp(slash, "/metrics"))
+        return NB_ROUTE_USAGE;
     if (!strcmp(slash, "/exec"))
         return NB_ROUTE_EXEC;
     if (!strcmp(slash, "/network"))
