@@ -439,3 +439,20 @@ def test_sandbox_metrics_of_a_paused_sandbox(api):
     assert u["memory"]["current"] > 0
     # reading it does not wake it
     assert parse_json(api.get(sid))["state"] == "paused"
+
+
+def test_docker_failures_are_counted_by_cause(make_stack):
+    st = make_stack("metrics-nodocker", docker_socket="/nonexistent.sock")
+    before = metrics(st.api)
+    for _ in range(2):
+        assert_error(st.api.request("POST", "/sandbox", json={}, timeout=60), 503, "docker_unavailable")
+    after = metrics(st.api)
+    assert value(after, "nanobox_api_errors_total", status="503", code="docker_unavailable") - \
+        value(before, "nanobox_api_errors_total", status="503", code="docker_unavailable") == 2
+    assert value(after, "nanobox_docker_errors_total", op="create", kind="unreachable") - \
+        value(before, "nanobox_docker_errors_total", op="create", kind="unreachable") == 2
+    # the reaper's pings fail too, every second
+    wait_until(lambda: value(metrics(st.api), "nanobox_docker_errors_total", op="ping", kind="unreachable") > 0,
+               what="the reaper's failed pings to be counted")
+    assert value(after, "nanobox_sandbox_creates_total", source="cold") == 0
+    assert st.live_containers() == []
