@@ -122,19 +122,24 @@ static void render_table(struct nb_app *a, struct nb_buf *out)
                       "Slots of the state table no sandbox holds.");
     nb_buf_printf(out, "nanobox_sandbox_slots_free %u\n", c.free_slots);
 
+    /* the pools' images: those with a pool, or with warm sandboxes left from one */
     nb_metrics_family(out, "nanobox_warm_pool_size", "gauge",
                       "Warm sandboxes ready to be handed out, by image.");
+    for (unsigned i = 0; i < conf->n_images; i++) {
+        uint32_t ready = census_get(&c, NB_SLOT_POOLED, conf->images[i]);
+        if (nb_warm_target(conf, conf->images[i]) == 0 && ready == 0)
+            continue;
+        nb_buf_printf(out, "nanobox_warm_pool_size{image=\"");
+        nb_metrics_label(out, conf->images[i]);
+        nb_buf_printf(out, "\"} %u\n", ready);
+    }
     nb_metrics_family(out, "nanobox_warm_pool_target", "gauge",
                       "Warm sandboxes the pool keeps ready (warm_pool, warm_pool_code), by image.");
     for (unsigned i = 0; i < conf->n_images; i++) {
         unsigned target = nb_warm_target(conf, conf->images[i]);
-        uint32_t ready = census_get(&c, NB_SLOT_POOLED, conf->images[i]);
-        if (target == 0 && ready == 0)
+        if (target == 0 && census_get(&c, NB_SLOT_POOLED, conf->images[i]) == 0)
             continue;
-        nb_buf_append(out, "nanobox_warm_pool_size{image=\"", 30);
-        nb_metrics_label(out, conf->images[i]);
-        nb_buf_printf(out, "\"} %u\n", ready);
-        nb_buf_append(out, "nanobox_warm_pool_target{image=\"", 32);
+        nb_buf_printf(out, "nanobox_warm_pool_target{image=\"");
         nb_metrics_label(out, conf->images[i]);
         nb_buf_printf(out, "\"} %u\n", target);
     }

@@ -282,11 +282,14 @@ def test_metrics_text_is_valid_and_lists_every_family(api):
 def test_promtool_check_metrics_accepts_the_text(api):
     sid = api.create()
     api.exec(sid, "true")
-    text = scrape(api)
+    promtool_accepts(scrape(api))
+
+
+def promtool_accepts(text):
     r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0 and not r.stdout.strip() and not r.stderr.strip(), \
-        f"promtool check metrics ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+        f"promtool check metrics ({r.returncode}):\n{r.stdout}\n{r.stderr}\n--- text ---\n{text}"
 
 
 def test_values_move_when_the_api_is_used(api, stack):
@@ -456,3 +459,29 @@ def test_docker_failures_are_counted_by_cause(make_stack):
                what="the reaper's failed pings to be counted")
     assert value(after, "nanobox_sandbox_creates_total", source="cold") == 0
     assert st.live_containers() == []
+
+
+def test_warm_pool_size_hits_and_misses(make_stack):
+    st = make_stack("metrics-warm", warm_pool=1)
+    api = st.api
+    wait_until(lambda: value(metrics(api), "nanobox_warm_pool_size", image=IMAGE) == 1, timeout=60,
+               what="the warm pool to fill")
+    before = metrics(api)
+    assert value(before, "nanobox_warm_pool_target", image=IMAGE) == 1
+    assert value(before, "nanobox_sandboxes", state="pooled", image=IMAGE) == 1
+    if shutil.which("promtool"):
+        promtool_accepts(scrape(api))  # with the warm pool's series too
+    api.create()
+    api.create()  # at once: the pool refills on the reaper's 1 s tick, so likely a miss
+    after = metrics(api)
+
+    def delta(name, **labels):
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert delta("nanobox_warm_pool_hits_total") >= 1
+    assert delta("nanobox_warm_pool_hits_total") + delta("nanobox_warm_pool_misses_total") == 2
+    assert delta("nanobox_sandbox_creates_total", source="warm") == delta("nanobox_warm_pool_hits_total")
+    assert delta("nanobox_sandbox_creates_total", source="cold") == delta("nanobox_warm_pool_misses_total")
+    # a create that asks for more than the defaults is no miss: no pool holds its kind
+    api.create(env={"A": "1"})
+    assert value(metrics(api), "nanobox_warm_pool_misses_total") == value(after, "nanobox_warm_pool_misses_total")
