@@ -213,6 +213,7 @@ static const struct key keys[] = {
     {"state_file", K_STR, F(state_file), 0},
     {"docker_socket", K_STR, F(docker_socket), 0},
     {"api_key", K_STR, F(api_key), 0},
+    {"metrics_token", K_STR, F(metrics_token), 0},
     {"log_level", K_STR, F(log_level), 0},
     {"workers_min", K_UINT, F(workers_min), 1024},
     {"workers_max", K_UINT, F(workers_max), 1024},

@@ -27,6 +27,8 @@ struct nb_conf {
     char state_file[NB_CONF_STR]; /* the mmap'd table */
     char docker_socket[NB_CONF_STR];
     char api_key[128]; /* empty: auth disabled (only for tests) */
+    /* also opens GET /metrics (a scraper's key); empty: none */
+    char metrics_token[128];
     char log_level[16];
 
     /* worker pool, like php-fpm's pm = dynamic */

@@ -15,6 +15,7 @@
 #include "docker.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 
 #define CONNECT_TIMEOUT_MS 2000L
 #define CALL_TIMEOUT_MS 60000L /* container create/remove can be slow under load */
@@ -88,8 +89,8 @@ static void derr_from_answer(struct nb_derr *e, long status, const struct nb_buf
     yajl_tree_free(v);
 }
 
-static int docker_do(struct nb_docker *d, const char *method, const char *path, const char *body,
-                     long timeout_ms, struct sink *sink, long *status, struct nb_derr *e)
+static int docker_send(struct nb_docker *d, const char *method, const char *path, const char *body,
+                       long timeout_ms, struct sink *sink, long *status, struct nb_derr *e)
 {
     CURL *c = d->curl;
     struct curl_slist *hdrs = NULL;
@@ -156,6 +157,31 @@ static int docker_do(struct nb_docker *d, const char *method, const char *path, 
         derr_set(e, NB_DERR_UNREACHABLE, 0, msg);
     }
     return -1;
+}
+
+/*
+ * Every call to dockerd goes through here: timed, and its failures counted
+ * (metrics.h), by operation. A stream's own end (the command's timeout,
+ * the caller stopping it) is the caller's business, not a Docker failure.
+ */
+static int docker_do(struct nb_docker *d, const char *method, const char *path, const char *body,
+                     long timeout_ms, struct sink *sink, long *status, struct nb_derr *e)
+{
+    struct nb_derr local = {0};
+    int64_t t0 = nb_metrics_now_us();
+    int rc, kind = -1;
+
+    if (e == NULL)
+        e = &local;
+    rc = docker_send(d, method, path, body, timeout_ms, sink, status, e);
+    if (rc != 0 && e->kind == NB_DERR_UNREACHABLE)
+        kind = NB_MDE_UNREACHABLE;
+    else if (rc != 0 && sink->dm == NULL)
+        kind = e->kind == NB_DERR_TIMEOUT ? NB_MDE_TIMEOUT : NB_MDE_PROTO;
+    else if (rc == 0 && *status >= 500)
+        kind = NB_MDE_SERVER;
+    nb_metrics_docker(nb_metrics_docker_op(method, path), nb_metrics_now_us() - t0, kind);
+    return rc;
 }
 
 int nb_docker_request(struct nb_docker *d, const char *method, const char *path, const char *body,

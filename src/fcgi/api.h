@@ -24,6 +24,11 @@ extern const size_t nb_api_n_routes;
 /* Each: NB_OK once answered, or NB_ERR with ae set (route.h's nb_route_handler). */
 int api_healthz(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                 struct nb_apierr *ae);
+/* GET /metrics (Prometheus text) and GET /sandbox/{id}/metrics (JSON), api_metrics.c */
+int api_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                struct nb_apierr *ae);
+int api_sandbox_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                        struct nb_apierr *ae);
 int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                        struct nb_apierr *ae);
 int api_sandbox_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,

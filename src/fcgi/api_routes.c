@@ -18,6 +18,9 @@
 
 const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_HEALTHZ, "", "GET", NB_ROUTE_PUBLIC | NB_ROUTE_HEAD, api_healthz},
+    /* Prometheus: the API key, or the operator's metrics_token */
+    {NB_ROUTE_METRICS, "", "GET", NB_ROUTE_METRICS_AUTH | NB_ROUTE_HEAD, api_metrics},
+    {NB_ROUTE_USAGE, "", "GET", ID, api_sandbox_metrics},
     {NB_ROUTE_RUN, "", "POST", 0, api_run},
     /* no GET: the server sends nothing unasked, so it offers no SSE stream */
     {NB_ROUTE_MCP, "", "POST", 0, api_mcp_post},

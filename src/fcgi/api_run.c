@@ -16,6 +16,7 @@
 #include "exec.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "sandbox.h"
 
 /* Interpreters in the default image, as argv prefixes before the code. */
@@ -45,6 +46,8 @@ static void run_destroy_after(struct nb_app *a, void *arg)
     if (nb_sandbox_finish_destroy(a, d->id, d->cid, d->gen, &de) != 0)
         /* left DESTROYING: reconciliation retries once it counts as stuck */
         nb_warn("run: could not remove sandbox %s: %s (reconciliation will)", d->id, de.msg);
+    else
+        nb_metrics_destroy(NB_MD_RUN);
     free(d);
 }
 

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "sandbox.h"
 
 #define MiB (1024ULL * 1024ULL)
@@ -455,6 +456,7 @@ int api_sandbox_delete(struct nb_app *a, struct nb_req *r, const struct nb_route
 {
     if (nb_sandbox_destroy(a, ra->id, ae) != 0)
         return NB_ERR;
+    nb_metrics_destroy(NB_MD_API);
     nb_http_no_content(r);
     return NB_OK;
 }

@@ -15,6 +15,7 @@
 #include "http.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "query.h"
 #include "sandbox.h"
 
@@ -114,6 +115,8 @@ int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
     r->headers[0] = '\0';
     r->status = 0;
     r->answered = r->stream = r->gone = 0;
+    r->t0_us = nb_metrics_now_us();
+    r->mroute = -1;
     r->method = FCGX_GetParam("REQUEST_METHOD", fcgi->envp);
     if (r->method == NULL)
         r->method = "GET";
@@ -155,6 +158,8 @@ static int http_internal(struct nb_req *r, struct nb_http_capture *cap, const ch
     r->headers[0] = '\0';
     r->status = 0;
     r->answered = r->stream = r->gone = 0;
+    r->t0_us = nb_metrics_now_us();
+    r->mroute = -1;
     return set_uri(r, uri, ae);
 }
 
@@ -198,13 +203,17 @@ static int key_equal(const char *given, const char *want)
 }
 
 /*
- * e2b: an E2B route, where the E2B SDK sends "X-API-KEY: e2b_<key>" (it
- * refuses a key without that prefix before it sends anything): the key
- * with one "e2b_" in front passes too, as does the bare key.
+ * The key the request sends (Bearer, or X-API-Key), checked against
+ * api_key, and for a row that allows it (GET /metrics) against
+ * metrics_token too. On an E2B route (r->e2b), where the E2B SDK sends
+ * "X-API-KEY: e2b_<key>" (it refuses a key without that prefix before it
+ * sends anything), the key with one "e2b_" in front passes too, as does
+ * the bare key.
  */
-static int authorized(const struct nb_app *a, const struct nb_req *r, int e2b)
+static int authorized(const struct nb_app *a, const struct nb_req *r, unsigned flags)
 {
     const char *h;
+    int ok;
     if (a->conf.api_key[0] == '\0')
         return 1;
     h = nb_http_param(r, "HTTP_AUTHORIZATION");
@@ -217,9 +226,58 @@ static int authorized(const struct nb_app *a, const struct nb_req *r, int e2b)
         if (h == NULL)
             return 0;
     }
-    if (e2b && strncmp(h, "e2b_", 4) == 0)
-        return key_equal(h, a->conf.api_key) | key_equal(h + 4, a->conf.api_key);
-    return key_equal(h, a->conf.api_key);
+    if (r->e2b && strncmp(h, "e2b_", 4) == 0)
+        ok = key_equal(h, a->conf.api_key) | key_equal(h + 4, a->conf.api_key);
+    else
+        ok = key_equal(h, a->conf.api_key);
+    if ((flags & NB_ROUTE_METRICS_AUTH) && a->conf.metrics_token[0] != '\0')
+        ok |= key_equal(h, a->conf.metrics_token);
+    return ok;
+}
+
+/* The latency histogram a route's calls go to (metrics.h). */
+static enum nb_mroute route_metric(enum nb_route shape, const char *method)
+{
+    switch (shape) {
+    case NB_ROUTE_SANDBOXES:
+        return !strcmp(method, "POST") ? NB_MR_CREATE : NB_MR_LIST;
+    case NB_ROUTE_SANDBOX:
+        return !strcmp(method, "DELETE") ? NB_MR_DESTROY : NB_MR_GET;
+    case NB_ROUTE_TIMEOUT:
+        return NB_MR_TIMEOUT;
+    case NB_ROUTE_PAUSE:
+        return NB_MR_PAUSE;
+    case NB_ROUTE_RESUME:
+        return NB_MR_RESUME;
+    case NB_ROUTE_NETWORK:
+        return NB_MR_NETWORK;
+    case NB_ROUTE_EXEC:
+        return NB_MR_EXEC;
+    case NB_ROUTE_RUN:
+        return NB_MR_RUN;
+    case NB_ROUTE_FILES:
+        return NB_MR_FILES;
+    case NB_ROUTE_PROCS:
+        return NB_MR_PROCESSES;
+    case NB_ROUTE_CODE:
+        return NB_MR_CODE;
+    case NB_ROUTE_CONTEXTS:
+        return NB_MR_CONTEXTS;
+    case NB_ROUTE_PORT_OPEN:
+    case NB_ROUTE_PORTS:
+    case NB_ROUTE_PORT:
+        return NB_MR_PORTS;
+    case NB_ROUTE_MCP:
+        return NB_MR_MCP;
+    case NB_ROUTE_USAGE:
+        return NB_MR_SANDBOX_METRICS;
+    case NB_ROUTE_HEALTHZ:
+        return NB_MR_HEALTHZ;
+    case NB_ROUTE_METRICS:
+        return NB_MR_METRICS;
+    default:
+        return NB_MR_OTHER;
+    }
 }
 
 int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
@@ -256,7 +314,7 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
      * every other error is the request's own, once its body is read.
      */
     if (nb_http_auth_only(r)) {
-        if (found == NB_ROUTE_NO_ROWS || (flags & NB_ROUTE_PUBLIC) || authorized(a, r, r->e2b))
+        if (found == NB_ROUTE_NO_ROWS || (flags & NB_ROUTE_PUBLIC) || authorized(a, r, flags))
             return nb_http_pass_auth(r);
         nb_apierr_set(ae, 401, "unauthorized", "%s",
                       r->e2b ? HTTP_E2B_UNAUTHORIZED : HTTP_UNAUTHORIZED);
@@ -266,7 +324,9 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
         nb_apierr_set(ae, 404, "no_route", "no such route: %.200s", r->path);
         return NB_ERR;
     }
-    if (!(flags & NB_ROUTE_PUBLIC) && !nb_http_is_internal(r) && !authorized(a, r, r->e2b)) {
+    if (found == NB_ROUTE_FOUND)
+        r->mroute = (int)route_metric(shape, row->method);
+    if (!(flags & NB_ROUTE_PUBLIC) && !nb_http_is_internal(r) && !authorized(a, r, flags)) {
         nb_apierr_set(ae, 401, "unauthorized", "%s",
                       r->e2b ? HTTP_E2B_UNAUTHORIZED : HTTP_UNAUTHORIZED);
         return NB_ERR;
@@ -556,16 +616,19 @@ int nb_http_stream_line(struct nb_req *r, yajl_gen g)
     return nb_http_stream_bytes(r, NULL, 0);
 }
 
-void nb_http_finalize(struct nb_req *r, int rc, const struct nb_apierr *ae)
+/* Answer r's error (or its missing answer), as nb_http_finalize says. */
+static void finalize_answer(struct nb_req *r, int rc, const struct nb_apierr *ae)
 {
     if (rc == NB_OK) {
         if (!r->answered) {
             struct nb_apierr none;
             nb_apierr_set(&none, 500, "internal", "the request got no answer");
+            nb_metrics_error(none.status, none.code);
             http_error(r, &none);
         }
         return;
     }
+    nb_metrics_error(ae->status, ae->code);
     if (!r->answered) {
         http_error(r, ae);
     } else if (r->stream == HTTP_STREAM_NDJSON) {
@@ -585,4 +648,12 @@ void nb_http_finalize(struct nb_req *r, int rc, const struct nb_apierr *ae)
         /* a byte stream can only end short: the client sees a body cut off */
         nb_warn("%s %.200s: the answer broke off after it began: %s", r->method, r->path, ae->msg);
     }
+}
+
+/* Every request ends here: its error answered, its errors and latency counted. */
+void nb_http_finalize(struct nb_req *r, int rc, const struct nb_apierr *ae)
+{
+    finalize_answer(r, rc, ae);
+    if (r->mroute >= 0)
+        nb_metrics_route((enum nb_mroute)r->mroute, nb_metrics_now_us() - r->t0_us);
 }

@@ -61,6 +61,9 @@ struct nb_req {
         void *arg;
     } hooks[NB_HTTP_HOOKS_MAX]; /* run after the answer, in order */
     unsigned n_hooks;
+    /* for the latency histograms (metrics.h) */
+    int64_t t0_us; /* when parsed (monotonic clock) */
+    int mroute;    /* its enum nb_mroute once routed; -1: not timed */
 };
 
 /* Fill r from the FastCGI params. -1 with ae set if the path is too long. */

@@ -23,6 +23,7 @@
 #include "app.h"
 #include "isolation.h"
 #include "log.h"
+#include "metrics.h"
 #include "pool.h"
 #include "warm.h"
 
@@ -189,6 +190,11 @@ int main(int argc, char **argv)
         nb_error("state table: %s", err);
         return 1;
     }
+    /* counters every worker and the reaper add to: mapped before the first fork */
+    if (nb_metrics_map(err, sizeof(err)) != 0) {
+        nb_error("%s", err);
+        return 1;
+    }
     if (nb_isolation_prepare(&app, err, sizeof(err)) != 0) {
         nb_error("%s", err);
         return 1;
@@ -226,6 +232,7 @@ int main(int argc, char **argv)
     if (pidfile)
         unlink(pidfile);
     nb_table_close(&app.table);
+    nb_metrics_unmap();
     curl_global_cleanup();
     return rc;
 }

@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metrics.h"
 #include "pool.h"
 #include "reaper.h"
 #include "worker.h"
@@ -162,6 +163,19 @@ static void adjust(struct pool *p)
     }
 }
 
+/* The scoreboard's busy and idle workers, for GET /metrics (metrics.h). */
+static void publish_workers(const struct pool *p)
+{
+    unsigned alive = 0, busy = 0;
+    for (unsigned i = 0; i < p->nslots; i++) {
+        if (p->slots[i].pid == 0)
+            continue;
+        alive++;
+        busy += p->slots[i].busy != 0;
+    }
+    nb_metrics_workers(alive, busy);
+}
+
 static unsigned count_alive(const struct pool *p)
 {
     unsigned n = p->reaper != 0;
@@ -232,6 +246,7 @@ int nb_pool_run(struct nb_app *a, int listen_fd)
 
     reaper_spawn(&p);
     adjust(&p);
+    publish_workers(&p);
     nb_info("serving with %u worker(s) (max %u)", a->conf.workers_min, a->conf.workers_max);
     for (;;) {
         int sig = sigtimedwait(&set, NULL, &ts);
@@ -243,6 +258,7 @@ int nb_pool_run(struct nb_app *a, int listen_fd)
             nb_info("SIGHUP ignored: restart to apply a new configuration");
         reap_children(&p, 0);
         adjust(&p);
+        publish_workers(&p);
     }
     shutdown_children(&p);
     munmap(p.slots, p.nslots * sizeof(*p.slots));

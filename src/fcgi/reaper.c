@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metrics.h"
 #include "network.h"
 #include "ports.h"
 #include "reaper.h"
@@ -41,6 +42,7 @@ struct doomed {
     char id[NB_ID_LEN + 1];
     char cid[NB_CID_LEN + 1];
     uint32_t gen;
+    enum nb_mdestroy cause; /* what GET /metrics counts it as */
 };
 
 /* Remove the containers of slots already marked DESTROYING by us. */
@@ -49,6 +51,7 @@ static void destroy_marked(struct nb_app *a, struct doomed *list, size_t n, cons
     for (size_t i = 0; i < n; i++) {
         struct nb_derr de = {0};
         if (nb_sandbox_finish_destroy(a, list[i].id, list[i].cid, list[i].gen, &de) == 0) {
+            nb_metrics_destroy(list[i].cause);
             nb_info("%s sandbox %s", why, list[i].id);
         } else {
             /* leave it DESTROYING: once stuck, reconciliation retries */
@@ -75,9 +78,11 @@ void nb_reaper_expire(struct nb_app *a)
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         struct nb_slot *s = &a->table.slots[i];
+        enum nb_mdestroy cause = s->state == NB_SLOT_PAUSED ? NB_MD_PAUSE_EXPIRED : NB_MD_EXPIRED;
         if (!nb_reaper_expired(s, now) ||
             nb_table_mark_destroying(&a->table, s, (enum nb_slot_state)s->state, now) != 0)
             continue;
+        list[n].cause = cause;
         snprintf(list[n].id, sizeof(list[n].id), "%s", s->id);
         snprintf(list[n].cid, sizeof(list[n].cid), "%s", s->container_id);
         list[n].gen = s->generation;
@@ -203,16 +208,19 @@ int nb_reaper_reconcile(struct nb_app *a)
         case NB_RECONCILE_FREE:
             nb_warn("sandbox %s: its container is gone; freeing the slot", s->id);
             nb_table_release(&a->table, s);
+            nb_metrics_destroy(NB_MD_VANISHED);
             break;
         case NB_RECONCILE_DESTROY:
             nb_warn("sandbox %s: its container stopped; destroying it", s->id);
             marked = nb_table_mark_destroying(&a->table, s, (enum nb_slot_state)s->state,
                                               listed_at) == 0;
+            list[n].cause = NB_MD_STOPPED;
             break;
         case NB_RECONCILE_FINISH:
             nb_warn("sandbox %s: abandoned while %s; finishing the job", s->id,
                     s->state == NB_SLOT_CREATING ? "creating" : "destroying");
             marked = nb_table_take_over(&a->table, s, listed_at) == 0;
+            list[n].cause = NB_MD_ABANDONED;
             break;
         }
         if (marked) {

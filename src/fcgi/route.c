@@ -71,6 +71,8 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_RUN;
     if (!strcmp(path, "/mcp"))
         return NB_ROUTE_MCP;
+    if (!strcmp(path, "/metrics"))
+        return NB_ROUTE_METRICS;
     if (!strcmp(path, "/sandbox") || !strcmp(path, "/sandbox/"))
         return NB_ROUTE_SANDBOXES;
     if (!strncmp(path, "/sandboxes", 10) || !strncmp(path, "/v2/sandboxes", 13))
@@ -92,6 +94,8 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_PAUSE;
     if (!strcmp(slash, "/resume"))
         return NB_ROUTE_RESUME;
+    if (!strcmp(slash, "/metrics"))
+        return NB_ROUTE_USAGE;
     if (!strcmp(slash, "/exec"))
         return NB_ROUTE_EXEC;
     if (!strcmp(slash, "/network"))

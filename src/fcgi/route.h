@@ -33,6 +33,8 @@ enum nb_route {
     NB_ROUTE_CONTEXTS,  /* /sandbox/{id}/contexts[/{ctx}[/restart]] (arg: ctx, op: restart) */
     NB_ROUTE_PAUSE,     /* /sandbox/{id}/pause */
     NB_ROUTE_RESUME,    /* /sandbox/{id}/resume */
+    NB_ROUTE_METRICS,   /* /metrics */
+    NB_ROUTE_USAGE,     /* /sandbox/{id}/metrics */
     /* the E2B facade (docs/E2B.md): its answers and errors are E2B's shape */
     NB_ROUTE_E2B_SANDBOXES, /* /sandboxes */
     NB_ROUTE_E2B_SANDBOX,   /* /sandboxes/{id} */
@@ -102,6 +104,8 @@ typedef int (*nb_route_handler)(struct nb_app *a, struct nb_req *r, const struct
 #define NB_ROUTE_AWAKE \
     0x20u /* reaches the sandbox's processes: 409 paused while it is paused \
                                 (or resumed first with auto_resume) */
+
+#define NB_ROUTE_METRICS_AUTH 0x40u /* also served with metrics_token (GET /metrics) */
 
 /* One row of the route table. */
 struct nb_route_entry {

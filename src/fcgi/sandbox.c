@@ -24,6 +24,7 @@
 #include "isolation.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "ports.h"
 #include "sandbox.h"
 
@@ -371,9 +372,14 @@ fail:
 int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out,
                       struct nb_apierr *ae)
 {
-    if (a->warm != NULL && a->warm->take(a, spec, out) == 0)
+    if (a->warm != NULL && a->warm->take(a, spec, out) == 0) {
+        nb_metrics_create(NB_MC_WARM);
         return 0;
-    return nb_sandbox_make(a, spec, NB_SLOT_RUNNING, out, ae);
+    }
+    if (nb_sandbox_make(a, spec, NB_SLOT_RUNNING, out, ae) != 0)
+        return -1;
+    nb_metrics_create(NB_MC_COLD);
+    return 0;
 }
 
 /* Is s a sandbox the API serves: running and unexpired, or paused within its pause TTL? */

@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "code.h"
 #include "log.h"
+#include "metrics.h"
 #include "warm.h"
 
 /* Most time one refill pass may take from the reaper's tick. */
@@ -63,6 +64,17 @@ static unsigned warm_kinds(const struct nb_conf *c, struct warm_kind k[2])
     return n + 1;
 }
 
+unsigned nb_warm_target(const struct nb_conf *c, const char *image)
+{
+    struct warm_kind k[2];
+    unsigned n = warm_kinds(c, k);
+
+    for (unsigned i = 0; i < n; i++)
+        if (!strcmp(k[i].image, image))
+            return k[i].want;
+    return 0;
+}
+
 int nb_warm_fits(const struct nb_conf *c, const struct nb_sandbox_spec *spec)
 {
     struct warm_kind k[2];
@@ -88,7 +100,7 @@ int nb_warm_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb
     int found = 0;
 
     if (!nb_warm_fits(&a->conf, spec))
-        return -1;
+        return -1; /* not a miss: the pool holds nothing of this kind */
     nb_table_lock(&a->table);
     s = nb_table_hand_out(&a->table, spec->image, now, now + spec->ttl);
     if (s != NULL) {
@@ -98,13 +110,18 @@ int nb_warm_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb
         found = 1;
     }
     nb_table_unlock(&a->table);
-    if (!found)
-        return -1;
-    if (nb_agent_ping(out, WARM_PING_MS, &ae) != 0) {
-        nb_warn("warm sandbox %s does not answer (%s): destroying it", out->id, ae.msg);
-        nb_sandbox_destroy(a, out->id, &ae);
+    if (!found) {
+        nb_metrics_warm(0);
         return -1;
     }
+    if (nb_agent_ping(out, WARM_PING_MS, &ae) != 0) {
+        nb_warn("warm sandbox %s does not answer (%s): destroying it", out->id, ae.msg);
+        if (nb_sandbox_destroy(a, out->id, &ae) == 0)
+            nb_metrics_destroy(NB_MD_WARM_POOL);
+        nb_metrics_warm(0);
+        return -1;
+    }
+    nb_metrics_warm(1);
     nb_info("handed out warm sandbox %s", out->id);
     return 0;
 }
@@ -128,7 +145,10 @@ int nb_warm_evict(struct nb_app *a)
     nb_table_unlock(&a->table);
     if (id[0] == '\0')
         return -1;
-    return nb_sandbox_finish_destroy(a, id, cid, gen, &de);
+    if (nb_sandbox_finish_destroy(a, id, cid, gen, &de) != 0)
+        return -1;
+    nb_metrics_destroy(NB_MD_WARM_POOL);
+    return 0;
 }
 
 unsigned nb_warm_wanted(unsigned warm_pool, uint32_t pooled, uint32_t free_slots)
@@ -193,8 +213,10 @@ int nb_warm_refill(struct nb_app *a)
     nb_table_unlock(&a->table);
     if (extra[0] != '\0') {
         struct nb_derr de = {0};
-        if (nb_sandbox_finish_destroy(a, extra, extra_cid, extra_gen, &de) == 0)
+        if (nb_sandbox_finish_destroy(a, extra, extra_cid, extra_gen, &de) == 0) {
+            nb_metrics_destroy(NB_MD_WARM_POOL);
             nb_info("removed surplus warm sandbox %s", extra);
+        }
     }
 
     t0 = nb_clock_mono_ms();

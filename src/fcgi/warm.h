@@ -34,6 +34,9 @@ int nb_warm_fits(const struct nb_conf *c, const struct nb_sandbox_spec *spec);
  */
 int nb_warm_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out);
 
+/* How many warm sandboxes image's pool keeps ready (0: no pool of it). */
+unsigned nb_warm_target(const struct nb_conf *c, const char *image);
+
 /* Destroy one warm sandbox so a cold create gets its slot; 0 if one was. */
 int nb_warm_evict(struct nb_app *a);
 

@@ -134,6 +134,29 @@ nb_install_packages() {
 
 nb_install_test_packages() {
     nb_apt_install "${NB_TEST_PACKAGES[@]}"
+    nb_install_promtool
+}
+
+# promtool (tests/integration/test_metrics.py checks GET /metrics with
+# `promtool check metrics`) comes only in Debian's `prometheus` package,
+# whose install would also add a user and start a Prometheus server. Only
+# the one static binary is taken out of the package instead, to
+# /usr/local/bin.
+nb_install_promtool() {
+    local dir
+    command -v promtool >/dev/null 2>&1 && return 0
+    [ "$(id -u)" -eq 0 ] || nb_die "installing promtool needs root"
+    dir=$(mktemp -d) || return 1
+    nb_log "packages: taking promtool out of Debian's prometheus package"
+    if (cd "$dir" && apt-get download -q prometheus) &&
+        dpkg-deb --fsys-tarfile "$dir"/prometheus_*.deb |
+        tar -xO ./usr/bin/promtool >"$dir/promtool" &&
+        install -m 0755 "$dir/promtool" /usr/local/bin/promtool; then
+        rm -rf "$dir"
+        return 0
+    fi
+    rm -rf "$dir"
+    nb_log "packages: promtool could not be installed (its test will skip)"
 }
 
 nb_install_bench_packages() {

@@ -452,6 +452,7 @@ def every_route(sid):
         ("POST", "/run", {"language": "sh", "code": "true"}),
         ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
         ("DELETE", "/mcp", None),
+        ("GET", "/metrics", None), ("GET", f"{s}/metrics", None),
         # methods a route does not take: still 401 first (docs/API.md: auth before 405)
         ("PATCH", s, None), ("PUT", "/sandbox", None), ("OPTIONS", f"{s}/exec", None),
     ]

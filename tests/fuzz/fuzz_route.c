@@ -22,7 +22,7 @@
 
 static int has_sandbox_id(enum nb_route rt)
 {
-    return rt >= NB_ROUTE_SANDBOX && rt <= NB_ROUTE_RESUME;
+    return (rt >= NB_ROUTE_SANDBOX && rt <= NB_ROUTE_RESUME) || rt == NB_ROUTE_USAGE;
 }
 
 /* The E2B facade's /sandboxes/{id}[/{op}]: the id after that prefix. */
@@ -64,6 +64,10 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
     switch (rt) {
     case NB_ROUTE_HEALTHZ:
         if (strcmp(path, "/healthz") != 0)
+            abort();
+        break;
+    case NB_ROUTE_METRICS:
+        if (strcmp(path, "/metrics") != 0)
             abort();
         break;
     case NB_ROUTE_PORT:
@@ -110,6 +114,7 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
     case NB_ROUTE_NETWORK:
     case NB_ROUTE_PAUSE:
     case NB_ROUTE_RESUME:
+    case NB_ROUTE_USAGE:
         if (al != 0 || ol != 0)
             abort(); /* no arg or op where the route has none */
         break;

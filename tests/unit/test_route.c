@@ -84,6 +84,13 @@ static void test_paths_give_shape_and_sub_route(void **state)
     assert_int_equal(match("/sandbox/" SID "/resume", &ra, &sub), NB_ROUTE_RESUME);
     assert_int_equal(match("/sandbox/" SID "/pause/now", &ra, &sub), NB_ROUTE_NONE);
     assert_int_equal(match("/nope", &ra, &sub), NB_ROUTE_NONE);
+    assert_int_equal(match("/metrics", &ra, &sub), NB_ROUTE_METRICS);
+    assert_string_equal(ra.id, "");
+    assert_int_equal(match("/metrics/", &ra, &sub), NB_ROUTE_NONE);
+    assert_int_equal(match("/sandbox/" SID "/metrics", &ra, &sub), NB_ROUTE_USAGE);
+    assert_string_equal(ra.id, SID);
+    assert_string_equal(sub, "");
+    assert_int_equal(match("/sandbox/" SID "/metrics/cpu", &ra, &sub), NB_ROUTE_NONE);
 }
 
 static void test_code_and_context_paths(void **state)
