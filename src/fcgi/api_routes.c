@@ -47,6 +47,13 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_CONTEXTS, "{ctx}", "DELETE", ID | CTX, api_contexts_delete},
     {NB_ROUTE_CONTEXTS, "{ctx}/restart", "POST", ID | CTX, api_contexts_restart},
     {NB_ROUTE_CONTEXTS, "{ctx}/{op}", NULL, ID | CTX, NULL},
+    /* templates: {name} is checked by the handlers (docs/API.md, Templates) */
+    {NB_ROUTE_TEMPLATES, "", "GET", 0, api_templates_list},
+    {NB_ROUTE_TEMPLATES, "", "POST", 0, api_templates_create},
+    {NB_ROUTE_TEMPLATE, "{name}", "GET", 0, api_template_get},
+    {NB_ROUTE_TEMPLATE, "{name}", "DELETE", 0, api_template_delete},
+    {NB_ROUTE_TEMPLATE, "{name}/logs", "GET", 0, api_template_logs},
+    {NB_ROUTE_TEMPLATE, "{name}/{op}", NULL, 0, NULL},
 };
 
 const size_t nb_api_n_routes = sizeof(nb_api_routes) / sizeof(nb_api_routes[0]);

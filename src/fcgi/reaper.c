@@ -20,6 +20,7 @@
 #include "ports.h"
 #include "reaper.h"
 #include "sandbox.h"
+#include "templates.h"
 #include "warm.h"
 
 #define REAPER_TICK_US 1000000
@@ -251,6 +252,8 @@ void nb_reaper_run(struct nb_app *a)
         }
         /* every subtick: a hand-out is refilled within ~0.1 s, not a second */
         nb_warm_refill(a);
+        /* template builds: a queued one starts within a tick */
+        nb_templates_pump(a);
         tick++;
         usleep(REAPER_TICK_US / REAPER_SUBTICKS);
     }

@@ -31,6 +31,8 @@ enum nb_route {
     NB_ROUTE_PROCS,     /* /sandbox/{id}/processes[/{pid}[/stdin]] (arg: pid, op: stdin) */
     NB_ROUTE_CODE,      /* /sandbox/{id}/code[/interrupt] (arg: the op) */
     NB_ROUTE_CONTEXTS,  /* /sandbox/{id}/contexts[/{ctx}[/restart]] (arg: ctx, op: restart) */
+    NB_ROUTE_TEMPLATES, /* /templates */
+    NB_ROUTE_TEMPLATE,  /* /templates/{name}[/logs] (arg: the name, op: logs) */
 };
 
 /*

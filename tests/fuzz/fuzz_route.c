@@ -30,7 +30,7 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
 {
     size_t il = strnlen(id, idlen), al = strnlen(arg, arglen), ol = strnlen(op, oplen);
 
-    if ((unsigned)rt > NB_ROUTE_CONTEXTS)
+    if ((unsigned)rt > NB_ROUTE_TEMPLATE)
         abort();
     if (il == idlen || al == arglen || ol == oplen)
         abort(); /* not NUL-terminated within its buffer */
@@ -60,6 +60,10 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
     case NB_ROUTE_FILES:
         if (al != 0 && strcmp(arg, "mkdir") != 0 && strcmp(arg, "move") != 0)
             abort();
+        break;
+    case NB_ROUTE_TEMPLATE:
+        if (al == 0 || strncmp(path, "/templates/", 11) != 0)
+            abort(); /* a template route always names one */
         break;
     case NB_ROUTE_PROCS:
     case NB_ROUTE_CONTEXTS:
