@@ -66,6 +66,9 @@ int cmd_port(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 /* cmd_files.c */
 int cmd_cp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 
+/* cmd_template.c */
+int cmd_template(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+
 /* cmd_mcp.c */
 int cmd_mcp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 

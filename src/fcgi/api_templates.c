@@ -179,12 +179,6 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
     rq.name = nb_json_string(f[F_NAME].val);
     rq.dockerfile = nb_json_string(f[F_DOCKERFILE].val);
     rq.dockerfile_len = strlen(rq.dockerfile);
-    if (!nb_template_name_ok(rq.name)) {
-        nb_apierr_set(ae, 400, "bad_name",
-                      "a template name matches ^[a-z0-9][a-z0-9._-]{0,62}$, got \"%.80s\"",
-                      rq.name);
-        goto out;
-    }
     if (f[F_MEMORY].val) {
         uint64_t m;
         if (api_memory_value(f[F_MEMORY].val, &m) != 0) {
