@@ -288,3 +288,13 @@ def test_restart_during_a_build_marks_it_failed(make_stack):
     # the name can be built again once the failed one is removed
     assert api.request("DELETE", f"/templates/{cut}").status_code == 204
     build_ready(api, cut)
+
+
+def test_build_over_template_timeout_is_failed(make_stack):
+    st = make_stack("tpl-timeout", template_timeout="3")
+    api = st.api
+    nm = name()
+    assert submit(api, nm, f"FROM {BASE}\nRUN sleep 30\n").status_code == 202
+    t = wait_done(api, nm, timeout=60)
+    assert t["status"] == "failed" and "template_timeout (3 s)" in t["error"], t
+    assert logs(api, nm)[-1]["status"] == "failed"
