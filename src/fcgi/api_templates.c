@@ -251,10 +251,25 @@ out:
     return rc;
 }
 
+/* The log's last line, {"status", "error"?}, for a build whose builder has not written it yet. */
+static void final_line(struct nb_req *r, const struct nb_template *t)
+{
+    yajl_gen g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "status", t->status);
+    if (t->error[0])
+        nb_json_kv_str(g, "error", t->error);
+    yajl_gen_map_close(g);
+    nb_http_stream_line(r, g);
+    yajl_gen_free(g);
+}
+
 /*
  * The log as NDJSON: each line as the builder wrote it ({"stream"},
  * {"error"}, and last {"status"}). With ?follow=1 the answer stays open
- * until that last line, or until the template stops building.
+ * until that last line, or until the template stops building. Docker tags
+ * a build's image before the builder writes its last line: a reader that
+ * sees the build ended without it gets the line from the template's state.
  */
 int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                       struct nb_apierr *ae)
@@ -262,7 +277,8 @@ int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_
     struct nb_template t;
     char path[PATH_MAX], buf[8192];
     struct nb_buf line;
-    int follow = query_true(r, "follow"), fd = -1, done = 0, idle = 0;
+    int follow = query_true(r, "follow"), fd = -1, final = 0, gone = 0, ended = 0;
+    unsigned idle = 0;
     time_t deadline = time(NULL) + a->conf.template_timeout + 60;
 
     if (nb_template_get(a, ra->arg, &t, ae) != 0)
@@ -272,50 +288,49 @@ int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_
     if (!strcmp(t.kind, "image"))
         return NB_OK; /* the operator's images: built elsewhere, no log */
     nb_buf_init(&line, 256 * 1024);
-    while (!done) {
+    while (!final && !gone) {
         ssize_t n = 0;
         if (fd < 0)
             fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd >= 0)
             n = read(fd, buf, sizeof(buf));
-        if (n > 0) {
-            idle = 0;
-            for (ssize_t i = 0; i < n && !done; i++) {
-                char err[64];
-                yajl_val v = NULL;
-                const char *stp[] = {"status", NULL};
-                yajl_gen g;
-                if (buf[i] != '\n') {
-                    nb_buf_append_some(&line, buf + i, 1);
-                    continue;
-                }
-                if (nb_json_parse(line.data ? line.data : "", line.len, 8, &v, err, sizeof(err)) ==
-                        0 &&
-                    v) {
-                    g = nb_json_gen();
-                    nb_json_tree(g, v);
-                    if (nb_http_stream_line(r, g) != 0)
-                        done = 1; /* the client left */
-                    yajl_gen_free(g);
-                    if (yajl_tree_get(v, stp, yajl_t_string) != NULL)
-                        done = 1; /* the build's end */
-                }
-                yajl_tree_free(v);
-                line.len = 0;
+        for (ssize_t i = 0; i < n && !final && !gone; i++) {
+            char err[64];
+            yajl_val v = NULL;
+            const char *stp[] = {"status", NULL};
+            yajl_gen g;
+            if (buf[i] != '\n') {
+                nb_buf_append_some(&line, buf + i, 1);
+                continue;
             }
+            if (nb_json_parse(line.data ? line.data : "", line.len, 8, &v, err, sizeof(err)) == 0 &&
+                v) {
+                g = nb_json_gen();
+                nb_json_tree(g, v);
+                gone = nb_http_stream_line(r, g) != 0; /* the client left */
+                yajl_gen_free(g);
+                final = yajl_tree_get(v, stp, yajl_t_string) != NULL; /* the build's end */
+            }
+            yajl_tree_free(v);
+            line.len = 0;
+        }
+        if (n > 0)
+            continue;
+        if (!follow || ended || time(NULL) > deadline)
+            break;
+        /* nothing new: still building? If not, one more read for its last lines */
+        if (++idle % 5 == 0 &&
+            (nb_template_get(a, ra->arg, &t, ae) != 0 || strcmp(t.status, "building") != 0)) {
+            ended = 1;
             continue;
         }
-        if (!follow || time(NULL) > deadline)
-            break;
-        /* nothing new: is it still building? (a restart fails it, and says so in the log) */
-        if (++idle % 10 == 0 &&
-            (nb_template_get(a, ra->arg, &t, ae) != 0 || strcmp(t.status, "building") != 0) &&
-            idle > 20)
-            break;
         usleep(LOG_POLL_US);
     }
     if (fd >= 0)
         close(fd);
     nb_buf_free(&line);
+    if (!final && !gone && nb_template_get(a, ra->arg, &t, ae) == 0 &&
+        strcmp(t.status, "building") != 0)
+        final_line(r, &t);
     return NB_OK;
 }
