@@ -473,10 +473,9 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
         snprintf(err, errlen, "template_network must be bridge or none");
         return -1;
     }
-    if (c->template_timeout < 1 || c->template_builds_max < 1 || c->template_memory < 6 * MiB ||
-        c->template_context_max < 4096) {
+    if (c->template_timeout < 1 || c->template_memory < 6 * MiB || c->template_context_max < 4096) {
         snprintf(err, errlen,
-                 "template_timeout and template_builds_max must be >= 1, template_memory >= 6m, "
+                 "template_timeout must be >= 1, template_memory >= 6m, "
                  "template_context_max >= 4k");
         return -1;
     }

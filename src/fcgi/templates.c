@@ -662,6 +662,11 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
     int64_t now = time(NULL);
     int lock, rc = -1;
 
+    if (c->template_builds_max == 0) {
+        nb_apierr_set(ae, 403, "forbidden",
+                      "template builds are off on this server (template_builds_max = 0)");
+        return -1;
+    }
     if (!nb_template_name_ok(rq->name)) {
         nb_apierr_set(ae, 400, "bad_name",
                       "a template name is 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a "

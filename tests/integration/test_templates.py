@@ -298,3 +298,13 @@ def test_build_over_template_timeout_is_failed(make_stack):
     t = wait_done(api, nm, timeout=60)
     assert t["status"] == "failed" and "template_timeout (3 s)" in t["error"], t
     assert logs(api, nm)[-1]["status"] == "failed"
+
+
+def test_builds_off_is_403_and_operator_images_still_templates(make_stack):
+    st = make_stack("tpl-off", template_builds_max="0")
+    api = st.api
+    assert_error(submit(api, name(), SMALL), 403, "forbidden")
+    listed = parse_json(api.request("GET", "/templates"))["templates"]
+    assert [t["name"] for t in listed] == ["nanobox", "nanobox-python"]
+    sid = api.create(template="nanobox")
+    assert api.exec(sid, "echo ok")["stdout"] == "ok\n"
