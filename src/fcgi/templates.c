@@ -500,13 +500,14 @@ static void fail_build(const struct nb_conf *c, struct nb_docker *d, const char 
     struct nb_derr de = {0};
     char id[80] = "", p[PATH_MAX];
     nb_warn("template %s: build failed: %s", name, error);
-    /* the log first: once the template reads failed, its log is complete */
-    log_final(c, name, "failed", error);
     if (put_record(d, c, name, "failed", created_at, error, id, &de) != 0)
         nb_warn("template %s: cannot record the failure: %s", name, de.msg);
     else if (old_id && old_id[0] && strcmp(old_id, id) != 0 &&
              nb_docker_image_remove(d, old_id, 0, &de) != 0)
         nb_warn("template %s: cannot remove its old record %s: %s", name, old_id, de.msg);
+    /* the log's last line only once Docker says failed: a reader that saw it may act on it
+     * (a reader that finds the state ended first gets the line from the logs route) */
+    log_final(c, name, "failed", error);
     job_path(c, "run", name, "json", p, sizeof(p));
     unlink(p);
     job_path(c, "queue", name, "tar", p, sizeof(p));
