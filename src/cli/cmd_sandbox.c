@@ -109,7 +109,7 @@ void sandbox_path(struct nb_buf *b, const char *id, const char *suffix)
 int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 {
     const char *image = NULL, *ttl_s = NULL, *memory_s = NULL, *cpus_s = NULL, *pids_s = NULL,
-               *network = NULL;
+               *network = NULL, *template = NULL;
     struct args_list env = {0}, meta = {0};
     int auto_resume = 0;
     const struct args_opt opts[] = {
@@ -122,6 +122,7 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
         {"--env", ARG_LIST, &env},
         {"--meta", ARG_LIST, &meta},
         {"--auto-resume", ARG_FLAG, &auto_resume},
+        {"--template", ARG_VALUE, &template},
     };
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
     struct client_req req = {.method = "POST", .path = "/sandbox", .timeout = CLIENT_CALL_TIMEOUT};
@@ -168,6 +169,8 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
     yajl_gen_map_open(g);
     if (image != NULL)
         nb_json_kv_str(g, "image", image);
+    if (template != NULL)
+        nb_json_kv_str(g, "template", template);
     if (ttl_s != NULL)
         nb_json_kv_int(g, "ttl", ttl);
     if (memory_s != NULL)

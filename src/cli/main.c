@@ -21,10 +21,12 @@ static int cmd_help(struct client *c, const struct cli_cmd *cmd, int argc, char 
 
 static const struct cli_cmd commands[] = {
     {"create", cmd_create,
-     "nanobox create [--image I] [--ttl S] [--memory 128m] [--cpus 0.5] [--pids N]\n"
-     "               [--env K=V]... [--meta K=V]... [--network none|bridge] [--auto-resume]",
+     "nanobox create [--image I | --template T] [--ttl S] [--memory 128m] [--cpus 0.5]\n"
+     "               [--pids N] [--env K=V]... [--meta K=V]... [--network none|bridge]\n"
+     "               [--auto-resume]",
      "create a sandbox and print its id",
      "  --image I         image to run (one of the server's allowed images)\n"
+     "  --template T      template to start from (nanobox template ls)\n"
      "  --ttl S           lifetime in seconds (default: the server's default_ttl)\n"
      "  --memory SIZE     memory limit: bytes, or 128m, 1g (powers of 1024)\n"
      "  --cpus N          CPUs, fractions allowed (0.25)\n"
@@ -130,6 +132,25 @@ static const struct cli_cmd commands[] = {
      "Parents are created too, and an existing directory is fine (as mkdir -p).\n"},
     {"mv", cmd_mv, "nanobox mv ID FROM TO", "move or rename a file or directory in a sandbox",
      "As with mv, a TO that is a directory gets FROM under its own name.\n"},
+    {"template", cmd_template,
+     "nanobox template build NAME -f DOCKERFILE [--file PATH=LOCALPATH]... [--memory 1g]\n"
+     "                          [--cpus 1] [--follow]\n"
+     "       nanobox template ls\n"
+     "       nanobox template rm NAME... [--force]\n"
+     "       nanobox template logs NAME [-f]",
+     "build, list, remove templates (images sandboxes start from) and read build logs",
+     "  -f DOCKERFILE     (build) the local Dockerfile; its FROM must be an image the\n"
+     "                    server allows (template_from)\n"
+     "  --file P=LOCAL    (build) put the local file LOCAL in the build context at P,\n"
+     "                    for the Dockerfile's COPY (repeatable)\n"
+     "  --memory SIZE     (build) memory of the build's RUN steps\n"
+     "  --cpus N          (build) CPUs of the build\n"
+     "  --follow          (build) print the build's output until it ends\n"
+     "  -f, --follow      (logs) keep printing until the build ends\n"
+     "  --force           (rm) remove even while sandboxes of it run (they keep running)\n"
+     "The build runs on the server; \"build\" prints NAME building at once. With\n"
+     "--follow (and \"logs -f\") nanobox exits 0 once the template is ready, 1 if the\n"
+     "build failed. Start a sandbox from it with nanobox create --template NAME.\n"},
     {"mcp", cmd_mcp, "nanobox mcp", "serve the sandbox tools to an MCP client over stdio",
      "Speaks the Model Context Protocol (JSON-RPC 2.0, one message per line) on stdin and\n"
      "stdout, for an MCP client that starts it: claude mcp add nanobox -- nanobox mcp.\n"

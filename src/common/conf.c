@@ -79,6 +79,14 @@ void nb_conf_defaults(struct nb_conf *c)
     c->code_max_bytes = 1 * MiB;
     snprintf(c->code_image, sizeof(c->code_image), "nanobox-python:latest");
 
+    c->template_from[0] = '\0';
+    snprintf(c->template_network, sizeof(c->template_network), "bridge");
+    c->template_timeout = 600;
+    c->template_memory = 1024 * MiB;
+    c->template_nano_cpus = 1000000000ULL;
+    c->template_builds_max = 2;
+    c->template_context_max = 64 * MiB;
+
     c->max_body = 1 * MiB;
     c->max_json_depth = 32;
     c->max_command = 64 * 1024;
@@ -252,6 +260,12 @@ static const struct key keys[] = {
     /* a cell goes to the sandbox in one agent frame (at most 1 MiB) */
     {"code_max_bytes", K_SIZE, F(code_max_bytes), MiB},
     {"code_image", K_STR, F(code_image), 0},
+    {"template_from", K_STR, F(template_from), 0},
+    {"template_network", K_STR, F(template_network), 0},
+    {"template_timeout", K_UINT, F(template_timeout), 86400},
+    {"template_memory", K_SIZE, F(template_memory), 1ULL << 40},
+    {"template_builds_max", K_UINT, F(template_builds_max), 64},
+    {"template_context_max", K_SIZE, F(template_context_max), 1ULL << 32},
     {"max_body", K_SIZE, F(max_body), 1ULL << 32},
     {"max_json_depth", K_UINT, F(max_json_depth), 1024},
     {"max_command", K_SIZE, F(max_command), 1ULL << 24},
@@ -291,6 +305,14 @@ int nb_conf_set(struct nb_conf *c, const char *key, const char *value, char *err
     if (!strcmp(key, "cpus")) {
         if (parse_cpus(value, &c->nano_cpus) != 0) {
             snprintf(err, errlen, "cpus: expected a positive decimal like 0.5, got \"%s\"", value);
+            return -1;
+        }
+        return 0;
+    }
+    if (!strcmp(key, "template_cpus")) {
+        if (parse_cpus(value, &c->template_nano_cpus) != 0) {
+            snprintf(err, errlen, "template_cpus: expected a positive decimal like 1, got \"%s\"",
+                     value);
             return -1;
         }
         return 0;
@@ -452,6 +474,16 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
     }
     if (c->max_sandboxes < 1) {
         snprintf(err, errlen, "max_sandboxes must be >= 1");
+        return -1;
+    }
+    if (strcmp(c->template_network, "bridge") != 0 && strcmp(c->template_network, "none") != 0) {
+        snprintf(err, errlen, "template_network must be bridge or none");
+        return -1;
+    }
+    if (c->template_timeout < 1 || c->template_memory < 6 * MiB || c->template_context_max < 4096) {
+        snprintf(err, errlen,
+                 "template_timeout must be >= 1, template_memory >= 6m, "
+                 "template_context_max >= 4k");
         return -1;
     }
     if (c->memory < 6 * MiB) {

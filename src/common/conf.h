@@ -84,6 +84,15 @@ struct nb_conf {
     size_t code_max_bytes; /* bytes of one cell's code */
     char code_image[128];  /* the image the code warm pool holds */
 
+    /* templates (templates.c): builds from a Dockerfile */
+    char template_from[NB_CONF_LIST]; /* allowed FROM images; empty: the images above */
+    char template_network[16];        /* network of RUN steps: "bridge" or "none" */
+    unsigned template_timeout;        /* seconds one build may take */
+    uint64_t template_memory;         /* bytes of a build's RUN steps (a request may lower it) */
+    uint64_t template_nano_cpus;      /* CPUs of a build (1e9 = one) */
+    unsigned template_builds_max;     /* builds at once; the rest wait in a queue */
+    size_t template_context_max;      /* bytes of a build context (Dockerfile + files, as tar) */
+
     /* request caps */
     size_t max_body; /* bytes of a JSON request body */
     unsigned max_json_depth;

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <curl/curl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +26,37 @@ struct sink {
     struct nb_demux *dm; /* or a demuxer for the exec stream */
     int overflow;
     int demux_failed;
+    struct nb_buf *line; /* or lines (a build's JSON stream) to line_cb */
+    nb_docker_line_fn line_cb;
+    void *line_arg;
 };
+
+#define LINE_MAX_BYTES (64 * 1024) /* one line of a build's stream; longer ones are cut */
+
+static void sink_lines(struct sink *s, const char *p, size_t n)
+{
+    while (n > 0) {
+        const char *nl = memchr(p, '\n', n);
+        size_t take = nl ? (size_t)(nl - p) : n;
+        nb_buf_append_some(s->line, p, take);
+        if (nl == NULL)
+            return;
+        if (s->line->len > 0)
+            s->line_cb(s->line_arg, s->line->data, s->line->len);
+        s->line->len = 0;
+        p = nl + 1;
+        n -= take + 1;
+    }
+}
 
 static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
     struct sink *s = userdata;
     size_t n = size * nmemb;
+    if (s->line_cb != NULL) {
+        sink_lines(s, ptr, n);
+        return n;
+    }
     if (s->dm != NULL) {
         if (nb_demux_feed(s->dm, ptr, n) != 0) {
             s->demux_failed = 1;
@@ -45,6 +71,20 @@ static size_t sink_write(char *ptr, size_t size, size_t nmemb, void *userdata)
         return 0;
     }
     return n;
+}
+
+/* A request body that is not JSON text: bytes in memory or a file (tar). */
+struct upload {
+    const char *ctype;
+    const void *mem;
+    size_t len;
+    FILE *file;
+};
+
+static size_t upload_read(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    struct upload *u = userdata;
+    return fread(ptr, 1, size * nmemb, u->file);
 }
 
 int nb_docker_init(struct nb_docker *d, const char *socket_path, size_t max_response)
@@ -90,7 +130,8 @@ static void derr_from_answer(struct nb_derr *e, long status, const struct nb_buf
 }
 
 static int docker_send(struct nb_docker *d, const char *method, const char *path, const char *body,
-                       long timeout_ms, struct sink *sink, long *status, struct nb_derr *e)
+                       struct upload *up, long timeout_ms, struct sink *sink, long *status,
+                       struct nb_derr *e)
 {
     CURL *c = d->curl;
     struct curl_slist *hdrs = NULL;
@@ -111,7 +152,20 @@ static int docker_send(struct nb_docker *d, const char *method, const char *path
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : CALL_TIMEOUT_MS);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, sink);
-    if (body != NULL) {
+    if (up != NULL) {
+        char ct[128];
+        snprintf(ct, sizeof(ct), "Content-Type: %s", up->ctype);
+        hdrs = curl_slist_append(hdrs, ct);
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        if (up->file != NULL) {
+            curl_easy_setopt(c, CURLOPT_READFUNCTION, upload_read);
+            curl_easy_setopt(c, CURLOPT_READDATA, up);
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)up->len);
+        } else {
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, up->mem);
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)up->len);
+        }
+    } else if (body != NULL) {
         hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
@@ -163,9 +217,11 @@ static int docker_send(struct nb_docker *d, const char *method, const char *path
  * Every call to dockerd goes through here: timed, and its failures counted
  * (metrics.h), by operation. A stream's own end (the command's timeout,
  * the caller stopping it) is the caller's business, not a Docker failure.
+ * up: a body streamed from memory or a file (image import, build), or NULL.
  */
-static int docker_do(struct nb_docker *d, const char *method, const char *path, const char *body,
-                     long timeout_ms, struct sink *sink, long *status, struct nb_derr *e)
+static int docker_do_up(struct nb_docker *d, const char *method, const char *path, const char *body,
+                        struct upload *up, long timeout_ms, struct sink *sink, long *status,
+                        struct nb_derr *e)
 {
     struct nb_derr local = {0};
     int64_t t0 = nb_metrics_now_us();
@@ -173,7 +229,7 @@ static int docker_do(struct nb_docker *d, const char *method, const char *path, 
 
     if (e == NULL)
         e = &local;
-    rc = docker_send(d, method, path, body, timeout_ms, sink, status, e);
+    rc = docker_send(d, method, path, body, up, timeout_ms, sink, status, e);
     if (rc != 0 && e->kind == NB_DERR_UNREACHABLE)
         kind = NB_MDE_UNREACHABLE;
     else if (rc != 0 && sink->dm == NULL)
@@ -184,10 +240,16 @@ static int docker_do(struct nb_docker *d, const char *method, const char *path, 
     return rc;
 }
 
+static int docker_do(struct nb_docker *d, const char *method, const char *path, const char *body,
+                     long timeout_ms, struct sink *sink, long *status, struct nb_derr *e)
+{
+    return docker_do_up(d, method, path, body, NULL, timeout_ms, sink, status, e);
+}
+
 int nb_docker_request(struct nb_docker *d, const char *method, const char *path, const char *body,
                       long timeout_ms, long *status, struct nb_buf *resp, struct nb_derr *e)
 {
-    struct sink s = {resp, NULL, 0, 0};
+    struct sink s = {resp, NULL, 0, 0, NULL, NULL, NULL};
     *status = 0;
     if (e)
         e->kind = NB_DERR_NONE;
@@ -393,6 +455,266 @@ static int curl_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn
     return rc == 0 ? count : -1;
 }
 
+/* ---- images ---- */
+
+static void image_labels(yajl_val lab, struct nb_docker_image *im)
+{
+    static const struct {
+        const char *key;
+        size_t off, size;
+    } strs[] = {
+#define L(k, f) {k, offsetof(struct nb_docker_image, f), sizeof(((struct nb_docker_image *)0)->f)}
+        L("nanobox.instance", instance),
+        L("nanobox.template", name),
+        L("nanobox.status", status),
+        L("nanobox.kind", kind),
+        L("nanobox.error", error),
+        L("nanobox.parent", parent),
+        L("nanobox.parent_template", parent_tpl),
+#undef L
+    };
+    if (!YAJL_IS_OBJECT(lab))
+        return;
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+        const char *p[] = {strs[i].key, NULL};
+        yajl_val v = yajl_tree_get(lab, p, yajl_t_string);
+        if (v)
+            snprintf((char *)im + strs[i].off, strs[i].size, "%s", nb_json_string(v));
+    }
+    {
+        const char *p[] = {"nanobox.created_at", NULL};
+        yajl_val v = yajl_tree_get(lab, p, yajl_t_string);
+        if (v)
+            im->created_at = strtoll(nb_json_string(v), NULL, 10);
+    }
+}
+
+/* Id, first RepoTag and Size of an image object (a listing's or an inspect's). */
+static void image_common(yajl_val item, struct nb_docker_image *im)
+{
+    const char *idp[] = {"Id", NULL}, *tp[] = {"RepoTags", NULL}, *sp[] = {"Size", NULL};
+    yajl_val id = yajl_tree_get(item, idp, yajl_t_string);
+    yajl_val tags = yajl_tree_get(item, tp, yajl_t_array);
+    yajl_val size = yajl_tree_get(item, sp, yajl_t_number);
+    if (id)
+        snprintf(im->id, sizeof(im->id), "%s", nb_json_string(id));
+    if (tags && tags->u.array.len > 0 && YAJL_IS_STRING(tags->u.array.values[0]))
+        snprintf(im->ref, sizeof(im->ref), "%s", nb_json_string(tags->u.array.values[0]));
+    if (size)
+        im->size = YAJL_GET_INTEGER(size);
+}
+
+static int curl_image_inspect(struct nb_docker *d, const char *ref, struct nb_docker_image *im,
+                              struct nb_derr *e)
+{
+    char path[512], err[64];
+    struct nb_buf b;
+    yajl_val v = NULL;
+    const char *lp[] = {"Config", "Labels", NULL};
+    int rc;
+    memset(im, 0, sizeof(*im));
+    snprintf(path, sizeof(path), "/images/%s/json", ref);
+    nb_buf_init(&b, d->max_response);
+    rc = docker_call(d, "GET", path, NULL, 200, 200, &b, e);
+    if (rc == 0) {
+        if (nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) == 0 && YAJL_IS_OBJECT(v)) {
+            image_common(v, im);
+            image_labels(yajl_tree_get(v, lp, yajl_t_object), im);
+        } else {
+            derr_set(e, NB_DERR_PROTO, 0, "could not read the image");
+            rc = -1;
+        }
+    }
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    return rc;
+}
+
+static int curl_image_list(struct nb_docker *d, const char *instance, nb_docker_image_fn cb,
+                           void *arg, struct nb_derr *e)
+{
+    char path[768], filter[256], err[64];
+    struct nb_buf b;
+    yajl_val v = NULL;
+    int rc, count = 0;
+    char *esc;
+
+    snprintf(filter, sizeof(filter), "{\"label\":[\"nanobox.instance=%s\",\"nanobox.template\"]}",
+             instance);
+    esc = curl_easy_escape(d->curl, filter, 0);
+    if (esc == NULL) {
+        derr_set(e, NB_DERR_PROTO, 0, "out of memory");
+        return -1;
+    }
+    snprintf(path, sizeof(path), "/images/json?filters=%s", esc);
+    curl_free(esc);
+    nb_buf_init(&b, d->max_response);
+    rc = docker_call(d, "GET", path, NULL, 200, 200, &b, e);
+    if (rc == 0 &&
+        (nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) != 0 || !YAJL_IS_ARRAY(v))) {
+        derr_set(e, NB_DERR_PROTO, 0, "could not read the image list");
+        rc = -1;
+    }
+    for (size_t i = 0; rc == 0 && i < v->u.array.len; i++) {
+        const char *lp[] = {"Labels", NULL};
+        struct nb_docker_image im;
+        memset(&im, 0, sizeof(im));
+        image_common(v->u.array.values[i], &im);
+        image_labels(yajl_tree_get(v->u.array.values[i], lp, yajl_t_object), &im);
+        cb(arg, &im);
+        count++;
+    }
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    return rc == 0 ? count : -1;
+}
+
+static int curl_image_remove(struct nb_docker *d, const char *ref, int force, struct nb_derr *e)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "/images/%s?force=%d", ref, force ? 1 : 0);
+    return docker_call(d, "DELETE", path, NULL, 200, 404, NULL, e);
+}
+
+/* The stream of a pull, import or build answers errors in a 200: {"error": ...}. */
+static int stream_error(const struct nb_buf *b, struct nb_derr *e)
+{
+    const char *p = b->data ? strstr(b->data, "\"error\"") : NULL;
+    char err[64];
+    yajl_val v = NULL, m;
+    const char *mp[] = {"error", NULL};
+    const char *start;
+    if (p == NULL)
+        return 0;
+    start = p;
+    while (start > b->data && start[-1] != '\n')
+        start--;
+    {
+        const char *end = strchr(p, '\n');
+        size_t n = end ? (size_t)(end - start) : strlen(start);
+        if (nb_json_parse(start, n, 16, &v, err, sizeof(err)) == 0 &&
+            (m = yajl_tree_get(v, mp, yajl_t_string)) != NULL)
+            derr_set(e, NB_DERR_HTTP, 500, nb_json_string(m));
+        else
+            derr_set(e, NB_DERR_HTTP, 500, "Docker reported an error");
+    }
+    yajl_tree_free(v);
+    return -1;
+}
+
+static int curl_image_import(struct nb_docker *d, const char *ref, const char *const *labels,
+                             const void *tar, size_t tar_len, char id[80], struct nb_derr *e)
+{
+    struct nb_buf path, b;
+    struct upload up = {"application/x-tar", tar, tar_len, NULL};
+    struct sink s = {NULL, NULL, 0, 0, NULL, NULL, NULL};
+    const char *colon = strrchr(ref, ':');
+    long status = 0;
+    int rc;
+    char *esc;
+    struct nb_docker_image im;
+
+    nb_buf_init(&path, 16384);
+    nb_buf_init(&b, d->max_response);
+    s.buf = &b;
+    if (colon == NULL) {
+        derr_set(e, NB_DERR_PROTO, 0, "an image name needs a tag");
+        return -1;
+    }
+    nb_buf_printf(&path, "/images/create?fromSrc=-&repo=%.*s&tag=%s", (int)(colon - ref), ref,
+                  colon + 1);
+    for (size_t i = 0; labels && labels[i]; i++) {
+        /* LABEL "k=v" with the value's quote, backslash and $ escaped */
+        struct nb_buf ch;
+        const char *eq = strchr(labels[i], '=');
+        nb_buf_init(&ch, 4096);
+        if (eq == NULL)
+            continue;
+        nb_buf_printf(&ch, "LABEL %.*s=\"", (int)(eq - labels[i]), labels[i]);
+        for (const char *c = eq + 1; *c; c++) {
+            if (*c == '"' || *c == '\\' || *c == '$')
+                nb_buf_append(&ch, "\\", 1);
+            nb_buf_append(&ch, *c == '\n' ? " " : c, 1);
+        }
+        nb_buf_append(&ch, "\"", 1);
+        esc = curl_easy_escape(d->curl, ch.data, (int)ch.len);
+        nb_buf_free(&ch);
+        if (esc == NULL) {
+            nb_buf_free(&path);
+            nb_buf_free(&b);
+            derr_set(e, NB_DERR_PROTO, 0, "out of memory");
+            return -1;
+        }
+        nb_buf_printf(&path, "&changes=%s", esc);
+        curl_free(esc);
+    }
+    if (e)
+        e->kind = NB_DERR_NONE;
+    rc = docker_do_up(d, "POST", path.data, NULL, &up, 0, &s, &status, e);
+    if (rc == 0 && status != 200) {
+        derr_from_answer(e, status, &b);
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = stream_error(&b, e);
+    nb_buf_free(&path);
+    nb_buf_free(&b);
+    if (rc == 0 && id != NULL) {
+        rc = curl_image_inspect(d, ref, &im, e);
+        snprintf(id, 80, "%s", im.id);
+    }
+    return rc;
+}
+
+static int curl_build(struct nb_docker *d, const struct nb_docker_build *bd, nb_docker_line_fn cb,
+                      void *arg, struct nb_derr *e)
+{
+    struct nb_buf path, line;
+    struct upload up = {"application/x-tar", NULL, 0, NULL};
+    struct sink s = {NULL, NULL, 0, 0, NULL, cb, arg};
+    long status = 0;
+    int rc;
+    char *esc_t, *esc_l;
+
+    up.file = fopen(bd->context, "rbe");
+    if (up.file == NULL) {
+        derr_set(e, NB_DERR_PROTO, 0, "cannot open the build context");
+        return -1;
+    }
+    fseek(up.file, 0, SEEK_END);
+    up.len = (size_t)ftell(up.file);
+    rewind(up.file);
+    esc_t = curl_easy_escape(d->curl, bd->tag, 0);
+    esc_l = curl_easy_escape(d->curl, bd->labels_json, 0);
+    nb_buf_init(&path, 65536);
+    nb_buf_init(&line, LINE_MAX_BYTES);
+    s.line = &line;
+    nb_buf_printf(&path, "/build?t=%s&labels=%s&networkmode=%s&rm=1&forcerm=1", esc_t ? esc_t : "",
+                  esc_l ? esc_l : "", bd->network);
+    if (bd->memory > 0)
+        nb_buf_printf(&path, "&memory=%llu&memswap=%llu", (unsigned long long)bd->memory,
+                      (unsigned long long)bd->memory);
+    if (bd->nano_cpus > 0)
+        nb_buf_printf(&path, "&cpuperiod=100000&cpuquota=%llu",
+                      (unsigned long long)(bd->nano_cpus / 10000));
+    curl_free(esc_t);
+    curl_free(esc_l);
+    if (e)
+        e->kind = NB_DERR_NONE;
+    rc = docker_do_up(d, "POST", path.data, NULL, &up, bd->timeout_ms, &s, &status, e);
+    if (rc == 0 && status != 200) {
+        /* an error answer came through the line sink: its message is Docker's */
+        derr_set(e, NB_DERR_HTTP, status, "Docker refused the build");
+        rc = -1;
+    }
+    if (line.len > 0)
+        cb(arg, line.data, line.len);
+    fclose(up.file);
+    nb_buf_free(&path);
+    nb_buf_free(&line);
+    return rc;
+}
+
 const struct nb_docker_ops nb_docker_curl_ops = {
     .ping = curl_ping,
     .create = curl_create,
@@ -402,6 +724,11 @@ const struct nb_docker_ops nb_docker_curl_ops = {
     .list = curl_list,
     .pause = curl_pause,
     .unpause = curl_unpause,
+    .image_inspect = curl_image_inspect,
+    .image_list = curl_image_list,
+    .image_remove = curl_image_remove,
+    .image_import = curl_image_import,
+    .build = curl_build,
 };
 
 /* ---- the container calls, through the ops table (docker.h) ---- */
@@ -449,6 +776,35 @@ int nb_docker_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn c
     return d->ops->list(d, instance, cb, arg, e);
 }
 
+int nb_docker_image_inspect(struct nb_docker *d, const char *ref, struct nb_docker_image *im,
+                            struct nb_derr *e)
+{
+    return d->ops->image_inspect(d, ref, im, e);
+}
+
+int nb_docker_image_list(struct nb_docker *d, const char *instance, nb_docker_image_fn cb,
+                         void *arg, struct nb_derr *e)
+{
+    return d->ops->image_list(d, instance, cb, arg, e);
+}
+
+int nb_docker_image_remove(struct nb_docker *d, const char *ref, int force, struct nb_derr *e)
+{
+    return d->ops->image_remove(d, ref, force, e);
+}
+
+int nb_docker_image_import(struct nb_docker *d, const char *ref, const char *const *labels,
+                           const void *tar, size_t tar_len, char id[80], struct nb_derr *e)
+{
+    return d->ops->image_import(d, ref, labels, tar, tar_len, id, e);
+}
+
+int nb_docker_build(struct nb_docker *d, const struct nb_docker_build *b, nb_docker_line_fn cb,
+                    void *arg, struct nb_derr *e)
+{
+    return d->ops->build(d, b, cb, arg, e);
+}
+
 /* ---- exec: dockerd itself ---- */
 
 int nb_docker_exec_create(struct nb_docker *d, const char *cid, const char *config_json,
@@ -470,7 +826,7 @@ int nb_docker_exec_start(struct nb_docker *d, const char *exec_id, long timeout_
                          struct nb_demux *dm, struct nb_derr *e)
 {
     char path[256];
-    struct sink s = {NULL, dm, 0, 0};
+    struct sink s = {NULL, dm, 0, 0, NULL, NULL, NULL};
     long status = 0;
     snprintf(path, sizeof(path), "/exec/%s/start", exec_id);
     if (e)

@@ -35,6 +35,13 @@ struct nb_derr {
 
 struct nb_docker;
 struct nb_docker_ctr;
+struct nb_docker_image;
+struct nb_docker_build;
+
+/* Called by nb_docker_image_list for each image. */
+typedef void (*nb_docker_image_fn)(void *arg, const struct nb_docker_image *im);
+/* Called by nb_docker_build for each line of the build's JSON stream. */
+typedef void (*nb_docker_line_fn)(void *arg, const char *line, size_t len);
 
 /* Called by nb_docker_list for each container. */
 typedef void (*nb_docker_ctr_fn)(void *arg, const struct nb_docker_ctr *c);
@@ -60,6 +67,16 @@ struct nb_docker_ops {
                 struct nb_derr *e);
     int (*pause)(struct nb_docker *d, const char *id, struct nb_derr *e);
     int (*unpause)(struct nb_docker *d, const char *id, struct nb_derr *e);
+    /* images: the templates engine's (templates.c) */
+    int (*image_inspect)(struct nb_docker *d, const char *ref, struct nb_docker_image *im,
+                         struct nb_derr *e);
+    int (*image_list)(struct nb_docker *d, const char *instance, nb_docker_image_fn cb, void *arg,
+                      struct nb_derr *e);
+    int (*image_remove)(struct nb_docker *d, const char *ref, int force, struct nb_derr *e);
+    int (*image_import)(struct nb_docker *d, const char *ref, const char *const *labels,
+                        const void *tar, size_t tar_len, char id[80], struct nb_derr *e);
+    int (*build)(struct nb_docker *d, const struct nb_docker_build *b, nb_docker_line_fn cb,
+                 void *arg, struct nb_derr *e);
 };
 
 /* The real client: libcurl to dockerd. */
@@ -118,6 +135,58 @@ struct nb_docker_ctr {
  */
 int nb_docker_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn cb, void *arg,
                    struct nb_derr *e);
+
+/*
+ * Images, for templates. An image of ours carries labels nanobox.instance,
+ * nanobox.template, nanobox.status, nanobox.kind, nanobox.created_at and,
+ * as the case may be, nanobox.error, nanobox.parent, nanobox.parent_template.
+ */
+struct nb_docker_image {
+    char id[80];         /* "sha256:..." */
+    char ref[128];       /* the first of its repo:tag names ("" when untagged) */
+    int64_t size;        /* bytes */
+    char instance[64];   /* label nanobox.instance */
+    char name[64];       /* label nanobox.template */
+    char status[16];     /* label nanobox.status */
+    char kind[16];       /* label nanobox.kind */
+    int64_t created_at;  /* label nanobox.created_at */
+    char error[512];     /* label nanobox.error */
+    char parent[64];     /* label nanobox.parent (a snapshot's sandbox) */
+    char parent_tpl[64]; /* label nanobox.parent_template */
+};
+/* An image by name or id: 0, or -1 (a missing one is NB_DERR_HTTP 404). */
+int nb_docker_image_inspect(struct nb_docker *d, const char *ref, struct nb_docker_image *im,
+                            struct nb_derr *e);
+/* Images labelled nanobox.instance=instance and nanobox.template: the count or -1. */
+int nb_docker_image_list(struct nb_docker *d, const char *instance, nb_docker_image_fn cb,
+                         void *arg, struct nb_derr *e);
+/* Remove an image (by name: untag; force also when a container uses it). Gone counts as done. */
+int nb_docker_image_remove(struct nb_docker *d, const char *ref, int force, struct nb_derr *e);
+/*
+ * Import tar (a root filesystem) as image ref (repo:tag) with labels
+ * ("key=value" each, NULL-ended): a record image. Its id into id.
+ */
+int nb_docker_image_import(struct nb_docker *d, const char *ref, const char *const *labels,
+                           const void *tar, size_t tar_len, char id[80], struct nb_derr *e);
+
+/* POST /build of a context tar file, tagged tag, with labels_json on the image. */
+struct nb_docker_build {
+    const char *context;     /* path of the context tar (Dockerfile at its root) */
+    const char *tag;         /* repo:tag */
+    const char *labels_json; /* {"key":"value",...} */
+    const char *network;     /* networkmode of RUN steps: "bridge" or "none" */
+    uint64_t memory;         /* bytes, 0: Docker's default */
+    uint64_t nano_cpus;      /* 1e9 = one CPU, 0: no quota */
+    long timeout_ms;
+};
+/*
+ * Run a build, each line of its JSON stream to cb as it comes ({"stream"},
+ * {"aux"}, {"error"}). 0 when dockerd ran it to its end (which may be an
+ * {"error"} line: the caller reads them), -1 on a transport failure or
+ * timeout.
+ */
+int nb_docker_build(struct nb_docker *d, const struct nb_docker_build *b, nb_docker_line_fn cb,
+                    void *arg, struct nb_derr *e);
 
 /* Exec: create from a JSON config, start attached, inspect (dockerd itself). */
 int nb_docker_exec_create(struct nb_docker *d, const char *cid, const char *config_json,

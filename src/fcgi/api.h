@@ -119,6 +119,17 @@ int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
                  struct nb_apierr *ae);
 int api_mcp_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);
+/* templates (api_templates.c): ra->arg is the {name} */
+int api_templates_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                         struct nb_apierr *ae);
+int api_template_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae);
+int api_template_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                        struct nb_apierr *ae);
+int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
 
 /*
  * Read and parse the JSON body within the configured caps: 0, or -1 with
@@ -133,6 +144,9 @@ int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out, struct nb_a
  */
 int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const char *nul_code,
                       struct nb_apierr *ae);
+/* The same with a cap of its own instead of max_body (POST /templates: a build context). */
+int api_read_json_cap(struct nb_app *a, struct nb_req *r, size_t cap, yajl_val *out,
+                      const char *nul_code, struct nb_apierr *ae);
 
 /*
  * Validate an env object ({NAME: "value"}) into "NAME=value" strings
@@ -160,6 +174,9 @@ int api_network_value(const struct nb_conf *c, yajl_val v, int *bridge, struct n
                       struct nb_apierr *ae);
 /* The answer of PUT /sandbox/{id}/network: the policy as applied, rules in canonical text. */
 void api_network_json(yajl_gen g, const char *id, const struct nb_net_policy *p);
+
+/* A memory field: bytes as an integer, or a size string like "128m". 0, or -1. */
+int api_memory_value(yajl_val v, uint64_t *out);
 
 /*
  * A command's timeout field (NULL: exec_timeout) into *out; -1 with ae set

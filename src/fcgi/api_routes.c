@@ -56,6 +56,14 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_CONTEXTS, "{ctx}/restart", "POST", ID | CTX | AWAKE, api_contexts_restart},
     {NB_ROUTE_CONTEXTS, "{ctx}/{op}", NULL, ID | CTX | AWAKE, NULL},
 
+    /* templates: {name} is checked by the handlers (docs/API.md, Templates) */
+    {NB_ROUTE_TEMPLATES, "", "GET", 0, api_templates_list},
+    {NB_ROUTE_TEMPLATES, "", "POST", 0, api_templates_create},
+    {NB_ROUTE_TEMPLATE, "{name}", "GET", 0, api_template_get},
+    {NB_ROUTE_TEMPLATE, "{name}", "DELETE", 0, api_template_delete},
+    {NB_ROUTE_TEMPLATE, "{name}/logs", "GET", 0, api_template_logs},
+    {NB_ROUTE_TEMPLATE, "{name}/{op}", NULL, 0, NULL},
+
     /* the E2B facade (docs/E2B.md): E2B's paths, key ("e2b_" + the key) and error shape */
     {NB_ROUTE_E2B_SANDBOXES, "", "GET", E2B, api_e2b_list},
     {NB_ROUTE_E2B_SANDBOXES, "", "POST", E2B, api_e2b_create},

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "sandbox.h"
+#include "templates.h"
 
 #define MiB (1024ULL * 1024ULL)
 
@@ -27,9 +28,15 @@ int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out, struct nb_a
 int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const char *nul_code,
                       struct nb_apierr *ae)
 {
+    return api_read_json_cap(a, r, a->conf.max_body, out, nul_code, ae);
+}
+
+int api_read_json_cap(struct nb_app *a, struct nb_req *r, size_t cap, yajl_val *out,
+                      const char *nul_code, struct nb_apierr *ae)
+{
     char err[256];
     *out = NULL;
-    if (nb_http_read_body(r, a->conf.max_body, ae) != 0)
+    if (nb_http_read_body(r, cap, ae) != 0)
         return -1;
     if (nb_json_parse(r->body.data, r->body.len, a->conf.max_json_depth, out, err, sizeof(err)) !=
         0) {
@@ -160,7 +167,7 @@ int api_metadata_text(const struct nb_conf *c, yajl_val meta, char *out, size_t 
 }
 
 /* memory: bytes as an integer, or a size string like "128m". */
-static int memory_value(yajl_val v, uint64_t *out)
+int api_memory_value(yajl_val v, uint64_t *out)
 {
     if (YAJL_IS_STRING(v))
         return nb_parse_size(nb_json_string(v), out);
@@ -249,8 +256,20 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         {"network", NB_JT_STRING | NB_JT_OBJECT, NULL},
         {"metadata", NB_JT_OBJECT, NULL},
         {"auto_resume", NB_JT_BOOL, NULL},
+        {"template", NB_JT_STRING, NULL},
     };
-    enum { F_IMAGE, F_TTL, F_MEMORY, F_CPUS, F_PIDS, F_ENV, F_NETWORK, F_METADATA, F_AUTO_RESUME };
+    enum {
+        F_IMAGE,
+        F_TTL,
+        F_MEMORY,
+        F_CPUS,
+        F_PIDS,
+        F_ENV,
+        F_NETWORK,
+        F_METADATA,
+        F_AUTO_RESUME,
+        F_TEMPLATE
+    };
     struct nb_sandbox_spec spec;
     struct nb_slot slot;
     char err[256];
@@ -268,9 +287,17 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     }
 
     snprintf(spec.image, sizeof(spec.image), "%s", c->images[0]);
+    if (f[F_IMAGE].val && f[F_TEMPLATE].val) {
+        nb_apierr_set(ae, 400, "bad_field", "give image or template, not both");
+        goto out;
+    }
+    if (f[F_TEMPLATE].val && nb_template_image(a, nb_json_string(f[F_TEMPLATE].val), spec.image,
+                                               sizeof(spec.image), ae) != 0)
+        goto out;
     if (f[F_IMAGE].val) {
         const char *img = nb_json_string(f[F_IMAGE].val);
-        if (!nb_conf_image_allowed(c, img)) {
+        /* the allow-list: the operator's images and the ready templates */
+        if (!nb_template_image_allowed(a, img)) {
             nb_apierr_set(ae, 403, "forbidden",
                           "image \"%.100s\" is not in the operator's allow-list", img);
             goto out;
@@ -292,7 +319,7 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     spec.memory = c->memory;
     if (f[F_MEMORY].val) {
         uint64_t m;
-        if (memory_value(f[F_MEMORY].val, &m) != 0) {
+        if (api_memory_value(f[F_MEMORY].val, &m) != 0) {
             nb_apierr_set(ae, 400, "bad_field", "memory must be bytes or a size like \"128m\"");
             goto out;
         }

@@ -78,7 +78,7 @@ void nb_isolation_path(const struct nb_conf *c, const char *file, uint32_t slot,
     char dir[PATH_MAX];
     sandbox_dir(c, dir, sizeof(dir));
     if (!strcmp(file, "nanobox-init") || !strcmp(file, "kernel") || !strcmp(file, "hosts") ||
-        !strcmp(file, "resolv.conf"))
+        !strcmp(file, "resolv.conf") || !strcmp(file, "templates"))
         snprintf(out, outlen, "%s/%s", dir, file);
     else
         snprintf(out, outlen, "%s/slots/%u/%s", dir, (unsigned)slot, file);

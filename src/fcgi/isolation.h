@@ -37,7 +37,8 @@ void nb_isolation_ids(const struct nb_conf *c, uint32_t slot, unsigned long *uid
 /*
  * Host path of a file under the sandbox directory: the agent
  * ("nanobox-init"), the code bridge's directory ("kernel"), "hosts" and
- * "resolv.conf" of sandboxes without network (slot ignored), or a slot's
+ * "resolv.conf" of sandboxes without network, the templates' directory
+ * "templates" (slot ignored), or a slot's
  * "passwd", "group" or "hostname".
  */
 void nb_isolation_path(const struct nb_conf *c, const char *file, uint32_t slot, char *out,

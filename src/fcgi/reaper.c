@@ -21,6 +21,7 @@
 #include "ports.h"
 #include "reaper.h"
 #include "sandbox.h"
+#include "templates.h"
 #include "warm.h"
 
 #define REAPER_TICK_US 1000000
@@ -288,6 +289,9 @@ void nb_reaper_run(struct nb_app *a)
             nb_warn("warm pool: Docker does not answer; refills wait until it does");
             docker_away = 1;
         }
+        /* template builds: a queued one starts within a tick */
+        if (!docker_away)
+            nb_templates_pump(a);
         tick++;
         usleep(REAPER_TICK_US / REAPER_SUBTICKS);
     }

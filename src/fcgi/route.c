@@ -77,6 +77,18 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_SANDBOXES;
     if (!strncmp(path, "/sandboxes", 10) || !strncmp(path, "/v2/sandboxes", 13))
         return match_e2b(path, id, idlen, arg, arglen);
+    if (!strcmp(path, "/templates") || !strcmp(path, "/templates/"))
+        return NB_ROUTE_TEMPLATES;
+    if (!strncmp(path, "/templates/", 11)) {
+        const char *name = path + 11, *sub = strchr(name, '/');
+        size_t nl = sub ? (size_t)(sub - name) : strlen(name);
+        if (nl == 0 || nl >= arglen || (sub && (strlen(sub + 1) >= oplen || strchr(sub + 1, '/'))))
+            return NB_ROUTE_NONE;
+        memcpy(arg, name, nl);
+        arg[nl] = '\0';
+        snprintf(op, oplen, "%s", sub ? sub + 1 : "");
+        return NB_ROUTE_TEMPLATE;
+    }
     if (strncmp(path, "/sandbox/", 9) != 0)
         return NB_ROUTE_NONE;
     rest = path + 9;
@@ -178,6 +190,10 @@ const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra)
             return "{ctx}";
         return !strcmp(ra->op, "restart") ? "{ctx}/restart" : "{ctx}/{op}";
     }
+    if (shape == NB_ROUTE_TEMPLATE)
+        return ra->op[0] == '\0'         ? "{name}"
+               : !strcmp(ra->op, "logs") ? "{name}/logs"
+                                         : "{name}/{op}";
     if (shape != NB_ROUTE_PROCS || ra->arg[0] == '\0')
         return "";
     if (ra->op[0] == '\0')

@@ -35,6 +35,8 @@ enum nb_route {
     NB_ROUTE_RESUME,    /* /sandbox/{id}/resume */
     NB_ROUTE_METRICS,   /* /metrics */
     NB_ROUTE_USAGE,     /* /sandbox/{id}/metrics */
+    NB_ROUTE_TEMPLATES, /* /templates */
+    NB_ROUTE_TEMPLATE,  /* /templates/{name}[/logs] (arg: the name, op: logs) */
     /* the E2B facade (docs/E2B.md): its answers and errors are E2B's shape */
     NB_ROUTE_E2B_SANDBOXES, /* /sandboxes */
     NB_ROUTE_E2B_SANDBOX,   /* /sandboxes/{id} */

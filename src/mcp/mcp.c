@@ -35,7 +35,7 @@
 #include "mcp.h"
 #include "url.h"
 
-#define MCP_MAX_ARGS 9                /* arguments of the widest tool */
+#define MCP_MAX_ARGS 10               /* arguments of the widest tool (sandbox_create) */
 #define MCP_DEFAULT_PORT_DURATION 600 /* sandbox_open_port without duration, seconds */
 #define MCP_WORKSPACE "/workspace"    /* the workspace when the config is unknown */
 #define MCP_MAX_DESCRIPTION 4096      /* bytes of one description, templates filled in */
@@ -125,6 +125,10 @@ static const struct mcp_arg create_args[] = {
      "setting}; default: ${image|the first of them}). nanobox's own images: nanobox:latest "
      "has python3 and a POSIX shell; nanobox-python:latest adds numpy, pandas, matplotlib, "
      "scipy, pip, node, git and the code interpreter that run_code uses with a sandbox_id."},
+    {"template", NB_JT_STRING, 0, NULL,
+     "Instead of image: the name of a ready template to start from, one built from a "
+     "Dockerfile through the server's POST /templates (its GET /templates lists them; "
+     "\"nanobox-python\" is the image nanobox-python:latest)."},
     {"ttl", NB_JT_INT, 0, NULL,
      "Lifetime in seconds; the sandbox and its files are destroyed after it (default: "
      "${default_ttl}; at most ${max_ttl})."},
@@ -1430,6 +1434,8 @@ static int check_args(struct tool_call *t, yajl_val args)
     size_t n = 0;
 
     for (; t->tool->args[n].name != NULL; n++) {
+        if (n == MCP_MAX_ARGS)
+            abort(); /* a tool with more arguments than MCP_MAX_ARGS: raise it */
         t->f[n].name = t->tool->args[n].name;
         t->f[n].types = t->tool->args[n].types | (t->tool->args[n].required ? 0 : NB_JT_NULL);
     }

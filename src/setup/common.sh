@@ -28,6 +28,8 @@ NB_PACKAGES=(
     # build
     autoconf automake libtool pkg-config make gcc libc6-dev
     libfcgi-dev libyajl-dev libcurl4-openssl-dev uuid-dev libcmocka-dev
+    # template build contexts (tar)
+    libarchive-dev
     # run
     docker.io nginx spawn-fcgi debootstrap iproute2 procps
     # bridge sandboxes: nanobox-fcgi writes its kernel rules with these

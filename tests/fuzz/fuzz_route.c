@@ -78,6 +78,16 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
         if (al != 0 && strcmp(arg, "mkdir") != 0 && strcmp(arg, "move") != 0)
             abort();
         break;
+    case NB_ROUTE_TEMPLATES:
+        if (strcmp(path, "/templates") != 0 && strcmp(path, "/templates/") != 0)
+            abort();
+        if (al != 0 || ol != 0)
+            abort();
+        break;
+    case NB_ROUTE_TEMPLATE:
+        if (al == 0 || strncmp(path, "/templates/", 11) != 0)
+            abort(); /* a template route always names one */
+        break;
     case NB_ROUTE_PROCS:
     case NB_ROUTE_CONTEXTS:
         if (ol != 0 && al == 0)
@@ -153,7 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the same path with the smallest buffers: cut, or no route, never past them */
     if (match(path, 1, 1, 1) != rt && rt != NB_ROUTE_PORT && rt != NB_ROUTE_PROCS &&
         rt != NB_ROUTE_FILES && rt != NB_ROUTE_CODE && rt != NB_ROUTE_CONTEXTS &&
-        rt != NB_ROUTE_E2B_OP)
+        rt != NB_ROUTE_E2B_OP && rt != NB_ROUTE_TEMPLATE)
         abort();
     free(path);
     return 0;

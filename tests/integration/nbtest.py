@@ -280,6 +280,16 @@ def docker_rm_instance(instance):
     return len(ids)
 
 
+def docker_rmi_instance(instance):
+    """Remove every image labelled with this instance (templates, their
+    build records): what a stack built goes with it. Returns the count."""
+    ids = run(["docker", "images", "-aq", "--filter", f"label=nanobox.instance={instance}"],
+              check=False).stdout.split()
+    if ids:
+        run(["docker", "rmi", "-f", *sorted(set(ids))], check=False, timeout=120)
+    return len(set(ids))
+
+
 def image_present(image=IMAGE):
     return run(["docker", "image", "inspect", image], check=False).returncode == 0
 
@@ -982,6 +992,9 @@ http {{
                 self.stop_fcgi()
             finally:
                 left = docker_rm_instance(self.instance)
+                images = docker_rmi_instance(self.instance)
+                if images:
+                    self.notes.append(f"{images} image(s) of this instance removed")
                 fwd = self.kill_forwarders()
                 if fwd:
                     self.notes.append(f"forwarder(s) {fwd} outlived the stack: killed")

@@ -1071,3 +1071,38 @@ def test_contexts_create_run_restart_rm(cli):
     assert cli.ok("contexts", sid, "rm", ctx).stdout == f"deleted context {ctx} of {sid}\n"
     assert_readable_error(cli.run("contexts", sid, "rm", ctx), "unknown_context")
     assert_readable_error(code_ok(cli, sid, "--context", ctx, "-c", "1"), "unknown_context")
+
+
+# ---------------------------------------------------------------- templates
+
+def test_template_build_follow_ls_create_logs_rm(cli, tmp_path):
+    name = "cli-" + secrets.token_hex(4)
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {nbtest.IMAGE}\nCOPY data/a.txt /opt/a.txt\nRUN echo built-step\n")
+    (tmp_path / "a.txt").write_text("from the cli\n")
+    r = cli.ok("template", "build", name, "-f", tmp_path / "Dockerfile",
+               "--file", f"data/a.txt={tmp_path / 'a.txt'}", "--follow", timeout=300)
+    assert "built-step" in r.stdout and "Step 3/" in r.stdout, r.stdout
+    ls = cli.ok("template", "ls").stdout.splitlines()
+    assert ls[0].split() == ["NAME", "STATUS", "KIND", "SIZE", "IMAGE"]
+    row = next(line.split() for line in ls if line.startswith(name + " "))
+    assert row[1:3] == ["ready", "build"]
+    assert any(line.split()[:3] == ["nanobox", "ready", "image"] for line in ls[1:])
+    sid = cli.create("--template", name)
+    assert cli.ok("exec", sid, "cat /opt/a.txt").stdout == "from the cli\n"
+    assert "built-step" in cli.ok("template", "logs", name).stdout
+    r = cli.run("template", "rm", name)
+    assert_readable_error(r, "in_use")
+    assert cli.ok("template", "rm", name, "--force").stdout == f"{name}\n"
+    assert_readable_error(cli.run("template", "logs", name), "not_found")
+
+
+def test_template_build_that_fails_exits_1(cli, tmp_path):
+    name = "cli-" + secrets.token_hex(4)
+    (tmp_path / "Dockerfile").write_text(f"FROM {nbtest.IMAGE}\nRUN echo nope && exit 4\n")
+    r = cli.run("template", "build", name, "-f", tmp_path / "Dockerfile", "--follow", timeout=300)
+    assert r.returncode == 1 and "nope" in r.stdout and "non-zero code: 4" in r.stderr, r
+    assert cli.run("template", "logs", name, "-f").returncode == 1
+    r = cli.run("template", "build", "Bad", "-f", tmp_path / "Dockerfile")
+    assert_readable_error(r, "bad_name")
+    cli.ok("template", "rm", name)

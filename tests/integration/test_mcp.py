@@ -22,6 +22,7 @@ import json
 import os
 import queue
 import re
+import secrets
 import subprocess
 import threading
 from pathlib import Path
@@ -31,7 +32,7 @@ import pytest
 import requests
 
 import nbtest
-from nbtest import UUID_RE, random_uuid
+from nbtest import UUID_RE, random_uuid, wait_until
 
 CLI_BIN = nbtest.BUILD / "nanobox"
 MCP_DIR = nbtest.REPO / "tests" / "mcp"
@@ -925,3 +926,22 @@ def test_package_lock_pins_the_sdk():
     assert re.fullmatch(r"\d+\.\d+\.\d+", pinned), pinned
     assert lock["packages"]["node_modules/@modelcontextprotocol/sdk"]["version"] == pinned
     assert "tests/mcp/node_modules" in (nbtest.REPO / ".gitignore").read_text()
+
+
+def test_http_sandbox_create_from_a_template(stack, api):
+    """sandbox_create's template: a built one, and the errors of one that is not there."""
+    name = "mcp-" + secrets.token_hex(4)
+    r = api.request("POST", "/templates", json={
+        "name": name, "dockerfile": f"FROM {nbtest.IMAGE}\nRUN echo from-template > /etc/mcp-marker\n"})
+    assert r.status_code == 202, r.text
+    wait_until(lambda: api.request("GET", f"/templates/{name}").json()["status"] == "ready",
+               timeout=180, what="the template to be ready")
+    sid = http_initialize(stack).headers["Mcp-Session-Id"]
+    r = http_call(stack, sid, "sandbox_create", {"template": name})
+    assert r["isError"] is False, r
+    box = r["structuredContent"]["sandboxId"]
+    api.created.append(box)
+    r = http_call(stack, sid, "sandbox_exec", {"sandbox_id": box, "command": "cat /etc/mcp-marker"})
+    assert r["structuredContent"]["stdout"] == "from-template\n", r
+    r = http_call(stack, sid, "sandbox_create", {"template": "no-such-template"})
+    assert r["isError"] is True and "not_found" in r["content"][0]["text"], r

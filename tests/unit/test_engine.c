@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,9 +32,12 @@
 #include "app.h"
 #include "clock.h"
 #include "code.h"
+#include "isolation.h"
+#include "json.h"
 #include "log.h"
 #include "reaper.h"
 #include "sandbox.h"
+#include "templates.h"
 #include "warm.h"
 
 #define FAKE_MAX 32
@@ -62,6 +66,12 @@ struct fake_docker {
     unsigned creates, removes, pauses, unpauses;
     /* called from inspect: lets a test act while a create waits on Docker */
     void (*on_inspect)(void);
+    /* images (the templates engine's) */
+    struct nb_docker_image img[FAKE_MAX];
+    int img_used[FAKE_MAX];
+    const char *build_error;  /* a build streams {"error": this} */
+    char build_context[4096]; /* the first bytes of the last build's context tar */
+    unsigned imports, builds;
 };
 
 static struct fake_docker fake;
@@ -269,6 +279,148 @@ static int fake_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn
     return n;
 }
 
+/* Image by repo:tag or id, or -1. */
+static int fake_img(const char *ref)
+{
+    for (int i = 0; i < FAKE_MAX; i++)
+        if (fake.img_used[i] && (!strcmp(fake.img[i].ref, ref) || !strcmp(fake.img[i].id, ref)))
+            return i;
+    return -1;
+}
+
+/* A new image named ref (the name moves to it from any other). */
+static struct nb_docker_image *fake_img_add(const char *ref)
+{
+    int old = fake_img(ref);
+    if (old >= 0)
+        fake.img[old].ref[0] = '\0';
+    for (int i = 0; i < FAKE_MAX; i++) {
+        if (fake.img_used[i])
+            continue;
+        fake.img_used[i] = 1;
+        memset(&fake.img[i], 0, sizeof(fake.img[i]));
+        snprintf(fake.img[i].id, sizeof(fake.img[i].id), "sha256:%064x", ++fake.next_id);
+        snprintf(fake.img[i].ref, sizeof(fake.img[i].ref), "%s", ref);
+        return &fake.img[i];
+    }
+    fail_msg("the fake Docker's images are full");
+    return NULL;
+}
+
+static void fake_label(struct nb_docker_image *im, const char *k, const char *v)
+{
+    if (!strcmp(k, "nanobox.instance"))
+        snprintf(im->instance, sizeof(im->instance), "%s", v);
+    else if (!strcmp(k, "nanobox.template"))
+        snprintf(im->name, sizeof(im->name), "%s", v);
+    else if (!strcmp(k, "nanobox.status"))
+        snprintf(im->status, sizeof(im->status), "%s", v);
+    else if (!strcmp(k, "nanobox.kind"))
+        snprintf(im->kind, sizeof(im->kind), "%s", v);
+    else if (!strcmp(k, "nanobox.error"))
+        snprintf(im->error, sizeof(im->error), "%s", v);
+    else if (!strcmp(k, "nanobox.created_at"))
+        im->created_at = strtoll(v, NULL, 10);
+}
+
+static int fake_image_inspect(struct nb_docker *d, const char *ref, struct nb_docker_image *im,
+                              struct nb_derr *e)
+{
+    int i = fake_img(ref);
+    (void)d;
+    if (fake.unreachable) {
+        fake_err(e, NB_DERR_UNREACHABLE, 0, "unreachable");
+        return -1;
+    }
+    if (i < 0) {
+        fake_err(e, NB_DERR_HTTP, 404, "No such image");
+        return -1;
+    }
+    *im = fake.img[i];
+    return 0;
+}
+
+static int fake_image_list(struct nb_docker *d, const char *instance, nb_docker_image_fn cb,
+                           void *arg, struct nb_derr *e)
+{
+    int n = 0;
+    (void)d;
+    if (fake.unreachable) {
+        fake_err(e, NB_DERR_UNREACHABLE, 0, "unreachable");
+        return -1;
+    }
+    for (int i = 0; i < FAKE_MAX; i++)
+        if (fake.img_used[i] && !strcmp(fake.img[i].instance, instance) && fake.img[i].name[0]) {
+            cb(arg, &fake.img[i]);
+            n++;
+        }
+    return n;
+}
+
+static int fake_image_remove(struct nb_docker *d, const char *ref, int force, struct nb_derr *e)
+{
+    int i = fake_img(ref);
+    (void)d;
+    (void)force;
+    (void)e;
+    if (i >= 0)
+        fake.img_used[i] = 0;
+    return 0;
+}
+
+static int fake_image_import(struct nb_docker *d, const char *ref, const char *const *labels,
+                             const void *tar, size_t tar_len, char id[80], struct nb_derr *e)
+{
+    struct nb_docker_image *im;
+    (void)d;
+    (void)e;
+    assert_true(tar_len >= 1024 && tar_len % 512 == 0); /* a tar's end: two zero blocks */
+    assert_int_equal(((const char *)tar)[0], 0);
+    fake.imports++;
+    im = fake_img_add(ref);
+    for (size_t i = 0; labels[i]; i++) {
+        char k[64];
+        const char *eq = strchr(labels[i], '=');
+        snprintf(k, sizeof(k), "%.*s", (int)(eq - labels[i]), labels[i]);
+        fake_label(im, k, eq + 1);
+    }
+    if (id)
+        snprintf(id, 80, "%s", im->id);
+    return 0;
+}
+
+static int fake_build(struct nb_docker *d, const struct nb_docker_build *b, nb_docker_line_fn cb,
+                      void *arg, struct nb_derr *e)
+{
+    char line[512], err[64];
+    FILE *f = fopen(b->context, "rb");
+    size_t n;
+    yajl_val v = NULL;
+    struct nb_docker_image *im;
+    (void)d;
+    (void)e;
+    fake.builds++;
+    assert_non_null(f);
+    n = fread(fake.build_context, 1, sizeof(fake.build_context) - 1, f);
+    fake.build_context[n] = '\0';
+    fclose(f);
+    snprintf(line, sizeof(line), "{\"stream\":\"Step 1/2 : FROM nanobox:latest\\n\"}");
+    cb(arg, line, strlen(line));
+    if (fake.build_error) {
+        snprintf(line, sizeof(line), "{\"errorDetail\":{},\"error\":\"%s\"}", fake.build_error);
+        cb(arg, line, strlen(line));
+        return 0;
+    }
+    im = fake_img_add(b->tag);
+    im->size = 1234;
+    assert_int_equal(nb_json_parse(b->labels_json, strlen(b->labels_json), 4, &v, err, sizeof(err)),
+                     0);
+    for (size_t i = 0; i < v->u.object.len; i++)
+        fake_label(im, v->u.object.keys[i], nb_json_string(v->u.object.values[i]));
+    yajl_tree_free(v);
+    return 0;
+}
+
 static const struct nb_docker_ops fake_ops = {
     .ping = fake_ping,
     .create = fake_create,
@@ -278,6 +430,11 @@ static const struct nb_docker_ops fake_ops = {
     .list = fake_list,
     .pause = fake_pause,
     .unpause = fake_unpause,
+    .image_inspect = fake_image_inspect,
+    .image_list = fake_image_list,
+    .image_remove = fake_image_remove,
+    .image_import = fake_image_import,
+    .build = fake_build,
 };
 
 /* The agent of a handed-out warm sandbox: answers unless told not to. */
@@ -1423,6 +1580,228 @@ static void test_code_pool_of_the_default_image_starts_every_kernel(void **state
     assert_int_equal(kernels_warmed, 2);
 }
 
+/* ---- templates ---- */
+
+static void test_template_names_paths_and_refs(void **state)
+{
+    struct fixture *f = *state;
+    char out[128];
+    (void)f;
+    assert_true(nb_template_name_ok("a"));
+    assert_true(nb_template_name_ok("0.x_y-z"));
+    assert_true(
+        nb_template_name_ok("abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0"));
+    assert_false(nb_template_name_ok(""));
+    assert_false(nb_template_name_ok("-a"));
+    assert_false(nb_template_name_ok(".a"));
+    assert_false(nb_template_name_ok("Ab"));
+    assert_false(nb_template_name_ok("a/b"));
+    assert_false(nb_template_name_ok("a:b"));
+    assert_false(
+        nb_template_name_ok("abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz01"));
+    assert_int_equal(nb_template_path_ok("a/b.txt"), 0);
+    assert_int_equal(nb_template_path_ok("x..y"), 0);
+    assert_int_equal(nb_template_path_ok("../a"), -1);
+    assert_int_equal(nb_template_path_ok("a/../b"), -1);
+    assert_int_equal(nb_template_path_ok("./a"), -1);
+    assert_int_equal(nb_template_path_ok("/etc/x"), -1);
+    assert_int_equal(nb_template_path_ok("a//b"), -1);
+    assert_int_equal(nb_template_path_ok("Dockerfile"), -1);
+    assert_int_equal(nb_template_path_ok(""), -1);
+    /* the instance becomes a Docker repository: lower case, and a hash when changed */
+    nb_template_ref(&f->app.conf, "t1", out, sizeof(out));
+    assert_string_equal(out, "nanobox-tpl-default:t1");
+    snprintf(f->app.conf.instance, sizeof(f->app.conf.instance), "Prod_1");
+    nb_template_ref(&f->app.conf, "t1", out, sizeof(out));
+    assert_true(!strncmp(out, "nanobox-tpl-prod-1-", 19) && strlen(out) == 19 + 8 + 3);
+    nb_template_conf_name("nanobox:latest", out, sizeof(out));
+    assert_string_equal(out, "nanobox");
+    nb_template_conf_name("nanobox-python:3.11", out, sizeof(out));
+    assert_string_equal(out, "nanobox-python-3.11");
+}
+
+static int from_status(const struct nb_conf *c, const char *df)
+{
+    struct nb_apierr ae = {0};
+    return nb_template_check_from(c, df, strlen(df), &ae) == 0 ? 0 : ae.status;
+}
+
+static void test_template_from_lines(void **state)
+{
+    struct fixture *f = *state;
+    const struct nb_conf *c = &f->app.conf;
+    assert_int_equal(from_status(c, "FROM nanobox:latest\nRUN true\n"), 0);
+    assert_int_equal(from_status(c, "FROM nanobox\n"), 0);
+    assert_int_equal(from_status(c, "from docker.io/library/nanobox-python\n"), 0);
+    assert_int_equal(from_status(c, "# a comment\n\n  FROM --platform=linux/amd64 nanobox AS b\n"
+                                    "FROM b\nCOPY --from=b /x /y\n"),
+                     0);
+    assert_int_equal(from_status(c, "FROM nanobox AS Base\nFROM base\n"), 0);
+    assert_int_equal(from_status(c, "FROM debian\n"), 403);
+    assert_int_equal(from_status(c, "FROM nanobox AS a\nFROM alpine\n"), 403);
+    assert_int_equal(from_status(c, "ARG X=nanobox\nFROM $X\n"), 403);
+    assert_int_equal(from_status(c, "FROM ${X:-nanobox}\n"), 403);
+    assert_int_equal(from_status(c, "FROM \\\n  debian\n"), 403);
+    assert_int_equal(from_status(c, "RUN echo \\\nFROM debian\n"), 400); /* an argument, no FROM */
+    assert_int_equal(from_status(c, "RUN a \\\n# FROM debian\n b\nFROM nanobox\n"), 0);
+    assert_int_equal(from_status(c, "# escape=`\nFROM `\n debian\n"), 403);
+    assert_int_equal(from_status(c, "# escape=`\nFROM nanobox\nRUN a \\\nFROM debian\n"), 403);
+    assert_int_equal(from_status(c, "RUN true\n"), 400);
+    assert_int_equal(from_status(c, "FROM\n"), 400);
+    assert_int_equal(from_status(c, ""), 400);
+    /* the operator's own list replaces the default */
+    snprintf(f->app.conf.template_from, sizeof(f->app.conf.template_from), "debian:12, alpine");
+    assert_int_equal(from_status(c, "FROM debian:12\nFROM alpine:latest\n"), 0);
+    assert_int_equal(from_status(c, "FROM nanobox\n"), 403);
+}
+
+static void tpl_request(struct nb_template_req *rq, const char *name)
+{
+    static const struct nb_template_file file = {"dir/hello.txt", "hello\n", 6};
+    static const char df[] = "FROM nanobox:latest\nCOPY dir/hello.txt /x\n";
+    memset(rq, 0, sizeof(*rq));
+    rq->name = name;
+    rq->dockerfile = df;
+    rq->dockerfile_len = strlen(df);
+    rq->files = &file;
+    rq->n_files = 1;
+}
+
+/* What the reaper does before it forks a builder: the job leaves the queue for run/. */
+static void tpl_start_job(const struct nb_app *a, const char *name)
+{
+    char from[PATH_MAX], to[PATH_MAX], dir[PATH_MAX - 128];
+    nb_isolation_path(&a->conf, "templates", 0, dir, sizeof(dir));
+    snprintf(from, sizeof(from), "%s/queue/%.60s.json", dir, name);
+    snprintf(to, sizeof(to), "%s/run/%.60s.json", dir, name);
+    assert_int_equal(rename(from, to), 0);
+}
+
+static void test_template_submit_build_ready_and_delete(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_app *a = &f->app;
+    struct nb_template_req rq;
+    struct nb_template t;
+    struct nb_apierr ae = {0};
+    char image[128];
+
+    tpl_request(&rq, "tools");
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
+    assert_string_equal(t.status, "building");
+    assert_string_equal(t.image, "nanobox-tpl-default:tools");
+    assert_int_equal(nb_template_get(a, "tools", &t, &ae), 0);
+    assert_string_equal(t.status, "building");
+    /* not ready: no sandbox from it, and the name is taken */
+    assert_int_equal(nb_template_image(a, "tools", image, sizeof(image), &ae), -1);
+    assert_int_equal(ae.status, 409);
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
+    assert_int_equal(ae.status, 409);
+    assert_int_equal(nb_template_delete(a, "tools", 0, &ae), -1);
+    assert_int_equal(ae.status, 409);
+    assert_false(nb_template_image_allowed(a, "nanobox-tpl-default:tools"));
+
+    /* the builder, once the reaper handed it the job */
+    tpl_start_job(a, "tools");
+    assert_int_equal(nb_template_build_job(a, &a->docker, "tools"), 0);
+    /* the context was a tar holding the Dockerfile and the file */
+    assert_memory_equal(fake.build_context, "Dockerfile", 10);
+    assert_non_null(memmem(fake.build_context, sizeof(fake.build_context), "dir/hello.txt", 13));
+    assert_int_equal(nb_template_get(a, "tools", &t, &ae), 0);
+    assert_string_equal(t.status, "ready");
+    assert_int_equal(t.size, 1234);
+    assert_true(!strncmp(t.digest, "sha256:", 7));
+    assert_int_equal(fake_img(""), -1); /* the build record went */
+    assert_int_equal(nb_template_image(a, "tools", image, sizeof(image), &ae), 0);
+    assert_string_equal(image, "nanobox-tpl-default:tools");
+    assert_true(nb_template_image_allowed(a, image));
+    assert_true(nb_template_image_allowed(a, "nanobox:latest"));
+    assert_false(nb_template_image_allowed(a, "nanobox-tpl-default:other"));
+
+    /* a sandbox of it holds it unless forced */
+    nb_table_lock(&a->table);
+    snprintf(a->table.slots[0].image, sizeof(a->table.slots[0].image), "%s", image);
+    a->table.slots[0].state = NB_SLOT_RUNNING;
+    nb_table_unlock(&a->table);
+    assert_int_equal(nb_template_delete(a, "tools", 0, &ae), -1);
+    assert_int_equal(ae.status, 409);
+    assert_string_equal(ae.code, "in_use");
+    assert_int_equal(nb_template_delete(a, "tools", 1, &ae), 0);
+    assert_int_equal(nb_template_get(a, "tools", &t, &ae), -1);
+    assert_int_equal(ae.status, 404);
+    assert_int_equal(nb_template_delete(a, "nanobox", 1, &ae), -1);
+    assert_int_equal(ae.status, 403);
+}
+
+static void test_template_failed_build_keeps_the_error(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_app *a = &f->app;
+    struct nb_template_req rq;
+    struct nb_template t;
+    struct nb_apierr ae = {0};
+
+    tpl_request(&rq, "broken");
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
+    tpl_start_job(a, "broken");
+    fake.build_error = "The command '/bin/sh -c exit 3' returned a non-zero code: 3";
+    assert_int_equal(nb_template_build_job(a, &a->docker, "broken"), -1);
+    assert_int_equal(nb_template_get(a, "broken", &t, &ae), 0);
+    assert_string_equal(t.status, "failed");
+    assert_string_equal(t.error, fake.build_error);
+    assert_string_equal(t.digest, "");
+    assert_int_equal(fake.imports, 2); /* building, then failed: the first one removed */
+    {
+        int n = 0;
+        for (int i = 0; i < FAKE_MAX; i++)
+            n += fake.img_used[i];
+        assert_int_equal(n, 1);
+    }
+    assert_int_equal(nb_template_delete(a, "broken", 0, &ae), 0);
+}
+
+static void collect_names(void *arg, const struct nb_template *t)
+{
+    char *out = arg;
+    strcat(out, t->name);
+    strcat(out, ",");
+}
+
+static void test_template_list_and_bad_submits(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_app *a = &f->app;
+    struct nb_template_req rq;
+    struct nb_template t;
+    struct nb_apierr ae = {0};
+    char names[512] = "";
+    static const struct nb_template_file bad = {"../x", "x", 1};
+
+    tpl_request(&rq, "zeta");
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
+    tpl_request(&rq, "alpha");
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
+    assert_int_equal(nb_template_list(a, collect_names, names, &ae), 0);
+    assert_string_equal(names, "nanobox,nanobox-python,alpha,zeta,");
+
+    tpl_request(&rq, "Bad");
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
+    assert_int_equal(ae.status, 400);
+    tpl_request(&rq, "nanobox-python");
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
+    assert_int_equal(ae.status, 409);
+    tpl_request(&rq, "x");
+    rq.files = &bad;
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
+    assert_int_equal(ae.status, 400);
+    tpl_request(&rq, "x");
+    a->conf.template_context_max = 4096;
+    rq.dockerfile_len = 5000; /* the cap counts the Dockerfile too */
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
+    assert_int_equal(ae.status, 413);
+    assert_int_equal(fake.imports, 2);
+}
+
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
 #define W(test) cmocka_unit_test_setup_teardown(test, setup_warm, teardown)
 
@@ -1476,6 +1855,11 @@ int main(void)
         W(test_code_pool_keeps_a_sandbox_whose_kernel_did_not_start),
         W(test_code_pool_off_or_not_allowed_keeps_none),
         W(test_code_pool_of_the_default_image_starts_every_kernel),
+        T(test_template_names_paths_and_refs),
+        T(test_template_from_lines),
+        T(test_template_submit_build_ready_and_delete),
+        T(test_template_failed_build_keeps_the_error),
+        T(test_template_list_and_bad_submits),
     };
 
     nb_log_init("test_engine", NB_LOG_ERROR); /* the engine's warnings are expected here */

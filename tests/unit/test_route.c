@@ -93,6 +93,31 @@ static void test_paths_give_shape_and_sub_route(void **state)
     assert_int_equal(match("/sandbox/" SID "/metrics/cpu", &ra, &sub), NB_ROUTE_NONE);
 }
 
+static void test_template_paths(void **state)
+{
+    struct nb_route_args ra;
+    const char *sub;
+    char path[256];
+    (void)state;
+
+    assert_int_equal(match("/templates", &ra, &sub), NB_ROUTE_TEMPLATES);
+    assert_string_equal(sub, "");
+    assert_int_equal(match("/templates/", &ra, &sub), NB_ROUTE_TEMPLATES);
+    assert_int_equal(match("/templates/tools", &ra, &sub), NB_ROUTE_TEMPLATE);
+    assert_string_equal(ra.arg, "tools");
+    assert_string_equal(ra.id, "");
+    assert_string_equal(sub, "{name}");
+    assert_int_equal(match("/templates/tools/logs", &ra, &sub), NB_ROUTE_TEMPLATE);
+    assert_string_equal(sub, "{name}/logs");
+    assert_int_equal(match("/templates/tools/other", &ra, &sub), NB_ROUTE_TEMPLATE);
+    assert_string_equal(sub, "{name}/{op}");
+    assert_int_equal(match("/templates//logs", &ra, &sub), NB_ROUTE_NONE);
+    assert_int_equal(match("/templates/a/logs/x", &ra, &sub), NB_ROUTE_NONE);
+    /* a name too long for any template is no route, never cut to another name */
+    snprintf(path, sizeof(path), "/templates/%0100d", 0);
+    assert_int_equal(match(path, &ra, &sub), NB_ROUTE_NONE);
+}
+
 static void test_code_and_context_paths(void **state)
 {
     struct nb_route_args ra;
@@ -311,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_paths_give_shape_and_sub_route),
         cmocka_unit_test(test_pid_segment_syntax),
         cmocka_unit_test(test_code_and_context_paths),
+        cmocka_unit_test(test_template_paths),
         cmocka_unit_test(test_ctx_segment_syntax),
         cmocka_unit_test(test_lookup_finds_the_row_of_the_method),
         cmocka_unit_test(test_lookup_lists_allowed_methods_in_table_order),

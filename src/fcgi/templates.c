@@ -1,0 +1,1161 @@
+/*
+ * templates.c - see templates.h.
+ *
+ * Files under <sandbox_dir>/templates:
+ *   .lock              flock'd while a name is checked and claimed, or removed
+ *   queue/<name>.tar   the build context (Dockerfile + files), written by the worker
+ *   queue/<name>.json  the job ({"memory", "nano_cpus"}), written last: a queued build
+ *   run/<name>.json    the job once the reaper handed it to a builder
+ *   <name>.log         the build's output, NDJSON, capped at NB_TPL_LOG_MAX
+ */
+#include "config.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "isolation.h"
+#include "json.h"
+#include "log.h"
+#include "templates.h"
+
+#define LINE_MAX_LEN (64 * 1024) /* one logical Dockerfile line */
+#define SWEEP_EVERY 300          /* reaper ticks (~30 s) between sweeps for orphaned builds */
+#define BUILDERS_MAX 64
+
+/* ---- names and paths ---- */
+
+int nb_template_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > NB_TPL_NAME_MAX ||
+        !((s[0] >= 'a' && s[0] <= 'z') || isdigit((unsigned char)s[0])))
+        return 0;
+    return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
+int nb_template_path_ok(const char *p)
+{
+    size_t n = strlen(p);
+    const char *seg = p;
+    if (n == 0 || n > 255 || p[0] == '/' || !strcmp(p, "Dockerfile") || p[n - 1] == '/')
+        return -1;
+    for (const char *c = p; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == '\\')
+            return -1;
+    while (seg) {
+        const char *slash = strchr(seg, '/');
+        size_t len = slash ? (size_t)(slash - seg) : strlen(seg);
+        if (len == 0 || (len == 1 && seg[0] == '.') || (len == 2 && !strncmp(seg, "..", 2)))
+            return -1;
+        seg = slash ? slash + 1 : NULL;
+    }
+    return 0;
+}
+
+static uint32_t fnv1a(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* nanobox-tpl-<instance as a Docker repository component> */
+static void tpl_repo(const struct nb_conf *c, char *out, size_t outlen)
+{
+    char r[48];
+    size_t k = 0;
+    int changed = 0;
+    for (const char *p = c->instance; *p; p++) {
+        char ch = *p;
+        if (k == 40) {
+            changed = 1;
+            break;
+        }
+        if (ch >= 'A' && ch <= 'Z') {
+            ch = (char)(ch - 'A' + 'a');
+            changed = 1;
+        }
+        if (!((ch >= 'a' && ch <= 'z') || isdigit((unsigned char)ch))) {
+            if (ch != '-')
+                changed = 1;
+            ch = '-';
+        }
+        if (ch == '-' && k == 0) {
+            changed = 1;
+            continue;
+        }
+        r[k++] = ch;
+    }
+    while (k > 0 && r[k - 1] == '-') {
+        k--;
+        changed = 1;
+    }
+    r[k] = '\0';
+    if (changed || k == 0)
+        snprintf(out, outlen, "nanobox-tpl-%s%s%08x", r, k ? "-" : "", fnv1a(c->instance));
+    else
+        snprintf(out, outlen, "nanobox-tpl-%s", r);
+}
+
+void nb_template_ref(const struct nb_conf *c, const char *name, char *out, size_t outlen)
+{
+    char repo[64];
+    tpl_repo(c, repo, sizeof(repo));
+    snprintf(out, outlen, "%s:%s", repo, name);
+}
+
+void nb_template_conf_name(const char *image, char *out, size_t outlen)
+{
+    size_t n = strlen(image), k = 0;
+    if (n > 7 && !strcmp(image + n - 7, ":latest"))
+        n -= 7;
+    for (size_t i = 0; i < n && k + 1 < outlen && k < NB_TPL_NAME_MAX; i++) {
+        char ch = (char)tolower((unsigned char)image[i]);
+        out[k++] = strchr("abcdefghijklmnopqrstuvwxyz0123456789._-", ch) && ch ? ch : '-';
+    }
+    out[k] = '\0';
+}
+
+static void tpl_path(const struct nb_conf *c, const char *sub, char *out, size_t outlen)
+{
+    char dir[PATH_MAX - 512];
+    nb_isolation_path(c, "templates", 0, dir, sizeof(dir));
+    snprintf(out, outlen, "%s%s%s", dir, sub[0] ? "/" : "", sub);
+}
+
+void nb_template_log_path(const struct nb_conf *c, const char *name, char *out, size_t outlen)
+{
+    char sub[128];
+    snprintf(sub, sizeof(sub), "%.100s.log", name);
+    tpl_path(c, sub, out, outlen);
+}
+
+/* queue/<name>.<ext> or run/<name>.<ext> */
+static void job_path(const struct nb_conf *c, const char *where, const char *name, const char *ext,
+                     char *out, size_t outlen)
+{
+    char sub[160];
+    snprintf(sub, sizeof(sub), "%.8s/%.80s.%.8s", where, name, ext);
+    tpl_path(c, sub, out, outlen);
+}
+
+static int ensure_dirs(const struct nb_conf *c)
+{
+    char p[PATH_MAX];
+    const char *subs[] = {"", "queue", "run"};
+    for (size_t i = 0; i < 3; i++) {
+        tpl_path(c, subs[i], p, sizeof(p));
+        if (mkdir(p, 0700) != 0 && errno != EEXIST)
+            return -1;
+    }
+    return 0;
+}
+
+static int lock_names(const struct nb_conf *c)
+{
+    char p[PATH_MAX];
+    int fd;
+    tpl_path(c, ".lock", p, sizeof(p));
+    fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static void unlock_names(int fd)
+{
+    if (fd >= 0)
+        close(fd); /* drops the flock */
+}
+
+/* ---- FROM ---- */
+
+/* docker.io/library/x -> x; a name without a tag gets :latest */
+static void norm_image(const char *in, char *out, size_t outlen)
+{
+    const char *p = in, *slash, *last;
+    if (!strncmp(p, "docker.io/", 10))
+        p += 10;
+    if (!strncmp(p, "library/", 8))
+        p += 8;
+    slash = strrchr(p, '/');
+    last = slash ? slash + 1 : p;
+    if (strchr(last, ':') || strchr(p, '@'))
+        snprintf(out, outlen, "%s", p);
+    else
+        snprintf(out, outlen, "%s:latest", p);
+}
+
+int nb_template_from_allowed(const struct nb_conf *c, const char *image)
+{
+    char want[300], have[300];
+    norm_image(image, want, sizeof(want));
+    if (c->template_from[0]) {
+        char tmp[NB_CONF_LIST], *save = NULL, *tok;
+        snprintf(tmp, sizeof(tmp), "%s", c->template_from);
+        for (tok = strtok_r(tmp, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+            norm_image(tok, have, sizeof(have));
+            if (!strcmp(want, have))
+                return 1;
+        }
+        return 0;
+    }
+    for (unsigned i = 0; i < c->n_images; i++) {
+        norm_image(c->images[i], have, sizeof(have));
+        if (!strcmp(want, have))
+            return 1;
+    }
+    return 0;
+}
+
+struct from_state {
+    const struct nb_conf *c;
+    char stages[32][64];
+    unsigned n_stages, n_from;
+};
+
+/* Next whitespace-separated word of *p into out; 0 when there is none. */
+static int word(const char **p, char *out, size_t outlen)
+{
+    const char *s = *p, *e;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (*s == '\0')
+        return 0;
+    for (e = s; *e && *e != ' ' && *e != '\t'; e++)
+        ;
+    snprintf(out, outlen, "%.*s", (int)(e - s), s);
+    *p = e;
+    return 1;
+}
+
+static int from_line(struct from_state *st, const char *line, struct nb_apierr *ae)
+{
+    char w[512], image[512];
+    const char *p = line;
+    if (!word(&p, w, sizeof(w)) || strcasecmp(w, "FROM") != 0)
+        return 0;
+    st->n_from++;
+    do {
+        if (!word(&p, image, sizeof(image))) {
+            nb_apierr_set(ae, 400, "bad_dockerfile", "a FROM line names no image");
+            return -1;
+        }
+    } while (!strncmp(image, "--", 2)); /* --platform=... */
+    if (strchr(image, '$')) {
+        nb_apierr_set(ae, 403, "from_forbidden",
+                      "FROM %.200s names its image through a variable (ARG): not allowed, "
+                      "name the image itself",
+                      image);
+        return -1;
+    }
+    {
+        int stage = 0;
+        char low[512];
+        size_t i;
+        for (i = 0; image[i] && i < sizeof(low) - 1; i++)
+            low[i] = (char)tolower((unsigned char)image[i]);
+        low[i] = '\0';
+        for (unsigned k = 0; k < st->n_stages; k++)
+            stage |= !strcmp(st->stages[k], low);
+        if (!stage && !nb_template_from_allowed(st->c, image)) {
+            nb_apierr_set(ae, 403, "from_forbidden",
+                          "FROM %.200s: the operator allows only these base images: %.200s", image,
+                          st->c->template_from[0] ? st->c->template_from : "the configured images");
+            return -1;
+        }
+    }
+    if (word(&p, w, sizeof(w)) && !strcasecmp(w, "AS") && word(&p, w, sizeof(w)) &&
+        st->n_stages < 32) {
+        size_t i;
+        for (i = 0; w[i] && i < 63; i++)
+            st->stages[st->n_stages][i] = (char)tolower((unsigned char)w[i]);
+        st->stages[st->n_stages][i] = '\0';
+        st->n_stages++;
+    }
+    return 0;
+}
+
+int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
+                           struct nb_apierr *ae)
+{
+    struct from_state st;
+    struct nb_buf line;
+    char esc = '\\';
+    int directives = 1, rc = 0;
+    size_t i = 0;
+
+    memset(&st, 0, sizeof(st));
+    st.c = c;
+    nb_buf_init(&line, LINE_MAX_LEN);
+    while (rc == 0 && i < len) {
+        size_t s = i, e, a, b;
+        while (i < len && df[i] != '\n')
+            i++;
+        e = i;
+        if (i < len)
+            i++;
+        if (e > s && df[e - 1] == '\r')
+            e--;
+        for (a = s; a < e && (df[a] == ' ' || df[a] == '\t'); a++)
+            ;
+        if (directives) {
+            /* "# escape=`" before anything else changes the line continuation */
+            if (a < e && df[a] == '#') {
+                const char *q = df + a + 1, *end = df + e;
+                while (q < end && (*q == ' ' || *q == '\t'))
+                    q++;
+                if (end - q >= 6 && !strncasecmp(q, "escape", 6)) {
+                    q += 6;
+                    while (q < end && (*q == ' ' || *q == '\t'))
+                        q++;
+                    if (q < end && *q == '=') {
+                        q++;
+                        while (q < end && (*q == ' ' || *q == '\t'))
+                            q++;
+                        if (q < end)
+                            esc = *q;
+                    }
+                }
+                continue;
+            }
+            directives = 0;
+        }
+        if (a < e && df[a] == '#')
+            continue; /* a comment, also inside a continued line */
+        if (a == e && line.len == 0)
+            continue;
+        for (b = e; b > a && (df[b - 1] == ' ' || df[b - 1] == '\t'); b--)
+            ;
+        if (b > a && df[b - 1] == esc) {
+            nb_buf_append_some(&line, df + a, b - 1 - a);
+            nb_buf_append_some(&line, " ", 1);
+            continue;
+        }
+        nb_buf_append_some(&line, df + a, e - a);
+        rc = from_line(&st, line.data ? line.data : "", ae);
+        line.len = 0;
+        if (line.data)
+            line.data[0] = '\0';
+    }
+    if (rc == 0 && line.len > 0)
+        rc = from_line(&st, line.data, ae);
+    nb_buf_free(&line);
+    if (rc == 0 && st.n_from == 0) {
+        nb_apierr_set(ae, 400, "bad_dockerfile", "the Dockerfile has no FROM line");
+        rc = -1;
+    }
+    return rc;
+}
+
+/* ---- tar (libarchive) ---- */
+
+static int tar_add(struct archive *ar, const char *path, const void *data, size_t len)
+{
+    struct archive_entry *e = archive_entry_new();
+    int rc = 0;
+    archive_entry_set_pathname(e, path);
+    archive_entry_set_size(e, (la_int64_t)len);
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_entry_set_mtime(e, time(NULL), 0);
+    if (archive_write_header(ar, e) != ARCHIVE_OK ||
+        (len > 0 && archive_write_data(ar, data, len) != (la_ssize_t)len))
+        rc = -1;
+    archive_entry_free(e);
+    return rc;
+}
+
+static int write_context(const char *path, const struct nb_template_req *rq, struct nb_apierr *ae)
+{
+    struct archive *ar = archive_write_new();
+    int rc = 0;
+    archive_write_set_format_pax_restricted(ar);
+    if (archive_write_open_filename(ar, path) != ARCHIVE_OK) {
+        nb_apierr_set(ae, 500, "internal", "cannot write the build context: %s",
+                      archive_error_string(ar));
+        archive_write_free(ar);
+        return -1;
+    }
+    rc = tar_add(ar, "Dockerfile", rq->dockerfile, rq->dockerfile_len);
+    for (size_t i = 0; rc == 0 && i < rq->n_files; i++)
+        rc = tar_add(ar, rq->files[i].path, rq->files[i].data, rq->files[i].len);
+    if (archive_write_close(ar) != ARCHIVE_OK)
+        rc = -1;
+    if (rc != 0)
+        nb_apierr_set(ae, 500, "internal", "cannot write the build context: %s",
+                      archive_error_string(ar));
+    archive_write_free(ar);
+    if (rc != 0)
+        unlink(path);
+    return rc;
+}
+
+/* The empty filesystem a record image is imported from. */
+static int empty_tar(char *buf, size_t cap, size_t *used)
+{
+    struct archive *ar = archive_write_new();
+    int rc = -1;
+    archive_write_set_format_pax_restricted(ar);
+    archive_write_set_bytes_per_block(ar, 512);
+    if (archive_write_open_memory(ar, buf, cap, used) == ARCHIVE_OK &&
+        archive_write_close(ar) == ARCHIVE_OK)
+        rc = 0;
+    archive_write_free(ar);
+    return rc;
+}
+
+/* ---- records ---- */
+
+/* The name's record image (status "building" or "failed"); its id into id. */
+static int put_record(struct nb_docker *d, const struct nb_conf *c, const char *name,
+                      const char *status, int64_t created_at, const char *error, char id[80],
+                      struct nb_derr *de)
+{
+    char ref[128], l[6][600], tar[4096];
+    const char *labels[7];
+    size_t used = 0, n = 0;
+    nb_template_ref(c, name, ref, sizeof(ref));
+    snprintf(l[n], sizeof(l[n]), "nanobox.instance=%s", c->instance), n++;
+    snprintf(l[n], sizeof(l[n]), "nanobox.template=%s", name), n++;
+    snprintf(l[n], sizeof(l[n]), "nanobox.kind=build"), n++;
+    snprintf(l[n], sizeof(l[n]), "nanobox.status=%s", status), n++;
+    snprintf(l[n], sizeof(l[n]), "nanobox.created_at=%lld", (long long)created_at), n++;
+    if (error && error[0])
+        snprintf(l[n], sizeof(l[n]), "nanobox.error=%.500s", error), n++;
+    for (size_t i = 0; i < n; i++)
+        labels[i] = l[i];
+    labels[n] = NULL;
+    if (empty_tar(tar, sizeof(tar), &used) != 0) {
+        de->kind = NB_DERR_PROTO;
+        snprintf(de->msg, sizeof(de->msg), "cannot make an empty tar");
+        return -1;
+    }
+    return nb_docker_image_import(d, ref, labels, tar, used, id, de);
+}
+
+static void from_image(const struct nb_docker_image *im, struct nb_template *t)
+{
+    snprintf(t->name, sizeof(t->name), "%s", im->name);
+    snprintf(t->status, sizeof(t->status), "%s", im->status);
+    snprintf(t->kind, sizeof(t->kind), "%s", im->kind[0] ? im->kind : "build");
+    snprintf(t->parent, sizeof(t->parent), "%s", im->parent);
+    snprintf(t->parent_tpl, sizeof(t->parent_tpl), "%s", im->parent_tpl);
+    snprintf(t->error, sizeof(t->error), "%s", im->error);
+    t->created_at = im->created_at;
+    if (!strcmp(im->status, "ready")) {
+        t->size = im->size;
+        snprintf(t->digest, sizeof(t->digest), "%s", im->id);
+    }
+}
+
+/* Append one {"status": ..., "error"?: ...} line: the log's end. */
+static void log_final(const struct nb_conf *c, const char *name, const char *status,
+                      const char *error)
+{
+    char path[PATH_MAX];
+    yajl_gen g = nb_json_gen();
+    const unsigned char *buf;
+    size_t len;
+    int fd;
+    nb_template_log_path(c, name, path, sizeof(path));
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "status", status);
+    if (error && error[0])
+        nb_json_kv_str(g, "error", error);
+    yajl_gen_map_close(g);
+    yajl_gen_get_buf(g, &buf, &len);
+    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        if (write(fd, buf, len) != (ssize_t)len || write(fd, "\n", 1) != 1)
+            nb_warn("template %s: cannot write its log", name);
+        close(fd);
+    }
+    yajl_gen_free(g);
+}
+
+/* Turn name's record (old_id) into a failed one; the job's files go. */
+static void fail_build(const struct nb_conf *c, struct nb_docker *d, const char *name,
+                       int64_t created_at, const char *old_id, const char *error)
+{
+    struct nb_derr de = {0};
+    char id[80] = "", p[PATH_MAX];
+    nb_warn("template %s: build failed: %s", name, error);
+    if (put_record(d, c, name, "failed", created_at, error, id, &de) != 0)
+        nb_warn("template %s: cannot record the failure: %s", name, de.msg);
+    else if (old_id && old_id[0] && strcmp(old_id, id) != 0 &&
+             nb_docker_image_remove(d, old_id, 0, &de) != 0)
+        nb_warn("template %s: cannot remove its old record %s: %s", name, old_id, de.msg);
+    /* the log's last line only once Docker says failed: a reader that saw it may act on it
+     * (a reader that finds the state ended first gets the line from the logs route) */
+    log_final(c, name, "failed", error);
+    job_path(c, "run", name, "json", p, sizeof(p));
+    unlink(p);
+    job_path(c, "queue", name, "tar", p, sizeof(p));
+    unlink(p);
+}
+
+/* ---- the API's calls ---- */
+
+static int conf_template(const struct nb_conf *c, const char *name)
+{
+    char n[NB_TPL_NAME_MAX + 1];
+    for (unsigned i = 0; i < c->n_images; i++) {
+        nb_template_conf_name(c->images[i], n, sizeof(n));
+        if (!strcmp(n, name))
+            return (int)i;
+    }
+    return -1;
+}
+
+static void conf_fill(struct nb_app *a, unsigned i, struct nb_template *t)
+{
+    struct nb_docker_image im;
+    struct nb_derr de = {0};
+    memset(t, 0, sizeof(*t));
+    nb_template_conf_name(a->conf.images[i], t->name, sizeof(t->name));
+    snprintf(t->image, sizeof(t->image), "%s", a->conf.images[i]);
+    snprintf(t->kind, sizeof(t->kind), "image");
+    snprintf(t->status, sizeof(t->status), "ready");
+    if (nb_docker_image_inspect(&a->docker, a->conf.images[i], &im, &de) == 0) {
+        t->size = im.size;
+        snprintf(t->digest, sizeof(t->digest), "%s", im.id);
+    } else if (de.kind == NB_DERR_HTTP && de.status == 404) {
+        snprintf(t->status, sizeof(t->status), "failed");
+        snprintf(t->error, sizeof(t->error),
+                 "image %s is not on the Docker host (src/setup/image.sh builds it)",
+                 a->conf.images[i]);
+    }
+}
+
+int nb_template_get(struct nb_app *a, const char *name, struct nb_template *t, struct nb_apierr *ae)
+{
+    struct nb_docker_image im;
+    struct nb_derr de = {0};
+    int ci = conf_template(&a->conf, name);
+    memset(t, 0, sizeof(*t));
+    if (ci >= 0) {
+        conf_fill(a, (unsigned)ci, t);
+        return 0;
+    }
+    if (!nb_template_name_ok(name)) {
+        nb_apierr_set(ae, 404, "not_found", "no template \"%.80s\"", name);
+        return -1;
+    }
+    nb_template_ref(&a->conf, name, t->image, sizeof(t->image));
+    if (nb_docker_image_inspect(&a->docker, t->image, &im, &de) != 0) {
+        if (de.kind == NB_DERR_HTTP && de.status == 404)
+            nb_apierr_set(ae, 404, "not_found", "no template \"%s\"", name);
+        else
+            nb_apierr_docker(ae, &de, "read the template");
+        return -1;
+    }
+    if (strcmp(im.instance, a->conf.instance) != 0 || strcmp(im.name, name) != 0) {
+        nb_apierr_set(ae, 404, "not_found", "no template \"%s\"", name);
+        return -1;
+    }
+    from_image(&im, t);
+    return 0;
+}
+
+struct list_ctx {
+    struct nb_template *t;
+    size_t n, cap;
+    char repo[90];
+};
+
+static void list_one(void *arg, const struct nb_docker_image *im)
+{
+    struct list_ctx *l = arg;
+    size_t rl = strlen(l->repo);
+    /* only the image a name points at (a record being replaced is not it) */
+    if (strncmp(im->ref, l->repo, rl) != 0 || strcmp(im->ref + rl, im->name) != 0 ||
+        !nb_template_name_ok(im->name))
+        return;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 16;
+        l->t = realloc(l->t, l->cap * sizeof(*l->t));
+        if (l->t == NULL)
+            abort();
+    }
+    memset(&l->t[l->n], 0, sizeof(l->t[0]));
+    from_image(im, &l->t[l->n]);
+    snprintf(l->t[l->n].image, sizeof(l->t[0].image), "%s", im->ref);
+    l->n++;
+}
+
+static int by_name(const void *x, const void *y)
+{
+    return strcmp(((const struct nb_template *)x)->name, ((const struct nb_template *)y)->name);
+}
+
+int nb_template_list(struct nb_app *a, nb_template_fn cb, void *arg, struct nb_apierr *ae)
+{
+    struct list_ctx l = {0};
+    struct nb_derr de = {0};
+    struct nb_template t;
+    char repo[90];
+    tpl_repo(&a->conf, repo, sizeof(repo));
+    snprintf(l.repo, sizeof(l.repo), "%.80s:", repo);
+    if (nb_docker_image_list(&a->docker, a->conf.instance, list_one, &l, &de) < 0) {
+        free(l.t);
+        nb_apierr_docker(ae, &de, "list the templates");
+        return -1;
+    }
+    for (unsigned i = 0; i < a->conf.n_images; i++) {
+        conf_fill(a, i, &t);
+        cb(arg, &t);
+    }
+    if (l.n > 1)
+        qsort(l.t, l.n, sizeof(l.t[0]), by_name);
+    for (size_t i = 0; i < l.n; i++)
+        cb(arg, &l.t[i]);
+    free(l.t);
+    return 0;
+}
+
+static int write_job(const char *path, const struct nb_conf *c, const struct nb_template_req *rq)
+{
+    char tmp[PATH_MAX + 8];
+    FILE *f;
+    int ok;
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    f = fopen(tmp, "we");
+    if (f == NULL)
+        return -1;
+    ok = fprintf(f, "{\"memory\":%llu,\"nano_cpus\":%llu}\n",
+                 (unsigned long long)(rq->memory ? rq->memory : c->template_memory),
+                 (unsigned long long)(rq->nano_cpus ? rq->nano_cpus : c->template_nano_cpus)) > 0;
+    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struct nb_template *out,
+                       struct nb_apierr *ae)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_docker_image im;
+    struct nb_derr de = {0};
+    char ref[128], tarp[PATH_MAX], jobp[PATH_MAX], logp[PATH_MAX], id[80];
+    size_t total = 1024 + 512 + rq->dockerfile_len;
+    int64_t now = time(NULL);
+    int lock, rc = -1;
+
+    if (c->template_builds_max == 0) {
+        nb_apierr_set(ae, 403, "forbidden",
+                      "template builds are off on this server (template_builds_max = 0)");
+        return -1;
+    }
+    if (!nb_template_name_ok(rq->name)) {
+        nb_apierr_set(ae, 400, "bad_name",
+                      "a template name is 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a "
+                      "letter or digit");
+        return -1;
+    }
+    if (conf_template(c, rq->name) >= 0) {
+        nb_apierr_set(ae, 409, "name_taken", "\"%s\" names one of the operator's images", rq->name);
+        return -1;
+    }
+    for (size_t i = 0; i < rq->n_files; i++) {
+        if (nb_template_path_ok(rq->files[i].path) != 0) {
+            nb_apierr_set(ae, 400, "bad_path",
+                          "files: \"%.100s\" must be a relative path without . or .. segments, "
+                          "and not Dockerfile",
+                          rq->files[i].path);
+            return -1;
+        }
+        total += 512 + ((rq->files[i].len + 511) / 512) * 512;
+    }
+    if (total > c->template_context_max) {
+        nb_apierr_set(ae, 413, "too_large",
+                      "the build context (Dockerfile and files) is over template_context_max "
+                      "(%zu bytes)",
+                      c->template_context_max);
+        return -1;
+    }
+    if (nb_template_check_from(c, rq->dockerfile, rq->dockerfile_len, ae) != 0)
+        return -1;
+    if (ensure_dirs(c) != 0 || (lock = lock_names(c)) < 0) {
+        nb_apierr_set(ae, 500, "internal", "cannot use the templates directory: %s",
+                      strerror(errno));
+        return -1;
+    }
+    nb_template_ref(c, rq->name, ref, sizeof(ref));
+    job_path(c, "queue", rq->name, "tar", tarp, sizeof(tarp));
+    job_path(c, "queue", rq->name, "json", jobp, sizeof(jobp));
+    nb_template_log_path(c, rq->name, logp, sizeof(logp));
+    if (nb_docker_image_inspect(&a->docker, ref, &im, &de) == 0) {
+        nb_apierr_set(ae, 409, "name_taken", "template \"%s\" exists (DELETE it first)", rq->name);
+        goto out;
+    }
+    if (!(de.kind == NB_DERR_HTTP && de.status == 404)) {
+        nb_apierr_docker(ae, &de, "check the template name");
+        goto out;
+    }
+    if (write_context(tarp, rq, ae) != 0)
+        goto out;
+    unlink(logp);
+    if (put_record(&a->docker, c, rq->name, "building", now, NULL, id, &de) != 0) {
+        nb_apierr_docker(ae, &de, "record the template");
+        unlink(tarp);
+        goto out;
+    }
+    if (write_job(jobp, c, rq) != 0) {
+        nb_apierr_set(ae, 500, "internal", "cannot queue the build: %s", strerror(errno));
+        nb_docker_image_remove(&a->docker, ref, 1, &de);
+        unlink(tarp);
+        goto out;
+    }
+    memset(out, 0, sizeof(*out));
+    snprintf(out->name, sizeof(out->name), "%s", rq->name);
+    snprintf(out->image, sizeof(out->image), "%s", ref);
+    snprintf(out->status, sizeof(out->status), "building");
+    snprintf(out->kind, sizeof(out->kind), "build");
+    out->created_at = now;
+    nb_info("template %s: build queued", rq->name);
+    rc = 0;
+out:
+    unlock_names(lock);
+    return rc;
+}
+
+/* Sandboxes (any state but free) whose image is ref. */
+static unsigned users_of(struct nb_app *a, const char *ref)
+{
+    unsigned n = 0;
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++)
+        n += a->table.slots[i].state != NB_SLOT_FREE && !strcmp(a->table.slots[i].image, ref);
+    nb_table_unlock(&a->table);
+    return n;
+}
+
+int nb_template_delete(struct nb_app *a, const char *name, int force, struct nb_apierr *ae)
+{
+    struct nb_template t;
+    struct nb_derr de = {0};
+    char logp[PATH_MAX];
+    unsigned users;
+    int lock, rc = -1;
+    if (conf_template(&a->conf, name) >= 0) {
+        nb_apierr_set(ae, 403, "forbidden",
+                      "template \"%s\" is one of the operator's images (the images setting)", name);
+        return -1;
+    }
+    if ((lock = lock_names(&a->conf)) < 0) {
+        nb_apierr_set(ae, 500, "internal", "cannot use the templates directory: %s",
+                      strerror(errno));
+        return -1;
+    }
+    if (nb_template_get(a, name, &t, ae) != 0)
+        goto out;
+    if (!strcmp(t.status, "building")) {
+        nb_apierr_set(ae, 409, "building", "template \"%s\" is building; delete it once it ends",
+                      name);
+        goto out;
+    }
+    users = users_of(a, t.image);
+    if (users > 0 && !force) {
+        nb_apierr_set(ae, 409, "in_use",
+                      "%u sandbox(es) run template \"%s\"; ?force=1 removes it anyway (they keep "
+                      "running)",
+                      users, name);
+        goto out;
+    }
+    if (nb_docker_image_remove(&a->docker, t.image, 1, &de) != 0) {
+        nb_apierr_docker(ae, &de, "remove the template");
+        goto out;
+    }
+    nb_template_log_path(&a->conf, name, logp, sizeof(logp));
+    unlink(logp);
+    nb_info("template %s removed%s", name, users ? " (forced, sandboxes of it still run)" : "");
+    rc = 0;
+out:
+    unlock_names(lock);
+    return rc;
+}
+
+int nb_template_image(struct nb_app *a, const char *name, char *image, size_t n,
+                      struct nb_apierr *ae)
+{
+    struct nb_template t;
+    if (nb_template_get(a, name, &t, ae) != 0)
+        return -1;
+    if (strcmp(t.status, "ready") != 0) {
+        nb_apierr_set(ae, 409, "not_ready", "template \"%s\" is %s%s%.300s", name, t.status,
+                      t.error[0] ? ": " : "", t.error);
+        return -1;
+    }
+    snprintf(image, n, "%s", t.image);
+    return 0;
+}
+
+int nb_template_image_allowed(struct nb_app *a, const char *image)
+{
+    char repo[90];
+    struct nb_template t;
+    struct nb_apierr ae;
+    size_t rl;
+    if (nb_conf_image_allowed(&a->conf, image))
+        return 1;
+    tpl_repo(&a->conf, repo, sizeof(repo));
+    rl = strlen(repo);
+    if (strncmp(image, repo, rl) != 0 || image[rl] != ':')
+        return 0;
+    return nb_template_get(a, image + rl + 1, &t, &ae) == 0 && !strcmp(t.status, "ready");
+}
+
+/* ---- the builder ---- */
+
+struct build_log {
+    int fd;
+    size_t written;
+    int truncated;
+    char error[512];
+};
+
+static void log_line(struct build_log *bl, const char *key, const char *text)
+{
+    yajl_gen g;
+    const unsigned char *buf;
+    size_t len;
+    if (bl->fd < 0 || bl->truncated)
+        return;
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    if (bl->written + strlen(text) + 32 > NB_TPL_LOG_MAX) {
+        nb_json_kv_str(g, "stream", "[nanobox: the log is over its cap; the rest is not kept]\n");
+        bl->truncated = 1;
+    } else {
+        nb_json_kv_str(g, key, text);
+    }
+    yajl_gen_map_close(g);
+    yajl_gen_get_buf(g, &buf, &len);
+    if (write(bl->fd, buf, len) == (ssize_t)len && write(bl->fd, "\n", 1) == 1)
+        bl->written += len + 1;
+    yajl_gen_free(g);
+}
+
+static void on_build_line(void *arg, const char *line, size_t len)
+{
+    struct build_log *bl = arg;
+    char err[64];
+    yajl_val v = NULL, s;
+    const char *sp[] = {"stream", NULL}, *ep[] = {"error", NULL}, *mp[] = {"message", NULL};
+    if (nb_json_parse(line, len, 16, &v, err, sizeof(err)) != 0 || !YAJL_IS_OBJECT(v)) {
+        yajl_tree_free(v);
+        return;
+    }
+    if ((s = yajl_tree_get(v, sp, yajl_t_string)) != NULL) {
+        log_line(bl, "stream", nb_json_string(s));
+    } else if ((s = yajl_tree_get(v, ep, yajl_t_string)) != NULL ||
+               (s = yajl_tree_get(v, mp, yajl_t_string)) != NULL) {
+        snprintf(bl->error, sizeof(bl->error), "%s", nb_json_string(s));
+        log_line(bl, "error", nb_json_string(s));
+    }
+    yajl_tree_free(v);
+}
+
+static void read_job(const char *path, const struct nb_conf *c, uint64_t *memory,
+                     uint64_t *nano_cpus)
+{
+    char buf[512], err[64];
+    yajl_val v = NULL, m;
+    const char *mp[] = {"memory", NULL}, *cp[] = {"nano_cpus", NULL};
+    FILE *f = fopen(path, "re");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    *memory = c->template_memory;
+    *nano_cpus = c->template_nano_cpus;
+    if (f)
+        fclose(f);
+    if (nb_json_parse(buf, n, 4, &v, err, sizeof(err)) == 0 && v) {
+        if ((m = yajl_tree_get(v, mp, yajl_t_number)) && YAJL_GET_INTEGER(m) > 0)
+            *memory = (uint64_t)YAJL_GET_INTEGER(m);
+        if ((m = yajl_tree_get(v, cp, yajl_t_number)) && YAJL_GET_INTEGER(m) > 0)
+            *nano_cpus = (uint64_t)YAJL_GET_INTEGER(m);
+    }
+    yajl_tree_free(v);
+}
+
+int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *name)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_docker_image rec, im;
+    struct nb_derr de = {0};
+    struct build_log bl = {-1, 0, 0, ""};
+    struct nb_docker_build b;
+    char ref[128], jobp[PATH_MAX], tarp[PATH_MAX], logp[PATH_MAX], error[512] = "";
+    char *labels;
+    uint64_t memory, nano_cpus;
+    yajl_gen g;
+
+    nb_template_ref(c, name, ref, sizeof(ref));
+    job_path(c, "run", name, "json", jobp, sizeof(jobp));
+    job_path(c, "queue", name, "tar", tarp, sizeof(tarp));
+    nb_template_log_path(c, name, logp, sizeof(logp));
+    read_job(jobp, c, &memory, &nano_cpus);
+    if (nb_docker_image_inspect(d, ref, &rec, &de) != 0 || strcmp(rec.status, "building") != 0 ||
+        strcmp(rec.instance, c->instance) != 0) {
+        nb_warn("template %s: no build record (%s); dropping the job", name,
+                de.kind ? de.msg : rec.status);
+        unlink(jobp);
+        unlink(tarp);
+        return -1;
+    }
+    bl.fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "nanobox.instance", c->instance);
+    nb_json_kv_str(g, "nanobox.template", name);
+    nb_json_kv_str(g, "nanobox.kind", "build");
+    nb_json_kv_str(g, "nanobox.status", "ready");
+    {
+        char ts[32];
+        snprintf(ts, sizeof(ts), "%lld", (long long)rec.created_at);
+        nb_json_kv_str(g, "nanobox.created_at", ts);
+    }
+    yajl_gen_map_close(g);
+    labels = nb_json_gen_take(g);
+    memset(&b, 0, sizeof(b));
+    b.context = tarp;
+    b.tag = ref;
+    b.labels_json = labels;
+    b.network = c->template_network;
+    b.memory = memory;
+    b.nano_cpus = nano_cpus;
+    b.timeout_ms = (long)c->template_timeout * 1000L;
+    nb_info("template %s: building", name);
+    if (nb_docker_build(d, &b, on_build_line, &bl, &de) != 0) {
+        if (de.kind == NB_DERR_TIMEOUT ||
+            (de.kind == NB_DERR_UNREACHABLE && strstr(de.msg, "imeout") != NULL))
+            snprintf(error, sizeof(error), "the build took longer than template_timeout (%u s)",
+                     c->template_timeout);
+        else
+            snprintf(error, sizeof(error), "%s", bl.error[0] ? bl.error : de.msg);
+    } else if (bl.error[0]) {
+        snprintf(error, sizeof(error), "%s", bl.error);
+    } else if (nb_docker_image_inspect(d, ref, &im, &de) != 0 || !strcmp(im.id, rec.id) ||
+               strcmp(im.status, "ready") != 0) {
+        snprintf(error, sizeof(error), "the build ended without an image");
+    }
+    free(labels);
+    if (error[0]) {
+        if (bl.fd >= 0)
+            close(bl.fd);
+        fail_build(c, d, name, rec.created_at, rec.id, error);
+        return -1;
+    }
+    if (nb_docker_image_remove(d, rec.id, 0, &de) != 0)
+        nb_warn("template %s: cannot remove its build record %s: %s", name, rec.id, de.msg);
+    if (bl.fd >= 0)
+        close(bl.fd);
+    log_final(c, name, "ready", NULL);
+    unlink(jobp);
+    unlink(tarp);
+    nb_info("template %s: ready (%s)", name, im.id);
+    return 0;
+}
+
+/* ---- the reaper's pump ---- */
+
+static struct {
+    pid_t pid;
+    char name[NB_TPL_NAME_MAX + 1];
+} builders[BUILDERS_MAX];
+static unsigned n_builders;
+static unsigned pump_ticks;
+
+static int building_here(const char *name)
+{
+    for (unsigned i = 0; i < n_builders; i++)
+        if (!strcmp(builders[i].name, name))
+            return 1;
+    return 0;
+}
+
+struct sweep_ctx {
+    struct nb_app *a;
+    struct nb_docker_image *im;
+    size_t n, cap;
+};
+
+static void sweep_one(void *arg, const struct nb_docker_image *im)
+{
+    struct sweep_ctx *s = arg;
+    if (strcmp(im->status, "building") != 0 || !nb_template_name_ok(im->name))
+        return;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 8;
+        s->im = realloc(s->im, s->cap * sizeof(*s->im));
+        if (s->im == NULL)
+            abort();
+    }
+    s->im[s->n++] = *im;
+}
+
+/*
+ * Records "building" that no builder of ours serves and no job waits for:
+ * failed. Under the names' lock, so no submit is half-way (record made, job
+ * not yet written).
+ */
+static void sweep(struct nb_app *a)
+{
+    struct sweep_ctx s = {a, NULL, 0, 0};
+    struct nb_derr de = {0};
+    char ref[128], p[PATH_MAX];
+    int lock = lock_names(&a->conf);
+    if (lock < 0) {
+        nb_warn("templates: cannot lock the templates directory: %s", strerror(errno));
+        return;
+    }
+    if (nb_docker_image_list(&a->docker, a->conf.instance, sweep_one, &s, &de) < 0)
+        nb_debug("templates: cannot list images: %s", de.msg);
+    for (size_t i = 0; i < s.n; i++) {
+        const struct nb_docker_image *im = &s.im[i];
+        nb_template_ref(&a->conf, im->name, ref, sizeof(ref));
+        if (strcmp(im->ref, ref) != 0 || building_here(im->name))
+            continue;
+        job_path(&a->conf, "queue", im->name, "json", p, sizeof(p));
+        if (access(p, F_OK) == 0)
+            continue; /* queued */
+        fail_build(&a->conf, &a->docker, im->name, im->created_at, im->id,
+                   "the build was cut short: nanobox-fcgi stopped or restarted during it");
+    }
+    unlock_names(lock);
+    free(s.im);
+}
+
+static void reap_builders(struct nb_app *a)
+{
+    for (unsigned i = 0; i < n_builders;) {
+        int st;
+        pid_t r = waitpid(builders[i].pid, &st, WNOHANG);
+        if (r == 0) {
+            i++;
+            continue;
+        }
+        if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            struct nb_docker_image im;
+            struct nb_derr de = {0};
+            char ref[128];
+            nb_template_ref(&a->conf, builders[i].name, ref, sizeof(ref));
+            if (nb_docker_image_inspect(&a->docker, ref, &im, &de) == 0 &&
+                !strcmp(im.status, "building")) {
+                char why[128];
+                snprintf(why, sizeof(why), "the builder process died (%s %d)",
+                         r > 0 && WIFSIGNALED(st) ? "signal" : "status",
+                         r > 0 && WIFSIGNALED(st) ? WTERMSIG(st)
+                         : r > 0                  ? WEXITSTATUS(st)
+                                                  : -1);
+                fail_build(&a->conf, &a->docker, builders[i].name, im.created_at, im.id, why);
+            }
+        }
+        builders[i] = builders[--n_builders];
+    }
+}
+
+/* The oldest queued job's name, or -1 when none waits. */
+static int oldest_job(const struct nb_conf *c, char *name, size_t namelen)
+{
+    char dir[PATH_MAX], p[PATH_MAX + 300];
+    DIR *d;
+    struct dirent *e;
+    struct timespec best = {0, 0};
+    int found = -1;
+    tpl_path(c, "queue", dir, sizeof(dir));
+    d = opendir(dir);
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        struct stat st;
+        char nm[NB_TPL_NAME_MAX + 1];
+        if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0 || n - 5 > NB_TPL_NAME_MAX)
+            continue;
+        snprintf(nm, sizeof(nm), "%.*s", (int)(n - 5), e->d_name);
+        if (!nb_template_name_ok(nm) || building_here(nm))
+            continue;
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        if (stat(p, &st) != 0)
+            continue;
+        if (found < 0 || st.st_mtim.tv_sec < best.tv_sec ||
+            (st.st_mtim.tv_sec == best.tv_sec && st.st_mtim.tv_nsec < best.tv_nsec)) {
+            best = st.st_mtim;
+            snprintf(name, namelen, "%s", nm);
+            found = 0;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+static void start_builders(struct nb_app *a)
+{
+    char name[NB_TPL_NAME_MAX + 1], from[PATH_MAX], to[PATH_MAX];
+    while (n_builders < a->conf.template_builds_max && n_builders < BUILDERS_MAX &&
+           oldest_job(&a->conf, name, sizeof(name)) == 0) {
+        pid_t parent = getpid(), pid;
+        job_path(&a->conf, "queue", name, "json", from, sizeof(from));
+        job_path(&a->conf, "run", name, "json", to, sizeof(to));
+        if (rename(from, to) != 0) {
+            nb_warn("template %s: cannot start its build: %s", name, strerror(errno));
+            return;
+        }
+        pid = fork();
+        if (pid < 0) {
+            nb_warn("template %s: cannot fork a builder: %s", name, strerror(errno));
+            rename(to, from);
+            return;
+        }
+        if (pid == 0) {
+            struct nb_docker d;
+            /* dies with the reaper: a build in progress then is failed by the next one */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent)
+                _exit(1);
+            signal(SIGTERM, SIG_DFL);
+            signal(SIGINT, SIG_DFL);
+            nb_log_set_role("builder");
+            if (nb_docker_init(&d, a->conf.docker_socket, a->conf.docker_max_response) != 0)
+                _exit(1);
+            nb_template_build_job(a, &d, name); /* a failed build is recorded: not a crash */
+            _exit(0);
+        }
+        builders[n_builders].pid = pid;
+        snprintf(builders[n_builders].name, sizeof(builders[0].name), "%s", name);
+        n_builders++;
+    }
+}
+
+void nb_templates_pump(struct nb_app *a)
+{
+    if (pump_ticks == 0 && ensure_dirs(&a->conf) != 0)
+        nb_warn("templates: cannot create the templates directory: %s", strerror(errno));
+    reap_builders(a);
+    if (pump_ticks % SWEEP_EVERY == 0)
+        sweep(a); /* at the reaper's start: builds a dead nanobox left "building" */
+    start_builders(a);
+    pump_ticks++;
+}

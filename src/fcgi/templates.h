@@ -1,0 +1,113 @@
+/*
+ * templates.h - the templates engine: images sandboxes start from, built
+ * from a Dockerfile through Docker's POST /build (docs/API.md, Templates).
+ *
+ * Docker holds the state. A template is the image <repo>:<name>, repo
+ * nanobox-tpl-<instance> (nb_template_ref), with labels nanobox.instance,
+ * nanobox.template (its name), nanobox.kind ("build"; a snapshot will be
+ * "snapshot" with nanobox.parent and nanobox.parent_template),
+ * nanobox.status and nanobox.created_at. While it builds, and after a
+ * failed build, the name points at a record image (an empty filesystem
+ * imported with those labels: status "building", or "failed" and
+ * nanobox.error); a build that succeeds moves the name to the image it
+ * made, labelled "ready". So a restart of nanobox loses nothing.
+ *
+ * Builds run outside the workers: a worker writes the job (the context tar
+ * made with libarchive, and a small JSON) under <sandbox_dir>/templates/
+ * queue and answers 202; the reaper (nb_templates_pump, every tick) starts
+ * at most template_builds_max builder processes, its children, and queues
+ * the rest. A builder dies with the reaper (PDEATHSIG), so a build that was
+ * running when nanobox died is found "building" with no builder by the
+ * next reaper's first pump, and marked failed.
+ *
+ * The images of the config (`images`) are templates too (kind "image",
+ * always ready), named after the image without ":latest".
+ */
+#ifndef NB_TEMPLATES_H
+#define NB_TEMPLATES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "app.h"
+
+#define NB_TPL_NAME_MAX 63
+/* a template's build log (<sandbox_dir>/templates/<name>.log) stops growing here */
+#define NB_TPL_LOG_MAX (1024 * 1024)
+
+struct nb_template {
+    char name[NB_TPL_NAME_MAX + 1];
+    char image[128]; /* what sandboxes of it run */
+    char status[16]; /* "building", "ready", "failed" */
+    char kind[16];   /* "image" (the config's), "build"; later "snapshot" */
+    char parent[64]; /* a snapshot's sandbox ("" otherwise) */
+    char parent_tpl[64];
+    int64_t created_at;
+    int64_t size;    /* bytes, 0 while building */
+    char digest[80]; /* the image id, "sha256:..." */
+    char error[512]; /* why it failed */
+};
+
+struct nb_template_file {
+    const char *path; /* relative, in the build context */
+    const void *data;
+    size_t len;
+};
+
+struct nb_template_req {
+    const char *name;
+    const char *dockerfile;
+    size_t dockerfile_len;
+    const struct nb_template_file *files;
+    size_t n_files;
+    uint64_t memory;    /* of the build; 0: template_memory */
+    uint64_t nano_cpus; /* of the build; 0: template_cpus */
+};
+
+/* ^[a-z0-9][a-z0-9._-]{0,62}$ */
+int nb_template_name_ok(const char *name);
+/* A path of files: relative, no "." or ".." segment, not the Dockerfile. 0, or -1. */
+int nb_template_path_ok(const char *path);
+/* The image of template name: nanobox-tpl-<instance>:<name>. */
+void nb_template_ref(const struct nb_conf *c, const char *name, char *out, size_t outlen);
+/* The template name of one of the config's images ("nanobox:latest" -> "nanobox"). */
+void nb_template_conf_name(const char *image, char *out, size_t outlen);
+/* May a Dockerfile say FROM image (template_from, default the config's images)? */
+int nb_template_from_allowed(const struct nb_conf *c, const char *image);
+/*
+ * Check every FROM of a Dockerfile (continuations, comments, the escape
+ * directive, stages: FROM <an earlier stage> is fine). 0, or -1 with ae set:
+ * 403 from_forbidden (an image not allowed, or one named through an ARG),
+ * 400 bad_dockerfile (no FROM).
+ */
+int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
+                           struct nb_apierr *ae);
+
+/* Queue a build: 202's record into out. 400/403/409/413/503 in ae. */
+int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struct nb_template *out,
+                       struct nb_apierr *ae);
+/* One template (the config's images included). 404 not_found. */
+int nb_template_get(struct nb_app *a, const char *name, struct nb_template *t,
+                    struct nb_apierr *ae);
+typedef void (*nb_template_fn)(void *arg, const struct nb_template *t);
+/* Every template: the config's images first, then the built ones by name. -1 with ae. */
+int nb_template_list(struct nb_app *a, nb_template_fn cb, void *arg, struct nb_apierr *ae);
+/*
+ * Remove one: 403 for the config's images, 404, 409 while it builds, 409
+ * while sandboxes of it run unless force (they keep running).
+ */
+int nb_template_delete(struct nb_app *a, const char *name, int force, struct nb_apierr *ae);
+/* The image a create with {"template": name} runs: 404 not_found, 409 not_ready. */
+int nb_template_image(struct nb_app *a, const char *name, char *image, size_t n,
+                      struct nb_apierr *ae);
+/* The allow-list of images: the config's, and the ready templates' of this instance. */
+int nb_template_image_allowed(struct nb_app *a, const char *image);
+/* <sandbox_dir>/templates/<name>.log */
+void nb_template_log_path(const struct nb_conf *c, const char *name, char *out, size_t outlen);
+
+/* The reaper's, every tick: fail orphaned builds, reap builders, start queued ones. */
+void nb_templates_pump(struct nb_app *a);
+/* Build one queued job in this process (the builder's body; the unit tests call it). */
+int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *name);
+
+#endif
