@@ -32,7 +32,7 @@ enum nba_req {
     NBA_EXEC = 'X',    /* fields A E C T M B Y -> s (o|r)* x ; B: s then close */
     NBA_PLIST = 'L',   /* -> l* . */
     NBA_PQUERY = 'Q',  /* fields P O o -> l (o|r)* . */
-    NBA_PSTDIN = 'W',  /* fields P D Z -> . (a background process or a PTY session) */
+    NBA_PSTDIN = 'W',  /* fields P D Z -> . */
     NBA_PSIGNAL = 'S', /* fields P N -> . */
     NBA_FREAD = 'R',   /* fields F -> f (d* | n*) . */
     NBA_FSTAT = 'T',   /* fields F -> f . */
@@ -41,7 +41,7 @@ enum nba_req {
     NBA_FMKDIR = 'N',  /* fields F -> . */
     NBA_FMOVE = 'V',   /* fields F G -> . */
     NBA_KERNEL = 'K',  /* no fields: the connection goes to the code bridge -> p, (host j) j* . */
-    NBA_PRESIZE = 'Y', /* fields P Y -> . : a PTY session's new window size */
+    NBA_PTY = 'Y',     /* fields P D Y -> . : a PTY session's input, then its new window */
 };
 
 /* Frames after the request, in either direction. */

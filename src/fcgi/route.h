@@ -33,6 +33,7 @@ enum nb_route {
     NB_ROUTE_CONTEXTS,  /* /sandbox/{id}/contexts[/{ctx}[/restart]] (arg: ctx, op: restart) */
     NB_ROUTE_PAUSE,     /* /sandbox/{id}/pause */
     NB_ROUTE_RESUME,    /* /sandbox/{id}/resume */
+    NB_ROUTE_PTY,       /* /sandbox/{id}/pty/{pid}[/input|/resize] (arg: pid, op: input, resize) */
 };
 
 /*
@@ -92,7 +93,8 @@ struct nb_route_entry {
  * The sub-route of a matched path, to tell the rows of one shape apart:
  * for NB_ROUTE_FILES and NB_ROUTE_CODE its op ("", "mkdir", "move";
  * "", "interrupt"); for NB_ROUTE_PROCS "" (the list), "{pid}",
- * "{pid}/stdin", or "{pid}/{op}" for any other op; for NB_ROUTE_CONTEXTS
+ * "{pid}/stdin", or "{pid}/{op}" for any other op; for NB_ROUTE_PTY "{pid}",
+ * "{pid}/input", "{pid}/resize" or "{pid}/{op}"; for NB_ROUTE_CONTEXTS
  * "" (the list), "{ctx}", "{ctx}/restart", or "{ctx}/{op}"; "" for every
  * other shape.
  */

@@ -408,36 +408,13 @@ void init_bg_query(struct init_conn *c, const struct init_request *r)
 
 /* --- W, S ----------------------------------------------------------------------- */
 
-/* W to a PTY session (exec.c's, on another connection): its terminal's input. */
-static void bg_pty_input(struct init_conn *c, const struct init_request *r, struct init_proc *p)
-{
-    int e = init_proc_write_stdin(p, r->data.p, r->data.len);
-
-    if (e == EAGAIN) {
-        init_conn_error(c, EAGAIN, "PTY session %u has %u bytes of input pending", r->pid,
-                        (unsigned)init_buf_pending(&p->stdin_buf));
-        return;
-    }
-    if (e != 0 && r->data.len > 0) {
-        init_conn_error(c, EPIPE, "the terminal of PTY session %u is closed", r->pid);
-        return;
-    }
-    init_conn_send(c, NBA_END, NULL, 0);
-    init_conn_finish(c);
-}
-
 void init_bg_stdin(struct init_conn *c, const struct init_request *r)
 {
     struct init_bg *b = bg_find(r->pid);
-    struct init_proc *pty;
     int e;
 
     if (b == NULL) {
-        if ((pty = init_proc_find_pty(r->pid)) != NULL) {
-            bg_pty_input(c, r, pty);
-            return;
-        }
-        init_conn_error(c, ESRCH, "no background process or PTY session %u", r->pid);
+        init_conn_error(c, ESRCH, "no background process %u", r->pid);
         return;
     }
     if (b->proc.exited) {

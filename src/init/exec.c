@@ -11,7 +11,7 @@
  * With a window size (Y) the command runs on a PTY (proc.c): its output
  * comes as 'o' frames, 'w' frames resize it, and the host leaving hangs up
  * the terminal after the tree is killed. Other connections reach a running
- * PTY session by its pid: W writes to it (bg.c), Y resizes it (here).
+ * PTY session by its pid with Y: input, a new window, or both.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -156,7 +156,7 @@ static int winsize_parse(const unsigned char *body, uint32_t len, unsigned *cols
     *cols = (unsigned)body[0] << 8 | body[1];
     *rows = (unsigned)body[2] << 8 | body[3];
     return *cols >= 1 && *rows >= 1 && *cols <= NBA_WINSIZE_MAX && *rows <= NBA_WINSIZE_MAX ? 0
-                                                                                             : -1;
+                                                                                            : -1;
 }
 
 static void job_protocol_error(struct init_conn *c, const char *msg)
@@ -253,15 +253,29 @@ void init_exec_start(struct init_conn *c, const struct init_request *r)
     init_conn_send(c, NBA_STARTED, pid, sizeof(pid));
 }
 
-void init_exec_resize(struct init_conn *c, const struct init_request *r)
+void init_exec_pty(struct init_conn *c, const struct init_request *r)
 {
     struct init_proc *p = init_proc_find_pty(r->pid);
+    int e;
 
     if (p == NULL) {
         init_conn_error(c, ESRCH, "no PTY session %u", r->pid);
         return;
     }
-    if (init_proc_resize(p, r->cols, r->rows) != 0) {
+    if (r->data.len > 0) {
+        e = init_proc_write_stdin(p, r->data.p, r->data.len);
+        if (e == EAGAIN) {
+            /* nobody waits for stdin_room here: the host retries */
+            init_conn_error(c, EAGAIN, "PTY session %u has %u bytes of input pending", r->pid,
+                            (unsigned)init_buf_pending(&p->stdin_buf));
+            return;
+        }
+        if (e != 0) {
+            init_conn_error(c, EPIPE, "the terminal of PTY session %u is closed", r->pid);
+            return;
+        }
+    }
+    if (r->pty && init_proc_resize(p, r->cols, r->rows) != 0) {
         init_conn_error(c, EPIPE, "the terminal of PTY session %u is closed", r->pid);
         return;
     }

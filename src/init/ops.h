@@ -13,8 +13,8 @@
 
 /* exec.c: X (foreground, on pipes or a PTY; background is handed to bg.c) */
 void init_exec_start(struct init_conn *c, const struct init_request *r);
-/* exec.c: Y (resize a running PTY session) */
-void init_exec_resize(struct init_conn *c, const struct init_request *r);
+/* exec.c: Y (input for, or the window of, a running PTY session) */
+void init_exec_pty(struct init_conn *c, const struct init_request *r);
 
 /* bg.c: X with B, L, Q, W, S */
 void init_bg_start(struct init_conn *c, const struct init_request *r);

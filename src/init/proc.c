@@ -325,8 +325,7 @@ proc_vfork(char **argv, char **envp, const char *cwd, const int fds[3], int pty)
  * sandbox could replace. 0, or an errno with a message: EAGAIN when the
  * sandbox's devpts holds as many as it may (its max, sandbox_ptys).
  */
-static int pty_open(int *master, int *slave, unsigned cols, unsigned rows, char *err,
-                    size_t errlen)
+static int pty_open(int *master, int *slave, unsigned cols, unsigned rows, char *err, size_t errlen)
 {
     struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
     struct termios t;

@@ -319,8 +319,10 @@ class Agent:
         self.simple("W", field("P", u32(pid)), *([field("D", data)] if data else []),
                     *([field("Z")] if close else []))
 
-    def presize(self, pid, cols, rows):
-        self.simple("Y", field("P", u32(pid)), field("Y", winsize(cols, rows)))
+    def pty(self, pid, data=None, size=None):
+        """Y: input for a PTY session, and/or its new window (cols, rows)."""
+        self.simple("Y", field("P", u32(pid)), *([field("D", data)] if data is not None else []),
+                    *([field("Y", winsize(*size))] if size is not None else []))
 
     def psignal(self, pid, sig):
         self.simple("S", field("P", u32(pid)), field("N", u32(sig)))

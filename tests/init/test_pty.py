@@ -127,7 +127,7 @@ def test_resize_request_from_another_connection(agent):
     c, pid = agent.exec_start(["sh", "-c", "stty size; read x; stty size"], pty=(80, 24))
     with c:
         read_until(c, b"24 80\r\n")
-        agent.presize(pid, 200, 50)
+        agent.pty(pid, size=(200, 50))
         c.send("i", b"\r")
         out, code, _, _ = read_exit(c)
     assert code == 0
@@ -138,9 +138,9 @@ def test_input_request_from_another_connection(agent):
     c, pid = agent.exec_start(["sh", "-c", "read a; echo first:$a; read b; echo second:$b"],
                               pty=(80, 24))
     with c:
-        agent.pstdin(pid, b"one\r")
+        agent.pty(pid, b"one\r")
         read_until(c, b"first:one\r\n")
-        agent.pstdin(pid, b"two\r")
+        agent.pty(pid, b"two\r")
         out, code, _, _ = read_exit(c)
     assert code == 0
     assert b"second:two\r\n" in out
@@ -227,21 +227,29 @@ def _descends(p, root):
 
 
 def test_unknown_pid_is_esrch_for_resize_and_input(agent):
-    with pytest.raises(AgentError) as e:
-        agent.presize(999999, 80, 24)
-    assert e.value.errno == errno.ESRCH
-    with pytest.raises(AgentError) as e:
-        agent.pstdin(999999, b"x")
-    assert e.value.errno == errno.ESRCH
+    for kw in ({"size": (80, 24)}, {"data": b"x"}, {}):
+        with pytest.raises(AgentError) as e:
+            agent.pty(999999, **kw)
+        assert e.value.errno == errno.ESRCH
+        assert "no PTY session 999999" in e.value.message
 
 
-def test_resize_of_a_command_on_pipes_is_esrch(agent):
-    c, pid = agent.exec_start(["sleep", "30"])
+def test_y_reaches_only_pty_sessions_and_w_only_background_processes(agent):
+    c, pid = agent.exec_start(["sleep", "30"])  # on pipes
     with c:
         with pytest.raises(AgentError) as e:
-            agent.presize(pid, 80, 24)
+            agent.pty(pid, data=b"x", size=(80, 24))
         assert e.value.errno == errno.ESRCH
         c.send("k", bytes([signal.SIGKILL]))
+    c, pid = agent.exec_start(["cat"], pty=(80, 24))
+    with c:
+        with pytest.raises(AgentError) as e:
+            agent.pstdin(pid, b"x")
+        assert e.value.errno == errno.ESRCH
+        agent.pty(pid, data=b"both\r", size=(90, 30))  # input and window in one request
+        read_until(c, b"both\r\nboth\r\n")
+        c.send("k", bytes([signal.SIGKILL]))
+        read_exit(c)
 
 
 @pytest.mark.parametrize("cols,rows", [(0, 24), (80, 0), (1001, 24), (80, 1001), (0, 0)])
@@ -253,7 +261,7 @@ def test_a_bad_window_is_refused(agent, cols, rows):
     c, pid = agent.exec_start(["sleep", "30"], pty=(80, 24))
     with c:
         with pytest.raises(AgentError) as e:
-            agent.presize(pid, cols, rows)
+            agent.pty(pid, size=(cols, rows))
         assert e.value.errno == errno.EINVAL
         c.send("k", bytes([signal.SIGKILL]))
         read_exit(c)
