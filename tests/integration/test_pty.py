@@ -140,7 +140,8 @@ def test_input_as_base64_and_ctrl_c_interrupts(api, sid):
     try:
         s.type("sleep 100; echo not-interrupted\r")
         s.wait_text("sleep 100")
-        time.sleep(0.3)
+        wait_until(lambda: any(p.startswith("sleep 100") for p in procs_in(api, sid)),
+                   what="sleep running")
         r = s.type("Aw==", encoding="base64")  # ^C
         assert r.status_code == 200 and parse_json(r)["written"] == 1
         mark = len(s.text)
