@@ -63,6 +63,9 @@ int cli_read_text(const char *path, struct nb_buf *code);
 int cli_read_bytes(const char *path, struct nb_buf *out);
 long cli_http_timeout(double timeout);
 
+/* cmd_shell.c */
+int cmd_shell(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+
 /* cmd_code.c */
 int cmd_code(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_contexts(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);

@@ -73,6 +73,17 @@ static const struct cli_cmd commands[] = {
      "Options come before COMMAND (or before \"--\"). The command's stdout and stderr\n"
      "go to ours as it writes them, and nanobox exits with the command's exit status\n"
      "(124 if it timed out, as timeout(1) does).\n"},
+    {"shell", cmd_shell, "nanobox shell ID [--cwd DIR] [--env K=V]... [-- COMMAND...]",
+     "an interactive terminal in a sandbox (as docker exec -it)",
+     "  --cwd DIR         directory to start in (default /workspace)\n"
+     "  --env K=V         environment variable for the shell (repeatable)\n"
+     "Runs COMMAND (default: bash -l, or sh -l without bash) on a terminal in the\n"
+     "sandbox, sized as ours and resized with it. Our terminal goes into raw mode:\n"
+     "every key, ^C and ^D included, goes to the sandbox; it is restored when the\n"
+     "shell ends. nanobox exits with the shell's exit status. Without a terminal,\n"
+     "stdin is typed in as it is and its end is sent as ^D.\n"
+     "Closing the session (the shell exits, or nanobox is killed) ends every process\n"
+     "started in it.\n"},
     {"ps", cmd_ps, "nanobox ps ID", "list a sandbox's background processes",
      "Shows each process started by \"nanobox exec -d\": pid, running or its exit\n"
      "status, when it started, its output so far (stdout/stderr) and its command.\n"},

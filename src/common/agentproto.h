@@ -29,7 +29,7 @@
 /* Requests: the first frame a host sends on a connection. */
 enum nba_req {
     NBA_PING = 'P',    /* -> NBA_PONG */
-    NBA_EXEC = 'X',    /* fields A E C T M B -> s (o|r)* x ; B: s then close */
+    NBA_EXEC = 'X',    /* fields A E C T M B Y -> s (o|r)* x ; B: s then close */
     NBA_PLIST = 'L',   /* -> l* . */
     NBA_PQUERY = 'Q',  /* fields P O o -> l (o|r)* . */
     NBA_PSTDIN = 'W',  /* fields P D Z -> . */
@@ -41,6 +41,7 @@ enum nba_req {
     NBA_FMKDIR = 'N',  /* fields F -> . */
     NBA_FMOVE = 'V',   /* fields F G -> . */
     NBA_KERNEL = 'K',  /* no fields: the connection goes to the code bridge -> p, (host j) j* . */
+    NBA_PTY = 'Y',     /* fields P D Y -> . : a PTY session's input, then its new window */
 };
 
 /* Frames after the request, in either direction. */
@@ -53,6 +54,7 @@ enum nba_frame {
     NBA_STDIN = 'i',   /* host -> init: data for the command's stdin */
     NBA_EOF = 'e',     /* host -> init: close the command's stdin */
     NBA_KILL = 'k',    /* host -> init: u8 signal for the command's process group */
+    NBA_WINSIZE = 'w', /* host -> init: u16 cols, u16 rows: a PTY session's new window size */
     NBA_INFO = 'f',    /* fields: K kind, Z size, M mode, Y mtime (file) */
     NBA_DATA = 'd',    /* file bytes */
     NBA_DIRENT = 'n',  /* fields: F name, K kind, Z size, M mode, Y mtime */
@@ -87,7 +89,11 @@ enum nba_tag {
     NBA_T_KIND = 'K',      /* u8: NBA_KIND_* (file) or NBA_PS_* (process) */
     NBA_T_MTIME = 'Y',     /* u64 unix seconds */
     NBA_T_EXITCODE = 'X',  /* i32 */
+    NBA_T_WINSIZE = 'Y',   /* u16 cols, u16 rows: run on a PTY (exec); the new size (resize) */
 };
+
+/* A PTY's window: 1..NBA_WINSIZE_MAX columns and rows. */
+#define NBA_WINSIZE_MAX 1000
 
 enum { NBA_KIND_FILE = 'f', NBA_KIND_DIR = 'd', NBA_KIND_LINK = 'l', NBA_KIND_OTHER = 'o' };
 enum { NBA_PS_RUNNING = 'R', NBA_PS_EXITED = 'X' };

@@ -45,6 +45,11 @@ int api_sandbox_timeout(struct nb_app *a, struct nb_req *r, const struct nb_rout
                         struct nb_apierr *ae);
 int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                      struct nb_apierr *ae);
+/* a PTY session (api_exec.c): ra->arg is its pid */
+int api_pty_input(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae);
+int api_pty_resize(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae);
 int api_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
             struct nb_apierr *ae);
 int api_port_open(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,

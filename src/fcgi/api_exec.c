@@ -4,6 +4,12 @@
  * original NanoBox keys (output, exit_code, timed_out) and the new ones,
  * as one JSON object or, when asked, as NDJSON events while it runs. With
  * "background" the command is started and its pid answered at once.
+ *
+ * With "pty": {cols, rows} the command runs on a terminal: the answer is
+ * always a stream (a start event with the pid, output, keepalives, the
+ * exit), and POST /sandbox/{id}/pty/{pid}/input and .../resize, served by
+ * other workers, reach it through the agent by that pid. The stream's end
+ * (the client gone) hangs the terminal up and kills what runs on it.
  */
 #include "config.h"
 
@@ -179,13 +185,15 @@ static void stream_exit(struct exec_stream *st, const struct nb_exec_result *res
     nb_http_stream_line(st->r, st->g);
 }
 
-/* The stdin field, decoded per stdin_encoding into b; -1 with ae set. */
-static int exec_stdin(yajl_val in, yajl_val enc, struct nb_buf *b, struct nb_apierr *ae)
+/* A data field (named name) decoded per its encoding field (named enc_name)
+ * into b; -1 with ae set. */
+static int exec_data(yajl_val in, yajl_val enc, const char *name, const char *enc_name,
+                     struct nb_buf *b, struct nb_apierr *ae)
 {
     const char *text, *e = enc ? nb_json_string(enc) : "utf-8";
     if (in == NULL) {
         if (enc != NULL) {
-            nb_apierr_set(ae, 400, "bad_field", "stdin_encoding given without stdin");
+            nb_apierr_set(ae, 400, "bad_field", "%s given without %s", enc_name, name);
             return -1;
         }
         return 0;
@@ -197,13 +205,71 @@ static int exec_stdin(yajl_val in, yajl_val enc, struct nb_buf *b, struct nb_api
     }
     if (!strcmp(e, "base64")) {
         if (nb_base64_decode(b, text, strlen(text)) != NB_OK) {
-            nb_apierr_set(ae, 400, "bad_field", "stdin is not valid base64");
+            nb_apierr_set(ae, 400, "bad_field", "%s is not valid base64", name);
             return -1;
         }
         return 0;
     }
-    nb_apierr_set(ae, 400, "bad_field", "stdin_encoding must be \"utf-8\" or \"base64\"");
+    nb_apierr_set(ae, 400, "bad_field", "%s must be \"utf-8\" or \"base64\"", enc_name);
     return -1;
+}
+
+/* {cols, rows} of a terminal (the "pty" object, a resize's body); -1 with ae set. */
+static int pty_size(yajl_val v, const char *what, unsigned *cols, unsigned *rows,
+                    struct nb_apierr *ae)
+{
+    struct nb_jfield f[] = {{"cols", NB_JT_INT, NULL}, {"rows", NB_JT_INT, NULL}};
+    char err[256];
+    long long c, r;
+
+    if (nb_json_fields(v, f, 2, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, 400, "bad_field", "%s: %s", what, err);
+        return -1;
+    }
+    if (f[0].val == NULL || f[1].val == NULL) {
+        nb_apierr_set(ae, 400, "bad_field", "%s needs \"cols\" and \"rows\"", what);
+        return -1;
+    }
+    c = nb_json_int(f[0].val);
+    r = nb_json_int(f[1].val);
+    if (c < 1 || r < 1 || c > NB_EXEC_PTY_MAX || r > NB_EXEC_PTY_MAX) {
+        nb_apierr_set(ae, 422, "out_of_range", "%s: cols and rows must be 1 to %d", what,
+                      NB_EXEC_PTY_MAX);
+        return -1;
+    }
+    *cols = (unsigned)c;
+    *rows = (unsigned)r;
+    return 0;
+}
+
+/* A PTY session's first line: its pid, for the input and resize routes.
+ * Its headers go out only now: one that cannot start (no PTY left: 429)
+ * gets its own status. */
+static void stream_start(void *ctx, int pid)
+{
+    struct exec_stream *st = ctx;
+    nb_http_stream_begin(st->r, 200, "application/x-ndjson");
+    yajl_gen_map_open(st->g);
+    nb_json_kv_str(st->g, "type", "start");
+    nb_json_kv_int(st->g, "pid", pid);
+    yajl_gen_map_close(st->g);
+    if (nb_http_stream_line(st->r, st->g) != 0)
+        st->gone = 1;
+}
+
+/* A line while a terminal is quiet: nginx's read timeout does not cut it,
+ * and a client gone is found by the write. */
+static int stream_keepalive(void *ctx)
+{
+    struct exec_stream *st = ctx;
+    if (st->gone)
+        return -1;
+    yajl_gen_map_open(st->g);
+    nb_json_kv_str(st->g, "type", "keepalive");
+    yajl_gen_map_close(st->g);
+    if (nb_http_stream_line(st->r, st->g) != 0)
+        st->gone = 1;
+    return st->gone ? -1 : 0;
 }
 
 int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
@@ -215,7 +281,7 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
         {"cwd", NB_JT_STRING, NULL},     {"env", NB_JT_OBJECT, NULL},
         {"stdin", NB_JT_STRING, NULL},   {"stdin_encoding", NB_JT_STRING, NULL},
         {"stream", NB_JT_BOOL, NULL},    {"background", NB_JT_BOOL, NULL},
-        {"argv", NB_JT_ARRAY, NULL},
+        {"argv", NB_JT_ARRAY, NULL},     {"pty", NB_JT_OBJECT, NULL},
     };
     enum {
         F_COMMAND,
@@ -226,7 +292,8 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
         F_STDIN_ENC,
         F_STREAM,
         F_BACKGROUND,
-        F_ARGV
+        F_ARGV,
+        F_PTY
     };
     struct nb_exec_result res;
     struct nb_slot slot;
@@ -256,6 +323,12 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
         goto out;
     if (api_exec_timeout(c, f[F_TIMEOUT].val, &timeout, ae) != 0)
         goto out;
+    if (f[F_PTY].val != NULL) {
+        if (pty_size(f[F_PTY].val, "pty", &rq.pty_cols, &rq.pty_rows, ae) != 0)
+            goto out;
+        if (f[F_TIMEOUT].val == NULL)
+            timeout = 0; /* a terminal lasts as long as its client */
+    }
     if (f[F_CWD].val) {
         cwd = nb_json_string(f[F_CWD].val);
         if (cwd[0] != '/' || strlen(cwd) > 1024) {
@@ -263,10 +336,18 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
             goto out;
         }
     }
-    if (exec_stdin(f[F_STDIN].val, f[F_STDIN_ENC].val, &in, ae) != 0)
+    if (exec_data(f[F_STDIN].val, f[F_STDIN_ENC].val, "stdin", "stdin_encoding", &in, ae) != 0)
         goto out;
     rq.background = f[F_BACKGROUND].val != NULL && YAJL_IS_TRUE(f[F_BACKGROUND].val);
     stream = f[F_STREAM].val ? YAJL_IS_TRUE(f[F_STREAM].val) : nb_http_wants_ndjson(r);
+    if (rq.pty_cols > 0 && (rq.background || (f[F_STREAM].val != NULL && !stream))) {
+        nb_apierr_set(ae, 400, "bad_field",
+                      "a pty session is streamed while it runs: it takes neither "
+                      "\"background\" nor \"stream\": false");
+        goto out;
+    }
+    if (rq.pty_cols > 0)
+        stream = 1;
     if (rq.background && stream) {
         nb_apierr_set(ae, 400, "bad_field",
                       "a background command is not streamed: read its output "
@@ -292,8 +373,13 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
         st.r = r;
         st.g = nb_json_gen();
         rq.on_output = stream_output;
+        if (rq.pty_cols > 0) {
+            rq.on_start = stream_start;
+            rq.on_idle = stream_keepalive;
+        }
         rq.ctx = &st;
-        nb_http_stream_begin(r, 200, "application/x-ndjson");
+        if (rq.pty_cols == 0)
+            nb_http_stream_begin(r, 200, "application/x-ndjson");
         rc = nb_exec_run(a, &slot, &rq, &res, ae) == 0 ? NB_OK : NB_ERR;
         stream_flush(&st);
         if (rc == NB_OK)
@@ -324,5 +410,70 @@ out:
     yajl_tree_free(body);
     nb_buf_free(&in);
     nb_exec_result_free(&res);
+    return rc;
+}
+
+/* POST /sandbox/{id}/pty/{pid}/input {data, encoding?}: keystrokes for a PTY session */
+int api_pty_input(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                  struct nb_apierr *ae)
+{
+    struct nb_jfield f[] = {{"data", NB_JT_STRING, NULL}, {"encoding", NB_JT_STRING, NULL}};
+    struct nb_slot slot;
+    struct nb_buf data;
+    yajl_val body = NULL;
+    char err[256];
+    uint32_t pid = 0;
+    yajl_gen g;
+    int rc = NB_ERR;
+
+    nb_route_pid(ra->arg, &pid); /* the router checked it */
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
+    nb_buf_init(&data, a->conf.max_body);
+    if (nb_json_fields(body, f, 2, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        goto out;
+    }
+    if (f[0].val == NULL) {
+        nb_apierr_set(ae, 400, "bad_field", "give \"data\": the bytes typed");
+        goto out;
+    }
+    if (exec_data(f[0].val, f[1].val, "data", "encoding", &data, ae) != 0 ||
+        nb_sandbox_get(a, ra->id, &slot, ae) != 0 ||
+        nb_exec_pty_input(a, &slot, pid, data.data, data.len, ae) != 0)
+        goto out;
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_int(g, "written", (long long)data.len);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
+out:
+    nb_buf_free(&data);
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* POST /sandbox/{id}/pty/{pid}/resize {cols, rows} */
+int api_pty_resize(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    yajl_val body = NULL;
+    unsigned cols, rows;
+    uint32_t pid = 0;
+    int rc = NB_ERR;
+
+    nb_route_pid(ra->arg, &pid);
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
+    if (pty_size(body, "resize", &cols, &rows, ae) == 0 &&
+        nb_sandbox_get(a, ra->id, &slot, ae) == 0 &&
+        nb_exec_pty_resize(a, &slot, pid, cols, rows, ae) == 0) {
+        nb_http_no_content(r);
+        rc = NB_OK;
+    }
+    yajl_tree_free(body);
     return rc;
 }

@@ -48,6 +48,11 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_PROCS, "{pid}/stdin", "POST", ID | PID | AWAKE, api_procs_stdin},
     /* any other op under a pid: a known place with nothing there (404 after the checks) */
     {NB_ROUTE_PROCS, "{pid}/{op}", NULL, ID | PID | AWAKE, NULL},
+    /* a PTY session's input and window (its output streams from POST exec with "pty") */
+    {NB_ROUTE_PTY, "{pid}/input", "POST", ID | PID | AWAKE, api_pty_input},
+    {NB_ROUTE_PTY, "{pid}/resize", "POST", ID | PID | AWAKE, api_pty_resize},
+    {NB_ROUTE_PTY, "{pid}", NULL, ID | PID | AWAKE, NULL},
+    {NB_ROUTE_PTY, "{pid}/{op}", NULL, ID | PID | AWAKE, NULL},
     {NB_ROUTE_CODE, "", "POST", ID | AWAKE, api_code_run},
     {NB_ROUTE_CODE, "interrupt", "POST", ID | AWAKE, api_code_interrupt},
     {NB_ROUTE_CONTEXTS, "", "GET", ID | AWAKE, api_contexts_list},

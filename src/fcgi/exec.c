@@ -39,6 +39,10 @@
 #include "procstat.h"
 
 _Static_assert(NB_EXEC_MAX_ARGS == NBA_MAX_ARGS, "the API's argv cap is the agent's");
+_Static_assert(NB_EXEC_PTY_MAX == NBA_WINSIZE_MAX, "the API's window cap is the agent's");
+_Static_assert(NB_EXEC_PTY_INPUT_MAX == NBA_MAX_BODY - 64, "room for the pid and data fields");
+
+#define EXEC_PTY_OP_TIMEOUT_MS 10000
 
 /* Where output goes: the result (capped) and the streaming callback. */
 struct exec_sink {
@@ -51,6 +55,15 @@ static int exec_output(struct exec_sink *k, int is_stderr, const char *data, siz
 {
     struct nb_exec_result *o = k->res;
     size_t room = o->cap - o->kept, take = len < room ? len : room;
+
+    if (k->rq->pty_cols > 0) {
+        /* a terminal session: streamed as it comes, nothing kept, no cap */
+        if (k->rq->on_output != NULL && k->rq->on_output(k->rq->ctx, is_stderr, data, len) != 0) {
+            o->client_gone = 1;
+            return -1;
+        }
+        return 0;
+    }
     if (take > 0) {
         nb_buf_append_some(is_stderr ? &o->err : &o->out, data, take);
         nb_buf_append_some(&o->all, data, take);
@@ -228,9 +241,10 @@ static int exec_docker(struct nb_app *a, const struct nb_slot *slot, const struc
     pid_t pid = 0;
     char *json;
 
-    if (rq->stdin_data != NULL || rq->background) {
+    if (rq->stdin_data != NULL || rq->background || rq->pty_cols > 0) {
         nb_apierr_set(ae, 503, "agent_unavailable",
-                      "this sandbox has no agent (nanobox-init): stdin and background need it");
+                      "this sandbox has no agent (nanobox-init): stdin, background and pty "
+                      "need it");
         return -1;
     }
     json = exec_config(&a->conf, rq->argv, rq->cwd, rq->env, rq->n_env);
@@ -273,7 +287,13 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
     struct nb_agent ag;
     struct nb_buf f;
     struct exec_sink sink = {res, rq};
-    int64_t deadline = nb_clock_mono_ms() + (int64_t)(rq->timeout * 1000.0) + EXEC_AGENT_SLACK_MS;
+    int pty = rq->pty_cols > 0;
+    /* a PTY session without a timeout lasts as long as its client (or sandbox) */
+    int64_t deadline =
+        pty && rq->timeout <= 0
+            ? INT64_MAX
+            : nb_clock_mono_ms() + (int64_t)(rq->timeout * 1000.0) + EXEC_AGENT_SLACK_MS;
+    int64_t idle_at = nb_clock_mono_ms() + NB_EXEC_IDLE_MS;
     int rc = -1;
 
     if (nb_agent_connect(slot, &ag, ae) != 0)
@@ -285,7 +305,10 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
         nb_agent_field_str(&f, NBA_T_ENV, rq->env[i]);
     nb_agent_field_str(&f, NBA_T_CWD, rq->cwd ? rq->cwd : a->conf.workspace);
     nb_agent_field_u32(&f, NBA_T_TIMEOUT, (uint32_t)(rq->timeout * 1000.0));
-    nb_agent_field_u32(&f, NBA_T_MAXOUT, (uint32_t)res->cap);
+    if (pty)
+        nb_agent_field_u32(&f, NBA_T_WINSIZE, rq->pty_cols << 16 | rq->pty_rows); /* no cap */
+    else
+        nb_agent_field_u32(&f, NBA_T_MAXOUT, (uint32_t)res->cap);
     if (rq->background)
         nb_agent_field(&f, NBA_T_BG, NULL, 0);
     nb_agent_queue(&ag, NBA_EXEC, f.data, f.len);
@@ -294,7 +317,8 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
         size_t n = rq->stdin_len - off < NBA_CHUNK ? rq->stdin_len - off : NBA_CHUNK;
         nb_agent_queue(&ag, NBA_STDIN, rq->stdin_data + off, n);
     }
-    nb_agent_queue(&ag, NBA_EOF, NULL, 0);
+    if (!pty) /* a terminal's input stays open: POST .../pty/{pid}/input */
+        nb_agent_queue(&ag, NBA_EOF, NULL, 0);
 
     for (;;) {
         uint8_t type;
@@ -327,12 +351,23 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
                 rc = 0;
                 break;
             }
+            if (rq->on_idle != NULL && nb_clock_mono_ms() >= idle_at) {
+                idle_at = nb_clock_mono_ms() + NB_EXEC_IDLE_MS;
+                if (rq->on_idle(rq->ctx) != 0) {
+                    res->client_gone = 1;
+                    rc = 0;
+                    break;
+                }
+            }
             continue;
         }
+        idle_at = nb_clock_mono_ms() + NB_EXEC_IDLE_MS;
         switch (type) {
         case NBA_STARTED:
             if (len == 4)
                 res->pid = (int)nba_get_u32(body);
+            if (rq->on_start != NULL)
+                rq->on_start(rq->ctx, res->pid);
             if (rq->background) {
                 rc = 0;
                 goto done;
@@ -388,6 +423,43 @@ int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const struct nb_ex
             nb_apierr_set(ae, 409, "not_running", "the sandbox's container stopped");
     }
     res->duration_ms = nb_clock_mono_ms() - t0;
+    return rc;
+}
+
+int nb_exec_pty_input(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, const void *data,
+                      size_t len, struct nb_apierr *ae)
+{
+    struct nb_buf f;
+    int rc;
+
+    (void)a;
+    if (len > NB_EXEC_PTY_INPUT_MAX) {
+        nb_apierr_set(ae, 413, "too_large", "send at most %u bytes of input per call",
+                      NB_EXEC_PTY_INPUT_MAX);
+        return -1;
+    }
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_u32(&f, NBA_T_PID, pid);
+    nb_agent_field(&f, NBA_T_DATA, data, len);
+    rc = nb_agent_call(slot, NBA_PTY, &f, "type into the terminal", EXEC_PTY_OP_TIMEOUT_MS, NULL,
+                       NULL, ae);
+    nb_buf_free(&f);
+    return rc;
+}
+
+int nb_exec_pty_resize(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, unsigned cols,
+                       unsigned rows, struct nb_apierr *ae)
+{
+    struct nb_buf f;
+    int rc;
+
+    (void)a;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_u32(&f, NBA_T_PID, pid);
+    nb_agent_field_u32(&f, NBA_T_WINSIZE, cols << 16 | rows);
+    rc = nb_agent_call(slot, NBA_PTY, &f, "resize the terminal", EXEC_PTY_OP_TIMEOUT_MS, NULL, NULL,
+                       ae);
+    nb_buf_free(&f);
     return rc;
 }
 

@@ -44,12 +44,34 @@ struct nb_exec_req {
     const char *stdin_data; /* NULL: stdin is empty (closed at once) */
     size_t stdin_len;
     int background; /* start and return the pid (agent only) */
-    int client_fd;  /* the FastCGI connection: its loss kills the command; -1 none */
+    /* > 0: run on a PTY of pty_cols x pty_rows (agent only): all output comes
+     * as stdout, none of it is kept in the result (it streams: on_output),
+     * stdin_data is typed in, timeout 0 means none */
+    unsigned pty_cols, pty_rows;
+    int client_fd; /* the FastCGI connection: its loss kills the command; -1 none */
     /* Streaming: called with each piece of output as it arrives (after the
      * result has kept it); -1 stops the command (the client is gone). */
     int (*on_output)(void *ctx, int is_stderr, const char *data, size_t len);
+    /* Called once with the command's pid when it started (may be NULL). */
+    void (*on_start)(void *ctx, int pid);
+    /* Called after NB_EXEC_IDLE_MS without output (may be NULL): a stream's
+     * keepalive; -1 stops the command (the client is gone). */
+    int (*on_idle)(void *ctx);
     void *ctx;
 };
+
+#define NB_EXEC_IDLE_MS 20000
+
+/* A running PTY session (by its pid): type input, set its window. 0, or -1
+ * with ae set (404 no_process when pid is no PTY session). */
+int nb_exec_pty_input(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, const void *data,
+                      size_t len, struct nb_apierr *ae);
+int nb_exec_pty_resize(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, unsigned cols,
+                       unsigned rows, struct nb_apierr *ae);
+/* The most input one nb_exec_pty_input call carries. */
+#define NB_EXEC_PTY_INPUT_MAX (1024u * 1024u - 64u)
+/* A window's columns and rows: 1..NB_EXEC_PTY_MAX. */
+#define NB_EXEC_PTY_MAX 1000
 
 /*
  * Run rq in the sandbox of slot as the sandbox user: through the sandbox's

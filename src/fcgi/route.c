@@ -59,6 +59,19 @@ enum nb_route nb_route_match_e2b_data(const char *path, const char *sandbox_id, 
     return NB_ROUTE_E2B_DATA;
 }
 
+/* "{pid}[/{op}]" at s into arg and op: 0, or -1 when it does not fit. */
+static int pid_op(const char *s, char *arg, size_t arglen, char *op, size_t oplen)
+{
+    const char *sub = strchr(s, '/');
+    size_t pl = sub ? (size_t)(sub - s) : strlen(s);
+    if (pl == 0 || pl >= arglen || (sub && (strlen(sub + 1) >= oplen || strchr(sub + 1, '/'))))
+        return -1;
+    memcpy(arg, s, pl);
+    arg[pl] = '\0';
+    snprintf(op, oplen, "%s", sub ? sub + 1 : "");
+    return 0;
+}
+
 enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg, size_t arglen,
                              char *op, size_t oplen)
 {
@@ -127,16 +140,10 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
     }
     if (!strcmp(slash, "/processes") || !strcmp(slash, "/processes/"))
         return NB_ROUTE_PROCS;
-    if (!strncmp(slash, "/processes/", 11)) {
-        const char *pid = slash + 11, *sub = strchr(pid, '/');
-        size_t pl = sub ? (size_t)(sub - pid) : strlen(pid);
-        if (pl == 0 || pl >= arglen || (sub && (strlen(sub + 1) >= oplen || strchr(sub + 1, '/'))))
-            return NB_ROUTE_NONE;
-        memcpy(arg, pid, pl);
-        arg[pl] = '\0';
-        snprintf(op, oplen, "%s", sub ? sub + 1 : "");
-        return NB_ROUTE_PROCS;
-    }
+    if (!strncmp(slash, "/processes/", 11))
+        return pid_op(slash + 11, arg, arglen, op, oplen) ? NB_ROUTE_NONE : NB_ROUTE_PROCS;
+    if (!strncmp(slash, "/pty/", 5))
+        return pid_op(slash + 5, arg, arglen, op, oplen) ? NB_ROUTE_NONE : NB_ROUTE_PTY;
     if (!strcmp(slash, "/code") || !strcmp(slash, "/code/interrupt")) {
         snprintf(arg, arglen, "%s", slash[5] ? slash + 6 : "");
         return NB_ROUTE_CODE;
@@ -194,6 +201,13 @@ const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra)
         return ra->op[0] == '\0'         ? "{name}"
                : !strcmp(ra->op, "logs") ? "{name}/logs"
                                          : "{name}/{op}";
+    if (shape == NB_ROUTE_PTY) {
+        if (ra->op[0] == '\0')
+            return "{pid}";
+        return !strcmp(ra->op, "input")    ? "{pid}/input"
+               : !strcmp(ra->op, "resize") ? "{pid}/resize"
+                                           : "{pid}/{op}";
+    }
     if (shape != NB_ROUTE_PROCS || ra->arg[0] == '\0')
         return "";
     if (ra->op[0] == '\0')

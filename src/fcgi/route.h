@@ -35,6 +35,7 @@ enum nb_route {
     NB_ROUTE_RESUME,    /* /sandbox/{id}/resume */
     NB_ROUTE_METRICS,   /* /metrics */
     NB_ROUTE_USAGE,     /* /sandbox/{id}/metrics */
+    NB_ROUTE_PTY,       /* /sandbox/{id}/pty/{pid}[/input|/resize] (arg: pid, op: input, resize) */
     NB_ROUTE_TEMPLATES, /* /templates */
     NB_ROUTE_TEMPLATE,  /* /templates/{name}[/logs] (arg: the name, op: logs) */
     /* the E2B facade (docs/E2B.md): its answers and errors are E2B's shape */
@@ -123,7 +124,8 @@ struct nb_route_entry {
  * The sub-route of a matched path, to tell the rows of one shape apart:
  * for NB_ROUTE_FILES and NB_ROUTE_CODE its op ("", "mkdir", "move";
  * "", "interrupt"); for NB_ROUTE_PROCS "" (the list), "{pid}",
- * "{pid}/stdin", or "{pid}/{op}" for any other op; for NB_ROUTE_CONTEXTS
+ * "{pid}/stdin", or "{pid}/{op}" for any other op; for NB_ROUTE_PTY "{pid}",
+ * "{pid}/input", "{pid}/resize" or "{pid}/{op}"; for NB_ROUTE_CONTEXTS
  * "" (the list), "{ctx}", "{ctx}/restart", or "{ctx}/{op}"; for
  * NB_ROUTE_E2B_OP its op and for NB_ROUTE_E2B_DATA its path, as they are
  * (the HTTP layer looks "*" up when the table has no row for them); ""

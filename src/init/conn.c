@@ -287,6 +287,9 @@ static void conn_dispatch(struct init_conn *c, uint8_t type, const unsigned char
     case NBA_KERNEL:
         init_kernel_start(c, &r);
         break;
+    case NBA_PTY:
+        init_exec_pty(c, &r);
+        break;
     default:
         init_conn_error(c, EINVAL, "unknown request type 0x%02x", type);
         break;

@@ -7,6 +7,11 @@
  * (or breaks the protocol) the command is killed with its whole tree and
  * the job lives on, detached, until the command is reaped. The exit frame
  * is the last frame: every o/r frame of the command comes before it.
+ *
+ * With a window size (Y) the command runs on a PTY (proc.c): its output
+ * comes as 'o' frames, 'w' frames resize it, and the host leaving hangs up
+ * the terminal after the tree is killed. Other connections reach a running
+ * PTY session by its pid with Y: input, a new window, or both.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -139,7 +144,19 @@ static void job_gone(struct init_conn *c)
         j->proc.timed_out = 1;
         init_proc_kill_tree(&j->proc);
         init_proc_resume(&j->proc); /* read and drop what is left */
+        init_proc_hangup(&j->proc); /* a PTY: close the master (may end the job) */
     }
+}
+
+/* A window size frame or field: cols:u16 rows:u16, each 1..NBA_WINSIZE_MAX. */
+static int winsize_parse(const unsigned char *body, uint32_t len, unsigned *cols, unsigned *rows)
+{
+    if (len != 4)
+        return -1;
+    *cols = (unsigned)body[0] << 8 | body[1];
+    *rows = (unsigned)body[2] << 8 | body[3];
+    return *cols >= 1 && *rows >= 1 && *cols <= NBA_WINSIZE_MAX && *rows <= NBA_WINSIZE_MAX ? 0
+                                                                                            : -1;
 }
 
 static void job_protocol_error(struct init_conn *c, const char *msg)
@@ -172,6 +189,19 @@ static int job_frame(struct init_conn *c, uint8_t type, const unsigned char *bod
         }
         init_proc_signal(&j->proc, body[0]);
         return 0;
+    case NBA_WINSIZE: {
+        unsigned cols, rows;
+        if (!j->proc.pty) {
+            job_protocol_error(c, "frame 'w' is for a command on a PTY (exec with 'Y')");
+            return 0;
+        }
+        if (winsize_parse(body, len, &cols, &rows) != 0) {
+            job_protocol_error(c, "frame 'w' must hold cols:u16 rows:u16, each 1-1000");
+            return 0;
+        }
+        init_proc_resize(&j->proc, cols, rows); /* a terminal already gone has no size */
+        return 0;
+    }
     default:
         job_protocol_error(c, "unexpected frame during exec");
         return 0;
@@ -221,4 +251,34 @@ void init_exec_start(struct init_conn *c, const struct init_request *r)
     c->op = j;
     nba_put_u32(pid, (uint32_t)j->proc.pid);
     init_conn_send(c, NBA_STARTED, pid, sizeof(pid));
+}
+
+void init_exec_pty(struct init_conn *c, const struct init_request *r)
+{
+    struct init_proc *p = init_proc_find_pty(r->pid);
+    int e;
+
+    if (p == NULL) {
+        init_conn_error(c, ESRCH, "no PTY session %u", r->pid);
+        return;
+    }
+    if (r->data.len > 0) {
+        e = init_proc_write_stdin(p, r->data.p, r->data.len);
+        if (e == EAGAIN) {
+            /* nobody waits for stdin_room here: the host retries */
+            init_conn_error(c, EAGAIN, "PTY session %u has %u bytes of input pending", r->pid,
+                            (unsigned)init_buf_pending(&p->stdin_buf));
+            return;
+        }
+        if (e != 0) {
+            init_conn_error(c, EPIPE, "the terminal of PTY session %u is closed", r->pid);
+            return;
+        }
+    }
+    if (r->pty && init_proc_resize(p, r->cols, r->rows) != 0) {
+        init_conn_error(c, EPIPE, "the terminal of PTY session %u is closed", r->pid);
+        return;
+    }
+    init_conn_send(c, NBA_END, NULL, 0);
+    init_conn_finish(c);
 }

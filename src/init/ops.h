@@ -11,8 +11,10 @@
 #include "conn.h"
 #include "request.h"
 
-/* exec.c: X (foreground; background is handed to bg.c) */
+/* exec.c: X (foreground, on pipes or a PTY; background is handed to bg.c) */
 void init_exec_start(struct init_conn *c, const struct init_request *r);
+/* exec.c: Y (input for, or the window of, a running PTY session) */
+void init_exec_pty(struct init_conn *c, const struct init_request *r);
 
 /* bg.c: X with B, L, Q, W, S */
 void init_bg_start(struct init_conn *c, const struct init_request *r);

@@ -49,8 +49,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "agentproto.h"
@@ -60,6 +62,11 @@
 #define PROC_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 #define PROC_HOLD_RETRY_MS 50 /* grace over while output is held: look again this much later */
 #define PROC_FINAL_READS 16   /* reads per pipe when the grace ends */
+#define PROC_PTY_TERM "TERM=xterm-256color" /* a PTY command's TERM unless E gives one */
+
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41) /* Linux 4.13 */
+#endif
 
 extern char **environ;
 
@@ -166,7 +173,7 @@ static void __attribute__((noreturn)) child_fail(const char *what, const char *a
 }
 
 static void __attribute__((noreturn))
-child_run(char **argv, char **envp, const char *cwd, const int fds[3])
+child_run(char **argv, char **envp, const char *cwd, const int fds[3], int pty)
 {
     sigset_t none;
 
@@ -177,6 +184,9 @@ child_run(char **argv, char **envp, const char *cwd, const int fds[3])
      * check keeps a command from ever running outside its own group. */
     if (setsid() == -1)
         child_fail("setsid", "");
+    /* A PTY's slave (fds[0..2]) becomes the new session's controlling terminal. */
+    if (pty && ioctl(fds[0], TIOCSCTTY, 0) == -1)
+        child_fail("TIOCSCTTY", "");
     /* fds 0-2 of init are always open (main.c), so pipe ends are >= 3. */
     if (dup2(fds[0], 0) == -1 || dup2(fds[1], 1) == -1 || dup2(fds[2], 2) == -1)
         _exit(127);
@@ -223,23 +233,26 @@ static char **argv_build(const struct init_request *r)
     return v;
 }
 
-/* init's environment, then each E entry replacing the one of its name. */
+/* init's environment, then (on a PTY) TERM, then each E entry, each
+ * replacing the one of its name. */
 static char **env_build(const struct init_request *r)
 {
     size_t n = 0, k;
     char **v;
+    uint32_t first = r->pty ? 0 : 1;
 
     while (environ != NULL && environ[n] != NULL)
         n++;
-    v = calloc(n + r->nenv + 1, sizeof(*v));
+    v = calloc(n + r->nenv + 2, sizeof(*v));
     if (v == NULL)
         return NULL;
     for (k = 0; k < n; k++) {
         if ((v[k] = strdup(environ[k])) == NULL)
             goto fail;
     }
-    for (uint32_t i = 0; i < r->nenv; i++) {
-        char *e = slice_dup(&r->env[i]);
+    /* entry 0 is the PTY's TERM, 1..nenv the request's */
+    for (uint32_t i = first; i <= r->nenv; i++) {
+        char *e = i == 0 ? strdup(PROC_PTY_TERM) : slice_dup(&r->env[i - 1]);
         size_t name, j;
         if (e == NULL)
             goto fail;
@@ -296,13 +309,60 @@ static void fds_close(int *fds, size_t n)
  * (-Wclobbered), and the child leaves this frame only through exec or
  * _exit. */
 static pid_t __attribute__((noinline))
-proc_vfork(char **argv, char **envp, const char *cwd, const int fds[3])
+proc_vfork(char **argv, char **envp, const char *cwd, const int fds[3], int pty)
 {
     pid_t pid = vfork();
 
     if (pid == 0)
-        child_run(argv, envp, cwd, fds);
+        child_run(argv, envp, cwd, fds, pty);
     return pid;
+}
+
+/*
+ * A new PTY of cols x rows: *master (ours) and *slave (the child's), both
+ * close-on-exec and neither our controlling terminal. The slave is opened
+ * through the master (TIOCGPTPEER), not by a path in /dev/pts that the
+ * sandbox could replace. 0, or an errno with a message: EAGAIN when the
+ * sandbox's devpts holds as many as it may (its max, sandbox_ptys).
+ */
+static int pty_open(int *master, int *slave, unsigned cols, unsigned rows, char *err, size_t errlen)
+{
+    struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+    struct termios t;
+    int unlock = 0, e;
+
+    *master = *slave = -1;
+    *master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (*master == -1) {
+        e = errno;
+        if (e == ENOSPC || e == EAGAIN) {
+            snprintf(err, errlen,
+                     "no PTY left: this sandbox holds as many as it may (sandbox_ptys); "
+                     "close a terminal first");
+            return EAGAIN;
+        }
+        return proc_fail(err, errlen, e, "open /dev/ptmx");
+    }
+    if (ioctl(*master, TIOCSPTLCK, &unlock) == -1)
+        goto fail;
+    *slave = ioctl(*master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (*slave == -1)
+        goto fail;
+    if (ioctl(*master, TIOCSWINSZ, &ws) == -1)
+        goto fail;
+    /* a UTF-8 line discipline: erase removes a whole character */
+    if (tcgetattr(*slave, &t) == 0) {
+        t.c_iflag |= IUTF8;
+        tcsetattr(*slave, TCSANOW, &t);
+    }
+    return 0;
+fail:
+    e = errno;
+    close(*master);
+    if (*slave != -1)
+        close(*slave);
+    *master = *slave = -1;
+    return proc_fail(err, errlen, e, "pty");
 }
 
 /* Returns once the child has exec'd or exited (see the top of the file):
@@ -343,7 +403,18 @@ int init_proc_spawn(struct init_proc *p, const struct init_request *r,
         e = proc_fail(err, errlen, ENOMEM, "exec");
         goto out;
     }
-    for (int s = 0; s < 3; s++) {
+    p->pty = r->pty;
+    if (r->pty) {
+        /* fds[0] the slave; fds[1] and fds[3] the master twice (stdin, stdout); no stderr */
+        if ((e = pty_open(&fds[1], &fds[0], r->cols, r->rows, err, errlen)) != 0)
+            goto out;
+        fds[3] = fcntl(fds[1], F_DUPFD_CLOEXEC, 3);
+        if (fds[3] == -1) {
+            e = proc_fail(err, errlen, errno, "pty");
+            goto out;
+        }
+    }
+    for (int s = 0; s < 3 && !r->pty; s++) {
         int pfd[2];
         if (pipe2(pfd, O_CLOEXEC) == -1) {
             e = proc_fail(err, errlen, errno, "pipe");
@@ -358,8 +429,8 @@ int init_proc_spawn(struct init_proc *p, const struct init_request *r,
         goto out;
     }
     for (int s = 0; s < 3; s++)
-        child_fds[s] = fds[2 * s];
-    pid = proc_vfork(argv, envp, cwd, child_fds);
+        child_fds[s] = r->pty ? fds[0] : fds[2 * s];
+    pid = proc_vfork(argv, envp, cwd, child_fds, r->pty);
     if (pid == -1) {
         e = proc_fail(err, errlen, errno == ENOMEM ? EAGAIN : errno, "fork");
         goto out;
@@ -368,8 +439,11 @@ int init_proc_spawn(struct init_proc *p, const struct init_request *r,
     p->pid = pid;
     for (int s = 0; s < 3; s++) {
         int fd = fds[2 * s + 1];
-        close(fds[2 * s]);
+        if (fds[2 * s] != -1)
+            close(fds[2 * s]);
         fds[2 * s] = fds[2 * s + 1] = -1;
+        if (fd == -1)
+            continue; /* a PTY has no stderr of its own */
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         /* stdin joins the loop when there is something to write. */
         p->pipes[s].fd = fd;
@@ -479,6 +553,9 @@ int init_proc_write_stdin(struct init_proc *p, const unsigned char *data, size_t
 
 void init_proc_close_stdin(struct init_proc *p)
 {
+    /* A terminal has no end of input to close: ^D (VEOF) is typed as input. */
+    if (p->pty)
+        return;
     p->stdin_close = 1;
     proc_stdin_flush(p, 0);
 }
@@ -556,6 +633,35 @@ void init_proc_kill_tree(struct init_proc *p)
     if (p->done)
         return;
     init_killtree(p->pid);
+}
+
+int init_proc_resize(struct init_proc *p, unsigned cols, unsigned rows)
+{
+    struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+    int fd = p->pipes[1].fd >= 0 ? p->pipes[1].fd : p->pipes[0].fd;
+
+    if (!p->pty || fd < 0 || ioctl(fd, TIOCSWINSZ, &ws) == -1)
+        return EPIPE;
+    return 0;
+}
+
+void init_proc_hangup(struct init_proc *p)
+{
+    if (!p->pty)
+        return;
+    init_watch_close(&p->pipes[0]);
+    init_watch_close(&p->pipes[1]);
+    init_buf_free(&p->stdin_buf);
+    proc_check_done(p);
+}
+
+struct init_proc *init_proc_find_pty(uint32_t pid)
+{
+    for (struct init_proc *p = procs; p != NULL; p = p->next) {
+        if (p->pty && !p->done && (uint32_t)p->pid == pid)
+            return p;
+    }
+    return NULL;
 }
 
 void init_proc_reaped(pid_t pid, int status)

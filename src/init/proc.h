@@ -10,6 +10,11 @@
  * pipes reached end of file, or INIT_GRACE_MS after its exit if a process
  * it left behind still holds them (they are closed then; that process
  * keeps running, as after a shell exits).
+ *
+ * A command of a request with a window size (Y) runs on a PTY instead of
+ * pipes: the slave is its controlling terminal and its stdin, stdout and
+ * stderr; init holds the master twice (pipes[0] to write, pipes[1] to
+ * read; pipes[2] stays closed), so all output comes as stdout.
  */
 #ifndef INIT_PROC_H
 #define INIT_PROC_H
@@ -47,6 +52,7 @@ struct init_proc {
     uint8_t done;               /* exited and pipes closed */
     uint8_t timed_out;          /* killed at its deadline (or when its host left) */
     uint8_t signal;             /* the signal that ended it, 0 if it exited */
+    uint8_t pty;                /* runs on a PTY: pipes[0] and pipes[1] are its master */
     int exit_code;              /* WEXITSTATUS, or -1 if a signal ended it */
     int64_t deadline;           /* timeout, monotonic ms; 0 none */
     int64_t grace;              /* close pipes at this time; 0 none */
@@ -71,6 +77,14 @@ void init_proc_resume(struct init_proc *p);
 int init_proc_signal(struct init_proc *p, int sig);
 /* SIGKILL the process group, the session and every descendant. */
 void init_proc_kill_tree(struct init_proc *p);
+
+/* A PTY command: set its window (the kernel sends SIGWINCH to its
+ * foreground group); 0 or EPIPE once the terminal is gone. */
+int init_proc_resize(struct init_proc *p, unsigned cols, unsigned rows);
+/* A PTY command: close the master, which hangs up its terminal. */
+void init_proc_hangup(struct init_proc *p);
+/* The PTY command with this pid still running, or NULL. */
+struct init_proc *init_proc_find_pty(uint32_t pid);
 
 /* From the loop. */
 void init_proc_event(struct init_proc *p, int stream, uint32_t events);

@@ -53,6 +53,7 @@ static const struct field_rule exec_fields[] = {
     {NBA_T_TIMEOUT, FK_U32, 0},
     {NBA_T_MAXOUT, FK_U32, 0},
     {NBA_T_BG, FK_EMPTY, 0},
+    {NBA_T_WINSIZE, FK_U32, 0},
     {0, 0, 0},
 };
 static const struct field_rule pquery_fields[] = {
@@ -70,6 +71,12 @@ static const struct field_rule pstdin_fields[] = {
 static const struct field_rule psignal_fields[] = {
     {NBA_T_PID, FK_U32, FR_REQUIRED},
     {NBA_T_SIG, FK_U32, FR_REQUIRED},
+    {0, 0, 0},
+};
+static const struct field_rule pty_fields[] = {
+    {NBA_T_PID, FK_U32, FR_REQUIRED},
+    {NBA_T_DATA, FK_BYTES, 0},
+    {NBA_T_WINSIZE, FK_U32, 0},
     {0, 0, 0},
 };
 static const struct field_rule path_fields[] = {
@@ -97,7 +104,7 @@ static const struct request_rule request_rules[] = {
     {NBA_PQUERY, pquery_fields},   {NBA_PSTDIN, pstdin_fields}, {NBA_PSIGNAL, psignal_fields},
     {NBA_FREAD, path_fields},      {NBA_FSTAT, path_fields},    {NBA_FWRITE, fwrite_fields},
     {NBA_FDELETE, fdelete_fields}, {NBA_FMKDIR, path_fields},   {NBA_FMOVE, fmove_fields},
-    {NBA_KERNEL, no_fields},
+    {NBA_KERNEL, no_fields},       {NBA_PTY, pty_fields},
 };
 
 static const struct request_rule *rule_for(uint8_t type)
@@ -227,6 +234,7 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
     uint8_t tag;
     const unsigned char *v;
     uint32_t vlen, na = 0, ne = 0;
+    int maxout_given = 0;
 
     nba_fields_init(&it, body, len);
     while (nba_fields_next(&it, &tag, &v, &vlen) == 1) {
@@ -258,6 +266,7 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
                 r->mode = nba_get_u32(v);
             else
                 r->maxout = nba_get_u32(v);
+            maxout_given = 1;
             break;
         case NBA_T_PID:
             r->pid = nba_get_u32(v);
@@ -280,6 +289,11 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
         case NBA_T_RECURSIVE:
             r->recursive = 1;
             break;
+        case NBA_T_WINSIZE:
+            r->pty = 1;
+            r->cols = (uint16_t)(nba_get_u32(v) >> 16);
+            r->rows = (uint16_t)(nba_get_u32(v) & 0xffffu);
+            break;
         default:
             break;
         }
@@ -288,7 +302,18 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
         return fail(err, errlen, EINVAL, "argv[0] is empty");
     if (r->mode > 07777)
         return fail(err, errlen, EINVAL, "mode %#o has bits beyond 07777", r->mode);
-    if ((r->type == NBA_PQUERY || r->type == NBA_PSTDIN || r->type == NBA_PSIGNAL) &&
+    if (r->pty &&
+        (r->cols == 0 || r->rows == 0 || r->cols > NBA_WINSIZE_MAX || r->rows > NBA_WINSIZE_MAX))
+        return fail(err, errlen, EINVAL, "a PTY's window is 1 to %d columns and rows, not %ux%u",
+                    NBA_WINSIZE_MAX, r->cols, r->rows);
+    if (r->pty && r->background)
+        return fail(err, errlen, EINVAL,
+                    "a PTY session runs for its connection: 'B' and 'Y' do not go together");
+    /* a terminal's output is not capped unless asked */
+    if (r->pty && r->type == NBA_EXEC && !maxout_given)
+        r->maxout = UINT32_MAX;
+    if ((r->type == NBA_PQUERY || r->type == NBA_PSTDIN || r->type == NBA_PSIGNAL ||
+         r->type == NBA_PTY) &&
         (r->pid == 0 || r->pid > 0x7fffffffu))
         return fail(err, errlen, EINVAL, "pid %u is not a process id", r->pid);
     if (r->sig > INIT_MAX_SIGNAL)

@@ -37,6 +37,8 @@ struct init_request {
     uint8_t background;        /* B */
     uint8_t close_stdin;       /* Z */
     uint8_t recursive;         /* r */
+    uint8_t pty;               /* Y of exec: run on a PTY of cols x rows */
+    uint16_t cols, rows;       /* Y: 1..NBA_WINSIZE_MAX each */
 };
 
 /*

@@ -449,6 +449,8 @@ def every_route(sid):
         ("GET", f"{s}/processes", None), ("GET", f"{s}/processes/1", None),
         ("POST", f"{s}/processes/1/stdin", {"data": "x"}),
         ("DELETE", f"{s}/processes/1?signal=KILL", None),
+        ("POST", f"{s}/pty/1/input", {"data": "x"}),
+        ("POST", f"{s}/pty/1/resize", {"cols": 80, "rows": 24}),
         ("POST", "/run", {"language": "sh", "code": "true"}),
         ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
         ("DELETE", "/mcp", None),

@@ -22,7 +22,8 @@
 
 static int has_sandbox_id(enum nb_route rt)
 {
-    return (rt >= NB_ROUTE_SANDBOX && rt <= NB_ROUTE_RESUME) || rt == NB_ROUTE_USAGE;
+    return (rt >= NB_ROUTE_SANDBOX && rt <= NB_ROUTE_RESUME) || rt == NB_ROUTE_USAGE ||
+           rt == NB_ROUTE_PTY;
 }
 
 /* The E2B facade's /sandboxes/{id}[/{op}]: the id after that prefix. */
@@ -87,6 +88,10 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
     case NB_ROUTE_TEMPLATE:
         if (al == 0 || strncmp(path, "/templates/", 11) != 0)
             abort(); /* a template route always names one */
+        break;
+    case NB_ROUTE_PTY:
+        if (al == 0 || strstr(path, "/pty/") == NULL)
+            abort(); /* a terminal route always names its pid */
         break;
     case NB_ROUTE_PROCS:
     case NB_ROUTE_CONTEXTS:
@@ -163,7 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the same path with the smallest buffers: cut, or no route, never past them */
     if (match(path, 1, 1, 1) != rt && rt != NB_ROUTE_PORT && rt != NB_ROUTE_PROCS &&
         rt != NB_ROUTE_FILES && rt != NB_ROUTE_CODE && rt != NB_ROUTE_CONTEXTS &&
-        rt != NB_ROUTE_E2B_OP && rt != NB_ROUTE_TEMPLATE)
+        rt != NB_ROUTE_E2B_OP && rt != NB_ROUTE_TEMPLATE && rt != NB_ROUTE_PTY)
         abort();
     free(path);
     return 0;

@@ -34,6 +34,11 @@ def u64(v):
     return struct.pack(">Q", v)
 
 
+def winsize(cols, rows):
+    """The body of a 'w' frame, the value of a 'Y' field: cols:u16 rows:u16."""
+    return struct.pack(">HH", cols, rows)
+
+
 def parse_fields(body):
     """[(tag_char, value_bytes)]; raises ValueError on a truncated field."""
     out, i = [], 0
@@ -174,8 +179,12 @@ class Agent:
             c.expect_eof()
             return body.decode()
 
-    def exec_start(self, argv, env=(), cwd=None, timeout_ms=None, maxout=None, background=False):
+    def exec_start(self, argv, env=(), cwd=None, timeout_ms=None, maxout=None, background=False,
+                   pty=None):
+        """pty=(cols, rows): run on a PTY of that window."""
         fl = [field("A", a) for a in argv] + [field("E", e) for e in env]
+        if pty is not None:
+            fl.append(field("Y", winsize(*pty)))
         if cwd is not None:
             fl.append(field("C", cwd))
         if timeout_ms is not None:
@@ -309,6 +318,11 @@ class Agent:
     def pstdin(self, pid, data=b"", close=False):
         self.simple("W", field("P", u32(pid)), *([field("D", data)] if data else []),
                     *([field("Z")] if close else []))
+
+    def pty(self, pid, data=None, size=None):
+        """Y: input for a PTY session, and/or its new window (cols, rows)."""
+        self.simple("Y", field("P", u32(pid)), *([field("D", data)] if data is not None else []),
+                    *([field("Y", winsize(*size))] if size is not None else []))
 
     def psignal(self, pid, sig):
         self.simple("S", field("P", u32(pid)), field("N", u32(sig)))

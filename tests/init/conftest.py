@@ -68,10 +68,11 @@ class AgentProcess(Agent):
         return 0
 
 
-def start_agent(log, extra=(), env=None, check_ready=True, preexec_fn=None):
+def start_agent(log, extra=(), env=None, check_ready=True, preexec_fn=None, prefix=()):
+    """prefix: a command that execs the rest (its pid stays the agent's)."""
     name = f"nbtest-{uuid.uuid4().hex[:12]}"
     with open(log, "ab") as logf:
-        proc = subprocess.Popen(WRAPPER + [str(INIT_BIN), "--socket", name, *extra],
+        proc = subprocess.Popen([*prefix] + WRAPPER + [str(INIT_BIN), "--socket", name, *extra],
                                 stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
                                 start_new_session=True, env=env, preexec_fn=preexec_fn)
     agent = AgentProcess(proc, name, Path(log))

@@ -12,6 +12,9 @@ ROUTES = [
     ("POST", "/sandbox/{id}/exec", {"command": "touch /workspace/pwned"}),
     ("POST", "/sandbox/{id}/timeout", {"ttl": 5}),
     ("POST", "/sandbox/{id}/pause", None),
+    ("POST", "/sandbox/{id}/exec", {"argv": ["touch", "/workspace/pwned"], "pty": {"cols": 80, "rows": 24}}),
+    ("POST", "/sandbox/{id}/pty/1/input", {"data": "x"}),
+    ("POST", "/sandbox/{id}/pty/1/resize", {"cols": 80, "rows": 24}),
 ]
 
 

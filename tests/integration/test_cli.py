@@ -1106,3 +1106,144 @@ def test_template_build_that_fails_exits_1(cli, tmp_path):
     r = cli.run("template", "build", "Bad", "-f", tmp_path / "Dockerfile")
     assert_readable_error(r, "bad_name")
     cli.ok("template", "rm", name)
+# ------------------------------------------------------------------- shell
+
+def _on_pty(argv, env, cols=100, rows=30):
+    """Start argv on a new pseudo-terminal of cols x rows: (pid, master fd)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            os.execve(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    return pid, fd
+
+
+class _PtyReader:
+    """What a program on a pseudo-terminal prints, read as it comes."""
+
+    def __init__(self, fd):
+        self.fd, self.out = fd, b""
+
+    def expect(self, needle, timeout=20):
+        import select
+        needle = needle.encode() if isinstance(needle, str) else needle
+        start = len(self.out)
+        deadline = time.time() + timeout
+        while needle not in self.out[start:]:
+            left = deadline - time.time()
+            assert left > 0, f"{needle!r} not seen; output: {self.out[-500:]!r}"
+            if select.select([self.fd], [], [], left)[0]:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:
+                    chunk = b""
+                assert chunk, f"the terminal closed before {needle!r}: {self.out[-500:]!r}"
+                self.out += chunk
+        return self.out
+
+    def drain(self, timeout=20):
+        import select
+        deadline = time.time() + timeout
+        while time.time() < deadline and select.select([self.fd], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.out += chunk
+
+
+def _wait_status(pid, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    raise AssertionError("nanobox shell did not end")
+
+
+def test_shell_is_an_interactive_terminal_with_the_shells_exit_status(cli, api):
+    sid = cli.create()
+    # nanobox, then stty: the local terminal is back in cooked mode after
+    script = f"{CLI_BIN} shell {sid}; echo nanobox-exit=$?; stty -a"
+    pid, fd = _on_pty(["/bin/sh", "-c", script], cli.env())
+    try:
+        r = _PtyReader(fd)
+        r.expect("$ ")  # the sandbox's shell prompt: raw mode is on
+        os.write(fd, b"echo $((6*7))\r")
+        r.expect("42\r\n")
+        os.write(fd, b"stty size\r")
+        r.expect("30 100\r\n")
+        os.write(fd, b"exit 3\r")
+        r.expect("nanobox-exit=3")
+        r.drain()
+        stty = r.out.split(b"nanobox-exit=3", 1)[1].decode(errors="replace")
+        assert " icanon" in stty and " echo" in stty, stty
+        assert _wait_status(pid) == 0
+    finally:
+        os.close(fd)
+
+
+def test_shell_follows_the_local_window_and_ctrl_c(cli, api):
+    import fcntl
+    import struct
+    import termios
+    sid = cli.create()
+    pid, fd = _on_pty([str(CLI_BIN), "shell", sid, "--", "bash", "--norc", "-i"], cli.env(),
+                      cols=80, rows=24)
+    try:
+        r = _PtyReader(fd)
+        r.expect("$ ")
+        os.write(fd, b"stty size\r")
+        r.expect("24 80\r\n")
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 132, 0, 0))  # SIGWINCH
+        deadline = time.time() + 10
+        while True:
+            os.write(fd, b"stty size\r")
+            try:
+                r.expect("50 132\r\n", timeout=1)
+                break
+            except AssertionError:
+                assert time.time() < deadline, r.out[-300:]
+        os.write(fd, b"sleep 100; echo not-interrupted\r")
+        r.expect("sleep 100")
+        time.sleep(0.5)
+        os.write(fd, b"\x03")  # ^C: a byte for the sandbox's terminal, not our SIGINT
+        os.write(fd, b"echo still-$((2+2))\r")
+        r.expect("still-4\r\n")
+        assert r.out.count(b"not-interrupted") == 1
+        os.write(fd, b"exit 7\r")
+        assert _wait_status(pid) == 7
+    finally:
+        os.close(fd)
+
+
+def test_shell_without_a_terminal_types_stdin_and_ends_with_it(cli, api):
+    sid = cli.create()
+    r = cli.run("shell", sid, "--", "sh", input="echo $((6*7))\nexit 4\n", timeout=60)
+    assert r.returncode == 4, (r.stdout, r.stderr)
+    assert "\n42\n" in r.stdout  # (text mode reads the terminal's \r\n as \n)
+    # its end is ^D: a shell that reads to the end exits 0
+    r = cli.run("shell", sid, "--", "sh", "-c", "cat; echo cat-done", input="abc\n", timeout=60)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "cat-done" in r.stdout
+
+
+def test_shell_refuses_what_cannot_run(cli, api):
+    r = cli.run("shell")
+    assert r.returncode == 2 and "give a sandbox ID" in r.stderr
+    sid = cli.create()
+    r = cli.run("shell", sid, "--", "")
+    assert r.returncode == 2 and "empty" in r.stderr
+    r = cli.run("shell", "00000000-0000-4000-8000-000000000000", input="")
+    assert_readable_error(r, "not")

@@ -75,6 +75,17 @@ static void test_paths_give_shape_and_sub_route(void **state)
     assert_string_equal(sub, "{pid}/stdin");
     assert_int_equal(match("/sandbox/" SID "/processes/42/nope", &ra, &sub), NB_ROUTE_PROCS);
     assert_string_equal(sub, "{pid}/{op}");
+    assert_int_equal(match("/sandbox/" SID "/pty/42/input", &ra, &sub), NB_ROUTE_PTY);
+    assert_string_equal(sub, "{pid}/input");
+    assert_string_equal(ra.arg, "42");
+    assert_int_equal(match("/sandbox/" SID "/pty/42/resize", &ra, &sub), NB_ROUTE_PTY);
+    assert_string_equal(sub, "{pid}/resize");
+    assert_int_equal(match("/sandbox/" SID "/pty/42/stdin", &ra, &sub), NB_ROUTE_PTY);
+    assert_string_equal(sub, "{pid}/{op}");
+    assert_int_equal(match("/sandbox/" SID "/pty/42", &ra, &sub), NB_ROUTE_PTY);
+    assert_string_equal(sub, "{pid}");
+    assert_int_equal(match("/sandbox/" SID "/pty/", &ra, &sub), NB_ROUTE_NONE);
+    assert_int_equal(match("/sandbox/" SID "/pty/42/input/x", &ra, &sub), NB_ROUTE_NONE);
     assert_int_equal(match("/sandbox/" SID "/ports/8080", &ra, &sub), NB_ROUTE_PORT);
     assert_string_equal(sub, "");
     assert_string_equal(ra.arg, "8080");
