@@ -168,6 +168,11 @@ static int client_open(struct client *c)
     return CLI_OK;
 }
 
+int client_ready(struct client *c)
+{
+    return client_open(c);
+}
+
 /* ------------------------------------------------------------- transfers */
 
 static void decide_mode(struct transfer *t)

@@ -30,6 +30,7 @@
 
 #include "base64.h"
 #include "buf.h"
+#include "clock.h"
 #include "json.h"
 #include "log.h"
 #include "mcp.h"
@@ -39,6 +40,9 @@
 #define MCP_DEFAULT_PORT_DURATION 600 /* sandbox_open_port without duration, seconds */
 #define MCP_WORKSPACE "/workspace"    /* the workspace when the config is unknown */
 #define MCP_MAX_DESCRIPTION 4096      /* bytes of one description, templates filled in */
+#define MCP_EXEC_TIMEOUT 30           /* a watched exec's timeout when the config is unknown */
+#define MCP_MAX_OUTPUT (1u << 20)     /* a watched exec's output cap when the config is unknown */
+#define MCP_POLL_MAX_MS 1000          /* a watched exec's longest wait between two polls */
 
 const char *const mcp_versions[] = {"2025-06-18", "2025-03-26", "2024-11-05", NULL};
 
@@ -95,6 +99,9 @@ struct tool_call {
     int is_error;
     yajl_val structured;         /* structuredContent (owned), or NULL */
     const char *structured_omit; /* a top-level key left out of it */
+    const char *id_json;         /* the request's id as JSON text */
+    yajl_val progress_token;     /* params._meta.progressToken, or NULL */
+    int cancelled;               /* notifications/cancelled named it, or the client left */
 };
 
 static void tool_sandbox_create(struct tool_call *t);
@@ -764,11 +771,213 @@ static void tool_sandbox_create(struct tool_call *t)
     free(body);
 }
 
+/* ------------------------------------------------------- long calls */
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* Whether t was cancelled (notifications/cancelled, or the client left). */
+static int call_cancelled(struct tool_call *t)
+{
+    const struct mcp_backend *be = t->s->backend;
+
+    if (!t->cancelled && be->is_cancelled != NULL && t->id_json != NULL &&
+        be->is_cancelled(be->ctx, t->id_json))
+        t->cancelled = 1;
+    return t->cancelled;
+}
+
+/* notifications/progress: elapsed seconds of total; a client that is gone cancels t. */
+static void send_progress(struct tool_call *t, long long elapsed, double total)
+{
+    const struct mcp_backend *be = t->s->backend;
+    yajl_gen g = nb_json_gen();
+    char msg[160];
+    char *text;
+
+    snprintf(msg, sizeof(msg), "%s: running for %lld s (killed at %g s)", t->tool->name, elapsed,
+             total);
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "jsonrpc", "2.0");
+    nb_json_kv_str(g, "method", "notifications/progress");
+    nb_json_cstr(g, "params");
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "progressToken");
+    nb_json_tree(g, t->progress_token);
+    nb_json_kv_int(g, "progress", elapsed);
+    nb_json_cstr(g, "total");
+    yajl_gen_double(g, total);
+    nb_json_kv_str(g, "message", msg);
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    text = nb_json_gen_take(g);
+    if (be->notify(be->ctx, text, strlen(text)) != 0)
+        t->cancelled = 1;
+    free(text);
+}
+
+/* Append s to b within *room bytes; 1 when some of it did not fit. */
+static int keep_output(struct nb_buf *b, const char *s, size_t *room)
+{
+    size_t n = strlen(s), take = n < *room ? n : *room;
+
+    nb_buf_append(b, s, take);
+    *room -= take;
+    return take < n;
+}
+
+/*
+ * sandbox_exec with a progressToken: the command starts in the background
+ * (POST exec, "background": true) and is polled until it ends
+ * (GET .../processes/{pid} from the offsets the last answer gave), with a
+ * notifications/progress every MCP_PROGRESS_EVERY_MS. The timeout is
+ * enforced here (DELETE .../processes/{pid}?signal=KILL), as on cancellation.
+ * The answer has the foreground exec's fields but output (stdout and
+ * stderr interleaved) and oom_killed; its entry is forgotten at the end.
+ */
+static void exec_watched(struct tool_call *t)
+{
+    const struct nb_conf *c = session_conf(t->s);
+    yajl_val targ = arg(t, "timeout");
+    double timeout = targ != NULL ? nb_json_double(targ)
+                     : c != NULL  ? c->exec_timeout
+                                  : MCP_EXEC_TIMEOUT;
+    size_t room = c != NULL && c->max_output > 0 ? (size_t)c->max_output : MCP_MAX_OUTPUT;
+    int64_t start = nb_clock_mono_ms(), deadline = start + (int64_t)(timeout * 1000.0),
+            next_progress = start + MCP_PROGRESS_EVERY_MS, wait = 20, killed_at = 0;
+    long long out_off = 0, err_off = 0, exit_code = -1, pid;
+    int timed_out = 0, truncated = 0, killed = 0, ended = 0;
+    struct nb_buf path, proc, out, err;
+    struct api_answer a;
+    yajl_gen g = nb_json_gen();
+    yajl_val result;
+    char *body, errmsg[128];
+
+    yajl_gen_map_open(g);
+    for (size_t i = 0; t->tool->args[i].name != NULL; i++) {
+        if (t->f[i].val == NULL || !strcmp(t->tool->args[i].name, "sandbox_id"))
+            continue;
+        nb_json_cstr(g, t->tool->args[i].name);
+        nb_json_tree(g, t->f[i].val);
+    }
+    nb_json_kv_bool(g, "background", 1);
+    yajl_gen_map_close(g);
+    body = nb_json_gen_take(g);
+    sandbox_path(&path, t, "/exec");
+    nb_buf_init(&out, MCP_MAX_TEXT);
+    nb_buf_init(&err, MCP_MAX_TEXT);
+    nb_buf_init(&proc, 8192);
+    if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) != 0)
+        goto out;
+    pid = nb_json_int(member(a.json, "pid"));
+    api_answer_free(&a);
+    sandbox_path(&proc, t, "/processes/");
+    nb_buf_printf(&proc, "%lld", pid);
+
+    while (!ended) {
+        int64_t now;
+        yajl_val st;
+
+        nb_buf_reset(&path);
+        nb_buf_printf(&path, "%s?stdout_offset=%lld&stderr_offset=%lld", proc.data, out_off,
+                      err_off);
+        if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) != 0)
+            break;
+        /* output older than the offset asked for is gone: the agent keeps the last MiB */
+        truncated |= nb_json_int(member(a.json, "stdout_offset")) > out_off ||
+                     nb_json_int(member(a.json, "stderr_offset")) > err_off;
+        truncated |= keep_output(&out, member_str(a.json, "stdout"), &room);
+        truncated |= keep_output(&err, member_str(a.json, "stderr"), &room);
+        out_off = nb_json_int(member(a.json, "stdout_next"));
+        err_off = nb_json_int(member(a.json, "stderr_next"));
+        st = member(a.json, "running");
+        ended = st != NULL && YAJL_IS_FALSE(st);
+        if (ended)
+            exit_code =
+                member(a.json, "exit_code") != NULL && YAJL_IS_INTEGER(member(a.json, "exit_code"))
+                    ? YAJL_GET_INTEGER(member(a.json, "exit_code"))
+                    : -1;
+        api_answer_free(&a);
+        if (ended)
+            break;
+        now = nb_clock_mono_ms();
+        if (!killed && (call_cancelled(t) || now >= deadline)) {
+            timed_out = !t->cancelled;
+            killed = 1;
+            killed_at = now;
+            nb_buf_reset(&path);
+            nb_buf_printf(&path, "%s?signal=KILL", proc.data);
+            if (api_call(t, "DELETE", path.data, NULL, 0, NULL, &a) != 0)
+                break;
+            api_answer_free(&a);
+            wait = 20;
+        } else if (killed && now >= killed_at + 10000) {
+            break; /* killed 10 s ago and still listed as running: answer what we have */
+        }
+        if (!killed && t->progress_token != NULL && t->s->backend->notify != NULL &&
+            now >= next_progress) {
+            send_progress(t, (long long)((now - start) / 1000), timeout);
+            next_progress += MCP_PROGRESS_EVERY_MS;
+            continue; /* a client gone is a cancellation: check at once */
+        }
+        sleep_ms(wait);
+        wait = wait * 2 > MCP_POLL_MAX_MS ? MCP_POLL_MAX_MS : wait * 2;
+    }
+    if (ended || killed) { /* forget the entry (an ended process's DELETE does); best effort */
+        const struct mcp_backend *be = t->s->backend;
+        struct nb_buf ignored;
+        long status;
+        nb_buf_init(&ignored, 65536);
+        be->call(be->ctx, "DELETE", proc.data, NULL, 0, NULL, &status, &ignored);
+        nb_buf_free(&ignored);
+    }
+    if (t->is_error || t->cancelled)
+        goto out;
+
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_int(g, "exit_code", timed_out ? 137 : exit_code);
+    nb_json_kv_bool(g, "timed_out", timed_out);
+    nb_json_kv_bool(g, "truncated", truncated);
+    nb_json_cstr(g, "stdout");
+    nb_json_str(g, out.data != NULL ? out.data : "", out.len);
+    nb_json_cstr(g, "stderr");
+    nb_json_str(g, err.data != NULL ? err.data : "", err.len);
+    nb_json_kv_int(g, "duration_ms", nb_clock_mono_ms() - start);
+    nb_json_kv_int(g, "pid", pid);
+    yajl_gen_map_close(g);
+    free(body);
+    body = nb_json_gen_take(g);
+    if (nb_json_parse(body, strlen(body), MCP_MAX_DEPTH, &result, errmsg, sizeof(errmsg)) != 0) {
+        tool_fail(t, "internal error: %s", errmsg);
+        goto out;
+    }
+    put_exec_result(t, result);
+    yajl_tree_free(t->structured);
+    t->structured = result;
+out:
+    nb_buf_free(&proc);
+    nb_buf_free(&out);
+    nb_buf_free(&err);
+    nb_buf_free(&path);
+    free(body);
+}
+
 static void tool_sandbox_exec(struct tool_call *t)
 {
     struct api_answer a;
     struct nb_buf path;
-    char *body = body_from_args(t, "sandbox_id");
+    char *body;
+
+    if (t->progress_token != NULL) {
+        exec_watched(t);
+        return;
+    }
+    body = body_from_args(t, "sandbox_id");
 
     sandbox_path(&path, t, "/exec");
     if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) == 0) {
@@ -1474,7 +1683,9 @@ static int check_args(struct tool_call *t, yajl_val args)
 static int do_tools_call(struct mcp_session *s, yajl_val id, yajl_val params, struct nb_buf *out)
 {
     yajl_val name = member(params, "name"), args = member(params, "arguments");
+    yajl_val token = member(member(params, "_meta"), "progressToken");
     struct tool_call t = {.s = s};
+    char *idj;
     char msg[256];
     yajl_gen g;
 
@@ -1496,9 +1707,22 @@ static int do_tools_call(struct mcp_session *s, yajl_val id, yajl_val params, st
         return MCP_REPLY;
     }
 
+    if (token != NULL && (YAJL_IS_STRING(token) || YAJL_IS_INTEGER(token)))
+        t.progress_token = token;
+    idj = id_text(id);
+    t.id_json = idj;
     nb_buf_init(&t.text, MCP_MAX_TEXT);
     if (check_args(&t, args != NULL && YAJL_IS_OBJECT(args) ? args : NULL) == 0)
         t.tool->run(&t);
+    free(idj);
+    t.id_json = NULL;
+    if (t.cancelled) { /* the client gave up on it: the spec wants no reply */
+        s->last = MCP_MSG_CANCELLED;
+        yajl_tree_free(t.structured);
+        items_free(&t);
+        nb_buf_free(&t.text);
+        return MCP_NO_REPLY;
+    }
 
     g = nb_json_gen();
     yajl_gen_map_open(g);
@@ -1581,6 +1805,15 @@ static int handle_one(struct mcp_session *s, yajl_val m, int in_batch, struct nb
         /* notifications: initialized, cancelled (calls run to the end), the rest ignored */
         if (!strcmp(method->u.string, "notifications/initialized"))
             s->initialized = 1;
+        if (!strcmp(method->u.string, "notifications/cancelled") && s->backend != NULL &&
+            s->backend->cancel != NULL) {
+            yajl_val req = member(member(m, "params"), "requestId");
+            if (req != NULL && (YAJL_IS_STRING(req) || YAJL_IS_INTEGER(req))) {
+                char *rid = id_text(req);
+                s->backend->cancel(s->backend->ctx, rid);
+                free(rid);
+            }
+        }
         return MCP_NO_REPLY;
     }
     params = member(m, "params");

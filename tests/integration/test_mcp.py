@@ -318,6 +318,46 @@ def test_http_transport_hands_out_a_session_id(http_run):
     assert http_run.get("sessionId"), http_run
 
 
+def _transport_args(stack, transport, home):
+    if transport == "stdio":
+        return (["--transport", "stdio", "--bin", str(CLI_BIN)],
+                {"NANOBOX_URL": stack.url, "NANOBOX_API_KEY": stack.api_key, "HOME": str(home)})
+    return ["--transport", "http", "--url", f"{stack.url}/mcp", "--key", stack.api_key], {}
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_sdk_long_call_lives_on_progress_and_a_cancelled_one_is_killed(stack, mcp_sdk, transport,
+                                                                        tmp_path):
+    # Slow (~70 s) but needed: the case is a call longer than the SDK's
+    # 60 s default request timeout. One test per transport; xdist runs them
+    # beside the rest. Side by side in one sandbox (client.mjs long()):
+    # `sleep 65` (timeout 120) with resetTimeoutOnProgress, and `sleep 301`
+    # cancelled through the SDK's AbortSignal once its first progress came.
+    args, env = _transport_args(stack, transport, tmp_path)
+    summary = run_client(mcp_sdk, stack, *args, "--scenario", "long", env=env)
+    try:
+        sid = summary["sandboxId"]
+        assert sid, summary
+        s = ok_step(summary, "long")
+        assert s["text"].startswith("exit_code: 0\ntimed_out: false\n"), s["text"]
+        assert "--- stdout ---\nbegin\nend\n" in s["text"], s["text"]
+        assert s["ms"] > 60000, s  # past the SDK's 60 s: progress kept it waiting
+        prog = summary["progress"]["long"]
+        assert len(prog) >= 10, prog  # one every 5 s
+        assert all(b["progress"] > a["progress"] for a, b in zip(prog, prog[1:])), prog
+        assert prog[0]["total"] == 120 and "sandbox_exec" in prog[0]["message"], prog[0]
+        if summary["protocolVersion"] >= "2025-06-18":
+            assert s["structured"]["stdout"] == "begin\nend\n" and s["structured"]["exit_code"] == 0
+
+        c = summary["steps"]["cancel"]
+        assert "thrown" in c and summary["progress"]["cancel"], (c, summary["progress"])
+        # killed, as seen from the host: the long call ran 60 s more after the cancel
+        assert not any("sleep 301" in line for line in nbtest.docker_top(f"nanobox-{sid}"))
+        assert any("sleep" not in line for line in nbtest.docker_top(f"nanobox-{sid}"))  # still alive
+    finally:
+        _forget(stack, summary)
+
+
 # ------------------------------------------------- raw Streamable HTTP (POST /mcp)
 
 HTTP_ACCEPT = "application/json, text/event-stream"
