@@ -24,6 +24,7 @@ import queue
 import re
 import subprocess
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -949,6 +950,49 @@ def test_stdio_scenario_by_hand_create_write_exec_read_destroy(mcp, api):
     r = mcp.call("sandbox_destroy", {"sandbox_id": sid})
     assert r["isError"] is False, r
     assert api.get(sid).status_code == 404
+
+
+def test_stdio_calls_run_concurrently_and_answer_out_of_order(mcp, api):
+    """A quick call is not stuck behind a long one sent before it."""
+    mcp.initialize()
+    r = mcp.call("sandbox_create", {"metadata": {"test": "mcp-concurrent"}})
+    sid = r["structuredContent"]["sandboxId"]
+    api.created.append(sid)
+    slow = {"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+            "params": {"name": "sandbox_exec", "arguments": {"sandbox_id": sid, "command": "sleep 3; echo slow"}}}
+    fast = {"jsonrpc": "2.0", "id": "fast", "method": "tools/call",
+            "params": {"name": "sandbox_exec", "arguments": {"sandbox_id": sid, "command": "echo fast"}}}
+    t0 = time.monotonic()
+    mcp.send(slow)
+    mcp.send(fast)
+    first = mcp.recv(timeout=30)
+    first_at = time.monotonic() - t0
+    second = mcp.recv(timeout=30)
+    assert first["id"] == "fast" and "--- stdout ---\nfast\n" in first["result"]["content"][0]["text"], first
+    assert first_at < 2.5, first_at
+    assert second["id"] == "slow" and "--- stdout ---\nslow\n" in second["result"]["content"][0]["text"], second
+    mcp.assert_serving()
+
+
+def test_stdio_progress_token_gets_progress_lines_then_the_reply(mcp, api):
+    """Over a pipe: notifications/progress lines while the call runs, the reply last."""
+    mcp.initialize()
+    r = mcp.call("sandbox_create", {})
+    sid = r["structuredContent"]["sandboxId"]
+    api.created.append(sid)
+    mcp.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+              "params": {"name": "sandbox_exec", "_meta": {"progressToken": "tok"},
+                         "arguments": {"sandbox_id": sid, "command": "sleep 6; echo done", "timeout": 20}}})
+    note = mcp.recv(timeout=30)
+    assert note["method"] == "notifications/progress" and "id" not in note, note
+    assert note["params"]["progressToken"] == "tok" and note["params"]["progress"] == 5, note
+    assert note["params"]["total"] == 20, note
+    reply = mcp.recv(timeout=30)
+    assert reply["id"] == 9, reply
+    assert reply["result"]["content"][0]["text"] == ("exit_code: 0\ntimed_out: false\ntruncated: false\n"
+                                                     "--- stdout ---\ndone\n--- stderr ---\n"), reply
+    # the watched command's entry is gone from the processes list
+    assert api.request("GET", f"/sandbox/{sid}/processes").json()["processes"] == []
 
 
 def test_help_and_usage(tmp_path):
