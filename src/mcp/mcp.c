@@ -1903,6 +1903,20 @@ int mcp_handle(struct mcp_session *s, const char *msg, size_t len, struct nb_buf
         s->last = MCP_MSG_EMPTY;
         return MCP_NO_REPLY; /* a blank line */
     }
+    if (nb_json_no_dup_keys(root, err, sizeof(err)) != 0) {
+        /* as the REST side refuses it: yajl would keep one of the two silently */
+        yajl_val id = YAJL_IS_OBJECT(root) ? member(root, "id") : NULL;
+        char why[320];
+        snprintf(why, sizeof(why), "invalid request: %s", err);
+        reply_error(out,
+                    id != NULL && (YAJL_IS_STRING(id) || YAJL_IS_INTEGER(id)) &&
+                            !strstr(err, "\"id\"")
+                        ? id
+                        : NULL,
+                    MCP_INVALID_REQUEST, why);
+        yajl_tree_free(root);
+        return MCP_REPLY;
+    }
     rc = YAJL_IS_ARRAY(root) ? handle_batch(s, root, out) : handle_one(s, root, 0, out);
     yajl_tree_free(root);
     return rc;

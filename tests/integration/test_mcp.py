@@ -526,6 +526,17 @@ def test_http_invalid_request_is_a_json_rpc_error_with_200(stack):
     assert r.json()["error"]["code"] == -32600 and r.json()["id"] == 9
 
 
+def test_http_duplicate_keys_are_refused_and_change_nothing(stack, api):
+    sid = api.create()
+    raw = ('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sandbox_destroy",'
+           f'"arguments":{{"sandbox_id":"{random_uuid()}","sandbox_id":"{sid}"}}}}}}').encode()
+    r = mcp_http(stack, raw=raw)
+    assert r.status_code == 200, r.text
+    assert r.json()["error"]["code"] == -32600 and r.json()["id"] == 3, r.text
+    assert 'field "sandbox_id" given twice' in r.json()["error"]["message"]
+    assert api.get(sid).status_code == 200  # neither id was destroyed
+
+
 @pytest.mark.parametrize("key", [None, "wrong-key"], ids=["missing", "wrong"])
 def test_http_without_the_api_key_is_401(stack, key):
     r = mcp_http(stack, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, key=key)
@@ -950,6 +961,12 @@ def test_stdio_scenario_by_hand_create_write_exec_read_destroy(mcp, api):
     r = mcp.call("sandbox_destroy", {"sandbox_id": sid})
     assert r["isError"] is False, r
     assert api.get(sid).status_code == 404
+
+
+def test_duplicate_keys_get_invalid_request_and_the_server_keeps_serving(mcp_dead):
+    mcp_dead.send_raw(b'{"jsonrpc":"2.0","id":5,"method":"ping","method":"tools/list"}\n')
+    assert_error(mcp_dead.recv(), -32600, 5, 'field "method" given twice')
+    mcp_dead.assert_serving()
 
 
 def test_stdio_calls_run_concurrently_and_answer_out_of_order(mcp, api):

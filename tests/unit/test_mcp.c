@@ -657,6 +657,66 @@ static void test_config_sets_the_defaults_the_tools_send(void **state)
 }
 
 /* libcurl's escaping, '/' kept: what the API's query parser decodes. */
+/* Refused as the REST side refuses them (nb_json_fields): yajl keeps one silently. */
+static void test_duplicate_keys_are_an_invalid_request(void **state)
+{
+    struct fixture *fx = *state;
+
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\",\"method\":\"tools/list\"}");
+    assert_int_equal(error_code(fx), MCP_INVALID_REQUEST);
+    assert_non_null(strstr(fx->out.data, "field \\\"method\\\" given twice"));
+    assert_int_equal(YAJL_GET_INTEGER(get(fx->reply, "id", NULL, NULL)), 4);
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+                 "\"sandbox_destroy\",\"arguments\":{\"sandbox_id\":\"a\",\"sandbox_id\":\"" SID
+                 "\"}}}");
+    assert_int_equal(error_code(fx), MCP_INVALID_REQUEST);
+    assert_string_equal(fx->api.method, ""); /* no API call */
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":6,\"id\":7,\"method\":\"ping\"}");
+    assert_int_equal(error_code(fx), MCP_INVALID_REQUEST);
+    assert_true(YAJL_IS_NULL(get(fx->reply, "id", NULL, NULL))); /* which id would it be? */
+    send_msg(fx,
+             "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\",\"params\":{\"a\":{},\"b\":{}}}");
+    assert_non_null(get(fx->reply, "result", NULL, NULL)); /* same keys in different objects */
+}
+
+static int progress_sent;
+static char progress_msg[1024];
+
+static int fake_notify(void *ctx, const char *msg, size_t len)
+{
+    (void)ctx;
+    progress_sent++;
+    snprintf(progress_msg, sizeof(progress_msg), "%.*s", (int)len, msg);
+    return 0;
+}
+
+/* With a progressToken, sandbox_exec starts the command in the background and polls it. */
+static void test_exec_with_a_progress_token_is_watched(void **state)
+{
+    struct fixture *fx = *state;
+    yajl_val st;
+
+    fx->be.notify = fake_notify;
+    fx->api.status = 200; /* one answer for the start, the poll and the forgetting */
+    fx->api.answer = "{\"pid\":5,\"running\":false,\"exit_code\":3,\"stdout\":\"hi\\n\","
+                     "\"stderr\":\"e\\n\",\"stdout_offset\":0,\"stderr_offset\":0,"
+                     "\"stdout_next\":3,\"stderr_next\":2}";
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+                 "\"sandbox_exec\",\"_meta\":{\"progressToken\":\"t\"},\"arguments\":{"
+                 "\"sandbox_id\":\"" SID "\",\"command\":\"x\"}}}");
+    assert_string_equal(
+        nb_json_string(
+            get(fx->reply, "result", "content", NULL)->u.array.values[0]->u.object.values[1]),
+        "exit_code: 3\ntimed_out: false\ntruncated: false\n--- stdout ---\nhi\n--- stderr "
+        "---\ne\n");
+    st = get(fx->reply, "result", "structuredContent", NULL);
+    assert_int_equal(YAJL_GET_INTEGER(get(st, "exit_code", NULL, NULL)), 3);
+    /* the last call forgets the ended process */
+    assert_string_equal(fx->api.method, "DELETE");
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/processes/5");
+    assert_int_equal(progress_sent, 0); /* it ended at once: nothing to report */
+}
+
 static void test_paths_and_metadata_are_url_escaped(void **state)
 {
     struct fixture *fx = *state;
@@ -707,6 +767,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config_sets_the_defaults_the_tools_send,
                                         setup_with_conf, teardown),
         cmocka_unit_test_setup_teardown(test_paths_and_metadata_are_url_escaped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duplicate_keys_are_an_invalid_request, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_exec_with_a_progress_token_is_watched, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
