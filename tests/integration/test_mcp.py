@@ -41,7 +41,10 @@ SDK_TIMEOUT = 300
 
 TOOLS = {"sandbox_create", "sandbox_exec", "sandbox_write_file", "sandbox_read_file",
          "sandbox_list_files", "sandbox_open_port", "sandbox_list", "sandbox_destroy",
-         "sandbox_pause", "sandbox_resume", "run_code"}
+         "sandbox_pause", "sandbox_resume", "run_code", "sandbox_set_timeout",
+         "sandbox_start_process", "sandbox_list_processes", "sandbox_read_process_output",
+         "sandbox_write_process_stdin", "sandbox_kill_process", "sandbox_delete_file",
+         "sandbox_make_dir", "sandbox_move_file", "sandbox_list_ports", "sandbox_close_port"}
 VERSIONS = ["2025-06-18", "2025-03-26", "2024-11-05"]
 LATEST = VERSIONS[0]
 MAX_MESSAGE = 4 * 1024 * 1024
@@ -162,6 +165,47 @@ def test_sdk_lists_the_tools_with_schemas_and_descriptions(run):
     assert {"sandbox_id", "context"} <= set(run_schema["properties"])
     assert tools["sandbox_destroy"]["annotations"]["destructiveHint"] is True
     assert tools["sandbox_list"]["annotations"]["readOnlyHint"] is True
+    for t in tools.values():
+        assert set(t["annotations"]) >= {"readOnlyHint", "destructiveHint", "idempotentHint"}, t
+        if run["protocolVersion"] >= "2025-06-18":
+            assert t["outputSchema"]["type"] == "object", t
+    assert tools["sandbox_list_processes"]["annotations"]["readOnlyHint"] is True
+    assert tools["sandbox_delete_file"]["annotations"]["destructiveHint"] is True
+    assert tools["sandbox_make_dir"]["annotations"]["idempotentHint"] is True
+
+
+def test_sdk_sets_the_ttl(run, api):
+    s = ok_step(run, "set_timeout")
+    assert "900 seconds (15 minutes) from now" in s["text"], s["text"]
+    if run["protocolVersion"] >= "2025-06-18":
+        assert s["structured"]["ttl"] == 900
+
+
+def test_sdk_background_process_start_stdin_output_kill(run):
+    s = ok_step(run, "start")
+    pid = re.search(r"Started process (\d+)", s["text"])
+    assert pid, s["text"]
+    assert re.search(rf"^pid {pid.group(1)}  running", ok_step(run, "list_processes")["text"], re.M)
+    assert "Wrote 6 bytes to the stdin" in ok_step(run, "stdin")["text"]
+    s = ok_step(run, "read_output")
+    assert f"pid {pid.group(1)}  exited with 0" in s["text"], s["text"]
+    assert "--- stdout ---\nready\nhello\n--- stderr ---\nbye\n" in s["text"], s["text"]
+    ok_step(run, "kill")  # it had ended: the kill forgets it
+    assert ok_step(run, "list_processes_after")["text"] == "No background processes."
+
+
+def test_sdk_files_mkdir_move_delete(run):
+    files_step(run, "mkdir")
+    assert "to /workspace/data/sub/moved.py" in files_step(run, "move")["text"]
+    assert re.search(r"^file\s.*\smoved\.py$", files_step(run, "list_moved")["text"], re.M)
+    assert files_step(run, "delete")["text"] == "Deleted data."
+
+
+def test_sdk_lists_and_closes_ports(run):
+    s = ok_step(run, "list_ports")
+    assert re.search(r"^port 8000  url: http://8000-", s["text"], re.M), s["text"]
+    ok_step(run, "close_port")
+    assert ok_step(run, "list_ports_after")["text"] == "No open ports."
 
 
 def test_sdk_creates_a_sandbox(run, api):

@@ -89,6 +89,7 @@ async function main() {
     description: t.description,
     inputSchema: t.inputSchema,
     annotations: t.annotations ?? null,
+    outputSchema: t.outputSchema ?? null,
   }));
 
   async function call(step, name, args, options) {
@@ -141,6 +142,26 @@ async function main() {
     });
     await call("open_port", "sandbox_open_port", { sandbox_id: sid, port: Number(opts.port), duration: 120 });
     await call("list", "sandbox_list", { metadata: { test: "mcp" } });
+    // the tools around the basic ones: TTL, background processes, files, ports
+    await call("set_timeout", "sandbox_set_timeout", { sandbox_id: sid, ttl: 900 });
+    const started = await call("start", "sandbox_start_process", { sandbox_id: sid, command: "echo ready; cat; echo bye >&2" });
+    const pid = started.structured?.pid ?? Number((started.text?.match(/process (\d+)/) || [])[1]);
+    await call("list_processes", "sandbox_list_processes", { sandbox_id: sid });
+    await call("stdin", "sandbox_write_process_stdin", { sandbox_id: sid, pid, data: "hello\n", eof: true });
+    for (let i = 0; i < 50; i++) {
+      const r = await call("read_output", "sandbox_read_process_output", { sandbox_id: sid, pid });
+      if (r.structured ? r.structured.running === false : !/ running /.test(r.text ?? "")) break;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    await call("kill", "sandbox_kill_process", { sandbox_id: sid, pid });
+    await call("list_processes_after", "sandbox_list_processes", { sandbox_id: sid });
+    await call("mkdir", "sandbox_make_dir", { sandbox_id: sid, path: "data/sub" });
+    await call("move", "sandbox_move_file", { sandbox_id: sid, from: "hello.py", to: "data/sub/moved.py" });
+    await call("list_moved", "sandbox_list_files", { sandbox_id: sid, path: "data/sub" });
+    await call("delete", "sandbox_delete_file", { sandbox_id: sid, path: "data", recursive: true });
+    await call("list_ports", "sandbox_list_ports", { sandbox_id: sid });
+    await call("close_port", "sandbox_close_port", { sandbox_id: sid, port: Number(opts.port) });
+    await call("list_ports_after", "sandbox_list_ports", { sandbox_id: sid });
     await call("bad_args", "sandbox_exec", { sandbox_id: sid, comand: "typo" });
     await call("destroy", "sandbox_destroy", { sandbox_id: sid });
     await call("after_destroy", "sandbox_exec", { sandbox_id: sid, command: "true" });
