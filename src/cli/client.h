@@ -56,6 +56,11 @@ struct client_req {
                                * not fetched: the call ends with an empty body */
     client_event_fn on_event; /* NULL: a streamed answer is not expected */
     void *ctx;
+    /* Polled about once a second while the call runs: non-zero drops the
+     * connection (the server then kills an exec) and the call ends with
+     * no answer, quietly. NULL: never. */
+    int (*abort_check)(void *abort_ctx);
+    void *abort_ctx;
 };
 
 struct client_answer {

@@ -54,12 +54,43 @@ static struct {
     unsigned next_cancel;
 } srv = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, {{0}}, 0};
 
+/* A backend's context: the client to call with, and the tool call it serves. */
+struct stdio_ctx {
+    struct client *c;
+    char id[MCP_ID_LEN]; /* the request's id as JSON text; "" outside a tool call */
+};
+
+/* Was request id cancelled? take: forget it then. */
+static int cancel_seen(const char *id, int take)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&srv.lock);
+    for (unsigned i = 0; i < MCP_CANCELS && !found; i++) {
+        if (srv.cancels[i][0] && !strcmp(srv.cancels[i], id)) {
+            if (take)
+                srv.cancels[i][0] = '\0';
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&srv.lock);
+    return found;
+}
+
+/* client_req.abort_check: a cancelled call drops its connection, which kills its command. */
+static int call_aborted(void *arg)
+{
+    const struct stdio_ctx *x = arg;
+    return cancel_seen(x->id, 0);
+}
+
 /* The backend: one API call over the CLI's HTTP client. */
 static int stdio_api_call(void *ctx, const char *method, const char *path, const char *body,
                           size_t body_len, const char *content_type, long *status,
                           struct nb_buf *answer)
 {
-    struct client *c = ctx;
+    struct stdio_ctx *x = ctx;
+    struct client *c = x->c;
     size_t plen = strlen(path);
     /* exec, run and code last as long as the command: the server enforces its timeout */
     int runs_code = !strcmp(method, "POST") &&
@@ -74,6 +105,8 @@ static int stdio_api_call(void *ctx, const char *method, const char *path, const
         .timeout = runs_code ? 0L : CLIENT_CALL_TIMEOUT,
         .keep_errors = 1,
         .raw_answer = 1,
+        .abort_check = x->id[0] ? call_aborted : NULL,
+        .abort_ctx = x,
     };
     struct client_answer a;
     int rc = 0;
@@ -142,23 +175,14 @@ static void stdio_cancel(void *ctx, const char *id_json)
 
 static int stdio_is_cancelled(void *ctx, const char *id_json)
 {
-    int found = 0;
-
     (void)ctx;
-    pthread_mutex_lock(&srv.lock);
-    for (unsigned i = 0; i < MCP_CANCELS && !found; i++) {
-        if (srv.cancels[i][0] && !strcmp(srv.cancels[i], id_json)) {
-            srv.cancels[i][0] = '\0';
-            found = 1;
-        }
-    }
-    pthread_mutex_unlock(&srv.lock);
-    return found;
+    return cancel_seen(id_json, 1);
 }
 
 /* One tool call in a thread of its own: its line, its client, its backend. */
 struct call_job {
     struct client client;
+    struct stdio_ctx x;
     struct mcp_backend backend;
     struct mcp_session session;
     char *line;
@@ -171,7 +195,9 @@ static void *call_thread(void *arg)
     struct nb_buf reply;
 
     nb_buf_init(&reply, MCP_MAX_REPLY);
-    if (mcp_handle(&job->session, job->line, job->len, &reply) == MCP_REPLY)
+    /* a cancelled call gets no reply, as the spec says */
+    if (mcp_handle(&job->session, job->line, job->len, &reply) == MCP_REPLY &&
+        !cancel_seen(job->x.id, 1))
         send_line(&reply);
     nb_buf_free(&reply);
     curl_easy_cleanup(job->client.curl);
@@ -184,10 +210,10 @@ static void *call_thread(void *arg)
     return NULL;
 }
 
-/* Is this line a tools/call request (the one method that may take long)? */
-static int is_tool_call(const char *line, size_t len)
+/* Is this line a tools/call request (the one method that may take long)? Its id in id. */
+static int is_tool_call(const char *line, size_t len, char id[MCP_ID_LEN])
 {
-    yajl_val m = NULL, method;
+    yajl_val m = NULL, method, idv;
     const char *id_path[] = {"id", NULL}, *method_path[] = {"method", NULL};
     char err[64];
     int yes;
@@ -195,14 +221,24 @@ static int is_tool_call(const char *line, size_t len)
     if (nb_json_parse(line, len, MCP_MAX_DEPTH, &m, err, sizeof(err)) != 0 || m == NULL)
         return 0;
     method = yajl_tree_get(m, method_path, yajl_t_string);
-    yes = YAJL_IS_OBJECT(m) && yajl_tree_get(m, id_path, yajl_t_any) != NULL && method != NULL &&
+    idv = yajl_tree_get(m, id_path, yajl_t_any);
+    yes = YAJL_IS_OBJECT(m) && idv != NULL && method != NULL &&
           !strcmp(method->u.string, "tools/call");
+    if (yes) {
+        yajl_gen g = nb_json_gen();
+        char *text;
+        nb_json_tree(g, idv);
+        text = nb_json_gen_take(g);
+        snprintf(id, MCP_ID_LEN, "%s", strlen(text) < MCP_ID_LEN ? text : "");
+        free(text);
+    }
     yajl_tree_free(m);
     return yes;
 }
 
 /* Start a thread for the tool call in line; 0, or -1 when none could start (served here). */
-static int start_call(struct mcp_session *s, const struct client *c, struct nb_buf *line)
+static int start_call(struct mcp_session *s, const struct client *c, struct nb_buf *line,
+                      const char *id)
 {
     struct call_job *job = nb_xcalloc(1, sizeof(*job));
     pthread_attr_t attr;
@@ -211,8 +247,10 @@ static int start_call(struct mcp_session *s, const struct client *c, struct nb_b
 
     job->client = *c;
     job->client.curl = curl_easy_init();
+    job->x.c = &job->client;
+    snprintf(job->x.id, sizeof(job->x.id), "%s", id);
     job->backend = *s->backend;
-    job->backend.ctx = &job->client;
+    job->backend.ctx = &job->x;
     job->session = *s;
     job->session.backend = &job->backend;
     job->line = nb_xmalloc(line->len + 1);
@@ -249,7 +287,10 @@ static int serve_line(struct mcp_session *s, struct nb_buf *line, struct nb_buf 
         line->data[--line->len] = '\0';
     if (line->len == 0)
         return 0;
-    if (is_tool_call(line->data, line->len) && start_call(s, s->backend->ctx, line) == 0)
+    char id[MCP_ID_LEN] = "";
+
+    if (is_tool_call(line->data, line->len, id) &&
+        start_call(s, ((struct stdio_ctx *)s->backend->ctx)->c, line, id) == 0)
         return 0;
     nb_buf_reset(reply);
     if (mcp_handle(s, line->data, line->len, reply) != MCP_REPLY)
@@ -334,8 +375,9 @@ out:
 int cmd_mcp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 {
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
+    struct stdio_ctx main_ctx = {.c = c, .id = ""};
     struct mcp_backend backend = {.call = stdio_api_call,
-                                  .ctx = c,
+                                  .ctx = &main_ctx,
                                   .conf = NULL,
                                   .notify = stdio_notify,
                                   .cancel = stdio_cancel,

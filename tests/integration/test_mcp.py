@@ -1056,6 +1056,23 @@ def test_stdio_progress_token_gets_progress_lines_then_the_reply(mcp, api):
     assert api.request("GET", f"/sandbox/{sid}/processes").json()["processes"] == []
 
 
+def test_stdio_cancelled_plain_call_kills_its_command_and_gets_no_reply(mcp, api):
+    """Without a progressToken too: the call's connection is dropped, which kills the command."""
+    mcp.initialize()
+    sid = mcp.call("sandbox_create", {})["structuredContent"]["sandboxId"]
+    api.created.append(sid)
+    mcp.send({"jsonrpc": "2.0", "id": "long", "method": "tools/call",
+              "params": {"name": "sandbox_exec", "arguments": {"sandbox_id": sid, "command": "sleep 302",
+                                                               "timeout": 100}}})
+    running = lambda: any("sleep 302" in line for line in nbtest.docker_top(f"nanobox-{sid}"))  # noqa: E731
+    nbtest.wait_until(running, timeout=20, what="the command to start")
+    mcp.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+              "params": {"requestId": "long", "reason": "test"}})
+    nbtest.wait_until(lambda: not running(), timeout=10, what="the command to be killed")
+    assert mcp.request("ping")["id"] != "long"  # the next line is the ping's reply, not the call's
+    mcp.no_reply(timeout=1.5)
+
+
 def test_help_and_usage(tmp_path):
     r = subprocess.run([str(CLI_BIN), "mcp", "--help"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 0 and "Model Context Protocol" in r.stdout
