@@ -1084,7 +1084,7 @@ static void exec_watched(struct tool_call *t)
     int64_t start = nb_clock_mono_ms(), deadline = start + (int64_t)(timeout * 1000.0),
             next_progress = start + MCP_PROGRESS_EVERY_MS, wait = 20, killed_at = 0;
     long long out_off = 0, err_off = 0, exit_code = -1, pid;
-    int timed_out = 0, truncated = 0, killed = 0, ended = 0;
+    int timed_out = 0, truncated = 0, killed = 0, ended = 0, rc;
     struct nb_buf path, proc, out, err;
     struct api_answer a;
     yajl_gen g = nb_json_gen();
@@ -1104,8 +1104,10 @@ static void exec_watched(struct tool_call *t)
     nb_buf_init(&out, MCP_MAX_TEXT);
     nb_buf_init(&err, MCP_MAX_TEXT);
     nb_buf_init(&proc, 8192);
-    if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) != 0)
+    if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) != 0) {
+        api_answer_free(&a);
         goto out;
+    }
     pid = nb_json_int(member(a.json, "pid"));
     api_answer_free(&a);
     sandbox_path(&proc, t, "/processes/");
@@ -1118,25 +1120,31 @@ static void exec_watched(struct tool_call *t)
         nb_buf_reset(&path);
         nb_buf_printf(&path, "%s?stdout_offset=%lld&stderr_offset=%lld", proc.data, out_off,
                       err_off);
-        if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) != 0)
-            break;
-        /* output older than the offset asked for is gone: the agent keeps the last MiB */
-        truncated |= nb_json_int(member(a.json, "stdout_offset")) > out_off ||
-                     nb_json_int(member(a.json, "stderr_offset")) > err_off;
-        truncated |= keep_output(&out, member_str(a.json, "stdout"), &room);
-        truncated |= keep_output(&err, member_str(a.json, "stderr"), &room);
-        out_off = nb_json_int(member(a.json, "stdout_next"));
-        err_off = nb_json_int(member(a.json, "stderr_next"));
-        st = member(a.json, "running");
-        ended = st != NULL && YAJL_IS_FALSE(st);
-        if (ended)
-            exit_code =
-                member(a.json, "exit_code") != NULL && YAJL_IS_INTEGER(member(a.json, "exit_code"))
-                    ? YAJL_GET_INTEGER(member(a.json, "exit_code"))
-                    : -1;
-        api_answer_free(&a);
-        if (ended)
-            break;
+        if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) != 0) {
+            api_answer_free(&a);
+            /* a cancellation may cut the poll short (stdio drops a cancelled call's
+             * connection): the command is killed all the same */
+            if (killed || !call_cancelled(t))
+                break;
+        } else {
+            /* output older than the offset asked for is gone: the agent keeps the last MiB */
+            truncated |= nb_json_int(member(a.json, "stdout_offset")) > out_off ||
+                         nb_json_int(member(a.json, "stderr_offset")) > err_off;
+            truncated |= keep_output(&out, member_str(a.json, "stdout"), &room);
+            truncated |= keep_output(&err, member_str(a.json, "stderr"), &room);
+            out_off = nb_json_int(member(a.json, "stdout_next"));
+            err_off = nb_json_int(member(a.json, "stderr_next"));
+            st = member(a.json, "running");
+            ended = st != NULL && YAJL_IS_FALSE(st);
+            if (ended)
+                exit_code = member(a.json, "exit_code") != NULL &&
+                                    YAJL_IS_INTEGER(member(a.json, "exit_code"))
+                                ? YAJL_GET_INTEGER(member(a.json, "exit_code"))
+                                : -1;
+            api_answer_free(&a);
+            if (ended)
+                break;
+        }
         now = nb_clock_mono_ms();
         if (!killed && (call_cancelled(t) || now >= deadline)) {
             timed_out = !t->cancelled;
@@ -1144,9 +1152,10 @@ static void exec_watched(struct tool_call *t)
             killed_at = now;
             nb_buf_reset(&path);
             nb_buf_printf(&path, "%s?signal=KILL", proc.data);
-            if (api_call(t, "DELETE", path.data, NULL, 0, NULL, &a) != 0)
-                break;
+            rc = api_call(t, "DELETE", path.data, NULL, 0, NULL, &a);
             api_answer_free(&a);
+            if (rc != 0)
+                break;
             wait = 20;
         } else if (killed && now >= killed_at + 10000) {
             break; /* killed 10 s ago and still listed as running: answer what we have */
