@@ -570,6 +570,29 @@ def test_http_invalid_request_is_a_json_rpc_error_with_200(stack):
     assert r.json()["error"]["code"] == -32600 and r.json()["id"] == 9
 
 
+def test_http_progress_token_turns_the_answer_into_an_sse_stream(stack, api):
+    sid = api.create()
+    msg = {"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+           "params": {"name": "sandbox_exec", "_meta": {"progressToken": 5},
+                      "arguments": {"sandbox_id": sid, "command": "sleep 6; echo done", "timeout": 30}}}
+    r = mcp_http(stack, msg, version=LATEST)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/event-stream"), r.headers
+    events = [json.loads(block.split("data: ", 1)[1]) for block in r.text.split("\n\n") if block.strip()]
+    assert all(b.startswith("event: message\ndata: ") for b in r.text.split("\n\n") if b.strip()), r.text
+    assert events[0] == {"jsonrpc": "2.0", "method": "notifications/progress",
+                         "params": {"progressToken": 5, "progress": 5, "total": 30,
+                                    "message": "sandbox_exec: running for 5 s (killed at 30 s)"}}, events
+    assert events[-1]["id"] == 11 and events[-1]["result"]["structuredContent"]["stdout"] == "done\n", events
+    # a quick call with a token, or a client that takes JSON only, gets plain JSON
+    msg["params"]["arguments"]["command"] = "echo quick"
+    r = mcp_http(stack, msg, version=LATEST)
+    assert r.headers["Content-Type"].startswith("application/json") and r.json()["id"] == 11, r.text
+    msg["params"]["arguments"]["command"] = "sleep 6; echo json"
+    r = mcp_http(stack, msg, version=LATEST, headers={"Accept": "application/json"})
+    assert r.headers["Content-Type"].startswith("application/json"), r.headers
+    assert r.json()["result"]["structuredContent"]["stdout"] == "json\n", r.text
+
+
 def test_http_duplicate_keys_are_refused_and_change_nothing(stack, api):
     sid = api.create()
     raw = ('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sandbox_destroy",'
