@@ -6,8 +6,8 @@
  *
  * It lives in src/mcp, not src/common: it is not plumbing every program
  * shares but a front of its own, with two transports around it. It does no
- * I/O: every tool is one or two calls of the HTTP API made through a
- * backend callback, so the stdio transport (the CLI's "nanobox mcp", over
+ * I/O of its own (a watched exec sleeps between polls, see below): every
+ * tool is one or a few calls of the HTTP API made through a backend callback, so the stdio transport (the CLI's "nanobox mcp", over
  * libcurl) and the Streamable HTTP transport (POST /mcp in the FastCGI
  * pool, dispatching the request internally) share everything but the bytes
  * on the wire.
