@@ -168,6 +168,11 @@ static int client_open(struct client *c)
     return CLI_OK;
 }
 
+int client_ready(struct client *c)
+{
+    return client_open(c);
+}
+
 /* ------------------------------------------------------------- transfers */
 
 static void decide_mode(struct transfer *t)
@@ -287,6 +292,19 @@ static int report_transport(struct client *c, CURLcode rc, const char *detail, l
     return CLI_FAIL;
 }
 
+/* CURLOPT_XFERINFOFUNCTION: the caller's abort_check. */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    const struct client_req *req = ((struct transfer *)arg)->req;
+
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    return req->abort_check(req->abort_ctx) != 0;
+}
+
 int client_call(struct client *c, const struct client_req *req, struct client_answer *a)
 {
     struct transfer t = {.c = c, .req = req, .a = a};
@@ -336,6 +354,11 @@ int client_call(struct client *c, const struct client_req *req, struct client_an
                          (curl_off_t)(req->body_len > 0 ? req->body_len : strlen(req->body)));
     }
 
+    if (req->abort_check != NULL) {
+        curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, &t);
+    }
     rc = curl_easy_perform(c->curl);
     curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &a->status);
     if (rc == CURLE_WRITE_ERROR && t.probed)
@@ -349,8 +372,8 @@ int client_call(struct client *c, const struct client_req *req, struct client_an
     if (rc != CURLE_OK) {
         /* an answer that began and broke off is still not an answer */
         a->status = 0;
-        if (t.aborted)
-            goto out; /* on_event said why */
+        if (t.aborted || rc == CURLE_ABORTED_BY_CALLBACK)
+            goto out; /* on_event said why, or the caller wanted it */
         if (rc == CURLE_WRITE_ERROR && t.overflow) {
             fprintf(stderr,
                     "nanobox: the answer from %s is larger than max_answer (%zu bytes; "

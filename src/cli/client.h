@@ -56,6 +56,11 @@ struct client_req {
                                * not fetched: the call ends with an empty body */
     client_event_fn on_event; /* NULL: a streamed answer is not expected */
     void *ctx;
+    /* Polled about once a second while the call runs: non-zero drops the
+     * connection (the server then kills an exec) and the call ends with
+     * no answer, quietly. NULL: never. */
+    int (*abort_check)(void *abort_ctx);
+    void *abort_ctx;
 };
 
 struct client_answer {
@@ -76,6 +81,11 @@ void client_cleanup(struct client *c);
  * (a->status >= 300) is not reported: it is the caller's to report;
  * a->status is 0 after any other failure.
  */
+/* Resolve the server and the key and set up libcurl now rather than on the
+ * first call (a front that copies the client into threads). CLI_OK, or
+ * CLI_FAIL after saying why on stderr. */
+int client_ready(struct client *c);
+
 int client_call(struct client *c, const struct client_req *req, struct client_answer *a);
 void client_answer_free(struct client_answer *a);
 

@@ -6,7 +6,16 @@
  * per request out, nothing else on stdout (messages go to stderr, which MCP
  * clients log). The protocol and the tools are src/mcp/mcp.c's; their
  * API calls go through client_call, against the server the rest of the CLI
- * uses (--url, NANOBOX_URL, cli.conf). Requests are served one at a time.
+ * uses (--url, NANOBOX_URL, cli.conf).
+ *
+ * Tool calls run concurrently, each in a thread of its own with its own
+ * libcurl handle (at most MCP_STDIO_CALLS at once; the reader waits for a
+ * free place past that), so a quick call is not stuck behind a long one and
+ * replies may come out of order, as JSON-RPC allows. Everything else
+ * (initialize, ping, tools/list, notifications) is answered by the reader
+ * at once. Lines to stdout (replies, progress notifications) are written
+ * whole under one lock. notifications/cancelled marks the call for the core,
+ * which kills a watched command (see mcp.h).
  *
  * The backend has no config (mcp_backend.conf is NULL): the server is
  * remote, and the API has no route that tells its settings (/healthz gives
@@ -17,6 +26,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,16 +36,61 @@
 #include "args.h"
 #include "cli.h"
 #include "client.h"
+#include "json.h"
 #include "mcp.h"
 
 #define MCP_READ_CHUNK 65536 /* bytes read from stdin at a time */
+#define MCP_STDIO_CALLS 16   /* tool calls running at once */
+#define MCP_CANCELS 64       /* cancelled request ids remembered (the oldest goes) */
+#define MCP_ID_LEN 64        /* bytes of a request id (JSON text) a cancellation can name */
+
+/* What the reader and the call threads share. */
+static struct {
+    pthread_mutex_t lock; /* stdout, running, cancels */
+    pthread_cond_t done;  /* a call ended */
+    unsigned running;
+    int out_gone; /* stdout failed: the client left */
+    char cancels[MCP_CANCELS][MCP_ID_LEN];
+    unsigned next_cancel;
+} srv = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, {{0}}, 0};
+
+/* A backend's context: the client to call with, and the tool call it serves. */
+struct stdio_ctx {
+    struct client *c;
+    char id[MCP_ID_LEN]; /* the request's id as JSON text; "" outside a tool call */
+};
+
+/* Was request id cancelled? take: forget it then. */
+static int cancel_seen(const char *id, int take)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&srv.lock);
+    for (unsigned i = 0; i < MCP_CANCELS && !found; i++) {
+        if (srv.cancels[i][0] && !strcmp(srv.cancels[i], id)) {
+            if (take)
+                srv.cancels[i][0] = '\0';
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&srv.lock);
+    return found;
+}
+
+/* client_req.abort_check: a cancelled call drops its connection, which kills its command. */
+static int call_aborted(void *arg)
+{
+    const struct stdio_ctx *x = arg;
+    return cancel_seen(x->id, 0);
+}
 
 /* The backend: one API call over the CLI's HTTP client. */
 static int stdio_api_call(void *ctx, const char *method, const char *path, const char *body,
                           size_t body_len, const char *content_type, long *status,
                           struct nb_buf *answer)
 {
-    struct client *c = ctx;
+    struct stdio_ctx *x = ctx;
+    struct client *c = x->c;
     size_t plen = strlen(path);
     /* exec, run and code last as long as the command: the server enforces its timeout */
     int runs_code = !strcmp(method, "POST") &&
@@ -50,6 +105,8 @@ static int stdio_api_call(void *ctx, const char *method, const char *path, const
         .timeout = runs_code ? 0L : CLIENT_CALL_TIMEOUT,
         .keep_errors = 1,
         .raw_answer = 1,
+        .abort_check = x->id[0] ? call_aborted : NULL,
+        .abort_ctx = x,
     };
     struct client_answer a;
     int rc = 0;
@@ -72,13 +129,155 @@ static int stdio_api_call(void *ctx, const char *method, const char *path, const
     return rc;
 }
 
-/* Write one reply line; -1 when stdout is gone (the client left). */
+/* Write one line whole (the caller holds srv.lock); -1 when stdout is gone. */
+static int write_line_locked(const char *data, size_t len)
+{
+    if (srv.out_gone || fwrite(data, 1, len, stdout) != len || fputc('\n', stdout) == EOF ||
+        fflush(stdout) != 0) {
+        srv.out_gone = 1;
+        return -1;
+    }
+    return 0;
+}
+
 static int send_line(const struct nb_buf *reply)
 {
-    if (fwrite(reply->data, 1, reply->len, stdout) != reply->len || fputc('\n', stdout) == EOF ||
-        fflush(stdout) != 0)
-        return -1;
-    return 0;
+    int rc;
+
+    pthread_mutex_lock(&srv.lock);
+    rc = write_line_locked(reply->data, reply->len);
+    pthread_mutex_unlock(&srv.lock);
+    return rc;
+}
+
+/* The backend's notify: a progress notification, between whole lines. */
+static int stdio_notify(void *ctx, const char *msg, size_t len)
+{
+    (void)ctx;
+    int rc;
+
+    pthread_mutex_lock(&srv.lock);
+    rc = write_line_locked(msg, len);
+    pthread_mutex_unlock(&srv.lock);
+    return rc;
+}
+
+static void stdio_cancel(void *ctx, const char *id_json)
+{
+    (void)ctx;
+    if (strlen(id_json) >= MCP_ID_LEN)
+        return; /* no call of ours has such an id */
+    pthread_mutex_lock(&srv.lock);
+    snprintf(srv.cancels[srv.next_cancel], MCP_ID_LEN, "%s", id_json);
+    srv.next_cancel = (srv.next_cancel + 1) % MCP_CANCELS;
+    pthread_mutex_unlock(&srv.lock);
+}
+
+static int stdio_is_cancelled(void *ctx, const char *id_json)
+{
+    (void)ctx;
+    return cancel_seen(id_json, 1);
+}
+
+/* One tool call in a thread of its own: its line, its client, its backend. */
+struct call_job {
+    struct client client;
+    struct stdio_ctx x;
+    struct mcp_backend backend;
+    struct mcp_session session;
+    char *line;
+    size_t len;
+};
+
+static void *call_thread(void *arg)
+{
+    struct call_job *job = arg;
+    struct nb_buf reply;
+
+    nb_buf_init(&reply, MCP_MAX_REPLY);
+    /* a cancelled call gets no reply, as the spec says */
+    if (mcp_handle(&job->session, job->line, job->len, &reply) == MCP_REPLY &&
+        !cancel_seen(job->x.id, 1))
+        send_line(&reply);
+    nb_buf_free(&reply);
+    curl_easy_cleanup(job->client.curl);
+    free(job->line);
+    free(job);
+    pthread_mutex_lock(&srv.lock);
+    srv.running--;
+    pthread_cond_broadcast(&srv.done);
+    pthread_mutex_unlock(&srv.lock);
+    return NULL;
+}
+
+/* Is this line a tools/call request (the one method that may take long)? Its id in id. */
+static int is_tool_call(const char *line, size_t len, char id[MCP_ID_LEN])
+{
+    yajl_val m = NULL, method, idv;
+    const char *id_path[] = {"id", NULL}, *method_path[] = {"method", NULL};
+    char err[64];
+    int yes;
+
+    if (nb_json_parse(line, len, MCP_MAX_DEPTH, &m, err, sizeof(err)) != 0 || m == NULL)
+        return 0;
+    method = yajl_tree_get(m, method_path, yajl_t_string);
+    idv = yajl_tree_get(m, id_path, yajl_t_any);
+    yes = YAJL_IS_OBJECT(m) && idv != NULL && method != NULL &&
+          !strcmp(method->u.string, "tools/call");
+    if (yes) {
+        yajl_gen g = nb_json_gen();
+        char *text;
+        nb_json_tree(g, idv);
+        text = nb_json_gen_take(g);
+        snprintf(id, MCP_ID_LEN, "%s", strlen(text) < MCP_ID_LEN ? text : "");
+        free(text);
+    }
+    yajl_tree_free(m);
+    return yes;
+}
+
+/* Start a thread for the tool call in line; 0, or -1 when none could start (served here). */
+static int start_call(struct mcp_session *s, const struct client *c, struct nb_buf *line,
+                      const char *id)
+{
+    struct call_job *job = nb_xcalloc(1, sizeof(*job));
+    pthread_attr_t attr;
+    pthread_t th;
+    int rc;
+
+    job->client = *c;
+    job->client.curl = curl_easy_init();
+    job->x.c = &job->client;
+    snprintf(job->x.id, sizeof(job->x.id), "%s", id);
+    job->backend = *s->backend;
+    job->backend.ctx = &job->x;
+    job->session = *s;
+    job->session.backend = &job->backend;
+    job->line = nb_xmalloc(line->len + 1);
+    memcpy(job->line, line->data, line->len + 1);
+    job->len = line->len;
+    if (job->client.curl == NULL)
+        goto fail;
+    pthread_mutex_lock(&srv.lock);
+    while (srv.running >= MCP_STDIO_CALLS)
+        pthread_cond_wait(&srv.done, &srv.lock);
+    srv.running++;
+    pthread_mutex_unlock(&srv.lock);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&th, &attr, call_thread, job);
+    pthread_attr_destroy(&attr);
+    if (rc == 0)
+        return 0;
+    pthread_mutex_lock(&srv.lock);
+    srv.running--;
+    pthread_mutex_unlock(&srv.lock);
+fail:
+    if (job->client.curl != NULL)
+        curl_easy_cleanup(job->client.curl);
+    free(job->line);
+    free(job);
+    return -1;
 }
 
 /* One complete line from stdin (the '\n' removed, NUL-terminated in line). */
@@ -87,6 +286,11 @@ static int serve_line(struct mcp_session *s, struct nb_buf *line, struct nb_buf 
     if (line->len > 0 && line->data[line->len - 1] == '\r')
         line->data[--line->len] = '\0';
     if (line->len == 0)
+        return 0;
+    char id[MCP_ID_LEN] = "";
+
+    if (is_tool_call(line->data, line->len, id) &&
+        start_call(s, ((struct stdio_ctx *)s->backend->ctx)->c, line, id) == 0)
         return 0;
     nb_buf_reset(reply);
     if (mcp_handle(s, line->data, line->len, reply) != MCP_REPLY)
@@ -157,6 +361,11 @@ static int mcp_serve_stdio(struct mcp_session *s)
         }
     }
 out:
+    /* the calls still running answer before we go */
+    pthread_mutex_lock(&srv.lock);
+    while (srv.running > 0)
+        pthread_cond_wait(&srv.done, &srv.lock);
+    pthread_mutex_unlock(&srv.lock);
     nb_buf_free(&line);
     nb_buf_free(&reply);
     free(chunk);
@@ -166,7 +375,13 @@ out:
 int cmd_mcp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 {
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
-    struct mcp_backend backend = {.call = stdio_api_call, .ctx = c, .conf = NULL};
+    struct stdio_ctx main_ctx = {.c = c, .id = ""};
+    struct mcp_backend backend = {.call = stdio_api_call,
+                                  .ctx = &main_ctx,
+                                  .conf = NULL,
+                                  .notify = stdio_notify,
+                                  .cancel = stdio_cancel,
+                                  .is_cancelled = stdio_is_cancelled};
     struct mcp_session session;
     int rc;
 
@@ -181,6 +396,8 @@ int cmd_mcp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     if (isatty(STDIN_FILENO))
         fprintf(stderr, "nanobox mcp: serving MCP (JSON-RPC, one message per line) on "
                         "stdin/stdout; an MCP client normally starts this (docs/MCP.md)\n");
+    if ((rc = client_ready(c)) != CLI_OK)
+        goto out; /* before any thread copies it */
     mcp_session_init(&session, &backend);
     rc = mcp_serve_stdio(&session);
 out:

@@ -268,6 +268,43 @@ int nb_json_fields(yajl_val obj, struct nb_jfield *fields, size_t n, char *err, 
     return 0;
 }
 
+static int key_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int nb_json_no_dup_keys(yajl_val v, char *err, size_t errlen)
+{
+    if (YAJL_IS_ARRAY(v)) {
+        for (size_t i = 0; i < v->u.array.len; i++)
+            if (nb_json_no_dup_keys(v->u.array.values[i], err, errlen) != 0)
+                return -1;
+        return 0;
+    }
+    if (!YAJL_IS_OBJECT(v) || v->u.object.len == 0)
+        return 0;
+    if (v->u.object.len > 1) {
+        /* sorted copies of the keys: n log n, whatever a hostile body holds */
+        const char **keys = nb_xmalloc(v->u.object.len * sizeof(*keys));
+        int dup = 0;
+        memcpy(keys, v->u.object.keys, v->u.object.len * sizeof(*keys));
+        qsort(keys, v->u.object.len, sizeof(*keys), key_cmp);
+        for (size_t i = 1; i < v->u.object.len && !dup; i++) {
+            if (!strcmp(keys[i - 1], keys[i])) {
+                snprintf(err, errlen, "field \"%.64s\" given twice", keys[i]);
+                dup = 1;
+            }
+        }
+        free(keys);
+        if (dup)
+            return -1;
+    }
+    for (size_t i = 0; i < v->u.object.len; i++)
+        if (nb_json_no_dup_keys(v->u.object.values[i], err, errlen) != 0)
+            return -1;
+    return 0;
+}
+
 const char *nb_json_string(yajl_val v)
 {
     return YAJL_IS_STRING(v) ? v->u.string : "";

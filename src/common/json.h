@@ -56,6 +56,14 @@ struct nb_jfield {
  */
 int nb_json_fields(yajl_val obj, struct nb_jfield *fields, size_t n, char *err, size_t errlen);
 
+/*
+ * Is any key given twice in one object of v, at any depth? -1 with the
+ * message nb_json_fields gives for it ("field \"K\" given twice"), else 0.
+ * For bodies whose keys are not all checked by nb_json_fields (JSON-RPC's
+ * envelope and the maps inside it), which yajl would take the first of.
+ */
+int nb_json_no_dup_keys(yajl_val v, char *err, size_t errlen);
+
 /* String value of v, "" if v is not a string (never NULL). */
 const char *nb_json_string(yajl_val v);
 

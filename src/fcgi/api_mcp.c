@@ -10,9 +10,14 @@
  * them as its answer and returns NB_OK.
  *
  * Each POST carries one JSON-RPC message (or a batch, before 2025-06-18)
- * and gets its one reply as application/json: the server never sends
- * requests or notifications of its own, so it needs no SSE stream, and
- * GET /mcp is refused (405) as the spec allows.
+ * and gets its one reply as application/json, but for a long call: a
+ * tools/call with a progressToken, from a client that accepts
+ * text/event-stream, is answered as an SSE stream once its first
+ * notifications/progress is due, and its reply is the stream's last event.
+ * The server sends nothing outside a request's answer, so GET /mcp is
+ * refused (405) as the spec allows. A notifications/cancelled, which may
+ * reach another worker, is recorded in the sessions file
+ * (nb_mcp_cancel_add) for the worker running the call to see.
  *
  * Sessions (mcp_sessions.c): initialize's answer carries a new
  * Mcp-Session-Id; a request naming an unknown or expired one gets 404, which
@@ -56,10 +61,13 @@ static void rpc_fail(struct nb_req *r, int status, int code, const char *fmt, ..
     nb_buf_free(&out);
 }
 
-/* What a tool's API call needs: the process, and the request it serves. */
+/* What a tool's API call needs: the process, the request it serves, its session. */
 struct mcp_call_ctx {
     struct nb_app *a;
     struct nb_req *r;
+    const char *sid; /* Mcp-Session-Id, or "" */
+    int sse_ok;      /* the client accepts text/event-stream */
+    int streaming;   /* the answer became an SSE stream */
 };
 
 /* The backend: one API call as an internal request of the HTTP layer. */
@@ -72,14 +80,58 @@ static int internal_api_call(void *ctx, const char *method, const char *path, co
                                      status);
 }
 
+/* One SSE event carrying a JSON-RPC message; -1 when the client is gone. */
+static int sse_event(struct mcp_call_ctx *c, const char *msg, size_t len)
+{
+    if (!c->streaming) {
+        nb_http_stream_begin(c->r, 200, "text/event-stream");
+        c->streaming = 1;
+    }
+    if (nb_http_stream_bytes(c->r, "event: message\ndata: ", 21) != 0 ||
+        nb_http_stream_bytes(c->r, msg, len) != 0 || nb_http_stream_bytes(c->r, "\n\n", 2) != 0)
+        return -1;
+    return 0;
+}
+
+/* A notification while a call runs: the POST's answer turns into an SSE stream. */
+static int sse_notify(void *ctx, const char *msg, size_t len)
+{
+    struct mcp_call_ctx *c = ctx;
+    return c->sse_ok ? sse_event(c, msg, len) : 0;
+}
+
+/* notifications/cancelled: recorded for the worker that runs the call. */
+static void record_cancel(void *ctx, const char *id_json)
+{
+    struct mcp_call_ctx *c = ctx;
+    struct nb_apierr ae = {0};
+
+    if (c->sid[0] && nb_mcp_cancel_add(&c->a->conf, c->sid, id_json, &ae) < 0)
+        nb_warn("MCP cancellation of request %s not recorded: %s", id_json, ae.msg);
+}
+
+static int was_cancelled(void *ctx, const char *id_json)
+{
+    struct mcp_call_ctx *c = ctx;
+    return c->sid[0] && nb_mcp_cancel_take(&c->a->conf, c->sid, id_json);
+}
+
 int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                  struct nb_apierr *ae)
 {
     const char *sid = nb_http_param(r, "HTTP_MCP_SESSION_ID");
     const char *hver = nb_http_param(r, "HTTP_MCP_PROTOCOL_VERSION");
     size_t cap = a->conf.max_body < MCP_MAX_MESSAGE ? a->conf.max_body : MCP_MAX_MESSAGE;
-    struct mcp_call_ctx call_ctx = {a, r};
-    struct mcp_backend backend = {.call = internal_api_call, .ctx = &call_ctx, .conf = &a->conf};
+    const char *accept = nb_http_param(r, "HTTP_ACCEPT");
+    struct mcp_call_ctx call_ctx = {a, r, sid != NULL ? sid : "",
+                                    accept != NULL && strstr(accept, "text/event-stream") != NULL,
+                                    0};
+    struct mcp_backend backend = {.call = internal_api_call,
+                                  .ctx = &call_ctx,
+                                  .conf = &a->conf,
+                                  .notify = sse_notify,
+                                  .cancel = record_cancel,
+                                  .is_cancelled = was_cancelled};
     struct mcp_session s;
     struct nb_buf reply;
     char version[NB_MCP_VERSION_LEN] = MCP_DEFAULT_HTTP_VERSION;
@@ -123,7 +175,13 @@ int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
     snprintf(s.version, sizeof(s.version), "%s", version);
     nb_buf_init(&reply, MCP_MAX_REPLY);
     rc = mcp_handle(&s, r->body.data != NULL ? r->body.data : "", r->body.len, &reply);
-    if (s.last == MCP_MSG_EMPTY) {
+    if (call_ctx.streaming) {
+        /* progress went out as events: the reply is the last one (none if cancelled) */
+        if (rc == MCP_REPLY)
+            sse_event(&call_ctx, reply.data, reply.len);
+    } else if (s.last == MCP_MSG_CANCELLED) {
+        nb_http_stream_begin(r, 200, "text/event-stream"); /* no reply, as the spec says */
+    } else if (s.last == MCP_MSG_EMPTY) {
         rpc_fail(r, 400, MCP_PARSE_ERROR, "the body is empty: POST one JSON-RPC message");
     } else if (s.last == MCP_MSG_NOT_JSON) {
         nb_buf_append(&reply, "\n", 1);

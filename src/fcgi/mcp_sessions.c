@@ -25,13 +25,20 @@
 #include "sandbox.h"
 
 #define STORE_MAGIC "NBMCPSS" /* with its NUL: 8 bytes */
-#define STORE_VERSION 1
+#define STORE_VERSION 2       /* 2: the cancelled calls */
 
 struct store_slot {
     char id[NB_MCP_SESSION_ID_LEN + 1]; /* "" when free */
     char version[NB_MCP_VERSION_LEN];   /* negotiated protocol version */
     int64_t created;                    /* unix seconds */
     int64_t last_used;                  /* unix seconds */
+};
+
+/* A notifications/cancelled, kept until the worker running that call sees it. */
+struct cancel_slot {
+    char sid[NB_MCP_SESSION_ID_LEN + 1]; /* "" when free */
+    char req[NB_MCP_REQUEST_ID_LEN + 1]; /* the request's id as JSON text */
+    int64_t at;                          /* unix seconds */
 };
 
 struct store_file {
@@ -41,6 +48,7 @@ struct store_file {
     uint32_t nslots;
     uint32_t reserved;
     struct store_slot slots[NB_MCP_SESSIONS];
+    struct cancel_slot cancels[NB_MCP_CANCELS];
 };
 
 /* This process's view of the file: opened on first use, kept until exit. */
@@ -252,4 +260,52 @@ int nb_mcp_session_end(const struct nb_conf *c, const char *id, struct nb_apierr
         memset(s, 0, sizeof(*s));
     store_unlock();
     return s != NULL;
+}
+
+int nb_mcp_cancel_add(const struct nb_conf *c, const char *sid, const char *req,
+                      struct nb_apierr *ae)
+{
+    struct store_file *f;
+    struct cancel_slot *pick = NULL;
+
+    if (strlen(sid) != NB_MCP_SESSION_ID_LEN || strlen(req) > NB_MCP_REQUEST_ID_LEN)
+        return 0; /* no call of ours has such an id */
+    if ((f = store_lock(c, ae)) == NULL)
+        return -1;
+    for (size_t i = 0; i < NB_MCP_CANCELS; i++) {
+        struct cancel_slot *k = &f->cancels[i];
+        if (k->sid[0] == '\0' || (!strcmp(k->sid, sid) && !strcmp(k->req, req))) {
+            pick = k;
+            break;
+        }
+        if (pick == NULL || k->at < pick->at)
+            pick = k; /* the oldest goes: its call is long over */
+    }
+    memset(pick, 0, sizeof(*pick));
+    memcpy(pick->sid, sid, NB_MCP_SESSION_ID_LEN + 1);
+    snprintf(pick->req, sizeof(pick->req), "%s", req);
+    pick->at = nb_clock_real_s();
+    store_unlock();
+    return 1;
+}
+
+int nb_mcp_cancel_take(const struct nb_conf *c, const char *sid, const char *req)
+{
+    struct nb_apierr ae = {0};
+    struct store_file *f;
+    int found = 0;
+
+    if (strlen(sid) != NB_MCP_SESSION_ID_LEN || strlen(req) > NB_MCP_REQUEST_ID_LEN)
+        return 0;
+    if ((f = store_lock(c, &ae)) == NULL)
+        return 0;
+    for (size_t i = 0; i < NB_MCP_CANCELS && !found; i++) {
+        struct cancel_slot *k = &f->cancels[i];
+        if (!strcmp(k->sid, sid) && !strcmp(k->req, req)) {
+            memset(k, 0, sizeof(*k));
+            found = 1;
+        }
+    }
+    store_unlock();
+    return found;
 }

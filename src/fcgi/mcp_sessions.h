@@ -22,6 +22,8 @@
 #define NB_MCP_SESSION_IDLE (24 * 3600) /* seconds unused before a session is forgotten */
 #define NB_MCP_SESSION_ID_LEN 36        /* a textual UUID */
 #define NB_MCP_VERSION_LEN 16           /* "2025-06-18" and its NUL, with room */
+#define NB_MCP_CANCELS 64               /* cancelled calls remembered, all sessions */
+#define NB_MCP_REQUEST_ID_LEN 63        /* a request id (JSON text) a cancellation can name */
 
 /* A new session speaking version: its id in id. -1 with ae set if the file fails. */
 int nb_mcp_session_new(const struct nb_conf *c, const char *version,
@@ -36,5 +38,15 @@ int nb_mcp_session_find(const struct nb_conf *c, const char *id, char *version, 
 
 /* End session id: 1 ended, 0 unknown, -1 with ae set if the file fails. */
 int nb_mcp_session_end(const struct nb_conf *c, const char *id, struct nb_apierr *ae);
+
+/*
+ * Calls cancelled (notifications/cancelled) in one worker, seen by the one
+ * running them: add records request req (its id as JSON text) of session
+ * sid as cancelled (1; 0 for ids no call can have; -1 with ae set if the
+ * file fails); take says whether it was, and forgets it.
+ */
+int nb_mcp_cancel_add(const struct nb_conf *c, const char *sid, const char *req,
+                      struct nb_apierr *ae);
+int nb_mcp_cancel_take(const struct nb_conf *c, const char *sid, const char *req);
 
 #endif

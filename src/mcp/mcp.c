@@ -30,6 +30,7 @@
 
 #include "base64.h"
 #include "buf.h"
+#include "clock.h"
 #include "json.h"
 #include "log.h"
 #include "mcp.h"
@@ -39,6 +40,9 @@
 #define MCP_DEFAULT_PORT_DURATION 600 /* sandbox_open_port without duration, seconds */
 #define MCP_WORKSPACE "/workspace"    /* the workspace when the config is unknown */
 #define MCP_MAX_DESCRIPTION 4096      /* bytes of one description, templates filled in */
+#define MCP_EXEC_TIMEOUT 30           /* a watched exec's timeout when the config is unknown */
+#define MCP_MAX_OUTPUT (1u << 20)     /* a watched exec's output cap when the config is unknown */
+#define MCP_POLL_MAX_MS 1000          /* a watched exec's longest wait between two polls */
 
 const char *const mcp_versions[] = {"2025-06-18", "2025-03-26", "2024-11-05", NULL};
 
@@ -76,6 +80,7 @@ struct mcp_tool {
     const struct mcp_arg *args; /* ends with a NULL name */
     unsigned hints;             /* HINT_* */
     void (*run)(struct tool_call *t);
+    const char *output_schema; /* JSON Schema of structuredContent (JSON text) */
 };
 
 /* A content item after the first: text, or an image (base64 data). */
@@ -95,6 +100,9 @@ struct tool_call {
     int is_error;
     yajl_val structured;         /* structuredContent (owned), or NULL */
     const char *structured_omit; /* a top-level key left out of it */
+    const char *id_json;         /* the request's id as JSON text */
+    yajl_val progress_token;     /* params._meta.progressToken, or NULL */
+    int cancelled;               /* notifications/cancelled named it, or the client left */
 };
 
 static void tool_sandbox_create(struct tool_call *t);
@@ -108,6 +116,17 @@ static void tool_sandbox_destroy(struct tool_call *t);
 static void tool_sandbox_pause(struct tool_call *t);
 static void tool_sandbox_resume(struct tool_call *t);
 static void tool_run_code(struct tool_call *t);
+static void tool_sandbox_set_timeout(struct tool_call *t);
+static void tool_sandbox_start_process(struct tool_call *t);
+static void tool_sandbox_list_processes(struct tool_call *t);
+static void tool_sandbox_read_process_output(struct tool_call *t);
+static void tool_sandbox_write_process_stdin(struct tool_call *t);
+static void tool_sandbox_kill_process(struct tool_call *t);
+static void tool_sandbox_delete_file(struct tool_call *t);
+static void tool_sandbox_make_dir(struct tool_call *t);
+static void tool_sandbox_move_file(struct tool_call *t);
+static void tool_sandbox_list_ports(struct tool_call *t);
+static void tool_sandbox_close_port(struct tool_call *t);
 
 /* initialisers, laid out as the tables they go in */
 /* clang-format off */
@@ -228,6 +247,136 @@ static const struct mcp_arg run_args[] = {
      "use."},
     ARG_END};
 
+static const struct mcp_arg timeout_args[] = {
+    ARG_SANDBOX_ID,
+    {"ttl", NB_JT_INT, 1, NULL,
+     "Seconds from now until the sandbox is destroyed: more than it has left extends its life, "
+     "less shortens it (at least 1, at most ${max_ttl} per call; calls can repeat)."},
+    ARG_END};
+
+static const struct mcp_arg start_args[] = {
+    ARG_SANDBOX_ID,
+    {"command", NB_JT_STRING, 1, NULL,
+     "Shell command to start in the background, run as /bin/sh -c COMMAND."},
+    {"cwd", NB_JT_STRING, 0, NULL,
+     "Absolute directory to run in (default: ${workspace|the workspace directory})."},
+    {"env", NB_JT_OBJECT, 0, NULL,
+     "Extra environment variables for this process, as {\"NAME\": \"value\"}."},
+    ARG_END};
+
+#define ARG_PID                                                                              \
+    {                                                                                        \
+        "pid", NB_JT_INT, 1, NULL,                                                           \
+            "The process's pid, as sandbox_start_process or sandbox_list_processes gave it." \
+    }
+
+static const struct mcp_arg read_output_args[] = {
+    ARG_SANDBOX_ID,
+    ARG_PID,
+    {"stdout_offset", NB_JT_INT, 0, NULL,
+     "Read stdout from this byte offset: the stdout_next of the previous read, so nothing is "
+     "missed or repeated (default: 0, the oldest byte kept: the sandbox keeps the last MiB of "
+     "each)."},
+    {"stderr_offset", NB_JT_INT, 0, NULL,
+     "Read stderr from this byte offset: the stderr_next of the previous read (default: 0)."},
+    ARG_END};
+
+static const struct mcp_arg stdin_args[] = {
+    ARG_SANDBOX_ID,
+    ARG_PID,
+    {"data", NB_JT_STRING, 1, NULL,
+     "Bytes for the process's standard input: UTF-8 text (add the \\n a line needs), or base64 "
+     "when encoding is \"base64\". May be empty with eof."},
+    {"encoding", NB_JT_STRING, 0, "utf-8|base64", "How data is given (default: \"utf-8\")."},
+    {"eof", NB_JT_BOOL, 0, NULL, "true: close the process's stdin after data (default: false)."},
+    ARG_END};
+
+static const struct mcp_arg kill_args[] = {
+    ARG_SANDBOX_ID,
+    ARG_PID,
+    {"signal", NB_JT_STRING, 0, "KILL|TERM|INT|HUP|QUIT|USR1|USR2|STOP|CONT",
+     "Signal for the process's group (default: KILL). Signalling a process that already "
+     "ended forgets it."},
+    ARG_END};
+
+static const struct mcp_arg delete_args[] = {
+    ARG_SANDBOX_ID,
+    {"path", NB_JT_STRING, 1, NULL,
+     "File or directory to delete: absolute, or relative to ${workspace|the workspace "
+     "directory}."},
+    {"recursive", NB_JT_BOOL, 0, NULL,
+     "true: delete a directory with everything in it (default: false, a directory must be "
+     "empty)."},
+    ARG_END};
+
+static const struct mcp_arg mkdir_args[] = {
+    ARG_SANDBOX_ID,
+    {"path", NB_JT_STRING, 1, NULL,
+     "Directory to create, with its missing parents: absolute, or relative to ${workspace|the "
+     "workspace directory}. An existing directory is fine."},
+    ARG_END};
+
+static const struct mcp_arg move_args[] = {
+    ARG_SANDBOX_ID,
+    {"from", NB_JT_STRING, 1, NULL,
+     "File or directory to move or rename: absolute, or relative to ${workspace|the workspace "
+     "directory}."},
+    {"to", NB_JT_STRING, 1, NULL, "Its new path (an existing file there is replaced)."},
+    ARG_END};
+
+static const struct mcp_arg close_port_args[] = {
+    ARG_SANDBOX_ID,
+    {"port", NB_JT_INT, 1, NULL, "The sandbox port to close, as sandbox_open_port opened it."},
+    ARG_END};
+
+/* Output schemas: what structuredContent holds (from protocol 2025-06-18 on). */
+/* clang-format off */
+#define OS(props, req) "{\"type\":\"object\",\"properties\":{" props "},\"required\":[" req "]}"
+#define P_STR(n) "\"" n "\":{\"type\":\"string\"}"
+#define P_INT(n) "\"" n "\":{\"type\":\"integer\"}"
+#define P_NUM(n) "\"" n "\":{\"type\":\"number\"}"
+#define P_BOOL(n) "\"" n "\":{\"type\":\"boolean\"}"
+#define P_OBJ(n) "\"" n "\":{\"type\":\"object\"}"
+#define P_ARR(n) "\"" n "\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}}"
+#define P_NINT(n) "\"" n "\":{\"type\":[\"integer\",\"null\"]}"
+static const char os_create[] = OS(P_STR("sandboxId") "," P_STR("image") "," P_STR("status") ","
+    P_STR("network") "," P_INT("memory") "," P_NUM("cpus") "," P_INT("pids") "," P_INT("ttl") ","
+    P_INT("expires_at") "," P_OBJ("metadata"), "\"sandboxId\"");
+static const char os_exec[] = OS(P_INT("exit_code") "," P_BOOL("timed_out") "," P_BOOL("truncated")
+    "," P_STR("stdout") "," P_STR("stderr") "," P_INT("duration_ms") "," P_BOOL("oom_killed"),
+    "\"exit_code\",\"timed_out\",\"truncated\",\"stdout\",\"stderr\"");
+static const char os_write[] = OS(P_STR("path") "," P_STR("type") "," P_INT("size"), "\"path\"");
+static const char os_read[] = OS(P_STR("path") "," P_STR("type") "," P_INT("size") ","
+    P_BOOL("binary"), "\"path\",\"type\"");
+static const char os_listing[] = OS(P_STR("path") "," P_ARR("entries") "," P_BOOL("truncated"),
+    "\"path\",\"entries\"");
+static const char os_port[] = OS(P_STR("url") "," P_STR("host") "," P_INT("hostport") ","
+    P_INT("sandboxport") "," P_INT("expires_at") "," P_INT("duration"), "\"url\",\"sandboxport\"");
+static const char os_list[] = OS(P_ARR("sandboxes"), "\"sandboxes\"");
+static const char os_destroy[] = OS(P_STR("sandboxId") "," P_BOOL("destroyed"),
+    "\"sandboxId\",\"destroyed\"");
+static const char os_state[] = OS(P_STR("sandboxId") "," P_STR("state") "," P_INT("ttl_remaining"),
+    "\"state\"");
+static const char os_run[] = OS(P_INT("exit_code") "," P_BOOL("timed_out") "," P_BOOL("truncated")
+    "," P_STR("stdout") "," P_STR("stderr") "," P_STR("status") "," P_STR("context") ","
+    P_ARR("results"), "");
+static const char os_timeout[] = OS(P_STR("sandboxId") "," P_INT("expires_at") "," P_INT("ttl"),
+    "\"expires_at\",\"ttl\"");
+static const char os_start[] = OS(P_INT("pid"), "\"pid\"");
+static const char os_procs[] = OS(P_ARR("processes"), "\"processes\"");
+static const char os_proc[] = OS(P_INT("pid") "," P_BOOL("running") "," P_NINT("exit_code") ","
+    P_STR("stdout") "," P_STR("stderr") "," P_INT("stdout_next") "," P_INT("stderr_next"),
+    "\"pid\",\"running\"");
+static const char os_stdin[] = OS(P_INT("written"), "\"written\"");
+static const char os_kill[] = OS(P_INT("pid") "," P_STR("signal"), "\"pid\",\"signal\"");
+static const char os_delete[] = OS(P_STR("path") "," P_BOOL("deleted"), "\"path\",\"deleted\"");
+static const char os_mkdir[] = OS(P_STR("path"), "\"path\"");
+static const char os_move[] = OS(P_STR("from") "," P_STR("path"), "\"path\"");
+static const char os_ports[] = OS(P_ARR("ports"), "\"ports\"");
+static const char os_close[] = OS(P_INT("sandboxport") "," P_BOOL("closed"),
+    "\"sandboxport\",\"closed\"");
+/* clang-format on */
+
 static const struct mcp_tool tools[] = {
     {"sandbox_create", "Create a sandbox",
      "Create an isolated Linux sandbox (a container with python3 and a POSIX shell, no "
@@ -235,49 +384,49 @@ static const struct mcp_tool tools[] = {
      "tools; the sandbox keeps its files in ${workspace|its workspace directory} between "
      "calls until sandbox_destroy or until its ttl (default: ${default_ttl}) runs out. Call "
      "this once per task and reuse the sandbox.",
-     create_args, 0, tool_sandbox_create},
+     create_args, 0, tool_sandbox_create, os_create},
     {"sandbox_exec", "Run a shell command in a sandbox",
      "Run a shell command in a sandbox and wait for it to finish. Returns the exit code, "
      "whether it timed out (it is then killed), whether the output was truncated (stdout and "
      "stderr together are capped at ${max_output}), and stdout and stderr separately. A "
      "non-zero exit code is a normal result, not a tool error. To start a server that "
      "outlives the command, detach it: setsid nohup CMD >/tmp/log 2>&1 &",
-     exec_args, 0, tool_sandbox_exec},
+     exec_args, 0, tool_sandbox_exec, os_exec},
     {"sandbox_write_file", "Write a file in a sandbox",
      "Create or replace a file in a sandbox with the given content (text, or base64 for "
      "binary data).",
-     write_args, HINT_IDEMPOTENT, tool_sandbox_write_file},
+     write_args, HINT_IDEMPOTENT, tool_sandbox_write_file, os_write},
     {"sandbox_read_file", "Read a file from a sandbox",
      "Return a file's content from a sandbox: as text when it is UTF-8, otherwise as base64 "
      "with a note saying so.",
-     read_args, HINT_READ_ONLY, tool_sandbox_read_file},
+     read_args, HINT_READ_ONLY, tool_sandbox_read_file, os_read},
     {"sandbox_list_files", "List a directory in a sandbox",
      "List a directory in a sandbox: one line per entry with its type (file, dir, symlink, "
-     "other), size in bytes, permissions, modification time (UTC) and name.",
-     list_files_args, HINT_READ_ONLY, tool_sandbox_list_files},
+     "other), size, permissions, modification time (UTC) and name.",
+     list_files_args, HINT_READ_ONLY, tool_sandbox_list_files, os_listing},
     {"sandbox_open_port", "Expose a sandbox port",
      "Make a TCP port of a sandbox reachable from outside for a while and return its URL "
      "(through the nanobox server's web front) and host:port (plain TCP). Start the server "
      "in the sandbox first, detached, with sandbox_exec.",
-     port_args, 0, tool_sandbox_open_port},
+     port_args, 0, tool_sandbox_open_port, os_port},
     {"sandbox_list", "List sandboxes",
      "List the live sandboxes with their ids, image, time left and metadata, optionally only "
      "those whose metadata matches.",
-     list_args, HINT_READ_ONLY, tool_sandbox_list},
+     list_args, HINT_READ_ONLY, tool_sandbox_list, os_list},
     {"sandbox_destroy", "Destroy a sandbox",
      "Destroy a sandbox now: its processes are killed, its files and open ports are gone.",
-     destroy_args, HINT_DESTRUCTIVE | HINT_IDEMPOTENT, tool_sandbox_destroy},
+     destroy_args, HINT_DESTRUCTIVE | HINT_IDEMPOTENT, tool_sandbox_destroy, os_destroy},
     {"sandbox_pause", "Pause a sandbox",
      "Freeze every process of a sandbox to pick it up later with sandbox_resume: memory, "
      "processes and files stay as they are. Its ttl stops while it is paused, but a sandbox "
      "paused longer than ${max_pause} is destroyed. Commands, files and code calls fail while "
      "it is paused unless it was created with auto_resume. Pausing a paused sandbox changes "
      "nothing.",
-     destroy_args, HINT_IDEMPOTENT, tool_sandbox_pause},
+     destroy_args, HINT_IDEMPOTENT, tool_sandbox_pause, os_state},
     {"sandbox_resume", "Resume a sandbox",
      "Thaw a paused sandbox: its processes go on where they were, with the ttl it had left. "
      "Resuming a running sandbox changes nothing.",
-     destroy_args, HINT_IDEMPOTENT, tool_sandbox_resume},
+     destroy_args, HINT_IDEMPOTENT, tool_sandbox_resume, os_state},
     {"run_code", "Run code",
      "Run code and return what it printed. Without sandbox_id: a Python or shell program runs "
      "once in a fresh sandbox that is destroyed afterwards; the answer has its exit code, "
@@ -289,7 +438,52 @@ static const struct mcp_tool tools[] = {
      "(matplotlib plots) as an image, HTML (e.g. a pandas table) as text when there is no "
      "plain text, and an exception's traceback as an error result. Create the sandbox once "
      "with sandbox_create (image nanobox-python:latest) and reuse its id.",
-     run_args, 0, tool_run_code},
+     run_args, 0, tool_run_code, os_run},
+    {"sandbox_set_timeout", "Extend or shorten a sandbox's life",
+     "Set a sandbox to be destroyed ttl seconds from now: a longer ttl than it has left keeps "
+     "it (and its files) alive longer, a shorter one ends it sooner. Returns the new expiry.",
+     timeout_args, HINT_IDEMPOTENT, tool_sandbox_set_timeout, os_timeout},
+    {"sandbox_start_process", "Start a background process in a sandbox",
+     "Start a shell command in the background and return its pid at once: for servers, "
+     "watchers and long jobs. It runs until it exits, is killed (sandbox_kill_process) or the "
+     "sandbox goes; read its output with sandbox_read_process_output, feed its stdin with "
+     "sandbox_write_process_stdin. A sandbox keeps at most 64 of them, running or ended and "
+     "not read yet.",
+     start_args, 0, tool_sandbox_start_process, os_start},
+    {"sandbox_list_processes", "List background processes",
+     "List a sandbox's background processes: pid, command, running or its exit code, and how "
+     "much output each has written.",
+     destroy_args, HINT_READ_ONLY, tool_sandbox_list_processes, os_procs},
+    {"sandbox_read_process_output", "Read a background process's output",
+     "Return a background process's state (running, or its exit code) and its stdout and "
+     "stderr from the given offsets, with the offsets to pass next time (stdout_next, "
+     "stderr_next) so that polling never misses or repeats output.",
+     read_output_args, HINT_READ_ONLY, tool_sandbox_read_process_output, os_proc},
+    {"sandbox_write_process_stdin", "Write to a background process's stdin",
+     "Send bytes to a background process's standard input (a REPL, a prompt), and optionally "
+     "close it (eof).",
+     stdin_args, 0, tool_sandbox_write_process_stdin, os_stdin},
+    {"sandbox_kill_process", "Signal a background process",
+     "Send a signal (default KILL) to a background process and its process group. Signalling "
+     "one that already ended forgets it (it leaves sandbox_list_processes).",
+     kill_args, HINT_DESTRUCTIVE | HINT_IDEMPOTENT, tool_sandbox_kill_process, os_kill},
+    {"sandbox_delete_file", "Delete a file in a sandbox",
+     "Delete a file, or a directory (empty, or with everything in it when recursive is true).",
+     delete_args, HINT_DESTRUCTIVE | HINT_IDEMPOTENT, tool_sandbox_delete_file, os_delete},
+    {"sandbox_make_dir", "Create a directory in a sandbox",
+     "Create a directory and any missing parents; an existing directory is fine.", mkdir_args,
+     HINT_IDEMPOTENT, tool_sandbox_make_dir, os_mkdir},
+    {"sandbox_move_file", "Move or rename a file in a sandbox",
+     "Move or rename a file or directory within a sandbox (an existing file at the target is "
+     "replaced).",
+     move_args, HINT_DESTRUCTIVE, tool_sandbox_move_file, os_move},
+    {"sandbox_list_ports", "List a sandbox's open ports",
+     "List the ports of a sandbox opened with sandbox_open_port: URL, host:port and when each "
+     "closes.",
+     destroy_args, HINT_READ_ONLY, tool_sandbox_list_ports, os_ports},
+    {"sandbox_close_port", "Close a sandbox port",
+     "Close a port opened with sandbox_open_port now: its URL and host port stop answering.",
+     close_port_args, HINT_DESTRUCTIVE | HINT_IDEMPOTENT, tool_sandbox_close_port, os_close},
 };
 #define N_TOOLS (sizeof(tools) / sizeof(tools[0]))
 
@@ -731,6 +925,49 @@ static void keep_structured(struct tool_call *t, struct api_answer *a, const cha
     a->json = NULL;
 }
 
+/* structuredContent built here: the object g generated. */
+static void set_structured(struct tool_call *t, yajl_gen g)
+{
+    char *text = nb_json_gen_take(g), err[128];
+    yajl_val v = NULL;
+
+    if (nb_json_parse(text, strlen(text), MCP_MAX_DEPTH, &v, err, sizeof(err)) == 0) {
+        yajl_tree_free(t->structured);
+        t->structured = v;
+        t->structured_omit = NULL;
+    }
+    free(text);
+}
+
+/* A size for a person: "812 bytes", "256 MiB", "1.5 KiB". */
+static void put_size(struct nb_buf *b, unsigned long long bytes)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+    double x;
+    size_t i;
+
+    if (bytes < 1024) {
+        nb_buf_printf(b, "%llu byte%s", bytes, bytes == 1 ? "" : "s");
+        return;
+    }
+    x = (double)bytes / 1024.0;
+    for (i = 0; x >= 1024.0 && i + 1 < sizeof(units) / sizeof(units[0]); i++)
+        x /= 1024.0;
+    if (x == (double)(long long)x)
+        nb_buf_printf(b, "%lld %s", (long long)x, units[i]);
+    else
+        nb_buf_printf(b, "%.1f %s", x, units[i]);
+}
+
+/* The API's byte count v as a size; anything else as it came. */
+static void put_size_val(struct nb_buf *b, yajl_val v)
+{
+    if (v != NULL && YAJL_IS_INTEGER(v) && YAJL_GET_INTEGER(v) >= 0)
+        put_size(b, (unsigned long long)YAJL_GET_INTEGER(v));
+    else
+        put_value(b, v);
+}
+
 /* exec's and run's answer as text (both have the same fields). */
 static void put_exec_result(struct tool_call *t, yajl_val r)
 {
@@ -747,8 +984,8 @@ static void put_exec_result(struct tool_call *t, yajl_val r)
 
 static void tool_sandbox_create(struct tool_call *t)
 {
-    static const char *const keys[] = {"image", "status", "network", "memory",
-                                       "cpus",  "pids",   "ttl",     NULL};
+    static const char *const keys[] = {"image", "status", "network", NULL};
+    static const char *const keys2[] = {"cpus", "pids", "ttl", NULL};
     struct api_answer a;
     char *body = body_from_args(t, NULL);
 
@@ -756,6 +993,10 @@ static void tool_sandbox_create(struct tool_call *t)
         nb_buf_printf(&t->text, "Created sandbox %s.\n", member_str(a.json, "sandboxId"));
         nb_buf_printf(&t->text, "sandbox_id: %s\n", member_str(a.json, "sandboxId"));
         put_fields(&t->text, a.json, keys);
+        nb_buf_printf(&t->text, "memory: ");
+        put_size_val(&t->text, member(a.json, "memory"));
+        nb_buf_printf(&t->text, "\n");
+        put_fields(&t->text, a.json, keys2);
         nb_buf_printf(&t->text, "expires_at: ");
         put_time(&t->text, member(a.json, "expires_at"));
         nb_buf_printf(&t->text, "\nmetadata: ");
@@ -768,11 +1009,214 @@ static void tool_sandbox_create(struct tool_call *t)
     free(body);
 }
 
+/* ------------------------------------------------------- long calls */
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* Whether t was cancelled (notifications/cancelled, or the client left). */
+static int call_cancelled(struct tool_call *t)
+{
+    const struct mcp_backend *be = t->s->backend;
+
+    if (!t->cancelled && be->is_cancelled != NULL && t->id_json != NULL &&
+        be->is_cancelled(be->ctx, t->id_json))
+        t->cancelled = 1;
+    return t->cancelled;
+}
+
+/* notifications/progress: elapsed seconds of total; a client that is gone cancels t. */
+static void send_progress(struct tool_call *t, long long elapsed, double total)
+{
+    const struct mcp_backend *be = t->s->backend;
+    yajl_gen g = nb_json_gen();
+    char msg[160];
+    char *text;
+
+    snprintf(msg, sizeof(msg), "%s: running for %lld s (killed at %g s)", t->tool->name, elapsed,
+             total);
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "jsonrpc", "2.0");
+    nb_json_kv_str(g, "method", "notifications/progress");
+    nb_json_cstr(g, "params");
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "progressToken");
+    nb_json_tree(g, t->progress_token);
+    nb_json_kv_int(g, "progress", elapsed);
+    nb_json_cstr(g, "total");
+    yajl_gen_double(g, total);
+    nb_json_kv_str(g, "message", msg);
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    text = nb_json_gen_take(g);
+    if (be->notify(be->ctx, text, strlen(text)) != 0)
+        t->cancelled = 1;
+    free(text);
+}
+
+/* Append s to b within *room bytes; 1 when some of it did not fit. */
+static int keep_output(struct nb_buf *b, const char *s, size_t *room)
+{
+    size_t n = strlen(s), take = n < *room ? n : *room;
+
+    nb_buf_append(b, s, take);
+    *room -= take;
+    return take < n;
+}
+
+/*
+ * sandbox_exec with a progressToken: the command starts in the background
+ * (POST exec, "background": true) and is polled until it ends
+ * (GET .../processes/{pid} from the offsets the last answer gave), with a
+ * notifications/progress every MCP_PROGRESS_EVERY_MS. The timeout is
+ * enforced here (DELETE .../processes/{pid}?signal=KILL), as on cancellation.
+ * The answer has the foreground exec's fields but output (stdout and
+ * stderr interleaved) and oom_killed; its entry is forgotten at the end.
+ */
+static void exec_watched(struct tool_call *t)
+{
+    const struct nb_conf *c = session_conf(t->s);
+    yajl_val targ = arg(t, "timeout");
+    double timeout = targ != NULL ? nb_json_double(targ)
+                     : c != NULL  ? c->exec_timeout
+                                  : MCP_EXEC_TIMEOUT;
+    size_t room = c != NULL && c->max_output > 0 ? (size_t)c->max_output : MCP_MAX_OUTPUT;
+    int64_t start = nb_clock_mono_ms(), deadline = start + (int64_t)(timeout * 1000.0),
+            next_progress = start + MCP_PROGRESS_EVERY_MS, wait = 20, killed_at = 0;
+    long long out_off = 0, err_off = 0, exit_code = -1, pid;
+    int timed_out = 0, truncated = 0, killed = 0, ended = 0, rc;
+    struct nb_buf path, proc, out, err;
+    struct api_answer a;
+    yajl_gen g = nb_json_gen();
+    char *body;
+
+    yajl_gen_map_open(g);
+    for (size_t i = 0; t->tool->args[i].name != NULL; i++) {
+        if (t->f[i].val == NULL || !strcmp(t->tool->args[i].name, "sandbox_id"))
+            continue;
+        nb_json_cstr(g, t->tool->args[i].name);
+        nb_json_tree(g, t->f[i].val);
+    }
+    nb_json_kv_bool(g, "background", 1);
+    yajl_gen_map_close(g);
+    body = nb_json_gen_take(g);
+    sandbox_path(&path, t, "/exec");
+    nb_buf_init(&out, MCP_MAX_TEXT);
+    nb_buf_init(&err, MCP_MAX_TEXT);
+    nb_buf_init(&proc, 8192);
+    if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) != 0) {
+        api_answer_free(&a);
+        goto out;
+    }
+    pid = nb_json_int(member(a.json, "pid"));
+    api_answer_free(&a);
+    sandbox_path(&proc, t, "/processes/");
+    nb_buf_printf(&proc, "%lld", pid);
+
+    while (!ended) {
+        int64_t now;
+        yajl_val st;
+
+        nb_buf_reset(&path);
+        nb_buf_printf(&path, "%s?stdout_offset=%lld&stderr_offset=%lld", proc.data, out_off,
+                      err_off);
+        if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) != 0) {
+            api_answer_free(&a);
+            /* a cancellation may cut the poll short (stdio drops a cancelled call's
+             * connection): the command is killed all the same */
+            if (killed || !call_cancelled(t))
+                break;
+        } else {
+            /* output older than the offset asked for is gone: the agent keeps the last MiB */
+            truncated |= nb_json_int(member(a.json, "stdout_offset")) > out_off ||
+                         nb_json_int(member(a.json, "stderr_offset")) > err_off;
+            truncated |= keep_output(&out, member_str(a.json, "stdout"), &room);
+            truncated |= keep_output(&err, member_str(a.json, "stderr"), &room);
+            out_off = nb_json_int(member(a.json, "stdout_next"));
+            err_off = nb_json_int(member(a.json, "stderr_next"));
+            st = member(a.json, "running");
+            ended = st != NULL && YAJL_IS_FALSE(st);
+            if (ended)
+                exit_code = member(a.json, "exit_code") != NULL &&
+                                    YAJL_IS_INTEGER(member(a.json, "exit_code"))
+                                ? YAJL_GET_INTEGER(member(a.json, "exit_code"))
+                                : -1;
+            api_answer_free(&a);
+            if (ended)
+                break;
+        }
+        now = nb_clock_mono_ms();
+        if (!killed && (call_cancelled(t) || now >= deadline)) {
+            timed_out = !t->cancelled;
+            killed = 1;
+            killed_at = now;
+            nb_buf_reset(&path);
+            nb_buf_printf(&path, "%s?signal=KILL", proc.data);
+            rc = api_call(t, "DELETE", path.data, NULL, 0, NULL, &a);
+            api_answer_free(&a);
+            if (rc != 0)
+                break;
+            wait = 20;
+        } else if (killed && now >= killed_at + 10000) {
+            break; /* killed 10 s ago and still listed as running: answer what we have */
+        }
+        if (!killed && t->progress_token != NULL && t->s->backend->notify != NULL &&
+            now >= next_progress) {
+            send_progress(t, (long long)((now - start) / 1000), timeout);
+            next_progress += MCP_PROGRESS_EVERY_MS;
+            continue; /* a client gone is a cancellation: check at once */
+        }
+        sleep_ms(wait);
+        wait = wait * 2 > MCP_POLL_MAX_MS ? MCP_POLL_MAX_MS : wait * 2;
+    }
+    if (ended || killed) { /* forget the entry (an ended process's DELETE does); best effort */
+        const struct mcp_backend *be = t->s->backend;
+        struct nb_buf ignored;
+        long status;
+        nb_buf_init(&ignored, 65536);
+        be->call(be->ctx, "DELETE", proc.data, NULL, 0, NULL, &status, &ignored);
+        nb_buf_free(&ignored);
+    }
+    if (t->is_error || t->cancelled)
+        goto out;
+
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_int(g, "exit_code", timed_out ? 137 : exit_code);
+    nb_json_kv_bool(g, "timed_out", timed_out);
+    nb_json_kv_bool(g, "truncated", truncated);
+    nb_json_cstr(g, "stdout");
+    nb_json_str(g, out.data != NULL ? out.data : "", out.len);
+    nb_json_cstr(g, "stderr");
+    nb_json_str(g, err.data != NULL ? err.data : "", err.len);
+    nb_json_kv_int(g, "duration_ms", nb_clock_mono_ms() - start);
+    nb_json_kv_int(g, "pid", pid);
+    yajl_gen_map_close(g);
+    set_structured(t, g);
+    put_exec_result(t, t->structured);
+out:
+    nb_buf_free(&proc);
+    nb_buf_free(&out);
+    nb_buf_free(&err);
+    nb_buf_free(&path);
+    free(body);
+}
+
 static void tool_sandbox_exec(struct tool_call *t)
 {
     struct api_answer a;
     struct nb_buf path;
-    char *body = body_from_args(t, "sandbox_id");
+    char *body;
+
+    if (t->progress_token != NULL) {
+        exec_watched(t);
+        return;
+    }
+    body = body_from_args(t, "sandbox_id");
 
     sandbox_path(&path, t, "/exec");
     if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) == 0) {
@@ -1014,9 +1458,13 @@ static void tool_sandbox_write_file(struct tool_call *t)
         nb_buf_append(&data, content, strlen(content));
     }
     if (api_call(t, "PUT", path.data, data.len > 0 ? data.data : "", data.len,
-                 "application/octet-stream", &a) == 0)
-        nb_buf_printf(&t->text, "Wrote %zu bytes to %s.", data.len,
+                 "application/octet-stream", &a) == 0) {
+        nb_buf_printf(&t->text, "Wrote ");
+        put_size(&t->text, data.len);
+        nb_buf_printf(&t->text, " to %s.",
                       YAJL_IS_STRING(member(a.json, "path")) ? member_str(a.json, "path") : file);
+        keep_structured(t, &a, NULL);
+    }
     api_answer_free(&a);
 out:
     nb_buf_free(&data);
@@ -1037,15 +1485,16 @@ static void put_listing(struct nb_buf *b, yajl_val j)
 
     nb_buf_printf(b, "%s: %zu entr%s\n", member_str(j, "path"), n, n == 1 ? "y" : "ies");
     if (n > 0)
-        nb_buf_printf(b, "%-7s %5s  %-4s  %-23s  %s\n", "type", "size", "mode", "modified", "name");
+        nb_buf_printf(b, "%-7s %10s  %-4s  %-23s  %s\n", "type", "size", "mode", "modified",
+                      "name");
     for (size_t i = 0; i < n; i++) {
         yajl_val e = entries->u.array.values[i], mode = member(e, "mode");
         const char *type = member_str(e, "type");
         struct nb_buf size;
 
         nb_buf_init(&size, 64);
-        put_value(&size, member(e, "size"));
-        nb_buf_printf(b, "%-7s %5s  ", type, size.data != NULL ? size.data : "-");
+        put_size_val(&size, member(e, "size"));
+        nb_buf_printf(b, "%-7s %10s  ", type, size.data != NULL ? size.data : "-");
         nb_buf_free(&size);
         if (mode != NULL && YAJL_IS_INTEGER(mode))
             nb_buf_printf(b, "%04llo", (unsigned long long)YAJL_GET_INTEGER(mode) & 07777u);
@@ -1067,18 +1516,29 @@ static void tool_sandbox_read_file(struct tool_call *t)
 
     files_path(&path, t, file);
     if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) == 0) {
+        yajl_gen g = nb_json_gen();
+        int binary = a.body.len > 0 && !is_text(a.body.data, a.body.len);
+
+        yajl_gen_map_open(g);
+        nb_json_kv_str(g, "path", file);
+        nb_json_kv_str(g, "type", is_listing(a.json) ? "dir" : "file");
+        if (!is_listing(a.json)) {
+            nb_json_kv_int(g, "size", (long long)a.body.len);
+            nb_json_kv_bool(g, "binary", binary);
+        }
+        yajl_gen_map_close(g);
+        set_structured(t, g);
         if (is_listing(a.json)) {
             nb_buf_printf(&t->text, "%s is a directory, not a file. ", file);
             put_listing(&t->text, a.json);
         } else if (a.body.len == 0) {
             nb_buf_printf(&t->text, "(%s is empty: 0 bytes)", file);
-        } else if (is_text(a.body.data, a.body.len)) {
+        } else if (!binary) {
             nb_buf_append(&t->text, a.body.data, a.body.len);
         } else {
-            nb_buf_printf(&t->text,
-                          "%s is binary (%zu bytes, not UTF-8 text); its content "
-                          "in base64:\n",
-                          file, a.body.len);
+            nb_buf_printf(&t->text, "%s is binary (", file);
+            put_size(&t->text, a.body.len);
+            nb_buf_printf(&t->text, ", not UTF-8 text); its content in base64:\n");
             nb_base64_encode(&t->text, a.body.data, a.body.len);
         }
     }
@@ -1098,10 +1558,7 @@ static void tool_sandbox_list_files(struct tool_call *t)
             put_listing(&t->text, a.json);
             keep_structured(t, &a, NULL);
         } else {
-            nb_buf_printf(&t->text,
-                          "%s is a file (%zu bytes), not a directory: "
-                          "sandbox_read_file reads it.",
-                          dir, a.body.len);
+            tool_fail(t, "error: %s is a file, not a directory: sandbox_read_file reads it", dir);
         }
     }
     api_answer_free(&a);
@@ -1189,8 +1646,15 @@ static void tool_sandbox_destroy(struct tool_call *t)
     struct nb_buf path;
 
     sandbox_path(&path, t, "");
-    if (api_call(t, "DELETE", path.data, NULL, 0, NULL, &a) == 0)
+    if (api_call(t, "DELETE", path.data, NULL, 0, NULL, &a) == 0) {
+        yajl_gen g = nb_json_gen();
         nb_buf_printf(&t->text, "Destroyed sandbox %s.", arg_str(t, "sandbox_id"));
+        yajl_gen_map_open(g);
+        nb_json_kv_str(g, "sandboxId", arg_str(t, "sandbox_id"));
+        nb_json_kv_bool(g, "destroyed", 1);
+        yajl_gen_map_close(g);
+        set_structured(t, g);
+    }
     api_answer_free(&a);
     nb_buf_free(&path);
 }
@@ -1226,6 +1690,297 @@ static void tool_sandbox_pause(struct tool_call *t)
 static void tool_sandbox_resume(struct tool_call *t)
 {
     pause_or_resume(t, "/resume");
+}
+
+/* ------------------------------------------- TTL, processes, files, ports */
+
+static void tool_sandbox_set_timeout(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path;
+    char *body = body_from_args(t, "sandbox_id");
+
+    sandbox_path(&path, t, "/timeout");
+    if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) == 0) {
+        nb_buf_printf(&t->text, "Sandbox %s is now destroyed at ", arg_str(t, "sandbox_id"));
+        put_time(&t->text, member(a.json, "expires_at"));
+        nb_buf_printf(&t->text, ", ");
+        put_seconds(&t->text, (unsigned long long)nb_json_int(arg(t, "ttl")));
+        nb_buf_printf(&t->text, " from now.");
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+    free(body);
+}
+
+static void tool_sandbox_start_process(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path;
+    yajl_gen g = nb_json_gen();
+    char *body;
+
+    yajl_gen_map_open(g);
+    for (size_t i = 0; t->tool->args[i].name != NULL; i++) {
+        if (t->f[i].val == NULL || !strcmp(t->tool->args[i].name, "sandbox_id"))
+            continue;
+        nb_json_cstr(g, t->tool->args[i].name);
+        nb_json_tree(g, t->f[i].val);
+    }
+    nb_json_kv_bool(g, "background", 1);
+    yajl_gen_map_close(g);
+    body = nb_json_gen_take(g);
+    sandbox_path(&path, t, "/exec");
+    if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) == 0) {
+        nb_buf_printf(&t->text, "Started process ");
+        put_value(&t->text, member(a.json, "pid"));
+        nb_buf_printf(&t->text, " in the background. Read its output with "
+                                "sandbox_read_process_output; stop it with sandbox_kill_process.");
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+    free(body);
+}
+
+/* One process entry as a line: pid, state, command. */
+static void put_process(struct nb_buf *b, yajl_val p)
+{
+    yajl_val cmd = member(p, "command");
+
+    nb_buf_printf(b, "pid ");
+    put_value(b, member(p, "pid"));
+    if (YAJL_IS_TRUE(member(p, "running"))) {
+        nb_buf_printf(b, "  running");
+    } else {
+        nb_buf_printf(b, "  exited with ");
+        put_value(b, member(p, "exit_code"));
+    }
+    nb_buf_printf(b, "  stdout ");
+    put_size_val(b, member(p, "stdout_bytes"));
+    nb_buf_printf(b, ", stderr ");
+    put_size_val(b, member(p, "stderr_bytes"));
+    nb_buf_printf(b, "  command:");
+    for (size_t i = 0; cmd != NULL && YAJL_IS_ARRAY(cmd) && i < cmd->u.array.len; i++)
+        nb_buf_printf(b, " %s", nb_json_string(cmd->u.array.values[i]));
+    nb_buf_printf(b, "\n");
+}
+
+static void tool_sandbox_list_processes(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path;
+    yajl_val list;
+
+    sandbox_path(&path, t, "/processes");
+    if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) == 0) {
+        list = member(a.json, "processes");
+        if (list == NULL || !YAJL_IS_ARRAY(list) || list->u.array.len == 0)
+            nb_buf_printf(&t->text, "No background processes.");
+        for (size_t i = 0; list != NULL && YAJL_IS_ARRAY(list) && i < list->u.array.len; i++)
+            put_process(&t->text, list->u.array.values[i]);
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+}
+
+/* ".../processes/PID" + suffix */
+static void process_path(struct nb_buf *p, struct tool_call *t, const char *suffix)
+{
+    sandbox_path(p, t, "/processes/");
+    nb_buf_printf(p, "%lld%s", nb_json_int(arg(t, "pid")), suffix);
+}
+
+static void tool_sandbox_read_process_output(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path;
+
+    process_path(&path, t, "");
+    nb_buf_printf(&path, "?stdout_offset=%lld&stderr_offset=%lld",
+                  arg(t, "stdout_offset") ? nb_json_int(arg(t, "stdout_offset")) : 0LL,
+                  arg(t, "stderr_offset") ? nb_json_int(arg(t, "stderr_offset")) : 0LL);
+    if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) == 0) {
+        put_process(&t->text, a.json);
+        nb_buf_printf(&t->text, "stdout_next: ");
+        put_value(&t->text, member(a.json, "stdout_next"));
+        nb_buf_printf(&t->text, "  stderr_next: ");
+        put_value(&t->text, member(a.json, "stderr_next"));
+        nb_buf_printf(&t->text, "\n--- stdout ---\n");
+        put_block(&t->text, member_str(a.json, "stdout"));
+        nb_buf_printf(&t->text, "--- stderr ---\n");
+        put_block(&t->text, member_str(a.json, "stderr"));
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+}
+
+static void tool_sandbox_write_process_stdin(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path;
+    char *body;
+
+    { /* the body: data, encoding, eof */
+        yajl_gen g = nb_json_gen();
+        yajl_gen_map_open(g);
+        for (size_t i = 0; t->tool->args[i].name != NULL; i++) {
+            const char *n = t->tool->args[i].name;
+            if (t->f[i].val == NULL || !strcmp(n, "sandbox_id") || !strcmp(n, "pid"))
+                continue;
+            nb_json_cstr(g, n);
+            nb_json_tree(g, t->f[i].val);
+        }
+        yajl_gen_map_close(g);
+        body = nb_json_gen_take(g);
+    }
+    process_path(&path, t, "/stdin");
+    if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) == 0) {
+        nb_buf_printf(&t->text, "Wrote ");
+        put_size_val(&t->text, member(a.json, "written"));
+        nb_buf_printf(&t->text, " to the stdin of process %lld%s.", nb_json_int(arg(t, "pid")),
+                      YAJL_IS_TRUE(arg(t, "eof")) ? ", then closed it" : "");
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+    free(body);
+}
+
+static void tool_sandbox_kill_process(struct tool_call *t)
+{
+    const char *sig = arg(t, "signal") != NULL ? arg_str(t, "signal") : "KILL";
+    struct api_answer a;
+    struct nb_buf path;
+
+    process_path(&path, t, "?signal=");
+    nb_buf_printf(&path, "%s", sig);
+    if (api_call(t, "DELETE", path.data, NULL, 0, NULL, &a) == 0) {
+        yajl_gen g = nb_json_gen();
+        nb_buf_printf(&t->text, "Sent SIG%s to process %lld.", sig, nb_json_int(arg(t, "pid")));
+        yajl_gen_map_open(g);
+        nb_json_kv_int(g, "pid", nb_json_int(arg(t, "pid")));
+        nb_json_kv_str(g, "signal", sig);
+        yajl_gen_map_close(g);
+        set_structured(t, g);
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+}
+
+static void tool_sandbox_delete_file(struct tool_call *t)
+{
+    const char *file = arg_str(t, "path");
+    struct api_answer a;
+    struct nb_buf path;
+
+    files_path(&path, t, file);
+    if (YAJL_IS_TRUE(arg(t, "recursive")))
+        nb_buf_printf(&path, "&recursive=1");
+    if (api_call(t, "DELETE", path.data, NULL, 0, NULL, &a) == 0) {
+        yajl_gen g = nb_json_gen();
+        nb_buf_printf(&t->text, "Deleted %s.", file);
+        yajl_gen_map_open(g);
+        nb_json_kv_str(g, "path", file);
+        nb_json_kv_bool(g, "deleted", 1);
+        yajl_gen_map_close(g);
+        set_structured(t, g);
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+}
+
+/* POST .../files/OP with the tool's arguments but sandbox_id. */
+static int files_op(struct tool_call *t, const char *op, struct api_answer *a)
+{
+    struct nb_buf path;
+    char *body = body_from_args(t, "sandbox_id");
+    int rc;
+
+    sandbox_path(&path, t, op);
+    rc = api_call(t, "POST", path.data, body, strlen(body), "application/json", a);
+    nb_buf_free(&path);
+    free(body);
+    return rc;
+}
+
+static void tool_sandbox_make_dir(struct tool_call *t)
+{
+    struct api_answer a;
+
+    if (files_op(t, "/files/mkdir", &a) == 0) {
+        nb_buf_printf(&t->text, "Directory %s is there.",
+                      YAJL_IS_STRING(member(a.json, "path")) ? member_str(a.json, "path")
+                                                             : arg_str(t, "path"));
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+}
+
+static void tool_sandbox_move_file(struct tool_call *t)
+{
+    struct api_answer a;
+
+    if (files_op(t, "/files/move", &a) == 0) {
+        nb_buf_printf(&t->text, "Moved %s to %s.", arg_str(t, "from"),
+                      YAJL_IS_STRING(member(a.json, "path")) ? member_str(a.json, "path")
+                                                             : arg_str(t, "to"));
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+}
+
+static void tool_sandbox_list_ports(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path;
+    yajl_val list;
+
+    sandbox_path(&path, t, "/ports");
+    if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) == 0) {
+        list = member(a.json, "ports");
+        if (list == NULL || !YAJL_IS_ARRAY(list) || list->u.array.len == 0)
+            nb_buf_printf(&t->text, "No open ports.");
+        for (size_t i = 0; list != NULL && YAJL_IS_ARRAY(list) && i < list->u.array.len; i++) {
+            yajl_val p = list->u.array.values[i];
+            nb_buf_printf(&t->text, "port ");
+            put_value(&t->text, member(p, "sandboxport"));
+            nb_buf_printf(&t->text, "  url: %s  tcp: %s:", member_str(p, "url"),
+                          member_str(p, "host"));
+            put_value(&t->text, member(p, "hostport"));
+            nb_buf_printf(&t->text, "  closes at ");
+            put_time(&t->text, member(p, "expires_at"));
+            nb_buf_printf(&t->text, "\n");
+        }
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+}
+
+static void tool_sandbox_close_port(struct tool_call *t)
+{
+    long long port = nb_json_int(arg(t, "port"));
+    struct api_answer a;
+    struct nb_buf path;
+    char suffix[32];
+
+    snprintf(suffix, sizeof(suffix), "/ports/%lld", port);
+    sandbox_path(&path, t, suffix);
+    if (api_call(t, "DELETE", path.data, NULL, 0, NULL, &a) == 0) {
+        yajl_gen g = nb_json_gen();
+        nb_buf_printf(&t->text, "Closed port %lld.", port);
+        yajl_gen_map_open(g);
+        nb_json_kv_int(g, "sandboxport", port);
+        nb_json_kv_bool(g, "closed", 1);
+        yajl_gen_map_close(g);
+        set_structured(t, g);
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
 }
 
 /* ---------------------------------------------------------------- schema */
@@ -1409,6 +2164,18 @@ static int do_tools_list(struct mcp_session *s, yajl_val id, struct nb_buf *out)
             nb_json_kv_str(g, "title", tool->title);
         gen_description(g, "description", tool->description, s);
         gen_input_schema(g, tool, s);
+        if (version_at_least(s, "2025-06-18") && tool->output_schema != NULL) {
+            yajl_val os = NULL;
+            char err[128];
+            if (nb_json_parse(tool->output_schema, strlen(tool->output_schema), MCP_MAX_DEPTH, &os,
+                              err, sizeof(err)) == 0) {
+                nb_json_cstr(g, "outputSchema");
+                nb_json_tree(g, os);
+            } else {
+                nb_error("MCP: the output schema of %s is not JSON: %s", tool->name, err);
+            }
+            yajl_tree_free(os);
+        }
         if (version_at_least(s, "2025-03-26")) {
             nb_json_cstr(g, "annotations");
             yajl_gen_map_open(g);
@@ -1480,7 +2247,9 @@ static int check_args(struct tool_call *t, yajl_val args)
 static int do_tools_call(struct mcp_session *s, yajl_val id, yajl_val params, struct nb_buf *out)
 {
     yajl_val name = member(params, "name"), args = member(params, "arguments");
+    yajl_val token = member(member(params, "_meta"), "progressToken");
     struct tool_call t = {.s = s};
+    char *idj;
     char msg[256];
     yajl_gen g;
 
@@ -1502,9 +2271,22 @@ static int do_tools_call(struct mcp_session *s, yajl_val id, yajl_val params, st
         return MCP_REPLY;
     }
 
+    if (token != NULL && (YAJL_IS_STRING(token) || YAJL_IS_INTEGER(token)))
+        t.progress_token = token;
+    idj = id_text(id);
+    t.id_json = idj;
     nb_buf_init(&t.text, MCP_MAX_TEXT);
     if (check_args(&t, args != NULL && YAJL_IS_OBJECT(args) ? args : NULL) == 0)
         t.tool->run(&t);
+    free(idj);
+    t.id_json = NULL;
+    if (t.cancelled) { /* the client gave up on it: the spec wants no reply */
+        s->last = MCP_MSG_CANCELLED;
+        yajl_tree_free(t.structured);
+        items_free(&t);
+        nb_buf_free(&t.text);
+        return MCP_NO_REPLY;
+    }
 
     g = nb_json_gen();
     yajl_gen_map_open(g);
@@ -1587,6 +2369,15 @@ static int handle_one(struct mcp_session *s, yajl_val m, int in_batch, struct nb
         /* notifications: initialized, cancelled (calls run to the end), the rest ignored */
         if (!strcmp(method->u.string, "notifications/initialized"))
             s->initialized = 1;
+        if (!strcmp(method->u.string, "notifications/cancelled") && s->backend != NULL &&
+            s->backend->cancel != NULL) {
+            yajl_val req = member(member(m, "params"), "requestId");
+            if (req != NULL && (YAJL_IS_STRING(req) || YAJL_IS_INTEGER(req))) {
+                char *rid = id_text(req);
+                s->backend->cancel(s->backend->ctx, rid);
+                free(rid);
+            }
+        }
         return MCP_NO_REPLY;
     }
     params = member(m, "params");
@@ -1675,6 +2466,20 @@ int mcp_handle(struct mcp_session *s, const char *msg, size_t len, struct nb_buf
     if (root == NULL) {
         s->last = MCP_MSG_EMPTY;
         return MCP_NO_REPLY; /* a blank line */
+    }
+    if (nb_json_no_dup_keys(root, err, sizeof(err)) != 0) {
+        /* as the REST side refuses it: yajl would keep one of the two silently */
+        yajl_val id = YAJL_IS_OBJECT(root) ? member(root, "id") : NULL;
+        char why[320];
+        snprintf(why, sizeof(why), "invalid request: %s", err);
+        reply_error(out,
+                    id != NULL && (YAJL_IS_STRING(id) || YAJL_IS_INTEGER(id)) &&
+                            !strstr(err, "\"id\"")
+                        ? id
+                        : NULL,
+                    MCP_INVALID_REQUEST, why);
+        yajl_tree_free(root);
+        return MCP_REPLY;
     }
     rc = YAJL_IS_ARRAY(root) ? handle_batch(s, root, out) : handle_one(s, root, 0, out);
     yajl_tree_free(root);

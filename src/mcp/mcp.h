@@ -6,8 +6,8 @@
  *
  * It lives in src/mcp, not src/common: it is not plumbing every program
  * shares but a front of its own, with two transports around it. It does no
- * I/O: every tool is one or two calls of the HTTP API made through a
- * backend callback, so the stdio transport (the CLI's "nanobox mcp", over
+ * I/O of its own (a watched exec sleeps between polls, see below): every
+ * tool is one or a few calls of the HTTP API made through a backend callback, so the stdio transport (the CLI's "nanobox mcp", over
  * libcurl) and the Streamable HTTP transport (POST /mcp in the FastCGI
  * pool, dispatching the request internally) share everything but the bytes
  * on the wire.
@@ -62,12 +62,34 @@ typedef int (*mcp_call_fn)(void *ctx, const char *method, const char *path, cons
                            size_t body_len, const char *content_type, long *status,
                            struct nb_buf *answer);
 
+/*
+ * A long call. A tools/call whose params._meta carries a progressToken is
+ * watched (sandbox_exec: started in the background, polled): every
+ * MCP_PROGRESS_EVERY_MS a notifications/progress goes to the client through
+ * notify, and the command is killed when notifications/cancelled names the
+ * call (is_cancelled) or when notify says the client is gone.
+ */
+#define MCP_PROGRESS_EVERY_MS 5000
+
+/* One message for the client while a call runs (a JSON-RPC notification,
+ * len bytes, no newline). 0 sent or dropped; -1: the client is gone. */
+typedef int (*mcp_notify_fn)(void *ctx, const char *msg, size_t len);
+/* notifications/cancelled came for the request whose id is id_json (the
+ * id as JSON text: 7, "abc"). */
+typedef void (*mcp_cancel_fn)(void *ctx, const char *id_json);
+/* Was the request of id_json cancelled? 1 yes, 0 no. */
+typedef int (*mcp_is_cancelled_fn)(void *ctx, const char *id_json);
+
 struct mcp_backend {
     mcp_call_fn call;
     void *ctx;
     /* The config of the server call reaches, for tools/list's descriptions
      * and the defaults the core fills in; NULL when unknown. */
     const struct nb_conf *conf;
+    /* Optional (NULL: no progress, no cancellation). */
+    mcp_notify_fn notify;
+    mcp_cancel_fn cancel;
+    mcp_is_cancelled_fn is_cancelled;
 };
 
 /* What the last message was (mcp_session.last), for a transport that answers
@@ -76,6 +98,7 @@ struct mcp_backend {
 #define MCP_MSG_EMPTY 1      /* nothing but white space */
 #define MCP_MSG_NOT_JSON 2   /* not JSON, or too deep: the reply is a parse error */
 #define MCP_MSG_INITIALIZE 3 /* an initialize request answered with a result */
+#define MCP_MSG_CANCELLED 4  /* a tools/call that was cancelled: no reply, as the spec says */
 
 /* What one connection remembers between messages. */
 struct mcp_session {

@@ -25,6 +25,7 @@ import re
 import secrets
 import subprocess
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -41,7 +42,10 @@ SDK_TIMEOUT = 300
 
 TOOLS = {"sandbox_create", "sandbox_exec", "sandbox_write_file", "sandbox_read_file",
          "sandbox_list_files", "sandbox_open_port", "sandbox_list", "sandbox_destroy",
-         "sandbox_pause", "sandbox_resume", "run_code"}
+         "sandbox_pause", "sandbox_resume", "run_code", "sandbox_set_timeout",
+         "sandbox_start_process", "sandbox_list_processes", "sandbox_read_process_output",
+         "sandbox_write_process_stdin", "sandbox_kill_process", "sandbox_delete_file",
+         "sandbox_make_dir", "sandbox_move_file", "sandbox_list_ports", "sandbox_close_port"}
 VERSIONS = ["2025-06-18", "2025-03-26", "2024-11-05"]
 LATEST = VERSIONS[0]
 MAX_MESSAGE = 4 * 1024 * 1024
@@ -162,6 +166,47 @@ def test_sdk_lists_the_tools_with_schemas_and_descriptions(run):
     assert {"sandbox_id", "context"} <= set(run_schema["properties"])
     assert tools["sandbox_destroy"]["annotations"]["destructiveHint"] is True
     assert tools["sandbox_list"]["annotations"]["readOnlyHint"] is True
+    for t in tools.values():
+        assert set(t["annotations"]) >= {"readOnlyHint", "destructiveHint", "idempotentHint"}, t
+        if run["protocolVersion"] >= "2025-06-18":
+            assert t["outputSchema"]["type"] == "object", t
+    assert tools["sandbox_list_processes"]["annotations"]["readOnlyHint"] is True
+    assert tools["sandbox_delete_file"]["annotations"]["destructiveHint"] is True
+    assert tools["sandbox_make_dir"]["annotations"]["idempotentHint"] is True
+
+
+def test_sdk_sets_the_ttl(run, api):
+    s = ok_step(run, "set_timeout")
+    assert "900 seconds (15 minutes) from now" in s["text"], s["text"]
+    if run["protocolVersion"] >= "2025-06-18":
+        assert s["structured"]["ttl"] == 900
+
+
+def test_sdk_background_process_start_stdin_output_kill(run):
+    s = ok_step(run, "start")
+    pid = re.search(r"Started process (\d+)", s["text"])
+    assert pid, s["text"]
+    assert re.search(rf"^pid {pid.group(1)}  running", ok_step(run, "list_processes")["text"], re.M)
+    assert "Wrote 6 bytes to the stdin" in ok_step(run, "stdin")["text"]
+    s = ok_step(run, "read_output")
+    assert f"pid {pid.group(1)}  exited with 0" in s["text"], s["text"]
+    assert "--- stdout ---\nready\nhello\n--- stderr ---\nbye\n" in s["text"], s["text"]
+    ok_step(run, "kill")  # it had ended: the kill forgets it
+    assert ok_step(run, "list_processes_after")["text"] == "No background processes."
+
+
+def test_sdk_files_mkdir_move_delete(run):
+    files_step(run, "mkdir")
+    assert "to /workspace/data/sub/moved.py" in files_step(run, "move")["text"]
+    assert re.search(r"^file\s.*\smoved\.py$", files_step(run, "list_moved")["text"], re.M)
+    assert files_step(run, "delete")["text"] == "Deleted data."
+
+
+def test_sdk_lists_and_closes_ports(run):
+    s = ok_step(run, "list_ports")
+    assert re.search(r"^port 8000  url: http://8000-", s["text"], re.M), s["text"]
+    ok_step(run, "close_port")
+    assert ok_step(run, "list_ports_after")["text"] == "No open ports."
 
 
 def test_sdk_creates_a_sandbox(run, api):
@@ -317,6 +362,46 @@ def test_sdk_unknown_tool_is_a_json_rpc_error(run):
 
 def test_http_transport_hands_out_a_session_id(http_run):
     assert http_run.get("sessionId"), http_run
+
+
+def _transport_args(stack, transport, home):
+    if transport == "stdio":
+        return (["--transport", "stdio", "--bin", str(CLI_BIN)],
+                {"NANOBOX_URL": stack.url, "NANOBOX_API_KEY": stack.api_key, "HOME": str(home)})
+    return ["--transport", "http", "--url", f"{stack.url}/mcp", "--key", stack.api_key], {}
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_sdk_long_call_lives_on_progress_and_a_cancelled_one_is_killed(stack, mcp_sdk, transport,
+                                                                        tmp_path):
+    # Slow (~70 s) but needed: the issue's case is a call longer than the SDK's
+    # 60 s default request timeout. One test per transport; xdist runs them
+    # beside the rest. Side by side in one sandbox (client.mjs long()):
+    # `sleep 65` (timeout 120) with resetTimeoutOnProgress, and `sleep 301`
+    # cancelled through the SDK's AbortSignal once its first progress came.
+    args, env = _transport_args(stack, transport, tmp_path)
+    summary = run_client(mcp_sdk, stack, *args, "--scenario", "long", env=env)
+    try:
+        sid = summary["sandboxId"]
+        assert sid, summary
+        s = ok_step(summary, "long")
+        assert s["text"].startswith("exit_code: 0\ntimed_out: false\n"), s["text"]
+        assert "--- stdout ---\nbegin\nend\n" in s["text"], s["text"]
+        assert s["ms"] > 60000, s  # past the SDK's 60 s: progress kept it waiting
+        prog = summary["progress"]["long"]
+        assert len(prog) >= 10, prog  # one every 5 s
+        assert all(b["progress"] > a["progress"] for a, b in zip(prog, prog[1:])), prog
+        assert prog[0]["total"] == 120 and "sandbox_exec" in prog[0]["message"], prog[0]
+        if summary["protocolVersion"] >= "2025-06-18":
+            assert s["structured"]["stdout"] == "begin\nend\n" and s["structured"]["exit_code"] == 0
+
+        c = summary["steps"]["cancel"]
+        assert "thrown" in c and summary["progress"]["cancel"], (c, summary["progress"])
+        # killed, as seen from the host: the long call ran 60 s more after the cancel
+        assert not any("sleep 301" in line for line in nbtest.docker_top(f"nanobox-{sid}"))
+        assert any("sleep" not in line for line in nbtest.docker_top(f"nanobox-{sid}"))  # still alive
+    finally:
+        _forget(stack, summary)
 
 
 # ------------------------------------------------- raw Streamable HTTP (POST /mcp)
@@ -484,6 +569,40 @@ def test_http_invalid_request_is_a_json_rpc_error_with_200(stack):
     r = mcp_http(stack, {"jsonrpc": "1.0", "id": 9, "method": "ping"})
     assert r.status_code == 200, r.text
     assert r.json()["error"]["code"] == -32600 and r.json()["id"] == 9
+
+
+def test_http_progress_token_turns_the_answer_into_an_sse_stream(stack, api):
+    sid = api.create()
+    msg = {"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+           "params": {"name": "sandbox_exec", "_meta": {"progressToken": 5},
+                      "arguments": {"sandbox_id": sid, "command": "sleep 6; echo done", "timeout": 30}}}
+    r = mcp_http(stack, msg, version=LATEST)
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/event-stream"), r.headers
+    events = [json.loads(block.split("data: ", 1)[1]) for block in r.text.split("\n\n") if block.strip()]
+    assert all(b.startswith("event: message\ndata: ") for b in r.text.split("\n\n") if b.strip()), r.text
+    assert events[0] == {"jsonrpc": "2.0", "method": "notifications/progress",
+                         "params": {"progressToken": 5, "progress": 5, "total": 30,
+                                    "message": "sandbox_exec: running for 5 s (killed at 30 s)"}}, events
+    assert events[-1]["id"] == 11 and events[-1]["result"]["structuredContent"]["stdout"] == "done\n", events
+    # a quick call with a token, or a client that takes JSON only, gets plain JSON
+    msg["params"]["arguments"]["command"] = "echo quick"
+    r = mcp_http(stack, msg, version=LATEST)
+    assert r.headers["Content-Type"].startswith("application/json") and r.json()["id"] == 11, r.text
+    msg["params"]["arguments"]["command"] = "sleep 6; echo json"
+    r = mcp_http(stack, msg, version=LATEST, headers={"Accept": "application/json"})
+    assert r.headers["Content-Type"].startswith("application/json"), r.headers
+    assert r.json()["result"]["structuredContent"]["stdout"] == "json\n", r.text
+
+
+def test_http_duplicate_keys_are_refused_and_change_nothing(stack, api):
+    sid = api.create()
+    raw = ('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sandbox_destroy",'
+           f'"arguments":{{"sandbox_id":"{random_uuid()}","sandbox_id":"{sid}"}}}}}}').encode()
+    r = mcp_http(stack, raw=raw)
+    assert r.status_code == 200, r.text
+    assert r.json()["error"]["code"] == -32600 and r.json()["id"] == 3, r.text
+    assert 'field "sandbox_id" given twice' in r.json()["error"]["message"]
+    assert api.get(sid).status_code == 200  # neither id was destroyed
 
 
 @pytest.mark.parametrize("key", [None, "wrong-key"], ids=["missing", "wrong"])
@@ -910,6 +1029,72 @@ def test_stdio_scenario_by_hand_create_write_exec_read_destroy(mcp, api):
     r = mcp.call("sandbox_destroy", {"sandbox_id": sid})
     assert r["isError"] is False, r
     assert api.get(sid).status_code == 404
+
+
+def test_duplicate_keys_get_invalid_request_and_the_server_keeps_serving(mcp_dead):
+    mcp_dead.send_raw(b'{"jsonrpc":"2.0","id":5,"method":"ping","method":"tools/list"}\n')
+    assert_error(mcp_dead.recv(), -32600, 5, 'field "method" given twice')
+    mcp_dead.assert_serving()
+
+
+def test_stdio_calls_run_concurrently_and_answer_out_of_order(mcp, api):
+    """A quick call is not stuck behind a long one sent before it."""
+    mcp.initialize()
+    r = mcp.call("sandbox_create", {"metadata": {"test": "mcp-concurrent"}})
+    sid = r["structuredContent"]["sandboxId"]
+    api.created.append(sid)
+    slow = {"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+            "params": {"name": "sandbox_exec", "arguments": {"sandbox_id": sid, "command": "sleep 3; echo slow"}}}
+    fast = {"jsonrpc": "2.0", "id": "fast", "method": "tools/call",
+            "params": {"name": "sandbox_exec", "arguments": {"sandbox_id": sid, "command": "echo fast"}}}
+    t0 = time.monotonic()
+    mcp.send(slow)
+    mcp.send(fast)
+    first = mcp.recv(timeout=30)
+    first_at = time.monotonic() - t0
+    second = mcp.recv(timeout=30)
+    assert first["id"] == "fast" and "--- stdout ---\nfast\n" in first["result"]["content"][0]["text"], first
+    assert first_at < 2.5, first_at
+    assert second["id"] == "slow" and "--- stdout ---\nslow\n" in second["result"]["content"][0]["text"], second
+    mcp.assert_serving()
+
+
+def test_stdio_progress_token_gets_progress_lines_then_the_reply(mcp, api):
+    """Over a pipe: notifications/progress lines while the call runs, the reply last."""
+    mcp.initialize()
+    r = mcp.call("sandbox_create", {})
+    sid = r["structuredContent"]["sandboxId"]
+    api.created.append(sid)
+    mcp.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+              "params": {"name": "sandbox_exec", "_meta": {"progressToken": "tok"},
+                         "arguments": {"sandbox_id": sid, "command": "sleep 6; echo done", "timeout": 20}}})
+    note = mcp.recv(timeout=30)
+    assert note["method"] == "notifications/progress" and "id" not in note, note
+    assert note["params"]["progressToken"] == "tok" and note["params"]["progress"] == 5, note
+    assert note["params"]["total"] == 20, note
+    reply = mcp.recv(timeout=30)
+    assert reply["id"] == 9, reply
+    assert reply["result"]["content"][0]["text"] == ("exit_code: 0\ntimed_out: false\ntruncated: false\n"
+                                                     "--- stdout ---\ndone\n--- stderr ---\n"), reply
+    # the watched command's entry is gone from the processes list
+    assert api.request("GET", f"/sandbox/{sid}/processes").json()["processes"] == []
+
+
+def test_stdio_cancelled_plain_call_kills_its_command_and_gets_no_reply(mcp, api):
+    """Without a progressToken too: the call's connection is dropped, which kills the command."""
+    mcp.initialize()
+    sid = mcp.call("sandbox_create", {})["structuredContent"]["sandboxId"]
+    api.created.append(sid)
+    mcp.send({"jsonrpc": "2.0", "id": "long", "method": "tools/call",
+              "params": {"name": "sandbox_exec", "arguments": {"sandbox_id": sid, "command": "sleep 302",
+                                                               "timeout": 100}}})
+    running = lambda: any("sleep 302" in line for line in nbtest.docker_top(f"nanobox-{sid}"))  # noqa: E731
+    nbtest.wait_until(running, timeout=20, what="the command to start")
+    mcp.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+              "params": {"requestId": "long", "reason": "test"}})
+    nbtest.wait_until(lambda: not running(), timeout=10, what="the command to be killed")
+    assert mcp.request("ping")["id"] != "long"  # the next line is the ping's reply, not the call's
+    mcp.no_reply(timeout=1.5)
 
 
 def test_help_and_usage(tmp_path):

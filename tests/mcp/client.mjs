@@ -9,6 +9,7 @@
 //   node client.mjs --transport http --url http://127.0.0.1:8080/mcp --key KEY
 //   (--code-image IMAGE adds run_code in a session of a sandbox of IMAGE:
 //   state kept between calls, a matplotlib plot as an image, an exception)
+//   --scenario long: instead, long calls with progress (see long() below)
 //
 // Prints one JSON summary on stdout (tests/integration/test_mcp.py asserts
 // on it); every tool call's result is kept whatever it was, so one failing
@@ -20,7 +21,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 function parseArgs(argv) {
-  const opts = { transport: "stdio", bin: "nanobox", url: null, key: null, port: 8000, "code-image": null };
+  const opts = { transport: "stdio", bin: "nanobox", url: null, key: null, port: 8000, "code-image": null, scenario: "main" };
   for (let i = 2; i < argv.length; i++) {
     const name = argv[i].replace(/^--/, "");
     if (!(name in opts)) throw new Error(`unknown option ${argv[i]}`);
@@ -88,22 +89,32 @@ async function main() {
     description: t.description,
     inputSchema: t.inputSchema,
     annotations: t.annotations ?? null,
+    outputSchema: t.outputSchema ?? null,
   }));
 
-  async function call(step, name, args) {
+  async function call(step, name, args, options) {
+    const t0 = Date.now();
     try {
-      const r = await client.callTool({ name, arguments: args });
+      const r = await client.callTool({ name, arguments: args }, undefined, options);
       summary.steps[step] = {
         isError: r.isError === true,
         text: textOf(r),
         types: (r.content || []).map((c) => c.type),
         images: imagesOf(r),
         structured: r.structuredContent ?? null,
+        ms: Date.now() - t0,
       };
     } catch (e) {
-      summary.steps[step] = { thrown: String(e?.message ?? e), code: e?.code ?? null };
+      summary.steps[step] = { thrown: String(e?.message ?? e), code: e?.code ?? null, ms: Date.now() - t0 };
     }
     return summary.steps[step];
+  }
+
+  if (opts.scenario === "long") {
+    await long(call, summary);
+    await client.close();
+    process.stdout.write(JSON.stringify(summary) + "\n");
+    return;
   }
 
   const created = await call("create", "sandbox_create", { metadata: { test: "mcp" }, ttl: 600 });
@@ -131,6 +142,26 @@ async function main() {
     });
     await call("open_port", "sandbox_open_port", { sandbox_id: sid, port: Number(opts.port), duration: 120 });
     await call("list", "sandbox_list", { metadata: { test: "mcp" } });
+    // the tools around the basic ones: TTL, background processes, files, ports
+    await call("set_timeout", "sandbox_set_timeout", { sandbox_id: sid, ttl: 900 });
+    const started = await call("start", "sandbox_start_process", { sandbox_id: sid, command: "echo ready; cat; echo bye >&2" });
+    const pid = started.structured?.pid ?? Number((started.text?.match(/process (\d+)/) || [])[1]);
+    await call("list_processes", "sandbox_list_processes", { sandbox_id: sid });
+    await call("stdin", "sandbox_write_process_stdin", { sandbox_id: sid, pid, data: "hello\n", eof: true });
+    for (let i = 0; i < 50; i++) {
+      const r = await call("read_output", "sandbox_read_process_output", { sandbox_id: sid, pid });
+      if (r.structured ? r.structured.running === false : !/ running /.test(r.text ?? "")) break;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    await call("kill", "sandbox_kill_process", { sandbox_id: sid, pid });
+    await call("list_processes_after", "sandbox_list_processes", { sandbox_id: sid });
+    await call("mkdir", "sandbox_make_dir", { sandbox_id: sid, path: "data/sub" });
+    await call("move", "sandbox_move_file", { sandbox_id: sid, from: "hello.py", to: "data/sub/moved.py" });
+    await call("list_moved", "sandbox_list_files", { sandbox_id: sid, path: "data/sub" });
+    await call("delete", "sandbox_delete_file", { sandbox_id: sid, path: "data", recursive: true });
+    await call("list_ports", "sandbox_list_ports", { sandbox_id: sid });
+    await call("close_port", "sandbox_close_port", { sandbox_id: sid, port: Number(opts.port) });
+    await call("list_ports_after", "sandbox_list_ports", { sandbox_id: sid });
     await call("bad_args", "sandbox_exec", { sandbox_id: sid, comand: "typo" });
     await call("destroy", "sandbox_destroy", { sandbox_id: sid });
     await call("after_destroy", "sandbox_exec", { sandbox_id: sid, command: "true" });
@@ -158,6 +189,35 @@ async function main() {
 
   await client.close();
   process.stdout.write(JSON.stringify(summary) + "\n");
+}
+
+// Long calls, side by side in one sandbox: a 65 s command under the SDK's
+// default 60 s request timeout, which only progress notifications keep
+// alive (resetTimeoutOnProgress), and a command cancelled (AbortSignal:
+// the SDK sends notifications/cancelled) once its first progress came. The
+// sandbox stays for the test to look into (summary.sandboxId).
+async function long(call, summary) {
+  const made = await call("create", "sandbox_create", { ttl: 600 });
+  const sid = made.structured?.sandboxId ?? (made.text?.match(/sandbox_id: (\S+)/) || [])[1];
+  summary.sandboxId = sid ?? null;
+  if (!sid) return;
+  summary.progress = { long: [], cancel: [] };
+  const abort = new AbortController();
+  const longCall = call("long", "sandbox_exec", { sandbox_id: sid, command: "echo begin; sleep 65; echo end", timeout: 120 }, {
+    resetTimeoutOnProgress: true,
+    onprogress: (p) => summary.progress.long.push(p),
+  });
+  const cancelCall = call("cancel", "sandbox_exec", { sandbox_id: sid, command: "sleep 301", timeout: 100 }, {
+    resetTimeoutOnProgress: true,
+    signal: abort.signal,
+    onprogress: (p) => {
+      summary.progress.cancel.push(p);
+      abort.abort("the test cancels it");
+    },
+  });
+  await cancelCall;
+  summary.cancelledAt = Date.now();
+  await longCall;
 }
 
 main().catch((e) => {

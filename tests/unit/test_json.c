@@ -101,6 +101,22 @@ static void test_fields_refuse_unknown_key(void **state)
     yajl_tree_free(v);
 }
 
+static void test_no_dup_keys_at_any_depth(void **state)
+{
+    char err[256];
+    yajl_val v;
+    (void)state;
+    assert_int_equal(
+        parse("{\"a\":{\"x\":1},\"b\":[{\"x\":1,\"y\":2}],\"c\":{}}", &v, err, sizeof(err)), 0);
+    assert_int_equal(nb_json_no_dup_keys(v, err, sizeof(err)), 0);
+    yajl_tree_free(v);
+    assert_int_equal(
+        parse("{\"b\":1,\"a\":[{\"k\":{\"z\":1,\"y\":2,\"z\":3}}]}", &v, err, sizeof(err)), 0);
+    assert_int_equal(nb_json_no_dup_keys(v, err, sizeof(err)), -1);
+    assert_string_equal(err, "field \"z\" given twice");
+    yajl_tree_free(v);
+}
+
 static void test_fields_refuse_wrong_type(void **state)
 {
     char err[256];
@@ -327,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_integer_fields_refuse_inf_and_huge_without_overflow),
         cmocka_unit_test(test_int_of_a_huge_number_saturates),
         cmocka_unit_test(test_invalid_utf8_that_yajl_lets_through_is_refused),
+        cmocka_unit_test(test_no_dup_keys_at_any_depth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -353,15 +353,15 @@ static void test_list_files_formats_the_entries(void **state)
     fx->api.answer =
         "{\"path\":\"/workspace\",\"entries\":["
         "{\"name\":\"src\",\"type\":\"dir\",\"size\":60,\"mode\":\"0755\",\"mtime\":0},"
-        "{\"name\":\"a.py\",\"type\":\"file\",\"size\":12,\"mode\":\"0644\",\"mtime\":86400}"
+        "{\"name\":\"a.py\",\"type\":\"file\",\"size\":1536,\"mode\":\"0644\",\"mtime\":86400}"
         "],\"truncated\":false}";
     text = call_tool(fx, "sandbox_list_files", "{\"sandbox_id\":\"" SID "\"}", &is_error);
     assert_false(is_error);
     assert_string_equal(fx->api.path, "/sandbox/" SID "/files?path=/workspace");
     assert_string_equal(text, "/workspace: 2 entries\n"
-                              "type     size  mode  modified                 name\n"
-                              "dir        60  0755  1970-01-01 00:00:00 UTC  src/\n"
-                              "file       12  0644  1970-01-02 00:00:00 UTC  a.py\n");
+                              "type          size  mode  modified                 name\n"
+                              "dir       60 bytes  0755  1970-01-01 00:00:00 UTC  src/\n"
+                              "file       1.5 KiB  0644  1970-01-02 00:00:00 UTC  a.py\n");
 }
 
 static void test_bad_arguments_are_an_error_result_without_api_call(void **state)
@@ -657,6 +657,185 @@ static void test_config_sets_the_defaults_the_tools_send(void **state)
 }
 
 /* libcurl's escaping, '/' kept: what the API's query parser decodes. */
+/* Refused as the REST side refuses them (nb_json_fields): yajl keeps one silently. */
+static void test_duplicate_keys_are_an_invalid_request(void **state)
+{
+    struct fixture *fx = *state;
+
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\",\"method\":\"tools/list\"}");
+    assert_int_equal(error_code(fx), MCP_INVALID_REQUEST);
+    assert_non_null(strstr(fx->out.data, "field \\\"method\\\" given twice"));
+    assert_int_equal(YAJL_GET_INTEGER(get(fx->reply, "id", NULL, NULL)), 4);
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+                 "\"sandbox_destroy\",\"arguments\":{\"sandbox_id\":\"a\",\"sandbox_id\":\"" SID
+                 "\"}}}");
+    assert_int_equal(error_code(fx), MCP_INVALID_REQUEST);
+    assert_string_equal(fx->api.method, ""); /* no API call */
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":6,\"id\":7,\"method\":\"ping\"}");
+    assert_int_equal(error_code(fx), MCP_INVALID_REQUEST);
+    assert_true(YAJL_IS_NULL(get(fx->reply, "id", NULL, NULL))); /* which id would it be? */
+    send_msg(fx,
+             "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\",\"params\":{\"a\":{},\"b\":{}}}");
+    assert_non_null(get(fx->reply, "result", NULL, NULL)); /* same keys in different objects */
+}
+
+static int progress_sent;
+static char progress_msg[1024];
+
+static int fake_notify(void *ctx, const char *msg, size_t len)
+{
+    (void)ctx;
+    progress_sent++;
+    snprintf(progress_msg, sizeof(progress_msg), "%.*s", (int)len, msg);
+    return 0;
+}
+
+/* With a progressToken, sandbox_exec starts the command in the background and polls it. */
+static void test_exec_with_a_progress_token_is_watched(void **state)
+{
+    struct fixture *fx = *state;
+    yajl_val st;
+
+    fx->be.notify = fake_notify;
+    fx->api.status = 200; /* one answer for the start, the poll and the forgetting */
+    fx->api.answer = "{\"pid\":5,\"running\":false,\"exit_code\":3,\"stdout\":\"hi\\n\","
+                     "\"stderr\":\"e\\n\",\"stdout_offset\":0,\"stderr_offset\":0,"
+                     "\"stdout_next\":3,\"stderr_next\":2}";
+    send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+                 "\"sandbox_exec\",\"_meta\":{\"progressToken\":\"t\"},\"arguments\":{"
+                 "\"sandbox_id\":\"" SID "\",\"command\":\"x\"}}}");
+    assert_string_equal(
+        nb_json_string(
+            get(fx->reply, "result", "content", NULL)->u.array.values[0]->u.object.values[1]),
+        "exit_code: 3\ntimed_out: false\ntruncated: false\n--- stdout ---\nhi\n--- stderr "
+        "---\ne\n");
+    st = get(fx->reply, "result", "structuredContent", NULL);
+    assert_int_equal(YAJL_GET_INTEGER(get(st, "exit_code", NULL, NULL)), 3);
+    /* the last call forgets the ended process */
+    assert_string_equal(fx->api.method, "DELETE");
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/processes/5");
+    assert_int_equal(progress_sent, 0); /* it ended at once: nothing to report */
+}
+
+/* Every tool, with an output schema and its hints, in the list a client reads. */
+static void test_tools_list_names_every_tool_with_an_output_schema(void **state)
+{
+    static const char *const names[] = {"sandbox_create",
+                                        "sandbox_exec",
+                                        "sandbox_write_file",
+                                        "sandbox_read_file",
+                                        "sandbox_list_files",
+                                        "sandbox_open_port",
+                                        "sandbox_list",
+                                        "sandbox_destroy",
+                                        "sandbox_pause",
+                                        "sandbox_resume",
+                                        "run_code",
+                                        "sandbox_set_timeout",
+                                        "sandbox_start_process",
+                                        "sandbox_list_processes",
+                                        "sandbox_read_process_output",
+                                        "sandbox_write_process_stdin",
+                                        "sandbox_kill_process",
+                                        "sandbox_delete_file",
+                                        "sandbox_make_dir",
+                                        "sandbox_move_file",
+                                        "sandbox_list_ports",
+                                        "sandbox_close_port"};
+    struct fixture *fx = *state;
+    yajl_val list;
+
+    list_tools(fx);
+    list = get(fx->reply, "result", "tools", NULL);
+    assert_int_equal(list->u.array.len, sizeof(names) / sizeof(names[0]));
+    for (size_t i = 0; i < list->u.array.len; i++) {
+        yajl_val t = list->u.array.values[i];
+        assert_string_equal(nb_json_string(get(t, "name", NULL, NULL)), names[i]);
+        assert_string_equal(nb_json_string(get(t, "outputSchema", "type", NULL)), "object");
+        assert_non_null(get(t, "outputSchema", "properties", NULL));
+        assert_non_null(get(t, "annotations", "readOnlyHint", NULL));
+        assert_non_null(get(t, "annotations", "destructiveHint", NULL));
+        assert_non_null(get(t, "annotations", "idempotentHint", NULL));
+    }
+}
+
+/* The new tools are thin over their routes. */
+static void test_process_file_port_and_ttl_tools_call_their_routes(void **state)
+{
+    struct fixture *fx = *state;
+    int is_error;
+    const char *text;
+
+    fx->api.status = 200;
+    fx->api.answer = "{\"sandboxId\":\"" SID "\",\"expires_at\":0,\"ttl\":3600}";
+    text = call_tool(fx, "sandbox_set_timeout", "{\"sandbox_id\":\"" SID "\",\"ttl\":3600}",
+                     &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.method, "POST");
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/timeout");
+    assert_string_equal(fx->api.body.data, "{\"ttl\":3600}");
+    assert_non_null(strstr(text, "3600 seconds (1 hour) from now"));
+
+    fx->api.status = 201;
+    fx->api.answer = "{\"pid\":12,\"background\":true}";
+    text =
+        call_tool(fx, "sandbox_start_process",
+                  "{\"sandbox_id\":\"" SID "\",\"command\":\"python3 -m http.server\"}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/exec");
+    assert_string_equal(fx->api.body.data,
+                        "{\"command\":\"python3 -m http.server\",\"background\":true}");
+    assert_non_null(strstr(text, "Started process 12"));
+
+    fx->api.status = 200;
+    fx->api.answer = "{\"pid\":12,\"command\":[\"/bin/sh\",\"-c\",\"cat\"],\"running\":true,"
+                     "\"exit_code\":null,\"stdout_bytes\":3145728,\"stderr_bytes\":0,"
+                     "\"stdout\":\"hi\\n\",\"stderr\":\"\",\"stdout_next\":3,\"stderr_next\":0}";
+    text = call_tool(fx, "sandbox_read_process_output",
+                     "{\"sandbox_id\":\"" SID "\",\"pid\":12,\"stdout_offset\":1}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.path,
+                        "/sandbox/" SID "/processes/12?stdout_offset=1&stderr_offset=0");
+    assert_non_null(strstr(text, "pid 12  running  stdout 3 MiB, stderr 0 bytes  command: "
+                                 "/bin/sh -c cat\n"));
+    assert_non_null(strstr(text, "--- stdout ---\nhi\n"));
+
+    fx->api.answer = "{\"written\":3}";
+    call_tool(fx, "sandbox_write_process_stdin",
+              "{\"sandbox_id\":\"" SID "\",\"pid\":12,\"data\":\"hi\\n\",\"eof\":true}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/processes/12/stdin");
+    assert_string_equal(fx->api.body.data, "{\"data\":\"hi\\n\",\"eof\":true}");
+
+    fx->api.status = 204;
+    fx->api.answer = "";
+    call_tool(fx, "sandbox_kill_process",
+              "{\"sandbox_id\":\"" SID "\",\"pid\":12,\"signal\":\"TERM\"}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.method, "DELETE");
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/processes/12?signal=TERM");
+    call_tool(fx, "sandbox_delete_file",
+              "{\"sandbox_id\":\"" SID "\",\"path\":\"a b\",\"recursive\":true}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/files?path=a%20b&recursive=1");
+    call_tool(fx, "sandbox_close_port", "{\"sandbox_id\":\"" SID "\",\"port\":8000}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/ports/8000");
+
+    fx->api.status = 200;
+    fx->api.answer = "{\"from\":\"/workspace/a\",\"path\":\"/workspace/b\"}";
+    text = call_tool(fx, "sandbox_move_file",
+                     "{\"sandbox_id\":\"" SID "\",\"from\":\"a\",\"to\":\"b\"}", &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/files/move");
+    assert_string_equal(fx->api.body.data, "{\"from\":\"a\",\"to\":\"b\"}");
+    assert_string_equal(text, "Moved a to /workspace/b.");
+    fx->api.answer = "{\"ports\":[]}";
+    text = call_tool(fx, "sandbox_list_ports", "{\"sandbox_id\":\"" SID "\"}", &is_error);
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/ports");
+    assert_string_equal(text, "No open ports.");
+}
+
 static void test_paths_and_metadata_are_url_escaped(void **state)
 {
     struct fixture *fx = *state;
@@ -707,6 +886,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_config_sets_the_defaults_the_tools_send,
                                         setup_with_conf, teardown),
         cmocka_unit_test_setup_teardown(test_paths_and_metadata_are_url_escaped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duplicate_keys_are_an_invalid_request, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_tools_list_names_every_tool_with_an_output_schema,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_process_file_port_and_ttl_tools_call_their_routes,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exec_with_a_progress_token_is_watched, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
