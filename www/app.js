@@ -25,6 +25,9 @@
     execCtl: null,       /* AbortController of the running exec */
     codeCtl: null,       /* AbortController of the running code cell */
     cwd: "/workspace",   /* the directory the file table shows */
+    sandboxes: [],       /* the last list shown, newest first */
+    logCtl: null,        /* AbortController of the build log being followed */
+    logName: "",         /* the template whose build log is shown */
     errorFromPoll: false /* the error shown came from the periodic refresh */
   };
 
@@ -259,7 +262,47 @@
     });
   }
 
+  function sbState(sb) { return String((sb && (sb.state || sb.status)) || ""); }
+
+  /* Newest first (created_at), then by id so that the order is stable. */
+  function sortNewestFirst(list) {
+    return list.slice().sort(function (a, b) {
+      var ca = typeof a.created_at === "number" ? a.created_at : 0;
+      var cb = typeof b.created_at === "number" ? b.created_at : 0;
+      if (ca !== cb) return cb - ca;
+      return String(a.sandboxId) < String(b.sandboxId) ? -1 : 1;
+    });
+  }
+
+  /* The filter: every word must be in the id or in the metadata (as
+   * key=value), case-insensitive. */
+  function matchesFilter(sb, words) {
+    if (words.length === 0) return true;
+    var hay = (String(sb.sandboxId) + " " + fmtMetadata(sb.metadata)).toLowerCase();
+    return words.every(function (w) { return hay.indexOf(w) >= 0; });
+  }
+
+  function applyFilter() {
+    var words = $("filter").value.toLowerCase().split(/[\s,]+/).filter(function (w) { return w !== ""; });
+    var byId = {};
+    state.sandboxes.forEach(function (sb) { byId[String(sb.sandboxId)] = sb; });
+    var shown = 0, total = 0;
+    Array.prototype.forEach.call($("sandboxes").children, function (li) {
+      var sb = byId[li.dataset.sandboxId];
+      var ok = !sb || matchesFilter(sb, words);
+      li.hidden = !ok;
+      total++;
+      if (ok) shown++;
+    });
+    $("sandboxes-count").textContent = words.length ? shown + " of " + total : total ? String(total) : "";
+    var empty = $("sandboxes-empty");
+    empty.hidden = shown > 0;
+    empty.textContent = total > 0 ? "No sandbox matches the filter." : "No sandboxes.";
+  }
+
   function renderList(list, startedAt) {
+    list = sortNewestFirst(list);
+    state.sandboxes = list;
     var ul = $("sandboxes");
     var existing = {};
     Array.prototype.forEach.call(ul.children, function (li) { existing[li.dataset.sandboxId] = li; });
@@ -275,7 +318,7 @@
     Object.keys(existing).forEach(function (id) {
       if (!seen[id]) existing[id].remove();
     });
-    $("sandboxes-empty").hidden = list.length > 0;
+    applyFilter();
 
     /* the open sandbox is gone (destroyed elsewhere, expired) */
     if (state.openId && !seen[state.openId] && startedAt > state.openedAt) {
@@ -303,6 +346,7 @@
     var destroy = el("button", { type: "button", className: "destroy small danger", text: "Destroy" });
     open.addEventListener("click", function () { openSandbox(id); });
     destroy.addEventListener("click", function () {
+      if (!confirmDestroy(id)) return;
       action(destroy, function () { return destroySandbox(id); });
     });
     li.appendChild(top);
@@ -312,8 +356,13 @@
   }
 
   function fillListItem(li, sb) {
-    li.querySelector(".sb-status").textContent = String(sb.status || "");
-    li.querySelector(".sb-ttl").textContent = fmtDuration(sb.ttl_remaining) + " left";
+    var st = sbState(sb);
+    var badge = li.querySelector(".sb-status");
+    badge.textContent = st;
+    badge.className = "badge sb-status state-" + st;
+    li.classList.toggle("paused", st === "paused");
+    li.dataset.state = st;
+    li.querySelector(".sb-ttl").textContent = fmtDuration(sb.ttl_remaining) + " left" + (st === "paused" ? " (stopped)" : "");
     li.querySelector(".sb-network").textContent = "network " + String(sb.network || "");
     var md = fmtMetadata(sb.metadata);
     li.querySelector(".sb-metadata").textContent = md;
@@ -327,8 +376,10 @@
     var cpus = $("create-cpus").value.trim();
     var net = $("create-network").value;
     var image = $("create-image").value.trim();
+    var template = $("create-template").value.trim();
     var md = $("create-metadata").value.trim();
     if (image !== "") body.image = image;
+    if (template !== "") body.template = template;
     if (ttl !== "") body.ttl = Number(ttl);
     if (mem !== "") body.memory = /^\d+$/.test(mem) ? Number(mem) : mem;
     if (cpus !== "") body.cpus = Number(cpus);
@@ -344,8 +395,23 @@
       });
     }
     return callJSON("POST", "/sandbox", { json: body }).then(function (sb) {
+      $("create-form").reset();   /* the next create starts from the defaults again */
       return refreshList().then(function () {
         if (sb && sb.sandboxId) openSandbox(sb.sandboxId, sb);
+      });
+    });
+  }
+
+  /* Destroying cannot be undone: ask first. */
+  function confirmDestroy(id) {
+    return window.confirm("Destroy sandbox " + id + "?\n\nIts processes and files are gone for good.");
+  }
+
+  function createFromTemplate(name) {
+    return callJSON("POST", "/sandbox", { json: { template: name } }).then(function (sb) {
+      showView("sandboxes");
+      return refreshList().then(function () {
+        if (sb && sb.sandboxId) return openSandbox(sb.sandboxId, sb);
       });
     });
   }
@@ -393,6 +459,8 @@
       $("path").value = "/workspace";
       state.cwd = "/workspace";
       $("detail-info").textContent = "";
+      $("detail-state").textContent = "";
+      $("exit-code").classList.remove("bad");
     }
     if (known) renderInfo(known);
     clearError();
@@ -412,6 +480,8 @@
     $("detail-body").hidden = true;
     $("detail-empty").hidden = false;
     $("detail-id").textContent = "";
+    $("detail-state").textContent = "";
+    delete $("detail").dataset.state;
     $("detail-info").textContent = "";
     $("files").textContent = "";
     $("ports").textContent = "";
@@ -422,11 +492,21 @@
     if (!sb || sb.sandboxId !== state.openId) return;
     var dl = $("detail-info");
     dl.textContent = "";
+    var st = sbState(sb);
+    var paused = st === "paused";
+    $("detail-state").textContent = st;
+    $("detail-state").className = "badge state-" + st;
+    $("detail").dataset.state = st;
+    $("paused-note").hidden = !paused;
+    $("pause").hidden = paused;
+    $("resume").hidden = !paused;
     var rows = [
-      ["status", sb.status],
       ["image", sb.image],
       ["expires", fmtTime(sb.expires_at) + (typeof sb.ttl_remaining === "number" ? " (" + fmtDuration(sb.ttl_remaining) + " left)" : "")],
       ["created", fmtTime(sb.created_at)],
+      ["paused at", paused ? fmtTime(sb.paused_at) : ""],
+      ["destroyed if still paused at", paused ? fmtTime(sb.pause_expires_at) : ""],
+      ["auto resume", sb.auto_resume ? "yes" : ""],
       ["memory", fmtBytes(sb.memory)],
       ["cpus", sb.cpus],
       ["pids", sb.pids],
@@ -437,6 +517,16 @@
       if (r[1] === undefined || r[1] === null || r[1] === "") return;
       dl.appendChild(el("dt", { text: r[0] }));
       dl.appendChild(el("dd", { text: String(r[1]) }));
+    });
+  }
+
+  /* Pause (freeze) or resume (thaw) the open sandbox. */
+  function pauseResume(which) {
+    var id = state.openId;
+    if (!id) return;
+    return callJSON("POST", sbPath(id, "/" + which)).then(function (sb) {
+      if (state.openId === id) renderInfo(sb);
+      return refreshList();
     });
   }
 
@@ -515,6 +605,8 @@
       appendOutput(ev.data, "stderr");
     } else if (ev.type === "exit") {
       $("exit-code").textContent = String(ev.exit_code);
+      /* a failure stands out: any code but 0, and a command that was killed */
+      $("exit-code").classList.toggle("bad", ev.exit_code !== 0 || !!ev.timed_out || !!ev.oom_killed);
       var notes = [];
       if (ev.timed_out) notes.push("timed out");
       if (ev.oom_killed) notes.push("out of memory");
@@ -546,6 +638,7 @@
     if (t !== "") body.timeout = Number(t);
     $("output").textContent = "";
     $("exit-code").textContent = "";
+    $("exit-code").classList.remove("bad");
     $("exec-state").textContent = "running…";
     $("exec-state").classList.remove("warn");
     $("run").disabled = true;
@@ -558,6 +651,8 @@
         $("run").disabled = false;
         $("stop").disabled = true;
       }
+      /* what the command wrote shows in the files panel */
+      if (state.openId === id) listFiles(state.cwd || "/workspace", id).catch(function () { /* shown on List */ });
     };
 
     return call("POST", sbPath(id, "/exec"), {
@@ -898,6 +993,7 @@
       var del = el("button", { type: "button", className: "delete small danger", text: "Delete" });
       del.addEventListener("click", function (e) {
         e.stopPropagation();
+        if (!window.confirm("Delete " + full + (type === "dir" ? " and everything in it?" : "?"))) return;
         action(del, function () {
           return call("DELETE", filesUrl(id, full, type === "dir" ? "&recursive=1" : "")).then(function () {
             return listFiles(dir, id);
@@ -908,10 +1004,10 @@
       /* data-type: the API's own word ("file", "dir", "symlink", ...) */
       var tr = el("tr", { dataset: { name: name, type: type } }, [
         nameCell,
-        el("td", { className: "type", text: type }),
+        el("td", { className: "type c-type", text: type }),
         el("td", { className: "r", text: type === "dir" ? "" : fmtBytes(f.size) }),
-        el("td", { className: "mono", text: f.mode === undefined ? "" : String(f.mode) }),
-        el("td", { text: fmtTime(f.mtime) }),
+        el("td", { className: "mono c-mode", text: f.mode === undefined ? "" : String(f.mode) }),
+        el("td", { className: "c-mtime", text: fmtTime(f.mtime) }),
         actions
       ]);
       if (type === "dir") {
@@ -1022,6 +1118,170 @@
     });
   }
 
+  /* ------------------------------------------------------------- templates */
+
+  /* The Templates page (GET/POST/DELETE /templates): the list, a build
+   * form, and the build log followed as it is written (?follow=1). */
+
+  function refreshTemplates() {
+    return callJSON("GET", "/templates").then(function (j) {
+      renderTemplates(Array.isArray(j && j.templates) ? j.templates : []);
+    });
+  }
+
+  function renderTemplates(list) {
+    var ul = $("templates");
+    ul.textContent = "";
+    var names = $("template-names");
+    names.textContent = "";
+    if (list.length === 0) ul.appendChild(el("li", { className: "muted empty", text: "No templates." }));
+    list.forEach(function (t) {
+      var name = String(t.name || "");
+      var status = String(t.status || "");
+      var kind = String(t.kind || "");
+      if (status === "ready") names.appendChild(el("option", { value: name }));
+      var create = el("button", { type: "button", className: "create-from small primary", text: "New sandbox",
+                                  title: "create a sandbox of this template and open it" });
+      create.disabled = status !== "ready";
+      create.addEventListener("click", function () {
+        action(create, function () { return createFromTemplate(name); });
+      });
+      var actions = [create];
+      if (kind === "build") {
+        var log = el("button", { type: "button", className: "log small", text: "Log" });
+        log.addEventListener("click", function () { clearError(); showLog(name); });
+        var del = el("button", { type: "button", className: "delete small danger", text: "Delete" });
+        del.addEventListener("click", function () {
+          if (!window.confirm("Delete template " + name + "?\n\nIts image is removed; a sandbox can no longer start from it.")) return;
+          action(del, function () { return deleteTemplate(name); });
+        });
+        actions.push(log, del);
+      }
+      var facts = [kind === "image" ? "operator's image" : "built"];
+      if (t.size) facts.push(fmtBytes(t.size));
+      if (t.created_at) facts.push(fmtTime(t.created_at));
+      var li = el("li", { className: "template", dataset: { template: name, status: status, kind: kind } }, [
+        el("div", { className: "tpl-top" }, [
+          el("strong", { className: "tpl-name mono", text: name }),
+          el("span", { className: "badge tpl-status state-" + status, text: status })
+        ]),
+        el("div", { className: "tpl-meta" }, [
+          el("span", { className: "tpl-facts", text: facts.join(" · ") }),
+          el("code", { className: "tpl-image", title: "the Docker image its sandboxes run", text: String(t.image || "") })
+        ]),
+        t.error ? el("div", { className: "tpl-error", text: String(t.error) }) : null,
+        el("div", { className: "tpl-actions" }, actions)
+      ]);
+      ul.appendChild(li);
+    });
+  }
+
+  function buildTemplate() {
+    var name = $("tpl-name").value.trim();
+    var dockerfile = $("tpl-dockerfile").value;
+    if (name === "") throw new ApiError(0, "", "type a name for the template");
+    if (dockerfile.trim() === "") throw new ApiError(0, "", "type a Dockerfile (FROM nanobox:latest, then RUN …)");
+    return callJSON("POST", "/templates", { json: { name: name, dockerfile: dockerfile } }).then(function () {
+      $("tpl-name").value = "";
+      showLog(name);
+      return refreshTemplates();
+    });
+  }
+
+  function deleteTemplate(name) {
+    var path = "/templates/" + encodeURIComponent(name);
+    return call("DELETE", path).catch(function (e) {
+      if (!(e instanceof ApiError && e.code === "in_use")) throw e;
+      if (!window.confirm("Sandboxes of " + name + " are running. Delete the template anyway? They keep running until they end."))
+        throw e;
+      return call("DELETE", path + "?force=1");
+    }).then(function () {
+      if (state.logName === name) stopLog();
+      return refreshTemplates();
+    });
+  }
+
+  function stopLog() {
+    var ctl = state.logCtl;
+    state.logCtl = null;
+    if (ctl) ctl.abort();
+  }
+
+  /* Follow a template's build log: Docker's builder output as it comes, its
+   * errors in red, and the last line's status (ready or failed). */
+  function showLog(name) {
+    stopLog();
+    var ctl = new AbortController();
+    state.logCtl = ctl;
+    state.logName = name;
+    var out = $("template-log");
+    var st = $("template-log-status");
+    out.textContent = "";
+    out.dataset.template = name;
+    $("template-log-name").textContent = name;
+    st.textContent = "building…";
+    st.dataset.status = "";
+    st.className = "badge state-building";
+    var ended = false;
+    var append = function (text, cls) {
+      var atBottom = out.scrollHeight - out.scrollTop - out.clientHeight < 24;
+      out.appendChild(cls ? el("span", { className: cls, text: text }) : document.createTextNode(text));
+      if (atBottom) out.scrollTop = out.scrollHeight;
+    };
+    var finish = function (status, text) {
+      st.textContent = text;
+      st.dataset.status = status;
+      st.className = "badge state-" + status;
+    };
+    return call("GET", "/templates/" + encodeURIComponent(name) + "/logs?follow=1", {
+      headers: { Accept: "application/x-ndjson" },
+      signal: ctl.signal
+    }).then(function (res) {
+      return readNdjson(res, function (ev) {
+        if (state.logCtl !== ctl) return false;
+        if (!ev || typeof ev !== "object") return;
+        if (typeof ev.stream === "string") append(ev.stream);
+        if (typeof ev.error === "string" && typeof ev.status !== "string") append(ev.error + "\n", "stderr");
+        if (typeof ev.status === "string") {
+          ended = true;
+          if (ev.status === "failed") append((ev.error ? String(ev.error) : "the build failed") + "\n", "stderr");
+          finish(ev.status, ev.status);
+        }
+      }, function (line) { append(line + "\n", "event-other"); });
+    }).then(function () {
+      if (state.logCtl !== ctl) return;
+      state.logCtl = null;
+      if (!ended) {
+        if (out.textContent === "") finish("none", "no build log");   /* an operator's image */
+        else finish("unknown", "log ended");
+      }
+      return refreshTemplates();
+    }, function (e) {
+      if (state.logCtl === ctl) state.logCtl = null;
+      if (e && e.name === "AbortError") return;
+      finish("unknown", "log unavailable");
+      showError(e);
+    });
+  }
+
+  /* ----------------------------------------------------------------- views */
+
+  function viewFromHash() { return location.hash === "#templates" ? "templates" : "sandboxes"; }
+
+  function showView(name) {
+    var tpl = name === "templates";
+    $("view-sandboxes").hidden = tpl;
+    $("view-templates").hidden = !tpl;
+    if (tpl) $("nav-templates").setAttribute("aria-current", "page");
+    else $("nav-templates").removeAttribute("aria-current");
+    if (tpl) $("nav-sandboxes").removeAttribute("aria-current");
+    else $("nav-sandboxes").setAttribute("aria-current", "page");
+    document.body.dataset.view = name;
+    var hash = tpl ? "#templates" : "#sandboxes";
+    if (location.hash !== hash && !(location.hash === "" && !tpl)) history.replaceState(null, "", hash);
+    if (tpl) refreshTemplates().catch(function (e) { showError(e); });
+  }
+
   /* ------------------------------------------------------------------ init */
 
   function saveKey() {
@@ -1034,12 +1294,14 @@
     setTimeout(function () { $("save-key").textContent = "Save"; }, 1200);
     var p = [refreshList()];
     if (state.openId) p.push(openSandbox(state.openId));
+    if (document.body.dataset.view === "templates") p.push(refreshTemplates());
     return Promise.all(p);
   }
 
   function poll() {
     refreshHealth();
     if (!document.hidden) {
+      if (document.body.dataset.view === "templates") refreshTemplates().catch(function () { /* shown on Refresh */ });
       refreshList(true);
       if (state.openId) refreshPorts(state.openId).catch(function () { /* the list reports it */ });
     }
@@ -1068,8 +1330,23 @@
     });
     $("destroy").addEventListener("click", function () {
       var id = state.openId;
-      if (id) action($("destroy"), function () { return destroySandbox(id); });
+      if (id && confirmDestroy(id)) action($("destroy"), function () { return destroySandbox(id); });
     });
+    $("pause").addEventListener("click", function () {
+      action($("pause"), function () { return pauseResume("pause"); });
+    });
+    $("resume").addEventListener("click", function () {
+      action($("resume"), function () { return pauseResume("resume"); });
+    });
+    $("filter").addEventListener("input", applyFilter);
+    $("template-form").addEventListener("submit", function (e) {
+      e.preventDefault();
+      action($("tpl-build"), buildTemplate);
+    });
+    $("tpl-refresh").addEventListener("click", function () {
+      action($("tpl-refresh"), refreshTemplates);
+    });
+    window.addEventListener("hashchange", function () { showView(viewFromHash()); });
     $("exec-form").addEventListener("submit", function (e) {
       e.preventDefault();
       clearError();
@@ -1118,6 +1395,7 @@
 
     refreshHealth();
     refreshList(true);
+    showView(viewFromHash());
     setInterval(poll, POLL_MS);
     document.body.dataset.ready = "1";
   }

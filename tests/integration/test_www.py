@@ -16,8 +16,17 @@ shows 42, a matplotlib plot shows as an image that decoded, `df.head()`
 shows its table inside a sandboxed frame (never in the page itself), an
 exception shows its traceback in red, Interrupt stops a sleeping cell and
 the session lives on.
+
+And (--part manage) the list sorted newest first and narrowed by the
+filter, pause and resume through their buttons; (--part templates) a
+template built from the Templates page with its log streaming in, a
+sandbox created from it, the template deleted; (--part layout) the page at
+375 px and 1440 px: screenshots taken, and their geometry checked (nothing
+wider than the viewport, no sideways scroll, no overlapping buttons, every
+Delete button on screen).
 """
 import json
+import secrets
 import shutil
 import subprocess
 
@@ -37,6 +46,22 @@ def browser_env():
     if chromium is None:
         pytest.fail("the web console test needs chromium (tests/run.sh installs it: apt install chromium)")
     return node, chromium
+
+
+def run_part(stack, browser_env, part, *extra):
+    """console.mjs --part PART: (returncode, stderr, stdout, summary)."""
+    node, chromium = browser_env
+    r = subprocess.run([node, str(DRIVER), "--url", stack.url, "--key", stack.api_key, "--chromium", chromium,
+                        "--part", part, *extra],
+                       cwd=WWW_TESTS, capture_output=True, text=True, timeout=600)
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    summary = json.loads(lines[-1]) if lines else {}
+    return r.returncode == 0, f"console.mjs --part {part} -> {r.returncode}\n{r.stderr[-6000:]}\n{r.stdout[-3000:]}", summary
+
+
+def delete_all(api, summary):
+    for sid in summary.get("sandboxIds", []):
+        api.request("DELETE", f"/sandbox/{sid}")
 
 
 def test_console_is_served_with_its_headers_and_the_api_is_unchanged(stack, api):
@@ -60,23 +85,29 @@ def test_console_is_served_with_its_headers_and_the_api_is_unchanged(stack, api)
 
 
 def test_a_person_uses_the_console_end_to_end(stack, api, browser_env):
-    node, chromium = browser_env
-    r = subprocess.run([node, str(DRIVER), "--url", stack.url, "--key", stack.api_key, "--chromium", chromium],
-                       cwd=WWW_TESTS, capture_output=True, text=True, timeout=600)
-    lines = [line for line in r.stdout.splitlines() if line.strip()]
-    summary = json.loads(lines[-1]) if lines else {}
+    ok, out, summary = run_part(stack, browser_env, "console")
     sid = summary.get("sandboxId")
     try:
-        assert r.returncode == 0, f"console.mjs -> {r.returncode}\n{r.stderr[-6000:]}\n{r.stdout[-2000:]}"
+        assert ok, out
         assert summary["page_errors"] == [], summary["page_errors"]
         assert "unauthorized" in summary["wrong_key_error"] or "API key" in summary["wrong_key_error"], summary
         assert summary["created_ttl"] == 300, summary
+        assert summary["created_metadata"] == {"owner": "www-console"}, summary
+        # the create form is empty again after a create
+        assert summary["form_after_create"] == {"ttl": "", "metadata": ""}, summary
         # streamed: "first" was on the page while the command slept 3 s, with no exit code yet
         assert summary["first_output_ms"] < 2500, summary
         assert summary["exit_code_while_running"] == "", summary
         assert summary["exit_code"] == "3", summary
         assert "first" in summary["output"] and "second" in summary["output"], summary
         assert "oops" in summary["stderr"], summary
+        # a non-zero exit code stands out (marked, and drawn unlike a 0)
+        assert summary["exit_look_failed"]["bad"] is True, summary
+        assert summary["exit_code_ok"] == "0" and summary["exit_look_ok"]["bad"] is False, summary
+        assert summary["exit_look_failed"]["background"] != summary["exit_look_ok"]["background"], summary
+        # the file a command wrote was listed without a click on List
+        assert "made-by-cmd.txt" not in summary["listed_before_cmd"], summary
+        assert "files refreshed after a command" in summary["steps"], summary
         # Stop on the page ended the command in the sandbox
         assert summary["sleeps_left_after_stop"] == "0", summary
         assert summary["upload_roundtrip_sha256"] == summary["upload_sha256"], summary
@@ -86,6 +117,9 @@ def test_a_person_uses_the_console_end_to_end(stack, api, browser_env):
         assert summary["port_page_has_listing"], summary
         assert summary["ports_after_close"].get("ports") == [], summary
         assert "out_of_range" in summary["bad_port_error"], summary
+        # Destroy asked first, naming the sandbox; "no" kept it
+        assert sid in summary["destroy_dialog"] and "Destroy" in summary["destroy_dialog"], summary
+        assert summary["status_after_no"] == 200 and summary["open_after_no"] == sid, summary
         assert summary["status_after_destroy"] == 404, summary
         # what is left on the host: nothing
         assert nbtest.docker_ps(stack.instance, sandbox=sid) == []
@@ -94,19 +128,15 @@ def test_a_person_uses_the_console_end_to_end(stack, api, browser_env):
     finally:
         if sid:
             api.request("DELETE", f"/sandbox/{sid}")
+        delete_all(api, summary)
 
 
 @nbtest.needs_image(nbtest.PYTHON_IMAGE)
 def test_a_person_runs_code_cells_in_the_console(stack, api, browser_env):
-    node, chromium = browser_env
-    r = subprocess.run([node, str(DRIVER), "--url", stack.url, "--key", stack.api_key, "--chromium", chromium,
-                        "--part", "code", "--python-image", nbtest.PYTHON_IMAGE],
-                       cwd=WWW_TESTS, capture_output=True, text=True, timeout=600)
-    lines = [line for line in r.stdout.splitlines() if line.strip()]
-    summary = json.loads(lines[-1]) if lines else {}
+    ok, out, summary = run_part(stack, browser_env, "code", "--python-image", nbtest.PYTHON_IMAGE)
     sid = summary.get("sandboxId")
     try:
-        assert r.returncode == 0, f"console.mjs --part code -> {r.returncode}\n{r.stderr[-6000:]}\n{r.stdout[-2000:]}"
+        assert ok, out
         assert summary["page_errors"] == [], summary["page_errors"]
         assert summary["image"] == nbtest.PYTHON_IMAGE, summary
         assert summary["cell_set"] == {"status": "ok", "out": ""}, summary
@@ -129,3 +159,96 @@ def test_a_person_runs_code_cells_in_the_console(stack, api, browser_env):
     finally:
         if sid:
             api.request("DELETE", f"/sandbox/{sid}")
+
+
+def test_the_list_sorts_filters_and_pauses_and_resumes(stack, api, browser_env):
+    ok, out, s = run_part(stack, browser_env, "manage")
+    try:
+        assert ok, out
+        assert s["page_errors"] == [], s["page_errors"]
+        older, newer = s["older"], s["newer"]
+        assert s["order"] == [newer, older], s          # newest first
+        # the filter: metadata key=value, an id (any case), a value both share, nothing
+        assert s["filter_meta"]["ids"] == [older], s
+        assert s["filter_id"]["ids"] == [newer], s
+        assert s["filter_batch"]["ids"] == [newer, older] and s["filter_batch"]["count"].startswith("2 of "), s
+        assert s["filter_none"]["ids"] == [] and s["filter_none_visible"], s
+        assert "filter" in s["filter_none_text"], s
+        assert s["filter_cleared"] >= 2, s
+        # pause through the button: the API says paused, the page shows it, and it stands out
+        assert s["resume_hidden_while_running"] is True, s
+        assert s["paused_api_state"] == "paused", s
+        assert s["paused_list_badge"] == "paused" and s["paused_detail_badge"] == "paused", s
+        assert s["paused_badge_bg"] != s["running_badge_bg"], s
+        assert s["paused_note_visible"] is True and s["pause_hidden_while_paused"] is True, s
+        assert "409" in s["exec_while_paused_error"] and "paused" in s["exec_while_paused_error"], s
+        # resume: running again, and a command runs
+        assert s["resumed_api_state"] == "running" and s["paused_note_after_resume"] is False, s
+        assert s["exec_after_resume"] == {"exit": "0", "output": "hi\n"}, s
+        for sid in (older, newer):
+            assert api.get(sid).status_code == 404
+    finally:
+        delete_all(api, s)
+
+
+def test_a_template_is_built_from_the_console_and_a_sandbox_started_from_it(stack, api, browser_env, tmp_path):
+    name = "www-" + secrets.token_hex(4)
+    ok, out, s = run_part(stack, browser_env, "templates", "--template-name", name, "--base-image", nbtest.IMAGE,
+                          "--shots", str(tmp_path))
+    try:
+        assert ok, out
+        assert s["page_errors"] == [], s["page_errors"]
+        assert s["hash"] == "#templates", s
+        assert s["operator_template_has_delete"] is False, s
+        # the log came in while the build ran, then its status: ready
+        assert s["status_at_first_log"] == "", s
+        assert any(x["len"] > 0 and x["status"] == "" for x in s["log_seen"]), s["log_seen"]
+        assert "Step 1" in s["log_text"] and "echo hi > /etc/x" in s["log_text"], s["log_text"]
+        assert s["log_end_status"] == "ready", s
+        assert s["name_after_build"] == "", s
+        assert s["api_template"]["status"] == "ready" and s["api_template"]["kind"] == "build", s
+        assert "ready" in s["item_text"], s
+        # at a phone's width, the built template's buttons (Delete too) are on screen
+        m = s["layout_375"]
+        assert m["scrollWidth"] <= 375 and m["outside"] == [] and m["overlaps"] == [], m
+        assert any(d["what"].startswith("button.delete") for d in m["deletes"]), m
+        assert all(0 <= d["left"] and d["right"] <= 375 for d in m["deletes"]), m
+        assert nbtest.png_size((tmp_path / "templates-built-375.png").read_bytes())[0] == 375
+        # a sandbox of it, from its button: its image, and the file the RUN wrote
+        assert s["sandbox_image"] == s["api_template"]["image"], s
+        assert s["cat_output"] == "hi\n", s
+        assert s["destroy_dialog"], s
+        # deleting asked first; "no" kept it, "yes" removed it
+        assert name in s["delete_dialog"], s
+        assert s["status_after_no"] == 200 and s["status_after_yes"] == 404, s
+        assert not nbtest.image_present(s["api_template"]["image"])
+    finally:
+        delete_all(api, s)
+        api.request("DELETE", f"/templates/{name}?force=1")
+
+
+def test_the_layout_holds_at_phone_and_desktop_widths(stack, api, browser_env, tmp_path):
+    ok, out, s = run_part(stack, browser_env, "layout", "--shots", str(tmp_path))
+    try:
+        assert ok, out
+        assert s["page_errors"] == [] and s["page_errors_layout"] == [], s
+        for width in (1440, 375):
+            for view in ("sandboxes", "templates"):
+                m = s["layout"][str(width)][view]
+                where = f"{view} at {width} px: {m}"
+                assert m["viewport"] == width, where
+                # nothing scrolls sideways, nothing sticks out, no button covers another
+                assert m["scrollWidth"] <= width and m["bodyScrollWidth"] <= width, where
+                assert m["outside"] == [], where
+                assert m["overlaps"] == [], where
+                # the full-page screenshot is as wide as the screen (it would be wider if anything overflowed)
+                png = (tmp_path / f"{view}-{width}.png").read_bytes()
+                assert nbtest.png_size(png)[0] == width, where
+            # the Delete buttons of the files table, and the Destroy ones, are all on screen
+            deletes = s["layout"][str(width)]["sandboxes"]["deletes"]
+            assert any(d["what"].startswith("button.delete") for d in deletes), deletes
+            assert any(d["what"] == "button#destroy.danger" for d in deletes), deletes
+            for d in deletes:
+                assert 0 <= d["left"] and d["right"] <= width and d["width"] > 20, (width, d)
+    finally:
+        delete_all(api, s)

@@ -21,13 +21,19 @@ const CHROMIUM = args.chromium || "/usr/bin/chromium";
 // --part code: the code cells instead (a sandbox of --python-image)
 const PART = args.part || "console";
 const PYTHON_IMAGE = args["python-image"] || "nanobox-python:latest";
+// --part templates: the template built (and deleted) under this name
+const TEMPLATE = args["template-name"] || "";
+const BASE_IMAGE = args["base-image"] || "nanobox:latest";
+// --part layout: full-page screenshots written here, <view>-<width>.png
+const SHOTS = args.shots || "";
 const T = 30000; // ms for any one step
 if (!URL_ || !KEY) {
-  console.error("usage: node console.mjs --url URL --key KEY [--chromium PATH] [--part code [--python-image I]]");
+  console.error("usage: node console.mjs --url URL --key KEY [--chromium PATH] [--part console|code|manage|templates|layout]\n" +
+    "  [--python-image I] [--template-name N --base-image I] [--shots DIR]");
   process.exit(2);
 }
 
-const summary = { steps: [] };
+const summary = { steps: [], sandboxIds: [] };
 const step = (name) => summary.steps.push(name);
 
 async function api(method, path, body) {
@@ -123,6 +129,263 @@ async function codeScenario(page) {
   await api("DELETE", `/sandbox/${sid}`);
 }
 
+// The sandbox ids in the list, in the order shown, the hidden ones left out.
+const shownIds = (page) => page.$$eval("#sandboxes [data-sandbox-id]", (els) => els.filter((e) => !e.hidden).map((e) => e.dataset.sandboxId));
+
+// Answer the next confirm() with yes or no; resolves to its message.
+const nextDialog = (page, accept) => new Promise((resolve) => {
+  page.once("dialog", async (d) => {
+    const msg = d.message();
+    if (accept) await d.accept(); else await d.dismiss();
+    resolve(msg);
+  });
+});
+
+// The list, sorted newest first and narrowed by the filter; pause and resume
+// of the open sandbox through its buttons, its state on the page and in the API.
+async function manageScenario(page) {
+  const tag = randomBytes(4).toString("hex");
+  const mk = async (who) => {
+    const r = await api("POST", "/sandbox", { ttl: 300, metadata: { owner: `www-${who}-${tag}`, batch: `b-${tag}` } });
+    if (r.status !== 201) throw new Error(`create: ${r.status} ${r.text}`);
+    const id = r.json().sandboxId;
+    summary.sandboxIds.push(id);
+    return id;
+  };
+  const a = await mk("a");
+  await new Promise((res) => setTimeout(res, 1100));   // created_at is in seconds
+  const b = await mk("b");
+  summary.older = a;
+  summary.newer = b;
+  await page.click("#refresh");
+  await page.waitForFunction(([x, y]) => document.querySelector(`#sandboxes [data-sandbox-id='${x}']`) &&
+    document.querySelector(`#sandboxes [data-sandbox-id='${y}']`), [a, b], { timeout: T });
+  summary.order = (await shownIds(page)).filter((i) => i === a || i === b);
+  step("sorted");
+
+  const filtered = async (text) => {
+    await page.fill("#filter", text);
+    return { ids: await shownIds(page), count: (await page.textContent("#sandboxes-count")).trim() };
+  };
+  summary.filter_meta = await filtered(`owner=www-a-${tag}`);
+  summary.filter_id = await filtered(b.slice(0, 13).toUpperCase());
+  summary.filter_batch = await filtered(`b-${tag}`);
+  summary.filter_none = await filtered(`nothing-${tag}`);
+  summary.filter_none_text = (await page.textContent("#sandboxes-empty")).trim();
+  summary.filter_none_visible = await page.isVisible("#sandboxes-empty");
+  summary.filter_cleared = (await filtered("")).ids.length;
+  step("filtered");
+
+  await page.click(`#sandboxes [data-sandbox-id='${b}'] button.open`);
+  await page.waitForSelector(`#detail[data-sandbox-id='${b}'][data-state='running']`, { timeout: T });
+  summary.resume_hidden_while_running = await page.isHidden("#resume");
+  const badgeBg = (sel) => page.$eval(sel, (e) => getComputedStyle(e).backgroundColor);
+  summary.running_badge_bg = await badgeBg(`#sandboxes [data-sandbox-id='${b}'] .sb-status`);
+  await page.click("#pause");
+  await page.waitForSelector(`#detail[data-state='paused']`, { timeout: T });
+  await page.waitForSelector(`#sandboxes [data-sandbox-id='${b}'][data-state='paused']`, { timeout: T });
+  summary.paused_api_state = (await api("GET", `/sandbox/${b}`)).json().state;
+  summary.paused_list_badge = (await page.textContent(`#sandboxes [data-sandbox-id='${b}'] .sb-status`)).trim();
+  summary.paused_badge_bg = await badgeBg(`#sandboxes [data-sandbox-id='${b}'] .sb-status`);
+  summary.paused_detail_badge = (await page.textContent("#detail-state")).trim();
+  summary.paused_note_visible = await page.isVisible("#paused-note");
+  summary.pause_hidden_while_paused = await page.isHidden("#pause");
+  // a command on the paused sandbox: the API's 409 is shown
+  await page.fill("#cmd", "echo hi");
+  await page.click("#run");
+  await page.waitForFunction(() => /paused/.test(document.querySelector("#error").textContent), null, { timeout: T });
+  summary.exec_while_paused_error = (await page.textContent("#error")).trim();
+  step("paused");
+
+  await page.click("#resume");
+  await page.waitForSelector(`#detail[data-state='running']`, { timeout: T });
+  await page.waitForSelector(`#sandboxes [data-sandbox-id='${b}'][data-state='running']`, { timeout: T });
+  summary.resumed_api_state = (await api("GET", `/sandbox/${b}`)).json().state;
+  summary.paused_note_after_resume = await page.isVisible("#paused-note");
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#exit-code").textContent.trim() !== "", null, { timeout: T });
+  summary.exec_after_resume = { exit: (await page.textContent("#exit-code")).trim(), output: await page.textContent("#output") };
+  step("resumed");
+
+  for (const id of [a, b]) await api("DELETE", `/sandbox/${id}`);
+}
+
+// The Templates page: a Dockerfile built from the form, its log streaming
+// in, "ready", a sandbox created from it, the template deleted (after a
+// confirmation, declined once).
+async function templatesScenario(page) {
+  if (!TEMPLATE) throw new Error("--part templates needs --template-name");
+  await page.click("#nav-templates");
+  await page.waitForSelector("#view-templates:not([hidden])", { timeout: T });
+  await page.waitForSelector(`#templates [data-template='${BASE_IMAGE.split(":")[0]}'][data-kind='image']`, { timeout: T });
+  summary.hash = await page.evaluate(() => location.hash);
+  summary.operator_template_has_delete = !!(await page.$(`#templates [data-template='${BASE_IMAGE.split(":")[0]}'] button.delete`));
+  step("templates listed");
+
+  // every change of the log pane: how much text, and the status shown then
+  await page.evaluate(() => {
+    window.__logSeen = [];
+    const log = document.querySelector("#template-log");
+    const st = document.querySelector("#template-log-status");
+    new MutationObserver(() => {
+      window.__logSeen.push({ t: Date.now(), len: log.textContent.length, status: st.dataset.status });
+    }).observe(log, { childList: true, subtree: true, characterData: true });
+  });
+  await page.fill("#tpl-name", TEMPLATE);
+  await page.fill("#tpl-dockerfile", `FROM ${BASE_IMAGE}
+RUN echo hi > /etc/x
+`);
+  const t0 = Date.now();
+  await page.click("#tpl-build");
+  await page.waitForFunction(() => /Step 1/.test(document.querySelector("#template-log").textContent), null, { timeout: T });
+  summary.first_log_ms = Date.now() - t0;
+  summary.status_at_first_log = await page.getAttribute("#template-log-status", "data-status");
+  summary.listed_while_building = await page.$eval(`#templates [data-template='${TEMPLATE}']`, (e) => e.dataset.status).catch(() => "");
+  await page.waitForFunction(() => document.querySelector("#template-log-status").dataset.status !== "", null, { timeout: 180000 });
+  summary.log_end_status = await page.getAttribute("#template-log-status", "data-status");
+  summary.log_text = await page.textContent("#template-log");
+  summary.log_seen = await page.evaluate(() => window.__logSeen);
+  summary.name_after_build = await page.inputValue("#tpl-name");
+  await page.waitForSelector(`#templates [data-template='${TEMPLATE}'][data-status='ready']`, { timeout: T });
+  summary.item_text = (await page.textContent(`#templates [data-template='${TEMPLATE}']`)).trim();
+  summary.api_template = (await api("GET", `/templates/${TEMPLATE}`)).json();
+  step("built");
+
+  // the page at a phone's width with a built template listed and its log shown
+  await page.setViewportSize({ width: 375, height: 800 });
+  await page.waitForTimeout(300);
+  summary.layout_375 = await page.evaluate(measureLayout);
+  if (SHOTS) await page.screenshot({ path: `${SHOTS}/templates-built-375.png`, fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 900 });
+  step("measured at 375 px");
+
+  await page.click(`#templates [data-template='${TEMPLATE}'] button.create-from`);
+  await page.waitForSelector("#view-sandboxes:not([hidden])", { timeout: T });
+  await page.waitForFunction(() => document.querySelector("#detail").dataset.sandboxId, null, { timeout: 120000 });
+  const sid = await page.getAttribute("#detail", "data-sandbox-id");
+  summary.sandboxIds.push(sid);
+  summary.sandbox_image = (await api("GET", `/sandbox/${sid}`)).json().image;
+  await page.fill("#cmd", "cat /etc/x");
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#exit-code").textContent.trim() !== "", null, { timeout: T });
+  summary.cat_output = await page.textContent("#output");
+  step("sandbox from the template");
+
+  // destroyed from the list, after saying yes; then the template goes
+  let msg = nextDialog(page, true);
+  await page.click(`#sandboxes [data-sandbox-id='${sid}'] button.destroy`);
+  summary.destroy_dialog = await msg;
+  await page.waitForFunction((id) => !document.querySelector(`#sandboxes [data-sandbox-id='${id}']`), sid, { timeout: T });
+  await page.click("#nav-templates");
+  await page.waitForSelector(`#templates [data-template='${TEMPLATE}']`, { timeout: T });
+  msg = nextDialog(page, false);
+  await page.click(`#templates [data-template='${TEMPLATE}'] button.delete`);
+  summary.delete_dialog = await msg;
+  await page.waitForTimeout(500);
+  summary.status_after_no = (await api("GET", `/templates/${TEMPLATE}`)).status;
+  msg = nextDialog(page, true);
+  await page.click(`#templates [data-template='${TEMPLATE}'] button.delete`);
+  await msg;
+  await page.waitForFunction((n) => !document.querySelector(`#templates [data-template='${n}']`), TEMPLATE, { timeout: T });
+  summary.status_after_yes = (await api("GET", `/templates/${TEMPLATE}`)).status;
+  step("deleted");
+}
+
+// What the page looks like at a phone's width and a wide screen: nothing
+// sticks out of the viewport, nothing scrolls sideways, no two buttons
+// overlap, every Delete/Destroy button can be reached. Geometry, not pixels.
+function measureLayout() {
+  const vw = document.documentElement.clientWidth;
+  const visible = (e) => {
+    if (!e.getClientRects().length) return false;
+    const r = e.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== "hidden";
+  };
+  // inside a box that scrolls or clips, an element may go past its edge
+  const clipped = (e) => {
+    for (let p = e.parentElement; p && p !== document.body; p = p.parentElement) {
+      if (getComputedStyle(p).overflowX !== "visible") return true;
+    }
+    return false;
+  };
+  const name = (e) => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") +
+    (e.className && typeof e.className === "string" ? "." + e.className.trim().split(/\s+/).join(".") : "");
+  const outside = [];
+  const scope = [...document.querySelectorAll("header.topbar, #error-box, main:not([hidden])")];
+  for (const root of scope) {
+    for (const e of [root, ...root.querySelectorAll("*")]) {
+      if (!visible(e) || e.closest(".visually-hidden") || clipped(e)) continue;
+      const r = e.getBoundingClientRect();
+      if (r.left < -0.5 || r.right > vw + 0.5) outside.push(`${name(e)} ${Math.round(r.left)}..${Math.round(r.right)}`);
+    }
+  }
+  const buttons = [...document.querySelectorAll("main:not([hidden]) button, header button, main:not([hidden]) .button-like")].filter(visible);
+  const overlaps = [];
+  for (let i = 0; i < buttons.length; i++) {
+    for (let j = i + 1; j < buttons.length; j++) {
+      const a = buttons[i].getBoundingClientRect(), b = buttons[j].getBoundingClientRect();
+      const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (w > 1 && h > 1) overlaps.push(`${name(buttons[i])} / ${name(buttons[j])}`);
+    }
+  }
+  const deletes = [...document.querySelectorAll("main:not([hidden]) button.delete, main:not([hidden]) button.destroy, main:not([hidden]) #destroy")]
+    .filter(visible).map((e) => {
+      const r = e.getBoundingClientRect();
+      return { what: name(e), left: Math.round(r.left), right: Math.round(r.right), width: Math.round(r.width) };
+    });
+  return {
+    viewport: vw,
+    scrollWidth: document.documentElement.scrollWidth,
+    bodyScrollWidth: document.body.scrollWidth,
+    outside: outside.slice(0, 30),
+    overlaps: overlaps.slice(0, 30),
+    deletes,
+  };
+}
+
+async function layoutScenario(browser) {
+  if (!SHOTS) throw new Error("--part layout needs --shots DIR");
+  const tag = randomBytes(4).toString("hex");
+  const r = await api("POST", "/sandbox", { ttl: 300, metadata: { owner: `www-layout-${tag}`, purpose: "a rather long metadata value to see how it wraps on a phone" } });
+  if (r.status !== 201) throw new Error(`create: ${r.status} ${r.text}`);
+  const sid = r.json().sandboxId;
+  summary.sandboxIds.push(sid);
+  const long = "a-file-with-a-rather-long-name-that-does-not-fit-on-a-phone-" + "x".repeat(40) + ".txt";
+  const prep = await api("POST", `/sandbox/${sid}/exec`, {
+    command: `mkdir -p /workspace/some-directory && printf hi > /workspace/${long} && printf hello > /workspace/hello.txt`,
+  });
+  if (prep.status !== 200) throw new Error(`prep: ${prep.status} ${prep.text}`);
+  summary.layout = {};
+  for (const width of [1440, 375]) {
+    const context = await browser.newContext({ viewport: { width, height: 800 }, deviceScaleFactor: 1 });
+    const page = await context.newPage();
+    page.on("pageerror", (e) => summary.page_errors_layout.push(String(e)));
+    await page.goto(URL_ + "/", { timeout: T });
+    await page.waitForSelector("body[data-ready='1']", { timeout: T });
+    await page.fill("#key", KEY);
+    await page.click("#save-key");
+    await page.click(`#sandboxes [data-sandbox-id='${sid}'] button.open`);
+    await page.waitForSelector(`#files [data-name='${long}']`, { timeout: T });
+    // a long line without spaces, and a failing exit code
+    await page.fill("#cmd", "printf '%0300d\n' 7; ls -la /workspace; exit 1");
+    await page.click("#run");
+    await page.waitForFunction(() => document.querySelector("#exit-code").textContent.trim() === "1", null, { timeout: T });
+    await page.waitForTimeout(300);
+    const m = { sandboxes: await page.evaluate(measureLayout) };
+    await page.screenshot({ path: `${SHOTS}/sandboxes-${width}.png`, fullPage: true });
+    await page.click("#nav-templates");
+    await page.waitForSelector("#templates [data-template]", { timeout: T });
+    await page.waitForTimeout(300);
+    m.templates = await page.evaluate(measureLayout);
+    await page.screenshot({ path: `${SHOTS}/templates-${width}.png`, fullPage: true });
+    summary.layout[width] = m;
+    await context.close();
+  }
+  step("layout measured");
+  await api("DELETE", `/sandbox/${sid}`);
+}
+
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
 let failed = null;
 try {
@@ -156,12 +419,20 @@ try {
   await page.waitForFunction(() => /\bok\b/i.test(document.querySelector("#health").textContent), null, { timeout: T });
   step("health ok");
 
+  summary.page_errors_layout = [];
   if (PART === "code") {
     await codeScenario(page);
+  } else if (PART === "manage") {
+    await manageScenario(page);
+  } else if (PART === "templates") {
+    await templatesScenario(page);
+  } else if (PART === "layout") {
+    await layoutScenario(browser);
   } else {
     // create
     const before = new Set(await page.$$eval("#sandboxes [data-sandbox-id]", (els) => els.map((e) => e.dataset.sandboxId)));
     await page.fill("#create-ttl", "300");
+    await page.fill("#create-metadata", "owner=www-console");
     await page.click("#create");
     const sid = await page.waitForFunction(
       (old) => {
@@ -174,6 +445,13 @@ try {
     summary.sandboxId = sid;
     const info = (await api("GET", `/sandbox/${sid}`)).json();
     summary.created_ttl = info.ttl;
+    summary.created_metadata = info.metadata;
+    summary.sandboxIds.push(sid);
+    // the form is back to its defaults for the next one
+    await page.waitForFunction(() => document.querySelector("#create-ttl").value === "", null, { timeout: T });
+    summary.form_after_create = {
+      ttl: await page.inputValue("#create-ttl"), metadata: await page.inputValue("#create-metadata"),
+    };
     step("created");
 
     // open it
@@ -192,6 +470,10 @@ try {
     summary.exit_code = (await page.textContent("#exit-code")).trim();
     summary.output = await page.textContent("#output");
     summary.stderr = await page.$$eval("#output span.stderr", (els) => els.map((e) => e.textContent).join(""));
+    const exitLook = () => page.$eval("#exit-code", (e) => ({
+      bad: e.classList.contains("bad"), color: getComputedStyle(e).color, background: getComputedStyle(e).backgroundColor,
+    }));
+    summary.exit_look_failed = await exitLook();
     step("streamed exec");
 
     // Stop: a command that would run for a minute is ended from the page
@@ -208,6 +490,19 @@ try {
       await page.waitForTimeout(200);
     }
     step("stopped");
+
+    // a command that writes a file: the files panel shows it without a click on List
+    await page.fill("#path", "/workspace");
+    await page.click("#list");
+    await page.waitForFunction(() => /\/workspace/.test(document.querySelector("#files-note").textContent), null, { timeout: T });
+    summary.listed_before_cmd = await page.$$eval("#files tr", (els) => els.map((e) => e.dataset.name));
+    await page.fill("#cmd", "printf made > /workspace/made-by-cmd.txt");
+    await page.click("#run");
+    await page.waitForFunction(() => document.querySelector("#exit-code").textContent.trim() !== "", null, { timeout: T });
+    summary.exit_code_ok = (await page.textContent("#exit-code")).trim();
+    summary.exit_look_ok = await exitLook();
+    await page.waitForSelector("#files [data-name='made-by-cmd.txt']", { timeout: 10000 });
+    step("files refreshed after a command");
 
     // files: list, enter a directory, upload, download, delete
     let r = await api("POST", `/sandbox/${sid}/exec`, { command: "mkdir -p /workspace/sub && printf hello > /workspace/hello.txt && printf inner > /workspace/sub/inner.txt" });
@@ -290,8 +585,16 @@ try {
     summary.bad_port_error = (await page.textContent("#error")).trim();
     step("bad port shown");
 
-    // destroy
+    // destroy: asked first; "no" keeps it
+    let dialog = nextDialog(page, false);
     await page.click("#destroy");
+    summary.destroy_dialog = await dialog;
+    await page.waitForTimeout(500);
+    summary.status_after_no = (await api("GET", `/sandbox/${sid}`)).status;
+    summary.open_after_no = await page.getAttribute("#detail", "data-sandbox-id");
+    dialog = nextDialog(page, true);
+    await page.click("#destroy");
+    await dialog;
     await page.waitForFunction((id) => !document.querySelector(`#sandboxes [data-sandbox-id='${id}']`), sid, { timeout: T });
     summary.status_after_destroy = (await api("GET", `/sandbox/${sid}`)).status;
     step("destroyed");
