@@ -107,7 +107,7 @@ typedef int (*nb_route_handler)(struct nb_app *a, struct nb_req *r, const struct
     0x20u /* reaches the sandbox's processes: 409 paused while it is paused \
                                 (or resumed first with auto_resume) */
 
-#define NB_ROUTE_METRICS_AUTH 0x40u /* also served with metrics_token (GET /metrics) */
+#define NB_ROUTE_METRICS_AUTH 0x80u /* also served with metrics_token (GET /metrics) */
 
 /* One row of the route table. */
 struct nb_route_entry {
