@@ -37,6 +37,7 @@ enum nb_route {
     NB_ROUTE_USAGE,     /* /sandbox/{id}/metrics */
     NB_ROUTE_TEMPLATES, /* /templates */
     NB_ROUTE_TEMPLATE,  /* /templates/{name}[/logs] (arg: the name, op: logs) */
+    NB_ROUTE_OPENAPI,   /* /openapi.json */
     /* the E2B facade (docs/E2B.md): its answers and errors are E2B's shape */
     NB_ROUTE_E2B_SANDBOXES, /* /sandboxes */
     NB_ROUTE_E2B_SANDBOX,   /* /sandboxes/{id} */
@@ -69,6 +70,15 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
 enum nb_route nb_route_match_e2b_data(const char *path, const char *sandbox_id, const char *port,
                                       char *id, size_t idlen, char *arg, size_t arglen, char *op,
                                       size_t oplen);
+
+/*
+ * The path of shape as the API's docs write it ("/sandbox/{id}/exec"),
+ * before its sub-route (nb_route_sub): a row's path is this, then "/" and
+ * its sub when that is not empty (the E2B data plane's sub is a whole
+ * path: its own path is ""). For `nanobox-fcgi -R`, which the OpenAPI
+ * check reads (tests/integration/test_openapi.py). NULL for NB_ROUTE_NONE.
+ */
+const char *nb_route_path(enum nb_route shape);
 
 /* A {pid} segment: 1..4194304 (pid_max), digits only, no leading 0. 0, or -1. */
 int nb_route_pid(const char *s, uint32_t *out);
