@@ -2,8 +2,10 @@
  * api_routes.c - the API's route table (docs/API.md): which handler serves
  * which method on which path, and what the HTTP layer checks before it
  * calls the handler (the API key unless public, the sandbox id's and the
- * pid's syntax). A route is added here and nowhere else; the order of one
- * path's rows is the order of its Allow header.
+ * pid's syntax). A route is added here, and described in docs/openapi.yaml
+ * (tests/integration/test_openapi.py compares the two through
+ * `nanobox-fcgi -R`); the order of one path's rows is the order of its
+ * Allow header.
  */
 #include "config.h"
 
