@@ -8,6 +8,8 @@
 #ifndef NB_API_H
 #define NB_API_H
 
+#include <stdio.h>
+
 #include <yajl/yajl_tree.h>
 
 #include "app.h"
@@ -21,11 +23,18 @@
 extern const struct nb_route_entry nb_api_routes[];
 extern const size_t nb_api_n_routes;
 
+/* Print the table, one row a line: METHOD PATH FLAGS ("-" for none), tab-separated
+ * (`nanobox-fcgi -R`; the OpenAPI check compares it with docs/openapi.yaml). */
+void nb_api_routes_print(FILE *f);
+
 /* Each: NB_OK once answered, or NB_ERR with ae set (route.h's nb_route_handler). */
 int api_healthz(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                 struct nb_apierr *ae);
 /* GET /metrics (Prometheus text) and GET /sandbox/{id}/metrics (JSON), api_metrics.c */
 int api_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                struct nb_apierr *ae);
+/* GET /openapi.json: the API's description (api_openapi.c) */
+int api_openapi(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                 struct nb_apierr *ae);
 int api_sandbox_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                         struct nb_apierr *ae);

@@ -2,10 +2,14 @@
  * api_routes.c - the API's route table (docs/API.md): which handler serves
  * which method on which path, and what the HTTP layer checks before it
  * calls the handler (the API key unless public, the sandbox id's and the
- * pid's syntax). A route is added here and nowhere else; the order of one
- * path's rows is the order of its Allow header.
+ * pid's syntax). A route is added here, and described in docs/openapi.yaml
+ * (tests/integration/test_openapi.py compares the two through
+ * `nanobox-fcgi -R`); the order of one path's rows is the order of its
+ * Allow header.
  */
 #include "config.h"
+
+#include <stdio.h>
 
 #include "api.h"
 
@@ -21,6 +25,8 @@ const struct nb_route_entry nb_api_routes[] = {
     /* Prometheus: the API key, or the operator's metrics_token */
     {NB_ROUTE_METRICS, "", "GET", NB_ROUTE_METRICS_AUTH | NB_ROUTE_HEAD, api_metrics},
     {NB_ROUTE_USAGE, "", "GET", ID, api_sandbox_metrics},
+    /* the OpenAPI description (docs/openapi.yaml): public, like the docs */
+    {NB_ROUTE_OPENAPI, "", "GET", NB_ROUTE_PUBLIC | NB_ROUTE_HEAD, api_openapi},
     {NB_ROUTE_RUN, "", "POST", 0, api_run},
     /* no GET: the server sends nothing unasked, so it offers no SSE stream */
     {NB_ROUTE_MCP, "", "POST", 0, api_mcp_post},
@@ -87,3 +93,28 @@ const struct nb_route_entry nb_api_routes[] = {
 };
 
 const size_t nb_api_n_routes = sizeof(nb_api_routes) / sizeof(nb_api_routes[0]);
+
+void nb_api_routes_print(FILE *f)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } names[] = {{NB_ROUTE_PUBLIC, "public"}, {NB_ROUTE_ID, "id"},
+                 {NB_ROUTE_PID, "pid"},       {NB_ROUTE_HEAD, "head"},
+                 {NB_ROUTE_CTX, "ctx"},       {NB_ROUTE_AWAKE, "awake"},
+                 {NB_ROUTE_E2B, "e2b"},       {NB_ROUTE_METRICS_AUTH, "metrics_token"}};
+
+    for (size_t i = 0; i < nb_api_n_routes; i++) {
+        const struct nb_route_entry *e = &nb_api_routes[i];
+        const char *base = nb_route_path(e->shape);
+        int any = 0;
+        fprintf(f, "%s\t%s%s%s\t", e->method ? e->method : "-", base ? base : "?",
+                e->sub[0] && base && base[0] ? "/" : "", e->sub);
+        for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+            if (e->flags & names[k].bit) {
+                fprintf(f, "%s%s", any ? "," : "", names[k].name);
+                any = 1;
+            }
+        fprintf(f, "%s\n", any ? "" : "-");
+    }
+}

@@ -20,6 +20,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "app.h"
 #include "isolation.h"
 #include "log.h"
@@ -29,11 +30,12 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nanobox-fcgi [-c CONFIG] [-p PIDFILE] [-o key=value]... [-t]\n"
+    fprintf(f, "usage: nanobox-fcgi [-c CONFIG] [-p PIDFILE] [-o key=value]... [-t] | -R\n"
                "  -c CONFIG   configuration file (default /etc/nanobox/nanobox.conf)\n"
                "  -p PIDFILE  write the master's pid here\n"
                "  -o k=v      override one configuration key\n"
                "  -t          check the configuration and exit\n"
+               "  -R          print the route table (METHOD PATH FLAGS) and exit\n"
                "Runs in the foreground and logs to stderr. Under spawn-fcgi the\n"
                "FastCGI socket is inherited on fd 0; otherwise it is `listen`.\n");
 }
@@ -121,7 +123,7 @@ int main(int argc, char **argv)
     int n_over = 0;
 
     nb_log_init("nanobox-fcgi", NB_LOG_INFO);
-    while ((opt = getopt(argc, argv, "c:p:o:th")) != -1) {
+    while ((opt = getopt(argc, argv, "c:p:o:tRh")) != -1) {
         switch (opt) {
         case 'c':
             conf_path = optarg;
@@ -139,6 +141,9 @@ int main(int argc, char **argv)
         case 't':
             check_only = 1;
             break;
+        case 'R':
+            nb_api_routes_print(stdout);
+            return 0;
         case 'h':
             usage(stdout);
             return 0;

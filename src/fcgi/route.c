@@ -86,6 +86,8 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_MCP;
     if (!strcmp(path, "/metrics"))
         return NB_ROUTE_METRICS;
+    if (!strcmp(path, "/openapi.json"))
+        return NB_ROUTE_OPENAPI;
     if (!strcmp(path, "/sandbox") || !strcmp(path, "/sandbox/"))
         return NB_ROUTE_SANDBOXES;
     if (!strncmp(path, "/sandboxes", 10) || !strncmp(path, "/v2/sandboxes", 13))
@@ -164,6 +166,72 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_CONTEXTS;
     }
     return NB_ROUTE_NONE;
+}
+
+/* A switch with no default: -Wswitch names a new shape left out here. */
+const char *nb_route_path(enum nb_route shape)
+{
+    switch (shape) {
+    case NB_ROUTE_NONE:
+        return NULL;
+    case NB_ROUTE_HEALTHZ:
+        return "/healthz";
+    case NB_ROUTE_MCP:
+        return "/mcp";
+    case NB_ROUTE_RUN:
+        return "/run";
+    case NB_ROUTE_SANDBOXES:
+        return "/sandbox";
+    case NB_ROUTE_SANDBOX:
+        return "/sandbox/{id}";
+    case NB_ROUTE_TIMEOUT:
+        return "/sandbox/{id}/timeout";
+    case NB_ROUTE_EXEC:
+        return "/sandbox/{id}/exec";
+    case NB_ROUTE_NETWORK:
+        return "/sandbox/{id}/network";
+    case NB_ROUTE_PORT_OPEN:
+        return "/sandbox/{id}/ephemeralport";
+    case NB_ROUTE_PORTS:
+        return "/sandbox/{id}/ports";
+    case NB_ROUTE_PORT:
+        return "/sandbox/{id}/ports/{sandboxport}";
+    case NB_ROUTE_FILES:
+        return "/sandbox/{id}/files";
+    case NB_ROUTE_PROCS:
+        return "/sandbox/{id}/processes";
+    case NB_ROUTE_CODE:
+        return "/sandbox/{id}/code";
+    case NB_ROUTE_CONTEXTS:
+        return "/sandbox/{id}/contexts";
+    case NB_ROUTE_PAUSE:
+        return "/sandbox/{id}/pause";
+    case NB_ROUTE_RESUME:
+        return "/sandbox/{id}/resume";
+    case NB_ROUTE_METRICS:
+        return "/metrics";
+    case NB_ROUTE_USAGE:
+        return "/sandbox/{id}/metrics";
+    case NB_ROUTE_TEMPLATES:
+        return "/templates";
+    case NB_ROUTE_TEMPLATE:
+        return "/templates";
+    case NB_ROUTE_OPENAPI:
+        return "/openapi.json";
+    case NB_ROUTE_E2B_SANDBOXES:
+        return "/sandboxes";
+    case NB_ROUTE_E2B_SANDBOX:
+        return "/sandboxes/{id}";
+    case NB_ROUTE_E2B_OP:
+        return "/sandboxes/{id}";
+    case NB_ROUTE_E2B_LIST:
+        return "/v2/sandboxes";
+    case NB_ROUTE_E2B_OTHER:
+        return "/sandboxes/*";
+    case NB_ROUTE_E2B_DATA:
+        return "";
+    }
+    return NULL;
 }
 
 int nb_route_pid(const char *s, uint32_t *out)

@@ -38,6 +38,7 @@ enum nb_route {
     NB_ROUTE_PTY,       /* /sandbox/{id}/pty/{pid}[/input|/resize] (arg: pid, op: input, resize) */
     NB_ROUTE_TEMPLATES, /* /templates */
     NB_ROUTE_TEMPLATE,  /* /templates/{name}[/logs] (arg: the name, op: logs) */
+    NB_ROUTE_OPENAPI,   /* /openapi.json */
     /* the E2B facade (docs/E2B.md): its answers and errors are E2B's shape */
     NB_ROUTE_E2B_SANDBOXES, /* /sandboxes */
     NB_ROUTE_E2B_SANDBOX,   /* /sandboxes/{id} */
@@ -70,6 +71,15 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
 enum nb_route nb_route_match_e2b_data(const char *path, const char *sandbox_id, const char *port,
                                       char *id, size_t idlen, char *arg, size_t arglen, char *op,
                                       size_t oplen);
+
+/*
+ * The path of shape as the API's docs write it ("/sandbox/{id}/exec"),
+ * before its sub-route (nb_route_sub): a row's path is this, then "/" and
+ * its sub when that is not empty (the E2B data plane's sub is a whole
+ * path: its own path is ""). For `nanobox-fcgi -R`, which the OpenAPI
+ * check reads (tests/integration/test_openapi.py). NULL for NB_ROUTE_NONE.
+ */
+const char *nb_route_path(enum nb_route shape);
 
 /* A {pid} segment: 1..4194304 (pid_max), digits only, no leading 0. 0, or -1. */
 int nb_route_pid(const char *s, uint32_t *out);
@@ -108,7 +118,7 @@ typedef int (*nb_route_handler)(struct nb_app *a, struct nb_req *r, const struct
     0x20u /* reaches the sandbox's processes: 409 paused while it is paused \
                                 (or resumed first with auto_resume) */
 
-#define NB_ROUTE_METRICS_AUTH 0x40u /* also served with metrics_token (GET /metrics) */
+#define NB_ROUTE_METRICS_AUTH 0x80u /* also served with metrics_token (GET /metrics) */
 
 /* One row of the route table. */
 struct nb_route_entry {

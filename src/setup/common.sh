@@ -30,6 +30,8 @@ NB_PACKAGES=(
     libfcgi-dev libyajl-dev libcurl4-openssl-dev uuid-dev libcmocka-dev
     # template build contexts (tar)
     libarchive-dev
+    # docs/openapi.yaml -> nanobox-openapi.json (GET /openapi.json)
+    python3-yaml
     # run
     docker.io nginx spawn-fcgi debootstrap iproute2 procps
     # bridge sandboxes: nanobox-fcgi writes its kernel rules with these
@@ -44,8 +46,9 @@ NB_PACKAGES=(
 
 # Only the test suite needs these (tests/run.sh installs them; up.sh does
 # not): the browser the web console's test drives (tests/www), and what
-# tests/lint.sh checks the tree with.
-NB_TEST_PACKAGES=(chromium clang-format shellcheck)
+# tests/lint.sh checks the tree with; the validator of the answers'
+# schemas in docs/openapi.yaml (tests/integration/test_openapi.py).
+NB_TEST_PACKAGES=(chromium clang-format shellcheck python3-jsonschema)
 
 # Only the benchmarks need these (socat is the forwarder we measure against).
 NB_BENCH_PACKAGES=(wrk socat)

@@ -71,6 +71,10 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
         if (strcmp(path, "/metrics") != 0)
             abort();
         break;
+    case NB_ROUTE_OPENAPI:
+        if (strcmp(path, "/openapi.json") != 0)
+            abort();
+        break;
     case NB_ROUTE_PORT:
         if (al == 0 || strstr(path, "/ports/") == NULL)
             abort();

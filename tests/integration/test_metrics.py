@@ -371,6 +371,13 @@ def test_metrics_token_opens_metrics_and_nothing_else(make_stack):
         r = st.api.request(method, path, headers={"Authorization": f"Bearer {token}"}, auth=False,
                            json={} if method == "POST" else None)
         assert_error(r, 401, "unauthorized")
+    # the E2B facade's too (its error shape): it once shared the token's route flag
+    for method, path in (("GET", "/sandboxes"), ("POST", "/sandboxes"), ("GET", "/v2/sandboxes"),
+                         ("DELETE", f"/sandboxes/{random_uuid()}")):
+        for key in (token, "e2b_" + token):
+            r = st.api.request(method, path, headers={"X-API-Key": key}, auth=False,
+                               json={} if method == "POST" else None)
+            assert r.status_code == 401, (method, path, r.status_code, r.text)
     assert st.live_containers() == []
 
 

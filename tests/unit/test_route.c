@@ -102,6 +102,35 @@ static void test_paths_give_shape_and_sub_route(void **state)
     assert_string_equal(ra.id, SID);
     assert_string_equal(sub, "");
     assert_int_equal(match("/sandbox/" SID "/metrics/cpu", &ra, &sub), NB_ROUTE_NONE);
+    assert_int_equal(match("/openapi.json", &ra, &sub), NB_ROUTE_OPENAPI);
+    assert_string_equal(sub, "");
+    assert_int_equal(match("/openapi.json/x", &ra, &sub), NB_ROUTE_NONE);
+}
+
+/* nb_route_path (nanobox-fcgi -R, which the OpenAPI check reads) names
+ * each shape by the path it matches: {id} put in, the path matches back. */
+static void test_route_path_matches_its_shape(void **state)
+{
+    struct nb_route_args ra;
+    const char *sub;
+    char path[256];
+    (void)state;
+    assert_null(nb_route_path(NB_ROUTE_NONE));
+    for (int s = NB_ROUTE_HEALTHZ; s <= NB_ROUTE_E2B_DATA; s++) {
+        const char *p = nb_route_path((enum nb_route)s), *brace;
+        assert_non_null(p);
+        if (s == NB_ROUTE_E2B_OTHER || s == NB_ROUTE_E2B_DATA || s == NB_ROUTE_TEMPLATE ||
+            s == NB_ROUTE_E2B_OP)
+            continue; /* no path of its own: its sub-route makes it */
+        brace = strstr(p, "{id}");
+        if (brace != NULL)
+            snprintf(path, sizeof(path), "%.*s%s%s", (int)(brace - p), p, SID, brace + 4);
+        else
+            snprintf(path, sizeof(path), "%s", p);
+        if (s == NB_ROUTE_PORT)
+            snprintf(path, sizeof(path), "/sandbox/" SID "/ports/8080");
+        assert_int_equal(match(path, &ra, &sub), s);
+    }
 }
 
 static void test_template_paths(void **state)
@@ -345,6 +374,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_paths_give_shape_and_sub_route),
+        cmocka_unit_test(test_route_path_matches_its_shape),
         cmocka_unit_test(test_pid_segment_syntax),
         cmocka_unit_test(test_code_and_context_paths),
         cmocka_unit_test(test_template_paths),
