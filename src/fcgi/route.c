@@ -212,6 +212,8 @@ const char *nb_route_path(enum nb_route shape)
         return "/metrics";
     case NB_ROUTE_USAGE:
         return "/sandbox/{id}/metrics";
+    case NB_ROUTE_PTY:
+        return "/sandbox/{id}/pty";
     case NB_ROUTE_TEMPLATES:
         return "/templates";
     case NB_ROUTE_TEMPLATE:
