@@ -30,6 +30,8 @@ NB_PACKAGES=(
     libfcgi-dev libyajl-dev libcurl4-openssl-dev uuid-dev libcmocka-dev
     # template build contexts (tar)
     libarchive-dev
+    # the E2B facade's access tokens (HMAC-SHA256)
+    libssl-dev
     # run
     docker.io nginx spawn-fcgi debootstrap iproute2 procps
     # bridge sandboxes: nanobox-fcgi writes its kernel rules with these
