@@ -17,8 +17,8 @@
  * leaves it running (commands.run(.., {background: true}) then disconnect()
  * or a dropped connection); the Connect-Timeout-Ms of Start is the
  * command's own timeout (the agent kills it then), that of Connect only the
- * stream's. A stream polls the agent for output (1 ms, doubling to 50 ms
- * while nothing comes) and sends a keepalive event after every
+ * stream's. A stream polls the agent for output (every quarter of the time
+ * it has been quiet, 1 to 50 ms) and sends a keepalive event after every
  * Keepalive-Ping-Interval seconds (the SDK says 50) without one.
  */
 #include "config.h"
@@ -189,7 +189,8 @@ struct follow {
     int64_t deadline;          /* monotonic ms; 0: none */
     int64_t keepalive_ms;
     int64_t last_sent;
-    int client_fd; /* watched for the client leaving; -1 once it cannot tell */
+    int64_t last_output; /* when output last came (or the stream began) */
+    int client_fd;       /* watched for the client leaving; -1 once it cannot tell */
 };
 
 /* One ProcessEvent ({"event": {...}}) in its envelope; -1 when the client is gone. */
@@ -317,7 +318,7 @@ static int end_stream(struct nb_req *r)
  */
 static int follow(struct follow *f, struct nb_apierr *ae)
 {
-    int wait = RPC_POLL_MIN_MS;
+    int wait;
     for (;;) {
         struct nb_proc_output po;
         int sent = 0, gone = 0, ended = 0;
@@ -354,7 +355,13 @@ static int follow(struct follow *f, struct nb_apierr *ae)
         }
         if (now - f->last_sent >= f->keepalive_ms && send_keepalive(f) != 0)
             return NB_OK;
-        wait = sent ? RPC_POLL_MIN_MS : wait * 2 > RPC_POLL_MAX_MS ? RPC_POLL_MAX_MS : wait * 2;
+        /* a quarter of the time output has been quiet: a quick command is seen ending quickly */
+        if (sent)
+            f->last_output = now;
+        wait = (int)((now - f->last_output) / 4);
+        wait = wait < RPC_POLL_MIN_MS   ? RPC_POLL_MIN_MS
+               : wait > RPC_POLL_MAX_MS ? RPC_POLL_MAX_MS
+                                        : wait;
         if (f->deadline > 0 && f->deadline - now < wait)
             wait = (int)(f->deadline - now);
         if (client_left(f, wait))
@@ -381,7 +388,7 @@ static int follow_init(struct follow *f, struct nb_app *a, struct nb_req *r,
     if (secs < 1 || secs > RPC_KEEPALIVE_MAX_S)
         secs = RPC_KEEPALIVE_S;
     f->keepalive_ms = secs * 1000L;
-    f->last_sent = nb_clock_mono_ms();
+    f->last_sent = f->last_output = nb_clock_mono_ms();
     f->client_fd = nb_http_client_fd(r);
     return 0;
 }
