@@ -312,9 +312,22 @@ static int end_stream(struct nb_req *r)
 }
 
 /*
+ * Is this worker asked to stop? SIGTERM stays pending while a request is
+ * served (worker.c); a stream can last as long as its command, so it ends
+ * rather than hold the shutdown up to shutdown_timeout.
+ */
+static int stopping(void)
+{
+    sigset_t pending;
+    return sigpending(&pending) == 0 &&
+           (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1);
+}
+
+/*
  * Stream pid's output from the offsets on until it ends (end event and
  * end of stream), the client leaves (NB_OK: the process lives on) or the
- * deadline passes (NB_ERR deadline_exceeded). The stream has begun.
+ * deadline passes (NB_ERR deadline_exceeded) or the worker is asked to
+ * stop (NB_ERR unavailable). The stream has begun.
  */
 static int follow(struct follow *f, struct nb_apierr *ae)
 {
@@ -348,6 +361,13 @@ static int follow(struct follow *f, struct nb_apierr *ae)
         if (ended)
             return end_stream(f->r);
         now = nb_clock_mono_ms();
+        if (stopping()) {
+            nb_apierr_set(ae, 503, "unavailable",
+                          "nanobox-fcgi is stopping: this stream ends, process %u runs on "
+                          "(commands.connect(%u) follows it again)",
+                          f->pid, f->pid);
+            return NB_ERR;
+        }
         if (f->deadline > 0 && now >= f->deadline) {
             nb_apierr_set(ae, 504, "deadline_exceeded",
                           "the stream of process %u passed its Connect-Timeout-Ms", f->pid);
