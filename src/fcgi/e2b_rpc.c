@@ -152,6 +152,7 @@ const char *nb_rpc_code(int status, const char *code)
         return "resource_exhausted";
     case 499:
         return "canceled";
+    case 405: /* a procedure is POST only */
     case 501:
         return "unimplemented";
     case 502:

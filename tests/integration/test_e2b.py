@@ -537,7 +537,7 @@ def test_start_stream_events(envd):
     assert events[-1] == {"end": {"exitCode": 2, "exited": True, "status": "exit status 2", "error": "exit status 2"}}
 
 
-def test_connect_errors_are_connects(envd):
+def test_connect_errors_are_connects(stack, envd):
     # unary: {"code": "<connect code>", "message"} with Connect's status
     r = envd("process.Process/SendSignal", {"process": {"pid": 999999}, "signal": "SIGNAL_SIGKILL"})
     assert (r.status_code, r.json()) == (404, {"code": "not_found", "message": "process with pid 999999 not found"})
@@ -560,6 +560,10 @@ def test_connect_errors_are_connects(envd):
     msgs, end = connect_stream(envd("process.Process/Start", {"process": {"cmd": "true", "envs": {"1X": "y"}}},
                                     stream=True))
     assert end["error"]["code"] == "invalid_argument"
+    # a procedure is POST only
+    r = requests.get(f"{stack.url}/process.Process/List", timeout=30,
+                     headers={"E2b-Sandbox-Id": envd.sandbox["sandboxID"], "E2b-Sandbox-Port": "49983"})
+    assert (r.status_code, r.json()["code"]) == (501, "unimplemented")
     # a unary call as a stream, and the other way round
     r = envd("process.Process/List", stream=True)
     assert connect_stream(r)[1]["error"]["code"] == "invalid_argument"

@@ -117,6 +117,7 @@ static void test_codes_from_statuses_and_back(void **state)
     assert_string_equal(nb_rpc_code(413, "too_large"), "resource_exhausted");
     assert_string_equal(nb_rpc_code(429, "busy"), "resource_exhausted");
     assert_string_equal(nb_rpc_code(501, "not_implemented"), "unimplemented");
+    assert_string_equal(nb_rpc_code(405, "method_not_allowed"), "unimplemented");
     assert_string_equal(nb_rpc_code(503, "agent_unavailable"), "unavailable");
     assert_string_equal(nb_rpc_code(500, "internal"), "internal");
     assert_string_equal(nb_rpc_code(500, NULL), "internal");
