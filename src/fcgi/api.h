@@ -121,6 +121,26 @@ int api_e2b_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args
                   struct nb_apierr *ae);
 int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);
+/*
+ * The E2B data plane's one access check (api_e2b.c): the request's
+ * X-Access-Token is the envdAccessToken create and connect gave for
+ * sandbox id (an HMAC of the id under the API key). 0, or -1 with ae set
+ * (401 "unauthenticated"). Every data-plane handler but /health calls it.
+ */
+int e2b_data_authorized(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae);
+/* Connect-RPC process.Process (api_e2b_proc.c) over exec.c and procs.c */
+int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_e2b_proc_connect(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                         struct nb_apierr *ae);
+int api_e2b_proc_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
+int api_e2b_proc_input(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_e2b_proc_close_stdin(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                             struct nb_apierr *ae);
+int api_e2b_proc_signal(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                        struct nb_apierr *ae);
 /* data plane (E2b-Sandbox-Id): envd's GET /health; 501 for what is not there yet */
 int api_e2b_health(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);

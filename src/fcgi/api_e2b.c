@@ -15,6 +15,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include "api.h"
 #include "clock.h"
 #include "json.h"
@@ -129,14 +133,66 @@ static void kv_metadata(yajl_gen g, const struct nb_slot *s)
     yajl_tree_free(meta);
 }
 
+/* What the access token's HMAC signs before the sandbox id: a token for nothing else. */
+#define E2B_TOKEN_CONTEXT "nanobox e2b envdAccessToken v1:"
+#define E2B_TOKEN_LEN 64 /* hex of HMAC-SHA256 */
+
+/*
+ * The sandbox's envdAccessToken: HMAC-SHA256 under the API key of the
+ * context and the sandbox id, in hex. Only who holds the key can make it,
+ * and it opens one sandbox's data plane only. -1 (no token) when the
+ * server runs without a key.
+ */
+static int access_token(const struct nb_conf *c, const char *id, char out[E2B_TOKEN_LEN + 1])
+{
+    unsigned char msg[sizeof(E2B_TOKEN_CONTEXT) + NB_ID_LEN], mac[EVP_MAX_MD_SIZE];
+    unsigned maclen = 0;
+    size_t ctx = strlen(E2B_TOKEN_CONTEXT), idlen = strnlen(id, NB_ID_LEN);
+
+    if (c->api_key[0] == '\0')
+        return -1;
+    memcpy(msg, E2B_TOKEN_CONTEXT, ctx);
+    memcpy(msg + ctx, id, idlen);
+    if (HMAC(EVP_sha256(), c->api_key, (int)strlen(c->api_key), msg, ctx + idlen, mac, &maclen) ==
+            NULL ||
+        maclen * 2 != E2B_TOKEN_LEN)
+        return -1;
+    for (unsigned i = 0; i < maclen; i++)
+        snprintf(out + 2 * i, 3, "%02x", mac[i]);
+    return 0;
+}
+
+int e2b_data_authorized(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae)
+{
+    char want[E2B_TOKEN_LEN + 1];
+    const char *given = nb_http_param(r, "HTTP_X_ACCESS_TOKEN");
+
+    if (access_token(&a->conf, id, want) != 0) {
+        if (a->conf.api_key[0] == '\0')
+            return 0; /* no key, no tokens: the data plane is as open as the API */
+    } else if (given != NULL && strlen(given) == E2B_TOKEN_LEN &&
+               CRYPTO_memcmp(given, want, E2B_TOKEN_LEN) == 0) {
+        return 0;
+    }
+    nb_apierr_set(ae, 401, "unauthenticated",
+                  "missing or wrong X-Access-Token: send the envdAccessToken that creating or "
+                  "connecting to sandbox %.64s returned",
+                  id);
+    return -1;
+}
+
 /* E2B's Sandbox (the answer of create and connect). */
 static void sandbox_json(yajl_gen g, const struct nb_conf *c, const struct nb_slot *s)
 {
+    char token[E2B_TOKEN_LEN + 1];
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "sandboxID", s->id);
     nb_json_kv_str(g, "templateID", template_of(c, s->image));
     nb_json_kv_str(g, "clientID", E2B_CLIENT_ID);
     nb_json_kv_str(g, "envdVersion", E2B_ENVD_VERSION);
+    /* the SDK sends it as X-Access-Token on every envd call (e2b_data_authorized) */
+    if (access_token(c, s->id, token) == 0)
+        nb_json_kv_str(g, "envdAccessToken", token);
     yajl_gen_map_close(g);
 }
 

@@ -89,6 +89,14 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_E2B_OP, "*", "*", E2B | ID, api_e2b_not_implemented},
     /* the data plane: no API key (the SDK sends none there); the handler checks the id */
     {NB_ROUTE_E2B_DATA, "/health", "GET", E2B | PUBLIC, api_e2b_health},
+    /* envd's Connect-RPC process.Process (api_e2b_proc.c): the sandbox's access token, not the key */
+    {NB_ROUTE_E2B_DATA, "/process.Process/Start", "POST", E2B | PUBLIC, api_e2b_proc_start},
+    {NB_ROUTE_E2B_DATA, "/process.Process/Connect", "POST", E2B | PUBLIC, api_e2b_proc_connect},
+    {NB_ROUTE_E2B_DATA, "/process.Process/List", "POST", E2B | PUBLIC, api_e2b_proc_list},
+    {NB_ROUTE_E2B_DATA, "/process.Process/SendInput", "POST", E2B | PUBLIC, api_e2b_proc_input},
+    {NB_ROUTE_E2B_DATA, "/process.Process/CloseStdin", "POST", E2B | PUBLIC,
+     api_e2b_proc_close_stdin},
+    {NB_ROUTE_E2B_DATA, "/process.Process/SendSignal", "POST", E2B | PUBLIC, api_e2b_proc_signal},
     {NB_ROUTE_E2B_DATA, "*", "*", E2B | PUBLIC, api_e2b_not_implemented},
 };
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "e2b_rpc.h"
 #include "http.h"
 #include "json.h"
 #include "log.h"
@@ -36,7 +37,7 @@ static const struct nb_route_entry *http_routes;
 static size_t http_n_routes;
 
 /* What kind of stream an answer is, once nb_http_stream_begin ran. */
-enum { HTTP_STREAM_NONE, HTTP_STREAM_BYTES, HTTP_STREAM_NDJSON };
+enum { HTTP_STREAM_NONE, HTTP_STREAM_BYTES, HTTP_STREAM_NDJSON, HTTP_STREAM_CONNECT };
 
 static const char *reason(int status)
 {
@@ -551,9 +552,35 @@ void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *d
     put(r, data, len);
 }
 
+/*
+ * An error of one of the E2B facade's Connect-RPC calls (e2b_rpc.h): a
+ * streaming call's is a 200 stream of one end-of-stream envelope (the
+ * client reads no message from a non-200 stream), a unary call's
+ * {"code": "not_found", "message"} with the status Connect gives that code.
+ */
+static void rpc_error(struct nb_req *r, const struct nb_apierr *ae)
+{
+    const char *code = nb_rpc_code(ae->status, ae->code);
+    struct nb_buf b;
+    nb_buf_init(&b, sizeof(ae->msg) + 256);
+    if (nb_rpc_is_stream_ctype(nb_http_param(r, "CONTENT_TYPE"))) {
+        nb_rpc_end_stream(&b, code, ae->msg);
+        nb_http_body(r, 200, NB_RPC_STREAM_CTYPE, b.data, b.len);
+    } else {
+        nb_rpc_error_body(&b, code, ae->msg);
+        nb_http_body(r, nb_rpc_http_status(code), "application/json", b.data, b.len);
+    }
+    nb_buf_free(&b);
+}
+
 static void http_error(struct nb_req *r, const struct nb_apierr *ae)
 {
-    yajl_gen g = nb_json_gen();
+    yajl_gen g;
+    if (r->e2b && nb_rpc_is_procedure(r->path)) {
+        rpc_error(r, ae);
+        return;
+    }
+    g = nb_json_gen();
     yajl_gen_map_open(g);
     if (r->e2b) {
         /* E2B's Error schema: the SDK reads code (kill: 404 means false) and message */
@@ -581,8 +608,12 @@ int nb_http_wants_ndjson(const struct nb_req *r)
 
 void nb_http_stream_begin(struct nb_req *r, int status, const char *ctype)
 {
-    r->stream = ctype != NULL && !strcmp(ctype, "application/x-ndjson") ? HTTP_STREAM_NDJSON
-                                                                        : HTTP_STREAM_BYTES;
+    if (ctype != NULL && !strcmp(ctype, "application/x-ndjson"))
+        r->stream = HTTP_STREAM_NDJSON;
+    else if (ctype != NULL && !strcmp(ctype, NB_RPC_STREAM_CTYPE))
+        r->stream = HTTP_STREAM_CONNECT;
+    else
+        r->stream = HTTP_STREAM_BYTES;
     send_head(r, status, ctype, 1);
     if (r->capture == NULL)
         FCGX_FFlush(r->fcgi->out);
@@ -644,6 +675,15 @@ static void finalize_answer(struct nb_req *r, int rc, const struct nb_apierr *ae
         yajl_gen_map_close(g);
         nb_http_stream_line(r, g);
         yajl_gen_free(g);
+    } else if (r->stream == HTTP_STREAM_CONNECT) {
+        /* a Connect stream ends with its end-of-stream envelope, the error in it */
+        struct nb_buf b;
+        if (r->gone)
+            return;
+        nb_buf_init(&b, sizeof(ae->msg) + 256);
+        nb_rpc_end_stream(&b, nb_rpc_code(ae->status, ae->code), ae->msg);
+        nb_http_stream_bytes(r, b.data, b.len);
+        nb_buf_free(&b);
     } else {
         /* a byte stream can only end short: the client sees a body cut off */
         nb_warn("%s %.200s: the answer broke off after it began: %s", r->method, r->path, ae->msg);

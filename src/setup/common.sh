@@ -32,6 +32,8 @@ NB_PACKAGES=(
     libarchive-dev
     # docs/openapi.yaml -> nanobox-openapi.json (GET /openapi.json)
     python3-yaml
+    # the E2B facade's access tokens (HMAC-SHA256)
+    libssl-dev
     # run
     docker.io nginx spawn-fcgi debootstrap iproute2 procps
     # bridge sandboxes: nanobox-fcgi writes its kernel rules with these

@@ -15,6 +15,7 @@ Two parts:
 npm installs the SDK into tests/e2b/node_modules when it is missing.
 """
 
+import base64
 import json
 import os
 import secrets
@@ -48,6 +49,23 @@ def run(stack, e2b_sdk):
                        text=True, timeout=SDK_TIMEOUT)
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     assert r.returncode == 0 and lines, (f"control.mjs -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
+                                         f"stderr: {r.stderr[-5000:]}")
+    summary = json.loads(lines[-1])
+    yield summary
+    for sid in summary["created"]:
+        stack.api.delete(sid)
+
+
+@pytest.fixture(scope="module")
+def commands(stack, e2b_sdk):
+    """commands.mjs once against the stack (sbx.commands through process.Process): its summary."""
+    tag = "e2b-" + secrets.token_hex(4)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
+    env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
+    r = subprocess.run([e2b_sdk, str(E2B_DIR / "commands.mjs"), "--tag", tag], cwd=E2B_DIR, env=env,
+                       capture_output=True, text=True, timeout=SDK_TIMEOUT)
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    assert r.returncode == 0 and lines, (f"commands.mjs -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
                                          f"stderr: {r.stderr[-5000:]}")
     summary = json.loads(lines[-1])
     yield summary
@@ -220,6 +238,92 @@ def test_sdk_left_nothing_running(run, stack):
     assert not [sid for sid in run["created"] if any(sid in c for c in live)]
 
 
+# ------------------------------------------- commands through the SDK
+
+def test_run_echo(commands):
+    assert step(commands, "echo") == {"stdout": "hi\n", "stderr": "", "exitCode": 0, "error": None}
+
+
+def test_run_stderr(commands):
+    s = step(commands, "stderr")
+    assert (s["stdout"], s["stderr"], s["exitCode"]) == ("out\n", "oops\n", 0)
+
+
+def test_non_zero_exit_is_command_exit_error(commands):
+    e = thrown(commands, "exitCode")
+    assert e["name"] == "CommandExitError" and e["exitCode"] == 3, e
+    assert e["stdout"] == "partial\n" and e["message"] == "exit status 3"
+
+
+def test_envs_and_cwd(commands):
+    assert step(commands, "envsAndCwd")["stdout"] == "per command|sandbox-wide\n/tmp\n"
+    # a command's envs are its own
+    assert step(commands, "envsDoNotLeak")["stdout"] == "[]\n"
+
+
+def test_stdin_is_closed_unless_asked_for(commands):
+    assert step(commands, "stdinClosedByDefault")["stdout"] == "ended\n"
+
+
+def test_output_streams_to_callbacks(commands):
+    s = step(commands, "streamedCallbacks")
+    assert s["stdout"] == "line1\nline2\nline3\n"
+    assert "".join(s["chunks"]) == s["stdout"] and len(s["chunks"]) >= 2, s["chunks"]
+
+
+def test_big_output_arrives_whole(commands):
+    assert step(commands, "bigOutput") == {"length": 300002, "tail": "aaé€", "allA": True}
+
+
+def test_timeout_is_the_sdk_timeout_error_and_kills(commands):
+    e = thrown(commands, "timeout")
+    assert e["name"] == "TimeoutError", e
+    assert 1000 <= commands["steps"]["timeoutElapsedMs"] < 8000
+    assert step(commands, "timeoutKilled") == {"sleeps": 0}
+
+
+def test_background_then_kill(commands):
+    s = step(commands, "backgroundKill")
+    assert s["listed"] and s["listed"]["pid"] == s["pid"]
+    assert s["listed"]["cmd"] == "/bin/bash" and s["listed"]["args"] == ["-l", "-c", "sleep 60"]
+    assert s["killed"] is True
+    # the stream ends with the kill: SIGKILL, as envd reports it
+    assert s["waited"]["name"] == "CommandExitError" and s["waited"]["exitCode"] == -1, s
+    assert s["waited"]["message"] == "signal: killed"
+    assert s["killAgain"] is False
+
+
+def test_send_stdin_and_close_stdin(commands):
+    assert step(commands, "stdin") == {"stdout": "hello world\n[eof]\n", "stderr": "", "exitCode": 0,
+                                       "error": None}
+
+
+def test_connect_to_a_running_command(commands):
+    s = step(commands, "connect")
+    assert s["samePid"] is True
+    w = s["waited"]
+    assert w["name"] == "CommandExitError" and w["exitCode"] == 4 and w["stdout"] == "done\n", w
+
+
+def test_unknown_pid(commands):
+    assert thrown(commands, "connectUnknown")["name"] == "NotFoundError"
+    assert step(commands, "killUnknown") == {"killed": False}
+    assert thrown(commands, "sendStdinUnknown")["name"] == "NotFoundError"
+
+
+def test_data_plane_needs_the_access_token(commands):
+    for name in ("wrongToken", "noToken"):
+        e = thrown(commands, name)
+        assert e["name"] == "AuthenticationError" and "X-Access-Token" in e["message"], e
+    assert step(commands, "rightTokenByConnect")["stdout"] == "again\n"
+
+
+def test_killed_sandbox_ends_the_stream(commands):
+    w = step(commands, "killedSandbox")["waited"]
+    assert "returned" not in w, w
+    assert thrown(commands, "runOnKilledSandbox")["name"] in ("TimeoutError", "SandboxNotFoundError")
+
+
 # --------------------------------------------------------------- raw HTTP
 
 def e2b(stack, method, path, key="e2b", headers=None, **kw):
@@ -343,9 +447,11 @@ def test_data_plane_routes_on_the_sandbox_headers(stack, api):
     for other in (nbtest.random_uuid(), "not-an-id"):
         e2b_error(e2b(stack, "GET", "/health", key=None, headers={**dp, "E2b-Sandbox-Id": other}), 502)
     # not served yet: E2B's shape, never HTML
-    r = e2b(stack, "POST", "/process.Process/Start", key=None, data=b"\0\0\0\0\2{}",
+    r = e2b(stack, "POST", "/filesystem.Filesystem/WatchDir", key=None, data=b"\0\0\0\0\2{}",
             headers={**dp, "Content-Type": "application/connect+json"})
-    e2b_error(r, 501)
+    assert connect_stream(r) == ([], {"error": {"code": "unimplemented", "message": ANY}})
+    r = e2b(stack, "POST", "/process.Process/Update", key=None, json={}, headers=dp)
+    assert r.status_code == 501 and r.json()["code"] == "unimplemented"
     api.delete(sid)
     e2b_error(e2b(stack, "GET", "/health", key=None, headers=dp), 502)
 
@@ -365,3 +471,153 @@ def test_pause_and_resume_raw(stack, api):
     # the timeout is required on connect and timeout
     e2b_error(e2b(stack, "POST", f"/sandboxes/{sid}/connect", json={}), 400)
     e2b_error(e2b(stack, "POST", f"/sandboxes/{sid}/timeout", json={}), 400)
+
+
+# ------------------------------------------------ Connect-RPC, raw
+
+class _Any:
+    def __eq__(self, other):
+        return isinstance(other, str) and other != ""
+
+
+ANY = _Any()
+
+
+def envelope(msg, flags=0):
+    body = json.dumps(msg).encode() if not isinstance(msg, bytes) else msg
+    return bytes([flags]) + len(body).to_bytes(4, "big") + body
+
+
+def connect_stream(r):
+    """A Connect stream's messages and its end-of-stream message."""
+    assert r.status_code == 200, (r.status_code, r.text[:300])
+    assert r.headers["Content-Type"] == "application/connect+json"
+    data, msgs = r.content, []
+    while data:
+        flags, n = data[0], int.from_bytes(data[1:5], "big")
+        msg = json.loads(data[5:5 + n])
+        data = data[5 + n:]
+        if flags & 2:
+            assert not data, "bytes after the end of the stream"
+            return msgs, msg
+        msgs.append(msg)
+    raise AssertionError("no end-of-stream message")
+
+
+@pytest.fixture
+def envd(stack, api):
+    """A sandbox made through E2B's create, and a call on its data plane with its token."""
+    r = e2b(stack, "POST", "/sandboxes", json={"templateID": "base", "timeout": 120})
+    assert r.status_code == 201, r.text[:300]
+    sbx = r.json()
+    api.created.append(sbx["sandboxID"])
+    assert len(sbx["envdAccessToken"]) == 64
+
+    def call(proc, msg=None, token=sbx["envdAccessToken"], stream=False, raw=None, headers=None):
+        h = {"E2b-Sandbox-Id": sbx["sandboxID"], "E2b-Sandbox-Port": "49983", "Connect-Protocol-Version": "1",
+             "Content-Type": "application/connect+json" if stream else "application/json", **(headers or {})}
+        if token is not None:
+            h["X-Access-Token"] = token
+        body = raw if raw is not None else envelope(msg or {}) if stream else json.dumps(msg or {})
+        return requests.post(f"{stack.url}/{proc}", headers=h, data=body, timeout=60)
+    call.sandbox = sbx
+    return call
+
+
+def test_start_stream_events(envd):
+    r = envd("process.Process/Start", {"process": {"cmd": "/bin/sh", "args": ["-c", "printf hi; printf err >&2; exit 2"]},
+                                         "stdin": False}, stream=True)
+    msgs, end = connect_stream(r)
+    assert end == {}
+    events = [m["event"] for m in msgs if "keepalive" not in m["event"]]
+    assert set(events[0]) == {"start"} and events[0]["start"]["pid"] > 0
+    out = b"".join(base64.b64decode(e["data"]["stdout"]) for e in events if "stdout" in e.get("data", {}))
+    err = b"".join(base64.b64decode(e["data"]["stderr"]) for e in events if "stderr" in e.get("data", {}))
+    assert (out, err) == (b"hi", b"err")
+    assert events[-1] == {"end": {"exitCode": 2, "exited": True, "status": "exit status 2", "error": "exit status 2"}}
+
+
+def test_connect_errors_are_connects(stack, envd):
+    # unary: {"code": "<connect code>", "message"} with Connect's status
+    r = envd("process.Process/SendSignal", {"process": {"pid": 999999}, "signal": "SIGNAL_SIGKILL"})
+    assert (r.status_code, r.json()) == (404, {"code": "not_found", "message": "process with pid 999999 not found"})
+    r = envd("process.Process/SendSignal", {"process": {"pid": 1}, "signal": "SIGNAL_SIGHUP"})
+    assert (r.status_code, r.json()["code"]) == (400, "invalid_argument")
+    r = envd("process.Process/SendInput", {"process": {"pid": "x"}})
+    assert (r.status_code, r.json()["code"]) == (400, "invalid_argument")
+    r = envd("process.Process/List", raw=b"[1]")
+    assert (r.status_code, r.json()["code"]) == (400, "invalid_argument")
+    # streaming: 200, and the error in the end-of-stream message
+    r = envd("process.Process/Connect", {"process": {"pid": 999999}}, stream=True)
+    assert connect_stream(r) == ([], {"error": {"code": "not_found", "message": "process with pid 999999 not found"}})
+    for raw in (b"", b"\0\0\0\0\x09{}", envelope({}, flags=2), envelope(b"not json"), envelope([1])):
+        msgs, end = connect_stream(envd("process.Process/Start", raw=raw, stream=True))
+        assert msgs == [] and end["error"]["code"] == "invalid_argument", (raw, end)
+    msgs, end = connect_stream(envd("process.Process/Start", raw=envelope({}, flags=1), stream=True))
+    assert end["error"]["code"] == "unimplemented"
+    msgs, end = connect_stream(envd("process.Process/Start", {"process": {"cmd": ""}}, stream=True))
+    assert end["error"]["code"] == "invalid_argument"
+    msgs, end = connect_stream(envd("process.Process/Start", {"process": {"cmd": "true", "envs": {"1X": "y"}}},
+                                    stream=True))
+    assert end["error"]["code"] == "invalid_argument"
+    # a procedure is POST only
+    r = requests.get(f"{stack.url}/process.Process/List", timeout=30,
+                     headers={"E2b-Sandbox-Id": envd.sandbox["sandboxID"], "E2b-Sandbox-Port": "49983"})
+    assert (r.status_code, r.json()["code"]) == (501, "unimplemented")
+    # a unary call as a stream, and the other way round
+    r = envd("process.Process/List", stream=True)
+    assert connect_stream(r)[1]["error"]["code"] == "invalid_argument"
+    r = envd("process.Process/Start", {"process": {"cmd": "true"}})
+    assert r.status_code == 400 and r.json()["code"] == "invalid_argument"
+
+
+def test_access_token_is_per_sandbox(stack, envd, api):
+    for token in (None, "", "0" * 64, envd.sandbox["envdAccessToken"][:-1],
+                  envd.sandbox["envdAccessToken"].upper()):
+        r = envd("process.Process/List", token=token)
+        assert (r.status_code, r.json()["code"]) == (401, "unauthenticated"), token
+        msgs, end = connect_stream(envd("process.Process/Start", {"process": {"cmd": "true"}}, token=token,
+                                        stream=True))
+        assert end["error"]["code"] == "unauthenticated"
+    # another sandbox's token opens only that one
+    other = e2b(stack, "POST", "/sandboxes", json={"timeout": 60}).json()
+    api.created.append(other["sandboxID"])
+    assert other["envdAccessToken"] != envd.sandbox["envdAccessToken"]
+    assert envd("process.Process/List", token=other["envdAccessToken"]).status_code == 401
+    # connect answers the same token
+    r = e2b(stack, "POST", f"/sandboxes/{envd.sandbox['sandboxID']}/connect", json={"timeout": 60})
+    assert r.json()["envdAccessToken"] == envd.sandbox["envdAccessToken"]
+    assert envd("process.Process/List").json() == {"processes": []}
+
+
+def test_native_and_e2b_see_the_same_processes(envd, api):
+    sid = envd.sandbox["sandboxID"]
+    r = api.exec_raw(sid, "sleep 30", background=True)
+    assert r.status_code == 201, r.text[:300]
+    pid = r.json()["pid"]
+    procs = envd("process.Process/List").json()["processes"]
+    assert [p["pid"] for p in procs] == [pid]
+    assert envd("process.Process/SendSignal", {"process": {"pid": pid}, "signal": 15}).json() == {}
+    # the agent shows it exited once it reaped it: a moment after the signal
+    def ended():
+        g = api.request("GET", f"/sandbox/{sid}/processes/{pid}").json()
+        return None if g["running"] else g
+    got = nbtest.wait_until(ended, what=f"process {pid} to end")
+    assert got["signal"] == 15, got
+
+
+def test_stream_sends_keepalives(envd):
+    r = envd("process.Process/Start", {"process": {"cmd": "sleep", "args": ["2.5"]}, "stdin": False}, stream=True,
+             headers={"Keepalive-Ping-Interval": "1"})
+    msgs, end = connect_stream(r)
+    kinds = [next(iter(m["event"])) for m in msgs]
+    assert kinds[0] == "start" and kinds[-1] == "end" and kinds.count("keepalive") >= 2, kinds
+    assert end == {}
+
+
+def test_stream_deadline(envd):
+    r = envd("process.Process/Start", {"process": {"cmd": "sleep", "args": ["30"]}}, stream=True,
+             headers={"Connect-Timeout-Ms": "800"})
+    msgs, end = connect_stream(r)
+    assert end["error"]["code"] == "deadline_exceeded"
+    assert r.elapsed.total_seconds() < 5

@@ -1,0 +1,780 @@
+/*
+ * api_e2b_proc.c - envd's process.Process service of the E2B facade
+ * (docs/E2B.md), in Connect-RPC with JSON (e2b_rpc.h), over the engines the
+ * native API uses: a command is started by exec.c as a background process
+ * of the sandbox's agent, and everything after (its output, stdin,
+ * signals, the list) goes through procs.c, as GET/POST/DELETE
+ * /sandbox/{id}/processes/... do.
+ *
+ *   Start    (stream)  {process: {cmd, args, envs, cwd}, stdin?}  -> start, data*, end
+ *   Connect  (stream)  {process: {pid}}                           -> start, data*, end
+ *   List               {}                                         -> {processes: [...]}
+ *   SendInput          {process: {pid}, input: {stdin: base64}}   -> {}
+ *   CloseStdin         {process: {pid}}                           -> {}
+ *   SendSignal         {process: {pid}, signal: SIGNAL_SIGKILL}   -> {}
+ *
+ * As envd does, a command outlives its stream: a client that goes away
+ * leaves it running (commands.run(.., {background: true}) then disconnect()
+ * or a dropped connection); the Connect-Timeout-Ms of Start is the
+ * command's own timeout (the agent kills it then), that of Connect only the
+ * stream's. A stream polls the agent for output (every quarter of the time
+ * it has been quiet, 1 to 50 ms) and sends a keepalive event after every
+ * Keepalive-Ping-Interval seconds (the SDK says 50) without one.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "api.h"
+#include "base64.h"
+#include "clock.h"
+#include "e2b_rpc.h"
+#include "exec.h"
+#include "json.h"
+#include "procs.h"
+#include "sandbox.h"
+
+#define RPC_POLL_MIN_MS 1
+#define RPC_POLL_MAX_MS 50
+#define RPC_KEEPALIVE_S 50
+#define RPC_KEEPALIVE_MAX_S 600
+/* Output bytes per data event (base64 makes it 4/3 of that). */
+#define RPC_CHUNK (64 * 1024)
+
+/* The running sandbox a data-plane call names, once its access token is checked. */
+static int rpc_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_slot *slot, struct nb_apierr *ae)
+{
+    if (e2b_data_authorized(a, r, ra->id, ae) != 0)
+        return -1;
+    if (!nb_sandbox_id_valid(ra->id) || nb_sandbox_get(a, ra->id, slot, ae) != 0 ||
+        slot->state != NB_SLOT_RUNNING) {
+        /* what E2B's proxy says for a sandbox that is gone: the SDK then asks /health */
+        nb_apierr_set(ae, 502, "unavailable", "sandbox \"%.64s\" is not running", ra->id);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * The request message: a streaming call's one envelope or a unary call's
+ * body, as a JSON object (NULL for an empty unary body). -1 with ae set.
+ */
+static int rpc_request(struct nb_app *a, struct nb_req *r, int stream, yajl_val *out,
+                       struct nb_apierr *ae)
+{
+    const char *msg = NULL;
+    size_t len = 0;
+    char err[256];
+    int rc;
+
+    *out = NULL;
+    if (nb_http_read_body(r, a->conf.max_body, ae) != 0)
+        return -1;
+    if (stream != nb_rpc_is_stream_ctype(nb_http_param(r, "CONTENT_TYPE"))) {
+        nb_apierr_set(ae, 400, "invalid_argument", "%s is a %s procedure: send Content-Type: %s",
+                      r->path, stream ? "server-streaming" : "unary",
+                      stream ? NB_RPC_STREAM_CTYPE : "application/json");
+        return -1;
+    }
+    if (!stream) {
+        msg = r->body.data;
+        len = r->body.len;
+    } else if ((rc = nb_rpc_unenvelope(r->body.data, r->body.len, &msg, &len)) != 0) {
+        if (rc == -2)
+            nb_apierr_set(ae, 400, "unimplemented", "compressed messages are not supported");
+        else
+            nb_apierr_set(ae, 400, "invalid_argument",
+                          "the request is not one Connect envelope (flags 0, 4-byte length, JSON)");
+        return -1;
+    }
+    if (len > 0 && nb_json_parse(msg, len, a->conf.max_json_depth, out, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, 400, "invalid_argument", "%s", err);
+        return -1;
+    }
+    if (*out != NULL && (!YAJL_IS_OBJECT(*out) || nb_json_has_nul(msg, len))) {
+        yajl_tree_free(*out);
+        *out = NULL;
+        nb_apierr_set(ae, 400, "invalid_argument",
+                      "the message must be a JSON object without NUL bytes in its strings");
+        return -1;
+    }
+    return 0;
+}
+
+/* obj's member key (protobuf-JSON: the lowerCamelCase name or the proto's), not null. */
+static yajl_val member(yajl_val obj, const char *key, const char *alt)
+{
+    const char *p1[] = {key, NULL}, *p2[] = {alt, NULL};
+    yajl_val v = obj != NULL ? yajl_tree_get(obj, p1, yajl_t_any) : NULL;
+    if (v == NULL && alt != NULL && obj != NULL)
+        v = yajl_tree_get(obj, p2, yajl_t_any);
+    return v == NULL || YAJL_IS_NULL(v) ? NULL : v;
+}
+
+/* A uint32 in protobuf-JSON: a number, or a string of digits. */
+static int uint32_of(yajl_val v, uint32_t *out)
+{
+    char *end;
+    unsigned long long n;
+    if (v != NULL && YAJL_IS_INTEGER(v)) {
+        long long i = YAJL_GET_INTEGER(v);
+        if (i < 0 || i > 0xffffffffLL)
+            return -1;
+        *out = (uint32_t)i;
+        return 0;
+    }
+    if (v == NULL || !YAJL_IS_STRING(v) || !isdigit((unsigned char)nb_json_string(v)[0]))
+        return -1;
+    errno = 0;
+    n = strtoull(nb_json_string(v), &end, 10);
+    if (errno != 0 || *end != '\0' || n > 0xffffffffULL)
+        return -1;
+    *out = (uint32_t)n;
+    return 0;
+}
+
+/* The ProcessSelector of body.process: its pid (a tag selects nothing here). */
+static int selector_pid(yajl_val body, uint32_t *pid, struct nb_apierr *ae)
+{
+    yajl_val sel = member(body, "process", NULL);
+    if (sel == NULL || !YAJL_IS_OBJECT(sel)) {
+        nb_apierr_set(ae, 400, "invalid_argument", "process must be an object ({\"pid\": N})");
+        return -1;
+    }
+    if (member(sel, "pid", NULL) == NULL && member(sel, "tag", NULL) != NULL) {
+        nb_apierr_set(ae, 404, "not_found", "no process has the tag %.64s (nanobox has no tags)",
+                      nb_json_string(member(sel, "tag", NULL)));
+        return -1;
+    }
+    if (uint32_of(member(sel, "pid", NULL), pid) != 0 || *pid == 0) {
+        nb_apierr_set(ae, 400, "invalid_argument", "process.pid must be a process id");
+        return -1;
+    }
+    return 0;
+}
+
+/* A pid the agent does not know is Connect's not_found. */
+static int proc_err(struct nb_apierr *ae, uint32_t pid)
+{
+    if (ae->status == 404)
+        nb_apierr_set(ae, 404, "not_found", "process with pid %u not found", pid);
+    else if (ae->status == 503)
+        ae->status = 502; /* the agent is gone: the sandbox is */
+    return -1;
+}
+
+/* The unary answer of the calls that return nothing. */
+static int rpc_empty(struct nb_req *r)
+{
+    nb_http_body(r, 200, "application/json", "{}", 2);
+    return NB_OK;
+}
+
+/* ---------------------------------------------------------------- streams */
+
+struct follow {
+    struct nb_app *a;
+    struct nb_req *r;
+    const struct nb_slot *slot;
+    uint32_t pid;
+    uint64_t off_out, off_err; /* bytes of each stream sent (or skipped) so far */
+    int64_t deadline;          /* monotonic ms; 0: none */
+    int64_t keepalive_ms;
+    int64_t last_sent;
+    int64_t last_output; /* when output last came (or the stream began) */
+    int client_fd;       /* watched for the client leaving; -1 once it cannot tell */
+};
+
+/* One ProcessEvent ({"event": {...}}) in its envelope; -1 when the client is gone. */
+static int send_event(struct follow *f, yajl_gen g)
+{
+    const unsigned char *buf;
+    size_t len;
+    struct nb_buf b;
+    int rc;
+    yajl_gen_get_buf(g, &buf, &len);
+    nb_buf_init(&b, len + NB_RPC_ENVELOPE_HEAD);
+    nb_rpc_envelope(&b, 0, buf, len);
+    rc = nb_http_stream_bytes(f->r, b.data, b.len);
+    nb_buf_free(&b);
+    yajl_gen_free(g);
+    f->last_sent = nb_clock_mono_ms();
+    return rc;
+}
+
+/* A generator with {"event": {"<kind>": { open. */
+static yajl_gen event_open(const char *kind)
+{
+    yajl_gen g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "event");
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, kind);
+    yajl_gen_map_open(g);
+    return g;
+}
+
+static int event_close(struct follow *f, yajl_gen g)
+{
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    return send_event(f, g);
+}
+
+static int send_start(struct follow *f)
+{
+    yajl_gen g = event_open("start");
+    nb_json_kv_int(g, "pid", f->pid);
+    return event_close(f, g);
+}
+
+/* Output as data events of at most RPC_CHUNK bytes, base64 (protobuf-JSON bytes). */
+static int send_data(struct follow *f, const char *key, const char *data, size_t len)
+{
+    for (size_t off = 0; off < len; off += RPC_CHUNK) {
+        size_t n = len - off < RPC_CHUNK ? len - off : RPC_CHUNK;
+        struct nb_buf b64;
+        yajl_gen g = event_open("data");
+        nb_buf_init(&b64, RPC_CHUNK * 2);
+        nb_base64_encode(&b64, data + off, n);
+        nb_json_str(g, key, strlen(key));
+        nb_json_str(g, b64.data, b64.len);
+        nb_buf_free(&b64);
+        if (event_close(f, g) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* envd's EndEvent, from Go's ProcessState: "exit status 1", "signal: killed". */
+static int send_end(struct follow *f, const struct nb_proc_info *p)
+{
+    char status[64];
+    yajl_gen g = event_open("end");
+    if (p->signal != 0) {
+        const char *s = strsignal((int)p->signal);
+        snprintf(status, sizeof(status), "signal: %c%s", tolower((unsigned char)s[0]), s + 1);
+        nb_json_kv_int(g, "exitCode", -1);
+        nb_json_kv_bool(g, "exited", 0);
+    } else {
+        snprintf(status, sizeof(status), "exit status %d", (int)p->exit_code);
+        nb_json_kv_int(g, "exitCode", p->exit_code);
+        nb_json_kv_bool(g, "exited", 1);
+    }
+    nb_json_kv_str(g, "status", status);
+    if (p->signal != 0 || p->exit_code != 0)
+        nb_json_kv_str(g, "error", status);
+    return event_close(f, g);
+}
+
+static int send_keepalive(struct follow *f)
+{
+    return event_close(f, event_open("keepalive"));
+}
+
+/* Wait up to ms for the client to leave: 1 when it did. */
+static int client_left(struct follow *f, int ms)
+{
+    struct pollfd p = {f->client_fd, POLLIN | POLLRDHUP, 0};
+    char c;
+    if (f->client_fd < 0) {
+        poll(NULL, 0, ms);
+        return 0;
+    }
+    if (poll(&p, 1, ms) <= 0)
+        return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
+        return 1;
+    if (recv(f->client_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+        return 1;
+    f->client_fd = -1; /* readable with data: it can tell no more; writes will */
+    return 0;
+}
+
+/* The stream's end-of-stream envelope, {} (an error goes through nb_http_finalize). */
+static int end_stream(struct nb_req *r)
+{
+    struct nb_buf b;
+    nb_buf_init(&b, 64);
+    nb_rpc_end_stream(&b, NULL, NULL);
+    nb_http_stream_bytes(r, b.data, b.len);
+    nb_buf_free(&b);
+    return NB_OK;
+}
+
+/*
+ * Is this worker asked to stop? SIGTERM stays pending while a request is
+ * served (worker.c); a stream can last as long as its command, so it ends
+ * rather than hold the shutdown up to shutdown_timeout.
+ */
+static int stopping(void)
+{
+    sigset_t pending;
+    return sigpending(&pending) == 0 &&
+           (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1);
+}
+
+/*
+ * Stream pid's output from the offsets on until it ends (end event and
+ * end of stream), the client leaves (NB_OK: the process lives on) or the
+ * deadline passes (NB_ERR deadline_exceeded) or the worker is asked to
+ * stop (NB_ERR unavailable). The stream has begun.
+ */
+static int follow(struct follow *f, struct nb_apierr *ae)
+{
+    int wait;
+    for (;;) {
+        struct nb_proc_output po;
+        int sent = 0, gone = 0, ended = 0;
+        int64_t now;
+
+        if (nb_procs_read(f->a, f->slot, f->pid, f->off_out, f->off_err, &po, ae) != 0) {
+            nb_proc_output_free(&po);
+            return proc_err(ae, f->pid) == 0 ? NB_OK : NB_ERR;
+        }
+        if (po.out.len > 0) {
+            gone |= send_data(f, "stdout", po.out.data, po.out.len);
+            sent = 1;
+        }
+        if (po.err.len > 0 && !gone) {
+            gone |= send_data(f, "stderr", po.err.data, po.err.len);
+            sent = 1;
+        }
+        f->off_out = po.info.stdout_bytes;
+        f->off_err = po.info.stderr_bytes;
+        if (!po.info.running && !gone) {
+            gone |= send_end(f, &po.info);
+            ended = 1;
+        }
+        nb_proc_output_free(&po);
+        if (gone)
+            return NB_OK; /* the client left: the process does not */
+        if (ended)
+            return end_stream(f->r);
+        now = nb_clock_mono_ms();
+        if (stopping()) {
+            nb_apierr_set(ae, 503, "unavailable",
+                          "nanobox-fcgi is stopping: this stream ends, process %u runs on "
+                          "(commands.connect(%u) follows it again)",
+                          f->pid, f->pid);
+            return NB_ERR;
+        }
+        if (f->deadline > 0 && now >= f->deadline) {
+            nb_apierr_set(ae, 504, "deadline_exceeded",
+                          "the stream of process %u passed its Connect-Timeout-Ms", f->pid);
+            return NB_ERR;
+        }
+        if (now - f->last_sent >= f->keepalive_ms && send_keepalive(f) != 0)
+            return NB_OK;
+        /* a quarter of the time output has been quiet: a quick command is seen ending quickly */
+        if (sent)
+            f->last_output = now;
+        wait = (int)((now - f->last_output) / 4);
+        wait = wait < RPC_POLL_MIN_MS   ? RPC_POLL_MIN_MS
+               : wait > RPC_POLL_MAX_MS ? RPC_POLL_MAX_MS
+                                        : wait;
+        if (f->deadline > 0 && f->deadline - now < wait)
+            wait = (int)(f->deadline - now);
+        if (client_left(f, wait))
+            return NB_OK;
+    }
+}
+
+/* A stream's timing: Connect-Timeout-Ms and Keepalive-Ping-Interval. -1 with ae set. */
+static int follow_init(struct follow *f, struct nb_app *a, struct nb_req *r,
+                       const struct nb_slot *slot, int64_t *timeout_ms, struct nb_apierr *ae)
+{
+    const char *ka = nb_http_param(r, "HTTP_KEEPALIVE_PING_INTERVAL");
+    long secs = ka != NULL ? strtol(ka, NULL, 10) : RPC_KEEPALIVE_S;
+
+    memset(f, 0, sizeof(*f));
+    f->a = a;
+    f->r = r;
+    f->slot = slot;
+    if (nb_rpc_timeout_ms(nb_http_param(r, "HTTP_CONNECT_TIMEOUT_MS"), timeout_ms) != 0) {
+        nb_apierr_set(ae, 400, "invalid_argument", "Connect-Timeout-Ms must be 1 to 10 digits");
+        return -1;
+    }
+    f->deadline = *timeout_ms > 0 ? nb_clock_mono_ms() + *timeout_ms : 0;
+    if (secs < 1 || secs > RPC_KEEPALIVE_MAX_S)
+        secs = RPC_KEEPALIVE_S;
+    f->keepalive_ms = secs * 1000L;
+    f->last_sent = f->last_output = nb_clock_mono_ms();
+    f->client_fd = nb_http_client_fd(r);
+    return 0;
+}
+
+/* ----------------------------------------------------------------- Start */
+
+/* The command of a StartRequest's ProcessConfig: argv (cmd, args...), env, cwd. */
+struct start_cmd {
+    const char **argv;
+    char **env;
+    unsigned n_env;
+    char cwd[1024];
+};
+
+static void start_cmd_free(struct start_cmd *sc)
+{
+    free(sc->argv);
+    api_env_free(sc->env, sc->n_env);
+}
+
+static int start_cmd_parse(struct nb_app *a, yajl_val body, struct start_cmd *sc,
+                           struct nb_apierr *ae)
+{
+    yajl_val proc = member(body, "process", NULL), cmd, args, envs, cwd;
+    size_t n = 0;
+
+    memset(sc, 0, sizeof(*sc));
+    if (member(body, "pty", NULL) != NULL) {
+        nb_apierr_set(ae, 501, "unimplemented", "PTY processes are not supported by nanobox");
+        return -1;
+    }
+    if (proc == NULL || !YAJL_IS_OBJECT(proc)) {
+        nb_apierr_set(ae, 400, "invalid_argument", "process must be an object ({\"cmd\": ...})");
+        return -1;
+    }
+    cmd = member(proc, "cmd", NULL);
+    args = member(proc, "args", NULL);
+    envs = member(proc, "envs", NULL);
+    cwd = member(proc, "cwd", NULL);
+    if (cmd == NULL || !YAJL_IS_STRING(cmd) || nb_json_string(cmd)[0] == '\0') {
+        nb_apierr_set(ae, 400, "invalid_argument", "process.cmd must be a non-empty string");
+        return -1;
+    }
+    if (args != NULL && !YAJL_IS_ARRAY(args)) {
+        nb_apierr_set(ae, 400, "invalid_argument", "process.args must be an array of strings");
+        return -1;
+    }
+    n = args != NULL ? YAJL_GET_ARRAY(args)->len : 0;
+    if (n + 1 > NB_EXEC_MAX_ARGS) {
+        nb_apierr_set(ae, 400, "invalid_argument", "at most %d arguments", NB_EXEC_MAX_ARGS - 1);
+        return -1;
+    }
+    sc->argv = nb_xcalloc(n + 2, sizeof(*sc->argv));
+    sc->argv[0] = nb_json_string(cmd);
+    for (size_t i = 0; i < n; i++) {
+        yajl_val s = YAJL_GET_ARRAY(args)->values[i];
+        if (!YAJL_IS_STRING(s)) {
+            nb_apierr_set(ae, 400, "invalid_argument", "process.args must be an array of strings");
+            return -1;
+        }
+        sc->argv[i + 1] = nb_json_string(s);
+    }
+    if (envs != NULL && !YAJL_IS_OBJECT(envs)) {
+        nb_apierr_set(ae, 400, "invalid_argument", "process.envs must be an object of strings");
+        return -1;
+    }
+    if (envs != NULL && api_env_list(&a->conf, envs, &sc->env, &sc->n_env, ae) != 0) {
+        ae->status = 400;
+        return -1;
+    }
+    if (cwd != NULL && !YAJL_IS_STRING(cwd)) {
+        nb_apierr_set(ae, 400, "invalid_argument", "process.cwd must be a string");
+        return -1;
+    }
+    /* a relative cwd is under the workspace, as envd's is under the user's home */
+    if (cwd != NULL && nb_json_string(cwd)[0] != '\0') {
+        const char *c = nb_json_string(cwd);
+        if ((size_t)snprintf(sc->cwd, sizeof(sc->cwd), "%s%s%s",
+                             c[0] == '/' ? "" : a->conf.workspace, c[0] == '/' ? "" : "/",
+                             c) >= sizeof(sc->cwd)) {
+            nb_apierr_set(ae, 400, "invalid_argument", "process.cwd is too long");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    struct start_cmd sc = {0};
+    struct nb_exec_req rq;
+    struct nb_exec_result res;
+    struct follow f;
+    yajl_val body = NULL, in;
+    int64_t timeout_ms;
+    int rc = NB_ERR;
+
+    nb_exec_result_init(&res, 0);
+    if (rpc_request(a, r, 1, &body, ae) != 0 || rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
+        start_cmd_parse(a, body, &sc, ae) != 0 ||
+        follow_init(&f, a, r, &slot, &timeout_ms, ae) != 0)
+        goto out;
+    in = member(body, "stdin", NULL);
+    if (in != NULL && !YAJL_IS_TRUE(in) && !YAJL_IS_FALSE(in)) {
+        nb_apierr_set(ae, 400, "invalid_argument", "stdin must be a boolean");
+        goto out;
+    }
+    memset(&rq, 0, sizeof(rq));
+    rq.argv = sc.argv;
+    rq.cwd = sc.cwd[0] ? sc.cwd : NULL;
+    rq.env = sc.env;
+    rq.n_env = sc.n_env;
+    rq.timeout = (double)timeout_ms / 1000.0; /* 0: none (the agent kills it at the timeout) */
+    rq.background = 1;
+    rq.client_fd = -1;
+    if (nb_exec_run(a, &slot, &rq, &res, ae) != 0) {
+        proc_err(ae, 0);
+        goto out;
+    }
+    f.pid = (uint32_t)res.pid;
+    /* stdin: false (the SDK's default) is a closed stdin, as envd's /dev/null */
+    if (in != NULL && YAJL_IS_FALSE(in)) {
+        struct nb_apierr ignored;
+        nb_procs_stdin(a, &slot, f.pid, NULL, 0, 1, &ignored);
+    }
+    nb_http_stream_begin(r, 200, NB_RPC_STREAM_CTYPE);
+    rc = send_start(&f) != 0 ? NB_OK : follow(&f, ae);
+out:
+    nb_exec_result_free(&res);
+    start_cmd_free(&sc);
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* --------------------------------------------------------------- Connect */
+
+int api_e2b_proc_connect(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                         struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    struct nb_proc_output po;
+    struct follow f;
+    yajl_val body = NULL;
+    int64_t timeout_ms;
+    uint32_t pid;
+    int rc = NB_ERR;
+
+    if (rpc_request(a, r, 1, &body, ae) != 0 || rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
+        selector_pid(body, &pid, ae) != 0 || follow_init(&f, a, r, &slot, &timeout_ms, ae) != 0)
+        goto out;
+    f.pid = pid;
+    /* as envd: the output from now on (what came before went to the stream of Start) */
+    if (nb_procs_read(a, &slot, pid, 0, 0, &po, ae) != 0) {
+        nb_proc_output_free(&po);
+        proc_err(ae, pid);
+        goto out;
+    }
+    f.off_out = po.info.stdout_bytes;
+    f.off_err = po.info.stderr_bytes;
+    nb_proc_output_free(&po);
+    nb_http_stream_begin(r, 200, NB_RPC_STREAM_CTYPE);
+    rc = send_start(&f) != 0 ? NB_OK : follow(&f, ae);
+out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- unary */
+
+static int list_each(void *arg, const struct nb_proc_info *p)
+{
+    yajl_gen g = arg;
+    const char *s;
+    size_t len, pos = 0;
+    int first = 1;
+
+    if (!p->running)
+        return 0; /* envd lists the processes that run */
+    yajl_gen_map_open(g);
+    nb_json_kv_int(g, "pid", p->pid);
+    nb_json_cstr(g, "config");
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "args");
+    yajl_gen_array_open(g);
+    while (nb_proc_next_arg(p, &pos, &s, &len)) {
+        if (first) {
+            yajl_gen_array_close(g);
+            nb_json_cstr(g, "cmd");
+            nb_json_str(g, s, len);
+            nb_json_cstr(g, "args");
+            yajl_gen_array_open(g);
+            first = 0;
+        } else {
+            nb_json_str(g, s, len);
+        }
+    }
+    yajl_gen_array_close(g);
+    /* the agent keeps no command's env: none is shown */
+    nb_json_cstr(g, "envs");
+    yajl_gen_map_open(g);
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    return 0;
+}
+
+int api_e2b_proc_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    yajl_val body = NULL;
+    yajl_gen g;
+    int rc = NB_ERR;
+
+    if (rpc_request(a, r, 0, &body, ae) != 0 || rpc_sandbox(a, r, ra, &slot, ae) != 0)
+        goto out;
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "processes");
+    yajl_gen_array_open(g);
+    if (nb_procs_list(a, &slot, list_each, g, ae) == 0) {
+        yajl_gen_array_close(g);
+        yajl_gen_map_close(g);
+        nb_http_json(r, 200, g);
+        rc = NB_OK;
+    } else {
+        proc_err(ae, 0);
+    }
+    yajl_gen_free(g);
+out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+int api_e2b_proc_input(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    struct nb_buf data;
+    yajl_val body = NULL, input, in;
+    uint32_t pid;
+    int rc = NB_ERR;
+
+    nb_buf_init(&data, NB_PROCS_STDIN_MAX);
+    if (rpc_request(a, r, 0, &body, ae) != 0 || rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
+        selector_pid(body, &pid, ae) != 0)
+        goto out;
+    input = member(body, "input", NULL);
+    if (input != NULL && member(input, "pty", NULL) != NULL) {
+        nb_apierr_set(ae, 501, "unimplemented", "PTY input is not supported by nanobox");
+        goto out;
+    }
+    in = member(input, "stdin", NULL);
+    if (input == NULL || !YAJL_IS_OBJECT(input) || (in != NULL && !YAJL_IS_STRING(in))) {
+        nb_apierr_set(ae, 400, "invalid_argument", "input must be {\"stdin\": \"<base64>\"}");
+        goto out;
+    }
+    if (in != NULL) {
+        int d = nb_base64_decode(&data, nb_json_string(in), strlen(nb_json_string(in)));
+        if (d == NB_ETOOBIG) {
+            nb_apierr_set(ae, 413, "resource_exhausted", "send at most %u bytes of stdin per call",
+                          NB_PROCS_STDIN_MAX);
+            goto out;
+        }
+        if (d != NB_OK) {
+            nb_apierr_set(ae, 400, "invalid_argument", "input.stdin is not valid base64");
+            goto out;
+        }
+    }
+    if (nb_procs_stdin(a, &slot, pid, data.data, data.len, 0, ae) != 0) {
+        proc_err(ae, pid);
+        goto out;
+    }
+    rc = rpc_empty(r);
+out:
+    nb_buf_free(&data);
+    yajl_tree_free(body);
+    return rc;
+}
+
+int api_e2b_proc_close_stdin(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                             struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    yajl_val body = NULL;
+    uint32_t pid;
+    int rc = NB_ERR;
+
+    if (rpc_request(a, r, 0, &body, ae) != 0 || rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
+        selector_pid(body, &pid, ae) != 0)
+        goto out;
+    if (nb_procs_stdin(a, &slot, pid, NULL, 0, 1, ae) != 0) {
+        proc_err(ae, pid);
+        goto out;
+    }
+    rc = rpc_empty(r);
+out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* process.Signal: SIGNAL_SIGTERM (15) and SIGNAL_SIGKILL (9), by name or number. */
+static int signal_of(yajl_val v)
+{
+    if (v != NULL && YAJL_IS_INTEGER(v))
+        return YAJL_GET_INTEGER(v) == SIGKILL   ? SIGKILL
+               : YAJL_GET_INTEGER(v) == SIGTERM ? SIGTERM
+                                                : 0;
+    if (v != NULL && YAJL_IS_STRING(v)) {
+        if (!strcmp(nb_json_string(v), "SIGNAL_SIGKILL"))
+            return SIGKILL;
+        if (!strcmp(nb_json_string(v), "SIGNAL_SIGTERM"))
+            return SIGTERM;
+    }
+    return 0;
+}
+
+struct find_ctx {
+    uint32_t pid;
+    int running;
+};
+
+static int find_each(void *arg, const struct nb_proc_info *p)
+{
+    struct find_ctx *fc = arg;
+    if (p->pid == fc->pid && p->running)
+        fc->running = 1;
+    return 0;
+}
+
+int api_e2b_proc_signal(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                        struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    struct find_ctx fc = {0, 0};
+    yajl_val body = NULL;
+    uint32_t pid;
+    int sig, rc = NB_ERR;
+
+    if (rpc_request(a, r, 0, &body, ae) != 0 || rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
+        selector_pid(body, &pid, ae) != 0)
+        goto out;
+    sig = signal_of(member(body, "signal", NULL));
+    if (sig == 0) {
+        nb_apierr_set(ae, 400, "invalid_argument",
+                      "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM (9 or 15)");
+        goto out;
+    }
+    /* envd knows only the processes that run: one that ended is not found (kill() says false) */
+    fc.pid = pid;
+    if (nb_procs_list(a, &slot, find_each, &fc, ae) != 0) {
+        proc_err(ae, pid);
+        goto out;
+    }
+    if (!fc.running) {
+        nb_apierr_set(ae, 404, "not_found", "process with pid %u not found", pid);
+        goto out;
+    }
+    if (nb_procs_signal(a, &slot, pid, sig, ae) != 0) {
+        proc_err(ae, pid);
+        goto out;
+    }
+    rc = rpc_empty(r);
+out:
+    yajl_tree_free(body);
+    return rc;
+}
