@@ -175,7 +175,9 @@ void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *d
  * once per request with its handler's result. rc NB_ERR answers ae
  * ({"error": msg, "code": code} with ae's status) if nothing went out yet.
  * After a stream began no status can follow: an NDJSON stream gets the
- * error as its last line, {"type":"error","error":msg,"code":code}, and a
+ * error as its last line, {"type":"error","error":msg,"code":code} (on
+ * the E2B facade's routes {"type":"error","name":code,"value":msg,
+ * "traceback":""}, the code interpreter's error line), and a
  * byte stream (a download) is cut short, the error logged. rc NB_OK with
  * nothing answered is a bug, answered 500 internal.
  */
