@@ -144,6 +144,21 @@ int api_e2b_proc_signal(struct nb_app *a, struct nb_req *r, const struct nb_rout
 /* data plane (E2b-Sandbox-Id): envd's GET /health; 501 for what is not there yet */
 int api_e2b_health(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);
+/* data plane without Connect-RPC (api_e2b_data.c): envd's /files, the code interpreter's calls */
+int api_e2b_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
+int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_e2b_execute(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae);
+int api_e2b_contexts_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                          struct nb_apierr *ae);
+int api_e2b_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                            struct nb_apierr *ae);
+int api_e2b_context_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                           struct nb_apierr *ae);
+int api_e2b_context_restart(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                            struct nb_apierr *ae);
 int api_e2b_not_implemented(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                             struct nb_apierr *ae);
 /* MCP Streamable HTTP (api_mcp.c): one JSON-RPC message; end a session */

@@ -165,7 +165,13 @@ static int access_token(const struct nb_conf *c, const char *id, char out[E2B_TO
 int e2b_data_authorized(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae)
 {
     char want[E2B_TOKEN_LEN + 1];
+    /* envd calls send it as X-Access-Token; the code interpreter's SDK sends
+     * it so on /execute only, and as E2B-Traffic-Access-Token (create's
+     * trafficAccessToken, the same token) on every call */
     const char *given = nb_http_param(r, "HTTP_X_ACCESS_TOKEN");
+
+    if (given == NULL)
+        given = nb_http_param(r, "HTTP_E2B_TRAFFIC_ACCESS_TOKEN");
 
     if (access_token(&a->conf, id, want) != 0) {
         if (a->conf.api_key[0] == '\0')
@@ -191,8 +197,10 @@ static void sandbox_json(yajl_gen g, const struct nb_conf *c, const struct nb_sl
     nb_json_kv_str(g, "clientID", E2B_CLIENT_ID);
     nb_json_kv_str(g, "envdVersion", E2B_ENVD_VERSION);
     /* the SDK sends it as X-Access-Token on every envd call (e2b_data_authorized) */
-    if (access_token(c, s->id, token) == 0)
+    if (access_token(c, s->id, token) == 0) {
         nb_json_kv_str(g, "envdAccessToken", token);
+        nb_json_kv_str(g, "trafficAccessToken", token);
+    }
     yajl_gen_map_close(g);
 }
 

@@ -351,6 +351,15 @@ static int follow(struct follow *f, struct nb_apierr *ae)
         }
         f->off_out = po.info.stdout_bytes;
         f->off_err = po.info.stderr_bytes;
+        now = nb_clock_mono_ms();
+        if (!po.info.running && !gone && f->deadline > 0 && now >= f->deadline &&
+            po.info.signal == SIGKILL) {
+            /* the agent killed it at the same deadline before this stream looked again */
+            nb_proc_output_free(&po);
+            nb_apierr_set(ae, 504, "deadline_exceeded",
+                          "process %u was killed at its Connect-Timeout-Ms", f->pid);
+            return NB_ERR;
+        }
         if (!po.info.running && !gone) {
             gone |= send_end(f, &po.info);
             ended = 1;
@@ -360,7 +369,6 @@ static int follow(struct follow *f, struct nb_apierr *ae)
             return NB_OK; /* the client left: the process does not */
         if (ended)
             return end_stream(f->r);
-        now = nb_clock_mono_ms();
         if (stopping()) {
             nb_apierr_set(ae, 503, "unavailable",
                           "nanobox-fcgi is stopping: this stream ends, process %u runs on "

@@ -97,6 +97,14 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_E2B_DATA, "/process.Process/CloseStdin", "POST", E2B | PUBLIC,
      api_e2b_proc_close_stdin},
     {NB_ROUTE_E2B_DATA, "/process.Process/SendSignal", "POST", E2B | PUBLIC, api_e2b_proc_signal},
+    /* envd's files and the code interpreter (api_e2b_data.c; the port checked there) */
+    {NB_ROUTE_E2B_DATA, "/files", "GET", E2B | PUBLIC, api_e2b_files_get},
+    {NB_ROUTE_E2B_DATA, "/files", "POST", E2B | PUBLIC, api_e2b_files_post},
+    {NB_ROUTE_E2B_DATA, "/execute", "POST", E2B | PUBLIC, api_e2b_execute},
+    {NB_ROUTE_E2B_DATA, "/contexts", "GET", E2B | PUBLIC, api_e2b_contexts_list},
+    {NB_ROUTE_E2B_DATA, "/contexts", "POST", E2B | PUBLIC, api_e2b_contexts_create},
+    {NB_ROUTE_E2B_DATA, "/contexts/{ctx}", "DELETE", E2B | PUBLIC, api_e2b_context_delete},
+    {NB_ROUTE_E2B_DATA, "/contexts/{ctx}/restart", "POST", E2B | PUBLIC, api_e2b_context_restart},
     {NB_ROUTE_E2B_DATA, "*", "*", E2B | PUBLIC, api_e2b_not_implemented},
 };
 

@@ -193,7 +193,10 @@ int nb_files_read(struct nb_app *a, const struct nb_slot *slot, const char *path
     return rc;
 }
 
-/* Send size bytes of src as data frames, never more than one chunk held here. */
+/*
+ * Send size bytes of src (NB_FILES_SIZE_UNKNOWN: until it says 0) as data
+ * frames, never more than one chunk held here.
+ */
 static int write_body(struct nb_agent *ag, uint64_t size, nb_files_source_fn src, void *src_arg,
                       struct nb_apierr *ae)
 {
@@ -207,6 +210,14 @@ static int write_body(struct nb_agent *ag, uint64_t size, nb_files_source_fn src
         uint32_t len;
         size_t want = size - sent < NBA_CHUNK ? (size_t)(size - sent) : NBA_CHUNK;
         int n = src(src_arg, chunk, want), got;
+        if (n == 0 && size == NB_FILES_SIZE_UNKNOWN)
+            break; /* the source's own end */
+        if (n <= 0 && size == NB_FILES_SIZE_UNKNOWN) {
+            nb_apierr_set(ae, 400, "short_body", "the body could not be read after %llu bytes",
+                          (unsigned long long)sent);
+            rc = -1;
+            break;
+        }
         if (n <= 0) {
             nb_apierr_set(ae, 400, "short_body", "the body ended after %llu of %llu bytes",
                           (unsigned long long)sent, (unsigned long long)size);

@@ -77,8 +77,11 @@ int nb_files_read(struct nb_app *a, const struct nb_slot *slot, const char *path
  */
 typedef int (*nb_files_source_fn)(void *arg, void *buf, size_t n);
 
+/* A write's size when only its source knows it: the bytes until src returns 0. */
+#define NB_FILES_SIZE_UNKNOWN UINT64_MAX
+
 /*
- * Write size bytes from src to path with permission bits mode (the agent
+ * Write size bytes (or NB_FILES_SIZE_UNKNOWN) from src to path with permission bits mode (the agent
  * writes a temporary file and renames it: a write that does not finish
  * leaves nothing). On success *out holds the new file's info when the
  * agent sent it (*have_info). A source that ends early is 400 short_body.

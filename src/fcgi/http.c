@@ -670,8 +670,15 @@ static void finalize_answer(struct nb_req *r, int rc, const struct nb_apierr *ae
         g = nb_json_gen();
         yajl_gen_map_open(g);
         nb_json_kv_str(g, "type", "error");
-        nb_json_kv_str(g, "error", ae->msg);
-        nb_json_kv_str(g, "code", ae->code);
+        if (r->e2b) {
+            /* the code interpreter's error line, which E2B's SDK reads */
+            nb_json_kv_str(g, "name", ae->code);
+            nb_json_kv_str(g, "value", ae->msg);
+            nb_json_kv_str(g, "traceback", "");
+        } else {
+            nb_json_kv_str(g, "error", ae->msg);
+            nb_json_kv_str(g, "code", ae->code);
+        }
         yajl_gen_map_close(g);
         nb_http_stream_line(r, g);
         yajl_gen_free(g);

@@ -175,9 +175,11 @@ void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *d
  * once per request with its handler's result. rc NB_ERR answers ae
  * ({"error": msg, "code": code} with ae's status) if nothing went out yet.
  * After a stream began no status can follow: an NDJSON stream gets the
- * error as its last line, {"type":"error","error":msg,"code":code}, and a
- * byte stream (a download) is cut short, the error logged, and a Connect
- * stream (application/connect+json, e2b_rpc.h) ends with an end-of-stream
+ * error as its last line, {"type":"error","error":msg,"code":code} (on
+ * the E2B facade's routes {"type":"error","name":code,"value":msg,
+ * "traceback":""}, the code interpreter's error line), a byte stream (a
+ * download) is cut short, the error logged, and a Connect stream
+ * (application/connect+json, e2b_rpc.h) ends with an end-of-stream
  * envelope that carries the error. On a Connect-RPC path of the E2B
  * facade an error before any answer is Connect's (see http.c, rpc_error).
  * rc NB_OK with nothing answered is a bug, answered 500 internal.

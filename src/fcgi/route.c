@@ -255,10 +255,26 @@ int nb_route_ctx(const char *s)
     return n >= 1 && n <= NB_ROUTE_CTX_MAX && s[n] == '\0' ? 0 : -1;
 }
 
+/* The code interpreter's /contexts/<ctx>[/restart] as a row's sub; else the path as it is. */
+static const char *e2b_data_sub(const char *path)
+{
+    const char *ctx, *slash;
+    if (strncmp(path, "/contexts/", 10) != 0)
+        return path;
+    ctx = path + 10;
+    slash = strchr(ctx, '/');
+    if (slash == ctx)
+        return path;
+    if (slash == NULL)
+        return "/contexts/{ctx}";
+    return !strcmp(slash, "/restart") ? "/contexts/{ctx}/restart" : path;
+}
+
 const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra)
 {
-    if (shape == NB_ROUTE_FILES || shape == NB_ROUTE_CODE || shape == NB_ROUTE_E2B_OP ||
-        shape == NB_ROUTE_E2B_DATA)
+    if (shape == NB_ROUTE_E2B_DATA)
+        return e2b_data_sub(ra->arg);
+    if (shape == NB_ROUTE_FILES || shape == NB_ROUTE_CODE || shape == NB_ROUTE_E2B_OP)
         return ra->arg;
     if (shape == NB_ROUTE_CONTEXTS) {
         if (ra->arg[0] == '\0')

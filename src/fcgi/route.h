@@ -138,7 +138,9 @@ struct nb_route_entry {
  * "{pid}/input", "{pid}/resize" or "{pid}/{op}"; for NB_ROUTE_CONTEXTS
  * "" (the list), "{ctx}", "{ctx}/restart", or "{ctx}/{op}"; for
  * NB_ROUTE_E2B_OP its op and for NB_ROUTE_E2B_DATA its path, as they are
- * (the HTTP layer looks "*" up when the table has no row for them); ""
+ * (the HTTP layer looks "*" up when the table has no row for them), except
+ * the code interpreter's "/contexts/{ctx}" and "/contexts/{ctx}/restart"
+ * (the handler reads {ctx} from ra->arg, the path); ""
  * for every other shape.
  */
 const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra);

@@ -16,6 +16,8 @@ npm installs the SDK into tests/e2b/node_modules when it is missing.
 """
 
 import base64
+import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -621,3 +623,251 @@ def test_stream_deadline(envd):
     msgs, end = connect_stream(r)
     assert end["error"]["code"] == "deadline_exceeded"
     assert r.elapsed.total_seconds() < 5
+# ------------------------------------------- the data plane through the SDKs
+
+DATA_JS = E2B_DIR / "data.mjs"
+
+
+@pytest.fixture(scope="module")
+def data(stack, e2b_sdk):
+    """data.mjs once against the stack (files; the code interpreter when its image is there)."""
+    node = nbtest.node_package(E2B_DIR, "@e2b/code-interpreter")
+    tag = "e2bd-" + secrets.token_hex(4)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
+    env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
+    args = ["--tag", tag] + (["--code"] if nbtest.image_present(nbtest.PYTHON_IMAGE) else [])
+    r = subprocess.run([node, str(DATA_JS), *args], cwd=E2B_DIR, env=env, capture_output=True,
+                       text=True, timeout=SDK_TIMEOUT)
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    assert r.returncode == 0 and lines, (f"data.mjs -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
+                                         f"stderr: {r.stderr[-5000:]}")
+    summary = json.loads(lines[-1])
+    yield summary
+    for sid in summary["created"]:
+        stack.api.delete(sid)
+
+
+def needs_code(data):
+    if "codeSandbox" not in data:
+        pytest.skip(f"{nbtest.PYTHON_IMAGE} not built")
+
+
+def test_files_write_and_read_1mib_bytes_exact(data, stack):
+    w = step(data, "writeBinary")["entry"]
+    assert w == {"name": "blob.bin", "type": "file", "path": "/workspace/bin/blob.bin"}, w
+    assert step(data, "readBinary") == {"size": 1 << 20, "sha": data["blobSha"]}
+    assert step(data, "readBinaryAbsolute") == {"size": 1 << 20, "sha": data["blobSha"]}
+    # the file nanobox sees is the same (native API, same engine)
+    r = stack.api.request("GET", f"/sandbox/{data['filesSandbox']}/files?path=/workspace/bin/blob.bin")
+    assert r.status_code == 200 and hashlib.sha256(r.content).hexdigest() == data["blobSha"]
+
+
+def test_files_text_empty_and_overwrite(data):
+    t = step(data, "textRoundTrip")
+    assert t["text"] == "h\u00e9llo\nw\u00f6rld\n"
+    assert t["entry"]["path"] == "/tmp/hello dir/h\u00e9llo.txt" and t["entry"]["name"] == "h\u00e9llo.txt"
+    assert step(data, "emptyFile") == {"entry": {"name": "empty.txt", "type": "file",
+                                                 "path": "/workspace/empty.txt"}, "text": "", "bytes": 0}
+    assert step(data, "overwrite") == {"text": "second"}
+
+
+def test_files_write_several_in_one_upload(data):
+    m = step(data, "writeMany")
+    assert [e["path"] for e in m["entries"]] == ["/workspace/many/a.txt", "/tmp/many/deep/b.txt",
+                                                  "/workspace/many/c.bin"]
+    assert [e["name"] for e in m["entries"]] == ["a.txt", "b.txt", "c.bin"]
+    assert m["back"] == ["A", "BB"] and m["c"] == [0, 255, 1, 254]
+
+
+def test_files_errors_are_the_sdk_errors(data):
+    e = thrown(data, "readMissing")
+    assert e["name"] == "FileNotFoundError" and "missing.txt" in e["message"], e
+    assert thrown(data, "readDirectory")["name"] == "InvalidArgumentError"
+    assert thrown(data, "readBadPath")["name"] == "InvalidArgumentError"
+
+
+def test_run_code_keeps_state(data):
+    needs_code(data)
+    s = step(data, "state")
+    assert s["text"] == "2" and s["error"] is None, s
+    assert s["results"][0]["isMainResult"] is True
+    assert isinstance(s["executionCount"], int) and s["executionCount"] >= 2
+    assert step(data, "stringResult")["text"] == "abc"
+
+
+def test_run_code_streams_stdout_and_stderr(data):
+    needs_code(data)
+    s = step(data, "streaming")
+    outs = [x for x in s["seen"] if x["kind"] == "stdout"]
+    assert [x["line"] for x in outs] == ["out 0\n", "out 1\n", "out 2\n"], s
+    assert all(x["error"] is False for x in outs)
+    assert [x["line"] for x in s["seen"] if x["kind"] == "stderr"] == ["err\n"]
+    # the callbacks came as the code ran, not all at its end
+    assert outs[1]["at"] - outs[0]["at"] >= 250, s
+    assert s["stdout"] == ["out 0\n", "out 1\n", "out 2\n"] and s["stderr"] == ["err\n"]
+
+
+def test_run_code_error(data):
+    needs_code(data)
+    s = step(data, "error")
+    assert s["error"]["name"] == "ZeroDivisionError" and s["error"]["value"] == "division by zero"
+    assert "ZeroDivisionError" in s["error"]["traceback"] and "f()" in s["error"]["traceback"]
+    assert s["callback"] == "ZeroDivisionError" and s["results"] == []
+
+
+def test_run_code_rich_results(data):
+    needs_code(data)
+    p = step(data, "png")
+    assert p["pngMagic"] == "89504e470d0a1a0a", p
+    assert p["callbackFormats"] == [["png"]], p  # onResult, once (the SDK lists no "text")
+    h = step(data, "pandasHtml")
+    assert "<table" in h["html"] and h["isMainResult"] is True and "html" in h["formats"], h
+    assert "a" in h["text"] and "x" in h["text"]
+
+
+def test_run_code_env_vars_per_run(data):
+    needs_code(data)
+    assert step(data, "envVars")["text"] == "v1"
+    assert step(data, "envVarsDoNotLeak")["text"] == "unset"
+
+
+def test_run_code_javascript_and_bash(data):
+    needs_code(data)
+    assert step(data, "javascript")["text"] == "42"
+    assert step(data, "js")["stdout"] == ["from js\n"]
+    b = step(data, "bash")
+    assert "".join(b["stdout"]).startswith("hi from") and "".join(b["stderr"]) == "oops\n", b
+    e = thrown(data, "unknownLanguage")
+    assert e["name"] == "SandboxError" and e["message"].startswith("400"), e
+
+
+def test_contexts_create_list_restart_remove(data):
+    needs_code(data)
+    ctx = step(data, "createContext")
+    assert set(ctx) == {"id", "language", "cwd"} and ctx["language"] == "python" and ctx["cwd"] == "/tmp"
+    s = step(data, "contextState")
+    assert s["inCtx"]["text"] == "5" and s["cwd"]["text"] == "/tmp"
+    assert s["outside"]["error"]["name"] == "NameError"  # the default context has no z
+    listed = step(data, "listContexts")
+    ids = [c["id"] for c in listed]
+    assert ctx["id"] in ids and "python" in ids and "javascript" in ids, listed
+    assert all(set(c) == {"id", "language", "cwd"} for c in listed)
+    r = step(data, "restartContext")
+    assert r["error"]["name"] == "NameError" and r["error"]["value"] == "name 'z' is not defined", r
+    assert step(data, "restartDefault")["error"]["name"] == "NameError"
+    j = step(data, "jsContext")
+    assert j["ctx"]["language"] == "javascript" and j["e"]["text"] == "42"
+    assert ctx["id"] not in step(data, "removeContext")["ids"]
+    assert thrown(data, "runInRemovedContext")["name"] == "NotFoundError"
+    assert thrown(data, "removeRemovedContext")["name"] == "NotFoundError"
+
+
+def test_an_aborted_run_interrupts_the_kernel(data):
+    needs_code(data)
+    assert thrown(data, "abort")["name"] == "TimeoutError"
+    a = step(data, "afterAbort")
+    assert a["text"] == "2" and a["ms"] < 10_000, a
+
+
+# ------------------------------------------------- the data plane, raw HTTP
+
+def access_token(stack, sid):
+    """The envdAccessToken create answers for sid (api_e2b.c: HMAC-SHA256 under the key)."""
+    return hmac.new(stack.api_key.encode(), b"nanobox e2b envdAccessToken v1:" + sid.encode(),
+                    hashlib.sha256).hexdigest()
+
+
+def dp(sid, port="49983", stack=None):
+    """Data-plane headers for sid, with its access token when stack is given."""
+    h = {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": port}
+    if stack is not None:
+        h["X-Access-Token"] = access_token(stack, sid)
+    return h
+
+
+def test_upload_bad_multipart_is_400_and_writes_nothing(stack, api):
+    sid = api.create()
+    bad = [
+        ({"Content-Type": "application/octet-stream"}, b"raw"),
+        ({"Content-Type": "multipart/form-data"}, b"--x\r\n"),
+        ({"Content-Type": "multipart/form-data; boundary=XyZ"}, b"no delimiter here"),
+        ({"Content-Type": "multipart/form-data; boundary=XyZ"},
+         b"--XyZ\r\nContent-Type: text/plain\r\n\r\nw\r\n--XyZ--\r\n"),
+        ({"Content-Type": "multipart/form-data; boundary=XyZ"},
+         b'--XyZ\r\nContent-Disposition: form-data; name="file"; filename="w.txt"\r\n\r\ncut short'),
+        ({"Content-Type": "multipart/form-data; boundary=XyZ"},
+         b'--XyZ\r\nContent-Disposition: form-data; name="file"; filename="../w.txt"\r\n\r\nw\r\n--XyZ--'),
+        ({"Content-Type": "multipart/form-data; boundary=XyZ"},
+         b'--XyZ\r\nContent-Disposition: form-data; name="other"\r\n\r\nw\r\n--XyZ--'),
+    ]
+    for headers, body in bad:
+        r = e2b(stack, "POST", "/files", key=None, headers={**dp(sid, stack=stack), **headers}, data=body)
+        e2b_error(r, 400)
+    # nothing was written: the cut-short part left no file either
+    r = api.request("GET", f"/sandbox/{sid}/files?path=/workspace")
+    assert [e["name"] for e in r.json()["entries"]] == [], r.text[:300]
+
+
+def test_upload_raw_with_query_path_and_user(stack, api):
+    sid = api.create()
+    body = (b'--B\r\nContent-Disposition: form-data; name="file"\r\n\r\n\x00\r\n--\r\n--B--\r\n')
+    r = e2b(stack, "POST", "/files?path=q/raw.bin&username=user", key=None,
+            headers={**dp(sid, stack=stack), "Content-Type": "multipart/form-data; boundary=B"}, data=body)
+    assert r.status_code == 200 and r.json() == [{"name": "raw.bin", "type": "file",
+                                                   "path": "/workspace/q/raw.bin"}], r.text[:300]
+    r = e2b(stack, "GET", "/files?path=q/raw.bin", key=None, headers=dp(sid, stack=stack))
+    assert r.status_code == 200 and r.content == b"\x00\r\n--"
+    e2b_error(e2b(stack, "GET", "/files?path=q/raw.bin&username=mallory", key=None, headers=dp(sid, stack=stack)), 400)
+    e2b_error(e2b(stack, "GET", "/files", key=None, headers=dp(sid, stack=stack)), 400)
+
+
+def test_data_plane_wrong_port_and_gone_sandbox(stack, api):
+    sid = api.create()
+    e2b_error(e2b(stack, "GET", "/files?path=x", key=None, headers=dp(sid, "49999", stack=stack)), 404)
+    e2b_error(e2b(stack, "POST", "/execute", key=None, headers=dp(sid, "49983", stack=stack), json={"code": "1"}), 404)
+    for other in (nbtest.random_uuid(), "not-an-id"):
+        e2b_error(e2b(stack, "GET", "/files?path=x", key=None, headers=dp(other, stack=stack)), 502)
+        e2b_error(e2b(stack, "GET", "/contexts", key=None, headers=dp(other, "49999", stack=stack)), 502)
+
+
+def test_execute_raw_lines(stack, api):
+    if not nbtest.image_present(nbtest.PYTHON_IMAGE):
+        pytest.skip(f"{nbtest.PYTHON_IMAGE} not built")
+    sid = api.create(image=nbtest.PYTHON_IMAGE)
+    h = dp(sid, "49999", stack=stack)
+    r = e2b(stack, "POST", "/execute", key=None, headers=h,
+            json={"code": "print('hi')\nfrom IPython.display import display, Markdown\n"
+                          "display(Markdown('**m**'))\n"
+                          "display({'text/plain': 'p', 'application/x-custom': 'c'}, raw=True)\n{'k': 1}"})
+    assert r.status_code == 200, r.text[:300]
+    lines = [json.loads(line) for line in r.text.splitlines() if line]
+    types = [x["type"] for x in lines]
+    assert types[0] == "number_of_executions" and types[-1] == "end_of_execution", types
+    assert {"type": "stdout", "text": "hi\n"} in lines
+    results = [x for x in lines if x["type"] == "result"]
+    assert results[-1]["is_main_result"] is True and results[-1]["text"] == "{'k': 1}"
+    assert any(x.get("markdown") == "**m**" and x["is_main_result"] is False for x in results), results
+    assert {"type": "result", "text": "p", "extra": {"application/x-custom": "c"},
+            "is_main_result": False} in results, results
+    for bad, status in (({"code": ""}, 400), ({"code": 1}, 400), ({"code": "1", "language": "r"}, 400),
+                        ({"code": "1", "context_id": "ctx-nope"}, 404),
+                        ({"code": "1", "context_id": "NOT VALID"}, 404)):
+        e2b_error(e2b(stack, "POST", "/execute", key=None, headers=h, json=bad), status)
+    e2b_error(e2b(stack, "DELETE", "/contexts/ctx-nope", key=None, headers=h), 404)
+    e2b_error(e2b(stack, "POST", "/contexts", key=None, headers=h, json={"cwd": "relative"}), 400)
+
+
+def test_files_and_code_calls_need_the_sandboxs_access_token(stack, api):
+    """The data plane carries no API key: the sandbox's token opens it, as
+    X-Access-Token (envd, /execute) or E2B-Traffic-Access-Token (the code
+    interpreter's other calls); no token, another sandbox's or a wrong one: 401."""
+    sid, other = api.create(), api.create()
+    for path, port in (("/files?path=x", "49983"), ("/contexts", "49999")):
+        for token in (None, access_token(stack, other), "0" * 64):
+            h = dp(sid, port)
+            if token is not None:
+                h["X-Access-Token"] = token
+            e2b_error(e2b(stack, "GET", path, key=None, headers=h), 401)
+    h = {**dp(sid, "49999"), "E2B-Traffic-Access-Token": access_token(stack, sid)}
+    r = e2b(stack, "GET", "/contexts", key=None, headers=h)
+    assert r.status_code == 200, r.text[:300]

@@ -355,6 +355,17 @@ static void test_e2b_paths(void **state)
     assert_string_equal(ra.arg, "/process.Process/Start");
     assert_string_equal(ra.op, "49983");
     assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/process.Process/Start");
+    /* the code interpreter's contexts: {ctx} (the handler reads it from the path) */
+    snprintf(ra.arg, sizeof(ra.arg), "/contexts/ctx-0a1b");
+    assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/contexts/{ctx}");
+    snprintf(ra.arg, sizeof(ra.arg), "/contexts/python/restart");
+    assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/contexts/{ctx}/restart");
+    snprintf(ra.arg, sizeof(ra.arg), "/contexts/python/other");
+    assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/contexts/python/other");
+    snprintf(ra.arg, sizeof(ra.arg), "/contexts//restart");
+    assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/contexts//restart");
+    snprintf(ra.arg, sizeof(ra.arg), "/contexts");
+    assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/contexts");
 
     /* a "*" row serves every method */
     assert_int_equal(nb_route_lookup(e2b, 2, NB_ROUTE_E2B_OP, "connect", "POST", &row, &flags,

@@ -1,0 +1,691 @@
+/*
+ * api_e2b_data.c - the E2B facade's data plane without Connect-RPC
+ * (docs/E2B.md), as E2B's SDKs send it: requests that name their sandbox
+ * in the headers E2b-Sandbox-Id and E2b-Sandbox-Port (ra->id, ra->op) and
+ * their call in the path (ra->arg).
+ *
+ *   envd (port 49983)
+ *     GET  /files?path=P[&username=U]   the file's bytes, streamed
+ *     POST /files[?path=P]              multipart/form-data, one part per
+ *                                       file (field "file", filename = the
+ *                                       path) -> [{name, type, path}]
+ *   the code interpreter (port 49999)
+ *     POST   /execute                   {code, context_id?, language?,
+ *                                       env_vars?} -> NDJSON lines
+ *     GET    /contexts, POST /contexts  [{id, language, cwd}], {id, ...}
+ *     DELETE /contexts/{ctx}, POST /contexts/{ctx}/restart
+ *
+ * The same engines as the native API: files.c for /files (the bytes
+ * stream through in both directions), code.c for /execute and /contexts
+ * (its events translated into E2B's lines). Errors are E2B's shape
+ * ({"code", "message"}, http.c), with the statuses its SDK maps: 404 a
+ * missing file or context, 400 bad input, 502 a sandbox that is not
+ * running.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "code.h"
+#include "files.h"
+#include "json.h"
+#include "multipart.h"
+#include "sandbox.h"
+
+/* The ports E2B's SDKs name in E2b-Sandbox-Port. */
+#define E2B_PORT_ENVD "49983"
+#define E2B_PORT_CODE "49999"
+/* Most files one upload writes. */
+#define E2B_UPLOAD_MAX_PARTS 1000
+
+/*
+ * The sandbox of a data-plane request, running, into *slot: 0, or -1 with
+ * ae set (404 when the request names the other port, 502 as E2B's proxy
+ * says for a sandbox that is not running, 409 while paused unless it
+ * resumes on its own). Every handler here goes through it.
+ */
+static int data_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                        const char *port, struct nb_slot *slot, struct nb_apierr *ae)
+{
+    if (ra->op[0] != '\0' && strcmp(ra->op, port) != 0) {
+        nb_apierr_set(ae, 404, "not_found", "%.100s is served on port %s, not %.16s", ra->arg, port,
+                      ra->op);
+        return -1;
+    }
+    if (!nb_sandbox_id_valid(ra->id) || nb_sandbox_get(a, ra->id, slot, ae) != 0) {
+        nb_apierr_set(ae, 502, "not_running", "sandbox \"%.64s\" is not running", ra->id);
+        return -1;
+    }
+    /* the sandbox's access token: the one check for every handler of this file */
+    if (e2b_data_authorized(a, r, ra->id, ae) != 0)
+        return -1;
+    if (slot->state == NB_SLOT_PAUSED &&
+        (nb_sandbox_awake(a, ra->id, ae) != 0 || nb_sandbox_get(a, ra->id, slot, ae) != 0))
+        return -1;
+    return 0;
+}
+
+/* ?username=: the default user, "user", or "root" (files are the sandbox user's either way). */
+static int e2b_username(struct nb_req *r, struct nb_apierr *ae)
+{
+    char u[64];
+    if (nb_http_query(r, "username", u, sizeof(u)) != 0 || u[0] == '\0' || !strcmp(u, "user") ||
+        !strcmp(u, "root"))
+        return 0;
+    nb_apierr_set(ae, 400, "bad_user", "no user \"%.32s\" in the sandbox (user, root)", u);
+    return -1;
+}
+
+/* ---- GET /files ---- */
+
+struct download {
+    struct nb_req *r;
+    int is_dir;
+};
+
+static int dl_info(void *arg, const struct nb_file_info *fi)
+{
+    struct download *d = arg;
+    if (fi->kind == NB_FILE_DIR) {
+        d->is_dir = 1;
+        return 1; /* stop: envd reads files only */
+    }
+    nb_http_stream_begin(d->r, 200, "application/octet-stream");
+    return 0;
+}
+
+static int dl_data(void *arg, const void *data, size_t len)
+{
+    struct download *d = arg;
+    return nb_http_stream_bytes(d->r, data, len);
+}
+
+static int dl_entry(void *arg, const struct nb_file_info *e)
+{
+    (void)arg, (void)e;
+    return 1;
+}
+
+/* The ?path= (raw bytes: a NUL is refused by nb_files_path) resolved into out. */
+static int query_path(struct nb_app *a, struct nb_req *r, int required, char *out, size_t outlen,
+                      int *present, struct nb_apierr *ae)
+{
+    struct nb_buf q;
+    int rc;
+    nb_buf_init(&q, NB_QUERY_MAX);
+    rc = nb_http_query_bytes(r, "path", &q);
+    *present = rc == 0 && q.len > 0;
+    if (rc == -2)
+        nb_apierr_set(ae, 400, "bad_path", "the path is too long");
+    else if (!*present && required)
+        nb_apierr_set(ae, 400, "bad_path", "the query parameter \"path\" is required");
+    else if (!*present)
+        rc = 0;
+    else
+        rc = nb_files_path(&a->conf, q.data, q.len, out, outlen, ae);
+    nb_buf_free(&q);
+    return rc == 0 && (*present || !required) ? 0 : -1;
+}
+
+int api_e2b_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae)
+{
+    char path[NB_FILES_PATH_MAX + 1];
+    struct download d = {r, 0};
+    struct nb_files_sink sink = {dl_info, dl_data, dl_entry, &d, 0};
+    struct nb_slot slot;
+    int present;
+
+    if (query_path(a, r, 1, path, sizeof(path), &present, ae) != 0 || e2b_username(r, ae) != 0 ||
+        data_sandbox(a, r, ra, E2B_PORT_ENVD, &slot, ae) != 0 ||
+        nb_files_read(a, &slot, path, &sink, ae) != 0)
+        return NB_ERR;
+    if (d.is_dir) {
+        nb_apierr_set(ae, 400, "is_directory", "path '%.200s' is a directory", path);
+        return NB_ERR;
+    }
+    return NB_OK;
+}
+
+/* ---- POST /files ---- */
+
+/* One part's bytes as the files engine's source: within max_file, malformed input said. */
+struct part_source {
+    struct nb_mp *mp;
+    uint64_t bytes, cap;
+    int failed;
+    struct nb_apierr err;
+};
+
+static int part_read(void *arg, void *buf, size_t n)
+{
+    struct part_source *s = arg;
+    int k = nb_mp_read(s->mp, buf, n);
+    if (k < 0) {
+        nb_apierr_set(&s->err, 400, "bad_multipart", "%s", s->mp->err);
+        s->failed = 1;
+        return -1;
+    }
+    s->bytes += (uint64_t)k;
+    if (s->bytes > s->cap) {
+        nb_apierr_set(&s->err, 413, "too_large", "a file is larger than %llu bytes (max_file)",
+                      (unsigned long long)s->cap);
+        s->failed = 1;
+        return -1;
+    }
+    return k;
+}
+
+static int body_read(void *arg, void *buf, size_t n)
+{
+    return nb_http_read_some(arg, buf, n);
+}
+
+/* Write the current part of mp to path; its entry into g. */
+static int upload_part(struct nb_app *a, const struct nb_slot *slot, struct nb_mp *mp,
+                       const char *path, yajl_gen g, struct nb_apierr *ae)
+{
+    struct part_source src = {mp, 0, a->conf.max_file, 0, {0}};
+    struct nb_file_info fi;
+    const char *base = strrchr(path, '/');
+    int have_info;
+
+    if (nb_files_write(a, slot, path, 0644, NB_FILES_SIZE_UNKNOWN, part_read, &src, &fi, &have_info,
+                       ae) != 0) {
+        if (src.failed)
+            *ae = src.err;
+        return -1;
+    }
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "name", base != NULL && base[1] != '\0' ? base + 1 : path);
+    nb_json_kv_str(g, "type", "file");
+    nb_json_kv_str(g, "path", path);
+    yajl_gen_map_close(g);
+    return 0;
+}
+
+/*
+ * Each part named "file" is written, in order, to its filename (relative:
+ * in the workspace, the sandbox user's home), or to ?path= when it has
+ * none; parents are created. Parts go through as they are read: a part
+ * found malformed after others were written leaves those written.
+ */
+int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae)
+{
+    char boundary[NB_MP_BOUNDARY_MAX + 1], qpath[NB_FILES_PATH_MAX + 1];
+    char path[NB_FILES_PATH_MAX + 1];
+    struct nb_mp_part *part = NULL;
+    struct nb_mp *mp = NULL;
+    struct nb_slot slot;
+    unsigned n_parts = 0;
+    yajl_gen g = NULL;
+    int has_qpath, rc = NB_ERR;
+
+    if (nb_mp_boundary(nb_http_param(r, "CONTENT_TYPE"), boundary, sizeof(boundary)) != 0) {
+        nb_apierr_set(ae, 400, "bad_multipart",
+                      "the body must be multipart/form-data with a boundary: one part per file, "
+                      "field \"file\", filename = the file's path");
+        return NB_ERR;
+    }
+    if (query_path(a, r, 0, qpath, sizeof(qpath), &has_qpath, ae) != 0 ||
+        e2b_username(r, ae) != 0 || data_sandbox(a, r, ra, E2B_PORT_ENVD, &slot, ae) != 0)
+        return NB_ERR;
+
+    mp = nb_xmalloc(sizeof(*mp));
+    part = nb_xmalloc(sizeof(*part));
+    nb_mp_init(mp, boundary, body_read, r);
+    g = nb_json_gen();
+    yajl_gen_array_open(g);
+    for (;;) {
+        int k = nb_mp_next(mp, part);
+        if (k < 0) {
+            nb_apierr_set(ae, 400, "bad_multipart", "%s", mp->err);
+            goto out;
+        }
+        if (k == 0)
+            break;
+        if (strcmp(part->name, "file") != 0)
+            continue; /* another field: skipped, as envd does */
+        if (++n_parts > E2B_UPLOAD_MAX_PARTS) {
+            nb_apierr_set(ae, 400, "too_many_files", "at most %d files in one upload",
+                          E2B_UPLOAD_MAX_PARTS);
+            goto out;
+        }
+        if (part->has_filename && part->filename_len > 0) {
+            if (nb_files_path(&a->conf, part->filename, part->filename_len, path, sizeof(path),
+                              ae) != 0)
+                goto out;
+        } else if (has_qpath) {
+            snprintf(path, sizeof(path), "%s", qpath);
+        } else {
+            nb_apierr_set(
+                ae, 400, "bad_path",
+                "part %u has no filename (the file's path) and there is no ?path=", n_parts);
+            goto out;
+        }
+        if (upload_part(a, &slot, mp, path, g, ae) != 0)
+            goto out;
+    }
+    if (n_parts == 0) {
+        nb_apierr_set(ae, 400, "bad_multipart", "the body has no part named \"file\"");
+        goto out;
+    }
+    yajl_gen_array_close(g);
+    nb_http_json(r, 200, g);
+    rc = NB_OK;
+out:
+    if (g != NULL)
+        yajl_gen_free(g);
+    free(part);
+    free(mp);
+    return rc;
+}
+
+/* ---- POST /execute ---- */
+
+static yajl_val ev_get(yajl_val ev, const char *key, yajl_type t)
+{
+    const char *path[2] = {key, NULL};
+    return yajl_tree_get(ev, path, t);
+}
+
+/* E2B's result field of a MIME type (the code interpreter's names); NULL: it goes to extra. */
+static const char *mime_field(const char *mime)
+{
+    static const char *const map[][2] = {
+        {"text/plain", "text"},        {"text/html", "html"},
+        {"text/markdown", "markdown"}, {"image/svg+xml", "svg"},
+        {"image/png", "png"},          {"image/jpeg", "jpeg"},
+        {"application/pdf", "pdf"},    {"text/latex", "latex"},
+        {"application/json", "json"},  {"application/javascript", "javascript"},
+        {"e2b/data", "data"},          {"e2b/chart", "chart"},
+    };
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (!strcmp(mime, map[i][0]))
+            return map[i][1];
+    return NULL;
+}
+
+/* A result event's data {mime: value} as E2B's line: each MIME type a field of its own. */
+static void result_line(yajl_gen g, yajl_val ev)
+{
+    yajl_val data = ev_get(ev, "data", yajl_t_object),
+             main = ev_get(ev, "is_main_result", yajl_t_any);
+    size_t n = data != NULL ? YAJL_GET_OBJECT(data)->len : 0, extra = 0;
+
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "type", "result");
+    for (size_t i = 0; i < n; i++) {
+        const char *mime = YAJL_GET_OBJECT(data)->keys[i], *field = mime_field(mime);
+        yajl_val v = YAJL_GET_OBJECT(data)->values[i];
+        if (field == NULL) {
+            extra++;
+            continue;
+        }
+        if (!strcmp(field, "text") && YAJL_IS_STRING(v)) {
+            /* as E2B: a string's repr without its quotes ('abc' -> abc) */
+            const char *t = nb_json_string(v);
+            size_t len = strlen(t);
+            nb_json_cstr(g, "text");
+            if (len >= 2 && t[0] == '\'' && t[len - 1] == '\'')
+                nb_json_str(g, t + 1, len - 2);
+            else
+                nb_json_str(g, t, len);
+            continue;
+        }
+        nb_json_cstr(g, field);
+        nb_json_tree(g, v);
+    }
+    if (extra > 0) {
+        nb_json_cstr(g, "extra");
+        yajl_gen_map_open(g);
+        for (size_t i = 0; i < n; i++) {
+            const char *mime = YAJL_GET_OBJECT(data)->keys[i];
+            if (mime_field(mime) != NULL)
+                continue;
+            nb_json_cstr(g, mime);
+            nb_json_tree(g, YAJL_GET_OBJECT(data)->values[i]);
+        }
+        yajl_gen_map_close(g);
+    }
+    nb_json_kv_bool(g, "is_main_result", main != NULL && YAJL_IS_TRUE(main));
+    yajl_gen_map_close(g);
+}
+
+struct execute_sink {
+    struct nb_req *r;
+    yajl_gen g;
+    int began, ended;
+};
+
+/* One event of the code engine as E2B's NDJSON line (or none). */
+static int execute_event(void *ctx, yajl_val ev)
+{
+    struct execute_sink *k = ctx;
+    yajl_val tv = ev_get(ev, "type", yajl_t_string);
+    const char *type = tv != NULL ? nb_json_string(tv) : "";
+
+    if (k->ended)
+        return 0;
+    if (!strcmp(type, "stdout") || !strcmp(type, "stderr") || !strcmp(type, "error")) {
+        nb_json_tree(k->g,
+                     ev); /* the same shape: {type, text} and {type, name, value, traceback} */
+    } else if (!strcmp(type, "result")) {
+        result_line(k->g, ev);
+    } else if (!strcmp(type, "execution_count")) {
+        yajl_val n = ev_get(ev, "execution_count", yajl_t_number);
+        yajl_gen_map_open(k->g);
+        nb_json_kv_str(k->g, "type", "number_of_executions");
+        nb_json_cstr(k->g, "execution_count");
+        if (n != NULL)
+            nb_json_tree(k->g, n);
+        else
+            yajl_gen_null(k->g);
+        yajl_gen_map_close(k->g);
+    } else if (!strcmp(type, "end")) {
+        k->ended = 1;
+        yajl_gen_map_open(k->g);
+        nb_json_kv_str(k->g, "type", "end_of_execution");
+        yajl_gen_map_close(k->g);
+    } else {
+        return 0;
+    }
+    if (!k->began) {
+        /* the status with the first line: errors before it keep theirs */
+        nb_http_stream_begin(k->r, 200, "application/x-ndjson");
+        k->began = 1;
+    }
+    return nb_http_stream_line(k->r, k->g) != 0 ? -1 : 0;
+}
+
+/* A default context's id is its language's name: the engine makes it on first use. */
+static const char *default_context(const char *id)
+{
+    const char *lang = nb_code_language(id);
+    return lang != NULL && !strcmp(lang, id) ? lang : NULL;
+}
+
+/* A context id: a default one's language into *language, else checked into *context. */
+static int context_id(const char *id, const char **context, const char **language,
+                      struct nb_apierr *ae)
+{
+    const char *dflt = default_context(id);
+    if (dflt != NULL) {
+        *language = dflt;
+        return 0;
+    }
+    if (nb_route_ctx(id) != 0) {
+        nb_apierr_set(ae, 404, "unknown_context", "no context '%.72s'", id);
+        return -1;
+    }
+    *context = id;
+    return 0;
+}
+
+static int code_language(yajl_val v, const char **out, struct nb_apierr *ae)
+{
+    if (v == NULL)
+        return 0;
+    *out = nb_code_language(nb_json_string(v));
+    if (*out == NULL) {
+        nb_apierr_set(ae, 400, "unsupported_language",
+                      "language \"%.32s\" is not one of python, javascript (js), bash",
+                      nb_json_string(v));
+        return -1;
+    }
+    return 0;
+}
+
+int api_e2b_execute(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_jfield f[] = {
+        {"code", NB_JT_STRING, NULL},
+        {"context_id", NB_JT_STRING | NB_JT_NULL, NULL},
+        {"language", NB_JT_STRING | NB_JT_NULL, NULL},
+        {"env_vars", NB_JT_OBJECT | NB_JT_NULL, NULL},
+    };
+    enum { F_CODE, F_CONTEXT, F_LANGUAGE, F_ENV };
+    struct execute_sink k = {r, NULL, 0, 0};
+    struct nb_code_run rq = {0};
+    const char *clang = NULL;
+    struct nb_slot slot;
+    yajl_val body = NULL;
+    char **env = NULL, err[256];
+    unsigned n_env = 0;
+    int gone = 0, rc = NB_ERR;
+
+    if (api_read_json(a, r, &body, ae) != 0)
+        goto out;
+    if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        goto out;
+    }
+    if (f[F_CODE].val == NULL || *nb_json_string(f[F_CODE].val) == '\0') {
+        nb_apierr_set(ae, 400, "bad_field", "field \"code\" (the code to run) is required");
+        goto out;
+    }
+    rq.code = nb_json_string(f[F_CODE].val);
+    if (strlen(rq.code) > c->code_max_bytes) {
+        nb_apierr_set(ae, 413, "too_large", "code is %zu bytes; the limit is %zu (code_max_bytes)",
+                      strlen(rq.code), c->code_max_bytes);
+        goto out;
+    }
+    if (code_language(f[F_LANGUAGE].val, &rq.language, ae) != 0 ||
+        (f[F_CONTEXT].val != NULL &&
+         context_id(nb_json_string(f[F_CONTEXT].val), &rq.context, &clang, ae) != 0) ||
+        api_env_list(c, f[F_ENV].val, &env, &n_env, ae) != 0 ||
+        data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0)
+        goto out;
+    if (clang != NULL) {
+        if (rq.language != NULL && strcmp(rq.language, clang) != 0) {
+            nb_apierr_set(ae, 400, "language_mismatch", "context '%s' is %s, not %s", clang, clang,
+                          rq.language);
+            goto out;
+        }
+        rq.language = clang;
+    }
+    k.g = nb_json_gen();
+    /* no timeout in E2B's request: the operator's longest; the client's abort ends it sooner */
+    rq.timeout = c->exec_timeout_max;
+    rq.env = env;
+    rq.n_env = n_env;
+    rq.max_output = c->max_output;
+    rq.client_fd = nb_http_client_fd(r);
+    rq.on_event = execute_event;
+    rq.ctx = &k;
+    if (nb_code_run(&slot, &rq, &gone, ae) != 0)
+        goto out;
+    if (gone) {
+        nb_apierr_set(ae, 499, "client_gone",
+                      "the client went away; the execution was interrupted");
+        goto out;
+    }
+    if (!k.ended) {
+        nb_apierr_set(ae, 502, "bad_gateway",
+                      "the sandbox's code bridge sent bad data: the answer has no end event");
+        goto out;
+    }
+    rc = NB_OK;
+out:
+    if (k.g != NULL)
+        yajl_gen_free(k.g);
+    api_env_free(env, n_env);
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* ---- /contexts ---- */
+
+/* E2B's Context, {id, language, cwd}, of the engine's info. */
+static void context_json(yajl_gen g, yajl_val info)
+{
+    static const char *const keys[] = {"id", "language", "cwd"};
+    yajl_gen_map_open(g);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        yajl_val v = ev_get(info, keys[i], yajl_t_string);
+        nb_json_kv_str(g, keys[i], v != NULL ? nb_json_string(v) : "");
+    }
+    yajl_gen_map_close(g);
+}
+
+struct context_list {
+    yajl_gen g;
+    int python, javascript; /* the default contexts were there */
+};
+
+static int list_one(void *ctx, yajl_val info)
+{
+    struct context_list *l = ctx;
+    yajl_val id = ev_get(info, "id", yajl_t_string);
+    const char *s = id != NULL ? nb_json_string(id) : "";
+    l->python |= !strcmp(s, "python");
+    l->javascript |= !strcmp(s, "javascript");
+    context_json(l->g, info);
+    return 0;
+}
+
+/* A default context the engine has not started yet: it is made on first use. */
+static void default_json(yajl_gen g, const struct nb_conf *c, const char *language)
+{
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "id", language);
+    nb_json_kv_str(g, "language", language);
+    nb_json_kv_str(g, "cwd", c->workspace);
+    yajl_gen_map_close(g);
+}
+
+/* GET /contexts: every context, the default python and javascript ones among them. */
+int api_e2b_contexts_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                          struct nb_apierr *ae)
+{
+    struct context_list l = {NULL, 0, 0};
+    struct nb_slot slot;
+
+    if (data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0)
+        return NB_ERR;
+    l.g = nb_json_gen();
+    yajl_gen_array_open(l.g);
+    if (nb_code_contexts(&slot, list_one, &l, ae) != 0) {
+        yajl_gen_free(l.g);
+        return NB_ERR;
+    }
+    if (!l.python)
+        default_json(l.g, &a->conf, "python");
+    if (!l.javascript)
+        default_json(l.g, &a->conf, "javascript");
+    yajl_gen_array_close(l.g);
+    nb_http_json(r, 200, l.g);
+    yajl_gen_free(l.g);
+    return NB_OK;
+}
+
+static int keep_first(void *ctx, yajl_val info)
+{
+    yajl_val *kept = ctx;
+    if (*kept != NULL)
+        return 0;
+    *kept = info;
+    return 1;
+}
+
+/* POST /contexts {language?, cwd?}: a new context, ready to run. */
+int api_e2b_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                            struct nb_apierr *ae)
+{
+    struct nb_jfield f[] = {
+        {"language", NB_JT_STRING | NB_JT_NULL, NULL},
+        {"cwd", NB_JT_STRING | NB_JT_NULL, NULL},
+    };
+    const char *language = "python", *cwd = NULL;
+    struct nb_slot slot;
+    yajl_val body = NULL, info = NULL;
+    char err[256];
+    int rc = NB_ERR;
+    yajl_gen g;
+
+    if (api_read_json(a, r, &body, ae) != 0)
+        goto out;
+    if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        goto out;
+    }
+    if (code_language(f[0].val, &language, ae) != 0)
+        goto out;
+    if (f[1].val != NULL) {
+        cwd = nb_json_string(f[1].val);
+        if (cwd[0] != '/' || strlen(cwd) > 1024) {
+            nb_apierr_set(ae, 400, "bad_field", "cwd must be an absolute path inside the sandbox");
+            goto out;
+        }
+    }
+    if (data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0 ||
+        nb_code_create(&slot, language, cwd, NULL, 0, keep_first, &info, ae) != 0)
+        goto out;
+    if (info == NULL) {
+        nb_apierr_set(ae, 502, "bad_gateway",
+                      "the sandbox's code bridge sent bad data: no context in its answer");
+        goto out;
+    }
+    g = nb_json_gen();
+    context_json(g, info);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
+out:
+    yajl_tree_free(info);
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* The {ctx} of /contexts/{ctx}[/restart] (ra->arg is the path): 0, or 404. */
+static int path_context(const struct nb_route_args *ra, char *out, size_t outlen,
+                        struct nb_apierr *ae)
+{
+    const char *id = ra->arg + strlen("/contexts/");
+    size_t n = strcspn(id, "/");
+    snprintf(out, outlen, "%.*s", (int)n, id);
+    if (n >= outlen || nb_route_ctx(out) != 0) {
+        nb_apierr_set(ae, 404, "unknown_context", "no context '%.72s'", out);
+        return -1;
+    }
+    return 0;
+}
+
+/* DELETE /contexts/{ctx}: its kernel stops. */
+int api_e2b_context_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                           struct nb_apierr *ae)
+{
+    char id[NB_ROUTE_CTX_MAX + 1];
+    struct nb_slot slot;
+    if (path_context(ra, id, sizeof(id), ae) != 0 ||
+        data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0 || nb_code_delete(&slot, id, ae) != 0)
+        return NB_ERR;
+    nb_http_no_content(r);
+    return NB_OK;
+}
+
+/* POST /contexts/{ctx}/restart: its state is gone (a default one never started has none). */
+int api_e2b_context_restart(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                            struct nb_apierr *ae)
+{
+    char id[NB_ROUTE_CTX_MAX + 1];
+    struct nb_slot slot;
+    yajl_val info = NULL;
+    int rc;
+
+    if (path_context(ra, id, sizeof(id), ae) != 0 ||
+        data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0)
+        return NB_ERR;
+    rc = nb_code_restart(&slot, id, keep_first, &info, ae);
+    yajl_tree_free(info);
+    if (rc != 0 && !(ae->status == 404 && default_context(id) != NULL))
+        return NB_ERR;
+    nb_http_no_content(r);
+    return NB_OK;
+}
