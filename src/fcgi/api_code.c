@@ -17,15 +17,13 @@
 #include "json.h"
 #include "sandbox.h"
 
-/* A "language" field (NULL: none) as the bridge's name in *out (NULL if absent). */
-static int code_language(yajl_val v, const char **out, struct nb_apierr *ae)
+int api_code_language(yajl_val v, int status, const char **out, struct nb_apierr *ae)
 {
-    *out = NULL;
     if (v == NULL)
         return 0;
     *out = nb_code_language(nb_json_string(v));
     if (*out == NULL) {
-        nb_apierr_set(ae, 422, "unsupported_language",
+        nb_apierr_set(ae, status, "unsupported_language",
                       "language \"%.32s\" is not one of python, javascript (js), bash",
                       nb_json_string(v));
         return -1;
@@ -232,7 +230,7 @@ int api_code_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
                       code_len, c->code_max_bytes);
         goto out;
     }
-    if (code_language(f[F_LANGUAGE].val, &rq.language, ae) != 0 ||
+    if (api_code_language(f[F_LANGUAGE].val, 422, &rq.language, ae) != 0 ||
         code_context(f[F_CONTEXT].val, &rq.context, ae) != 0 ||
         api_exec_timeout(c, f[F_TIMEOUT].val, &rq.timeout, ae) != 0 ||
         api_env_list(c, f[F_ENV].val, &env, &n_env, ae) != 0 ||
@@ -384,13 +382,13 @@ int api_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_rout
     enum { F_LANGUAGE, F_CWD, F_ENV };
     struct nb_slot slot;
     yajl_val body = NULL, info = NULL;
-    const char *language, *cwd = NULL;
+    const char *language = NULL, *cwd = NULL;
     char **env = NULL;
     unsigned n_env = 0;
     int rc = NB_ERR;
 
     if (code_body(a, r, &body, f, sizeof(f) / sizeof(f[0]), ae) != 0 ||
-        code_language(f[F_LANGUAGE].val, &language, ae) != 0)
+        api_code_language(f[F_LANGUAGE].val, 422, &language, ae) != 0)
         goto out;
     if (f[F_CWD].val != NULL) {
         cwd = nb_json_string(f[F_CWD].val);

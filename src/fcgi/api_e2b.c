@@ -458,10 +458,6 @@ static int slot_order(const void *x, const void *y)
 
 static int list_keep(const struct nb_conf *c, const struct e2b_list *l, const struct nb_slot *s)
 {
-    char err[64];
-    yajl_val meta = NULL;
-    int ok = 1;
-
     if (s->state == NB_SLOT_PAUSED ? !l->paused : !l->running)
         return 0;
     if (s->created < l->started_after)
@@ -473,17 +469,8 @@ static int list_keep(const struct nb_conf *c, const struct e2b_list *l, const st
         if (l->asc ? k <= 0 : k >= 0)
             return 0;
     }
-    if (l->n_meta == 0)
-        return 1;
-    if (nb_json_parse(s->metadata, strlen(s->metadata), 4, &meta, err, sizeof(err)) != 0 || !meta)
-        return 0;
-    for (unsigned i = 0; ok && i < l->n_meta; i++) {
-        const char *path[] = {l->meta_keys[i], NULL};
-        yajl_val v = yajl_tree_get(meta, path, yajl_t_string);
-        ok = v != NULL && !strcmp(nb_json_string(v), l->meta_values[i]);
-    }
-    yajl_tree_free(meta);
-    return ok;
+    return api_metadata_matches(s->metadata, (const char(*)[128])l->meta_keys,
+                                (const char(*)[256])l->meta_values, l->n_meta);
 }
 
 /* GET /v2/sandboxes (and E2B's older GET /sandboxes): one page, the next one's token in a header. */

@@ -426,20 +426,6 @@ static int context_id(const char *id, const char **context, const char **languag
     return 0;
 }
 
-static int code_language(yajl_val v, const char **out, struct nb_apierr *ae)
-{
-    if (v == NULL)
-        return 0;
-    *out = nb_code_language(nb_json_string(v));
-    if (*out == NULL) {
-        nb_apierr_set(ae, 400, "unsupported_language",
-                      "language \"%.32s\" is not one of python, javascript (js), bash",
-                      nb_json_string(v));
-        return -1;
-    }
-    return 0;
-}
-
 int api_e2b_execute(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae)
 {
@@ -476,7 +462,7 @@ int api_e2b_execute(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
                       strlen(rq.code), c->code_max_bytes);
         goto out;
     }
-    if (code_language(f[F_LANGUAGE].val, &rq.language, ae) != 0 ||
+    if (api_code_language(f[F_LANGUAGE].val, 400, &rq.language, ae) != 0 ||
         (f[F_CONTEXT].val != NULL &&
          context_id(nb_json_string(f[F_CONTEXT].val), &rq.context, &clang, ae) != 0) ||
         api_env_list(c, f[F_ENV].val, &env, &n_env, ae) != 0 ||
@@ -615,7 +601,7 @@ int api_e2b_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_
         nb_apierr_set(ae, 400, "bad_field", "%s", err);
         goto out;
     }
-    if (code_language(f[0].val, &language, ae) != 0)
+    if (api_code_language(f[0].val, 400, &language, ae) != 0)
         goto out;
     if (f[1].val != NULL) {
         cwd = nb_json_string(f[1].val);

@@ -402,19 +402,20 @@ static int list_filter_cb(void *arg, const char *k, const char *v)
     return 0;
 }
 
-static int metadata_matches(const struct nb_slot *s, const struct list_filter *lf)
+int api_metadata_matches(const char *metadata, const char (*keys)[128], const char (*values)[256],
+                         unsigned n)
 {
     char err[64];
     yajl_val meta = NULL;
     int ok = 1;
-    if (lf->n == 0)
+    if (n == 0)
         return 1;
-    if (nb_json_parse(s->metadata, strlen(s->metadata), 4, &meta, err, sizeof(err)) != 0 || !meta)
+    if (nb_json_parse(metadata, strlen(metadata), 4, &meta, err, sizeof(err)) != 0 || !meta)
         return 0;
-    for (unsigned i = 0; ok && i < lf->n; i++) {
-        const char *path[] = {lf->keys[i], NULL};
+    for (unsigned i = 0; ok && i < n; i++) {
+        const char *path[] = {keys[i], NULL};
         yajl_val v = yajl_tree_get(meta, path, yajl_t_string);
-        ok = v != NULL && !strcmp(nb_json_string(v), lf->values[i]);
+        ok = v != NULL && !strcmp(nb_json_string(v), values[i]);
     }
     yajl_tree_free(meta);
     return ok;
@@ -454,7 +455,8 @@ int api_sandbox_list(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     nb_json_cstr(g, "sandboxes");
     yajl_gen_array_open(g);
     for (uint32_t i = 0; i < n; i++)
-        if (metadata_matches(&copy[i], &lf))
+        if (api_metadata_matches(copy[i].metadata, (const char(*)[128])lf.keys,
+                                 (const char(*)[256])lf.values, lf.n))
             sandbox_info(g, &copy[i], now);
     yajl_gen_array_close(g);
     yajl_gen_map_close(g);
