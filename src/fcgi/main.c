@@ -30,13 +30,15 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nanobox-fcgi [-c CONFIG] [-p PIDFILE] [-o key=value]... [-t] | -R\n"
+    fprintf(f, "usage: nanobox-fcgi [-c CONFIG] [-p PIDFILE] [-l LOG] [-o k=v]... [-t] | -R\n"
                "  -c CONFIG   configuration file (default /etc/nanobox/nanobox.conf)\n"
                "  -p PIDFILE  write the master's pid here\n"
+               "  -l LOG      log to the file LOG (appended; reopened on SIGHUP), not stderr\n"
                "  -o k=v      override one configuration key\n"
                "  -t          check the configuration and exit\n"
                "  -R          print the route table (METHOD PATH FLAGS) and exit\n"
-               "Runs in the foreground and logs to stderr. Under spawn-fcgi the\n"
+               "Runs in the foreground and logs to stderr (or -l). Tells systemd it is\n"
+               "ready when $NOTIFY_SOCKET is set (Type=notify). Under spawn-fcgi the\n"
                "FastCGI socket is inherited on fd 0; otherwise it is `listen`.\n");
 }
 
@@ -115,7 +117,7 @@ static int write_pidfile(const char *path)
 int main(int argc, char **argv)
 {
     static struct nb_app app;
-    const char *conf_path = "/etc/nanobox/nanobox.conf", *pidfile = NULL;
+    const char *conf_path = "/etc/nanobox/nanobox.conf", *pidfile = NULL, *logfile = NULL;
     char err[512];
     enum nb_log_level level;
     int check_only = 0, inherited, listen_fd, opt, rc;
@@ -123,13 +125,16 @@ int main(int argc, char **argv)
     int n_over = 0;
 
     nb_log_init("nanobox-fcgi", NB_LOG_INFO);
-    while ((opt = getopt(argc, argv, "c:p:o:tRh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:p:l:o:tRh")) != -1) {
         switch (opt) {
         case 'c':
             conf_path = optarg;
             break;
         case 'p':
             pidfile = optarg;
+            break;
+        case 'l':
+            logfile = optarg;
             break;
         case 'o':
             if (n_over == 64) {
@@ -182,6 +187,11 @@ int main(int argc, char **argv)
     if (check_only) {
         printf("%s: configuration OK\n", conf_path);
         return 0;
+    }
+    /* before the first fork: every worker shares the reopen generation */
+    if (logfile && nb_log_open_file(logfile, err, sizeof(err)) != 0) {
+        nb_error("%s", err);
+        return 1;
     }
     if (app.conf.api_key[0] == '\0')
         nb_warn("api_key is empty: every route is open to anyone who reaches nginx");

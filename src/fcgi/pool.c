@@ -6,12 +6,15 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,6 +37,45 @@ struct pool {
     pid_t reaper;
     int64_t reaper_started;
 };
+
+/*
+ * systemd's readiness protocol (sd_notify(3), Type=notify): one datagram
+ * "READY=1" (or "RELOADING=1", "STOPPING=1") to the unix socket named by
+ * $NOTIFY_SOCKET ('@' for an abstract one). Written out rather than linked
+ * from libsystemd: the protocol is this one sendto, and nanobox then needs
+ * no systemd library. Read and unset at start, so no child inherits it.
+ */
+static char notify_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+static void notify_init(void)
+{
+    const char *e = getenv("NOTIFY_SOCKET");
+    if (e && (e[0] == '/' || e[0] == '@') && strlen(e) < sizeof(notify_path))
+        snprintf(notify_path, sizeof(notify_path), "%s", e);
+    unsetenv("NOTIFY_SOCKET");
+}
+
+static void notify(const char *state)
+{
+    struct sockaddr_un sun;
+    size_t n = strlen(notify_path);
+    socklen_t len;
+    int fd;
+    if (n == 0)
+        return;
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    memcpy(sun.sun_path, notify_path, n);
+    if (sun.sun_path[0] == '@')
+        sun.sun_path[0] = '\0';
+    len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+    fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    if (sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sun, len) < 0)
+        nb_warn("cannot notify systemd (%s): %s", notify_path, strerror(errno));
+    close(fd);
+}
 
 /*
  * In a new child: have the kernel send SIGTERM when the master dies, so a
@@ -224,6 +266,7 @@ int nb_pool_run(struct nb_app *a, int listen_fd)
     sigset_t set;
     struct timespec ts = {0, TICK_NS};
 
+    notify_init();
     memset(&p, 0, sizeof(p));
     p.app = a;
     p.listen_fd = listen_fd;
@@ -248,14 +291,21 @@ int nb_pool_run(struct nb_app *a, int listen_fd)
     adjust(&p);
     publish_workers(&p);
     nb_info("serving with %u worker(s) (max %u)", a->conf.workers_min, a->conf.workers_max);
+    notify("READY=1");
     for (;;) {
         int sig = sigtimedwait(&set, NULL, &ts);
         if (sig == SIGTERM || sig == SIGINT) {
+            notify("STOPPING=1");
             nb_info("stopping: finishing in-flight requests (sandboxes are kept)");
             break;
         }
-        if (sig == SIGHUP)
-            nb_info("SIGHUP ignored: restart to apply a new configuration");
+        if (sig == SIGHUP) {
+            /* the log file (logrotate's postrotate); workers follow at their next line */
+            if (nb_log_reopen() > 0)
+                nb_info("SIGHUP: log file reopened");
+            else
+                nb_info("SIGHUP: no log file to reopen (-l); restart to apply a new configuration");
+        }
         reap_children(&p, 0);
         adjust(&p);
         publish_workers(&p);
