@@ -4,6 +4,7 @@
 #
 # Usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN]
 #                        [--ports-listen LISTEN] [--www-dir DIR]
+#                        [--tls-cert FILE --tls-key FILE]
 #                        OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]
 #   OUTDIR       where to write nanobox.conf (the API snippet to include
 #                inside a server {}), nanobox-ports.conf (the server {} of
@@ -40,6 +41,14 @@
 #                          a checkout under a private home (0700 /root) is
 #                          out of reach of nginx's www-data workers.
 #
+# TLS (docs/NGINX.md, "TLS"), as options or from the environment (an option
+# wins): the standalone's server and the ports server then speak https only
+# (LISTEN gets "ssl", and so does the ports listen when it is not given),
+# with this certificate set at http {} level for both. Its names must
+# cover the API's host and *.DOMAIN (a wildcard).
+#   --tls-cert FILE        NANOBOX_TLS_CERT      certificate chain (PEM)
+#   --tls-key FILE         NANOBOX_TLS_KEY       its private key (PEM)
+#
 # Then run the standalone as `nginx -c OUTDIR/nginx.conf -p PREFIX`.
 # When run as root, the standalone's workers run as www-data (nginx's user
 # on Debian, the one socket_group lets in); set NANOBOX_NGINX_USER to choose
@@ -49,37 +58,50 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-templates=$(cd "$here/../../nginx" && pwd)
+# The source tree (src/setup -> nginx/, www/), or where `make install` puts
+# this script ($(pkgdatadir)/setup -> $(pkgdatadir)/nginx, .../www).
+if [ -d "$here/../../nginx" ]; then
+    top=$(cd "$here/../.." && pwd)
+else
+    top=$(cd "$here/.." && pwd)
+fi
+templates=$top/nginx
 
 die() {
     printf 'render-nginx.sh: %s\n' "$*" >&2
     exit 2
 }
 
-usage="usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN] [--ports-listen LISTEN] [--www-dir DIR] OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]"
+usage="usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN] [--ports-listen LISTEN] [--www-dir DIR] [--tls-cert FILE --tls-key FILE] OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]"
 
 ports_dir=${NANOBOX_PORTS_DIR:-/run/nanobox/ports}
 ports_domain=${NANOBOX_PORTS_DOMAIN:-sandbox.localhost}
 ports_listen=${NANOBOX_PORTS_LISTEN:-}
 www_dir=${NANOBOX_WWW_DIR:-}
+tls_cert=${NANOBOX_TLS_CERT:-}
+tls_key=${NANOBOX_TLS_KEY:-}
 while [ "$#" -gt 0 ]; do
     case $1 in
-    --ports-dir | --ports-domain | --ports-listen | --www-dir)
+    --ports-dir | --ports-domain | --ports-listen | --www-dir | --tls-cert | --tls-key)
         [ "$#" -ge 2 ] || die "$1 needs a value; $usage"
         case $1 in
         --ports-dir) ports_dir=$2 ;;
         --ports-domain) ports_domain=$2 ;;
         --ports-listen) ports_listen=$2 ;;
         --www-dir) www_dir=$2 ;;
+        --tls-cert) tls_cert=$2 ;;
+        --tls-key) tls_key=$2 ;;
         esac
         shift 2
         ;;
-    --ports-dir=* | --ports-domain=* | --ports-listen=* | --www-dir=*)
+    --ports-dir=* | --ports-domain=* | --ports-listen=* | --www-dir=* | --tls-cert=* | --tls-key=*)
         case $1 in
         --ports-dir=*) ports_dir=${1#*=} ;;
         --ports-domain=*) ports_domain=${1#*=} ;;
         --ports-listen=*) ports_listen=${1#*=} ;;
         --www-dir=*) www_dir=${1#*=} ;;
+        --tls-cert=*) tls_cert=${1#*=} ;;
+        --tls-key=*) tls_key=${1#*=} ;;
         esac
         shift
         ;;
@@ -94,7 +116,6 @@ if [ "$#" -lt 4 ] || [ "$#" -gt 5 ]; then
 fi
 
 outdir=$1 socket=$2 listen=$3 prefix=$4 pidfile=${5:-$4/nginx.pid}
-ports_listen=${ports_listen:-$listen}
 
 # Whatever lands in the config must be one nginx word: no blanks, quotes,
 # ';', '{', '}', '$' or '#' that would end or inject a directive.
@@ -122,7 +143,7 @@ ports_dir=${ports_dir%/}
 # current directory), no trailing slash (the template adds its own). None
 # given: the source tree's, copied next to the rendered config.
 if [ -z "$www_dir" ]; then
-    src_www=$(cd "$here/../.." && pwd)/www
+    src_www=$top/www
     www_dir=$outdir/www
     install -d -m 0755 "$www_dir"
     for f in "$src_www"/*; do
@@ -142,6 +163,22 @@ else
     printf 'render-nginx.sh: warning: %s is not a directory: the console will answer 404\n' "$www_dir" >&2
 fi
 check_abs 'www dir' "$www_dir"
+tls_lines="# no TLS (render-nginx.sh --tls-cert/--tls-key: docs/NGINX.md)"
+if [ -n "$tls_cert$tls_key" ]; then
+    if [ -z "$tls_cert" ] || [ -z "$tls_key" ]; then
+        die "--tls-cert and --tls-key go together"
+    fi
+    check_abs 'TLS certificate' "$tls_cert"
+    check_abs 'TLS key' "$tls_key"
+    tls_lines="ssl_certificate $tls_cert;
+    ssl_certificate_key $tls_key;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:nanobox_tls:10m;
+    ssl_session_timeout 1h;"
+    ports_listen=${ports_listen:-$listen ssl}
+    listen="$listen ssl"
+fi
+ports_listen=${ports_listen:-$listen}
 # The listen parameters: blank-separated words ("443 ssl", "[::]:80").
 read -r -a ports_listen_words <<<"$ports_listen"
 [ "${#ports_listen_words[@]}" -gt 0 ] || die "the ports listen parameters are empty"
@@ -190,6 +227,7 @@ render() {
     text=${text//@PORTS_DOMAIN@/"$ports_domain"}
     text=${text//@NGINX_DIR@/"$outdir"}
     text=${text//@WWW@/"$www_dir"}
+    text=${text//@TLS@/"$tls_lines"}
     if grep -q '@[A-Z_][A-Z_]*@' <<<"$text"; then
         die "$1: unknown tokens left: $(grep -o '@[A-Z_][A-Z_]*@' <<<"$text" | sort -u | tr '\n' ' ')"
     fi

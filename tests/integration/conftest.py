@@ -63,8 +63,8 @@ def pytest_sessionstart(session):
         pytest.exit("integration suite cannot run: " + "; ".join(problems), returncode=3)
 
 
-def _start(name, extra_conf=None, spawn_fcgi=False):
-    st = Stack(name, extra_conf, spawn_fcgi=spawn_fcgi)
+def _start(name, extra_conf=None, spawn_fcgi=False, **opts):
+    st = Stack(name, extra_conf, spawn_fcgi=spawn_fcgi, **opts)
     _STACKS.append(st)
     try:
         st.start()
@@ -106,8 +106,8 @@ def api(stack):
 def make_stack():
     started = []
 
-    def factory(name="extra", spawn_fcgi=False, **extra_conf):
-        st = _start(name, extra_conf, spawn_fcgi=spawn_fcgi)
+    def factory(name="extra", spawn_fcgi=False, tls=None, log_file=False, **extra_conf):
+        st = _start(name, extra_conf, spawn_fcgi=spawn_fcgi, tls=tls, log_file=log_file)
         started.append(st)
         return st
 

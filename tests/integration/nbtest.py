@@ -409,7 +409,8 @@ class Api:
         if json is not None:
             data = jsonlib.dumps(json)
             h.setdefault("Content-Type", "application/json")
-        return requests.request(method, self.base + path, data=data, headers=h, timeout=timeout)
+        return requests.request(method, self.base + path, data=data, headers=h, timeout=timeout,
+                                verify=self.stack.verify)
 
     def create_info(self, **fields):
         r = self.request("POST", "/sandbox", json=fields, timeout=120)
@@ -660,10 +661,15 @@ def stack_uid_base():
 class Stack:
     """nanobox-fcgi + nginx on a temp dir, with its own instance label."""
 
-    def __init__(self, name="main", extra_conf=None, spawn_fcgi=False):
+    def __init__(self, name="main", extra_conf=None, spawn_fcgi=False, tls=None, log_file=False):
         self.name = name
         # True: started the spawn-fcgi way (socket bound by spawn-fcgi, handed over on fd 0)
         self.spawn_fcgi = spawn_fcgi
+        # (certificate, key, CA file): nginx serves https only, rendered with
+        # render-nginx.sh --tls-cert/--tls-key; clients verify against the CA
+        self.tls = tls
+        # True: nanobox-fcgi writes log_path itself (-l), reopened on SIGHUP
+        self.log_file = log_file
         self.dir = Path(tempfile.mkdtemp(prefix=f"nanobox-it-{name}-"))
         # nginx workers may run as another user: they need to reach the socket.
         os.chmod(self.dir, 0o755)
@@ -681,7 +687,8 @@ class Stack:
         os.mkdir(self.ports_dir, 0o755)
         # nginx's port is chosen now: port_url names it.
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.scheme = "https" if tls else "http"
+        self.url = f"{self.scheme}://127.0.0.1:{self.port}"
         self.proc = None          # nanobox-fcgi master (our child)
         self.nginx_proc = None
         self.nginx_pid = None
@@ -696,7 +703,7 @@ class Stack:
         if ports_keys_known():
             self.conf.update(PORTS_CONF)
             self.conf["ports_dir"] = self.ports_dir
-            self.conf["port_url"] = f"http://{{port}}-{{id}}.{PORTS_DOMAIN}:{self.port}/"
+            self.conf["port_url"] = f"{self.scheme}://{{port}}-{{id}}.{PORTS_DOMAIN}:{self.port}/"
         for k, v in (extra_conf or {}).items():
             self.conf[k] = str(v)
         self.api = Api(self)
@@ -720,6 +727,8 @@ class Stack:
         logf.write(f"\n==== test harness: starting {FCGI_BIN} at {time.ctime()} ====\n".encode())
         logf.flush()
         cmd = [str(FCGI_BIN), "-c", self.conf_path, "-p", self.pidfile]
+        if self.log_file:
+            cmd += ["-l", self.log_path]
         if self.spawn_fcgi:
             # -n: spawn-fcgi binds the socket, then execs us in place (same pid)
             cmd = ["spawn-fcgi", "-n", "-s", self.sock, "-M", "0666", "--"] + cmd
@@ -842,7 +851,7 @@ class Stack:
     def start_nginx(self):
         if self.port is None:
             self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{self.scheme}://127.0.0.1:{self.port}"
         prefix = self.nginx_prefix
         prefix.mkdir(parents=True, exist_ok=True)
         # Temp dirs must be writable by nginx's worker user, whoever that is.
@@ -850,8 +859,9 @@ class Stack:
         conf = prefix / "nginx.conf"
         extra_g = []
         if RENDER_NGINX.exists():
+            tls = ["--tls-cert", str(self.tls[0]), "--tls-key", str(self.tls[1])] if self.tls else []
             r = run(["bash", str(RENDER_NGINX), "--ports-dir", self.ports_dir,
-                     "--ports-domain", PORTS_DOMAIN, str(prefix), self.sock,
+                     "--ports-domain", PORTS_DOMAIN, *tls, str(prefix), self.sock,
                      f"127.0.0.1:{self.port}", str(prefix)], check=False)
             if r.returncode != 0 or not conf.exists():
                 raise RuntimeError(f"render-nginx.sh failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
@@ -976,9 +986,14 @@ http {{
         self.wait_healthy()
         return self
 
+    @property
+    def verify(self):
+        """requests' verify= for this stack: its CA file under TLS."""
+        return str(self.tls[2]) if self.tls else True
+
     def wait_healthy(self, timeout=30):
         def ok():
-            r = requests.get(self.url + "/healthz", timeout=5)
+            r = requests.get(self.url + "/healthz", timeout=5, verify=self.verify)
             return r.status_code == 200
         wait_until(ok, timeout, 0.1, what=f"{self.url}/healthz to answer 200")
 
