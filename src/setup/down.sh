@@ -5,9 +5,10 @@
 # Usage: down.sh [--purge]
 #
 # Each is sent SIGTERM, by the pid in its pid file under /run/nanobox, and
-# waited for. Sandboxes are kept: their containers keep running and the
-# state table stays on disk, so the next up.sh picks them up (and the
-# reaper expires them as usual). dockerd is left running.
+# waited for (where up.sh started them as systemd units: systemctl stop).
+# Sandboxes are kept: their containers keep running and the state table
+# stays on disk, so the next up.sh picks them up (and the reaper expires
+# them as usual). dockerd is left running.
 #
 #   --purge  also remove this instance's containers (label
 #            nanobox.instance=<instance from the config, "default">)
@@ -26,7 +27,7 @@ for arg in "$@"; do
     case $arg in
     --purge) purge=1 ;;
     -h | --help)
-        sed -n '3,16s/^# \{0,1\}//p' "$0"
+        sed -n '3,19s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *) nb_die "down.sh: unknown argument '$arg' (try --help)" ;;
@@ -63,11 +64,18 @@ stop() {
 
 rc=0
 # nginx first, so that no new request reaches a pool that is going away.
-stop nginx "$NB_NGINX_PID" 15 || rc=1
-# nanobox-fcgi lets in-flight requests finish for up to shutdown_timeout.
-grace=$(nb_conf_get "$NB_CONF" shutdown_timeout 30)
-case $grace in '' | *[!0-9]*) grace=30 ;; esac
-stop nanobox-fcgi "$NB_FCGI_PID" $((grace + 10)) || rc=1
+if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1 &&
+    systemctl is-enabled --quiet nanobox-fcgi.service 2>/dev/null; then
+    # what up.sh started under systemd (systemd waits for the pool's grace)
+    nb_log "systemd: stopping nanobox-nginx.service and nanobox-fcgi.service"
+    systemctl stop nanobox-nginx.service nanobox-fcgi.service || rc=1
+else
+    stop nginx "$NB_NGINX_PID" 15 || rc=1
+    # nanobox-fcgi lets in-flight requests finish for up to shutdown_timeout.
+    grace=$(nb_conf_get "$NB_CONF" shutdown_timeout 30)
+    case $grace in '' | *[!0-9]*) grace=30 ;; esac
+    stop nanobox-fcgi "$NB_FCGI_PID" $((grace + 10)) || rc=1
+fi
 
 if [ "$purge" -eq 1 ]; then
     instance=$(nb_conf_get "$NB_CONF" instance default)

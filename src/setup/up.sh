@@ -21,8 +21,14 @@
 #                         (default: the one port_url of the config names,
 #                         else sandbox.localhost, which needs no DNS locally)
 #
-# No systemd here: the daemons are started detached (setsid) and tracked by
-# their pid files under /run/nanobox.
+# Where systemd runs as PID 1, the build is configured for the system's
+# paths (--sysconfdir=/etc --localstatedir=/var, in build-system/), `make
+# install`ed, and the daemons run as the units nanobox-fcgi.service and
+# nanobox-nginx.service (docs/INSTALL.md); logs go to the journal. Elsewhere
+# (containers, CI) the daemons are started detached (setsid) and tracked by
+# their pid files under /run/nanobox; nanobox-fcgi writes
+# /var/log/nanobox/fcgi.log and reopens it on SIGHUP (logrotate).
+# NANOBOX_NO_SYSTEMD=1 takes that second way on a systemd machine too.
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=common.sh
@@ -33,6 +39,14 @@ nginx_conf=$NB_NGINX_DIR/nginx.conf
 nginx_prefix=$NB_LIB_DIR/nginx
 
 [ "$(id -u)" -eq 0 ] || nb_die "up.sh must run as root (it installs packages and starts daemons)"
+
+# systemd as PID 1 (sd_booted(3)'s test), and its systemctl at hand
+use_systemd=0
+if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1 &&
+    [ "${NANOBOX_NO_SYSTEMD:-}" != 1 ]; then
+    use_systemd=1
+    build_dir=$NB_REPO_ROOT/build-system
+fi
 
 # The port: the environment, else what the last run configured, else 8080.
 if [ -n "${NANOBOX_PORT:-}" ]; then
@@ -55,7 +69,11 @@ ports_domain=${ports_domain:-sandbox.localhost}
 
 # 1. packages, build, Docker, image ------------------------------------------
 nb_install_packages
-nb_build "$build_dir"
+if [ "$use_systemd" = 1 ]; then
+    nb_build "$build_dir" --prefix=/usr/local --sysconfdir=/etc --localstatedir=/var
+else
+    nb_build "$build_dir"
+fi
 [ -x "$build_dir/nanobox-fcgi" ] || nb_die "the build did not produce $build_dir/nanobox-fcgi"
 nb_start_dockerd
 nb_build_image
@@ -113,8 +131,40 @@ ports_dir=$(nb_conf_get "$NB_CONF" ports_dir /run/nanobox/ports)
 install -d -m 0755 "$NB_RUN_DIR" "$NB_LIB_DIR" "$NB_LOG_DIR" "$nginx_prefix" \
     "$(dirname "$fcgi_socket")" "$ports_dir"
 
+# 3. the daemons under systemd ------------------------------------------------
+if [ "$use_systemd" = 1 ]; then
+    nginx_env=$(dirname "$NB_CONF")/nginx.env
+    if [ ! -f "$nginx_env" ]; then
+        nb_log "config: writing $nginx_env (settings of nanobox-nginx.service)"
+        cat >"$nginx_env" <<EOF
+# Settings of nanobox-nginx.service, written by src/setup/up.sh (the
+# installed sample says more: docs/INSTALL.md). Apply: systemctl reload nanobox-nginx
+NANOBOX_LISTEN=$http_addr
+NANOBOX_PORTS_DOMAIN=$ports_domain
+NANOBOX_PORTS_DIR=$ports_dir
+EOF
+    fi
+    # keeps $NB_CONF and $nginx_env: they exist
+    make -C "$build_dir" install >/dev/null
+    systemctl daemon-reload
+    if systemctl is-active --quiet nanobox-fcgi.service; then
+        nb_log "nanobox-fcgi: already running (systemctl restart nanobox-fcgi runs the new build)"
+    fi
+    systemctl enable --now nanobox-fcgi.service ||
+        nb_die "nanobox-fcgi.service did not start: journalctl -u nanobox-fcgi"
+    if systemctl is-active --quiet nanobox-nginx.service; then
+        systemctl reload nanobox-nginx.service # re-renders its config
+    fi
+    systemctl enable --now nanobox-nginx.service ||
+        nb_die "nanobox-nginx.service did not start: journalctl -u nanobox-nginx"
+    logs="journalctl -u nanobox-fcgi -u nanobox-nginx, $nginx_prefix/error.log"
+    stop_cmd="systemctl stop nanobox-nginx nanobox-fcgi"
+fi
+
 # 3. nanobox-fcgi ------------------------------------------------------------
-if fcgi_pid=$(nb_pidfile_alive "$NB_FCGI_PID" nanobox-fcgi); then
+if [ "$use_systemd" = 1 ]; then
+    : # nanobox-fcgi.service, started above
+elif fcgi_pid=$(nb_pidfile_alive "$NB_FCGI_PID" nanobox-fcgi); then
     nb_log "nanobox-fcgi: already running (pid $fcgi_pid)"
 else
     # Not running, so a socket file left at our path is stale: without this,
@@ -123,7 +173,10 @@ else
         rm -f "$fcgi_socket"
     fi
     nb_log "nanobox-fcgi: starting (log: $NB_LOG_DIR/fcgi.log)"
-    setsid "$build_dir/nanobox-fcgi" -c "$NB_CONF" -p "$NB_FCGI_PID" \
+    # -l: the file it reopens on SIGHUP (logrotate's postrotate); the
+    # redirection catches what comes before it is opened (both append)
+    # shellcheck disable=SC2094
+    setsid "$build_dir/nanobox-fcgi" -c "$NB_CONF" -p "$NB_FCGI_PID" -l "$NB_LOG_DIR/fcgi.log" \
         </dev/null >>"$NB_LOG_DIR/fcgi.log" 2>&1 &
     started=$!
     deadline=$((SECONDS + 30))
@@ -143,28 +196,34 @@ fi
 
 # 4. nginx ---------------------------------------------------------------------
 # A nginx of our own next to the system's: own config, pid file, prefix.
-nginx_files=("$nginx_conf" "$NB_NGINX_DIR/nanobox.conf" "$NB_NGINX_DIR/nanobox-ports.conf")
-before=$({ cat "${nginx_files[@]}" 2>/dev/null || true; } | md5sum)
-"$NB_REPO_ROOT/src/setup/render-nginx.sh" --ports-dir "$ports_dir" --ports-domain "$ports_domain" \
-    "$NB_NGINX_DIR" "$fcgi_socket" "$http_addr" "$nginx_prefix" "$NB_NGINX_PID"
-after=$(cat "${nginx_files[@]}" | md5sum)
-
-if nginx_pid=$(nb_pidfile_alive "$NB_NGINX_PID" nginx); then
-    if [ "$before" != "$after" ]; then
-        nb_log "nginx: configuration changed, reloading (pid $nginx_pid)"
-        kill -HUP "$nginx_pid"
-        sleep 1
-    else
-        nb_log "nginx: already running (pid $nginx_pid)"
-    fi
+if [ "$use_systemd" = 1 ]; then
+    : # nanobox-nginx.service, started above
 else
-    nb_log "nginx: starting on $http_addr (logs: $nginx_prefix/)"
-    # nginx daemonizes itself; its stdio must not keep our caller's pipes.
-    if ! nginx -c "$nginx_conf" -p "$nginx_prefix/" </dev/null >>"$nginx_prefix/error.log" 2>&1; then
-        tail -n 5 "$nginx_prefix/error.log" >&2 || true
-        nb_die "nginx did not start (is $http_addr taken?); see $nginx_prefix/error.log"
+    nginx_files=("$nginx_conf" "$NB_NGINX_DIR/nanobox.conf" "$NB_NGINX_DIR/nanobox-ports.conf")
+    before=$({ cat "${nginx_files[@]}" 2>/dev/null || true; } | md5sum)
+    "$NB_REPO_ROOT/src/setup/render-nginx.sh" --ports-dir "$ports_dir" --ports-domain "$ports_domain" \
+        "$NB_NGINX_DIR" "$fcgi_socket" "$http_addr" "$nginx_prefix" "$NB_NGINX_PID"
+    after=$(cat "${nginx_files[@]}" | md5sum)
+
+    if nginx_pid=$(nb_pidfile_alive "$NB_NGINX_PID" nginx); then
+        if [ "$before" != "$after" ]; then
+            nb_log "nginx: configuration changed, reloading (pid $nginx_pid)"
+            kill -HUP "$nginx_pid"
+            sleep 1
+        else
+            nb_log "nginx: already running (pid $nginx_pid)"
+        fi
+    else
+        nb_log "nginx: starting on $http_addr (logs: $nginx_prefix/)"
+        # nginx daemonizes itself; its stdio must not keep our caller's pipes.
+        if ! nginx -c "$nginx_conf" -p "$nginx_prefix/" </dev/null >>"$nginx_prefix/error.log" 2>&1; then
+            tail -n 5 "$nginx_prefix/error.log" >&2 || true
+            nb_die "nginx did not start (is $http_addr taken?); see $nginx_prefix/error.log"
+        fi
     fi
 fi
+logs=${logs:-$NB_LOG_DIR/fcgi.log, $nginx_prefix/error.log}
+stop_cmd=${stop_cmd:-$NB_REPO_ROOT/src/setup/down.sh}
 
 # 5. ready? ----------------------------------------------------------------------
 url=http://$http_addr
@@ -172,8 +231,8 @@ deadline=$((SECONDS + 30))
 until curl -fsS -o /dev/null --max-time 5 "$url/healthz" 2>/dev/null; do
     if [ "$SECONDS" -ge "$deadline" ]; then
         curl -sS --max-time 5 "$url/healthz" >&2 || true
-        tail -n 20 "$NB_LOG_DIR/fcgi.log" >&2 || true
-        nb_die "$url/healthz did not answer within 30 s; logs: $NB_LOG_DIR/fcgi.log, $nginx_prefix/error.log"
+        [ "$use_systemd" = 1 ] || tail -n 20 "$NB_LOG_DIR/fcgi.log" >&2 || true
+        nb_die "$url/healthz did not answer within 30 s; logs: $logs"
     fi
     sleep 0.5
 done
@@ -185,11 +244,11 @@ nanobox is up at $url
   API key:   ${api_key:-(none: api_key is empty in $NB_CONF, auth is OFF)}
   console:   $url/ in a browser (paste the API key; docs/WEB.md)
   config:    $NB_CONF
-  logs:      $NB_LOG_DIR/fcgi.log, $nginx_prefix/error.log
+  logs:      $logs
   nginx:     $NB_NGINX_DIR/nanobox.conf is the snippet to include in your own
              nginx server {}, $NB_NGINX_DIR/nanobox-ports.conf the server {}
              of exposed ports (http {} level); this one runs from $nginx_conf
-  stop:      $NB_REPO_ROOT/src/setup/down.sh
+  stop:      $stop_cmd
 
 Create a sandbox:
 
