@@ -193,9 +193,12 @@ fi
 # blurs), test_nginx_snippet (nginx configuration), test_www (the console,
 # JavaScript in chromium, the same routes as above), test_template_python
 # (the python template's packages: the routes it uses are those of
-# test_exec and test_files, and the time goes to Python in the sandbox).
+# test_exec and test_files, and the time goes to Python in the sandbox),
+# test_install (a build of its own, not the sanitized one), test_tls
+# (nginx's TLS: the routes it drives are test_lifecycle's and test_ports').
 # NANOBOX_SAN_FULL=1 or any pytest argument runs the whole suite instead.
-SAN_SKIP=(test_cli.py test_concurrency.py test_nginx_snippet.py test_www.py test_template_python.py)
+SAN_SKIP=(test_cli.py test_concurrency.py test_nginx_snippet.py test_www.py test_template_python.py
+    test_install.py test_tls.py)
 
 integration_tests() {
     local rc=0 skip=() par=()

@@ -49,8 +49,12 @@ NB_PACKAGES=(
 # Only the test suite needs these (tests/run.sh installs them; up.sh does
 # not): the browser the web console's test drives (tests/www), and what
 # tests/lint.sh checks the tree with; the validator of the answers'
-# schemas in docs/openapi.yaml (tests/integration/test_openapi.py).
-NB_TEST_PACKAGES=(chromium clang-format shellcheck python3-jsonschema)
+# schemas in docs/openapi.yaml (tests/integration/test_openapi.py);
+# systemd-analyze, which checks the installed units, and logrotate, which
+# runs the installed logrotate file (test_install.py, test_service.py:
+# neither starts a daemon); the openssl CLI, which makes test_tls.py's
+# certificates.
+NB_TEST_PACKAGES=(chromium clang-format shellcheck python3-jsonschema systemd logrotate openssl)
 
 # Only the benchmarks need these (socat is the forwarder we measure against).
 NB_BENCH_PACKAGES=(wrk socat)
