@@ -46,7 +46,8 @@ EXPECTED_FILES = [
 ]
 EXECUTABLES = [f for f in EXPECTED_FILES if "/bin/" in f or "/sbin/" in f or "/libexec/" in f
                or f.endswith(("render-nginx.sh", "image.sh"))]
-EXPECTED_DIRS = [f"{LOCALSTATE}/lib/nanobox", f"{LOCALSTATE}/log/nanobox"]
+EXPECTED_DIRS = [f"{LOCALSTATE}/lib/nanobox", f"{LOCALSTATE}/log/nanobox",
+                 f"{SYSCONF}/nanobox/nginx"]
 
 
 def files_under(root):
