@@ -221,8 +221,8 @@ def test_bare_key_works_too(run):
 def test_unknown_template_and_errors_read_well(run):
     e = thrown(run, "unknownTemplate")
     assert e["name"] == "SandboxError" and e["message"] == "404: template 'no-such-template' not found", e
-    e = thrown(run, "metricsNotImplemented")
-    assert e["name"] == "SandboxError" and e["message"].startswith("501: "), e
+    e = thrown(run, "metricsUnknown")
+    assert e["name"] == "SandboxNotFoundError", e
     e = thrown(run, "timeoutTooLong")
     assert e["name"] == "SandboxError" and e["message"].startswith("400: timeout must be between"), e
 
