@@ -223,6 +223,19 @@ static int cpu_interval(struct nb_req *r, unsigned *ms, struct nb_apierr *ae)
     return 0;
 }
 
+/* The sandbox's cgroup numbers: 0, or -1 with ae set (503 metrics_unavailable). */
+static int sandbox_cgstat(const struct nb_slot *slot, struct nb_cgstat *st, struct nb_apierr *ae)
+{
+    char err[256];
+    if (nb_cgstat_read(PROC_ROOT, CG_ROOT, slot->init_pid, slot->container_id, st, err,
+                       sizeof(err)) != 0) {
+        nb_apierr_set(ae, 503, "metrics_unavailable", "cannot read the usage of sandbox %s: %s",
+                      slot->id, err);
+        return -1;
+    }
+    return 0;
+}
+
 int api_sandbox_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                         struct nb_apierr *ae)
 {
@@ -236,12 +249,8 @@ int api_sandbox_metrics(struct nb_app *a, struct nb_req *r, const struct nb_rout
 
     if (cpu_interval(r, &interval, ae) != 0 || nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         return NB_ERR;
-    if (nb_cgstat_read(PROC_ROOT, CG_ROOT, slot.init_pid, slot.container_id, &st, err,
-                       sizeof(err)) != 0) {
-        nb_apierr_set(ae, 503, "metrics_unavailable", "cannot read the usage of sandbox %s: %s",
-                      slot.id, err);
+    if (sandbox_cgstat(&slot, &st, ae) != 0)
         return NB_ERR;
-    }
     if (interval > 0 && st.cpu_usage_usec >= 0) {
         struct nb_cgstat st2;
         int64_t t0 = nb_metrics_now_us(), dt;
@@ -316,7 +325,7 @@ int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
 {
     struct nb_slot slot;
     struct nb_cgstat st;
-    char err[256], ts[32];
+    char ts[32];
     int64_t now = nb_clock_real_s(), alive, disk_used = 0, disk_size = 0;
     double cpus, pct = 0;
     struct tm tm;
@@ -325,12 +334,8 @@ int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
 
     if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         return NB_ERR;
-    if (nb_cgstat_read(PROC_ROOT, CG_ROOT, slot.init_pid, slot.container_id, &st, err,
-                       sizeof(err)) != 0) {
-        nb_apierr_set(ae, 503, "metrics_unavailable", "cannot read the usage of sandbox %s: %s",
-                      slot.id, err);
+    if (sandbox_cgstat(&slot, &st, ae) != 0)
         return NB_ERR;
-    }
     cpus = slot.nano_cpus > 0 ? (double)slot.nano_cpus / 1e9 : 1.0;
     alive = now - slot.created;
     if (st.cpu_usage_usec > 0 && alive > 0)

@@ -40,19 +40,27 @@ def e2b_sdk():
     return nbtest.node_package(E2B_DIR, "e2b")
 
 
+def sdk_script(stack, node, script, prefix, code=False):
+    """Run tests/e2b/<script> once against the stack, with nothing but the three
+    E2B variables set, and a unique --tag (and --code when asked and the
+    nanobox-python image is there): the summary its last line prints. The
+    caller deletes the sandboxes listed in its "created"."""
+    tag = prefix + secrets.token_hex(4)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
+    env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
+    args = ["--tag", tag] + (["--code"] if code and nbtest.image_present(nbtest.PYTHON_IMAGE) else [])
+    r = subprocess.run([node, str(E2B_DIR / script), *args], cwd=E2B_DIR, env=env, capture_output=True,
+                       text=True, timeout=SDK_TIMEOUT)
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    assert r.returncode == 0 and lines, (f"{script} -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
+                                         f"stderr: {r.stderr[-5000:]}")
+    return json.loads(lines[-1])
+
+
 @pytest.fixture(scope="module")
 def run(stack, e2b_sdk):
     """control.mjs once against the stack: its summary."""
-    tag = "e2b-" + secrets.token_hex(4)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
-    env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
-    args = ["--tag", tag] + (["--code"] if nbtest.image_present(nbtest.PYTHON_IMAGE) else [])
-    r = subprocess.run([e2b_sdk, str(CONTROL_JS), *args], cwd=E2B_DIR, env=env, capture_output=True,
-                       text=True, timeout=SDK_TIMEOUT)
-    lines = [line for line in r.stdout.splitlines() if line.strip()]
-    assert r.returncode == 0 and lines, (f"control.mjs -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
-                                         f"stderr: {r.stderr[-5000:]}")
-    summary = json.loads(lines[-1])
+    summary = sdk_script(stack, e2b_sdk, CONTROL_JS.name, "e2b-", code=True)
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -61,15 +69,7 @@ def run(stack, e2b_sdk):
 @pytest.fixture(scope="module")
 def commands(stack, e2b_sdk):
     """commands.mjs once against the stack (sbx.commands through process.Process): its summary."""
-    tag = "e2b-" + secrets.token_hex(4)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
-    env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
-    r = subprocess.run([e2b_sdk, str(E2B_DIR / "commands.mjs"), "--tag", tag], cwd=E2B_DIR, env=env,
-                       capture_output=True, text=True, timeout=SDK_TIMEOUT)
-    lines = [line for line in r.stdout.splitlines() if line.strip()]
-    assert r.returncode == 0 and lines, (f"commands.mjs -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
-                                         f"stderr: {r.stderr[-5000:]}")
-    summary = json.loads(lines[-1])
+    summary = sdk_script(stack, e2b_sdk, "commands.mjs", "e2b-")
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -632,16 +632,7 @@ DATA_JS = E2B_DIR / "data.mjs"
 def data(stack, e2b_sdk):
     """data.mjs once against the stack (files; the code interpreter when its image is there)."""
     node = nbtest.node_package(E2B_DIR, "@e2b/code-interpreter")
-    tag = "e2bd-" + secrets.token_hex(4)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
-    env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
-    args = ["--tag", tag] + (["--code"] if nbtest.image_present(nbtest.PYTHON_IMAGE) else [])
-    r = subprocess.run([node, str(DATA_JS), *args], cwd=E2B_DIR, env=env, capture_output=True,
-                       text=True, timeout=SDK_TIMEOUT)
-    lines = [line for line in r.stdout.splitlines() if line.strip()]
-    assert r.returncode == 0 and lines, (f"data.mjs -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
-                                         f"stderr: {r.stderr[-5000:]}")
-    summary = json.loads(lines[-1])
+    summary = sdk_script(stack, node, DATA_JS.name, "e2bd-", code=True)
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -878,15 +869,7 @@ def test_files_and_code_calls_need_the_sandboxs_access_token(stack, api):
 @pytest.fixture(scope="module")
 def fsrun(stack, e2b_sdk):
     """fs.mjs once against the stack (sbx.files over filesystem.Filesystem, getMetrics): its summary."""
-    tag = "e2bf-" + secrets.token_hex(4)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
-    env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
-    r = subprocess.run([e2b_sdk, str(E2B_DIR / "fs.mjs"), "--tag", tag], cwd=E2B_DIR, env=env,
-                       capture_output=True, text=True, timeout=SDK_TIMEOUT)
-    lines = [line for line in r.stdout.splitlines() if line.strip()]
-    assert r.returncode == 0 and lines, (f"fs.mjs -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
-                                         f"stderr: {r.stderr[-5000:]}")
-    summary = json.loads(lines[-1])
+    summary = sdk_script(stack, e2b_sdk, "fs.mjs", "e2bf-")
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
