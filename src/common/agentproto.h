@@ -34,7 +34,7 @@ enum nba_req {
     NBA_PQUERY = 'Q',  /* fields P O o -> l (o|r)* . */
     NBA_PSTDIN = 'W',  /* fields P D Z -> . */
     NBA_PSIGNAL = 'S', /* fields P N -> . */
-    NBA_FREAD = 'R',   /* fields F -> f (d* | n*) . */
+    NBA_FREAD = 'R',   /* fields F H -> f (d* | n*) . */
     NBA_FSTAT = 'T',   /* fields F -> f . */
     NBA_FWRITE = 'U',  /* fields F M -> (host sends d* .) -> f . */
     NBA_FDELETE = 'D', /* fields F r -> . */
@@ -55,9 +55,9 @@ enum nba_frame {
     NBA_EOF = 'e',     /* host -> init: close the command's stdin */
     NBA_KILL = 'k',    /* host -> init: u8 signal for the command's process group */
     NBA_WINSIZE = 'w', /* host -> init: u16 cols, u16 rows: a PTY session's new window size */
-    NBA_INFO = 'f',    /* fields: K kind, Z size, M mode, Y mtime (file) */
+    NBA_INFO = 'f',    /* fields: K kind, Z size, M mode, Y mtime, u owner, g group, L target */
     NBA_DATA = 'd',    /* file bytes */
-    NBA_DIRENT = 'n',  /* fields: F name, K kind, Z size, M mode, Y mtime */
+    NBA_DIRENT = 'n',  /* fields: F name (a relative path below depth 1), then as f */
     NBA_PROC =
         'l', /* fields: P pid, A argv (repeated), K state, X code, N signal, O out total, o err total, Y started */
     NBA_END = '.',   /* end of a reply or of an upload */
@@ -90,7 +90,14 @@ enum nba_tag {
     NBA_T_MTIME = 'Y',     /* u64 unix seconds */
     NBA_T_EXITCODE = 'X',  /* i32 */
     NBA_T_WINSIZE = 'Y',   /* u16 cols, u16 rows: run on a PTY (exec); the new size (resize) */
+    NBA_T_DEPTH = 'H',     /* u32 1..NBA_MAX_DEPTH: levels a listing descends (read) */
+    NBA_T_OWNER = 'u',     /* the owner's user name, or its uid in decimal (info) */
+    NBA_T_GROUP = 'g',     /* the group's name, or its gid in decimal (info) */
+    NBA_T_TARGET = 'L',    /* a symlink's target, as readlink gives it (info) */
 };
+
+/* Most levels a directory listing descends (H). */
+#define NBA_MAX_DEPTH 32
 
 /* A PTY's window: 1..NBA_WINSIZE_MAX columns and rows. */
 #define NBA_WINSIZE_MAX 1000

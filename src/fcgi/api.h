@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 
+#include <yajl/yajl_gen.h>
 #include <yajl/yajl_tree.h>
 
 #include "app.h"
@@ -128,6 +129,35 @@ int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
  * (401 "unauthenticated"). Every data-plane handler but /health calls it.
  */
 int e2b_data_authorized(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae);
+/* t (unix seconds) as RFC 3339 in UTC under key, as E2B writes its times (api_e2b.c). */
+void e2b_json_time(yajl_gen g, const char *key, int64_t t);
+/*
+ * The Connect-RPC helpers every envd service uses (api_e2b_proc.c):
+ * the running sandbox a call names, once its access token is checked
+ * (502 unavailable otherwise); the request message, a streaming call's
+ * one envelope or a unary call's body, as a JSON object (NULL for an
+ * empty unary body); a message's member by its protobuf-JSON name or
+ * alt (the proto's), NULL when absent or null.
+ */
+int e2b_rpc_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_slot *slot, struct nb_apierr *ae);
+int e2b_rpc_request(struct nb_app *a, struct nb_req *r, int stream, yajl_val *out,
+                    struct nb_apierr *ae);
+yajl_val e2b_rpc_member(yajl_val obj, const char *key, const char *alt);
+/* GET /sandboxes/{id}/metrics (api_metrics.c): one sample of the cgroup's numbers */
+int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae);
+/* Connect-RPC filesystem.Filesystem (api_e2b_fs.c) over files.c */
+int api_e2b_fs_stat(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae);
+int api_e2b_fs_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae);
+int api_e2b_fs_mkdir(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae);
+int api_e2b_fs_move(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae);
+int api_e2b_fs_remove(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
 /* Connect-RPC process.Process (api_e2b_proc.c) over exec.c and procs.c */
 int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                        struct nb_apierr *ae);

@@ -66,7 +66,7 @@ static int image_of(const struct nb_conf *c, const char *tpl, char *out, size_t 
 }
 
 /* RFC 3339 in UTC, as E2B's startedAt and endAt. */
-static void kv_time(yajl_gen g, const char *key, int64_t t)
+void e2b_json_time(yajl_gen g, const char *key, int64_t t)
 {
     char buf[32];
     struct tm tm;
@@ -217,8 +217,8 @@ static void detail_json(yajl_gen g, const struct nb_conf *c, const struct nb_slo
     nb_json_kv_str(g, "templateID", template_of(c, s->image));
     nb_json_kv_str(g, "clientID", E2B_CLIENT_ID);
     nb_json_kv_str(g, "state", paused ? "paused" : "running");
-    kv_time(g, "startedAt", s->created);
-    kv_time(g, "endAt", now + left);
+    e2b_json_time(g, "startedAt", s->created);
+    e2b_json_time(g, "endAt", now + left);
     nb_json_kv_int(g, "cpuCount", cpus > 0 ? cpus : 1);
     nb_json_kv_int(g, "memoryMB", (long long)(s->memory / MiB));
     nb_json_kv_str(g, "envdVersion", E2B_ENVD_VERSION);

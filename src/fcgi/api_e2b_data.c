@@ -135,7 +135,7 @@ int api_e2b_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_
 {
     char path[NB_FILES_PATH_MAX + 1];
     struct download d = {r, 0};
-    struct nb_files_sink sink = {dl_info, dl_data, dl_entry, &d, 0};
+    struct nb_files_sink sink = {dl_info, dl_data, dl_entry, &d, 0, 1};
     struct nb_slot slot;
     int present;
 

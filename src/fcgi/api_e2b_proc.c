@@ -49,8 +49,8 @@
 #define RPC_CHUNK (64 * 1024)
 
 /* The running sandbox a data-plane call names, once its access token is checked. */
-static int rpc_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-                       struct nb_slot *slot, struct nb_apierr *ae)
+int e2b_rpc_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_slot *slot, struct nb_apierr *ae)
 {
     if (e2b_data_authorized(a, r, ra->id, ae) != 0)
         return -1;
@@ -67,8 +67,8 @@ static int rpc_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_route
  * The request message: a streaming call's one envelope or a unary call's
  * body, as a JSON object (NULL for an empty unary body). -1 with ae set.
  */
-static int rpc_request(struct nb_app *a, struct nb_req *r, int stream, yajl_val *out,
-                       struct nb_apierr *ae)
+int e2b_rpc_request(struct nb_app *a, struct nb_req *r, int stream, yajl_val *out,
+                    struct nb_apierr *ae)
 {
     const char *msg = NULL;
     size_t len = 0;
@@ -110,7 +110,7 @@ static int rpc_request(struct nb_app *a, struct nb_req *r, int stream, yajl_val 
 }
 
 /* obj's member key (protobuf-JSON: the lowerCamelCase name or the proto's), not null. */
-static yajl_val member(yajl_val obj, const char *key, const char *alt)
+yajl_val e2b_rpc_member(yajl_val obj, const char *key, const char *alt)
 {
     const char *p1[] = {key, NULL}, *p2[] = {alt, NULL};
     yajl_val v = obj != NULL ? yajl_tree_get(obj, p1, yajl_t_any) : NULL;
@@ -144,17 +144,17 @@ static int uint32_of(yajl_val v, uint32_t *out)
 /* The ProcessSelector of body.process: its pid (a tag selects nothing here). */
 static int selector_pid(yajl_val body, uint32_t *pid, struct nb_apierr *ae)
 {
-    yajl_val sel = member(body, "process", NULL);
+    yajl_val sel = e2b_rpc_member(body, "process", NULL);
     if (sel == NULL || !YAJL_IS_OBJECT(sel)) {
         nb_apierr_set(ae, 400, "invalid_argument", "process must be an object ({\"pid\": N})");
         return -1;
     }
-    if (member(sel, "pid", NULL) == NULL && member(sel, "tag", NULL) != NULL) {
+    if (e2b_rpc_member(sel, "pid", NULL) == NULL && e2b_rpc_member(sel, "tag", NULL) != NULL) {
         nb_apierr_set(ae, 404, "not_found", "no process has the tag %.64s (nanobox has no tags)",
-                      nb_json_string(member(sel, "tag", NULL)));
+                      nb_json_string(e2b_rpc_member(sel, "tag", NULL)));
         return -1;
     }
-    if (uint32_of(member(sel, "pid", NULL), pid) != 0 || *pid == 0) {
+    if (uint32_of(e2b_rpc_member(sel, "pid", NULL), pid) != 0 || *pid == 0) {
         nb_apierr_set(ae, 400, "invalid_argument", "process.pid must be a process id");
         return -1;
     }
@@ -440,11 +440,11 @@ static void start_cmd_free(struct start_cmd *sc)
 static int start_cmd_parse(struct nb_app *a, yajl_val body, struct start_cmd *sc,
                            struct nb_apierr *ae)
 {
-    yajl_val proc = member(body, "process", NULL), cmd, args, envs, cwd;
+    yajl_val proc = e2b_rpc_member(body, "process", NULL), cmd, args, envs, cwd;
     size_t n = 0;
 
     memset(sc, 0, sizeof(*sc));
-    if (member(body, "pty", NULL) != NULL) {
+    if (e2b_rpc_member(body, "pty", NULL) != NULL) {
         nb_apierr_set(ae, 501, "unimplemented", "PTY processes are not supported by nanobox");
         return -1;
     }
@@ -452,10 +452,10 @@ static int start_cmd_parse(struct nb_app *a, yajl_val body, struct start_cmd *sc
         nb_apierr_set(ae, 400, "invalid_argument", "process must be an object ({\"cmd\": ...})");
         return -1;
     }
-    cmd = member(proc, "cmd", NULL);
-    args = member(proc, "args", NULL);
-    envs = member(proc, "envs", NULL);
-    cwd = member(proc, "cwd", NULL);
+    cmd = e2b_rpc_member(proc, "cmd", NULL);
+    args = e2b_rpc_member(proc, "args", NULL);
+    envs = e2b_rpc_member(proc, "envs", NULL);
+    cwd = e2b_rpc_member(proc, "cwd", NULL);
     if (cmd == NULL || !YAJL_IS_STRING(cmd) || nb_json_string(cmd)[0] == '\0') {
         nb_apierr_set(ae, 400, "invalid_argument", "process.cmd must be a non-empty string");
         return -1;
@@ -517,11 +517,11 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
     int rc = NB_ERR;
 
     nb_exec_result_init(&res, 0);
-    if (rpc_request(a, r, 1, &body, ae) != 0 || rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
+    if (e2b_rpc_request(a, r, 1, &body, ae) != 0 || e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
         start_cmd_parse(a, body, &sc, ae) != 0 ||
         follow_init(&f, a, r, &slot, &timeout_ms, ae) != 0)
         goto out;
-    in = member(body, "stdin", NULL);
+    in = e2b_rpc_member(body, "stdin", NULL);
     if (in != NULL && !YAJL_IS_TRUE(in) && !YAJL_IS_FALSE(in)) {
         nb_apierr_set(ae, 400, "invalid_argument", "stdin must be a boolean");
         goto out;
@@ -566,7 +566,7 @@ int api_e2b_proc_connect(struct nb_app *a, struct nb_req *r, const struct nb_rou
     uint32_t pid;
     int rc = NB_ERR;
 
-    if (rpc_request(a, r, 1, &body, ae) != 0 || rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
+    if (e2b_rpc_request(a, r, 1, &body, ae) != 0 || e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
         selector_pid(body, &pid, ae) != 0 || follow_init(&f, a, r, &slot, &timeout_ms, ae) != 0)
         goto out;
     f.pid = pid;
@@ -633,7 +633,7 @@ int api_e2b_proc_list(struct nb_app *a, struct nb_req *r, const struct nb_route_
     yajl_gen g;
     int rc = NB_ERR;
 
-    if (rpc_request(a, r, 0, &body, ae) != 0 || rpc_sandbox(a, r, ra, &slot, ae) != 0)
+    if (e2b_rpc_request(a, r, 0, &body, ae) != 0 || e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0)
         goto out;
     g = nb_json_gen();
     yajl_gen_map_open(g);
@@ -663,15 +663,15 @@ int api_e2b_proc_input(struct nb_app *a, struct nb_req *r, const struct nb_route
     int rc = NB_ERR;
 
     nb_buf_init(&data, NB_PROCS_STDIN_MAX);
-    if (rpc_request(a, r, 0, &body, ae) != 0 || rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
+    if (e2b_rpc_request(a, r, 0, &body, ae) != 0 || e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
         selector_pid(body, &pid, ae) != 0)
         goto out;
-    input = member(body, "input", NULL);
-    if (input != NULL && member(input, "pty", NULL) != NULL) {
+    input = e2b_rpc_member(body, "input", NULL);
+    if (input != NULL && e2b_rpc_member(input, "pty", NULL) != NULL) {
         nb_apierr_set(ae, 501, "unimplemented", "PTY input is not supported by nanobox");
         goto out;
     }
-    in = member(input, "stdin", NULL);
+    in = e2b_rpc_member(input, "stdin", NULL);
     if (input == NULL || !YAJL_IS_OBJECT(input) || (in != NULL && !YAJL_IS_STRING(in))) {
         nb_apierr_set(ae, 400, "invalid_argument", "input must be {\"stdin\": \"<base64>\"}");
         goto out;
@@ -707,7 +707,7 @@ int api_e2b_proc_close_stdin(struct nb_app *a, struct nb_req *r, const struct nb
     uint32_t pid;
     int rc = NB_ERR;
 
-    if (rpc_request(a, r, 0, &body, ae) != 0 || rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
+    if (e2b_rpc_request(a, r, 0, &body, ae) != 0 || e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
         selector_pid(body, &pid, ae) != 0)
         goto out;
     if (nb_procs_stdin(a, &slot, pid, NULL, 0, 1, ae) != 0) {
@@ -758,10 +758,10 @@ int api_e2b_proc_signal(struct nb_app *a, struct nb_req *r, const struct nb_rout
     uint32_t pid;
     int sig, rc = NB_ERR;
 
-    if (rpc_request(a, r, 0, &body, ae) != 0 || rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
+    if (e2b_rpc_request(a, r, 0, &body, ae) != 0 || e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
         selector_pid(body, &pid, ae) != 0)
         goto out;
-    sig = signal_of(member(body, "signal", NULL));
+    sig = signal_of(e2b_rpc_member(body, "signal", NULL));
     if (sig == 0) {
         nb_apierr_set(ae, 400, "invalid_argument",
                       "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM (9 or 15)");

@@ -46,7 +46,7 @@ static int files_query_path(struct nb_app *a, struct nb_req *r, const char *key,
     return rc == 0 ? 0 : -1;
 }
 
-/* {type, size, mode, mtime} keys of fi into an open map. */
+/* {type, size, mode, mtime, owner, group, target} keys of fi into an open map. */
 static void info_json(yajl_gen g, const struct nb_file_info *fi)
 {
     char mode[16];
@@ -55,6 +55,12 @@ static void info_json(yajl_gen g, const struct nb_file_info *fi)
     nb_json_kv_int(g, "size", (long long)fi->size);
     nb_json_kv_str(g, "mode", mode);
     nb_json_kv_int(g, "mtime", (long long)fi->mtime);
+    if (fi->owner[0] != '\0')
+        nb_json_kv_str(g, "owner", fi->owner);
+    if (fi->group[0] != '\0')
+        nb_json_kv_str(g, "group", fi->group);
+    if (fi->kind == NB_FILE_SYMLINK && fi->target[0] != '\0')
+        nb_json_kv_str(g, "target", fi->target);
 }
 
 /*
@@ -106,11 +112,21 @@ int api_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args
     char path[NB_FILES_PATH_MAX + 1];
     struct nb_slot slot;
     struct files_get_ctx x = {r, path, NULL};
-    struct nb_files_sink sink = {get_info, get_data, get_entry, &x, 0};
+    struct nb_files_sink sink = {get_info, get_data, get_entry, &x, 0, 1};
+    char depth[16], *end;
     int rc = NB_ERR;
 
-    if (files_query_path(a, r, "path", path, sizeof(path), ae) != 0 ||
-        nb_sandbox_get(a, ra->id, &slot, ae) != 0)
+    if (files_query_path(a, r, "path", path, sizeof(path), ae) != 0)
+        return NB_ERR;
+    if (nb_http_query(r, "depth", depth, sizeof(depth)) == 0) {
+        unsigned long d = strtoul(depth, &end, 10);
+        if (depth[0] < '1' || depth[0] > '9' || *end != '\0' || d > NB_FILES_MAX_DEPTH) {
+            nb_apierr_set(ae, 400, "bad_field", "depth must be 1 to %d", NB_FILES_MAX_DEPTH);
+            return NB_ERR;
+        }
+        sink.depth = (unsigned)d;
+    }
+    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         return NB_ERR;
     if (nb_files_read(a, &slot, path, &sink, ae) == 0) {
         if (x.g != NULL) {

@@ -85,7 +85,8 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_E2B_OP, "connect", "POST", E2B | ID, api_e2b_connect},
     {NB_ROUTE_E2B_OP, "pause", "POST", E2B | ID, api_e2b_pause},
     {NB_ROUTE_E2B_OP, "resume", "POST", E2B | ID, api_e2b_resume},
-    /* metrics, logs, snapshots, fork, network, refreshes...: 501 in E2B's shape */
+    {NB_ROUTE_E2B_OP, "metrics", "GET", E2B | ID, api_e2b_metrics},
+    /* logs, snapshots, fork, network, refreshes...: 501 in E2B's shape */
     {NB_ROUTE_E2B_OP, "*", "*", E2B | ID, api_e2b_not_implemented},
     /* the data plane: no API key (the SDK sends none there); the handler checks the id */
     {NB_ROUTE_E2B_DATA, "/health", "GET", E2B | PUBLIC, api_e2b_health},
@@ -97,6 +98,12 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_E2B_DATA, "/process.Process/CloseStdin", "POST", E2B | PUBLIC,
      api_e2b_proc_close_stdin},
     {NB_ROUTE_E2B_DATA, "/process.Process/SendSignal", "POST", E2B | PUBLIC, api_e2b_proc_signal},
+    /* envd's Connect-RPC filesystem.Filesystem (api_e2b_fs.c); WatchDir and watchers: 501 */
+    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/Stat", "POST", E2B | PUBLIC, api_e2b_fs_stat},
+    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/ListDir", "POST", E2B | PUBLIC, api_e2b_fs_list},
+    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/MakeDir", "POST", E2B | PUBLIC, api_e2b_fs_mkdir},
+    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/Move", "POST", E2B | PUBLIC, api_e2b_fs_move},
+    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/Remove", "POST", E2B | PUBLIC, api_e2b_fs_remove},
     /* envd's files and the code interpreter (api_e2b_data.c; the port checked there) */
     {NB_ROUTE_E2B_DATA, "/files", "GET", E2B | PUBLIC, api_e2b_files_get},
     {NB_ROUTE_E2B_DATA, "/files", "POST", E2B | PUBLIC, api_e2b_files_post},

@@ -15,6 +15,7 @@
 #include "files.h"
 
 _Static_assert(NB_FILES_PATH_MAX == NBA_MAX_PATH, "files.h's path cap is the protocol's");
+_Static_assert(NB_FILES_MAX_DEPTH == NBA_MAX_DEPTH, "files.h's depth cap is the protocol's");
 
 /* How long a small file operation may take in the agent. */
 #define FILES_OP_TIMEOUT_MS 30000
@@ -77,7 +78,15 @@ static enum nb_file_kind kind_of(uint8_t k)
     }
 }
 
-/* An info ('i') or entry ('e') frame's fields into fi. */
+/* A string field into out (cut to fit), NUL-terminated. */
+static void field_str(char *out, size_t outlen, const unsigned char *v, uint32_t l)
+{
+    size_t n = l < outlen - 1 ? l : outlen - 1;
+    memcpy(out, v, n);
+    out[n] = '\0';
+}
+
+/* An info ('f') or entry ('n') frame's fields into fi. */
 static void info_parse(const unsigned char *body, uint32_t len, struct nb_file_info *fi)
 {
     struct nba_fields it;
@@ -97,7 +106,13 @@ static void info_parse(const unsigned char *body, uint32_t len, struct nb_file_i
         else if (tag == NBA_T_MTIME && l == 8)
             fi->mtime = nba_get_u64(v);
         else if (tag == NBA_T_PATH)
-            snprintf(fi->name, sizeof(fi->name), "%.*s", (int)(l < 255 ? l : 255), (const char *)v);
+            field_str(fi->name, sizeof(fi->name), v, l);
+        else if (tag == NBA_T_OWNER)
+            field_str(fi->owner, sizeof(fi->owner), v, l);
+        else if (tag == NBA_T_GROUP)
+            field_str(fi->group, sizeof(fi->group), v, l);
+        else if (tag == NBA_T_TARGET)
+            field_str(fi->target, sizeof(fi->target), v, l);
     }
 }
 
@@ -143,6 +158,9 @@ int nb_files_read(struct nb_app *a, const struct nb_slot *slot, const char *path
         return -1;
     nb_buf_init(&f, NBA_MAX_BODY);
     nb_agent_field_str(&f, NBA_T_PATH, path);
+    if (sink->depth > 1)
+        nb_agent_field_u32(&f, NBA_T_DEPTH,
+                           sink->depth < NBA_MAX_DEPTH ? sink->depth : NBA_MAX_DEPTH);
     nb_agent_queue(&ag, NBA_FREAD, f.data, f.len);
     nb_buf_free(&f);
     for (;;) {
@@ -284,6 +302,46 @@ int nb_files_write(struct nb_app *a, const struct nb_slot *slot, const char *pat
     /* a write that did not finish leaves nothing: the agent drops its temp file */
     nb_agent_close(&ag);
     return rc;
+}
+
+struct stat_ctx {
+    struct nb_file_info *out;
+    int got;
+};
+
+static int stat_frame(void *arg, uint8_t type, const unsigned char *body, uint32_t len)
+{
+    struct stat_ctx *sc = arg;
+    if (type == NBA_INFO && !sc->got) {
+        info_parse(body, len, sc->out);
+        sc->got = 1;
+    }
+    return 0;
+}
+
+int nb_files_stat(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                  struct nb_file_info *out, struct nb_apierr *ae)
+{
+    struct stat_ctx sc = {out, 0};
+    struct nb_buf f;
+    int rc;
+
+    (void)a;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_str(&f, NBA_T_PATH, path);
+    rc = nb_agent_call(slot, NBA_FSTAT, &f, "stat the path", FILES_OP_TIMEOUT_MS, stat_frame, &sc,
+                       ae);
+    nb_buf_free(&f);
+    if (rc != 0) {
+        agent_needed(ae);
+        return -1;
+    }
+    if (!sc.got) {
+        nb_apierr_set(ae, 502, "agent_error",
+                      "the sandbox's agent answered without the path's info");
+        return -1;
+    }
+    return 0;
 }
 
 /* One small request whose answer is just the end frame. */

@@ -30,13 +30,20 @@ enum nb_file_kind {
     NB_FILE_SYMLINK,
 };
 
-/* A path's (or a directory entry's) stat as the agent reports it. */
+/* Most levels a listing descends (nb_files_sink's depth). */
+#define NB_FILES_MAX_DEPTH 32
+
+/* A path's (or a directory entry's) stat as the agent reports it (lstat: links not followed). */
 struct nb_file_info {
-    char name[256]; /* the entry's name (listings only) */
+    char name[NB_FILES_PATH_MAX + 1]; /* the entry's name, below depth 1 its relative path
+                                         ("sub/file"; listings only) */
     enum nb_file_kind kind;
     uint64_t size;
     uint64_t mtime; /* unix seconds */
-    uint32_t mode;  /* permission bits and type, as st_mode */
+    uint32_t mode;  /* permission bits (07777) */
+    char owner[64]; /* the owner's name in the sandbox, or its uid ("" from an older agent) */
+    char group[64]; /* the group's name, or its gid */
+    char target[NB_FILES_PATH_MAX + 1]; /* a symlink's target ("" otherwise) */
 };
 
 /* "file", "dir", "symlink" or "other". */
@@ -64,7 +71,9 @@ struct nb_files_sink {
     int (*on_data)(void *arg, const void *data, size_t len);
     int (*on_entry)(void *arg, const struct nb_file_info *entry);
     void *arg;
-    int truncated; /* set by nb_files_read: entries were left out */
+    int truncated;  /* set by nb_files_read: entries were left out */
+    unsigned depth; /* levels of a directory listed (0 or 1: its entries; 2: theirs too...;
+                       at most NB_FILES_MAX_DEPTH), symlinks never followed */
 };
 
 /* Read path (a file's bytes, or a directory's listing). 0, or -1 with ae set. */
@@ -89,6 +98,10 @@ typedef int (*nb_files_source_fn)(void *arg, void *buf, size_t n);
 int nb_files_write(struct nb_app *a, const struct nb_slot *slot, const char *path, uint32_t mode,
                    uint64_t size, nb_files_source_fn src, void *src_arg, struct nb_file_info *out,
                    int *have_info, struct nb_apierr *ae);
+
+/* path's own info (a symlink is not followed: kind NB_FILE_SYMLINK and its target). */
+int nb_files_stat(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                  struct nb_file_info *out, struct nb_apierr *ae);
 
 /* Delete path (a directory only when empty, unless recursive). */
 int nb_files_delete(struct nb_app *a, const struct nb_slot *slot, const char *path, int recursive,

@@ -1,6 +1,6 @@
 /*
- * files.c - the file requests: R read or list, T stat, U write, D delete,
- * N mkdir, V move.
+ * files.c - the file requests: R read or list (H levels deep), T stat,
+ * U write, D delete, N mkdir, V move.
  *
  * Paths come checked by request.c (absolute, no . or ..) and are used as
  * the sandbox user would use them. Only regular files and directories are
@@ -32,7 +32,11 @@
 #include "conn.h"
 #include "ops.h"
 
-#define FILES_INFO_MAX (NBA_HDR + 255 + 4 * (NBA_HDR + 8)) /* body of 'f' or 'n' */
+/* Longest owner or group name sent; a longer one goes as its number. */
+#define FILES_NAME_MAX 64
+/* body of 'f' or 'n': F name, K, Z, M, Y, u, g, L */
+#define FILES_INFO_MAX \
+    (8 * NBA_HDR + NBA_MAX_PATH + 1 + 8 + 4 + 8 + 2 * FILES_NAME_MAX + NBA_MAX_PATH)
 #define FILES_TMP_TRIES 16
 
 static char *path_dup(const struct init_slice *s)
@@ -57,8 +61,62 @@ static uint8_t files_kind(mode_t m)
     return NBA_KIND_OTHER;
 }
 
-/* The fields K Z M Y of st, after an optional F name; returns the length. */
-static size_t files_info(unsigned char *out, const char *name, const struct stat *st)
+/*
+ * Owner and group names, as the sandbox's /etc/passwd and /etc/group say
+ * (the agent is static: no NSS), the last of each kept for a listing's
+ * next entries.
+ */
+struct files_names {
+    int have_uid, have_gid;
+    uid_t uid;
+    gid_t gid;
+    char user[FILES_NAME_MAX], group[FILES_NAME_MAX];
+};
+
+/* The name of id in db ("name:x:id:..." lines), or id in decimal. */
+static void files_id_name(const char *db, unsigned long id, char *out, size_t outlen)
+{
+    char line[1024];
+    FILE *f = fopen(db, "re");
+
+    snprintf(out, outlen, "%lu", id);
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char *c1 = strchr(line, ':'), *c2, *end;
+        unsigned long v;
+        if (c1 == NULL || (c2 = strchr(c1 + 1, ':')) == NULL || c1 == line ||
+            (size_t)(c1 - line) >= outlen)
+            continue;
+        v = strtoul(c2 + 1, &end, 10);
+        if (end == c2 + 1 || *end != ':' || v != id)
+            continue;
+        snprintf(out, outlen, "%.*s", (int)(c1 - line), line);
+        break;
+    }
+    fclose(f);
+}
+
+static void files_names_of(struct files_names *nm, const struct stat *st)
+{
+    if (!nm->have_uid || nm->uid != st->st_uid) {
+        files_id_name("/etc/passwd", (unsigned long)st->st_uid, nm->user, sizeof(nm->user));
+        nm->uid = st->st_uid;
+        nm->have_uid = 1;
+    }
+    if (!nm->have_gid || nm->gid != st->st_gid) {
+        files_id_name("/etc/group", (unsigned long)st->st_gid, nm->group, sizeof(nm->group));
+        nm->gid = st->st_gid;
+        nm->have_gid = 1;
+    }
+}
+
+/*
+ * The fields K Z M Y u g (and L for a symlink: dirfd/at, as readlinkat
+ * takes them) of st, after an optional F name; returns the length.
+ */
+static size_t files_info(unsigned char *out, const char *name, const struct stat *st,
+                         struct files_names *nm, int dirfd, const char *at)
 {
     unsigned char v[8];
     uint8_t kind = files_kind(st->st_mode);
@@ -73,14 +131,25 @@ static size_t files_info(unsigned char *out, const char *name, const struct stat
     n += nba_field_put(out + n, NBA_T_MAXOUT, v, 4);
     nba_put_u64(v, (uint64_t)(st->st_mtime < 0 ? 0 : st->st_mtime));
     n += nba_field_put(out + n, NBA_T_MTIME, v, 8);
+    files_names_of(nm, st);
+    n += nba_field_put(out + n, NBA_T_OWNER, nm->user, (uint32_t)strlen(nm->user));
+    n += nba_field_put(out + n, NBA_T_GROUP, nm->group, (uint32_t)strlen(nm->group));
+    if (S_ISLNK(st->st_mode) && at != NULL) {
+        char target[NBA_MAX_PATH];
+        ssize_t t = readlinkat(dirfd, at, target, sizeof(target));
+        if (t > 0)
+            n += nba_field_put(out + n, NBA_T_TARGET, target, (uint32_t)t);
+    }
     return n;
 }
 
-static void files_send_info(struct init_conn *c, const struct stat *st)
+/* The info frame of path (a symlink's target read when it is one). */
+static void files_send_info(struct init_conn *c, const struct stat *st, const char *path)
 {
-    unsigned char body[FILES_INFO_MAX];
+    static unsigned char body[FILES_INFO_MAX]; /* one connection at a time runs here */
+    struct files_names nm = {0};
 
-    init_conn_send(c, NBA_INFO, body, (uint32_t)files_info(body, NULL, st));
+    init_conn_send(c, NBA_INFO, body, (uint32_t)files_info(body, NULL, st, &nm, AT_FDCWD, path));
 }
 
 static void files_ok(struct init_conn *c)
@@ -96,39 +165,91 @@ static void files_errno(struct init_conn *c, int e, const char *what, const char
 
 /* --- R -------------------------------------------------------------------- */
 
+/*
+ * A read: a regular file's fd, or the directories being listed, the one
+ * asked for at the bottom of the stack and, with a depth above 1, the
+ * subdirectories being walked above it (entries below the first level
+ * are named by their path relative to the one asked for).
+ */
 struct files_read {
-    int fd;   /* a regular file, or -1 */
-    DIR *dir; /* a directory, or NULL */
+    int fd;                           /* a regular file, or -1 */
+    DIR *dirs[NBA_MAX_DEPTH];         /* dirs[0..ndirs) */
+    size_t prefix_len[NBA_MAX_DEPTH]; /* rel's length at each level */
+    unsigned ndirs, depth;
+    char rel[NBA_MAX_PATH + 1]; /* the relative path of dirs[ndirs - 1] ("" for the first) */
+    struct files_names names;
+    unsigned char body[FILES_INFO_MAX];
 };
 
 static void files_read_close(struct files_read *fr)
 {
     if (fr->fd != -1)
         close(fr->fd);
-    if (fr->dir != NULL)
-        closedir(fr->dir);
+    while (fr->ndirs > 0)
+        closedir(fr->dirs[--fr->ndirs]);
     free(fr);
 }
 
-/* One directory entry; 0 sent or skipped, 1 no room, -1 at the end. */
+/* Walk into the subdirectory name (of the top directory), its path rel. */
+static void files_read_descend(struct files_read *fr, const char *name, const char *rel)
+{
+    DIR *top = fr->dirs[fr->ndirs - 1];
+    int fd;
+    DIR *d;
+
+    if (fr->ndirs >= fr->depth || strlen(rel) >= sizeof(fr->rel))
+        return;
+    /* never through a symlink, never blocking; one we may not read is listed, not walked */
+    fd = openat(dirfd(top), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd == -1)
+        return;
+    d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return;
+    }
+    fr->prefix_len[fr->ndirs] = strlen(rel);
+    memcpy(fr->rel, rel, fr->prefix_len[fr->ndirs] + 1);
+    fr->dirs[fr->ndirs++] = d;
+}
+
+/* One directory entry; 0 sent or skipped, 1 no room, -1 at the end (errno set on an error). */
 static int files_read_dirent(struct init_conn *c, struct files_read *fr)
 {
-    unsigned char body[FILES_INFO_MAX];
+    char rel[NBA_MAX_PATH + 1];
     struct dirent *de;
     struct stat st;
+    DIR *top;
+    int n;
 
     if (!init_conn_room(c, FILES_INFO_MAX))
         return 1;
+    top = fr->dirs[fr->ndirs - 1];
     errno = 0;
-    de = readdir(fr->dir);
-    if (de == NULL)
-        return -1;
+    de = readdir(top);
+    if (de == NULL) {
+        if (fr->ndirs == 1 || errno != 0)
+            return -1;
+        /* a subdirectory is done: back to its parent */
+        closedir(fr->dirs[--fr->ndirs]);
+        fr->rel[fr->prefix_len[fr->ndirs - 1]] = '\0';
+        if (fr->ndirs == 1)
+            fr->rel[0] = '\0';
+        return 0;
+    }
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
         return 0;
     /* An entry removed since readdir saw it is left out. */
-    if (fstatat(dirfd(fr->dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+    if (fstatat(dirfd(top), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1)
         return 0;
-    init_conn_send(c, NBA_DIRENT, body, (uint32_t)files_info(body, de->d_name, &st));
+    n = fr->ndirs == 1 ? snprintf(rel, sizeof(rel), "%s", de->d_name)
+                       : snprintf(rel, sizeof(rel), "%s/%s", fr->rel, de->d_name);
+    if (n < 0 || (size_t)n >= sizeof(rel))
+        return 0; /* deeper than a path may be long */
+    init_conn_send(c, NBA_DIRENT, fr->body,
+                   (uint32_t)files_info(fr->body, rel, &st, &fr->names, dirfd(top), de->d_name));
+    if (S_ISDIR(st.st_mode))
+        files_read_descend(fr, de->d_name, rel);
     return 0;
 }
 
@@ -139,7 +260,7 @@ static void files_read_pump(struct init_conn *c)
 
     for (;;) {
         ssize_t n;
-        if (fr->dir != NULL) {
+        if (fr->ndirs > 0) {
             int rc = files_read_dirent(c, fr);
             if (rc == 1)
                 break;
@@ -232,19 +353,21 @@ void init_files_read(struct init_conn *c, const struct init_request *r)
     }
     free(path);
     fr->fd = -1;
+    fr->depth = r->depth > 0 ? r->depth : 1;
     if (S_ISDIR(st.st_mode)) {
-        fr->dir = fdopendir(fd);
-        if (fr->dir == NULL) {
+        fr->dirs[0] = fdopendir(fd);
+        if (fr->dirs[0] == NULL) {
             close(fd);
             free(fr);
             init_conn_error(c, ENOMEM, "out of memory");
             return;
         }
+        fr->ndirs = 1;
     } else {
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
         fr->fd = fd;
     }
-    files_send_info(c, &st);
+    files_send_info(c, &st, NULL);
     c->ops = &files_read_ops;
     c->op = fr;
     files_read_pump(c);
@@ -264,7 +387,7 @@ void init_files_stat(struct init_conn *c, const struct init_request *r)
     if (lstat(path, &st) == -1) {
         files_errno(c, errno, "stat", path);
     } else {
-        files_send_info(c, &st);
+        files_send_info(c, &st, path);
         files_ok(c);
     }
     free(path);
@@ -451,7 +574,7 @@ static void files_upload_commit(struct init_conn *c, struct files_upload *u)
         files_upload_fail(c, u, errno, "stat");
         return;
     }
-    files_send_info(c, &st);
+    files_send_info(c, &st, NULL);
     files_ok(c);
     files_upload_free(u, 0);
 }

@@ -83,6 +83,11 @@ static const struct field_rule path_fields[] = {
     {NBA_T_PATH, FK_PATH, FR_REQUIRED},
     {0, 0, 0},
 };
+static const struct field_rule fread_fields[] = {
+    {NBA_T_PATH, FK_PATH, FR_REQUIRED},
+    {NBA_T_DEPTH, FK_U32, 0},
+    {0, 0, 0},
+};
 static const struct field_rule fwrite_fields[] = {
     {NBA_T_PATH, FK_PATH, FR_REQUIRED},
     {NBA_T_MAXOUT, FK_U32, 0},
@@ -102,7 +107,7 @@ static const struct field_rule fmove_fields[] = {
 static const struct request_rule request_rules[] = {
     {NBA_PING, no_fields},         {NBA_EXEC, exec_fields},     {NBA_PLIST, no_fields},
     {NBA_PQUERY, pquery_fields},   {NBA_PSTDIN, pstdin_fields}, {NBA_PSIGNAL, psignal_fields},
-    {NBA_FREAD, path_fields},      {NBA_FSTAT, path_fields},    {NBA_FWRITE, fwrite_fields},
+    {NBA_FREAD, fread_fields},     {NBA_FSTAT, path_fields},    {NBA_FWRITE, fwrite_fields},
     {NBA_FDELETE, fdelete_fields}, {NBA_FMKDIR, path_fields},   {NBA_FMOVE, fmove_fields},
     {NBA_KERNEL, no_fields},       {NBA_PTY, pty_fields},
 };
@@ -289,6 +294,9 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
         case NBA_T_RECURSIVE:
             r->recursive = 1;
             break;
+        case NBA_T_DEPTH:
+            r->depth = nba_get_u32(v);
+            break;
         case NBA_T_WINSIZE:
             r->pty = 1;
             r->cols = (uint16_t)(nba_get_u32(v) >> 16);
@@ -300,6 +308,11 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
     }
     if (r->nargv > 0 && r->argv[0].len == 0)
         return fail(err, errlen, EINVAL, "argv[0] is empty");
+    if (r->type == NBA_FREAD && r->depth == 0)
+        r->depth = 1;
+    if (r->depth > NBA_MAX_DEPTH)
+        return fail(err, errlen, EINVAL, "a listing descends 1 to %d levels, not %u", NBA_MAX_DEPTH,
+                    r->depth);
     if (r->mode > 07777)
         return fail(err, errlen, EINVAL, "mode %#o has bits beyond 07777", r->mode);
     if (r->pty &&

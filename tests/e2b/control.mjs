@@ -153,7 +153,7 @@ await step('bareKeyList', async () => {
   return { count: items.length }
 })
 await throws('unknownTemplate', () => create({ template: 'no-such-template' }))
-await throws('metricsNotImplemented', () => Sandbox.getMetrics(b.sandboxId))
+await throws('metricsUnknown', () => Sandbox.getMetrics('9d5ad481-3179-4bd9-9d2f-c00aae4a0279'))
 await throws('timeoutTooLong', () => create({ timeoutMs: 365 * 24 * 3600_000 }))
 
 if (withCode) {

@@ -40,19 +40,27 @@ def e2b_sdk():
     return nbtest.node_package(E2B_DIR, "e2b")
 
 
+def sdk_script(stack, node, script, prefix, code=False):
+    """Run tests/e2b/<script> once against the stack, with nothing but the three
+    E2B variables set, and a unique --tag (and --code when asked and the
+    nanobox-python image is there): the summary its last line prints. The
+    caller deletes the sandboxes listed in its "created"."""
+    tag = prefix + secrets.token_hex(4)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
+    env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
+    args = ["--tag", tag] + (["--code"] if code and nbtest.image_present(nbtest.PYTHON_IMAGE) else [])
+    r = subprocess.run([node, str(E2B_DIR / script), *args], cwd=E2B_DIR, env=env, capture_output=True,
+                       text=True, timeout=SDK_TIMEOUT)
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    assert r.returncode == 0 and lines, (f"{script} -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
+                                         f"stderr: {r.stderr[-5000:]}")
+    return json.loads(lines[-1])
+
+
 @pytest.fixture(scope="module")
 def run(stack, e2b_sdk):
     """control.mjs once against the stack: its summary."""
-    tag = "e2b-" + secrets.token_hex(4)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
-    env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
-    args = ["--tag", tag] + (["--code"] if nbtest.image_present(nbtest.PYTHON_IMAGE) else [])
-    r = subprocess.run([e2b_sdk, str(CONTROL_JS), *args], cwd=E2B_DIR, env=env, capture_output=True,
-                       text=True, timeout=SDK_TIMEOUT)
-    lines = [line for line in r.stdout.splitlines() if line.strip()]
-    assert r.returncode == 0 and lines, (f"control.mjs -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
-                                         f"stderr: {r.stderr[-5000:]}")
-    summary = json.loads(lines[-1])
+    summary = sdk_script(stack, e2b_sdk, CONTROL_JS.name, "e2b-", code=True)
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -61,15 +69,7 @@ def run(stack, e2b_sdk):
 @pytest.fixture(scope="module")
 def commands(stack, e2b_sdk):
     """commands.mjs once against the stack (sbx.commands through process.Process): its summary."""
-    tag = "e2b-" + secrets.token_hex(4)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
-    env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
-    r = subprocess.run([e2b_sdk, str(E2B_DIR / "commands.mjs"), "--tag", tag], cwd=E2B_DIR, env=env,
-                       capture_output=True, text=True, timeout=SDK_TIMEOUT)
-    lines = [line for line in r.stdout.splitlines() if line.strip()]
-    assert r.returncode == 0 and lines, (f"commands.mjs -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
-                                         f"stderr: {r.stderr[-5000:]}")
-    summary = json.loads(lines[-1])
+    summary = sdk_script(stack, e2b_sdk, "commands.mjs", "e2b-")
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -221,8 +221,8 @@ def test_bare_key_works_too(run):
 def test_unknown_template_and_errors_read_well(run):
     e = thrown(run, "unknownTemplate")
     assert e["name"] == "SandboxError" and e["message"] == "404: template 'no-such-template' not found", e
-    e = thrown(run, "metricsNotImplemented")
-    assert e["name"] == "SandboxError" and e["message"].startswith("501: "), e
+    e = thrown(run, "metricsUnknown")
+    assert e["name"] == "SandboxNotFoundError", e
     e = thrown(run, "timeoutTooLong")
     assert e["name"] == "SandboxError" and e["message"].startswith("400: timeout must be between"), e
 
@@ -432,7 +432,7 @@ def test_ids_that_are_not_ours_are_404(stack):
 
 def test_unimplemented_is_501_in_e2b_shape(stack, api):
     sid = api.create()
-    for method, path in (("GET", f"/sandboxes/{sid}/metrics"), ("POST", f"/sandboxes/{sid}/snapshots"),
+    for method, path in (("GET", f"/sandboxes/{sid}/logs"), ("POST", f"/sandboxes/{sid}/snapshots"),
                          ("GET", f"/v2/sandboxes/{sid}/logs")):
         r = e2b(stack, method, path, json={} if method == "POST" else None)
         assert r.status_code in (404, 501), (path, r.status_code)
@@ -632,16 +632,7 @@ DATA_JS = E2B_DIR / "data.mjs"
 def data(stack, e2b_sdk):
     """data.mjs once against the stack (files; the code interpreter when its image is there)."""
     node = nbtest.node_package(E2B_DIR, "@e2b/code-interpreter")
-    tag = "e2bd-" + secrets.token_hex(4)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
-    env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
-    args = ["--tag", tag] + (["--code"] if nbtest.image_present(nbtest.PYTHON_IMAGE) else [])
-    r = subprocess.run([node, str(DATA_JS), *args], cwd=E2B_DIR, env=env, capture_output=True,
-                       text=True, timeout=SDK_TIMEOUT)
-    lines = [line for line in r.stdout.splitlines() if line.strip()]
-    assert r.returncode == 0 and lines, (f"data.mjs -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
-                                         f"stderr: {r.stderr[-5000:]}")
-    summary = json.loads(lines[-1])
+    summary = sdk_script(stack, node, DATA_JS.name, "e2bd-", code=True)
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -871,3 +862,137 @@ def test_files_and_code_calls_need_the_sandboxs_access_token(stack, api):
     h = {**dp(sid, "49999"), "E2B-Traffic-Access-Token": access_token(stack, sid)}
     r = e2b(stack, "GET", "/contexts", key=None, headers=h)
     assert r.status_code == 200, r.text[:300]
+
+
+# ------------------------------- filesystem.Filesystem and metrics through the SDK
+
+@pytest.fixture(scope="module")
+def fsrun(stack, e2b_sdk):
+    """fs.mjs once against the stack (sbx.files over filesystem.Filesystem, getMetrics): its summary."""
+    summary = sdk_script(stack, e2b_sdk, "fs.mjs", "e2bf-")
+    yield summary
+    for sid in summary["created"]:
+        stack.api.delete(sid)
+
+
+def test_fs_written_bytes_come_back_exact(fsrun):
+    step(fsrun, "setup")
+    assert step(fsrun, "readBack") == {"size": 300_000, "sha": fsrun["blobSha"]}
+
+
+def test_fs_list_one_level_with_entry_info(fsrun):
+    entries = step(fsrun, "list1")
+    assert [e["name"] for e in entries] == ["a.txt", "b", "blob.bin", "link"], entries
+    by = {e["name"]: e for e in entries}
+    a = by["a.txt"]
+    assert a["type"] == "file" and a["path"] == "/workspace/tree/a.txt" and a["size"] == 5, a
+    assert a["mode"] == 0o644 and a["permissions"] == "-rw-r--r--", a
+    assert a["owner"] and a["group"], a
+    assert near(a["modifiedTime"], fsrun["startedAt"], 30), a
+    assert by["b"]["type"] == "dir" and by["b"]["permissions"] == "drwxr-xr-x" and by["b"]["mode"] == 0o755
+    assert by["blob.bin"]["size"] == 300_000
+    link = by["link"]
+    assert link["type"] == "symlink" and link["symlinkTarget"] == "a.txt", link
+    assert link["permissions"].startswith("L"), link
+
+
+def test_fs_list_deeper_levels(fsrun):
+    assert step(fsrun, "list2") == ["/workspace/tree/a.txt", "/workspace/tree/b", "/workspace/tree/b/c.txt",
+                                    "/workspace/tree/b/d", "/workspace/tree/blob.bin", "/workspace/tree/link"]
+    assert "/workspace/tree/b/d/e.txt" in step(fsrun, "list3")
+
+
+def test_fs_list_errors(fsrun):
+    assert thrown(fsrun, "listFile")["name"] == "InvalidArgumentError"
+    assert thrown(fsrun, "listMissing")["name"] == "FileNotFoundError"
+    assert thrown(fsrun, "listDepth0")["name"] == "InvalidArgumentError"
+
+
+def test_fs_exists_and_get_info(fsrun):
+    assert step(fsrun, "exists") == {"file": True, "dir": True, "missing": False}
+    f = step(fsrun, "infoFile")
+    assert {k: f[k] for k in ("name", "type", "path", "size", "mode", "permissions")} == {
+        "name": "c.txt", "type": "file", "path": "/workspace/tree/b/c.txt", "size": 6, "mode": 0o644,
+        "permissions": "-rw-r--r--"}, f
+    d = step(fsrun, "infoDir")
+    assert (d["name"], d["type"], d["path"]) == ("b", "dir", "/workspace/tree/b"), d
+    link = step(fsrun, "infoLink")
+    assert (link["type"], link["symlinkTarget"]) == ("symlink", "a.txt"), link
+    e = thrown(fsrun, "infoMissing")
+    assert e["name"] == "FileNotFoundError" and "zzz" in e["message"], e
+    assert thrown(fsrun, "infoBadPath")["name"] == "InvalidArgumentError"
+
+
+def test_fs_make_dir_true_then_false(fsrun, stack):
+    m = step(fsrun, "makeDir")
+    assert (m["first"], m["again"], m["parent"]) == (True, False, False), m
+    assert m["info"]["type"] == "dir" and m["info"]["path"] == "/workspace/made/x/y"
+    assert thrown(fsrun, "makeDirOnFile")["name"] == "InvalidArgumentError"
+
+
+def test_fs_rename(fsrun, stack):
+    r = step(fsrun, "rename")
+    assert r["moved"]["path"] == "/workspace/tree/c-moved.txt" and r["moved"]["name"] == "c-moved.txt"
+    assert r["oldExists"] is False and r["text"] == "gamma!", r
+    d = step(fsrun, "renameDir")
+    assert (d["path"], d["type"]) == ("/workspace/x-moved", "dir"), d
+    # the same tree through nanobox's native API
+    got = stack.api.request("GET", f"/sandbox/{fsrun['sandbox']}/files?path=x-moved").json()
+    assert [e["name"] for e in got["entries"]] == ["y"], got
+    assert thrown(fsrun, "renameMissing")["name"] == "FileNotFoundError"
+
+
+def test_fs_remove_and_read_missing(fsrun):
+    r = step(fsrun, "remove")
+    assert (r["a"], r["b"]) == (False, False), r
+    assert sorted(r["list"]) == ["blob.bin", "c-moved.txt", "link"], r
+    e = thrown(fsrun, "readMissing")
+    assert e["name"] == "FileNotFoundError", e
+
+
+def test_get_metrics_reads_the_cgroup(fsrun):
+    m = step(fsrun, "metrics")
+    assert len(m) == 1, m
+    x = m[0]
+    assert near(x["timestamp"], fsrun["startedAt"], 120), x
+    assert x["cpuCount"] >= 1 and 0 <= x["cpuUsedPct"] <= 100, x
+    assert 0 < x["memUsed"] <= x["memTotal"], x
+    assert 0 <= x["diskUsed"] <= x["diskTotal"], x
+
+
+def test_filesystem_raw_errors_are_connect_codes(stack, api):
+    sid = api.create()
+    h = {**dp(sid, stack=stack), "Content-Type": "application/json"}
+
+    def call(method, body):
+        return e2b(stack, "POST", f"/filesystem.Filesystem/{method}", key=None, headers=h, json=body)
+
+    for method, body, status, code in (
+            ("Stat", {"path": "/nope"}, 404, "not_found"),
+            ("Stat", {"path": "a/../b"}, 400, "invalid_argument"),
+            ("Stat", {}, 400, "invalid_argument"),
+            ("ListDir", {"path": "/root"}, 403, "permission_denied"),
+            ("MakeDir", {"path": "/workspace"}, 409, "already_exists"),
+            ("MakeDir", {"path": "/etc/newdir"}, 403, "permission_denied"),
+            ("Move", {"source": "/workspace/nope", "destination": "/workspace/x"}, 404, "not_found"),
+            # /workspace and /tmp are mounts of their own: rename(2) does not cross them
+            ("Move", {"source": "/workspace", "destination": "/tmp/w"}, 400, "failed_precondition"),
+            ("Move", {"source": "/workspace"}, 400, "invalid_argument"),
+            ("ListDir", {"path": "/workspace", "depth": "x"}, 400, "invalid_argument")):
+        r = call(method, body)
+        assert (r.status_code, r.json()["code"]) == (status, code), (method, body, r.text[:300])
+    r = call("Stat", {"path": "/workspace"})
+    assert r.status_code == 200 and r.json()["entry"]["type"] == "FILE_TYPE_DIRECTORY", r.text[:300]
+    assert r.json()["entry"]["size"].isdigit()
+    r = call("Remove", {"path": "/workspace/never"})
+    assert (r.status_code, r.json()) == (200, {})
+    # the native listing goes as deep as asked, and shows owners and link targets
+    api.request("PUT", f"/sandbox/{sid}/files?path=/workspace/d1/d2/f", data=b"x")
+    got = api.request("GET", f"/sandbox/{sid}/files?path=/workspace&depth=3").json()
+    names = [e["name"] for e in got["entries"]]
+    assert {"d1", "d1/d2", "d1/d2/f"} <= set(names), names
+    assert all(e["owner"] and e["group"] for e in got["entries"]), got
+    assert api.request("GET", f"/sandbox/{sid}/files?path=/workspace&depth=0").status_code == 400
+    api.delete(sid)
+    r = call("Stat", {"path": "/workspace"})
+    assert (r.status_code, r.json()["code"]) == (503, "unavailable"), r.text[:300]

@@ -1,0 +1,361 @@
+/*
+ * api_e2b_fs.c - envd's filesystem.Filesystem service of the E2B facade
+ * (docs/E2B.md), in Connect-RPC with JSON (unary calls), over the files
+ * engine the native API uses (files.c): the agent stats, lists, creates,
+ * moves and removes, with the sandbox user's rights.
+ *
+ *   Stat     {path}                   -> {entry: EntryInfo}
+ *   ListDir  {path, depth}            -> {entries: [EntryInfo...]}
+ *   MakeDir  {path}                   -> {entry} (already_exists if it is there)
+ *   Move     {source, destination}    -> {entry} (the destination's)
+ *   Remove   {path}                   -> {} (a directory with all it holds;
+ *                                          a missing path is no error)
+ *
+ * EntryInfo is protobuf-JSON: {name, type: FILE_TYPE_FILE|_DIRECTORY|
+ * _SYMLINK, path (absolute), size (int64 as a string), mode (permission
+ * bits), permissions ("-rw-r--r--", as Go prints a FileMode), owner,
+ * group, modifiedTime (RFC 3339), symlinkTarget?}. A relative path is in
+ * the sandbox user's home (nanobox's workspace). WatchDir and the
+ * watcher calls are not here: the data plane's catch-all answers them
+ * unimplemented.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "e2b_rpc.h"
+#include "files.h"
+#include "json.h"
+
+/* The path member of a request, resolved as nb_files_path does (relative: the workspace). */
+static int body_path(struct nb_app *a, yajl_val body, const char *key, char *out, size_t outlen,
+                     struct nb_apierr *ae)
+{
+    yajl_val v = e2b_rpc_member(body, key, NULL);
+    if (v == NULL || !YAJL_IS_STRING(v)) {
+        nb_apierr_set(ae, 400, "invalid_argument", "%s must be a path (a string)", key);
+        return -1;
+    }
+    if (nb_files_path(&a->conf, nb_json_string(v), strlen(nb_json_string(v)), out, outlen, ae) !=
+        0) {
+        snprintf(ae->code, sizeof(ae->code), "invalid_argument");
+        return -1;
+    }
+    return 0;
+}
+
+/* A files engine error as envd says it: the agent gone is the sandbox gone. */
+static int fs_err(struct nb_apierr *ae)
+{
+    if (ae->status == 503)
+        ae->status = 502;
+    return NB_ERR;
+}
+
+/* Go's FileMode.String() of kind and mode: "drwxr-xr-x", "Lrwxrwxrwx", "-rw-r--r--". */
+static void permissions(enum nb_file_kind kind, uint32_t mode, char *out)
+{
+    static const char rwx[] = "rwxrwxrwx";
+    size_t n = 0;
+    if (kind == NB_FILE_DIR)
+        out[n++] = 'd';
+    else if (kind == NB_FILE_SYMLINK)
+        out[n++] = 'L';
+    if (mode & 04000)
+        out[n++] = 'u';
+    if (mode & 02000)
+        out[n++] = 'g';
+    if (mode & 01000)
+        out[n++] = 't';
+    if (n == 0)
+        out[n++] = '-';
+    for (int i = 0; i < 9; i++)
+        out[n++] = (mode & (0400u >> i)) ? rwx[i] : '-';
+    out[n] = '\0';
+}
+
+static const char *file_type(enum nb_file_kind kind)
+{
+    switch (kind) {
+    case NB_FILE_DIR:
+        return "FILE_TYPE_DIRECTORY";
+    case NB_FILE_SYMLINK:
+        return "FILE_TYPE_SYMLINK";
+    case NB_FILE_REGULAR:
+        return "FILE_TYPE_FILE";
+    default:
+        return "FILE_TYPE_UNSPECIFIED";
+    }
+}
+
+/* One EntryInfo of the file at path (its name: the last component). */
+static void entry_json(yajl_gen g, const char *path, const struct nb_file_info *fi)
+{
+    const char *slash = strrchr(path, '/');
+    char perm[16], size[24];
+    snprintf(size, sizeof(size), "%llu", (unsigned long long)fi->size);
+    permissions(fi->kind, fi->mode, perm);
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "name", slash != NULL && slash[1] != '\0' ? slash + 1 : path);
+    nb_json_kv_str(g, "type", file_type(fi->kind));
+    nb_json_kv_str(g, "path", path);
+    nb_json_kv_str(g, "size", size);
+    nb_json_kv_int(g, "mode", fi->mode & 0777);
+    nb_json_kv_str(g, "permissions", perm);
+    nb_json_kv_str(g, "owner", fi->owner);
+    nb_json_kv_str(g, "group", fi->group);
+    e2b_json_time(g, "modifiedTime", (int64_t)fi->mtime);
+    if (fi->kind == NB_FILE_SYMLINK && fi->target[0] != '\0')
+        nb_json_kv_str(g, "symlinkTarget", fi->target);
+    yajl_gen_map_close(g);
+}
+
+/* {"entry": EntryInfo} of path, as Stat, MakeDir and Move answer. */
+static int answer_entry(struct nb_app *a, struct nb_req *r, const struct nb_slot *slot,
+                        const char *path, struct nb_apierr *ae)
+{
+    struct nb_file_info *fi = nb_xmalloc(sizeof(*fi));
+    yajl_gen g;
+    if (nb_files_stat(a, slot, path, fi, ae) != 0) {
+        free(fi);
+        return fs_err(ae);
+    }
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "entry");
+    entry_json(g, path, fi);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    free(fi);
+    return NB_OK;
+}
+
+/* The request's sandbox and message: 0, or -1 with ae set. */
+static int fs_request(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_slot *slot, yajl_val *body, struct nb_apierr *ae)
+{
+    return e2b_rpc_request(a, r, 0, body, ae) != 0 || e2b_rpc_sandbox(a, r, ra, slot, ae) != 0 ? -1
+                                                                                               : 0;
+}
+
+int api_e2b_fs_stat(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae)
+{
+    char path[NB_FILES_PATH_MAX + 1];
+    struct nb_slot slot;
+    yajl_val body = NULL;
+    int rc = NB_ERR;
+
+    if (fs_request(a, r, ra, &slot, &body, ae) == 0 &&
+        body_path(a, body, "path", path, sizeof(path), ae) == 0)
+        rc = answer_entry(a, r, &slot, path, ae);
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* ---- ListDir ---- */
+
+/* A listing's entry, kept until all are in and sorted. */
+struct fs_entry {
+    char *rel; /* below the directory listed */
+    struct nb_file_info *fi;
+};
+
+struct fs_list {
+    const char *dir;
+    int not_dir;
+    struct fs_entry *v;
+    size_t n, cap;
+};
+
+static int list_info(void *arg, const struct nb_file_info *fi)
+{
+    struct fs_list *l = arg;
+    if (fi->kind != NB_FILE_DIR) {
+        l->not_dir = 1;
+        return 1; /* stop: a file's bytes are not wanted */
+    }
+    return 0;
+}
+
+static int list_data(void *arg, const void *data, size_t len)
+{
+    (void)arg;
+    (void)data;
+    (void)len;
+    return 1;
+}
+
+static int list_entry(void *arg, const struct nb_file_info *e)
+{
+    struct fs_list *l = arg;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 64;
+        l->v = nb_xrealloc(l->v, l->cap * sizeof(*l->v));
+    }
+    l->v[l->n].rel = nb_xstrdup(e->name);
+    l->v[l->n].fi = nb_xmalloc(sizeof(*e));
+    memcpy(l->v[l->n].fi, e, sizeof(*e));
+    l->n++;
+    return 0;
+}
+
+/* Walk order, as envd's (Go's WalkDir): a directory's own entries right after it. */
+static int rel_cmp(const void *x, const void *y)
+{
+    const unsigned char *p = (const unsigned char *)((const struct fs_entry *)x)->rel;
+    const unsigned char *q = (const unsigned char *)((const struct fs_entry *)y)->rel;
+    for (; *p != '\0' && *p == *q; p++, q++)
+        ;
+    return (*p == '/' ? 1 : *p) - (*q == '/' ? 1 : *q);
+}
+
+int api_e2b_fs_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae)
+{
+    char path[NB_FILES_PATH_MAX + 1], *full = NULL;
+    struct fs_list l = {path, 0, NULL, 0, 0};
+    struct nb_files_sink sink = {list_info, list_data, list_entry, &l, 0, 1};
+    struct nb_slot slot;
+    yajl_val body = NULL, depth;
+    yajl_gen g;
+    int rc = NB_ERR;
+
+    if (fs_request(a, r, ra, &slot, &body, ae) != 0 ||
+        body_path(a, body, "path", path, sizeof(path), ae) != 0)
+        goto out;
+    /* uint32 in protobuf-JSON: a number or a string of digits; 0 (absent) lists one level */
+    depth = e2b_rpc_member(body, "depth", NULL);
+    if (depth != NULL) {
+        const char *ds = YAJL_IS_STRING(depth) ? nb_json_string(depth) : NULL;
+        long long d = YAJL_IS_INTEGER(depth) ? YAJL_GET_INTEGER(depth) : -1;
+        if (ds != NULL && ds[0] != '\0' && strspn(ds, "0123456789") == strlen(ds) &&
+            strlen(ds) <= 10)
+            d = strtoll(ds, NULL, 10);
+        if (d < 0 || d > 0xffffffffLL) {
+            nb_apierr_set(ae, 400, "invalid_argument", "depth must be a level count (1 or more)");
+            goto out;
+        }
+        sink.depth = d > NB_FILES_MAX_DEPTH ? NB_FILES_MAX_DEPTH : (unsigned)(d < 1 ? 1 : d);
+    }
+    if (nb_files_read(a, &slot, path, &sink, ae) != 0) {
+        fs_err(ae);
+        goto out;
+    }
+    if (l.not_dir) {
+        nb_apierr_set(ae, 400, "invalid_argument", "path %.200s is not a directory", path);
+        goto out;
+    }
+    qsort(l.v, l.n, sizeof(*l.v), rel_cmp);
+    full = nb_xmalloc(2 * NB_FILES_PATH_MAX + 2);
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "entries");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < l.n; i++) {
+        snprintf(full, 2 * NB_FILES_PATH_MAX + 2, "%s%s%s", path, strcmp(path, "/") ? "/" : "",
+                 l.v[i].rel);
+        entry_json(g, full, l.v[i].fi);
+    }
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
+out:
+    for (size_t i = 0; i < l.n; i++) {
+        free(l.v[i].rel);
+        free(l.v[i].fi);
+    }
+    free(l.v);
+    free(full);
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* ---- MakeDir, Move, Remove ---- */
+
+int api_e2b_fs_mkdir(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae)
+{
+    char path[NB_FILES_PATH_MAX + 1];
+    struct nb_file_info *fi = nb_xmalloc(sizeof(*fi));
+    struct nb_slot slot;
+    yajl_val body = NULL;
+    int rc = NB_ERR;
+
+    if (fs_request(a, r, ra, &slot, &body, ae) != 0 ||
+        body_path(a, body, "path", path, sizeof(path), ae) != 0)
+        goto out;
+    /* envd says whether it was there: makeDir() is false then */
+    if (nb_files_stat(a, &slot, path, fi, ae) == 0) {
+        if (fi->kind == NB_FILE_DIR)
+            nb_apierr_set(ae, 409, "already_exists", "directory %.200s already exists", path);
+        else
+            nb_apierr_set(ae, 400, "invalid_argument",
+                          "path %.200s already exists and is not a directory", path);
+        goto out;
+    }
+    if (ae->status != 404) {
+        fs_err(ae);
+        goto out;
+    }
+    if (nb_files_mkdir(a, &slot, path, ae) != 0) {
+        fs_err(ae);
+        goto out;
+    }
+    rc = answer_entry(a, r, &slot, path, ae);
+out:
+    free(fi);
+    yajl_tree_free(body);
+    return rc;
+}
+
+int api_e2b_fs_move(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae)
+{
+    char from[NB_FILES_PATH_MAX + 1], to[NB_FILES_PATH_MAX + 1];
+    struct nb_slot slot;
+    yajl_val body = NULL;
+    int rc = NB_ERR;
+
+    if (fs_request(a, r, ra, &slot, &body, ae) != 0 ||
+        body_path(a, body, "source", from, sizeof(from), ae) != 0 ||
+        body_path(a, body, "destination", to, sizeof(to), ae) != 0)
+        goto out;
+    if (nb_files_move(a, &slot, from, to, ae) != 0) {
+        fs_err(ae);
+        goto out;
+    }
+    rc = answer_entry(a, r, &slot, to, ae);
+out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+int api_e2b_fs_remove(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae)
+{
+    char path[NB_FILES_PATH_MAX + 1];
+    struct nb_slot slot;
+    yajl_val body = NULL;
+    int rc = NB_ERR;
+
+    if (fs_request(a, r, ra, &slot, &body, ae) != 0 ||
+        body_path(a, body, "path", path, sizeof(path), ae) != 0)
+        goto out;
+    /* as envd's RemoveAll: a directory goes with everything in it, a missing path is fine */
+    if (nb_files_delete(a, &slot, path, 1, ae) != 0 && ae->status != 404) {
+        fs_err(ae);
+        goto out;
+    }
+    nb_http_body(r, 200, "application/json", "{}", 2);
+    rc = NB_OK;
+out:
+    yajl_tree_free(body);
+    return rc;
+}

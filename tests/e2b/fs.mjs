@@ -1,0 +1,113 @@
+// fs.mjs - sbx.files over envd's filesystem.Filesystem (Connect-RPC), driven
+// by the official SDK (npm e2b, pinned in package.json) as a user's code
+// would: list (depth 1 and 2), exists, getInfo, makeDir, rename, remove,
+// their errors, and getMetrics. tests/integration/test_e2b.py runs it and
+// asserts on the JSON summary it prints as its last line: one entry per
+// step, {"thrown": ...} when the SDK threw where it should not have.
+//
+//   node fs.mjs --tag <unique tag>
+//
+// The sandbox it creates carries metadata {suite: tag} and is listed in the
+// summary's "created".
+import { createHash, randomBytes } from 'node:crypto'
+import { Sandbox } from 'e2b'
+
+const args = process.argv.slice(2)
+const tag = args[args.indexOf('--tag') + 1]
+const steps = {}
+const created = []
+const summary = { steps, created }
+
+const errInfo = (e) => ({ name: e?.constructor?.name, message: String(e?.message ?? e) })
+const sha = (b) => createHash('sha256').update(b).digest('hex')
+// an EntryInfo as the summary shows it (modifiedTime as unix seconds)
+const entry = (e) => ({ ...e, modifiedTime: e.modifiedTime ? Math.floor(e.modifiedTime.getTime() / 1000) : null })
+
+async function step (name, fn) {
+  try {
+    steps[name] = (await fn()) ?? {}
+  } catch (e) {
+    steps[name] = { thrown: errInfo(e) }
+  }
+}
+async function throws (name, fn) {
+  try {
+    steps[name] = { returned: (await fn()) ?? null }
+  } catch (e) {
+    steps[name] = errInfo(e)
+  }
+}
+
+const s = await Sandbox.create({ metadata: { suite: tag }, timeoutMs: 300_000 })
+created.push(s.sandboxId)
+summary.sandbox = s.sandboxId
+summary.startedAt = Math.floor(Date.now() / 1000)
+
+// a tree: tree/a.txt, tree/b/c.txt, tree/b/d/e.txt, tree/link -> a.txt
+const blob = randomBytes(300_000)
+summary.blobSha = sha(blob)
+await step('setup', async () => {
+  await s.files.write([
+    { path: 'tree/a.txt', data: 'alpha' },
+    { path: 'tree/b/c.txt', data: 'gamma!' },
+    { path: 'tree/b/d/e.txt', data: 'e' },
+    { path: 'tree/blob.bin', data: blob },
+  ])
+  await s.commands.run('ln -s a.txt tree/link')
+  return {}
+})
+await step('readBack', async () => {
+  const back = await s.files.read('tree/blob.bin', { format: 'bytes' })
+  return { size: back.length, sha: sha(Buffer.from(back)) }
+})
+await step('list1', async () => (await s.files.list('tree')).map(entry))
+await step('list2', async () => (await s.files.list('/workspace/tree', { depth: 2 })).map((e) => e.path))
+await step('list3', async () => (await s.files.list('tree', { depth: 3 })).map((e) => e.path))
+await throws('listFile', () => s.files.list('tree/a.txt'))
+await throws('listMissing', () => s.files.list('nope'))
+await throws('listDepth0', () => s.files.list('tree', { depth: 0 }))
+
+await step('exists', async () => ({
+  file: await s.files.exists('tree/a.txt'),
+  dir: await s.files.exists('tree/b'),
+  missing: await s.files.exists('tree/zzz'),
+}))
+await step('infoFile', async () => entry(await s.files.getInfo('tree/b/c.txt')))
+await step('infoDir', async () => entry(await s.files.getInfo('/workspace/tree/b')))
+await step('infoLink', async () => entry(await s.files.getInfo('tree/link')))
+await throws('infoMissing', () => s.files.getInfo('tree/zzz'))
+await throws('infoBadPath', () => s.files.getInfo('../etc/passwd'))
+
+await step('makeDir', async () => ({
+  first: await s.files.makeDir('made/x/y'),
+  again: await s.files.makeDir('made/x/y'),
+  parent: await s.files.makeDir('made'),
+  info: entry(await s.files.getInfo('made/x/y')),
+}))
+await throws('makeDirOnFile', () => s.files.makeDir('tree/a.txt'))
+
+await step('rename', async () => {
+  const moved = entry(await s.files.rename('tree/b/c.txt', 'tree/c-moved.txt'))
+  return {
+    moved,
+    oldExists: await s.files.exists('tree/b/c.txt'),
+    text: await s.files.read('tree/c-moved.txt'),
+  }
+})
+await step('renameDir', async () => entry(await s.files.rename('made/x', '/workspace/x-moved')))
+await throws('renameMissing', () => s.files.rename('tree/zzz', 'tree/yyy'))
+
+await step('remove', async () => {
+  await s.files.remove('tree/a.txt')
+  await s.files.remove('tree/b') // a directory, with all it holds
+  await s.files.remove('tree/never-was') // no error, as envd
+  return { a: await s.files.exists('tree/a.txt'), b: await s.files.exists('tree/b'), list: (await s.files.list('tree')).map((e) => e.name) }
+})
+await throws('readMissing', () => s.files.read('tree/a.txt'))
+
+await step('metrics', async () => {
+  const m = await s.getMetrics()
+  return m.map((x) => ({ ...x, timestamp: Math.floor(x.timestamp.getTime() / 1000) }))
+})
+
+console.log(JSON.stringify(summary))
