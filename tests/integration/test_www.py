@@ -23,7 +23,12 @@ template built from the Templates page with its log streaming in, a
 sandbox created from it, the template deleted; (--part layout) the page at
 375 px and 1440 px: screenshots taken, and their geometry checked (nothing
 wider than the viewport, no sideways scroll, no overlapping buttons, every
-Delete button on screen).
+Delete button on screen); (--part terminal) the Terminal card: xterm.js on
+a PTY session, `echo $((6*7))` typed shows 42, vim draws and quits, the PTY
+follows the window's size (stty size) at three widths, with the layout
+checked and screenshots at 375 and 1440 px, the exit code shown, Hang up
+kills what ran in it. And the vendored xterm.js files are served as
+committed (www/vendor/SHA256SUMS).
 """
 import hashlib
 import json
