@@ -24,6 +24,7 @@
     listShown: 0,        /* newest list answer shown */
     execCtl: null,       /* AbortController of the running exec */
     codeCtl: null,       /* AbortController of the running code cell */
+    term: null,          /* the terminal session (openTerminal) */
     cwd: "/workspace",   /* the directory the file table shows */
     sandboxes: [],       /* the last list shown, newest first */
     logCtl: null,        /* AbortController of the build log being followed */
@@ -417,7 +418,7 @@
   }
 
   function destroySandbox(id) {
-    if (id === state.openId) { stopExec(); stopCode(); }
+    if (id === state.openId) { stopExec(); stopCode(); stopTerminal(true); }
     return call("DELETE", sbPath(id)).then(function () {
       if (id === state.openId) closeDetail();
       var li = findListItem(id);
@@ -435,7 +436,7 @@
   /* ------------------------------------------------------------ the detail */
 
   function openSandbox(id, known) {
-    if (state.openId && state.openId !== id) { stopExec(); stopCode(); }
+    if (state.openId && state.openId !== id) { stopExec(); stopCode(); stopTerminal(true); }
     var switching = state.openId !== id;
     state.openId = id;
     state.openedAt = Date.now();
@@ -475,6 +476,7 @@
   function closeDetail() {
     stopExec();
     stopCode();
+    stopTerminal(true);
     state.openId = "";
     $("detail").removeAttribute("data-sandbox-id");
     $("detail-body").hidden = true;
@@ -700,6 +702,256 @@
     $("run").disabled = false;
     $("stop").disabled = true;
     $("exec-state").textContent = "stopped (the command was killed)";
+  }
+
+  /* -------------------------------------------------------------- terminal */
+
+  /* A PTY session (docs/API.md, "Terminals"): POST /sandbox/{id}/exec with
+   * "pty": {cols, rows} streams the terminal's output as NDJSON; what is
+   * typed goes to POST …/pty/{pid}/input, a new size to …/pty/{pid}/resize.
+   * Dropping the stream hangs the terminal up. xterm.js (www/vendor/) draws
+   * it; it is loaded the first time a terminal is opened. */
+
+  var TERM_SHELL = "if command -v bash >/dev/null; then exec bash -l; fi; exec sh -l";
+  var xtermLoading = null;
+
+  /* xterm.js writes its computed styles (cell size, theme colors) into
+   * <style> elements and style="" attributes, which the page's CSP
+   * (style-src 'self', no 'unsafe-inline') refuses. The CSSOM is not under
+   * the CSP: a <style> asked of the document becomes an inert <template>
+   * whose text goes into a constructed stylesheet adopted by the document,
+   * and setAttribute("style", …) sets style.cssText. The console itself
+   * makes neither, so this only changes what xterm.js does. */
+  function installStyleShim() {
+    if (!document.adoptedStyleSheets || typeof CSSStyleSheet !== "function") return;
+    var create = Document.prototype.createElement;
+    Document.prototype.createElement = function (tag, opts) {
+      if (typeof tag !== "string" || tag.toLowerCase() !== "style") return create.call(this, tag, opts);
+      var doc = this, stand = create.call(this, "template"), sheet = new CSSStyleSheet(), text = "";
+      doc.adoptedStyleSheets = doc.adoptedStyleSheets.concat([sheet]);
+      Object.defineProperty(stand, "textContent", {
+        configurable: true,
+        get: function () { return text; },
+        set: function (v) { text = v === null || v === undefined ? "" : String(v); sheet.replaceSync(text); }
+      });
+      Object.defineProperty(stand, "sheet", { configurable: true, get: function () { return sheet; } });
+      var remove = stand.remove;
+      stand.remove = function () {
+        doc.adoptedStyleSheets = doc.adoptedStyleSheets.filter(function (s) { return s !== sheet; });
+        remove.call(stand);
+      };
+      return stand;
+    };
+    var setAttr = Element.prototype.setAttribute;
+    Element.prototype.setAttribute = function (name, value) {
+      if (typeof name === "string" && name.toLowerCase() === "style" && this.style) {
+        this.style.cssText = String(value);
+        return;
+      }
+      return setAttr.call(this, name, value);
+    };
+  }
+
+  function loadScript(src) {
+    return new Promise(function (resolve, reject) {
+      var s = document.createElement("script");
+      s.src = src;
+      s.onload = resolve;
+      s.onerror = function () { reject(new ApiError(0, "", "could not load " + src)); };
+      document.head.appendChild(s);
+    });
+  }
+
+  function loadXterm() {
+    if (window.Terminal && window.FitAddon) return Promise.resolve();
+    if (!xtermLoading) {
+      installStyleShim();
+      xtermLoading = loadScript("/console/vendor/xterm/xterm.js").then(function () {
+        return loadScript("/console/vendor/addon-fit/addon-fit.js");
+      });
+      xtermLoading.catch(function () { xtermLoading = null; });
+    }
+    return xtermLoading;
+  }
+
+  function termStatus(sess, st, text) {
+    if (state.term !== sess) return;
+    $("terminal").dataset.state = st;
+    $("term-state").textContent = text;
+    var live = st === "connecting" || st === "open";
+    $("term-open").disabled = live;
+    $("term-close").disabled = !live;
+  }
+
+  /* What is typed goes out in order, one call at a time; keys pressed while
+   * a call is on its way are sent together with the next one. */
+  function termInput(sess, data) {
+    sess.pending += data;
+    if (!sess.pid || sess.sending || sess.ended || sess.pending === "") return;
+    var chunk = sess.pending;
+    sess.pending = "";
+    sess.sending = true;
+    /* a lone UTF-16 surrogate has no UTF-8: it goes as U+FFFD */
+    if (typeof chunk.toWellFormed === "function") chunk = chunk.toWellFormed();
+    call("POST", sbPath(sess.id, "/pty/" + sess.pid + "/input"), { json: { data: chunk } }).then(function () {
+      sess.sending = false;
+      termInput(sess, "");
+    }, function (e) {
+      sess.sending = false;
+      if (!sess.ended && state.term === sess) showError(e);
+    });
+  }
+
+  /* The newest size goes to the PTY once the one before is answered. */
+  function termResize(sess) {
+    if (!sess.pid || sess.resizing || sess.ended) return;
+    var want = sess.xterm.cols + "x" + sess.xterm.rows;
+    if (want === sess.sizeSent) return;
+    sess.resizing = true;
+    var cols = sess.xterm.cols, rows = sess.xterm.rows;
+    call("POST", sbPath(sess.id, "/pty/" + sess.pid + "/resize"), { json: { cols: cols, rows: rows } }).then(function () {
+      sess.resizing = false;
+      sess.sizeSent = cols + "x" + rows;
+      termShowSize(sess);
+      termResize(sess);
+    }, function (e) {
+      sess.resizing = false;
+      if (!sess.ended && state.term === sess) showError(e);
+    });
+  }
+
+  function termShowSize(sess) {
+    if (state.term !== sess) return;
+    var p = sess.sizeSent.split("x");
+    $("terminal").dataset.cols = p[0];
+    $("terminal").dataset.rows = p[1];
+    $("term-size").textContent = p[0] + " × " + p[1] + (sess.pid ? " · pid " + sess.pid : "");
+  }
+
+  function openTerminal() {
+    var id = state.openId;
+    if (!id) return;
+    stopTerminal(true);
+    var sess = { id: id, ctl: new AbortController(), xterm: null, fit: null, ro: null, pid: 0,
+                 pending: "", sending: false, resizing: false, sizeSent: "", ended: false, exited: false };
+    state.term = sess;
+    var box = $("terminal");
+    $("term-exit").textContent = "";
+    $("term-exit").classList.remove("bad");
+    $("term-size").textContent = "";
+    delete box.dataset.pid;
+    delete box.dataset.cols;
+    delete box.dataset.rows;
+    termStatus(sess, "connecting", "connecting…");
+    var command = $("term-cmd").value.trim() || TERM_SHELL;
+
+    return loadXterm().then(function () {
+      if (state.term !== sess) return;
+      box.hidden = false;
+      box.textContent = "";
+      var t = new window.Terminal({
+        cursorBlink: true, fontFamily: getComputedStyle(document.documentElement).getPropertyValue("--mono").trim() || "monospace",
+        fontSize: 13, scrollback: 5000, theme: { background: "#000000" }
+      });
+      var fit = new window.FitAddon.FitAddon();
+      t.loadAddon(fit);
+      t.open(box);
+      fit.fit();
+      sess.xterm = t;
+      sess.fit = fit;
+      t.onData(function (d) { termInput(sess, d); });
+      t.onBinary(function (d) {
+        /* bytes 0-255 (mouse reports) as they are */
+        if (sess.pid && !sess.ended)
+          call("POST", sbPath(id, "/pty/" + sess.pid + "/input"), { json: { data: btoa(d), encoding: "base64" } }).catch(function () { /* gone */ });
+      });
+      t.onResize(function () { termResize(sess); });
+      /* the box follows the window (and the card's width): refit */
+      if (typeof ResizeObserver === "function") {
+        sess.ro = new ResizeObserver(function () {
+          if (state.term === sess && !box.hidden && box.clientWidth > 0) fit.fit();
+        });
+        sess.ro.observe(box);
+      }
+      t.focus();
+      var size = { cols: t.cols, rows: t.rows };
+      return call("POST", sbPath(id, "/exec"), {
+        json: { command: command, pty: size },
+        headers: { Accept: "application/x-ndjson" },
+        signal: sess.ctl.signal
+      }).then(function (res) {
+        return readNdjson(res, function (ev) {
+          if (state.term !== sess) return false;
+          if (!ev || typeof ev !== "object") return;
+          if (ev.type === "start") {
+            sess.pid = ev.pid;
+            box.dataset.pid = String(ev.pid);
+            sess.sizeSent = size.cols + "x" + size.rows;
+            termShowSize(sess);
+            termStatus(sess, "open", "connected");
+            termInput(sess, "");
+            termResize(sess);   /* the box changed while it started */
+          } else if (ev.type === "stdout" || ev.type === "stderr") {
+            if (typeof ev.data === "string") t.write(ev.data);
+          } else if (ev.type === "exit") {
+            sess.ended = sess.exited = true;
+            $("term-exit").textContent = String(ev.exit_code);
+            $("term-exit").classList.toggle("bad", ev.exit_code !== 0 || !!ev.timed_out || !!ev.oom_killed);
+            termStatus(sess, "exited", ev.timed_out ? "ended (timed out)" : "ended");
+          } else if (ev.type === "error") {
+            sess.ended = true;
+            termStatus(sess, "closed", "failed");
+            showError(new ApiError(0, String(ev.code || ""), String(ev.error || "the terminal could not start")));
+          }
+        }, function () { /* not JSON: nothing for the screen */ });
+      });
+    }).then(function () {
+      sess.ended = true;
+      if (state.term === sess && !sess.exited && $("terminal").dataset.state !== "closed")
+        termStatus(sess, "closed", "the stream ended without an exit event");
+      termDetach(sess);
+    }, function (e) {
+      sess.ended = true;
+      termDetach(sess);
+      if (e && e.name === "AbortError") return;
+      termStatus(sess, "closed", "failed");
+      throw e;
+    });
+  }
+
+  function termDetach(sess) {
+    if (sess.ro) sess.ro.disconnect();
+    sess.ro = null;
+  }
+
+  /* Hang up (the stream is dropped: nanobox kills what runs on it); with
+   * dispose, the screen goes too (another sandbox, or a new session). */
+  function stopTerminal(dispose) {
+    var sess = state.term;
+    if (!sess) return;
+    if (!sess.ended) {
+      termStatus(sess, "closed", "hung up");
+      sess.ended = true;
+      sess.ctl.abort();
+    }
+    termDetach(sess);
+    if (dispose) {
+      if (sess.xterm) sess.xterm.dispose();
+      state.term = null;
+      var box = $("terminal");
+      box.textContent = "";
+      box.hidden = true;
+      box.dataset.state = "";
+      delete box.dataset.pid;
+      delete box.dataset.cols;
+      delete box.dataset.rows;
+      $("term-state").textContent = "";
+      $("term-exit").textContent = "";
+      $("term-exit").classList.remove("bad");
+      $("term-size").textContent = "";
+      $("term-open").disabled = false;
+      $("term-close").disabled = true;
+    }
   }
 
   /* ------------------------------------------------------------------ code */
@@ -1355,6 +1607,14 @@
       if (p) p.catch(function (err) { showError(err); });
     });
     $("stop").addEventListener("click", stopExec);
+    $("term-form").addEventListener("submit", function (e) {
+      e.preventDefault();
+      clearError();
+      var p;
+      try { p = openTerminal(); } catch (err) { showError(err); return; }
+      if (p) p.catch(function (err) { showError(err); });
+    });
+    $("term-close").addEventListener("click", function () { stopTerminal(false); });
     $("code-form").addEventListener("submit", function (e) {
       e.preventDefault();
       clearError();

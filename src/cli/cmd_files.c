@@ -8,15 +8,15 @@
  * workspace. As cp(1) and mv(1) do, a destination that is a directory (a
  * local one, a sandbox path ending in "/", or one the files API says is a
  * directory) means "in there, under the source's name". Each file is held
- * in memory on the way, up to max_answer bytes, and a directory is copied
- * one request per file (there is no archive route yet).
+ * in memory on the way, up to max_answer bytes. A directory (-r) goes as
+ * one tar in one request (/sandbox/{id}/files/archive), made and extracted
+ * here with libarchive (tarball.c), also held in memory up to max_answer.
  *
  * "rm" of files takes ID:PATH because "nanobox rm ID" destroys the sandbox:
  * cmd_rm (cmd_sandbox.c) hands ID:PATH arguments over to files_rm.
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +28,7 @@
 #include "client.h"
 #include "json.h"
 #include "output.h"
+#include "tarball.h"
 #include "url.h"
 
 #define FILES_LS_DEFAULT "/workspace" /* the server's default workspace */
@@ -194,48 +195,42 @@ static int put_file(struct cp_run *r, const char *local, const char *remote, uns
     return rc;
 }
 
-/* local (a file, or with -r a directory, as stat or lstat saw it) to remote. */
-static int put_tree(struct cp_run *r, const char *local, const char *remote, const struct stat *st)
+/* The local directory, as one tar, extracted under remote (one request). */
+static int put_archive(struct cp_run *r, const char *local, const char *remote)
 {
-    DIR *d;
-    struct dirent *e;
-    int rc = CLI_OK;
+    struct client_req req = {
+        .method = "PUT", .content_type = "application/x-tar", .timeout = CLIENT_CALL_TIMEOUT};
+    struct client_answer a = {0};
+    struct nb_buf tar, url;
+    int rc;
 
+    nb_buf_init(&tar, r->c->max_answer);
+    if (tar_pack_dir(local, &tar, &r->failures) != 0) {
+        nb_buf_free(&tar);
+        return CLI_FAIL;
+    }
+    files_url(&url, r->id, "/archive", remote, NULL);
+    req.path = url.data;
+    req.body = tar.data ? tar.data : "";
+    req.body_len = tar.len;
+    if ((rc = client_call(r->c, &req, &a)) == CLI_OK && r->c->json)
+        client_print_raw(&a);
+    client_answer_free(&a);
+    nb_buf_free(&url);
+    nb_buf_free(&tar);
+    return rc;
+}
+
+/* local (a file, or with -r a directory, as stat saw it) to remote. */
+static int put_one(struct cp_run *r, const char *local, const char *remote, const struct stat *st)
+{
     if (!S_ISDIR(st->st_mode))
         return put_file(r, local, remote, (unsigned)st->st_mode & 0777);
     if (!r->recursive) {
         fprintf(stderr, "nanobox: %s is a directory: copy it with cp -r\n", local);
         return CLI_FAIL;
     }
-    if ((d = opendir(local)) == NULL) {
-        fprintf(stderr, "nanobox: cannot read %s: %s\n", local, strerror(errno));
-        return CLI_FAIL;
-    }
-    if ((rc = files_post(r->c, r->id, "/mkdir", "path", remote, NULL, NULL)) != CLI_OK) {
-        closedir(d);
-        return rc;
-    }
-    while (rc == CLI_OK && (e = readdir(d)) != NULL) {
-        char *from, *to;
-        struct stat est;
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        from = join_name(local, e->d_name);
-        to = join_name(remote, e->d_name);
-        if (lstat(from, &est) != 0) {
-            fprintf(stderr, "nanobox: cannot read %s: %s\n", from, strerror(errno));
-            rc = CLI_FAIL;
-        } else if (S_ISDIR(est.st_mode) || S_ISREG(est.st_mode)) {
-            rc = put_tree(r, from, to, &est);
-        } else {
-            fprintf(stderr, "nanobox: skipped %s: only files and directories are copied\n", from);
-            r->failures++;
-        }
-        free(from);
-        free(to);
-    }
-    closedir(d);
-    return rc;
+    return put_archive(r, local, remote);
 }
 
 static int write_local(const char *local, const struct nb_buf *b)
@@ -250,57 +245,60 @@ static int write_local(const char *local, const struct nb_buf *b)
     return CLI_OK;
 }
 
-/* remote (a file, or with -r a directory) to local: one GET each. */
-static int get_tree(struct cp_run *r, const char *remote, const char *local)
+/* remote (a file) to local; a directory is get_archive's. */
+static int get_file(struct cp_run *r, const char *remote, const char *local)
 {
     struct client_req req = {.method = "GET", .raw_answer = 1, .timeout = CLIENT_CALL_TIMEOUT};
     struct client_answer a = {0};
     struct nb_buf url;
-    yajl_val entries;
     int rc;
 
     files_url(&url, r->id, "", remote, NULL);
     req.path = url.data;
     rc = client_call(r->c, &req, &a);
     nb_buf_free(&url);
-    if (rc != CLI_OK || !is_listing(a.json)) {
-        if (rc == CLI_OK)
-            rc = write_local(local, &a.body);
-        client_answer_free(&a);
-        return rc;
+    if (rc == CLI_OK && is_listing(a.json)) {
+        /* a directory answers its JSON listing, not bytes */
+        fprintf(stderr, "nanobox: %s:%s is a directory: copy it with cp -r\n", r->id, remote);
+        rc = CLI_FAIL;
+    } else if (rc == CLI_OK) {
+        rc = write_local(local, &a.body);
     }
-    /* a directory answers its JSON listing, not bytes */
-    if (!r->recursive || !strcmp(local, "-")) {
-        fprintf(stderr, "nanobox: %s:%s is a directory: %s\n", r->id, remote,
-                r->recursive ? "it cannot go to stdout" : "copy it with cp -r");
+    client_answer_free(&a);
+    return rc;
+}
+
+/* With -r: remote as one tar (one request), extracted into local (made if
+ * missing), or to stdout as it is for "-". CP_NOT_DIR when remote is no
+ * directory (the caller copies the file), else CLI_OK or CLI_FAIL. */
+#define CP_NOT_DIR (-2)
+static int get_archive(struct cp_run *r, const char *remote, const char *local)
+{
+    struct client_req req = {
+        .method = "GET", .raw_answer = 1, .keep_errors = 1, .timeout = CLIENT_CALL_TIMEOUT};
+    struct client_answer a = {0};
+    struct nb_buf url;
+    int rc;
+
+    files_url(&url, r->id, "/archive", remote, NULL);
+    req.path = url.data;
+    rc = client_call(r->c, &req, &a);
+    nb_buf_free(&url);
+    if (a.status == 409) { /* not a directory: a file, copied as one */
         client_answer_free(&a);
-        return CLI_FAIL;
+        return CP_NOT_DIR;
     }
-    if (mkdir(local, 0777) != 0 && errno != EEXIST) {
+    if (rc != CLI_OK || a.status >= 300) {
+        rc = a.status >= 300 ? client_report(r->c, &a) : CLI_FAIL;
+    } else if (!strcmp(local, "-")) {
+        rc = write_local(local, &a.body);
+    } else if (mkdir(local, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "nanobox: cannot create %s: %s\n", local, strerror(errno));
-        client_answer_free(&a);
-        return CLI_FAIL;
-    }
-    if (out_bool(a.json, "truncated")) {
-        fprintf(stderr,
-                "nanobox: %s:%s has more entries than the files API lists: not all copied\n", r->id,
-                remote);
-        r->failures++;
-    }
-    entries = out_get(a.json, "entries", yajl_t_array);
-    for (size_t i = 0; rc == CLI_OK && i < entries->u.array.len; i++) {
-        yajl_val e = entries->u.array.values[i];
-        const char *name = out_str(e, "name"), *type = out_str(e, "type");
-        char *from = join_name(remote, name), *to = join_name(local, name);
-        if (!strcmp(type, "file") || !strcmp(type, "dir")) {
-            rc = get_tree(r, from, to);
-        } else {
-            fprintf(stderr, "nanobox: skipped %s:%s: only files and directories are copied\n",
-                    r->id, from);
-            r->failures++;
-        }
-        free(from);
-        free(to);
+        rc = CLI_FAIL;
+    } else {
+        rc = tar_unpack(a.body.data ? a.body.data : "", a.body.len, local, &r->failures) == 0
+                 ? CLI_OK
+                 : CLI_FAIL;
     }
     client_answer_free(&a);
     return rc;
@@ -320,7 +318,7 @@ static int cp_in(struct cp_run *r, const char *local, const char *remote, const 
         return CLI_FAIL;
     }
     if (S_ISDIR(st.st_mode) && !r->recursive)
-        return put_tree(r, local, remote, &st); /* which says why not */
+        return put_one(r, local, remote, &st); /* which says why not */
     /* a destination that is a directory takes the source's name, as in cp(1) */
     if (ends_with_slash(remote) || (k = remote_kind(r->c, r->id, remote)) == R_DIR) {
         last_name(local, &n);
@@ -332,7 +330,7 @@ static int cp_in(struct cp_run *r, const char *local, const char *remote, const 
     } else if (k == R_ERR) {
         return CLI_FAIL;
     }
-    rc = put_tree(r, local, remote, &st);
+    rc = put_one(r, local, remote, &st);
     free(joined);
     return rc;
 }
@@ -383,7 +381,9 @@ int cmd_cp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
             if (n > 0)
                 local = joined = join_name(local, remote);
         }
-        rc = get_tree(&run, remote, local);
+        rc = recursive ? get_archive(&run, remote, local) : CP_NOT_DIR;
+        if (rc == CP_NOT_DIR)
+            rc = get_file(&run, remote, local);
     }
     if (rc == CLI_OK && run.failures > 0)
         rc = CLI_FAIL;

@@ -134,7 +134,8 @@ static const struct cli_cmd commands[] = {
      "\"restart\" starts the session afresh: its variables are gone.\n"},
     {"cp", cmd_cp, "nanobox cp [-r] LOCALPATH ID:PATH\n       nanobox cp [-r] ID:PATH LOCALPATH",
      "copy files into or out of a sandbox",
-     "  -r, --recursive   copy directories and what is in them\n"
+     "  -r, --recursive   copy directories and what is in them, as one tar (symlinks as\n"
+     "                    symlinks, modes kept); ID:PATH - writes that tar to stdout\n"
      "A relative PATH is under /workspace. As with cp, a destination that is a\n"
      "directory (a local one, one in the sandbox, or an ID:PATH ending in \"/\") gets\n"
      "the source under its own name: nanobox cp ID:/workspace/out.txt .\n"

@@ -74,6 +74,10 @@ int api_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args
                   struct nb_apierr *ae);
 int api_files_put(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                   struct nb_apierr *ae);
+int api_files_archive_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                          struct nb_apierr *ae);
+int api_files_archive_put(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                          struct nb_apierr *ae);
 int api_files_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                      struct nb_apierr *ae);
 int api_files_mkdir(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,

@@ -7,6 +7,8 @@
  *   DELETE /sandbox/{id}/files?path=P[&recursive=1] 204
  *   POST   /sandbox/{id}/files/mkdir  {path}        201
  *   POST   /sandbox/{id}/files/move   {from, to}    200
+ *   GET    /sandbox/{id}/files/archive?path=DIR     a tar of DIR (tarstream.c)
+ *   PUT    /sandbox/{id}/files/archive?path=DIR     tar body -> 200 {entries, bytes}
  *
  * What is here is HTTP: the query and body fields, the body streamed into
  * the engine and a file's bytes streamed out of it, the JSON answers. The
@@ -19,6 +21,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,7 @@
 #include "files.h"
 #include "json.h"
 #include "sandbox.h"
+#include "tarstream.h"
 
 /* The ?path= of the request, resolved; -1 with ae set. */
 static int files_query_path(struct nb_app *a, struct nb_req *r, const char *key, char *out,
@@ -307,4 +311,85 @@ int api_files_move(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
                    struct nb_apierr *ae)
 {
     return files_json(a, r, ra->id, &files_move_op, ae);
+}
+
+/* GET .../files/archive?path=DIR: the directory's tar, streamed as the
+ * sandbox's tar writes it; an error once it began can only cut it short. */
+struct archive_get_ctx {
+    struct nb_req *r;
+    const char *path;
+};
+
+static int archive_begin(void *arg, uint64_t size)
+{
+    struct archive_get_ctx *x = arg;
+    const char *base = strrchr(x->path, '/');
+    char disp[300], name[256];
+    size_t n = 0;
+
+    (void)size;
+    /* the download's name: the directory's, in characters safe in a header */
+    for (base = base ? base + 1 : x->path; *base && n < sizeof(name) - 5; base++)
+        name[n++] = (isalnum((unsigned char)*base) || strchr("._-", *base)) ? *base : '_';
+    name[n] = '\0';
+    snprintf(disp, sizeof(disp), "attachment; filename=\"%s.tar\"", n ? name : "root");
+    nb_http_add_header(x->r, "Content-Disposition", disp);
+    nb_http_stream_begin(x->r, 200, "application/x-tar");
+    return 0;
+}
+
+static int archive_data(void *arg, const void *data, size_t len)
+{
+    struct archive_get_ctx *x = arg;
+    return nb_http_stream_bytes(x->r, data, len);
+}
+
+int api_files_archive_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                          struct nb_apierr *ae)
+{
+    char path[NB_FILES_PATH_MAX + 1];
+    struct nb_slot slot;
+    struct archive_get_ctx x = {r, path};
+    struct nb_tar_sink sink = {archive_begin, archive_data, &x};
+
+    if (files_query_path(a, r, "path", path, sizeof(path), ae) != 0 ||
+        nb_sandbox_get(a, ra->id, &slot, ae) != 0 ||
+        nb_tar_read(a, &slot, path, nb_http_client_fd(r), &sink, ae) != 0)
+        return NB_ERR;
+    return NB_OK;
+}
+
+/* PUT .../files/archive?path=DIR: the tar body, checked whole, then
+ * extracted under DIR by the sandbox's tar. */
+int api_files_archive_put(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                          struct nb_apierr *ae)
+{
+    const struct nb_conf *c = &a->conf;
+    char path[NB_FILES_PATH_MAX + 1];
+    const char *cl = nb_http_param(r, "CONTENT_LENGTH");
+    unsigned long long total = cl && *cl ? strtoull(cl, NULL, 10) : 0;
+    struct nb_tar_stats st;
+    struct nb_slot slot;
+    yajl_gen g;
+
+    if (files_query_path(a, r, "path", path, sizeof(path), ae) != 0)
+        return NB_ERR;
+    if (total > c->max_file) {
+        nb_apierr_set(ae, 413, "too_large", "the tar is %llu bytes; the limit is %zu (max_file)",
+                      total, c->max_file);
+        return NB_ERR;
+    }
+    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0 || nb_http_read_body(r, c->max_file, ae) != 0 ||
+        nb_tar_extract(a, &slot, path, r->body.data, r->body.len, nb_http_client_fd(r), &st, ae) !=
+            0)
+        return NB_ERR;
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "path", path);
+    nb_json_kv_int(g, "entries", (long long)st.entries);
+    nb_json_kv_int(g, "bytes", (long long)st.bytes);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    return NB_OK;
 }

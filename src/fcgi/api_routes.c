@@ -48,6 +48,9 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_FILES, "", "DELETE", ID | AWAKE, api_files_delete},
     {NB_ROUTE_FILES, "mkdir", "POST", ID | AWAKE, api_files_mkdir},
     {NB_ROUTE_FILES, "move", "POST", ID | AWAKE, api_files_move},
+    /* a directory tree as one tar, out and in (tarstream.c) */
+    {NB_ROUTE_FILES, "archive", "GET", ID | AWAKE, api_files_archive_get},
+    {NB_ROUTE_FILES, "archive", "PUT", ID | AWAKE, api_files_archive_put},
     {NB_ROUTE_PROCS, "", "GET", ID | AWAKE, api_procs_list},
     {NB_ROUTE_PROCS, "{pid}", "GET", ID | PID | AWAKE, api_procs_get},
     {NB_ROUTE_PROCS, "{pid}", "DELETE", ID | PID | AWAKE, api_procs_signal},

@@ -64,6 +64,13 @@ static int exec_output(struct exec_sink *k, int is_stderr, const char *data, siz
         }
         return 0;
     }
+    if (k->rq->stream_stdout && !is_stderr) {
+        if (k->rq->on_output != NULL && k->rq->on_output(k->rq->ctx, 0, data, len) != 0) {
+            o->client_gone = 1;
+            return -1;
+        }
+        return 0;
+    }
     if (take > 0) {
         nb_buf_append_some(is_stderr ? &o->err : &o->out, data, take);
         nb_buf_append_some(&o->all, data, take);
@@ -277,6 +284,9 @@ static int exec_docker(struct nb_app *a, const struct nb_slot *slot, const struc
     return 0;
 }
 
+/* Most stdin queued for the agent at a time (the rest waits for room). */
+#define EXEC_STDIN_WINDOW (1024u * 1024u)
+
 /* Slack past the command's own timeout before the host gives up on the agent. */
 #define EXEC_AGENT_SLACK_MS 5000
 
@@ -294,6 +304,8 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
             ? INT64_MAX
             : nb_clock_mono_ms() + (int64_t)(rq->timeout * 1000.0) + EXEC_AGENT_SLACK_MS;
     int64_t idle_at = nb_clock_mono_ms() + NB_EXEC_IDLE_MS;
+    size_t stdin_off = 0, stdin_len = rq->stdin_data != NULL ? rq->stdin_len : 0;
+    int eof_sent = 0;
     int rc = -1;
 
     if (nb_agent_connect(slot, &ag, ae) != 0)
@@ -313,18 +325,25 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
         nb_agent_field(&f, NBA_T_BG, NULL, 0);
     nb_agent_queue(&ag, NBA_EXEC, f.data, f.len);
     nb_buf_free(&f);
-    for (size_t off = 0; rq->stdin_data != NULL && off < rq->stdin_len; off += NBA_CHUNK) {
-        size_t n = rq->stdin_len - off < NBA_CHUNK ? rq->stdin_len - off : NBA_CHUNK;
-        nb_agent_queue(&ag, NBA_STDIN, rq->stdin_data + off, n);
-    }
-    if (!pty) /* a terminal's input stays open: POST .../pty/{pid}/input */
-        nb_agent_queue(&ag, NBA_EOF, NULL, 0);
 
     for (;;) {
         uint8_t type;
         const unsigned char *body;
         uint32_t len;
-        int got = nb_agent_poll_frame(&ag, &type, &body, &len, ae);
+        int got;
+        /* stdin goes out as the agent takes it, EXEC_STDIN_WINDOW queued at
+         * most: a large one (a tar to extract) is not copied whole */
+        while (stdin_off < stdin_len && ag.out.len < EXEC_STDIN_WINDOW) {
+            size_t n = stdin_len - stdin_off < NBA_CHUNK ? stdin_len - stdin_off : NBA_CHUNK;
+            nb_agent_queue(&ag, NBA_STDIN, rq->stdin_data + stdin_off, n);
+            stdin_off += n;
+        }
+        if (stdin_off == stdin_len && !eof_sent) {
+            eof_sent = 1;
+            if (!pty) /* a terminal's input stays open: POST .../pty/{pid}/input */
+                nb_agent_queue(&ag, NBA_EOF, NULL, 0);
+        }
+        got = nb_agent_poll_frame(&ag, &type, &body, &len, ae);
         if (got < 0)
             break;
         if (got == 0) {

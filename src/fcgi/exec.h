@@ -48,6 +48,10 @@ struct nb_exec_req {
      * as stdout, none of it is kept in the result (it streams: on_output),
      * stdin_data is typed in, timeout 0 means none */
     unsigned pty_cols, pty_rows;
+    /* stdout only streams through on_output, none of it kept (stderr is
+     * kept as usual); the agent still stops forwarding output past the
+     * result's cap. For a byte stream that is the answer (a tar). */
+    int stream_stdout;
     int client_fd; /* the FastCGI connection: its loss kills the command; -1 none */
     /* Streaming: called with each piece of output as it arrives (after the
      * result has kept it); -1 stops the command (the client is gone). */

@@ -136,7 +136,7 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_PORT;
     }
     if (!strcmp(slash, "/files") || !strcmp(slash, "/files/mkdir") ||
-        !strcmp(slash, "/files/move")) {
+        !strcmp(slash, "/files/move") || !strcmp(slash, "/files/archive")) {
         snprintf(arg, arglen, "%s", slash[6] ? slash + 7 : "");
         return NB_ROUTE_FILES;
     }

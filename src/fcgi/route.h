@@ -27,7 +27,7 @@ enum nb_route {
     NB_ROUTE_PORT_OPEN, /* /sandbox/{id}/ephemeralport */
     NB_ROUTE_PORTS,     /* /sandbox/{id}/ports */
     NB_ROUTE_PORT,      /* /sandbox/{id}/ports/{sandboxport} (arg: the port) */
-    NB_ROUTE_FILES,     /* /sandbox/{id}/files[/mkdir|/move] (arg: the op) */
+    NB_ROUTE_FILES,     /* /sandbox/{id}/files[/mkdir|/move|/archive] (arg: the op) */
     NB_ROUTE_PROCS,     /* /sandbox/{id}/processes[/{pid}[/stdin]] (arg: pid, op: stdin) */
     NB_ROUTE_CODE,      /* /sandbox/{id}/code[/interrupt] (arg: the op) */
     NB_ROUTE_CONTEXTS,  /* /sandbox/{id}/contexts[/{ctx}[/restart]] (arg: ctx, op: restart) */
@@ -132,7 +132,7 @@ struct nb_route_entry {
 
 /*
  * The sub-route of a matched path, to tell the rows of one shape apart:
- * for NB_ROUTE_FILES and NB_ROUTE_CODE its op ("", "mkdir", "move";
+ * for NB_ROUTE_FILES and NB_ROUTE_CODE its op ("", "mkdir", "move", "archive";
  * "", "interrupt"); for NB_ROUTE_PROCS "" (the list), "{pid}",
  * "{pid}/stdin", or "{pid}/{op}" for any other op; for NB_ROUTE_PTY "{pid}",
  * "{pid}/input", "{pid}/resize" or "{pid}/{op}"; for NB_ROUTE_CONTEXTS

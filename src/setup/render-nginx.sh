@@ -33,7 +33,7 @@
 # The web console (docs/WEB.md), which the standalone serves at / and
 # /console/, as an option or from the environment (an option wins):
 #   --www-dir DIR          NANOBOX_WWW_DIR       the directory that holds
-#                          index.html, app.js and style.css, served as it
+#                          index.html, app.js, style.css and vendor/, served as it
 #                          is (`make install` puts a copy in
 #                          $(pkgdatadir)/www); the standalone's workers
 #                          must be able to read it. Default: a copy of this
@@ -146,10 +146,12 @@ if [ -z "$www_dir" ]; then
     src_www=$top/www
     www_dir=$outdir/www
     install -d -m 0755 "$www_dir"
-    for f in "$src_www"/*; do
-        if [ -f "$f" ]; then
-            install -m 0644 "$f" "$www_dir/"
-        fi
+    # with its subdirectories (vendor/: xterm.js), each file world-readable
+    (cd "$src_www" && find . -mindepth 1 -type d) | while IFS= read -r d; do
+        install -d -m 0755 "$www_dir/$d"
+    done
+    (cd "$src_www" && find . -type f) | while IFS= read -r f; do
+        install -m 0644 "$src_www/$f" "$www_dir/$f"
     done
 fi
 case $www_dir in /*) ;; *) www_dir=$PWD/$www_dir ;; esac

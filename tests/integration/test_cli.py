@@ -10,12 +10,14 @@ NANOBOX_* variables other than the ones a test sets.
 
 import functools
 import hashlib
+import io
 import json
 import os
 import re
 import secrets
 import socket
 import subprocess
+import tarfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -583,19 +585,53 @@ def test_cp_r_copies_directories_both_ways(cli, api, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def test_cp_r_skips_symlinks_with_a_note(cli, api, tmp_path):
+def requests_logged(stack, sid, start):
+    """The API requests about sandbox sid the worker logged since byte start."""
+    with open(stack.log_path, errors="replace") as f:
+        f.seek(start)
+        return [line.split("worker: ", 1)[1].split()[:2] for line in f
+                if "worker: " in line and f"/sandbox/{sid}" in line and "AUTH" not in line]
+
+
+def test_cp_r_is_one_tar_each_way_with_symlinks_and_modes(cli, api, stack, tmp_path):
     sid = cli.create()
     src = tmp_path / "linky"
-    src.mkdir()
+    (src / "bin").mkdir(parents=True)
     (src / "real.txt").write_text("r\n")
     (src / "link").symlink_to("real.txt")
+    (src / "bin" / "run").write_text("#!/bin/sh\necho ran\n")
+    (src / "bin" / "run").chmod(0o750)
+    (src / "secret").write_bytes(os.urandom(1000))
+    (src / "secret").chmod(0o600)
+    os.mkfifo(src / "fifo")
+    start = os.path.getsize(stack.log_path)
     r = cli.run("cp", "-r", src, f"{sid}:/workspace/")
-    assert r.returncode == 1 and "skipped" in r.stderr and "link" in r.stderr
-    assert api.exec(sid, "ls /workspace/linky")["stdout"] == "real.txt\n"
-    api.exec(sid, "ln -s real.txt /workspace/linky/inlink")
-    r = cli.run("cp", "-r", f"{sid}:/workspace/linky", tmp_path / "out")
-    assert r.returncode == 1 and "skipped" in r.stderr and "inlink" in r.stderr
-    assert sorted(os.listdir(tmp_path / "out")) == ["real.txt"]
+    # a FIFO is no file: said, left out, and the exit code says so; the rest went
+    assert r.returncode == 1 and "skipped" in r.stderr and "fifo" in r.stderr, r
+    # one tar: the probe of the destination, then one PUT of the archive
+    reqs = requests_logged(stack, sid, start)
+    assert [m for m, _ in reqs].count("PUT") == 1 and any("/files/archive" in p for _, p in reqs), reqs
+    out = api.exec(sid, "cd /workspace/linky && readlink link && stat -c '%a %n' bin/run secret && ./bin/run")
+    assert out["stdout"] == "real.txt\n750 bin/run\n600 secret\nran\n", out
+    # and back, one GET of the archive
+    start = os.path.getsize(stack.log_path)
+    cli.ok("cp", "-r", f"{sid}:/workspace/linky", tmp_path / "out")
+    reqs = requests_logged(stack, sid, start)
+    assert [p.split("?")[0].rsplit("/", 2)[-2:] for _, p in reqs] == [["files", "archive"]], reqs
+    out = tmp_path / "out"
+    assert sorted(os.listdir(out)) == ["bin", "link", "real.txt", "secret"]
+    assert os.readlink(out / "link") == "real.txt" and (out / "link").read_text() == "r\n"
+    assert (out / "secret").read_bytes() == (src / "secret").read_bytes()
+    assert (os.stat(out / "secret").st_mode & 0o777, os.stat(out / "bin" / "run").st_mode & 0o777) == (0o600, 0o750)
+    # a single file with -r is copied as a file
+    cli.ok("cp", "-r", f"{sid}:/workspace/linky/real.txt", tmp_path / "one.txt")
+    assert (tmp_path / "one.txt").read_text() == "r\n"
+    # "-": the tar itself, to stdout
+    r = subprocess.run([str(CLI_BIN), "cp", "-r", f"{sid}:/workspace/linky", "-"], capture_output=True,
+                       env=cli.env(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    with tarfile.open(fileobj=io.BytesIO(r.stdout)) as t:
+        assert "./bin/run" in t.getnames()
 
 
 def test_ls_mkdir_mv_rm_files(cli, api):
@@ -789,6 +825,38 @@ def fake_server():
     f = FakeServer()
     yield f
     f.close()
+
+
+def crafted_tar(entries):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for name, target in entries:
+            ti = tarfile.TarInfo(name)
+            if target is None:
+                ti.size = 4
+                t.addfile(ti, io.BytesIO(b"evil"))
+            else:
+                ti.type, ti.linkname = tarfile.SYMTYPE, target
+                t.addfile(ti)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("case", ["dotdot", "absolute", "through-symlink"])
+def test_cp_r_writes_nothing_outside_from_a_hostile_tar(cli, fake_server, tmp_path, case):
+    # the server (or the sandbox's tar behind it) is not trusted: libarchive's
+    # secure extraction refuses what would land outside the destination
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    entries = {"dotdot": [("./ok.txt", None), ("../evil.txt", None)],
+               "absolute": [("./ok.txt", None), (str(outside / "abs.txt"), None)],
+               "through-symlink": [("./ok.txt", None), ("l", str(outside)), ("l/through.txt", None)]}[case]
+    fake_server.reply(200, "application/x-tar", crafted_tar(entries))
+    r = cli.run("--url", fake_server.url, "cp", "-r", f"{SID}:/workspace/t", tmp_path / "got")
+    assert r.returncode == 1 and "refused" in r.stderr, (r.returncode, r.stderr)
+    assert (tmp_path / "got" / "ok.txt").read_bytes() == b"evil"    # what came before, inside
+    assert sorted(os.listdir(outside)) == [] and not (tmp_path / "evil.txt").exists()
+    method, path, _, _ = fake_server.requests[-1]
+    assert (method, path) == ("GET", f"/sandbox/{SID}/files/archive?path=%2Fworkspace%2Ft")
 
 
 def test_exec_relays_a_streamed_ndjson_answer_as_it_arrives(cli, fake_server):

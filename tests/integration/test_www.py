@@ -23,9 +23,17 @@ template built from the Templates page with its log streaming in, a
 sandbox created from it, the template deleted; (--part layout) the page at
 375 px and 1440 px: screenshots taken, and their geometry checked (nothing
 wider than the viewport, no sideways scroll, no overlapping buttons, every
-Delete button on screen).
+Delete button on screen); (--part terminal) the Terminal card: xterm.js on
+a PTY session, `echo $((6*7))` typed shows 42, vim draws and quits, the PTY
+follows the window's size (stty size) at three widths, with the layout
+checked and screenshots at 375 and 1440 px, the exit code shown, Hang up
+kills what ran in it. And the vendored xterm.js files are served as
+committed (www/vendor/SHA256SUMS).
 """
+import hashlib
 import json
+import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -252,3 +260,79 @@ def test_the_layout_holds_at_phone_and_desktop_widths(stack, api, browser_env, t
                 assert 0 <= d["left"] and d["right"] <= width and d["width"] > 20, (width, d)
     finally:
         delete_all(api, s)
+
+
+# vim in the sandbox: the image's own, or the host's with the libraries it
+# links (the images carry no editor; host and images are the same Debian)
+def vim_in_sandbox(api, sid):
+    if api.exec(sid, "command -v vim")["exit_code"] == 0:
+        return "vim -u NONE /workspace/hello.txt"
+    host_vim = shutil.which("vim.basic") or shutil.which("vim")
+    if host_vim is None:
+        return ""
+    ldd = subprocess.run(["ldd", host_vim], capture_output=True, text=True, check=True).stdout
+    libs = [line.split("=>")[1].split()[0] for line in ldd.splitlines()
+            if "=>" in line and line.split("=>")[1].strip().startswith("/")]
+    for path in [host_vim] + [lib for lib in libs if not re.search(r"/(libc|libm|ld-linux[^/]*)\.so", lib)]:
+        with open(path, "rb") as f:
+            name = "vim" if path == host_vim else os.path.basename(path)
+            r = api.request("PUT", f"/sandbox/{sid}/files?path=/workspace/.vim/{name}", data=f.read(), timeout=60)
+            assert r.status_code in (200, 201), (path, r.status_code, r.text)
+    assert api.exec(sid, "chmod 755 /workspace/.vim/vim")["exit_code"] == 0
+    return "LD_LIBRARY_PATH=/workspace/.vim /workspace/.vim/vim -u NONE /workspace/hello.txt"
+
+
+def test_a_person_uses_a_terminal_in_the_console(stack, api, browser_env, tmp_path):
+    sid = api.create(ttl=300, metadata={"owner": "www-terminal"})
+    r = api.request("PUT", f"/sandbox/{sid}/files?path=/workspace/hello.txt", data=b"hello\n")
+    assert r.status_code in (200, 201), r.text
+    vim = vim_in_sandbox(api, sid)
+    ok, out, s = run_part(stack, browser_env, "terminal", "--sandbox", sid, "--vim", vim or "", "--shots", str(tmp_path))
+    assert ok, out
+    assert s["page_errors"] == [], s["page_errors"]     # CSP refusals of xterm's styles would be here
+    assert s["terminal_state_before"] == "", s
+    assert s["pid"] > 0, s
+    assert s["xterm_rows_styled"] > 0, s
+    # typed keys reached the shell, the answer is on the screen
+    assert "42" in s["echo_rows"] and any("echo $((6*7))" in r for r in s["echo_rows"]), s
+    if vim:
+        assert s["vim_tildes"] >= 5, s["vim_screen"]
+        assert "hello.txt" in s["vim_last_row"], s["vim_screen"]
+        assert s["vim_first_row"] == "hello", s["vim_screen"]
+    else:
+        pytest.fail("no vim in the image or on the host to try a full-screen program with (apt install vim)")
+    # each window size: the page's cols x rows is what the PTY has (stty size)
+    seen = set()
+    for width in ("1440", "375", "900"):
+        z = s["sizes"][width]
+        assert z["stty"] == z["page"], (width, z)
+        seen.add((z["page"]["cols"], z["page"]["rows"]))
+    assert len(seen) == 3, s["sizes"]
+    assert s["sizes"]["375"]["page"]["cols"] < s["sizes"]["1440"]["page"]["cols"], s["sizes"]
+    assert s["sizes"]["900"]["page"]["rows"] < s["sizes"]["1440"]["page"]["rows"], s["sizes"]
+    for width in (1440, 375):
+        m = s["sizes"][str(width)]["layout"]
+        assert m["viewport"] == width and m["scrollWidth"] <= width and m["bodyScrollWidth"] <= width, m
+        assert m["outside"] == [] and m["overlaps"] == [], m
+        assert s["sizes"][str(width)]["box"]["width"] <= width, s["sizes"]
+        assert nbtest.png_size((tmp_path / f"terminal-{width}.png").read_bytes())[0] == width
+    # the exit code of the shell, marked
+    assert s["exit_code"] == "3" and s["exit_bad"] is True and s["open_enabled_after_exit"], s
+    # Hang up killed what ran on the terminal
+    assert s["sleeps_before_hangup"] == "1" and s["state_after_hangup"] == "closed", s
+    assert s["sleeps_after_hangup"] == "0", s
+
+
+def test_xterm_is_served_from_the_console_as_vendored(stack):
+    sums = (nbtest.REPO / "www" / "vendor" / "SHA256SUMS").read_text().split("\n")
+    for line in filter(None, sums):
+        digest, name = line.split()
+        r = requests.get(f"{stack.url}/console/vendor/{name}", timeout=10)
+        assert r.status_code == 200, (name, r.status_code)
+        assert hashlib.sha256(r.content).hexdigest() == digest, name
+        if name.endswith(".js"):
+            assert "javascript" in r.headers["content-type"], r.headers
+            # the page's own CSP goes with them
+            assert "script-src 'self'" in r.headers.get("content-security-policy", ""), r.headers
+    page = requests.get(stack.url + "/", timeout=10).text
+    assert "/console/vendor/xterm/xterm.css" in page

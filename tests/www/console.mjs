@@ -26,10 +26,11 @@ const TEMPLATE = args["template-name"] || "";
 const BASE_IMAGE = args["base-image"] || "nanobox:latest";
 // --part layout: full-page screenshots written here, <view>-<width>.png
 const SHOTS = args.shots || "";
+// --part terminal: the terminal in sandbox --sandbox; --vim: how to run vim there
 const T = 30000; // ms for any one step
 if (!URL_ || !KEY) {
-  console.error("usage: node console.mjs --url URL --key KEY [--chromium PATH] [--part console|code|manage|templates|layout]\n" +
-    "  [--python-image I] [--template-name N --base-image I] [--shots DIR]");
+  console.error("usage: node console.mjs --url URL --key KEY [--chromium PATH] [--part console|code|manage|templates|layout|terminal]\n" +
+    "  [--python-image I] [--template-name N --base-image I] [--shots DIR] [--sandbox ID [--vim CMD]]");
   process.exit(2);
 }
 
@@ -386,6 +387,120 @@ async function layoutScenario(browser) {
   await api("DELETE", `/sandbox/${sid}`);
 }
 
+// The terminal (--part terminal, in the sandbox --sandbox): a shell on a PTY
+// drawn by xterm.js; what is on the screen is read from its DOM rows (the
+// rows the page shows, not the scrollback).
+const screenRows = (page) => page.$$eval("#terminal .xterm-rows > div", (rows) => rows.map((r) => r.textContent.replace(/\u00a0/g, " ").replace(/\s+$/, "")));
+const waitScreen = async (page, fn, what, timeout = T) => {
+  const t0 = Date.now();
+  for (;;) {
+    const rows = await screenRows(page);
+    const got = fn(rows);
+    if (got) return got;
+    if (Date.now() - t0 > timeout) throw new Error(`${what}: not on the screen after ${timeout} ms:\n${rows.join("\n")}`);
+    await page.waitForTimeout(100);
+  }
+};
+// type a line into the terminal, as keys
+const typeLine = async (page, line) => {
+  await page.keyboard.type(line, { delay: 5 });
+  await page.keyboard.press("Enter");
+};
+
+async function terminalScenario(page) {
+  const sid = args.sandbox;
+  if (!sid) throw new Error("--part terminal needs --sandbox ID");
+  summary.sandboxId = sid;
+  await page.click(`#sandboxes [data-sandbox-id='${sid}'] button.open`);
+  await page.waitForSelector(`#detail[data-sandbox-id='${sid}']`, { timeout: T });
+  summary.terminal_state_before = await page.getAttribute("#terminal", "data-state");
+  await page.click("#term-open");
+  await page.waitForSelector("#terminal[data-state='open']", { timeout: T });
+  summary.pid = Number(await page.getAttribute("#terminal", "data-pid"));
+  await waitScreen(page, (rows) => rows.some((r) => /[$#] ?$/.test(r)), "a prompt");
+  summary.xterm_rows_styled = await page.$eval("#terminal .xterm-rows > div", (r) => r.getBoundingClientRect().height);
+  await page.click("#terminal");
+  step("terminal open");
+
+  await typeLine(page, "echo $((6*7))");
+  await waitScreen(page, (rows) => rows.includes("42"), "42");
+  summary.echo_rows = (await screenRows(page)).filter((r) => r.includes("6*7") || r === "42");
+  step("typed");
+
+  // a full-screen program: vim's ~ lines and its last line, then :q!
+  if (args.vim) {
+    await typeLine(page, `clear; ${args.vim}`);
+    summary.vim_screen = await waitScreen(page, (rows) => {
+      const tildes = rows.filter((r) => r === "~").length;
+      return tildes >= 5 && rows.some((r) => r.includes("hello.txt")) ? rows : null;
+    }, "vim's screen");
+    summary.vim_first_row = summary.vim_screen[0];
+    summary.vim_tildes = summary.vim_screen.filter((r) => r === "~").length;
+    summary.vim_last_row = summary.vim_screen.filter((r) => r !== "").pop();
+    await page.keyboard.type(":q!", { delay: 20 });
+    await page.keyboard.press("Enter");
+    await waitScreen(page, (rows) => rows.filter((r) => r === "~").length === 0, "vim gone");
+    await typeLine(page, "echo vim-exit=$?");
+    await waitScreen(page, (rows) => rows.includes("vim-exit=0"), "vim's exit code");
+    step("vim drawn and quit");
+  }
+
+  // the PTY's size is the box's: stty size answers what the page sent
+  const sttySize = async (tag) => {
+    await typeLine(page, `clear; echo ${tag}=$(stty size)`);
+    const row = await waitScreen(page, (rows) => rows.find((r) => r.startsWith(`${tag}=`) && /=\d+ \d+$/.test(r)), `stty size (${tag})`);
+    const [rows, cols] = row.split("=")[1].split(" ").map(Number);
+    return { rows, cols };
+  };
+  const shown = async () => ({
+    rows: Number(await page.getAttribute("#terminal", "data-rows")),
+    cols: Number(await page.getAttribute("#terminal", "data-cols")),
+  });
+  summary.sizes = {};
+  for (const [width, height] of [[1440, 900], [375, 700], [900, 500]]) {
+    const before = await page.getAttribute("#terminal", "data-cols") + "x" + await page.getAttribute("#terminal", "data-rows");
+    await page.setViewportSize({ width, height });
+    // the fit addon refits; the new size is sent to the PTY (data-cols/rows once answered)
+    await page.waitForFunction((b) => {
+      const t = document.querySelector("#terminal");
+      return t.dataset.cols + "x" + t.dataset.rows !== b;
+    }, before, { timeout: T });
+    await page.waitForTimeout(300);
+    const s = { page: await shown(), stty: await sttySize(`size${width}`) };
+    s.box = await page.$eval("#terminal", (t) => ({ width: t.clientWidth, height: t.clientHeight }));
+    if (width === 1440 || width === 375) {
+      await page.waitForTimeout(200);
+      s.layout = await page.evaluate(measureLayout);
+      if (SHOTS) await page.screenshot({ path: `${SHOTS}/terminal-${width}.png`, fullPage: true });
+    }
+    summary.sizes[width] = s;
+  }
+  step("resized");
+
+  // the shell's exit code shows, marked when not 0
+  await typeLine(page, "exit 3");
+  await page.waitForSelector("#terminal[data-state='exited']", { timeout: T });
+  summary.exit_code = (await page.textContent("#term-exit")).trim();
+  summary.exit_bad = await page.$eval("#term-exit", (e) => e.classList.contains("bad"));
+  summary.open_enabled_after_exit = await page.$eval("#term-open", (b) => !b.disabled);
+  step("exited");
+
+  // Hang up: a second session, something running in it, the stream dropped
+  await page.click("#term-open");
+  await page.waitForSelector("#terminal[data-state='open']", { timeout: T });
+  await waitScreen(page, (rows) => rows.some((r) => /[$#] ?$/.test(r)), "a prompt again");
+  await page.click("#terminal");
+  await typeLine(page, "sleep 4242");
+  const running = async () => (await api("POST", `/sandbox/${sid}/exec`, { command: "ps -eo args | grep -c '^sleep 424[2]' || true" })).json().stdout.trim();
+  const t0 = Date.now();
+  while ((summary.sleeps_before_hangup = await running()) !== "1" && Date.now() - t0 < T) await page.waitForTimeout(200);
+  await page.click("#term-close");
+  summary.state_after_hangup = await page.getAttribute("#terminal", "data-state");
+  const t1 = Date.now();
+  while ((summary.sleeps_after_hangup = await running()) !== "0" && Date.now() - t1 < T) await page.waitForTimeout(200);
+  step("hung up");
+}
+
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
 let failed = null;
 try {
@@ -428,6 +543,8 @@ try {
     await templatesScenario(page);
   } else if (PART === "layout") {
     await layoutScenario(browser);
+  } else if (PART === "terminal") {
+    await terminalScenario(page);
   } else {
     // create
     const before = new Set(await page.$$eval("#sandboxes [data-sandbox-id]", (els) => els.map((e) => e.dataset.sandboxId)));
