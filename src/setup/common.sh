@@ -54,7 +54,7 @@ NB_PACKAGES=(
 # runs the installed logrotate file (test_install.py, test_service.py:
 # neither starts a daemon); the openssl CLI, which makes test_tls.py's
 # certificates.
-NB_TEST_PACKAGES=(chromium clang-format shellcheck python3-jsonschema systemd logrotate openssl)
+NB_TEST_PACKAGES=(chromium clang-format shellcheck python3-jsonschema systemd logrotate openssl vim)
 
 # Only the benchmarks need these (socat is the forwarder we measure against).
 NB_BENCH_PACKAGES=(wrk socat)
