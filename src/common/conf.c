@@ -86,6 +86,7 @@ void nb_conf_defaults(struct nb_conf *c)
     c->template_nano_cpus = 1000000000ULL;
     c->template_builds_max = 2;
     c->template_context_max = 64 * MiB;
+    c->snapshot_max = 1024 * MiB;
 
     c->max_body = 1 * MiB;
     c->max_json_depth = 32;
@@ -266,6 +267,7 @@ static const struct key keys[] = {
     {"template_memory", K_SIZE, F(template_memory), 1ULL << 40},
     {"template_builds_max", K_UINT, F(template_builds_max), 64},
     {"template_context_max", K_SIZE, F(template_context_max), 1ULL << 32},
+    {"snapshot_max", K_SIZE, F(snapshot_max), 1ULL << 40},
     {"max_body", K_SIZE, F(max_body), 1ULL << 32},
     {"max_json_depth", K_UINT, F(max_json_depth), 1024},
     {"max_command", K_SIZE, F(max_command), 1ULL << 24},

@@ -92,6 +92,8 @@ struct nb_conf {
     uint64_t template_nano_cpus;      /* CPUs of a build (1e9 = one) */
     unsigned template_builds_max;     /* builds at once; the rest wait in a queue */
     size_t template_context_max;      /* bytes of a build context (Dockerfile + files, as tar) */
+    /* snapshots (snapshot.c) */
+    uint64_t snapshot_max; /* bytes of /workspace + /tmp a snapshot may take */
 
     /* request caps */
     size_t max_body; /* bytes of a JSON request body */
