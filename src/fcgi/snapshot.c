@@ -186,8 +186,7 @@ static int capture(const struct nb_conf *c, pid_t pid, const char *path, struct 
     snprintf(proot, sizeof(proot), "/proc/%d/root", (int)pid);
     root = open(proot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root < 0) {
-        nb_apierr_set(ae, 500, "internal", "cannot reach the sandbox's files: %s",
-                      strerror(errno));
+        nb_apierr_set(ae, 500, "internal", "cannot reach the sandbox's files: %s", strerror(errno));
         return -1;
     }
     cp.ar = archive_write_new();
@@ -335,8 +334,8 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, struct 
 {
     struct nb_slot slot, *s;
     struct nb_derr de = {0};
-    char nm[NB_TPL_NAME_MAX + 1], parent_tpl[128], rec_id[80] = "", snap[PATH_MAX],
-        ctx[PATH_MAX], sub[128];
+    char nm[NB_TPL_NAME_MAX + 1], parent_tpl[128], rec_id[80] = "", snap[PATH_MAX], ctx[PATH_MAX],
+                                                   sub[128];
     int64_t now = nb_clock_real_s();
     int found = 0, froze = 0, rc = -1;
     struct timespec t0, t1, t2;
@@ -349,14 +348,19 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, struct 
     }
     nb_table_unlock(&a->table);
     if (!found) {
-        nb_apierr_set(ae, 404, "not_found",
-                      "no sandbox %s (it may have expired or been destroyed)", id);
+        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
+                      id);
+        return -1;
+    }
+    if (name && name[0] && (strlen(name) > NB_TPL_NAME_MAX || !nb_template_name_ok(name))) {
+        nb_apierr_set(ae, 400, "bad_name",
+                      "a template name is 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a "
+                      "letter or digit");
         return -1;
     }
     if (name && name[0])
         snprintf(nm, sizeof(nm), "%s", name);
-    else
-    {
+    else {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         snprintf(nm, sizeof(nm), "snap-%.8s-%lld%03ld", id, (long long)ts.tv_sec,
@@ -385,8 +389,7 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, struct 
         /* a pause asked for meanwhile keeps it frozen: the slot says so first */
         nb_table_lock(&a->table);
         s = nb_table_find(&a->table, id);
-        paused_since = s != NULL && s->generation == slot.generation &&
-                       s->state == NB_SLOT_PAUSED;
+        paused_since = s != NULL && s->generation == slot.generation && s->state == NB_SLOT_PAUSED;
         nb_table_unlock(&a->table);
         if (!paused_since && nb_docker_unpause(&a->docker, slot.container_id, &de) != 0)
             nb_warn("sandbox %s: cannot thaw it after its snapshot: %s", id, de.msg);
@@ -443,8 +446,7 @@ static int unpack(const struct nb_conf *c, int tarfd, unsigned long uid, unsigne
 
     archive_read_support_format_tar(r);
     archive_write_disk_set_options(w, ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
-                                          ARCHIVE_EXTRACT_OWNER |
-                                          ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                                          ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
                                           ARCHIVE_EXTRACT_SECURE_NODOTDOT |
                                           ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
     if (archive_read_open_fd(r, tarfd, CHUNK) != ARCHIVE_OK) {
@@ -493,8 +495,7 @@ static int unpack(const struct nb_conf *c, int tarfd, unsigned long uid, unsigne
     return rc;
 }
 
-int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, char *err,
-                        size_t errlen)
+int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, char *err, size_t errlen)
 {
     char proot[64];
     unsigned long uid, gid;
@@ -502,6 +503,8 @@ int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, char 
 
     snprintf(proot, sizeof(proot), "/proc/%d/root", (int)pid);
     root = open(proot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0 && errno == ENOENT)
+        return 0; /* no such process: a container that is gone has nothing to fill */
     if (root < 0) {
         snprintf(err, errlen, "cannot reach the sandbox's files: %s", strerror(errno));
         return -1;

@@ -429,8 +429,8 @@ static int empty_tar(char *buf, size_t cap, size_t *used)
 /* The name's record image (status "building" or "failed"); its id into id. */
 static int put_record_kind(struct nb_docker *d, const struct nb_conf *c, const char *name,
                            const char *kind, const char *parent, const char *parent_tpl,
-                           const char *status, int64_t created_at, const char *error,
-                           char id[80], struct nb_derr *de)
+                           const char *status, int64_t created_at, const char *error, char id[80],
+                           struct nb_derr *de)
 {
     char ref[128], l[8][600], tar[4096];
     const char *labels[9];
