@@ -16,6 +16,7 @@
 #include "code.h"
 #include "log.h"
 #include "metrics.h"
+#include "templates.h"
 #include "warm.h"
 
 /* Most time one refill pass may take from the reaper's tick. */
@@ -35,38 +36,67 @@ const struct nb_sandbox_source nb_warm_source = {
 /*
  * The pools: warm_pool sandboxes of the default image, warm_pool_code of
  * code_image with their kernel started (one pool of both when the two
- * images are the same, with the kernel started in all). A code_image the
- * operator does not allow has no pool. Returns how many pools (kinds).
+ * images are the same, with the kernel started in all), and those of
+ * warm_pool_template, one per template (added to a pool of the same
+ * image). A code_image the operator does not allow has no pool. Returns
+ * how many pools (kinds).
  */
+#define KINDS_MAX (2 + NB_WARM_TEMPLATES_MAX)
 struct warm_kind {
-    const char *image;
+    char image[NB_IMAGE_LEN];
     unsigned want;
-    int kernel; /* start the default python kernel before pooling */
+    int kernel;                    /* start the default python kernel before pooling */
+    char tpl[NB_TPL_NAME_MAX + 1]; /* a template of warm_pool_template: "" for the others */
 };
 
-static unsigned warm_kinds(const struct nb_conf *c, struct warm_kind k[2])
+static unsigned add_kind(struct warm_kind k[KINDS_MAX], unsigned n, const char *image,
+                         unsigned want, int kernel, const char *tpl)
 {
-    unsigned n = 1;
-    k[0].image = c->images[0];
-    k[0].want = c->warm_pool;
-    k[0].kernel = 0;
-    if (c->warm_pool_code == 0 || c->code_image[0] == '\0' ||
-        !nb_conf_image_allowed(c, c->code_image))
+    for (unsigned i = 0; i < n; i++)
+        if (!strcmp(k[i].image, image)) {
+            k[i].want += want;
+            k[i].kernel |= kernel;
+            return n;
+        }
+    if (n == KINDS_MAX)
         return n;
-    if (!strcmp(c->code_image, c->images[0])) {
-        k[0].want += c->warm_pool_code;
-        k[0].kernel = 1;
-        return n;
-    }
-    k[n].image = c->code_image;
-    k[n].want = c->warm_pool_code;
-    k[n].kernel = 1;
+    snprintf(k[n].image, sizeof(k[n].image), "%s", image);
+    k[n].want = want;
+    k[n].kernel = kernel;
+    snprintf(k[n].tpl, sizeof(k[n].tpl), "%s", tpl);
     return n + 1;
+}
+
+static unsigned warm_kinds(const struct nb_conf *c, struct warm_kind k[KINDS_MAX])
+{
+    struct nb_warm_template wt[NB_WARM_TEMPLATES_MAX];
+    char err[256], image[NB_IMAGE_LEN], cname[NB_TPL_NAME_MAX + 1];
+    int n_wt;
+    unsigned n = add_kind(k, 0, c->images[0], c->warm_pool, 0, "");
+    if (c->warm_pool_code > 0 && c->code_image[0] != '\0' &&
+        nb_conf_image_allowed(c, c->code_image))
+        n = add_kind(k, n, c->code_image, c->warm_pool_code, 1, "");
+    n_wt = nb_conf_warm_templates(c->warm_pool_template, wt, err, sizeof(err));
+    for (int i = 0; i < n_wt; i++) {
+        unsigned j;
+        /* one of the operator's images by its template name, or a built one */
+        for (j = 0; j < c->n_images; j++) {
+            nb_template_conf_name(c->images[j], cname, sizeof(cname));
+            if (!strcmp(cname, wt[i].name))
+                break;
+        }
+        if (j < c->n_images)
+            snprintf(image, sizeof(image), "%s", c->images[j]);
+        else
+            nb_template_ref(c, wt[i].name, image, sizeof(image));
+        n = add_kind(k, n, image, wt[i].want, 0, j < c->n_images ? "" : wt[i].name);
+    }
+    return n;
 }
 
 unsigned nb_warm_target(const struct nb_conf *c, const char *image)
 {
-    struct warm_kind k[2];
+    struct warm_kind k[KINDS_MAX];
     unsigned n = warm_kinds(c, k);
 
     for (unsigned i = 0; i < n; i++)
@@ -77,7 +107,7 @@ unsigned nb_warm_target(const struct nb_conf *c, const char *image)
 
 int nb_warm_fits(const struct nb_conf *c, const struct nb_sandbox_spec *spec)
 {
-    struct warm_kind k[2];
+    struct warm_kind k[KINDS_MAX];
     unsigned n = warm_kinds(c, k), i;
 
     for (i = 0; i < n && (k[i].want == 0 || strcmp(spec->image, k[i].image) != 0); i++)
@@ -182,9 +212,9 @@ int nb_warm_refill(struct nb_app *a)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_sandbox_spec spec;
-    struct warm_kind kinds[2];
+    struct warm_kind kinds[KINDS_MAX];
     char extra[NB_ID_LEN + 1] = "", extra_cid[NB_CID_LEN + 1] = "";
-    uint32_t pooled[2] = {0, 0}, extra_gen = 0;
+    uint32_t pooled[KINDS_MAX] = {0}, extra_gen = 0;
     uint32_t free_slots;
     unsigned n_kinds = warm_kinds(c, kinds);
     int64_t t0;
@@ -222,6 +252,15 @@ int nb_warm_refill(struct nb_app *a)
     t0 = nb_clock_mono_ms();
     for (unsigned k = 0; k < n_kinds; k++) {
         unsigned wanted = nb_warm_wanted(kinds[k].want, pooled[k], free_slots);
+        if (wanted > 0 && kinds[k].tpl[0]) {
+            /* a template that is not (yet, or any more) ready has no pool: no warning each pass */
+            char image[NB_IMAGE_LEN];
+            struct nb_apierr ae;
+            if (nb_template_image(a, kinds[k].tpl, image, sizeof(image), &ae) != 0) {
+                nb_debug("warm pool of template %s: %s", kinds[k].tpl, ae.msg);
+                continue;
+            }
+        }
         free_slots -= wanted; /* the next pool counts what this one takes as used */
         memset(&spec, 0, sizeof(spec));
         snprintf(spec.image, sizeof(spec.image), "%s", kinds[k].image);

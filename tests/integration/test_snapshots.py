@@ -12,6 +12,7 @@ import io
 import json
 import os
 import secrets
+import time
 import zipfile
 
 import nbtest
@@ -217,3 +218,37 @@ def test_workspace_over_snapshot_max_is_413(make_stack):
     # thawed again, files intact
     assert parse_json(api.request("GET", f"/sandbox/{sid}"))["status"] == "running"
     assert sh(api, sid, "stat -c %s /workspace/big.bin") == "600000\n"
+
+
+def test_warm_pool_of_a_snapshot_template_hands_out_and_refills(make_stack):
+    """warm_pool_template = name:2: once the template is ready the reaper keeps
+    two sandboxes of it started (files restored); a create from it is handed
+    one that was already running, and the pool refills."""
+    st = make_stack("snapwarm", warm_pool_template="snapwarm:2")
+    api = st.api
+
+    def warm():
+        return api.request("GET", "/healthz").json()["warm"]
+
+    def containers():
+        return set(nbtest.docker_ps(st.instance))
+
+    sid = api.create()
+    put(api, sid, "/workspace/w.txt", b"from the pool\n")
+    assert warm() == 0  # no template of that name yet: no pool, no error
+    snapshot(api, sid, "snapwarm")
+    nbtest.wait_until(lambda: warm() == 2, timeout=60, what="two warm sandboxes of the snapshot")
+    before = containers()
+    t0 = time.monotonic()
+    info = api.create_info(template="snapwarm")
+    took = time.monotonic() - t0
+    kid = info["sandboxId"]
+    assert f"nanobox-{kid}" in before, "not handed a pooled sandbox"
+    assert took < 2, took
+    assert get_file(api, kid, "/workspace/w.txt") == b"from the pool\n"
+    assert sh(api, kid, "stat -c %u /workspace/w.txt") == sh(api, kid, "id -u")
+    nbtest.wait_until(lambda: warm() == 2 and len(containers()) == 4, timeout=60,
+                      what="the template's pool refilled")
+    # a create from another template is not served from it
+    other = api.create()
+    assert f"nanobox-{other}" not in before
