@@ -4,7 +4,7 @@
  * Files under <sandbox_dir>/templates while a snapshot is taken (removed
  * after it, whatever the outcome):
  *   snap-<name>.tar      the sandbox's /workspace and /tmp as one tar
- *   snap-<name>.ctx.tar  the build context: a Dockerfile and that tar
+ *   snap-<name>.layer.tar  the new layer: that tar at NB_SNAPSHOT_TAR
  */
 #include "config.h"
 
@@ -212,37 +212,39 @@ static int capture(const struct nb_conf *c, pid_t pid, const char *path, struct 
 
 /* ---- the image ---- */
 
-static int ctx_entry(struct archive *ar, const char *name, int64_t size, mode_t perm)
+static int layer_entry(struct archive *ar, const char *name, int64_t size, mode_t type, mode_t perm)
 {
     struct archive_entry *e = archive_entry_new();
     int rc;
     archive_entry_set_pathname(e, name);
     archive_entry_set_size(e, size);
-    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_filetype(e, (unsigned)type);
     archive_entry_set_perm(e, perm);
+    archive_entry_set_uid(e, 0);
+    archive_entry_set_gid(e, 0);
     archive_entry_set_mtime(e, time(NULL), 0);
     rc = archive_write_header(ar, e) == ARCHIVE_OK ? 0 : -1;
     archive_entry_free(e);
     return rc;
 }
 
-/* The build context: "FROM image", and the snapshot's tar copied to NB_SNAPSHOT_TAR. */
-static int write_context(const char *path, const char *image, const char *snap,
-                         struct nb_apierr *ae)
+/*
+ * The new layer, as a tar for Docker to extract at /: the snapshot's tar at
+ * NB_SNAPSHOT_TAR, root's, mode 0600 (the sandbox cannot read it).
+ */
+static int write_layer(const char *path, const char *snap, struct nb_apierr *ae)
 {
     struct archive *ar = archive_write_new();
-    char df[512], *buf = NULL;
+    char *buf = NULL;
     struct stat st;
     int fd = open(snap, O_RDONLY | O_CLOEXEC), rc = -1;
     ssize_t n = 0;
-    int len = snprintf(df, sizeof(df), "FROM %s\nCOPY snapshot.tar %s\n", image, NB_SNAPSHOT_TAR);
 
     archive_write_set_format_pax_restricted(ar);
     if (fd < 0 || fstat(fd, &st) != 0 || archive_write_open_filename(ar, path) != ARCHIVE_OK)
         goto out;
-    if (ctx_entry(ar, "Dockerfile", len, 0644) != 0 ||
-        archive_write_data(ar, df, (size_t)len) != len ||
-        ctx_entry(ar, "snapshot.tar", st.st_size, 0600) != 0)
+    if (layer_entry(ar, ".nanobox", 0, AE_IFDIR, 0755) != 0 ||
+        layer_entry(ar, NB_SNAPSHOT_TAR + 1, st.st_size, AE_IFREG, 0600) != 0)
         goto out;
     if ((buf = malloc(CHUNK)) == NULL)
         abort();
@@ -253,7 +255,7 @@ static int write_context(const char *path, const char *image, const char *snap,
         rc = 0;
 out:
     if (rc != 0)
-        nb_apierr_set(ae, 500, "internal", "cannot write the snapshot's build context: %s",
+        nb_apierr_set(ae, 500, "internal", "cannot write the snapshot's layer: %s",
                       archive_error_string(ar) ? archive_error_string(ar) : strerror(errno));
     free(buf);
     archive_write_free(ar);
@@ -262,34 +264,42 @@ out:
     return rc;
 }
 
-struct build_err {
-    char msg[512];
-};
-
-static void on_line(void *arg, const char *line, size_t len)
+/*
+ * Template name's image: a container of image (created, never started),
+ * the layer extracted into it, committed with the snapshot's labels; the
+ * container then goes. It has no nanobox.instance label, or reconciliation
+ * would take it for an orphan sandbox and remove it mid-snapshot; if this
+ * worker dies, the templates' sweep removes it by its name with the
+ * snapshot's record (NB_SNAPSHOT_CTR).
+ */
+static int commit_image(struct nb_app *a, const char *name, const char *image, const char *layer,
+                        const char *parent, const char *parent_tpl, int64_t created_at,
+                        struct nb_apierr *ae)
 {
-    struct build_err *be = arg;
-    char err[64];
-    yajl_val v = NULL, s;
-    const char *ep[] = {"error", NULL};
-    if (nb_json_parse(line, len, 16, &v, err, sizeof(err)) == 0 &&
-        (s = yajl_tree_get(v, ep, yajl_t_string)) != NULL)
-        snprintf(be->msg, sizeof(be->msg), "%s", nb_json_string(s));
-    yajl_tree_free(v);
-}
-
-/* Build ctx as template name's image, labelled a ready snapshot. */
-static int build(struct nb_app *a, const char *name, const char *ctx, const char *parent,
-                 const char *parent_tpl, int64_t created_at, struct nb_apierr *ae)
-{
-    struct nb_docker_build b;
     struct nb_derr de = {0};
-    struct build_err be = {""};
-    char ref[128], ts[32];
-    char *labels;
+    char ref[128], ts[32], cname[128], cid[65] = "";
+    char *cfg, *labels;
+    long timeout_ms = (long)a->conf.template_timeout * 1000L;
     yajl_gen g = nb_json_gen();
-    int rc;
+    int rc = -1;
 
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "Image", image);
+    nb_json_cstr(g, "Cmd"); /* never run: the image may have no command of its own */
+    yajl_gen_array_open(g);
+    nb_json_cstr(g, NB_SNAPSHOT_TAR);
+    yajl_gen_array_close(g);
+    nb_json_kv_bool(g, "NetworkDisabled", 1);
+    nb_json_cstr(g, "HostConfig");
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "NetworkMode", "none");
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    cfg = nb_json_gen_take(g);
+
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "Labels");
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "nanobox.instance", a->conf.instance);
     nb_json_kv_str(g, "nanobox.template", name);
@@ -300,25 +310,30 @@ static int build(struct nb_app *a, const char *name, const char *ctx, const char
     nb_json_kv_str(g, "nanobox.parent", parent);
     nb_json_kv_str(g, "nanobox.parent_template", parent_tpl);
     yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
     labels = nb_json_gen_take(g);
+
     nb_template_ref(&a->conf, name, ref, sizeof(ref));
-    memset(&b, 0, sizeof(b));
-    b.context = ctx;
-    b.tag = ref;
-    b.labels_json = labels;
-    b.network = "none"; /* no RUN step: nothing needs one */
-    b.timeout_ms = (long)a->conf.template_timeout * 1000L;
-    rc = nb_docker_build(&a->docker, &b, on_line, &be, &de);
+    snprintf(cname, sizeof(cname), NB_SNAPSHOT_CTR "%s", name);
+    if (nb_docker_create(&a->docker, cname, cfg, cid, &de) != 0) {
+        nb_apierr_docker(ae, &de, "make the snapshot's container");
+        goto out;
+    }
+    if (nb_docker_put_archive(&a->docker, cid, "/", layer, timeout_ms, &de) != 0) {
+        nb_apierr_docker(ae, &de, "copy the snapshot into its image");
+        goto out;
+    }
+    if (nb_docker_commit(&a->docker, cid, ref, labels, timeout_ms, &de) != 0) {
+        nb_apierr_docker(ae, &de, "commit the snapshot's image");
+        goto out;
+    }
+    rc = 0;
+out:
+    if (cid[0] && nb_docker_remove(&a->docker, cid, &de) != 0)
+        nb_warn("template %s: cannot remove the snapshot's container %.12s: %s", name, cid, de.msg);
+    free(cfg);
     free(labels);
-    if (rc != 0 && !be.msg[0]) {
-        nb_apierr_docker(ae, &de, "build the snapshot's image");
-        return -1;
-    }
-    if (be.msg[0]) {
-        nb_apierr_set(ae, 502, "docker_error", "Docker could not build the snapshot: %s", be.msg);
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
 /* ---- the call ---- */
@@ -371,7 +386,7 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, struct 
         return -1;
     snprintf(sub, sizeof(sub), "snap-%s.tar", nm);
     nb_template_work_path(&a->conf, sub, snap, sizeof(snap));
-    snprintf(sub, sizeof(sub), "snap-%s.ctx.tar", nm);
+    snprintf(sub, sizeof(sub), "snap-%s.layer.tar", nm);
     nb_template_work_path(&a->conf, sub, ctx, sizeof(ctx));
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -398,10 +413,10 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, struct 
     if (rc != 0)
         goto out;
     rc = -1;
-    if (write_context(ctx, slot.image, snap, ae) != 0)
+    if (write_layer(ctx, snap, ae) != 0)
         goto out;
     unlink(snap);
-    if (build(a, nm, ctx, id, parent_tpl, now, ae) != 0)
+    if (commit_image(a, nm, slot.image, ctx, id, parent_tpl, now, ae) != 0)
         goto out;
     clock_gettime(CLOCK_MONOTONIC, &t2);
     if (nb_template_get(a, nm, out, ae) != 0 || strcmp(out->status, "ready") != 0) {
@@ -409,7 +424,7 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, struct 
             nb_apierr_set(ae, 502, "docker_error", "the snapshot's build made no image");
         goto out;
     }
-    nb_info("template %s: snapshot of sandbox %s (frozen %.0f ms, built in %.0f ms)", nm, id,
+    nb_info("template %s: snapshot of sandbox %s (frozen %.0f ms, committed in %.0f ms)", nm, id,
             (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
             (double)(t2.tv_sec - t1.tv_sec) * 1e3 + (double)(t2.tv_nsec - t1.tv_nsec) / 1e6);
     rc = 0;

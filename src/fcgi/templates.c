@@ -1058,7 +1058,11 @@ static void sweep(struct nb_app *a)
             continue; /* queued */
         if (!strcmp(im->kind, "snapshot")) {
             /* its worker died during it: the name is free again */
+            char ctr[128];
             nb_warn("template %s: a snapshot was cut short; removing its record", im->name);
+            snprintf(ctr, sizeof(ctr), NB_SNAPSHOT_CTR "%s", im->name);
+            if (nb_docker_remove(&a->docker, ctr, &de) != 0)
+                nb_warn("template %s: cannot remove container %s: %s", im->name, ctr, de.msg);
             if (nb_docker_image_remove(&a->docker, im->id, 0, &de) != 0)
                 nb_warn("template %s: cannot remove its record: %s", im->name, de.msg);
             continue;

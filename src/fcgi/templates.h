@@ -105,6 +105,8 @@ int nb_template_image_allowed(struct nb_app *a, const char *image);
 /* <sandbox_dir>/templates/<name>.log */
 void nb_template_log_path(const struct nb_conf *c, const char *name, char *out, size_t outlen);
 
+/* The container a snapshot named <name> is committed from: NB_SNAPSHOT_CTR "<name>". */
+#define NB_SNAPSHOT_CTR "nanobox-snap-"
 /* <sandbox_dir>/templates/<file>: scratch files of snapshots */
 void nb_template_work_path(const struct nb_conf *c, const char *file, char *out, size_t outlen);
 /* The template name a sandbox's image stands for (the image itself when it is none). */
