@@ -753,13 +753,18 @@ out:
     return rc;
 }
 
-/* Sandboxes (any state but free) whose image is ref. */
+/*
+ * Sandboxes (any state but free) whose image is ref. Warm ones do not
+ * count: nobody uses them yet, and the pool drops them once the template
+ * is gone (warm.c).
+ */
 static unsigned users_of(struct nb_app *a, const char *ref)
 {
     unsigned n = 0;
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++)
-        n += a->table.slots[i].state != NB_SLOT_FREE && !strcmp(a->table.slots[i].image, ref);
+        n += a->table.slots[i].state != NB_SLOT_FREE && a->table.slots[i].state != NB_SLOT_POOLED &&
+             !strcmp(a->table.slots[i].image, ref);
     nb_table_unlock(&a->table);
     return n;
 }

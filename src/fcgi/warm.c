@@ -218,6 +218,25 @@ int nb_warm_refill(struct nb_app *a)
     uint32_t free_slots;
     unsigned n_kinds = warm_kinds(c, kinds);
     int64_t t0;
+    /* templates of warm_pool_template: ready or not, asked Docker about once a second */
+    static int tpl_ready[KINDS_MAX];
+    static unsigned calls;
+
+    for (unsigned k = 0; k < n_kinds; k++) {
+        if (!kinds[k].tpl[0])
+            continue;
+        if (calls % 10 == 0) {
+            char image[NB_IMAGE_LEN];
+            struct nb_apierr ae;
+            tpl_ready[k] = nb_template_image(a, kinds[k].tpl, image, sizeof(image), &ae) == 0;
+            if (!tpl_ready[k])
+                nb_debug("warm pool of template %s: %s", kinds[k].tpl, ae.msg);
+        }
+        /* not (yet, or any more) ready: no pool, and what it held is surplus */
+        if (!tpl_ready[k])
+            kinds[k].want = 0;
+    }
+    calls++;
 
     nb_table_lock(&a->table);
     free_slots = nb_table_count_state(&a->table, NB_SLOT_FREE);
@@ -252,18 +271,10 @@ int nb_warm_refill(struct nb_app *a)
     t0 = nb_clock_mono_ms();
     for (unsigned k = 0; k < n_kinds; k++) {
         unsigned wanted = nb_warm_wanted(kinds[k].want, pooled[k], free_slots);
-        if (wanted > 0 && kinds[k].tpl[0]) {
-            /* a template that is not (yet, or any more) ready has no pool: no warning each pass */
-            char image[NB_IMAGE_LEN];
-            struct nb_apierr ae;
-            if (nb_template_image(a, kinds[k].tpl, image, sizeof(image), &ae) != 0) {
-                nb_debug("warm pool of template %s: %s", kinds[k].tpl, ae.msg);
-                continue;
-            }
-        }
         free_slots -= wanted; /* the next pool counts what this one takes as used */
         memset(&spec, 0, sizeof(spec));
-        snprintf(spec.image, sizeof(spec.image), "%s", kinds[k].image);
+        snprintf(spec.image, sizeof(spec.image), "%.*s", (int)sizeof(spec.image) - 1,
+                 kinds[k].image);
         spec.memory = c->memory;
         spec.nano_cpus = c->nano_cpus;
         spec.pids = c->pids;

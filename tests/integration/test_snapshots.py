@@ -252,3 +252,9 @@ def test_warm_pool_of_a_snapshot_template_hands_out_and_refills(make_stack):
     # a create from another template is not served from it
     other = api.create()
     assert f"nanobox-{other}" not in before
+    # the warm ones do not hold the template: once it is removed, they go
+    assert_error(api.request("DELETE", "/templates/snapwarm"), 409, "in_use")  # kid runs it
+    assert api.delete(kid).status_code == 204
+    assert api.request("DELETE", "/templates/snapwarm").status_code == 204
+    nbtest.wait_until(lambda: warm() == 0 and len(containers()) == 2, timeout=60,
+                      what="the removed template's pool drained")
