@@ -296,3 +296,52 @@ int cmd_template(struct client *c, const struct cli_cmd *cmd, int argc, char **a
         return template_logs(c, cmd, argc - 1, argv + 1);
     return cli_usage_error(cmd, "unknown template command \"%s\": build, ls, rm or logs", argv[1]);
 }
+
+/* "snapshot ID [--name N]": POST /sandbox/{id}/snapshot; prints the new template's name. */
+int cmd_snapshot(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *name = NULL;
+    const struct args_opt opts[] = {{"--name", ARG_VALUE, &name}};
+    struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
+    /* a snapshot builds an image: as long as a build may take */
+    struct client_req req = {.method = "POST", .timeout = 0};
+    struct client_answer a = {0};
+    struct nb_buf path = {0};
+    char id[37], *body = NULL;
+    yajl_gen g;
+    int rc;
+
+    if ((rc = args_parse(c, cmd, argc, argv, opts, 1, &pos)) != ARGS_GO_ON)
+        goto out;
+    if (pos.n != 1) {
+        rc = cli_usage_error(
+            cmd, pos.n == 0 ? "which sandbox? give its ID" : "one ID at a time (got %d arguments)",
+            pos.n);
+        goto out;
+    }
+    if ((rc = sandbox_resolve_id(c, cmd, pos.v[0], id)) != CLI_OK)
+        goto out;
+    sandbox_path(&path, id, "/snapshot");
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    if (name != NULL)
+        nb_json_kv_str(g, "name", name);
+    yajl_gen_map_close(g);
+    req.body = body = nb_json_gen_take(g);
+    req.path = path.data;
+    if ((rc = client_call(c, &req, &a)) == CLI_OK) {
+        char size[32];
+        if (c->json) {
+            client_print_raw(&a);
+            goto out;
+        }
+        out_size(size, sizeof(size), out_int(a.json, "size", 0));
+        printf("%s\t(snapshot of %s, %s)\n", out_str(a.json, "name"), id, size);
+    }
+out:
+    client_answer_free(&a);
+    nb_buf_free(&path);
+    free(body);
+    free(pos.v);
+    return rc;
+}

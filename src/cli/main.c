@@ -57,6 +57,13 @@ static const struct cli_cmd commands[] = {
     {"resume", cmd_resume, "nanobox resume ID", "thaw a paused sandbox",
      "Its processes go on where they were, with the TTL it had left.\n"
      "Resuming a running sandbox changes nothing.\n"},
+    {"snapshot", cmd_snapshot, "nanobox snapshot ID [--name N]",
+     "save a sandbox's files as a new template",
+     "  --name N          the template's name (default snap-<ID's first 8>-<time>)\n"
+     "/workspace and /tmp as the sandbox's processes see them (the rest of its\n"
+     "filesystem is its image, read-only) become template N: \"nanobox create\n"
+     "--template N\" starts a sandbox with them. The sandbox is frozen for the copy\n"
+     "and then runs on (a paused one stays paused). Prints the template's name.\n"},
     {"exec", cmd_exec,
      "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--stdin FILE|-] [--sh] [-d]\n"
      "             [--] COMMAND...",

@@ -86,6 +86,7 @@ void nb_conf_defaults(struct nb_conf *c)
     c->template_nano_cpus = 1000000000ULL;
     c->template_builds_max = 2;
     c->template_context_max = 64 * MiB;
+    c->snapshot_max = 1024 * MiB;
 
     c->max_body = 1 * MiB;
     c->max_json_depth = 32;
@@ -266,6 +267,8 @@ static const struct key keys[] = {
     {"template_memory", K_SIZE, F(template_memory), 1ULL << 40},
     {"template_builds_max", K_UINT, F(template_builds_max), 64},
     {"template_context_max", K_SIZE, F(template_context_max), 1ULL << 32},
+    {"snapshot_max", K_SIZE, F(snapshot_max), 1ULL << 40},
+    {"warm_pool_template", K_STR, F(warm_pool_template), 0},
     {"max_body", K_SIZE, F(max_body), 1ULL << 32},
     {"max_json_depth", K_UINT, F(max_json_depth), 1024},
     {"max_command", K_SIZE, F(max_command), 1ULL << 24},
@@ -476,6 +479,11 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
         snprintf(err, errlen, "max_sandboxes must be >= 1");
         return -1;
     }
+    {
+        struct nb_warm_template wt[NB_WARM_TEMPLATES_MAX];
+        if (nb_conf_warm_templates(c->warm_pool_template, wt, err, errlen) < 0)
+            return -1;
+    }
     if (strcmp(c->template_network, "bridge") != 0 && strcmp(c->template_network, "none") != 0) {
         snprintf(err, errlen, "template_network must be bridge or none");
         return -1;
@@ -611,6 +619,44 @@ int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+int nb_conf_warm_templates(const char *spec, struct nb_warm_template out[NB_WARM_TEMPLATES_MAX],
+                           char *err, size_t errlen)
+{
+    char tmp[NB_CONF_LIST], *save = NULL, *tok;
+    int n = 0;
+    snprintf(tmp, sizeof(tmp), "%s", spec);
+    for (tok = strtok_r(tmp, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+        char *colon = strrchr(tok, ':'), *end = NULL;
+        unsigned long want;
+        size_t nl;
+        if (colon == NULL || colon == tok || colon[1] == '\0') {
+            snprintf(err, errlen, "warm_pool_template: \"%.100s\" is not name:count", tok);
+            return -1;
+        }
+        *colon = '\0';
+        nl = strlen(tok);
+        want = strtoul(colon + 1, &end, 10);
+        if (*end != '\0' || want > 256 || nl > 63 ||
+            strspn(tok, "abcdefghijklmnopqrstuvwxyz0123456789._-") != nl || tok[0] == '.' ||
+            tok[0] == '_' || tok[0] == '-') {
+            snprintf(err, errlen,
+                     "warm_pool_template: \"%.100s\" needs a template name (a-z, 0-9, . _ -) "
+                     "and a count of at most 256",
+                     tok);
+            return -1;
+        }
+        if (n == NB_WARM_TEMPLATES_MAX) {
+            snprintf(err, errlen, "warm_pool_template: at most %d templates",
+                     NB_WARM_TEMPLATES_MAX);
+            return -1;
+        }
+        snprintf(out[n].name, sizeof(out[n].name), "%s", tok);
+        out[n].want = (unsigned)want;
+        n++;
+    }
+    return n;
 }
 
 int nb_conf_image_allowed(const struct nb_conf *c, const char *image)

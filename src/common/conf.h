@@ -92,6 +92,10 @@ struct nb_conf {
     uint64_t template_nano_cpus;      /* CPUs of a build (1e9 = one) */
     unsigned template_builds_max;     /* builds at once; the rest wait in a queue */
     size_t template_context_max;      /* bytes of a build context (Dockerfile + files, as tar) */
+    /* snapshots (snapshot.c) */
+    uint64_t snapshot_max; /* bytes of /workspace + /tmp a snapshot may take */
+    /* warm pools of templates (warm.c): "name:N, name2:M" */
+    char warm_pool_template[NB_CONF_LIST];
 
     /* request caps */
     size_t max_body; /* bytes of a JSON request body */
@@ -142,6 +146,20 @@ int nb_conf_set(struct nb_conf *c, const char *key, const char *value, char *err
 
 /* Parse "256m", "1g", "4096" into bytes. Returns -1 on junk or overflow. */
 int nb_parse_size(const char *s, uint64_t *out);
+
+/* One template's warm pool of warm_pool_template. */
+#define NB_WARM_TEMPLATES_MAX 8
+struct nb_warm_template {
+    char name[64]; /* a template's name */
+    unsigned want; /* sandboxes of it kept started */
+};
+/*
+ * Parse warm_pool_template ("name:N, name2:M", names as templates take
+ * them, N at most 256, at most NB_WARM_TEMPLATES_MAX entries) into out:
+ * the count, or -1 with err.
+ */
+int nb_conf_warm_templates(const char *spec, struct nb_warm_template out[NB_WARM_TEMPLATES_MAX],
+                           char *err, size_t errlen);
 
 /* Is image in the allow-list? */
 int nb_conf_image_allowed(const struct nb_conf *c, const char *image);

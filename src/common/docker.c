@@ -807,6 +807,69 @@ int nb_docker_build(struct nb_docker *d, const struct nb_docker_build *b, nb_doc
 
 /* ---- exec: dockerd itself ---- */
 
+int nb_docker_put_archive(struct nb_docker *d, const char *id, const char *dir, const char *tarfile,
+                          long timeout_ms, struct nb_derr *e)
+{
+    struct nb_buf path, b;
+    struct upload up = {"application/x-tar", NULL, 0, NULL};
+    struct sink s = {NULL, NULL, 0, 0, NULL, NULL, NULL};
+    long status = 0;
+    int rc;
+    char *esc;
+
+    up.file = fopen(tarfile, "rbe");
+    if (up.file == NULL) {
+        derr_set(e, NB_DERR_PROTO, 0, "cannot open the archive to upload");
+        return -1;
+    }
+    fseek(up.file, 0, SEEK_END);
+    up.len = (size_t)ftell(up.file);
+    rewind(up.file);
+    esc = curl_easy_escape(d->curl, dir, 0);
+    nb_buf_init(&path, 4096);
+    nb_buf_init(&b, d->max_response);
+    s.buf = &b;
+    nb_buf_printf(&path, "/containers/%s/archive?path=%s", id, esc ? esc : "/");
+    curl_free(esc);
+    if (e)
+        e->kind = NB_DERR_NONE;
+    rc = docker_do_up(d, "PUT", path.data, NULL, &up, timeout_ms, &s, &status, e);
+    if (rc == 0 && status != 200) {
+        derr_from_answer(e, status, &b);
+        rc = -1;
+    }
+    fclose(up.file);
+    nb_buf_free(&path);
+    nb_buf_free(&b);
+    return rc;
+}
+
+int nb_docker_commit(struct nb_docker *d, const char *id, const char *ref, const char *config_json,
+                     long timeout_ms, struct nb_derr *e)
+{
+    struct nb_buf path, b;
+    const char *colon = strrchr(ref, ':');
+    long status = 0;
+    int rc;
+
+    if (colon == NULL) {
+        derr_set(e, NB_DERR_PROTO, 0, "an image name needs a tag");
+        return -1;
+    }
+    nb_buf_init(&path, 4096);
+    nb_buf_init(&b, d->max_response);
+    nb_buf_printf(&path, "/commit?container=%s&repo=%.*s&tag=%s", id, (int)(colon - ref), ref,
+                  colon + 1);
+    rc = nb_docker_request(d, "POST", path.data, config_json, timeout_ms, &status, &b, e);
+    if (rc == 0 && status != 201) {
+        derr_from_answer(e, status, &b);
+        rc = -1;
+    }
+    nb_buf_free(&path);
+    nb_buf_free(&b);
+    return rc;
+}
+
 int nb_docker_exec_create(struct nb_docker *d, const char *cid, const char *config_json,
                           char exec_id[65], struct nb_derr *e)
 {

@@ -188,6 +188,16 @@ struct nb_docker_build {
 int nb_docker_build(struct nb_docker *d, const struct nb_docker_build *b, nb_docker_line_fn cb,
                     void *arg, struct nb_derr *e);
 
+/*
+ * Snapshots (dockerd itself): extract the tar file tarfile into directory
+ * dir of a (created, not started) container, and commit that container as
+ * image ref (repo:tag) with config_json ({"Labels": ...}) merged over its own.
+ */
+int nb_docker_put_archive(struct nb_docker *d, const char *id, const char *dir, const char *tarfile,
+                          long timeout_ms, struct nb_derr *e);
+int nb_docker_commit(struct nb_docker *d, const char *id, const char *ref, const char *config_json,
+                     long timeout_ms, struct nb_derr *e);
+
 /* Exec: create from a JSON config, start attached, inspect (dockerd itself). */
 int nb_docker_exec_create(struct nb_docker *d, const char *cid, const char *config_json,
                           char exec_id[65], struct nb_derr *e);

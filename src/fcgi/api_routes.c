@@ -77,6 +77,8 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_TEMPLATE, "{name}", "DELETE", 0, api_template_delete},
     {NB_ROUTE_TEMPLATE, "{name}/logs", "GET", 0, api_template_logs},
     {NB_ROUTE_TEMPLATE, "{name}/{op}", NULL, 0, NULL},
+    /* a snapshot: a running or paused sandbox's files as a new template */
+    {NB_ROUTE_SNAPSHOT, "", "POST", ID, api_sandbox_snapshot},
 
     /* the E2B facade (docs/E2B.md): E2B's paths, key ("e2b_" + the key) and error shape */
     {NB_ROUTE_E2B_SANDBOXES, "", "GET", E2B, api_e2b_list},

@@ -16,6 +16,7 @@
 #include "api.h"
 #include "base64.h"
 #include "json.h"
+#include "snapshot.h"
 #include "templates.h"
 
 #define MiB (1024ULL * 1024ULL)
@@ -247,6 +248,35 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
 out:
     for (size_t i = 0; i < n_files; i++)
         nb_buf_free(&data[i]);
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* POST /sandbox/{id}/snapshot {name?}: 201 and the new template (kind "snapshot"). */
+int api_sandbox_snapshot(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                         struct nb_apierr *ae)
+{
+    struct nb_jfield f[] = {{"name", NB_JT_STRING, NULL}};
+    struct nb_template t;
+    char err[256];
+    yajl_val body = NULL;
+    yajl_gen g;
+    int rc = NB_ERR;
+
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
+    if (nb_json_fields(body, f, 1, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        goto out;
+    }
+    if (nb_snapshot_take(a, ra->id, f[0].val ? nb_json_string(f[0].val) : NULL, &t, ae) != 0)
+        goto out;
+    g = nb_json_gen();
+    template_json(g, &t, 0, &a->conf);
+    nb_http_json(r, 201, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
+out:
     yajl_tree_free(body);
     return rc;
 }

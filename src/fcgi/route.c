@@ -121,6 +121,8 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_PAUSE;
     if (!strcmp(slash, "/resume"))
         return NB_ROUTE_RESUME;
+    if (!strcmp(slash, "/snapshot"))
+        return NB_ROUTE_SNAPSHOT;
     if (!strcmp(slash, "/metrics"))
         return NB_ROUTE_USAGE;
     if (!strcmp(slash, "/exec"))
@@ -218,6 +220,8 @@ const char *nb_route_path(enum nb_route shape)
         return "/templates";
     case NB_ROUTE_TEMPLATE:
         return "/templates";
+    case NB_ROUTE_SNAPSHOT:
+        return "/sandbox/{id}/snapshot";
     case NB_ROUTE_OPENAPI:
         return "/openapi.json";
     case NB_ROUTE_E2B_SANDBOXES:

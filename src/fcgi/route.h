@@ -38,6 +38,7 @@ enum nb_route {
     NB_ROUTE_PTY,       /* /sandbox/{id}/pty/{pid}[/input|/resize] (arg: pid, op: input, resize) */
     NB_ROUTE_TEMPLATES, /* /templates */
     NB_ROUTE_TEMPLATE,  /* /templates/{name}[/logs] (arg: the name, op: logs) */
+    NB_ROUTE_SNAPSHOT,  /* /sandbox/{id}/snapshot */
     NB_ROUTE_OPENAPI,   /* /openapi.json */
     /* the E2B facade (docs/E2B.md): its answers and errors are E2B's shape */
     NB_ROUTE_E2B_SANDBOXES, /* /sandboxes */

@@ -27,6 +27,7 @@
 #include "metrics.h"
 #include "ports.h"
 #include "sandbox.h"
+#include "snapshot.h"
 
 int nb_sandbox_id_valid(const char *id)
 {
@@ -310,6 +311,14 @@ retry:
     if (!running) {
         nb_apierr_set(ae, 502, "docker_error", "the sandbox container did not stay up");
         goto fail;
+    }
+    {
+        /* a snapshot's image: its /workspace and /tmp back into the fresh tmpfs mounts */
+        char err[256];
+        if (nb_snapshot_restore(&a->conf, slot, pid, err, sizeof(err)) != 0) {
+            nb_apierr_set(ae, 500, "internal", "could not restore the snapshot's files: %s", err);
+            goto fail;
+        }
     }
     free(json);
     json = NULL;

@@ -427,17 +427,22 @@ static int empty_tar(char *buf, size_t cap, size_t *used)
 /* ---- records ---- */
 
 /* The name's record image (status "building" or "failed"); its id into id. */
-static int put_record(struct nb_docker *d, const struct nb_conf *c, const char *name,
-                      const char *status, int64_t created_at, const char *error, char id[80],
-                      struct nb_derr *de)
+static int put_record_kind(struct nb_docker *d, const struct nb_conf *c, const char *name,
+                           const char *kind, const char *parent, const char *parent_tpl,
+                           const char *status, int64_t created_at, const char *error, char id[80],
+                           struct nb_derr *de)
 {
-    char ref[128], l[6][600], tar[4096];
-    const char *labels[7];
+    char ref[128], l[8][600], tar[4096];
+    const char *labels[9];
     size_t used = 0, n = 0;
     nb_template_ref(c, name, ref, sizeof(ref));
     snprintf(l[n], sizeof(l[n]), "nanobox.instance=%s", c->instance), n++;
     snprintf(l[n], sizeof(l[n]), "nanobox.template=%s", name), n++;
-    snprintf(l[n], sizeof(l[n]), "nanobox.kind=build"), n++;
+    snprintf(l[n], sizeof(l[n]), "nanobox.kind=%s", kind), n++;
+    if (parent && parent[0])
+        snprintf(l[n], sizeof(l[n]), "nanobox.parent=%s", parent), n++;
+    if (parent_tpl && parent_tpl[0])
+        snprintf(l[n], sizeof(l[n]), "nanobox.parent_template=%s", parent_tpl), n++;
     snprintf(l[n], sizeof(l[n]), "nanobox.status=%s", status), n++;
     snprintf(l[n], sizeof(l[n]), "nanobox.created_at=%lld", (long long)created_at), n++;
     if (error && error[0])
@@ -451,6 +456,13 @@ static int put_record(struct nb_docker *d, const struct nb_conf *c, const char *
         return -1;
     }
     return nb_docker_image_import(d, ref, labels, tar, used, id, de);
+}
+
+static int put_record(struct nb_docker *d, const struct nb_conf *c, const char *name,
+                      const char *status, int64_t created_at, const char *error, char id[80],
+                      struct nb_derr *de)
+{
+    return put_record_kind(d, c, name, "build", NULL, NULL, status, created_at, error, id, de);
 }
 
 static void from_image(const struct nb_docker_image *im, struct nb_template *t)
@@ -741,13 +753,18 @@ out:
     return rc;
 }
 
-/* Sandboxes (any state but free) whose image is ref. */
+/*
+ * Sandboxes (any state but free) whose image is ref. Warm ones do not
+ * count: nobody uses them yet, and the pool drops them once the template
+ * is gone (warm.c).
+ */
 static unsigned users_of(struct nb_app *a, const char *ref)
 {
     unsigned n = 0;
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++)
-        n += a->table.slots[i].state != NB_SLOT_FREE && !strcmp(a->table.slots[i].image, ref);
+        n += a->table.slots[i].state != NB_SLOT_FREE && a->table.slots[i].state != NB_SLOT_POOLED &&
+             !strcmp(a->table.slots[i].image, ref);
     nb_table_unlock(&a->table);
     return n;
 }
@@ -1006,6 +1023,10 @@ static void sweep_one(void *arg, const struct nb_docker_image *im)
     struct sweep_ctx *s = arg;
     if (strcmp(im->status, "building") != 0 || !nb_template_name_ok(im->name))
         return;
+    /* a snapshot is taken by a worker, not a builder: judged only once it took too long */
+    if (!strcmp(im->kind, "snapshot") &&
+        im->created_at > (int64_t)time(NULL) - (int64_t)s->a->conf.template_timeout - 60)
+        return;
     if (s->n == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 8;
         s->im = realloc(s->im, s->cap * sizeof(*s->im));
@@ -1040,6 +1061,17 @@ static void sweep(struct nb_app *a)
         job_path(&a->conf, "queue", im->name, "json", p, sizeof(p));
         if (access(p, F_OK) == 0)
             continue; /* queued */
+        if (!strcmp(im->kind, "snapshot")) {
+            /* its worker died during it: the name is free again */
+            char ctr[128];
+            nb_warn("template %s: a snapshot was cut short; removing its record", im->name);
+            snprintf(ctr, sizeof(ctr), NB_SNAPSHOT_CTR "%s", im->name);
+            if (nb_docker_remove(&a->docker, ctr, &de) != 0)
+                nb_warn("template %s: cannot remove container %s: %s", im->name, ctr, de.msg);
+            if (nb_docker_image_remove(&a->docker, im->id, 0, &de) != 0)
+                nb_warn("template %s: cannot remove its record: %s", im->name, de.msg);
+            continue;
+        }
         fail_build(&a->conf, &a->docker, im->name, im->created_at, im->id,
                    "the build was cut short: nanobox-fcgi stopped or restarted during it");
     }
@@ -1158,4 +1190,68 @@ void nb_templates_pump(struct nb_app *a)
         sweep(a); /* at the reaper's start: builds a dead nanobox left "building" */
     start_builders(a);
     pump_ticks++;
+}
+
+/* ---- for snapshots (snapshot.c) ---- */
+
+void nb_template_work_path(const struct nb_conf *c, const char *file, char *out, size_t outlen)
+{
+    tpl_path(c, file, out, outlen);
+}
+
+void nb_template_of_image(const struct nb_conf *c, const char *image, char *out, size_t outlen)
+{
+    char repo[90];
+    size_t rl;
+    tpl_repo(c, repo, sizeof(repo));
+    rl = strlen(repo);
+    if (!strncmp(image, repo, rl) && image[rl] == ':')
+        snprintf(out, outlen, "%s", image + rl + 1);
+    else if (nb_conf_image_allowed(c, image))
+        nb_template_conf_name(image, out, outlen);
+    else
+        snprintf(out, outlen, "%s", image);
+}
+
+int nb_template_claim(struct nb_app *a, const char *name, const char *parent,
+                      const char *parent_tpl, int64_t now, char rec_id[80], struct nb_apierr *ae)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_docker_image im;
+    struct nb_derr de = {0};
+    char ref[128];
+    int lock, rc = -1;
+    if (!nb_template_name_ok(name)) {
+        nb_apierr_set(ae, 400, "bad_name",
+                      "a template name is 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a "
+                      "letter or digit");
+        return -1;
+    }
+    if (conf_template(c, name) >= 0) {
+        nb_apierr_set(ae, 409, "name_taken", "\"%s\" names one of the operator's images", name);
+        return -1;
+    }
+    if (ensure_dirs(c) != 0 || (lock = lock_names(c)) < 0) {
+        nb_apierr_set(ae, 500, "internal", "cannot use the templates directory: %s",
+                      strerror(errno));
+        return -1;
+    }
+    nb_template_ref(c, name, ref, sizeof(ref));
+    if (nb_docker_image_inspect(&a->docker, ref, &im, &de) == 0) {
+        nb_apierr_set(ae, 409, "name_taken", "template \"%s\" exists (DELETE it first)", name);
+        goto out;
+    }
+    if (!(de.kind == NB_DERR_HTTP && de.status == 404)) {
+        nb_apierr_docker(ae, &de, "check the template name");
+        goto out;
+    }
+    if (put_record_kind(&a->docker, c, name, "snapshot", parent, parent_tpl, "building", now, NULL,
+                        rec_id, &de) != 0) {
+        nb_apierr_docker(ae, &de, "record the snapshot");
+        goto out;
+    }
+    rc = 0;
+out:
+    unlock_names(lock);
+    return rc;
 }

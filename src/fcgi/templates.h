@@ -105,6 +105,21 @@ int nb_template_image_allowed(struct nb_app *a, const char *image);
 /* <sandbox_dir>/templates/<name>.log */
 void nb_template_log_path(const struct nb_conf *c, const char *name, char *out, size_t outlen);
 
+/* The container a snapshot named <name> is committed from: NB_SNAPSHOT_CTR "<name>". */
+#define NB_SNAPSHOT_CTR "nanobox-snap-"
+/* <sandbox_dir>/templates/<file>: scratch files of snapshots */
+void nb_template_work_path(const struct nb_conf *c, const char *file, char *out, size_t outlen);
+/* The template name a sandbox's image stands for (the image itself when it is none). */
+void nb_template_of_image(const struct nb_conf *c, const char *image, char *out, size_t outlen);
+/*
+ * Take name for a snapshot: its record image (kind "snapshot", status
+ * "building", parents as labels), its id into rec_id. 400 bad_name, 409
+ * name_taken. The snapshot's build then moves the name to its image, or
+ * the caller removes the record (nb_docker_image_remove of rec_id).
+ */
+int nb_template_claim(struct nb_app *a, const char *name, const char *parent,
+                      const char *parent_tpl, int64_t now, char rec_id[80], struct nb_apierr *ae);
+
 /* The reaper's, every tick: fail orphaned builds, reap builders, start queued ones. */
 void nb_templates_pump(struct nb_app *a);
 /* Build one queued job in this process (the builder's body; the unit tests call it). */

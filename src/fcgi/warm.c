@@ -16,6 +16,7 @@
 #include "code.h"
 #include "log.h"
 #include "metrics.h"
+#include "templates.h"
 #include "warm.h"
 
 /* Most time one refill pass may take from the reaper's tick. */
@@ -35,38 +36,67 @@ const struct nb_sandbox_source nb_warm_source = {
 /*
  * The pools: warm_pool sandboxes of the default image, warm_pool_code of
  * code_image with their kernel started (one pool of both when the two
- * images are the same, with the kernel started in all). A code_image the
- * operator does not allow has no pool. Returns how many pools (kinds).
+ * images are the same, with the kernel started in all), and those of
+ * warm_pool_template, one per template (added to a pool of the same
+ * image). A code_image the operator does not allow has no pool. Returns
+ * how many pools (kinds).
  */
+#define KINDS_MAX (2 + NB_WARM_TEMPLATES_MAX)
 struct warm_kind {
-    const char *image;
+    char image[NB_IMAGE_LEN];
     unsigned want;
-    int kernel; /* start the default python kernel before pooling */
+    int kernel;                    /* start the default python kernel before pooling */
+    char tpl[NB_TPL_NAME_MAX + 1]; /* a template of warm_pool_template: "" for the others */
 };
 
-static unsigned warm_kinds(const struct nb_conf *c, struct warm_kind k[2])
+static unsigned add_kind(struct warm_kind k[KINDS_MAX], unsigned n, const char *image,
+                         unsigned want, int kernel, const char *tpl)
 {
-    unsigned n = 1;
-    k[0].image = c->images[0];
-    k[0].want = c->warm_pool;
-    k[0].kernel = 0;
-    if (c->warm_pool_code == 0 || c->code_image[0] == '\0' ||
-        !nb_conf_image_allowed(c, c->code_image))
+    for (unsigned i = 0; i < n; i++)
+        if (!strcmp(k[i].image, image)) {
+            k[i].want += want;
+            k[i].kernel |= kernel;
+            return n;
+        }
+    if (n == KINDS_MAX)
         return n;
-    if (!strcmp(c->code_image, c->images[0])) {
-        k[0].want += c->warm_pool_code;
-        k[0].kernel = 1;
-        return n;
-    }
-    k[n].image = c->code_image;
-    k[n].want = c->warm_pool_code;
-    k[n].kernel = 1;
+    snprintf(k[n].image, sizeof(k[n].image), "%s", image);
+    k[n].want = want;
+    k[n].kernel = kernel;
+    snprintf(k[n].tpl, sizeof(k[n].tpl), "%s", tpl);
     return n + 1;
+}
+
+static unsigned warm_kinds(const struct nb_conf *c, struct warm_kind k[KINDS_MAX])
+{
+    struct nb_warm_template wt[NB_WARM_TEMPLATES_MAX];
+    char err[256], image[NB_IMAGE_LEN], cname[NB_TPL_NAME_MAX + 1];
+    int n_wt;
+    unsigned n = add_kind(k, 0, c->images[0], c->warm_pool, 0, "");
+    if (c->warm_pool_code > 0 && c->code_image[0] != '\0' &&
+        nb_conf_image_allowed(c, c->code_image))
+        n = add_kind(k, n, c->code_image, c->warm_pool_code, 1, "");
+    n_wt = nb_conf_warm_templates(c->warm_pool_template, wt, err, sizeof(err));
+    for (int i = 0; i < n_wt; i++) {
+        unsigned j;
+        /* one of the operator's images by its template name, or a built one */
+        for (j = 0; j < c->n_images; j++) {
+            nb_template_conf_name(c->images[j], cname, sizeof(cname));
+            if (!strcmp(cname, wt[i].name))
+                break;
+        }
+        if (j < c->n_images)
+            snprintf(image, sizeof(image), "%s", c->images[j]);
+        else
+            nb_template_ref(c, wt[i].name, image, sizeof(image));
+        n = add_kind(k, n, image, wt[i].want, 0, j < c->n_images ? "" : wt[i].name);
+    }
+    return n;
 }
 
 unsigned nb_warm_target(const struct nb_conf *c, const char *image)
 {
-    struct warm_kind k[2];
+    struct warm_kind k[KINDS_MAX];
     unsigned n = warm_kinds(c, k);
 
     for (unsigned i = 0; i < n; i++)
@@ -77,7 +107,7 @@ unsigned nb_warm_target(const struct nb_conf *c, const char *image)
 
 int nb_warm_fits(const struct nb_conf *c, const struct nb_sandbox_spec *spec)
 {
-    struct warm_kind k[2];
+    struct warm_kind k[KINDS_MAX];
     unsigned n = warm_kinds(c, k), i;
 
     for (i = 0; i < n && (k[i].want == 0 || strcmp(spec->image, k[i].image) != 0); i++)
@@ -182,12 +212,31 @@ int nb_warm_refill(struct nb_app *a)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_sandbox_spec spec;
-    struct warm_kind kinds[2];
+    struct warm_kind kinds[KINDS_MAX];
     char extra[NB_ID_LEN + 1] = "", extra_cid[NB_CID_LEN + 1] = "";
-    uint32_t pooled[2] = {0, 0}, extra_gen = 0;
+    uint32_t pooled[KINDS_MAX] = {0}, extra_gen = 0;
     uint32_t free_slots;
     unsigned n_kinds = warm_kinds(c, kinds);
     int64_t t0;
+    /* templates of warm_pool_template: ready or not, asked Docker about once a second */
+    static int tpl_ready[KINDS_MAX];
+    static unsigned calls;
+
+    for (unsigned k = 0; k < n_kinds; k++) {
+        if (!kinds[k].tpl[0])
+            continue;
+        if (calls % 10 == 0) {
+            char image[NB_IMAGE_LEN];
+            struct nb_apierr ae;
+            tpl_ready[k] = nb_template_image(a, kinds[k].tpl, image, sizeof(image), &ae) == 0;
+            if (!tpl_ready[k])
+                nb_debug("warm pool of template %s: %s", kinds[k].tpl, ae.msg);
+        }
+        /* not (yet, or any more) ready: no pool, and what it held is surplus */
+        if (!tpl_ready[k])
+            kinds[k].want = 0;
+    }
+    calls++;
 
     nb_table_lock(&a->table);
     free_slots = nb_table_count_state(&a->table, NB_SLOT_FREE);
@@ -224,7 +273,8 @@ int nb_warm_refill(struct nb_app *a)
         unsigned wanted = nb_warm_wanted(kinds[k].want, pooled[k], free_slots);
         free_slots -= wanted; /* the next pool counts what this one takes as used */
         memset(&spec, 0, sizeof(spec));
-        snprintf(spec.image, sizeof(spec.image), "%s", kinds[k].image);
+        snprintf(spec.image, sizeof(spec.image), "%.*s", (int)sizeof(spec.image) - 1,
+                 kinds[k].image);
         spec.memory = c->memory;
         spec.nano_cpus = c->nano_cpus;
         spec.pids = c->pids;

@@ -115,6 +115,7 @@ static void tool_sandbox_list(struct tool_call *t);
 static void tool_sandbox_destroy(struct tool_call *t);
 static void tool_sandbox_pause(struct tool_call *t);
 static void tool_sandbox_resume(struct tool_call *t);
+static void tool_sandbox_snapshot(struct tool_call *t);
 static void tool_run_code(struct tool_call *t);
 static void tool_sandbox_set_timeout(struct tool_call *t);
 static void tool_sandbox_start_process(struct tool_call *t);
@@ -223,6 +224,13 @@ static const struct mcp_arg list_args[] = {
     ARG_END};
 
 static const struct mcp_arg destroy_args[] = {ARG_SANDBOX_ID, ARG_END};
+
+static const struct mcp_arg snapshot_args[] = {
+    ARG_SANDBOX_ID,
+    {"name", NB_JT_STRING, 0, NULL,
+     "Name of the new template: 1 to 63 of a-z, 0-9, '.', '_' and '-' (default: "
+     "snap-<the sandbox id's first 8>-<time>)."},
+    ARG_END};
 
 static const struct mcp_arg run_args[] = {
     {"language", NB_JT_STRING, 0, "python|sh|javascript|bash",
@@ -357,6 +365,9 @@ static const char os_destroy[] = OS(P_STR("sandboxId") "," P_BOOL("destroyed"),
     "\"sandboxId\",\"destroyed\"");
 static const char os_state[] = OS(P_STR("sandboxId") "," P_STR("state") "," P_INT("ttl_remaining"),
     "\"state\"");
+static const char os_snapshot[] = OS(P_STR("name") "," P_STR("status") "," P_STR("kind") ","
+    P_STR("image") "," P_STR("parent") "," P_STR("parent_template") "," P_INT("size") ","
+    P_INT("created_at"), "\"name\"");
 static const char os_run[] = OS(P_INT("exit_code") "," P_BOOL("timed_out") "," P_BOOL("truncated")
     "," P_STR("stdout") "," P_STR("stderr") "," P_STR("status") "," P_STR("context") ","
     P_ARR("results"), "");
@@ -427,6 +438,12 @@ static const struct mcp_tool tools[] = {
      "Thaw a paused sandbox: its processes go on where they were, with the ttl it had left. "
      "Resuming a running sandbox changes nothing.",
      destroy_args, HINT_IDEMPOTENT, tool_sandbox_resume, os_state},
+    {"sandbox_snapshot", "Snapshot a sandbox",
+     "Save a sandbox's files as a new template: ${workspace} (its home, with what pip install "
+     "--user put there) and /tmp, byte for byte. sandbox_create with template set to the "
+     "returned name starts a sandbox with them. The sandbox keeps running (a paused one stays "
+     "paused); running processes and memory are not saved.",
+     snapshot_args, 0, tool_sandbox_snapshot, os_snapshot},
     {"run_code", "Run code",
      "Run code and return what it printed. Without sandbox_id: a Python or shell program runs "
      "once in a fresh sandbox that is destroyed afterwards; the answer has its exit code, "
@@ -1690,6 +1707,33 @@ static void tool_sandbox_pause(struct tool_call *t)
 static void tool_sandbox_resume(struct tool_call *t)
 {
     pause_or_resume(t, "/resume");
+}
+
+/* POST /sandbox/{id}/snapshot: the new template. */
+static void tool_sandbox_snapshot(struct tool_call *t)
+{
+    struct api_answer a;
+    struct nb_buf path;
+    yajl_gen g = nb_json_gen();
+    char *body;
+
+    yajl_gen_map_open(g);
+    if (arg(t, "name") != NULL)
+        nb_json_kv_str(g, "name", arg_str(t, "name"));
+    yajl_gen_map_close(g);
+    body = nb_json_gen_take(g);
+    sandbox_path(&path, t, "/snapshot");
+    if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) == 0) {
+        nb_buf_printf(&t->text,
+                      "Saved sandbox %s as template \"%s\": sandbox_create with template "
+                      "\"%s\" starts from it.",
+                      arg_str(t, "sandbox_id"), member_str(a.json, "name"),
+                      member_str(a.json, "name"));
+        keep_structured(t, &a, NULL);
+    }
+    api_answer_free(&a);
+    nb_buf_free(&path);
+    free(body);
 }
 
 /* ------------------------------------------- TTL, processes, files, ports */

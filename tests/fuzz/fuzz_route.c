@@ -23,7 +23,7 @@
 static int has_sandbox_id(enum nb_route rt)
 {
     return (rt >= NB_ROUTE_SANDBOX && rt <= NB_ROUTE_RESUME) || rt == NB_ROUTE_USAGE ||
-           rt == NB_ROUTE_PTY;
+           rt == NB_ROUTE_PTY || rt == NB_ROUTE_SNAPSHOT;
 }
 
 /* The E2B facade's /sandboxes/{id}[/{op}]: the id after that prefix. */
@@ -135,6 +135,7 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
     case NB_ROUTE_PAUSE:
     case NB_ROUTE_RESUME:
     case NB_ROUTE_USAGE:
+    case NB_ROUTE_SNAPSHOT:
         if (al != 0 || ol != 0)
             abort(); /* no arg or op where the route has none */
         break;

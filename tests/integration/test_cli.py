@@ -1174,6 +1174,22 @@ def test_template_build_that_fails_exits_1(cli, tmp_path):
     r = cli.run("template", "build", "Bad", "-f", tmp_path / "Dockerfile")
     assert_readable_error(r, "bad_name")
     cli.ok("template", "rm", name)
+def test_snapshot_makes_a_template_the_next_create_starts_from(cli):
+    sid = cli.create()
+    cli.ok("exec", sid, "echo kept > /workspace/k.txt")
+    name = "cli-snap-" + secrets.token_hex(4)
+    r = cli.ok("snapshot", sid, "--name", name, timeout=300)
+    assert r.stdout.startswith(f"{name}\t(snapshot of {sid}, "), r.stdout
+    row = next(line.split() for line in cli.ok("template", "ls").stdout.splitlines()
+               if line.startswith(name + " "))
+    assert row[1:3] == ["ready", "snapshot"]
+    kid = cli.create("--template", name)
+    assert cli.ok("exec", kid, "cat /workspace/k.txt").stdout == "kept\n"
+    assert_readable_error(cli.run("snapshot", sid, "--name", name), "name_taken")
+    assert_readable_error(cli.run("snapshot", sid, "--name", "Bad"), "bad_name")
+    assert cli.run("snapshot").returncode == 2
+
+
 # ------------------------------------------------------------------- shell
 
 def _on_pty(argv, env, cols=100, rows=30):

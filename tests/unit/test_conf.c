@@ -241,6 +241,46 @@ static void test_bridge_keys_are_checked(void **state)
     assert_int_equal(load("bridge_interface = abcdefghijklmnop\n", &c, err, sizeof(err)), -1);
 }
 
+static void test_snapshot_and_template_pool_keys(void **state)
+{
+    struct nb_conf c;
+    struct nb_warm_template wt[NB_WARM_TEMPLATES_MAX];
+    char err[256];
+    (void)state;
+    nb_conf_defaults(&c);
+    assert_int_equal(c.snapshot_max, 1024ULL * 1024 * 1024);
+    assert_string_equal(c.warm_pool_template, "");
+    assert_int_equal(nb_conf_warm_templates("", wt, err, sizeof(err)), 0);
+    assert_int_equal(
+        load("snapshot_max = 5m\nwarm_pool_template = tools:2, snap.1_x-y:0 nanobox-python:3\n", &c,
+             err, sizeof(err)),
+        0);
+    assert_int_equal(c.snapshot_max, 5ULL * 1024 * 1024);
+    assert_int_equal(nb_conf_warm_templates(c.warm_pool_template, wt, err, sizeof(err)), 3);
+    assert_string_equal(wt[0].name, "tools");
+    assert_int_equal(wt[0].want, 2);
+    assert_string_equal(wt[1].name, "snap.1_x-y");
+    assert_int_equal(wt[1].want, 0);
+    assert_string_equal(wt[2].name, "nanobox-python");
+    assert_int_equal(wt[2].want, 3);
+    /* each refusal names the key */
+    static const char *const bad[] = {
+        "warm_pool_template = tools\n",
+        "warm_pool_template = tools:\n",
+        "warm_pool_template = :2\n",
+        "warm_pool_template = Tools:2\n",
+        "warm_pool_template = -x:2\n",
+        "warm_pool_template = tools:257\n",
+        "warm_pool_template = tools:2x\n",
+        "warm_pool_template = a/b:1\n",
+        "warm_pool_template = a:1,b:1,c:1,d:1,e:1,f:1,g:1,h:1,i:1\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(load(bad[i], &c, err, sizeof(err)), -1);
+        assert_non_null(strstr(err, "warm_pool_template"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -254,6 +294,7 @@ int main(void)
         cmocka_unit_test(test_egress_rules_parse_one_way),
         cmocka_unit_test(test_egress_rules_nest_and_meet),
         cmocka_unit_test(test_bridge_keys_are_checked),
+        cmocka_unit_test(test_snapshot_and_template_pool_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

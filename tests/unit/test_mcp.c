@@ -274,6 +274,18 @@ static void test_pause_and_resume_call_the_api(void **state)
     assert_string_equal(fx->api.path, "/sandbox/" SID "/resume");
     assert_string_equal(text, "Sandbox " SID " is running; ttl_remaining: 590s.");
 
+    /* snapshot: the name passed on, the template answered */
+    fx->api.status = 201;
+    fx->api.answer = "{\"name\":\"keep\",\"status\":\"ready\",\"kind\":\"snapshot\","
+                     "\"parent\":\"" SID "\"}";
+    text = call_tool(fx, "sandbox_snapshot", "{\"sandbox_id\":\"" SID "\",\"name\":\"keep\"}",
+                     &is_error);
+    assert_false(is_error);
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/snapshot");
+    assert_string_equal(fx->api.body.data, "{\"name\":\"keep\"}");
+    assert_non_null(strstr(text, "as template \"keep\""));
+    assert_non_null(get(fx->reply, "result", "structuredContent", "kind"));
+
     /* create passes auto_resume on, beside every other argument (the widest tool) */
     fx->api.status = 201;
     fx->api.answer = "{\"sandboxId\":\"" SID "\"}";
@@ -730,6 +742,7 @@ static void test_tools_list_names_every_tool_with_an_output_schema(void **state)
                                         "sandbox_destroy",
                                         "sandbox_pause",
                                         "sandbox_resume",
+                                        "sandbox_snapshot",
                                         "run_code",
                                         "sandbox_set_timeout",
                                         "sandbox_start_process",

@@ -97,6 +97,10 @@ static void test_paths_give_shape_and_sub_route(void **state)
     assert_string_equal(sub, "");
     assert_int_equal(match("/sandbox/" SID "/resume", &ra, &sub), NB_ROUTE_RESUME);
     assert_int_equal(match("/sandbox/" SID "/pause/now", &ra, &sub), NB_ROUTE_NONE);
+    assert_int_equal(match("/sandbox/" SID "/snapshot", &ra, &sub), NB_ROUTE_SNAPSHOT);
+    assert_string_equal(ra.id, SID);
+    assert_string_equal(sub, "");
+    assert_int_equal(match("/sandbox/" SID "/snapshot/x", &ra, &sub), NB_ROUTE_NONE);
     assert_int_equal(match("/nope", &ra, &sub), NB_ROUTE_NONE);
     assert_int_equal(match("/metrics", &ra, &sub), NB_ROUTE_METRICS);
     assert_string_equal(ra.id, "");

@@ -1,0 +1,551 @@
+/*
+ * snapshot.c - see snapshot.h.
+ *
+ * Files under <sandbox_dir>/templates while a snapshot is taken (removed
+ * after it, whatever the outcome):
+ *   snap-<name>.tar      the sandbox's /workspace and /tmp as one tar
+ *   snap-<name>.layer.tar  the new layer: that tar at NB_SNAPSHOT_TAR
+ */
+#include "config.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "isolation.h"
+#include "json.h"
+#include "log.h"
+#include "snapshot.h"
+#include "table.h"
+
+#define DEPTH_MAX 128
+#define CHUNK (256 * 1024)
+
+/* ---- capture ---- */
+
+struct cap {
+    struct archive *ar;
+    uint64_t total, max;
+    dev_t dev;
+    int status; /* of the error: 413 or 500 */
+    char err[256];
+};
+
+__attribute__((format(printf, 3, 4))) static int cap_fail(struct cap *cp, int status,
+                                                          const char *fmt, ...)
+{
+    va_list ap;
+    cp->status = status;
+    va_start(ap, fmt);
+    vsnprintf(cp->err, sizeof(cp->err), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int cap_data(struct cap *cp, int fd, const char *path)
+{
+    char *buf = malloc(CHUNK);
+    ssize_t n;
+    int rc = 0;
+    if (buf == NULL)
+        abort();
+    while ((n = read(fd, buf, CHUNK)) > 0)
+        if (archive_write_data(cp->ar, buf, (size_t)n) != n) {
+            rc = cap_fail(cp, 500, "cannot write the snapshot: %s", archive_error_string(cp->ar));
+            break;
+        }
+    if (n < 0)
+        rc = cap_fail(cp, 500, "cannot read %s", path);
+    free(buf);
+    return rc;
+}
+
+/* Every entry under the open directory dirfd, named prefix/... in the tar. */
+static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth)
+{
+    DIR *d;
+    struct dirent *de;
+    int dup_fd = dup(dirfd), rc = 0;
+
+    if (depth > DEPTH_MAX)
+        return cap_fail(cp, 413, "%s: directories deeper than 128 levels", prefix);
+    if (dup_fd < 0 || (d = fdopendir(dup_fd)) == NULL) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return cap_fail(cp, 500, "cannot read directory %s", prefix);
+    }
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        char path[PATH_MAX];
+        struct stat st;
+        struct archive_entry *e;
+        int fd = -1;
+
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (snprintf(path, sizeof(path), "%s/%s", prefix, de->d_name) >= (int)sizeof(path)) {
+            rc = cap_fail(cp, 413, "%s: a path longer than PATH_MAX", prefix);
+            break;
+        }
+        if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue; /* gone */
+        if (st.st_dev != cp->dev || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode) ||
+            S_ISBLK(st.st_mode))
+            continue; /* another mount, or nothing a tar keeps */
+        e = archive_entry_new();
+        archive_entry_copy_stat(e, &st);
+        archive_entry_set_nlink(e, 1); /* hard links become copies */
+        archive_entry_set_pathname(e, path);
+        if (S_ISLNK(st.st_mode)) {
+            char target[PATH_MAX];
+            ssize_t n = readlinkat(dirfd, de->d_name, target, sizeof(target) - 1);
+            if (n < 0) {
+                archive_entry_free(e);
+                continue;
+            }
+            target[n] = '\0';
+            archive_entry_set_symlink(e, target);
+        } else if (S_ISREG(st.st_mode)) {
+            cp->total += (uint64_t)st.st_size;
+            if (cp->total > cp->max) {
+                archive_entry_free(e);
+                cp->status = 413;
+                snprintf(cp->err, sizeof(cp->err),
+                         "/workspace and /tmp hold more than snapshot_max (%llu bytes)",
+                         (unsigned long long)cp->max);
+                rc = -1;
+                break;
+            }
+            fd = openat(dirfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+            if (fd < 0) {
+                archive_entry_free(e);
+                rc = cap_fail(cp, 500, "cannot open %s", path);
+                break;
+            }
+        }
+        if (archive_write_header(cp->ar, e) != ARCHIVE_OK)
+            rc = cap_fail(cp, 500, "cannot write the snapshot: %s", archive_error_string(cp->ar));
+        else if (fd >= 0)
+            rc = cap_data(cp, fd, path);
+        archive_entry_free(e);
+        if (fd >= 0)
+            close(fd);
+        if (rc == 0 && S_ISDIR(st.st_mode)) {
+            int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub < 0) {
+                rc = cap_fail(cp, 500, "cannot open directory %s", path);
+                break;
+            }
+            rc = cap_tree(cp, sub, path, depth + 1);
+            close(sub);
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+/* One mount of the sandbox (where, inside it) as prefix/... entries. */
+static int cap_mount(struct cap *cp, int root, const char *where, const char *prefix)
+{
+    struct stat st;
+    int fd, rc;
+    while (*where == '/')
+        where++;
+    fd = openat(root, where, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0; /* nothing mounted there: nothing to keep */
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return cap_fail(cp, 500, "cannot read %s", where);
+    }
+    cp->dev = st.st_dev;
+    rc = cap_tree(cp, fd, prefix, 0);
+    close(fd);
+    return rc;
+}
+
+/* /workspace and /tmp of the container whose PID 1 is pid into the tar file path. */
+static int capture(const struct nb_conf *c, pid_t pid, const char *path, struct nb_apierr *ae)
+{
+    struct cap cp;
+    char proot[64];
+    int root, rc;
+
+    memset(&cp, 0, sizeof(cp));
+    cp.max = c->snapshot_max;
+    snprintf(proot, sizeof(proot), "/proc/%d/root", (int)pid);
+    root = open(proot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0) {
+        nb_apierr_set(ae, 500, "internal", "cannot reach the sandbox's files: %s", strerror(errno));
+        return -1;
+    }
+    cp.ar = archive_write_new();
+    archive_write_set_format_pax_restricted(cp.ar);
+    if (archive_write_open_filename(cp.ar, path) != ARCHIVE_OK) {
+        nb_apierr_set(ae, 500, "internal", "cannot write the snapshot: %s",
+                      archive_error_string(cp.ar));
+        archive_write_free(cp.ar);
+        close(root);
+        return -1;
+    }
+    rc = cap_mount(&cp, root, c->workspace, "workspace");
+    if (rc == 0)
+        rc = cap_mount(&cp, root, "/tmp", "tmp");
+    if (archive_write_close(cp.ar) != ARCHIVE_OK && rc == 0)
+        rc = cap_fail(&cp, 500, "cannot write the snapshot: %s", archive_error_string(cp.ar));
+    archive_write_free(cp.ar);
+    close(root);
+    if (rc != 0)
+        nb_apierr_set(ae, cp.status, cp.status == 413 ? "too_large" : "internal", "%s", cp.err);
+    return rc;
+}
+
+/* ---- the image ---- */
+
+static int layer_entry(struct archive *ar, const char *name, int64_t size, mode_t type, mode_t perm)
+{
+    struct archive_entry *e = archive_entry_new();
+    int rc;
+    archive_entry_set_pathname(e, name);
+    archive_entry_set_size(e, size);
+    archive_entry_set_filetype(e, (unsigned)type);
+    archive_entry_set_perm(e, perm);
+    archive_entry_set_uid(e, 0);
+    archive_entry_set_gid(e, 0);
+    archive_entry_set_mtime(e, time(NULL), 0);
+    rc = archive_write_header(ar, e) == ARCHIVE_OK ? 0 : -1;
+    archive_entry_free(e);
+    return rc;
+}
+
+/*
+ * The new layer, as a tar for Docker to extract at /: the snapshot's tar at
+ * NB_SNAPSHOT_TAR, root's, mode 0600 (the sandbox cannot read it).
+ */
+static int write_layer(const char *path, const char *snap, struct nb_apierr *ae)
+{
+    struct archive *ar = archive_write_new();
+    char *buf = NULL;
+    struct stat st;
+    int fd = open(snap, O_RDONLY | O_CLOEXEC), rc = -1;
+    ssize_t n = 0;
+
+    archive_write_set_format_pax_restricted(ar);
+    if (fd < 0 || fstat(fd, &st) != 0 || archive_write_open_filename(ar, path) != ARCHIVE_OK)
+        goto out;
+    if (layer_entry(ar, ".nanobox", 0, AE_IFDIR, 0755) != 0 ||
+        layer_entry(ar, NB_SNAPSHOT_TAR + 1, st.st_size, AE_IFREG, 0600) != 0)
+        goto out;
+    if ((buf = malloc(CHUNK)) == NULL)
+        abort();
+    while ((n = read(fd, buf, CHUNK)) > 0)
+        if (archive_write_data(ar, buf, (size_t)n) != n)
+            break;
+    if (n == 0 && archive_write_close(ar) == ARCHIVE_OK)
+        rc = 0;
+out:
+    if (rc != 0)
+        nb_apierr_set(ae, 500, "internal", "cannot write the snapshot's layer: %s",
+                      archive_error_string(ar) ? archive_error_string(ar) : strerror(errno));
+    free(buf);
+    archive_write_free(ar);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/*
+ * Template name's image: a container of image (created, never started),
+ * the layer extracted into it, committed with the snapshot's labels; the
+ * container then goes. It has no nanobox.instance label, or reconciliation
+ * would take it for an orphan sandbox and remove it mid-snapshot; if this
+ * worker dies, the templates' sweep removes it by its name with the
+ * snapshot's record (NB_SNAPSHOT_CTR).
+ */
+static int commit_image(struct nb_app *a, const char *name, const char *image, const char *layer,
+                        const char *parent, const char *parent_tpl, int64_t created_at,
+                        struct nb_apierr *ae)
+{
+    struct nb_derr de = {0};
+    char ref[128], ts[32], cname[128], cid[65] = "";
+    char *cfg, *labels;
+    long timeout_ms = (long)a->conf.template_timeout * 1000L;
+    yajl_gen g = nb_json_gen();
+    int rc = -1;
+
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "Image", image);
+    nb_json_cstr(g, "Cmd"); /* never run: the image may have no command of its own */
+    yajl_gen_array_open(g);
+    nb_json_cstr(g, NB_SNAPSHOT_TAR);
+    yajl_gen_array_close(g);
+    nb_json_kv_bool(g, "NetworkDisabled", 1);
+    nb_json_cstr(g, "HostConfig");
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "NetworkMode", "none");
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    cfg = nb_json_gen_take(g);
+
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "Labels");
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "nanobox.instance", a->conf.instance);
+    nb_json_kv_str(g, "nanobox.template", name);
+    nb_json_kv_str(g, "nanobox.kind", "snapshot");
+    nb_json_kv_str(g, "nanobox.status", "ready");
+    snprintf(ts, sizeof(ts), "%lld", (long long)created_at);
+    nb_json_kv_str(g, "nanobox.created_at", ts);
+    nb_json_kv_str(g, "nanobox.parent", parent);
+    nb_json_kv_str(g, "nanobox.parent_template", parent_tpl);
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    labels = nb_json_gen_take(g);
+
+    nb_template_ref(&a->conf, name, ref, sizeof(ref));
+    snprintf(cname, sizeof(cname), NB_SNAPSHOT_CTR "%s", name);
+    if (nb_docker_create(&a->docker, cname, cfg, cid, &de) != 0) {
+        nb_apierr_docker(ae, &de, "make the snapshot's container");
+        goto out;
+    }
+    if (nb_docker_put_archive(&a->docker, cid, "/", layer, timeout_ms, &de) != 0) {
+        nb_apierr_docker(ae, &de, "copy the snapshot into its image");
+        goto out;
+    }
+    if (nb_docker_commit(&a->docker, cid, ref, labels, timeout_ms, &de) != 0) {
+        nb_apierr_docker(ae, &de, "commit the snapshot's image");
+        goto out;
+    }
+    rc = 0;
+out:
+    if (cid[0] && nb_docker_remove(&a->docker, cid, &de) != 0)
+        nb_warn("template %s: cannot remove the snapshot's container %.12s: %s", name, cid, de.msg);
+    free(cfg);
+    free(labels);
+    return rc;
+}
+
+/* ---- the call ---- */
+
+static int slot_live(const struct nb_slot *s, int64_t now)
+{
+    return s != NULL && ((s->state == NB_SLOT_RUNNING && s->expires > now) ||
+                         (s->state == NB_SLOT_PAUSED && s->pause_expires > now));
+}
+
+int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, struct nb_template *out,
+                     struct nb_apierr *ae)
+{
+    struct nb_slot slot, *s;
+    struct nb_derr de = {0};
+    char nm[NB_TPL_NAME_MAX + 1], parent_tpl[128], rec_id[80] = "", snap[PATH_MAX], ctx[PATH_MAX],
+                                                   sub[128];
+    int64_t now = nb_clock_real_s();
+    int found = 0, froze = 0, rc = -1;
+    struct timespec t0, t1, t2;
+
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (slot_live(s, now)) {
+        slot = *s;
+        found = 1;
+    }
+    nb_table_unlock(&a->table);
+    if (!found) {
+        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
+                      id);
+        return -1;
+    }
+    if (name && name[0] && (strlen(name) > NB_TPL_NAME_MAX || !nb_template_name_ok(name))) {
+        nb_apierr_set(ae, 400, "bad_name",
+                      "a template name is 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a "
+                      "letter or digit");
+        return -1;
+    }
+    if (name && name[0])
+        snprintf(nm, sizeof(nm), "%s", name);
+    else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(nm, sizeof(nm), "snap-%.8s-%lld%03ld", id, (long long)ts.tv_sec,
+                 ts.tv_nsec / 1000000);
+    }
+    nb_template_of_image(&a->conf, slot.image, parent_tpl, sizeof(parent_tpl));
+    if (nb_template_claim(a, nm, id, parent_tpl, now, rec_id, ae) != 0)
+        return -1;
+    snprintf(sub, sizeof(sub), "snap-%s.tar", nm);
+    nb_template_work_path(&a->conf, sub, snap, sizeof(snap));
+    snprintf(sub, sizeof(sub), "snap-%s.layer.tar", nm);
+    nb_template_work_path(&a->conf, sub, ctx, sizeof(ctx));
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* frozen while read: one consistent state, and nothing moves under the walk */
+    if (slot.state == NB_SLOT_RUNNING) {
+        if (nb_docker_pause(&a->docker, slot.container_id, &de) != 0) {
+            nb_apierr_docker(ae, &de, "freeze the sandbox for its snapshot");
+            goto out;
+        }
+        froze = 1;
+    }
+    rc = capture(&a->conf, slot.init_pid, snap, ae);
+    if (froze) {
+        int paused_since;
+        /* a pause asked for meanwhile keeps it frozen: the slot says so first */
+        nb_table_lock(&a->table);
+        s = nb_table_find(&a->table, id);
+        paused_since = s != NULL && s->generation == slot.generation && s->state == NB_SLOT_PAUSED;
+        nb_table_unlock(&a->table);
+        if (!paused_since && nb_docker_unpause(&a->docker, slot.container_id, &de) != 0)
+            nb_warn("sandbox %s: cannot thaw it after its snapshot: %s", id, de.msg);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (rc != 0)
+        goto out;
+    rc = -1;
+    if (write_layer(ctx, snap, ae) != 0)
+        goto out;
+    unlink(snap);
+    if (commit_image(a, nm, slot.image, ctx, id, parent_tpl, now, ae) != 0)
+        goto out;
+    clock_gettime(CLOCK_MONOTONIC, &t2);
+    if (nb_template_get(a, nm, out, ae) != 0 || strcmp(out->status, "ready") != 0) {
+        if (ae->status == 0)
+            nb_apierr_set(ae, 502, "docker_error", "the snapshot's build made no image");
+        goto out;
+    }
+    nb_info("template %s: snapshot of sandbox %s (frozen %.0f ms, committed in %.0f ms)", nm, id,
+            (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+            (double)(t2.tv_sec - t1.tv_sec) * 1e3 + (double)(t2.tv_nsec - t1.tv_nsec) / 1e6);
+    rc = 0;
+out:
+    /* the record goes: on success the name moved on to the image, on failure it frees it */
+    if (rec_id[0] && nb_docker_image_remove(&a->docker, rec_id, 0, &de) != 0)
+        nb_warn("template %s: cannot remove its snapshot record %s: %s", nm, rec_id, de.msg);
+    unlink(snap);
+    unlink(ctx);
+    return rc;
+}
+
+/* ---- restore ---- */
+
+/* workspace/x -> <workspace>/x, tmp/x -> tmp/x (relative to the sandbox's root); 0 if neither. */
+static int map_path(const struct nb_conf *c, const char *in, char *out, size_t outlen)
+{
+    const char *ws = c->workspace;
+    while (*ws == '/')
+        ws++;
+    if (!strncmp(in, "workspace/", 10))
+        return snprintf(out, outlen, "%s/%s", ws, in + 10) < (int)outlen;
+    if (!strncmp(in, "tmp/", 4))
+        return snprintf(out, outlen, "%s", in) < (int)outlen;
+    return 0;
+}
+
+static int unpack(const struct nb_conf *c, int tarfd, unsigned long uid, unsigned long gid,
+                  char *err, size_t errlen)
+{
+    struct archive *r = archive_read_new(), *w = archive_write_disk_new();
+    struct archive_entry *e;
+    int rc = 0, st;
+
+    archive_read_support_format_tar(r);
+    archive_write_disk_set_options(w, ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
+                                          ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                                          ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+                                          ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
+    if (archive_read_open_fd(r, tarfd, CHUNK) != ARCHIVE_OK) {
+        snprintf(err, errlen, "%s", archive_error_string(r));
+        rc = -1;
+    }
+    while (rc == 0 && (st = archive_read_next_header(r, &e)) != ARCHIVE_EOF) {
+        char path[PATH_MAX];
+        const void *blk;
+        size_t sz;
+        la_int64_t off;
+        if (st != ARCHIVE_OK && st != ARCHIVE_WARN) {
+            snprintf(err, errlen, "%s", archive_error_string(r));
+            rc = -1;
+            break;
+        }
+        if (!map_path(c, archive_entry_pathname(e), path, sizeof(path)) ||
+            archive_entry_hardlink(e) != NULL)
+            continue; /* the snapshot writes none of these */
+        archive_entry_set_pathname(e, path);
+        archive_entry_set_uid(e, (la_int64_t)uid);
+        archive_entry_set_gid(e, (la_int64_t)gid);
+        if (archive_write_header(w, e) != ARCHIVE_OK) {
+            snprintf(err, errlen, "%s: %s", path, archive_error_string(w));
+            rc = -1;
+            break;
+        }
+        while ((st = archive_read_data_block(r, &blk, &sz, &off)) == ARCHIVE_OK)
+            if (archive_write_data_block(w, blk, sz, off) != ARCHIVE_OK) {
+                st = ARCHIVE_FATAL;
+                break;
+            }
+        if (st != ARCHIVE_EOF || archive_write_finish_entry(w) != ARCHIVE_OK) {
+            snprintf(err, errlen, "%s: %s", path,
+                     archive_error_string(w) ? archive_error_string(w) : archive_error_string(r));
+            rc = -1;
+        }
+    }
+    /* directories' modes and times are set here, relative to the current directory */
+    if (archive_write_close(w) != ARCHIVE_OK && rc == 0) {
+        snprintf(err, errlen, "%s", archive_error_string(w));
+        rc = -1;
+    }
+    archive_write_free(w);
+    archive_read_free(r);
+    return rc;
+}
+
+int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, char *err, size_t errlen)
+{
+    char proot[64];
+    unsigned long uid, gid;
+    int root, tarfd, here, rc;
+
+    snprintf(proot, sizeof(proot), "/proc/%d/root", (int)pid);
+    root = open(proot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0 && errno == ENOENT)
+        return 0; /* no such process: a container that is gone has nothing to fill */
+    if (root < 0) {
+        snprintf(err, errlen, "cannot reach the sandbox's files: %s", strerror(errno));
+        return -1;
+    }
+    tarfd = openat(root, NB_SNAPSHOT_TAR + 1, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (tarfd < 0) {
+        int e = errno;
+        close(root);
+        if (e == ENOENT || e == ENOTDIR)
+            return 0; /* not a snapshot */
+        snprintf(err, errlen, "cannot open %s: %s", NB_SNAPSHOT_TAR, strerror(e));
+        return -1;
+    }
+    here = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (here < 0 || fchdir(root) != 0) {
+        snprintf(err, errlen, "cannot enter the sandbox's root: %s", strerror(errno));
+        rc = -1;
+    } else {
+        nb_isolation_ids(c, slot, &uid, &gid);
+        rc = unpack(c, tarfd, uid, gid, err, errlen);
+        if (fchdir(here) != 0)
+            nb_warn("snapshot restore: cannot return to the working directory");
+    }
+    if (here >= 0)
+        close(here);
+    close(tarfd);
+    close(root);
+    return rc;
+}

@@ -1,0 +1,48 @@
+/*
+ * snapshot.h - a running sandbox's files as a new template, and those
+ * files back in a sandbox that starts from it (docs/ARCHITECTURE.md,
+ * "Snapshots").
+ *
+ * A sandbox's root filesystem is its image, read-only: what its processes
+ * wrote is in its two tmpfs mounts, /workspace (the configured workspace)
+ * and /tmp. A snapshot reads them from the host through
+ * /proc/<PID 1>/root while the sandbox is frozen (docker pause: a
+ * consistent copy, and no process can swap a directory for a symlink
+ * under the walk), writes them with libarchive as one tar, and builds the
+ * image "FROM <the sandbox's image>" plus that tar at NB_SNAPSHOT_TAR.
+ * A sandbox whose image holds that file gets it unpacked into its fresh
+ * tmpfs mounts, owned by its own uid, before its create answers (or
+ * before it joins a warm pool).
+ */
+#ifndef NB_SNAPSHOT_H
+#define NB_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "app.h"
+#include "templates.h"
+
+/* Where a snapshot image carries its tmpfs content (entries workspace/... and tmp/...). */
+#define NB_SNAPSHOT_TAR "/.nanobox/snapshot.tar"
+
+/*
+ * Snapshot sandbox id (running or paused; a paused one stays paused) as
+ * template name (NULL or "": snap-<id's first 8>-<time>). The sandbox
+ * keeps running. The new template into out. 404 not_found, 400 bad_name,
+ * 409 name_taken, 413 too_large (over snapshot_max), 5xx from Docker.
+ */
+int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, struct nb_template *out,
+                     struct nb_apierr *ae);
+
+/*
+ * If the image of the container whose PID 1 is pid (host pid) holds
+ * NB_SNAPSHOT_TAR, unpack it into its /workspace and /tmp, owned by the
+ * uid and gid of slot. 0 (also when there is nothing to unpack), or -1
+ * with err.
+ */
+int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, char *err,
+                        size_t errlen);
+
+#endif

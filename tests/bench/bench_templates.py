@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+"""bench_templates.py - templates and snapshots through nanobox against Docker's own.
+
+In one run:
+
+  build     POST /templates of a small Dockerfile (FROM the base image, one
+            RUN, one COPY) until GET says ready, against `docker build` of
+            the same context (the CLI, its default builder). Each round's
+            RUN line differs, so neither side hits a cache. Target: ratio
+            <= 1.1.
+  warm      POST /sandbox {"template": WARM} with WARM in the service's
+            warm_pool_template (the round waits for the pool to be full
+            again before the next create). Target: p50 <= 15 ms.
+  cold      POST /sandbox {"template": COLD} (a template no pool holds)
+            against the raw Docker API's create + start of a container of
+            the same hardened configuration (bench_core.raw_config) from
+            the same image. Target: ratio <= 1.15.
+  snapshot  POST /sandbox/{id}/snapshot of a sandbox with 100 MiB in
+            /workspace, against `docker commit` of a container of the same
+            configuration plus a tar of its tmpfs (docker exec tar, to a
+            file). Also: a create from that snapshot (the 100 MiB restored)
+            against a create from the base template.
+
+Prints p50 (and p90 where there are enough samples), the ratios (nanobox /
+peer, lower is better for nanobox) and whether each target is met. Needs a
+running service (src/setup/up.sh, or a test stack) whose config has
+warm_pool_template = <WARM>:N: NANOBOX_URL (default http://127.0.0.1:8080)
+and NANOBOX_API_KEY (default: api_key from /etc/nanobox/nanobox.conf).
+Templates it builds are deleted at the end (WARM is kept if it existed
+before); its own images and containers carry the label nanobox.bench and
+are removed at the end, failure or not.
+
+  sudo tests/bench/bench_templates.py [-n 20] [--builds 3] [--warm bench-warm]
+"""
+import argparse
+import base64
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import requests
+
+sys.dont_write_bytecode = True  # no __pycache__ in tests/bench from the import below
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_core import LABEL, conf_key, docker_api, ms, raw_config  # noqa: E402
+
+BUILD_RATIO = 1.1
+WARM_MS = 15.0
+COLD_RATIO = 1.15
+MiB = 1 << 20
+
+
+def p(values, q):
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+
+
+def line(name, ours, peer=None, peer_name=""):
+    mo = statistics.median(ours)
+    out = f"{name:<26} nanobox p50 {mo:8.1f} ms p90 {p(ours, 90):8.1f}"
+    if peer:
+        mp = statistics.median(peer)
+        out += f"   {peer_name:<24} p50 {mp:8.1f} ms p90 {p(peer, 90):8.1f}   ratio {mo / mp:5.2f}x"
+        print(out)
+        return mo / mp
+    print(out)
+    return None
+
+
+def remove_ctr(cid):
+    """Force-remove; one already being removed (by another cleanup of nanobox.bench) is fine."""
+    try:
+        docker_api("DELETE", f"/containers/{cid}?force=1&v=1")
+    except RuntimeError as e:
+        if "already in progress" not in str(e) and "No such container" not in str(e):
+            raise
+
+
+def dockerfile(base, tag):
+    return f"FROM {base}\nRUN echo {tag} > /etc/bench-marker\nCOPY hello.txt /opt/hello.txt\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=20, help="creates per measurement (default 20)")
+    ap.add_argument("--builds", type=int, default=3, help="builds each way (default 3)")
+    ap.add_argument("--snapshots", type=int, default=3, help="snapshots each way (default 3)")
+    ap.add_argument("--image", default="nanobox:latest", help="the base image (FROM)")
+    ap.add_argument("--warm", default="bench-warm",
+                    help="a template name in the service's warm_pool_template (built if missing)")
+    args = ap.parse_args()
+    url = os.environ.get("NANOBOX_URL", "http://127.0.0.1:8080").rstrip("/")
+    key = os.environ.get("NANOBOX_API_KEY") or conf_key()
+    s = requests.Session()
+    s.headers["Authorization"] = f"Bearer {key}"
+    run_tag = secrets.token_hex(3)
+    made_tpl, made_img, made_ctr, made_sbx = [], [], [], []
+    ok = True
+
+    def build_tpl(name, tag):
+        body = {"name": name, "dockerfile": dockerfile(args.image, tag),
+                "files": {"hello.txt": base64.b64encode(b"hello\n").decode()}}
+        t0 = time.perf_counter()
+        r = s.post(url + "/templates", json=body)
+        assert r.status_code == 202, r.text
+        made_tpl.append(name)
+        while True:
+            st = s.get(f"{url}/templates/{name}").json()["status"]
+            if st != "building":
+                break
+            time.sleep(0.02)
+        took = ms(t0)
+        assert st == "ready", s.get(f"{url}/templates/{name}").text
+        return took
+
+    def create(body):
+        t0 = time.perf_counter()
+        r = s.post(url + "/sandbox", json=body)
+        took = ms(t0)
+        assert r.status_code == 201, r.text
+        sid = r.json()["sandboxId"]
+        made_sbx.append(sid)
+        return sid, took
+
+    def delete(sid):
+        s.delete(f"{url}/sandbox/{sid}")
+        made_sbx.remove(sid)
+
+    def warm_count():
+        return s.get(url + "/healthz").json().get("warm", 0)
+
+    try:
+        # ---- build
+        ours, peer, classic = [], [], []
+        with tempfile.TemporaryDirectory() as ctx:
+            with open(os.path.join(ctx, "hello.txt"), "w") as f:
+                f.write("hello\n")
+            for i in range(args.builds):
+                ours.append(build_tpl(f"bench-b{run_tag}-{i}", f"nb-{run_tag}-{i}"))
+                with open(os.path.join(ctx, "Dockerfile"), "w") as f:
+                    f.write(dockerfile(args.image, f"dk-{run_tag}-{i}"))
+                tag = f"nbbench-build:{run_tag}-{i}"
+                t0 = time.perf_counter()
+                r = subprocess.run(["docker", "build", "-q", "--label", f"{LABEL}=1", "-t", tag, ctx],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                peer.append(ms(t0))
+                made_img.append(tag)
+                if r.returncode != 0:
+                    raise RuntimeError(f"docker build: {r.stderr.strip()}")
+                # the builder nanobox drives (POST /build, API 1.41): the legacy one
+                with open(os.path.join(ctx, "Dockerfile"), "w") as f:
+                    f.write(dockerfile(args.image, f"cl-{run_tag}-{i}"))
+                tag = f"nbbench-build:cl-{run_tag}-{i}"
+                t0 = time.perf_counter()
+                r = subprocess.run(["docker", "build", "-q", "--label", f"{LABEL}=1", "-t", tag, ctx],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                   env=dict(os.environ, DOCKER_BUILDKIT="0"))
+                classic.append(ms(t0))
+                made_img.append(tag)
+                if r.returncode != 0:
+                    raise RuntimeError(f"DOCKER_BUILDKIT=0 docker build: {r.stderr.strip()}")
+        line("template build", ours, classic, "legacy docker build")
+        ratio = line("template build", ours, peer, "docker build")
+        ok &= ratio <= BUILD_RATIO
+        print(f"  target ratio <= {BUILD_RATIO}: {'met' if ratio <= BUILD_RATIO else 'NOT met'}")
+
+        # ---- create from a template: warm
+        if s.get(f"{url}/templates/{args.warm}").status_code == 404:
+            build_tpl(args.warm, f"warm-{run_tag}")
+        else:
+            print(f"  (template {args.warm} exists: kept)")
+        deadline = time.monotonic() + 120
+        while warm_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        full = warm_count()
+        if full == 0:
+            print(f"warm: no warm pool of template {args.warm}; "
+                  f"set warm_pool_template = {args.warm}:2 in the service's config")
+            ok = False
+        else:
+            ours = []
+            for _ in range(args.n):
+                deadline = time.monotonic() + 60
+                while warm_count() < full and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                sid, took = create({"template": args.warm})
+                ours.append(took)
+                delete(sid)
+            line(f"create, warm ({full} pooled)", ours)
+            met = statistics.median(ours) <= WARM_MS
+            ok &= met
+            print(f"  target p50 <= {WARM_MS} ms: {'met' if met else 'NOT met'}")
+
+        # ---- create from a template: cold, against raw create + start of its image
+        cold = made_tpl[0]
+        cold_image = s.get(f"{url}/templates/{cold}").json()["image"]
+        ours, peer = [], []
+        for _ in range(args.n):
+            sid, took = create({"template": cold})
+            ours.append(took)
+            delete(sid)
+            t0 = time.perf_counter()
+            cid = docker_api("POST", f"/containers/create?name=nbbench-{uuid.uuid4()}",
+                             raw_config(cold_image))["Id"]
+            made_ctr.append(cid)
+            docker_api("POST", f"/containers/{cid}/start")
+            peer.append(ms(t0))
+            remove_ctr(cid)
+            made_ctr.remove(cid)
+        ratio = line("create, no pool", ours, peer, "raw create+start")
+        ok &= ratio <= COLD_RATIO
+        print(f"  target ratio <= {COLD_RATIO}: {'met' if ratio <= COLD_RATIO else 'NOT met'}")
+
+        # ---- snapshot of 100 MiB of workspace
+        fill = "head -c 104857600 /dev/urandom > /workspace/big.bin && echo x > /tmp/small"
+        ours, peer, restore, base_create = [], [], [], []
+        for i in range(args.snapshots):
+            sid, _ = create({})
+            r = s.post(f"{url}/sandbox/{sid}/exec", json={"command": fill, "timeout": 120})
+            assert r.status_code == 200 and r.json()["exit_code"] == 0, r.text
+            name = f"bench-s{run_tag}-{i}"
+            t0 = time.perf_counter()
+            r = s.post(f"{url}/sandbox/{sid}/snapshot", json={"name": name}, timeout=600)
+            ours.append(ms(t0))
+            assert r.status_code == 201, r.text
+            made_tpl.append(name)
+            delete(sid)
+            kid, took = create({"template": name})
+            restore.append(took)
+            r = s.post(f"{url}/sandbox/{kid}/exec", json={"command": "stat -c %s /workspace/big.bin"})
+            assert r.json()["stdout"] == "104857600\n", r.text
+            delete(kid)
+            kid, took = create({"template": cold})
+            base_create.append(took)
+            delete(kid)
+
+            cid = docker_api("POST", f"/containers/create?name=nbbench-{uuid.uuid4()}",
+                             raw_config(args.image))["Id"]
+            made_ctr.append(cid)
+            docker_api("POST", f"/containers/{cid}/start")
+            subprocess.run(["docker", "exec", cid, "sh", "-c", fill], check=True)
+            tag = f"nbbench-commit:{run_tag}-{i}"
+            with tempfile.NamedTemporaryFile(dir="/var/tmp", suffix=".tar") as out:
+                t0 = time.perf_counter()
+                subprocess.run(["docker", "commit", cid, tag], check=True, stdout=subprocess.DEVNULL)
+                made_img.append(tag)
+                subprocess.run(["docker", "exec", cid, "tar", "-C", "/", "-cf", "-", "workspace", "tmp"],
+                               check=True, stdout=out)
+                peer.append(ms(t0))
+            remove_ctr(cid)
+            made_ctr.remove(cid)
+        line("snapshot, 100 MiB", ours, peer, "docker commit + tar")
+        line("create from it (restore)", restore, base_create, "create from base tpl")
+    finally:
+        for sid in made_sbx:
+            s.delete(f"{url}/sandbox/{sid}")
+        for name in made_tpl:
+            s.delete(f"{url}/templates/{name}?force=1")
+        for cid in made_ctr:
+            subprocess.run(["docker", "rm", "-f", "-v", cid], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        for img in made_img:
+            subprocess.run(["docker", "rmi", "-f", img], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
