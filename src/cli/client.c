@@ -292,17 +292,21 @@ static int report_transport(struct client *c, CURLcode rc, const char *detail, l
     return CLI_FAIL;
 }
 
-/* CURLOPT_XFERINFOFUNCTION: the caller's abort_check. */
+/* CURLOPT_XFERINFOFUNCTION: the caller's abort_check, with the bytes moved. */
 static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow)
 {
     const struct client_req *req = ((struct transfer *)arg)->req;
+    long long done = -1, total = -1;
 
-    (void)dltotal;
-    (void)dlnow;
-    (void)ultotal;
-    (void)ulnow;
-    return req->abort_check(req->abort_ctx) != 0;
+    if (dlnow > 0) {
+        done = (long long)dlnow;
+        total = dltotal > 0 ? (long long)dltotal : -1;
+    } else if (ulnow > 0) {
+        done = (long long)ulnow;
+        total = ultotal > 0 ? (long long)ultotal : -1;
+    }
+    return req->abort_check(req->abort_ctx, done, total) != 0;
 }
 
 int client_call(struct client *c, const struct client_req *req, struct client_answer *a)

@@ -56,10 +56,13 @@ struct client_req {
                                * not fetched: the call ends with an empty body */
     client_event_fn on_event; /* NULL: a streamed answer is not expected */
     void *ctx;
-    /* Polled about once a second while the call runs: non-zero drops the
-     * connection (the server then kills an exec) and the call ends with
-     * no answer, quietly. NULL: never. */
-    int (*abort_check)(void *abort_ctx);
+    /* Polled about once a second while the call runs, and more often while
+     * bytes move, with the transfer's bytes: done of total of the body sent
+     * while it is sent, then of the answer received (total -1 when unknown;
+     * both -1 before any byte moved). Non-zero drops the connection (the
+     * server then kills an exec, interrupts a code cell) and the call ends
+     * with no answer, quietly. NULL: never. */
+    int (*abort_check)(void *abort_ctx, long long done, long long total);
     void *abort_ctx;
 };
 

@@ -78,19 +78,33 @@ static int cancel_seen(const char *id, int take)
 }
 
 /* client_req.abort_check: a cancelled call drops its connection, which kills its command. */
-static int call_aborted(void *arg)
+static int call_aborted(void *arg, long long done, long long total)
 {
     const struct stdio_ctx *x = arg;
+    (void)done;
+    (void)total;
     return cancel_seen(x->id, 0);
+}
+
+/* client_req.abort_check of a watched call: the core's tick, in this call's thread. */
+struct stdio_watch {
+    const struct mcp_watch *w;
+};
+
+static int call_watched(void *arg, long long done, long long total)
+{
+    const struct stdio_watch *sw = arg;
+    return sw->w->tick(sw->w->arg, done, total);
 }
 
 /* The backend: one API call over the CLI's HTTP client. */
 static int stdio_api_call(void *ctx, const char *method, const char *path, const char *body,
                           size_t body_len, const char *content_type, long *status,
-                          struct nb_buf *answer)
+                          struct nb_buf *answer, const struct mcp_watch *watch)
 {
     struct stdio_ctx *x = ctx;
     struct client *c = x->c;
+    struct stdio_watch watched = {watch};
     size_t plen = strlen(path);
     /* exec, run and code last as long as the command: the server enforces its timeout */
     int runs_code = !strcmp(method, "POST") &&
@@ -105,8 +119,10 @@ static int stdio_api_call(void *ctx, const char *method, const char *path, const
         .timeout = runs_code ? 0L : CLIENT_CALL_TIMEOUT,
         .keep_errors = 1,
         .raw_answer = 1,
-        .abort_check = x->id[0] ? call_aborted : NULL,
-        .abort_ctx = x,
+        .abort_check = watch != NULL ? call_watched
+                       : x->id[0]    ? call_aborted
+                                     : NULL,
+        .abort_ctx = watch != NULL ? (void *)&watched : (void *)x,
     };
     struct client_answer a;
     int rc = 0;

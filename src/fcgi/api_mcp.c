@@ -14,6 +14,8 @@
  * tools/call with a progressToken, from a client that accepts
  * text/event-stream, is answered as an SSE stream once its first
  * notifications/progress is due, and its reply is the stream's last event.
+ * While a long call's API request runs inside this worker, a ticker thread
+ * ticks the core (progress, cancellation: see struct ticker below).
  * The server sends nothing outside a request's answer, so GET /mcp is
  * refused (405) as the spec allows. A notifications/cancelled, which may
  * reach another worker, is recorded in the sessions file
@@ -27,9 +29,15 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "http.h"
@@ -70,14 +78,92 @@ struct mcp_call_ctx {
     int streaming;   /* the answer became an SSE stream */
 };
 
+/*
+ * A watched call's ticker: a thread that ticks the core's watch about once
+ * a second while the worker's thread is inside the internal request. It is
+ * the only one to write to the POST's answer meanwhile (the internal
+ * request's answer goes to a buffer), and the internal request's "client
+ * connection" is one end of a socket pair whose other end it closes when
+ * the tick says stop: the engine then sees its client gone, as when a
+ * client of the API leaves (a code cell interrupted, a command killed).
+ */
+struct ticker {
+    const struct mcp_watch *w;
+    int peer;    /* the socket pair's end the ticker holds */
+    int done;    /* the call returned: stop */
+    int stopped; /* the tick said stop: the peer was shut */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+};
+
+static void *ticker_run(void *arg)
+{
+    struct ticker *k = arg;
+    struct timespec until;
+
+    pthread_mutex_lock(&k->lock);
+    clock_gettime(CLOCK_REALTIME, &until);
+    while (!k->done && !k->stopped) {
+        until.tv_sec += 1;
+        if (pthread_cond_timedwait(&k->cond, &k->lock, &until) != ETIMEDOUT || k->done)
+            continue;
+        pthread_mutex_unlock(&k->lock);
+        if (k->w->tick(k->w->arg, -1, -1) != 0) {
+            shutdown(k->peer, SHUT_RDWR); /* the internal request's client leaves */
+            k->stopped = 1;
+        }
+        pthread_mutex_lock(&k->lock);
+    }
+    pthread_mutex_unlock(&k->lock);
+    return NULL;
+}
+
 /* The backend: one API call as an internal request of the HTTP layer. */
 static int internal_api_call(void *ctx, const char *method, const char *path, const char *body,
                              size_t body_len, const char *content_type, long *status,
-                             struct nb_buf *answer)
+                             struct nb_buf *answer, const struct mcp_watch *watch)
 {
     struct mcp_call_ctx *c = ctx;
-    return nb_http_dispatch_internal(c->a, c->r, method, path, body, body_len, content_type, answer,
-                                     status);
+    struct ticker k = {.w = watch, .peer = -1};
+    int sp[2] = {-1, -1}, rc, ticking = 0;
+    sigset_t all, old;
+    pthread_t th;
+
+    if (watch != NULL && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0) {
+        k.peer = sp[1];
+        pthread_mutex_init(&k.lock, NULL);
+        pthread_cond_init(&k.cond, NULL);
+        sigfillset(&all); /* the worker's signals stay the worker thread's */
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        ticking = pthread_create(&th, NULL, ticker_run, &k) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (!ticking)
+            nb_warn("MCP: no ticker thread for %s %.200s: no progress while it runs", method, path);
+    } else if (watch != NULL) {
+        nb_warn("MCP: socketpair: %s: no progress while %s %.200s runs", strerror(errno), method,
+                path);
+    }
+    rc = nb_http_dispatch_internal(c->a, c->r, method, path, body, body_len, content_type,
+                                   ticking ? sp[0] : -1, answer, status);
+    if (ticking) {
+        pthread_mutex_lock(&k.lock);
+        k.done = 1;
+        pthread_cond_signal(&k.cond);
+        pthread_mutex_unlock(&k.lock);
+        pthread_join(th, NULL);
+        pthread_cond_destroy(&k.cond);
+        pthread_mutex_destroy(&k.lock);
+        if (k.stopped) { /* cancelled: whatever came back is not an answer */
+            nb_buf_reset(answer);
+            nb_buf_printf(answer, "error: the call was cancelled");
+            rc = -1;
+        }
+    }
+    if (sp[0] >= 0) {
+        close(sp[0]);
+        close(sp[1]);
+    }
+    return rc;
 }
 
 /* One SSE event carrying a JSON-RPC message; -1 when the client is gone. */

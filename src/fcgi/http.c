@@ -30,6 +30,7 @@ struct nb_http_capture {
     char content_type[96];   /* "CONTENT_TYPE=t" */
     struct nb_buf *out;      /* the answer's body, within its cap */
     int overflow;            /* the answer did not fit out's cap */
+    int client_fd;           /* what nb_http_client_fd says for it; -1: none */
 };
 
 /* The table requests are routed by (nb_http_set_routes). */
@@ -141,6 +142,7 @@ static int http_internal(struct nb_req *r, struct nb_http_capture *cap, const ch
     size_t n = 0;
 
     memset(cap, 0, sizeof(*cap));
+    cap->client_fd = -1;
     cap->in = body;
     cap->in_len = body != NULL ? body_len : 0;
     cap->out = answer;
@@ -369,7 +371,8 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
 
 int nb_http_dispatch_internal(struct nb_app *a, struct nb_req *outer, const char *method,
                               const char *uri, const char *body, size_t body_len,
-                              const char *content_type, struct nb_buf *answer, long *status)
+                              const char *content_type, int client_fd, struct nb_buf *answer,
+                              long *status)
 {
     struct nb_http_capture cap;
     struct nb_req ir;
@@ -382,8 +385,10 @@ int nb_http_dispatch_internal(struct nb_app *a, struct nb_req *outer, const char
     ir.outer = outer;
     if (http_internal(&ir, &cap, method, uri, body, body_len, content_type, answer, &ae) != 0)
         rc = NB_ERR;
-    else
+    else {
+        cap.client_fd = client_fd;
         rc = nb_http_dispatch(a, &ir, &ae);
+    }
     nb_http_finalize(&ir, rc, &ae);
     rc = 0;
     if (cap.overflow) {
@@ -424,6 +429,8 @@ void nb_http_run_after(struct nb_app *a, struct nb_req *r)
 
 int nb_http_client_fd(const struct nb_req *r)
 {
+    if (r->capture != NULL)
+        return r->capture->client_fd;
     return r->fcgi != NULL ? r->fcgi->ipcFd : -1;
 }
 

@@ -104,12 +104,16 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae);
  * query), with body_len bytes of body (not copied) of content_type (NULL:
  * none). Its answer's body is appended to answer, within answer's cap, and
  * its status stored in *status. Its "after the answer" hooks go to outer,
- * the FastCGI request it serves. 0; -1 when the answer did not fit (answer
- * then holds a one-line "error: ..." in its place).
+ * the FastCGI request it serves. client_fd (-1: none) stands for its
+ * client's connection (nb_http_client_fd): a socket whose peer closing
+ * reads as the client gone, which interrupts a code cell or kills a
+ * command as for a client that leaves. 0; -1 when the answer did not fit
+ * (answer then holds a one-line "error: ..." in its place).
  */
 int nb_http_dispatch_internal(struct nb_app *a, struct nb_req *outer, const char *method,
                               const char *uri, const char *body, size_t body_len,
-                              const char *content_type, struct nb_buf *answer, long *status);
+                              const char *content_type, int client_fd, struct nb_buf *answer,
+                              long *status);
 
 /* Whether r is an internal request (the router then skips auth). */
 int nb_http_is_internal(const struct nb_req *r);
@@ -125,7 +129,8 @@ int nb_http_after(struct nb_req *r, nb_http_hook_fn fn, void *arg);
 /* Run r's hooks in order and forget them (the worker, after the answer). */
 void nb_http_run_after(struct nb_app *a, struct nb_req *r);
 
-/* The client's connection, to notice it leaving; -1 for an internal request. */
+/* The client's connection, to notice it leaving; for an internal request
+ * the one nb_http_dispatch_internal was given (-1: none). */
 int nb_http_client_fd(const struct nb_req *r);
 
 /* Read the body up to cap bytes; 413 in ae if CONTENT_LENGTH says more. */

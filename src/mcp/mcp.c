@@ -43,6 +43,7 @@
 #define MCP_EXEC_TIMEOUT 30           /* a watched exec's timeout when the config is unknown */
 #define MCP_MAX_OUTPUT (1u << 20)     /* a watched exec's output cap when the config is unknown */
 #define MCP_POLL_MAX_MS 1000          /* a watched exec's longest wait between two polls */
+#define MCP_BYTES_EVERY_MS 500        /* between two progress notifications of a transfer */
 
 const char *const mcp_versions[] = {"2025-06-18", "2025-03-26", "2024-11-05", NULL};
 
@@ -89,6 +90,22 @@ struct content_item {
     struct nb_buf data;
 };
 
+/*
+ * What a long call reports (the tool call has a progressToken): progress
+ * in seconds of its timeout (total; 0 unknown), or for a file transfer in
+ * bytes. Its tick (watch_tick) is the one place progress is sent and a
+ * cancellation seen, for the watched exec's polling loop and for a backend
+ * that ticks while one API call waits (struct mcp_watch).
+ */
+struct call_watch {
+    struct tool_call *t;
+    int64_t start, next; /* monotonic ms: the call's start, the next progress due */
+    double total;        /* seconds of the timeout, or bytes of a transfer; 0: unknown */
+    const char *ends;    /* what the timeout does ("killed"), for the message */
+    const char *moved;   /* a transfer: "sent" or "received"; NULL: progress in seconds */
+    long long done;      /* bytes reported last */
+};
+
 /* One tools/call in progress. */
 struct tool_call {
     struct mcp_session *s;
@@ -103,6 +120,8 @@ struct tool_call {
     const char *id_json;         /* the request's id as JSON text */
     yajl_val progress_token;     /* params._meta.progressToken, or NULL */
     int cancelled;               /* notifications/cancelled named it, or the client left */
+    struct call_watch watch;     /* its progress, when it has a progress_token */
+    int polling;                 /* exec_watched: ticks itself, its API calls are not watched */
 };
 
 static void tool_sandbox_create(struct tool_call *t);
@@ -859,10 +878,19 @@ static void api_answer_free(struct api_answer *a)
  * One API call for t. Returns 0 for a 2xx answer; otherwise -1 after making
  * t an isError result with the API's message (or why no answer came).
  */
+static int watch_tick(void *arg, long long done, long long total);
+
+/*
+ * One API call of tool call t. A long call's (a progressToken, outside
+ * exec_watched's polling) is watched: the backend ticks while it waits, so
+ * the client gets progress and a cancellation drops the call.
+ */
 static int api_call(struct tool_call *t, const char *method, const char *path, const char *body,
                     size_t body_len, const char *content_type, struct api_answer *a)
 {
     const struct mcp_backend *be = t->s->backend;
+    struct mcp_watch w = {watch_tick, &t->watch};
+    int watched = t->progress_token != NULL && !t->polling && be != NULL && be->notify != NULL;
     char err[256];
 
     memset(a, 0, sizeof(*a));
@@ -871,7 +899,8 @@ static int api_call(struct tool_call *t, const char *method, const char *path, c
         tool_fail(t, "internal error: this MCP server has no API backend");
         return -1;
     }
-    if (be->call(be->ctx, method, path, body, body_len, content_type, &a->status, &a->body) != 0) {
+    if (be->call(be->ctx, method, path, body, body_len, content_type, &a->status, &a->body,
+                 watched ? &w : NULL) != 0) {
         tool_fail(t, "%s", a->body.len > 0 ? a->body.data : "no answer from the nanobox server");
         return -1;
     }
@@ -1046,16 +1075,14 @@ static int call_cancelled(struct tool_call *t)
     return t->cancelled;
 }
 
-/* notifications/progress: elapsed seconds of total; a client that is gone cancels t. */
-static void send_progress(struct tool_call *t, long long elapsed, double total)
+/* notifications/progress: progress of total (0: none), and msg; a client that is gone
+ * cancels t. */
+static void send_progress(struct tool_call *t, long long progress, double total, const char *msg)
 {
     const struct mcp_backend *be = t->s->backend;
     yajl_gen g = nb_json_gen();
-    char msg[160];
     char *text;
 
-    snprintf(msg, sizeof(msg), "%s: running for %lld s (killed at %g s)", t->tool->name, elapsed,
-             total);
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "jsonrpc", "2.0");
     nb_json_kv_str(g, "method", "notifications/progress");
@@ -1063,9 +1090,11 @@ static void send_progress(struct tool_call *t, long long elapsed, double total)
     yajl_gen_map_open(g);
     nb_json_cstr(g, "progressToken");
     nb_json_tree(g, t->progress_token);
-    nb_json_kv_int(g, "progress", elapsed);
-    nb_json_cstr(g, "total");
-    yajl_gen_double(g, total);
+    nb_json_kv_int(g, "progress", progress);
+    if (total > 0) {
+        nb_json_cstr(g, "total");
+        yajl_gen_double(g, total);
+    }
     nb_json_kv_str(g, "message", msg);
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
@@ -1073,6 +1102,79 @@ static void send_progress(struct tool_call *t, long long elapsed, double total)
     if (be->notify(be->ctx, text, strlen(text)) != 0)
         t->cancelled = 1;
     free(text);
+}
+
+/* Start t's watch: progress in seconds of total (0: unknown), or with moved
+ * ("sent", "received") in bytes of total. */
+static void watch_start(struct tool_call *t, double total, const char *ends, const char *moved)
+{
+    struct call_watch *w = &t->watch;
+
+    w->t = t;
+    w->start = nb_clock_mono_ms();
+    w->next = moved != NULL ? w->start : w->start + MCP_PROGRESS_EVERY_MS;
+    w->total = total;
+    w->ends = ends;
+    w->moved = moved;
+    w->done = 0;
+}
+
+/* A transfer's bytes as progress, when they grew (progress must increase). */
+static void watch_bytes(struct call_watch *w, long long done, long long total)
+{
+    struct nb_buf msg;
+
+    if (done <= w->done || w->t->progress_token == NULL || w->t->s->backend->notify == NULL)
+        return;
+    if (total > 0)
+        w->total = (double)total;
+    nb_buf_init(&msg, 256);
+    nb_buf_printf(&msg, "%s: ", w->t->tool->name);
+    put_size(&msg, (unsigned long long)done);
+    if (w->total > 0) {
+        nb_buf_printf(&msg, " of ");
+        put_size(&msg, (unsigned long long)w->total);
+    }
+    nb_buf_printf(&msg, " %s", w->moved);
+    send_progress(w->t, done, w->total, msg.data);
+    nb_buf_free(&msg);
+    w->done = done;
+}
+
+/*
+ * The tick of t's watch (struct mcp_watch's, and the watched exec's once
+ * per poll): a progress when one is due, then 1 when the call is to stop
+ * (cancelled, or the client is gone).
+ */
+static int watch_tick(void *arg, long long done, long long total)
+{
+    struct call_watch *w = arg;
+    struct tool_call *t = w->t;
+    int64_t now = nb_clock_mono_ms();
+    char msg[192];
+
+    if (call_cancelled(t))
+        return 1;
+    if (t->progress_token == NULL || t->s->backend->notify == NULL)
+        return 0;
+    if (w->moved != NULL) {
+        /* the last bytes at once: a progress next to the reply may be lost (the
+         * TypeScript SDK forgets a request's progress handler with its reply) */
+        if (done >= 0 && (now >= w->next || done == total)) {
+            watch_bytes(w, done, total);
+            w->next = now + MCP_BYTES_EVERY_MS;
+        }
+    } else if (now >= w->next) {
+        long long secs = (long long)((now - w->start) / 1000);
+        if (w->total > 0)
+            snprintf(msg, sizeof(msg), "%s: running for %lld s (%s at %g s)", t->tool->name, secs,
+                     w->ends, w->total);
+        else
+            snprintf(msg, sizeof(msg), "%s: running for %lld s", t->tool->name, secs);
+        send_progress(t, secs, w->total, msg);
+        w->next += MCP_PROGRESS_EVERY_MS;
+    }
+    return t->cancelled;
 }
 
 /* Append s to b within *room bytes; 1 when some of it did not fit. */
@@ -1102,8 +1204,8 @@ static void exec_watched(struct tool_call *t)
                      : c != NULL  ? c->exec_timeout
                                   : MCP_EXEC_TIMEOUT;
     size_t room = c != NULL && c->max_output > 0 ? (size_t)c->max_output : MCP_MAX_OUTPUT;
-    int64_t start = nb_clock_mono_ms(), deadline = start + (int64_t)(timeout * 1000.0),
-            next_progress = start + MCP_PROGRESS_EVERY_MS, wait = 20, killed_at = 0;
+    int64_t start = nb_clock_mono_ms(), deadline = start + (int64_t)(timeout * 1000.0), wait = 20,
+            killed_at = 0;
     long long out_off = 0, err_off = 0, exit_code = -1, pid;
     int timed_out = 0, truncated = 0, killed = 0, ended = 0, rc;
     struct nb_buf path, proc, out, err;
@@ -1121,6 +1223,8 @@ static void exec_watched(struct tool_call *t)
     nb_json_kv_bool(g, "background", 1);
     yajl_gen_map_close(g);
     body = nb_json_gen_take(g);
+    t->polling = 1; /* this loop ticks the watch itself */
+    watch_start(t, timeout, "killed", NULL);
     sandbox_path(&path, t, "/exec");
     nb_buf_init(&out, MCP_MAX_TEXT);
     nb_buf_init(&err, MCP_MAX_TEXT);
@@ -1181,12 +1285,8 @@ static void exec_watched(struct tool_call *t)
         } else if (killed && now >= killed_at + 10000) {
             break; /* killed 10 s ago and still listed as running: answer what we have */
         }
-        if (!killed && t->progress_token != NULL && t->s->backend->notify != NULL &&
-            now >= next_progress) {
-            send_progress(t, (long long)((now - start) / 1000), timeout);
-            next_progress += MCP_PROGRESS_EVERY_MS;
-            continue; /* a client gone is a cancellation: check at once */
-        }
+        if (!killed && now >= t->watch.next && watch_tick(&t->watch, -1, -1))
+            continue; /* a client gone is a cancellation: kill at once */
         sleep_ms(wait);
         wait = wait * 2 > MCP_POLL_MAX_MS ? MCP_POLL_MAX_MS : wait * 2;
     }
@@ -1195,7 +1295,7 @@ static void exec_watched(struct tool_call *t)
         struct nb_buf ignored;
         long status;
         nb_buf_init(&ignored, 65536);
-        be->call(be->ctx, "DELETE", proc.data, NULL, 0, NULL, &status, &ignored);
+        be->call(be->ctx, "DELETE", proc.data, NULL, 0, NULL, &status, &ignored, NULL);
         nb_buf_free(&ignored);
     }
     if (t->is_error || t->cancelled)
@@ -1364,6 +1464,15 @@ static void drop_member(yajl_val o, const char *key)
     }
 }
 
+/* The timeout a code run gets: its argument, else the config's; 0 when unknown (stdio). */
+static double code_timeout(struct tool_call *t)
+{
+    const struct nb_conf *c = session_conf(t->s);
+    return arg(t, "timeout") != NULL ? nb_json_double(arg(t, "timeout"))
+           : c != NULL               ? c->exec_timeout
+                                     : 0;
+}
+
 /* run_code with a sandbox_id: a cell of the sandbox's session (POST /sandbox/{id}/code). */
 static void run_in_sandbox(struct tool_call *t)
 {
@@ -1392,6 +1501,7 @@ static void run_in_sandbox(struct tool_call *t)
     }
     yajl_gen_map_close(g);
     body = nb_json_gen_take(g);
+    watch_start(t, code_timeout(t), "interrupted", NULL);
     sandbox_path(&path, t, "/code");
     if (api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) == 0) {
         put_code_answer(t, a.json);
@@ -1450,6 +1560,7 @@ static void tool_run_code(struct tool_call *t)
         nb_json_kv_str(g, "stdin", arg_str(t, "stdin"));
     yajl_gen_map_close(g);
     body = nb_json_gen_take(g);
+    watch_start(t, code_timeout(t), "killed", NULL);
     if (api_call(t, "POST", "/run", body, strlen(body), "application/json", &a) == 0) {
         put_exec_result(t, a.json);
         keep_structured(t, &a, NULL);
@@ -1474,6 +1585,7 @@ static void tool_sandbox_write_file(struct tool_call *t)
     } else {
         nb_buf_append(&data, content, strlen(content));
     }
+    watch_start(t, (double)data.len, NULL, "sent");
     if (api_call(t, "PUT", path.data, data.len > 0 ? data.data : "", data.len,
                  "application/octet-stream", &a) == 0) {
         nb_buf_printf(&t->text, "Wrote ");
@@ -1532,6 +1644,7 @@ static void tool_sandbox_read_file(struct tool_call *t)
     const char *file = arg_str(t, "path");
 
     files_path(&path, t, file);
+    watch_start(t, 0, NULL, "received");
     if (api_call(t, "GET", path.data, NULL, 0, NULL, &a) == 0) {
         yajl_gen g = nb_json_gen();
         int binary = a.body.len > 0 && !is_text(a.body.data, a.body.len);
@@ -2317,6 +2430,7 @@ static int do_tools_call(struct mcp_session *s, yajl_val id, yajl_val params, st
 
     if (token != NULL && (YAJL_IS_STRING(token) || YAJL_IS_INTEGER(token)))
         t.progress_token = token;
+    watch_start(&t, 0, NULL, NULL); /* seconds, no total: a tool may say more */
     idj = id_text(id);
     t.id_json = idj;
     nb_buf_init(&t.text, MCP_MAX_TEXT);

@@ -52,22 +52,42 @@ extern const char *const mcp_versions[];
 #define MCP_NO_REPLY 0 /* a notification or a response: nothing to send */
 
 /*
+ * A watched API call (one of a long tools/call's): while it waits for the
+ * answer the backend calls tick about once a second (done and total -1),
+ * and may call it more often with a transfer's bytes (done of total sent
+ * or received; total -1 when unknown). tick sends the call's progress when
+ * due and returns 1 when the call is to be given up (notifications/
+ * cancelled named it, or the client left): the backend then drops the API
+ * call as a client that goes away would (the server interrupts a code
+ * cell, kills a command) and returns -1. tick may run on another thread
+ * than the call's (the HTTP transport's ticker), never two at once.
+ */
+struct mcp_watch {
+    int (*tick)(void *arg, long long done, long long total);
+    void *arg;
+};
+
+/*
  * One HTTP API call: method and path (query string included, relative to
- * the API's root), a body of body_len bytes (NULL: none) of content_type.
- * Returns 0 when an answer came, with *status and its body in answer
- * (appended; the answer's cap applies); -1 when none did, with a message
- * for the model in answer ("cannot reach nanobox at ...").
+ * the API's root), a body of body_len bytes (NULL: none) of content_type,
+ * watched when watch is not NULL (see above). Returns 0 when an answer
+ * came, with *status and its body in answer (appended; the answer's cap
+ * applies); -1 when none did, with a message for the model in answer
+ * ("cannot reach nanobox at ...").
  */
 typedef int (*mcp_call_fn)(void *ctx, const char *method, const char *path, const char *body,
                            size_t body_len, const char *content_type, long *status,
-                           struct nb_buf *answer);
+                           struct nb_buf *answer, const struct mcp_watch *watch);
 
 /*
  * A long call. A tools/call whose params._meta carries a progressToken is
- * watched (sandbox_exec: started in the background, polled): every
- * MCP_PROGRESS_EVERY_MS a notifications/progress goes to the client through
- * notify, and the command is killed when notifications/cancelled names the
- * call (is_cancelled) or when notify says the client is gone.
+ * watched: every MCP_PROGRESS_EVERY_MS a notifications/progress goes to the
+ * client through notify, and the work stops when notifications/cancelled
+ * names the call (is_cancelled) or when notify says the client is gone.
+ * sandbox_exec starts its command in the background and polls it (and
+ * kills it); run_code, the file tools and sandbox_create make their one API
+ * call watched (struct mcp_watch: the backend ticks while it waits), and a
+ * file transfer reports its bytes.
  */
 #define MCP_PROGRESS_EVERY_MS 5000
 

@@ -404,6 +404,56 @@ def test_sdk_long_call_lives_on_progress_and_a_cancelled_one_is_killed(stack, mc
         _forget(stack, summary)
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_sdk_long_run_code_lives_on_progress_a_cancelled_cell_is_interrupted_files_report_bytes(
+        stack, mcp_sdk, transport, tmp_path):
+    # client.mjs longCode(), in a sandbox of the code interpreter's image:
+    # a 12 s cell under a 7 s request timeout (resetTimeoutOnProgress), a
+    # `while True` cell cancelled on its first progress, then `x + 1` in the
+    # same context; a file written and read back with progress. Over HTTP
+    # the file is smaller: its base64 travels in the POST, under max_body.
+    if not nbtest.image_present(nbtest.PYTHON_IMAGE):
+        pytest.skip(f"{nbtest.PYTHON_IMAGE} is not built")
+    size = 2 * 1024 * 1024 if transport == "stdio" else 40000
+    args, env = _transport_args(stack, transport, tmp_path)
+    summary = run_client(mcp_sdk, stack, *args, "--scenario", "long-code", "--code-image",
+                         nbtest.PYTHON_IMAGE, "--file-bytes", str(size), env=env)
+    try:
+        assert summary["sandboxId"], summary
+        prog = summary["progress"]
+        cell = ok_step(summary, "cell")
+        assert "slept 41" in cell["text"], cell["text"]
+        assert cell["ms"] > 11000, cell  # past the 7 s request timeout: progress kept it waiting
+        assert len(prog["cell"]) >= 2, prog["cell"]  # at 5 s and 10 s
+        assert all(b["progress"] > a["progress"] for a, b in zip(prog["cell"], prog["cell"][1:]))
+        assert prog["cell"][0]["total"] == 60, prog["cell"][0]
+        assert prog["cell"][0]["message"].startswith("run_code: running for 5 s"), prog["cell"][0]
+
+        spin = summary["steps"]["spin"]
+        assert "thrown" in spin and prog["spin"], (spin, prog["spin"])
+        after = ok_step(summary, "after")  # the context was interrupted, not stuck
+        assert "--- result ---\n42" in after["text"], after["text"]  # and kept x
+        assert after["ms"] < 10000, after
+        # the loop is not running on: the kernel is idle
+        top = nbtest.docker_top(f"nanobox-{summary['sandboxId']}")
+        assert top, top
+
+        ok_step(summary, "write")
+        ok_step(summary, "read")
+        assert summary["readBack"] is True
+        if transport == "stdio":  # over HTTP the bytes move inside the server: no byte counts
+            # (the SDK may drop the last one, which can come in one read with the reply);
+            # a read's total is not known (the answer is streamed, no Content-Length)
+            for p, moved in ((prog["write"], "sent"), (prog["read"], "received")):
+                assert p and all(0 < x["progress"] <= size for x in p), p
+                assert all(b["progress"] > a["progress"] for a, b in zip(p, p[1:])), p
+                assert p[0]["message"].endswith(f" {moved}"), p
+            assert prog["write"][0]["total"] == size, prog["write"]
+            assert prog["write"][0]["message"].endswith(" of 2 MiB sent"), prog["write"]
+    finally:
+        _forget(stack, summary)
+
+
 # ------------------------------------------------- raw Streamable HTTP (POST /mcp)
 
 HTTP_ACCEPT = "application/json, text/event-stream"

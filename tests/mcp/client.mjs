@@ -10,6 +10,9 @@
 //   (--code-image IMAGE adds run_code in a session of a sandbox of IMAGE:
 //   state kept between calls, a matplotlib plot as an image, an exception)
 //   --scenario long: instead, long calls with progress (see long() below)
+//   --scenario long-code: run_code and file transfers with progress and
+//   cancellation in a sandbox of --code-image (see longCode() below);
+//   --file-bytes sets the size of the file it writes and reads
 //
 // Prints one JSON summary on stdout (tests/integration/test_mcp.py asserts
 // on it); every tool call's result is kept whatever it was, so one failing
@@ -21,7 +24,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 function parseArgs(argv) {
-  const opts = { transport: "stdio", bin: "nanobox", url: null, key: null, port: 8000, "code-image": null, scenario: "main" };
+  const opts = { transport: "stdio", bin: "nanobox", url: null, key: null, port: 8000, "code-image": null, scenario: "main", "file-bytes": "1048576" };
   for (let i = 2; i < argv.length; i++) {
     const name = argv[i].replace(/^--/, "");
     if (!(name in opts)) throw new Error(`unknown option ${argv[i]}`);
@@ -110,8 +113,9 @@ async function main() {
     return summary.steps[step];
   }
 
-  if (opts.scenario === "long") {
-    await long(call, summary);
+  if (opts.scenario === "long" || opts.scenario === "long-code") {
+    if (opts.scenario === "long") await long(call, summary);
+    else await longCode(call, summary, opts["code-image"], Number(opts["file-bytes"]));
     await client.close();
     process.stdout.write(JSON.stringify(summary) + "\n");
     return;
@@ -218,6 +222,45 @@ async function long(call, summary) {
   await cancelCall;
   summary.cancelledAt = Date.now();
   await longCall;
+}
+
+// A cell longer than the request timeout it is given (7 s, the SDK's default
+// is 60 s: the same rule, sooner) lives on its progress (one every 5 s); a
+// `while True` cell cancelled on its first progress is interrupted, so the
+// next cell of the context answers at once and x is still there; a file
+// written and read back with progress reports its bytes.
+async function longCode(call, summary, image, fileBytes) {
+  const made = await call("create", "sandbox_create", { image, ttl: 600 });
+  const sid = made.structured?.sandboxId ?? (made.text?.match(/sandbox_id: (\S+)/) || [])[1];
+  summary.sandboxId = sid ?? null;
+  if (!sid) return;
+  summary.progress = { cell: [], spin: [], write: [], read: [] };
+  await call("set", "run_code", { sandbox_id: sid, code: "x = 41" });
+  await call("cell", "run_code", {
+    sandbox_id: sid, timeout: 60,
+    code: "import time\nfor i in range(12):\n    time.sleep(1)\nprint('slept', x)",
+  }, { timeout: 7000, resetTimeoutOnProgress: true, onprogress: (p) => summary.progress.cell.push(p) });
+
+  const abort = new AbortController();
+  await call("spin", "run_code", { sandbox_id: sid, timeout: 120, code: "while True:\n    pass" }, {
+    timeout: 7000, resetTimeoutOnProgress: true, signal: abort.signal,
+    onprogress: (p) => {
+      summary.progress.spin.push(p);
+      abort.abort("the test cancels it");
+    },
+  });
+  await call("after", "run_code", { sandbox_id: sid, code: "x + 1", timeout: 30 });
+
+  const data = Buffer.alloc(fileBytes);
+  for (let i = 0; i < fileBytes; i++) data[i] = (i * 7919) & 0xff;
+  await call("write", "sandbox_write_file", {
+    sandbox_id: sid, path: "big.bin", content: data.toString("base64"), encoding: "base64",
+  }, { onprogress: (p) => summary.progress.write.push(p) });
+  const read = await call("read", "sandbox_read_file", { sandbox_id: sid, path: "big.bin" },
+    { onprogress: (p) => summary.progress.read.push(p) });
+  const b64 = (read.text || "").split("\n").slice(1).join("");
+  summary.readBack = Buffer.from(b64, "base64").equals(data);
+  delete read.text; // 1 MiB of base64 is no use in the summary
 }
 
 main().catch((e) => {

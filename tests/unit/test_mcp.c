@@ -31,10 +31,14 @@ struct fake_api {
     const char *answer;
     size_t answer_len; /* 0: strlen(answer) */
     int unreachable;
+    int watched;     /* out: the last call came with a watch */
+    int tick_stop;   /* out: a tick of the last call said stop (it then had no answer) */
+    long long moved; /* >0: a watched call ticks with bytes: half of it, then all */
 };
 
 static int fake_call(void *ctx, const char *method, const char *path, const char *body,
-                     size_t body_len, const char *content_type, long *status, struct nb_buf *answer)
+                     size_t body_len, const char *content_type, long *status, struct nb_buf *answer,
+                     const struct mcp_watch *watch)
 {
     struct fake_api *f = ctx;
 
@@ -44,6 +48,19 @@ static int fake_call(void *ctx, const char *method, const char *path, const char
     if (body != NULL)
         nb_buf_append(&f->body, body, body_len);
     snprintf(f->ctype, sizeof(f->ctype), "%s", content_type ? content_type : "");
+    f->watched = watch != NULL;
+    f->tick_stop = 0;
+    if (watch != NULL) { /* as a transport ticks while it waits */
+        f->tick_stop = watch->tick(watch->arg, -1, -1) != 0;
+        if (!f->tick_stop && f->moved > 0)
+            f->tick_stop = watch->tick(watch->arg, f->moved / 2, f->moved) != 0 ||
+                           watch->tick(watch->arg, f->moved / 2 + 1, f->moved) != 0 ||
+                           watch->tick(watch->arg, f->moved, f->moved) != 0;
+        if (f->tick_stop) {
+            nb_buf_printf(answer, "error: cancelled (test)");
+            return -1;
+        }
+    }
     if (f->unreachable) {
         nb_buf_printf(answer, "error: no answer (test)");
         return -1;
@@ -729,6 +746,64 @@ static void test_exec_with_a_progress_token_is_watched(void **state)
     assert_int_equal(progress_sent, 0); /* it ended at once: nothing to report */
 }
 
+static int cancel_all(void *ctx, const char *id_json)
+{
+    (void)ctx;
+    (void)id_json;
+    return 1;
+}
+
+/* A file written with a progressToken: its call is watched, and the bytes
+ * ticked become progress (the first at once, the last at once, none
+ * between within MCP_BYTES_EVERY_MS); without a token it is not watched. */
+static void test_file_write_with_a_progress_token_reports_bytes(void **state)
+{
+    struct fixture *fx = *state;
+    static const char call[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+        "\"sandbox_write_file\",%s\"arguments\":{\"sandbox_id\":\"" SID "\",\"path\":\"a\","
+        "\"content\":\"abcdefghij\"}}}";
+    char msg[512];
+
+    fx->be.notify = fake_notify;
+    fx->api.status = 201;
+    fx->api.answer = "{\"path\":\"/workspace/a\"}";
+    fx->api.moved = 10;
+    progress_sent = 0;
+    snprintf(msg, sizeof(msg), call, "");
+    send_msg(fx, msg);
+    assert_false(fx->api.watched);
+    assert_int_equal(progress_sent, 0);
+
+    snprintf(msg, sizeof(msg), call, "\"_meta\":{\"progressToken\":9},");
+    send_msg(fx, msg);
+    assert_true(fx->api.watched);
+    assert_false(YAJL_IS_TRUE(get(fx->reply, "result", "isError", NULL)));
+    assert_int_equal(progress_sent, 2); /* 5 of 10 at once, 6 throttled, 10 at once */
+    assert_non_null(strstr(progress_msg, "\"progressToken\":9,\"progress\":10,\"total\":10"));
+    assert_non_null(strstr(progress_msg, "sandbox_write_file: 10 bytes of 10 bytes sent"));
+    progress_sent = 0;
+}
+
+/* A cancelled watched call (run_code in a session) is given up: no reply. */
+static void test_cancelled_watched_call_gets_no_reply(void **state)
+{
+    struct fixture *fx = *state;
+
+    fx->be.notify = fake_notify;
+    fx->be.is_cancelled = cancel_all;
+    fx->api.status = 200;
+    fx->api.answer = "{\"status\":\"ok\"}";
+    assert_int_equal(send_msg(fx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+                                  "\"params\":{\"name\":\"run_code\",\"_meta\":{\"progressToken\":"
+                                  "1},\"arguments\":{\"sandbox_id\":\"" SID "\",\"code\":\"1\"}}}"),
+                     MCP_NO_REPLY);
+    assert_true(fx->api.watched);
+    assert_true(fx->api.tick_stop);
+    assert_string_equal(fx->api.path, "/sandbox/" SID "/code");
+    assert_int_equal(fx->s.last, MCP_MSG_CANCELLED);
+}
+
 /* Every tool, with an output schema and its hints, in the list a client reads. */
 static void test_tools_list_names_every_tool_with_an_output_schema(void **state)
 {
@@ -905,6 +980,9 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_process_file_port_and_ttl_tools_call_their_routes,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_write_with_a_progress_token_reports_bytes, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cancelled_watched_call_gets_no_reply, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_with_a_progress_token_is_watched, setup,
                                         teardown),
     };
