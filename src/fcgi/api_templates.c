@@ -138,6 +138,7 @@ int api_template_delete(struct nb_app *a, struct nb_req *r, const struct nb_rout
 {
     if (nb_template_delete(a, ra->arg, query_true(r, "force"), ae) != 0)
         return NB_ERR;
+    nb_http_audit(r, "template-delete", ra->arg);
     nb_http_no_content(r);
     return NB_OK;
 }
@@ -239,6 +240,7 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
     }
     if (nb_template_submit(a, &rq, &t, ae) != 0)
         goto out;
+    nb_http_audit(r, "template-build", rq.name);
     g = nb_json_gen();
     template_json(g, &t, 0, c);
     nb_http_json(r, 202, g);
