@@ -241,6 +241,9 @@ static int destroy_owned(struct client *c, const char *name)
     yajl_val list;
     int rc, failures = 0;
 
+    if ((rc = client_ready(c)) != CLI_OK)
+        return rc;
+    nb_buf_init(&path, 256);
     nb_buf_printf(&path, "/sandbox?owner=%s", name); /* a key name needs no %-encoding */
     req.path = path.data;
     rc = client_call(c, &req, &a);
@@ -255,7 +258,7 @@ static int destroy_owned(struct client *c, const char *name)
         struct nb_buf dp = {0};
         if (id == NULL)
             continue;
-        nb_buf_printf(&dp, "/sandbox/%s", YAJL_GET_STRING(id));
+        sandbox_path(&dp, YAJL_GET_STRING(id), "");
         del.path = dp.data;
         if (client_call(c, &del, &d) == CLI_OK)
             printf("%s\n", YAJL_GET_STRING(id));
