@@ -100,9 +100,8 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_kv_str(g, "nanobox.instance", c->instance);
     snprintf(tmp, sizeof(tmp), "%lld", (long long)expires);
     nb_json_kv_str(g, "nanobox.expires", tmp);
-    /* its owner key (a warm one gets its owner at hand-out, in the table only) */
-    if (s->key != NULL)
-        nb_json_kv_str(g, "nanobox.owner", s->key->name);
+    /* its owner key; "" for a warm one, which gets its owner at hand-out (in the table only) */
+    nb_json_kv_str(g, "nanobox.owner", s->key != NULL ? s->key->name : "");
     yajl_gen_map_close(g);
 
     nb_json_cstr(g, "HostConfig");

@@ -327,3 +327,21 @@ def test_user_keys_do_not_read_the_service_metrics(tenants):
     st, k = tenants
     nbtest.assert_error(k["alice"].request("GET", "/metrics"), 403, "forbidden")
     assert k["ops"].request("GET", "/metrics").status_code == 200
+
+
+def test_a_warm_sandbox_is_handed_to_the_creating_key(make_stack):
+    st = make_stack("keyswarm", warm_pool="1")
+    nbtest.wait_until(lambda: len(nbtest.docker_ps(st.instance, all=False)) == 1, timeout=60,
+                      what="the warm pool filled")
+    warm = nbtest.docker_ps(st.instance, all=False)[0]
+    alice = KeyApi(st, add_key(st, "alice", "--max-sandboxes", "1"))
+    bob = KeyApi(st, add_key(st, "bob"))
+    try:
+        sid = alice.create()
+        assert f"nanobox-{sid}" == warm  # the warm one it was
+        assert nbtest.parse_json(alice.get(sid))["owner"] == "alice"
+        assert bob.list_ids() == [] and bob.get(sid).status_code == 404
+        # the quota counts it, and a second warm one is not handed out past it
+        nbtest.assert_error(alice.request("POST", "/sandbox", json={}), 429, "quota")
+    finally:
+        alice.cleanup()
