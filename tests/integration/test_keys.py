@@ -158,6 +158,11 @@ def test_mcp_sandbox_list_is_the_keys_own(tenants):
     assert r.status_code == 200, r.text[:300]
     text = json.dumps(r.json())
     assert a in text and text.count("sandboxId") == 1, text[:600]
+    # the session is alice's: for bob it does not exist, and he cannot end it
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
+    assert mcp(k["bob"], call, session).status_code == 404
+    assert k["bob"].request("DELETE", "/mcp", headers={"Mcp-Session-Id": session}).status_code == 404
+    assert mcp(k["alice"], call, session).status_code == 200
 
 
 def test_e2b_keys_and_access_tokens_work_for_file_keys(tenants):
