@@ -292,13 +292,14 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         nb_apierr_set(ae, 400, "bad_field", "give image or template, not both");
         goto out;
     }
-    if (f[F_TEMPLATE].val && nb_template_image(a, nb_json_string(f[F_TEMPLATE].val), spec.image,
-                                               sizeof(spec.image), ae) != 0)
+    if (f[F_TEMPLATE].val &&
+        nb_template_image(a, nb_json_string(f[F_TEMPLATE].val), nb_http_list_owner(r, NULL),
+                          spec.image, sizeof(spec.image), ae) != 0)
         goto out;
     if (f[F_IMAGE].val) {
         const char *img = nb_json_string(f[F_IMAGE].val);
         /* the allow-list: the operator's images and the ready templates */
-        if (!nb_template_image_allowed(a, img)) {
+        if (!nb_template_image_allowed(a, img, nb_http_list_owner(r, NULL))) {
             nb_apierr_set(ae, 403, "forbidden",
                           "image \"%.100s\" is not in the operator's allow-list", img);
             goto out;

@@ -350,3 +350,35 @@ def test_a_warm_sandbox_is_handed_to_the_creating_key(make_stack):
         nbtest.assert_error(alice.request("POST", "/sandbox", json={}), 429, "quota")
     finally:
         alice.cleanup()
+
+
+def test_templates_are_their_builders_and_counted_against_max_templates(make_stack):
+    st = make_stack("keystpl")
+    alice = KeyApi(st, add_key(st, "alice", "--max-templates", "1"))
+    bob = KeyApi(st, add_key(st, "bob"))
+    df = f"FROM {nbtest.IMAGE}\nRUN echo hi > /etc/tpl-marker\n"
+    r = alice.request("POST", "/templates", json={"name": "mine", "dockerfile": df})
+    assert r.status_code == 202 and nbtest.parse_json(r)["owner"] == "alice", r.text[:300]
+    # the quota: a second build is refused and nothing is recorded
+    body = nbtest.assert_error(alice.request("POST", "/templates", json={"name": "more", "dockerfile": df}),
+                               429, "quota")
+    assert "max_templates=1" in body["error"], body
+    assert alice.request("GET", "/templates/more").status_code == 404
+
+    def ready():
+        t = nbtest.parse_json(alice.request("GET", "/templates/mine"))
+        return t if t["status"] != "building" else None
+    assert nbtest.wait_until(ready, timeout=180, interval=0.3, what="the build")["status"] == "ready"
+    # bob: no such template, on every route, with the body of a name that does not exist
+    for method, path in (("GET", "/templates/{}"), ("GET", "/templates/{}/logs"), ("DELETE", "/templates/{}")):
+        theirs, none = bob.request(method, path.format("mine")), bob.request(method, path.format("nope"))
+        assert theirs.status_code == none.status_code == 404, (method, path, theirs.text)
+        assert theirs.text.replace("mine", "X") == none.text.replace("nope", "X")
+    names = [t["name"] for t in nbtest.parse_json(bob.request("GET", "/templates"))["templates"]]
+    assert "mine" not in names and names, names  # the operator's images are everyone's
+    nbtest.assert_error(bob.request("POST", "/sandbox", json={"template": "mine"}), 404, "not_found")
+    # alice starts from it; the admin sees it
+    alice.create(template="mine")
+    assert "mine" in [t["name"] for t in nbtest.parse_json(st.api.request("GET", "/templates"))["templates"]]
+    alice.cleanup()
+    assert alice.request("DELETE", "/templates/mine").status_code == 204
