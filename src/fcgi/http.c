@@ -195,16 +195,6 @@ int nb_http_pass_auth(struct nb_req *r)
     return NB_OK;
 }
 
-/* Constant-time comparison: the metrics token must not leak through timing. */
-static int key_equal(const char *given, const char *want)
-{
-    size_t gl = strlen(given), wl = strlen(want);
-    unsigned char diff = (unsigned char)(gl != wl);
-    for (size_t i = 0; i < wl; i++)
-        diff |= (unsigned char)(want[i] ^ (i < gl ? given[i] : 0));
-    return diff == 0;
-}
-
 /*
  * Who sent r (tenant.h): the key the request sends (Bearer, or X-API-Key)
  * is api_key (the admin "default") or a key of the keys file, and r->who
@@ -236,7 +226,7 @@ static int authorized(struct nb_app *a, struct nb_req *r, unsigned flags)
     if (nb_tenant_identify(a, h, r->e2b, &r->who) == 0)
         return 1;
     if ((flags & NB_ROUTE_METRICS_AUTH) && a->conf.metrics_token[0] != '\0' &&
-        key_equal(h, a->conf.metrics_token)) {
+        nb_tenant_equal(h, a->conf.metrics_token)) {
         nb_tenant_anyone(&r->who);
         snprintf(r->who.name, sizeof(r->who.name), "metrics");
         return 1;

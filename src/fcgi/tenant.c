@@ -106,8 +106,7 @@ void nb_tenant_anyone(struct nb_key *who)
     who->admin = 1;
 }
 
-/* Constant-time comparison of two strings of any length. */
-static int key_equal(const char *given, const char *want)
+int nb_tenant_equal(const char *given, const char *want)
 {
     size_t gl = strlen(given), wl = strlen(want);
     unsigned char diff = (unsigned char)(gl != wl);
@@ -122,9 +121,9 @@ int nb_tenant_identify(const struct nb_app *a, const char *given, int e2b, struc
     int dflt = 0, pre = e2b && strncmp(given, "e2b_", 4) == 0;
 
     if (a->conf.api_key[0] != '\0') {
-        dflt = key_equal(given, a->conf.api_key);
+        dflt = nb_tenant_equal(given, a->conf.api_key);
         if (pre)
-            dflt |= key_equal(given + 4, a->conf.api_key);
+            dflt |= nb_tenant_equal(given + 4, a->conf.api_key);
     }
     k = nb_keys_match(&tenant_keys, given);
     if (pre)

@@ -10,6 +10,7 @@ request (removal, and a reload under load that fails no request).
 import json
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -285,6 +286,8 @@ def test_reload_under_load_fails_no_request_of_a_surviving_key(tenants):
             add_key(st, f"tmp{i}")
             if i % 2:
                 keys_cli(st, "rm", f"tmp{i - 1}")
+            if i % 5 == 0:
+                os.kill(st.master_pid, signal.SIGHUP)  # not needed, and harmless
     finally:
         done.set()
         for t in threads:
@@ -382,3 +385,26 @@ def test_templates_are_their_builders_and_counted_against_max_templates(make_sta
     assert "mine" in [t["name"] for t in nbtest.parse_json(st.api.request("GET", "/templates"))["templates"]]
     alice.cleanup()
     assert alice.request("DELETE", "/templates/mine").status_code == 204
+
+
+def test_parallel_creates_never_pass_a_quota_together(make_stack):
+    st = make_stack("keysrace", workers_min="4", workers_max="8")
+    q = KeyApi(st, add_key(st, "q", "--max-sandboxes", "2"))
+    results = []
+
+    def one():
+        results.append(q.request("POST", "/sandbox", json={}, timeout=120))
+
+    threads = [threading.Thread(target=one) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    made = [nbtest.parse_json(r)["sandboxId"] for r in results if r.status_code == 201]
+    q.created.extend(made)
+    try:
+        assert sorted(r.status_code for r in results) == [201, 201, 429, 429, 429, 429], \
+            [(r.status_code, r.text[:120]) for r in results]
+        assert owned(st, "q") == sorted(f"nanobox-{sid}" for sid in made)
+    finally:
+        q.cleanup()
