@@ -331,10 +331,16 @@ def test_a_keys_file_others_may_read_is_refused_at_start(make_stack, tmp_path):
         make_stack("badkeys", keys_file=str(bad))
 
 
-def test_user_keys_do_not_read_the_service_metrics(tenants):
+def test_user_keys_do_not_read_the_service_metrics_which_count_per_key(tenants):
     st, k = tenants
     nbtest.assert_error(k["alice"].request("GET", "/metrics"), 403, "forbidden")
-    assert k["ops"].request("GET", "/metrics").status_code == 200
+    k["alice"].create()
+    k["alice"].create(memory="64m")
+    text = k["ops"].request("GET", "/metrics").text
+    assert 'nanobox_key_sandboxes{key="alice"} 2' in text, text[-2000:]
+    assert f'nanobox_key_memory_bytes{{key="alice"}} {(256 + 64) << 20}' in text
+    assert 'nanobox_key_cpus{key="alice"} 1.000' in text
+    assert 'key="bob"' not in text  # a key with nothing live has no series
 
 
 def test_a_warm_sandbox_is_handed_to_the_creating_key(make_stack):
