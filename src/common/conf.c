@@ -223,6 +223,7 @@ static const struct key keys[] = {
     {"docker_socket", K_STR, F(docker_socket), 0},
     {"api_key", K_STR, F(api_key), 0},
     {"metrics_token", K_STR, F(metrics_token), 0},
+    {"keys_file", K_STR, F(keys_file), 0},
     {"log_level", K_STR, F(log_level), 0},
     {"workers_min", K_UINT, F(workers_min), 1024},
     {"workers_max", K_UINT, F(workers_max), 1024},
@@ -614,6 +615,12 @@ int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen)
 
     if (nb_conf_read(path, conf_load_kv, c, err, errlen) != 0)
         return -1;
+    /* the keys file defaults to "keys" in the config file's directory */
+    if (c->keys_file[0] == '\0') {
+        const char *slash = strrchr(path, '/');
+        int dl = slash == NULL ? 1 : slash == path ? 1 : (int)(slash - path);
+        snprintf(c->keys_file, sizeof(c->keys_file), "%.*s/keys", dl, slash == NULL ? "." : path);
+    }
     if (nb_conf_check(c, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s: %s", path, msg);
         return -1;

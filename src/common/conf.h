@@ -29,6 +29,8 @@ struct nb_conf {
     char api_key[128]; /* empty: auth disabled (only for tests) */
     /* also opens GET /metrics (a scraper's key); empty: none */
     char metrics_token[128];
+    /* the API keys file (keys.h); empty in the file: "keys" next to the config file */
+    char keys_file[NB_CONF_STR];
     char log_level[16];
 
     /* worker pool, like php-fpm's pm = dynamic */

@@ -471,6 +471,7 @@ static void image_labels(yajl_val lab, struct nb_docker_image *im)
         L("nanobox.error", error),
         L("nanobox.parent", parent),
         L("nanobox.parent_template", parent_tpl),
+        L("nanobox.owner", owner),
 #undef L
     };
     if (!YAJL_IS_OBJECT(lab))

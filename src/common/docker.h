@@ -153,6 +153,7 @@ struct nb_docker_image {
     char error[512];     /* label nanobox.error */
     char parent[64];     /* label nanobox.parent (a snapshot's sandbox) */
     char parent_tpl[64]; /* label nanobox.parent_template */
+    char owner[40];      /* label nanobox.owner: the key that built it ("" for none) */
 };
 /* An image by name or id: 0, or -1 (a missing one is NB_DERR_HTTP 404). */
 int nb_docker_image_inspect(struct nb_docker *d, const char *ref, struct nb_docker_image *im,

@@ -437,6 +437,24 @@ uint32_t nb_table_count(struct nb_table *t)
     return n;
 }
 
+void nb_table_usage(struct nb_table *t, const char *owner, struct nb_table_usage *u)
+{
+    memset(u, 0, sizeof(*u));
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        const struct nb_slot *s = &t->slots[i];
+        if ((s->state != NB_SLOT_CREATING && s->state != NB_SLOT_RUNNING &&
+             s->state != NB_SLOT_PAUSED) ||
+            strcmp(s->owner, owner) != 0)
+            continue;
+        u->sandboxes++;
+        u->memory += s->memory;
+        u->nano_cpus += s->nano_cpus;
+        for (unsigned p = 0; p < NB_MAX_PORTS; p++)
+            if (s->ports[p].sandboxport != 0)
+                u->ports++;
+    }
+}
+
 uint32_t nb_table_count_state(struct nb_table *t, enum nb_slot_state state)
 {
     uint32_t n = 0;

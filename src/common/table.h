@@ -19,12 +19,13 @@
 #include <sys/types.h>
 
 #define NB_TABLE_MAGIC "NANOBOX\0"
-#define NB_TABLE_VERSION 1
-#define NB_ID_LEN 36     /* textual UUID */
-#define NB_CID_LEN 64    /* Docker container id */
-#define NB_MAX_PORTS 16  /* open ports per sandbox */
-#define NB_META_LEN 1024 /* serialized metadata JSON */
+#define NB_TABLE_VERSION 2 /* 2: slots record their owner key */
+#define NB_ID_LEN 36       /* textual UUID */
+#define NB_CID_LEN 64      /* Docker container id */
+#define NB_MAX_PORTS 16    /* open ports per sandbox */
+#define NB_META_LEN 1024   /* serialized metadata JSON */
 #define NB_IMAGE_LEN 128
+#define NB_OWNER_LEN 32 /* a key name (keys.h NB_KEY_NAME_MAX) */
 
 enum nb_slot_state {
     NB_SLOT_FREE = 0,
@@ -65,6 +66,8 @@ struct nb_slot {
     uint32_t auto_resume;  /* 1: a call that needs it running resumes it */
     int64_t ttl_left;      /* PAUSED: seconds of TTL it had when paused */
     int64_t pause_expires; /* PAUSED: unix seconds its pause ends (it is destroyed) */
+    /* the name of the API key that created it (keys.h); "" while warm, or made before owners */
+    char owner[NB_OWNER_LEN + 8];
 };
 
 struct nb_table_header {
@@ -110,6 +113,16 @@ struct nb_slot *nb_table_find(struct nb_table *t, const char *id);
 
 /* Number of slots not FREE. */
 uint32_t nb_table_count(struct nb_table *t);
+
+/* What the sandboxes of one owner hold: live ones (CREATING, RUNNING,
+ * PAUSED), their memory and CPUs, and their open ports. */
+struct nb_table_usage {
+    unsigned sandboxes;
+    uint64_t memory;
+    uint64_t nano_cpus;
+    unsigned ports;
+};
+void nb_table_usage(struct nb_table *t, const char *owner, struct nb_table_usage *u);
 
 /* Number of slots in state. */
 uint32_t nb_table_count_state(struct nb_table *t, enum nb_slot_state state);

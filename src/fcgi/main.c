@@ -26,6 +26,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pool.h"
+#include "tenant.h"
 #include "warm.h"
 
 static void usage(FILE *f)
@@ -184,6 +185,11 @@ int main(int argc, char **argv)
         return 1;
     }
     nb_log_init("nanobox-fcgi", level);
+    /* a keys file that is there must be good (mode 0600, each line well-formed) */
+    if (nb_tenant_init(&app, err, sizeof(err)) != 0) {
+        nb_error("keys file: %s", err);
+        return 1;
+    }
     if (check_only) {
         printf("%s: configuration OK\n", conf_path);
         return 0;
@@ -193,7 +199,7 @@ int main(int argc, char **argv)
         nb_error("%s", err);
         return 1;
     }
-    if (app.conf.api_key[0] == '\0')
+    if (!nb_tenant_auth_on(&app))
         nb_warn("api_key is empty: every route is open to anyone who reaches nginx");
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {

@@ -101,6 +101,8 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_kv_str(g, "nanobox.instance", c->instance);
     snprintf(tmp, sizeof(tmp), "%lld", (long long)expires);
     nb_json_kv_str(g, "nanobox.expires", tmp);
+    /* its owner key; "" for a warm one, which gets its owner at hand-out (in the table only) */
+    nb_json_kv_str(g, "nanobox.owner", s->key != NULL ? s->key->name : "");
     yajl_gen_map_close(g);
 
     nb_json_cstr(g, "HostConfig");
@@ -243,8 +245,15 @@ int nb_sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec,
 
 retry:
     nb_table_lock(&a->table);
+    /* checked and reserved under one lock: two creates cannot both pass the last unit */
+    if (nb_sandbox_quota_locked(a, spec, ae) != 0) {
+        nb_table_unlock(&a->table);
+        return -1;
+    }
     s = nb_table_reserve(&a->table, id, now, expires);
     if (s != NULL) {
+        if (spec->key != NULL)
+            snprintf(s->owner, sizeof(s->owner), "%s", spec->key->name);
         gen = s->generation;
         slot = (uint32_t)(s - a->table.slots); /* its uid's, for as long as it lives */
         s->memory = spec->memory;
@@ -403,6 +412,52 @@ static int not_found(struct nb_apierr *ae, const char *id)
     nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
                   id);
     return -1;
+}
+
+int nb_sandbox_visible(struct nb_app *a, const char *id, const char *owner, struct nb_apierr *ae)
+{
+    struct nb_slot *s;
+    int found;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    found = slot_live(s, nb_clock_real_s()) && !strcmp(s->owner, owner);
+    nb_table_unlock(&a->table);
+    return found ? 0 : not_found(ae, id);
+}
+
+int nb_sandbox_quota_locked(struct nb_app *a, const struct nb_sandbox_spec *spec,
+                            struct nb_apierr *ae)
+{
+    const struct nb_key *k = spec->key;
+    struct nb_table_usage u;
+    char q[64];
+
+    if (k == NULL)
+        return 0;
+    nb_table_usage(&a->table, k->name, &u);
+    if (k->max_sandboxes && u.sandboxes + 1 > k->max_sandboxes) {
+        nb_apierr_set(ae, 429, "quota",
+                      "quota max_sandboxes=%u of key \"%s\" reached: it has %u live sandboxes",
+                      k->max_sandboxes, k->name, u.sandboxes);
+        return -1;
+    }
+    if (k->max_memory && u.memory + spec->memory > k->max_memory) {
+        nb_apierr_set(ae, 429, "quota",
+                      "quota max_memory=%llu bytes of key \"%s\" reached: its sandboxes hold "
+                      "%llu bytes and this one asks %llu",
+                      (unsigned long long)k->max_memory, k->name, (unsigned long long)u.memory,
+                      (unsigned long long)spec->memory);
+        return -1;
+    }
+    if (k->max_nano_cpus && u.nano_cpus + spec->nano_cpus > k->max_nano_cpus) {
+        snprintf(q, sizeof(q), "%.3f", (double)k->max_nano_cpus / 1e9);
+        nb_apierr_set(ae, 429, "quota",
+                      "quota max_cpus=%s of key \"%s\" reached: its sandboxes hold %.3f CPUs "
+                      "and this one asks %.3f",
+                      q, k->name, (double)u.nano_cpus / 1e9, (double)spec->nano_cpus / 1e9);
+        return -1;
+    }
+    return 0;
 }
 
 int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae)

@@ -428,12 +428,12 @@ static int empty_tar(char *buf, size_t cap, size_t *used)
 
 /* The name's record image (status "building" or "failed"); its id into id. */
 static int put_record_kind(struct nb_docker *d, const struct nb_conf *c, const char *name,
-                           const char *kind, const char *parent, const char *parent_tpl,
-                           const char *status, int64_t created_at, const char *error, char id[80],
-                           struct nb_derr *de)
+                           const char *owner, const char *kind, const char *parent,
+                           const char *parent_tpl, const char *status, int64_t created_at,
+                           const char *error, char id[80], struct nb_derr *de)
 {
-    char ref[128], l[8][600], tar[4096];
-    const char *labels[9];
+    char ref[128], l[9][600], tar[4096];
+    const char *labels[10];
     size_t used = 0, n = 0;
     nb_template_ref(c, name, ref, sizeof(ref));
     snprintf(l[n], sizeof(l[n]), "nanobox.instance=%s", c->instance), n++;
@@ -445,6 +445,7 @@ static int put_record_kind(struct nb_docker *d, const struct nb_conf *c, const c
         snprintf(l[n], sizeof(l[n]), "nanobox.parent_template=%s", parent_tpl), n++;
     snprintf(l[n], sizeof(l[n]), "nanobox.status=%s", status), n++;
     snprintf(l[n], sizeof(l[n]), "nanobox.created_at=%lld", (long long)created_at), n++;
+    snprintf(l[n], sizeof(l[n]), "nanobox.owner=%s", owner), n++;
     if (error && error[0])
         snprintf(l[n], sizeof(l[n]), "nanobox.error=%.500s", error), n++;
     for (size_t i = 0; i < n; i++)
@@ -459,10 +460,11 @@ static int put_record_kind(struct nb_docker *d, const struct nb_conf *c, const c
 }
 
 static int put_record(struct nb_docker *d, const struct nb_conf *c, const char *name,
-                      const char *status, int64_t created_at, const char *error, char id[80],
-                      struct nb_derr *de)
+                      const char *owner, const char *status, int64_t created_at, const char *error,
+                      char id[80], struct nb_derr *de)
 {
-    return put_record_kind(d, c, name, "build", NULL, NULL, status, created_at, error, id, de);
+    return put_record_kind(d, c, name, owner, "build", NULL, NULL, status, created_at, error, id,
+                           de);
 }
 
 static void from_image(const struct nb_docker_image *im, struct nb_template *t)
@@ -473,6 +475,7 @@ static void from_image(const struct nb_docker_image *im, struct nb_template *t)
     snprintf(t->parent, sizeof(t->parent), "%s", im->parent);
     snprintf(t->parent_tpl, sizeof(t->parent_tpl), "%s", im->parent_tpl);
     snprintf(t->error, sizeof(t->error), "%s", im->error);
+    snprintf(t->owner, sizeof(t->owner), "%s", im->owner);
     t->created_at = im->created_at;
     if (!strcmp(im->status, "ready")) {
         t->size = im->size;
@@ -507,12 +510,12 @@ static void log_final(const struct nb_conf *c, const char *name, const char *sta
 
 /* Turn name's record (old_id) into a failed one; the job's files go. */
 static void fail_build(const struct nb_conf *c, struct nb_docker *d, const char *name,
-                       int64_t created_at, const char *old_id, const char *error)
+                       const char *owner, int64_t created_at, const char *old_id, const char *error)
 {
     struct nb_derr de = {0};
     char id[80] = "", p[PATH_MAX];
     nb_warn("template %s: build failed: %s", name, error);
-    if (put_record(d, c, name, "failed", created_at, error, id, &de) != 0)
+    if (put_record(d, c, name, owner, "failed", created_at, error, id, &de) != 0)
         nb_warn("template %s: cannot record the failure: %s", name, de.msg);
     else if (old_id && old_id[0] && strcmp(old_id, id) != 0 &&
              nb_docker_image_remove(d, old_id, 0, &de) != 0)
@@ -559,7 +562,14 @@ static void conf_fill(struct nb_app *a, unsigned i, struct nb_template *t)
     }
 }
 
-int nb_template_get(struct nb_app *a, const char *name, struct nb_template *t, struct nb_apierr *ae)
+/* May viewer (NULL: an admin) see t? Its owner may, and everyone a shared one ("" owner). */
+static int tpl_visible(const struct nb_template *t, const char *viewer)
+{
+    return viewer == NULL || t->owner[0] == '\0' || !strcmp(t->owner, viewer);
+}
+
+int nb_template_get(struct nb_app *a, const char *name, const char *viewer, struct nb_template *t,
+                    struct nb_apierr *ae)
 {
     struct nb_docker_image im;
     struct nb_derr de = {0};
@@ -586,6 +596,10 @@ int nb_template_get(struct nb_app *a, const char *name, struct nb_template *t, s
         return -1;
     }
     from_image(&im, t);
+    if (!tpl_visible(t, viewer)) { /* another key's: as if there were none */
+        nb_apierr_set(ae, 404, "not_found", "no template \"%s\"", name);
+        return -1;
+    }
     return 0;
 }
 
@@ -620,7 +634,8 @@ static int by_name(const void *x, const void *y)
     return strcmp(((const struct nb_template *)x)->name, ((const struct nb_template *)y)->name);
 }
 
-int nb_template_list(struct nb_app *a, nb_template_fn cb, void *arg, struct nb_apierr *ae)
+int nb_template_list(struct nb_app *a, const char *viewer, nb_template_fn cb, void *arg,
+                     struct nb_apierr *ae)
 {
     struct list_ctx l = {0};
     struct nb_derr de = {0};
@@ -640,8 +655,31 @@ int nb_template_list(struct nb_app *a, nb_template_fn cb, void *arg, struct nb_a
     if (l.n > 1)
         qsort(l.t, l.n, sizeof(l.t[0]), by_name);
     for (size_t i = 0; i < l.n; i++)
-        cb(arg, &l.t[i]);
+        if (tpl_visible(&l.t[i], viewer))
+            cb(arg, &l.t[i]);
     free(l.t);
+    return 0;
+}
+
+/* The built templates (any status) of owner into *n. -1 with ae. */
+static void count_one(void *arg, const struct nb_template *t)
+{
+    struct {
+        const char *owner;
+        unsigned n;
+    } *cnt = arg;
+    cnt->n += t->owner[0] != '\0' && !strcmp(t->owner, cnt->owner);
+}
+
+static int count_owned(struct nb_app *a, const char *owner, unsigned *n, struct nb_apierr *ae)
+{
+    struct {
+        const char *owner;
+        unsigned n;
+    } cnt = {owner, 0};
+    if (nb_template_list(a, owner, count_one, &cnt, ae) != 0)
+        return -1;
+    *n = cnt.n;
     return 0;
 }
 
@@ -722,6 +760,18 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
         nb_apierr_set(ae, 409, "name_taken", "template \"%s\" exists (DELETE it first)", rq->name);
         goto out;
     }
+    /* the key's quota, counted under the names lock that every submit holds */
+    if (rq->max_templates && rq->owner != NULL) {
+        unsigned mine = 0;
+        if (count_owned(a, rq->owner, &mine, ae) != 0)
+            goto out;
+        if (mine >= rq->max_templates) {
+            nb_apierr_set(ae, 429, "quota",
+                          "quota max_templates=%u of key \"%s\" reached: it has %u templates",
+                          rq->max_templates, rq->owner, mine);
+            goto out;
+        }
+    }
     if (!(de.kind == NB_DERR_HTTP && de.status == 404)) {
         nb_apierr_docker(ae, &de, "check the template name");
         goto out;
@@ -729,7 +779,8 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
     if (write_context(tarp, rq, ae) != 0)
         goto out;
     unlink(logp);
-    if (put_record(&a->docker, c, rq->name, "building", now, NULL, id, &de) != 0) {
+    if (put_record(&a->docker, c, rq->name, rq->owner ? rq->owner : "", "building", now, NULL, id,
+                   &de) != 0) {
         nb_apierr_docker(ae, &de, "record the template");
         unlink(tarp);
         goto out;
@@ -745,6 +796,7 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
     snprintf(out->image, sizeof(out->image), "%s", ref);
     snprintf(out->status, sizeof(out->status), "building");
     snprintf(out->kind, sizeof(out->kind), "build");
+    snprintf(out->owner, sizeof(out->owner), "%s", rq->owner ? rq->owner : "");
     out->created_at = now;
     nb_info("template %s: build queued", rq->name);
     rc = 0;
@@ -769,7 +821,8 @@ static unsigned users_of(struct nb_app *a, const char *ref)
     return n;
 }
 
-int nb_template_delete(struct nb_app *a, const char *name, int force, struct nb_apierr *ae)
+int nb_template_delete(struct nb_app *a, const char *name, const char *viewer, int force,
+                       struct nb_apierr *ae)
 {
     struct nb_template t;
     struct nb_derr de = {0};
@@ -786,7 +839,7 @@ int nb_template_delete(struct nb_app *a, const char *name, int force, struct nb_
                       strerror(errno));
         return -1;
     }
-    if (nb_template_get(a, name, &t, ae) != 0)
+    if (nb_template_get(a, name, viewer, &t, ae) != 0)
         goto out;
     if (!strcmp(t.status, "building")) {
         nb_apierr_set(ae, 409, "building", "template \"%s\" is building; delete it once it ends",
@@ -814,11 +867,11 @@ out:
     return rc;
 }
 
-int nb_template_image(struct nb_app *a, const char *name, char *image, size_t n,
+int nb_template_image(struct nb_app *a, const char *name, const char *viewer, char *image, size_t n,
                       struct nb_apierr *ae)
 {
     struct nb_template t;
-    if (nb_template_get(a, name, &t, ae) != 0)
+    if (nb_template_get(a, name, viewer, &t, ae) != 0)
         return -1;
     if (strcmp(t.status, "ready") != 0) {
         nb_apierr_set(ae, 409, "not_ready", "template \"%s\" is %s%s%.300s", name, t.status,
@@ -829,7 +882,7 @@ int nb_template_image(struct nb_app *a, const char *name, char *image, size_t n,
     return 0;
 }
 
-int nb_template_image_allowed(struct nb_app *a, const char *image)
+int nb_template_image_allowed(struct nb_app *a, const char *image, const char *viewer)
 {
     char repo[90];
     struct nb_template t;
@@ -841,7 +894,7 @@ int nb_template_image_allowed(struct nb_app *a, const char *image)
     rl = strlen(repo);
     if (strncmp(image, repo, rl) != 0 || image[rl] != ':')
         return 0;
-    return nb_template_get(a, image + rl + 1, &t, &ae) == 0 && !strcmp(t.status, "ready");
+    return nb_template_get(a, image + rl + 1, viewer, &t, &ae) == 0 && !strcmp(t.status, "ready");
 }
 
 /* ---- the builder ---- */
@@ -948,6 +1001,7 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *nam
     nb_json_kv_str(g, "nanobox.template", name);
     nb_json_kv_str(g, "nanobox.kind", "build");
     nb_json_kv_str(g, "nanobox.status", "ready");
+    nb_json_kv_str(g, "nanobox.owner", rec.owner);
     {
         char ts[32];
         snprintf(ts, sizeof(ts), "%lld", (long long)rec.created_at);
@@ -981,7 +1035,7 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *nam
     if (error[0]) {
         if (bl.fd >= 0)
             close(bl.fd);
-        fail_build(c, d, name, rec.created_at, rec.id, error);
+        fail_build(c, d, name, rec.owner, rec.created_at, rec.id, error);
         return -1;
     }
     if (nb_docker_image_remove(d, rec.id, 0, &de) != 0)
@@ -1072,7 +1126,7 @@ static void sweep(struct nb_app *a)
                 nb_warn("template %s: cannot remove its record: %s", im->name, de.msg);
             continue;
         }
-        fail_build(&a->conf, &a->docker, im->name, im->created_at, im->id,
+        fail_build(&a->conf, &a->docker, im->name, im->owner, im->created_at, im->id,
                    "the build was cut short: nanobox-fcgi stopped or restarted during it");
     }
     unlock_names(lock);
@@ -1101,7 +1155,8 @@ static void reap_builders(struct nb_app *a)
                          r > 0 && WIFSIGNALED(st) ? WTERMSIG(st)
                          : r > 0                  ? WEXITSTATUS(st)
                                                   : -1);
-                fail_build(&a->conf, &a->docker, builders[i].name, im.created_at, im.id, why);
+                fail_build(&a->conf, &a->docker, builders[i].name, im.owner, im.created_at, im.id,
+                           why);
             }
         }
         builders[i] = builders[--n_builders];
@@ -1213,8 +1268,9 @@ void nb_template_of_image(const struct nb_conf *c, const char *image, char *out,
         snprintf(out, outlen, "%s", image);
 }
 
-int nb_template_claim(struct nb_app *a, const char *name, const char *parent,
-                      const char *parent_tpl, int64_t now, char rec_id[80], struct nb_apierr *ae)
+int nb_template_claim(struct nb_app *a, const char *name, const char *owner, unsigned max_templates,
+                      const char *parent, const char *parent_tpl, int64_t now, char rec_id[80],
+                      struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_docker_image im;
@@ -1245,8 +1301,20 @@ int nb_template_claim(struct nb_app *a, const char *name, const char *parent,
         nb_apierr_docker(ae, &de, "check the template name");
         goto out;
     }
-    if (put_record_kind(&a->docker, c, name, "snapshot", parent, parent_tpl, "building", now, NULL,
-                        rec_id, &de) != 0) {
+    /* a snapshot is one of its owner's templates: the same quota as a build */
+    if (max_templates && owner != NULL) {
+        unsigned mine = 0;
+        if (count_owned(a, owner, &mine, ae) != 0)
+            goto out;
+        if (mine >= max_templates) {
+            nb_apierr_set(ae, 429, "quota",
+                          "quota max_templates=%u of key \"%s\" reached: it has %u templates",
+                          max_templates, owner, mine);
+            goto out;
+        }
+    }
+    if (put_record_kind(&a->docker, c, name, owner ? owner : "", "snapshot", parent, parent_tpl,
+                        "building", now, NULL, rec_id, &de) != 0) {
         nb_apierr_docker(ae, &de, "record the snapshot");
         goto out;
     }

@@ -132,8 +132,13 @@ int nb_warm_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb
     if (!nb_warm_fits(&a->conf, spec))
         return -1; /* not a miss: the pool holds nothing of this kind */
     nb_table_lock(&a->table);
-    s = nb_table_hand_out(&a->table, spec->image, now, now + spec->ttl);
+    /* over a quota: no hand-out (the cold create after it answers the 429) */
+    s = nb_sandbox_quota_locked(a, spec, &ae) != 0
+            ? NULL
+            : nb_table_hand_out(&a->table, spec->image, now, now + spec->ttl);
     if (s != NULL) {
+        /* its owner from now on: the key that asked for it */
+        snprintf(s->owner, sizeof(s->owner), "%s", spec->key != NULL ? spec->key->name : "");
         snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
         s->auto_resume = spec->auto_resume != 0;
         *out = *s;
@@ -228,7 +233,7 @@ int nb_warm_refill(struct nb_app *a)
         if (calls % 10 == 0) {
             char image[NB_IMAGE_LEN];
             struct nb_apierr ae;
-            tpl_ready[k] = nb_template_image(a, kinds[k].tpl, image, sizeof(image), &ae) == 0;
+            tpl_ready[k] = nb_template_image(a, kinds[k].tpl, NULL, image, sizeof(image), &ae) == 0;
             if (!tpl_ready[k])
                 nb_debug("warm pool of template %s: %s", kinds[k].tpl, ae.msg);
         }

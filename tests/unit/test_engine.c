@@ -1690,16 +1690,16 @@ static void test_template_submit_build_ready_and_delete(void **state)
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
     assert_string_equal(t.status, "building");
     assert_string_equal(t.image, "nanobox-tpl-default:tools");
-    assert_int_equal(nb_template_get(a, "tools", &t, &ae), 0);
+    assert_int_equal(nb_template_get(a, "tools", NULL, &t, &ae), 0);
     assert_string_equal(t.status, "building");
     /* not ready: no sandbox from it, and the name is taken */
-    assert_int_equal(nb_template_image(a, "tools", image, sizeof(image), &ae), -1);
+    assert_int_equal(nb_template_image(a, "tools", NULL, image, sizeof(image), &ae), -1);
     assert_int_equal(ae.status, 409);
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
     assert_int_equal(ae.status, 409);
-    assert_int_equal(nb_template_delete(a, "tools", 0, &ae), -1);
+    assert_int_equal(nb_template_delete(a, "tools", NULL, 0, &ae), -1);
     assert_int_equal(ae.status, 409);
-    assert_false(nb_template_image_allowed(a, "nanobox-tpl-default:tools"));
+    assert_false(nb_template_image_allowed(a, "nanobox-tpl-default:tools", NULL));
 
     /* the builder, once the reaper handed it the job */
     tpl_start_job(a, "tools");
@@ -1707,29 +1707,29 @@ static void test_template_submit_build_ready_and_delete(void **state)
     /* the context was a tar holding the Dockerfile and the file */
     assert_memory_equal(fake.build_context, "Dockerfile", 10);
     assert_non_null(memmem(fake.build_context, sizeof(fake.build_context), "dir/hello.txt", 13));
-    assert_int_equal(nb_template_get(a, "tools", &t, &ae), 0);
+    assert_int_equal(nb_template_get(a, "tools", NULL, &t, &ae), 0);
     assert_string_equal(t.status, "ready");
     assert_int_equal(t.size, 1234);
     assert_true(!strncmp(t.digest, "sha256:", 7));
     assert_int_equal(fake_img(""), -1); /* the build record went */
-    assert_int_equal(nb_template_image(a, "tools", image, sizeof(image), &ae), 0);
+    assert_int_equal(nb_template_image(a, "tools", NULL, image, sizeof(image), &ae), 0);
     assert_string_equal(image, "nanobox-tpl-default:tools");
-    assert_true(nb_template_image_allowed(a, image));
-    assert_true(nb_template_image_allowed(a, "nanobox:latest"));
-    assert_false(nb_template_image_allowed(a, "nanobox-tpl-default:other"));
+    assert_true(nb_template_image_allowed(a, image, NULL));
+    assert_true(nb_template_image_allowed(a, "nanobox:latest", NULL));
+    assert_false(nb_template_image_allowed(a, "nanobox-tpl-default:other", NULL));
 
     /* a sandbox of it holds it unless forced */
     nb_table_lock(&a->table);
     snprintf(a->table.slots[0].image, sizeof(a->table.slots[0].image), "%s", image);
     a->table.slots[0].state = NB_SLOT_RUNNING;
     nb_table_unlock(&a->table);
-    assert_int_equal(nb_template_delete(a, "tools", 0, &ae), -1);
+    assert_int_equal(nb_template_delete(a, "tools", NULL, 0, &ae), -1);
     assert_int_equal(ae.status, 409);
     assert_string_equal(ae.code, "in_use");
-    assert_int_equal(nb_template_delete(a, "tools", 1, &ae), 0);
-    assert_int_equal(nb_template_get(a, "tools", &t, &ae), -1);
+    assert_int_equal(nb_template_delete(a, "tools", NULL, 1, &ae), 0);
+    assert_int_equal(nb_template_get(a, "tools", NULL, &t, &ae), -1);
     assert_int_equal(ae.status, 404);
-    assert_int_equal(nb_template_delete(a, "nanobox", 1, &ae), -1);
+    assert_int_equal(nb_template_delete(a, "nanobox", NULL, 1, &ae), -1);
     assert_int_equal(ae.status, 403);
 }
 
@@ -1746,7 +1746,7 @@ static void test_template_failed_build_keeps_the_error(void **state)
     tpl_start_job(a, "broken");
     fake.build_error = "The command '/bin/sh -c exit 3' returned a non-zero code: 3";
     assert_int_equal(nb_template_build_job(a, &a->docker, "broken"), -1);
-    assert_int_equal(nb_template_get(a, "broken", &t, &ae), 0);
+    assert_int_equal(nb_template_get(a, "broken", NULL, &t, &ae), 0);
     assert_string_equal(t.status, "failed");
     assert_string_equal(t.error, fake.build_error);
     assert_string_equal(t.digest, "");
@@ -1757,7 +1757,7 @@ static void test_template_failed_build_keeps_the_error(void **state)
             n += fake.img_used[i];
         assert_int_equal(n, 1);
     }
-    assert_int_equal(nb_template_delete(a, "broken", 0, &ae), 0);
+    assert_int_equal(nb_template_delete(a, "broken", NULL, 0, &ae), 0);
 }
 
 static void collect_names(void *arg, const struct nb_template *t)
@@ -1781,7 +1781,7 @@ static void test_template_list_and_bad_submits(void **state)
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
     tpl_request(&rq, "alpha");
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
-    assert_int_equal(nb_template_list(a, collect_names, names, &ae), 0);
+    assert_int_equal(nb_template_list(a, NULL, collect_names, names, &ae), 0);
     assert_string_equal(names, "nanobox,nanobox-python,alpha,zeta,");
 
     tpl_request(&rq, "Bad");
