@@ -982,6 +982,24 @@ static void read_job(const char *path, const struct nb_conf *c, uint64_t *memory
     yajl_tree_free(v);
 }
 
+/*
+ * The image the name points at once Docker said the build ended: asked up
+ * to three times, since a failure recorded now would take the name off an
+ * image that was built.
+ */
+static int inspect_built(struct nb_docker *d, const char *ref, struct nb_docker_image *im,
+                         struct nb_derr *de)
+{
+    for (int i = 0;; i++) {
+        if (nb_docker_image_inspect(d, ref, im, de) == 0)
+            return 0;
+        if (i == 2 || (de->kind == NB_DERR_HTTP && de->status == 404))
+            return -1;
+        nb_warn("template: cannot inspect %s after its build (%s); asking again", ref, de->msg);
+        usleep(200000);
+    }
+}
+
 int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *name)
 {
     const struct nb_conf *c = &a->conf;
@@ -1024,7 +1042,7 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *nam
             snprintf(error, sizeof(error), "%s", bl.error[0] ? bl.error : de.msg);
     } else if (bl.error[0]) {
         snprintf(error, sizeof(error), "%s", bl.error);
-    } else if (nb_docker_image_inspect(d, ref, &im, &de) != 0) {
+    } else if (inspect_built(d, ref, &im, &de) != 0) {
         snprintf(error, sizeof(error), "the build ended, but its image: %s", de.msg);
     } else if (!strcmp(im.id, rec.id) || strcmp(im.status, "ready") != 0) {
         /* its last instruction is the labels' LABEL: another image took the tag */
