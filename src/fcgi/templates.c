@@ -1263,33 +1263,51 @@ void nb_templates_pump(struct nb_app *a)
     pump_ticks++;
 }
 
-void nb_templates_sleep(struct nb_app *a, unsigned usec)
+/* An inotify descriptor on <templates>/sub for mask, or -1 (errno). */
+static int watch_dir(const struct nb_conf *c, const char *sub, uint32_t mask)
 {
-    static int ifd = -2;
-    struct pollfd pfd;
-    char buf[4096];
-    if (ifd == -2) {
-        char dir[PATH_MAX];
-        tpl_path(&a->conf, "queue", dir, sizeof(dir));
-        ifd = ensure_dirs(&a->conf) == 0 ? inotify_init1(IN_NONBLOCK | IN_CLOEXEC) : -1;
-        /* a job is queued by a rename of its .json into place */
-        if (ifd >= 0 && inotify_add_watch(ifd, dir, IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
-            nb_warn("templates: cannot watch %s (%s): a queued build waits for the next tick", dir,
-                    strerror(errno));
-            close(ifd);
-            ifd = -1;
-        }
+    char dir[PATH_MAX];
+    int fd = ensure_dirs(c) == 0 ? inotify_init1(IN_NONBLOCK | IN_CLOEXEC) : -1;
+    tpl_path(c, sub, dir, sizeof(dir));
+    if (fd >= 0 && inotify_add_watch(fd, dir, mask) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
     }
-    if (ifd < 0) {
+    return fd;
+}
+
+void nb_template_wait(int fd, unsigned usec)
+{
+    struct pollfd pfd = {fd, POLLIN, 0};
+    char buf[4096];
+    if (fd < 0) {
         usleep(usec);
         return;
     }
-    pfd.fd = ifd;
-    pfd.events = POLLIN;
-    pfd.revents = 0;
     if (poll(&pfd, 1, (int)(usec / 1000)) > 0)
-        while (read(ifd, buf, sizeof(buf)) > 0)
+        while (read(fd, buf, sizeof(buf)) > 0)
             ;
+}
+
+int nb_template_log_watch(const struct nb_conf *c)
+{
+    return watch_dir(c, "", IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE);
+}
+
+void nb_templates_sleep(struct nb_app *a, unsigned usec)
+{
+    static int ifd = -2;
+    if (ifd == -2) {
+        /* a job is queued by a rename of its .json into place */
+        ifd = watch_dir(&a->conf, "queue", IN_MOVED_TO | IN_CLOSE_WRITE);
+        if (ifd < 0)
+            nb_warn("templates: cannot watch the queue (%s): a queued build waits for the next "
+                    "tick",
+                    strerror(errno));
+    }
+    nb_template_wait(ifd, usec);
 }
 
 /* ---- for snapshots (snapshot.c) ---- */
