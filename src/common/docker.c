@@ -686,12 +686,15 @@ static int curl_build(struct nb_docker *d, const struct nb_docker_build *bd, nb_
     up.len = (size_t)ftell(up.file);
     rewind(up.file);
     esc_t = curl_easy_escape(d->curl, bd->tag, 0);
-    esc_l = curl_easy_escape(d->curl, bd->labels_json, 0);
+    esc_l = bd->labels_json ? curl_easy_escape(d->curl, bd->labels_json, 0) : NULL;
     nb_buf_init(&path, 65536);
     nb_buf_init(&line, LINE_MAX_BYTES);
     s.line = &line;
-    nb_buf_printf(&path, "/build?t=%s&labels=%s&networkmode=%s&rm=1&forcerm=1", esc_t ? esc_t : "",
-                  esc_l ? esc_l : "", bd->network);
+    nb_buf_printf(&path, "/build?t=%s&networkmode=%s&rm=1&forcerm=1", esc_t ? esc_t : "",
+                  bd->network);
+    /* Docker 20.10's builder makes a step (a container, a commit) of each of these labels */
+    if (esc_l)
+        nb_buf_printf(&path, "&labels=%s", esc_l);
     if (bd->memory > 0)
         nb_buf_printf(&path, "&memory=%llu&memswap=%llu", (unsigned long long)bd->memory,
                       (unsigned long long)bd->memory);

@@ -170,11 +170,11 @@ int nb_docker_image_remove(struct nb_docker *d, const char *ref, int force, stru
 int nb_docker_image_import(struct nb_docker *d, const char *ref, const char *const *labels,
                            const void *tar, size_t tar_len, char id[80], struct nb_derr *e);
 
-/* POST /build of a context tar file, tagged tag, with labels_json on the image. */
+/* POST /build of a context tar file, tagged tag, with labels_json (if any) on the image. */
 struct nb_docker_build {
     const char *context;     /* path of the context tar (Dockerfile at its root) */
     const char *tag;         /* repo:tag */
-    const char *labels_json; /* {"key":"value",...} */
+    const char *labels_json; /* {"key":"value",...}, or NULL: a build step per label */
     const char *network;     /* networkmode of RUN steps: "bridge" or "none" */
     uint64_t memory;         /* bytes, 0: Docker's default */
     uint64_t nano_cpus;      /* 1e9 = one CPU, 0: no quota */

@@ -319,7 +319,7 @@ int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_
     struct nb_template t;
     char path[PATH_MAX], buf[8192];
     struct nb_buf line;
-    int follow = query_true(r, "follow"), fd = -1, final = 0, gone = 0, ended = 0;
+    int follow = query_true(r, "follow"), fd = -1, wfd = -1, final = 0, gone = 0, ended = 0;
     unsigned idle = 0;
     time_t deadline = time(NULL) + a->conf.template_timeout + 60;
 
@@ -330,6 +330,8 @@ int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_
     if (!strcmp(t.kind, "image"))
         return NB_OK; /* the operator's images: built elsewhere, no log */
     nb_buf_init(&line, 256 * 1024);
+    if (follow)
+        wfd = nb_template_log_watch(&a->conf); /* a new line wakes us, not the next poll */
     while (!final && !gone) {
         ssize_t n = 0;
         if (fd < 0)
@@ -366,10 +368,12 @@ int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_
             ended = 1;
             continue;
         }
-        usleep(LOG_POLL_US);
+        nb_template_wait(wfd, LOG_POLL_US);
     }
     if (fd >= 0)
         close(fd);
+    if (wfd >= 0)
+        close(wfd);
     nb_buf_free(&line);
     if (!final && !gone && nb_template_get(a, ra->arg, viewer(r), &t, ae) == 0 &&
         strcmp(t.status, "building") != 0)

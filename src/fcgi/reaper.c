@@ -293,7 +293,7 @@ void nb_reaper_run(struct nb_app *a)
         if (!docker_away)
             nb_templates_pump(a);
         tick++;
-        usleep(REAPER_TICK_US / REAPER_SUBTICKS);
+        nb_templates_sleep(a, REAPER_TICK_US / REAPER_SUBTICKS); /* woken by a queued build */
     }
     nb_docker_cleanup(&a->docker);
     _exit(0);

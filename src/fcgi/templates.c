@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -295,8 +297,13 @@ static int from_line(struct from_state *st, const char *line, struct nb_apierr *
     return 0;
 }
 
-int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
-                           struct nb_apierr *ae)
+/*
+ * The FROM lines, as Docker's parser reads them: the escape character into
+ * *esc_out, and *open_out = 1 when the file ends inside a continued line
+ * (anything appended would join its last instruction).
+ */
+static int scan_dockerfile(const struct nb_conf *c, const char *df, size_t len,
+                           struct nb_apierr *ae, char *esc_out, int *open_out)
 {
     struct from_state st;
     struct nb_buf line;
@@ -342,8 +349,8 @@ int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
         }
         if (a < e && df[a] == '#')
             continue; /* a comment, also inside a continued line */
-        if (a == e && line.len == 0)
-            continue;
+        if (a == e)
+            continue; /* an empty line, which does not end a continued one either */
         for (b = e; b > a && (df[b - 1] == ' ' || df[b - 1] == '\t'); b--)
             ;
         if (b > a && df[b - 1] == esc) {
@@ -357,6 +364,8 @@ int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
         if (line.data)
             line.data[0] = '\0';
     }
+    *esc_out = esc;
+    *open_out = line.len > 0;
     if (rc == 0 && line.len > 0)
         rc = from_line(&st, line.data, ae);
     nb_buf_free(&line);
@@ -365,6 +374,49 @@ int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
         rc = -1;
     }
     return rc;
+}
+
+int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
+                           struct nb_apierr *ae)
+{
+    char esc;
+    int open;
+    return scan_dockerfile(c, df, len, ae, &esc, &open);
+}
+
+/*
+ * The record labels as one LABEL instruction after the Dockerfile: Docker
+ * 20.10's builder makes a step (a container and a commit, 0.1-0.3 s) of
+ * every label passed to POST /build, one instruction makes one. Values are
+ * quoted, with esc (the Dockerfile's escape character) before '"', '$' and
+ * esc itself.
+ */
+static void label_line(struct nb_buf *b, const char *key, const char *val, char esc)
+{
+    nb_buf_printf(b, " %s=\"", key);
+    for (const char *p = val; *p; p++) {
+        if ((unsigned char)*p < 0x20)
+            continue;
+        if (*p == '"' || *p == '$' || *p == esc)
+            nb_buf_append(b, &esc, 1);
+        nb_buf_append(b, p, 1);
+    }
+    nb_buf_append(b, "\"", 1);
+}
+
+static void record_labels(struct nb_buf *b, const struct nb_conf *c, const char *name,
+                          const char *owner, int64_t created_at, char esc)
+{
+    char ts[32];
+    snprintf(ts, sizeof(ts), "%lld", (long long)created_at);
+    nb_buf_printf(b, "\nLABEL");
+    label_line(b, "nanobox.instance", c->instance, esc);
+    label_line(b, "nanobox.template", name, esc);
+    label_line(b, "nanobox.kind", "build", esc);
+    label_line(b, "nanobox.status", "ready", esc);
+    label_line(b, "nanobox.created_at", ts, esc);
+    label_line(b, "nanobox.owner", owner ? owner : "", esc);
+    nb_buf_append(b, "\n", 1);
 }
 
 /* ---- tar (libarchive) ---- */
@@ -385,9 +437,12 @@ static int tar_add(struct archive *ar, const char *path, const void *data, size_
     return rc;
 }
 
-static int write_context(const char *path, const struct nb_template_req *rq, struct nb_apierr *ae)
+static int write_context(const char *path, const struct nb_conf *c,
+                         const struct nb_template_req *rq, int64_t created_at, char esc,
+                         struct nb_apierr *ae)
 {
     struct archive *ar = archive_write_new();
+    struct nb_buf df;
     int rc = 0;
     archive_write_set_format_pax_restricted(ar);
     if (archive_write_open_filename(ar, path) != ARCHIVE_OK) {
@@ -396,7 +451,11 @@ static int write_context(const char *path, const struct nb_template_req *rq, str
         archive_write_free(ar);
         return -1;
     }
-    rc = tar_add(ar, "Dockerfile", rq->dockerfile, rq->dockerfile_len);
+    nb_buf_init(&df, rq->dockerfile_len + 4096);
+    nb_buf_append(&df, rq->dockerfile, rq->dockerfile_len);
+    record_labels(&df, c, rq->name, rq->owner, created_at, esc);
+    rc = tar_add(ar, "Dockerfile", df.data, df.len);
+    nb_buf_free(&df);
     for (size_t i = 0; rc == 0 && i < rq->n_files; i++)
         rc = tar_add(ar, rq->files[i].path, rq->files[i].data, rq->files[i].len);
     if (archive_write_close(ar) != ARCHIVE_OK)
@@ -711,7 +770,8 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
     char ref[128], tarp[PATH_MAX], jobp[PATH_MAX], logp[PATH_MAX], id[80];
     size_t total = 1024 + 512 + rq->dockerfile_len;
     int64_t now = time(NULL);
-    int lock, rc = -1;
+    int lock, open, rc = -1;
+    char esc;
 
     if (c->template_builds_max == 0) {
         nb_apierr_set(ae, 403, "forbidden",
@@ -745,8 +805,15 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
                       c->template_context_max);
         return -1;
     }
-    if (nb_template_check_from(c, rq->dockerfile, rq->dockerfile_len, ae) != 0)
+    if (scan_dockerfile(c, rq->dockerfile, rq->dockerfile_len, ae, &esc, &open) != 0)
         return -1;
+    if (open) {
+        nb_apierr_set(ae, 400, "bad_dockerfile",
+                      "the Dockerfile ends inside a continued line (its last line ends with "
+                      "'%c')",
+                      esc);
+        return -1;
+    }
     if (ensure_dirs(c) != 0 || (lock = lock_names(c)) < 0) {
         nb_apierr_set(ae, 500, "internal", "cannot use the templates directory: %s",
                       strerror(errno));
@@ -776,7 +843,7 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
         nb_apierr_docker(ae, &de, "check the template name");
         goto out;
     }
-    if (write_context(tarp, rq, ae) != 0)
+    if (write_context(tarp, c, rq, now, esc, ae) != 0)
         goto out;
     unlink(logp);
     if (put_record(&a->docker, c, rq->name, rq->owner ? rq->owner : "", "building", now, NULL, id,
@@ -969,6 +1036,24 @@ static void read_job(const char *path, const struct nb_conf *c, uint64_t *memory
     yajl_tree_free(v);
 }
 
+/*
+ * The image the name points at once Docker said the build ended: asked up
+ * to three times, since a failure recorded now would take the name off an
+ * image that was built.
+ */
+static int inspect_built(struct nb_docker *d, const char *ref, struct nb_docker_image *im,
+                         struct nb_derr *de)
+{
+    for (int i = 0;; i++) {
+        if (nb_docker_image_inspect(d, ref, im, de) == 0)
+            return 0;
+        if (i == 2 || (de->kind == NB_DERR_HTTP && de->status == 404))
+            return -1;
+        nb_warn("template: cannot inspect %s after its build (%s); asking again", ref, de->msg);
+        usleep(200000);
+    }
+}
+
 int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *name)
 {
     const struct nb_conf *c = &a->conf;
@@ -977,9 +1062,7 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *nam
     struct build_log bl = {-1, 0, 0, ""};
     struct nb_docker_build b;
     char ref[128], jobp[PATH_MAX], tarp[PATH_MAX], logp[PATH_MAX], error[512] = "";
-    char *labels;
     uint64_t memory, nano_cpus;
-    yajl_gen g;
 
     nb_template_ref(c, name, ref, sizeof(ref));
     job_path(c, "run", name, "json", jobp, sizeof(jobp));
@@ -995,24 +1078,10 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *nam
         return -1;
     }
     bl.fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-    g = nb_json_gen();
-    yajl_gen_map_open(g);
-    nb_json_kv_str(g, "nanobox.instance", c->instance);
-    nb_json_kv_str(g, "nanobox.template", name);
-    nb_json_kv_str(g, "nanobox.kind", "build");
-    nb_json_kv_str(g, "nanobox.status", "ready");
-    nb_json_kv_str(g, "nanobox.owner", rec.owner);
-    {
-        char ts[32];
-        snprintf(ts, sizeof(ts), "%lld", (long long)rec.created_at);
-        nb_json_kv_str(g, "nanobox.created_at", ts);
-    }
-    yajl_gen_map_close(g);
-    labels = nb_json_gen_take(g);
     memset(&b, 0, sizeof(b));
     b.context = tarp;
     b.tag = ref;
-    b.labels_json = labels;
+    /* the labels are the context's last instruction (record_labels): one step, not five */
     b.network = c->template_network;
     b.memory = memory;
     b.nano_cpus = nano_cpus;
@@ -1027,11 +1096,13 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *nam
             snprintf(error, sizeof(error), "%s", bl.error[0] ? bl.error : de.msg);
     } else if (bl.error[0]) {
         snprintf(error, sizeof(error), "%s", bl.error);
-    } else if (nb_docker_image_inspect(d, ref, &im, &de) != 0 || !strcmp(im.id, rec.id) ||
-               strcmp(im.status, "ready") != 0) {
-        snprintf(error, sizeof(error), "the build ended without an image");
+    } else if (inspect_built(d, ref, &im, &de) != 0) {
+        snprintf(error, sizeof(error), "the build ended, but its image: %s", de.msg);
+    } else if (!strcmp(im.id, rec.id) || strcmp(im.status, "ready") != 0) {
+        /* its last instruction is the labels' LABEL: another image took the tag */
+        snprintf(error, sizeof(error), "the build ended without an image (%s is %s, status %s)",
+                 ref, im.id, im.status[0] ? im.status : "none");
     }
-    free(labels);
     if (error[0]) {
         if (bl.fd >= 0)
             close(bl.fd);
@@ -1245,6 +1316,53 @@ void nb_templates_pump(struct nb_app *a)
         sweep(a); /* at the reaper's start: builds a dead nanobox left "building" */
     start_builders(a);
     pump_ticks++;
+}
+
+/* An inotify descriptor on <templates>/sub for mask, or -1 (errno). */
+static int watch_dir(const struct nb_conf *c, const char *sub, uint32_t mask)
+{
+    char dir[PATH_MAX];
+    int fd = ensure_dirs(c) == 0 ? inotify_init1(IN_NONBLOCK | IN_CLOEXEC) : -1;
+    tpl_path(c, sub, dir, sizeof(dir));
+    if (fd >= 0 && inotify_add_watch(fd, dir, mask) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+void nb_template_wait(int fd, unsigned usec)
+{
+    struct pollfd pfd = {fd, POLLIN, 0};
+    char buf[4096];
+    if (fd < 0) {
+        usleep(usec);
+        return;
+    }
+    if (poll(&pfd, 1, (int)(usec / 1000)) > 0)
+        while (read(fd, buf, sizeof(buf)) > 0)
+            ;
+}
+
+int nb_template_log_watch(const struct nb_conf *c)
+{
+    return watch_dir(c, "", IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE);
+}
+
+void nb_templates_sleep(struct nb_app *a, unsigned usec)
+{
+    static int ifd = -2;
+    if (ifd == -2) {
+        /* a job is queued by a rename of its .json into place */
+        ifd = watch_dir(&a->conf, "queue", IN_MOVED_TO | IN_CLOSE_WRITE);
+        if (ifd < 0)
+            nb_warn("templates: cannot watch the queue (%s): a queued build waits for the next "
+                    "tick",
+                    strerror(errno));
+    }
+    nb_template_wait(ifd, usec);
 }
 
 /* ---- for snapshots (snapshot.c) ---- */

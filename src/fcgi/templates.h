@@ -134,6 +134,19 @@ int nb_template_claim(struct nb_app *a, const char *name, const char *owner, uns
 
 /* The reaper's, every tick: fail orphaned builds, reap builders, start queued ones. */
 void nb_templates_pump(struct nb_app *a);
+/*
+ * The reaper's sleep between ticks: usec, or less when a build is queued
+ * (inotify on queue/), so that it starts at once rather than at the next
+ * tick. A plain sleep when the directory cannot be watched.
+ */
+void nb_templates_sleep(struct nb_app *a, unsigned usec);
+/*
+ * For a follower of a build log: an inotify descriptor on the templates
+ * directory (a log written or created), or -1; nb_template_wait sleeps up to
+ * usec, less when it fires (a plain sleep for -1).
+ */
+int nb_template_log_watch(const struct nb_conf *c);
+void nb_template_wait(int fd, unsigned usec);
 /* Build one queued job in this process (the builder's body; the unit tests call it). */
 int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *name);
 

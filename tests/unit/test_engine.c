@@ -389,6 +389,40 @@ static int fake_image_import(struct nb_docker *d, const char *ref, const char *c
     return 0;
 }
 
+/* The labels of the context's last LABEL line (key="value" ..., backslash escapes), as Docker. */
+static void fake_dockerfile_labels(struct nb_docker_image *im)
+{
+    char *p = NULL, *q = fake.build_context, *end, k[64], val[256];
+    size_t left = sizeof(fake.build_context);
+    while ((q = memmem(q, left, "\nLABEL ", 7)) != NULL) {
+        p = q + 7;
+        q++;
+        left = sizeof(fake.build_context) - (size_t)(q - fake.build_context);
+    }
+    assert_non_null(p);
+    end = strchr(p, '\n');
+    assert_non_null(end);
+    while (p < end) {
+        size_t kn = 0, vn = 0;
+        while (p < end && *p == ' ')
+            p++;
+        if (p >= end)
+            break;
+        while (p < end && *p != '=' && kn < sizeof(k) - 1)
+            k[kn++] = *p++;
+        k[kn] = '\0';
+        assert_true(p[0] == '=' && p[1] == '"');
+        for (p += 2; p < end && *p != '"' && vn < sizeof(val) - 1; p++) {
+            if (*p == '\\')
+                p++;
+            val[vn++] = *p;
+        }
+        val[vn] = '\0';
+        p++;
+        fake_label(im, k, val);
+    }
+}
+
 static int fake_build(struct nb_docker *d, const struct nb_docker_build *b, nb_docker_line_fn cb,
                       void *arg, struct nb_derr *e)
 {
@@ -401,6 +435,7 @@ static int fake_build(struct nb_docker *d, const struct nb_docker_build *b, nb_d
     (void)e;
     fake.builds++;
     assert_non_null(f);
+    memset(fake.build_context, 0, sizeof(fake.build_context));
     n = fread(fake.build_context, 1, sizeof(fake.build_context) - 1, f);
     fake.build_context[n] = '\0';
     fclose(f);
@@ -413,6 +448,10 @@ static int fake_build(struct nb_docker *d, const struct nb_docker_build *b, nb_d
     }
     im = fake_img_add(b->tag);
     im->size = 1234;
+    if (b->labels_json == NULL) {
+        fake_dockerfile_labels(im);
+        return 0;
+    }
     assert_int_equal(nb_json_parse(b->labels_json, strlen(b->labels_json), 4, &v, err, sizeof(err)),
                      0);
     for (size_t i = 0; i < v->u.object.len; i++)
@@ -1707,6 +1746,13 @@ static void test_template_submit_build_ready_and_delete(void **state)
     /* the context was a tar holding the Dockerfile and the file */
     assert_memory_equal(fake.build_context, "Dockerfile", 10);
     assert_non_null(memmem(fake.build_context, sizeof(fake.build_context), "dir/hello.txt", 13));
+    /* the labels as one instruction after the user's (one build step, not one per label) */
+    {
+        static const char want[] = "COPY dir/hello.txt /x\n\nLABEL nanobox.instance=\"default\" "
+                                   "nanobox.template=\"tools\" nanobox.kind=\"build\" "
+                                   "nanobox.status=\"ready\" nanobox.created_at=\"";
+        assert_non_null(memmem(fake.build_context, sizeof(fake.build_context), want, strlen(want)));
+    }
     assert_int_equal(nb_template_get(a, "tools", NULL, &t, &ae), 0);
     assert_string_equal(t.status, "ready");
     assert_int_equal(t.size, 1234);
@@ -1799,7 +1845,44 @@ static void test_template_list_and_bad_submits(void **state)
     rq.dockerfile_len = 5000; /* the cap counts the Dockerfile too */
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
     assert_int_equal(ae.status, 413);
+    /* ends inside a continued line (blank lines do not end it): the labels' LABEL would join it */
+    tpl_request(&rq, "x");
+    rq.dockerfile = "FROM nanobox\nRUN true \\\n\n";
+    rq.dockerfile_len = strlen(rq.dockerfile);
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
+    assert_int_equal(ae.status, 400);
+    assert_string_equal(ae.code, "bad_dockerfile");
     assert_int_equal(fake.imports, 2);
+}
+
+/* The record labels' values are quoted for Docker's parser: '"', '$' and the escape escaped. */
+static void test_template_labels_quote_the_instance(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_app *a = &f->app;
+    struct nb_template_req rq;
+    struct nb_template t;
+    struct nb_apierr ae = {0};
+    static const char want[] = "nanobox.instance=\"a \\\"b\\\" \\$HOME \\\\ c\"";
+    static const char want_bt[] = "nanobox.instance=\"a `\"b`\" `$HOME \\ c\"";
+
+    snprintf(a->conf.instance, sizeof(a->conf.instance), "a \"b\" $HOME \\ c");
+    tpl_request(&rq, "quoted");
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
+    tpl_start_job(a, "quoted");
+    assert_int_equal(nb_template_build_job(a, &a->docker, "quoted"), 0);
+    assert_non_null(memmem(fake.build_context, sizeof(fake.build_context), want, strlen(want)));
+    assert_int_equal(nb_template_get(a, "quoted", NULL, &t, &ae), 0);
+    assert_string_equal(t.status, "ready");
+
+    tpl_request(&rq, "quoted2");
+    rq.dockerfile = "# escape=`\nFROM nanobox\n";
+    rq.dockerfile_len = strlen(rq.dockerfile);
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
+    tpl_start_job(a, "quoted2");
+    nb_template_build_job(a, &a->docker, "quoted2");
+    assert_non_null(
+        memmem(fake.build_context, sizeof(fake.build_context), want_bt, strlen(want_bt)));
 }
 
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
@@ -1860,6 +1943,7 @@ int main(void)
         T(test_template_submit_build_ready_and_delete),
         T(test_template_failed_build_keeps_the_error),
         T(test_template_list_and_bad_submits),
+        T(test_template_labels_quote_the_instance),
     };
 
     nb_log_init("test_engine", NB_LOG_ERROR); /* the engine's warnings are expected here */
