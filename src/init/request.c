@@ -60,6 +60,7 @@ static const struct field_rule pquery_fields[] = {
     {NBA_T_PID, FK_U32, FR_REQUIRED},
     {NBA_T_OFF, FK_U64, 0},
     {NBA_T_EOFF, FK_U64, 0},
+    {NBA_T_WAIT, FK_EMPTY, 0},
     {0, 0, 0},
 };
 static const struct field_rule pstdin_fields[] = {
@@ -293,6 +294,9 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
             break;
         case NBA_T_RECURSIVE:
             r->recursive = 1;
+            break;
+        case NBA_T_WAIT:
+            r->wait = 1;
             break;
         case NBA_T_DEPTH:
             r->depth = nba_get_u32(v);
