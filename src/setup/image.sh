@@ -95,6 +95,19 @@ add_user() {
     install -d -o 1000 -g 1000 -m 0755 "$rootfs/workspace"
 }
 
+# A login shell without a fork: Debian's /etc/profile runs `id -u` (twice
+# when interactive) to choose PATH, and every login shell pays that
+# process: E2B's SDK runs each command as `bash -l -c CMD`, where it was
+# a third of the time of `commands.run('true')`. bash knows its EUID (read
+# only there); sh (dash) has none and still asks id. Same PATH and PS1.
+# shellcheck disable=SC2016  # the $(...) are /etc/profile's text, not ours
+profile_no_fork() {
+    local rootfs=$1
+    grep -q '"$(id -u)"' "$rootfs/etc/profile" || return 0
+    nb_log "image: /etc/profile: \${EUID:-\$(id -u)} (no fork in a bash login shell)"
+    sed -i 's/"$(id -u)"/"${EUID:-$(id -u)}"/g' "$rootfs/etc/profile"
+}
+
 # The python template's own settings, on top of the base's.
 #
 # pip: Debian marks its python "externally managed" (PEP 668), so a plain
@@ -194,6 +207,7 @@ build_image() {
     fi
 
     add_user "$rootfs"
+    profile_no_fork "$rootfs"
     "$setup" "$rootfs"
 
     nb_log "image: cleaning apt caches"
