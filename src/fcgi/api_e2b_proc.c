@@ -572,17 +572,14 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
     rq.n_env = sc.n_env;
     rq.timeout = (double)timeout_ms / 1000.0; /* 0: none (the agent kills it at the timeout) */
     rq.background = 1;
+    /* stdin: false (the SDK's default) is a closed stdin, as envd's /dev/null */
+    rq.bg_no_stdin = in != NULL && YAJL_IS_FALSE(in);
     rq.client_fd = -1;
     if (nb_exec_run(a, &slot, &rq, &res, ae) != 0) {
         proc_err(ae, 0);
         goto out;
     }
     f.pid = (uint32_t)res.pid;
-    /* stdin: false (the SDK's default) is a closed stdin, as envd's /dev/null */
-    if (in != NULL && YAJL_IS_FALSE(in)) {
-        struct nb_apierr ignored;
-        nb_procs_stdin(a, &slot, f.pid, NULL, 0, 1, &ignored);
-    }
     nb_http_stream_begin(r, 200, NB_RPC_STREAM_CTYPE);
     rc = send_start(&f) != 0 ? NB_OK : follow(&f, ae);
 out:

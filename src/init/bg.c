@@ -244,6 +244,8 @@ void init_bg_start(struct init_conn *c, const struct init_request *r)
         init_conn_error(c, e, "%s", err);
         return;
     }
+    if (r->close_stdin)
+        init_proc_close_stdin(&b->proc); /* reads end of file at once, as from /dev/null */
     b->id = bg_next_id++;
     b->started = (uint64_t)nb_clock_real_s();
     bg_table[slot] = b;

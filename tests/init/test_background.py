@@ -3,6 +3,7 @@ Background processes (X with B) and L, Q, W, S: the list, output kept in
 rings and read from offsets, stdin, signals, exit status, and the limit.
 """
 import signal
+import struct
 import time
 
 import pytest
@@ -190,3 +191,24 @@ def test_query_wait_left_by_the_host_leaves_the_process(agent):
     assert (p["state"], p["signal"]) == ("X", signal.SIGKILL)
     agent.psignal(pid, signal.SIGKILL)  # forgets it: no query pins it any more
     assert entry(agent, pid) is None
+
+
+def test_background_with_z_starts_with_stdin_closed(agent):
+    """X with B and Z: the command's stdin reads end of file at once (as /dev/null)."""
+    with agent.request("X", field("A", "sh"), field("A", "-c"),
+                       field("A", "cat; echo after-eof"), field("B"), field("Z")) as c:
+        pid = struct.unpack(">I", c.expect("s"))[0]
+        c.expect_eof()
+    p, out, _ = agent.pquery(pid, wait=True)
+    while p["state"] == "R":
+        p, out, _ = agent.pquery(pid, off_out=p["out"], wait=True)
+    p, out, _ = agent.pquery(pid)
+    assert (p["code"], out) == (0, b"after-eof\n")
+    agent.psignal(pid, signal.SIGTERM)
+
+
+def test_z_without_b_is_refused(agent):
+    with agent.request("X", field("A", "true"), field("Z")) as c:
+        with pytest.raises(AgentError) as e:
+            c.expect("s")
+    assert e.value.errno == 22
