@@ -996,3 +996,53 @@ def test_filesystem_raw_errors_are_connect_codes(stack, api):
     api.delete(sid)
     r = call("Stat", {"path": "/workspace"})
     assert (r.status_code, r.json()["code"]) == (503, "unavailable"), r.text[:300]
+
+
+# ------------------------------------------- E2B's user layout (docs/E2B.md, "Users")
+
+@pytest.fixture(scope="module")
+def userrun(stack, e2b_sdk):
+    """user.mjs once against the main stack (sandbox_user_name: sandbox): its summary."""
+    summary = sdk_script(stack, e2b_sdk, "user.mjs", "e2b-")
+    yield summary
+    for sid in summary["created"]:
+        stack.api.delete(sid)
+
+
+def test_commands_run_in_home_user(userrun):
+    # pwd, $HOME, cd ~ and python's ~: E2B's /home/user
+    assert step(userrun, "home")["stdout"] == "/home/user\n" * 4
+
+
+def test_relative_paths_are_in_home_user_for_files_and_commands(userrun):
+    w = step(userrun, "writeRelative")
+    assert w["path"] == "/home/user/notes/a.txt"
+    user = nbtest.BASE_CONF.get("sandbox_user_name", "sandbox")
+    assert w["cat"] == f"from files.write\n{user} {user} 644\n"
+    c = step(userrun, "commandFileOwner")
+    assert c == {"path": "/home/user/made/b.txt", "owner": user, "group": user, "text": "by-command\n"}
+    assert step(userrun, "relativeCwd")["stdout"] == "/home/user/made\nb.txt\n"
+    assert step(userrun, "listHome") == ["made:/home/user/made", "notes:/home/user/notes"]
+    # /home/user is the workspace: nanobox's own API sees the same files
+    assert step(userrun, "sameFilesOnTheNativePath")["stdout"] == "by-command\n"
+
+
+def test_root_and_sudo_are_refused_clearly_and_privileges_stay_dropped(userrun):
+    assert step(userrun, "asUser")["stdout"].strip() == nbtest.BASE_CONF.get("sandbox_user_name", "sandbox")
+    root = step(userrun, "asRoot")
+    assert root["name"] == "SandboxError" and "has no root" in root["message"], root
+    sudo = step(userrun, "sudo")
+    assert sudo["name"] == "CommandExitError" and sudo["exitCode"] == 1, sudo
+    assert sudo["stderr"].startswith("sudo: a nanobox sandbox has no root"), sudo
+    assert sudo["stdout"] == ""
+    assert step(userrun, "noNewPrivs")["stdout"] == "CapEff:\t0000000000000000\nNoNewPrivs:\t1\n"
+
+
+def test_the_user_is_user_when_the_operator_names_it_so(make_stack, e2b_sdk):
+    st = make_stack("e2buser", sandbox_user_name="user")
+    s = sdk_script(st, e2b_sdk, "user.mjs", "e2b-")
+    assert step(s, "whoami")["stdout"] == "user\nuser\n"
+    assert step(s, "asUser")["stdout"] == "user\n"
+    assert step(s, "commandFileOwner")["owner"] == "user"
+    assert step(s, "writeRelative")["cat"] == "from files.write\nuser user 644\n"
+    assert step(s, "home")["stdout"] == "/home/user\n" * 4
