@@ -40,15 +40,19 @@ def e2b_sdk():
     return nbtest.node_package(E2B_DIR, "e2b")
 
 
-def sdk_script(stack, node, script, prefix, code=False):
+def sdk_script(stack, node, script, prefix, code=False, env_over=None, args_more=()):
     """Run tests/e2b/<script> once against the stack, with nothing but the three
-    E2B variables set, and a unique --tag (and --code when asked and the
-    nanobox-python image is there): the summary its last line prints. The
-    caller deletes the sandboxes listed in its "created"."""
+    E2B variables set (env_over changes them: a None value unsets one), and a
+    unique --tag (and --code when asked and the nanobox-python image is there,
+    then args_more): the summary its last line prints. The caller deletes the
+    sandboxes listed in its "created"."""
     tag = prefix + secrets.token_hex(4)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
     env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
+    for k, v in (env_over or {}).items():
+        env.pop(k, None) if v is None else env.__setitem__(k, v)
     args = ["--tag", tag] + (["--code"] if code and nbtest.image_present(nbtest.PYTHON_IMAGE) else [])
+    args += list(args_more)
     r = subprocess.run([node, str(E2B_DIR / script), *args], cwd=E2B_DIR, env=env, capture_output=True,
                        text=True, timeout=SDK_TIMEOUT)
     lines = [line for line in r.stdout.splitlines() if line.strip()]
@@ -1046,3 +1050,42 @@ def test_the_user_is_user_when_the_operator_names_it_so(make_stack, e2b_sdk):
     assert step(s, "commandFileOwner")["owner"] == "user"
     assert step(s, "writeRelative")["cat"] == "from files.write\nuser user 644\n"
     assert step(s, "home")["stdout"] == "/home/user\n" * 4
+
+
+# ------------------------------------------- E2B_DOMAIN: hosts <port>-<id>.<domain>
+
+def test_domain_mode_reaches_the_data_plane_by_host_name(make_stack, e2b_sdk, certs):
+    """The SDK with E2B_DOMAIN (no E2B_SANDBOX_URL) over https, verified
+    against the test CA: 49983 and 49999 of <port>-<id>.<ports domain> are
+    the facade's data plane, routed by nginx's ports server."""
+    from test_tls import curl_https
+    cert, key, ca = certs
+    st = make_stack("e2bdomain", tls=(cert, key, ca))
+    code = nbtest.image_present(nbtest.PYTHON_IMAGE)
+    s = sdk_script(st, e2b_sdk, "domain.mjs", "e2b-", code=code,
+                   env_over={"E2B_SANDBOX_URL": None, "E2B_DOMAIN": nbtest.PORTS_DOMAIN,
+                             "NODE_EXTRA_CA_CERTS": str(ca)},
+                   args_more=["--port", str(st.port)])
+    sid = step(s, "urls")["id"]
+    assert step(s, "urls") == {"envd": f"https://49983-{sid}.{nbtest.PORTS_DOMAIN}",
+                               "host": f"8000-{sid}.{nbtest.PORTS_DOMAIN}", "id": sid}
+    assert step(s, "isRunning") == {"running": True}
+    assert step(s, "run") == {"stdout": "hi from /home/user\n", "exitCode": 0}
+    assert step(s, "files") == {"text": "over the domain", "list": ["/home/user/d/x.txt"]}
+    if code:
+        assert step(s, "runCode") == {"stdout": ["over the domain\n"], "text": "42", "error": None}
+    assert step(s, "kill") == {"killed": True}
+    assert step(s, "isRunningAfterKill") == {"running": False}
+
+    # the host alone names the sandbox (curl sends no E2b-* header); other
+    # ports of the same name are the sandbox's own, through the ports server
+    sid = st.api.create()
+    host = f"49983-{sid}.{nbtest.PORTS_DOMAIN}"
+    rc, code_, body, err = curl_https(f"https://{host}:{st.port}/health", host, st.port, ca)
+    assert rc == 0 and code_ in ("200", "204"), (rc, code_, body[:300], err)
+    host = f"49999-{sid}.{nbtest.PORTS_DOMAIN}"
+    rc, code_, body, err = curl_https(f"https://{host}:{st.port}/contexts", host, st.port, ca)
+    assert (rc, code_, json.loads(body)["code"]) == (0, "401", 401), (body[:300], err)
+    host = f"8000-{sid}.{nbtest.PORTS_DOMAIN}"
+    rc, code_, body, err = curl_https(f"https://{host}:{st.port}/", host, st.port, ca)
+    assert rc == 0 and code_ == "502" and "port 8000" in body and "not open" in body, (body[:300], err)
