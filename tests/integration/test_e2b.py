@@ -649,7 +649,7 @@ def needs_code(data):
 
 def test_files_write_and_read_1mib_bytes_exact(data, stack):
     w = step(data, "writeBinary")["entry"]
-    assert w == {"name": "blob.bin", "type": "file", "path": "/workspace/bin/blob.bin"}, w
+    assert w == {"name": "blob.bin", "type": "file", "path": "/home/user/bin/blob.bin"}, w
     assert step(data, "readBinary") == {"size": 1 << 20, "sha": data["blobSha"]}
     assert step(data, "readBinaryAbsolute") == {"size": 1 << 20, "sha": data["blobSha"]}
     # the file nanobox sees is the same (native API, same engine)
@@ -662,14 +662,14 @@ def test_files_text_empty_and_overwrite(data):
     assert t["text"] == "h\u00e9llo\nw\u00f6rld\n"
     assert t["entry"]["path"] == "/tmp/hello dir/h\u00e9llo.txt" and t["entry"]["name"] == "h\u00e9llo.txt"
     assert step(data, "emptyFile") == {"entry": {"name": "empty.txt", "type": "file",
-                                                 "path": "/workspace/empty.txt"}, "text": "", "bytes": 0}
+                                                 "path": "/home/user/empty.txt"}, "text": "", "bytes": 0}
     assert step(data, "overwrite") == {"text": "second"}
 
 
 def test_files_write_several_in_one_upload(data):
     m = step(data, "writeMany")
-    assert [e["path"] for e in m["entries"]] == ["/workspace/many/a.txt", "/tmp/many/deep/b.txt",
-                                                  "/workspace/many/c.bin"]
+    assert [e["path"] for e in m["entries"]] == ["/home/user/many/a.txt", "/tmp/many/deep/b.txt",
+                                                  "/home/user/many/c.bin"]
     assert [e["name"] for e in m["entries"]] == ["a.txt", "b.txt", "c.bin"]
     assert m["back"] == ["A", "BB"] and m["c"] == [0, 255, 1, 254]
 
@@ -809,7 +809,7 @@ def test_upload_raw_with_query_path_and_user(stack, api):
     r = e2b(stack, "POST", "/files?path=q/raw.bin&username=user", key=None,
             headers={**dp(sid, stack=stack), "Content-Type": "multipart/form-data; boundary=B"}, data=body)
     assert r.status_code == 200 and r.json() == [{"name": "raw.bin", "type": "file",
-                                                   "path": "/workspace/q/raw.bin"}], r.text[:300]
+                                                   "path": "/home/user/q/raw.bin"}], r.text[:300]
     r = e2b(stack, "GET", "/files?path=q/raw.bin", key=None, headers=dp(sid, stack=stack))
     assert r.status_code == 200 and r.content == b"\x00\r\n--"
     e2b_error(e2b(stack, "GET", "/files?path=q/raw.bin&username=mallory", key=None, headers=dp(sid, stack=stack)), 400)
@@ -889,7 +889,7 @@ def test_fs_list_one_level_with_entry_info(fsrun):
     assert [e["name"] for e in entries] == ["a.txt", "b", "blob.bin", "link"], entries
     by = {e["name"]: e for e in entries}
     a = by["a.txt"]
-    assert a["type"] == "file" and a["path"] == "/workspace/tree/a.txt" and a["size"] == 5, a
+    assert a["type"] == "file" and a["path"] == "/home/user/tree/a.txt" and a["size"] == 5, a
     assert a["mode"] == 0o644 and a["permissions"] == "-rw-r--r--", a
     assert a["owner"] and a["group"], a
     assert near(a["modifiedTime"], fsrun["startedAt"], 30), a
@@ -903,7 +903,7 @@ def test_fs_list_one_level_with_entry_info(fsrun):
 def test_fs_list_deeper_levels(fsrun):
     assert step(fsrun, "list2") == ["/workspace/tree/a.txt", "/workspace/tree/b", "/workspace/tree/b/c.txt",
                                     "/workspace/tree/b/d", "/workspace/tree/blob.bin", "/workspace/tree/link"]
-    assert "/workspace/tree/b/d/e.txt" in step(fsrun, "list3")
+    assert "/home/user/tree/b/d/e.txt" in step(fsrun, "list3")
 
 
 def test_fs_list_errors(fsrun):
@@ -916,7 +916,7 @@ def test_fs_exists_and_get_info(fsrun):
     assert step(fsrun, "exists") == {"file": True, "dir": True, "missing": False}
     f = step(fsrun, "infoFile")
     assert {k: f[k] for k in ("name", "type", "path", "size", "mode", "permissions")} == {
-        "name": "c.txt", "type": "file", "path": "/workspace/tree/b/c.txt", "size": 6, "mode": 0o644,
+        "name": "c.txt", "type": "file", "path": "/home/user/tree/b/c.txt", "size": 6, "mode": 0o644,
         "permissions": "-rw-r--r--"}, f
     d = step(fsrun, "infoDir")
     assert (d["name"], d["type"], d["path"]) == ("b", "dir", "/workspace/tree/b"), d
@@ -930,13 +930,13 @@ def test_fs_exists_and_get_info(fsrun):
 def test_fs_make_dir_true_then_false(fsrun, stack):
     m = step(fsrun, "makeDir")
     assert (m["first"], m["again"], m["parent"]) == (True, False, False), m
-    assert m["info"]["type"] == "dir" and m["info"]["path"] == "/workspace/made/x/y"
+    assert m["info"]["type"] == "dir" and m["info"]["path"] == "/home/user/made/x/y"
     assert thrown(fsrun, "makeDirOnFile")["name"] == "InvalidArgumentError"
 
 
 def test_fs_rename(fsrun, stack):
     r = step(fsrun, "rename")
-    assert r["moved"]["path"] == "/workspace/tree/c-moved.txt" and r["moved"]["name"] == "c-moved.txt"
+    assert r["moved"]["path"] == "/home/user/tree/c-moved.txt" and r["moved"]["name"] == "c-moved.txt"
     assert r["oldExists"] is False and r["text"] == "gamma!", r
     d = step(fsrun, "renameDir")
     assert (d["path"], d["type"]) == ("/workspace/x-moved", "dir"), d
