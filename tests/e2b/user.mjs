@@ -6,7 +6,7 @@
 // sandbox_user_name is `user` and asserts on the JSON summary it prints as
 // its last line: one entry per step, {"thrown": ...} when the SDK threw.
 //
-//   node user.mjs --tag <unique tag>
+//   node user.mjs --tag <unique tag> [--code]
 //
 // Its sandbox carries metadata {suite: tag}; it kills it before it exits.
 import { Sandbox } from 'e2b'
@@ -64,6 +64,21 @@ await step('commandFileOwner', async () => {
 await step('relativeCwd', async () => ({ stdout: await out(cmds.run('pwd; ls', { cwd: 'made' })) }))
 await step('listHome', async () => (await sbx.files.list('/home/user')).map((e) => `${e.name}:${e.path}`).sort())
 await step('sameFilesOnTheNativePath', async () => ({ stdout: await out(cmds.run('cat /workspace/made/b.txt')) }))
+
+// the code interpreter (--code: nanobox-python is built): its kernels see the home's files
+if (args.includes('--code')) {
+  const { Sandbox: CodeSandbox } = await import('@e2b/code-interpreter')
+  const c = await CodeSandbox.create({ metadata: { suite: tag }, timeoutMs: 120_000 })
+  created.push(c.sandboxId)
+  await step('codeHome', async () => {
+    await c.files.write('in-home.txt', 'seen by the kernel')
+    const read = (await c.runCode('open("in-home.txt").read()')).text
+    const ctx = await c.createCodeContext()
+    const inCtx = (await c.runCode('open("in-home.txt").read()', { context: ctx })).text
+    const listed = (await c.listCodeContexts()).map((x) => (x.id === ctx.id ? 'new' : x.id) + ':' + x.cwd).sort()
+    return { read, ctxCwd: ctx.cwd, inCtx, listed }
+  })
+}
 
 for (const id of created) await Sandbox.kill(id).catch(() => {})
 console.log(JSON.stringify(summary))

@@ -1007,7 +1007,7 @@ def test_filesystem_raw_errors_are_connect_codes(stack, api):
 @pytest.fixture(scope="module")
 def userrun(stack, e2b_sdk):
     """user.mjs once against the main stack (sandbox_user_name: sandbox): its summary."""
-    summary = sdk_script(stack, e2b_sdk, "user.mjs", "e2b-")
+    summary = sdk_script(stack, e2b_sdk, "user.mjs", "e2b-", code=True)
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -1029,6 +1029,16 @@ def test_relative_paths_are_in_home_user_for_files_and_commands(userrun):
     assert step(userrun, "listHome") == ["made:/home/user/made", "notes:/home/user/notes"]
     # /home/user is the workspace: nanobox's own API sees the same files
     assert step(userrun, "sameFilesOnTheNativePath")["stdout"] == "by-command\n"
+
+
+def test_code_contexts_start_in_home_user(userrun):
+    if "codeHome" not in userrun["steps"]:
+        pytest.skip(f"{nbtest.PYTHON_IMAGE} not built")
+    c = step(userrun, "codeHome")
+    # a file written as in-home.txt is the kernel's in-home.txt, in the default context and a new one
+    assert c["read"] == c["inCtx"] == "seen by the kernel", c
+    assert c["ctxCwd"] == "/home/user"
+    assert c["listed"] == ["javascript:/home/user", "new:/home/user", "python:/home/user"], c
 
 
 def test_root_and_sudo_are_refused_clearly_and_privileges_stay_dropped(userrun):
