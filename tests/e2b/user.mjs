@@ -46,6 +46,7 @@ await step('whoami', async () => ({ stdout: await out(cmds.run('whoami; id -un')
 await step('home', async () => ({
   stdout: await out(cmds.run('pwd; echo "$HOME"; cd ~ && pwd; python3 -c "import os; print(os.path.expanduser(\'~\'))"')),
 }))
+await step('physicalCwd', async () => ({ stdout: await out(cmds.run('pwd -P; python3 -c "import os; print(os.getcwd())"')) }))
 await step('asUser', async () => ({ stdout: await out(cmds.run('whoami', { user: 'user' })) }))
 await throws('asRoot', () => cmds.run('id -u', { user: 'root' }))
 await throws('sudo', () => cmds.run('sudo id -u'))

@@ -1018,6 +1018,11 @@ def test_commands_run_in_home_user(userrun):
     assert step(userrun, "home")["stdout"] == "/home/user\n" * 4
 
 
+def test_the_real_cwd_is_the_workspace_behind_the_link(userrun):
+    # what the kernel says (getcwd, pwd -P): the path the link leads to (docs/E2B.md, "Users")
+    assert step(userrun, "physicalCwd")["stdout"] == "/workspace\n/workspace\n"
+
+
 def test_relative_paths_are_in_home_user_for_files_and_commands(userrun):
     w = step(userrun, "writeRelative")
     assert w["path"] == "/home/user/notes/a.txt"
@@ -1099,3 +1104,20 @@ def test_domain_mode_reaches_the_data_plane_by_host_name(make_stack, e2b_sdk, ce
     host = f"8000-{sid}.{nbtest.PORTS_DOMAIN}"
     rc, code_, body, err = curl_https(f"https://{host}:{st.port}/", host, st.port, ca)
     assert rc == 0 and code_ == "502" and "port 8000" in body and "not open" in body, (body[:300], err)
+
+
+def test_the_workspace_itself_can_be_e2bs_home(make_stack, e2b_sdk):
+    """workspace = /home/user: no link, the real cwd is /home/user, and the
+    code interpreter's kernels start there."""
+    st = make_stack("e2bhome", sandbox_user_name="user", workspace="/home/user")
+    s = sdk_script(st, e2b_sdk, "user.mjs", "e2b-", code=True)
+    assert step(s, "home")["stdout"] == "/home/user\n" * 4
+    assert step(s, "physicalCwd")["stdout"] == "/home/user\n/home/user\n"
+    assert step(s, "writeRelative") == {"path": "/home/user/notes/a.txt",
+                                        "cat": "from files.write\nuser user 644\n"}
+    assert step(s, "listHome") == ["made:/home/user/made", "notes:/home/user/notes"]
+    assert step(s, "sudo")["exitCode"] == 1
+    if "codeHome" in s["steps"]:
+        c = step(s, "codeHome")
+        assert c["read"] == c["inCtx"] == "seen by the kernel", c
+        assert c["listed"] == ["javascript:/home/user", "new:/home/user", "python:/home/user"], c
