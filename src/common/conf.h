@@ -118,6 +118,9 @@ struct nb_conf {
     char port_url[NB_CONF_STR];  /* "url" in answers, {port} and {id} replaced */
     unsigned max_ports;          /* open ports per sandbox */
     unsigned max_port_duration;  /* seconds */
+
+    /* the E2B facade: E2B's home (/home/user), a link to the workspace; "": none */
+    char e2b_home[128];
 };
 
 /* Fill with the built-in defaults (the values docs/CONFIG.md lists). */

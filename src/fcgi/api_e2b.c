@@ -21,6 +21,7 @@
 
 #include "api.h"
 #include "clock.h"
+#include "files.h"
 #include "json.h"
 #include "query.h"
 #include "sandbox.h"
@@ -64,6 +65,17 @@ static int image_of(const struct nb_conf *c, const char *tpl, char *out, size_t 
         return -1;
     snprintf(out, outlen, "%s", img);
     return 0;
+}
+
+const char *e2b_home(const struct nb_conf *c)
+{
+    return c->e2b_home[0] != '\0' ? c->e2b_home : c->workspace;
+}
+
+int e2b_path(const struct nb_conf *c, const char *raw, size_t len, char *out, size_t outlen,
+             struct nb_apierr *ae)
+{
+    return nb_files_path_in(e2b_home(c), raw, len, out, outlen, ae);
 }
 
 /* RFC 3339 in UTC, as E2B's startedAt and endAt. */

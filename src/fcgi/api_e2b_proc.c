@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "api.h"
@@ -476,6 +477,68 @@ static void start_cmd_free(struct start_cmd *sc)
     api_env_free(sc->env, sc->n_env);
 }
 
+/*
+ * HOME (E2B's home) and PWD (the cwd as named: /home/user is a link to
+ * the workspace, and a shell keeps the name it is given) go first, so
+ * the command's own envs replace them.
+ */
+static int start_env_home(struct nb_app *a, struct start_cmd *sc)
+{
+    char **env = nb_xcalloc(sc->n_env + 2, sizeof(*env));
+    const char *home = e2b_home(&a->conf);
+    size_t n = strlen(home) + 6, m = strlen(sc->cwd) + 5;
+
+    env[0] = nb_xmalloc(n);
+    snprintf(env[0], n, "HOME=%s", home);
+    env[1] = nb_xmalloc(m);
+    snprintf(env[1], m, "PWD=%s", sc->cwd);
+    for (unsigned i = 0; i < sc->n_env; i++)
+        env[i + 2] = sc->env[i];
+    free(sc->env);
+    sc->env = env;
+    sc->n_env += 2;
+    return 0;
+}
+
+/*
+ * The user a command runs as: the SDK names one (commands.run(cmd, {user}))
+ * in Authorization: Basic base64("<user>:"). The sandbox user answers to
+ * "user" and to its own name; "root" is refused, not ignored: a sandbox
+ * has no root (docs/SECURITY.md), and a command told it runs as root
+ * would act on a lie.
+ */
+static int start_user(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
+{
+    const char *h = nb_http_param(r, "HTTP_AUTHORIZATION");
+    struct nb_buf dec;
+    char name[64];
+
+    if (h == NULL || strncasecmp(h, "Basic ", 6) != 0)
+        return 0;
+    for (h += 6; *h == ' '; h++)
+        ;
+    nb_buf_init(&dec, 256);
+    if (nb_base64_decode(&dec, h, strlen(h)) != 0 || dec.data == NULL) {
+        nb_buf_free(&dec);
+        nb_apierr_set(ae, 400, "invalid_argument",
+                      "Authorization: Basic must be base64 of \"user:\"");
+        return -1;
+    }
+    snprintf(name, sizeof(name), "%.*s", (int)strcspn(dec.data, ":"), dec.data);
+    nb_buf_free(&dec);
+    if (name[0] == '\0' || !strcmp(name, "user") || !strcmp(name, a->conf.sandbox_user_name))
+        return 0;
+    if (!strcmp(name, "root"))
+        nb_apierr_set(ae, 403, "permission_denied",
+                      "a nanobox sandbox has no root: commands run as the sandbox user "
+                      "(no capabilities, no-new-privileges, a read-only image); "
+                      "install software under %s or in the template",
+                      e2b_home(&a->conf));
+    else
+        nb_apierr_set(ae, 400, "invalid_argument", "no user \"%.32s\" in the sandbox (user)", name);
+    return -1;
+}
+
 static int start_cmd_parse(struct nb_app *a, yajl_val body, struct start_cmd *sc,
                            struct nb_apierr *ae)
 {
@@ -530,17 +593,17 @@ static int start_cmd_parse(struct nb_app *a, yajl_val body, struct start_cmd *sc
         nb_apierr_set(ae, 400, "invalid_argument", "process.cwd must be a string");
         return -1;
     }
-    /* a relative cwd is under the workspace, as envd's is under the user's home */
-    if (cwd != NULL && nb_json_string(cwd)[0] != '\0') {
-        const char *c = nb_json_string(cwd);
+    /* E2B's home is the default cwd, and a relative cwd is under it, as envd's */
+    {
+        const char *c = cwd != NULL ? nb_json_string(cwd) : "";
         if ((size_t)snprintf(sc->cwd, sizeof(sc->cwd), "%s%s%s",
-                             c[0] == '/' ? "" : a->conf.workspace, c[0] == '/' ? "" : "/",
-                             c) >= sizeof(sc->cwd)) {
+                             c[0] == '/' ? "" : e2b_home(&a->conf),
+                             c[0] == '/' || c[0] == '\0' ? "" : "/", c) >= sizeof(sc->cwd)) {
             nb_apierr_set(ae, 400, "invalid_argument", "process.cwd is too long");
             return -1;
         }
     }
-    return 0;
+    return start_env_home(a, sc);
 }
 
 int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
@@ -556,8 +619,8 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
     int rc = NB_ERR;
 
     nb_exec_result_init(&res, 0);
-    if (e2b_rpc_request(a, r, 1, &body, ae) != 0 || e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
-        start_cmd_parse(a, body, &sc, ae) != 0 ||
+    if (e2b_rpc_request(a, r, 1, &body, ae) != 0 || start_user(a, r, ae) != 0 ||
+        e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 || start_cmd_parse(a, body, &sc, ae) != 0 ||
         follow_init(&f, a, r, &slot, &timeout_ms, ae) != 0)
         goto out;
     in = e2b_rpc_member(body, "stdin", NULL);

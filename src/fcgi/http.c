@@ -313,13 +313,20 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     unsigned flags;
     uint32_t pid;
     char allowed[64];
-    const char *sbx;
+    const char *sbx, *port;
+    char host_id[40], host_port[8];
 
     sbx = nb_http_param(r, "HTTP_E2B_SANDBOX_ID");
+    port = nb_http_param(r, "HTTP_E2B_SANDBOX_PORT");
+    /* E2B_DOMAIN's hosts, <port>-<id>.<domain>, when the headers are not there */
+    if (sbx == NULL && nb_route_e2b_host(nb_http_param(r, "HTTP_HOST"), host_id, sizeof(host_id),
+                                         host_port, sizeof(host_port))) {
+        sbx = host_id;
+        port = host_port;
+    }
     if (sbx != NULL)
-        shape =
-            nb_route_match_e2b_data(r->path, sbx, nb_http_param(r, "HTTP_E2B_SANDBOX_PORT"), ra.id,
-                                    sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op, sizeof(ra.op));
+        shape = nb_route_match_e2b_data(r->path, sbx, port, ra.id, sizeof(ra.id), ra.arg,
+                                        sizeof(ra.arg), ra.op, sizeof(ra.op));
     else
         shape = nb_route_match(r->path, ra.id, sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op,
                                sizeof(ra.op));

@@ -116,6 +116,14 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
         bind_ro(g, c, "passwd", slot, "/etc/passwd");
         bind_ro(g, c, "group", slot, "/etc/group");
     }
+    if (nb_isolation_home_link(c)) {
+        /* E2B's /home/user: the workspace under the name E2B's SDKs expect */
+        bind_ro(g, c, "home", slot, "/home");
+    }
+    if (c->e2b_home[0] != '\0') {
+        /* a sudo that says why there is none (isolation.c) */
+        bind_ro(g, c, "sudo", slot, "/usr/local/bin/sudo");
+    }
     if (!s->network_bridge) {
         /* instead of Docker's copies of the host's resolv.conf and hosts */
         bind_ro(g, c, "hostname", slot, "/etc/hostname");
