@@ -26,9 +26,20 @@
 #include "json.h"
 #include "log.h"
 #include "ports.h"
-#include "sandbox.h"
 
 #define LEASE_MAX 4096
+
+/*
+ * A sandbox id's shape (a textual UUID's length and dashes). Ids here are
+ * only looked up in the table or compared with a container's label, never
+ * used in a path, so the shape is enough (and this file stays below
+ * sandbox.c, which writes leases through it).
+ */
+static int id_shaped(const char *id)
+{
+    return strlen(id) == NB_ID_LEN && id[8] == '-' && id[13] == '-' && id[18] == '-' &&
+           id[23] == '-' && strspn(id, "0123456789abcdef-") == NB_ID_LEN;
+}
 
 void nb_adopt_lease_write(const struct nb_conf *c, uint32_t i, const struct nb_slot *s, int64_t now)
 {
@@ -110,7 +121,7 @@ int nb_adopt_lease_parse(const char *text, size_t len, struct nb_lease *l)
     pe = yajl_tree_get(v, pep, yajl_t_number);
     ar = yajl_tree_get(v, arp, yajl_t_number);
     md = yajl_tree_get(v, mdp, yajl_t_string);
-    if (id == NULL || !nb_sandbox_id_valid(nb_json_string(id)) || ow == NULL ||
+    if (id == NULL || !id_shaped(nb_json_string(id)) || ow == NULL ||
         strlen(nb_json_string(ow)) >= NB_OWNER_LEN || ex == NULL || !YAJL_IS_INTEGER(ex) ||
         YAJL_GET_INTEGER(ex) <= 0 || (md != NULL && strlen(nb_json_string(md)) >= NB_META_LEN))
         goto out;
@@ -277,7 +288,7 @@ int nb_adopt_fwd_parse(const char *cmdline, size_t len, const char *ports_dir, s
         if (strcmp(sock + NB_ID_LEN + 1, want) != 0)
             return -1;
     }
-    if (!nb_sandbox_id_valid(id))
+    if (!id_shaped(id))
         return -1;
     snprintf(r->id, sizeof(r->id), "%s", id);
     r->sandboxport = (uint16_t)port;
@@ -366,7 +377,7 @@ int nb_adopt_run(struct nb_app *a, const struct nb_docker_ctr *list, size_t n)
         int running = 0, known, rc;
         pid_t pid = 0;
 
-        if (!nb_sandbox_id_valid(c->sandbox))
+        if (!id_shaped(c->sandbox))
             continue;
         nb_table_lock(&a->table);
         known = nb_table_find(&a->table, c->sandbox) != NULL;

@@ -46,7 +46,7 @@ void nb_adopt_lease_write(const struct nb_conf *c, uint32_t i, const struct nb_s
 /* The same for the RUNNING or PAUSED sandbox id, as the table has it now. */
 void nb_adopt_lease_note(struct nb_app *a, const char *id);
 
-/* Parse a lease file's text. 0, or -1 when it is not one (l then undefined). */
+/* Parse a lease file's text (NUL at text[len]). 0, or -1 when it is not one. */
 int nb_adopt_lease_parse(const char *text, size_t len, struct nb_lease *l);
 
 /*
