@@ -150,6 +150,7 @@ uint32_t nb_table_count_state(struct nb_table *t, enum nb_slot_state state);
  *   RUNNING, POOLED, PAUSED ──mark_destroying──> DESTROYING ──unmark──> RUNNING or PAUSED
  *   CREATING, DESTROYING (abandoned) ──take_over──> DESTROYING
  *   CREATING, DESTROYING ──free──> FREE;  any ──release──> FREE
+ *   FREE ──adopt──> RUNNING or PAUSED (a fresh table taking a running container back)
  *
  * The ones that take (id, gen) are for a caller that dropped the lock for
  * a Docker call: they act only on the slot that still has this id and the
