@@ -138,6 +138,8 @@ def test_running_sandboxes_are_adopted_after_an_upgrade(tenants, how):
     wait_until(lambda: not docker_ps(st.instance), 20, 0.5, what="every container to go")
     wait_until(lambda: not st.fwd_pids(), 20, 0.5, what="the forwarders to stop")
     assert not [f for f in st.port_sockets() if f.endswith(".sock")]
+    # and no slot is left in the table: the admin lists nothing
+    assert ops.list_ids() == []
 
 
 def test_a_handed_out_warm_sandbox_keeps_its_owner(make_stack):
@@ -191,3 +193,30 @@ def test_reconciliation_reads_back_an_owner_missing_from_the_table(tenants):
                what="the owner to be read back from the label")
     assert "read back from its container's label" in log_since(st, 0)
     assert apis["bob"].get(sid).status_code == 404
+
+
+def test_a_paused_sandbox_is_adopted_paused(tenants):
+    """Its stopped TTL and its pause's end come from its lease (written at
+    pause); it resumes with its processes and files where they were."""
+    st, apis = tenants
+    alice, bob = apis["alice"], apis["bob"]
+    sid = alice.create(ttl=800)
+    alice.exec(sid, "echo kept > /workspace/p.txt")
+    r = alice.request("POST", f"/sandbox/{sid}/pause")
+    assert r.status_code == 200, r.text
+    before = parse_json(alice.get(sid))
+    assert before["state"] == "paused", before
+    assert st.stop_fcgi()
+    make_old(st.state, "version1")
+    st.start_fcgi()
+    st.wait_healthy()
+    after = parse_json(alice.get(sid))
+    assert after["state"] == "paused", after
+    assert after["ttl_remaining"] == before["ttl_remaining"], (before, after)
+    assert after["pause_expires_at"] == before["pause_expires_at"], (before, after)
+    assert bob.get(sid).status_code == 404
+    r = alice.request("POST", f"/sandbox/{sid}/resume")
+    assert r.status_code == 200, r.text
+    assert alice.exec(sid, "cat /workspace/p.txt")["stdout"] == "kept\n"
+    assert alice.delete(sid).status_code in (200, 204)
+    wait_until(lambda: not docker_ps(st.instance), 20, 0.5, what="the container to go")
