@@ -11,12 +11,10 @@ is destroyed normally afterwards, leaving nothing behind.
 
 import os
 import struct
-import time
 
 import pytest
 import requests
 
-import nbtest
 from nbtest import docker_ps, parse_json, random_uuid, wait_until
 from test_keys import KeyApi, add_key
 
