@@ -26,6 +26,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pool.h"
+#include "reaper.h"
 #include "tenant.h"
 #include "warm.h"
 
@@ -219,6 +220,21 @@ int main(int argc, char **argv)
     if (nb_isolation_prepare(&app, err, sizeof(err)) != 0) {
         nb_error("%s", err);
         return 1;
+    }
+    if (app.table.hdr->flags & NB_TABLE_ADOPT_PENDING) {
+        /*
+         * A fresh table (an upgrade, a lost file): the running sandboxes are
+         * adopted from Docker before any worker can take their slots. If
+         * Docker does not answer now, the reaper's first reconciliation that
+         * reaches it does it (docs/ARCHITECTURE.md, "Adoption").
+         */
+        if (nb_docker_init(&app.docker, app.conf.docker_socket, app.conf.docker_max_response) ==
+            0) {
+            if (nb_reaper_reconcile(&app) < 0)
+                nb_warn("Docker does not answer: the running sandboxes are adopted once it "
+                        "does");
+            nb_docker_cleanup(&app.docker);
+        }
     }
     app.warm = &nb_warm_source; /* creates take from the warm pool first */
     if (FCGX_Init() != 0) {

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <uuid/uuid.h>
 
+#include "adopt.h"
 #include "clock.h"
 #include "isolation.h"
 #include "json.h"
@@ -64,7 +65,8 @@ static void bind_ro(yajl_gen g, const struct nb_conf *c, const char *file, uint3
 }
 
 static char *container_config(const struct nb_app *a, const struct nb_sandbox_spec *s,
-                              const char *id, uint32_t slot, int64_t expires)
+                              const char *id, uint32_t slot, int64_t created, int64_t expires,
+                              int pooled)
 {
     const struct nb_conf *c = &a->conf;
     yajl_gen g = nb_json_gen();
@@ -103,6 +105,26 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_kv_str(g, "nanobox.expires", tmp);
     /* its owner key; "" for a warm one, which gets its owner at hand-out (in the table only) */
     nb_json_kv_str(g, "nanobox.owner", s->key != NULL ? s->key->name : "");
+    /*
+     * The rest of its slot, so that a table lost or of another layout (an
+     * upgrade) can adopt it again (adopt.c). What changes later (a warm
+     * one's owner and expiry, a TTL extended) goes to its lease file.
+     */
+    snprintf(tmp, sizeof(tmp), "%u", (unsigned)slot);
+    nb_json_kv_str(g, "nanobox.slot", tmp);
+    snprintf(tmp, sizeof(tmp), "%lld", (long long)created);
+    nb_json_kv_str(g, "nanobox.created", tmp);
+    nb_json_kv_str(g, "nanobox.image", s->image);
+    snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)s->memory);
+    nb_json_kv_str(g, "nanobox.memory", tmp);
+    snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)s->nano_cpus);
+    nb_json_kv_str(g, "nanobox.nano_cpus", tmp);
+    snprintf(tmp, sizeof(tmp), "%lld", (long long)s->pids);
+    nb_json_kv_str(g, "nanobox.pids", tmp);
+    nb_json_kv_str(g, "nanobox.network", s->network_bridge ? "bridge" : "none");
+    nb_json_kv_str(g, "nanobox.auto_resume", s->auto_resume ? "1" : "0");
+    nb_json_kv_str(g, "nanobox.pooled", pooled ? "1" : "0");
+    nb_json_kv_str(g, "nanobox.metadata", s->metadata[0] ? s->metadata : "{}");
     yajl_gen_map_close(g);
 
     nb_json_cstr(g, "HostConfig");
@@ -303,7 +325,7 @@ retry:
             return -1;
         }
     }
-    json = container_config(a, spec, id, slot, expires);
+    json = container_config(a, spec, id, slot, now, expires, final_state == NB_SLOT_POOLED);
     if (nb_docker_create(&a->docker, name, json, cid, &de) != 0) {
         if (de.kind == NB_DERR_HTTP && de.status == 404)
             nb_apierr_set(
@@ -505,7 +527,10 @@ static int extend(struct nb_app *a, const char *id, unsigned ttl, int at_least, 
         found = 1;
     }
     nb_table_unlock(&a->table);
-    return found ? 0 : not_found(ae, id);
+    if (!found)
+        return not_found(ae, id);
+    nb_adopt_lease_note(a, id); /* the labels' expiry is no longer its */
+    return 0;
 }
 
 int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *expires,
@@ -565,8 +590,10 @@ int nb_sandbox_pause(struct nb_app *a, const char *id, struct nb_slot *out, stru
     nb_table_unlock(&a->table);
     if (!found)
         return not_found(ae, id); /* destroyed meanwhile */
-    if (was_running)
+    if (was_running) {
+        nb_adopt_lease_note(a, id); /* its TTL stopped */
         nb_info("paused sandbox %s", id);
+    }
     return 0;
 }
 
@@ -606,8 +633,10 @@ int nb_sandbox_resume(struct nb_app *a, const char *id, struct nb_slot *out, str
     if (!found)
         return not_found(ae, id); /* destroyed meanwhile */
     nb_ports_mark_paused(&a->conf, id, 0);
-    if (was_paused)
+    if (was_paused) {
+        nb_adopt_lease_note(a, id); /* its TTL runs again */
         nb_info("resumed sandbox %s", id);
+    }
     return 0;
 }
 

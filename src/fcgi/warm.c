@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "adopt.h"
 #include "agent.h"
 #include "clock.h"
 #include "code.h"
@@ -157,6 +158,8 @@ int nb_warm_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb
         return -1;
     }
     nb_metrics_warm(1);
+    /* its owner and expiry are the table's only: kept where an adoption finds them */
+    nb_adopt_lease_note(a, out->id);
     nb_info("handed out warm sandbox %s", out->id);
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -28,6 +29,7 @@
 
 #include <cmocka.h>
 
+#include "adopt.h"
 #include "agent.h"
 #include "app.h"
 #include "clock.h"
@@ -1885,6 +1887,357 @@ static void test_template_labels_quote_the_instance(void **state)
         memmem(fake.build_context, sizeof(fake.build_context), want_bt, strlen(want_bt)));
 }
 
+/* ---- adoption after a fresh table (adopt.c) ---- */
+
+#define ADOPT_ID "0123abcd-0000-4000-8000-00000000beef"
+
+/* A listed container as Docker's labels describe it (docker.c reads them). */
+static void ctr_from_labels(struct nb_docker_ctr *c, const char *labels_json)
+{
+    yajl_val v = NULL;
+    char err[64];
+
+    memset(c, 0, sizeof(*c));
+    c->slot = -1;
+    assert_int_equal(nb_json_parse(labels_json, strlen(labels_json), 8, &v, err, sizeof(err)), 0);
+    nb_docker_ctr_labels(c, v);
+    yajl_tree_free(v);
+}
+
+static void test_container_labels_are_read_back(void **state)
+{
+    struct nb_docker_ctr c;
+
+    (void)state;
+    ctr_from_labels(&c, "{\"nanobox.sandbox\":\"" ADOPT_ID "\",\"nanobox.owner\":\"alice\","
+                        "\"nanobox.expires\":\"5000\",\"nanobox.created\":\"4000\","
+                        "\"nanobox.slot\":\"3\",\"nanobox.image\":\"nanobox:latest\","
+                        "\"nanobox.memory\":\"268435456\",\"nanobox.nano_cpus\":\"500000000\","
+                        "\"nanobox.pids\":\"128\",\"nanobox.network\":\"bridge\","
+                        "\"nanobox.auto_resume\":\"1\",\"nanobox.pooled\":\"0\","
+                        "\"nanobox.metadata\":\"{\\\"a\\\":1}\"}");
+    assert_string_equal(c.sandbox, ADOPT_ID);
+    assert_string_equal(c.owner, "alice");
+    assert_int_equal(c.expires, 5000);
+    assert_int_equal(c.created, 4000);
+    assert_int_equal(c.slot, 3);
+    assert_string_equal(c.image, "nanobox:latest");
+    assert_int_equal(c.memory, 268435456);
+    assert_int_equal(c.nano_cpus, 500000000);
+    assert_int_equal(c.pids, 128);
+    assert_int_equal(c.network_bridge, 1);
+    assert_int_equal(c.auto_resume, 1);
+    assert_int_equal(c.pooled, 0);
+    assert_string_equal(c.metadata, "{\"a\":1}");
+
+    /* a container of a build before adoption labels: no slot; bad numbers are absent */
+    ctr_from_labels(&c, "{\"nanobox.sandbox\":\"" ADOPT_ID "\",\"nanobox.expires\":\"12x\","
+                        "\"nanobox.memory\":\"-5\",\"nanobox.network\":\"none\","
+                        "\"nanobox.pooled\":\"1\"}");
+    assert_int_equal(c.slot, -1);
+    assert_int_equal(c.expires, 0);
+    assert_int_equal(c.memory, 0);
+    assert_int_equal(c.network_bridge, 0);
+    assert_int_equal(c.pooled, 1);
+    assert_string_equal(c.owner, "");
+    ctr_from_labels(&c, "{\"nanobox.slot\":\"-2\"}");
+    assert_int_equal(c.slot, -1);
+    ctr_from_labels(&c, "{\"nanobox.slot\":\"\"}");
+    assert_int_equal(c.slot, -1);
+}
+
+static void test_lease_is_written_and_read_back(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_app *a = &f->app;
+    struct nb_slot s;
+    struct nb_lease l;
+    char path[PATH_MAX], text[4096];
+    ssize_t n;
+    int fd;
+
+    memset(&s, 0, sizeof(s));
+    snprintf(s.id, sizeof(s.id), "%s", ADOPT_ID);
+    snprintf(s.owner, sizeof(s.owner), "bob");
+    snprintf(s.metadata, sizeof(s.metadata), "{\"k\":\"v\\n\"}");
+    s.state = NB_SLOT_RUNNING;
+    s.expires = 7000;
+    s.auto_resume = 1;
+    nb_adopt_lease_write(&a->conf, 2, &s, 1000);
+    nb_isolation_path(&a->conf, "lease", 2, path, sizeof(path));
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    assert_true(n > 0);
+    text[n] = '\0';
+    assert_int_equal(nb_adopt_lease_parse(text, (size_t)n, &l), 0);
+    assert_string_equal(l.id, ADOPT_ID);
+    assert_string_equal(l.owner, "bob");
+    assert_int_equal(l.expires, 7000);
+    assert_int_equal(l.ttl_left, 0);
+    assert_int_equal(l.auto_resume, 1);
+    assert_string_equal(l.metadata, "{\"k\":\"v\\n\"}");
+
+    /* paused: its stopped TTL and its pause's end */
+    s.state = NB_SLOT_PAUSED;
+    s.ttl_left = 90;
+    s.pause_expires = 9000;
+    nb_adopt_lease_write(&a->conf, 2, &s, 1000);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    assert_true(n > 0);
+    text[n] = '\0';
+    assert_int_equal(nb_adopt_lease_parse(text, (size_t)n, &l), 0);
+    assert_int_equal(l.expires, 1090);
+    assert_int_equal(l.ttl_left, 90);
+    assert_int_equal(l.pause_expires, 9000);
+
+    /* not a lease: refused */
+#define BAD(t) assert_int_equal(nb_adopt_lease_parse(t, strlen(t), &l), -1)
+    BAD("");
+    BAD("garbage");
+    BAD("[]");
+    BAD("{}");
+    BAD("{\"id\":\"nope\",\"owner\":\"a\",\"expires\":5}");
+    BAD("{\"id\":\"" ADOPT_ID "\",\"expires\":5}");
+    BAD("{\"id\":\"" ADOPT_ID "\",\"owner\":\"a\"}");
+    BAD("{\"id\":\"" ADOPT_ID "\",\"owner\":\"a\",\"expires\":0}");
+    BAD("{\"id\":\"" ADOPT_ID "\",\"owner\":\"a\",\"expires\":\"5\"}");
+    BAD("{\"id\":\"" ADOPT_ID "\",\"owner\":\"0123456789012345678901234567890123\",\"expires\":5}");
+#undef BAD
+}
+
+/* argv as /proc/<pid>/cmdline has it: NUL after each. */
+static size_t cmdline(char *out, size_t size, const char *const *argv)
+{
+    size_t len = 0;
+
+    for (; *argv != NULL; argv++) {
+        size_t n = strlen(*argv) + 1;
+        assert_true(len + n <= size);
+        memcpy(out + len, *argv, n);
+        len += n;
+    }
+    return len;
+}
+
+static void test_forwarder_command_lines_are_parsed(void **state)
+{
+    const char *good[] = {"/usr/sbin/nanobox-fwd",
+                          "--target-pid",
+                          "4242",
+                          "--port",
+                          "8000",
+                          "--listen",
+                          "0.0.0.0:41000",
+                          "--unix",
+                          "/run/nb/ports/" ADOPT_ID "-8000.sock",
+                          "--expires",
+                          "1700000000",
+                          "--unix-mode",
+                          "666",
+                          NULL};
+    const char *other_dir[] = {"nanobox-fwd",
+                               "--target-pid",
+                               "1",
+                               "--port",
+                               "8000",
+                               "--listen",
+                               "h:1",
+                               "--unix",
+                               "/elsewhere/" ADOPT_ID "-8000.sock",
+                               "--expires",
+                               "5",
+                               NULL};
+    const char *port_mismatch[] = {"nanobox-fwd",
+                                   "--target-pid",
+                                   "1",
+                                   "--port",
+                                   "8001",
+                                   "--listen",
+                                   "h:1",
+                                   "--unix",
+                                   "/run/nb/ports/" ADOPT_ID "-8000.sock",
+                                   "--expires",
+                                   "5",
+                                   NULL};
+    const char *not_fwd[] = {"/bin/sleep",
+                             "--target-pid",
+                             "1",
+                             "--port",
+                             "8000",
+                             "--listen",
+                             "h:1",
+                             "--unix",
+                             "/run/nb/ports/" ADOPT_ID "-8000.sock",
+                             "--expires",
+                             "5",
+                             NULL};
+    const char *bad_host_port[] = {"nanobox-fwd",
+                                   "--target-pid",
+                                   "1",
+                                   "--port",
+                                   "8000",
+                                   "--listen",
+                                   "h:99999",
+                                   "--unix",
+                                   "/run/nb/ports/" ADOPT_ID "-8000.sock",
+                                   "--expires",
+                                   "5",
+                                   NULL};
+    const char *missing_value[] = {"nanobox-fwd",
+                                   "--target-pid",
+                                   "1",
+                                   "--port",
+                                   "8000",
+                                   "--listen",
+                                   "h:1",
+                                   "--unix",
+                                   "/run/nb/ports/" ADOPT_ID "-8000.sock",
+                                   "--expires",
+                                   NULL};
+    struct nb_fwd_rec r;
+    char buf[1024];
+    size_t n;
+
+    (void)state;
+    n = cmdline(buf, sizeof(buf), good);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/ports", &r), 0);
+    assert_string_equal(r.id, ADOPT_ID);
+    assert_int_equal(r.sandboxport, 8000);
+    assert_int_equal(r.hostport, 41000);
+    assert_int_equal(r.target_pid, 4242);
+    assert_int_equal(r.expires, 1700000000);
+    /* another stack's ports_dir, or a prefix of a name */
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb", &r), -1);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/port", &r), -1);
+    n = cmdline(buf, sizeof(buf), other_dir);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/ports", &r), -1);
+    n = cmdline(buf, sizeof(buf), port_mismatch);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/ports", &r), -1);
+    n = cmdline(buf, sizeof(buf), not_fwd);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/ports", &r), -1);
+    n = cmdline(buf, sizeof(buf), bad_host_port);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/ports", &r), -1);
+    n = cmdline(buf, sizeof(buf), missing_value);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/ports", &r), -1);
+    /* cut short inside a value it needs (no NUL after it): never read past the end */
+    n = cmdline(buf, sizeof(buf), good);
+    {
+        const char *at = memmem(buf, n, "1700000000", 10);
+        assert_non_null(at);
+        assert_int_equal(nb_adopt_fwd_parse(buf, (size_t)(at - buf) + 4, "/run/nb/ports", &r), -1);
+    }
+    assert_int_equal(nb_adopt_fwd_parse(buf, 0, "/run/nb/ports", &r), -1);
+}
+
+static void test_adoption_rules(void **state)
+{
+    struct nb_docker_ctr c;
+    struct nb_lease l;
+    struct nb_slot s;
+    enum nb_slot_state to;
+    char why[160];
+
+    (void)state;
+    ctr_from_labels(&c, "{\"nanobox.sandbox\":\"" ADOPT_ID "\",\"nanobox.owner\":\"alice\","
+                        "\"nanobox.expires\":\"5000\",\"nanobox.created\":\"4000\","
+                        "\"nanobox.slot\":\"3\",\"nanobox.image\":\"img\","
+                        "\"nanobox.memory\":\"100\",\"nanobox.pids\":\"7\","
+                        "\"nanobox.metadata\":\"{\\\"m\\\":2}\"}");
+    snprintf(c.id, sizeof(c.id), "cafe");
+    c.running = 1;
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
+    assert_int_equal(to, NB_SLOT_RUNNING);
+    assert_string_equal(s.id, ADOPT_ID);
+    assert_string_equal(s.container_id, "cafe");
+    assert_string_equal(s.owner, "alice");
+    assert_string_equal(s.image, "img");
+    assert_string_equal(s.metadata, "{\"m\":2}");
+    assert_int_equal(s.expires, 5000);
+    assert_int_equal(s.created, 4000);
+    assert_int_equal(s.init_pid, 99);
+    assert_int_equal(s.memory, 100);
+    assert_int_equal(s.pids, 7);
+
+    /* its lease (a hand-out, an extension) is newer than its labels */
+    memset(&l, 0, sizeof(l));
+    snprintf(l.id, sizeof(l.id), "%s", ADOPT_ID);
+    snprintf(l.owner, sizeof(l.owner), "bob");
+    snprintf(l.metadata, sizeof(l.metadata), "{}");
+    l.expires = 8000;
+    l.auto_resume = 1;
+    assert_int_equal(nb_adopt_slot(&c, &l, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
+    assert_string_equal(s.owner, "bob");
+    assert_int_equal(s.expires, 8000);
+    assert_int_equal(s.auto_resume, 1);
+    assert_string_equal(s.metadata, "{}");
+
+    /* paused: TTL left from the expiry, pause TTL afresh; or both from the lease */
+    c.paused = 1;
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
+    assert_int_equal(to, NB_SLOT_PAUSED);
+    assert_int_equal(s.ttl_left, 500);
+    assert_int_equal(s.pause_expires, 5100);
+    l.ttl_left = 77;
+    l.pause_expires = 4600;
+    assert_int_equal(nb_adopt_slot(&c, &l, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
+    assert_int_equal(s.ttl_left, 77);
+    assert_int_equal(s.pause_expires, 4600);
+    c.paused = 0;
+
+    /* no owner anywhere: admin-only */
+    c.owner[0] = '\0';
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
+    assert_string_equal(s.owner, "");
+
+    /* not adoptable */
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 3, 600, 4500, &s, &to, why, sizeof(why)), -1);
+    assert_non_null(strstr(why, "beyond max_sandboxes"));
+    assert_int_equal(nb_adopt_slot(&c, NULL, 0, 4, 600, 4500, &s, &to, why, sizeof(why)), -1);
+    assert_non_null(strstr(why, "not running"));
+    c.pooled = 1;
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), -1);
+    assert_non_null(strstr(why, "warm"));
+    assert_int_equal(nb_adopt_slot(&c, &l, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
+    c.pooled = 0;
+    c.slot = -1;
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), -1);
+    assert_non_null(strstr(why, "nanobox.slot"));
+    c.slot = 3;
+    c.running = 0;
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), -1);
+}
+
+static void test_owner_is_read_back_from_the_label(void **state)
+{
+    struct nb_docker_ctr c;
+    struct nb_slot s;
+
+    (void)state;
+    memset(&c, 0, sizeof(c));
+    memset(&s, 0, sizeof(s));
+    snprintf(c.owner, sizeof(c.owner), "alice");
+    s.state = NB_SLOT_RUNNING;
+    assert_int_equal(nb_reaper_owner_from_label(&s, &c), 1);
+    assert_string_equal(s.owner, "alice");
+    /* an owner already there stays */
+    snprintf(c.owner, sizeof(c.owner), "bob");
+    assert_int_equal(nb_reaper_owner_from_label(&s, &c), 0);
+    assert_string_equal(s.owner, "alice");
+    /* a warm one (its label is empty), no container, or a slot not up: nothing */
+    s.owner[0] = '\0';
+    assert_int_equal(nb_reaper_owner_from_label(&s, NULL), 0);
+    s.state = NB_SLOT_POOLED;
+    assert_int_equal(nb_reaper_owner_from_label(&s, &c), 0);
+    s.state = NB_SLOT_PAUSED;
+    c.owner[0] = '\0';
+    assert_int_equal(nb_reaper_owner_from_label(&s, &c), 0);
+    assert_string_equal(s.owner, "");
+}
+
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
 #define W(test) cmocka_unit_test_setup_teardown(test, setup_warm, teardown)
 
@@ -1892,6 +2245,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_create_starts_a_container_and_commits_a_running_slot),
+        T(test_container_labels_are_read_back),
+        T(test_lease_is_written_and_read_back),
+        T(test_forwarder_command_lines_are_parsed),
+        T(test_adoption_rules),
+        T(test_owner_is_read_back_from_the_label),
         T(test_create_refused_by_docker_frees_the_slot),
         T(test_create_with_a_missing_image_answers_503_image_missing),
         T(test_create_when_docker_is_unreachable_removes_nothing),
