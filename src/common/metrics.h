@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "ratelimit.h"
 
 /* Histogram bucket upper bounds (seconds), the last bucket being +Inf. */
 #define NB_HIST_BOUNDS 16
@@ -125,6 +126,7 @@ struct nb_metrics {
     uint32_t workers_alive, workers_busy; /* the master's scoreboard, every 100 ms */
     struct nb_merror errors[NB_METRICS_ERRORS];
     uint64_t errors_other;
+    struct nb_rate_table rate; /* the keys' request rate buckets (ratelimit.h) */
 };
 
 /* The block of this process and its children; NULL: nothing is recorded. */

@@ -259,6 +259,26 @@ void nb_http_audit(const struct nb_req *r, const char *action, const char *what)
             what != NULL && what[0] ? what : "-");
 }
 
+/*
+ * The key's request rate (`rate=` in the keys file, ratelimit.h): one
+ * token of its bucket per request it sends, internal ones (MCP's tool
+ * calls) riding on their outer request's. 0 with a 429 "quota" and a
+ * Retry-After (whole seconds, at least 1) when the bucket is empty.
+ */
+static int rate_ok(struct nb_req *r, struct nb_apierr *ae)
+{
+    int64_t retry_ms;
+    char secs[24];
+    if (r->who.rate[0] == '\0' || nb_metrics == NULL ||
+        nb_rate_take(&nb_metrics->rate, r->who.name, r->who.rate, nb_rate_now_ns(), &retry_ms))
+        return 1;
+    snprintf(secs, sizeof(secs), "%lld", (long long)(retry_ms + 999) / 1000);
+    nb_http_add_header(r, "Retry-After", secs);
+    nb_apierr_set(ae, 429, "quota", "quota rate=%s of key \"%s\" reached: try again in %lld ms",
+                  r->who.rate, r->who.name, (long long)retry_ms);
+    return 0;
+}
+
 /* The latency histogram a route's calls go to (metrics.h). */
 static enum nb_mroute route_metric(enum nb_route shape, const char *method)
 {
@@ -367,6 +387,8 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
         nb_apierr_set(ae, 403, "forbidden", "%s is for admin keys and the metrics_token", r->path);
         return NB_ERR;
     }
+    if (!nb_http_is_internal(r) && !rate_ok(r, ae))
+        return NB_ERR;
     /* E2B's ids are opaque to its SDK: one that is not ours names no sandbox */
     if ((flags & NB_ROUTE_E2B) && (flags & NB_ROUTE_ID) && !nb_sandbox_id_valid(ra.id)) {
         nb_apierr_set(ae, 404, "not_found", "sandbox \"%.64s\" not found", ra.id);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@
 #include "buf.h"
 #include "cgstat.h"
 #include "metrics.h"
+#include "ratelimit.h"
 
 #define CHILDREN 8
 #define ITERATIONS 20000
@@ -287,6 +289,109 @@ static void test_many_processes_add_exactly(void **state)
     }
 }
 
+/* ------------------------------------------------------------ rate (ratelimit.h) */
+
+static void test_rate_parse(void **state)
+{
+    uint32_t burst;
+    int64_t iv;
+    (void)state;
+    assert_int_equal(nb_rate_parse("10r/s", &burst, &iv), 0);
+    assert_int_equal(burst, 10);
+    assert_int_equal(iv, 100000000);
+    assert_int_equal(nb_rate_parse("30r/m", &burst, &iv), 0);
+    assert_int_equal(burst, 30);
+    assert_int_equal(iv, 2000000000);
+    assert_int_equal(nb_rate_parse("", &burst, &iv), -1);
+    assert_int_equal(nb_rate_parse("0r/s", &burst, &iv), -1);
+    assert_int_equal(nb_rate_parse("5r/h", &burst, &iv), -1);
+    assert_int_equal(nb_rate_parse("1234567r/s", &burst, &iv), -1);
+}
+
+static void test_rate_burst_then_refill(void **state)
+{
+    struct nb_rate_table *t = &nb_metrics->rate;
+    int64_t now = 1000000000000LL, retry;
+    (void)state;
+    /* a full bucket: 5 at once, the 6th waits 1/5 s */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(nb_rate_take(t, "alice", "5r/s", now, &retry), 1);
+    assert_int_equal(nb_rate_take(t, "alice", "5r/s", now, &retry), 0);
+    assert_int_equal(retry, 200);
+    /* another key is not touched by alice's bucket */
+    assert_int_equal(nb_rate_take(t, "bob", "5r/s", now, &retry), 1);
+    /* 200 ms later one more passes, and only one */
+    assert_int_equal(nb_rate_take(t, "alice", "5r/s", now + 200000000, &retry), 1);
+    assert_int_equal(nb_rate_take(t, "alice", "5r/s", now + 200000000, &retry), 0);
+    /* a second later the bucket is full again */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(nb_rate_take(t, "alice", "5r/s", now + 1300000000, &retry), 1);
+    /* no rate, an unreadable one, no table: never limited */
+    assert_int_equal(nb_rate_take(t, "carol", "", now, &retry), 1);
+    assert_int_equal(nb_rate_take(t, "carol", "x", now, &retry), 1);
+    assert_int_equal(nb_rate_take(NULL, "carol", "1r/s", now, &retry), 1);
+}
+
+/* Many processes taking from one bucket at one instant: exactly burst pass. */
+static void test_rate_many_processes_share_one_bucket(void **state)
+{
+    pid_t pids[CHILDREN];
+    uint64_t *passed =
+        mmap(NULL, sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int64_t now = nb_rate_now_ns() + 3600000000000LL;
+    (void)state;
+    assert_true(passed != MAP_FAILED);
+    *passed = 0;
+    for (int c = 0; c < CHILDREN; c++) {
+        pids[c] = fork();
+        assert_true(pids[c] >= 0);
+        if (pids[c] == 0) {
+            int64_t retry;
+            for (int i = 0; i < 1000; i++) {
+                /* every child also claims slots of its own names at the same time */
+                char name[16];
+                snprintf(name, sizeof(name), "k%d", i % 50);
+                nb_rate_take(&nb_metrics->rate, name, "100r/s", now, &retry);
+                if (nb_rate_take(&nb_metrics->rate, "shared", "500r/s", now, &retry))
+                    __atomic_fetch_add(passed, 1, __ATOMIC_RELAXED);
+            }
+            _exit(0);
+        }
+    }
+    for (int c = 0; c < CHILDREN; c++) {
+        int st;
+        assert_int_equal(waitpid(pids[c], &st, 0), pids[c]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    assert_int_equal(*passed, 500);
+    /* each name has one slot: k0..k49 and shared, none twice */
+    {
+        int used = 0;
+        for (int i = 0; i < NB_RATE_SLOTS; i++)
+            used += nb_metrics->rate.slot[i].state == 2;
+        assert_int_equal(used, 51);
+    }
+    munmap(passed, sizeof(uint64_t));
+}
+
+/* What one check costs (printed, not asserted): the price of a limited key's request. */
+static void test_rate_cost(void **state)
+{
+    int64_t retry, t0, t1;
+    int n = 1000000;
+    (void)state;
+    for (int i = 0; i < 200; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "key%d", i);
+        nb_rate_take(&nb_metrics->rate, name, "1r/s", 0, &retry);
+    }
+    t0 = nb_rate_now_ns();
+    for (int i = 0; i < n; i++)
+        nb_rate_take(&nb_metrics->rate, "key7", "999999r/s", nb_rate_now_ns(), &retry);
+    t1 = nb_rate_now_ns();
+    print_message("nb_rate_take: %.1f ns a call (200 keys in the table)\n", (double)(t1 - t0) / n);
+}
+
 /* ------------------------------------------------------------ cgstat */
 
 static char tmp[64];
@@ -431,6 +536,10 @@ int main(void)
         T(test_docker_ops_from_paths),
         T(test_label_escaping),
         T(test_many_processes_add_exactly),
+        T(test_rate_parse),
+        T(test_rate_burst_then_refill),
+        T(test_rate_many_processes_share_one_bucket),
+        T(test_rate_cost),
     };
     const struct CMUnitTest cg_tests[] = {
         cmocka_unit_test(test_cgroup_v2),
