@@ -96,20 +96,32 @@ static void template_json(yajl_gen g, const struct nb_template *t, int with_tail
     yajl_gen_map_close(g);
 }
 
+struct list_arg {
+    yajl_gen g;
+    const char *owner; /* an admin's ?owner=NAME: only NAME's; NULL all */
+};
+
 static void list_cb(void *arg, const struct nb_template *t)
 {
-    template_json(arg, t, 0, NULL);
+    const struct list_arg *l = arg;
+    if (l->owner == NULL || !strcmp(t->owner, l->owner))
+        template_json(l->g, t, 0, NULL);
 }
 
 int api_templates_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                        struct nb_apierr *ae)
 {
     yajl_gen g = nb_json_gen();
+    char want[NB_KEY_NAME_MAX + 2];
+    struct list_arg l = {g, NULL};
     (void)ra;
+    /* a user key lists its own and the shared ones; an admin all, or ?owner=NAME's own */
+    if (nb_http_key(r)->admin && nb_http_query(r, "owner", want, sizeof(want)) == 0 && want[0])
+        l.owner = want;
     yajl_gen_map_open(g);
     nb_json_cstr(g, "templates");
     yajl_gen_array_open(g);
-    if (nb_template_list(a, viewer(r), list_cb, g, ae) != 0) {
+    if (nb_template_list(a, viewer(r), list_cb, &l, ae) != 0) {
         yajl_gen_free(g);
         return NB_ERR;
     }

@@ -5,11 +5,13 @@
 # Usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN]
 #                        [--ports-listen LISTEN] [--www-dir DIR]
 #                        [--tls-cert FILE --tls-key FILE]
+#                        [--rate RATE] [--rate-burst N]
 #                        OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]
 #   OUTDIR       where to write nanobox.conf (the API snippet to include
-#                inside a server {}), nanobox-ports.conf (the server {} of
-#                exposed ports, to include at http {} level) and nginx.conf
-#                (a complete standalone config that includes both by
+#                inside a server {}), nanobox-http.conf (its request-rate
+#                zone) and nanobox-ports.conf (the server {} of exposed
+#                ports), both to include at http {} level, and nginx.conf
+#                (a complete standalone config that includes all three by
 #                absolute path), plus a copy of the installed fastcgi_params
 #                for the standalone
 #   FCGI_SOCKET  absolute path of nanobox-fcgi's unix socket (`listen`)
@@ -49,6 +51,15 @@
 #   --tls-cert FILE        NANOBOX_TLS_CERT      certificate chain (PEM)
 #   --tls-key FILE         NANOBOX_TLS_KEY       its private key (PEM)
 #
+# The request rate of the API's locations (nginx's limit_req, docs/NGINX.md
+# "Request rate"): one bucket per API key as sent, or per client address
+# for a request without one; as options or from the environment (an option
+# wins):
+#   --rate RATE            NANOBOX_RATE          N r/s or N r/m, as "200r/s"
+#                          (default 200r/s), or "off": no limit_req at all
+#   --rate-burst N         NANOBOX_RATE_BURST    requests past the rate let
+#                          through at once (default 1000)
+#
 # Then run the standalone as `nginx -c OUTDIR/nginx.conf -p PREFIX`.
 # When run as root, the standalone's workers run as www-data (nginx's user
 # on Debian, the one socket_group lets in); set NANOBOX_NGINX_USER to choose
@@ -72,7 +83,7 @@ die() {
     exit 2
 }
 
-usage="usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN] [--ports-listen LISTEN] [--www-dir DIR] [--tls-cert FILE --tls-key FILE] OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]"
+usage="usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN] [--ports-listen LISTEN] [--www-dir DIR] [--tls-cert FILE --tls-key FILE] [--rate RATE] [--rate-burst N] OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]"
 
 ports_dir=${NANOBOX_PORTS_DIR:-/run/nanobox/ports}
 ports_domain=${NANOBOX_PORTS_DOMAIN:-sandbox.localhost}
@@ -80,9 +91,11 @@ ports_listen=${NANOBOX_PORTS_LISTEN:-}
 www_dir=${NANOBOX_WWW_DIR:-}
 tls_cert=${NANOBOX_TLS_CERT:-}
 tls_key=${NANOBOX_TLS_KEY:-}
+rate=${NANOBOX_RATE:-200r/s}
+rate_burst=${NANOBOX_RATE_BURST:-1000}
 while [ "$#" -gt 0 ]; do
     case $1 in
-    --ports-dir | --ports-domain | --ports-listen | --www-dir | --tls-cert | --tls-key)
+    --ports-dir | --ports-domain | --ports-listen | --www-dir | --tls-cert | --tls-key | --rate | --rate-burst)
         [ "$#" -ge 2 ] || die "$1 needs a value; $usage"
         case $1 in
         --ports-dir) ports_dir=$2 ;;
@@ -91,10 +104,12 @@ while [ "$#" -gt 0 ]; do
         --www-dir) www_dir=$2 ;;
         --tls-cert) tls_cert=$2 ;;
         --tls-key) tls_key=$2 ;;
+        --rate) rate=$2 ;;
+        --rate-burst) rate_burst=$2 ;;
         esac
         shift 2
         ;;
-    --ports-dir=* | --ports-domain=* | --ports-listen=* | --www-dir=* | --tls-cert=* | --tls-key=*)
+    --ports-dir=* | --ports-domain=* | --ports-listen=* | --www-dir=* | --tls-cert=* | --tls-key=* | --rate=* | --rate-burst=*)
         case $1 in
         --ports-dir=*) ports_dir=${1#*=} ;;
         --ports-domain=*) ports_domain=${1#*=} ;;
@@ -102,6 +117,8 @@ while [ "$#" -gt 0 ]; do
         --www-dir=*) www_dir=${1#*=} ;;
         --tls-cert=*) tls_cert=${1#*=} ;;
         --tls-key=*) tls_key=${1#*=} ;;
+        --rate=*) rate=${1#*=} ;;
+        --rate-burst=*) rate_burst=${1#*=} ;;
         esac
         shift
         ;;
@@ -198,6 +215,22 @@ if ! [[ $ports_domain =~ ^$label(\.$label)*$ ]] || [ "${#ports_domain}" -gt 253 
 fi
 ports_domain_re=${ports_domain//./\\.}
 
+# The request rate: limit_req in each keyed location of the snippet, its
+# zone in nanobox-http.conf; "off" leaves both out.
+if [ "$rate" = off ]; then
+    limit_req="# no request rate limit (render-nginx.sh --rate off)"
+    rate_zone="# no request rate limit (render-nginx.sh --rate off): nothing to define"
+else
+    [[ $rate =~ ^[1-9][0-9]{0,5}r/[sm]$ ]] || die "rate '$rate' is not N r/s or N r/m, like 50r/s (or off)"
+    [[ $rate_burst =~ ^(0|[1-9][0-9]{0,6})$ ]] || die "rate burst '$rate_burst' is not a number of requests"
+    limit_req="limit_req zone=nanobox_rate burst=$rate_burst nodelay; limit_req_status 429; limit_req_log_level warn;"
+    rate_zone='map "$http_x_api_key$http_authorization$http_x_access_token" $nanobox_rate_key {
+    ""      "addr:$binary_remote_addr";
+    default "key:$http_x_api_key$http_authorization$http_x_access_token";
+}
+limit_req_zone $nanobox_rate_key zone=nanobox_rate:10m rate='"$rate;"
+fi
+
 user_line=
 if [ "$(id -u)" -eq 0 ]; then
     nginx_user=${NANOBOX_NGINX_USER:-www-data}
@@ -230,6 +263,11 @@ render() {
     text=${text//@NGINX_DIR@/"$outdir"}
     text=${text//@WWW@/"$www_dir"}
     text=${text//@TLS@/"$tls_lines"}
+    text=${text//@HTTP_SNIPPET@/"$outdir/nanobox-http.conf"}
+    text=${text//@LIMIT_REQ@/"$limit_req"}
+    text=${text//@RATE_ZONE@/"$rate_zone"}
+    text=${text//@RATE_BURST@/"$rate_burst"}
+    text=${text//@RATE@/"$rate"}
     if grep -q '@[A-Z_][A-Z_]*@' <<<"$text"; then
         die "$1: unknown tokens left: $(grep -o '@[A-Z_][A-Z_]*@' <<<"$text" | sort -u | tr '\n' ' ')"
     fi
@@ -238,6 +276,7 @@ render() {
 }
 
 render "$templates/nanobox.conf.in" "$outdir/nanobox.conf"
+render "$templates/nanobox-http.conf.in" "$outdir/nanobox-http.conf"
 render "$templates/nanobox-ports.conf.in" "$outdir/nanobox-ports.conf"
 render "$templates/nanobox-standalone.conf.in" "$outdir/nginx.conf"
 

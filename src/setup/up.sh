@@ -199,7 +199,8 @@ fi
 if [ "$use_systemd" = 1 ]; then
     : # nanobox-nginx.service, started above
 else
-    nginx_files=("$nginx_conf" "$NB_NGINX_DIR/nanobox.conf" "$NB_NGINX_DIR/nanobox-ports.conf")
+    nginx_files=("$nginx_conf" "$NB_NGINX_DIR/nanobox.conf" "$NB_NGINX_DIR/nanobox-http.conf"
+        "$NB_NGINX_DIR/nanobox-ports.conf")
     before=$({ cat "${nginx_files[@]}" 2>/dev/null || true; } | md5sum)
     "$NB_REPO_ROOT/src/setup/render-nginx.sh" --ports-dir "$ports_dir" --ports-domain "$ports_domain" \
         "$NB_NGINX_DIR" "$fcgi_socket" "$http_addr" "$nginx_prefix" "$NB_NGINX_PID"
@@ -246,8 +247,9 @@ nanobox is up at $url
   config:    $NB_CONF
   logs:      $logs
   nginx:     $NB_NGINX_DIR/nanobox.conf is the snippet to include in your own
-             nginx server {}, $NB_NGINX_DIR/nanobox-ports.conf the server {}
-             of exposed ports (http {} level); this one runs from $nginx_conf
+             nginx server {}, $NB_NGINX_DIR/nanobox-http.conf its request-rate
+             zone and $NB_NGINX_DIR/nanobox-ports.conf the server {} of
+             exposed ports (both http {} level); this one runs from $nginx_conf
   stop:      $stop_cmd
 
 Create a sandbox:

@@ -108,8 +108,10 @@ def api(stack):
 def make_stack():
     started = []
 
-    def factory(name="extra", spawn_fcgi=False, tls=None, log_file=False, **extra_conf):
-        st = _start(name, extra_conf, spawn_fcgi=spawn_fcgi, tls=tls, log_file=log_file)
+    def factory(name="extra", spawn_fcgi=False, tls=None, log_file=False, render_args=(),
+                **extra_conf):
+        st = _start(name, extra_conf, spawn_fcgi=spawn_fcgi, tls=tls, log_file=log_file,
+                    render_args=render_args)
         started.append(st)
         return st
 

@@ -661,8 +661,11 @@ def stack_uid_base():
 class Stack:
     """nanobox-fcgi + nginx on a temp dir, with its own instance label."""
 
-    def __init__(self, name="main", extra_conf=None, spawn_fcgi=False, tls=None, log_file=False):
+    def __init__(self, name="main", extra_conf=None, spawn_fcgi=False, tls=None, log_file=False,
+                 render_args=()):
         self.name = name
+        # more options of render-nginx.sh (a test's own request rate: --rate 2r/s)
+        self.render_args = list(render_args)
         # True: started the spawn-fcgi way (socket bound by spawn-fcgi, handed over on fd 0)
         self.spawn_fcgi = spawn_fcgi
         # (certificate, key, CA file): nginx serves https only, rendered with
@@ -861,7 +864,7 @@ class Stack:
         if RENDER_NGINX.exists():
             tls = ["--tls-cert", str(self.tls[0]), "--tls-key", str(self.tls[1])] if self.tls else []
             r = run(["bash", str(RENDER_NGINX), "--ports-dir", self.ports_dir,
-                     "--ports-domain", PORTS_DOMAIN, *tls, str(prefix), self.sock,
+                     "--ports-domain", PORTS_DOMAIN, *tls, *self.render_args, str(prefix), self.sock,
                      f"127.0.0.1:{self.port}", str(prefix)], check=False)
             if r.returncode != 0 or not conf.exists():
                 raise RuntimeError(f"render-nginx.sh failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")

@@ -193,7 +193,7 @@ def _is_key(run):
 
 
 def _rendered(run):
-    for f in ("nanobox.conf", "nanobox-ports.conf", "nginx.conf"):
+    for f in ("nanobox.conf", "nanobox-http.conf", "nanobox-ports.conf", "nginx.conf"):
         assert Path(run.var("OUT"), f).is_file(), f"$OUT/{f} was not written"
 
 

@@ -33,6 +33,7 @@ EXPECTED_FILES = [
     f"{PREFIX}/share/nanobox/www/style.css",
     f"{PREFIX}/share/nanobox/nginx/nanobox.conf.in",
     f"{PREFIX}/share/nanobox/nginx/nanobox-ports.conf.in",
+    f"{PREFIX}/share/nanobox/nginx/nanobox-http.conf.in",
     f"{PREFIX}/share/nanobox/nginx/nanobox-standalone.conf.in",
     f"{PREFIX}/share/nanobox/setup/render-nginx.sh",
     f"{PREFIX}/share/nanobox/setup/image.sh",

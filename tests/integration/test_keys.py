@@ -414,3 +414,28 @@ def test_parallel_creates_never_pass_a_quota_together(make_stack):
         assert owned(st, "q") == sorted(f"nanobox-{sid}" for sid in made)
     finally:
         q.cleanup()
+
+
+def test_snapshots_are_listed_for_their_owner_and_an_admin_filters_by_owner(tenants):
+    """A snapshot carries its key (nanobox.owner): listed for its owner and
+    admins, never for another user key, and GET /templates?owner=NAME of an
+    admin lists NAME's own templates only (a user key's ?owner is ignored)."""
+    st, k = tenants
+    sid = k["alice"].create()
+    nm = "snap-" + st.instance[-8:]
+    r = k["alice"].request("POST", f"/sandbox/{sid}/snapshot", json={"name": nm}, timeout=120)
+    assert r.status_code == 201 and nbtest.parse_json(r)["owner"] == "alice", r.text[:300]
+    try:
+        def names(api, q=""):
+            r = api.request("GET", "/templates" + q)
+            assert r.status_code == 200, r.text[:300]
+            return [t["name"] for t in nbtest.parse_json(r)["templates"]]
+        assert nm in names(k["alice"])
+        assert nm not in names(k["bob"]) and nm not in names(k["bob"], "?owner=alice")
+        assert nm in names(k["ops"]) and nm in names(st.api)
+        assert names(k["ops"], "?owner=alice") == [nm]
+        assert names(st.api, "?owner=bob") == []
+        assert nm not in names(k["ops"], "?owner=ops")
+        assert k["bob"].request("GET", f"/templates/{nm}").status_code == 404
+    finally:
+        assert k["alice"].request("DELETE", f"/templates/{nm}").status_code == 204

@@ -36,6 +36,8 @@ http {{
     proxy_temp_path {dir}/proxy;
     scgi_temp_path {dir}/scgi;
     uwsgi_temp_path {dir}/uwsgi;
+    # the snippet's request-rate zone, at http level (docs/NGINX.md)
+    include {http_snippet};
     server {{
         listen 127.0.0.1:{port};
         server_name operator.example;
@@ -65,7 +67,8 @@ def start_own_nginx(tmp, snippet):
     os.chmod(tmp, 0o755)
     user_line = "user www-data;" if os.geteuid() == 0 else ""
     conf = tmp / "nginx.conf"
-    conf.write_text(OWN_CONF.format(user_line=user_line, dir=tmp, port=port, snippet=snippet))
+    conf.write_text(OWN_CONF.format(user_line=user_line, dir=tmp, port=port, snippet=snippet,
+                                    http_snippet=Path(snippet).parent / "nanobox-http.conf"))
     # the snippet includes fastcgi_params by a relative name: nginx's own, next to our conf
     params = Path("/etc/nginx/fastcgi_params")
     (tmp / "fastcgi_params").write_text(params.read_text())
