@@ -224,6 +224,8 @@ else
     [[ $rate =~ ^[1-9][0-9]{0,5}r/[sm]$ ]] || die "rate '$rate' is not N r/s or N r/m, like 50r/s (or off)"
     [[ $rate_burst =~ ^(0|[1-9][0-9]{0,6})$ ]] || die "rate burst '$rate_burst' is not a number of requests"
     limit_req="limit_req zone=nanobox_rate burst=$rate_burst nodelay; limit_req_status 429; limit_req_log_level warn;"
+    # nginx's variables, literally
+    # shellcheck disable=SC2016
     rate_zone='map "$http_x_api_key$http_authorization$http_x_access_token" $nanobox_rate_key {
     ""      "addr:$binary_remote_addr";
     default "key:$http_x_api_key$http_authorization$http_x_access_token";
