@@ -104,12 +104,19 @@ static const struct field_rule fmove_fields[] = {
     {0, 0, 0},
 };
 
+static const struct field_rule fwatch_fields[] = {
+    {NBA_T_PATH, FK_PATH, FR_REQUIRED},
+    {NBA_T_RECURSIVE, FK_EMPTY, 0},
+    {NBA_T_MAXOUT, FK_U32, 0},
+    {0, 0, 0},
+};
+
 static const struct request_rule request_rules[] = {
     {NBA_PING, no_fields},         {NBA_EXEC, exec_fields},     {NBA_PLIST, no_fields},
     {NBA_PQUERY, pquery_fields},   {NBA_PSTDIN, pstdin_fields}, {NBA_PSIGNAL, psignal_fields},
     {NBA_FREAD, fread_fields},     {NBA_FSTAT, path_fields},    {NBA_FWRITE, fwrite_fields},
     {NBA_FDELETE, fdelete_fields}, {NBA_FMKDIR, path_fields},   {NBA_FMOVE, fmove_fields},
-    {NBA_KERNEL, no_fields},       {NBA_PTY, pty_fields},
+    {NBA_KERNEL, no_fields},       {NBA_PTY, pty_fields},       {NBA_FWATCH, fwatch_fields},
 };
 
 static const struct request_rule *rule_for(uint8_t type)
@@ -313,6 +320,13 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
     if (r->depth > NBA_MAX_DEPTH)
         return fail(err, errlen, EINVAL, "a listing descends 1 to %d levels, not %u", NBA_MAX_DEPTH,
                     r->depth);
+    if (r->type == NBA_FWATCH) {
+        if (!maxout_given)
+            r->maxout = NBA_WATCH_DIRS_DEFAULT;
+        if (r->maxout < 1 || r->maxout > NBA_WATCH_DIRS_MAX)
+            return fail(err, errlen, EINVAL, "a watch holds 1 to %d directories, not %u",
+                        NBA_WATCH_DIRS_MAX, r->maxout);
+    }
     if (r->mode > 07777)
         return fail(err, errlen, EINVAL, "mode %#o has bits beyond 07777", r->mode);
     if (r->pty &&
