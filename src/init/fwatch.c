@@ -115,8 +115,14 @@ static int watch_one(struct fwatch *fw, const char *path, const char *rel)
     return 0;
 }
 
-/* Watch rel (below the root) and, recursively, the directories in it; 0 or an errno. */
-static int watch_tree(struct fwatch *fw, const char *rel, int depth)
+static int send_event(struct fwatch *fw, uint8_t kind, const char *rel, const char *name);
+
+/*
+ * Watch rel (below the root) and, recursively, the directories in it; 0 or
+ * an errno. With announce (a directory that just appeared), what is in it
+ * already is sent as created: it came before its watch could see it.
+ */
+static int watch_tree(struct fwatch *fw, const char *rel, int depth, int announce)
 {
     char *path, *sub;
     DIR *d;
@@ -142,7 +148,12 @@ static int watch_tree(struct fwatch *fw, const char *rel, int depth)
         return 0; /* gone or not ours to read: its own events are all we get */
     while (e == 0 && (de = readdir(d)) != NULL) {
         size_t slen;
-        if (de->d_type != DT_DIR || strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+            hidden_name(de->d_name))
+            continue;
+        if (announce)
+            send_event(fw, NBA_EV_CREATE, rel, de->d_name); /* no room: dropped */
+        if (de->d_type != DT_DIR)
             continue;
         slen = strlen(rel) + strlen(de->d_name) + 2;
         if (slen > NBA_MAX_PATH)
@@ -153,7 +164,7 @@ static int watch_tree(struct fwatch *fw, const char *rel, int depth)
             break;
         }
         if (snprintf(sub, slen, "%s%s%s", rel, rel[0] ? "/" : "", de->d_name) < (int)slen)
-            e = watch_tree(fw, sub, depth + 1);
+            e = watch_tree(fw, sub, depth + 1, announce);
         free(sub);
     }
     closedir(d);
@@ -229,28 +240,30 @@ static int handle_one(struct fwatch *fw, const struct inotify_event *ev)
         return 0;
     }
     if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
-        if (fw->recursive && (ev->mask & IN_ISDIR)) {
+        int from_tmp =
+            (ev->mask & IN_MOVED_TO) && ev->cookie != 0 && ev->cookie == fw->hidden_cookie;
+        int is_file = !(ev->mask & IN_ISDIR);
+        if (!init_conn_room(fw->c, 2 * FWATCH_EV_MAX))
+            return -1;
+        send_event(fw, NBA_EV_CREATE, d->rel, name);
+        if (from_tmp) {
+            /* an upload's temporary file renamed into place: a write too, as envd shows it */
+            fw->hidden_cookie = 0;
+            if (is_file)
+                send_event(fw, NBA_EV_WRITE, d->rel, name);
+        }
+        if (fw->recursive && !is_file) {
             size_t sl = strlen(d->rel) + strlen(name) + 2;
             char *sub = malloc(sl);
             if (sub != NULL) {
                 snprintf(sub, sl, "%s%s%s", d->rel, d->rel[0] ? "/" : "", name);
-                watch_tree(fw, sub, 0); /* past the cap: not watched */
+                watch_tree(fw, sub, 0, 1); /* past the cap: not watched */
                 free(sub);
-                d = dir_of(fw, ev->wd); /* the table may have moved */
-                if (d == NULL)
-                    return 0;
             }
         }
-        if ((ev->mask & IN_MOVED_TO) && ev->cookie != 0 && ev->cookie == fw->hidden_cookie) {
-            /* an upload's temporary file renamed into place: a write, as envd shows it */
-            if (!init_conn_room(fw->c, 2 * FWATCH_EV_MAX))
-                return -1;
-            fw->hidden_cookie = 0;
-            send_event(fw, NBA_EV_CREATE, d->rel, name);
-            return send_event(fw, NBA_EV_WRITE, d->rel, name);
-        }
-        kind = NBA_EV_CREATE;
-    } else if (ev->mask & IN_MODIFY) {
+        return 0;
+    }
+    if (ev->mask & IN_MODIFY) {
         kind = NBA_EV_WRITE;
     } else if (ev->mask & IN_DELETE) {
         kind = NBA_EV_REMOVE;
@@ -363,7 +376,7 @@ void init_fwatch_start(struct init_conn *c, const struct init_request *r)
         close(fd);
     }
     if (e == 0)
-        e = watch_tree(fw, "", 0);
+        e = watch_tree(fw, "", 0, 0);
     if (e != 0) {
         if (e == ENOSPC)
             init_conn_error(c, e, "watch %s: more than %u directories to watch", fw->root,

@@ -101,6 +101,20 @@ def test_recursive_watch_follows_new_directories(agent, tmp_path):
     c.close()
 
 
+def test_a_directory_moved_in_is_watched_and_its_entries_announced(agent, tmp_path):
+    (tmp_path / "w").mkdir()
+    (tmp_path / "outside" / "inner").mkdir(parents=True)
+    (tmp_path / "outside" / "inner" / "f").write_bytes(b"1")
+    c, dirs, _ = watch(agent, tmp_path / "w", recursive=True)
+    assert dirs == 1
+    os.rename(tmp_path / "outside", tmp_path / "w" / "moved")
+    got = events_until(c, ("create", "moved/inner/f"))
+    assert got[0] == ("create", "moved") and ("create", "moved/inner") in got
+    (tmp_path / "w" / "moved" / "inner" / "g").write_bytes(b"2")
+    events_until(c, ("create", "moved/inner/g"))
+    c.close()
+
+
 def test_not_recursive_sees_only_its_own_entries(agent, tmp_path):
     (tmp_path / "sub").mkdir()
     c, dirs, _ = watch(agent, tmp_path)
