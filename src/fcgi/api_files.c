@@ -464,7 +464,7 @@ int api_files_watch(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
     if (rc == 0 && sink.gone) {
         yajl_gen_map_open(w.g);
         nb_json_kv_str(w.g, "type", "end");
-        nb_json_kv_str(w.g, "reason", "the directory was removed or moved away");
+        nb_json_kv_str(w.g, "reason", "the watched directory was removed");
         yajl_gen_map_close(w.g);
         watch_line(&w);
     }
