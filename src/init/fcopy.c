@@ -10,6 +10,8 @@
  * symlink is copied as a symlink (its target as readlink gives it), never
  * followed. Modes (07777 as the sandbox user may set them) and mtimes are
  * kept; FIFOs are recreated; devices and sockets are refused (EINVAL).
+ * A mount point, or a tree with a mount inside, is not moved (EXDEV, what
+ * rename said), nor a source its parent does not let the user remove.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -70,11 +72,12 @@ static int fcopy_file(int sfd, int dirfd, const char *name, const struct stat *s
     return e;
 }
 
-static int fcopy_tree(int sdir, const char *sname, int ddir, const char *dname, int depth);
+static int fcopy_tree(int sdir, const char *sname, int ddir, const char *dname, int depth,
+                      dev_t dev);
 
 /* A directory's entries, then its mode and times. */
 static int fcopy_dir(int sdir, const char *sname, int ddir, const char *dname,
-                     const struct stat *st, int depth)
+                     const struct stat *st, int depth, dev_t dev)
 {
     int sfd, dfd, e = 0;
     DIR *d;
@@ -105,7 +108,7 @@ static int fcopy_dir(int sdir, const char *sname, int ddir, const char *dname,
     while (e == 0 && (de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        e = fcopy_tree(dirfd(d), de->d_name, dfd, de->d_name, depth + 1);
+        e = fcopy_tree(dirfd(d), de->d_name, dfd, de->d_name, depth + 1, dev);
     }
     closedir(d);
     if (e == 0 && fchmod(dfd, st->st_mode & 07777) == -1)
@@ -118,8 +121,10 @@ static int fcopy_dir(int sdir, const char *sname, int ddir, const char *dname,
     return e;
 }
 
-/* sname in sdir, whatever it is, as dname in ddir (which must not exist). */
-static int fcopy_tree(int sdir, const char *sname, int ddir, const char *dname, int depth)
+/* sname in sdir, whatever it is, as dname in ddir (which must not exist); nothing on
+ * another file system than dev (a mount inside the tree: EXDEV, as rename says). */
+static int fcopy_tree(int sdir, const char *sname, int ddir, const char *dname, int depth,
+                      dev_t dev)
 {
     struct stat st;
     char target[PATH_MAX];
@@ -128,8 +133,10 @@ static int fcopy_tree(int sdir, const char *sname, int ddir, const char *dname, 
 
     if (fstatat(sdir, sname, &st, AT_SYMLINK_NOFOLLOW) == -1)
         return errno;
+    if (st.st_dev != dev)
+        return EXDEV;
     if (S_ISDIR(st.st_mode))
-        return fcopy_dir(sdir, sname, ddir, dname, &st, depth);
+        return fcopy_dir(sdir, sname, ddir, dname, &st, depth, dev);
     if (S_ISLNK(st.st_mode)) {
         n = readlinkat(sdir, sname, target, sizeof(target) - 1);
         if (n == -1)
@@ -160,6 +167,33 @@ static int fcopy_remove(const char *path)
     return init_files_rm_tree(AT_FDCWD, path, 0);
 }
 
+/*
+ * May from be moved away by copy and delete? Its parent must let the
+ * sandbox user remove it, and a mount point (/workspace itself) never is:
+ * its contents would be deleted and the mount stay. 0 or an errno.
+ */
+static int fcopy_check(const char *from, struct stat *st)
+{
+    const char *slash = strrchr(from, '/');
+    char *parent;
+    struct stat pst;
+    int e = 0;
+
+    if (lstat(from, st) == -1)
+        return errno;
+    parent = strndup(from, slash != NULL && slash != from ? (size_t)(slash - from) : 1);
+    if (parent == NULL)
+        return ENOMEM;
+    if (lstat(parent, &pst) == -1)
+        e = errno;
+    else if (pst.st_dev != st->st_dev)
+        e = EXDEV; /* a mount point */
+    else if (access(parent, W_OK | X_OK) == -1)
+        e = errno;
+    free(parent);
+    return e;
+}
+
 int init_fcopy_move(const char *from, const char *to)
 {
     static unsigned counter;
@@ -168,18 +202,19 @@ int init_fcopy_move(const char *from, const char *to)
     size_t tlen = dlen + 64;
     char *tmp = malloc(tlen);
     struct stat st;
-    int e = EEXIST;
+    int e;
 
     if (tmp == NULL)
         return ENOMEM;
-    if (lstat(from, &st) == -1) {
-        e = errno;
+    e = fcopy_check(from, &st);
+    if (e != 0) {
         free(tmp);
         return e;
     }
+    e = EEXIST;
     for (int i = 0; i < FCOPY_TMP_TRIES && e == EEXIST; i++) {
         snprintf(tmp, tlen, "%.*s/.nanobox-move.%d.%u", (int)dlen, to, (int)getpid(), counter++);
-        e = fcopy_tree(AT_FDCWD, from, AT_FDCWD, tmp, 0);
+        e = fcopy_tree(AT_FDCWD, from, AT_FDCWD, tmp, 0, st.st_dev);
         if (e != 0 && e != EEXIST)
             fcopy_remove(tmp);
     }

@@ -10,6 +10,7 @@ two file systems (tmp_path and the tmpfs /dev/shm here, /workspace and
 import os
 import shutil
 import stat
+import subprocess
 import struct
 import time
 import uuid
@@ -238,3 +239,33 @@ def test_move_across_mounts_onto_a_full_directory_changes_nothing(agent, tmp_pat
     assert (tmp_path / "d" / "a").read_bytes() == b"a"
     assert sorted(os.listdir(other_mount)) == ["d"]
     assert os.listdir(other_mount / "d") == ["keep"]
+
+
+@pytest.fixture
+def tmpfs_in(tmp_path):
+    """tmp_path/tree/mnt, a tmpfs of its own (root only), holding keep.txt."""
+    mnt = tmp_path / "tree" / "mnt"
+    mnt.mkdir(parents=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "nbtest", str(mnt)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    (mnt / "keep.txt").write_bytes(b"keep")
+    yield mnt
+    subprocess.run(["umount", str(mnt)])
+
+
+def test_a_mount_point_is_never_moved_by_copy(agent, tmpfs_in, other_mount):
+    with pytest.raises(AgentError) as e:
+        agent.move(str(tmpfs_in), str(other_mount / "m"))
+    assert e.value.errno == 18  # EXDEV, as rename said: its contents are left alone
+    assert (tmpfs_in / "keep.txt").read_bytes() == b"keep"
+    assert os.listdir(other_mount) == []
+
+
+def test_a_tree_holding_a_mount_is_not_moved(agent, tmpfs_in, other_mount):
+    (tmpfs_in.parent / "mine.txt").write_bytes(b"m")
+    with pytest.raises(AgentError) as e:
+        agent.move(str(tmpfs_in.parent), str(other_mount / "t"))
+    assert e.value.errno == 18
+    assert (tmpfs_in / "keep.txt").read_bytes() == b"keep"
+    assert (tmpfs_in.parent / "mine.txt").read_bytes() == b"m"
+    assert os.listdir(other_mount) == []

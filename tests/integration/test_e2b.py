@@ -977,7 +977,7 @@ def test_filesystem_raw_errors_are_connect_codes(stack, api):
             ("MakeDir", {"path": "/workspace"}, 409, "already_exists"),
             ("MakeDir", {"path": "/etc/newdir"}, 403, "permission_denied"),
             ("Move", {"source": "/workspace/nope", "destination": "/workspace/x"}, 404, "not_found"),
-            # /workspace and /tmp are mounts of their own: rename(2) does not cross them
+            # /workspace is a mount point: never moved by copy (its files stay)
             ("Move", {"source": "/workspace", "destination": "/tmp/w"}, 400, "failed_precondition"),
             ("Move", {"source": "/workspace"}, 400, "invalid_argument"),
             ("ListDir", {"path": "/workspace", "depth": "x"}, 400, "invalid_argument")):
