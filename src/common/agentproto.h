@@ -42,8 +42,10 @@ enum nba_req {
     NBA_FMOVE = 'V',   /* fields F G -> . */
     NBA_KERNEL = 'K',  /* no fields: the connection goes to the code bridge -> p, (host j) j* . */
     NBA_PTY = 'Y',     /* fields P D Y -> . : a PTY session's input, then its new window */
-    NBA_FWATCH =
-        'I', /* fields F r M -> s v* (until the host closes or sends .; . if the dir goes) */
+    NBA_FWATCH = 'I',  /* fields F r M -> s v* (until the host leaves) */
+    NBA_WCREATE = 'J', /* fields F r M -> s (with the watcher's id) . : a polling watcher */
+    NBA_WPOLL = 'G',   /* fields P (watcher id) -> v* . : its events since the last poll */
+    NBA_WREMOVE = 'O', /* fields P (watcher id) -> . */
 };
 
 /* Frames after the request, in either direction. */

@@ -164,6 +164,12 @@ int api_e2b_fs_move(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
                     struct nb_apierr *ae);
 int api_e2b_fs_watch(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                      struct nb_apierr *ae);
+int api_e2b_fs_watcher_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                              struct nb_apierr *ae);
+int api_e2b_fs_watcher_events(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                              struct nb_apierr *ae);
+int api_e2b_fs_watcher_remove(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                              struct nb_apierr *ae);
 int api_e2b_fs_remove(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                       struct nb_apierr *ae);
 /* Connect-RPC process.Process (api_e2b_proc.c) over exec.c and procs.c */

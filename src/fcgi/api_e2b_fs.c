@@ -13,6 +13,9 @@
  *   WatchDir {path, recursive} (stream)  -> start, filesystem {name, type}*,
  *                                          keepalive*; until the client leaves
  *                                          or its Connect-Timeout-Ms passes
+ *   CreateWatcher {path, recursive}   -> {watcherId}
+ *   GetWatcherEvents {watcherId}      -> {events: [{name, type}...]} since the last call
+ *   RemoveWatcher {watcherId}         -> {}
  *
  * EntryInfo is protobuf-JSON: {name, type: FILE_TYPE_FILE|_DIRECTORY|
  * _SYMLINK, path (absolute), size (int64 as a string), mode (permission
@@ -20,9 +23,8 @@
  * group, modifiedTime (RFC 3339), symlinkTarget?}. A relative path is in
  * the sandbox user's home (nanobox's workspace). Move crosses mounts
  * (the agent copies then deletes). The polling watcher calls
- * (CreateWatcher, GetWatcherEvents, RemoveWatcher; the JS SDK does not use
- * them) are not here: the data plane's catch-all answers them
- * unimplemented.
+ * (CreateWatcher, GetWatcherEvents, RemoveWatcher: the Python SDK's
+ * watch_dir) keep their watch in the sandbox's agent between requests.
  */
 #include "config.h"
 
@@ -432,24 +434,33 @@ static int watch_started(void *arg, unsigned dirs)
     return watch_send_empty(w, "start");
 }
 
-static int watch_fs_event(void *arg, enum nb_watch_event ev, const char *name)
+/* A FilesystemEvent {name, type} into g; 0, or -1 for an overflow (envd has no such event). */
+static int fs_event_json(yajl_gen g, enum nb_watch_event ev, const char *name)
 {
     static const char *const types[] = {"EVENT_TYPE_CREATE", "EVENT_TYPE_WRITE",
                                         "EVENT_TYPE_REMOVE", "EVENT_TYPE_RENAME",
                                         "EVENT_TYPE_CHMOD"};
-    struct fs_watch *w = arg;
-    yajl_gen g;
-    if (watch_over(w))
-        return 1;
     if ((unsigned)ev >= sizeof(types) / sizeof(types[0]))
-        return 0; /* an overflow: envd has no such event */
-    g = nb_json_gen();
-    yajl_gen_map_open(g);
-    nb_json_cstr(g, "filesystem");
+        return -1;
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "name", name);
     nb_json_kv_str(g, "type", types[ev]);
     yajl_gen_map_close(g);
+    return 0;
+}
+
+static int watch_fs_event(void *arg, enum nb_watch_event ev, const char *name)
+{
+    struct fs_watch *w = arg;
+    yajl_gen g;
+    if (watch_over(w))
+        return 1;
+    if (ev == NB_WATCH_OVERFLOW)
+        return 0;
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "filesystem");
+    fs_event_json(g, ev, name);
     yajl_gen_map_close(g);
     return watch_send(w, g);
 }
@@ -516,6 +527,126 @@ int api_e2b_fs_watch(struct nb_app *a, struct nb_req *r, const struct nb_route_a
             nb_buf_free(&b);
         }
     }
+out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* ---- CreateWatcher, GetWatcherEvents, RemoveWatcher ---- */
+
+/* The request's watcherId (a string of digits, as CreateWatcher gave it). */
+static int body_watcher(yajl_val body, uint32_t *id, struct nb_apierr *ae)
+{
+    yajl_val v = e2b_rpc_member(body, "watcherId", "watcher_id");
+    const char *s = v != NULL && YAJL_IS_STRING(v) ? nb_json_string(v) : NULL;
+    unsigned long long n;
+    if (s == NULL) {
+        nb_apierr_set(ae, 400, "invalid_argument", "watcherId must be a string");
+        return -1;
+    }
+    n = s[0] != '\0' && strlen(s) <= 10 && strspn(s, "0123456789") == strlen(s)
+            ? strtoull(s, NULL, 10)
+            : 0;
+    if (n == 0 || n > 0xffffffffULL) {
+        nb_apierr_set(ae, 404, "not_found", "watcher %.64s not found", s);
+        return -1;
+    }
+    *id = (uint32_t)n;
+    return 0;
+}
+
+int api_e2b_fs_watcher_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                              struct nb_apierr *ae)
+{
+    char path[NB_FILES_PATH_MAX + 1], id_s[16];
+    struct nb_slot slot;
+    yajl_val body = NULL, rec;
+    uint32_t id;
+    yajl_gen g;
+    int rc = NB_ERR;
+
+    if (fs_request(a, r, ra, &slot, &body, ae) != 0 ||
+        body_path(a, body, "path", path, sizeof(path), ae) != 0)
+        goto out;
+    rec = e2b_rpc_member(body, "recursive", NULL);
+    if (nb_files_watcher_create(a, &slot, path, rec != NULL && YAJL_IS_TRUE(rec),
+                                a->conf.files_watch_max_dirs, &id, ae) != 0) {
+        if (ae->status == 409)
+            nb_apierr_set(ae, 400, "invalid_argument", "path %.200s is not a directory", path);
+        else if (ae->status == 429)
+            snprintf(ae->code, sizeof(ae->code), "resource_exhausted");
+        fs_err(ae);
+        goto out;
+    }
+    snprintf(id_s, sizeof(id_s), "%u", id);
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "watcherId", id_s);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
+out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+static int watcher_event_json(void *arg, enum nb_watch_event ev, const char *name)
+{
+    fs_event_json(arg, ev, name);
+    return 0;
+}
+
+int api_e2b_fs_watcher_events(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                              struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    yajl_val body = NULL;
+    uint32_t id;
+    yajl_gen g = NULL;
+    int rc = NB_ERR;
+
+    if (fs_request(a, r, ra, &slot, &body, ae) != 0 || body_watcher(body, &id, ae) != 0)
+        goto out;
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "events");
+    yajl_gen_array_open(g);
+    if (nb_files_watcher_events(a, &slot, id, watcher_event_json, g, ae) != 0) {
+        if (ae->status == 404)
+            nb_apierr_set(ae, 404, "not_found", "watcher %u not found", id);
+        fs_err(ae);
+        goto out;
+    }
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    rc = NB_OK;
+out:
+    if (g != NULL)
+        yajl_gen_free(g);
+    yajl_tree_free(body);
+    return rc;
+}
+
+int api_e2b_fs_watcher_remove(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                              struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    yajl_val body = NULL;
+    uint32_t id;
+    int rc = NB_ERR;
+
+    if (fs_request(a, r, ra, &slot, &body, ae) != 0 || body_watcher(body, &id, ae) != 0)
+        goto out;
+    if (nb_files_watcher_remove(a, &slot, id, ae) != 0) {
+        if (ae->status == 404)
+            nb_apierr_set(ae, 404, "not_found", "watcher %u not found", id);
+        fs_err(ae);
+        goto out;
+    }
+    nb_http_body(r, 200, "application/json", "{}", 2);
+    rc = NB_OK;
 out:
     yajl_tree_free(body);
     return rc;

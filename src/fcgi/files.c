@@ -434,8 +434,9 @@ static int watch_kind(uint8_t k, enum nb_watch_event *ev)
     }
 }
 
-/* One v frame to the sink: its return. */
-static int watch_event(struct nb_files_watch_sink *sink, const unsigned char *body, uint32_t len)
+/* One v frame to on_event: its return. */
+static int watch_event_to(int (*on_event)(void *arg, enum nb_watch_event ev, const char *name),
+                          void *arg, const unsigned char *body, uint32_t len)
 {
     struct nba_fields it;
     uint8_t tag;
@@ -452,7 +453,7 @@ static int watch_event(struct nb_files_watch_sink *sink, const unsigned char *bo
         else if (tag == NBA_T_PATH)
             field_str(name, sizeof(name), v, l);
     }
-    return known == 0 ? sink->on_event(sink->arg, ev, name) : 0;
+    return known == 0 ? on_event(arg, ev, name) : 0;
 }
 
 int nb_files_watch(struct nb_app *a, const struct nb_slot *slot, const char *path, int recursive,
@@ -516,7 +517,7 @@ int nb_files_watch(struct nb_app *a, const struct nb_slot *slot, const char *pat
                 break;
             }
         } else if (type == NBA_FEVENT && started) {
-            if (watch_event(sink, body, len) != 0) {
+            if (watch_event_to(sink->on_event, sink->arg, body, len) != 0) {
                 rc = 0;
                 break;
             }
@@ -528,4 +529,89 @@ int nb_files_watch(struct nb_app *a, const struct nb_slot *slot, const char *pat
     }
     nb_agent_close(&ag);
     return rc;
+}
+
+/* ---- polling watchers ---- */
+
+struct watcher_ctx {
+    uint32_t id;
+    int (*on_event)(void *arg, enum nb_watch_event ev, const char *name);
+    void *arg;
+};
+
+static int watcher_frame(void *arg, uint8_t type, const unsigned char *body, uint32_t len)
+{
+    struct watcher_ctx *w = arg;
+    if (type == NBA_STARTED && len >= 12)
+        w->id = nba_get_u32(body + 8);
+    else if (type == NBA_FEVENT && w->on_event != NULL)
+        watch_event_to(w->on_event, w->arg, body, len);
+    return 0;
+}
+
+int nb_files_watcher_create(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                            int recursive, unsigned max_dirs, uint32_t *id, struct nb_apierr *ae)
+{
+    struct watcher_ctx w = {0, NULL, NULL};
+    struct nb_buf f;
+    int rc;
+
+    (void)a;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_str(&f, NBA_T_PATH, path);
+    if (recursive)
+        nb_agent_field(&f, NBA_T_RECURSIVE, NULL, 0);
+    nb_agent_field_u32(&f, NBA_T_MAXOUT, max_dirs);
+    rc = nb_agent_call(slot, NBA_WCREATE, &f, "watch the directory", FILES_OP_TIMEOUT_MS,
+                       watcher_frame, &w, ae);
+    nb_buf_free(&f);
+    if (rc != 0) {
+        agent_needed(ae);
+        if (ae->status == 507)
+            nb_apierr_set(ae, 429, "too_many_watches",
+                          "%.200s has more directories than a watch may hold "
+                          "(files_watch_max_dirs = %u)",
+                          path, max_dirs);
+        else if (ae->status == 429)
+            snprintf(ae->code, sizeof(ae->code), "too_many_watches");
+        return -1;
+    }
+    if (w.id == 0) {
+        nb_apierr_set(ae, 502, "agent_error", "the sandbox's agent answered without a watcher id");
+        return -1;
+    }
+    *id = w.id;
+    return 0;
+}
+
+static int watcher_by_id(const struct nb_slot *slot, uint8_t req, uint32_t id,
+                         struct watcher_ctx *w, const char *what, struct nb_apierr *ae)
+{
+    struct nb_buf f;
+    int rc;
+
+    nb_buf_init(&f, 64);
+    nb_agent_field_u32(&f, NBA_T_PID, id);
+    rc = nb_agent_call(slot, req, &f, what, FILES_OP_TIMEOUT_MS, watcher_frame, w, ae);
+    nb_buf_free(&f);
+    if (rc != 0)
+        agent_needed(ae);
+    return rc;
+}
+
+int nb_files_watcher_events(struct nb_app *a, const struct nb_slot *slot, uint32_t id,
+                            int (*on_event)(void *arg, enum nb_watch_event ev, const char *name),
+                            void *arg, struct nb_apierr *ae)
+{
+    struct watcher_ctx w = {id, on_event, arg};
+    (void)a;
+    return watcher_by_id(slot, NBA_WPOLL, id, &w, "read the watcher's events", ae);
+}
+
+int nb_files_watcher_remove(struct nb_app *a, const struct nb_slot *slot, uint32_t id,
+                            struct nb_apierr *ae)
+{
+    struct watcher_ctx w = {id, NULL, NULL};
+    (void)a;
+    return watcher_by_id(slot, NBA_WREMOVE, id, &w, "remove the watcher", ae);
 }

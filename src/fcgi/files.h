@@ -156,4 +156,20 @@ struct nb_files_watch_sink {
 int nb_files_watch(struct nb_app *a, const struct nb_slot *slot, const char *path, int recursive,
                    unsigned max_dirs, struct nb_files_watch_sink *sink, struct nb_apierr *ae);
 
+/*
+ * Polling watchers (E2B's CreateWatcher, GetWatcherEvents, RemoveWatcher):
+ * a watch the sandbox's agent keeps between requests, by id, with the
+ * events since the last poll (at most 1024: then an overflow). They count
+ * against the sandbox's 32 watches and go with the sandbox.
+ * nb_files_watcher_events calls on_event per event (0 to go on). Unknown
+ * ids: 404 no_process (Connect's not_found).
+ */
+int nb_files_watcher_create(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                            int recursive, unsigned max_dirs, uint32_t *id, struct nb_apierr *ae);
+int nb_files_watcher_events(struct nb_app *a, const struct nb_slot *slot, uint32_t id,
+                            int (*on_event)(void *arg, enum nb_watch_event ev, const char *name),
+                            void *arg, struct nb_apierr *ae);
+int nb_files_watcher_remove(struct nb_app *a, const struct nb_slot *slot, uint32_t id,
+                            struct nb_apierr *ae);
+
 #endif

@@ -48,10 +48,21 @@ struct fwatch_dir {
     char *rel; /* "" for the watched directory itself */
 };
 
+/* An event a polling watcher keeps until it is polled. */
+struct fwatch_ev {
+    uint8_t kind;
+    char *path;
+};
+
 struct fwatch {
     struct init_watch w; /* the inotify fd */
-    struct init_conn *c;
-    char *root; /* the watched directory's path */
+    struct init_conn *c; /* a streamed watch's connection; NULL: a polling watcher */
+    uint32_t id;         /* a polling watcher's id (0: streamed) */
+    struct fwatch_ev *q; /* a polling watcher's events, oldest first: q[0..nq) */
+    size_t nq, qcap;
+    uint8_t lost;        /* events were dropped past INIT_WATCHER_EVENTS */
+    struct fwatch *next; /* polling watchers */
+    char *root;          /* the watched directory's path */
     uint8_t recursive;
     uint32_t max_dirs;
     struct fwatch_dir *dirs;
@@ -63,6 +74,8 @@ struct fwatch {
 };
 
 static unsigned n_fwatch;
+static struct fwatch *watchers; /* the polling ones, by id */
+static uint32_t last_watcher_id;
 
 static int hidden_name(const char *name)
 {
@@ -179,21 +192,62 @@ static void fwatch_free(struct fwatch *fw)
     free(fw->dirs);
     free(fw->root);
     free(fw->buf);
+    for (size_t i = 0; i < fw->nq; i++)
+        free(fw->q[i].path);
+    free(fw->q);
+    for (struct fwatch **pp = &watchers; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == fw) {
+            *pp = fw->next;
+            break;
+        }
+    }
     n_fwatch--;
     init_defer_free(fw);
 }
 
-/* One v frame; -1 when there is no room (the caller waits). */
-static int send_event(struct fwatch *fw, uint8_t kind, const char *rel, const char *name)
+/* Room for n more events: always for a polling watcher (its queue drops instead). */
+static int fw_room(const struct fwatch *fw, unsigned n)
+{
+    return fw->c == NULL || init_conn_room(fw->c, n * FWATCH_EV_MAX);
+}
+
+/* A polling watcher's event, queued (or counted lost past the cap). */
+static void queue_event(struct fwatch *fw, uint8_t kind, const char *rel, const char *name)
+{
+    size_t rl = strlen(rel), nl = strlen(name);
+    struct fwatch_ev *nv;
+    char *p;
+
+    if (fw->nq >= INIT_WATCHER_EVENTS || (p = malloc(rl + nl + 2)) == NULL) {
+        fw->lost = 1;
+        return;
+    }
+    snprintf(p, rl + nl + 2, "%s%s%s", rel, rl && nl ? "/" : "", name);
+    if (fw->nq == fw->qcap) {
+        size_t ncap = fw->qcap ? fw->qcap * 2 : 16;
+        nv = realloc(fw->q, ncap * sizeof(*nv));
+        if (nv == NULL) {
+            free(p);
+            fw->lost = 1;
+            return;
+        }
+        fw->q = nv;
+        fw->qcap = ncap;
+    }
+    fw->q[fw->nq].kind = kind;
+    fw->q[fw->nq].path = p;
+    fw->nq++;
+}
+
+/* One v frame of kind and path rel/name on c. */
+static void put_event(struct init_conn *c, uint8_t kind, const char *rel, const char *name)
 {
     unsigned char body[FWATCH_EV_MAX];
     size_t n = 0, rl = strlen(rel), nl = strlen(name), pl;
 
-    if (!init_conn_room(fw->c, FWATCH_EV_MAX))
-        return -1;
     pl = rl + (rl && nl ? 1 : 0) + nl;
     if (pl > NBA_MAX_PATH)
-        return 0; /* too long to name: dropped */
+        return; /* too long to name: dropped */
     n += nba_field_put(body + n, NBA_T_KIND, &kind, 1);
     body[n] = NBA_T_PATH;
     nba_put_u32(body + n + 1, (uint32_t)pl);
@@ -204,7 +258,19 @@ static int send_event(struct fwatch *fw, uint8_t kind, const char *rel, const ch
         body[n++] = '/';
     memcpy(body + n, name, nl);
     n += nl;
-    init_conn_send(fw->c, NBA_FEVENT, body, (uint32_t)n);
+    init_conn_send(c, NBA_FEVENT, body, (uint32_t)n);
+}
+
+/* One event to the host or the queue; -1 when there is no room (the caller waits). */
+static int send_event(struct fwatch *fw, uint8_t kind, const char *rel, const char *name)
+{
+    if (fw->c == NULL) {
+        queue_event(fw, kind, rel, name);
+        return 0;
+    }
+    if (!init_conn_room(fw->c, FWATCH_EV_MAX))
+        return -1;
+    put_event(fw->c, kind, rel, name);
     return 0;
 }
 
@@ -223,7 +289,8 @@ static int handle_one(struct fwatch *fw, const struct inotify_event *ev)
     d = dir_of(fw, ev->wd);
     if (ev->mask & IN_IGNORED) {
         if (ev->wd == fw->root_wd) {
-            init_conn_send(fw->c, NBA_END, NULL, 0);
+            if (fw->c != NULL)
+                init_conn_send(fw->c, NBA_END, NULL, 0);
             return 1;
         }
         if (d != NULL) {
@@ -243,7 +310,7 @@ static int handle_one(struct fwatch *fw, const struct inotify_event *ev)
         int from_tmp =
             (ev->mask & IN_MOVED_TO) && ev->cookie != 0 && ev->cookie == fw->hidden_cookie;
         int is_file = !(ev->mask & IN_ISDIR);
-        if (!init_conn_room(fw->c, 2 * FWATCH_EV_MAX))
+        if (!fw_room(fw, 2))
             return -1;
         send_event(fw, NBA_EV_CREATE, d->rel, name);
         if (from_tmp) {
@@ -288,6 +355,12 @@ static void fwatch_pump(struct fwatch *fw)
                 return;
             }
             fw->off += sizeof(*ev) + ev->len;
+            if (rc > 0 && fw->c == NULL) {
+                /* a polling watcher's directory went: it keeps what it has until removed */
+                init_watch_close(&fw->w);
+                fw->off = fw->len = 0;
+                return;
+            }
             if (rc > 0) {
                 struct init_conn *c = fw->c;
                 fwatch_free(fw);
@@ -336,16 +409,17 @@ static int fwatch_frame(struct init_conn *c, uint8_t type, const unsigned char *
 
 static const struct init_conn_ops fwatch_ops = {fwatch_frame, fwatch_drain, fwatch_gone};
 
-void init_fwatch_start(struct init_conn *c, const struct init_request *r)
+/* A new watch of r's directory (set up, watching); NULL with the error sent on c. */
+static struct fwatch *fwatch_new(struct init_conn *c, const struct init_request *r,
+                                 struct init_conn *owner)
 {
     struct fwatch *fw;
     struct stat st;
-    unsigned char started[8];
     int fd, e;
 
     if (n_fwatch >= INIT_MAX_FWATCH) {
         init_conn_error(c, EAGAIN, "%d directory watches are open already", INIT_MAX_FWATCH);
-        return;
+        return NULL;
     }
     fw = calloc(1, sizeof(*fw));
     if (fw == NULL || (fw->root = malloc((size_t)r->path.len + 1)) == NULL ||
@@ -355,11 +429,11 @@ void init_fwatch_start(struct init_conn *c, const struct init_request *r)
             free(fw);
         }
         init_conn_error(c, ENOMEM, "out of memory");
-        return;
+        return NULL;
     }
     memcpy(fw->root, r->path.p, r->path.len);
     fw->root[r->path.len] = '\0';
-    fw->c = c;
+    fw->c = owner;
     fw->recursive = r->recursive;
     fw->max_dirs = r->maxout;
     fw->w.fd = -1;
@@ -384,12 +458,95 @@ void init_fwatch_start(struct init_conn *c, const struct init_request *r)
         else
             init_conn_error(c, e, "watch %s: %s", fw->root, strerror(e));
         fwatch_free(fw);
-        return;
+        return NULL;
     }
     fw->root_wd = fw->dirs[0].wd;
+    return fw;
+}
+
+/* s: dirs:u32 watches:u32 [id:u32] */
+static void send_started(struct init_conn *c, const struct fwatch *fw)
+{
+    unsigned char started[12];
     nba_put_u32(started, (uint32_t)fw->ndirs);
     nba_put_u32(started + 4, n_fwatch);
-    init_conn_send(c, NBA_STARTED, started, sizeof(started));
+    nba_put_u32(started + 8, fw->id);
+    init_conn_send(c, NBA_STARTED, started, fw->id != 0 ? 12 : 8);
+}
+
+void init_fwatch_start(struct init_conn *c, const struct init_request *r)
+{
+    struct fwatch *fw = fwatch_new(c, r, c);
+
+    if (fw == NULL)
+        return;
+    send_started(c, fw);
     c->ops = &fwatch_ops;
     c->op = fw;
+}
+
+/* --- polling watchers: J create, G take the events, O remove ---------------- */
+
+static struct fwatch *watcher_of(uint32_t id)
+{
+    for (struct fwatch *fw = watchers; fw != NULL; fw = fw->next) {
+        if (fw->id == id)
+            return fw;
+    }
+    return NULL;
+}
+
+void init_fwatch_create(struct init_conn *c, const struct init_request *r)
+{
+    struct fwatch *fw = fwatch_new(c, r, NULL);
+
+    if (fw == NULL)
+        return;
+    do
+        fw->id = ++last_watcher_id;
+    while (fw->id == 0 || watcher_of(fw->id) != NULL);
+    fw->next = watchers;
+    watchers = fw;
+    send_started(c, fw);
+    init_conn_send(c, NBA_END, NULL, 0);
+    init_conn_finish(c);
+}
+
+void init_fwatch_poll(struct init_conn *c, const struct init_request *r)
+{
+    struct fwatch *fw = watcher_of(r->pid);
+    size_t sent = 0;
+
+    if (fw == NULL) {
+        init_conn_error(c, ESRCH, "no watcher %u", r->pid);
+        return;
+    }
+    fwatch_pump(fw); /* what the kernel holds now */
+    if (fw->lost && init_conn_room(c, FWATCH_EV_MAX)) {
+        put_event(c, NBA_EV_OVERFLOW, "", "");
+        fw->lost = 0;
+    }
+    /* as many as fit; the rest wait for the next poll */
+    while (sent < fw->nq && init_conn_room(c, FWATCH_EV_MAX)) {
+        put_event(c, fw->q[sent].kind, "", fw->q[sent].path);
+        free(fw->q[sent].path);
+        sent++;
+    }
+    memmove(fw->q, fw->q + sent, (fw->nq - sent) * sizeof(*fw->q));
+    fw->nq -= sent;
+    init_conn_send(c, NBA_END, NULL, 0);
+    init_conn_finish(c);
+}
+
+void init_fwatch_remove(struct init_conn *c, const struct init_request *r)
+{
+    struct fwatch *fw = watcher_of(r->pid);
+
+    if (fw == NULL) {
+        init_conn_error(c, ESRCH, "no watcher %u", r->pid);
+        return;
+    }
+    fwatch_free(fw);
+    init_conn_send(c, NBA_END, NULL, 0);
+    init_conn_finish(c);
 }

@@ -32,7 +32,8 @@
 #define INIT_ARGV_SHOWN 4096        /* bytes of argv kept (and listed) per background process */
 #define INIT_RM_DEPTH 256           /* directory levels a recursive delete descends */
 #define INIT_MAX_SIGNAL 64          /* signal numbers accepted: 0 or 1..64 */
-#define INIT_MAX_FWATCH 32          /* directory watches (I) at once; more: EAGAIN */
+#define INIT_MAX_FWATCH 32          /* directory watches (I, J) at once; more: EAGAIN */
+#define INIT_WATCHER_EVENTS 1024    /* events a polling watcher (J) keeps until polled */
 
 enum init_watch_kind {
     INIT_W_LISTEN,  /* the agent's socket */

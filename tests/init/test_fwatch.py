@@ -269,3 +269,90 @@ def test_a_tree_holding_a_mount_is_not_moved(agent, tmpfs_in, other_mount):
     assert (tmpfs_in / "keep.txt").read_bytes() == b"keep"
     assert (tmpfs_in.parent / "mine.txt").read_bytes() == b"m"
     assert os.listdir(other_mount) == []
+
+
+# ------------------------------------------------------------ polling watchers (J, G, O)
+
+def create_watcher(agent, path, recursive=False):
+    fields = [field("F", str(path))] + ([field("r")] if recursive else [])
+    with agent.request("J", *fields) as c:
+        dirs, open_, wid = struct.unpack(">III", c.expect("s"))
+        c.expect(".")
+        c.expect_eof()
+    return wid, dirs, open_
+
+
+def poll(agent, wid):
+    got = []
+    with agent.request("G", field("P", u32(wid))) as c:
+        while True:
+            t, body = c.recv()
+            if t == ".":
+                break
+            if t == "!":
+                raise AgentError(struct.unpack(">I", body[:4])[0], body[4:].decode())
+            f = fields_dict(body)
+            got.append((KIND[chr(f["K"][0])], f["F"].decode()))
+    return got
+
+
+def remove_watcher(agent, wid):
+    with agent.request("O", field("P", u32(wid))) as c:
+        f = c.recv()
+        if f[0] == "!":
+            raise AgentError(struct.unpack(">I", f[1][:4])[0], f[1][4:].decode())
+        assert f[0] == "."
+
+
+def test_polling_watcher_keeps_events_between_requests(agent, tmp_path):
+    (tmp_path / "sub").mkdir()
+    wid, dirs, open_ = create_watcher(agent, tmp_path, recursive=True)
+    assert wid > 0 and dirs == 2 and open_ == 1
+    assert inotify_fds(agent.pid) == 1  # it outlives its request's connection
+    (tmp_path / "a").write_bytes(b"1")
+    (tmp_path / "sub" / "b").write_bytes(b"2")
+    time.sleep(0.1)
+    got = poll(agent, wid)
+    assert ("create", "a") in got and ("write", "a") in got and ("create", "sub/b") in got, got
+    assert poll(agent, wid) == []  # taken
+    (tmp_path / "a").unlink()
+    time.sleep(0.1)
+    assert poll(agent, wid) == [("remove", "a")]
+    remove_watcher(agent, wid)
+    assert inotify_fds(agent.pid) == 0
+    for req in (poll, remove_watcher):
+        with pytest.raises(AgentError) as e:
+            req(agent, wid)
+        assert e.value.errno == 3  # ESRCH
+
+
+def test_polling_watcher_caps_what_it_keeps(agent, tmp_path):
+    wid, _, _ = create_watcher(agent, tmp_path)
+    for i in range(700):  # create + write each: past the 1024 kept
+        (tmp_path / f"f{i}").write_bytes(b"x")
+    time.sleep(0.2)
+    got = poll(agent, wid)
+    while True:
+        more = poll(agent, wid)
+        if not more:
+            break
+        got += more
+    assert ("overflow", "") in got
+    assert len(got) <= 1025
+    remove_watcher(agent, wid)
+
+
+def test_polling_watchers_count_against_the_cap_and_errors(agent, tmp_path):
+    wids = [create_watcher(agent, tmp_path)[0] for _ in range(32)]
+    with pytest.raises(AgentError) as e:
+        create_watcher(agent, tmp_path)
+    assert e.value.errno == 11
+    for w in wids:
+        remove_watcher(agent, w)
+    assert inotify_fds(agent.pid) == 0
+    with pytest.raises(AgentError) as e:
+        create_watcher(agent, tmp_path / "missing")
+    assert e.value.errno == 2
+    with pytest.raises(AgentError) as e:
+        poll(agent, 0)
+    assert e.value.errno == 22

@@ -451,9 +451,9 @@ def test_data_plane_routes_on_the_sandbox_headers(stack, api):
     for other in (nbtest.random_uuid(), "not-an-id"):
         e2b_error(e2b(stack, "GET", "/health", key=None, headers={**dp, "E2b-Sandbox-Id": other}), 502)
     # not served yet: E2B's shape, never HTML
-    r = e2b(stack, "POST", "/filesystem.Filesystem/CreateWatcher", key=None, json={"path": "."},
-            headers=dp)
-    assert r.status_code == 501 and r.json()["code"] == "unimplemented"
+    r = e2b(stack, "POST", "/filesystem.Filesystem/Nope", key=None, data=b"\0\0\0\0\2{}",
+            headers={**dp, "Content-Type": "application/connect+json"})
+    assert connect_stream(r) == ([], {"error": {"code": "unimplemented", "message": ANY}})
     r = e2b(stack, "POST", "/process.Process/Update", key=None, json={}, headers=dp)
     assert r.status_code == 501 and r.json()["code"] == "unimplemented"
     api.delete(sid)
@@ -1076,3 +1076,37 @@ def test_watch_dir_raw_stream(envd):
     assert end == {"error": {"code": "deadline_exceeded", "message": ANY}}
     r = envd("filesystem.Filesystem/WatchDir", {"path": "no-such"}, stream=True)
     assert connect_stream(r) == ([], {"error": {"code": "not_found", "message": ANY}})
+
+
+def test_polling_watchers_keep_events_between_calls(envd, stack):
+    """CreateWatcher / GetWatcherEvents / RemoveWatcher (the Python SDK's
+    watch_dir): the agent keeps the watch and its events by id."""
+    def run(cmd):
+        connect_stream(envd("process.Process/Start", {"process": {"cmd": "/bin/sh", "args": ["-c", cmd]}},
+                            stream=True))
+    run("mkdir -p pw/sub")
+    r = envd("filesystem.Filesystem/CreateWatcher", {"path": "pw", "recursive": True})
+    assert r.status_code == 200, r.text
+    wid = r.json()["watcherId"]
+    assert wid.isdigit()
+    run("echo 1 > pw/a && echo 2 > pw/sub/b")
+    events = []
+    nbtest.wait_until(lambda: events.extend(envd("filesystem.Filesystem/GetWatcherEvents",
+                                                 {"watcherId": wid}).json()["events"]) or
+                      {"name": "sub/b", "type": "EVENT_TYPE_WRITE"} in events, 5, 0.1, what="sub/b's write")
+    assert {"name": "a", "type": "EVENT_TYPE_CREATE"} in events, events
+    assert envd("filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid}).json() == {"events": []}
+    pid = nbtest.docker_inspect(f"nanobox-{envd.sandbox['sandboxID']}")["State"]["Pid"]
+    fds = lambda: sum(os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:inotify"  # noqa: E731
+                      for fd in os.listdir(f"/proc/{pid}/fd"))
+    assert fds() == 1
+    r = envd("filesystem.Filesystem/RemoveWatcher", {"watcherId": wid})
+    assert (r.status_code, r.json()) == (200, {})
+    assert fds() == 0
+    for proc in ("GetWatcherEvents", "RemoveWatcher"):
+        r = envd(f"filesystem.Filesystem/{proc}", {"watcherId": wid})
+        assert (r.status_code, r.json()["code"]) == (404, "not_found"), r.text
+    r = envd("filesystem.Filesystem/CreateWatcher", {"path": "no-such"})
+    assert (r.status_code, r.json()["code"]) == (404, "not_found")
+    r = envd("filesystem.Filesystem/GetWatcherEvents", {})
+    assert (r.status_code, r.json()["code"]) == (400, "invalid_argument")
