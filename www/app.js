@@ -462,6 +462,7 @@
       $("detail-info").textContent = "";
       $("detail-state").textContent = "";
       $("exit-code").classList.remove("bad");
+      clearSnapshot();
     }
     if (known) renderInfo(known);
     clearError();
@@ -485,6 +486,7 @@
     $("detail-state").textContent = "";
     delete $("detail").dataset.state;
     $("detail-info").textContent = "";
+    clearSnapshot();
     $("files").textContent = "";
     $("ports").textContent = "";
     Array.prototype.forEach.call($("sandboxes").children, function (li) { li.classList.remove("selected"); });
@@ -530,6 +532,62 @@
       if (state.openId === id) renderInfo(sb);
       return refreshList();
     });
+  }
+
+  /* Snapshot: the open sandbox's /workspace and /tmp become a new template
+   * (POST /sandbox/{id}/snapshot), under a name asked for (empty: the
+   * server's snap-<id>-<ms>). The answer comes once it is ready: shown
+   * here with a button to start a sandbox of it, and on the Templates page
+   * and in the create form's list of templates from now on. */
+  function snapshotSandbox() {
+    var id = state.openId;
+    if (!id) return;
+    var name = window.prompt("Save the files of sandbox " + id + " (/workspace and /tmp) as a new template; " +
+                             "it keeps running.\n\nName of the template (empty: a generated one):", "");
+    if (name === null) return;
+    name = name.trim();
+    var box = $("snapshot-result");
+    box.hidden = false;
+    box.dataset.status = "saving";
+    box.textContent = "Saving a snapshot…";
+    return callJSON("POST", sbPath(id, "/snapshot"), { json: name === "" ? {} : { name: name } }).then(function (t) {
+      if (state.openId === id) showSnapshot(t);
+      return refreshTemplates();
+    }, function (e) {
+      if (state.openId === id) { box.hidden = true; delete box.dataset.status; }
+      throw e;
+    });
+  }
+
+  function showSnapshot(t) {
+    var box = $("snapshot-result");
+    var name = String(t && t.name || "");
+    var facts = [String(t.status || "")];
+    if (t.size) facts.push(fmtBytes(t.size));
+    var create = el("button", { type: "button", className: "create-from small primary", text: "New sandbox from it",
+                                title: "create a sandbox of this template and open it" });
+    create.addEventListener("click", function () {
+      action(create, function () { return createFromTemplate(name); });
+    });
+    box.textContent = "";
+    box.dataset.status = String(t.status || "");
+    box.dataset.template = name;
+    box.appendChild(el("span", { className: "snap-text" }, [
+      document.createTextNode("Snapshot "),
+      el("strong", { className: "snap-name mono", text: name }),
+      document.createTextNode(" saved as a template (" + facts.join(" · ") + "). "),
+      el("a", { href: "#templates", className: "snap-link", text: "Templates" })
+    ]));
+    box.appendChild(create);
+    box.hidden = false;
+  }
+
+  function clearSnapshot() {
+    var box = $("snapshot-result");
+    box.hidden = true;
+    box.textContent = "";
+    delete box.dataset.status;
+    delete box.dataset.template;
   }
 
   function extendTtl() {
@@ -1402,14 +1460,20 @@
       if (kind === "build") {
         var log = el("button", { type: "button", className: "log small", text: "Log" });
         log.addEventListener("click", function () { clearError(); showLog(name); });
+        actions.push(log);
+      }
+      if (kind === "build" || kind === "snapshot") {
         var del = el("button", { type: "button", className: "delete small danger", text: "Delete" });
         del.addEventListener("click", function () {
           if (!window.confirm("Delete template " + name + "?\n\nIts image is removed; a sandbox can no longer start from it.")) return;
           action(del, function () { return deleteTemplate(name); });
         });
-        actions.push(log, del);
+        actions.push(del);
       }
-      var facts = [kind === "image" ? "operator's image" : "built"];
+      var facts = [kind === "image" ? "operator's image"
+        : kind === "snapshot" ? "snapshot of " + (t.parent ? String(t.parent).slice(0, 8) : "a sandbox") +
+          (t.parent_template ? " (" + t.parent_template + ")" : "")
+        : "built"];
       if (t.size) facts.push(fmtBytes(t.size));
       if (t.created_at) facts.push(fmtTime(t.created_at));
       var li = el("li", { className: "template", dataset: { template: name, status: status, kind: kind } }, [
@@ -1583,6 +1647,9 @@
     $("destroy").addEventListener("click", function () {
       var id = state.openId;
       if (id && confirmDestroy(id)) action($("destroy"), function () { return destroySandbox(id); });
+    });
+    $("snapshot").addEventListener("click", function () {
+      action($("snapshot"), snapshotSandbox);
     });
     $("pause").addEventListener("click", function () {
       action($("pause"), function () { return pauseResume("pause"); });

@@ -70,6 +70,9 @@ int cmd_shell(struct client *c, const struct cli_cmd *cmd, int argc, char **argv
 int cmd_code(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_contexts(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 
+/* cmd_keys.c */
+int cmd_keys(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+
 /* cmd_port.c */
 int cmd_port(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 

@@ -151,6 +151,24 @@ static const struct cli_cmd commands[] = {
      "Parents are created too, and an existing directory is fine (as mkdir -p).\n"},
     {"mv", cmd_mv, "nanobox mv ID FROM TO", "move or rename a file or directory in a sandbox",
      "As with mv, a TO that is a directory gets FROM under its own name.\n"},
+    {"keys", cmd_keys,
+     "nanobox keys add NAME [--role user|admin] [--max-sandboxes N] [--max-memory SIZE]\n"
+     "                 [--max-cpus N] [--max-ports N] [--max-templates N] [--rate R]\n"
+     "       nanobox keys ls\n"
+     "       nanobox keys rm NAME [--destroy]",
+     "add, list, remove API keys (on the server's host: edits its keys file)",
+     "  --config PATH     the server's config (else NANOBOX_CONFIG, else\n"
+     "                    /etc/nanobox/nanobox.conf); its keys_file is edited\n"
+     "  --role R          (add) user (default: sees only its own sandboxes) or admin\n"
+     "  --max-sandboxes N (add) live sandboxes of the key (0 or none: no limit)\n"
+     "  --max-memory SIZE (add) memory of its live sandboxes together (2g)\n"
+     "  --max-cpus N      (add) CPUs of its live sandboxes together (4, 0.5)\n"
+     "  --max-ports N     (add) open ports over its sandboxes\n"
+     "  --max-templates N (add) templates it builds\n"
+     "  --rate R          (add) its nginx rate class, as limit_req writes it (10r/s)\n"
+     "  --destroy         (rm) also destroy its live sandboxes now, with this CLI's key\n"
+     "add prints the new key once (64 hex digits); the file keeps only its SHA-256.\n"
+     "The service reads the file again on its next request: no restart, no signal.\n"},
     {"template", cmd_template,
      "nanobox template build NAME -f DOCKERFILE [--file PATH=LOCALPATH]... [--memory 1g]\n"
      "                          [--cpus 1] [--follow]\n"

@@ -86,7 +86,7 @@ enum nba_tag {
     NBA_T_OFF = 'O',       /* u64 stdout offset (query) / u64 total (proc) */
     NBA_T_EOFF = 'o',      /* u64 stderr offset (query) / u64 total (proc) */
     NBA_T_DATA = 'D',      /* bytes */
-    NBA_T_CLOSE = 'Z',     /* empty: close stdin after D (stdin); u64 size (info) */
+    NBA_T_CLOSE = 'Z',     /* empty: close stdin after D (stdin) or at start (exec B) */
     NBA_T_SIG = 'N',       /* u32 signal number */
     NBA_T_PATH = 'F',      /* path (request) / entry name (dirent) */
     NBA_T_DEST = 'G',      /* destination path (move) */
@@ -99,6 +99,7 @@ enum nba_tag {
     NBA_T_OWNER = 'u',     /* the owner's user name, or its uid in decimal (info) */
     NBA_T_GROUP = 'g',     /* the group's name, or its gid in decimal (info) */
     NBA_T_TARGET = 'L',    /* a symlink's target, as readlink gives it (info) */
+    NBA_T_WAIT = 'W',      /* empty: a query's answer waits for output or the end (query) */
 };
 
 /* Most levels a directory listing descends (H). */

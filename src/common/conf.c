@@ -51,6 +51,7 @@ void nb_conf_defaults(struct nb_conf *c)
     c->tmp_size = 64 * MiB;
     c->workspace_size = 256 * MiB;
     snprintf(c->workspace, sizeof(c->workspace), "/workspace");
+    snprintf(c->e2b_home, sizeof(c->e2b_home), "/home/user");
     snprintf(c->sandbox_user, sizeof(c->sandbox_user), "1000:1000");
     snprintf(c->sandbox_user_name, sizeof(c->sandbox_user_name), "sandbox");
     c->sandbox_uid_base = 200000;
@@ -224,6 +225,7 @@ static const struct key keys[] = {
     {"docker_socket", K_STR, F(docker_socket), 0},
     {"api_key", K_STR, F(api_key), 0},
     {"metrics_token", K_STR, F(metrics_token), 0},
+    {"keys_file", K_STR, F(keys_file), 0},
     {"log_level", K_STR, F(log_level), 0},
     {"workers_min", K_UINT, F(workers_min), 1024},
     {"workers_max", K_UINT, F(workers_max), 1024},
@@ -236,6 +238,7 @@ static const struct key keys[] = {
     {"tmp_size", K_SIZE, F(tmp_size), 1ULL << 40},
     {"workspace_size", K_SIZE, F(workspace_size), 1ULL << 40},
     {"workspace", K_STR, F(workspace), 0},
+    {"e2b_home", K_STR, F(e2b_home), 0},
     {"sandbox_user", K_STR, F(sandbox_user), 0},
     {"sandbox_user_name", K_STR, F(sandbox_user_name), 0},
     {"sandbox_uid_base", K_UINT, F(sandbox_uid_base), 4000000000ULL},
@@ -457,6 +460,31 @@ static int check_bridge(const struct nb_conf *c, char *err, size_t errlen)
     return 0;
 }
 
+/*
+ * e2b_home: "", the workspace itself, or /home/<name>. Otherwise nanobox
+ * mounts a /home of its own (read-only) holding <name>, a link to the
+ * workspace, so the workspace must not be under /home.
+ */
+static int e2b_home_check(const struct nb_conf *c, char *err, size_t errlen)
+{
+    const char *n = c->e2b_home + 6, *p;
+    if (c->e2b_home[0] == '\0' || !strcmp(c->e2b_home, c->workspace))
+        return 0;
+    for (p = n; (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'; p++)
+        ;
+    if (strncmp(c->e2b_home, "/home/", 6) != 0 || p == n || *p != '\0' || p - n > 32) {
+        snprintf(err, errlen,
+                 "e2b_home must be /home/<name> (a-z, 0-9, _, -), the workspace, or empty");
+        return -1;
+    }
+    if (!strncmp(c->workspace, "/home/", 6) || !strcmp(c->workspace, "/home")) {
+        snprintf(err, errlen,
+                 "e2b_home must be the workspace, or empty, when the workspace is under /home");
+        return -1;
+    }
+    return 0;
+}
+
 int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
 {
     const char *p = c->sandbox_user;
@@ -537,6 +565,8 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
         snprintf(err, errlen, "sandbox_ptys must be >= 1 and sandbox_nofile >= 64");
         return -1;
     }
+    if (e2b_home_check(c, err, errlen) != 0)
+        return -1;
     /* it becomes a line of the sandbox's /etc/passwd and /etc/group */
     for (p = c->sandbox_user_name; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
@@ -620,6 +650,12 @@ int nb_conf_load(struct nb_conf *c, const char *path, char *err, size_t errlen)
 
     if (nb_conf_read(path, conf_load_kv, c, err, errlen) != 0)
         return -1;
+    /* the keys file defaults to "keys" in the config file's directory */
+    if (c->keys_file[0] == '\0') {
+        const char *slash = strrchr(path, '/');
+        int dl = slash == NULL ? 1 : slash == path ? 1 : (int)(slash - path);
+        snprintf(c->keys_file, sizeof(c->keys_file), "%.*s/keys", dl, slash == NULL ? "." : path);
+    }
     if (nb_conf_check(c, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s: %s", path, msg);
         return -1;

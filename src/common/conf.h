@@ -29,6 +29,8 @@ struct nb_conf {
     char api_key[128]; /* empty: auth disabled (only for tests) */
     /* also opens GET /metrics (a scraper's key); empty: none */
     char metrics_token[128];
+    /* the API keys file (keys.h); empty in the file: "keys" next to the config file */
+    char keys_file[NB_CONF_STR];
     char log_level[16];
 
     /* worker pool, like php-fpm's pm = dynamic */
@@ -117,6 +119,9 @@ struct nb_conf {
     char port_url[NB_CONF_STR];  /* "url" in answers, {port} and {id} replaced */
     unsigned max_ports;          /* open ports per sandbox */
     unsigned max_port_duration;  /* seconds */
+
+    /* the E2B facade: E2B's home (/home/user), a link to the workspace; "": none */
+    char e2b_home[128];
 };
 
 /* Fill with the built-in defaults (the values docs/CONFIG.md lists). */

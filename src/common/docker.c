@@ -8,7 +8,9 @@
 #include "config.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -399,6 +401,62 @@ static int curl_inspect(struct nb_docker *d, const char *id, int *running, pid_t
     return rc;
 }
 
+/* A label's value as a number: def when absent or not all digits (a '-' first allowed). */
+static int64_t label_num(yajl_val lab, const char *key, int64_t def)
+{
+    const char *p[] = {key, NULL};
+    yajl_val v = yajl_tree_get(lab, p, yajl_t_string);
+    const char *s = v ? nb_json_string(v) : NULL;
+    char *end;
+    long long n;
+
+    if (s == NULL || *s == '\0')
+        return def;
+    errno = 0;
+    n = strtoll(s, &end, 10);
+    return *end != '\0' || errno != 0 ? def : (int64_t)n;
+}
+
+/* A label's text into out (cut to outlen); untouched when absent. */
+static void label_str(yajl_val lab, const char *key, char *out, size_t outlen)
+{
+    const char *p[] = {key, NULL};
+    yajl_val v = yajl_tree_get(lab, p, yajl_t_string);
+
+    if (v != NULL)
+        snprintf(out, outlen, "%s", nb_json_string(v));
+}
+
+void nb_docker_ctr_labels(struct nb_docker_ctr *c, const void *labels)
+{
+    yajl_val lab = (yajl_val)(uintptr_t)labels;
+    int64_t n;
+
+    if (lab == NULL || !YAJL_IS_OBJECT(lab))
+        return;
+    label_str(lab, "nanobox.sandbox", c->sandbox, sizeof(c->sandbox));
+    label_str(lab, "nanobox.owner", c->owner, sizeof(c->owner));
+    label_str(lab, "nanobox.image", c->image, sizeof(c->image));
+    label_str(lab, "nanobox.metadata", c->metadata, sizeof(c->metadata));
+    c->expires = label_num(lab, "nanobox.expires", 0);
+    c->created = label_num(lab, "nanobox.created", c->created);
+    n = label_num(lab, "nanobox.slot", -1);
+    c->slot = n >= 0 ? n : -1;
+    n = label_num(lab, "nanobox.memory", 0);
+    c->memory = n > 0 ? (uint64_t)n : 0;
+    n = label_num(lab, "nanobox.nano_cpus", 0);
+    c->nano_cpus = n > 0 ? (uint64_t)n : 0;
+    n = label_num(lab, "nanobox.pids", 0);
+    c->pids = n > 0 ? n : 0;
+    {
+        char net[16] = "";
+        label_str(lab, "nanobox.network", net, sizeof(net));
+        c->network_bridge = strcmp(net, "bridge") == 0;
+    }
+    c->auto_resume = label_num(lab, "nanobox.auto_resume", 0) == 1;
+    c->pooled = label_num(lab, "nanobox.pooled", 0) == 1;
+}
+
 static int curl_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn cb, void *arg,
                      struct nb_derr *e)
 {
@@ -426,9 +484,9 @@ static int curl_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn
         }
     }
     for (size_t i = 0; rc == 0 && i < v->u.array.len; i++) {
-        yajl_val item = v->u.array.values[i], id, st, lab;
+        yajl_val item = v->u.array.values[i], id, st, lab, im, cr;
         const char *idp[] = {"Id", NULL}, *stp[] = {"State", NULL}, *labp[] = {"Labels", NULL};
-        const char *sbp[] = {"nanobox.sandbox", NULL}, *exp[] = {"nanobox.expires", NULL};
+        const char *imp[] = {"Image", NULL}, *crp[] = {"Created", NULL};
         struct nb_docker_ctr ctr;
         memset(&ctr, 0, sizeof(ctr));
         id = yajl_tree_get(item, idp, yajl_t_string);
@@ -438,15 +496,16 @@ static int curl_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn
         st = yajl_tree_get(item, stp, yajl_t_string);
         ctr.paused = st && !strcmp(nb_json_string(st), "paused");
         ctr.running = ctr.paused || (st && !strcmp(nb_json_string(st), "running"));
+        ctr.slot = -1;
+        im = yajl_tree_get(item, imp, yajl_t_string);
+        if (im)
+            snprintf(ctr.image, sizeof(ctr.image), "%s", nb_json_string(im));
+        cr = yajl_tree_get(item, crp, yajl_t_number);
+        if (cr && YAJL_IS_INTEGER(cr))
+            ctr.created = YAJL_GET_INTEGER(cr);
         lab = yajl_tree_get(item, labp, yajl_t_object);
-        if (lab) {
-            yajl_val sb = yajl_tree_get(lab, sbp, yajl_t_string);
-            yajl_val ex = yajl_tree_get(lab, exp, yajl_t_string);
-            if (sb)
-                snprintf(ctr.sandbox, sizeof(ctr.sandbox), "%s", nb_json_string(sb));
-            if (ex)
-                ctr.expires = strtoll(nb_json_string(ex), NULL, 10);
-        }
+        if (lab)
+            nb_docker_ctr_labels(&ctr, lab);
         cb(arg, &ctr);
         count++;
     }
@@ -471,6 +530,7 @@ static void image_labels(yajl_val lab, struct nb_docker_image *im)
         L("nanobox.error", error),
         L("nanobox.parent", parent),
         L("nanobox.parent_template", parent_tpl),
+        L("nanobox.owner", owner),
 #undef L
     };
     if (!YAJL_IS_OBJECT(lab))
@@ -685,12 +745,15 @@ static int curl_build(struct nb_docker *d, const struct nb_docker_build *bd, nb_
     up.len = (size_t)ftell(up.file);
     rewind(up.file);
     esc_t = curl_easy_escape(d->curl, bd->tag, 0);
-    esc_l = curl_easy_escape(d->curl, bd->labels_json, 0);
+    esc_l = bd->labels_json ? curl_easy_escape(d->curl, bd->labels_json, 0) : NULL;
     nb_buf_init(&path, 65536);
     nb_buf_init(&line, LINE_MAX_BYTES);
     s.line = &line;
-    nb_buf_printf(&path, "/build?t=%s&labels=%s&networkmode=%s&rm=1&forcerm=1", esc_t ? esc_t : "",
-                  esc_l ? esc_l : "", bd->network);
+    nb_buf_printf(&path, "/build?t=%s&networkmode=%s&rm=1&forcerm=1", esc_t ? esc_t : "",
+                  bd->network);
+    /* Docker 20.10's builder makes a step (a container, a commit) of each of these labels */
+    if (esc_l)
+        nb_buf_printf(&path, "&labels=%s", esc_l);
     if (bd->memory > 0)
         nb_buf_printf(&path, "&memory=%llu&memswap=%llu", (unsigned long long)bd->memory,
                       (unsigned long long)bd->memory);

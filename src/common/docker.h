@@ -128,7 +128,27 @@ struct nb_docker_ctr {
     int64_t expires;  /* label nanobox.expires, 0 if absent */
     int running;      /* up: running or paused */
     int paused;       /* frozen by docker pause */
+    /* what a slot needs, for adopting it into a new table (adopt.c); the
+     * labels sandbox.c's create sets */
+    char owner[40];      /* label nanobox.owner ("" if absent) */
+    char image[128];     /* label nanobox.image, else the listing's Image */
+    char metadata[1024]; /* label nanobox.metadata ("" if absent) */
+    int64_t created;     /* label nanobox.created, else the listing's Created */
+    int64_t slot;        /* label nanobox.slot, -1 if absent or not a number */
+    uint64_t memory;     /* label nanobox.memory (bytes), 0 if absent */
+    uint64_t nano_cpus;  /* label nanobox.nano_cpus, 0 if absent */
+    int64_t pids;        /* label nanobox.pids, 0 if absent */
+    int network_bridge;  /* label nanobox.network is "bridge" */
+    int auto_resume;     /* label nanobox.auto_resume is "1" */
+    int pooled;          /* label nanobox.pooled is "1": made for the warm pool */
 };
+
+/*
+ * Fill c's label fields from a container's Labels object (a yajl_val,
+ * passed as void * so users need no yajl header): exposed for the unit
+ * tests of the label reading.
+ */
+void nb_docker_ctr_labels(struct nb_docker_ctr *c, const void *labels);
 /*
  * Containers carrying nanobox.instance=instance, all states. Calls cb for
  * each; returns the count or -1.
@@ -153,6 +173,7 @@ struct nb_docker_image {
     char error[512];     /* label nanobox.error */
     char parent[64];     /* label nanobox.parent (a snapshot's sandbox) */
     char parent_tpl[64]; /* label nanobox.parent_template */
+    char owner[40];      /* label nanobox.owner: the key that built it ("" for none) */
 };
 /* An image by name or id: 0, or -1 (a missing one is NB_DERR_HTTP 404). */
 int nb_docker_image_inspect(struct nb_docker *d, const char *ref, struct nb_docker_image *im,
@@ -169,11 +190,11 @@ int nb_docker_image_remove(struct nb_docker *d, const char *ref, int force, stru
 int nb_docker_image_import(struct nb_docker *d, const char *ref, const char *const *labels,
                            const void *tar, size_t tar_len, char id[80], struct nb_derr *e);
 
-/* POST /build of a context tar file, tagged tag, with labels_json on the image. */
+/* POST /build of a context tar file, tagged tag, with labels_json (if any) on the image. */
 struct nb_docker_build {
     const char *context;     /* path of the context tar (Dockerfile at its root) */
     const char *tag;         /* repo:tag */
-    const char *labels_json; /* {"key":"value",...} */
+    const char *labels_json; /* {"key":"value",...}, or NULL: a build step per label */
     const char *network;     /* networkmode of RUN steps: "bridge" or "none" */
     uint64_t memory;         /* bytes, 0: Docker's default */
     uint64_t nano_cpus;      /* 1e9 = one CPU, 0: no quota */

@@ -157,6 +157,8 @@ static int table_create(struct nb_table *t, uint32_t nslots, const char *path, c
     t->hdr->slot_size = (uint32_t)TABLE_SLOT_SIZE;
     t->hdr->nslots = nslots;
     t->hdr->generation = 0;
+    /* a table made afresh knows none of the containers that may run: adopt them */
+    t->hdr->flags = NB_TABLE_ADOPT_PENDING;
     if (table_init_lock(t, path, err, errlen) == -1)
         return -1;
     /* The magic says "complete": it must not land before the rest. */
@@ -219,7 +221,9 @@ static int table_half_created(const struct nb_table_header *h, off_t size)
 /*
  * Look at the file under whichever flock we hold and map it. Returns 0 when
  * mapped, 1 when the file is not initialised and we may not initialise it
- * (shared lock: try again), -1 on error.
+ * (shared lock: try again), 2 when it is of another layout or damaged and we
+ * are alone (exclusive: the reason in err, for table_move_aside), -1 on
+ * error.
  */
 static int table_attach(struct nb_table *t, const char *path, uint32_t want, int exclusive,
                         char *err, size_t errlen)
@@ -246,35 +250,33 @@ static int table_attach(struct nb_table *t, const char *path, uint32_t want, int
             nb_warn("state table %s was never completely created; creating it afresh", path);
         return table_create(t, want, path, err, errlen);
     }
-    if ((size_t)n < sizeof(h) || memcmp(h.magic, NB_TABLE_MAGIC, sizeof(h.magic)) != 0) {
+    if ((size_t)n < sizeof(h) || memcmp(h.magic, NB_TABLE_MAGIC, sizeof(h.magic)) != 0)
+        table_err(err, errlen, "it is not a nanobox state table (bad magic)");
+    else if (h.version != NB_TABLE_VERSION)
+        table_err(err, errlen, "it has state table layout version %u, this build uses %u",
+                  h.version, NB_TABLE_VERSION);
+    else if (h.slot_size != TABLE_SLOT_SIZE)
+        table_err(err, errlen, "it has %u-byte slots, this build uses %zu-byte slots", h.slot_size,
+                  TABLE_SLOT_SIZE);
+    else if (h.nslots == 0 || h.nslots > TABLE_MAX_SLOTS ||
+             (uint64_t)st.st_size < (uint64_t)table_len(h.nslots))
+        table_err(err, errlen, "it is damaged: its header says %u slots but it holds %lld bytes",
+                  h.nslots, (long long)st.st_size);
+    else
+        goto usable;
+    if (exclusive)
+        return 2; /* nobody has it open: the caller moves it aside */
+    {
+        char why[192];
+        snprintf(why, sizeof(why), "%s", err ? err : "");
         table_err(err, errlen,
-                  "%s is not a nanobox state table (bad magic); move it away or set "
-                  "state_file to another path",
-                  path);
-        return -1;
+                  "%s: %s, and another process (an older nanobox-fcgi?) still has it open: "
+                  "stop that one first; this one then moves the file aside and adopts the "
+                  "running sandboxes",
+                  path, why);
     }
-    if (h.version != NB_TABLE_VERSION) {
-        table_err(err, errlen,
-                  "%s has state table layout version %u, this build uses %u; stop the "
-                  "old nanobox and remove the file (running sandboxes are then orphaned)",
-                  path, h.version, NB_TABLE_VERSION);
-        return -1;
-    }
-    if (h.slot_size != TABLE_SLOT_SIZE) {
-        table_err(err, errlen,
-                  "%s has %u-byte slots, this build uses %zu-byte slots; it was written "
-                  "by another build of nanobox: remove the file",
-                  path, h.slot_size, TABLE_SLOT_SIZE);
-        return -1;
-    }
-    if (h.nslots == 0 || h.nslots > TABLE_MAX_SLOTS ||
-        (uint64_t)st.st_size < (uint64_t)table_len(h.nslots)) {
-        table_err(err, errlen,
-                  "%s is damaged: header says %u slots but the file holds %lld bytes; "
-                  "remove the file",
-                  path, h.nslots, (long long)st.st_size);
-        return -1;
-    }
+    return -1;
+usable:
     if (exclusive && (uint64_t)st.st_size > (uint64_t)table_len(h.nslots)) {
         /* A shrink was cut short after lowering nslots: finish it. */
         if (table_truncate(t, table_len(h.nslots), path, err, errlen) == -1)
@@ -294,6 +296,37 @@ static int table_attach(struct nb_table *t, const char *path, uint32_t want, int
         return -1;
     if (want != h.nslots)
         return table_resize(t, want, path, err, errlen);
+    return 0;
+}
+
+/*
+ * Rename the file we hold LOCK_EX on to <path>.old (an older .old goes) and
+ * open a new, empty one at path in its place; err holds the reason on entry.
+ * Renaming, not wiping: whatever the file was, it is still there to read.
+ */
+static int table_move_aside(struct nb_table *t, const char *path, char *err, size_t errlen)
+{
+    char old[4096], why[192];
+
+    snprintf(why, sizeof(why), "%s", err ? err : "");
+    if ((size_t)snprintf(old, sizeof(old), "%s.old", path) >= sizeof(old)) {
+        table_err(err, errlen, "%s: path too long", path);
+        return -1;
+    }
+    if (rename(path, old) == -1) {
+        table_err(err, errlen, "%s: %s, and it cannot be moved to %s: %s", path, why, old,
+                  strerror(errno));
+        return -1;
+    }
+    nb_warn("state table %s: %s; moved it to %s and creating a fresh table: the running "
+            "sandboxes of this instance are adopted from Docker",
+            path, why, old);
+    close(t->fd); /* drops our LOCK_EX on the old file */
+    t->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (t->fd == -1) {
+        table_err(err, errlen, "open %s: %s", path, strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -337,6 +370,12 @@ int nb_table_open(struct nb_table *t, const char *path, uint32_t nslots, char *e
         rc = table_attach(t, path, nslots, exclusive, err, errlen);
         if (rc == -1)
             goto out;
+        if (rc == 2) {
+            /* another layout (an upgrade), or damaged: kept as .old, and a fresh one */
+            if (table_move_aside(t, path, err, errlen) == -1)
+                goto out;
+            continue;
+        }
         if (rc == 0 && !exclusive)
             break;
         if (rc == 0) {
@@ -435,6 +474,24 @@ uint32_t nb_table_count(struct nb_table *t)
         if (t->slots[i].state != NB_SLOT_FREE)
             n++;
     return n;
+}
+
+void nb_table_usage(struct nb_table *t, const char *owner, struct nb_table_usage *u)
+{
+    memset(u, 0, sizeof(*u));
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        const struct nb_slot *s = &t->slots[i];
+        if ((s->state != NB_SLOT_CREATING && s->state != NB_SLOT_RUNNING &&
+             s->state != NB_SLOT_PAUSED) ||
+            strcmp(s->owner, owner) != 0)
+            continue;
+        u->sandboxes++;
+        u->memory += s->memory;
+        u->nano_cpus += s->nano_cpus;
+        for (unsigned p = 0; p < NB_MAX_PORTS; p++)
+            if (s->ports[p].sandboxport != 0)
+                u->ports++;
+    }
 }
 
 uint32_t nb_table_count_state(struct nb_table *t, enum nb_slot_state state)
@@ -600,6 +657,27 @@ int nb_table_free(struct nb_table *t, const char *id, uint32_t gen)
     if (s == NULL || (s->state != NB_SLOT_CREATING && s->state != NB_SLOT_DESTROYING))
         return -1;
     nb_table_release(t, s);
+    return 0;
+}
+
+int nb_table_adopt(struct nb_table *t, uint32_t i, const struct nb_slot *from,
+                   enum nb_slot_state to, int64_t now)
+{
+    struct nb_slot *s;
+    uint32_t gen;
+
+    if (i >= t->nslots || t->slots[i].state != NB_SLOT_FREE ||
+        (to != NB_SLOT_RUNNING && to != NB_SLOT_PAUSED))
+        return -1;
+    s = &t->slots[i];
+    do
+        gen = (uint32_t)++t->hdr->generation;
+    while (gen == 0);
+    /* filled while still FREE; the state goes in last, as in reserve */
+    *s = *from;
+    s->state = NB_SLOT_FREE;
+    s->generation = gen;
+    slot_enter(s, to, 0, now);
     return 0;
 }
 

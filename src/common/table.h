@@ -19,12 +19,21 @@
 #include <sys/types.h>
 
 #define NB_TABLE_MAGIC "NANOBOX\0"
-#define NB_TABLE_VERSION 1
-#define NB_ID_LEN 36     /* textual UUID */
-#define NB_CID_LEN 64    /* Docker container id */
-#define NB_MAX_PORTS 16  /* open ports per sandbox */
-#define NB_META_LEN 1024 /* serialized metadata JSON */
+#define NB_TABLE_VERSION 2 /* 2: slots record their owner key */
+#define NB_ID_LEN 36       /* textual UUID */
+#define NB_CID_LEN 64      /* Docker container id */
+#define NB_MAX_PORTS 16    /* open ports per sandbox */
+#define NB_META_LEN 1024   /* serialized metadata JSON */
 #define NB_IMAGE_LEN 128
+#define NB_OWNER_LEN 32 /* a key name (keys.h NB_KEY_NAME_MAX) */
+
+/*
+ * Header flag: the table was created afresh (no file, or one of another
+ * layout moved aside): the running containers of this instance are to be
+ * adopted from what Docker knows (adopt.c) before any create takes a slot.
+ * Cleared once an adoption pass has run.
+ */
+#define NB_TABLE_ADOPT_PENDING 1u
 
 enum nb_slot_state {
     NB_SLOT_FREE = 0,
@@ -65,6 +74,8 @@ struct nb_slot {
     uint32_t auto_resume;  /* 1: a call that needs it running resumes it */
     int64_t ttl_left;      /* PAUSED: seconds of TTL it had when paused */
     int64_t pause_expires; /* PAUSED: unix seconds its pause ends (it is destroyed) */
+    /* the name of the API key that created it (keys.h); "" while warm, or made before owners */
+    char owner[NB_OWNER_LEN + 8];
 };
 
 struct nb_table_header {
@@ -72,7 +83,7 @@ struct nb_table_header {
     uint32_t version;
     uint32_t slot_size; /* sizeof(struct nb_slot) when written */
     uint32_t nslots;
-    uint32_t reserved;
+    uint32_t flags;       /* NB_TABLE_ADOPT_PENDING */
     uint64_t generation;  /* source of slot generations */
     pthread_mutex_t lock; /* robust, process-shared */
 };
@@ -87,9 +98,12 @@ struct nb_table {
 
 /*
  * Open (creating if absent) the table file with nslots slots. An existing
- * file with another magic, version or slot size is refused (-1, message in
- * err); one with fewer or more slots is grown or, if the extra slots are
- * free, shrunk.
+ * file with another magic, version or slot size, or a damaged one, is moved
+ * aside to <path>.old (replacing an older .old) and a fresh table created,
+ * with NB_TABLE_ADOPT_PENDING set, as for a missing file; it is refused (-1,
+ * message in err) only while another process still has it open (an old
+ * nanobox still running). One with fewer or more slots is grown or, if the
+ * extra slots are free, shrunk.
  */
 int nb_table_open(struct nb_table *t, const char *path, uint32_t nslots, char *err, size_t errlen);
 void nb_table_close(struct nb_table *t);
@@ -111,6 +125,16 @@ struct nb_slot *nb_table_find(struct nb_table *t, const char *id);
 /* Number of slots not FREE. */
 uint32_t nb_table_count(struct nb_table *t);
 
+/* What the sandboxes of one owner hold: live ones (CREATING, RUNNING,
+ * PAUSED), their memory and CPUs, and their open ports. */
+struct nb_table_usage {
+    unsigned sandboxes;
+    uint64_t memory;
+    uint64_t nano_cpus;
+    unsigned ports;
+};
+void nb_table_usage(struct nb_table *t, const char *owner, struct nb_table_usage *u);
+
 /* Number of slots in state. */
 uint32_t nb_table_count_state(struct nb_table *t, enum nb_slot_state state);
 
@@ -126,6 +150,7 @@ uint32_t nb_table_count_state(struct nb_table *t, enum nb_slot_state state);
  *   RUNNING, POOLED, PAUSED ──mark_destroying──> DESTROYING ──unmark──> RUNNING or PAUSED
  *   CREATING, DESTROYING (abandoned) ──take_over──> DESTROYING
  *   CREATING, DESTROYING ──free──> FREE;  any ──release──> FREE
+ *   FREE ──adopt──> RUNNING or PAUSED (a fresh table taking a running container back)
  *
  * The ones that take (id, gen) are for a caller that dropped the lock for
  * a Docker call: they act only on the slot that still has this id and the
@@ -204,6 +229,15 @@ int nb_table_disown(struct nb_table *t, const char *id, uint32_t gen);
  * another generation, or in another state.
  */
 int nb_table_free(struct nb_table *t, const char *id, uint32_t gen);
+
+/*
+ * FREE -> RUNNING or PAUSED: slot index i takes over a running container of
+ * a table that was lost (adopt.c): *from is copied in (its state, owner_pid
+ * and generation ignored), with a new generation. -1 if slot i is out of
+ * range or not FREE, or to is neither RUNNING nor PAUSED.
+ */
+int nb_table_adopt(struct nb_table *t, uint32_t i, const struct nb_slot *from,
+                   enum nb_slot_state to, int64_t now);
 
 /*
  * Any state -> FREE, zeroed but for the generation: for reconciliation,

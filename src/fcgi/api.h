@@ -135,6 +135,11 @@ int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
  * (401 "unauthenticated"). Every data-plane handler but /health calls it.
  */
 int e2b_data_authorized(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae);
+/* The sandbox user's home as E2B's SDKs see it: e2b_home, else the workspace (api_e2b.c). */
+const char *e2b_home(const struct nb_conf *c);
+/* A path of an E2B call (relative: under e2b_home) checked as nb_files_path does (api_e2b.c). */
+int e2b_path(const struct nb_conf *c, const char *raw, size_t len, char *out, size_t outlen,
+             struct nb_apierr *ae);
 /* t (unix seconds) as RFC 3339 in UTC under key, as E2B writes its times (api_e2b.c). */
 void e2b_json_time(yajl_gen g, const char *key, int64_t t);
 /*

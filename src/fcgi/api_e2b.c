@@ -21,9 +21,11 @@
 
 #include "api.h"
 #include "clock.h"
+#include "files.h"
 #include "json.h"
 #include "query.h"
 #include "sandbox.h"
+#include "tenant.h"
 
 /*
  * The envd version the facade claims. The SDK gates features on it
@@ -63,6 +65,17 @@ static int image_of(const struct nb_conf *c, const char *tpl, char *out, size_t 
         return -1;
     snprintf(out, outlen, "%s", img);
     return 0;
+}
+
+const char *e2b_home(const struct nb_conf *c)
+{
+    return c->e2b_home[0] != '\0' ? c->e2b_home : c->workspace;
+}
+
+int e2b_path(const struct nb_conf *c, const char *raw, size_t len, char *out, size_t outlen,
+             struct nb_apierr *ae)
+{
+    return nb_files_path_in(e2b_home(c), raw, len, out, outlen, ae);
 }
 
 /* RFC 3339 in UTC, as E2B's startedAt and endAt. */
@@ -138,23 +151,33 @@ static void kv_metadata(yajl_gen g, const struct nb_slot *s)
 #define E2B_TOKEN_LEN 64 /* hex of HMAC-SHA256 */
 
 /*
- * The sandbox's envdAccessToken: HMAC-SHA256 under the API key of the
- * context and the sandbox id, in hex. Only who holds the key can make it,
- * and it opens one sandbox's data plane only. -1 (no token) when the
- * server runs without a key.
+ * The sandbox's envdAccessToken: HMAC-SHA256 of the context and the
+ * sandbox id, in hex, under its owner's secret: the SHA-256 of the owner's
+ * key for a key of the keys file (the file is the owner's and the
+ * operator's only), the API key for the "default" key's sandboxes. Only who
+ * holds that can make it, it opens one sandbox's data plane only, and it
+ * stops working when the owner's key is removed. -1 (no token) when there
+ * is no secret.
  */
-static int access_token(const struct nb_conf *c, const char *id, char out[E2B_TOKEN_LEN + 1])
+static int access_token(const struct nb_conf *c, const char *owner, const char *id,
+                        char out[E2B_TOKEN_LEN + 1])
 {
     unsigned char msg[sizeof(E2B_TOKEN_CONTEXT) + NB_ID_LEN], mac[EVP_MAX_MD_SIZE];
     unsigned maclen = 0;
     size_t ctx = strlen(E2B_TOKEN_CONTEXT), idlen = strnlen(id, NB_ID_LEN);
+    const void *secret = c->api_key;
+    int secret_len = (int)strlen(c->api_key);
+    struct nb_key k;
 
-    if (c->api_key[0] == '\0')
+    if (strcmp(owner, NB_KEY_DEFAULT) != 0 && nb_tenant_lookup(owner, &k) == 0) {
+        secret = k.hash;
+        secret_len = (int)sizeof(k.hash);
+    }
+    if (secret_len == 0)
         return -1;
     memcpy(msg, E2B_TOKEN_CONTEXT, ctx);
     memcpy(msg + ctx, id, idlen);
-    if (HMAC(EVP_sha256(), c->api_key, (int)strlen(c->api_key), msg, ctx + idlen, mac, &maclen) ==
-            NULL ||
+    if (HMAC(EVP_sha256(), secret, secret_len, msg, ctx + idlen, mac, &maclen) == NULL ||
         maclen * 2 != E2B_TOKEN_LEN)
         return -1;
     for (unsigned i = 0; i < maclen; i++)
@@ -164,22 +187,28 @@ static int access_token(const struct nb_conf *c, const char *id, char out[E2B_TO
 
 int e2b_data_authorized(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae)
 {
-    char want[E2B_TOKEN_LEN + 1];
+    char want[E2B_TOKEN_LEN + 1], owner[NB_OWNER_LEN + 8] = "";
     /* envd calls send it as X-Access-Token; the code interpreter's SDK sends
      * it so on /execute only, and as E2B-Traffic-Access-Token (create's
      * trafficAccessToken, the same token) on every call */
     const char *given = nb_http_param(r, "HTTP_X_ACCESS_TOKEN");
+    struct nb_slot *s;
 
     if (given == NULL)
         given = nb_http_param(r, "HTTP_E2B_TRAFFIC_ACCESS_TOKEN");
 
-    if (access_token(&a->conf, id, want) != 0) {
-        if (a->conf.api_key[0] == '\0')
-            return 0; /* no key, no tokens: the data plane is as open as the API */
-    } else if (given != NULL && strlen(given) == E2B_TOKEN_LEN &&
-               CRYPTO_memcmp(given, want, E2B_TOKEN_LEN) == 0) {
+    nb_tenant_refresh(a); /* a data-plane request carries no key: the keys may be old */
+    if (!nb_tenant_auth_on(a))
+        return 0; /* no key, no tokens: the data plane is as open as the API */
+    /* an unknown id gets the same 401 as a wrong token: nothing leaks */
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL)
+        snprintf(owner, sizeof(owner), "%s", s->owner);
+    nb_table_unlock(&a->table);
+    if (access_token(&a->conf, owner, id, want) == 0 && given != NULL &&
+        strlen(given) == E2B_TOKEN_LEN && CRYPTO_memcmp(given, want, E2B_TOKEN_LEN) == 0)
         return 0;
-    }
     nb_apierr_set(ae, 401, "unauthenticated",
                   "missing or wrong X-Access-Token: send the envdAccessToken that creating or "
                   "connecting to sandbox %.64s returned",
@@ -197,7 +226,7 @@ static void sandbox_json(yajl_gen g, const struct nb_conf *c, const struct nb_sl
     nb_json_kv_str(g, "clientID", E2B_CLIENT_ID);
     nb_json_kv_str(g, "envdVersion", E2B_ENVD_VERSION);
     /* the SDK sends it as X-Access-Token on every envd call (e2b_data_authorized) */
-    if (access_token(c, s->id, token) == 0) {
+    if (access_token(c, s->owner, s->id, token) == 0) {
         nb_json_kv_str(g, "envdAccessToken", token);
         nb_json_kv_str(g, "trafficAccessToken", token);
     }
@@ -331,6 +360,7 @@ int api_e2b_create(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
     if (api_metadata_text(c, meta, spec.metadata, sizeof(spec.metadata), ae) != 0 ||
         api_env_list(c, envs, &spec.env, &spec.n_env, ae) != 0)
         goto out;
+    spec.key = nb_http_key(r); /* its owner, and whose quotas it counts against */
     if (nb_sandbox_create(a, &spec, &slot, ae) != 0) {
         /* a full machine is E2B's concurrency limit: its SDK says RateLimitError */
         if (ae->status == 503 && !strcmp(ae->code, "capacity"))
@@ -481,18 +511,25 @@ int api_e2b_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
     struct nb_slot *copy;
     uint32_t n = 0, kept = 0, shown;
     int64_t now = nb_clock_real_s();
+    char want[NB_OWNER_LEN + 1] = "";
+    const char *owner;
     yajl_gen g;
 
     (void)ra;
     if (list_query(r, &l, ae) != 0)
         return NB_ERR;
+    /* a user key lists its own sandboxes; an admin all, or ?owner=NAME's */
+    if (nb_http_query(r, "owner", want, sizeof(want)) < 0)
+        want[0] = '\0';
+    owner = nb_http_list_owner(r, want);
     /* copy under the lock, filter and format outside it */
     copy = nb_xcalloc(a->table.nslots ? a->table.nslots : 1, sizeof(*copy));
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         const struct nb_slot *s = &a->table.slots[i];
-        if ((s->state == NB_SLOT_RUNNING && s->expires > now) ||
-            (s->state == NB_SLOT_PAUSED && s->pause_expires > now))
+        if (((s->state == NB_SLOT_RUNNING && s->expires > now) ||
+             (s->state == NB_SLOT_PAUSED && s->pause_expires > now)) &&
+            (owner == NULL || !strcmp(s->owner, owner)))
             copy[n++] = *s;
     }
     nb_table_unlock(&a->table);
@@ -541,6 +578,7 @@ int api_e2b_kill(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
 {
     if (nb_sandbox_destroy(a, ra->id, ae) != 0)
         return NB_ERR;
+    nb_http_audit(r, "destroy", ra->id);
     nb_http_no_content(r);
     return NB_OK;
 }
@@ -630,6 +668,7 @@ int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
     }
     if (wake(a, ra->id, ttl, &slot, &resumed, ae) != 0)
         return NB_ERR;
+    nb_http_audit(r, "resume", ra->id);
     return answer_sandbox(a, r, 201, &slot);
 }
 
@@ -652,6 +691,7 @@ int api_e2b_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args
     }
     if (nb_sandbox_pause(a, ra->id, NULL, ae) != 0)
         return NB_ERR;
+    nb_http_audit(r, "pause", ra->id);
     nb_http_no_content(r);
     return NB_OK;
 }

@@ -125,7 +125,7 @@ static int query_path(struct nb_app *a, struct nb_req *r, int required, char *ou
     else if (!*present)
         rc = 0;
     else
-        rc = nb_files_path(&a->conf, q.data, q.len, out, outlen, ae);
+        rc = e2b_path(&a->conf, q.data, q.len, out, outlen, ae);
     nb_buf_free(&q);
     return rc == 0 && (*present || !required) ? 0 : -1;
 }
@@ -209,7 +209,7 @@ static int upload_part(struct nb_app *a, const struct nb_slot *slot, struct nb_m
 
 /*
  * Each part named "file" is written, in order, to its filename (relative:
- * in the workspace, the sandbox user's home), or to ?path= when it has
+ * under E2B's home, /home/user), or to ?path= when it has
  * none; parents are created. Parts go through as they are read: a part
  * found malformed after others were written leaves those written.
  */
@@ -256,8 +256,7 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
             goto out;
         }
         if (part->has_filename && part->filename_len > 0) {
-            if (nb_files_path(&a->conf, part->filename, part->filename_len, path, sizeof(path),
-                              ae) != 0)
+            if (e2b_path(&a->conf, part->filename, part->filename_len, path, sizeof(path), ae) != 0)
                 goto out;
         } else if (has_qpath) {
             snprintf(path, sizeof(path), "%s", qpath);
@@ -508,20 +507,27 @@ out:
 
 /* ---- /contexts ---- */
 
-/* E2B's Context, {id, language, cwd}, of the engine's info. */
-static void context_json(yajl_gen g, yajl_val info)
+/*
+ * E2B's Context, {id, language, cwd}, of the engine's info. The default
+ * contexts run in the workspace, which E2B's SDKs know as their home.
+ */
+static void context_json(yajl_gen g, const struct nb_conf *c, yajl_val info)
 {
     static const char *const keys[] = {"id", "language", "cwd"};
     yajl_gen_map_open(g);
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         yajl_val v = ev_get(info, keys[i], yajl_t_string);
-        nb_json_kv_str(g, keys[i], v != NULL ? nb_json_string(v) : "");
+        const char *s = v != NULL ? nb_json_string(v) : "";
+        if (i == 2 && !strcmp(s, c->workspace))
+            s = e2b_home(c);
+        nb_json_kv_str(g, keys[i], s);
     }
     yajl_gen_map_close(g);
 }
 
 struct context_list {
     yajl_gen g;
+    const struct nb_conf *c;
     int python, javascript; /* the default contexts were there */
 };
 
@@ -532,7 +538,7 @@ static int list_one(void *ctx, yajl_val info)
     const char *s = id != NULL ? nb_json_string(id) : "";
     l->python |= !strcmp(s, "python");
     l->javascript |= !strcmp(s, "javascript");
-    context_json(l->g, info);
+    context_json(l->g, l->c, info);
     return 0;
 }
 
@@ -542,7 +548,7 @@ static void default_json(yajl_gen g, const struct nb_conf *c, const char *langua
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "id", language);
     nb_json_kv_str(g, "language", language);
-    nb_json_kv_str(g, "cwd", c->workspace);
+    nb_json_kv_str(g, "cwd", e2b_home(c));
     yajl_gen_map_close(g);
 }
 
@@ -550,7 +556,7 @@ static void default_json(yajl_gen g, const struct nb_conf *c, const char *langua
 int api_e2b_contexts_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                           struct nb_apierr *ae)
 {
-    struct context_list l = {NULL, 0, 0};
+    struct context_list l = {NULL, &a->conf, 0, 0};
     struct nb_slot slot;
 
     if (data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0)
@@ -611,7 +617,8 @@ int api_e2b_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_
         }
     }
     if (data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0 ||
-        nb_code_create(&slot, language, cwd, NULL, 0, keep_first, &info, ae) != 0)
+        nb_code_create(&slot, language, cwd != NULL ? cwd : e2b_home(&a->conf), NULL, 0, keep_first,
+                       &info, ae) != 0)
         goto out;
     if (info == NULL) {
         nb_apierr_set(ae, 502, "bad_gateway",
@@ -619,7 +626,7 @@ int api_e2b_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_
         goto out;
     }
     g = nb_json_gen();
-    context_json(g, info);
+    context_json(g, &a->conf, info);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
     rc = NB_OK;

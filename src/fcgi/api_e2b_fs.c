@@ -39,7 +39,7 @@
 #include "files.h"
 #include "json.h"
 
-/* The path member of a request, resolved as nb_files_path does (relative: the workspace). */
+/* The path member of a request, resolved as nb_files_path does (relative: E2B's home). */
 static int body_path(struct nb_app *a, yajl_val body, const char *key, char *out, size_t outlen,
                      struct nb_apierr *ae)
 {
@@ -48,8 +48,7 @@ static int body_path(struct nb_app *a, yajl_val body, const char *key, char *out
         nb_apierr_set(ae, 400, "invalid_argument", "%s must be a path (a string)", key);
         return -1;
     }
-    if (nb_files_path(&a->conf, nb_json_string(v), strlen(nb_json_string(v)), out, outlen, ae) !=
-        0) {
+    if (e2b_path(&a->conf, nb_json_string(v), strlen(nb_json_string(v)), out, outlen, ae) != 0) {
         snprintf(ae->code, sizeof(ae->code), "invalid_argument");
         return -1;
     }

@@ -17,9 +17,9 @@
  * leaves it running (commands.run(.., {background: true}) then disconnect()
  * or a dropped connection); the Connect-Timeout-Ms of Start is the
  * command's own timeout (the agent kills it then), that of Connect only the
- * stream's. A stream polls the agent for output (every quarter of the time
- * it has been quiet, 1 to 50 ms) and sends a keepalive event after every
- * Keepalive-Ping-Interval seconds (the SDK says 50) without one.
+ * stream's. A stream waits on the agent (nb_procs_wait), which answers as
+ * soon as the process prints or ends, and sends a keepalive event after
+ * every Keepalive-Ping-Interval seconds (the SDK says 50) without one.
  */
 #include "config.h"
 
@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "api.h"
@@ -41,6 +42,7 @@
 #include "procs.h"
 #include "sandbox.h"
 
+#define RPC_WAIT_MAX_MS 1000
 #define RPC_POLL_MIN_MS 1
 #define RPC_POLL_MAX_MS 50
 #define RPC_KEEPALIVE_S 50
@@ -191,6 +193,7 @@ struct follow {
     int64_t last_sent;
     int64_t last_output; /* when output last came (or the stream began) */
     int client_fd;       /* watched for the client leaving; -1 once it cannot tell */
+    int polling;         /* the agent cannot wait (older than W): poll it */
 };
 
 /* One ProcessEvent ({"event": {...}}) in its envelope; -1 when the client is gone. */
@@ -324,45 +327,91 @@ static int stopping(void)
 }
 
 /*
+ * How long the next wait for pid may last: until the keepalive is due or
+ * the deadline, and at most RPC_WAIT_MAX_MS (a worker asked to stop is
+ * seen within that).
+ */
+static int follow_wait_ms(const struct follow *f, int64_t now)
+{
+    int64_t w = f->last_sent + f->keepalive_ms - now;
+    if (f->deadline > 0 && f->deadline - now < w)
+        w = f->deadline - now;
+    return w < 1 ? 1 : w > RPC_WAIT_MAX_MS ? RPC_WAIT_MAX_MS : (int)w;
+}
+
+/* An agent too old to wait (it refuses W): poll it, every quarter of the time output was quiet. */
+static int follow_poll_pause(struct follow *f, int sent, int64_t now)
+{
+    int wait;
+    if (sent)
+        f->last_output = now;
+    wait = (int)((now - f->last_output) / 4);
+    wait = wait < RPC_POLL_MIN_MS   ? RPC_POLL_MIN_MS
+           : wait > RPC_POLL_MAX_MS ? RPC_POLL_MAX_MS
+                                    : wait;
+    if (f->deadline > 0 && f->deadline - now < wait)
+        wait = (int)(f->deadline - now);
+    return client_left(f, wait);
+}
+
+/*
  * Stream pid's output from the offsets on until it ends (end event and
  * end of stream), the client leaves (NB_OK: the process lives on) or the
  * deadline passes (NB_ERR deadline_exceeded) or the worker is asked to
- * stop (NB_ERR unavailable). The stream has begun.
+ * stop (NB_ERR unavailable). The stream has begun. The agent answers each
+ * wait as soon as there is output or the process has ended: both are
+ * pushed, not polled for.
  */
 static int follow(struct follow *f, struct nb_apierr *ae)
 {
-    int wait;
     for (;;) {
         struct nb_proc_output po;
-        int sent = 0, gone = 0, ended = 0;
-        int64_t now;
+        int sent = 0, gone = 0, ended = 0, got;
+        int64_t now = nb_clock_mono_ms();
 
-        if (nb_procs_read(f->a, f->slot, f->pid, f->off_out, f->off_err, &po, ae) != 0) {
+        if (f->polling) {
+            got = nb_procs_read(f->a, f->slot, f->pid, f->off_out, f->off_err, &po, ae);
+        } else {
+            got = nb_procs_wait(f->a, f->slot, f->pid, f->off_out, f->off_err,
+                                follow_wait_ms(f, now), f->client_fd, &po, ae);
+            if (got < 0 && ae->status == 400) {
+                f->polling = 1; /* an agent from before W */
+                nb_proc_output_free(&po);
+                continue;
+            }
+        }
+        if (got < 0) {
             nb_proc_output_free(&po);
             return proc_err(ae, f->pid) == 0 ? NB_OK : NB_ERR;
         }
-        if (po.out.len > 0) {
+        if (got == 2) {
+            nb_proc_output_free(&po);
+            return NB_OK; /* the client left: the process does not */
+        }
+        if (got == 0 && po.out.len > 0) {
             gone |= send_data(f, "stdout", po.out.data, po.out.len);
             sent = 1;
         }
-        if (po.err.len > 0 && !gone) {
+        if (got == 0 && po.err.len > 0 && !gone) {
             gone |= send_data(f, "stderr", po.err.data, po.err.len);
             sent = 1;
         }
-        f->off_out = po.info.stdout_bytes;
-        f->off_err = po.info.stderr_bytes;
         now = nb_clock_mono_ms();
-        if (!po.info.running && !gone && f->deadline > 0 && now >= f->deadline &&
-            po.info.signal == SIGKILL) {
-            /* the agent killed it at the same deadline before this stream looked again */
-            nb_proc_output_free(&po);
-            nb_apierr_set(ae, 504, "deadline_exceeded",
-                          "process %u was killed at its Connect-Timeout-Ms", f->pid);
-            return NB_ERR;
-        }
-        if (!po.info.running && !gone) {
-            gone |= send_end(f, &po.info);
-            ended = 1;
+        if (got == 0) {
+            f->off_out = po.info.stdout_bytes;
+            f->off_err = po.info.stderr_bytes;
+            if (!po.info.running && !gone && f->deadline > 0 && now >= f->deadline &&
+                po.info.signal == SIGKILL) {
+                /* the agent killed it at the same deadline before this stream looked again */
+                nb_proc_output_free(&po);
+                nb_apierr_set(ae, 504, "deadline_exceeded",
+                              "process %u was killed at its Connect-Timeout-Ms", f->pid);
+                return NB_ERR;
+            }
+            if (!po.info.running && !gone) {
+                gone |= send_end(f, &po.info);
+                ended = 1;
+            }
         }
         nb_proc_output_free(&po);
         if (gone)
@@ -383,16 +432,7 @@ static int follow(struct follow *f, struct nb_apierr *ae)
         }
         if (now - f->last_sent >= f->keepalive_ms && send_keepalive(f) != 0)
             return NB_OK;
-        /* a quarter of the time output has been quiet: a quick command is seen ending quickly */
-        if (sent)
-            f->last_output = now;
-        wait = (int)((now - f->last_output) / 4);
-        wait = wait < RPC_POLL_MIN_MS   ? RPC_POLL_MIN_MS
-               : wait > RPC_POLL_MAX_MS ? RPC_POLL_MAX_MS
-                                        : wait;
-        if (f->deadline > 0 && f->deadline - now < wait)
-            wait = (int)(f->deadline - now);
-        if (client_left(f, wait))
+        if (f->polling && follow_poll_pause(f, sent, now))
             return NB_OK;
     }
 }
@@ -435,6 +475,68 @@ static void start_cmd_free(struct start_cmd *sc)
 {
     free(sc->argv);
     api_env_free(sc->env, sc->n_env);
+}
+
+/*
+ * HOME (E2B's home) and PWD (the cwd as named: /home/user is a link to
+ * the workspace, and a shell keeps the name it is given) go first, so
+ * the command's own envs replace them.
+ */
+static int start_env_home(struct nb_app *a, struct start_cmd *sc)
+{
+    char **env = nb_xcalloc(sc->n_env + 2, sizeof(*env));
+    const char *home = e2b_home(&a->conf);
+    size_t n = strlen(home) + 6, m = strlen(sc->cwd) + 5;
+
+    env[0] = nb_xmalloc(n);
+    snprintf(env[0], n, "HOME=%s", home);
+    env[1] = nb_xmalloc(m);
+    snprintf(env[1], m, "PWD=%s", sc->cwd);
+    for (unsigned i = 0; i < sc->n_env; i++)
+        env[i + 2] = sc->env[i];
+    free(sc->env);
+    sc->env = env;
+    sc->n_env += 2;
+    return 0;
+}
+
+/*
+ * The user a command runs as: the SDK names one (commands.run(cmd, {user}))
+ * in Authorization: Basic base64("<user>:"). The sandbox user answers to
+ * "user" and to its own name; "root" is refused, not ignored: a sandbox
+ * has no root (docs/SECURITY.md), and a command told it runs as root
+ * would act on a lie.
+ */
+static int start_user(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
+{
+    const char *h = nb_http_param(r, "HTTP_AUTHORIZATION");
+    struct nb_buf dec;
+    char name[64];
+
+    if (h == NULL || strncasecmp(h, "Basic ", 6) != 0)
+        return 0;
+    for (h += 6; *h == ' '; h++)
+        ;
+    nb_buf_init(&dec, 256);
+    if (nb_base64_decode(&dec, h, strlen(h)) != 0 || dec.data == NULL) {
+        nb_buf_free(&dec);
+        nb_apierr_set(ae, 400, "invalid_argument",
+                      "Authorization: Basic must be base64 of \"user:\"");
+        return -1;
+    }
+    snprintf(name, sizeof(name), "%.*s", (int)strcspn(dec.data, ":"), dec.data);
+    nb_buf_free(&dec);
+    if (name[0] == '\0' || !strcmp(name, "user") || !strcmp(name, a->conf.sandbox_user_name))
+        return 0;
+    if (!strcmp(name, "root"))
+        nb_apierr_set(ae, 403, "permission_denied",
+                      "a nanobox sandbox has no root: commands run as the sandbox user "
+                      "(no capabilities, no-new-privileges, a read-only image); "
+                      "install software under %s or in the template",
+                      e2b_home(&a->conf));
+    else
+        nb_apierr_set(ae, 400, "invalid_argument", "no user \"%.32s\" in the sandbox (user)", name);
+    return -1;
 }
 
 static int start_cmd_parse(struct nb_app *a, yajl_val body, struct start_cmd *sc,
@@ -491,17 +593,17 @@ static int start_cmd_parse(struct nb_app *a, yajl_val body, struct start_cmd *sc
         nb_apierr_set(ae, 400, "invalid_argument", "process.cwd must be a string");
         return -1;
     }
-    /* a relative cwd is under the workspace, as envd's is under the user's home */
-    if (cwd != NULL && nb_json_string(cwd)[0] != '\0') {
-        const char *c = nb_json_string(cwd);
+    /* E2B's home is the default cwd, and a relative cwd is under it, as envd's */
+    {
+        const char *c = cwd != NULL ? nb_json_string(cwd) : "";
         if ((size_t)snprintf(sc->cwd, sizeof(sc->cwd), "%s%s%s",
-                             c[0] == '/' ? "" : a->conf.workspace, c[0] == '/' ? "" : "/",
-                             c) >= sizeof(sc->cwd)) {
+                             c[0] == '/' ? "" : e2b_home(&a->conf),
+                             c[0] == '/' || c[0] == '\0' ? "" : "/", c) >= sizeof(sc->cwd)) {
             nb_apierr_set(ae, 400, "invalid_argument", "process.cwd is too long");
             return -1;
         }
     }
-    return 0;
+    return start_env_home(a, sc);
 }
 
 int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
@@ -517,8 +619,8 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
     int rc = NB_ERR;
 
     nb_exec_result_init(&res, 0);
-    if (e2b_rpc_request(a, r, 1, &body, ae) != 0 || e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
-        start_cmd_parse(a, body, &sc, ae) != 0 ||
+    if (e2b_rpc_request(a, r, 1, &body, ae) != 0 || start_user(a, r, ae) != 0 ||
+        e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 || start_cmd_parse(a, body, &sc, ae) != 0 ||
         follow_init(&f, a, r, &slot, &timeout_ms, ae) != 0)
         goto out;
     in = e2b_rpc_member(body, "stdin", NULL);
@@ -533,17 +635,14 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
     rq.n_env = sc.n_env;
     rq.timeout = (double)timeout_ms / 1000.0; /* 0: none (the agent kills it at the timeout) */
     rq.background = 1;
+    /* stdin: false (the SDK's default) is a closed stdin, as envd's /dev/null */
+    rq.bg_no_stdin = in != NULL && YAJL_IS_FALSE(in);
     rq.client_fd = -1;
     if (nb_exec_run(a, &slot, &rq, &res, ae) != 0) {
         proc_err(ae, 0);
         goto out;
     }
     f.pid = (uint32_t)res.pid;
-    /* stdin: false (the SDK's default) is a closed stdin, as envd's /dev/null */
-    if (in != NULL && YAJL_IS_FALSE(in)) {
-        struct nb_apierr ignored;
-        nb_procs_stdin(a, &slot, f.pid, NULL, 0, 1, &ignored);
-    }
     nb_http_stream_begin(r, 200, NB_RPC_STREAM_CTYPE);
     rc = send_start(&f) != 0 ? NB_OK : follow(&f, ae);
 out:

@@ -241,7 +241,7 @@ int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
         return NB_OK;
     }
     if (sid != NULL && *sid) {
-        rc = nb_mcp_session_find(&a->conf, sid, version, sizeof(version), ae);
+        rc = nb_mcp_session_find(&a->conf, nb_http_key(r)->name, sid, version, sizeof(version), ae);
         if (rc < 0) {
             rpc_fail(r, ae->status, MCP_INTERNAL_ERROR, "%s", ae->msg);
             return NB_OK;
@@ -277,7 +277,7 @@ int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
     } else {
         if (s.last == MCP_MSG_INITIALIZE) {
             /* no session file: serve on statelessly rather than fail the client */
-            if (nb_mcp_session_new(&a->conf, s.version, new_sid, ae) == 0)
+            if (nb_mcp_session_new(&a->conf, nb_http_key(r)->name, s.version, new_sid, ae) == 0)
                 nb_http_add_header(r, "Mcp-Session-Id", new_sid);
             else
                 nb_warn("MCP initialize answered without a session: %s", ae->msg);
@@ -302,7 +302,7 @@ int api_mcp_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
                       "header");
         return NB_ERR;
     }
-    rc = nb_mcp_session_end(&a->conf, sid, ae);
+    rc = nb_mcp_session_end(&a->conf, nb_http_key(r)->name, sid, ae);
     if (rc < 0)
         return NB_ERR;
     if (rc == 0) {

@@ -101,6 +101,64 @@ static void census_take(struct nb_app *a, struct census *c)
     nb_table_unlock(&a->table);
 }
 
+/* What each key's live sandboxes hold (their owner in the table; "" warm or made before owners). */
+struct key_use {
+    char owner[NB_OWNER_LEN + 8];
+    struct nb_table_usage u;
+};
+
+static void render_keys(struct nb_app *a, struct nb_buf *out)
+{
+    struct key_use *k = nb_xcalloc((size_t)a->table.nslots + 1, sizeof(*k));
+    size_t n = 0;
+
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        const struct nb_slot *s = &a->table.slots[i];
+        size_t j;
+        if (s->owner[0] == '\0' || (s->state != NB_SLOT_CREATING && s->state != NB_SLOT_RUNNING &&
+                                    s->state != NB_SLOT_PAUSED))
+            continue;
+        for (j = 0; j < n && strcmp(k[j].owner, s->owner) != 0; j++)
+            ;
+        if (j == n) {
+            snprintf(k[n].owner, sizeof(k[n].owner), "%s", s->owner);
+            nb_table_usage(&a->table, s->owner, &k[n].u);
+            n++;
+        }
+    }
+    nb_table_unlock(&a->table);
+    nb_metrics_family(out, "nanobox_key_sandboxes", "gauge",
+                      "Live sandboxes of each API key (keys file; \"default\": api_key).");
+    for (size_t j = 0; j < n; j++) {
+        nb_buf_printf(out, "nanobox_key_sandboxes{key=\"");
+        nb_metrics_label(out, k[j].owner);
+        nb_buf_printf(out, "\"} %u\n", k[j].u.sandboxes);
+    }
+    nb_metrics_family(out, "nanobox_key_memory_bytes", "gauge",
+                      "Memory limits of each API key's live sandboxes, summed (max_memory).");
+    for (size_t j = 0; j < n; j++) {
+        nb_buf_printf(out, "nanobox_key_memory_bytes{key=\"");
+        nb_metrics_label(out, k[j].owner);
+        nb_buf_printf(out, "\"} %llu\n", (unsigned long long)k[j].u.memory);
+    }
+    nb_metrics_family(out, "nanobox_key_cpus", "gauge",
+                      "CPUs of each API key's live sandboxes, summed (max_cpus).");
+    for (size_t j = 0; j < n; j++) {
+        nb_buf_printf(out, "nanobox_key_cpus{key=\"");
+        nb_metrics_label(out, k[j].owner);
+        nb_buf_printf(out, "\"} %.3f\n", (double)k[j].u.nano_cpus / 1e9);
+    }
+    nb_metrics_family(out, "nanobox_key_ports_open", "gauge",
+                      "Open ports of each API key's sandboxes (max_ports).");
+    for (size_t j = 0; j < n; j++) {
+        nb_buf_printf(out, "nanobox_key_ports_open{key=\"");
+        nb_metrics_label(out, k[j].owner);
+        nb_buf_printf(out, "\"} %u\n", k[j].u.ports);
+    }
+    free(k);
+}
+
 static void render_table(struct nb_app *a, struct nb_buf *out)
 {
     const struct nb_conf *conf = &a->conf;
@@ -153,6 +211,7 @@ static void render_table(struct nb_app *a, struct nb_buf *out)
     nb_buf_printf(out, "nanobox_workers_max %u\n", conf->workers_max);
     nb_metrics_family(out, "nanobox_build_info", "gauge", "The running nanobox's version.");
     nb_buf_printf(out, "nanobox_build_info{version=\"%s\"} 1\n", PACKAGE_VERSION);
+    render_keys(a, out);
     free(c.rows);
 }
 

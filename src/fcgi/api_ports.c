@@ -76,8 +76,11 @@ int api_port_open(struct nb_app *a, struct nb_req *r, const struct nb_route_args
     req.sandboxport = (uint16_t)sp;
     req.hostport = (uint16_t)hp;
     req.duration = (unsigned)dur;
+    req.key_max_ports = nb_http_key(r)->max_ports;
+    req.key_name = nb_http_key(r)->name;
     if (nb_port_open(a, ra->id, &req, &info, ae) != 0)
         goto out;
+    nb_http_audit(r, "port-open", ra->id);
     g = nb_json_gen();
     yajl_gen_map_open(g);
     port_json(a, g, ra->id, info.sandboxport, info.hostport, info.expires);
@@ -133,6 +136,7 @@ int api_port_close(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
     }
     if (nb_port_close(a, ra->id, (uint16_t)sp, ae) != 0)
         return NB_ERR;
+    nb_http_audit(r, "port-close", ra->id);
     nb_http_no_content(r);
     return NB_OK;
 }

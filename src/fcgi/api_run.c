@@ -122,8 +122,10 @@ int api_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
     spec.pids = c->pids;
     spec.ttl = (unsigned)timeout + RUN_TTL_SLACK; /* the reaper's backstop if we die */
     snprintf(spec.metadata, sizeof(spec.metadata), "{\"nanobox.run\":\"1\"}");
+    spec.key = nb_http_key(r);
     if (nb_sandbox_create(a, &spec, &slot, ae) != 0)
         goto out;
+    nb_http_audit(r, "create", slot.id);
     rq.argv = argv;
     rq.timeout = timeout;
     rq.client_fd = nb_http_client_fd(r);

@@ -203,6 +203,7 @@ static void sandbox_info(yajl_gen g, const struct nb_slot *s, int64_t now)
     nb_json_kv_double(g, "cpus", (double)s->nano_cpus / 1e9);
     nb_json_kv_int(g, "pids", s->pids);
     nb_json_kv_str(g, "network", s->network_bridge ? "bridge" : "none");
+    nb_json_kv_str(g, "owner", s->owner); /* the name of the key that created it */
     nb_json_cstr(g, "metadata");
     if (nb_json_parse(s->metadata, strlen(s->metadata), 4, &meta, err, sizeof(err)) == 0 && meta)
         nb_json_tree(g, meta);
@@ -291,13 +292,14 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         nb_apierr_set(ae, 400, "bad_field", "give image or template, not both");
         goto out;
     }
-    if (f[F_TEMPLATE].val && nb_template_image(a, nb_json_string(f[F_TEMPLATE].val), spec.image,
-                                               sizeof(spec.image), ae) != 0)
+    if (f[F_TEMPLATE].val &&
+        nb_template_image(a, nb_json_string(f[F_TEMPLATE].val), nb_http_list_owner(r, NULL),
+                          spec.image, sizeof(spec.image), ae) != 0)
         goto out;
     if (f[F_IMAGE].val) {
         const char *img = nb_json_string(f[F_IMAGE].val);
         /* the allow-list: the operator's images and the ready templates */
-        if (!nb_template_image_allowed(a, img)) {
+        if (!nb_template_image_allowed(a, img, nb_http_list_owner(r, NULL))) {
             nb_apierr_set(ae, 403, "forbidden",
                           "image \"%.100s\" is not in the operator's allow-list", img);
             goto out;
@@ -365,8 +367,10 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
 
     spec.auto_resume = f[F_AUTO_RESUME].val != NULL && YAJL_IS_TRUE(f[F_AUTO_RESUME].val);
 
+    spec.key = nb_http_key(r); /* its owner, and whose quotas it counts against */
     if (nb_sandbox_create(a, &spec, &slot, ae) != 0)
         goto out;
+    nb_http_audit(r, "create", slot.id);
     g = nb_json_gen();
     sandbox_info(g, &slot, nb_clock_real_s());
     nb_http_json(r, 201, g);
@@ -379,6 +383,7 @@ out:
 }
 
 struct list_filter {
+    char owner[NB_OWNER_LEN + 1]; /* ?owner=NAME (an admin's filter) */
     char keys[16][128];
     char values[16][256];
     unsigned n;
@@ -388,6 +393,10 @@ struct list_filter {
 static int list_filter_cb(void *arg, const char *k, const char *v)
 {
     struct list_filter *lf = arg;
+    if (!strcmp(k, "owner")) {
+        snprintf(lf->owner, sizeof(lf->owner), "%s", v);
+        return 0;
+    }
     if (strncmp(k, "metadata.", 9) != 0 || k[9] == '\0') {
         lf->bad = 1;
         return -1;
@@ -426,6 +435,7 @@ int api_sandbox_list(struct nb_app *a, struct nb_req *r, const struct nb_route_a
 {
     struct list_filter lf;
     struct nb_slot *copy;
+    const char *owner;
     uint32_t n = 0;
     int64_t now = nb_clock_real_s();
     yajl_gen g;
@@ -435,17 +445,21 @@ int api_sandbox_list(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     nb_http_query_each(r, list_filter_cb, &lf);
     if (lf.bad) {
         nb_apierr_set(ae, 400, "bad_field",
-                      lf.bad == 1 ? "the only filters are metadata.<key>=<value>"
-                                  : "at most 16 metadata filters");
+                      lf.bad == 1
+                          ? "the only filters are metadata.<key>=<value> and owner=<key name>"
+                          : "at most 16 metadata filters");
         return NB_ERR;
     }
+    /* a user key lists its own sandboxes; an admin all, or one owner's */
+    owner = nb_http_list_owner(r, lf.owner);
     /* copy under the lock, format outside it */
     copy = nb_xcalloc(a->table.nslots, sizeof(*copy));
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         const struct nb_slot *s = &a->table.slots[i];
-        if ((s->state == NB_SLOT_RUNNING && s->expires > now) ||
-            (s->state == NB_SLOT_PAUSED && s->pause_expires > now))
+        if (((s->state == NB_SLOT_RUNNING && s->expires > now) ||
+             (s->state == NB_SLOT_PAUSED && s->pause_expires > now)) &&
+            (owner == NULL || !strcmp(s->owner, owner)))
             copy[n++] = *s;
     }
     nb_table_unlock(&a->table);
@@ -485,6 +499,7 @@ int api_sandbox_delete(struct nb_app *a, struct nb_req *r, const struct nb_route
 {
     if (nb_sandbox_destroy(a, ra->id, ae) != 0)
         return NB_ERR;
+    nb_http_audit(r, "destroy", ra->id);
     nb_metrics_destroy(NB_MD_API);
     nb_http_no_content(r);
     return NB_OK;
@@ -519,6 +534,7 @@ static int pause_or_resume(struct nb_app *a, struct nb_req *r, const struct nb_r
     if ((pause ? nb_sandbox_pause(a, ra->id, &slot, ae)
                : nb_sandbox_resume(a, ra->id, &slot, ae)) != 0)
         return NB_ERR;
+    nb_http_audit(r, pause ? "pause" : "resume", ra->id);
     g = nb_json_gen();
     sandbox_info(g, &slot, nb_clock_real_s());
     nb_http_json(r, 200, g);

@@ -24,6 +24,12 @@
 #define LOG_POLL_US 200000
 
 /* The public view of a template (the keys of docs/API.md). */
+/* Whose templates r sees: a user key its own and the shared ones, an admin all (NULL). */
+static const char *viewer(const struct nb_req *r)
+{
+    return nb_http_list_owner(r, NULL);
+}
+
 static void template_json(yajl_gen g, const struct nb_template *t, int with_tail,
                           const struct nb_conf *c)
 {
@@ -32,6 +38,7 @@ static void template_json(yajl_gen g, const struct nb_template *t, int with_tail
     nb_json_kv_str(g, "status", t->status);
     nb_json_kv_str(g, "kind", t->kind);
     nb_json_kv_str(g, "image", t->image);
+    nb_json_kv_str(g, "owner", t->owner); /* the key that built it; "": shared */
     nb_json_kv_int(g, "created_at", t->created_at);
     nb_json_kv_int(g, "size", t->size);
     nb_json_cstr(g, "digest");
@@ -102,7 +109,7 @@ int api_templates_list(struct nb_app *a, struct nb_req *r, const struct nb_route
     yajl_gen_map_open(g);
     nb_json_cstr(g, "templates");
     yajl_gen_array_open(g);
-    if (nb_template_list(a, list_cb, g, ae) != 0) {
+    if (nb_template_list(a, viewer(r), list_cb, g, ae) != 0) {
         yajl_gen_free(g);
         return NB_ERR;
     }
@@ -118,7 +125,7 @@ int api_template_get(struct nb_app *a, struct nb_req *r, const struct nb_route_a
 {
     struct nb_template t;
     yajl_gen g;
-    if (nb_template_get(a, ra->arg, &t, ae) != 0)
+    if (nb_template_get(a, ra->arg, viewer(r), &t, ae) != 0)
         return NB_ERR;
     g = nb_json_gen();
     template_json(g, &t, 1, &a->conf);
@@ -137,8 +144,9 @@ static int query_true(struct nb_req *r, const char *key)
 int api_template_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                         struct nb_apierr *ae)
 {
-    if (nb_template_delete(a, ra->arg, query_true(r, "force"), ae) != 0)
+    if (nb_template_delete(a, ra->arg, viewer(r), query_true(r, "force"), ae) != 0)
         return NB_ERR;
+    nb_http_audit(r, "template-delete", ra->arg);
     nb_http_no_content(r);
     return NB_OK;
 }
@@ -178,6 +186,8 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
         goto out;
     }
     rq.name = nb_json_string(f[F_NAME].val);
+    rq.owner = nb_http_key(r)->name; /* its owner, within that key's max_templates */
+    rq.max_templates = nb_http_key(r)->max_templates;
     rq.dockerfile = nb_json_string(f[F_DOCKERFILE].val);
     rq.dockerfile_len = strlen(rq.dockerfile);
     if (f[F_MEMORY].val) {
@@ -240,6 +250,7 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
     }
     if (nb_template_submit(a, &rq, &t, ae) != 0)
         goto out;
+    nb_http_audit(r, "template-build", rq.name);
     g = nb_json_gen();
     template_json(g, &t, 0, c);
     nb_http_json(r, 202, g);
@@ -269,7 +280,8 @@ int api_sandbox_snapshot(struct nb_app *a, struct nb_req *r, const struct nb_rou
         nb_apierr_set(ae, 400, "bad_field", "%s", err);
         goto out;
     }
-    if (nb_snapshot_take(a, ra->id, f[0].val ? nb_json_string(f[0].val) : NULL, &t, ae) != 0)
+    if (nb_snapshot_take(a, ra->id, f[0].val ? nb_json_string(f[0].val) : NULL,
+                         nb_http_key(r)->name, nb_http_key(r)->max_templates, &t, ae) != 0)
         goto out;
     g = nb_json_gen();
     template_json(g, &t, 0, &a->conf);
@@ -307,17 +319,19 @@ int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_
     struct nb_template t;
     char path[PATH_MAX], buf[8192];
     struct nb_buf line;
-    int follow = query_true(r, "follow"), fd = -1, final = 0, gone = 0, ended = 0;
+    int follow = query_true(r, "follow"), fd = -1, wfd = -1, final = 0, gone = 0, ended = 0;
     unsigned idle = 0;
     time_t deadline = time(NULL) + a->conf.template_timeout + 60;
 
-    if (nb_template_get(a, ra->arg, &t, ae) != 0)
+    if (nb_template_get(a, ra->arg, viewer(r), &t, ae) != 0)
         return NB_ERR;
     nb_template_log_path(&a->conf, t.name, path, sizeof(path));
     nb_http_stream_begin(r, 200, "application/x-ndjson");
     if (!strcmp(t.kind, "image"))
         return NB_OK; /* the operator's images: built elsewhere, no log */
     nb_buf_init(&line, 256 * 1024);
+    if (follow)
+        wfd = nb_template_log_watch(&a->conf); /* a new line wakes us, not the next poll */
     while (!final && !gone) {
         ssize_t n = 0;
         if (fd < 0)
@@ -349,17 +363,19 @@ int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_
         if (!follow || ended || time(NULL) > deadline)
             break;
         /* nothing new: still building? If not, one more read for its last lines */
-        if (++idle % 5 == 0 &&
-            (nb_template_get(a, ra->arg, &t, ae) != 0 || strcmp(t.status, "building") != 0)) {
+        if (++idle % 5 == 0 && (nb_template_get(a, ra->arg, viewer(r), &t, ae) != 0 ||
+                                strcmp(t.status, "building") != 0)) {
             ended = 1;
             continue;
         }
-        usleep(LOG_POLL_US);
+        nb_template_wait(wfd, LOG_POLL_US);
     }
     if (fd >= 0)
         close(fd);
+    if (wfd >= 0)
+        close(wfd);
     nb_buf_free(&line);
-    if (!final && !gone && nb_template_get(a, ra->arg, &t, ae) == 0 &&
+    if (!final && !gone && nb_template_get(a, ra->arg, viewer(r), &t, ae) == 0 &&
         strcmp(t.status, "building") != 0)
         final_line(r, &t);
     return NB_OK;

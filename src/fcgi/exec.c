@@ -323,6 +323,8 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
         nb_agent_field_u32(&f, NBA_T_MAXOUT, (uint32_t)res->cap);
     if (rq->background)
         nb_agent_field(&f, NBA_T_BG, NULL, 0);
+    if (rq->background && rq->bg_no_stdin)
+        nb_agent_field(&f, NBA_T_CLOSE, NULL, 0);
     nb_agent_queue(&ag, NBA_EXEC, f.data, f.len);
     nb_buf_free(&f);
 
@@ -429,11 +431,41 @@ done:
     return rc;
 }
 
+/*
+ * An agent from before Z on a background exec refuses the field (EINVAL):
+ * start the command without it, then close its stdin with a request of
+ * its own.
+ */
+static int exec_agent_bg_no_stdin(struct nb_app *a, const struct nb_slot *slot,
+                                  const struct nb_exec_req *rq, struct nb_exec_result *res,
+                                  struct nb_apierr *ae)
+{
+    struct nb_exec_req plain = *rq;
+    struct nb_apierr ignored;
+    struct nb_buf f;
+    int rc;
+
+    plain.bg_no_stdin = 0;
+    rc = exec_agent(a, slot, &plain, res, ae);
+    if (rc != 0 || res->pid <= 0)
+        return rc;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_u32(&f, NBA_T_PID, (uint32_t)res->pid);
+    nb_agent_field(&f, NBA_T_CLOSE, NULL, 0);
+    nb_agent_call(slot, NBA_PSTDIN, &f, "close the process's stdin", EXEC_PTY_OP_TIMEOUT_MS, NULL,
+                  NULL, &ignored);
+    nb_buf_free(&f);
+    return 0;
+}
+
 int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const struct nb_exec_req *rq,
                 struct nb_exec_result *res, struct nb_apierr *ae)
 {
     int64_t t0 = nb_clock_mono_ms();
     int rc = exec_agent(a, slot, rq, res, ae);
+    if (rc == -1 && rq->background && rq->bg_no_stdin && ae->status == 400 &&
+        !strcmp(ae->code, "bad_request"))
+        rc = exec_agent_bg_no_stdin(a, slot, rq, res, ae);
     if (rc == 1) {
         nb_info("sandbox %s: %s; using docker exec", slot->id, ae->msg);
         rc = exec_docker(a, slot, rq, res, ae);

@@ -43,7 +43,8 @@ struct nb_exec_req {
     double timeout;         /* seconds */
     const char *stdin_data; /* NULL: stdin is empty (closed at once) */
     size_t stdin_len;
-    int background; /* start and return the pid (agent only) */
+    int background;  /* start and return the pid (agent only) */
+    int bg_no_stdin; /* background: its stdin closed from the start (reads end of file) */
     /* > 0: run on a PTY of pty_cols x pty_rows (agent only): all output comes
      * as stdout, none of it is kept in the result (it streams: on_output),
      * stdin_data is typed in, timeout 0 means none */

@@ -37,6 +37,12 @@ const char *nb_file_kind_name(enum nb_file_kind kind)
 int nb_files_path(const struct nb_conf *c, const char *raw, size_t len, char *out, size_t outlen,
                   struct nb_apierr *ae)
 {
+    return nb_files_path_in(c->workspace, raw, len, out, outlen, ae);
+}
+
+int nb_files_path_in(const char *home, const char *raw, size_t len, char *out, size_t outlen,
+                     struct nb_apierr *ae)
+{
     size_t n;
     if (len == 0) {
         nb_apierr_set(ae, 400, "bad_path", "a path is required (?path=/workspace/file)");
@@ -49,7 +55,7 @@ int nb_files_path(const struct nb_conf *c, const char *raw, size_t len, char *ou
     if (raw[0] == '/')
         n = (size_t)snprintf(out, outlen, "%.*s", (int)len, raw);
     else
-        n = (size_t)snprintf(out, outlen, "%s/%.*s", c->workspace, (int)len, raw);
+        n = (size_t)snprintf(out, outlen, "%s/%.*s", home, (int)len, raw);
     if (n >= outlen || n > NBA_MAX_PATH) {
         nb_apierr_set(ae, 400, "bad_path", "the path is longer than %u bytes", NBA_MAX_PATH);
         return -1;

@@ -57,6 +57,9 @@ const char *nb_file_kind_name(enum nb_file_kind kind);
  */
 int nb_files_path(const struct nb_conf *c, const char *raw, size_t len, char *out, size_t outlen,
                   struct nb_apierr *ae);
+/* The same, a relative path resolved under home instead (the E2B facade's /home/user). */
+int nb_files_path_in(const char *home, const char *raw, size_t len, char *out, size_t outlen,
+                     struct nb_apierr *ae);
 
 /*
  * Where a read goes. on_info is called once, first, with the path's own

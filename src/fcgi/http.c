@@ -19,6 +19,7 @@
 #include "metrics.h"
 #include "query.h"
 #include "sandbox.h"
+#include "tenant.h"
 
 /* The two ends of an internal request: its body in, its answer out. */
 struct nb_http_capture {
@@ -119,6 +120,7 @@ int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
     r->answered = r->stream = r->gone = 0;
     r->t0_us = nb_metrics_now_us();
     r->mroute = -1;
+    memset(&r->who, 0, sizeof(r->who)); /* no one until a key passes */
     r->method = FCGX_GetParam("REQUEST_METHOD", fcgi->envp);
     if (r->method == NULL)
         r->method = "GET";
@@ -195,30 +197,24 @@ int nb_http_pass_auth(struct nb_req *r)
     return NB_OK;
 }
 
-/* Constant-time comparison: the key must not leak through timing. */
-static int key_equal(const char *given, const char *want)
-{
-    size_t gl = strlen(given), wl = strlen(want);
-    unsigned char diff = (unsigned char)(gl != wl);
-    for (size_t i = 0; i < wl; i++)
-        diff |= (unsigned char)(want[i] ^ (i < gl ? given[i] : 0));
-    return diff == 0;
-}
-
 /*
- * The key the request sends (Bearer, or X-API-Key), checked against
- * api_key, and for a row that allows it (GET /metrics) against
- * metrics_token too. On an E2B route (r->e2b), where the E2B SDK sends
- * "X-API-KEY: e2b_<key>" (it refuses a key without that prefix before it
- * sends anything), the key with one "e2b_" in front passes too, as does
- * the bare key.
+ * Who sent r (tenant.h): the key the request sends (Bearer, or X-API-Key)
+ * is api_key (the admin "default") or a key of the keys file, and r->who
+ * gets it; for a row that allows it (GET /metrics) metrics_token passes
+ * too, as an admin named "metrics". On an E2B route (r->e2b), where the
+ * E2B SDK sends "X-API-KEY: e2b_<key>" (it refuses a key without that
+ * prefix before it sends anything), the key with one "e2b_" in front
+ * passes too, as does the bare key. 0 when no key passes.
  */
-static int authorized(const struct nb_app *a, const struct nb_req *r, unsigned flags)
+static int authorized(struct nb_app *a, struct nb_req *r, unsigned flags)
 {
     const char *h;
-    int ok;
-    if (a->conf.api_key[0] == '\0')
+
+    nb_tenant_refresh(a);
+    if (!nb_tenant_auth_on(a)) {
+        nb_tenant_anyone(&r->who);
         return 1;
+    }
     h = nb_http_param(r, "HTTP_AUTHORIZATION");
     if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0) {
         h += 7;
@@ -229,13 +225,38 @@ static int authorized(const struct nb_app *a, const struct nb_req *r, unsigned f
         if (h == NULL)
             return 0;
     }
-    if (r->e2b && strncmp(h, "e2b_", 4) == 0)
-        ok = key_equal(h, a->conf.api_key) | key_equal(h + 4, a->conf.api_key);
-    else
-        ok = key_equal(h, a->conf.api_key);
-    if ((flags & NB_ROUTE_METRICS_AUTH) && a->conf.metrics_token[0] != '\0')
-        ok |= key_equal(h, a->conf.metrics_token);
-    return ok;
+    if (nb_tenant_identify(a, h, r->e2b, &r->who) == 0)
+        return 1;
+    if ((flags & NB_ROUTE_METRICS_AUTH) && a->conf.metrics_token[0] != '\0' &&
+        nb_tenant_equal(h, a->conf.metrics_token)) {
+        nb_tenant_anyone(&r->who);
+        snprintf(r->who.name, sizeof(r->who.name), "metrics");
+        return 1;
+    }
+    return 0;
+}
+
+const struct nb_key *nb_http_key(const struct nb_req *r)
+{
+    return &r->who;
+}
+
+int nb_http_sees(const struct nb_req *r, const char *owner)
+{
+    return r->who.admin || !strcmp(owner, r->who.name);
+}
+
+const char *nb_http_list_owner(const struct nb_req *r, const char *owner)
+{
+    if (!r->who.admin)
+        return r->who.name;
+    return owner != NULL && owner[0] != '\0' ? owner : NULL;
+}
+
+void nb_http_audit(const struct nb_req *r, const char *action, const char *what)
+{
+    nb_info("audit: key=%s action=%s %s", r->who.name[0] ? r->who.name : "-", action,
+            what != NULL && what[0] ? what : "-");
 }
 
 /* The latency histogram a route's calls go to (metrics.h). */
@@ -292,13 +313,20 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     unsigned flags;
     uint32_t pid;
     char allowed[64];
-    const char *sbx;
+    const char *sbx, *port;
+    char host_id[40], host_port[8];
 
     sbx = nb_http_param(r, "HTTP_E2B_SANDBOX_ID");
+    port = nb_http_param(r, "HTTP_E2B_SANDBOX_PORT");
+    /* E2B_DOMAIN's hosts, <port>-<id>.<domain>, when the headers are not there */
+    if (sbx == NULL && nb_route_e2b_host(nb_http_param(r, "HTTP_HOST"), host_id, sizeof(host_id),
+                                         host_port, sizeof(host_port))) {
+        sbx = host_id;
+        port = host_port;
+    }
     if (sbx != NULL)
-        shape =
-            nb_route_match_e2b_data(r->path, sbx, nb_http_param(r, "HTTP_E2B_SANDBOX_PORT"), ra.id,
-                                    sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op, sizeof(ra.op));
+        shape = nb_route_match_e2b_data(r->path, sbx, port, ra.id, sizeof(ra.id), ra.arg,
+                                        sizeof(ra.arg), ra.op, sizeof(ra.op));
     else
         shape = nb_route_match(r->path, ra.id, sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op,
                                sizeof(ra.op));
@@ -334,6 +362,11 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
                       r->e2b ? HTTP_E2B_UNAUTHORIZED : HTTP_UNAUTHORIZED);
         return NB_ERR;
     }
+    /* the service's own numbers (GET /metrics) are an operator's, not a user key's */
+    if ((flags & NB_ROUTE_METRICS_AUTH) && !nb_http_is_internal(r) && !r->who.admin) {
+        nb_apierr_set(ae, 403, "forbidden", "%s is for admin keys and the metrics_token", r->path);
+        return NB_ERR;
+    }
     /* E2B's ids are opaque to its SDK: one that is not ours names no sandbox */
     if ((flags & NB_ROUTE_E2B) && (flags & NB_ROUTE_ID) && !nb_sandbox_id_valid(ra.id)) {
         nb_apierr_set(ae, 404, "not_found", "sandbox \"%.64s\" not found", ra.id);
@@ -363,6 +396,16 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
                       allowed);
         return NB_ERR;
     }
+    /*
+     * The one ownership check, for every route with a sandbox id: a user
+     * key's request on a sandbox that is not its own answers the 404 of an
+     * unknown id, word for word (tests/integration/test_keys.py walks the
+     * route table through `nanobox-fcgi -R`). The E2B data plane carries
+     * no key: its access token is the owner's (api_e2b.c).
+     */
+    if ((flags & NB_ROUTE_ID) && !r->who.admin &&
+        nb_sandbox_visible(a, ra.id, r->who.name, ae) != 0)
+        return NB_ERR;
     /* one check for every route that reaches the processes: not while paused */
     if ((flags & NB_ROUTE_AWAKE) && nb_sandbox_awake(a, ra.id, ae) != 0)
         return NB_ERR;
@@ -383,6 +426,11 @@ int nb_http_dispatch_internal(struct nb_app *a, struct nb_req *outer, const char
     memset(&ir, 0, sizeof(ir));
     nb_buf_init(&ir.body, 0);
     ir.outer = outer;
+    /* an internal request acts as the key of the request it serves (MCP's tool calls) */
+    if (outer != NULL)
+        ir.who = outer->who;
+    else
+        nb_tenant_anyone(&ir.who);
     if (http_internal(&ir, &cap, method, uri, body, body_len, content_type, answer, &ae) != 0)
         rc = NB_ERR;
     else {

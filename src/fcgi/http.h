@@ -25,6 +25,7 @@
 
 #include "app.h"
 #include "buf.h"
+#include "keys.h"
 #include "route.h"
 
 #define NB_PATH_MAX 512
@@ -64,7 +65,25 @@ struct nb_req {
     /* for the latency histograms (metrics.h) */
     int64_t t0_us; /* when parsed (monotonic clock) */
     int mroute;    /* its enum nb_mroute once routed; -1: not timed */
+    /* who sent it (tenant.h): its key's name, role and quotas; an internal
+     * request is its outer request's key */
+    struct nb_key who;
 };
+
+/* The key r was sent with (the admin "default" when the service checks none). */
+const struct nb_key *nb_http_key(const struct nb_req *r);
+
+/*
+ * The owner whose sandboxes a list shows to r: a user key's own name; for
+ * an admin, owner (its ?owner=NAME filter) or NULL for all. Never fails.
+ */
+const char *nb_http_list_owner(const struct nb_req *r, const char *owner);
+
+/* Does r see (and touch) a sandbox of owner? An admin sees all. */
+int nb_http_sees(const struct nb_req *r, const char *owner);
+
+/* The audit line of a state change: key name, action, what it acted on. */
+void nb_http_audit(const struct nb_req *r, const char *action, const char *what);
 
 /* Fill r from the FastCGI params. -1 with ae set if the path is too long. */
 int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae);

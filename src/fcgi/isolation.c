@@ -78,7 +78,8 @@ void nb_isolation_path(const struct nb_conf *c, const char *file, uint32_t slot,
     char dir[PATH_MAX];
     sandbox_dir(c, dir, sizeof(dir));
     if (!strcmp(file, "nanobox-init") || !strcmp(file, "kernel") || !strcmp(file, "hosts") ||
-        !strcmp(file, "resolv.conf") || !strcmp(file, "templates"))
+        !strcmp(file, "resolv.conf") || !strcmp(file, "templates") || !strcmp(file, "home") ||
+        !strcmp(file, "sudo"))
         snprintf(out, outlen, "%s/%s", dir, file);
     else
         snprintf(out, outlen, "%s/slots/%u/%s", dir, (unsigned)slot, file);
@@ -431,6 +432,57 @@ static int write_net_files(const struct nb_conf *c, char *err, size_t errlen)
     return write_file(path, resolv, sizeof(resolv) - 1, 0644, err, errlen);
 }
 
+int nb_isolation_home_link(const struct nb_conf *c)
+{
+    return c->e2b_home[0] != '\0' && strcmp(c->e2b_home, c->workspace) != 0;
+}
+
+/*
+ * E2B's home: the directory mounted read-only as the sandboxes' /home,
+ * with one entry, e2b_home's name, a symlink to the workspace (resolved
+ * inside the sandbox, by the sandbox: the host never follows it). Made
+ * by rename, so a running sandbox sees the old link or the new one.
+ */
+static int write_home(const struct nb_conf *c, char *err, size_t errlen)
+{
+    /*
+     * E2B's users type "sudo apt-get install ...": a sandbox has no root
+     * (no capabilities, no-new-privileges, a read-only image), so its sudo
+     * says so instead of "command not found".
+     */
+    static const char sudo[] =
+        "#!/bin/sh\n"
+        "# nanobox: a sandbox has no root, so there is no sudo (docs/E2B.md, \"Users\").\n"
+        "echo \"sudo: a nanobox sandbox has no root: commands run as $(id -un) with no \"\\\n"
+        "\"capabilities, under no-new-privileges, on a read-only image. Run the command \"\\\n"
+        "\"without sudo, install into your home (pip install --user, npm install), or put \"\\\n"
+        "\"system packages into the template.\" >&2\n"
+        "exit 1\n";
+    char dir[PATH_MAX], link[PATH_MAX + 8], tmp[PATH_MAX + 16];
+
+    if (c->e2b_home[0] != '\0') {
+        nb_isolation_path(c, "sudo", 0, dir, sizeof(dir));
+        if (write_file(dir, sudo, sizeof(sudo) - 1, 0755, err, errlen) != 0)
+            return -1;
+    }
+    if (!nb_isolation_home_link(c))
+        return 0;
+    nb_isolation_path(c, "home", 0, dir, sizeof(dir));
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "mkdir %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    snprintf(link, sizeof(link), "%s/%s", dir, c->e2b_home + 6); /* after "/home/" */
+    snprintf(tmp, sizeof(tmp), "%s.tmp", link);
+    unlink(tmp);
+    if (symlink(c->workspace, tmp) != 0 || rename(tmp, link) != 0) {
+        snprintf(err, errlen, "link %s: %s", link, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
 /* A number from /proc/sys, or def. */
 static unsigned long sysctl_ulong(const char *path, unsigned long def)
 {
@@ -506,7 +558,8 @@ int nb_isolation_prepare(struct nb_app *a, char *err, size_t errlen)
     }
     sandbox_dir(c, dir, sizeof(dir));
     if (make_dir(dir, err, errlen) != 0 || install_agent(c, err, errlen) != 0 ||
-        install_kernel(c, err, errlen) != 0 || write_net_files(c, err, errlen) != 0)
+        install_kernel(c, err, errlen) != 0 || write_net_files(c, err, errlen) != 0 ||
+        write_home(c, err, errlen) != 0)
         return -1;
     for (uint32_t i = 0; i < a->table.nslots; i++)
         if (write_slot_files(c, i, err, errlen) != 0)

@@ -38,7 +38,7 @@ void nb_isolation_ids(const struct nb_conf *c, uint32_t slot, unsigned long *uid
  * Host path of a file under the sandbox directory: the agent
  * ("nanobox-init"), the code bridge's directory ("kernel"), "hosts" and
  * "resolv.conf" of sandboxes without network, the templates' directory
- * "templates" (slot ignored), or a slot's
+ * "templates", E2B's "home" (slot ignored), or a slot's
  * "passwd", "group" or "hostname".
  */
 void nb_isolation_path(const struct nb_conf *c, const char *file, uint32_t slot, char *out,
@@ -51,6 +51,12 @@ void nb_isolation_path(const struct nb_conf *c, const char *file, uint32_t slot,
  */
 int nb_isolation_set_hostname(const struct nb_conf *c, uint32_t slot, const char *hostname,
                               char *err, size_t errlen);
+
+/*
+ * Do sandboxes get a /home of nanobox's, holding e2b_home's name as a link
+ * to the workspace (e2b_home set, and not the workspace itself)?
+ */
+int nb_isolation_home_link(const struct nb_conf *c);
 
 /* Does each slot have passwd and group files of its own (sandbox_uid_base set)? */
 int nb_isolation_per_slot(const struct nb_conf *c);

@@ -26,6 +26,8 @@
 #include "log.h"
 #include "metrics.h"
 #include "pool.h"
+#include "reaper.h"
+#include "tenant.h"
 #include "warm.h"
 
 static void usage(FILE *f)
@@ -184,6 +186,11 @@ int main(int argc, char **argv)
         return 1;
     }
     nb_log_init("nanobox-fcgi", level);
+    /* a keys file that is there must be good (mode 0600, each line well-formed) */
+    if (nb_tenant_init(&app, err, sizeof(err)) != 0) {
+        nb_error("keys file: %s", err);
+        return 1;
+    }
     if (check_only) {
         printf("%s: configuration OK\n", conf_path);
         return 0;
@@ -193,7 +200,7 @@ int main(int argc, char **argv)
         nb_error("%s", err);
         return 1;
     }
-    if (app.conf.api_key[0] == '\0')
+    if (!nb_tenant_auth_on(&app))
         nb_warn("api_key is empty: every route is open to anyone who reaches nginx");
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
@@ -213,6 +220,21 @@ int main(int argc, char **argv)
     if (nb_isolation_prepare(&app, err, sizeof(err)) != 0) {
         nb_error("%s", err);
         return 1;
+    }
+    if (app.table.hdr->flags & NB_TABLE_ADOPT_PENDING) {
+        /*
+         * A fresh table (an upgrade, a lost file): the running sandboxes are
+         * adopted from Docker before any worker can take their slots. If
+         * Docker does not answer now, the reaper's first reconciliation that
+         * reaches it does it (docs/ARCHITECTURE.md, "Adoption").
+         */
+        if (nb_docker_init(&app.docker, app.conf.docker_socket, app.conf.docker_max_response) ==
+            0) {
+            if (nb_reaper_reconcile(&app) < 0)
+                nb_warn("Docker does not answer: the running sandboxes are adopted once it "
+                        "does");
+            nb_docker_cleanup(&app.docker);
+        }
     }
     app.warm = &nb_warm_source; /* creates take from the warm pool first */
     if (FCGX_Init() != 0) {

@@ -25,13 +25,14 @@
 #include "sandbox.h"
 
 #define STORE_MAGIC "NBMCPSS" /* with its NUL: 8 bytes */
-#define STORE_VERSION 2       /* 2: the cancelled calls */
+#define STORE_VERSION 3       /* 2: the cancelled calls; 3: the owner key */
 
 struct store_slot {
     char id[NB_MCP_SESSION_ID_LEN + 1]; /* "" when free */
     char version[NB_MCP_VERSION_LEN];   /* negotiated protocol version */
     int64_t created;                    /* unix seconds */
     int64_t last_used;                  /* unix seconds */
+    char owner[NB_OWNER_LEN + 8];       /* the name of the key that opened it */
 };
 
 /* A notifications/cancelled, kept until the worker running that call sees it. */
@@ -180,8 +181,9 @@ static int expired(const struct store_slot *s, int64_t now)
     return now - s->last_used > NB_MCP_SESSION_IDLE;
 }
 
-/* The live slot of id, or NULL; an expired one is freed on the way. */
-static struct store_slot *slot_find(struct store_file *f, const char *id, int64_t now)
+/* The live slot of id opened by owner, or NULL; an expired one is freed on the way. */
+static struct store_slot *slot_find(struct store_file *f, const char *id, const char *owner,
+                                    int64_t now)
 {
     if (strlen(id) != NB_MCP_SESSION_ID_LEN)
         return NULL;
@@ -189,6 +191,8 @@ static struct store_slot *slot_find(struct store_file *f, const char *id, int64_
         struct store_slot *s = &f->slots[i];
         if (strcmp(s->id, id) != 0)
             continue;
+        if (strcmp(s->owner, owner) != 0)
+            return NULL; /* another key's session is no session */
         if (expired(s, now)) {
             memset(s, 0, sizeof(*s));
             return NULL;
@@ -198,7 +202,7 @@ static struct store_slot *slot_find(struct store_file *f, const char *id, int64_
     return NULL;
 }
 
-int nb_mcp_session_new(const struct nb_conf *c, const char *version,
+int nb_mcp_session_new(const struct nb_conf *c, const char *owner, const char *version,
                        char id[NB_MCP_SESSION_ID_LEN + 1], struct nb_apierr *ae)
 {
     struct store_file *f = store_lock(c, ae);
@@ -225,13 +229,14 @@ int nb_mcp_session_new(const struct nb_conf *c, const char *version,
     memset(pick, 0, sizeof(*pick));
     memcpy(pick->id, id, NB_MCP_SESSION_ID_LEN + 1);
     snprintf(pick->version, sizeof(pick->version), "%s", version);
+    snprintf(pick->owner, sizeof(pick->owner), "%s", owner);
     pick->created = pick->last_used = now;
     store_unlock();
     return 0;
 }
 
-int nb_mcp_session_find(const struct nb_conf *c, const char *id, char *version, size_t vlen,
-                        struct nb_apierr *ae)
+int nb_mcp_session_find(const struct nb_conf *c, const char *owner, const char *id, char *version,
+                        size_t vlen, struct nb_apierr *ae)
 {
     struct store_file *f = store_lock(c, ae);
     struct store_slot *s;
@@ -239,7 +244,7 @@ int nb_mcp_session_find(const struct nb_conf *c, const char *id, char *version, 
 
     if (f == NULL)
         return -1;
-    s = slot_find(f, id, now);
+    s = slot_find(f, id, owner, now);
     if (s != NULL) {
         s->last_used = now;
         snprintf(version, vlen, "%s", s->version);
@@ -248,14 +253,15 @@ int nb_mcp_session_find(const struct nb_conf *c, const char *id, char *version, 
     return s != NULL;
 }
 
-int nb_mcp_session_end(const struct nb_conf *c, const char *id, struct nb_apierr *ae)
+int nb_mcp_session_end(const struct nb_conf *c, const char *owner, const char *id,
+                       struct nb_apierr *ae)
 {
     struct store_file *f = store_lock(c, ae);
     struct store_slot *s;
 
     if (f == NULL)
         return -1;
-    s = slot_find(f, id, nb_clock_real_s());
+    s = slot_find(f, id, owner, nb_clock_real_s());
     if (s != NULL)
         memset(s, 0, sizeof(*s));
     store_unlock();

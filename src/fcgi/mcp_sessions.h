@@ -25,19 +25,25 @@
 #define NB_MCP_CANCELS 64               /* cancelled calls remembered, all sessions */
 #define NB_MCP_REQUEST_ID_LEN 63        /* a request id (JSON text) a cancellation can name */
 
-/* A new session speaking version: its id in id. -1 with ae set if the file fails. */
-int nb_mcp_session_new(const struct nb_conf *c, const char *version,
+/*
+ * Every session belongs to the key that opened it (owner, a key name): for
+ * another key, find and end do not know it.
+ */
+
+/* A new session of owner speaking version: its id in id. -1 with ae set if the file fails. */
+int nb_mcp_session_new(const struct nb_conf *c, const char *owner, const char *version,
                        char id[NB_MCP_SESSION_ID_LEN + 1], struct nb_apierr *ae);
 
 /*
  * Look session id up and mark it used: 1 with its version in version, 0 when
  * it is unknown or expired, -1 with ae set if the file fails.
  */
-int nb_mcp_session_find(const struct nb_conf *c, const char *id, char *version, size_t vlen,
-                        struct nb_apierr *ae);
+int nb_mcp_session_find(const struct nb_conf *c, const char *owner, const char *id, char *version,
+                        size_t vlen, struct nb_apierr *ae);
 
 /* End session id: 1 ended, 0 unknown, -1 with ae set if the file fails. */
-int nb_mcp_session_end(const struct nb_conf *c, const char *id, struct nb_apierr *ae);
+int nb_mcp_session_end(const struct nb_conf *c, const char *owner, const char *id,
+                       struct nb_apierr *ae);
 
 /*
  * Calls cancelled (notifications/cancelled) in one worker, seen by the one

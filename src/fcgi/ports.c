@@ -391,9 +391,15 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
     } else if (port_find(s, req->sandboxport) != NULL) {
         bad = 409;
     } else {
+        struct nb_table_usage u;
+        if (req->key_max_ports)
+            nb_table_usage(&a->table, s->owner, &u);
         for (int i = 0; i < NB_MAX_PORTS; i++)
             open_count += s->ports[i].sandboxport != 0;
-        if (open_count >= c->max_ports || (p = port_find(s, 0)) == NULL) {
+        if (req->key_max_ports && u.ports >= req->key_max_ports) {
+            bad = 4290; /* the key's quota, counted under the same lock as the port taken */
+            open_count = u.ports;
+        } else if (open_count >= c->max_ports || (p = port_find(s, 0)) == NULL) {
             bad = 429;
         } else {
             /* a pending entry: its owner is this worker until the forwarder answers */
@@ -428,6 +434,12 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
         nb_apierr_set(ae, 409, "port_open",
                       "port %u of this sandbox is already open: close it first",
                       (unsigned)req->sandboxport);
+        return -1;
+    }
+    if (bad == 4290) {
+        nb_apierr_set(ae, 429, "quota",
+                      "quota max_ports=%u of key \"%s\" reached: its sandboxes have %u open ports",
+                      req->key_max_ports, req->key_name ? req->key_name : "", open_count);
         return -1;
     }
     if (bad == 429) {

@@ -16,6 +16,9 @@ struct nb_port_open {
     uint16_t sandboxport;
     uint16_t hostport; /* 0: allocate from port_range */
     unsigned duration; /* seconds asked for */
+    /* the asking key's max_ports over all its sandboxes (keys.h); 0: none */
+    unsigned key_max_ports;
+    const char *key_name; /* its name, for the 429 */
 };
 
 struct nb_port_info {

@@ -12,6 +12,7 @@
 
 #include "agent.h"
 #include "agentproto.h"
+#include "clock.h"
 #include "procs.h"
 
 _Static_assert(NB_PROCS_STDIN_MAX == NBA_MAX_BODY - 64, "room for the pid and data fields");
@@ -146,6 +147,22 @@ static int read_cb(void *ctx, uint8_t type, const unsigned char *body, uint32_t 
     return 0;
 }
 
+/* The Q request's fields: pid and offsets (and W for a wait). */
+static void query_fields(struct nb_buf *f, uint32_t pid, uint64_t off_out, uint64_t off_err)
+{
+    nb_buf_init(f, NBA_MAX_BODY);
+    nb_agent_field_u32(f, NBA_T_PID, pid);
+    nb_agent_field_u64(f, NBA_T_OFF, off_out);
+    nb_agent_field_u64(f, NBA_T_EOFF, off_err);
+}
+
+static void output_init(struct nb_proc_output *po)
+{
+    memset(po, 0, sizeof(*po));
+    nb_buf_init(&po->out, PROC_READ_MAX);
+    nb_buf_init(&po->err, PROC_READ_MAX);
+}
+
 int nb_procs_read(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, uint64_t off_out,
                   uint64_t off_err, struct nb_proc_output *po, struct nb_apierr *ae)
 {
@@ -153,13 +170,8 @@ int nb_procs_read(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, ui
     int rc = 0;
 
     (void)a;
-    memset(po, 0, sizeof(*po));
-    nb_buf_init(&po->out, PROC_READ_MAX);
-    nb_buf_init(&po->err, PROC_READ_MAX);
-    nb_buf_init(&f, NBA_MAX_BODY);
-    nb_agent_field_u32(&f, NBA_T_PID, pid);
-    nb_agent_field_u64(&f, NBA_T_OFF, off_out);
-    nb_agent_field_u64(&f, NBA_T_EOFF, off_err);
+    output_init(po);
+    query_fields(&f, pid, off_out, off_err);
     if (nb_agent_call(slot, NBA_PQUERY, &f, "read the process", PROC_OP_TIMEOUT_MS, read_cb, po,
                       ae) != 0) {
         rc = agent_needed(ae);
@@ -169,6 +181,64 @@ int nb_procs_read(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, ui
     }
     nb_buf_free(&f);
     return rc;
+}
+
+int nb_procs_wait(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, uint64_t off_out,
+                  uint64_t off_err, int wait_ms, int watch_fd, struct nb_proc_output *po,
+                  struct nb_apierr *ae)
+{
+    struct nb_agent ag;
+    struct nb_buf f;
+    int64_t until = nb_clock_mono_ms() + wait_ms;
+    int answered = 0, rc = -1;
+
+    (void)a;
+    output_init(po);
+    if (nb_agent_connect(slot, &ag, ae) != 0)
+        return agent_needed(ae);
+    query_fields(&f, pid, off_out, off_err);
+    nb_agent_field(&f, NBA_T_WAIT, NULL, 0);
+    nb_agent_queue(&ag, NBA_PQUERY, f.data, f.len);
+    nb_buf_free(&f);
+    for (;;) {
+        uint8_t type;
+        const unsigned char *body;
+        uint32_t len;
+        /* once the answer begins, the rest of it follows at once */
+        int left = (int)(until - nb_clock_mono_ms()), got;
+        if (answered)
+            left = PROC_OP_TIMEOUT_MS;
+        got = left <= 0 ? 0
+                        : nb_agent_recv_watch(&ag, left, answered ? -1 : watch_fd, &type, &body,
+                                              &len, ae);
+        if (got < 0)
+            break;
+        if (got == 2 || (got == 0 && !answered)) {
+            rc = got == 2 ? 2 : 1; /* closing the connection ends the wait */
+            break;
+        }
+        if (got == 0) {
+            nb_apierr_set(ae, 504, "agent_timeout", "the sandbox's agent did not answer in time");
+            break;
+        }
+        answered = 1;
+        if (type == NBA_ERROR) {
+            nb_agent_error(body, len, "read the process", ae);
+            break;
+        }
+        if (type == NBA_END) {
+            rc = 0;
+            if (po->raw == NULL) {
+                nb_apierr_set(ae, 502, "agent_error",
+                              "the sandbox's agent answered without the process");
+                rc = -1;
+            }
+            break;
+        }
+        read_cb(po, type, body, len);
+    }
+    nb_agent_close(&ag);
+    return rc == -1 ? agent_needed(ae) : rc;
 }
 
 void nb_proc_output_free(struct nb_proc_output *po)

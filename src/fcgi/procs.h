@@ -63,6 +63,19 @@ struct nb_proc_output {
  */
 int nb_procs_read(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, uint64_t off_out,
                   uint64_t off_err, struct nb_proc_output *po, struct nb_apierr *ae);
+
+/*
+ * nb_procs_read that waits: the agent answers once pid has output past
+ * the offsets or has ended (at once if it already has), so a follower is
+ * told of both as they happen. Up to wait_ms, watching watch_fd (the
+ * FastCGI connection, -1 none) with nb_agent_peer_left. 0 with po as
+ * nb_procs_read; 1 when wait_ms passed with nothing new; 2 when
+ * watch_fd's peer left; -1 with ae set (400 bad_field from an agent too
+ * old to wait: nb_procs_read works there). Free po whatever the result.
+ */
+int nb_procs_wait(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, uint64_t off_out,
+                  uint64_t off_err, int wait_ms, int watch_fd, struct nb_proc_output *po,
+                  struct nb_apierr *ae);
 void nb_proc_output_free(struct nb_proc_output *po);
 
 /* Write len bytes (at most NB_PROCS_STDIN_MAX) to pid's stdin, then close it if eof. */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "adopt.h"
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
@@ -143,6 +144,16 @@ enum nb_reconcile nb_reaper_judge(const struct nb_slot *s, const struct nb_docke
     }
 }
 
+int nb_reaper_owner_from_label(struct nb_slot *s, const struct nb_docker_ctr *ctr)
+{
+    if (ctr == NULL || s->owner[0] != '\0' || ctr->owner[0] == '\0' ||
+        strlen(ctr->owner) >= NB_OWNER_LEN ||
+        (s->state != NB_SLOT_RUNNING && s->state != NB_SLOT_PAUSED))
+        return 0;
+    snprintf(s->owner, sizeof(s->owner), "%s", ctr->owner);
+    return 1;
+}
+
 /* The listed container of slot s (by id), or NULL. */
 static const struct nb_docker_ctr *seen_find(const struct seen *seen, const struct nb_slot *s)
 {
@@ -175,6 +186,10 @@ int nb_reaper_reconcile(struct nb_app *a)
     }
     reconcile_failing = 0;
 
+    /* a table made afresh (an upgrade, a lost file): the running sandboxes are
+     * adopted before anything below could call them orphans (adopt.h) */
+    nb_adopt_run(a, seen.ctr, seen.n);
+
     /* containers with no slot (or a slot of another container) are orphans */
     for (size_t i = 0; i < seen.n; i++) {
         struct nb_slot *s;
@@ -199,12 +214,17 @@ int nb_reaper_reconcile(struct nb_app *a)
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         struct nb_slot *s = &a->table.slots[i];
+        const struct nb_docker_ctr *ctr;
         int marked = 0;
         if (s->state == NB_SLOT_FREE)
             continue;
         bridge |= s->network_bridge != 0;
-        switch (nb_reaper_judge(s, seen_find(&seen, s), owner_alive(s->owner_pid), listed_at)) {
+        ctr = seen_find(&seen, s);
+        switch (nb_reaper_judge(s, ctr, owner_alive(s->owner_pid), listed_at)) {
         case NB_RECONCILE_KEEP:
+            if (nb_reaper_owner_from_label(s, ctr))
+                nb_info("sandbox %s: owner \"%s\" read back from its container's label", s->id,
+                        s->owner);
             break;
         case NB_RECONCILE_FREE:
             nb_warn("sandbox %s: its container is gone; freeing the slot", s->id);
@@ -293,7 +313,7 @@ void nb_reaper_run(struct nb_app *a)
         if (!docker_away)
             nb_templates_pump(a);
         tick++;
-        usleep(REAPER_TICK_US / REAPER_SUBTICKS);
+        nb_templates_sleep(a, REAPER_TICK_US / REAPER_SUBTICKS); /* woken by a queued build */
     }
     nb_docker_cleanup(&a->docker);
     _exit(0);

@@ -44,6 +44,12 @@ enum nb_reconcile {
 enum nb_reconcile nb_reaper_judge(const struct nb_slot *s, const struct nb_docker_ctr *ctr,
                                   int owner_alive, int64_t listed_at);
 
+/*
+ * Slot s (RUNNING or PAUSED) with no owner takes the nanobox.owner label of
+ * its listed container ctr, when that names one: 1 if it did.
+ */
+int nb_reaper_owner_from_label(struct nb_slot *s, const struct nb_docker_ctr *ctr);
+
 /* Loop forever (until SIGTERM), then _exit(0). */
 void nb_reaper_run(struct nb_app *a) __attribute__((noreturn));
 

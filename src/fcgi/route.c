@@ -46,6 +46,21 @@ static enum nb_route match_e2b(const char *path, char *id, size_t idlen, char *a
     return NB_ROUTE_E2B_OP;
 }
 
+int nb_route_e2b_host(const char *host, char *id, size_t idlen, char *port, size_t portlen)
+{
+    size_t n;
+    if (host == NULL || (strncmp(host, "49983-", 6) != 0 && strncmp(host, "49999-", 6) != 0))
+        return 0;
+    n = strspn(host + 6, "0123456789abcdef-");
+    if (n != 36 || host[6 + n] != '.' || idlen <= n || portlen <= 5)
+        return 0;
+    memcpy(id, host + 6, n);
+    id[n] = '\0';
+    memcpy(port, host, 5);
+    port[5] = '\0';
+    return 1;
+}
+
 enum nb_route nb_route_match_e2b_data(const char *path, const char *sandbox_id, const char *port,
                                       char *id, size_t idlen, char *arg, size_t arglen, char *op,
                                       size_t oplen)

@@ -74,6 +74,14 @@ enum nb_route nb_route_match_e2b_data(const char *path, const char *sandbox_id, 
                                       size_t oplen);
 
 /*
+ * E2B's other mode (E2B_DOMAIN): the SDK names its sandbox and port in the
+ * host, "<port>-<sandboxId>.<domain>". When host starts so, with port
+ * 49983 or 49999 and 36 characters of [0-9a-f-] (not yet checked as an
+ * id), 1 with them in id and port; else 0.
+ */
+int nb_route_e2b_host(const char *host, char *id, size_t idlen, char *port, size_t portlen);
+
+/*
  * The path of shape as the API's docs write it ("/sandbox/{id}/exec"),
  * before its sub-route (nb_route_sub): a row's path is this, then "/" and
  * its sub when that is not empty (the E2B data plane's sub is a whole

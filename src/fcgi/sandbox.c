@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <uuid/uuid.h>
 
+#include "adopt.h"
 #include "clock.h"
 #include "isolation.h"
 #include "json.h"
@@ -64,7 +65,8 @@ static void bind_ro(yajl_gen g, const struct nb_conf *c, const char *file, uint3
 }
 
 static char *container_config(const struct nb_app *a, const struct nb_sandbox_spec *s,
-                              const char *id, uint32_t slot, int64_t expires)
+                              const char *id, uint32_t slot, int64_t created, int64_t expires,
+                              int pooled)
 {
     const struct nb_conf *c = &a->conf;
     yajl_gen g = nb_json_gen();
@@ -101,6 +103,28 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_kv_str(g, "nanobox.instance", c->instance);
     snprintf(tmp, sizeof(tmp), "%lld", (long long)expires);
     nb_json_kv_str(g, "nanobox.expires", tmp);
+    /* its owner key; "" for a warm one, which gets its owner at hand-out (in the table only) */
+    nb_json_kv_str(g, "nanobox.owner", s->key != NULL ? s->key->name : "");
+    /*
+     * The rest of its slot, so that a table lost or of another layout (an
+     * upgrade) can adopt it again (adopt.c). What changes later (a warm
+     * one's owner and expiry, a TTL extended) goes to its lease file.
+     */
+    snprintf(tmp, sizeof(tmp), "%u", (unsigned)slot);
+    nb_json_kv_str(g, "nanobox.slot", tmp);
+    snprintf(tmp, sizeof(tmp), "%lld", (long long)created);
+    nb_json_kv_str(g, "nanobox.created", tmp);
+    nb_json_kv_str(g, "nanobox.image", s->image);
+    snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)s->memory);
+    nb_json_kv_str(g, "nanobox.memory", tmp);
+    snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)s->nano_cpus);
+    nb_json_kv_str(g, "nanobox.nano_cpus", tmp);
+    snprintf(tmp, sizeof(tmp), "%lld", (long long)s->pids);
+    nb_json_kv_str(g, "nanobox.pids", tmp);
+    nb_json_kv_str(g, "nanobox.network", s->network_bridge ? "bridge" : "none");
+    nb_json_kv_str(g, "nanobox.auto_resume", s->auto_resume ? "1" : "0");
+    nb_json_kv_str(g, "nanobox.pooled", pooled ? "1" : "0");
+    nb_json_kv_str(g, "nanobox.metadata", s->metadata[0] ? s->metadata : "{}");
     yajl_gen_map_close(g);
 
     nb_json_cstr(g, "HostConfig");
@@ -113,6 +137,14 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
         /* the image's passwd cannot name the slot's uid: id -un, whoami, ~ */
         bind_ro(g, c, "passwd", slot, "/etc/passwd");
         bind_ro(g, c, "group", slot, "/etc/group");
+    }
+    if (nb_isolation_home_link(c)) {
+        /* E2B's /home/user: the workspace under the name E2B's SDKs expect */
+        bind_ro(g, c, "home", slot, "/home");
+    }
+    if (c->e2b_home[0] != '\0') {
+        /* a sudo that says why there is none (isolation.c) */
+        bind_ro(g, c, "sudo", slot, "/usr/local/bin/sudo");
     }
     if (!s->network_bridge) {
         /* instead of Docker's copies of the host's resolv.conf and hosts */
@@ -243,8 +275,15 @@ int nb_sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec,
 
 retry:
     nb_table_lock(&a->table);
+    /* checked and reserved under one lock: two creates cannot both pass the last unit */
+    if (nb_sandbox_quota_locked(a, spec, ae) != 0) {
+        nb_table_unlock(&a->table);
+        return -1;
+    }
     s = nb_table_reserve(&a->table, id, now, expires);
     if (s != NULL) {
+        if (spec->key != NULL)
+            snprintf(s->owner, sizeof(s->owner), "%s", spec->key->name);
         gen = s->generation;
         slot = (uint32_t)(s - a->table.slots); /* its uid's, for as long as it lives */
         s->memory = spec->memory;
@@ -286,7 +325,7 @@ retry:
             return -1;
         }
     }
-    json = container_config(a, spec, id, slot, expires);
+    json = container_config(a, spec, id, slot, now, expires, final_state == NB_SLOT_POOLED);
     if (nb_docker_create(&a->docker, name, json, cid, &de) != 0) {
         if (de.kind == NB_DERR_HTTP && de.status == 404)
             nb_apierr_set(
@@ -405,6 +444,52 @@ static int not_found(struct nb_apierr *ae, const char *id)
     return -1;
 }
 
+int nb_sandbox_visible(struct nb_app *a, const char *id, const char *owner, struct nb_apierr *ae)
+{
+    struct nb_slot *s;
+    int found;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    found = slot_live(s, nb_clock_real_s()) && !strcmp(s->owner, owner);
+    nb_table_unlock(&a->table);
+    return found ? 0 : not_found(ae, id);
+}
+
+int nb_sandbox_quota_locked(struct nb_app *a, const struct nb_sandbox_spec *spec,
+                            struct nb_apierr *ae)
+{
+    const struct nb_key *k = spec->key;
+    struct nb_table_usage u;
+    char q[64];
+
+    if (k == NULL)
+        return 0;
+    nb_table_usage(&a->table, k->name, &u);
+    if (k->max_sandboxes && u.sandboxes + 1 > k->max_sandboxes) {
+        nb_apierr_set(ae, 429, "quota",
+                      "quota max_sandboxes=%u of key \"%s\" reached: it has %u live sandboxes",
+                      k->max_sandboxes, k->name, u.sandboxes);
+        return -1;
+    }
+    if (k->max_memory && u.memory + spec->memory > k->max_memory) {
+        nb_apierr_set(ae, 429, "quota",
+                      "quota max_memory=%llu bytes of key \"%s\" reached: its sandboxes hold "
+                      "%llu bytes and this one asks %llu",
+                      (unsigned long long)k->max_memory, k->name, (unsigned long long)u.memory,
+                      (unsigned long long)spec->memory);
+        return -1;
+    }
+    if (k->max_nano_cpus && u.nano_cpus + spec->nano_cpus > k->max_nano_cpus) {
+        snprintf(q, sizeof(q), "%.3f", (double)k->max_nano_cpus / 1e9);
+        nb_apierr_set(ae, 429, "quota",
+                      "quota max_cpus=%s of key \"%s\" reached: its sandboxes hold %.3f CPUs "
+                      "and this one asks %.3f",
+                      q, k->name, (double)u.nano_cpus / 1e9, (double)spec->nano_cpus / 1e9);
+        return -1;
+    }
+    return 0;
+}
+
 int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae)
 {
     struct nb_slot *s;
@@ -442,7 +527,10 @@ static int extend(struct nb_app *a, const char *id, unsigned ttl, int at_least, 
         found = 1;
     }
     nb_table_unlock(&a->table);
-    return found ? 0 : not_found(ae, id);
+    if (!found)
+        return not_found(ae, id);
+    nb_adopt_lease_note(a, id); /* the labels' expiry is no longer its */
+    return 0;
 }
 
 int nb_sandbox_extend(struct nb_app *a, const char *id, unsigned ttl, int64_t *expires,
@@ -502,8 +590,10 @@ int nb_sandbox_pause(struct nb_app *a, const char *id, struct nb_slot *out, stru
     nb_table_unlock(&a->table);
     if (!found)
         return not_found(ae, id); /* destroyed meanwhile */
-    if (was_running)
+    if (was_running) {
+        nb_adopt_lease_note(a, id); /* its TTL stopped */
         nb_info("paused sandbox %s", id);
+    }
     return 0;
 }
 
@@ -543,8 +633,10 @@ int nb_sandbox_resume(struct nb_app *a, const char *id, struct nb_slot *out, str
     if (!found)
         return not_found(ae, id); /* destroyed meanwhile */
     nb_ports_mark_paused(&a->conf, id, 0);
-    if (was_paused)
+    if (was_paused) {
+        nb_adopt_lease_note(a, id); /* its TTL runs again */
         nb_info("resumed sandbox %s", id);
+    }
     return 0;
 }
 

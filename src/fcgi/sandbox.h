@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "app.h"
+#include "keys.h"
 #include "network.h"
 
 /* Where nanobox-init appears inside every sandbox (a read-only bind mount). */
@@ -30,6 +31,8 @@ struct nb_sandbox_spec {
     unsigned n_env;
     char metadata[NB_META_LEN]; /* JSON object text */
     int auto_resume;            /* a call that needs it running resumes it when paused */
+    /* the API key creating it: its owner, whose quotas it counts against; NULL: none (warm) */
+    const struct nb_key *key;
     /*
      * NULL, or called once the container runs and before its slot is
      * committed (so before the pool can hand it out): the warm pool starts
@@ -66,6 +69,22 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
  */
 int nb_sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec,
                     enum nb_slot_state final_state, struct nb_slot *out, struct nb_apierr *ae);
+
+/*
+ * With the table lock held: would spec->key stay within its quotas (keys.h)
+ * with one more sandbox of spec's memory and CPUs? 0, or 429 "quota" naming
+ * the quota and its value. 0 when spec->key is NULL.
+ */
+int nb_sandbox_quota_locked(struct nb_app *a, const struct nb_sandbox_spec *spec,
+                            struct nb_apierr *ae);
+
+/*
+ * The one ownership check (the HTTP layer's, for every route with a
+ * sandbox id): 0 if id is a live sandbox owned by owner, else the 404 an
+ * unknown id answers, word for word, so a sandbox of another key cannot be
+ * told from none.
+ */
+int nb_sandbox_visible(struct nb_app *a, const char *id, const char *owner, struct nb_apierr *ae);
 
 /* Copy of a live (RUNNING or PAUSED, unexpired) sandbox's slot; 404 otherwise. */
 int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae);

@@ -272,9 +272,9 @@ out:
  * worker dies, the templates' sweep removes it by its name with the
  * snapshot's record (NB_SNAPSHOT_CTR).
  */
-static int commit_image(struct nb_app *a, const char *name, const char *image, const char *layer,
-                        const char *parent, const char *parent_tpl, int64_t created_at,
-                        struct nb_apierr *ae)
+static int commit_image(struct nb_app *a, const char *name, const char *owner, const char *image,
+                        const char *layer, const char *parent, const char *parent_tpl,
+                        int64_t created_at, struct nb_apierr *ae)
 {
     struct nb_derr de = {0};
     char ref[128], ts[32], cname[128], cid[65] = "";
@@ -309,6 +309,7 @@ static int commit_image(struct nb_app *a, const char *name, const char *image, c
     nb_json_kv_str(g, "nanobox.created_at", ts);
     nb_json_kv_str(g, "nanobox.parent", parent);
     nb_json_kv_str(g, "nanobox.parent_template", parent_tpl);
+    nb_json_kv_str(g, "nanobox.owner", owner ? owner : "");
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
     labels = nb_json_gen_take(g);
@@ -344,8 +345,8 @@ static int slot_live(const struct nb_slot *s, int64_t now)
                          (s->state == NB_SLOT_PAUSED && s->pause_expires > now));
 }
 
-int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, struct nb_template *out,
-                     struct nb_apierr *ae)
+int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const char *owner,
+                     unsigned max_templates, struct nb_template *out, struct nb_apierr *ae)
 {
     struct nb_slot slot, *s;
     struct nb_derr de = {0};
@@ -382,7 +383,7 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, struct 
                  ts.tv_nsec / 1000000);
     }
     nb_template_of_image(&a->conf, slot.image, parent_tpl, sizeof(parent_tpl));
-    if (nb_template_claim(a, nm, id, parent_tpl, now, rec_id, ae) != 0)
+    if (nb_template_claim(a, nm, owner, max_templates, id, parent_tpl, now, rec_id, ae) != 0)
         return -1;
     snprintf(sub, sizeof(sub), "snap-%s.tar", nm);
     nb_template_work_path(&a->conf, sub, snap, sizeof(snap));
@@ -416,10 +417,10 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, struct 
     if (write_layer(ctx, snap, ae) != 0)
         goto out;
     unlink(snap);
-    if (commit_image(a, nm, slot.image, ctx, id, parent_tpl, now, ae) != 0)
+    if (commit_image(a, nm, owner, slot.image, ctx, id, parent_tpl, now, ae) != 0)
         goto out;
     clock_gettime(CLOCK_MONOTONIC, &t2);
-    if (nb_template_get(a, nm, out, ae) != 0 || strcmp(out->status, "ready") != 0) {
+    if (nb_template_get(a, nm, NULL, out, ae) != 0 || strcmp(out->status, "ready") != 0) {
         if (ae->status == 0)
             nb_apierr_set(ae, 502, "docker_error", "the snapshot's build made no image");
         goto out;

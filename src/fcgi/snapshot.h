@@ -31,10 +31,10 @@
  * Snapshot sandbox id (running or paused; a paused one stays paused) as
  * template name (NULL or "": snap-<id's first 8>-<time>). The sandbox
  * keeps running. The new template into out. 404 not_found, 400 bad_name,
- * 409 name_taken, 413 too_large (over snapshot_max), 5xx from Docker.
+ * 409 name_taken, 429 quota (owner, the requesting key, holds max_templates), 413 too_large (over snapshot_max), 5xx from Docker.
  */
-int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, struct nb_template *out,
-                     struct nb_apierr *ae);
+int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const char *owner,
+                     unsigned max_templates, struct nb_template *out, struct nb_apierr *ae);
 
 /*
  * If the image of the container whose PID 1 is pid (host pid) holds

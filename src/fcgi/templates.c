@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -295,8 +297,13 @@ static int from_line(struct from_state *st, const char *line, struct nb_apierr *
     return 0;
 }
 
-int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
-                           struct nb_apierr *ae)
+/*
+ * The FROM lines, as Docker's parser reads them: the escape character into
+ * *esc_out, and *open_out = 1 when the file ends inside a continued line
+ * (anything appended would join its last instruction).
+ */
+static int scan_dockerfile(const struct nb_conf *c, const char *df, size_t len,
+                           struct nb_apierr *ae, char *esc_out, int *open_out)
 {
     struct from_state st;
     struct nb_buf line;
@@ -342,8 +349,8 @@ int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
         }
         if (a < e && df[a] == '#')
             continue; /* a comment, also inside a continued line */
-        if (a == e && line.len == 0)
-            continue;
+        if (a == e)
+            continue; /* an empty line, which does not end a continued one either */
         for (b = e; b > a && (df[b - 1] == ' ' || df[b - 1] == '\t'); b--)
             ;
         if (b > a && df[b - 1] == esc) {
@@ -357,6 +364,8 @@ int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
         if (line.data)
             line.data[0] = '\0';
     }
+    *esc_out = esc;
+    *open_out = line.len > 0;
     if (rc == 0 && line.len > 0)
         rc = from_line(&st, line.data, ae);
     nb_buf_free(&line);
@@ -365,6 +374,49 @@ int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
         rc = -1;
     }
     return rc;
+}
+
+int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
+                           struct nb_apierr *ae)
+{
+    char esc;
+    int open;
+    return scan_dockerfile(c, df, len, ae, &esc, &open);
+}
+
+/*
+ * The record labels as one LABEL instruction after the Dockerfile: Docker
+ * 20.10's builder makes a step (a container and a commit, 0.1-0.3 s) of
+ * every label passed to POST /build, one instruction makes one. Values are
+ * quoted, with esc (the Dockerfile's escape character) before '"', '$' and
+ * esc itself.
+ */
+static void label_line(struct nb_buf *b, const char *key, const char *val, char esc)
+{
+    nb_buf_printf(b, " %s=\"", key);
+    for (const char *p = val; *p; p++) {
+        if ((unsigned char)*p < 0x20)
+            continue;
+        if (*p == '"' || *p == '$' || *p == esc)
+            nb_buf_append(b, &esc, 1);
+        nb_buf_append(b, p, 1);
+    }
+    nb_buf_append(b, "\"", 1);
+}
+
+static void record_labels(struct nb_buf *b, const struct nb_conf *c, const char *name,
+                          const char *owner, int64_t created_at, char esc)
+{
+    char ts[32];
+    snprintf(ts, sizeof(ts), "%lld", (long long)created_at);
+    nb_buf_printf(b, "\nLABEL");
+    label_line(b, "nanobox.instance", c->instance, esc);
+    label_line(b, "nanobox.template", name, esc);
+    label_line(b, "nanobox.kind", "build", esc);
+    label_line(b, "nanobox.status", "ready", esc);
+    label_line(b, "nanobox.created_at", ts, esc);
+    label_line(b, "nanobox.owner", owner ? owner : "", esc);
+    nb_buf_append(b, "\n", 1);
 }
 
 /* ---- tar (libarchive) ---- */
@@ -385,9 +437,12 @@ static int tar_add(struct archive *ar, const char *path, const void *data, size_
     return rc;
 }
 
-static int write_context(const char *path, const struct nb_template_req *rq, struct nb_apierr *ae)
+static int write_context(const char *path, const struct nb_conf *c,
+                         const struct nb_template_req *rq, int64_t created_at, char esc,
+                         struct nb_apierr *ae)
 {
     struct archive *ar = archive_write_new();
+    struct nb_buf df;
     int rc = 0;
     archive_write_set_format_pax_restricted(ar);
     if (archive_write_open_filename(ar, path) != ARCHIVE_OK) {
@@ -396,7 +451,11 @@ static int write_context(const char *path, const struct nb_template_req *rq, str
         archive_write_free(ar);
         return -1;
     }
-    rc = tar_add(ar, "Dockerfile", rq->dockerfile, rq->dockerfile_len);
+    nb_buf_init(&df, rq->dockerfile_len + 4096);
+    nb_buf_append(&df, rq->dockerfile, rq->dockerfile_len);
+    record_labels(&df, c, rq->name, rq->owner, created_at, esc);
+    rc = tar_add(ar, "Dockerfile", df.data, df.len);
+    nb_buf_free(&df);
     for (size_t i = 0; rc == 0 && i < rq->n_files; i++)
         rc = tar_add(ar, rq->files[i].path, rq->files[i].data, rq->files[i].len);
     if (archive_write_close(ar) != ARCHIVE_OK)
@@ -428,12 +487,12 @@ static int empty_tar(char *buf, size_t cap, size_t *used)
 
 /* The name's record image (status "building" or "failed"); its id into id. */
 static int put_record_kind(struct nb_docker *d, const struct nb_conf *c, const char *name,
-                           const char *kind, const char *parent, const char *parent_tpl,
-                           const char *status, int64_t created_at, const char *error, char id[80],
-                           struct nb_derr *de)
+                           const char *owner, const char *kind, const char *parent,
+                           const char *parent_tpl, const char *status, int64_t created_at,
+                           const char *error, char id[80], struct nb_derr *de)
 {
-    char ref[128], l[8][600], tar[4096];
-    const char *labels[9];
+    char ref[128], l[9][600], tar[4096];
+    const char *labels[10];
     size_t used = 0, n = 0;
     nb_template_ref(c, name, ref, sizeof(ref));
     snprintf(l[n], sizeof(l[n]), "nanobox.instance=%s", c->instance), n++;
@@ -445,6 +504,7 @@ static int put_record_kind(struct nb_docker *d, const struct nb_conf *c, const c
         snprintf(l[n], sizeof(l[n]), "nanobox.parent_template=%s", parent_tpl), n++;
     snprintf(l[n], sizeof(l[n]), "nanobox.status=%s", status), n++;
     snprintf(l[n], sizeof(l[n]), "nanobox.created_at=%lld", (long long)created_at), n++;
+    snprintf(l[n], sizeof(l[n]), "nanobox.owner=%s", owner), n++;
     if (error && error[0])
         snprintf(l[n], sizeof(l[n]), "nanobox.error=%.500s", error), n++;
     for (size_t i = 0; i < n; i++)
@@ -459,10 +519,11 @@ static int put_record_kind(struct nb_docker *d, const struct nb_conf *c, const c
 }
 
 static int put_record(struct nb_docker *d, const struct nb_conf *c, const char *name,
-                      const char *status, int64_t created_at, const char *error, char id[80],
-                      struct nb_derr *de)
+                      const char *owner, const char *status, int64_t created_at, const char *error,
+                      char id[80], struct nb_derr *de)
 {
-    return put_record_kind(d, c, name, "build", NULL, NULL, status, created_at, error, id, de);
+    return put_record_kind(d, c, name, owner, "build", NULL, NULL, status, created_at, error, id,
+                           de);
 }
 
 static void from_image(const struct nb_docker_image *im, struct nb_template *t)
@@ -473,6 +534,7 @@ static void from_image(const struct nb_docker_image *im, struct nb_template *t)
     snprintf(t->parent, sizeof(t->parent), "%s", im->parent);
     snprintf(t->parent_tpl, sizeof(t->parent_tpl), "%s", im->parent_tpl);
     snprintf(t->error, sizeof(t->error), "%s", im->error);
+    snprintf(t->owner, sizeof(t->owner), "%s", im->owner);
     t->created_at = im->created_at;
     if (!strcmp(im->status, "ready")) {
         t->size = im->size;
@@ -507,12 +569,12 @@ static void log_final(const struct nb_conf *c, const char *name, const char *sta
 
 /* Turn name's record (old_id) into a failed one; the job's files go. */
 static void fail_build(const struct nb_conf *c, struct nb_docker *d, const char *name,
-                       int64_t created_at, const char *old_id, const char *error)
+                       const char *owner, int64_t created_at, const char *old_id, const char *error)
 {
     struct nb_derr de = {0};
     char id[80] = "", p[PATH_MAX];
     nb_warn("template %s: build failed: %s", name, error);
-    if (put_record(d, c, name, "failed", created_at, error, id, &de) != 0)
+    if (put_record(d, c, name, owner, "failed", created_at, error, id, &de) != 0)
         nb_warn("template %s: cannot record the failure: %s", name, de.msg);
     else if (old_id && old_id[0] && strcmp(old_id, id) != 0 &&
              nb_docker_image_remove(d, old_id, 0, &de) != 0)
@@ -559,7 +621,14 @@ static void conf_fill(struct nb_app *a, unsigned i, struct nb_template *t)
     }
 }
 
-int nb_template_get(struct nb_app *a, const char *name, struct nb_template *t, struct nb_apierr *ae)
+/* May viewer (NULL: an admin) see t? Its owner may, and everyone a shared one ("" owner). */
+static int tpl_visible(const struct nb_template *t, const char *viewer)
+{
+    return viewer == NULL || t->owner[0] == '\0' || !strcmp(t->owner, viewer);
+}
+
+int nb_template_get(struct nb_app *a, const char *name, const char *viewer, struct nb_template *t,
+                    struct nb_apierr *ae)
 {
     struct nb_docker_image im;
     struct nb_derr de = {0};
@@ -586,6 +655,10 @@ int nb_template_get(struct nb_app *a, const char *name, struct nb_template *t, s
         return -1;
     }
     from_image(&im, t);
+    if (!tpl_visible(t, viewer)) { /* another key's: as if there were none */
+        nb_apierr_set(ae, 404, "not_found", "no template \"%s\"", name);
+        return -1;
+    }
     return 0;
 }
 
@@ -620,7 +693,8 @@ static int by_name(const void *x, const void *y)
     return strcmp(((const struct nb_template *)x)->name, ((const struct nb_template *)y)->name);
 }
 
-int nb_template_list(struct nb_app *a, nb_template_fn cb, void *arg, struct nb_apierr *ae)
+int nb_template_list(struct nb_app *a, const char *viewer, nb_template_fn cb, void *arg,
+                     struct nb_apierr *ae)
 {
     struct list_ctx l = {0};
     struct nb_derr de = {0};
@@ -640,8 +714,31 @@ int nb_template_list(struct nb_app *a, nb_template_fn cb, void *arg, struct nb_a
     if (l.n > 1)
         qsort(l.t, l.n, sizeof(l.t[0]), by_name);
     for (size_t i = 0; i < l.n; i++)
-        cb(arg, &l.t[i]);
+        if (tpl_visible(&l.t[i], viewer))
+            cb(arg, &l.t[i]);
     free(l.t);
+    return 0;
+}
+
+/* The built templates (any status) of owner into *n. -1 with ae. */
+static void count_one(void *arg, const struct nb_template *t)
+{
+    struct {
+        const char *owner;
+        unsigned n;
+    } *cnt = arg;
+    cnt->n += t->owner[0] != '\0' && !strcmp(t->owner, cnt->owner);
+}
+
+static int count_owned(struct nb_app *a, const char *owner, unsigned *n, struct nb_apierr *ae)
+{
+    struct {
+        const char *owner;
+        unsigned n;
+    } cnt = {owner, 0};
+    if (nb_template_list(a, owner, count_one, &cnt, ae) != 0)
+        return -1;
+    *n = cnt.n;
     return 0;
 }
 
@@ -673,7 +770,8 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
     char ref[128], tarp[PATH_MAX], jobp[PATH_MAX], logp[PATH_MAX], id[80];
     size_t total = 1024 + 512 + rq->dockerfile_len;
     int64_t now = time(NULL);
-    int lock, rc = -1;
+    int lock, open, rc = -1;
+    char esc;
 
     if (c->template_builds_max == 0) {
         nb_apierr_set(ae, 403, "forbidden",
@@ -707,8 +805,15 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
                       c->template_context_max);
         return -1;
     }
-    if (nb_template_check_from(c, rq->dockerfile, rq->dockerfile_len, ae) != 0)
+    if (scan_dockerfile(c, rq->dockerfile, rq->dockerfile_len, ae, &esc, &open) != 0)
         return -1;
+    if (open) {
+        nb_apierr_set(ae, 400, "bad_dockerfile",
+                      "the Dockerfile ends inside a continued line (its last line ends with "
+                      "'%c')",
+                      esc);
+        return -1;
+    }
     if (ensure_dirs(c) != 0 || (lock = lock_names(c)) < 0) {
         nb_apierr_set(ae, 500, "internal", "cannot use the templates directory: %s",
                       strerror(errno));
@@ -722,14 +827,27 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
         nb_apierr_set(ae, 409, "name_taken", "template \"%s\" exists (DELETE it first)", rq->name);
         goto out;
     }
+    /* the key's quota, counted under the names lock that every submit holds */
+    if (rq->max_templates && rq->owner != NULL) {
+        unsigned mine = 0;
+        if (count_owned(a, rq->owner, &mine, ae) != 0)
+            goto out;
+        if (mine >= rq->max_templates) {
+            nb_apierr_set(ae, 429, "quota",
+                          "quota max_templates=%u of key \"%s\" reached: it has %u templates",
+                          rq->max_templates, rq->owner, mine);
+            goto out;
+        }
+    }
     if (!(de.kind == NB_DERR_HTTP && de.status == 404)) {
         nb_apierr_docker(ae, &de, "check the template name");
         goto out;
     }
-    if (write_context(tarp, rq, ae) != 0)
+    if (write_context(tarp, c, rq, now, esc, ae) != 0)
         goto out;
     unlink(logp);
-    if (put_record(&a->docker, c, rq->name, "building", now, NULL, id, &de) != 0) {
+    if (put_record(&a->docker, c, rq->name, rq->owner ? rq->owner : "", "building", now, NULL, id,
+                   &de) != 0) {
         nb_apierr_docker(ae, &de, "record the template");
         unlink(tarp);
         goto out;
@@ -745,6 +863,7 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
     snprintf(out->image, sizeof(out->image), "%s", ref);
     snprintf(out->status, sizeof(out->status), "building");
     snprintf(out->kind, sizeof(out->kind), "build");
+    snprintf(out->owner, sizeof(out->owner), "%s", rq->owner ? rq->owner : "");
     out->created_at = now;
     nb_info("template %s: build queued", rq->name);
     rc = 0;
@@ -769,7 +888,8 @@ static unsigned users_of(struct nb_app *a, const char *ref)
     return n;
 }
 
-int nb_template_delete(struct nb_app *a, const char *name, int force, struct nb_apierr *ae)
+int nb_template_delete(struct nb_app *a, const char *name, const char *viewer, int force,
+                       struct nb_apierr *ae)
 {
     struct nb_template t;
     struct nb_derr de = {0};
@@ -786,7 +906,7 @@ int nb_template_delete(struct nb_app *a, const char *name, int force, struct nb_
                       strerror(errno));
         return -1;
     }
-    if (nb_template_get(a, name, &t, ae) != 0)
+    if (nb_template_get(a, name, viewer, &t, ae) != 0)
         goto out;
     if (!strcmp(t.status, "building")) {
         nb_apierr_set(ae, 409, "building", "template \"%s\" is building; delete it once it ends",
@@ -814,11 +934,11 @@ out:
     return rc;
 }
 
-int nb_template_image(struct nb_app *a, const char *name, char *image, size_t n,
+int nb_template_image(struct nb_app *a, const char *name, const char *viewer, char *image, size_t n,
                       struct nb_apierr *ae)
 {
     struct nb_template t;
-    if (nb_template_get(a, name, &t, ae) != 0)
+    if (nb_template_get(a, name, viewer, &t, ae) != 0)
         return -1;
     if (strcmp(t.status, "ready") != 0) {
         nb_apierr_set(ae, 409, "not_ready", "template \"%s\" is %s%s%.300s", name, t.status,
@@ -829,7 +949,7 @@ int nb_template_image(struct nb_app *a, const char *name, char *image, size_t n,
     return 0;
 }
 
-int nb_template_image_allowed(struct nb_app *a, const char *image)
+int nb_template_image_allowed(struct nb_app *a, const char *image, const char *viewer)
 {
     char repo[90];
     struct nb_template t;
@@ -841,7 +961,7 @@ int nb_template_image_allowed(struct nb_app *a, const char *image)
     rl = strlen(repo);
     if (strncmp(image, repo, rl) != 0 || image[rl] != ':')
         return 0;
-    return nb_template_get(a, image + rl + 1, &t, &ae) == 0 && !strcmp(t.status, "ready");
+    return nb_template_get(a, image + rl + 1, viewer, &t, &ae) == 0 && !strcmp(t.status, "ready");
 }
 
 /* ---- the builder ---- */
@@ -916,6 +1036,24 @@ static void read_job(const char *path, const struct nb_conf *c, uint64_t *memory
     yajl_tree_free(v);
 }
 
+/*
+ * The image the name points at once Docker said the build ended: asked up
+ * to three times, since a failure recorded now would take the name off an
+ * image that was built.
+ */
+static int inspect_built(struct nb_docker *d, const char *ref, struct nb_docker_image *im,
+                         struct nb_derr *de)
+{
+    for (int i = 0;; i++) {
+        if (nb_docker_image_inspect(d, ref, im, de) == 0)
+            return 0;
+        if (i == 2 || (de->kind == NB_DERR_HTTP && de->status == 404))
+            return -1;
+        nb_warn("template: cannot inspect %s after its build (%s); asking again", ref, de->msg);
+        usleep(200000);
+    }
+}
+
 int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *name)
 {
     const struct nb_conf *c = &a->conf;
@@ -924,9 +1062,7 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *nam
     struct build_log bl = {-1, 0, 0, ""};
     struct nb_docker_build b;
     char ref[128], jobp[PATH_MAX], tarp[PATH_MAX], logp[PATH_MAX], error[512] = "";
-    char *labels;
     uint64_t memory, nano_cpus;
-    yajl_gen g;
 
     nb_template_ref(c, name, ref, sizeof(ref));
     job_path(c, "run", name, "json", jobp, sizeof(jobp));
@@ -942,23 +1078,10 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *nam
         return -1;
     }
     bl.fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-    g = nb_json_gen();
-    yajl_gen_map_open(g);
-    nb_json_kv_str(g, "nanobox.instance", c->instance);
-    nb_json_kv_str(g, "nanobox.template", name);
-    nb_json_kv_str(g, "nanobox.kind", "build");
-    nb_json_kv_str(g, "nanobox.status", "ready");
-    {
-        char ts[32];
-        snprintf(ts, sizeof(ts), "%lld", (long long)rec.created_at);
-        nb_json_kv_str(g, "nanobox.created_at", ts);
-    }
-    yajl_gen_map_close(g);
-    labels = nb_json_gen_take(g);
     memset(&b, 0, sizeof(b));
     b.context = tarp;
     b.tag = ref;
-    b.labels_json = labels;
+    /* the labels are the context's last instruction (record_labels): one step, not five */
     b.network = c->template_network;
     b.memory = memory;
     b.nano_cpus = nano_cpus;
@@ -973,15 +1096,17 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *nam
             snprintf(error, sizeof(error), "%s", bl.error[0] ? bl.error : de.msg);
     } else if (bl.error[0]) {
         snprintf(error, sizeof(error), "%s", bl.error);
-    } else if (nb_docker_image_inspect(d, ref, &im, &de) != 0 || !strcmp(im.id, rec.id) ||
-               strcmp(im.status, "ready") != 0) {
-        snprintf(error, sizeof(error), "the build ended without an image");
+    } else if (inspect_built(d, ref, &im, &de) != 0) {
+        snprintf(error, sizeof(error), "the build ended, but its image: %s", de.msg);
+    } else if (!strcmp(im.id, rec.id) || strcmp(im.status, "ready") != 0) {
+        /* its last instruction is the labels' LABEL: another image took the tag */
+        snprintf(error, sizeof(error), "the build ended without an image (%s is %s, status %s)",
+                 ref, im.id, im.status[0] ? im.status : "none");
     }
-    free(labels);
     if (error[0]) {
         if (bl.fd >= 0)
             close(bl.fd);
-        fail_build(c, d, name, rec.created_at, rec.id, error);
+        fail_build(c, d, name, rec.owner, rec.created_at, rec.id, error);
         return -1;
     }
     if (nb_docker_image_remove(d, rec.id, 0, &de) != 0)
@@ -1072,7 +1197,7 @@ static void sweep(struct nb_app *a)
                 nb_warn("template %s: cannot remove its record: %s", im->name, de.msg);
             continue;
         }
-        fail_build(&a->conf, &a->docker, im->name, im->created_at, im->id,
+        fail_build(&a->conf, &a->docker, im->name, im->owner, im->created_at, im->id,
                    "the build was cut short: nanobox-fcgi stopped or restarted during it");
     }
     unlock_names(lock);
@@ -1101,7 +1226,8 @@ static void reap_builders(struct nb_app *a)
                          r > 0 && WIFSIGNALED(st) ? WTERMSIG(st)
                          : r > 0                  ? WEXITSTATUS(st)
                                                   : -1);
-                fail_build(&a->conf, &a->docker, builders[i].name, im.created_at, im.id, why);
+                fail_build(&a->conf, &a->docker, builders[i].name, im.owner, im.created_at, im.id,
+                           why);
             }
         }
         builders[i] = builders[--n_builders];
@@ -1192,6 +1318,53 @@ void nb_templates_pump(struct nb_app *a)
     pump_ticks++;
 }
 
+/* An inotify descriptor on <templates>/sub for mask, or -1 (errno). */
+static int watch_dir(const struct nb_conf *c, const char *sub, uint32_t mask)
+{
+    char dir[PATH_MAX];
+    int fd = ensure_dirs(c) == 0 ? inotify_init1(IN_NONBLOCK | IN_CLOEXEC) : -1;
+    tpl_path(c, sub, dir, sizeof(dir));
+    if (fd >= 0 && inotify_add_watch(fd, dir, mask) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+void nb_template_wait(int fd, unsigned usec)
+{
+    struct pollfd pfd = {fd, POLLIN, 0};
+    char buf[4096];
+    if (fd < 0) {
+        usleep(usec);
+        return;
+    }
+    if (poll(&pfd, 1, (int)(usec / 1000)) > 0)
+        while (read(fd, buf, sizeof(buf)) > 0)
+            ;
+}
+
+int nb_template_log_watch(const struct nb_conf *c)
+{
+    return watch_dir(c, "", IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE);
+}
+
+void nb_templates_sleep(struct nb_app *a, unsigned usec)
+{
+    static int ifd = -2;
+    if (ifd == -2) {
+        /* a job is queued by a rename of its .json into place */
+        ifd = watch_dir(&a->conf, "queue", IN_MOVED_TO | IN_CLOSE_WRITE);
+        if (ifd < 0)
+            nb_warn("templates: cannot watch the queue (%s): a queued build waits for the next "
+                    "tick",
+                    strerror(errno));
+    }
+    nb_template_wait(ifd, usec);
+}
+
 /* ---- for snapshots (snapshot.c) ---- */
 
 void nb_template_work_path(const struct nb_conf *c, const char *file, char *out, size_t outlen)
@@ -1213,8 +1386,9 @@ void nb_template_of_image(const struct nb_conf *c, const char *image, char *out,
         snprintf(out, outlen, "%s", image);
 }
 
-int nb_template_claim(struct nb_app *a, const char *name, const char *parent,
-                      const char *parent_tpl, int64_t now, char rec_id[80], struct nb_apierr *ae)
+int nb_template_claim(struct nb_app *a, const char *name, const char *owner, unsigned max_templates,
+                      const char *parent, const char *parent_tpl, int64_t now, char rec_id[80],
+                      struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_docker_image im;
@@ -1245,8 +1419,20 @@ int nb_template_claim(struct nb_app *a, const char *name, const char *parent,
         nb_apierr_docker(ae, &de, "check the template name");
         goto out;
     }
-    if (put_record_kind(&a->docker, c, name, "snapshot", parent, parent_tpl, "building", now, NULL,
-                        rec_id, &de) != 0) {
+    /* a snapshot is one of its owner's templates: the same quota as a build */
+    if (max_templates && owner != NULL) {
+        unsigned mine = 0;
+        if (count_owned(a, owner, &mine, ae) != 0)
+            goto out;
+        if (mine >= max_templates) {
+            nb_apierr_set(ae, 429, "quota",
+                          "quota max_templates=%u of key \"%s\" reached: it has %u templates",
+                          max_templates, owner, mine);
+            goto out;
+        }
+    }
+    if (put_record_kind(&a->docker, c, name, owner ? owner : "", "snapshot", parent, parent_tpl,
+                        "building", now, NULL, rec_id, &de) != 0) {
         nb_apierr_docker(ae, &de, "record the snapshot");
         goto out;
     }

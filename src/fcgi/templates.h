@@ -46,6 +46,7 @@ struct nb_template {
     int64_t size;    /* bytes, 0 while building */
     char digest[80]; /* the image id, "sha256:..." */
     char error[512]; /* why it failed */
+    char owner[40];  /* the name of the key that built it; "" for the config's images: shared */
 };
 
 struct nb_template_file {
@@ -60,8 +61,10 @@ struct nb_template_req {
     size_t dockerfile_len;
     const struct nb_template_file *files;
     size_t n_files;
-    uint64_t memory;    /* of the build; 0: template_memory */
-    uint64_t nano_cpus; /* of the build; 0: template_cpus */
+    uint64_t memory;        /* of the build; 0: template_memory */
+    uint64_t nano_cpus;     /* of the build; 0: template_cpus */
+    const char *owner;      /* the key building it (keys.h): the template's owner */
+    unsigned max_templates; /* that key's quota of templates; 0: none */
 };
 
 /* ^[a-z0-9][a-z0-9._-]{0,62}$ */
@@ -86,22 +89,30 @@ int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
 /* Queue a build: 202's record into out. 400/403/409/413/503 in ae. */
 int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struct nb_template *out,
                        struct nb_apierr *ae);
+/*
+ * viewer: the key name a template must be visible to (its owner's, or a
+ * shared one: the config's images), NULL for an admin: all are. Another
+ * key's template answers the 404 of a name that does not exist.
+ */
+
 /* One template (the config's images included). 404 not_found. */
-int nb_template_get(struct nb_app *a, const char *name, struct nb_template *t,
+int nb_template_get(struct nb_app *a, const char *name, const char *viewer, struct nb_template *t,
                     struct nb_apierr *ae);
 typedef void (*nb_template_fn)(void *arg, const struct nb_template *t);
-/* Every template: the config's images first, then the built ones by name. -1 with ae. */
-int nb_template_list(struct nb_app *a, nb_template_fn cb, void *arg, struct nb_apierr *ae);
+/* Every template viewer sees: the config's images first, then the built ones by name. -1 with ae. */
+int nb_template_list(struct nb_app *a, const char *viewer, nb_template_fn cb, void *arg,
+                     struct nb_apierr *ae);
 /*
  * Remove one: 403 for the config's images, 404, 409 while it builds, 409
  * while sandboxes of it run unless force (they keep running).
  */
-int nb_template_delete(struct nb_app *a, const char *name, int force, struct nb_apierr *ae);
+int nb_template_delete(struct nb_app *a, const char *name, const char *viewer, int force,
+                       struct nb_apierr *ae);
 /* The image a create with {"template": name} runs: 404 not_found, 409 not_ready. */
-int nb_template_image(struct nb_app *a, const char *name, char *image, size_t n,
+int nb_template_image(struct nb_app *a, const char *name, const char *viewer, char *image, size_t n,
                       struct nb_apierr *ae);
 /* The allow-list of images: the config's, and the ready templates' of this instance. */
-int nb_template_image_allowed(struct nb_app *a, const char *image);
+int nb_template_image_allowed(struct nb_app *a, const char *image, const char *viewer);
 /* <sandbox_dir>/templates/<name>.log */
 void nb_template_log_path(const struct nb_conf *c, const char *name, char *out, size_t outlen);
 
@@ -114,14 +125,28 @@ void nb_template_of_image(const struct nb_conf *c, const char *image, char *out,
 /*
  * Take name for a snapshot: its record image (kind "snapshot", status
  * "building", parents as labels), its id into rec_id. 400 bad_name, 409
- * name_taken. The snapshot's build then moves the name to its image, or
+ * name_taken, 429 quota (owner's max_templates, 0: none). The snapshot's build then moves the name to its image, or
  * the caller removes the record (nb_docker_image_remove of rec_id).
  */
-int nb_template_claim(struct nb_app *a, const char *name, const char *parent,
-                      const char *parent_tpl, int64_t now, char rec_id[80], struct nb_apierr *ae);
+int nb_template_claim(struct nb_app *a, const char *name, const char *owner, unsigned max_templates,
+                      const char *parent, const char *parent_tpl, int64_t now, char rec_id[80],
+                      struct nb_apierr *ae);
 
 /* The reaper's, every tick: fail orphaned builds, reap builders, start queued ones. */
 void nb_templates_pump(struct nb_app *a);
+/*
+ * The reaper's sleep between ticks: usec, or less when a build is queued
+ * (inotify on queue/), so that it starts at once rather than at the next
+ * tick. A plain sleep when the directory cannot be watched.
+ */
+void nb_templates_sleep(struct nb_app *a, unsigned usec);
+/*
+ * For a follower of a build log: an inotify descriptor on the templates
+ * directory (a log written or created), or -1; nb_template_wait sleeps up to
+ * usec, less when it fires (a plain sleep for -1).
+ */
+int nb_template_log_watch(const struct nb_conf *c);
+void nb_template_wait(int fd, unsigned usec);
 /* Build one queued job in this process (the builder's body; the unit tests call it). */
 int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *name);
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "adopt.h"
 #include "agent.h"
 #include "clock.h"
 #include "code.h"
@@ -132,8 +133,13 @@ int nb_warm_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb
     if (!nb_warm_fits(&a->conf, spec))
         return -1; /* not a miss: the pool holds nothing of this kind */
     nb_table_lock(&a->table);
-    s = nb_table_hand_out(&a->table, spec->image, now, now + spec->ttl);
+    /* over a quota: no hand-out (the cold create after it answers the 429) */
+    s = nb_sandbox_quota_locked(a, spec, &ae) != 0
+            ? NULL
+            : nb_table_hand_out(&a->table, spec->image, now, now + spec->ttl);
     if (s != NULL) {
+        /* its owner from now on: the key that asked for it */
+        snprintf(s->owner, sizeof(s->owner), "%s", spec->key != NULL ? spec->key->name : "");
         snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
         s->auto_resume = spec->auto_resume != 0;
         *out = *s;
@@ -152,6 +158,8 @@ int nb_warm_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb
         return -1;
     }
     nb_metrics_warm(1);
+    /* its owner and expiry are the table's only: kept where an adoption finds them */
+    nb_adopt_lease_note(a, out->id);
     nb_info("handed out warm sandbox %s", out->id);
     return 0;
 }
@@ -228,7 +236,7 @@ int nb_warm_refill(struct nb_app *a)
         if (calls % 10 == 0) {
             char image[NB_IMAGE_LEN];
             struct nb_apierr ae;
-            tpl_ready[k] = nb_template_image(a, kinds[k].tpl, image, sizeof(image), &ae) == 0;
+            tpl_ready[k] = nb_template_image(a, kinds[k].tpl, NULL, image, sizeof(image), &ae) == 0;
             if (!tpl_ready[k])
                 nb_debug("warm pool of template %s: %s", kinds[k].tpl, ae.msg);
         }

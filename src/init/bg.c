@@ -15,6 +15,11 @@
  * Replies that may be long (L, Q) are sent as the connection has room:
  * their state lives in a small cursor, and an entry a reply is reading is
  * pinned (queries > 0) so it is not removed underneath.
+ *
+ * A query with W that would find nothing new (no output past its offsets,
+ * the process still running) waits, pinned, on its entry's list of
+ * waiters: the entry's next output or its end answers it at once. So a
+ * host following a process is told rather than asking again and again.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -33,6 +38,8 @@
 
 #define BG_ENTRY_MAX (INIT_ARGV_SHOWN + 256) /* bytes of one 'l' body */
 
+struct bg_query;
+
 struct init_ring {
     unsigned char *data; /* grows up to INIT_RING_SIZE, then wraps */
     size_t size;
@@ -48,6 +55,7 @@ struct init_bg {
     uint64_t started;         /* unix seconds */
     unsigned queries;         /* replies reading this entry */
     int exit_read;            /* a query showed it exited: its place may be reused */
+    struct bg_query *waiters; /* queries with W waiting for output or the end */
 };
 
 static struct init_bg *bg_table[INIT_MAX_BG];
@@ -168,13 +176,17 @@ static int bg_can_read(struct init_proc *p)
     return 1; /* the rings drop the oldest bytes: never hold a background pipe */
 }
 
+static void bg_wake(struct init_bg *b);
+
 static void bg_output(struct init_proc *p, int stream, const unsigned char *data, size_t len)
 {
     ring_append(&((struct init_bg *)p)->ring[stream - 1], data, len);
+    bg_wake((struct init_bg *)p);
 }
 
 static void bg_done(struct init_proc *p)
 {
+    bg_wake((struct init_bg *)p);
 }
 
 static const struct init_proc_ops bg_proc_ops = {
@@ -232,6 +244,8 @@ void init_bg_start(struct init_conn *c, const struct init_request *r)
         init_conn_error(c, e, "%s", err);
         return;
     }
+    if (r->close_stdin)
+        init_proc_close_stdin(&b->proc); /* reads end of file at once, as from /dev/null */
     b->id = bg_next_id++;
     b->started = (uint64_t)nb_clock_real_s();
     bg_table[slot] = b;
@@ -323,9 +337,12 @@ void init_bg_list(struct init_conn *c, const struct init_request *r)
 /* --- Q ------------------------------------------------------------------------ */
 
 struct bg_query {
-    struct init_bg *b; /* pinned */
-    uint64_t cur[2];   /* next offset to send, by stream */
-    uint64_t end[2];   /* the totals when the query came */
+    struct init_bg *b;     /* pinned */
+    uint64_t cur[2];       /* next offset to send, by stream */
+    uint64_t end[2];       /* the totals when the query came (or was woken) */
+    struct init_conn *c;   /* while waiting */
+    struct bg_query *next; /* on b->waiters */
+    int waiting;
 };
 
 static void bg_query_end(struct bg_query *q)
@@ -367,6 +384,13 @@ static void bg_query_gone(struct init_conn *c)
 {
     struct bg_query *q = c->op;
 
+    if (q->waiting) {
+        struct bg_query **pp = &q->b->waiters;
+        while (*pp != NULL && *pp != q)
+            pp = &(*pp)->next;
+        if (*pp == q)
+            *pp = q->next;
+    }
     bg_query_end(q);
 }
 
@@ -375,6 +399,32 @@ static const struct init_conn_ops bg_query_ops = {
     .drain = bg_query_pump,
     .gone = bg_query_gone,
 };
+
+/* Answer a query: the entry as it is now, then its output up to now. */
+static void bg_query_answer(struct init_conn *c, struct bg_query *q)
+{
+    struct init_bg *b = q->b;
+
+    if (b->proc.done)
+        b->exit_read = 1; /* the entry sent below says so, with all its output */
+    for (int s = 0; s < 2; s++)
+        q->end[s] = b->ring[s].total;
+    bg_send_entry(c, b);
+    bg_query_pump(c);
+}
+
+/* The entry has new output or has ended: answer every query waiting for it. */
+static void bg_wake(struct init_bg *b)
+{
+    struct bg_query *q = b->waiters, *next;
+
+    b->waiters = NULL;
+    for (; q != NULL; q = next) {
+        next = q->next;
+        q->waiting = 0;
+        bg_query_answer(q->c, q); /* may free q */
+    }
+}
 
 void init_bg_query(struct init_conn *c, const struct init_request *r)
 {
@@ -393,17 +443,22 @@ void init_bg_query(struct init_conn *c, const struct init_request *r)
     }
     q->b = b;
     b->queries++;
-    if (b->proc.done)
-        b->exit_read = 1; /* the entry sent below says so, with all its output */
     for (int s = 0; s < 2; s++) {
         uint64_t oldest = ring_oldest(&b->ring[s]);
         q->end[s] = b->ring[s].total;
         q->cur[s] = off[s] < oldest ? oldest : off[s] > q->end[s] ? q->end[s] : off[s];
     }
-    bg_send_entry(c, b);
     c->ops = &bg_query_ops;
     c->op = q;
-    bg_query_pump(c);
+    if (r->wait && !b->proc.done && q->cur[0] >= q->end[0] && q->cur[1] >= q->end[1]) {
+        /* nothing new yet: the next output or the end answers */
+        q->c = c;
+        q->waiting = 1;
+        q->next = b->waiters;
+        b->waiters = q;
+        return;
+    }
+    bg_query_answer(c, q);
 }
 
 /* --- W, S ----------------------------------------------------------------------- */

@@ -54,12 +54,14 @@ static const struct field_rule exec_fields[] = {
     {NBA_T_MAXOUT, FK_U32, 0},
     {NBA_T_BG, FK_EMPTY, 0},
     {NBA_T_WINSIZE, FK_U32, 0},
+    {NBA_T_CLOSE, FK_EMPTY, 0},
     {0, 0, 0},
 };
 static const struct field_rule pquery_fields[] = {
     {NBA_T_PID, FK_U32, FR_REQUIRED},
     {NBA_T_OFF, FK_U64, 0},
     {NBA_T_EOFF, FK_U64, 0},
+    {NBA_T_WAIT, FK_EMPTY, 0},
     {0, 0, 0},
 };
 static const struct field_rule pstdin_fields[] = {
@@ -307,6 +309,9 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
         case NBA_T_RECURSIVE:
             r->recursive = 1;
             break;
+        case NBA_T_WAIT:
+            r->wait = 1;
+            break;
         case NBA_T_DEPTH:
             r->depth = nba_get_u32(v);
             break;
@@ -339,6 +344,10 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
         (r->cols == 0 || r->rows == 0 || r->cols > NBA_WINSIZE_MAX || r->rows > NBA_WINSIZE_MAX))
         return fail(err, errlen, EINVAL, "a PTY's window is 1 to %d columns and rows, not %ux%u",
                     NBA_WINSIZE_MAX, r->cols, r->rows);
+    if (r->type == NBA_EXEC && r->close_stdin && !r->background)
+        return fail(err, errlen, EINVAL,
+                    "'Z' closes a background command's stdin: a command of this connection's "
+                    "gets 'e'");
     if (r->pty && r->background)
         return fail(err, errlen, EINVAL,
                     "a PTY session runs for its connection: 'B' and 'Y' do not go together");

@@ -38,6 +38,7 @@ struct init_request {
     uint8_t background;        /* B */
     uint8_t close_stdin;       /* Z */
     uint8_t recursive;         /* r */
+    uint8_t wait;              /* W of a query */
     uint32_t depth;            /* H of a read: 1..NBA_MAX_DEPTH, 1 when absent */
     uint8_t pty;               /* Y of exec: run on a PTY of cols x rows */
     uint16_t cols, rows;       /* Y: 1..NBA_WINSIZE_MAX each */

@@ -34,6 +34,10 @@ HELLO = b"nanobox-kernel 1"
 MAX_BODY = 1 << 20  # NBA_MAX_BODY: the largest frame either side accepts
 EVENT_ROOM = MAX_BODY - 4096  # one event must fit in a frame
 MAX_CONTEXTS = 16
+# Where contexts start by default: the directory nanobox-init started the
+# bridge in, the container's working directory, which is nanobox.conf's
+# workspace (/workspace unless the operator moved it, e.g. to /home/user).
+WORKSPACE = os.getcwd()
 LANGUAGES = ("python", "javascript", "bash")
 INTERRUPT_GRACE = 5.0  # seconds a context gets to stop after an interrupt
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -730,7 +734,7 @@ class Bridge:
             if ctx is None:
                 if len(self.contexts) >= MAX_CONTEXTS:
                     raise Fail(errno.EAGAIN, "too many contexts (max %d): delete one" % MAX_CONTEXTS)
-                ctx = KINDS[language](language, "/workspace" if os.path.isdir("/workspace") else os.getcwd(), None)
+                ctx = KINDS[language](language, WORKSPACE, None)
                 ctx.died = None  # never started: starting it is not a restart
                 self.contexts[language] = ctx
         return ctx
@@ -738,7 +742,7 @@ class Bridge:
     def create(self, language, cwd, env):
         if language not in KINDS:
             raise Fail(errno.EINVAL, "unsupported language '%s'" % language)
-        cwd = cwd or ("/workspace" if os.path.isdir("/workspace") else os.getcwd())
+        cwd = cwd or WORKSPACE
         if not os.path.isdir(cwd):
             raise Fail(errno.ENOENT, "no directory %s" % cwd)
         with self.lock:

@@ -14,7 +14,8 @@
 #           (~2.5 min)
 #
 # Usage: image.sh [--force] [base|python|all]...   (default: all)
-#   Builds each image named unless it already exists; --force rebuilds.
+#   Builds each image named unless it exists, built by this recipe (a
+#   label holds the recipe's hash); --force rebuilds.
 # Environment:
 #   NANOBOX_MIRROR        Debian mirror (default http://deb.debian.org/debian)
 #   NANOBOX_IMAGE         name of the base image (default nanobox:latest)
@@ -49,6 +50,21 @@ done
 
 image_exists() {
     docker image inspect "$1" >/dev/null 2>&1
+}
+
+# The recipe of an image, as a short hash: this script (every step of the
+# build) and the image's arguments (packages, title, env). An image is
+# built when it is missing or carries another recipe's hash (or none), so
+# a changed recipe reaches every machine that already has the image: CI
+# builds from scratch anyway, up.sh and tests/run.sh find the old one.
+recipe_hash() {
+    { cat "${BASH_SOURCE[0]}"; printf '%s\n' "$@"; } | sha256sum | cut -c1-16
+}
+image_current() {
+    local image=$1 recipe=$2
+    [ "$(docker image inspect -f \
+        '{{index .Config.Labels "org.opencontainers.image.revision"}}' "$image" 2>/dev/null)" = \
+        "$recipe" ]
 }
 
 # Set by build_image for cleanup: the tree being built, if any.
@@ -93,6 +109,19 @@ add_user() {
         printf 'sandbox:!::\n' >>"$rootfs/etc/gshadow"
     fi
     install -d -o 1000 -g 1000 -m 0755 "$rootfs/workspace"
+}
+
+# A login shell without a fork: Debian's /etc/profile runs `id -u` (twice
+# when interactive) to choose PATH, and every login shell pays that
+# process: E2B's SDK runs each command as `bash -l -c CMD`, where it was
+# a third of the time of `commands.run('true')`. bash knows its EUID (read
+# only there); sh (dash) has none and still asks id. Same PATH and PS1.
+# shellcheck disable=SC2016  # the $(...) are /etc/profile's text, not ours
+profile_no_fork() {
+    local rootfs=$1
+    grep -q '"$(id -u)"' "$rootfs/etc/profile" || return 0
+    nb_log "image: /etc/profile: \${EUID:-\$(id -u)} (no fork in a bash login shell)"
+    sed -i 's/"$(id -u)"/"${EUID:-$(id -u)}"/g' "$rootfs/etc/profile"
 }
 
 # The python template's own settings, on top of the base's.
@@ -161,21 +190,25 @@ EOF
 # empty), add the user, run SETUP (a function, or `:`) on the tree and
 # import it as NAME with ENV lines (NAME=value) in its config.
 build_image() {
-    local image=$1 title=$2 extra=${3//,/ } setup=$4 started rootfs e
+    local image=$1 title=$2 extra=${3//,/ } setup=$4 started rootfs e recipe
     local base
     base=$(join_commas "${NB_IMAGE_PACKAGES[@]}")
     shift 4
     local -a env_opts=()
     for e in "$@"; do env_opts+=(-c "ENV $e"); done
 
-    if [ "$force" -eq 0 ] && image_exists "$image"; then
+    recipe=$(recipe_hash "$image" "$title" "$base" "$extra" "$setup" "$@")
+    if [ "$force" -eq 0 ] && image_current "$image" "$recipe"; then
         nb_log "image: $image already exists (--force rebuilds it)"
         return 0
+    fi
+    if image_exists "$image"; then
+        nb_log "image: $image was built from another recipe than this image.sh's: rebuilding"
     fi
     # Two setup runs at once (CI and up.sh) would debootstrap twice: the
     # second waits, then finds the image built.
     flock 9
-    if [ "$force" -eq 0 ] && image_exists "$image"; then
+    if [ "$force" -eq 0 ] && image_current "$image" "$recipe"; then
         nb_log "image: $image was built meanwhile"
         flock -u 9
         return 0
@@ -194,6 +227,7 @@ build_image() {
     fi
 
     add_user "$rootfs"
+    profile_no_fork "$rootfs"
     "$setup" "$rootfs"
 
     nb_log "image: cleaning apt caches"
@@ -211,6 +245,7 @@ build_image() {
             -c "LABEL org.opencontainers.image.title=$title" \
             -c "LABEL org.opencontainers.image.base.name=debian:$suite" \
             -c "LABEL org.opencontainers.image.created=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+            -c "LABEL org.opencontainers.image.revision=$recipe" \
             - "$image" >/dev/null
     remove_workdir
     workdir=

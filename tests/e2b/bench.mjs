@@ -10,7 +10,9 @@
 //   warm pool (GET /healthz "warm" == N before each, not timed), the
 //   sandbox killed after (not timed).
 // - run: commands.run('true') against POST /sandbox/{id}/exec {"command":"true"}
-//   and against the argv the SDK sends, /bin/bash -l -c true (native_bash).
+//   and against the argv the SDK sends, /bin/bash -l -c true (native_bash);
+//   also the SDK's Start request sent with fetch (e2b_fetch: the facade
+//   without the SDK's own work, the same argv as native_bash).
 // - code: runCode('1+1') against POST /sandbox/{id}/code {"code":"1+1"} (--code).
 // - files: files.write + files.read of 1 MiB against PUT + GET /sandbox/{id}/files.
 // Within each op the two sides alternate, in a random order each round.
@@ -89,12 +91,27 @@ const id = sbx.sandboxId
 const exec = () => postJson(`/sandbox/${id}/exec`, { command: 'true' })
 // what the SDK runs: a login bash (its profile is read), not sh
 const execBash = () => postJson(`/sandbox/${id}/exec`, { argv: ['/bin/bash', '-l', '-c', 'true'] })
+// the request commands.run('true') sends: one Connect envelope, read to the end of the stream
+const envelope = (o) => {
+  const b = Buffer.from(JSON.stringify(o))
+  const h = Buffer.alloc(5)
+  h.writeUInt32BE(b.length, 1)
+  return Buffer.concat([h, b])
+}
+const startFetch = () => native('POST', '/process.Process/Start',
+  envelope({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'true'], envs: {} }, stdin: false }), {
+    'Content-Type': 'application/connect+json', 'Connect-Protocol-Version': '1',
+    'Keepalive-Ping-Interval': '50', 'E2b-Sandbox-Id': id, 'E2b-Sandbox-Port': '49983',
+    'X-Access-Token': sbx.envdAccessToken,
+  })
 await sbx.commands.run('true')
 await exec()
 await execBash()
+await startFetch()
 for (let i = 0; i < n; i++) {
   await round('run', {
     e2b: { run: () => sbx.commands.run('true') },
+    e2b_fetch: { run: startFetch },
     native: { run: exec },
     native_bash: { run: execBash },
   })

@@ -176,6 +176,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rt != NB_ROUTE_FILES && rt != NB_ROUTE_CODE && rt != NB_ROUTE_CONTEXTS &&
         rt != NB_ROUTE_E2B_OP && rt != NB_ROUTE_TEMPLATE && rt != NB_ROUTE_PTY)
         abort();
+    /* the same bytes as an E2B_DOMAIN host: an id of 36 and a port of 5, or nothing */
+    {
+        char hid[40], hport[8];
+        if (nb_route_e2b_host(path, hid, sizeof(hid), hport, sizeof(hport)) &&
+            (strlen(hid) != 36 || strlen(hport) != 5 || strncmp(path + 6, hid, 36) != 0))
+            abort();
+        if (nb_route_e2b_host(path, hid, 36, hport, sizeof(hport)))
+            abort(); /* no room for the id */
+    }
     free(path);
     return 0;
 }

@@ -17,6 +17,7 @@
 #   json           body parsing, field checks, UTF-8-safe output (json.c)
 #   demux          Docker's stream framing in random chunks (demux.c)
 #   ndjson         the CLI's NDJSON line splitter (src/cli/ndjson.c)
+#   keys           the API keys file's parser (src/common/keys.c)
 #
 # New inputs go to a scratch corpus per harness, never into the committed
 # seeds (tests/fuzz/corpus/<harness>). A crash leaves its input in the
@@ -28,7 +29,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SECS=${1:-30}
 WORK=${NANOBOX_FUZZ_DIR:-${TMPDIR:-/tmp}/nanobox-fuzz}
-ALL=(agent_request route query json demux ndjson)
+ALL=(agent_request route query json demux ndjson keys)
 
 log() { printf 'fuzz: %s\n' "$*" >&2; }
 

@@ -298,12 +298,15 @@ class Agent:
                 assert t == "l", t
                 out.append(proc(body))
 
-    def pquery(self, pid, off_out=None, off_err=None):
+    def pquery(self, pid, off_out=None, off_err=None, wait=False):
+        """wait: W, the answer waits for output past the offsets or the end."""
         fl = [field("P", u32(pid))]
         if off_out is not None:
             fl.append(field("O", u64(off_out)))
         if off_err is not None:
             fl.append(field("o", u64(off_err)))
+        if wait:
+            fl.append(field("W"))
         with self.request("Q", *fl) as c:
             p = proc(c.expect("l"))
             out, err = [], []

@@ -3,11 +3,12 @@ Background processes (X with B) and L, Q, W, S: the list, output kept in
 rings and read from offsets, stdin, signals, exit status, and the limit.
 """
 import signal
+import struct
 import time
 
 import pytest
 
-from agentclient import AgentError
+from agentclient import AgentError, field, u32
 from inittest import SLOW, pid_gone
 
 
@@ -157,3 +158,57 @@ def test_background_timeout_kills_it(agent):
     pid = start_bg(agent, ["sleep", "300"], timeout_ms=300)
     wait_for(lambda: entry(agent, pid)["state"] == "X")
     assert entry(agent, pid)["signal"] == signal.SIGKILL
+
+
+def test_query_wait_answers_at_the_output_and_at_the_end(agent):
+    """Q with W waits for output past the offsets, then for the end: both come when they happen."""
+    pid = start_bg(agent, ["sh", "-c", "sleep 0.5; echo one; sleep 0.5; exit 3"])
+    t0 = time.monotonic()
+    p, out, err = agent.pquery(pid, wait=True)
+    assert (p["state"], out, err) == ("R", b"one\n", b"")
+    assert 0.3 < time.monotonic() - t0 < 3 * SLOW
+    t1 = time.monotonic()
+    p, out, err = agent.pquery(pid, off_out=4, wait=True)
+    assert (p["state"], p["code"], out) == ("X", 3, b"")
+    assert 0.3 < time.monotonic() - t1 < 3 * SLOW
+    # an ended process answers at once, with what is past the offsets
+    p, out, _ = agent.pquery(pid, wait=True)
+    assert (p["state"], out) == ("X", b"one\n")
+    agent.psignal(pid, signal.SIGTERM)
+
+
+def test_query_wait_left_by_the_host_leaves_the_process(agent):
+    """A host that closes a waiting query ends only the wait; the entry is not pinned after."""
+    pid = start_bg(agent, ["sh", "-c", "sleep 300"])
+    for _ in range(3):
+        c = agent.request("Q", field("P", u32(pid)), field("W"))
+        time.sleep(0.1)
+        c.close()
+    time.sleep(0.1)
+    assert entry(agent, pid)["state"] == "R"
+    agent.psignal(pid, signal.SIGKILL)
+    p, _, _ = agent.pquery(pid, wait=True)
+    assert (p["state"], p["signal"]) == ("X", signal.SIGKILL)
+    agent.psignal(pid, signal.SIGKILL)  # forgets it: no query pins it any more
+    assert entry(agent, pid) is None
+
+
+def test_background_with_z_starts_with_stdin_closed(agent):
+    """X with B and Z: the command's stdin reads end of file at once (as /dev/null)."""
+    with agent.request("X", field("A", "sh"), field("A", "-c"),
+                       field("A", "cat; echo after-eof"), field("B"), field("Z")) as c:
+        pid = struct.unpack(">I", c.expect("s"))[0]
+        c.expect_eof()
+    p, out, _ = agent.pquery(pid, wait=True)
+    while p["state"] == "R":
+        p, out, _ = agent.pquery(pid, off_out=p["out"], wait=True)
+    p, out, _ = agent.pquery(pid)
+    assert (p["code"], out) == (0, b"after-eof\n")
+    agent.psignal(pid, signal.SIGTERM)
+
+
+def test_z_without_b_is_refused(agent):
+    with agent.request("X", field("A", "true"), field("Z")) as c:
+        with pytest.raises(AgentError) as e:
+            c.expect("s")
+    assert e.value.errno == 22

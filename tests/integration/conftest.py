@@ -6,6 +6,8 @@ Fixtures of the nanobox integration suite.
   nbtest.PORTS_CONF's range on 127.0.0.1.
 - api (function): a client of that stack; sandboxes it creates are deleted
   when the test ends.
+- certs (session): a test CA and a server certificate it signed for
+  localhost, 127.0.0.1 and *.<ports domain> (for make_stack(tls=...)).
 - make_stack (function): a factory for extra stacks with extra config lines
   (a tiny table, a dead Docker socket, a stack a test may crash at will);
   each is stopped and label-cleaned when the test ends.
@@ -121,6 +123,30 @@ def make_stack():
             problems.append(f"stack {st.name} ({st.dir}): " + "\n".join(reports[:20]))
     if problems:
         pytest.fail("sanitizer reports:\n" + "\n".join(problems))
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory):
+    """(certificate, key, CA file): a CA, and a server certificate it signed
+    for localhost, 127.0.0.1 and *.PORTS_DOMAIN (made with the openssl CLI)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the openssl CLI")
+    d = tmp_path_factory.mktemp("tls")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    nbtest.run([openssl, "req", "-x509", *ec, "-keyout", str(d / "ca.key"), "-out", str(d / "ca.pem"),
+                "-days", "2", "-subj", "/CN=nanobox test CA",
+                "-addext", "basicConstraints=critical,CA:TRUE",
+                "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+    nbtest.run([openssl, "req", *ec, "-keyout", str(d / "key.pem"), "-out", str(d / "req.csr"),
+                "-subj", "/CN=nanobox test server"])
+    (d / "ext.cnf").write_text(
+        f"subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:*.{nbtest.PORTS_DOMAIN}\n"
+        "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+    nbtest.run([openssl, "x509", "-req", "-in", str(d / "req.csr"), "-CA", str(d / "ca.pem"),
+                "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-days", "2",
+                "-extfile", str(d / "ext.cnf"), "-out", str(d / "cert.pem")])
+    return d / "cert.pem", d / "key.pem", d / "ca.pem"
 
 
 @pytest.fixture(autouse=True)

@@ -42,15 +42,19 @@ def e2b_sdk():
     return nbtest.node_package(E2B_DIR, "e2b")
 
 
-def sdk_script(stack, node, script, prefix, code=False):
+def sdk_script(stack, node, script, prefix, code=False, env_over=None, args_more=()):
     """Run tests/e2b/<script> once against the stack, with nothing but the three
-    E2B variables set, and a unique --tag (and --code when asked and the
-    nanobox-python image is there): the summary its last line prints. The
-    caller deletes the sandboxes listed in its "created"."""
+    E2B variables set (env_over changes them: a None value unsets one), and a
+    unique --tag (and --code when asked and the nanobox-python image is there,
+    then args_more): the summary its last line prints. The caller deletes the
+    sandboxes listed in its "created"."""
     tag = prefix + secrets.token_hex(4)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
     env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
+    for k, v in (env_over or {}).items():
+        env.pop(k, None) if v is None else env.__setitem__(k, v)
     args = ["--tag", tag] + (["--code"] if code and nbtest.image_present(nbtest.PYTHON_IMAGE) else [])
+    args += list(args_more)
     r = subprocess.run([node, str(E2B_DIR / script), *args], cwd=E2B_DIR, env=env, capture_output=True,
                        text=True, timeout=SDK_TIMEOUT)
     lines = [line for line in r.stdout.splitlines() if line.strip()]
@@ -647,7 +651,7 @@ def needs_code(data):
 
 def test_files_write_and_read_1mib_bytes_exact(data, stack):
     w = step(data, "writeBinary")["entry"]
-    assert w == {"name": "blob.bin", "type": "file", "path": "/workspace/bin/blob.bin"}, w
+    assert w == {"name": "blob.bin", "type": "file", "path": "/home/user/bin/blob.bin"}, w
     assert step(data, "readBinary") == {"size": 1 << 20, "sha": data["blobSha"]}
     assert step(data, "readBinaryAbsolute") == {"size": 1 << 20, "sha": data["blobSha"]}
     # the file nanobox sees is the same (native API, same engine)
@@ -660,14 +664,14 @@ def test_files_text_empty_and_overwrite(data):
     assert t["text"] == "h\u00e9llo\nw\u00f6rld\n"
     assert t["entry"]["path"] == "/tmp/hello dir/h\u00e9llo.txt" and t["entry"]["name"] == "h\u00e9llo.txt"
     assert step(data, "emptyFile") == {"entry": {"name": "empty.txt", "type": "file",
-                                                 "path": "/workspace/empty.txt"}, "text": "", "bytes": 0}
+                                                 "path": "/home/user/empty.txt"}, "text": "", "bytes": 0}
     assert step(data, "overwrite") == {"text": "second"}
 
 
 def test_files_write_several_in_one_upload(data):
     m = step(data, "writeMany")
-    assert [e["path"] for e in m["entries"]] == ["/workspace/many/a.txt", "/tmp/many/deep/b.txt",
-                                                  "/workspace/many/c.bin"]
+    assert [e["path"] for e in m["entries"]] == ["/home/user/many/a.txt", "/tmp/many/deep/b.txt",
+                                                  "/home/user/many/c.bin"]
     assert [e["name"] for e in m["entries"]] == ["a.txt", "b.txt", "c.bin"]
     assert m["back"] == ["A", "BB"] and m["c"] == [0, 255, 1, 254]
 
@@ -807,7 +811,7 @@ def test_upload_raw_with_query_path_and_user(stack, api):
     r = e2b(stack, "POST", "/files?path=q/raw.bin&username=user", key=None,
             headers={**dp(sid, stack=stack), "Content-Type": "multipart/form-data; boundary=B"}, data=body)
     assert r.status_code == 200 and r.json() == [{"name": "raw.bin", "type": "file",
-                                                   "path": "/workspace/q/raw.bin"}], r.text[:300]
+                                                   "path": "/home/user/q/raw.bin"}], r.text[:300]
     r = e2b(stack, "GET", "/files?path=q/raw.bin", key=None, headers=dp(sid, stack=stack))
     assert r.status_code == 200 and r.content == b"\x00\r\n--"
     e2b_error(e2b(stack, "GET", "/files?path=q/raw.bin&username=mallory", key=None, headers=dp(sid, stack=stack)), 400)
@@ -887,7 +891,7 @@ def test_fs_list_one_level_with_entry_info(fsrun):
     assert [e["name"] for e in entries] == ["a.txt", "b", "blob.bin", "link"], entries
     by = {e["name"]: e for e in entries}
     a = by["a.txt"]
-    assert a["type"] == "file" and a["path"] == "/workspace/tree/a.txt" and a["size"] == 5, a
+    assert a["type"] == "file" and a["path"] == "/home/user/tree/a.txt" and a["size"] == 5, a
     assert a["mode"] == 0o644 and a["permissions"] == "-rw-r--r--", a
     assert a["owner"] and a["group"], a
     assert near(a["modifiedTime"], fsrun["startedAt"], 30), a
@@ -901,7 +905,7 @@ def test_fs_list_one_level_with_entry_info(fsrun):
 def test_fs_list_deeper_levels(fsrun):
     assert step(fsrun, "list2") == ["/workspace/tree/a.txt", "/workspace/tree/b", "/workspace/tree/b/c.txt",
                                     "/workspace/tree/b/d", "/workspace/tree/blob.bin", "/workspace/tree/link"]
-    assert "/workspace/tree/b/d/e.txt" in step(fsrun, "list3")
+    assert "/home/user/tree/b/d/e.txt" in step(fsrun, "list3")
 
 
 def test_fs_list_errors(fsrun):
@@ -914,7 +918,7 @@ def test_fs_exists_and_get_info(fsrun):
     assert step(fsrun, "exists") == {"file": True, "dir": True, "missing": False}
     f = step(fsrun, "infoFile")
     assert {k: f[k] for k in ("name", "type", "path", "size", "mode", "permissions")} == {
-        "name": "c.txt", "type": "file", "path": "/workspace/tree/b/c.txt", "size": 6, "mode": 0o644,
+        "name": "c.txt", "type": "file", "path": "/home/user/tree/b/c.txt", "size": 6, "mode": 0o644,
         "permissions": "-rw-r--r--"}, f
     d = step(fsrun, "infoDir")
     assert (d["name"], d["type"], d["path"]) == ("b", "dir", "/workspace/tree/b"), d
@@ -928,13 +932,13 @@ def test_fs_exists_and_get_info(fsrun):
 def test_fs_make_dir_true_then_false(fsrun, stack):
     m = step(fsrun, "makeDir")
     assert (m["first"], m["again"], m["parent"]) == (True, False, False), m
-    assert m["info"]["type"] == "dir" and m["info"]["path"] == "/workspace/made/x/y"
+    assert m["info"]["type"] == "dir" and m["info"]["path"] == "/home/user/made/x/y"
     assert thrown(fsrun, "makeDirOnFile")["name"] == "InvalidArgumentError"
 
 
 def test_fs_rename(fsrun, stack):
     r = step(fsrun, "rename")
-    assert r["moved"]["path"] == "/workspace/tree/c-moved.txt" and r["moved"]["name"] == "c-moved.txt"
+    assert r["moved"]["path"] == "/home/user/tree/c-moved.txt" and r["moved"]["name"] == "c-moved.txt"
     assert r["oldExists"] is False and r["text"] == "gamma!", r
     d = step(fsrun, "renameDir")
     assert (d["path"], d["type"]) == ("/workspace/x-moved", "dir"), d
@@ -1110,3 +1114,124 @@ def test_polling_watchers_keep_events_between_calls(envd, stack):
     assert (r.status_code, r.json()["code"]) == (404, "not_found")
     r = envd("filesystem.Filesystem/GetWatcherEvents", {})
     assert (r.status_code, r.json()["code"]) == (400, "invalid_argument")
+
+
+# ------------------------------------------- E2B's user layout (docs/E2B.md, "Users")
+
+@pytest.fixture(scope="module")
+def userrun(stack, e2b_sdk):
+    """user.mjs once against the main stack (sandbox_user_name: sandbox): its summary."""
+    summary = sdk_script(stack, e2b_sdk, "user.mjs", "e2b-", code=True)
+    yield summary
+    for sid in summary["created"]:
+        stack.api.delete(sid)
+
+
+def test_commands_run_in_home_user(userrun):
+    # pwd, $HOME, cd ~ and python's ~: E2B's /home/user
+    assert step(userrun, "home")["stdout"] == "/home/user\n" * 4
+
+
+def test_the_real_cwd_is_the_workspace_behind_the_link(userrun):
+    # what the kernel says (getcwd, pwd -P): the path the link leads to (docs/E2B.md, "Users")
+    assert step(userrun, "physicalCwd")["stdout"] == "/workspace\n/workspace\n"
+
+
+def test_relative_paths_are_in_home_user_for_files_and_commands(userrun):
+    w = step(userrun, "writeRelative")
+    assert w["path"] == "/home/user/notes/a.txt"
+    user = nbtest.BASE_CONF.get("sandbox_user_name", "sandbox")
+    assert w["cat"] == f"from files.write\n{user} {user} 644\n"
+    c = step(userrun, "commandFileOwner")
+    assert c == {"path": "/home/user/made/b.txt", "owner": user, "group": user, "text": "by-command\n"}
+    assert step(userrun, "relativeCwd")["stdout"] == "/home/user/made\nb.txt\n"
+    assert step(userrun, "listHome") == ["made:/home/user/made", "notes:/home/user/notes"]
+    # /home/user is the workspace: nanobox's own API sees the same files
+    assert step(userrun, "sameFilesOnTheNativePath")["stdout"] == "by-command\n"
+
+
+def test_code_contexts_start_in_home_user(userrun):
+    if "codeHome" not in userrun["steps"]:
+        pytest.skip(f"{nbtest.PYTHON_IMAGE} not built")
+    c = step(userrun, "codeHome")
+    # a file written as in-home.txt is the kernel's in-home.txt, in the default context and a new one
+    assert c["read"] == c["inCtx"] == "seen by the kernel", c
+    assert c["ctxCwd"] == "/home/user"
+    assert c["listed"] == ["javascript:/home/user", "new:/home/user", "python:/home/user"], c
+
+
+def test_root_and_sudo_are_refused_clearly_and_privileges_stay_dropped(userrun):
+    assert step(userrun, "asUser")["stdout"].strip() == nbtest.BASE_CONF.get("sandbox_user_name", "sandbox")
+    root = step(userrun, "asRoot")
+    assert root["name"] == "SandboxError" and "has no root" in root["message"], root
+    sudo = step(userrun, "sudo")
+    assert sudo["name"] == "CommandExitError" and sudo["exitCode"] == 1, sudo
+    assert sudo["stderr"].startswith("sudo: a nanobox sandbox has no root"), sudo
+    assert sudo["stdout"] == ""
+    assert step(userrun, "noNewPrivs")["stdout"] == "CapEff:\t0000000000000000\nNoNewPrivs:\t1\n"
+
+
+def test_the_user_is_user_when_the_operator_names_it_so(make_stack, e2b_sdk):
+    st = make_stack("e2buser", sandbox_user_name="user")
+    s = sdk_script(st, e2b_sdk, "user.mjs", "e2b-")
+    assert step(s, "whoami")["stdout"] == "user\nuser\n"
+    assert step(s, "asUser")["stdout"] == "user\n"
+    assert step(s, "commandFileOwner")["owner"] == "user"
+    assert step(s, "writeRelative")["cat"] == "from files.write\nuser user 644\n"
+    assert step(s, "home")["stdout"] == "/home/user\n" * 4
+
+
+# ------------------------------------------- E2B_DOMAIN: hosts <port>-<id>.<domain>
+
+def test_domain_mode_reaches_the_data_plane_by_host_name(make_stack, e2b_sdk, certs):
+    """The SDK with E2B_DOMAIN (no E2B_SANDBOX_URL) over https, verified
+    against the test CA: 49983 and 49999 of <port>-<id>.<ports domain> are
+    the facade's data plane, routed by nginx's ports server."""
+    from test_tls import curl_https
+    cert, key, ca = certs
+    st = make_stack("e2bdomain", tls=(cert, key, ca))
+    code = nbtest.image_present(nbtest.PYTHON_IMAGE)
+    s = sdk_script(st, e2b_sdk, "domain.mjs", "e2b-", code=code,
+                   env_over={"E2B_SANDBOX_URL": None, "E2B_DOMAIN": nbtest.PORTS_DOMAIN,
+                             "NODE_EXTRA_CA_CERTS": str(ca)},
+                   args_more=["--port", str(st.port)])
+    sid = step(s, "urls")["id"]
+    assert step(s, "urls") == {"envd": f"https://49983-{sid}.{nbtest.PORTS_DOMAIN}",
+                               "host": f"8000-{sid}.{nbtest.PORTS_DOMAIN}", "id": sid}
+    assert step(s, "isRunning") == {"running": True}
+    assert step(s, "run") == {"stdout": "hi from /home/user\n", "exitCode": 0}
+    assert step(s, "files") == {"text": "over the domain", "list": ["/home/user/d/x.txt"]}
+    if code:
+        assert step(s, "runCode") == {"stdout": ["over the domain\n"], "text": "42", "error": None}
+    assert step(s, "kill") == {"killed": True}
+    assert step(s, "isRunningAfterKill") == {"running": False}
+
+    # the host alone names the sandbox (curl sends no E2b-* header); other
+    # ports of the same name are the sandbox's own, through the ports server
+    sid = st.api.create()
+    host = f"49983-{sid}.{nbtest.PORTS_DOMAIN}"
+    rc, code_, body, err = curl_https(f"https://{host}:{st.port}/health", host, st.port, ca)
+    assert rc == 0 and code_ in ("200", "204"), (rc, code_, body[:300], err)
+    host = f"49999-{sid}.{nbtest.PORTS_DOMAIN}"
+    rc, code_, body, err = curl_https(f"https://{host}:{st.port}/contexts", host, st.port, ca)
+    assert (rc, code_, json.loads(body)["code"]) == (0, "401", 401), (body[:300], err)
+    host = f"8000-{sid}.{nbtest.PORTS_DOMAIN}"
+    rc, code_, body, err = curl_https(f"https://{host}:{st.port}/", host, st.port, ca)
+    assert rc == 0 and code_ == "502" and "port 8000" in body and "not open" in body, (body[:300], err)
+
+
+def test_the_workspace_itself_can_be_e2bs_home(make_stack, e2b_sdk):
+    """workspace = /home/user: no link, the real cwd is /home/user, and the
+    code interpreter's kernels start there."""
+    st = make_stack("e2bhome", sandbox_user_name="user", workspace="/home/user")
+    s = sdk_script(st, e2b_sdk, "user.mjs", "e2b-", code=True)
+    assert step(s, "home")["stdout"] == "/home/user\n" * 4
+    assert step(s, "physicalCwd")["stdout"] == "/home/user\n/home/user\n"
+    assert step(s, "writeRelative") == {"path": "/home/user/notes/a.txt",
+                                        "cat": "from files.write\nuser user 644\n"}
+    assert step(s, "listHome") == ["made:/home/user/made", "notes:/home/user/notes"]
+    assert step(s, "sudo")["exitCode"] == 1
+    if "codeHome" in s["steps"]:
+        c = step(s, "codeHome")
+        assert c["read"] == c["inCtx"] == "seen by the kernel", c
+        assert c["listed"] == ["javascript:/home/user", "new:/home/user", "python:/home/user"], c

@@ -103,6 +103,10 @@ def test_build_then_create_exec_and_delete(api, stack):
     lines = logs(api, nm)
     assert any("Step" in x.get("stream", "") for x in lines), lines
     assert lines[-1] == {"status": "ready"}
+    # nanobox's labels are one build step after the Dockerfile's (Docker makes one of each
+    # label passed to /build): FROM, RUN, COPY, LABEL
+    steps = [x["stream"] for x in lines if x.get("stream", "").startswith("Step ")]
+    assert len(steps) == 4 and steps[-1].startswith("Step 4/4 : LABEL nanobox.instance="), steps
 
     info = api.create_info(template=nm)
     assert info["image"] == t["image"]
@@ -193,6 +197,10 @@ def test_other_bad_input_changes_nothing(api, stack):
     listed = parse_json(api.request("GET", "/templates"))["templates"]
     nm = name()
     assert_error(submit(api, nm, "RUN true\n# FROM nanobox\n"), 400, "bad_dockerfile")
+    # ends inside a continued line: the labels' LABEL line would be part of its RUN
+    r = submit(api, nm, f"FROM {BASE}\nRUN true \\\n\n")
+    assert_error(r, 400, "bad_dockerfile")
+    assert "continued line" in r.json()["error"], r.text
     assert_error(submit(api, nm, SMALL, {"../x": b64("x")}), 400, "bad_path")
     assert_error(submit(api, nm, SMALL, {"/etc/x": b64("x")}), 400, "bad_path")
     assert_error(submit(api, nm, SMALL, {"Dockerfile": b64("x")}), 400, "bad_path")

@@ -1,8 +1,8 @@
 """TLS (docs/NGINX.md, "TLS"): the standalone nginx rendered with
 render-nginx.sh --tls-cert/--tls-key serves the API and the sandbox ports'
 host names over https only, with one certificate whose names cover the API's
-host and *.<ports domain>. The certificate is made here with the openssl CLI,
-signed by a CA made here too, and every client verifies against that CA:
+host and *.<ports domain>. The certificate (conftest.py, certs) is made with the openssl CLI,
+signed by a CA made there too, and every client verifies against that CA:
 the API (create, exec, open a port, destroy) and a port URL reached by its
 own host name (SNI and Host), as a browser would."""
 
@@ -19,27 +19,6 @@ OPENSSL = shutil.which("openssl")
 CURL = shutil.which("curl")
 
 pytestmark = pytest.mark.skipif(not OPENSSL or not CURL, reason="needs the openssl and curl CLIs")
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    """(certificate, key, CA file): a CA, and a server certificate it signed
-    for localhost, 127.0.0.1 and *.PORTS_DOMAIN."""
-    d = tmp_path_factory.mktemp("tls")
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    run([OPENSSL, "req", "-x509", *ec, "-keyout", str(d / "ca.key"), "-out", str(d / "ca.pem"),
-         "-days", "2", "-subj", "/CN=nanobox test CA",
-         "-addext", "basicConstraints=critical,CA:TRUE",
-         "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
-    run([OPENSSL, "req", *ec, "-keyout", str(d / "key.pem"), "-out", str(d / "req.csr"),
-         "-subj", "/CN=nanobox test server"])
-    (d / "ext.cnf").write_text(
-        f"subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:*.{PORTS_DOMAIN}\n"
-        "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
-    run([OPENSSL, "x509", "-req", "-in", str(d / "req.csr"), "-CA", str(d / "ca.pem"),
-         "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-days", "2",
-         "-extfile", str(d / "ext.cnf"), "-out", str(d / "cert.pem")])
-    return d / "cert.pem", d / "key.pem", d / "ca.pem"
 
 
 def curl_https(url, host, port, ca):

@@ -20,7 +20,11 @@ the session lives on.
 And (--part manage) the list sorted newest first and narrowed by the
 filter, pause and resume through their buttons; (--part templates) a
 template built from the Templates page with its log streaming in, a
-sandbox created from it, the template deleted; (--part layout) the page at
+sandbox created from it, the template deleted; (--part snapshot) the
+Snapshot button of an open sandbox: its name asked for, the template shown
+under the card (layout checked at 375 and 1440 px), then on the Templates
+page and chosen in the create form, the new sandbox holding the files;
+(--part layout) the page at
 375 px and 1440 px: screenshots taken, and their geometry checked (nothing
 wider than the viewport, no sideways scroll, no overlapping buttons, every
 Delete button on screen); (--part terminal) the Terminal card: xterm.js on
@@ -233,6 +237,50 @@ def test_a_template_is_built_from_the_console_and_a_sandbox_started_from_it(stac
     finally:
         delete_all(api, s)
         api.request("DELETE", f"/templates/{name}?force=1")
+
+
+def test_a_sandbox_is_snapshotted_from_the_console_and_a_sandbox_started_from_it(stack, api, browser_env,
+                                                                                tmp_path):
+    name = "www-snap-" + secrets.token_hex(4)
+    ok, out, s = run_part(stack, browser_env, "snapshot", "--template-name", name, "--shots", str(tmp_path))
+    try:
+        assert ok, out
+        assert s["page_errors"] == [], s["page_errors"]
+        assert s["result_hidden_before"] is True, s
+        # the name is asked for; dismissing the question makes nothing
+        assert s["prompt"]["type"] == "prompt" and "Name" in s["prompt"]["message"], s
+        assert s["templates_after_cancel"] == s["templates_before"], s
+        assert s["result_hidden_after_cancel"] is True, s
+        # the template (the name trimmed), ready, of that sandbox, which runs on
+        t = s["api_template"]
+        assert t["name"] == name and t["kind"] == "snapshot" and t["status"] == "ready", t
+        assert t["parent"] == s["source"], t
+        assert s["source_state_after"] == "running", s
+        assert name in s["result_text"] and "ready" in s["result_text"], s
+        assert s["result_status"] == "ready", s
+        assert s["in_create_list"] is True, s
+        # the layout holds with it shown, at both widths
+        for width in ("1440", "375"):
+            m = s["layout"][width]
+            where = f"at {width} px: {m}"
+            assert m["scrollWidth"] <= int(width) and m["outside"] == [] and m["overlaps"] == [], where
+            assert 0 <= m["result"]["left"] and m["result"]["right"] <= int(width), where
+            assert m["result"]["button"] <= int(width), where
+            assert nbtest.png_size((tmp_path / f"snapshot-{width}.png").read_bytes())[0] == int(width)
+        # on the Templates page as a snapshot, deletable, without a build log
+        assert "snapshot of " + s["source"][:8] in s["listed_text"], s
+        assert s["listed_has_delete"] is True and s["listed_has_log"] is False, s
+        # chosen at create: the new sandbox runs the snapshot's image and has the files
+        assert s["child_image"] == t["image"], s
+        assert s["result_hidden_on_child"] is True, s
+        assert s["child_output"] == f"{s['tag']}\ntmp-{s['tag']}", s
+        for sid in (s["source"], s["child"]):
+            assert api.get(sid).status_code == 404
+    finally:
+        delete_all(api, s)
+        api.request("DELETE", f"/templates/{name}?force=1")
+    assert api.request("GET", f"/templates/{name}").status_code == 404
+    assert not nbtest.image_present(t["image"])
 
 
 def test_the_layout_holds_at_phone_and_desktop_widths(stack, api, browser_env, tmp_path):

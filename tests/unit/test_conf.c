@@ -141,6 +141,30 @@ static void test_sandbox_uids_are_a_range_above_login_uids(void **state)
     assert_int_equal(load("sandbox_user_name = dev-1\n", &c, err, sizeof(err)), 0);
 }
 
+static void test_e2b_home_is_under_home_the_workspace_or_empty(void **state)
+{
+    struct nb_conf c;
+    char err[512];
+    (void)state;
+    nb_conf_defaults(&c);
+    assert_string_equal(c.e2b_home, "/home/user");
+    assert_int_equal(load("e2b_home = /home/dev_1\n", &c, err, sizeof(err)), 0);
+    assert_int_equal(load("e2b_home = \n", &c, err, sizeof(err)), 0);
+    assert_int_equal(load("workspace = /home/user\ne2b_home = /home/user\n", &c, err, sizeof(err)),
+                     0);
+    assert_int_equal(load("workspace = /srv/w\ne2b_home = /srv/w\n", &c, err, sizeof(err)), 0);
+    /* /home is nanobox's: one name in it, nothing else */
+    assert_int_equal(load("e2b_home = /opt/user\n", &c, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "e2b_home"));
+    assert_int_equal(load("e2b_home = /home/\n", &c, err, sizeof(err)), -1);
+    assert_int_equal(load("e2b_home = /home/a/b\n", &c, err, sizeof(err)), -1);
+    assert_int_equal(load("e2b_home = /home/..\n", &c, err, sizeof(err)), -1);
+    assert_int_equal(load("e2b_home = /home\n", &c, err, sizeof(err)), -1);
+    /* the read-only /home would hide a workspace under it */
+    assert_int_equal(load("workspace = /home/w\n", &c, err, sizeof(err)), -1);
+    assert_int_equal(load("workspace = /home/w\ne2b_home = \n", &c, err, sizeof(err)), 0);
+}
+
 static void test_sizes_parse_with_suffixes_and_refuse_overflow(void **state)
 {
     uint64_t v;
@@ -289,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_unknown_key_names_file_and_line),
         cmocka_unit_test(test_bad_values_are_refused),
         cmocka_unit_test(test_sandbox_uids_are_a_range_above_login_uids),
+        cmocka_unit_test(test_e2b_home_is_under_home_the_workspace_or_empty),
         cmocka_unit_test(test_sizes_parse_with_suffixes_and_refuse_overflow),
         cmocka_unit_test(test_missing_file_is_reported),
         cmocka_unit_test(test_egress_rules_parse_one_way),

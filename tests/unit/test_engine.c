@@ -14,6 +14,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -28,6 +29,7 @@
 
 #include <cmocka.h>
 
+#include "adopt.h"
 #include "agent.h"
 #include "app.h"
 #include "clock.h"
@@ -389,6 +391,40 @@ static int fake_image_import(struct nb_docker *d, const char *ref, const char *c
     return 0;
 }
 
+/* The labels of the context's last LABEL line (key="value" ..., backslash escapes), as Docker. */
+static void fake_dockerfile_labels(struct nb_docker_image *im)
+{
+    char *p = NULL, *q = fake.build_context, *end, k[64], val[256];
+    size_t left = sizeof(fake.build_context);
+    while ((q = memmem(q, left, "\nLABEL ", 7)) != NULL) {
+        p = q + 7;
+        q++;
+        left = sizeof(fake.build_context) - (size_t)(q - fake.build_context);
+    }
+    assert_non_null(p);
+    end = strchr(p, '\n');
+    assert_non_null(end);
+    while (p < end) {
+        size_t kn = 0, vn = 0;
+        while (p < end && *p == ' ')
+            p++;
+        if (p >= end)
+            break;
+        while (p < end && *p != '=' && kn < sizeof(k) - 1)
+            k[kn++] = *p++;
+        k[kn] = '\0';
+        assert_true(p[0] == '=' && p[1] == '"');
+        for (p += 2; p < end && *p != '"' && vn < sizeof(val) - 1; p++) {
+            if (*p == '\\')
+                p++;
+            val[vn++] = *p;
+        }
+        val[vn] = '\0';
+        p++;
+        fake_label(im, k, val);
+    }
+}
+
 static int fake_build(struct nb_docker *d, const struct nb_docker_build *b, nb_docker_line_fn cb,
                       void *arg, struct nb_derr *e)
 {
@@ -401,6 +437,7 @@ static int fake_build(struct nb_docker *d, const struct nb_docker_build *b, nb_d
     (void)e;
     fake.builds++;
     assert_non_null(f);
+    memset(fake.build_context, 0, sizeof(fake.build_context));
     n = fread(fake.build_context, 1, sizeof(fake.build_context) - 1, f);
     fake.build_context[n] = '\0';
     fclose(f);
@@ -413,6 +450,10 @@ static int fake_build(struct nb_docker *d, const struct nb_docker_build *b, nb_d
     }
     im = fake_img_add(b->tag);
     im->size = 1234;
+    if (b->labels_json == NULL) {
+        fake_dockerfile_labels(im);
+        return 0;
+    }
     assert_int_equal(nb_json_parse(b->labels_json, strlen(b->labels_json), 4, &v, err, sizeof(err)),
                      0);
     for (size_t i = 0; i < v->u.object.len; i++)
@@ -1690,16 +1731,16 @@ static void test_template_submit_build_ready_and_delete(void **state)
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
     assert_string_equal(t.status, "building");
     assert_string_equal(t.image, "nanobox-tpl-default:tools");
-    assert_int_equal(nb_template_get(a, "tools", &t, &ae), 0);
+    assert_int_equal(nb_template_get(a, "tools", NULL, &t, &ae), 0);
     assert_string_equal(t.status, "building");
     /* not ready: no sandbox from it, and the name is taken */
-    assert_int_equal(nb_template_image(a, "tools", image, sizeof(image), &ae), -1);
+    assert_int_equal(nb_template_image(a, "tools", NULL, image, sizeof(image), &ae), -1);
     assert_int_equal(ae.status, 409);
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
     assert_int_equal(ae.status, 409);
-    assert_int_equal(nb_template_delete(a, "tools", 0, &ae), -1);
+    assert_int_equal(nb_template_delete(a, "tools", NULL, 0, &ae), -1);
     assert_int_equal(ae.status, 409);
-    assert_false(nb_template_image_allowed(a, "nanobox-tpl-default:tools"));
+    assert_false(nb_template_image_allowed(a, "nanobox-tpl-default:tools", NULL));
 
     /* the builder, once the reaper handed it the job */
     tpl_start_job(a, "tools");
@@ -1707,29 +1748,36 @@ static void test_template_submit_build_ready_and_delete(void **state)
     /* the context was a tar holding the Dockerfile and the file */
     assert_memory_equal(fake.build_context, "Dockerfile", 10);
     assert_non_null(memmem(fake.build_context, sizeof(fake.build_context), "dir/hello.txt", 13));
-    assert_int_equal(nb_template_get(a, "tools", &t, &ae), 0);
+    /* the labels as one instruction after the user's (one build step, not one per label) */
+    {
+        static const char want[] = "COPY dir/hello.txt /x\n\nLABEL nanobox.instance=\"default\" "
+                                   "nanobox.template=\"tools\" nanobox.kind=\"build\" "
+                                   "nanobox.status=\"ready\" nanobox.created_at=\"";
+        assert_non_null(memmem(fake.build_context, sizeof(fake.build_context), want, strlen(want)));
+    }
+    assert_int_equal(nb_template_get(a, "tools", NULL, &t, &ae), 0);
     assert_string_equal(t.status, "ready");
     assert_int_equal(t.size, 1234);
     assert_true(!strncmp(t.digest, "sha256:", 7));
     assert_int_equal(fake_img(""), -1); /* the build record went */
-    assert_int_equal(nb_template_image(a, "tools", image, sizeof(image), &ae), 0);
+    assert_int_equal(nb_template_image(a, "tools", NULL, image, sizeof(image), &ae), 0);
     assert_string_equal(image, "nanobox-tpl-default:tools");
-    assert_true(nb_template_image_allowed(a, image));
-    assert_true(nb_template_image_allowed(a, "nanobox:latest"));
-    assert_false(nb_template_image_allowed(a, "nanobox-tpl-default:other"));
+    assert_true(nb_template_image_allowed(a, image, NULL));
+    assert_true(nb_template_image_allowed(a, "nanobox:latest", NULL));
+    assert_false(nb_template_image_allowed(a, "nanobox-tpl-default:other", NULL));
 
     /* a sandbox of it holds it unless forced */
     nb_table_lock(&a->table);
     snprintf(a->table.slots[0].image, sizeof(a->table.slots[0].image), "%s", image);
     a->table.slots[0].state = NB_SLOT_RUNNING;
     nb_table_unlock(&a->table);
-    assert_int_equal(nb_template_delete(a, "tools", 0, &ae), -1);
+    assert_int_equal(nb_template_delete(a, "tools", NULL, 0, &ae), -1);
     assert_int_equal(ae.status, 409);
     assert_string_equal(ae.code, "in_use");
-    assert_int_equal(nb_template_delete(a, "tools", 1, &ae), 0);
-    assert_int_equal(nb_template_get(a, "tools", &t, &ae), -1);
+    assert_int_equal(nb_template_delete(a, "tools", NULL, 1, &ae), 0);
+    assert_int_equal(nb_template_get(a, "tools", NULL, &t, &ae), -1);
     assert_int_equal(ae.status, 404);
-    assert_int_equal(nb_template_delete(a, "nanobox", 1, &ae), -1);
+    assert_int_equal(nb_template_delete(a, "nanobox", NULL, 1, &ae), -1);
     assert_int_equal(ae.status, 403);
 }
 
@@ -1746,7 +1794,7 @@ static void test_template_failed_build_keeps_the_error(void **state)
     tpl_start_job(a, "broken");
     fake.build_error = "The command '/bin/sh -c exit 3' returned a non-zero code: 3";
     assert_int_equal(nb_template_build_job(a, &a->docker, "broken"), -1);
-    assert_int_equal(nb_template_get(a, "broken", &t, &ae), 0);
+    assert_int_equal(nb_template_get(a, "broken", NULL, &t, &ae), 0);
     assert_string_equal(t.status, "failed");
     assert_string_equal(t.error, fake.build_error);
     assert_string_equal(t.digest, "");
@@ -1757,7 +1805,7 @@ static void test_template_failed_build_keeps_the_error(void **state)
             n += fake.img_used[i];
         assert_int_equal(n, 1);
     }
-    assert_int_equal(nb_template_delete(a, "broken", 0, &ae), 0);
+    assert_int_equal(nb_template_delete(a, "broken", NULL, 0, &ae), 0);
 }
 
 static void collect_names(void *arg, const struct nb_template *t)
@@ -1781,7 +1829,7 @@ static void test_template_list_and_bad_submits(void **state)
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
     tpl_request(&rq, "alpha");
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
-    assert_int_equal(nb_template_list(a, collect_names, names, &ae), 0);
+    assert_int_equal(nb_template_list(a, NULL, collect_names, names, &ae), 0);
     assert_string_equal(names, "nanobox,nanobox-python,alpha,zeta,");
 
     tpl_request(&rq, "Bad");
@@ -1799,7 +1847,395 @@ static void test_template_list_and_bad_submits(void **state)
     rq.dockerfile_len = 5000; /* the cap counts the Dockerfile too */
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
     assert_int_equal(ae.status, 413);
+    /* ends inside a continued line (blank lines do not end it): the labels' LABEL would join it */
+    tpl_request(&rq, "x");
+    rq.dockerfile = "FROM nanobox\nRUN true \\\n\n";
+    rq.dockerfile_len = strlen(rq.dockerfile);
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
+    assert_int_equal(ae.status, 400);
+    assert_string_equal(ae.code, "bad_dockerfile");
     assert_int_equal(fake.imports, 2);
+}
+
+/* The record labels' values are quoted for Docker's parser: '"', '$' and the escape escaped. */
+static void test_template_labels_quote_the_instance(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_app *a = &f->app;
+    struct nb_template_req rq;
+    struct nb_template t;
+    struct nb_apierr ae = {0};
+    static const char want[] = "nanobox.instance=\"a \\\"b\\\" \\$HOME \\\\ c\"";
+    static const char want_bt[] = "nanobox.instance=\"a `\"b`\" `$HOME \\ c\"";
+
+    snprintf(a->conf.instance, sizeof(a->conf.instance), "a \"b\" $HOME \\ c");
+    tpl_request(&rq, "quoted");
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
+    tpl_start_job(a, "quoted");
+    assert_int_equal(nb_template_build_job(a, &a->docker, "quoted"), 0);
+    assert_non_null(memmem(fake.build_context, sizeof(fake.build_context), want, strlen(want)));
+    assert_int_equal(nb_template_get(a, "quoted", NULL, &t, &ae), 0);
+    assert_string_equal(t.status, "ready");
+
+    tpl_request(&rq, "quoted2");
+    rq.dockerfile = "# escape=`\nFROM nanobox\n";
+    rq.dockerfile_len = strlen(rq.dockerfile);
+    assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
+    tpl_start_job(a, "quoted2");
+    nb_template_build_job(a, &a->docker, "quoted2");
+    assert_non_null(
+        memmem(fake.build_context, sizeof(fake.build_context), want_bt, strlen(want_bt)));
+}
+
+/* ---- adoption after a fresh table (adopt.c) ---- */
+
+#define ADOPT_ID "0123abcd-0000-4000-8000-00000000beef"
+
+/* A listed container as Docker's labels describe it (docker.c reads them). */
+static void ctr_from_labels(struct nb_docker_ctr *c, const char *labels_json)
+{
+    yajl_val v = NULL;
+    char err[64];
+
+    memset(c, 0, sizeof(*c));
+    c->slot = -1;
+    assert_int_equal(nb_json_parse(labels_json, strlen(labels_json), 8, &v, err, sizeof(err)), 0);
+    nb_docker_ctr_labels(c, v);
+    yajl_tree_free(v);
+}
+
+static void test_container_labels_are_read_back(void **state)
+{
+    struct nb_docker_ctr c;
+
+    (void)state;
+    ctr_from_labels(&c, "{\"nanobox.sandbox\":\"" ADOPT_ID "\",\"nanobox.owner\":\"alice\","
+                        "\"nanobox.expires\":\"5000\",\"nanobox.created\":\"4000\","
+                        "\"nanobox.slot\":\"3\",\"nanobox.image\":\"nanobox:latest\","
+                        "\"nanobox.memory\":\"268435456\",\"nanobox.nano_cpus\":\"500000000\","
+                        "\"nanobox.pids\":\"128\",\"nanobox.network\":\"bridge\","
+                        "\"nanobox.auto_resume\":\"1\",\"nanobox.pooled\":\"0\","
+                        "\"nanobox.metadata\":\"{\\\"a\\\":1}\"}");
+    assert_string_equal(c.sandbox, ADOPT_ID);
+    assert_string_equal(c.owner, "alice");
+    assert_int_equal(c.expires, 5000);
+    assert_int_equal(c.created, 4000);
+    assert_int_equal(c.slot, 3);
+    assert_string_equal(c.image, "nanobox:latest");
+    assert_int_equal(c.memory, 268435456);
+    assert_int_equal(c.nano_cpus, 500000000);
+    assert_int_equal(c.pids, 128);
+    assert_int_equal(c.network_bridge, 1);
+    assert_int_equal(c.auto_resume, 1);
+    assert_int_equal(c.pooled, 0);
+    assert_string_equal(c.metadata, "{\"a\":1}");
+
+    /* a container of a build before adoption labels: no slot; bad numbers are absent */
+    ctr_from_labels(&c, "{\"nanobox.sandbox\":\"" ADOPT_ID "\",\"nanobox.expires\":\"12x\","
+                        "\"nanobox.memory\":\"-5\",\"nanobox.network\":\"none\","
+                        "\"nanobox.pooled\":\"1\"}");
+    assert_int_equal(c.slot, -1);
+    assert_int_equal(c.expires, 0);
+    assert_int_equal(c.memory, 0);
+    assert_int_equal(c.network_bridge, 0);
+    assert_int_equal(c.pooled, 1);
+    assert_string_equal(c.owner, "");
+    ctr_from_labels(&c, "{\"nanobox.slot\":\"-2\"}");
+    assert_int_equal(c.slot, -1);
+    ctr_from_labels(&c, "{\"nanobox.slot\":\"\"}");
+    assert_int_equal(c.slot, -1);
+}
+
+static void test_lease_is_written_and_read_back(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_app *a = &f->app;
+    struct nb_slot s;
+    struct nb_lease l;
+    char path[PATH_MAX], text[4096];
+    ssize_t n;
+    int fd;
+
+    memset(&s, 0, sizeof(s));
+    snprintf(s.id, sizeof(s.id), "%s", ADOPT_ID);
+    snprintf(s.owner, sizeof(s.owner), "bob");
+    snprintf(s.metadata, sizeof(s.metadata), "{\"k\":\"v\\n\"}");
+    s.state = NB_SLOT_RUNNING;
+    s.expires = 7000;
+    s.auto_resume = 1;
+    nb_adopt_lease_write(&a->conf, 2, &s, 1000);
+    nb_isolation_path(&a->conf, "lease", 2, path, sizeof(path));
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    assert_true(n > 0);
+    text[n] = '\0';
+    assert_int_equal(nb_adopt_lease_parse(text, (size_t)n, &l), 0);
+    assert_string_equal(l.id, ADOPT_ID);
+    assert_string_equal(l.owner, "bob");
+    assert_int_equal(l.expires, 7000);
+    assert_int_equal(l.ttl_left, 0);
+    assert_int_equal(l.auto_resume, 1);
+    assert_string_equal(l.metadata, "{\"k\":\"v\\n\"}");
+
+    /* paused: its stopped TTL and its pause's end */
+    s.state = NB_SLOT_PAUSED;
+    s.ttl_left = 90;
+    s.pause_expires = 9000;
+    nb_adopt_lease_write(&a->conf, 2, &s, 1000);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    assert_true(n > 0);
+    text[n] = '\0';
+    assert_int_equal(nb_adopt_lease_parse(text, (size_t)n, &l), 0);
+    assert_int_equal(l.expires, 1090);
+    assert_int_equal(l.ttl_left, 90);
+    assert_int_equal(l.pause_expires, 9000);
+
+    /* not a lease: refused */
+#define BAD(t) assert_int_equal(nb_adopt_lease_parse(t, strlen(t), &l), -1)
+    BAD("");
+    BAD("garbage");
+    BAD("[]");
+    BAD("{}");
+    BAD("{\"id\":\"nope\",\"owner\":\"a\",\"expires\":5}");
+    BAD("{\"id\":\"" ADOPT_ID "\",\"expires\":5}");
+    BAD("{\"id\":\"" ADOPT_ID "\",\"owner\":\"a\"}");
+    BAD("{\"id\":\"" ADOPT_ID "\",\"owner\":\"a\",\"expires\":0}");
+    BAD("{\"id\":\"" ADOPT_ID "\",\"owner\":\"a\",\"expires\":\"5\"}");
+    BAD("{\"id\":\"" ADOPT_ID "\",\"owner\":\"0123456789012345678901234567890123\",\"expires\":5}");
+#undef BAD
+}
+
+/* argv as /proc/<pid>/cmdline has it: NUL after each. */
+static size_t cmdline(char *out, size_t size, const char *const *argv)
+{
+    size_t len = 0;
+
+    for (; *argv != NULL; argv++) {
+        size_t n = strlen(*argv) + 1;
+        assert_true(len + n <= size);
+        memcpy(out + len, *argv, n);
+        len += n;
+    }
+    return len;
+}
+
+static void test_forwarder_command_lines_are_parsed(void **state)
+{
+    const char *good[] = {"/usr/sbin/nanobox-fwd",
+                          "--target-pid",
+                          "4242",
+                          "--port",
+                          "8000",
+                          "--listen",
+                          "0.0.0.0:41000",
+                          "--unix",
+                          "/run/nb/ports/" ADOPT_ID "-8000.sock",
+                          "--expires",
+                          "1700000000",
+                          "--unix-mode",
+                          "666",
+                          NULL};
+    const char *other_dir[] = {"nanobox-fwd",
+                               "--target-pid",
+                               "1",
+                               "--port",
+                               "8000",
+                               "--listen",
+                               "h:1",
+                               "--unix",
+                               "/elsewhere/" ADOPT_ID "-8000.sock",
+                               "--expires",
+                               "5",
+                               NULL};
+    const char *port_mismatch[] = {"nanobox-fwd",
+                                   "--target-pid",
+                                   "1",
+                                   "--port",
+                                   "8001",
+                                   "--listen",
+                                   "h:1",
+                                   "--unix",
+                                   "/run/nb/ports/" ADOPT_ID "-8000.sock",
+                                   "--expires",
+                                   "5",
+                                   NULL};
+    const char *not_fwd[] = {"/bin/sleep",
+                             "--target-pid",
+                             "1",
+                             "--port",
+                             "8000",
+                             "--listen",
+                             "h:1",
+                             "--unix",
+                             "/run/nb/ports/" ADOPT_ID "-8000.sock",
+                             "--expires",
+                             "5",
+                             NULL};
+    const char *bad_host_port[] = {"nanobox-fwd",
+                                   "--target-pid",
+                                   "1",
+                                   "--port",
+                                   "8000",
+                                   "--listen",
+                                   "h:99999",
+                                   "--unix",
+                                   "/run/nb/ports/" ADOPT_ID "-8000.sock",
+                                   "--expires",
+                                   "5",
+                                   NULL};
+    const char *missing_value[] = {"nanobox-fwd",
+                                   "--target-pid",
+                                   "1",
+                                   "--port",
+                                   "8000",
+                                   "--listen",
+                                   "h:1",
+                                   "--unix",
+                                   "/run/nb/ports/" ADOPT_ID "-8000.sock",
+                                   "--expires",
+                                   NULL};
+    struct nb_fwd_rec r;
+    char buf[1024];
+    size_t n;
+
+    (void)state;
+    n = cmdline(buf, sizeof(buf), good);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/ports", &r), 0);
+    assert_string_equal(r.id, ADOPT_ID);
+    assert_int_equal(r.sandboxport, 8000);
+    assert_int_equal(r.hostport, 41000);
+    assert_int_equal(r.target_pid, 4242);
+    assert_int_equal(r.expires, 1700000000);
+    /* another stack's ports_dir, or a prefix of a name */
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb", &r), -1);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/port", &r), -1);
+    n = cmdline(buf, sizeof(buf), other_dir);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/ports", &r), -1);
+    n = cmdline(buf, sizeof(buf), port_mismatch);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/ports", &r), -1);
+    n = cmdline(buf, sizeof(buf), not_fwd);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/ports", &r), -1);
+    n = cmdline(buf, sizeof(buf), bad_host_port);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/ports", &r), -1);
+    n = cmdline(buf, sizeof(buf), missing_value);
+    assert_int_equal(nb_adopt_fwd_parse(buf, n, "/run/nb/ports", &r), -1);
+    /* cut short inside a value it needs (no NUL after it): never read past the end */
+    n = cmdline(buf, sizeof(buf), good);
+    {
+        const char *at = memmem(buf, n, "1700000000", 10);
+        assert_non_null(at);
+        assert_int_equal(nb_adopt_fwd_parse(buf, (size_t)(at - buf) + 4, "/run/nb/ports", &r), -1);
+    }
+    assert_int_equal(nb_adopt_fwd_parse(buf, 0, "/run/nb/ports", &r), -1);
+}
+
+static void test_adoption_rules(void **state)
+{
+    struct nb_docker_ctr c;
+    struct nb_lease l;
+    struct nb_slot s;
+    enum nb_slot_state to;
+    char why[160];
+
+    (void)state;
+    ctr_from_labels(&c, "{\"nanobox.sandbox\":\"" ADOPT_ID "\",\"nanobox.owner\":\"alice\","
+                        "\"nanobox.expires\":\"5000\",\"nanobox.created\":\"4000\","
+                        "\"nanobox.slot\":\"3\",\"nanobox.image\":\"img\","
+                        "\"nanobox.memory\":\"100\",\"nanobox.pids\":\"7\","
+                        "\"nanobox.metadata\":\"{\\\"m\\\":2}\"}");
+    snprintf(c.id, sizeof(c.id), "cafe");
+    c.running = 1;
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
+    assert_int_equal(to, NB_SLOT_RUNNING);
+    assert_string_equal(s.id, ADOPT_ID);
+    assert_string_equal(s.container_id, "cafe");
+    assert_string_equal(s.owner, "alice");
+    assert_string_equal(s.image, "img");
+    assert_string_equal(s.metadata, "{\"m\":2}");
+    assert_int_equal(s.expires, 5000);
+    assert_int_equal(s.created, 4000);
+    assert_int_equal(s.init_pid, 99);
+    assert_int_equal(s.memory, 100);
+    assert_int_equal(s.pids, 7);
+
+    /* its lease (a hand-out, an extension) is newer than its labels */
+    memset(&l, 0, sizeof(l));
+    snprintf(l.id, sizeof(l.id), "%s", ADOPT_ID);
+    snprintf(l.owner, sizeof(l.owner), "bob");
+    snprintf(l.metadata, sizeof(l.metadata), "{}");
+    l.expires = 8000;
+    l.auto_resume = 1;
+    assert_int_equal(nb_adopt_slot(&c, &l, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
+    assert_string_equal(s.owner, "bob");
+    assert_int_equal(s.expires, 8000);
+    assert_int_equal(s.auto_resume, 1);
+    assert_string_equal(s.metadata, "{}");
+
+    /* paused: TTL left from the expiry, pause TTL afresh; or both from the lease */
+    c.paused = 1;
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
+    assert_int_equal(to, NB_SLOT_PAUSED);
+    assert_int_equal(s.ttl_left, 500);
+    assert_int_equal(s.pause_expires, 5100);
+    l.ttl_left = 77;
+    l.pause_expires = 4600;
+    assert_int_equal(nb_adopt_slot(&c, &l, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
+    assert_int_equal(s.ttl_left, 77);
+    assert_int_equal(s.pause_expires, 4600);
+    c.paused = 0;
+
+    /* no owner anywhere: admin-only */
+    c.owner[0] = '\0';
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
+    assert_string_equal(s.owner, "");
+
+    /* not adoptable */
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 3, 600, 4500, &s, &to, why, sizeof(why)), -1);
+    assert_non_null(strstr(why, "beyond max_sandboxes"));
+    assert_int_equal(nb_adopt_slot(&c, NULL, 0, 4, 600, 4500, &s, &to, why, sizeof(why)), -1);
+    assert_non_null(strstr(why, "not running"));
+    c.pooled = 1;
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), -1);
+    assert_non_null(strstr(why, "warm"));
+    assert_int_equal(nb_adopt_slot(&c, &l, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
+    c.pooled = 0;
+    c.slot = -1;
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), -1);
+    assert_non_null(strstr(why, "nanobox.slot"));
+    c.slot = 3;
+    c.running = 0;
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), -1);
+}
+
+static void test_owner_is_read_back_from_the_label(void **state)
+{
+    struct nb_docker_ctr c;
+    struct nb_slot s;
+
+    (void)state;
+    memset(&c, 0, sizeof(c));
+    memset(&s, 0, sizeof(s));
+    snprintf(c.owner, sizeof(c.owner), "alice");
+    s.state = NB_SLOT_RUNNING;
+    assert_int_equal(nb_reaper_owner_from_label(&s, &c), 1);
+    assert_string_equal(s.owner, "alice");
+    /* an owner already there stays */
+    snprintf(c.owner, sizeof(c.owner), "bob");
+    assert_int_equal(nb_reaper_owner_from_label(&s, &c), 0);
+    assert_string_equal(s.owner, "alice");
+    /* a warm one (its label is empty), no container, or a slot not up: nothing */
+    s.owner[0] = '\0';
+    assert_int_equal(nb_reaper_owner_from_label(&s, NULL), 0);
+    s.state = NB_SLOT_POOLED;
+    assert_int_equal(nb_reaper_owner_from_label(&s, &c), 0);
+    s.state = NB_SLOT_PAUSED;
+    c.owner[0] = '\0';
+    assert_int_equal(nb_reaper_owner_from_label(&s, &c), 0);
+    assert_string_equal(s.owner, "");
 }
 
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
@@ -1809,6 +2245,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_create_starts_a_container_and_commits_a_running_slot),
+        T(test_container_labels_are_read_back),
+        T(test_lease_is_written_and_read_back),
+        T(test_forwarder_command_lines_are_parsed),
+        T(test_adoption_rules),
+        T(test_owner_is_read_back_from_the_label),
         T(test_create_refused_by_docker_frees_the_slot),
         T(test_create_with_a_missing_image_answers_503_image_missing),
         T(test_create_when_docker_is_unreachable_removes_nothing),
@@ -1860,6 +2301,7 @@ int main(void)
         T(test_template_submit_build_ready_and_delete),
         T(test_template_failed_build_keeps_the_error),
         T(test_template_list_and_bad_submits),
+        T(test_template_labels_quote_the_instance),
     };
 
     nb_log_init("test_engine", NB_LOG_ERROR); /* the engine's warnings are expected here */

@@ -376,6 +376,29 @@ static void test_e2b_paths(void **state)
     snprintf(ra.arg, sizeof(ra.arg), "/contexts");
     assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/contexts");
 
+    /* E2B_DOMAIN's hosts: <port>-<id>.<domain>, the two ports of the data plane only */
+    {
+        char id[40], port[8];
+        assert_int_equal(nb_route_e2b_host("49983-" SID ".sandbox.example.org", id, sizeof(id),
+                                           port, sizeof(port)),
+                         1);
+        assert_string_equal(id, SID);
+        assert_string_equal(port, "49983");
+        assert_int_equal(
+            nb_route_e2b_host("49999-" SID ".x:8443", id, sizeof(id), port, sizeof(port)), 1);
+        assert_string_equal(port, "49999");
+        assert_int_equal(nb_route_e2b_host("8080-" SID ".x", id, sizeof(id), port, sizeof(port)),
+                         0);
+        assert_int_equal(nb_route_e2b_host("49983-" SID, id, sizeof(id), port, sizeof(port)), 0);
+        assert_int_equal(nb_route_e2b_host("49983-" SID "0.x", id, sizeof(id), port, sizeof(port)),
+                         0);
+        assert_int_equal(nb_route_e2b_host("49983-ABC.x", id, sizeof(id), port, sizeof(port)), 0);
+        assert_int_equal(nb_route_e2b_host("127.0.0.1:8080", id, sizeof(id), port, sizeof(port)),
+                         0);
+        assert_int_equal(nb_route_e2b_host(NULL, id, sizeof(id), port, sizeof(port)), 0);
+        assert_int_equal(nb_route_e2b_host("49983-" SID ".x", id, 36, port, sizeof(port)), 0);
+    }
+
     /* a "*" row serves every method */
     assert_int_equal(nb_route_lookup(e2b, 2, NB_ROUTE_E2B_OP, "connect", "POST", &row, &flags,
                                      allowed, sizeof(allowed)),

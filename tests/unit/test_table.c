@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -915,81 +916,101 @@ static void test_data_survives_a_crash_without_cleanup(void **state)
 
 /* ---- foreign or damaged files ---- */
 
-static void test_wrong_magic_is_refused(void **state)
+/*
+ * Open a file of another layout or a damaged one: it is moved to .old
+ * (content untouched, the log saying why) and a fresh table is made in its
+ * place, flagged for adoption of the running sandboxes.
+ */
+static void open_moves_aside(struct fixture *f, uint32_t nslots, const char *why, off_t old_size)
+{
+    char old[256];
+    struct nb_table t;
+    const char *log;
+
+    snprintf(old, sizeof(old), "%s.old", f->path);
+    capture_begin(f);
+    open_ok(f, &t, nslots);
+    log = capture_end(f);
+    assert_non_null(strstr(log, why));
+    assert_non_null(strstr(log, "moved it to"));
+    assert_non_null(strstr(log, "adopted"));
+    assert_memory_equal(t.hdr->magic, NB_TABLE_MAGIC, 8);
+    assert_int_equal(t.hdr->version, NB_TABLE_VERSION);
+    assert_int_equal(t.hdr->flags & NB_TABLE_ADOPT_PENDING, NB_TABLE_ADOPT_PENDING);
+    assert_int_equal(t.nslots, nslots);
+    assert_int_equal(nb_table_count(&t), 0);
+    assert_int_equal(file_size(f->path), expected_size(nslots));
+    assert_int_equal(file_size(old), old_size);
+    reserve_ok(&t, "works");
+    nb_table_close(&t);
+}
+
+static void write_file_bytes(const char *path, const void *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, data, len), (ssize_t)len);
+    close(fd);
+}
+
+static void test_wrong_magic_is_moved_aside(void **state)
 {
     struct fixture *f = *state;
-    char junk[4096], back[8];
-    struct nb_table t;
+    char junk[4096], back[8], old[256];
     int fd;
 
     memset(junk, 'x', sizeof(junk));
     memcpy(junk, "GARBAGE!", 8);
-    fd = open(f->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
-    close(fd);
-
-    assert_int_equal(nb_table_open(&t, f->path, 4, f->err, sizeof(f->err)), -1);
-    assert_non_null(strstr(f->err, "not a nanobox state table"));
-    assert_non_null(strstr(f->err, f->path));
-    assert_int_equal(t.fd, -1);
-    assert_null(t.hdr);
-    /* and left untouched */
-    assert_int_equal(file_size(f->path), (off_t)sizeof(junk));
-    fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    write_file_bytes(f->path, junk, sizeof(junk));
+    open_moves_aside(f, 4, "bad magic", (off_t)sizeof(junk));
+    /* kept as it was */
+    snprintf(old, sizeof(old), "%s.old", f->path);
+    fd = open(old, O_RDONLY | O_CLOEXEC);
     assert_int_equal(read(fd, back, 8), 8);
     close(fd);
     assert_memory_equal(back, "GARBAGE!", 8);
 }
 
-static void test_short_foreign_file_is_refused(void **state)
+static void test_short_foreign_file_is_moved_aside(void **state)
 {
     struct fixture *f = *state;
-    struct nb_table t;
-    int fd;
 
-    fd = open(f->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, "hi\n", 3), 3);
-    close(fd);
-    assert_int_equal(nb_table_open(&t, f->path, 4, f->err, sizeof(f->err)), -1);
-    assert_non_null(strstr(f->err, "not a nanobox state table"));
-    assert_int_equal(file_size(f->path), 3);
+    write_file_bytes(f->path, "hi\n", 3);
+    open_moves_aside(f, 4, "bad magic", 3);
 }
 
 static void test_foreign_file_starting_with_zeros_is_not_wiped(void **state)
 {
     struct fixture *f = *state;
-    struct nb_table t;
-    char junk[5000];
+    char junk[5000], back[5000], old[256];
     int fd;
 
     memset(junk, 0, sizeof(junk));
     memcpy(junk + 100, "precious", 8);
-    fd = open(f->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+    write_file_bytes(f->path, junk, sizeof(junk));
+    open_moves_aside(f, 4, "bad magic", (off_t)sizeof(junk));
+    snprintf(old, sizeof(old), "%s.old", f->path);
+    fd = open(old, O_RDONLY | O_CLOEXEC);
+    assert_int_equal(read(fd, back, sizeof(back)), (ssize_t)sizeof(back));
     close(fd);
-    assert_int_equal(nb_table_open(&t, f->path, 4, f->err, sizeof(f->err)), -1);
-    assert_non_null(strstr(f->err, "not a nanobox state table"));
-    assert_int_equal(file_size(f->path), (off_t)sizeof(junk));
+    assert_memory_equal(back, junk, sizeof(junk));
 }
 
-static void test_wrong_version_is_refused(void **state)
+static void test_wrong_version_is_moved_aside(void **state)
 {
     struct fixture *f = *state;
-    uint32_t v = NB_TABLE_VERSION + 98;
+    uint32_t v = 1;
     struct nb_table t;
 
     open_ok(f, &t, 4);
+    reserve_ok(&t, "of-the-old-layout");
     nb_table_close(&t);
     patch_header(f->path, offsetof(struct nb_table_header, version), &v, sizeof(v));
-    assert_int_equal(nb_table_open(&t, f->path, 4, f->err, sizeof(f->err)), -1);
-    assert_non_null(strstr(f->err, "version 99"));
-    assert_int_equal(t.fd, -1);
+    open_moves_aside(f, 4, "layout version 1", expected_size(4));
 }
 
-static void test_wrong_slot_size_is_refused(void **state)
+static void test_wrong_slot_size_is_moved_aside(void **state)
 {
     struct fixture *f = *state;
     uint32_t sz = (uint32_t)sizeof(struct nb_slot) + 8;
@@ -998,11 +1019,10 @@ static void test_wrong_slot_size_is_refused(void **state)
     open_ok(f, &t, 4);
     nb_table_close(&t);
     patch_header(f->path, offsetof(struct nb_table_header, slot_size), &sz, sizeof(sz));
-    assert_int_equal(nb_table_open(&t, f->path, 4, f->err, sizeof(f->err)), -1);
-    assert_non_null(strstr(f->err, "-byte slots"));
+    open_moves_aside(f, 4, "-byte slots", expected_size(4));
 }
 
-static void test_truncated_file_is_refused(void **state)
+static void test_truncated_file_is_moved_aside(void **state)
 {
     struct fixture *f = *state;
     struct nb_table t;
@@ -1010,9 +1030,97 @@ static void test_truncated_file_is_refused(void **state)
     open_ok(f, &t, 8);
     nb_table_close(&t);
     assert_int_equal(truncate(f->path, expected_size(3)), 0);
-    assert_int_equal(nb_table_open(&t, f->path, 8, f->err, sizeof(f->err)), -1);
-    assert_non_null(strstr(f->err, "damaged"));
-    assert_int_equal(file_size(f->path), expected_size(3));
+    open_moves_aside(f, 8, "damaged", expected_size(3));
+}
+
+/* A second move keeps only the newest .old. */
+static void test_only_one_old_copy_is_kept(void **state)
+{
+    struct fixture *f = *state;
+    char old[256];
+
+    write_file_bytes(f->path, "first\n", 6);
+    open_moves_aside(f, 4, "bad magic", 6);
+    write_file_bytes(f->path, "second!\n", 8);
+    open_moves_aside(f, 4, "bad magic", 8);
+    snprintf(old, sizeof(old), "%s.old", f->path);
+    assert_int_equal(file_size(old), 8);
+}
+
+/* While another process has it open (an old nanobox running), it is refused and left. */
+static void test_other_layout_held_open_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    uint32_t v = 1;
+    struct nb_table t, t2;
+    char old[256];
+    int fd;
+
+    open_ok(f, &t, 4);
+    nb_table_close(&t);
+    patch_header(f->path, offsetof(struct nb_table_header, version), &v, sizeof(v));
+    fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_SH), 0);
+    assert_int_equal(nb_table_open(&t2, f->path, 4, f->err, sizeof(f->err)), -1);
+    assert_non_null(strstr(f->err, "layout version 1"));
+    assert_non_null(strstr(f->err, "stop that one first"));
+    close(fd);
+    snprintf(old, sizeof(old), "%s.old", f->path);
+    assert_int_equal(access(old, F_OK), -1);
+    assert_int_equal(file_size(f->path), expected_size(4));
+}
+
+/* A fresh table is flagged for adoption; an existing one of ours is not re-flagged. */
+static void test_fresh_table_is_flagged_for_adoption(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_table t;
+
+    open_ok(f, &t, 4);
+    assert_int_equal(t.hdr->flags & NB_TABLE_ADOPT_PENDING, NB_TABLE_ADOPT_PENDING);
+    t.hdr->flags &= ~NB_TABLE_ADOPT_PENDING; /* what an adoption pass does */
+    nb_table_close(&t);
+    open_ok(f, &t, 4);
+    assert_int_equal(t.hdr->flags & NB_TABLE_ADOPT_PENDING, 0);
+    nb_table_close(&t);
+}
+
+/* adopt: FREE -> RUNNING or PAUSED at that index, a new generation; refused elsewhere */
+static void test_adopt_takes_the_free_slot_at_its_index(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot from, *s;
+    struct nb_table t;
+    uint32_t gen;
+
+    open_ok(f, &t, 4);
+    memset(&from, 0, sizeof(from));
+    snprintf(from.id, sizeof(from.id), "adopted");
+    snprintf(from.owner, sizeof(from.owner), "alice");
+    from.expires = 5000;
+    from.state = NB_SLOT_DESTROYING; /* ignored */
+    from.owner_pid = 42;             /* ignored */
+    nb_table_lock(&t);
+    gen = (uint32_t)t.hdr->generation;
+    assert_int_equal(nb_table_adopt(&t, 2, &from, NB_SLOT_RUNNING, 1000), 0);
+    s = &t.slots[2];
+    assert_int_equal(s->state, NB_SLOT_RUNNING);
+    assert_int_equal(s->owner_pid, 0);
+    assert_int_equal(s->generation, gen + 1);
+    assert_int_equal(s->state_since, 1000);
+    assert_string_equal(s->owner, "alice");
+    assert_int_equal(s->expires, 5000);
+    assert_ptr_equal(nb_table_find(&t, "adopted"), s);
+    /* taken, out of range, or a state that is not up: refused */
+    assert_int_equal(nb_table_adopt(&t, 2, &from, NB_SLOT_RUNNING, 1000), -1);
+    assert_int_equal(nb_table_adopt(&t, 4, &from, NB_SLOT_RUNNING, 1000), -1);
+    assert_int_equal(nb_table_adopt(&t, 1, &from, NB_SLOT_CREATING, 1000), -1);
+    assert_int_equal(t.slots[1].state, NB_SLOT_FREE);
+    assert_int_equal(nb_table_adopt(&t, 1, &from, NB_SLOT_PAUSED, 1000), 0);
+    assert_int_equal(t.slots[1].state, NB_SLOT_PAUSED);
+    nb_table_unlock(&t);
+    nb_table_close(&t);
 }
 
 static void test_half_created_file_is_created_afresh(void **state)
@@ -1430,12 +1538,16 @@ int main(void)
         T(test_free_refused_for_a_live_slot),
         T(test_data_survives_close_and_reopen),
         T(test_data_survives_a_crash_without_cleanup),
-        T(test_wrong_magic_is_refused),
-        T(test_short_foreign_file_is_refused),
+        T(test_wrong_magic_is_moved_aside),
+        T(test_short_foreign_file_is_moved_aside),
         T(test_foreign_file_starting_with_zeros_is_not_wiped),
-        T(test_wrong_version_is_refused),
-        T(test_wrong_slot_size_is_refused),
-        T(test_truncated_file_is_refused),
+        T(test_wrong_version_is_moved_aside),
+        T(test_wrong_slot_size_is_moved_aside),
+        T(test_truncated_file_is_moved_aside),
+        T(test_only_one_old_copy_is_kept),
+        T(test_other_layout_held_open_is_refused),
+        T(test_fresh_table_is_flagged_for_adoption),
+        T(test_adopt_takes_the_free_slot_at_its_index),
         T(test_half_created_file_is_created_afresh),
         T(test_grow_keeps_slots_and_adds_free_ones),
         T(test_shrink_when_dropped_slots_are_free),

@@ -21,7 +21,7 @@ const CHROMIUM = args.chromium || "/usr/bin/chromium";
 // --part code: the code cells instead (a sandbox of --python-image)
 const PART = args.part || "console";
 const PYTHON_IMAGE = args["python-image"] || "nanobox-python:latest";
-// --part templates: the template built (and deleted) under this name
+// --part templates: the template built (and deleted) under this name; --part snapshot: the snapshot's
 const TEMPLATE = args["template-name"] || "";
 const BASE_IMAGE = args["base-image"] || "nanobox:latest";
 // --part layout: full-page screenshots written here, <view>-<width>.png
@@ -29,7 +29,7 @@ const SHOTS = args.shots || "";
 // --part terminal: the terminal in sandbox --sandbox; --vim: how to run vim there
 const T = 30000; // ms for any one step
 if (!URL_ || !KEY) {
-  console.error("usage: node console.mjs --url URL --key KEY [--chromium PATH] [--part console|code|manage|templates|layout|terminal]\n" +
+  console.error("usage: node console.mjs --url URL --key KEY [--chromium PATH] [--part console|code|manage|templates|snapshot|layout|terminal]\n" +
     "  [--python-image I] [--template-name N --base-image I] [--shots DIR] [--sandbox ID [--vim CMD]]");
   process.exit(2);
 }
@@ -292,6 +292,96 @@ RUN echo hi > /etc/x
   step("deleted");
 }
 
+// Snapshot (--part snapshot, under --template-name): files written in a
+// sandbox, its Snapshot button (the name prompt dismissed once: nothing
+// made), the template shown under the card and measured at 375 and 1440 px,
+// then listed on the Templates page and chosen in the create form; the new
+// sandbox has the files.
+async function snapshotScenario(page) {
+  if (!TEMPLATE) throw new Error("--part snapshot needs --template-name");
+  const tag = randomBytes(6).toString("hex");
+  const r = await api("POST", "/sandbox", { ttl: 300, metadata: { owner: `www-snap-${tag}` } });
+  if (r.status !== 201) throw new Error(`create: ${r.status} ${r.text}`);
+  const src = r.json().sandboxId;
+  summary.sandboxIds.push(src);
+  summary.source = src;
+  summary.tag = tag;
+  const prep = await api("POST", `/sandbox/${src}/exec`, { command: `printf ${tag} > /workspace/kept.txt && printf tmp-${tag} > /tmp/kept-tmp.txt` });
+  if (prep.status !== 200) throw new Error(`prep: ${prep.status} ${prep.text}`);
+  await page.click("#refresh");
+  await page.click(`#sandboxes [data-sandbox-id='${src}'] button.open`);
+  await page.waitForSelector(`#detail[data-sandbox-id='${src}'][data-state='running']`, { timeout: T });
+  summary.result_hidden_before = await page.isHidden("#snapshot-result");
+  step("opened");
+
+  // the prompt dismissed: nothing is made
+  const count = async () => (await api("GET", "/templates")).json().templates.length;
+  summary.templates_before = await count();
+  let asked = new Promise((resolve) => page.once("dialog", async (d) => { resolve({ type: d.type(), message: d.message() }); await d.dismiss(); }));
+  await page.click("#snapshot");
+  summary.prompt = await asked;
+  await page.waitForTimeout(500);
+  summary.templates_after_cancel = await count();
+  summary.result_hidden_after_cancel = await page.isHidden("#snapshot-result");
+  step("cancelled");
+
+  // named: the template, once ready, under the card
+  asked = new Promise((resolve) => page.once("dialog", async (d) => { await d.accept(` ${TEMPLATE} `); resolve(); }));
+  const t0 = Date.now();
+  await page.click("#snapshot");
+  await asked;
+  await page.waitForSelector(`#snapshot-result[data-template='${TEMPLATE}']`, { timeout: 120000 });
+  summary.snapshot_ms = Date.now() - t0;
+  summary.result_text = (await page.textContent("#snapshot-result")).trim();
+  summary.result_status = await page.getAttribute("#snapshot-result", "data-status");
+  summary.api_template = (await api("GET", `/templates/${TEMPLATE}`)).json();
+  summary.source_state_after = (await api("GET", `/sandbox/${src}`)).json().state;
+  summary.in_create_list = await page.$eval("#template-names", (dl, n) => [...dl.options].some((o) => o.value === n), TEMPLATE);
+  step("snapshot shown");
+
+  summary.layout = {};
+  for (const width of [1440, 375]) {
+    await page.setViewportSize({ width, height: 800 });
+    await page.waitForTimeout(300);
+    summary.layout[width] = await page.evaluate(measureLayout);
+    summary.layout[width].result = await page.$eval("#snapshot-result", (e) => {
+      const b = e.getBoundingClientRect();
+      return { left: Math.round(b.left), right: Math.round(b.right), button: Math.round(e.querySelector("button").getBoundingClientRect().right) };
+    });
+    if (SHOTS) await page.screenshot({ path: `${SHOTS}/snapshot-${width}.png`, fullPage: true });
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+  step("measured");
+
+  // on the Templates page, as a snapshot, with its Delete button
+  await page.click("#nav-templates");
+  await page.waitForSelector(`#templates [data-template='${TEMPLATE}'][data-kind='snapshot'][data-status='ready']`, { timeout: T });
+  summary.listed_text = (await page.textContent(`#templates [data-template='${TEMPLATE}']`)).trim();
+  summary.listed_has_delete = !!(await page.$(`#templates [data-template='${TEMPLATE}'] button.delete`));
+  summary.listed_has_log = !!(await page.$(`#templates [data-template='${TEMPLATE}'] button.log`));
+  await page.click("#nav-sandboxes");
+  await page.waitForSelector("#view-sandboxes:not([hidden])", { timeout: T });
+  step("listed");
+
+  // chosen at create: a new sandbox with the files
+  await page.fill("#create-template", TEMPLATE);
+  await page.fill("#create-ttl", "300");
+  await page.click("#create");
+  await page.waitForFunction((s) => { const id = document.querySelector("#detail").dataset.sandboxId; return id && id !== s; }, src, { timeout: 120000 });
+  const kid = await page.getAttribute("#detail", "data-sandbox-id");
+  summary.sandboxIds.push(kid);
+  summary.child = kid;
+  summary.child_image = (await api("GET", `/sandbox/${kid}`)).json().image;
+  summary.result_hidden_on_child = await page.isHidden("#snapshot-result");
+  await page.fill("#cmd", "cat /workspace/kept.txt; echo; cat /tmp/kept-tmp.txt");
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#exit-code").textContent.trim() !== "", null, { timeout: T });
+  summary.child_output = await page.textContent("#output");
+  step("created from it");
+
+  for (const id of [src, kid]) await api("DELETE", `/sandbox/${id}`);
+}
+
 // What the page looks like at a phone's width and a wide screen: nothing
 // sticks out of the viewport, nothing scrolls sideways, no two buttons
 // overlap, every Delete/Destroy button can be reached. Geometry, not pixels.
@@ -541,6 +631,8 @@ try {
     await manageScenario(page);
   } else if (PART === "templates") {
     await templatesScenario(page);
+  } else if (PART === "snapshot") {
+    await snapshotScenario(page);
   } else if (PART === "layout") {
     await layoutScenario(browser);
   } else if (PART === "terminal") {

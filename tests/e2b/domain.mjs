@@ -1,0 +1,67 @@
+// domain.mjs - the E2B SDK's other mode, E2B_DOMAIN, against nanobox: no
+// E2B_SANDBOX_URL, so the SDK sends its data plane to
+// https://<port>-<sandboxId>.<E2B_DOMAIN> (envd on 49983, the code
+// interpreter on 49999), which nginx routes by host name as it does the
+// sandboxes' exposed ports. tests/integration/test_e2b.py runs it against
+// a TLS stack and asserts on the JSON summary it prints as its last line.
+//
+//   node domain.mjs --tag <tag> --port <nginx port> [--code]
+//
+// Test-only: the SDK names no port (https is 443), and *.<domain> has no
+// DNS here. tls.connect is wrapped so that a connection to a host under
+// E2B_DOMAIN goes to 127.0.0.1:<nginx port>, keeping the host name for SNI
+// and Host: what a wildcard DNS record and port 443 give a real setup.
+// The certificate is verified (NODE_EXTRA_CA_CERTS names the test CA).
+import tls from 'node:tls'
+
+const args = process.argv.slice(2)
+const tag = args[args.indexOf('--tag') + 1]
+const port = Number(args[args.indexOf('--port') + 1])
+const code = args.includes('--code')
+const domain = process.env.E2B_DOMAIN
+const connect = tls.connect
+tls.connect = function (...a) {
+  const o = a.find((x) => x !== null && typeof x === 'object')
+  if (o && typeof o.host === 'string' && o.host.endsWith('.' + domain)) {
+    o.servername = o.servername || o.host
+    o.host = '127.0.0.1'
+    o.port = port
+  }
+  return connect.apply(this, a)
+}
+
+const { Sandbox } = await import(code ? '@e2b/code-interpreter' : 'e2b')
+const steps = {}
+const created = []
+const summary = { steps, created }
+const errInfo = (e) => ({ name: e?.constructor?.name, message: String(e?.message ?? e) })
+async function step (name, fn) {
+  try {
+    steps[name] = (await fn()) ?? {}
+  } catch (e) {
+    steps[name] = { thrown: errInfo(e) }
+  }
+}
+
+const sbx = await Sandbox.create(code ? undefined : 'base', { metadata: { suite: tag }, timeoutMs: 120_000 })
+created.push(sbx.sandboxId)
+await step('urls', async () => ({ envd: sbx.envdApiUrl, host: sbx.getHost(8000), id: sbx.sandboxId }))
+await step('isRunning', async () => ({ running: await sbx.isRunning() }))
+await step('run', async () => {
+  const r = await sbx.commands.run('echo "hi from $(pwd)"')
+  return { stdout: r.stdout, exitCode: r.exitCode }
+})
+await step('files', async () => {
+  await sbx.files.write('d/x.txt', 'over the domain')
+  return { text: await sbx.files.read('d/x.txt'), list: (await sbx.files.list('d')).map((e) => e.path) }
+})
+if (code) {
+  await step('runCode', async () => {
+    const ex = await sbx.runCode('import os\nprint(open("d/x.txt").read())\n6 * 7')
+    return { stdout: ex.logs.stdout, text: ex.text, error: ex.error ?? null }
+  })
+}
+await step('kill', async () => ({ killed: await sbx.kill() }))
+await step('isRunningAfterKill', async () => ({ running: await sbx.isRunning() }))
+
+console.log(JSON.stringify(summary))
