@@ -184,7 +184,9 @@ static int fcopy_check(const char *from, struct stat *st)
     parent = strndup(from, slash != NULL && slash != from ? (size_t)(slash - from) : 1);
     if (parent == NULL)
         return ENOMEM;
-    if (lstat(parent, &pst) == -1)
+    /* the directory the kernel resolves the parent to: /home/user/x's is the
+     * workspace, which the link /home/user leads to, not the link on /home */
+    if (stat(parent, &pst) == -1)
         e = errno;
     else if (pst.st_dev != st->st_dev)
         e = EXDEV; /* a mount point */
