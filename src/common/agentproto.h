@@ -42,6 +42,10 @@ enum nba_req {
     NBA_FMOVE = 'V',   /* fields F G -> . */
     NBA_KERNEL = 'K',  /* no fields: the connection goes to the code bridge -> p, (host j) j* . */
     NBA_PTY = 'Y',     /* fields P D Y -> . : a PTY session's input, then its new window */
+    NBA_FWATCH = 'I',  /* fields F r M -> s v* (until the host leaves) */
+    NBA_WCREATE = 'J', /* fields F r M -> s (with the watcher's id) . : a polling watcher */
+    NBA_WPOLL = 'G',   /* fields P (watcher id) -> v* . : its events since the last poll */
+    NBA_WREMOVE = 'O', /* fields P (watcher id) -> . */
 };
 
 /* Frames after the request, in either direction. */
@@ -60,9 +64,10 @@ enum nba_frame {
     NBA_DIRENT = 'n',  /* fields: F name (a relative path below depth 1), then as f */
     NBA_PROC =
         'l', /* fields: P pid, A argv (repeated), K state, X code, N signal, O out total, o err total, Y started */
-    NBA_END = '.',   /* end of a reply or of an upload */
-    NBA_ERROR = '!', /* u32 errno, then a message (not NUL-terminated) */
-    NBA_JSON = 'j',  /* code bridge: one JSON object (request or event) */
+    NBA_FEVENT = 'v', /* fields: K event NBA_EV_*, F path relative to the watched directory */
+    NBA_END = '.',    /* end of a reply or of an upload */
+    NBA_ERROR = '!',  /* u32 errno, then a message (not NUL-terminated) */
+    NBA_JSON = 'j',   /* code bridge: one JSON object (request or event) */
 };
 
 #define NBA_EXIT_TIMEDOUT 1u
@@ -105,6 +110,18 @@ enum nba_tag {
 
 enum { NBA_KIND_FILE = 'f', NBA_KIND_DIR = 'd', NBA_KIND_LINK = 'l', NBA_KIND_OTHER = 'o' };
 enum { NBA_PS_RUNNING = 'R', NBA_PS_EXITED = 'X' };
+/* a watch's events (v frames' K) */
+enum {
+    NBA_EV_CREATE = 'c',
+    NBA_EV_WRITE = 'w',
+    NBA_EV_REMOVE = 'x',
+    NBA_EV_RENAME = 'm',
+    NBA_EV_CHMOD = 'a',
+    NBA_EV_OVERFLOW = 'o', /* events were lost (the kernel's queue overflowed) */
+};
+/* directories one watch (I) may hold: M's default and its most */
+#define NBA_WATCH_DIRS_DEFAULT 1024
+#define NBA_WATCH_DIRS_MAX 65536
 
 /* Big-endian helpers. */
 uint32_t nba_get_u32(const unsigned char *p);

@@ -57,6 +57,7 @@ void nb_conf_defaults(struct nb_conf *c)
     c->sandbox_uid_base = 200000;
     c->sandbox_ptys = 8;
     c->sandbox_nofile = 4096;
+    c->files_watch_max_dirs = 1024;
     c->allow_bridge = 0;
     snprintf(c->bridge_network, sizeof(c->bridge_network), "nanobox");
     snprintf(c->bridge_interface, sizeof(c->bridge_interface), "nanobox0");
@@ -243,6 +244,7 @@ static const struct key keys[] = {
     {"sandbox_uid_base", K_UINT, F(sandbox_uid_base), 4000000000ULL},
     {"sandbox_ptys", K_UINT, F(sandbox_ptys), 1024},
     {"sandbox_nofile", K_UINT, F(sandbox_nofile), 1 << 20},
+    {"files_watch_max_dirs", K_UINT, F(files_watch_max_dirs), 65536},
     {"sandbox_dir", K_STR, F(sandbox_dir), 0},
     {"seccomp_profile", K_STR, F(seccomp_profile), 0},
     {"allow_bridge", K_BOOL, F(allow_bridge), 0},
@@ -553,6 +555,10 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
          (uint64_t)c->sandbox_uid_base + c->max_sandboxes > 4000000000ULL)) {
         snprintf(err, errlen,
                  "sandbox_uid_base must be 0 (off), or from 65536 with room for max_sandboxes");
+        return -1;
+    }
+    if (c->files_watch_max_dirs < 1) {
+        snprintf(err, errlen, "files_watch_max_dirs must be >= 1");
         return -1;
     }
     if (c->sandbox_ptys < 1 || c->sandbox_nofile < 64) {

@@ -57,6 +57,7 @@ struct nb_conf {
     unsigned sandbox_uid_base;         /* slot i runs as uid/gid base + i; 0: all as sandbox_user */
     unsigned sandbox_ptys;             /* ptys one sandbox may hold (its devpts "max") */
     unsigned sandbox_nofile;           /* RLIMIT_NOFILE of every sandbox process */
+    unsigned files_watch_max_dirs;     /* directories one recursive watch may hold */
     char sandbox_dir[NB_CONF_STR];     /* files sandboxes bind-mount; empty: next to state_file */
     char seccomp_profile[NB_CONF_STR]; /* empty: the installed nanobox-seccomp.json */
     char init_path[NB_CONF_STR]; /* nanobox-init; empty: next to nanobox-fcgi, else installed */

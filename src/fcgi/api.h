@@ -76,6 +76,8 @@ int api_files_put(struct nb_app *a, struct nb_req *r, const struct nb_route_args
                   struct nb_apierr *ae);
 int api_files_archive_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                           struct nb_apierr *ae);
+int api_files_watch(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae);
 int api_files_archive_put(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                           struct nb_apierr *ae);
 int api_files_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
@@ -165,6 +167,14 @@ int api_e2b_fs_mkdir(struct nb_app *a, struct nb_req *r, const struct nb_route_a
                      struct nb_apierr *ae);
 int api_e2b_fs_move(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae);
+int api_e2b_fs_watch(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae);
+int api_e2b_fs_watcher_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                              struct nb_apierr *ae);
+int api_e2b_fs_watcher_events(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                              struct nb_apierr *ae);
+int api_e2b_fs_watcher_remove(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                              struct nb_apierr *ae);
 int api_e2b_fs_remove(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                       struct nb_apierr *ae);
 /* Connect-RPC process.Process (api_e2b_proc.c) over exec.c and procs.c */

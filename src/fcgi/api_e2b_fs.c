@@ -10,22 +10,31 @@
  *   Move     {source, destination}    -> {entry} (the destination's)
  *   Remove   {path}                   -> {} (a directory with all it holds;
  *                                          a missing path is no error)
+ *   WatchDir {path, recursive} (stream)  -> start, filesystem {name, type}*,
+ *                                          keepalive*; until the client leaves
+ *                                          or its Connect-Timeout-Ms passes
+ *   CreateWatcher {path, recursive}   -> {watcherId}
+ *   GetWatcherEvents {watcherId}      -> {events: [{name, type}...]} since the last call
+ *   RemoveWatcher {watcherId}         -> {}
  *
  * EntryInfo is protobuf-JSON: {name, type: FILE_TYPE_FILE|_DIRECTORY|
  * _SYMLINK, path (absolute), size (int64 as a string), mode (permission
  * bits), permissions ("-rw-r--r--", as Go prints a FileMode), owner,
  * group, modifiedTime (RFC 3339), symlinkTarget?}. A relative path is in
- * the sandbox user's home (nanobox's workspace). WatchDir and the
- * watcher calls are not here: the data plane's catch-all answers them
- * unimplemented.
+ * the sandbox user's home (nanobox's workspace). Move crosses mounts
+ * (the agent copies then deletes). The polling watcher calls
+ * (CreateWatcher, GetWatcherEvents, RemoveWatcher: the Python SDK's
+ * watch_dir) keep their watch in the sandbox's agent between requests.
  */
 #include "config.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
+#include "clock.h"
 #include "e2b_rpc.h"
 #include "files.h"
 #include "json.h"
@@ -349,6 +358,289 @@ int api_e2b_fs_remove(struct nb_app *a, struct nb_req *r, const struct nb_route_
         goto out;
     /* as envd's RemoveAll: a directory goes with everything in it, a missing path is fine */
     if (nb_files_delete(a, &slot, path, 1, ae) != 0 && ae->status != 404) {
+        fs_err(ae);
+        goto out;
+    }
+    nb_http_body(r, 200, "application/json", "{}", 2);
+    rc = NB_OK;
+out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* ---- WatchDir ---- */
+
+#define WATCH_TICK_MS 1000
+#define WATCH_KEEPALIVE_S 50
+#define WATCH_KEEPALIVE_MAX_S 600
+
+struct fs_watch {
+    struct nb_req *r;
+    int64_t deadline; /* monotonic ms; 0: none */
+    int64_t keepalive_ms, last_sent;
+    int deadline_hit, stopping;
+};
+
+/* One WatchDirResponse, {"<kind>": {...}} as built in g, in its envelope; -1: the client left. */
+static int watch_send(struct fs_watch *w, yajl_gen g)
+{
+    const unsigned char *buf;
+    size_t len;
+    struct nb_buf b;
+    int rc;
+    yajl_gen_get_buf(g, &buf, &len);
+    nb_buf_init(&b, len + NB_RPC_ENVELOPE_HEAD);
+    nb_rpc_envelope(&b, 0, buf, len);
+    rc = nb_http_stream_bytes(w->r, b.data, b.len);
+    nb_buf_free(&b);
+    yajl_gen_free(g);
+    w->last_sent = nb_clock_mono_ms();
+    return rc;
+}
+
+static int watch_send_empty(struct fs_watch *w, const char *kind)
+{
+    yajl_gen g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, kind);
+    yajl_gen_map_open(g);
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    return watch_send(w, g);
+}
+
+/* The deadline, and a worker asked to stop (SIGTERM stays pending while a request is served). */
+static int watch_over(struct fs_watch *w)
+{
+    sigset_t pending;
+    if (w->deadline > 0 && nb_clock_mono_ms() >= w->deadline) {
+        w->deadline_hit = 1;
+        return 1;
+    }
+    if (sigpending(&pending) == 0 &&
+        (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1)) {
+        w->stopping = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static int watch_started(void *arg, unsigned dirs)
+{
+    struct fs_watch *w = arg;
+    (void)dirs;
+    nb_http_stream_begin(w->r, 200, NB_RPC_STREAM_CTYPE);
+    return watch_send_empty(w, "start");
+}
+
+/* A FilesystemEvent {name, type} into g; 0, or -1 for an overflow (envd has no such event). */
+static int fs_event_json(yajl_gen g, enum nb_watch_event ev, const char *name)
+{
+    static const char *const types[] = {"EVENT_TYPE_CREATE", "EVENT_TYPE_WRITE",
+                                        "EVENT_TYPE_REMOVE", "EVENT_TYPE_RENAME",
+                                        "EVENT_TYPE_CHMOD"};
+    if ((unsigned)ev >= sizeof(types) / sizeof(types[0]))
+        return -1;
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "name", name);
+    nb_json_kv_str(g, "type", types[ev]);
+    yajl_gen_map_close(g);
+    return 0;
+}
+
+static int watch_fs_event(void *arg, enum nb_watch_event ev, const char *name)
+{
+    struct fs_watch *w = arg;
+    yajl_gen g;
+    if (watch_over(w))
+        return 1;
+    if (ev == NB_WATCH_OVERFLOW)
+        return 0;
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "filesystem");
+    fs_event_json(g, ev, name);
+    yajl_gen_map_close(g);
+    return watch_send(w, g);
+}
+
+static int watch_tick(void *arg)
+{
+    struct fs_watch *w = arg;
+    if (watch_over(w))
+        return 1;
+    if (nb_clock_mono_ms() - w->last_sent >= w->keepalive_ms)
+        return watch_send_empty(w, "keepalive");
+    return 0;
+}
+
+int api_e2b_fs_watch(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae)
+{
+    char path[NB_FILES_PATH_MAX + 1];
+    const char *ka = nb_http_param(r, "HTTP_KEEPALIVE_PING_INTERVAL");
+    long secs = ka != NULL ? strtol(ka, NULL, 10) : WATCH_KEEPALIVE_S;
+    struct fs_watch w = {r, 0, 0, 0, 0, 0};
+    struct nb_files_watch_sink sink = {
+        watch_started, watch_fs_event, watch_tick, &w, -1, WATCH_TICK_MS, 0};
+    struct nb_slot slot;
+    yajl_val body = NULL, rec;
+    int64_t timeout_ms;
+    int rc = NB_ERR;
+
+    if (e2b_rpc_request(a, r, 1, &body, ae) != 0 || e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
+        body_path(a, body, "path", path, sizeof(path), ae) != 0)
+        goto out;
+    if (nb_rpc_timeout_ms(nb_http_param(r, "HTTP_CONNECT_TIMEOUT_MS"), &timeout_ms) != 0) {
+        nb_apierr_set(ae, 400, "invalid_argument", "Connect-Timeout-Ms must be 1 to 10 digits");
+        goto out;
+    }
+    rec = e2b_rpc_member(body, "recursive", NULL);
+    w.deadline = timeout_ms > 0 ? nb_clock_mono_ms() + timeout_ms : 0;
+    w.keepalive_ms = (secs < 1 || secs > WATCH_KEEPALIVE_MAX_S ? WATCH_KEEPALIVE_S : secs) * 1000L;
+    sink.client_fd = nb_http_client_fd(r);
+    if (nb_files_watch(a, &slot, path, rec != NULL && YAJL_IS_TRUE(rec),
+                       a->conf.files_watch_max_dirs, &sink, ae) != 0) {
+        /* before the stream began: envd's codes (a file is invalid_argument) */
+        if (ae->status == 409)
+            nb_apierr_set(ae, 400, "invalid_argument", "path %.200s is not a directory", path);
+        else if (ae->status == 429)
+            snprintf(ae->code, sizeof(ae->code), "resource_exhausted");
+        fs_err(ae);
+        goto out;
+    }
+    if (w.deadline_hit) {
+        nb_apierr_set(ae, 504, "deadline_exceeded",
+                      "the watch of %.200s passed its Connect-Timeout-Ms", path);
+    } else if (w.stopping) {
+        nb_apierr_set(ae, 503, "unavailable", "nanobox-fcgi is stopping: this watch ends");
+    } else {
+        if (sink.gone)
+            nb_apierr_set(ae, 404, "not_found", "the watched directory %.200s went away", path);
+        rc = sink.gone ? NB_ERR : NB_OK;
+        if (!sink.gone) {
+            struct nb_buf b;
+            nb_buf_init(&b, 64);
+            nb_rpc_end_stream(&b, NULL, NULL);
+            nb_http_stream_bytes(r, b.data, b.len);
+            nb_buf_free(&b);
+        }
+    }
+out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* ---- CreateWatcher, GetWatcherEvents, RemoveWatcher ---- */
+
+/* The request's watcherId (a string of digits, as CreateWatcher gave it). */
+static int body_watcher(yajl_val body, uint32_t *id, struct nb_apierr *ae)
+{
+    yajl_val v = e2b_rpc_member(body, "watcherId", "watcher_id");
+    const char *s = v != NULL && YAJL_IS_STRING(v) ? nb_json_string(v) : NULL;
+    unsigned long long n;
+    if (s == NULL) {
+        nb_apierr_set(ae, 400, "invalid_argument", "watcherId must be a string");
+        return -1;
+    }
+    n = s[0] != '\0' && strlen(s) <= 10 && strspn(s, "0123456789") == strlen(s)
+            ? strtoull(s, NULL, 10)
+            : 0;
+    if (n == 0 || n > 0xffffffffULL) {
+        nb_apierr_set(ae, 404, "not_found", "watcher %.64s not found", s);
+        return -1;
+    }
+    *id = (uint32_t)n;
+    return 0;
+}
+
+int api_e2b_fs_watcher_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                              struct nb_apierr *ae)
+{
+    char path[NB_FILES_PATH_MAX + 1], id_s[16];
+    struct nb_slot slot;
+    yajl_val body = NULL, rec;
+    uint32_t id;
+    yajl_gen g;
+    int rc = NB_ERR;
+
+    if (fs_request(a, r, ra, &slot, &body, ae) != 0 ||
+        body_path(a, body, "path", path, sizeof(path), ae) != 0)
+        goto out;
+    rec = e2b_rpc_member(body, "recursive", NULL);
+    if (nb_files_watcher_create(a, &slot, path, rec != NULL && YAJL_IS_TRUE(rec),
+                                a->conf.files_watch_max_dirs, &id, ae) != 0) {
+        if (ae->status == 409)
+            nb_apierr_set(ae, 400, "invalid_argument", "path %.200s is not a directory", path);
+        else if (ae->status == 429)
+            snprintf(ae->code, sizeof(ae->code), "resource_exhausted");
+        fs_err(ae);
+        goto out;
+    }
+    snprintf(id_s, sizeof(id_s), "%u", id);
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "watcherId", id_s);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
+out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+static int watcher_event_json(void *arg, enum nb_watch_event ev, const char *name)
+{
+    fs_event_json(arg, ev, name);
+    return 0;
+}
+
+int api_e2b_fs_watcher_events(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                              struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    yajl_val body = NULL;
+    uint32_t id;
+    yajl_gen g = NULL;
+    int rc = NB_ERR;
+
+    if (fs_request(a, r, ra, &slot, &body, ae) != 0 || body_watcher(body, &id, ae) != 0)
+        goto out;
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_cstr(g, "events");
+    yajl_gen_array_open(g);
+    if (nb_files_watcher_events(a, &slot, id, watcher_event_json, g, ae) != 0) {
+        if (ae->status == 404)
+            nb_apierr_set(ae, 404, "not_found", "watcher %u not found", id);
+        fs_err(ae);
+        goto out;
+    }
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 200, g);
+    rc = NB_OK;
+out:
+    if (g != NULL)
+        yajl_gen_free(g);
+    yajl_tree_free(body);
+    return rc;
+}
+
+int api_e2b_fs_watcher_remove(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                              struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    yajl_val body = NULL;
+    uint32_t id;
+    int rc = NB_ERR;
+
+    if (fs_request(a, r, ra, &slot, &body, ae) != 0 || body_watcher(body, &id, ae) != 0)
+        goto out;
+    if (nb_files_watcher_remove(a, &slot, id, ae) != 0) {
+        if (ae->status == 404)
+            nb_apierr_set(ae, 404, "not_found", "watcher %u not found", id);
         fs_err(ae);
         goto out;
     }

@@ -9,6 +9,8 @@
  *   POST   /sandbox/{id}/files/move   {from, to}    200
  *   GET    /sandbox/{id}/files/archive?path=DIR     a tar of DIR (tarstream.c)
  *   PUT    /sandbox/{id}/files/archive?path=DIR     tar body -> 200 {entries, bytes}
+ *   GET    /sandbox/{id}/files/watch?path=DIR[&recursive=1]  NDJSON: start, changes,
+ *                                                   keepalives, until the client leaves
  *
  * What is here is HTTP: the query and body fields, the body streamed into
  * the engine and a file's bytes streamed out of it, the JSON answers. The
@@ -28,6 +30,7 @@
 
 #include "api.h"
 #include "files.h"
+#include "exec.h"
 #include "json.h"
 #include "sandbox.h"
 #include "tarstream.h"
@@ -392,4 +395,79 @@ int api_files_archive_put(struct nb_app *a, struct nb_req *r, const struct nb_ro
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
     return NB_OK;
+}
+
+/* GET .../files/watch?path=DIR[&recursive=1]: the directory's changes as
+ * NDJSON until the client leaves (which ends the agent's watch). */
+struct watch_stream {
+    struct nb_req *r;
+    const char *path;
+    int recursive;
+    yajl_gen g;
+};
+
+static int watch_line(struct watch_stream *w)
+{
+    return nb_http_stream_line(w->r, w->g) != 0 ? -1 : 0;
+}
+
+static int watch_start(void *arg, unsigned dirs)
+{
+    struct watch_stream *w = arg;
+    nb_http_stream_begin(w->r, 200, "application/x-ndjson");
+    yajl_gen_map_open(w->g);
+    nb_json_kv_str(w->g, "type", "start");
+    nb_json_kv_str(w->g, "path", w->path);
+    nb_json_kv_bool(w->g, "recursive", w->recursive);
+    nb_json_kv_int(w->g, "dirs", dirs);
+    yajl_gen_map_close(w->g);
+    return watch_line(w);
+}
+
+static int watch_change(void *arg, enum nb_watch_event ev, const char *name)
+{
+    struct watch_stream *w = arg;
+    yajl_gen_map_open(w->g);
+    nb_json_kv_str(w->g, "type", nb_watch_event_name(ev));
+    if (ev != NB_WATCH_OVERFLOW)
+        nb_json_kv_str(w->g, "name", name);
+    yajl_gen_map_close(w->g);
+    return watch_line(w);
+}
+
+static int watch_idle(void *arg)
+{
+    struct watch_stream *w = arg;
+    yajl_gen_map_open(w->g);
+    nb_json_kv_str(w->g, "type", "keepalive");
+    yajl_gen_map_close(w->g);
+    return watch_line(w);
+}
+
+int api_files_watch(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae)
+{
+    char path[NB_FILES_PATH_MAX + 1], rec[8];
+    struct nb_slot slot;
+    struct watch_stream w = {r, path, 0, NULL};
+    struct nb_files_watch_sink sink = {watch_start, watch_change, watch_idle, &w, -1, 0, 0};
+    int rc;
+
+    if (files_query_path(a, r, "path", path, sizeof(path), ae) != 0 ||
+        nb_sandbox_get(a, ra->id, &slot, ae) != 0)
+        return NB_ERR;
+    w.recursive = nb_http_query(r, "recursive", rec, sizeof(rec)) == 0 && is_true(rec);
+    sink.client_fd = nb_http_client_fd(r);
+    sink.idle_ms = NB_EXEC_IDLE_MS;
+    w.g = nb_json_gen();
+    rc = nb_files_watch(a, &slot, path, w.recursive, a->conf.files_watch_max_dirs, &sink, ae);
+    if (rc == 0 && sink.gone) {
+        yajl_gen_map_open(w.g);
+        nb_json_kv_str(w.g, "type", "end");
+        nb_json_kv_str(w.g, "reason", "the watched directory was removed");
+        yajl_gen_map_close(w.g);
+        watch_line(&w);
+    }
+    yajl_gen_free(w.g);
+    return rc == 0 ? NB_OK : NB_ERR;
 }

@@ -51,6 +51,8 @@ const struct nb_route_entry nb_api_routes[] = {
     /* a directory tree as one tar, out and in (tarstream.c) */
     {NB_ROUTE_FILES, "archive", "GET", ID | AWAKE, api_files_archive_get},
     {NB_ROUTE_FILES, "archive", "PUT", ID | AWAKE, api_files_archive_put},
+    /* a directory's changes, streamed (NDJSON) until the client leaves */
+    {NB_ROUTE_FILES, "watch", "GET", ID | AWAKE, api_files_watch},
     {NB_ROUTE_PROCS, "", "GET", ID | AWAKE, api_procs_list},
     {NB_ROUTE_PROCS, "{pid}", "GET", ID | PID | AWAKE, api_procs_get},
     {NB_ROUTE_PROCS, "{pid}", "DELETE", ID | PID | AWAKE, api_procs_signal},
@@ -103,12 +105,19 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_E2B_DATA, "/process.Process/CloseStdin", "POST", E2B | PUBLIC,
      api_e2b_proc_close_stdin},
     {NB_ROUTE_E2B_DATA, "/process.Process/SendSignal", "POST", E2B | PUBLIC, api_e2b_proc_signal},
-    /* envd's Connect-RPC filesystem.Filesystem (api_e2b_fs.c); WatchDir and watchers: 501 */
+    /* envd's Connect-RPC filesystem.Filesystem (api_e2b_fs.c) */
     {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/Stat", "POST", E2B | PUBLIC, api_e2b_fs_stat},
     {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/ListDir", "POST", E2B | PUBLIC, api_e2b_fs_list},
     {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/MakeDir", "POST", E2B | PUBLIC, api_e2b_fs_mkdir},
     {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/Move", "POST", E2B | PUBLIC, api_e2b_fs_move},
     {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/Remove", "POST", E2B | PUBLIC, api_e2b_fs_remove},
+    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/WatchDir", "POST", E2B | PUBLIC, api_e2b_fs_watch},
+    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/CreateWatcher", "POST", E2B | PUBLIC,
+     api_e2b_fs_watcher_create},
+    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/GetWatcherEvents", "POST", E2B | PUBLIC,
+     api_e2b_fs_watcher_events},
+    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/RemoveWatcher", "POST", E2B | PUBLIC,
+     api_e2b_fs_watcher_remove},
     /* envd's files and the code interpreter (api_e2b_data.c; the port checked there) */
     {NB_ROUTE_E2B_DATA, "/files", "GET", E2B | PUBLIC, api_e2b_files_get},
     {NB_ROUTE_E2B_DATA, "/files", "POST", E2B | PUBLIC, api_e2b_files_post},

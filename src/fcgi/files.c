@@ -405,3 +405,219 @@ int nb_files_move(struct nb_app *a, const struct nb_slot *slot, const char *from
     nb_buf_free(&f);
     return rc;
 }
+
+/* ---- watch ---- */
+
+const char *nb_watch_event_name(enum nb_watch_event ev)
+{
+    static const char *const names[] = {"create", "write", "remove", "rename", "chmod", "overflow"};
+    return (unsigned)ev < sizeof(names) / sizeof(names[0]) ? names[ev] : "overflow";
+}
+
+static int watch_kind(uint8_t k, enum nb_watch_event *ev)
+{
+    switch (k) {
+    case NBA_EV_CREATE:
+        *ev = NB_WATCH_CREATE;
+        return 0;
+    case NBA_EV_WRITE:
+        *ev = NB_WATCH_WRITE;
+        return 0;
+    case NBA_EV_REMOVE:
+        *ev = NB_WATCH_REMOVE;
+        return 0;
+    case NBA_EV_RENAME:
+        *ev = NB_WATCH_RENAME;
+        return 0;
+    case NBA_EV_CHMOD:
+        *ev = NB_WATCH_CHMOD;
+        return 0;
+    case NBA_EV_OVERFLOW:
+        *ev = NB_WATCH_OVERFLOW;
+        return 0;
+    default:
+        return -1; /* a newer agent's kind: skipped */
+    }
+}
+
+/* One v frame to on_event: its return. */
+static int watch_event_to(int (*on_event)(void *arg, enum nb_watch_event ev, const char *name),
+                          void *arg, const unsigned char *body, uint32_t len)
+{
+    struct nba_fields it;
+    uint8_t tag;
+    const unsigned char *v;
+    uint32_t l;
+    enum nb_watch_event ev = NB_WATCH_OVERFLOW;
+    char name[NB_FILES_PATH_MAX + 1] = "";
+    int known = -1;
+
+    nba_fields_init(&it, body, len);
+    while (nba_fields_next(&it, &tag, &v, &l) == 1) {
+        if (tag == NBA_T_KIND && l == 1)
+            known = watch_kind(v[0], &ev);
+        else if (tag == NBA_T_PATH)
+            field_str(name, sizeof(name), v, l);
+    }
+    return known == 0 ? on_event(arg, ev, name) : 0;
+}
+
+int nb_files_watch(struct nb_app *a, const struct nb_slot *slot, const char *path, int recursive,
+                   unsigned max_dirs, struct nb_files_watch_sink *sink, struct nb_apierr *ae)
+{
+    struct nb_agent ag;
+    struct nb_buf f;
+    int started = 0, rc = -1;
+
+    (void)a;
+    sink->gone = 0;
+    if (files_connect(slot, &ag, ae) != 0)
+        return -1;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_str(&f, NBA_T_PATH, path);
+    if (recursive)
+        nb_agent_field(&f, NBA_T_RECURSIVE, NULL, 0);
+    nb_agent_field_u32(&f, NBA_T_MAXOUT, max_dirs);
+    nb_agent_queue(&ag, NBA_FWATCH, f.data, f.len);
+    nb_buf_free(&f);
+    for (;;) {
+        uint8_t type;
+        const unsigned char *body;
+        uint32_t len;
+        int got = nb_agent_recv_watch(&ag, started ? sink->idle_ms : FILES_OP_TIMEOUT_MS,
+                                      sink->client_fd, &type, &body, &len, ae);
+        if (got == 2) {
+            rc = 0; /* the client left: closing the connection ends the agent's watch */
+            break;
+        }
+        if (got == 0 && !started) {
+            nb_apierr_set(ae, 504, "agent_timeout", "the sandbox's agent did not answer in time");
+            break;
+        }
+        if (got == 0) {
+            if (sink->on_idle(sink->arg) != 0) {
+                rc = 0;
+                break;
+            }
+            continue;
+        }
+        if (got < 0) {
+            agent_needed(ae);
+            break;
+        }
+        if (type == NBA_ERROR) {
+            nb_agent_error(body, len, "watch the directory", ae);
+            if (!started && ae->status == 507) /* ENOSPC: past the cap or the kernel's */
+                nb_apierr_set(ae, 429, "too_many_watches",
+                              "%.200s has more directories than a watch may hold "
+                              "(files_watch_max_dirs = %u)",
+                              path, max_dirs);
+            else if (!started && ae->status == 429)
+                snprintf(ae->code, sizeof(ae->code), "too_many_watches");
+            break;
+        }
+        if (type == NBA_STARTED && !started && len >= 4) {
+            started = 1;
+            if (sink->on_start(sink->arg, nba_get_u32(body)) != 0) {
+                rc = 0;
+                break;
+            }
+        } else if (type == NBA_FEVENT && started) {
+            if (watch_event_to(sink->on_event, sink->arg, body, len) != 0) {
+                rc = 0;
+                break;
+            }
+        } else if (type == NBA_END && started) {
+            sink->gone = 1;
+            rc = 0;
+            break;
+        }
+    }
+    nb_agent_close(&ag);
+    return rc;
+}
+
+/* ---- polling watchers ---- */
+
+struct watcher_ctx {
+    uint32_t id;
+    int (*on_event)(void *arg, enum nb_watch_event ev, const char *name);
+    void *arg;
+};
+
+static int watcher_frame(void *arg, uint8_t type, const unsigned char *body, uint32_t len)
+{
+    struct watcher_ctx *w = arg;
+    if (type == NBA_STARTED && len >= 12)
+        w->id = nba_get_u32(body + 8);
+    else if (type == NBA_FEVENT && w->on_event != NULL)
+        watch_event_to(w->on_event, w->arg, body, len);
+    return 0;
+}
+
+int nb_files_watcher_create(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                            int recursive, unsigned max_dirs, uint32_t *id, struct nb_apierr *ae)
+{
+    struct watcher_ctx w = {0, NULL, NULL};
+    struct nb_buf f;
+    int rc;
+
+    (void)a;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_str(&f, NBA_T_PATH, path);
+    if (recursive)
+        nb_agent_field(&f, NBA_T_RECURSIVE, NULL, 0);
+    nb_agent_field_u32(&f, NBA_T_MAXOUT, max_dirs);
+    rc = nb_agent_call(slot, NBA_WCREATE, &f, "watch the directory", FILES_OP_TIMEOUT_MS,
+                       watcher_frame, &w, ae);
+    nb_buf_free(&f);
+    if (rc != 0) {
+        agent_needed(ae);
+        if (ae->status == 507)
+            nb_apierr_set(ae, 429, "too_many_watches",
+                          "%.200s has more directories than a watch may hold "
+                          "(files_watch_max_dirs = %u)",
+                          path, max_dirs);
+        else if (ae->status == 429)
+            snprintf(ae->code, sizeof(ae->code), "too_many_watches");
+        return -1;
+    }
+    if (w.id == 0) {
+        nb_apierr_set(ae, 502, "agent_error", "the sandbox's agent answered without a watcher id");
+        return -1;
+    }
+    *id = w.id;
+    return 0;
+}
+
+static int watcher_by_id(const struct nb_slot *slot, uint8_t req, uint32_t id,
+                         struct watcher_ctx *w, const char *what, struct nb_apierr *ae)
+{
+    struct nb_buf f;
+    int rc;
+
+    nb_buf_init(&f, 64);
+    nb_agent_field_u32(&f, NBA_T_PID, id);
+    rc = nb_agent_call(slot, req, &f, what, FILES_OP_TIMEOUT_MS, watcher_frame, w, ae);
+    nb_buf_free(&f);
+    if (rc != 0)
+        agent_needed(ae);
+    return rc;
+}
+
+int nb_files_watcher_events(struct nb_app *a, const struct nb_slot *slot, uint32_t id,
+                            int (*on_event)(void *arg, enum nb_watch_event ev, const char *name),
+                            void *arg, struct nb_apierr *ae)
+{
+    struct watcher_ctx w = {id, on_event, arg};
+    (void)a;
+    return watcher_by_id(slot, NBA_WPOLL, id, &w, "read the watcher's events", ae);
+}
+
+int nb_files_watcher_remove(struct nb_app *a, const struct nb_slot *slot, uint32_t id,
+                            struct nb_apierr *ae)
+{
+    struct watcher_ctx w = {id, NULL, NULL};
+    (void)a;
+    return watcher_by_id(slot, NBA_WREMOVE, id, &w, "remove the watcher", ae);
+}

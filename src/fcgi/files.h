@@ -118,4 +118,61 @@ int nb_files_mkdir(struct nb_app *a, const struct nb_slot *slot, const char *pat
 int nb_files_move(struct nb_app *a, const struct nb_slot *slot, const char *from, const char *to,
                   struct nb_apierr *ae);
 
+/* A watched directory's change (nb_files_watch), as E2B's envd and Go's fsnotify name them. */
+enum nb_watch_event {
+    NB_WATCH_CREATE,   /* created, or moved in */
+    NB_WATCH_WRITE,    /* written to */
+    NB_WATCH_REMOVE,   /* deleted */
+    NB_WATCH_RENAME,   /* moved away (its new name, if watched, comes as a create) */
+    NB_WATCH_CHMOD,    /* its mode, owner or times changed */
+    NB_WATCH_OVERFLOW, /* events were lost (the sandbox's kernel queue overflowed) */
+};
+
+/* "create", "write", "remove", "rename", "chmod", "overflow". */
+const char *nb_watch_event_name(enum nb_watch_event ev);
+
+/*
+ * Where a watch's events go. on_start once the agent watches (dirs: how
+ * many directories); on_event per change, name relative to the watched
+ * directory ("sub/file" below it when recursive; "" for overflow);
+ * on_idle after idle_ms without an event (keepalives, deadlines). A
+ * callback that returns non-zero ends the watch, as does client_fd's peer
+ * leaving (-1: none). gone is set when the watched directory itself went.
+ */
+struct nb_files_watch_sink {
+    int (*on_start)(void *arg, unsigned dirs);
+    int (*on_event)(void *arg, enum nb_watch_event ev, const char *name);
+    int (*on_idle)(void *arg);
+    void *arg;
+    int client_fd;
+    int idle_ms;
+    int gone;
+};
+
+/*
+ * Watch the directory path (and every directory below it when recursive,
+ * at most max_dirs; files_watch_max_dirs) until the sink ends it: the
+ * agent's watch ends with this call's connection, so nothing outlives it.
+ * 0 when it ended; -1 with ae set (before on_start: 404 no such
+ * directory, 409 not a directory, 429 too many directories or watches).
+ */
+int nb_files_watch(struct nb_app *a, const struct nb_slot *slot, const char *path, int recursive,
+                   unsigned max_dirs, struct nb_files_watch_sink *sink, struct nb_apierr *ae);
+
+/*
+ * Polling watchers (E2B's CreateWatcher, GetWatcherEvents, RemoveWatcher):
+ * a watch the sandbox's agent keeps between requests, by id, with the
+ * events since the last poll (at most 1024: then an overflow). They count
+ * against the sandbox's 32 watches and go with the sandbox.
+ * nb_files_watcher_events calls on_event per event (0 to go on). Unknown
+ * ids: 404 no_process (Connect's not_found).
+ */
+int nb_files_watcher_create(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                            int recursive, unsigned max_dirs, uint32_t *id, struct nb_apierr *ae);
+int nb_files_watcher_events(struct nb_app *a, const struct nb_slot *slot, uint32_t id,
+                            int (*on_event)(void *arg, enum nb_watch_event ev, const char *name),
+                            void *arg, struct nb_apierr *ae);
+int nb_files_watcher_remove(struct nb_app *a, const struct nb_slot *slot, uint32_t id,
+                            struct nb_apierr *ae);
+
 #endif

@@ -153,7 +153,8 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_PORT;
     }
     if (!strcmp(slash, "/files") || !strcmp(slash, "/files/mkdir") ||
-        !strcmp(slash, "/files/move") || !strcmp(slash, "/files/archive")) {
+        !strcmp(slash, "/files/move") || !strcmp(slash, "/files/archive") ||
+        !strcmp(slash, "/files/watch")) {
         snprintf(arg, arglen, "%s", slash[6] ? slash + 7 : "");
         return NB_ROUTE_FILES;
     }

@@ -290,6 +290,18 @@ static void conn_dispatch(struct init_conn *c, uint8_t type, const unsigned char
     case NBA_PTY:
         init_exec_pty(c, &r);
         break;
+    case NBA_FWATCH:
+        init_fwatch_start(c, &r);
+        break;
+    case NBA_WCREATE:
+        init_fwatch_create(c, &r);
+        break;
+    case NBA_WPOLL:
+        init_fwatch_poll(c, &r);
+        break;
+    case NBA_WREMOVE:
+        init_fwatch_remove(c, &r);
+        break;
     default:
         init_conn_error(c, EINVAL, "unknown request type 0x%02x", type);
         break;

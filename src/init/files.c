@@ -1,6 +1,6 @@
 /*
  * files.c - the file requests: R read or list (H levels deep), T stat,
- * U write, D delete, N mkdir, V move.
+ * U write, D delete, N mkdir, V move (across mounts: fcopy.c).
  *
  * Paths come checked by request.c (absolute, no . or ..) and are used as
  * the sandbox user would use them. Only regular files and directories are
@@ -30,6 +30,7 @@
 
 #include "agentproto.h"
 #include "conn.h"
+#include "fcopy.h"
 #include "ops.h"
 
 /* Longest owner or group name sent; a longer one goes as its number. */
@@ -444,8 +445,7 @@ void init_files_mkdir(struct init_conn *c, const struct init_request *r)
 
 /* --- D -------------------------------------------------------------------- */
 
-/* Remove name (a directory) in parent and everything in it; 0 or an errno. */
-static int files_rm_tree(int parent, const char *name, int depth)
+int init_files_rm_tree(int parent, const char *name, int depth)
 {
     int fd, e = 0;
     DIR *d;
@@ -473,7 +473,7 @@ static int files_rm_tree(int parent, const char *name, int depth)
         else
             isdir = fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
         if (isdir)
-            e = files_rm_tree(fd, de->d_name, depth + 1);
+            e = init_files_rm_tree(fd, de->d_name, depth + 1);
         else if (unlinkat(fd, de->d_name, 0) == -1 && errno != ENOENT)
             e = errno;
     }
@@ -500,7 +500,7 @@ void init_files_delete(struct init_conn *c, const struct init_request *r)
     else if (!r->recursive)
         e = rmdir(path) == 0 ? 0 : errno;
     else
-        e = files_rm_tree(AT_FDCWD, path, 0);
+        e = init_files_rm_tree(AT_FDCWD, path, 0);
     if (e != 0)
         files_errno(c, e, "delete", path);
     else
@@ -518,7 +518,13 @@ void init_files_move(struct init_conn *c, const struct init_request *r)
         init_conn_error(c, ENOMEM, "out of memory");
     } else if (rename(from, to) == -1) {
         int e = errno;
-        init_conn_error(c, e, "move %s to %s: %s", from, to, strerror(e));
+        /* another mount (/workspace and /tmp are two): copy, then delete */
+        if (e == EXDEV)
+            e = init_fcopy_move(from, to);
+        if (e != 0)
+            init_conn_error(c, e, "move %s to %s: %s", from, to, strerror(e));
+        else
+            files_ok(c);
     } else {
         files_ok(c);
     }

@@ -32,12 +32,15 @@
 #define INIT_ARGV_SHOWN 4096        /* bytes of argv kept (and listed) per background process */
 #define INIT_RM_DEPTH 256           /* directory levels a recursive delete descends */
 #define INIT_MAX_SIGNAL 64          /* signal numbers accepted: 0 or 1..64 */
+#define INIT_MAX_FWATCH 32          /* directory watches (I, J) at once; more: EAGAIN */
+#define INIT_WATCHER_EVENTS 1024    /* events a polling watcher (J) keeps until polled */
 
 enum init_watch_kind {
-    INIT_W_LISTEN, /* the agent's socket */
-    INIT_W_SIGNAL, /* the signalfd */
-    INIT_W_CONN,   /* a host connection (obj: struct init_conn) */
-    INIT_W_PIPE,   /* a command's stdin, stdout or stderr (obj: struct init_proc) */
+    INIT_W_LISTEN,  /* the agent's socket */
+    INIT_W_SIGNAL,  /* the signalfd */
+    INIT_W_CONN,    /* a host connection (obj: struct init_conn) */
+    INIT_W_PIPE,    /* a command's stdin, stdout or stderr (obj: struct init_proc) */
+    INIT_W_INOTIFY, /* a directory watch's inotify fd (obj: struct fwatch, fwatch.c) */
 };
 
 struct init_watch {
@@ -59,6 +62,9 @@ void init_watch_close(struct init_watch *w);
 
 /* Free p after the current batch of events (see the top of this file). */
 void init_defer_free(void *p);
+
+/* fwatch.c: an inotify fd is readable */
+void init_fwatch_event(void *obj);
 
 /* Running as PID 1 (in a container) rather than as a plain host process. */
 extern int init_is_pid1;

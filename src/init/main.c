@@ -294,6 +294,9 @@ static void dispatch(struct epoll_event *ev, int listen_fd, int sfd)
     case INIT_W_PIPE:
         init_proc_event(w->obj, w->stream, ev->events);
         break;
+    case INIT_W_INOTIFY:
+        init_fwatch_event(w->obj);
+        break;
     default:
         break;
     }

@@ -31,6 +31,13 @@ void init_files_delete(struct init_conn *c, const struct init_request *r);
 void init_files_mkdir(struct init_conn *c, const struct init_request *r);
 void init_files_move(struct init_conn *c, const struct init_request *r);
 
+/* fwatch.c: I (watch a directory with inotify until the host leaves) */
+void init_fwatch_start(struct init_conn *c, const struct init_request *r);
+/* fwatch.c: J (a polling watcher), G (its events so far), O (remove it) */
+void init_fwatch_create(struct init_conn *c, const struct init_request *r);
+void init_fwatch_poll(struct init_conn *c, const struct init_request *r);
+void init_fwatch_remove(struct init_conn *c, const struct init_request *r);
+
 /* kernel.c: K (the connection is handed to the code bridge, see kernel.h) */
 void init_kernel_start(struct init_conn *c, const struct init_request *r);
 

@@ -106,12 +106,25 @@ static const struct field_rule fmove_fields[] = {
     {0, 0, 0},
 };
 
+static const struct field_rule fwatch_fields[] = {
+    {NBA_T_PATH, FK_PATH, FR_REQUIRED},
+    {NBA_T_RECURSIVE, FK_EMPTY, 0},
+    {NBA_T_MAXOUT, FK_U32, 0},
+    {0, 0, 0},
+};
+
+static const struct field_rule watcher_fields[] = {
+    {NBA_T_PID, FK_U32, FR_REQUIRED},
+    {0, 0, 0},
+};
+
 static const struct request_rule request_rules[] = {
     {NBA_PING, no_fields},         {NBA_EXEC, exec_fields},     {NBA_PLIST, no_fields},
     {NBA_PQUERY, pquery_fields},   {NBA_PSTDIN, pstdin_fields}, {NBA_PSIGNAL, psignal_fields},
     {NBA_FREAD, fread_fields},     {NBA_FSTAT, path_fields},    {NBA_FWRITE, fwrite_fields},
     {NBA_FDELETE, fdelete_fields}, {NBA_FMKDIR, path_fields},   {NBA_FMOVE, fmove_fields},
-    {NBA_KERNEL, no_fields},       {NBA_PTY, pty_fields},
+    {NBA_KERNEL, no_fields},       {NBA_PTY, pty_fields},       {NBA_FWATCH, fwatch_fields},
+    {NBA_WCREATE, fwatch_fields},  {NBA_WPOLL, watcher_fields}, {NBA_WREMOVE, watcher_fields},
 };
 
 static const struct request_rule *rule_for(uint8_t type)
@@ -318,6 +331,13 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
     if (r->depth > NBA_MAX_DEPTH)
         return fail(err, errlen, EINVAL, "a listing descends 1 to %d levels, not %u", NBA_MAX_DEPTH,
                     r->depth);
+    if (r->type == NBA_FWATCH || r->type == NBA_WCREATE) {
+        if (!maxout_given)
+            r->maxout = NBA_WATCH_DIRS_DEFAULT;
+        if (r->maxout < 1 || r->maxout > NBA_WATCH_DIRS_MAX)
+            return fail(err, errlen, EINVAL, "a watch holds 1 to %d directories, not %u",
+                        NBA_WATCH_DIRS_MAX, r->maxout);
+    }
     if (r->mode > 07777)
         return fail(err, errlen, EINVAL, "mode %#o has bits beyond 07777", r->mode);
     if (r->pty &&
@@ -338,6 +358,8 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
          r->type == NBA_PTY) &&
         (r->pid == 0 || r->pid > 0x7fffffffu))
         return fail(err, errlen, EINVAL, "pid %u is not a process id", r->pid);
+    if ((r->type == NBA_WPOLL || r->type == NBA_WREMOVE) && r->pid == 0)
+        return fail(err, errlen, EINVAL, "0 is no watcher id");
     if (r->sig > INIT_MAX_SIGNAL)
         return fail(err, errlen, EINVAL, "signal %u is not a signal number", r->sig);
     return 0;

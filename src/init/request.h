@@ -29,7 +29,8 @@ struct init_request {
     struct init_slice dest;    /* G */
     struct init_slice data;    /* D */
     uint32_t timeout_ms;       /* T: 0 = none */
-    uint32_t maxout;           /* M of exec: INIT_DEFAULT_MAXOUT when absent */
+    uint32_t maxout;           /* M of exec: INIT_DEFAULT_MAXOUT when absent; of a watch:
+                                  its most directories, NBA_WATCH_DIRS_DEFAULT when absent */
     uint32_t mode;             /* M of a file write: 0644 when absent, <= 07777 */
     uint32_t pid;              /* P: > 0 */
     uint32_t sig;              /* N: 0..INIT_MAX_SIGNAL */

@@ -52,7 +52,7 @@ static void check(const struct init_request *r, uint8_t type, const unsigned cha
     if (r->cwd.len > 0 && !nba_path_ok((const char *)r->cwd.p, r->cwd.len))
         abort();
     if ((type == NBA_FREAD || type == NBA_FSTAT || type == NBA_FWRITE || type == NBA_FDELETE ||
-         type == NBA_FMKDIR || type == NBA_FMOVE) &&
+         type == NBA_FMKDIR || type == NBA_FMOVE || type == NBA_FWATCH || type == NBA_WCREATE) &&
         !nba_path_ok((const char *)r->path.p, r->path.len))
         abort();
     if (type == NBA_FMOVE && !nba_path_ok((const char *)r->dest.p, r->dest.len))
@@ -61,6 +61,11 @@ static void check(const struct init_request *r, uint8_t type, const unsigned cha
         !in_body(&r->dest, body, len) || !in_body(&r->data, body, len))
         abort();
     if (r->mode > 07777 || r->sig > INIT_MAX_SIGNAL)
+        abort();
+    if ((type == NBA_FWATCH || type == NBA_WCREATE) &&
+        (r->maxout < 1 || r->maxout > NBA_WATCH_DIRS_MAX))
+        abort();
+    if ((type == NBA_WPOLL || type == NBA_WREMOVE) && r->pid == 0)
         abort();
     if ((type == NBA_PQUERY || type == NBA_PSTDIN || type == NBA_PSIGNAL) &&
         (r->pid == 0 || r->pid > 0x7fffffffu))

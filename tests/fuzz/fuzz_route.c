@@ -81,7 +81,7 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
         break;
     case NB_ROUTE_FILES:
         if (al != 0 && strcmp(arg, "mkdir") != 0 && strcmp(arg, "move") != 0 &&
-            strcmp(arg, "archive") != 0)
+            strcmp(arg, "archive") != 0 && strcmp(arg, "watch") != 0)
             abort();
         break;
     case NB_ROUTE_TEMPLATES:

@@ -22,6 +22,8 @@ import json
 import os
 import secrets
 import subprocess
+import threading
+import time
 from datetime import datetime, timezone
 
 import pytest
@@ -453,7 +455,7 @@ def test_data_plane_routes_on_the_sandbox_headers(stack, api):
     for other in (nbtest.random_uuid(), "not-an-id"):
         e2b_error(e2b(stack, "GET", "/health", key=None, headers={**dp, "E2b-Sandbox-Id": other}), 502)
     # not served yet: E2B's shape, never HTML
-    r = e2b(stack, "POST", "/filesystem.Filesystem/WatchDir", key=None, data=b"\0\0\0\0\2{}",
+    r = e2b(stack, "POST", "/filesystem.Filesystem/Nope", key=None, data=b"\0\0\0\0\2{}",
             headers={**dp, "Content-Type": "application/connect+json"})
     assert connect_stream(r) == ([], {"error": {"code": "unimplemented", "message": ANY}})
     r = e2b(stack, "POST", "/process.Process/Update", key=None, json={}, headers=dp)
@@ -979,7 +981,7 @@ def test_filesystem_raw_errors_are_connect_codes(stack, api):
             ("MakeDir", {"path": "/workspace"}, 409, "already_exists"),
             ("MakeDir", {"path": "/etc/newdir"}, 403, "permission_denied"),
             ("Move", {"source": "/workspace/nope", "destination": "/workspace/x"}, 404, "not_found"),
-            # /workspace and /tmp are mounts of their own: rename(2) does not cross them
+            # /workspace is a mount point: never moved by copy (its files stay)
             ("Move", {"source": "/workspace", "destination": "/tmp/w"}, 400, "failed_precondition"),
             ("Move", {"source": "/workspace"}, 400, "invalid_argument"),
             ("ListDir", {"path": "/workspace", "depth": "x"}, 400, "invalid_argument")):
@@ -1000,6 +1002,118 @@ def test_filesystem_raw_errors_are_connect_codes(stack, api):
     api.delete(sid)
     r = call("Stat", {"path": "/workspace"})
     assert (r.status_code, r.json()["code"]) == (503, "unavailable"), r.text[:300]
+
+
+# ------------------------------------------- files.watchDir and rename across mounts (SDK)
+
+@pytest.fixture(scope="module")
+def watchrun(stack, e2b_sdk):
+    """watch.mjs once against the stack (files.watchDir over WatchDir, rename across mounts)."""
+    summary = sdk_script(stack, e2b_sdk, "watch.mjs", "e2bw-")
+    yield summary
+    for sid in summary["created"]:
+        stack.api.delete(sid)
+
+
+def test_watch_dir_sees_commands_and_files_write(watchrun):
+    s = step(watchrun, "watch")
+    assert s["all"], s["events"]
+    ev = [(e["type"], e["name"]) for e in s["events"]]
+    for want in [("create", "by-command.txt"), ("write", "by-command.txt"), ("write", "by-sdk.txt"),
+                 ("chmod", "by-sdk.txt"), ("rename", "by-command.txt"), ("create", "renamed.txt"),
+                 ("remove", "renamed.txt")]:
+        assert want in ev, ev
+    # not recursive: nothing from sub/; no temporary name of an upload shows
+    assert not any(name.startswith("sub/") or ".nanobox" in name for _, name in ev), ev
+    # stop() ends it (the SDK aborts the stream: onExit is told): nothing after
+    assert s["afterStop"] == 0 and s["exited"] is not None, s
+
+
+def test_watch_dir_recursive(watchrun):
+    s = step(watchrun, "watchRecursive")
+    assert s["all"], s["events"]
+    ev = [(e["type"], e["name"]) for e in s["events"]]
+    assert ("create", "sub/new") in ev and ("create", "sub/up.txt") in ev, ev
+
+
+def test_watch_dir_errors(watchrun):
+    assert thrown(watchrun, "watchMissing")["name"] == "FileNotFoundError"
+    assert thrown(watchrun, "watchFile")["name"] == "InvalidArgumentError"
+
+
+def test_rename_across_mounts(watchrun):
+    s = step(watchrun, "renameAcrossMounts")
+    assert s == {"path": "/tmp/mv", "type": "dir", "out": ["abc", "750", "d/f", "1"]}
+
+
+def test_watches_left_no_inotify_fd(watchrun):
+    pid = nbtest.docker_inspect(f"nanobox-{watchrun['sandbox']}")["State"]["Pid"]
+
+    def n_inotify():
+        n = 0
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                n += os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:inotify"
+            except OSError:
+                pass
+        return n
+    nbtest.wait_until(lambda: n_inotify() == 0, 10, 0.1, what="the agent to drop its watches")
+
+
+def test_watch_dir_raw_stream(envd):
+    """WatchDir's envelopes: start, filesystem {name, type}, keepalives, and the
+    Connect-Timeout-Ms deadline as deadline_exceeded in the end-of-stream."""
+    envd("process.Process/Start", {"process": {"cmd": "/bin/sh", "args": ["-c", "mkdir -p wr"]}}, stream=True)
+
+    def touch_soon():
+        time.sleep(0.5)
+        envd("process.Process/Start", {"process": {"cmd": "/bin/sh", "args": ["-c", "touch wr/t"]}}, stream=True)
+    t = threading.Thread(target=touch_soon)
+    t.start()
+    r = envd("filesystem.Filesystem/WatchDir", {"path": "wr"}, stream=True,
+             headers={"Connect-Timeout-Ms": "2500", "Keepalive-Ping-Interval": "1"})
+    t.join()
+    msgs, end = connect_stream(r)
+    assert msgs[0] == {"start": {}}
+    assert {"filesystem": {"name": "t", "type": "EVENT_TYPE_CREATE"}} in msgs, msgs
+    assert {"keepalive": {}} in msgs, msgs
+    assert end == {"error": {"code": "deadline_exceeded", "message": ANY}}
+    r = envd("filesystem.Filesystem/WatchDir", {"path": "no-such"}, stream=True)
+    assert connect_stream(r) == ([], {"error": {"code": "not_found", "message": ANY}})
+
+
+def test_polling_watchers_keep_events_between_calls(envd, stack):
+    """CreateWatcher / GetWatcherEvents / RemoveWatcher (the Python SDK's
+    watch_dir): the agent keeps the watch and its events by id."""
+    def run(cmd):
+        connect_stream(envd("process.Process/Start", {"process": {"cmd": "/bin/sh", "args": ["-c", cmd]}},
+                            stream=True))
+    run("mkdir -p pw/sub")
+    r = envd("filesystem.Filesystem/CreateWatcher", {"path": "pw", "recursive": True})
+    assert r.status_code == 200, r.text
+    wid = r.json()["watcherId"]
+    assert wid.isdigit()
+    run("echo 1 > pw/a && echo 2 > pw/sub/b")
+    events = []
+    nbtest.wait_until(lambda: events.extend(envd("filesystem.Filesystem/GetWatcherEvents",
+                                                 {"watcherId": wid}).json()["events"]) or
+                      {"name": "sub/b", "type": "EVENT_TYPE_WRITE"} in events, 5, 0.1, what="sub/b's write")
+    assert {"name": "a", "type": "EVENT_TYPE_CREATE"} in events, events
+    assert envd("filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid}).json() == {"events": []}
+    pid = nbtest.docker_inspect(f"nanobox-{envd.sandbox['sandboxID']}")["State"]["Pid"]
+    fds = lambda: sum(os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:inotify"  # noqa: E731
+                      for fd in os.listdir(f"/proc/{pid}/fd"))
+    assert fds() == 1
+    r = envd("filesystem.Filesystem/RemoveWatcher", {"watcherId": wid})
+    assert (r.status_code, r.json()) == (200, {})
+    assert fds() == 0
+    for proc in ("GetWatcherEvents", "RemoveWatcher"):
+        r = envd(f"filesystem.Filesystem/{proc}", {"watcherId": wid})
+        assert (r.status_code, r.json()["code"]) == (404, "not_found"), r.text
+    r = envd("filesystem.Filesystem/CreateWatcher", {"path": "no-such"})
+    assert (r.status_code, r.json()["code"]) == (404, "not_found")
+    r = envd("filesystem.Filesystem/GetWatcherEvents", {})
+    assert (r.status_code, r.json()["code"]) == (400, "invalid_argument")
 
 
 # ------------------------------------------- E2B's user layout (docs/E2B.md, "Users")

@@ -68,6 +68,8 @@ static void test_paths_give_shape_and_sub_route(void **state)
     assert_string_equal(sub, "mkdir");
     assert_int_equal(match("/sandbox/" SID "/files/archive", &ra, &sub), NB_ROUTE_FILES);
     assert_string_equal(sub, "archive");
+    assert_int_equal(match("/sandbox/" SID "/files/watch", &ra, &sub), NB_ROUTE_FILES);
+    assert_string_equal(sub, "watch");
     assert_int_equal(match("/sandbox/" SID "/files/archive/x", &ra, &sub), NB_ROUTE_NONE);
     assert_int_equal(match("/sandbox/" SID "/processes", &ra, &sub), NB_ROUTE_PROCS);
     assert_string_equal(sub, "");
