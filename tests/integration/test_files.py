@@ -7,6 +7,7 @@ import os
 import urllib.parse
 
 import pytest
+import requests
 
 from nbtest import assert_error, docker_inspect, parse_json
 
@@ -51,6 +52,23 @@ def test_5_mib_binary_round_trips_byte_exact(api, sid, path):
     assert r.content == blob
 
 
+
+def test_a_reader_that_leaves_mid_download_breaks_nothing(api, sid):
+    # a download goes to nginx in records of up to 64k written straight to
+    # the FastCGI socket: a client that hangs up part-way must leave the
+    # file, the worker and the next downloads as they were
+    blob = os.urandom(12 * 1024 * 1024)
+    assert put(api, sid, "/tmp/leave.bin", blob).status_code == 201
+    url = api.base + f"/sandbox/{sid}/files?" + urllib.parse.urlencode({"path": "/tmp/leave.bin"})
+    for _ in range(3):
+        with requests.get(url, headers=api.headers(True, None), stream=True, timeout=60,
+                          verify=api.stack.verify) as r:
+            assert r.status_code == 200
+            first = next(r.iter_content(65536))
+            assert first == blob[:len(first)]
+    r = get(api, sid, "/tmp/leave.bin")
+    assert r.status_code == 200 and r.content == blob
+    assert api.exec(sid, "true")["exit_code"] == 0
 def test_relative_paths_are_in_the_workspace_and_mode_is_applied(api, sid):
     r = put(api, sid, "rel/run.sh", b"#!/bin/sh\necho ran\n", mode="0755")
     assert r.status_code == 201 and parse_json(r)["path"] == "/workspace/rel/run.sh"
