@@ -511,7 +511,7 @@ def test_data_plane_routes_on_the_sandbox_headers(stack, api):
     r = e2b(stack, "POST", "/filesystem.Filesystem/Nope", key=None, data=b"\0\0\0\0\2{}",
             headers={**dp, "Content-Type": "application/connect+json"})
     assert connect_stream(r) == ([], {"error": {"code": "unimplemented", "message": ANY}})
-    r = e2b(stack, "POST", "/process.Process/Update", key=None, json={}, headers=dp)
+    r = e2b(stack, "POST", "/process.Process/StreamInput", key=None, json={}, headers=dp)
     assert r.status_code == 501 and r.json()["code"] == "unimplemented"
     api.delete(sid)
     e2b_error(e2b(stack, "GET", "/health", key=None, headers=dp), 502)
