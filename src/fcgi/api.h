@@ -190,6 +190,8 @@ int api_e2b_proc_close_stdin(struct nb_app *a, struct nb_req *r, const struct nb
                              struct nb_apierr *ae);
 int api_e2b_proc_signal(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                         struct nb_apierr *ae);
+int api_e2b_proc_update(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                        struct nb_apierr *ae);
 /* data plane (E2b-Sandbox-Id): envd's GET /health; 501 for what is not there yet */
 int api_e2b_health(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);

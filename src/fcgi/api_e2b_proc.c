@@ -12,6 +12,15 @@
  *   SendInput          {process: {pid}, input: {stdin: base64}}   -> {}
  *   CloseStdin         {process: {pid}}                           -> {}
  *   SendSignal         {process: {pid}, signal: SIGNAL_SIGKILL}   -> {}
+ *   Update             {process: {pid}, pty: {size: {cols, rows}}} -> {}
+ *
+ * With pty: {size: {cols, rows}} (sbx.pty.create) Start runs the command
+ * on a terminal, nanobox's own PTY session (exec.c, as POST
+ * /sandbox/{id}/exec with "pty"): its output comes as pty data events of
+ * this stream, which lives as long as the session (closing it hangs the
+ * terminal up, as the native stream does); SendInput's input.pty types
+ * into it, Update sets its window, SendSignal signals it, all through the
+ * agent's request Y from any worker.
  *
  * As envd does, a command outlives its stream: a client that goes away
  * leaves it running (commands.run(.., {background: true}) then disconnect()
@@ -546,10 +555,6 @@ static int start_cmd_parse(struct nb_app *a, yajl_val body, struct start_cmd *sc
     size_t n = 0;
 
     memset(sc, 0, sizeof(*sc));
-    if (e2b_rpc_member(body, "pty", NULL) != NULL) {
-        nb_apierr_set(ae, 501, "unimplemented", "PTY processes are not supported by nanobox");
-        return -1;
-    }
     if (proc == NULL || !YAJL_IS_OBJECT(proc)) {
         nb_apierr_set(ae, 400, "invalid_argument", "process must be an object ({\"cmd\": ...})");
         return -1;
@@ -606,6 +611,92 @@ static int start_cmd_parse(struct nb_app *a, yajl_val body, struct start_cmd *sc
     return start_env_home(a, sc);
 }
 
+/* The PTY of a StartRequest or an UpdateRequest: pty.size {cols, rows}, each 1..1000. */
+static int pty_size_of(yajl_val pty, unsigned *cols, unsigned *rows, struct nb_apierr *ae)
+{
+    yajl_val size = e2b_rpc_member(pty, "size", NULL);
+    uint32_t c, r;
+
+    if (pty == NULL || !YAJL_IS_OBJECT(pty) || size == NULL || !YAJL_IS_OBJECT(size) ||
+        uint32_of(e2b_rpc_member(size, "cols", NULL), &c) != 0 ||
+        uint32_of(e2b_rpc_member(size, "rows", NULL), &r) != 0) {
+        nb_apierr_set(ae, 400, "invalid_argument",
+                      "pty must be {\"size\": {\"cols\": C, \"rows\": R}}");
+        return -1;
+    }
+    if (c < 1 || r < 1 || c > NB_EXEC_PTY_MAX || r > NB_EXEC_PTY_MAX) {
+        nb_apierr_set(ae, 400, "invalid_argument", "pty.size: cols and rows must be 1 to %d",
+                      NB_EXEC_PTY_MAX);
+        return -1;
+    }
+    *cols = c;
+    *rows = r;
+    return 0;
+}
+
+/* A PTY session's stream: exec.c calls these while the command runs. */
+struct pty_stream {
+    struct follow f;
+    int gone; /* the client left: the session ends with its connection */
+};
+
+static void pty_started(void *ctx, int pid)
+{
+    struct pty_stream *ps = ctx;
+    ps->f.pid = (uint32_t)pid;
+    nb_http_stream_begin(ps->f.r, 200, NB_RPC_STREAM_CTYPE);
+    if (send_start(&ps->f) != 0)
+        ps->gone = 1;
+}
+
+static int pty_output(void *ctx, int is_stderr, const char *data, size_t len)
+{
+    struct pty_stream *ps = ctx;
+    (void)is_stderr; /* a terminal has one output */
+    if (!ps->gone && send_data(&ps->f, "pty", data, len) != 0)
+        ps->gone = 1;
+    return ps->gone ? -1 : 0;
+}
+
+static int pty_idle(void *ctx)
+{
+    struct pty_stream *ps = ctx;
+    if (!ps->gone && send_keepalive(&ps->f) != 0)
+        ps->gone = 1;
+    return ps->gone ? -1 : 0;
+}
+
+/* Run rq on a terminal, its events streamed until it ends (or the client leaves). */
+static int pty_run(struct pty_stream *ps, struct nb_exec_req *rq, struct nb_apierr *ae)
+{
+    struct nb_exec_result res;
+    struct nb_proc_info end;
+    int rc = NB_ERR;
+
+    nb_exec_result_init(&res, 0);
+    rq->background = 0;
+    rq->client_fd = ps->f.client_fd;
+    rq->on_start = pty_started;
+    rq->on_output = pty_output;
+    rq->on_idle = pty_idle;
+    rq->ctx = ps;
+    if (nb_exec_run(ps->f.a, ps->f.slot, rq, &res, ae) != 0) {
+        proc_err(ae, 0);
+    } else if (ps->gone || res.client_gone) {
+        rc = NB_OK; /* nobody to tell: the session was hung up */
+    } else if (res.timed_out) {
+        nb_apierr_set(ae, 504, "deadline_exceeded",
+                      "PTY process %u was killed at its Connect-Timeout-Ms", ps->f.pid);
+    } else {
+        memset(&end, 0, sizeof(end));
+        end.exit_code = res.exit_code;
+        end.signal = (uint32_t)res.signal;
+        rc = send_end(&ps->f, &end) != 0 ? NB_OK : end_stream(ps->f.r);
+    }
+    nb_exec_result_free(&res);
+    return rc;
+}
+
 int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                        struct nb_apierr *ae)
 {
@@ -613,12 +704,14 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
     struct start_cmd sc = {0};
     struct nb_exec_req rq;
     struct nb_exec_result res;
+    struct pty_stream ps;
     struct follow f;
-    yajl_val body = NULL, in;
+    yajl_val body = NULL, in, pty;
     int64_t timeout_ms;
     int rc = NB_ERR;
 
     nb_exec_result_init(&res, 0);
+    memset(&rq, 0, sizeof(rq));
     if (e2b_rpc_request(a, r, 1, &body, ae) != 0 || start_user(a, r, ae) != 0 ||
         e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 || start_cmd_parse(a, body, &sc, ae) != 0 ||
         follow_init(&f, a, r, &slot, &timeout_ms, ae) != 0)
@@ -628,7 +721,9 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
         nb_apierr_set(ae, 400, "invalid_argument", "stdin must be a boolean");
         goto out;
     }
-    memset(&rq, 0, sizeof(rq));
+    pty = e2b_rpc_member(body, "pty", NULL);
+    if (pty != NULL && pty_size_of(pty, &rq.pty_cols, &rq.pty_rows, ae) != 0)
+        goto out;
     rq.argv = sc.argv;
     rq.cwd = sc.cwd[0] ? sc.cwd : NULL;
     rq.env = sc.env;
@@ -638,6 +733,14 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
     /* stdin: false (the SDK's default) is a closed stdin, as envd's /dev/null */
     rq.bg_no_stdin = in != NULL && YAJL_IS_FALSE(in);
     rq.client_fd = -1;
+    if (pty != NULL) {
+        /* a terminal is its stream's: stdin is the keyboard (SendInput's input.pty) */
+        rq.bg_no_stdin = 0;
+        ps.f = f;
+        ps.gone = 0;
+        rc = pty_run(&ps, &rq, ae);
+        goto out;
+    }
     if (nb_exec_run(a, &slot, &rq, &res, ae) != 0) {
         proc_err(ae, 0);
         goto out;
@@ -671,7 +774,16 @@ int api_e2b_proc_connect(struct nb_app *a, struct nb_req *r, const struct nb_rou
     f.pid = pid;
     /* as envd: the output from now on (what came before went to the stream of Start) */
     if (nb_procs_read(a, &slot, pid, 0, 0, &po, ae) != 0) {
+        struct nb_apierr probe = {0};
         nb_proc_output_free(&po);
+        if (ae->status == 404 && nb_exec_pty_input(a, &slot, pid, "", 0, &probe) == 0) {
+            nb_apierr_set(ae, 501, "unimplemented",
+                          "process %u is a PTY: its output goes to the stream that started it "
+                          "(nanobox cannot connect a second one); sendInput, resize and kill "
+                          "reach it",
+                          pid);
+            goto out;
+        }
         proc_err(ae, pid);
         goto out;
     }
@@ -757,7 +869,7 @@ int api_e2b_proc_input(struct nb_app *a, struct nb_req *r, const struct nb_route
 {
     struct nb_slot slot;
     struct nb_buf data;
-    yajl_val body = NULL, input, in;
+    yajl_val body = NULL, input, in, pty;
     uint32_t pid;
     int rc = NB_ERR;
 
@@ -766,13 +878,11 @@ int api_e2b_proc_input(struct nb_app *a, struct nb_req *r, const struct nb_route
         selector_pid(body, &pid, ae) != 0)
         goto out;
     input = e2b_rpc_member(body, "input", NULL);
-    if (input != NULL && e2b_rpc_member(input, "pty", NULL) != NULL) {
-        nb_apierr_set(ae, 501, "unimplemented", "PTY input is not supported by nanobox");
-        goto out;
-    }
-    in = e2b_rpc_member(input, "stdin", NULL);
+    pty = input != NULL && YAJL_IS_OBJECT(input) ? e2b_rpc_member(input, "pty", NULL) : NULL;
+    in = pty != NULL ? pty : e2b_rpc_member(input, "stdin", NULL);
     if (input == NULL || !YAJL_IS_OBJECT(input) || (in != NULL && !YAJL_IS_STRING(in))) {
-        nb_apierr_set(ae, 400, "invalid_argument", "input must be {\"stdin\": \"<base64>\"}");
+        nb_apierr_set(ae, 400, "invalid_argument",
+                      "input must be {\"stdin\": \"<base64>\"} or {\"pty\": \"<base64>\"}");
         goto out;
     }
     if (in != NULL) {
@@ -783,11 +893,13 @@ int api_e2b_proc_input(struct nb_app *a, struct nb_req *r, const struct nb_route
             goto out;
         }
         if (d != NB_OK) {
-            nb_apierr_set(ae, 400, "invalid_argument", "input.stdin is not valid base64");
+            nb_apierr_set(ae, 400, "invalid_argument", "input.%s is not valid base64",
+                          pty != NULL ? "pty" : "stdin");
             goto out;
         }
     }
-    if (nb_procs_stdin(a, &slot, pid, data.data, data.len, 0, ae) != 0) {
+    if (pty != NULL ? nb_exec_pty_input(a, &slot, pid, data.data, data.len, ae) != 0
+                    : nb_procs_stdin(a, &slot, pid, data.data, data.len, 0, ae) != 0) {
         proc_err(ae, pid);
         goto out;
     }
@@ -873,10 +985,36 @@ int api_e2b_proc_signal(struct nb_app *a, struct nb_req *r, const struct nb_rout
         goto out;
     }
     if (!fc.running) {
-        nb_apierr_set(ae, 404, "not_found", "process with pid %u not found", pid);
+        /* a PTY session (sbx.pty.kill), or nothing that runs */
+        if (nb_exec_pty_signal(a, &slot, pid, sig, ae) != 0) {
+            proc_err(ae, pid);
+            goto out;
+        }
+    } else if (nb_procs_signal(a, &slot, pid, sig, ae) != 0) {
+        proc_err(ae, pid);
         goto out;
     }
-    if (nb_procs_signal(a, &slot, pid, sig, ae) != 0) {
+    rc = rpc_empty(r);
+out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* Update (sbx.pty.resize): a PTY session's window; the program gets SIGWINCH. */
+int api_e2b_proc_update(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                        struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    yajl_val body = NULL;
+    unsigned cols, rows;
+    uint32_t pid;
+    int rc = NB_ERR;
+
+    if (e2b_rpc_request(a, r, 0, &body, ae) != 0 || e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
+        selector_pid(body, &pid, ae) != 0 ||
+        pty_size_of(e2b_rpc_member(body, "pty", NULL), &cols, &rows, ae) != 0)
+        goto out;
+    if (nb_exec_pty_resize(a, &slot, pid, cols, rows, ae) != 0) {
         proc_err(ae, pid);
         goto out;
     }

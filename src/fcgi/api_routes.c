@@ -105,6 +105,7 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_E2B_DATA, "/process.Process/CloseStdin", "POST", E2B | PUBLIC,
      api_e2b_proc_close_stdin},
     {NB_ROUTE_E2B_DATA, "/process.Process/SendSignal", "POST", E2B | PUBLIC, api_e2b_proc_signal},
+    {NB_ROUTE_E2B_DATA, "/process.Process/Update", "POST", E2B | PUBLIC, api_e2b_proc_update},
     /* envd's Connect-RPC filesystem.Filesystem (api_e2b_fs.c) */
     {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/Stat", "POST", E2B | PUBLIC, api_e2b_fs_stat},
     {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/ListDir", "POST", E2B | PUBLIC, api_e2b_fs_list},

@@ -514,6 +514,22 @@ int nb_exec_pty_resize(struct nb_app *a, const struct nb_slot *slot, uint32_t pi
     return rc;
 }
 
+int nb_exec_pty_signal(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, int sig,
+                       struct nb_apierr *ae)
+{
+    struct nb_buf f;
+    int rc;
+
+    (void)a;
+    nb_buf_init(&f, NBA_MAX_BODY);
+    nb_agent_field_u32(&f, NBA_T_PID, pid);
+    nb_agent_field_u32(&f, NBA_T_SIG, (uint32_t)sig);
+    rc = nb_agent_call(slot, NBA_PTY, &f, "signal the terminal's command", EXEC_PTY_OP_TIMEOUT_MS,
+                       NULL, NULL, ae);
+    nb_buf_free(&f);
+    return rc;
+}
+
 void nb_exec_result_json(yajl_gen g, const struct nb_exec_result *res, int with_output)
 {
     if (with_output) {

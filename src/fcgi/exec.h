@@ -73,6 +73,9 @@ int nb_exec_pty_input(struct nb_app *a, const struct nb_slot *slot, uint32_t pid
                       size_t len, struct nb_apierr *ae);
 int nb_exec_pty_resize(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, unsigned cols,
                        unsigned rows, struct nb_apierr *ae);
+/* Send sig to a PTY session's command (its process group); 404 no_process as above. */
+int nb_exec_pty_signal(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, int sig,
+                       struct nb_apierr *ae);
 /* The most input one nb_exec_pty_input call carries. */
 #define NB_EXEC_PTY_INPUT_MAX (1024u * 1024u - 64u)
 /* A window's columns and rows: 1..NB_EXEC_PTY_MAX. */

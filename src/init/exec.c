@@ -279,6 +279,11 @@ void init_exec_pty(struct init_conn *c, const struct init_request *r)
         init_conn_error(c, EPIPE, "the terminal of PTY session %u is closed", r->pid);
         return;
     }
+    /* after the input and the window: the E2B facade's pty.kill() */
+    if (r->sig != 0 && init_proc_signal(p, (int)r->sig) != 0) {
+        init_conn_error(c, ESRCH, "PTY session %u has exited", r->pid);
+        return;
+    }
     init_conn_send(c, NBA_END, NULL, 0);
     init_conn_finish(c);
 }

@@ -79,6 +79,7 @@ static const struct field_rule pty_fields[] = {
     {NBA_T_PID, FK_U32, FR_REQUIRED},
     {NBA_T_DATA, FK_BYTES, 0},
     {NBA_T_WINSIZE, FK_U32, 0},
+    {NBA_T_SIG, FK_U32, 0},
     {0, 0, 0},
 };
 static const struct field_rule path_fields[] = {

@@ -332,6 +332,59 @@ def test_killed_sandbox_ends_the_stream(commands):
     assert thrown(commands, "runOnKilledSandbox")["name"] in ("TimeoutError", "SandboxNotFoundError")
 
 
+# ------------------------------------------- sbx.pty through the SDK
+
+@pytest.fixture(scope="module")
+def ptyrun(stack, e2b_sdk):
+    """pty.mjs once against the stack (sbx.pty over nanobox's PTY sessions): its summary."""
+    summary = sdk_script(stack, e2b_sdk, "pty.mjs", "e2bp-")
+    yield summary
+    for sid in summary["created"]:
+        stack.api.delete(sid)
+
+
+def test_pty_types_and_answers_in_a_login_shell(ptyrun):
+    s = step(ptyrun, "echo")
+    assert s["seen"], json.dumps(s)
+    # TERM from the SDK, envs and cwd applied, a real terminal
+    assert s["line"].split()[1:4] == ["xterm-256color", "yes", "/tmp"], s
+    assert s["line"].split()[4].startswith("/dev/pts/"), s
+    assert s["listed"] is False  # a PTY session is not a background command
+
+
+def test_pty_resize_reaches_the_terminal(ptyrun):
+    s = step(ptyrun, "echo")
+    assert (s["size"], s["resized"]) == (True, True), s
+
+
+def test_pty_exit_code_is_wait(ptyrun):
+    assert step(ptyrun, "echo")["waited"] == {"name": "CommandExitError",
+                                               "message": ANY, "exitCode": 3}
+    assert step(ptyrun, "exitZero")["waited"] == {"exitCode": 0}
+
+
+def test_pty_kill_ends_it(ptyrun):
+    s = step(ptyrun, "kill")
+    assert (s["ready"], s["killed"], s["killedAgain"]) == (True, True, False), s
+    assert s["waited"].get("exitCode") == -1, s  # killed by a signal, as envd says
+
+
+def test_pty_ctrl_c_interrupts_the_foreground_job(ptyrun):
+    s = step(ptyrun, "interrupt")
+    assert (s["back"], s["after"]) == (True, False), s
+
+
+def test_pty_connect_is_refused_clearly(ptyrun):
+    c = step(ptyrun, "connectRefused")["connect"]
+    assert c["name"] == "SandboxError" and "PTY" in c["message"], c
+
+
+def test_pty_unknown_pid(ptyrun):
+    assert thrown(ptyrun, "sendInputUnknown")["name"] == "NotFoundError"
+    assert thrown(ptyrun, "resizeUnknown")["name"] == "NotFoundError"
+    assert step(ptyrun, "killUnknown") == {"killed": False}
+
+
 # --------------------------------------------------------------- raw HTTP
 
 def e2b(stack, method, path, key="e2b", headers=None, **kw):
@@ -458,7 +511,7 @@ def test_data_plane_routes_on_the_sandbox_headers(stack, api):
     r = e2b(stack, "POST", "/filesystem.Filesystem/Nope", key=None, data=b"\0\0\0\0\2{}",
             headers={**dp, "Content-Type": "application/connect+json"})
     assert connect_stream(r) == ([], {"error": {"code": "unimplemented", "message": ANY}})
-    r = e2b(stack, "POST", "/process.Process/Update", key=None, json={}, headers=dp)
+    r = e2b(stack, "POST", "/process.Process/StreamInput", key=None, json={}, headers=dp)
     assert r.status_code == 501 and r.json()["code"] == "unimplemented"
     api.delete(sid)
     e2b_error(e2b(stack, "GET", "/health", key=None, headers=dp), 502)
@@ -544,6 +597,29 @@ def test_start_stream_events(envd):
     assert (out, err) == (b"hi", b"err")
     assert events[-1] == {"end": {"exitCode": 2, "exited": True, "status": "exit status 2", "error": "exit status 2"}}
 
+
+
+def test_pty_start_update_and_input_raw(envd):
+    r = envd("process.Process/Start", {"process": {"cmd": "/bin/sh"}, "pty": {"size": {"cols": 0, "rows": 5}}},
+             stream=True)
+    assert connect_stream(r)[1]["error"]["code"] == "invalid_argument"
+    for bad in ({"process": {"pid": 5}},                                    # no pty
+                {"process": {"pid": 5}, "pty": {"size": {"cols": 80}}},      # no rows
+                {"process": {"pid": 5}, "pty": {"size": {"cols": "x", "rows": 5}}},
+                {"process": {"pid": 5}, "pty": {"size": {"cols": 1001, "rows": 5}}},
+                {"process": {"pid": 5}, "pty": "80x24"},
+                {"pty": {"size": {"cols": 80, "rows": 24}}}):                # no process
+        r = envd("process.Process/Update", bad)
+        assert (r.status_code, r.json()["code"]) == (400, "invalid_argument"), (bad, r.text)
+    r = envd("process.Process/Update", {"process": {"pid": 999999}, "pty": {"size": {"cols": 80, "rows": 24}}})
+    assert (r.status_code, r.json()["code"]) == (404, "not_found")
+    r = envd("process.Process/SendInput", {"process": {"pid": 999999}, "input": {"pty": "!!"}})
+    assert (r.status_code, r.json()["code"]) == (400, "invalid_argument")
+    # a command on pipes is no terminal: no window to set
+    r = envd("process.Process/Start", {"process": {"cmd": "/bin/sh", "args": ["-c", "exit 0"]}}, stream=True)
+    pid = connect_stream(r)[0][0]["event"]["start"]["pid"]
+    r = envd("process.Process/Update", {"process": {"pid": pid}, "pty": {"size": {"cols": 80, "rows": 24}}})
+    assert (r.status_code, r.json()["code"]) == (404, "not_found")
 
 def test_connect_errors_are_connects(stack, envd):
     # unary: {"code": "<connect code>", "message"} with Connect's status
