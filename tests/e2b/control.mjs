@@ -10,13 +10,12 @@
 // Every sandbox it creates carries metadata {suite: tag}; it kills them all
 // before it exits (the test's teardown deletes any it left).
 import { Sandbox } from 'e2b'
+import { suite } from './steps.mjs'
 
 const args = process.argv.slice(2)
 const tag = args[args.indexOf('--tag') + 1]
 const withCode = args.includes('--code')
-const steps = {}
-const created = []
-const summary = { steps, created }
+const { steps, created, summary, step, throws } = suite((e) => errInfo(e))
 
 const errInfo = (e) => ({ name: e?.constructor?.name, message: String(e?.message ?? e) })
 const secs = (d) => Math.round((d.getTime() - Date.now()) / 1000)
@@ -25,23 +24,6 @@ const info = (i) => ({
   cpuCount: i.cpuCount, memoryMB: i.memoryMB, envdVersion: i.envdVersion,
   startedAt: i.startedAt.toISOString(), endAt: i.endAt.toISOString(), endsIn: secs(i.endAt),
 })
-
-// one step: its result, or what it threw
-async function step (name, fn) {
-  try {
-    steps[name] = (await fn()) ?? {}
-  } catch (e) {
-    steps[name] = { thrown: errInfo(e) }
-  }
-}
-// a step that must throw: what it threw, or {returned} if it did not
-async function throws (name, fn) {
-  try {
-    steps[name] = { returned: (await fn()) ?? null }
-  } catch (e) {
-    steps[name] = errInfo(e)
-  }
-}
 
 async function create (opts) {
   const s = await Sandbox.create({ ...opts, metadata: { suite: tag, ...(opts?.metadata ?? {}) } })

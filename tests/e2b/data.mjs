@@ -15,31 +15,15 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { Sandbox } from 'e2b'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
+import { suite } from './steps.mjs'
 
 const args = process.argv.slice(2)
 const tag = args[args.indexOf('--tag') + 1]
 const withCode = args.includes('--code')
-const steps = {}
-const created = []
-const summary = { steps, created }
+const { steps, created, summary, step, throws } = suite((e) => errInfo(e))
 
 const errInfo = (e) => ({ name: e?.constructor?.name, message: String(e?.message ?? e) })
 const sha = (b) => createHash('sha256').update(b).digest('hex')
-
-async function step (name, fn) {
-  try {
-    steps[name] = (await fn()) ?? {}
-  } catch (e) {
-    steps[name] = { thrown: errInfo(e) }
-  }
-}
-async function throws (name, fn) {
-  try {
-    steps[name] = { returned: (await fn()) ?? null }
-  } catch (e) {
-    steps[name] = errInfo(e)
-  }
-}
 
 // ------------------------------------------------------------------ files
 const s = await Sandbox.create({ metadata: { suite: tag }, timeoutMs: 300_000 })

@@ -13,6 +13,7 @@
 // and Host: what a wildcard DNS record and port 443 give a real setup.
 // The certificate is verified (NODE_EXTRA_CA_CERTS names the test CA).
 import tls from 'node:tls'
+import { suite } from './steps.mjs'
 
 const args = process.argv.slice(2)
 const tag = args[args.indexOf('--tag') + 1]
@@ -31,17 +32,8 @@ tls.connect = function (...a) {
 }
 
 const { Sandbox } = await import(code ? '@e2b/code-interpreter' : 'e2b')
-const steps = {}
-const created = []
-const summary = { steps, created }
+const { steps, created, summary, step } = suite((e) => errInfo(e))
 const errInfo = (e) => ({ name: e?.constructor?.name, message: String(e?.message ?? e) })
-async function step (name, fn) {
-  try {
-    steps[name] = (await fn()) ?? {}
-  } catch (e) {
-    steps[name] = { thrown: errInfo(e) }
-  }
-}
 
 const sbx = await Sandbox.create(code ? undefined : 'base', { metadata: { suite: tag }, timeoutMs: 120_000 })
 created.push(sbx.sandboxId)

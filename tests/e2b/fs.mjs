@@ -11,32 +11,16 @@
 // summary's "created".
 import { createHash, randomBytes } from 'node:crypto'
 import { Sandbox } from 'e2b'
+import { suite } from './steps.mjs'
 
 const args = process.argv.slice(2)
 const tag = args[args.indexOf('--tag') + 1]
-const steps = {}
-const created = []
-const summary = { steps, created }
+const { steps, created, summary, step, throws } = suite((e) => errInfo(e))
 
 const errInfo = (e) => ({ name: e?.constructor?.name, message: String(e?.message ?? e) })
 const sha = (b) => createHash('sha256').update(b).digest('hex')
 // an EntryInfo as the summary shows it (modifiedTime as unix seconds)
 const entry = (e) => ({ ...e, modifiedTime: e.modifiedTime ? Math.floor(e.modifiedTime.getTime() / 1000) : null })
-
-async function step (name, fn) {
-  try {
-    steps[name] = (await fn()) ?? {}
-  } catch (e) {
-    steps[name] = { thrown: errInfo(e) }
-  }
-}
-async function throws (name, fn) {
-  try {
-    steps[name] = { returned: (await fn()) ?? null }
-  } catch (e) {
-    steps[name] = errInfo(e)
-  }
-}
 
 const s = await Sandbox.create({ metadata: { suite: tag }, timeoutMs: 300_000 })
 created.push(s.sandboxId)

@@ -10,12 +10,11 @@
 //
 // Its sandbox carries metadata {suite: tag}; it kills it before it exits.
 import { Sandbox } from 'e2b'
+import { suite } from './steps.mjs'
 
 const args = process.argv.slice(2)
 const tag = args[args.indexOf('--tag') + 1]
-const steps = {}
-const created = []
-const summary = { steps, created }
+const { steps, created, summary, step, throws } = suite((e) => errInfo(e))
 
 const errInfo = (e) => ({
   name: e?.constructor?.name, message: String(e?.message ?? e),
@@ -23,21 +22,6 @@ const errInfo = (e) => ({
 })
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const enc = new TextEncoder()
-
-async function step (name, fn) {
-  try {
-    steps[name] = (await fn()) ?? {}
-  } catch (e) {
-    steps[name] = { thrown: errInfo(e) }
-  }
-}
-async function throws (name, fn) {
-  try {
-    steps[name] = { returned: (await fn()) ?? null }
-  } catch (e) {
-    steps[name] = errInfo(e)
-  }
-}
 
 // A terminal: its output as text so far, and a wait for a pattern in it.
 async function terminal (opts = {}) {

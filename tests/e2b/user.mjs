@@ -10,33 +10,17 @@
 //
 // Its sandbox carries metadata {suite: tag}; it kills it before it exits.
 import { Sandbox } from 'e2b'
+import { suite } from './steps.mjs'
 
 const args = process.argv.slice(2)
 const tag = args[args.indexOf('--tag') + 1]
-const steps = {}
-const created = []
-const summary = { steps, created }
+const { steps, created, summary, step, throws } = suite((e) => errInfo(e))
 
 const errInfo = (e) => ({
   name: e?.constructor?.name, message: String(e?.message ?? e),
   ...(e?.exitCode !== undefined && { exitCode: e.exitCode, stdout: e.stdout, stderr: e.stderr }),
 })
 const out = async (p) => (await p).stdout
-
-async function step (name, fn) {
-  try {
-    steps[name] = (await fn()) ?? {}
-  } catch (e) {
-    steps[name] = { thrown: errInfo(e) }
-  }
-}
-async function throws (name, fn) {
-  try {
-    steps[name] = { returned: (await fn()) ?? null }
-  } catch (e) {
-    steps[name] = errInfo(e)
-  }
-}
 
 const sbx = await Sandbox.create({ metadata: { suite: tag }, timeoutMs: 120_000 })
 created.push(sbx.sandboxId)

@@ -10,30 +10,14 @@
 // The sandbox it creates carries metadata {suite: tag} and is listed in the
 // summary's "created".
 import { Sandbox } from 'e2b'
+import { suite } from './steps.mjs'
 
 const args = process.argv.slice(2)
 const tag = args[args.indexOf('--tag') + 1]
-const steps = {}
-const created = []
-const summary = { steps, created }
+const { steps, created, summary, step, throws } = suite((e) => errInfo(e))
 
 const errInfo = (e) => ({ name: e?.constructor?.name, message: String(e?.message ?? e) })
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-
-async function step (name, fn) {
-  try {
-    steps[name] = (await fn()) ?? {}
-  } catch (e) {
-    steps[name] = { thrown: errInfo(e) }
-  }
-}
-async function throws (name, fn) {
-  try {
-    steps[name] = { returned: (await fn()) ?? null }
-  } catch (e) {
-    steps[name] = errInfo(e)
-  }
-}
 
 // Wait until pred holds for the events seen so far (at most ms).
 async function until (events, pred, ms = 5000) {
