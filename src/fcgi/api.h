@@ -155,6 +155,8 @@ int e2b_rpc_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
 int e2b_rpc_request(struct nb_app *a, struct nb_req *r, int stream, yajl_val *out,
                     struct nb_apierr *ae);
 yajl_val e2b_rpc_member(yajl_val obj, const char *key, const char *alt);
+/* A server stream's next message, as built in g (freed), in its envelope: 0, or -1 when the client left. */
+int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g);
 /* GET /sandboxes/{id}/metrics (api_metrics.c): one sample of the cgroup's numbers */
 int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae);

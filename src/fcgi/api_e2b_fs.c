@@ -384,18 +384,8 @@ struct fs_watch {
 /* One WatchDirResponse, {"<kind>": {...}} as built in g, in its envelope; -1: the client left. */
 static int watch_send(struct fs_watch *w, yajl_gen g)
 {
-    const unsigned char *buf;
-    size_t len;
-    struct nb_buf b;
-    int rc;
-    yajl_gen_get_buf(g, &buf, &len);
-    nb_buf_init(&b, len + NB_RPC_ENVELOPE_HEAD);
-    nb_rpc_envelope(&b, 0, buf, len);
-    rc = nb_http_stream_bytes(w->r, b.data, b.len);
-    nb_buf_free(&b);
-    yajl_gen_free(g);
     w->last_sent = nb_clock_mono_ms();
-    return rc;
+    return e2b_rpc_stream_send(w->r, g);
 }
 
 static int watch_send_empty(struct fs_watch *w, const char *kind)

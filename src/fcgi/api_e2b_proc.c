@@ -205,8 +205,7 @@ struct follow {
     int polling;         /* the agent cannot wait (older than W): poll it */
 };
 
-/* One ProcessEvent ({"event": {...}}) in its envelope; -1 when the client is gone. */
-static int send_event(struct follow *f, yajl_gen g)
+int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g)
 {
     const unsigned char *buf;
     size_t len;
@@ -215,11 +214,17 @@ static int send_event(struct follow *f, yajl_gen g)
     yajl_gen_get_buf(g, &buf, &len);
     nb_buf_init(&b, len + NB_RPC_ENVELOPE_HEAD);
     nb_rpc_envelope(&b, 0, buf, len);
-    rc = nb_http_stream_bytes(f->r, b.data, b.len);
+    rc = nb_http_stream_bytes(r, b.data, b.len);
     nb_buf_free(&b);
     yajl_gen_free(g);
-    f->last_sent = nb_clock_mono_ms();
     return rc;
+}
+
+/* One ProcessEvent ({"event": {...}}) in its envelope; -1 when the client is gone. */
+static int send_event(struct follow *f, yajl_gen g)
+{
+    f->last_sent = nb_clock_mono_ms();
+    return e2b_rpc_stream_send(f->r, g);
 }
 
 /* A generator with {"event": {"<kind>": { open. */
