@@ -311,7 +311,10 @@ class PythonContext(Context):
                 "store_history": not silent,
                 "user_expressions": {},
                 "allow_stdin": False,
-                "stop_on_error": True,
+                # each request is its own turn (acquire): an error must not
+                # make the kernel abort the next one that arrives right after
+                # its reply (ipykernel's _abort_queues window)
+                "stop_on_error": False,
             },
         )
         self.session.send(self.shell, msg)

@@ -67,13 +67,15 @@ while True:
     if not msg:
         sys.exit(0)
     assert msg == b"K" and len(fds) == 1, (msg, fds)
+    if mode == "once":
+        # broken: takes no more connections, yet stays alive. It closes its
+        # end before it answers, so the next K always meets a closed socket
+        # (closing after would race with a K already queued, and lose it).
+        ctl.close()
+        serve(socket.socket(fileno=fds[0]))
+        time.sleep(3600)
     t = threading.Thread(target=serve, args=(socket.socket(fileno=fds[0]),), daemon=True)
     t.start()
-    if mode == "once":
-        # broken: takes no more connections, yet stays alive
-        ctl.close()
-        t.join()
-        time.sleep(3600)
 '''
 
 

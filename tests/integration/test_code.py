@@ -299,6 +299,21 @@ def test_an_exception_gives_name_value_and_a_traceback_naming_the_line(api, py_s
     assert run(api, py_sid, "c")["error"]["name"] == "NameError"
 
 
+def test_a_cell_queued_behind_a_failing_one_still_runs(api, py_sid):
+    # the second cell waits its turn and is sent the moment the first one's
+    # reply is in: a kernel that aborts its queue after an error would drop it
+    for i in range(3):
+        first = {}
+        t = threading.Thread(target=lambda: first.update(
+            body=run(api, py_sid, "import time; time.sleep(0.5); raise ValueError('first')")))
+        t.start()
+        time.sleep(0.2)
+        body = run(api, py_sid, f"'second {i}'")
+        t.join()
+        assert first["body"]["error"]["value"] == "first"
+        assert body["status"] == "ok" and main_text(body) == f"'second {i}'", body
+
+
 def test_print_in_a_loop_streams_before_the_cell_ends(api, py_sid):
     events = stream_events(api, py_sid, "import time\n"
                                         "for i in range(3):\n"
