@@ -170,13 +170,19 @@ int cli_read_bytes(const char *path, struct nb_buf *out)
 
 int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *timeout_s = NULL, *cwd = NULL, *stdin_path = NULL;
+    const char *timeout_s = NULL, *cwd = NULL, *stdin_path = NULL, *user = NULL;
     struct args_list env = {0};
     int sh = 0, detach = 0;
     const struct args_opt opts[] = {
-        {"--timeout", ARG_VALUE, &timeout_s}, {"--cwd", ARG_VALUE, &cwd}, {"--env", ARG_LIST, &env},
-        {"--stdin", ARG_VALUE, &stdin_path},  {"--sh", ARG_FLAG, &sh},    {"-d", ARG_FLAG, &detach},
+        {"--timeout", ARG_VALUE, &timeout_s},
+        {"--cwd", ARG_VALUE, &cwd},
+        {"--env", ARG_LIST, &env},
+        {"--stdin", ARG_VALUE, &stdin_path},
+        {"--sh", ARG_FLAG, &sh},
+        {"-d", ARG_FLAG, &detach},
         {"--detach", ARG_FLAG, &detach},
+        {"--user", ARG_VALUE, &user},
+        {"-u", ARG_VALUE, &user},
     };
     /* options end at the first word after ID, or at "--": the rest is the command */
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = 1};
@@ -252,6 +258,8 @@ int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
         nb_json_kv_double(g, "timeout", timeout);
     if (cwd != NULL)
         nb_json_kv_str(g, "cwd", cwd);
+    if (user != NULL)
+        nb_json_kv_str(g, "user", user);
     args_kv_map(g, "env", &env);
     yajl_gen_map_close(g);
     req.body = body = nb_json_gen_take(g);

@@ -66,7 +66,7 @@ static const struct cli_cmd commands[] = {
      "and then runs on (a paused one stays paused). Prints the template's name.\n"},
     {"exec", cmd_exec,
      "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--stdin FILE|-] [--sh] [-d]\n"
-     "             [--] COMMAND...",
+     "             [-u root] [--] COMMAND...",
      "run a command in a sandbox",
      "  --timeout S       kill the command after S seconds (fractions allowed)\n"
      "  --cwd DIR         directory to run in (default /workspace)\n"
@@ -74,6 +74,8 @@ static const struct cli_cmd commands[] = {
      "  --env K=V         environment variable for this command (repeatable)\n"
      "  --sh              join COMMAND's words with spaces into one /bin/sh -c string\n"
      "  -d, --detach      run it in the background and print its pid (see ps, logs, kill)\n"
+     "  -u, --user root   run it as root, where the sandbox's template has one (a root\n"
+     "                    without capabilities; the operator's root_templates)\n"
      "As with docker exec, several words are the program and its arguments, each\n"
      "passed as it is, no shell: nanobox exec ID -- python3 -c 'print(6*7)'.\n"
      "One word is a shell string for /bin/sh -c: nanobox exec ID 'ls | wc -l'.\n"

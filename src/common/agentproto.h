@@ -100,6 +100,7 @@ enum nba_tag {
     NBA_T_GROUP = 'g',     /* the group's name, or its gid in decimal (info) */
     NBA_T_TARGET = 'L',    /* a symlink's target, as readlink gives it (info) */
     NBA_T_WAIT = 'W',      /* empty: a query's answer waits for output or the end (query) */
+    NBA_T_ROOT = 'R',      /* empty: run as root, with no capabilities (exec; root mode only) */
 };
 
 /* Most levels a directory listing descends (H). */

@@ -267,6 +267,7 @@ static const struct key keys[] = {
     {"code_max_bytes", K_SIZE, F(code_max_bytes), MiB},
     {"code_image", K_STR, F(code_image), 0},
     {"template_from", K_STR, F(template_from), 0},
+    {"root_templates", K_STR, F(root_templates), 0},
     {"template_network", K_STR, F(template_network), 0},
     {"template_timeout", K_UINT, F(template_timeout), 86400},
     {"template_memory", K_SIZE, F(template_memory), 1ULL << 40},

@@ -99,6 +99,8 @@ struct nb_conf {
     uint64_t snapshot_max; /* bytes of /workspace + /tmp a snapshot may take */
     /* warm pools of templates (warm.c): "name:N, name2:M" */
     char warm_pool_template[NB_CONF_LIST];
+    /* templates whose sandboxes have a root (sudo): names, or "*" for all */
+    char root_templates[NB_CONF_LIST];
 
     /* request caps */
     size_t max_body; /* bytes of a JSON request body */

@@ -479,6 +479,7 @@ static int follow_init(struct follow *f, struct nb_app *a, struct nb_req *r,
 
 /* The command of a StartRequest's ProcessConfig: argv (cmd, args...), env, cwd. */
 struct start_cmd {
+    int root; /* as root: its home is /root */
     const char **argv;
     char **env;
     unsigned n_env;
@@ -499,7 +500,7 @@ static void start_cmd_free(struct start_cmd *sc)
 static int start_env_home(struct nb_app *a, struct start_cmd *sc)
 {
     char **env = nb_xcalloc(sc->n_env + 2, sizeof(*env));
-    const char *home = e2b_home(&a->conf);
+    const char *home = sc->root ? NB_ROOT_HOME : e2b_home(&a->conf);
     size_t n = strlen(home) + 6, m = strlen(sc->cwd) + 5;
 
     env[0] = nb_xmalloc(n);
@@ -517,11 +518,12 @@ static int start_env_home(struct nb_app *a, struct start_cmd *sc)
 /*
  * The user a command runs as: the SDK names one (commands.run(cmd, {user}))
  * in Authorization: Basic base64("<user>:"). The sandbox user answers to
- * "user" and to its own name; "root" is refused, not ignored: a sandbox
- * has no root (docs/SECURITY.md), and a command told it runs as root
- * would act on a lie.
+ * "user" and to its own name; "root" sets *root: the agent runs it as
+ * root where the operator gave the sandbox's template one, and refuses
+ * it (403 permission_denied) elsewhere, never running it as the user
+ * under root's name.
  */
-static int start_user(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
+static int start_user(struct nb_app *a, struct nb_req *r, int *root, struct nb_apierr *ae)
 {
     const char *h = nb_http_param(r, "HTTP_AUTHORIZATION");
     struct nb_buf dec;
@@ -540,26 +542,21 @@ static int start_user(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     }
     snprintf(name, sizeof(name), "%.*s", (int)strcspn(dec.data, ":"), dec.data);
     nb_buf_free(&dec);
-    if (name[0] == '\0' || !strcmp(name, "user") || !strcmp(name, a->conf.sandbox_user_name))
+    *root = nb_exec_user(&a->conf, name);
+    if (*root >= 0)
         return 0;
-    if (!strcmp(name, "root"))
-        nb_apierr_set(ae, 403, "permission_denied",
-                      "a nanobox sandbox has no root: commands run as the sandbox user "
-                      "(no capabilities, no-new-privileges, a read-only image); "
-                      "install software under %s or in the template",
-                      e2b_home(&a->conf));
-    else
-        nb_apierr_set(ae, 400, "invalid_argument", "no user \"%.32s\" in the sandbox (user)", name);
+    nb_apierr_set(ae, 400, "invalid_argument", "no user \"%.32s\" in the sandbox (user)", name);
     return -1;
 }
 
-static int start_cmd_parse(struct nb_app *a, yajl_val body, struct start_cmd *sc,
+static int start_cmd_parse(struct nb_app *a, yajl_val body, int root, struct start_cmd *sc,
                            struct nb_apierr *ae)
 {
     yajl_val proc = e2b_rpc_member(body, "process", NULL), cmd, args, envs, cwd;
     size_t n = 0;
 
     memset(sc, 0, sizeof(*sc));
+    sc->root = root;
     if (proc == NULL || !YAJL_IS_OBJECT(proc)) {
         nb_apierr_set(ae, 400, "invalid_argument", "process must be an object ({\"cmd\": ...})");
         return -1;
@@ -603,11 +600,13 @@ static int start_cmd_parse(struct nb_app *a, yajl_val body, struct start_cmd *sc
         nb_apierr_set(ae, 400, "invalid_argument", "process.cwd must be a string");
         return -1;
     }
-    /* E2B's home is the default cwd, and a relative cwd is under it, as envd's */
+    /* the user's home is the default cwd, and a relative cwd is under it, as envd's */
     {
         const char *c = cwd != NULL ? nb_json_string(cwd) : "";
         if ((size_t)snprintf(sc->cwd, sizeof(sc->cwd), "%s%s%s",
-                             c[0] == '/' ? "" : e2b_home(&a->conf),
+                             c[0] == '/' ? ""
+                             : root      ? NB_ROOT_HOME
+                                         : e2b_home(&a->conf),
                              c[0] == '/' || c[0] == '\0' ? "" : "/", c) >= sizeof(sc->cwd)) {
             nb_apierr_set(ae, 400, "invalid_argument", "process.cwd is too long");
             return -1;
@@ -713,12 +712,12 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
     struct follow f;
     yajl_val body = NULL, in, pty;
     int64_t timeout_ms;
-    int rc = NB_ERR;
+    int root = 0, rc = NB_ERR;
 
     nb_exec_result_init(&res, 0);
     memset(&rq, 0, sizeof(rq));
-    if (e2b_rpc_request(a, r, 1, &body, ae) != 0 || start_user(a, r, ae) != 0 ||
-        e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 || start_cmd_parse(a, body, &sc, ae) != 0 ||
+    if (e2b_rpc_request(a, r, 1, &body, ae) != 0 || start_user(a, r, &root, ae) != 0 ||
+        e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 || start_cmd_parse(a, body, root, &sc, ae) != 0 ||
         follow_init(&f, a, r, &slot, &timeout_ms, ae) != 0)
         goto out;
     in = e2b_rpc_member(body, "stdin", NULL);
@@ -735,6 +734,7 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
     rq.n_env = sc.n_env;
     rq.timeout = (double)timeout_ms / 1000.0; /* 0: none (the agent kills it at the timeout) */
     rq.background = 1;
+    rq.root = root;
     /* stdin: false (the SDK's default) is a closed stdin, as envd's /dev/null */
     rq.bg_no_stdin = in != NULL && YAJL_IS_FALSE(in);
     rq.client_fd = -1;

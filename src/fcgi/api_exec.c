@@ -282,6 +282,7 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
         {"stdin", NB_JT_STRING, NULL},   {"stdin_encoding", NB_JT_STRING, NULL},
         {"stream", NB_JT_BOOL, NULL},    {"background", NB_JT_BOOL, NULL},
         {"argv", NB_JT_ARRAY, NULL},     {"pty", NB_JT_OBJECT, NULL},
+        {"user", NB_JT_STRING, NULL},
     };
     enum {
         F_COMMAND,
@@ -293,7 +294,8 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
         F_STREAM,
         F_BACKGROUND,
         F_ARGV,
-        F_PTY
+        F_PTY,
+        F_USER
     };
     struct nb_exec_result res;
     struct nb_slot slot;
@@ -338,6 +340,11 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     }
     if (exec_data(f[F_STDIN].val, f[F_STDIN_ENC].val, "stdin", "stdin_encoding", &in, ae) != 0)
         goto out;
+    if (f[F_USER].val != NULL && (rq.root = nb_exec_user(c, nb_json_string(f[F_USER].val))) < 0) {
+        nb_apierr_set(ae, 400, "bad_field", "user must be \"root\" or the sandbox user (\"%s\")",
+                      c->sandbox_user_name[0] ? c->sandbox_user_name : "user");
+        goto out;
+    }
     rq.background = f[F_BACKGROUND].val != NULL && YAJL_IS_TRUE(f[F_BACKGROUND].val);
     stream = f[F_STREAM].val ? YAJL_IS_TRUE(f[F_STREAM].val) : nb_http_wants_ndjson(r);
     if (rq.pty_cols > 0 && (rq.background || (f[F_STREAM].val != NULL && !stream))) {

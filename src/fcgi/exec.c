@@ -37,6 +37,7 @@
 #include "json.h"
 #include "log.h"
 #include "procstat.h"
+#include "templates.h"
 
 _Static_assert(NB_EXEC_MAX_ARGS == NBA_MAX_ARGS, "the API's argv cap is the agent's");
 _Static_assert(NB_EXEC_PTY_MAX == NBA_WINSIZE_MAX, "the API's window cap is the agent's");
@@ -237,6 +238,13 @@ void nb_exec_result_free(struct nb_exec_result *res)
     nb_buf_free(&res->all);
 }
 
+int nb_exec_user(const struct nb_conf *c, const char *name)
+{
+    if (name[0] == '\0' || !strcmp(name, "user") || !strcmp(name, c->sandbox_user_name))
+        return 0;
+    return !strcmp(name, "root") || !strcmp(name, "0") ? 1 : -1;
+}
+
 /* The Docker exec path: no stdin, no background; used when there is no agent. */
 static int exec_docker(struct nb_app *a, const struct nb_slot *slot, const struct nb_exec_req *rq,
                        struct nb_exec_result *res, struct nb_apierr *ae)
@@ -248,10 +256,17 @@ static int exec_docker(struct nb_app *a, const struct nb_slot *slot, const struc
     pid_t pid = 0;
     char *json;
 
-    if (rq->stdin_data != NULL || rq->background || rq->pty_cols > 0) {
+    if (rq->stdin_data != NULL || rq->background || rq->pty_cols > 0 || rq->root) {
         nb_apierr_set(ae, 503, "agent_unavailable",
-                      "this sandbox has no agent (nanobox-init): stdin, background and pty "
-                      "need it");
+                      "this sandbox has no agent (nanobox-init): stdin, background, pty and "
+                      "root need it");
+        return -1;
+    }
+    if (nb_template_root(&a->conf, slot->image)) {
+        /* its container's user is 0, with the agent's capabilities */
+        nb_apierr_set(ae, 503, "agent_unavailable",
+                      "this sandbox's agent (nanobox-init) does not answer; a sandbox with a "
+                      "root runs commands only through it");
         return -1;
     }
     json = exec_config(&a->conf, rq->argv, rq->cwd, rq->env, rq->n_env);
@@ -325,6 +340,8 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
         nb_agent_field(&f, NBA_T_BG, NULL, 0);
     if (rq->background && rq->bg_no_stdin)
         nb_agent_field(&f, NBA_T_CLOSE, NULL, 0);
+    if (rq->root)
+        nb_agent_field(&f, NBA_T_ROOT, NULL, 0);
     nb_agent_queue(&ag, NBA_EXEC, f.data, f.len);
     nb_buf_free(&f);
 

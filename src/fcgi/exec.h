@@ -45,6 +45,7 @@ struct nb_exec_req {
     size_t stdin_len;
     int background;  /* start and return the pid (agent only) */
     int bg_no_stdin; /* background: its stdin closed from the start (reads end of file) */
+    int root;        /* as root (agent only; 403 where the sandbox has none) */
     /* > 0: run on a PTY of pty_cols x pty_rows (agent only): all output comes
      * as stdout, none of it is kept in the result (it streams: on_output),
      * stdin_data is typed in, timeout 0 means none */
@@ -89,6 +90,15 @@ int nb_exec_pty_signal(struct nb_app *a, const struct nb_slot *slot, uint32_t pi
  */
 int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const struct nb_exec_req *rq,
                 struct nb_exec_result *res, struct nb_apierr *ae);
+
+/*
+ * Who a request names as a command's user: 1 root, 0 the sandbox user
+ * ("", "user" or sandbox_user_name), -1 no such user.
+ */
+int nb_exec_user(const struct nb_conf *c, const char *name);
+
+/* The home of root in a sandbox that has one (HOME of its commands). */
+#define NB_ROOT_HOME "/root"
 
 /* The result's keys into an open JSON map; "output" only if with_output. */
 void nb_exec_result_json(yajl_gen g, const struct nb_exec_result *res, int with_output);

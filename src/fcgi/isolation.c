@@ -78,8 +78,7 @@ void nb_isolation_path(const struct nb_conf *c, const char *file, uint32_t slot,
     char dir[PATH_MAX];
     sandbox_dir(c, dir, sizeof(dir));
     if (!strcmp(file, "nanobox-init") || !strcmp(file, "kernel") || !strcmp(file, "hosts") ||
-        !strcmp(file, "resolv.conf") || !strcmp(file, "templates") || !strcmp(file, "home") ||
-        !strcmp(file, "sudo"))
+        !strcmp(file, "resolv.conf") || !strcmp(file, "templates") || !strcmp(file, "home"))
         snprintf(out, outlen, "%s/%s", dir, file);
     else
         snprintf(out, outlen, "%s/slots/%u/%s", dir, (unsigned)slot, file);
@@ -445,26 +444,8 @@ int nb_isolation_home_link(const struct nb_conf *c)
  */
 static int write_home(const struct nb_conf *c, char *err, size_t errlen)
 {
-    /*
-     * E2B's users type "sudo apt-get install ...": a sandbox has no root
-     * (no capabilities, no-new-privileges, a read-only image), so its sudo
-     * says so instead of "command not found".
-     */
-    static const char sudo[] =
-        "#!/bin/sh\n"
-        "# nanobox: a sandbox has no root, so there is no sudo (docs/E2B.md, \"Users\").\n"
-        "echo \"sudo: a nanobox sandbox has no root: commands run as $(id -un) with no \"\\\n"
-        "\"capabilities, under no-new-privileges, on a read-only image. Run the command \"\\\n"
-        "\"without sudo, install into your home (pip install --user, npm install), or put \"\\\n"
-        "\"system packages into the template.\" >&2\n"
-        "exit 1\n";
     char dir[PATH_MAX], link[PATH_MAX + 8], tmp[PATH_MAX + 16];
 
-    if (c->e2b_home[0] != '\0') {
-        nb_isolation_path(c, "sudo", 0, dir, sizeof(dir));
-        if (write_file(dir, sudo, sizeof(sudo) - 1, 0755, err, errlen) != 0)
-            return -1;
-    }
     if (!nb_isolation_home_link(c))
         return 0;
     nb_isolation_path(c, "home", 0, dir, sizeof(dir));

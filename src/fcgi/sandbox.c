@@ -29,6 +29,7 @@
 #include "ports.h"
 #include "sandbox.h"
 #include "snapshot.h"
+#include "templates.h"
 
 int nb_sandbox_id_valid(const char *id)
 {
@@ -72,6 +73,14 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     yajl_gen g = nb_json_gen();
     char tmp[PATH_MAX + 64];
     unsigned long uid, gid;
+    /*
+     * A template the operator gave a root (root_templates): the container
+     * starts as uid 0 and the agent (--user) keeps only what it needs to
+     * start commands as the slot's uid, or as a root without capabilities
+     * when one asks (sudo, user "root"; docs/SECURITY.md). The image is
+     * writable so that root can install what it owns.
+     */
+    int root = nb_template_root(c, s->image);
 
     nb_isolation_ids(c, slot, &uid, &gid);
     yajl_gen_map_open(g);
@@ -83,10 +92,14 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     yajl_gen_array_close(g);
     nb_json_cstr(g, "Cmd");
     yajl_gen_array_open(g);
+    snprintf(tmp, sizeof(tmp), "%lu:%lu", uid, gid);
+    if (root) {
+        nb_json_cstr(g, "--user");
+        nb_json_cstr(g, tmp);
+    }
     nb_json_cstr(g, "--");
     yajl_gen_array_close(g);
-    snprintf(tmp, sizeof(tmp), "%lu:%lu", uid, gid);
-    nb_json_kv_str(g, "User", tmp);
+    nb_json_kv_str(g, "User", root ? "0:0" : tmp);
     nb_json_kv_str(g, "WorkingDir", c->workspace);
     snprintf(tmp, sizeof(tmp), "%.8s", id);
     nb_json_kv_str(g, "Hostname", tmp);
@@ -124,6 +137,7 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_kv_str(g, "nanobox.network", s->network_bridge ? "bridge" : "none");
     nb_json_kv_str(g, "nanobox.auto_resume", s->auto_resume ? "1" : "0");
     nb_json_kv_str(g, "nanobox.pooled", pooled ? "1" : "0");
+    nb_json_kv_str(g, "nanobox.root", root ? "1" : "0");
     nb_json_kv_str(g, "nanobox.metadata", s->metadata[0] ? s->metadata : "{}");
     yajl_gen_map_close(g);
 
@@ -142,10 +156,8 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
         /* E2B's /home/user: the workspace under the name E2B's SDKs expect */
         bind_ro(g, c, "home", slot, "/home");
     }
-    if (c->e2b_home[0] != '\0') {
-        /* a sudo that says why there is none (isolation.c) */
-        bind_ro(g, c, "sudo", slot, "/usr/local/bin/sudo");
-    }
+    /* sudo: the agent's own binary, a client of it under that name */
+    bind_ro(g, c, "nanobox-init", slot, "/usr/local/bin/sudo");
     if (!s->network_bridge) {
         /* instead of Docker's copies of the host's resolv.conf and hosts */
         bind_ro(g, c, "hostname", slot, "/etc/hostname");
@@ -199,6 +211,17 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     yajl_gen_array_open(g);
     nb_json_cstr(g, "ALL");
     yajl_gen_array_close(g);
+    if (root) {
+        /* the agent's, to start commands as the slot's uid or as a root it
+         * strips of every capability; no command keeps any (nanobox-init) */
+        nb_json_cstr(g, "CapAdd");
+        yajl_gen_array_open(g);
+        nb_json_cstr(g, "SETUID");
+        nb_json_cstr(g, "SETGID");
+        nb_json_cstr(g, "SETPCAP");
+        nb_json_cstr(g, "KILL");
+        yajl_gen_array_close(g);
+    }
     nb_json_cstr(g, "SecurityOpt");
     yajl_gen_array_open(g);
     nb_json_cstr(g, "no-new-privileges");
@@ -214,7 +237,7 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
         free(opt);
     }
     yajl_gen_array_close(g);
-    nb_json_kv_bool(g, "ReadonlyRootfs", 1);
+    nb_json_kv_bool(g, "ReadonlyRootfs", !root);
     /*
      * tmpfs pages are charged to the sandbox's memory cgroup and cannot be
      * swapped: mounts as large as the memory limit would let a full

@@ -1386,6 +1386,17 @@ void nb_template_of_image(const struct nb_conf *c, const char *image, char *out,
         snprintf(out, outlen, "%s", image);
 }
 
+int nb_template_root(const struct nb_conf *c, const char *image)
+{
+    char name[300], tmp[NB_CONF_LIST], *save = NULL, *tok;
+    nb_template_of_image(c, image, name, sizeof(name));
+    snprintf(tmp, sizeof(tmp), "%s", c->root_templates);
+    for (tok = strtok_r(tmp, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save))
+        if (!strcmp(tok, "*") || !strcmp(tok, name))
+            return 1;
+    return 0;
+}
+
 int nb_template_claim(struct nb_app *a, const char *name, const char *owner, unsigned max_templates,
                       const char *parent, const char *parent_tpl, int64_t now, char rec_id[80],
                       struct nb_apierr *ae)

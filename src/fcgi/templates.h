@@ -123,6 +123,12 @@ void nb_template_work_path(const struct nb_conf *c, const char *file, char *out,
 /* The template name a sandbox's image stands for (the image itself when it is none). */
 void nb_template_of_image(const struct nb_conf *c, const char *image, char *out, size_t outlen);
 /*
+ * Do sandboxes of image have a root (root_templates names its template, or
+ * is "*")? Such a sandbox starts as uid 0 with a writable image and its
+ * agent gives root to commands that ask (sudo, user "root"): sandbox.c.
+ */
+int nb_template_root(const struct nb_conf *c, const char *image);
+/*
  * Take name for a snapshot: its record image (kind "snapshot", status
  * "building", parents as labels), its id into rec_id. 400 bad_name, 409
  * name_taken, 429 quota (owner's max_templates, 0: none). The snapshot's build then moves the name to its image, or

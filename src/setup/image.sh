@@ -124,6 +124,18 @@ profile_no_fork() {
     sed -i 's/"$(id -u)"/"${EUID:-$(id -u)}"/g' "$rootfs/etc/profile"
 }
 
+# apt as a root without capabilities: a sandbox whose template the operator
+# gave a root (root_templates) runs `sudo apt-get install` as uid 0 with no
+# CAP_SETUID/CAP_SETGID, so apt cannot switch to its _apt user to download
+# ("setgroups 65534 failed - setgroups (1: Operation not permitted)").
+# It downloads as root instead; the sandbox is the boundary.
+apt_as_root() {
+    local rootfs=$1
+    nb_log "image: apt downloads as root (no _apt switch: a sandbox's root has no capabilities)"
+    printf '// nanobox: see src/setup/image.sh, apt_as_root\nAPT::Sandbox::User "root";\n' \
+        >"$rootfs/etc/apt/apt.conf.d/99nanobox-sandbox"
+}
+
 # The python template's own settings, on top of the base's.
 #
 # pip: Debian marks its python "externally managed" (PEP 668), so a plain
@@ -228,6 +240,7 @@ build_image() {
 
     add_user "$rootfs"
     profile_no_fork "$rootfs"
+    apt_as_root "$rootfs"
     "$setup" "$rootfs"
 
     nb_log "image: cleaning apt caches"

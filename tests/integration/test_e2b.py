@@ -30,6 +30,7 @@ import pytest
 import requests
 
 import nbtest
+from conftest import _start, _stop
 
 E2B_DIR = nbtest.REPO / "tests" / "e2b"
 CONTROL_JS = E2B_DIR / "control.mjs"
@@ -1255,6 +1256,38 @@ def test_the_user_is_user_when_the_operator_names_it_so(make_stack, e2b_sdk):
     assert step(s, "commandFileOwner")["owner"] == "user"
     assert step(s, "writeRelative")["cat"] == "from files.write\nuser user 644\n"
     assert step(s, "home")["stdout"] == "/home/user\n" * 4
+
+
+@pytest.fixture(scope="module")
+def rootrun(e2b_sdk):
+    """root.mjs against a stack whose base template has a root (root_templates)."""
+    st = _start("e2broot", {"root_templates": "nanobox"})
+    try:
+        s = sdk_script(st, e2b_sdk, "root.mjs", "e2b-")
+        for sid in s["created"]:
+            st.api.delete(sid)
+        yield s
+    finally:
+        st.api.cleanup()
+        _stop(st)
+
+
+def test_root_and_sudo_run_as_a_root_without_capabilities_where_the_operator_allows(rootrun):
+    assert step(rootrun, "asRoot")["stdout"] == "root\n0\n/root\n/root\n"
+    caps = "Uid:\t0\t0\t0\t0\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\n"
+    assert step(rootrun, "rootCaps")["stdout"] == caps
+    assert step(rootrun, "sudo")["stdout"] == "0\n" + caps
+    uid, name = step(rootrun, "user")["stdout"].split()
+    assert int(uid) > 0 and name == nbtest.BASE_CONF.get("sandbox_user_name", "sandbox")
+
+
+def test_sudo_apt_get_installs_a_package_the_user_runs(rootrun):
+    assert step(rootrun, "sudoInstall") == {"exitCode": 0, "run": "hello from a package\n"}
+    assert step(rootrun, "sudoTee")["stdout"] == "hi\n"
+
+
+def test_a_root_background_command_is_root_and_killed(rootrun):
+    assert step(rootrun, "rootBackgroundKill") == {"owner": "root\n", "killed": True, "left": "gone\n"}
 
 
 # ------------------------------------------- E2B_DOMAIN: hosts <port>-<id>.<domain>

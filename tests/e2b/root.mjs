@@ -1,0 +1,53 @@
+// root.mjs - root where the operator gave E2B's base template one
+// (root_templates = nanobox), driven by the official E2B SDK (npm e2b,
+// pinned in package.json) as an agent's code would: `sudo` and
+// `user: 'root'` run as uid 0 with no capabilities, a package installed
+// with `sudo apt-get install` runs for the user, the user stays the user.
+// tests/integration/test_e2b.py runs it and asserts on the JSON summary
+// it prints as its last line: one entry per step, {"thrown": ...} when
+// the SDK threw.
+//
+//   node root.mjs --tag <unique tag>
+//
+// Its sandbox carries metadata {suite: tag}; it kills it before it exits.
+import { Sandbox } from 'e2b'
+import { suite } from './steps.mjs'
+
+const args = process.argv.slice(2)
+const tag = args[args.indexOf('--tag') + 1]
+const { created, summary, step } = suite((e) => errInfo(e))
+
+const errInfo = (e) => ({
+  name: e?.constructor?.name, message: String(e?.message ?? e),
+  ...(e?.exitCode !== undefined && { exitCode: e.exitCode, stdout: e.stdout, stderr: e.stderr }),
+})
+const out = async (p) => (await p).stdout
+const CAPS = 'grep -E "^(Uid|CapEff|CapBnd|NoNewPrivs)" /proc/self/status'
+
+const sbx = await Sandbox.create({ metadata: { suite: tag }, timeoutMs: 120_000 })
+created.push(sbx.sandboxId)
+const cmds = sbx.commands
+
+await step('asRoot', async () => ({ stdout: await out(cmds.run('whoami; id -u; echo "$HOME"; pwd', { user: 'root' })) }))
+await step('rootCaps', async () => ({ stdout: await out(cmds.run(CAPS, { user: 'root' })) }))
+await step('sudo', async () => ({ stdout: await out(cmds.run('sudo id -u; sudo sh -c "' + CAPS + '"')) }))
+await step('user', async () => ({ stdout: await out(cmds.run('id -u; whoami')) }))
+await step('sudoInstall', async () => {
+  await sbx.files.write('/tmp/pkg/DEBIAN/control',
+    'Package: nbhello\nVersion: 1.0\nArchitecture: all\nMaintainer: nanobox tests <t@localhost>\nDescription: hello\n')
+  await sbx.files.write('/tmp/pkg/usr/bin/nbhello', '#!/bin/sh\necho hello from a package\n')
+  await cmds.run('chmod 0755 /tmp/pkg/usr/bin/nbhello && dpkg-deb --root-owner-group --build /tmp/pkg /tmp/nbhello.deb')
+  const install = await cmds.run('sudo apt-get install -y ./nbhello.deb', { cwd: '/tmp', timeoutMs: 120_000 })
+  return { exitCode: install.exitCode, run: await out(cmds.run('nbhello')) }
+})
+await step('sudoTee', async () => ({ stdout: await out(cmds.run('echo hi | sudo tee /etc/nb-root-test >/dev/null && cat /etc/nb-root-test')) }))
+await step('rootBackgroundKill', async () => {
+  const h = await cmds.run('sleep 60', { background: true, user: 'root' })
+  const owner = await out(cmds.run(`ps -o user= -p ${h.pid}`))
+  const killed = await h.kill()
+  const left = await out(cmds.run(`ps -p ${h.pid} >/dev/null && echo alive || echo gone`))
+  return { owner, killed, left }
+})
+
+for (const id of created) await Sandbox.kill(id).catch(() => {})
+console.log(JSON.stringify(summary))

@@ -1,0 +1,155 @@
+"""
+Root in a sandbox: the operator's choice (root_templates), per template.
+
+A sandbox of a template named there starts as uid 0 with a writable image;
+its agent runs every command as the slot's uid as ever, and as a root with
+no capabilities and no-new-privileges when one asks: `sudo` (the agent's own
+binary under that name, in every sandbox) or exec's `"user": "root"`. Other
+sandboxes have no root: sudo and "root" say so. docs/SECURITY.md, "Root".
+"""
+import pytest
+
+import nbtest
+from conftest import _start, _stop
+from nbtest import IMAGE, PYTHON_IMAGE, assert_error, docker_inspect, needs_image
+
+# one stack for the module, on one worker
+pytestmark = pytest.mark.xdist_group(name="root")
+
+USER = nbtest.BASE_CONF.get("sandbox_user_name", "sandbox")
+
+CAPS = "grep -E '^(Uid|Gid|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status"
+
+
+def status_fields(out):
+    return {k: v.strip() for k, v in (line.split(":", 1) for line in out.strip().splitlines())}
+
+
+def no_caps(fields):
+    return all(int(fields[k], 16) == 0 for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"))
+
+
+@pytest.fixture(scope="module")
+def rstack():
+    """A stack whose default image (nanobox) has a root; nanobox-python has none."""
+    st = _start("root", {"root_templates": "nanobox"})
+    yield st
+    st.api.cleanup()
+    reports = _stop(st)
+    if reports:
+        pytest.fail("sanitizer reports:\n" + "\n".join(reports[:20]))
+
+
+@pytest.fixture
+def rapi(rstack):
+    yield rstack.api
+    rstack.api.cleanup()
+
+
+def test_the_container_of_a_root_template(rapi):
+    sid = rapi.create()
+    c = docker_inspect(f"nanobox-{sid}")
+    hc = c["HostConfig"]
+    assert c["Config"]["User"] == "0:0"
+    assert sorted(hc["CapAdd"]) == ["KILL", "SETGID", "SETPCAP", "SETUID"], hc["CapAdd"]
+    assert hc["CapDrop"] == ["ALL"]
+    assert "no-new-privileges" in hc["SecurityOpt"]
+    assert hc["ReadonlyRootfs"] is False
+    assert c["Config"]["Labels"]["nanobox.root"] == "1"
+    # the agent: uid 0 with only the four, and its commands as the slot's uid
+    pid1 = status_fields(rapi.exec(sid, "grep -E '^(Uid|CapEff|NoNewPrivs):' /proc/1/status")["stdout"])
+    assert pid1["Uid"].split() == ["0"] * 4, pid1
+    assert int(pid1["CapEff"], 16) == (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8), pid1  # KILL SETGID SETUID SETPCAP
+    assert pid1["NoNewPrivs"] == "1"
+
+
+def test_commands_run_as_the_user_and_without_capabilities(rapi):
+    sid = rapi.create()
+    f = status_fields(rapi.exec(sid, CAPS)["stdout"])
+    uid = f["Uid"].split()[0]
+    assert int(uid) > 0 and f["Uid"].split() == [uid] * 4, f
+    assert no_caps(f) and f["NoNewPrivs"] == "1", f
+    assert rapi.exec(sid, "whoami")["stdout"] == f"{USER}\n"
+
+
+def test_sudo_and_user_root_run_as_a_root_without_capabilities(rapi):
+    sid = rapi.create()
+    for res in (rapi.exec(sid, f"sudo sh -c \"{CAPS}\""), rapi.exec(sid, CAPS, user="root")):
+        assert res["exit_code"] == 0, res
+        f = status_fields(res["stdout"])
+        assert f["Uid"].split() == ["0"] * 4 and f["Gid"].split() == ["0"] * 4, f
+        assert no_caps(f) and f["NoNewPrivs"] == "1", f
+    res = rapi.exec(sid, "echo $HOME; whoami; pwd", user="root")
+    assert res["stdout"] == "/root\nroot\n/workspace\n", res
+    res = rapi.exec(sid, "sudo sh -c 'echo $HOME $USER $SUDO_USER; exit 7'")
+    assert (res["exit_code"], res["stdout"]) == (7, f"/root root {USER}\n"), res
+    # the user's own name works too, as the user
+    assert rapi.exec(sid, "id -u", user=USER)["stdout"] == rapi.exec(sid, "id -u")["stdout"]
+
+
+def test_root_installs_a_package_the_user_then_runs(rapi):
+    sid = rapi.create()
+    build = r"""
+set -e
+mkdir -p /tmp/pkg/DEBIAN /tmp/pkg/usr/bin
+printf 'Package: nbhello\nVersion: 1.0\nArchitecture: all\nMaintainer: nanobox tests <t@localhost>\nDescription: hello\n' > /tmp/pkg/DEBIAN/control
+printf '#!/bin/sh\necho hello from a package\n' > /tmp/pkg/usr/bin/nbhello
+chmod 0755 /tmp/pkg/usr/bin/nbhello
+dpkg-deb --root-owner-group --build /tmp/pkg /tmp/nbhello.deb >/dev/null
+"""
+    assert rapi.exec(sid, build)["exit_code"] == 0
+    res = rapi.exec(sid, "cd /tmp && sudo apt-get install -y ./nbhello.deb", timeout=120)
+    assert res["exit_code"] == 0, res
+    res = rapi.exec(sid, "nbhello; stat -c '%U %a' /usr/bin/nbhello; dpkg-query -W -f '${Status}' nbhello")
+    assert res["stdout"] == "hello from a package\nroot 755\ninstall ok installed", res
+    # the user still cannot write what root owns
+    res = rapi.exec(sid, "echo x > /usr/bin/nbhello")
+    assert res["exit_code"] != 0 and "Permission denied" in res["stderr"], res
+
+
+def test_root_has_no_capability_the_kernel_guards(rapi):
+    sid = rapi.create()
+    rapi.exec(sid, "echo mine > /workspace/mine.txt")
+    for cmd in ("sudo chown 0 /workspace/mine.txt",       # CAP_CHOWN
+                "sudo sh -c 'echo x > /workspace/mine.txt'",  # CAP_DAC_OVERRIDE
+                "sudo mount -t tmpfs none /mnt",            # CAP_SYS_ADMIN
+                "sudo kill -9 1"):                          # PID 1 takes no signal
+        res = rapi.exec(sid, cmd)
+        assert res["exit_code"] != 0, (cmd, res)
+    assert rapi.exec(sid, "cat /workspace/mine.txt")["stdout"] == "mine\n"
+    assert rapi.get(sid).status_code == 200
+
+
+def test_a_root_command_is_killed_at_its_timeout_with_its_tree(rapi):
+    sid = rapi.create()
+    res = rapi.exec(sid, "sudo sh -c 'sleep 300 & sleep 301'", timeout=1)
+    assert res["timed_out"] is True, res
+    left = rapi.exec(sid, "ps -eo user,args | grep -c '[s]leep 30' || true")["stdout"].strip()
+    assert left == "0", rapi.exec(sid, "ps -eo pid,user,args")["stdout"]
+
+
+def test_files_written_through_the_api_belong_to_the_user(rapi):
+    sid = rapi.create()
+    r = rapi.request("PUT", f"/sandbox/{sid}/files?path=/workspace/api.txt", data=b"via api")
+    assert r.status_code in (200, 201), r.text
+    assert rapi.exec(sid, "stat -c %U /workspace/api.txt")["stdout"] == f"{USER}\n"
+
+
+def test_a_template_without_root_refuses_it_clearly(rapi):
+    needs_image(PYTHON_IMAGE)
+    sid = rapi.create(image=PYTHON_IMAGE)
+    c = docker_inspect(f"nanobox-{sid}")
+    assert c["Config"]["User"] != "0:0" and c["HostConfig"]["ReadonlyRootfs"] is True
+    res = rapi.exec(sid, "sudo id -u")
+    assert res["exit_code"] == 1 and res["stdout"] == "", res
+    assert res["stderr"].startswith("sudo: a nanobox sandbox has no root"), res
+    r = rapi.exec_raw(sid, "id -u", user="root")
+    assert "has no root" in assert_error(r, 403, "forbidden")["error"]
+
+
+def test_bad_user_is_400_and_runs_nothing(rapi):
+    sid = rapi.create(image=IMAGE)
+    for user in ("bob", 0, None, ["root"]):
+        r = rapi.exec_raw(sid, "touch /tmp/ran", user=user)
+        assert r.status_code == 400, (user, r.status_code, r.text)
+    assert rapi.exec(sid, "ls /tmp/ran 2>/dev/null || echo none")["stdout"] == "none\n"
