@@ -15,6 +15,7 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <stdint.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -156,4 +158,57 @@ int init_root_child(int as_root)
     if (syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
         return -1;
     return 0;
+}
+
+int init_root_inotify_init(int flags)
+{
+    int fd, e;
+
+    if (!init_root_mode)
+        return inotify_init1(flags);
+    /* the saved uid stays 0, so euid 0 (and with it the effective
+     * capabilities, from the permitted set) comes back */
+    if (setresuid((uid_t)-1, init_root_uid, (uid_t)-1) == -1)
+        return -1;
+    fd = inotify_init1(flags);
+    e = errno;
+    if (setresuid((uid_t)-1, 0, (uid_t)-1) == -1) {
+        fprintf(stderr, "nanobox-init: cannot return to euid 0: %s\n", strerror(errno));
+        _exit(1);
+    }
+    /* a change of euid moved the fs ids along */
+    init_root_fs_user();
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    errno = e;
+    return fd;
+}
+
+int init_root_access(const char *path, int mode)
+{
+    if (!init_root_mode)
+        return access(path, mode);
+#ifdef SYS_faccessat2
+    /* the glibc wrapper may emulate AT_EACCESS from the euid (0): the raw call */
+    if (syscall(SYS_faccessat2, AT_FDCWD, path, mode, AT_EACCESS) == 0)
+        return 0;
+    if (errno != ENOSYS)
+        return -1;
+#endif
+    /* an older kernel: as the sandbox user, for the moment of the check */
+    {
+        int rc, e;
+        if (setresuid((uid_t)-1, init_root_uid, (uid_t)-1) == -1)
+            return -1;
+        setresgid((gid_t)-1, init_root_gid, (gid_t)-1);
+        rc = faccessat(AT_FDCWD, path, mode, AT_EACCESS);
+        e = errno;
+        /* euid 0 first: it brings back SETGID for the egid */
+        if (setresuid((uid_t)-1, 0, (uid_t)-1) == -1)
+            _exit(1);
+        setresgid((gid_t)-1, 0, (gid_t)-1);
+        init_root_fs_user();
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        errno = e;
+        return rc;
+    }
 }

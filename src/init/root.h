@@ -37,4 +37,14 @@ int init_root_child(int as_root);
 void init_root_fs_root(void);
 void init_root_fs_user(void);
 
+/* access(path, mode) for the sandbox user: in root mode access() would
+ * ask for the real uid (0); this asks for the fs ids (faccessat2 with
+ * AT_EACCESS). */
+int init_root_access(const char *path, int mode);
+
+/* inotify_init1, charged to the sandbox user in root mode (the kernel
+ * counts inotify instances and watches per effective uid: the agent's
+ * would otherwise count against the host's root). */
+int init_root_inotify_init(int flags);
+
 #endif

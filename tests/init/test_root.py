@@ -475,3 +475,37 @@ def test_sudo_usage(ws, args, rc, text):
     p = sudo("nbtest-nobody-listens", ws, *args)
     assert p.returncode == rc
     assert text in p.stdout + p.stderr
+
+
+# --- files and watches keep the user's rights --------------------------------------------------
+
+
+def test_watch_in_root_mode(root_agent, ws):
+    from test_fwatch import events_until, watch
+
+    c, dirs, _ = watch(root_agent, ws)
+    with c:
+        assert dirs == 1
+        root_agent.write(str(ws / "w.txt"), b"x")
+        events_until(c, ("create", "w.txt"))
+
+
+def test_move_across_mounts_checks_the_users_rights_first(root_agent, ws):
+    """The source's directory is root's: the user may not remove from it, so
+    nothing is copied (access() would have asked for uid 0)."""
+    if os.stat("/dev/shm").st_dev == os.stat("/tmp").st_dev:
+        pytest.skip("no second file system to move to")
+    dst = Path(tempfile.mkdtemp(prefix="nbroot-", dir="/dev/shm"))
+    try:
+        os.chown(dst, UID, GID)
+        rootdir = ws / "rootdir"
+        rootdir.mkdir(mode=0o755)
+        (rootdir / "f").write_text("x")
+        os.chmod(rootdir / "f", 0o644)
+        with pytest.raises(AgentError) as e:
+            root_agent.move(str(rootdir / "f"), str(dst / "g"))
+        assert e.value.errno == errno.EACCES
+        assert os.listdir(dst) == []
+        assert (rootdir / "f").read_text() == "x"
+    finally:
+        shutil.rmtree(dst, ignore_errors=True)
