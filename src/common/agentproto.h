@@ -29,7 +29,7 @@
 /* Requests: the first frame a host sends on a connection. */
 enum nba_req {
     NBA_PING = 'P',    /* -> NBA_PONG */
-    NBA_EXEC = 'X',    /* fields A E C T M B Y -> s (o|r)* x ; B: s then close */
+    NBA_EXEC = 'X',    /* fields A E C T M B Y R I -> s (o|r)* x ; B: s then close */
     NBA_PLIST = 'L',   /* -> l* . */
     NBA_PQUERY = 'Q',  /* fields P O o -> l (o|r)* . */
     NBA_PSTDIN = 'W',  /* fields P D Z -> . */
@@ -100,8 +100,17 @@ enum nba_tag {
     NBA_T_GROUP = 'g',     /* the group's name, or its gid in decimal (info) */
     NBA_T_TARGET = 'L',    /* a symlink's target, as readlink gives it (info) */
     NBA_T_WAIT = 'W',      /* empty: a query's answer waits for output or the end (query) */
-    NBA_T_ROOT = 'R',      /* empty: run as root, with no capabilities (exec; root mode only) */
+    NBA_T_ROOT = 'R',      /* empty: run as root, uid 0 with no capabilities (exec; root mode) */
+    NBA_T_STDIO = 'I',     /* empty: stdin, stdout, stderr came as 3 fds with the request (exec) */
 };
+
+/* Exec with I: the fds passed (SCM_RIGHTS) with the request frame. */
+#define NBA_STDIO_FDS 3
+/* The error (EPERM) an exec with R gets from an agent not in root mode. */
+#define NBA_NO_ROOT_MSG \
+    "a nanobox sandbox has no root: commands run as the sandbox user, with no capabilities"
+/* sudo mode (nanobox-init run as "sudo"): the socket name instead of NBA_SOCKET_NAME */
+#define NBA_SOCKET_ENV "NANOBOX_INIT_SOCKET"
 
 /* Most levels a directory listing descends (H). */
 #define NBA_MAX_DEPTH 32

@@ -7,6 +7,13 @@
  * an operation is running a callback (a frame that does not fit) is not
  * acted on there: the connection's deadline is set to "now" and the next
  * tick tears it down from the top of the loop, where nothing is half done.
+ *
+ * Reads are recvmsg calls that take file descriptors too (SCM_RIGHTS):
+ * those that come while the request is read belong to it (an exec with
+ * I takes exactly three: the command's stdin, stdout and stderr); any
+ * other request closes them unused, and any that come later are closed
+ * at once. They arrive close-on-exec (MSG_CMSG_CLOEXEC), so no command
+ * inherits one by accident.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -31,6 +38,7 @@
 #define CONN_ACCEPT_BATCH 64
 #define CONN_READ_MIN (16u * 1024u) /* smallest read attempted */
 #define CONN_ERRMSG_MAX 512
+#define CONN_CMSG_FDS 8 /* fds one read takes; more are closed by the kernel (MSG_CTRUNC) */
 
 static struct init_conn *conns;
 static size_t n_conns;
@@ -65,11 +73,19 @@ static void conn_update(struct init_conn *c)
     init_watch_set(&c->w, ev);
 }
 
+static void conn_passed_close(struct init_conn *c)
+{
+    for (size_t i = 0; i < c->n_passed; i++)
+        close(c->passed[i]);
+    c->n_passed = 0;
+}
+
 /* Close now; the operation, if any, is told first. */
 static void conn_destroy(struct init_conn *c)
 {
     const struct init_conn_ops *ops = c->ops;
 
+    conn_passed_close(c);
     c->ops = NULL;
     if (ops != NULL && ops->gone != NULL)
         ops->gone(c);
@@ -243,10 +259,21 @@ static void conn_dispatch(struct init_conn *c, uint8_t type, const unsigned char
 
     c->state = INIT_CONN_ACTIVE;
     c->deadline = 0;
+    if (e == 0 && r.stdio && (c->n_passed != NBA_STDIO_FDS || c->passed_bad)) {
+        init_request_free(&r);
+        e = EINVAL;
+        snprintf(err, sizeof(err),
+                 "'I' needs exactly %d file descriptors (stdin, stdout, stderr) passed with "
+                 "the request, not %u%s",
+                 NBA_STDIO_FDS, c->n_passed, c->passed_bad ? " or more" : "");
+    }
     if (e != 0) {
+        conn_passed_close(c);
         init_conn_error(c, e, "%s", err);
         return;
     }
+    for (int i = 0; r.stdio && i < NBA_STDIO_FDS; i++)
+        r.stdio_fds[i] = c->passed[i];
     switch (type) {
     case NBA_PING:
         conn_ping(c);
@@ -307,6 +334,51 @@ static void conn_dispatch(struct init_conn *c, uint8_t type, const unsigned char
         break;
     }
     init_request_free(&r);
+    /* the command has its copies (I); unused ones are dropped */
+    conn_passed_close(c);
+}
+
+/* The fds a read brought: kept for the request while it is read, else closed. */
+static void conn_take_fds(struct init_conn *c, struct msghdr *msg)
+{
+    if ((msg->msg_flags & MSG_CTRUNC) && c->state == INIT_CONN_REQUEST)
+        c->passed_bad = 1;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm != NULL; cm = CMSG_NXTHDR(msg, cm)) {
+        size_t n;
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+            if (c->state == INIT_CONN_REQUEST && c->n_passed < INIT_CONN_FDS) {
+                c->passed[c->n_passed++] = fd;
+                continue;
+            }
+            if (c->state == INIT_CONN_REQUEST)
+                c->passed_bad = 1;
+            close(fd);
+        }
+    }
+}
+
+/* read(), taking (and sorting out) any fds passed with the bytes */
+static ssize_t conn_recv(struct init_conn *c, void *p, size_t len)
+{
+    union {
+        char buf[CMSG_SPACE(CONN_CMSG_FDS * sizeof(int))];
+        struct cmsghdr align;
+    } cbuf;
+    struct iovec iov = {.iov_base = p, .iov_len = len};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = cbuf.buf,
+                         .msg_controllen = sizeof(cbuf.buf)};
+    ssize_t n = recvmsg(c->w.fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+
+    if (n >= 0)
+        conn_take_fds(c, &msg);
+    return n;
 }
 
 /* Handle the complete frames held, in order, until one must wait. */
@@ -363,7 +435,7 @@ static void conn_read(struct init_conn *c)
 
     if (c->state == INIT_CONN_LINGER) {
         unsigned char sink[4096];
-        n = read(c->w.fd, sink, sizeof(sink));
+        n = conn_recv(c, sink, sizeof(sink));
         if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR))
             conn_destroy(c);
         return;
@@ -381,7 +453,7 @@ static void conn_read(struct init_conn *c)
         conn_fail(c, ENOMEM, "out of memory for the request");
         return;
     }
-    n = read(c->w.fd, p, want);
+    n = conn_recv(c, p, want);
     if (n == 0) {
         conn_input_eof(c);
         return;

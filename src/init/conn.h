@@ -37,6 +37,8 @@ struct init_conn_ops {
     void (*gone)(struct init_conn *c);
 };
 
+#define INIT_CONN_FDS 3 /* fds a request may carry: exec with I (NBA_STDIO_FDS) */
+
 enum init_conn_state { INIT_CONN_REQUEST, INIT_CONN_ACTIVE, INIT_CONN_FLUSH, INIT_CONN_LINGER };
 
 struct init_conn {
@@ -48,6 +50,9 @@ struct init_conn {
     uint8_t in_eof;      /* the host shut down its sending side */
     uint8_t want_room;   /* call ops->drain when there is room */
     uint32_t req_bytes;  /* bytes of the request frame (header included) */
+    uint8_t n_passed;    /* fds received while the request was read (SCM_RIGHTS) */
+    uint8_t passed_bad;  /* more than INIT_CONN_FDS of them came (or were cut off) */
+    int passed[3];       /* INIT_CONN_FDS: the request's fds (exec with I) */
     const struct init_conn_ops *ops;
     void *op;                      /* the operation's state */
     int64_t deadline;              /* monotonic ms; 0 none */

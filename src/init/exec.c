@@ -12,6 +12,10 @@
  * comes as 'o' frames, 'w' frames resize it, and the host leaving hangs up
  * the terminal after the tree is killed. Other connections reach a running
  * PTY session by its pid with Y: input, a new window, or both.
+ *
+ * With I the host passed the command's stdin, stdout and stderr as fds
+ * (conn.c): the command uses them directly, so no o/r frames come and
+ * the host sends no i/e; s, k and x are as usual.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -33,6 +37,7 @@ struct init_job {
     struct init_conn *conn; /* NULL once the host is gone */
     uint32_t left;          /* output bytes still forwarded (M) */
     uint8_t truncated;      /* output was dropped past M */
+    uint8_t stdio;          /* I: the command's stdio are the host's fds */
     long long ooms;         /* the cgroup's OOM kills when it started; -1 unknown */
 };
 
@@ -169,6 +174,11 @@ static int job_frame(struct init_conn *c, uint8_t type, const unsigned char *bod
 {
     struct init_job *j = c->op;
 
+    if (j->stdio && (type == NBA_STDIN || type == NBA_EOF)) {
+        job_protocol_error(c, "the command's stdin was passed with the request ('I'): no 'i' or "
+                              "'e' frames");
+        return 0;
+    }
     switch (type) {
     case NBA_STDIN:
         /* Input for a command that closed its stdin is dropped, as a pipe would. */
@@ -238,6 +248,7 @@ void init_exec_start(struct init_conn *c, const struct init_request *r)
         return;
     }
     j->left = r->maxout;
+    j->stdio = r->stdio;
     j->ooms = job_oom_kills();
     e = init_proc_spawn(&j->proc, r, &job_proc_ops, err, sizeof(err));
     if (e != 0) {

@@ -29,6 +29,7 @@
 
 #include "fcopy.h"
 #include "init.h"
+#include "root.h"
 
 #define FCOPY_BUF (64u * 1024u)
 #define FCOPY_TMP_TRIES 16
@@ -190,7 +191,7 @@ static int fcopy_check(const char *from, struct stat *st)
         e = errno;
     else if (pst.st_dev != st->st_dev)
         e = EXDEV; /* a mount point */
-    else if (access(parent, W_OK | X_OK) == -1)
+    else if (init_root_access(parent, W_OK | X_OK) == -1)
         e = errno;
     free(parent);
     return e;

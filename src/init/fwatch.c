@@ -35,6 +35,7 @@
 #include "agentproto.h"
 #include "conn.h"
 #include "ops.h"
+#include "root.h"
 
 #define FWATCH_MASK                                                                \
     (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | \
@@ -443,7 +444,7 @@ static struct fwatch *fwatch_new(struct init_conn *c, const struct init_request 
         e = errno;
     else if (!S_ISDIR(st.st_mode))
         e = ENOTDIR;
-    else if ((fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) == -1)
+    else if ((fd = init_root_inotify_init(IN_NONBLOCK | IN_CLOEXEC)) == -1)
         e = errno == EMFILE ? EAGAIN : errno;
     else if (init_watch_add(&fw->w, fd, INIT_W_INOTIFY, 0, fw, EPOLLIN) == -1) {
         e = errno;

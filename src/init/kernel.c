@@ -41,6 +41,7 @@
 #include "conn.h"
 #include "init.h"
 #include "kernel.h"
+#include "root.h"
 #include "ops.h"
 
 #define KERNEL_PYTHON_DIRS "/usr/local/bin:/usr/bin:/bin"
@@ -176,6 +177,9 @@ bridge_child(const char *python, char **argv, char **envp, int sock, int errfd)
         goto fail;
     /* dup2 clears close-on-exec on the new number: fd 3 survives exec. */
     if (dup2(sock, KERNEL_FD) == -1)
+        goto fail;
+    /* root mode: the bridge runs as the sandbox user, as commands do */
+    if (init_root_child(0) == -1)
         goto fail;
     execve(python, argv, envp);
 fail:

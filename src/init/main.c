@@ -42,6 +42,8 @@
 #include "init.h"
 #include "kernel.h"
 #include "proc.h"
+#include "root.h"
+#include "sudo.h"
 
 #define INIT_EVENTS 64 /* epoll events taken per wait */
 #define INIT_BACKLOG 128
@@ -134,17 +136,20 @@ static void deferred_free_all(void)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: nanobox-init [--socket NAME] [-- ARGS...]\n"
+            "usage: nanobox-init [--user UID:GID] [--socket NAME] [-- ARGS...]\n"
             "       nanobox-init --version\n"
             "\n"
             "PID 1 and agent of a nanobox sandbox: reaps zombies, passes on SIGTERM,\n"
             "and serves docs/AGENT-PROTOCOL.md on the abstract unix socket @NAME\n"
-            "(default @%s). Arguments after -- are reserved and ignored.\n",
+            "(default @%s). Arguments after -- are reserved and ignored.\n"
+            "--user: root mode (started as uid 0): files are handled and commands run\n"
+            "as UID:GID, and a command may ask to run as root without capabilities.\n"
+            "Run under the name sudo, it is a sudo for the sandbox (sudo --help).\n",
             NBA_SOCKET_NAME);
 }
 
 /* 0 to run, 1 to exit with 0, 2 to exit with 2. */
-static int parse_args(int argc, char **argv, const char **name)
+static int parse_args(int argc, char **argv, const char **name, const char **user)
 {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0)
@@ -159,6 +164,10 @@ static int parse_args(int argc, char **argv, const char **name)
         }
         if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
             *name = argv[++i];
+            continue;
+        }
+        if (strcmp(argv[i], "--user") == 0 && i + 1 < argc) {
+            *user = argv[++i];
             continue;
         }
         usage(stderr);
@@ -340,13 +349,19 @@ static int run(int listen_fd, int sfd)
 
 int main(int argc, char **argv)
 {
-    const char *name = NBA_SOCKET_NAME;
+    const char *name = NBA_SOCKET_NAME, *user = NULL, *base;
     sigset_t mask;
     int listen_fd, sfd, rc;
 
-    rc = parse_args(argc, argv, &name);
+    base = argc > 0 ? strrchr(argv[0], '/') : NULL;
+    base = base != NULL ? base + 1 : argc > 0 ? argv[0] : "";
+    if (strcmp(base, "sudo") == 0)
+        return init_sudo_main(argc, argv);
+    rc = parse_args(argc, argv, &name, &user);
     if (rc != 0)
         return rc == 1 ? 0 : 2;
+    if (user != NULL && init_root_setup(user, &rc) != 0)
+        return rc;
     /* The sandbox's code runs as our uid: without this it could ptrace us
      * (no Yama on these hosts, ptrace allowed by Docker's seccomp profile),
      * read /proc/1/mem, environ and root, and answer the host's connections

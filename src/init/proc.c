@@ -58,6 +58,7 @@
 #include "agentproto.h"
 #include "clock.h"
 #include "proc.h"
+#include "root.h"
 
 #define PROC_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 #define PROC_HOLD_RETRY_MS 50 /* grace over while output is held: look again this much later */
@@ -173,7 +174,7 @@ static void __attribute__((noreturn)) child_fail(const char *what, const char *a
 }
 
 static void __attribute__((noreturn))
-child_run(char **argv, char **envp, const char *cwd, const int fds[3], int pty)
+child_run(char **argv, char **envp, const char *cwd, const int fds[3], int pty, int as_root)
 {
     sigset_t none;
 
@@ -190,6 +191,9 @@ child_run(char **argv, char **envp, const char *cwd, const int fds[3], int pty)
     /* fds 0-2 of init are always open (main.c), so pipe ends are >= 3. */
     if (dup2(fds[0], 0) == -1 || dup2(fds[1], 1) == -1 || dup2(fds[2], 2) == -1)
         _exit(127);
+    /* root mode: the sandbox user, or root without capabilities (root.c) */
+    if (init_root_child(as_root) == -1)
+        child_fail("drop privileges", "");
     if (cwd != NULL && chdir(cwd) == -1)
         child_fail("cd ", cwd);
     child_exec_search(argv, envp);
@@ -233,26 +237,31 @@ static char **argv_build(const struct init_request *r)
     return v;
 }
 
-/* init's environment, then (on a PTY) TERM, then each E entry, each
- * replacing the one of its name. */
+/* init's environment, then (on a PTY) TERM, then (as root) root's HOME,
+ * USER and LOGNAME, then each E entry, each replacing the one of its name. */
 static char **env_build(const struct init_request *r)
 {
-    size_t n = 0, k;
+    static const char *const root_env[] = {"HOME=/root", "USER=root", "LOGNAME=root"};
+    const char *defaults[4];
+    size_t n = 0, k, nd = 0;
     char **v;
-    uint32_t first = r->pty ? 0 : 1;
 
+    if (r->pty)
+        defaults[nd++] = PROC_PTY_TERM;
+    for (size_t i = 0; r->root && i < 3; i++)
+        defaults[nd++] = root_env[i];
     while (environ != NULL && environ[n] != NULL)
         n++;
-    v = calloc(n + r->nenv + 2, sizeof(*v));
+    v = calloc(n + nd + r->nenv + 1, sizeof(*v));
     if (v == NULL)
         return NULL;
     for (k = 0; k < n; k++) {
         if ((v[k] = strdup(environ[k])) == NULL)
             goto fail;
     }
-    /* entry 0 is the PTY's TERM, 1..nenv the request's */
-    for (uint32_t i = first; i <= r->nenv; i++) {
-        char *e = i == 0 ? strdup(PROC_PTY_TERM) : slice_dup(&r->env[i - 1]);
+    /* entries 0..nd-1 are the defaults, nd.. the request's */
+    for (size_t i = 0; i < nd + r->nenv; i++) {
+        char *e = i < nd ? strdup(defaults[i]) : slice_dup(&r->env[i - nd]);
         size_t name, j;
         if (e == NULL)
             goto fail;
@@ -309,12 +318,12 @@ static void fds_close(int *fds, size_t n)
  * (-Wclobbered), and the child leaves this frame only through exec or
  * _exit. */
 static pid_t __attribute__((noinline))
-proc_vfork(char **argv, char **envp, const char *cwd, const int fds[3], int pty)
+proc_vfork(char **argv, char **envp, const char *cwd, const int fds[3], int pty, int as_root)
 {
     pid_t pid = vfork();
 
     if (pid == 0)
-        child_run(argv, envp, cwd, fds, pty);
+        child_run(argv, envp, cwd, fds, pty, as_root);
     return pid;
 }
 
@@ -393,10 +402,22 @@ int init_proc_spawn(struct init_proc *p, const struct init_request *r,
         p->pipes[s].fd = -1;
     init_buf_init(&p->stdin_buf, INIT_STDIN_MAX);
     p->ops = ops;
+    if (r->root && !init_root_mode) {
+        snprintf(err, errlen, "%s", NBA_NO_ROOT_MSG);
+        return EPERM;
+    }
     if (r->cwd.len > 0 && ((cwd = slice_dup(&r->cwd)) == NULL))
         return proc_fail(err, errlen, ENOMEM, "exec");
-    if (cwd != NULL && (e = cwd_check(cwd, err, errlen)) != 0)
-        goto out;
+    if (cwd != NULL) {
+        /* with the rights the command will have */
+        if (r->root)
+            init_root_fs_root();
+        e = cwd_check(cwd, err, errlen);
+        if (r->root)
+            init_root_fs_user();
+        if (e != 0)
+            goto out;
+    }
     argv = argv_build(r);
     envp = env_build(r);
     if (argv == NULL || envp == NULL) {
@@ -414,7 +435,7 @@ int init_proc_spawn(struct init_proc *p, const struct init_request *r,
             goto out;
         }
     }
-    for (int s = 0; s < 3 && !r->pty; s++) {
+    for (int s = 0; s < 3 && !r->pty && !r->stdio; s++) {
         int pfd[2];
         if (pipe2(pfd, O_CLOEXEC) == -1) {
             e = proc_fail(err, errlen, errno, "pipe");
@@ -428,9 +449,10 @@ int init_proc_spawn(struct init_proc *p, const struct init_request *r,
         e = proc_fail(err, errlen, errno, "pipe");
         goto out;
     }
+    /* I: the fds the host passed, which its connection owns and closes */
     for (int s = 0; s < 3; s++)
-        child_fds[s] = r->pty ? fds[0] : fds[2 * s];
-    pid = proc_vfork(argv, envp, cwd, child_fds, r->pty);
+        child_fds[s] = r->stdio ? r->stdio_fds[s] : r->pty ? fds[0] : fds[2 * s];
+    pid = proc_vfork(argv, envp, cwd, child_fds, r->pty, r->root);
     if (pid == -1) {
         e = proc_fail(err, errlen, errno == ENOMEM ? EAGAIN : errno, "fork");
         goto out;

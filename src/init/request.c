@@ -55,6 +55,8 @@ static const struct field_rule exec_fields[] = {
     {NBA_T_BG, FK_EMPTY, 0},
     {NBA_T_WINSIZE, FK_U32, 0},
     {NBA_T_CLOSE, FK_EMPTY, 0},
+    {NBA_T_ROOT, FK_EMPTY, 0},
+    {NBA_T_STDIO, FK_EMPTY, 0},
     {0, 0, 0},
 };
 static const struct field_rule pquery_fields[] = {
@@ -316,6 +318,12 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
         case NBA_T_DEPTH:
             r->depth = nba_get_u32(v);
             break;
+        case NBA_T_ROOT:
+            r->root = 1;
+            break;
+        case NBA_T_STDIO:
+            r->stdio = 1;
+            break;
         case NBA_T_WINSIZE:
             r->pty = 1;
             r->cols = (uint16_t)(nba_get_u32(v) >> 16);
@@ -352,6 +360,9 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
     if (r->pty && r->background)
         return fail(err, errlen, EINVAL,
                     "a PTY session runs for its connection: 'B' and 'Y' do not go together");
+    if (r->stdio && (r->background || r->pty))
+        return fail(err, errlen, EINVAL,
+                    "'I' passes the command's stdio for this connection: not with 'B' or 'Y'");
     /* a terminal's output is not capped unless asked */
     if (r->pty && r->type == NBA_EXEC && !maxout_given)
         r->maxout = UINT32_MAX;
@@ -374,6 +385,7 @@ int init_request_parse(struct init_request *r, uint8_t type, const unsigned char
     int e;
 
     memset(r, 0, sizeof(*r));
+    r->stdio_fds[0] = r->stdio_fds[1] = r->stdio_fds[2] = -1;
     if (errlen > 0)
         err[0] = '\0';
     if (rr == NULL)

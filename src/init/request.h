@@ -42,6 +42,10 @@ struct init_request {
     uint32_t depth;            /* H of a read: 1..NBA_MAX_DEPTH, 1 when absent */
     uint8_t pty;               /* Y of exec: run on a PTY of cols x rows */
     uint16_t cols, rows;       /* Y: 1..NBA_WINSIZE_MAX each */
+    uint8_t root;              /* R of exec: run as root (root mode only) */
+    uint8_t stdio;             /* I of exec: stdio passed as fds (not with B or Y) */
+    int stdio_fds[3];          /* I: the fds, set by the connection (conn.c), else -1;
+                                  the connection keeps owning them */
 };
 
 /*

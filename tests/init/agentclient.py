@@ -180,9 +180,11 @@ class Agent:
             return body.decode()
 
     def exec_start(self, argv, env=(), cwd=None, timeout_ms=None, maxout=None, background=False,
-                   pty=None):
-        """pty=(cols, rows): run on a PTY of that window."""
+                   pty=None, root=False):
+        """pty=(cols, rows): run on a PTY of that window; root: R (root mode)."""
         fl = [field("A", a) for a in argv] + [field("E", e) for e in env]
+        if root:
+            fl.append(field("R"))
         if pty is not None:
             fl.append(field("Y", winsize(*pty)))
         if cwd is not None:

@@ -11,8 +11,10 @@ import ctypes
 import json
 import os
 import select
+import shutil
 import signal
 import struct
+import tempfile
 import time
 from pathlib import Path
 
@@ -327,3 +329,23 @@ def test_no_fds_leak(kagent):
     os.kill(pid, signal.SIGKILL)
     assert pid_gone(pid)
     assert wait_fds(a.pid, fds_before) == fds_before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root mode needs the agent started as root")
+def test_root_mode_bridge_runs_as_the_user_without_caps(kagent):
+    """In root mode (--user) the bridge drops to the sandbox user, as commands do."""
+    d = Path(tempfile.mkdtemp(prefix="nbroot-", dir="/tmp"))
+    try:
+        os.chmod(d, 0o755)
+        p = d / "bridge.py"
+        p.write_text(FAKE_BRIDGE)
+        p.chmod(0o644)
+        a = kagent(path=p, extra=["--user", "65123:65123"])
+        pid = bridge_pid(a)
+        st = dict(line.split(":", 1) for line in
+                  Path(f"/proc/{pid}/status").read_text().splitlines())
+        assert st["Uid"].split() == ["65123"] * 4
+        for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            assert int(st[k], 16) == 0, k
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
