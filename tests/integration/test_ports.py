@@ -777,3 +777,101 @@ def test_exhausted_host_port_range_is_503(port_stack):
     assert got == {low, low + 1}
     assert_error(api.open_port_raw(sid, 8002, 600), 503, "no_free_port")
     assert len(st.fwd_pids()) == 2
+
+
+# ------------------------------------------------------- ports on demand
+#
+# ports_on_demand = yes: a request to <port>-<id>.<domain> for a port with no
+# forwarder yet opens it through the same engine as the API (E2B's cloud
+# serves any port an app listens on, sbx.getHost(port)), when something in
+# the sandbox listens on it.
+
+NOTHING_LISTENS = "nothing listens on 127.0.0.1:{port} inside sandbox {sid}"
+
+
+def ondemand_stack(port_stack, name="ports-ondemand", **extra):
+    return port_stack(name, ports_on_demand="yes", ports_on_demand_duration="900", **extra)
+
+
+def test_on_demand_port_serves_an_app_never_opened_and_dies_with_its_sandbox(port_stack):
+    st = ondemand_stack(port_stack)
+    api = st.api
+    sid = api.create(network="none", ttl=SANDBOX_TTL)
+    token = start_http_server(api, sid, 8000)
+    assert api.ports(sid) == []
+    t0 = time.time()
+    r = via_nginx(st, sid, 8000)
+    assert (r.status_code, r.text) == (200, token), (r.status_code, r.text[:300])
+    # and the next ones, through the forwarder it opened
+    for _ in range(3):
+        assert via_nginx(st, sid, 8000).text == token
+    # it is an ordinary open port: listed, with the on-demand duration, one forwarder
+    [p] = api.ports(sid)
+    check_port_fields(p, sid, 8000, st)
+    assert int(t0) + 900 - 2 <= p["expires_at"] <= int(time.time()) + 900 + 1, p
+    pid = the_forwarder(p["hostport"])
+    assert os.path.exists(st.port_socket(sid, 8000))
+    # a second request racing for another app's first one opens it once
+    api.exec(sid, "mkdir -p /tmp/w2 && printf two > /tmp/w2/index.txt")
+    start_in_sandbox(api, sid, "python3 -m http.server 8001 --bind 0.0.0.0 --directory /tmp/w2",
+                     8001, "http-8001")
+    rs = in_threads([lambda: via_nginx(st, sid, 8001)] * 4)
+    assert [(x.status_code, x.text) for x in rs] == [(200, "two")] * 4, [x.text[:200] for x in rs]
+    assert sorted(x["sandboxport"] for x in api.ports(sid)) == [8000, 8001]
+    assert len(st.fwd_pids()) == 2
+
+    assert api.delete(sid).status_code == 204
+    wait_until(lambda: gone(st, sid, 8000, p["hostport"], pid), 10, 0.1,
+               what="the on-demand forwarder to die with its sandbox")
+    r = via_nginx(st, sid, 8000)
+    assert r.status_code == 404 and f"no sandbox {sid}" in r.text, (r.status_code, r.text[:300])
+    assert st.fwd_pids() == [] and st.port_sockets() == []
+
+
+def test_on_demand_port_nothing_listens_on_is_a_502_page_and_opens_nothing(port_stack):
+    st = ondemand_stack(port_stack)
+    api = st.api
+    sid = api.create(network="none", ttl=SANDBOX_TTL)
+    r = via_nginx(st, sid, 8000, timeout=10)
+    assert r.status_code == 502 and "text/html" in r.headers["Content-Type"], r.status_code
+    assert NOTHING_LISTENS.format(port=8000, sid=sid) in r.text, r.text[:500]
+    assert api.ports(sid) == [] and st.fwd_pids() == [] and st.port_sockets() == []
+    # ports out of range: the page of a port that is not open, nothing opened
+    for port in (0, 70000):
+        assert_not_open_page(via_nginx(st, sid, port), sid, port)
+    assert api.ports(sid) == [] and st.fwd_pids() == []
+    # an unknown sandbox: 404 page
+    other = random_uuid()
+    r = via_nginx(st, other, 8000)
+    assert r.status_code == 404 and f"no sandbox {other}" in r.text, (r.status_code, r.text[:300])
+
+
+def test_on_demand_ports_respect_max_ports(port_stack):
+    st = ondemand_stack(port_stack, "ports-ondemand-max", max_ports=2)
+    api = st.api
+    sid = api.create(network="none", ttl=SANDBOX_TTL)
+    # three servers of one /tmp/www: each serves the last token written
+    token = [start_http_server(api, sid, port) for port in (8000, 8001, 8002)][-1]
+    for port in (8000, 8001):
+        assert via_nginx(st, sid, port).text == token
+    r = via_nginx(st, sid, 8002)
+    assert r.status_code == 429 and "max_ports" in r.text, (r.status_code, r.text[:300])
+    assert sorted(x["sandboxport"] for x in api.ports(sid)) == [8000, 8001]
+    assert len(st.fwd_pids()) == 2
+    # on-demand ports count like the API's: the API is refused too
+    assert_error(api.open_port_raw(sid, 8003, 600), 429, "too_many_ports")
+    # closing one makes room for the next on-demand request
+    assert api.close_port(sid, 8000).status_code == 204
+    assert via_nginx(st, sid, 8002).text == token
+    assert sorted(x["sandboxport"] for x in api.ports(sid)) == [8001, 8002]
+
+
+def test_ports_on_demand_off_keeps_the_not_open_page(papi, stack):
+    assert stack.conf.get("ports_on_demand", "no") == "no"
+    sid = papi.create(network="none", ttl=SANDBOX_TTL)
+    start_http_server(papi, sid, 8000)
+    assert_not_open_page(via_nginx(stack, sid, 8000), sid, 8000)
+    assert papi.ports(sid) == [] and stack.fwd_pids() == []
+    # unknown sandboxes too, as before
+    other = random_uuid()
+    assert_not_open_page(via_nginx(stack, other, 8000), other, 8000)
