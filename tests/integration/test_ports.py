@@ -875,3 +875,70 @@ def test_ports_on_demand_off_keeps_the_not_open_page(papi, stack):
     # unknown sandboxes too, as before
     other = random_uuid()
     assert_not_open_page(via_nginx(stack, other, 8000), other, 8000)
+
+
+def test_on_demand_ports_count_against_the_owner_keys_quota(port_stack):
+    from test_keys import KeyApi, add_key
+    st = ondemand_stack(port_stack, "ports-ondemand-quota")
+    q = KeyApi(st, add_key(st, "p", "--max-ports", "1"))
+    try:
+        a, b = q.create(network="none", ttl=SANDBOX_TTL), q.create(network="none", ttl=SANDBOX_TTL)
+        ta, _ = start_http_server(q, a, 8000), start_http_server(q, b, 8000)
+        assert via_nginx(st, a, 8000).text == ta
+        r = via_nginx(st, b, 8000)
+        assert r.status_code == 429 and "max_ports" in r.text, (r.status_code, r.text[:300])
+        assert q.ports(b) == [] and len(st.fwd_pids()) == 1
+        # the owner's own API request is refused alike
+        assert_error(q.open_port_raw(b, 8001, 60), 429, "quota")
+    finally:
+        q.cleanup()
+
+
+def test_on_demand_calls_have_nginx_request_rate_and_open_ports_do_not(port_stack):
+    st = port_stack("ports-ondemand-rate", ports_on_demand="yes",
+                    render_args=["--rate", "2r/s", "--rate-burst", "3"])
+    api = st.api
+    sid = api.create(network="none", ttl=SANDBOX_TTL)
+    token = start_http_server(api, sid, 8000)
+    assert via_nginx(st, sid, 8000).text == token
+    time.sleep(2)  # a full bucket again
+    s = requests.Session()
+    codes = [s.get(f"{st.url}/", headers={"Host": st.port_host(sid, p)}, timeout=10).status_code
+             for p in range(9000, 9020)]
+    assert codes.count(503) >= 10 and set(codes) <= {502, 503}, codes
+    r = s.get(f"{st.url}/", headers={"Host": st.port_host(sid, 9100)}, timeout=10)
+    assert r.status_code == 503 and "cannot open it now" in r.text, r.text[:300]
+    # the open port is not counted: every request of a burst is served
+    assert [via_nginx(st, sid, 8000).status_code for _ in range(20)] == [200] * 20
+    assert [x["sandboxport"] for x in api.ports(sid)] == [8000]
+
+
+def test_a_stale_open_file_is_swept_and_the_port_opens_on_demand_again(port_stack):
+    st = ondemand_stack(port_stack, "ports-ondemand-stale")
+    api = st.api
+    sid = api.create(network="none", ttl=SANDBOX_TTL)
+    token = start_http_server(api, sid, 8000)
+    # as left by a crash: nginx's sign of an open port, with no port behind it
+    stale = os.path.join(st.ports_dir, f"{sid}-8000.open")
+    open(stale, "w").close()
+    os.chmod(stale, 0o644)
+    wait_until(lambda: not os.path.exists(stale), 10, 0.1, what="the reaper to sweep the .open file")
+    assert via_nginx(st, sid, 8000).text == token
+    assert os.path.exists(stale) and [x["sandboxport"] for x in api.ports(sid)] == [8000]
+    # closing the port removes it with the socket
+    assert api.close_port(sid, 8000).status_code == 204
+    assert not os.path.exists(stale) and not os.path.exists(st.port_socket(sid, 8000))
+
+
+def test_a_paused_sandboxs_port_is_409_and_not_opened_on_demand(port_stack):
+    st = ondemand_stack(port_stack, "ports-ondemand-paused")
+    api = st.api
+    sid = api.create(network="none", ttl=SANDBOX_TTL)
+    token = start_http_server(api, sid, 8000)
+    assert api.request("POST", f"/sandbox/{sid}/pause").status_code in (200, 204)
+    r = via_nginx(st, sid, 8000)
+    assert r.status_code == 409 and parse_json(r)["code"] == "paused", r.text[:300]
+    assert st.fwd_pids() == [] and st.port_sockets() == [f"{sid}.paused"]
+    assert api.request("POST", f"/sandbox/{sid}/resume").status_code in (200, 204)
+    assert api.ports(sid) == []
+    assert via_nginx(st, sid, 8000).text == token
