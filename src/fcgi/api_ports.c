@@ -180,13 +180,15 @@ int api_port_on_demand(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     unsigned port = 0;
     const char *why = NULL;
 
-    if (!a->conf.ports_on_demand)
-        why = "off";
-    else if (port_host(nb_http_param(r, "NANOBOX_PORT_HOST"), &port, id, sizeof(id)) != 0 ||
-             port < 1 || port > 65535)
+    if (port_host(nb_http_param(r, "NANOBOX_PORT_HOST"), &port, id, sizeof(id)) != 0 || port < 1 ||
+        port > 65535)
         why = "out_of_range";
     else if (!nb_sandbox_id_valid(id))
         why = "not_found";
+    else if (nb_port_mark_if_open(a, id, (uint16_t)port))
+        why = NULL; /* open, but nginx had no .open file to see it by */
+    else if (!a->conf.ports_on_demand)
+        why = "off";
     else if (open_on_demand(a, id, (uint16_t)port, ae) != 0) {
         why = reason;
         snprintf(reason, sizeof(reason), "%s", ae->code);

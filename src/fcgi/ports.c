@@ -594,6 +594,20 @@ static int wait_opened(struct nb_app *a, const char *id, uint16_t sandboxport)
     }
 }
 
+int nb_port_mark_if_open(struct nb_app *a, const char *id, uint16_t sandboxport)
+{
+    struct nb_slot *s;
+    int open = 0;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    open = s != NULL && s->state == NB_SLOT_RUNNING && port_find(s, sandboxport) != NULL;
+    nb_table_unlock(&a->table);
+    if (!open || !wait_opened(a, id, sandboxport))
+        return 0;
+    mark_open(&a->conf, id, sandboxport);
+    return 1;
+}
+
 int nb_port_open_on_demand(struct nb_app *a, const char *id, uint16_t sandboxport,
                            unsigned key_max_ports, const char *key_name, struct nb_apierr *ae)
 {
@@ -602,23 +616,19 @@ int nb_port_open_on_demand(struct nb_app *a, const char *id, uint16_t sandboxpor
     struct nb_port_info info;
     struct nb_slot *s;
     pid_t init_pid = 0;
-    int open = 0, listening;
+    int listening;
 
+    if (nb_port_mark_if_open(a, id, sandboxport))
+        return 0; /* another request opened it (or was opening it) meanwhile */
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (s != NULL && s->state == NB_SLOT_RUNNING && s->expires > nb_clock_real_s()) {
+    if (s != NULL && s->state == NB_SLOT_RUNNING && s->expires > nb_clock_real_s())
         init_pid = s->init_pid;
-        open = port_find(s, sandboxport) != NULL;
-    }
     nb_table_unlock(&a->table);
     if (init_pid <= 0) {
         nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
                       id);
         return -1;
-    }
-    if (open && wait_opened(a, id, sandboxport)) {
-        mark_open(c, id, sandboxport); /* lost to the sweep below, say: nginx asks no more */
-        return 0;                      /* another request opened it (or was opening it) meanwhile */
     }
     /*
      * Only a port something listens on: an outsider who tries port after
@@ -642,10 +652,8 @@ int nb_port_open_on_demand(struct nb_app *a, const char *id, uint16_t sandboxpor
     req.key_name = key_name;
     if (nb_port_open(a, id, &req, &info, ae) != 0) {
         if (ae->status == 409 && !strcmp(ae->code, "port_open") &&
-            wait_opened(a, id, sandboxport)) {
-            mark_open(c, id, sandboxport);
+            nb_port_mark_if_open(a, id, sandboxport))
             return 0; /* a concurrent first request won the race: it is open */
-        }
         return -1;
     }
     nb_info("port %u of sandbox %s opened on demand", (unsigned)sandboxport, id);

@@ -40,6 +40,14 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
 int nb_port_listening(pid_t init_pid, uint16_t port);
 
 /*
+ * Is sandboxport of sandbox id open (a half-open one waited for, bounded)?
+ * If so its <id>-<port>.open file, nginx's sign that it need not ask, is
+ * made again (gone to a sweep, or the port opened before there were such
+ * files): 1; else 0.
+ */
+int nb_port_mark_if_open(struct nb_app *a, const char *id, uint16_t sandboxport);
+
+/*
  * Open sandboxport of sandbox id on demand (ports_on_demand: a request to
  * <port>-<id>.<ports domain> with no forwarder yet): only a port that a
  * process in the sandbox listens on, for ports_on_demand_duration, counted

@@ -875,6 +875,13 @@ def test_ports_on_demand_off_keeps_the_not_open_page(papi, stack):
     # unknown sandboxes too, as before
     other = random_uuid()
     assert_not_open_page(via_nginx(stack, other, 8000), other, 8000)
+    # a port opened through the API without its .open file (one opened by a
+    # version before there were such files) is served, and gets the file
+    p = papi.open_port(sid, 8000, 600)
+    marker = os.path.join(stack.ports_dir, f"{sid}-8000.open")
+    os.unlink(marker)
+    assert via_nginx(stack, sid, 8000).status_code == 200
+    assert os.path.exists(marker) and papi.ports(sid)[0]["hostport"] == p["hostport"]
 
 
 def test_on_demand_ports_count_against_the_owner_keys_quota(port_stack):
