@@ -106,6 +106,8 @@ void nb_conf_defaults(struct nb_conf *c)
     snprintf(c->port_url, sizeof(c->port_url), "http://{port}-{id}.sandbox.localhost:8080/");
     c->max_ports = 8;
     c->max_port_duration = 86400;
+    c->ports_on_demand = 0;
+    c->ports_on_demand_duration = 3600;
 }
 
 int nb_parse_size(const char *s, uint64_t *out)
@@ -292,6 +294,8 @@ static const struct key keys[] = {
     {"port_url", K_STR, F(port_url), 0},
     {"max_ports", K_UINT, F(max_ports), 16},
     {"max_port_duration", K_UINT, F(max_port_duration), 10 * 365 * 86400ULL},
+    {"ports_on_demand", K_BOOL, F(ports_on_demand), 0},
+    {"ports_on_demand_duration", K_UINT, F(ports_on_demand_duration), 10 * 365 * 86400ULL},
 };
 
 static void store_uint(void *field, size_t size, unsigned long long v)

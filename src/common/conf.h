@@ -121,6 +121,9 @@ struct nb_conf {
     char port_url[NB_CONF_STR];  /* "url" in answers, {port} and {id} replaced */
     unsigned max_ports;          /* open ports per sandbox */
     unsigned max_port_duration;  /* seconds */
+    /* a request to <port>-<id>.<ports domain> opens that port (ports.h) */
+    int ports_on_demand;
+    unsigned ports_on_demand_duration; /* seconds an on-demand port stays open */
 
     /* the E2B facade: E2B's home (/home/user), a link to the workspace; "": none */
     char e2b_home[128];

@@ -69,6 +69,16 @@ int api_port_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args
 /* ra->arg: the sandboxport */
 int api_port_close(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);
+
+/*
+ * nginx's check before it proxies a port host with no forwarder yet
+ * (nanobox-ports.conf.in, auth_request with NANOBOX_PORT_ON_DEMAND and the
+ * host in NANOBOX_PORT_HOST): 204 once the port is open (ports_on_demand,
+ * nb_port_open_on_demand), else 403 with the reason in X-Nanobox-Port:
+ * off, out_of_range, not_found, not_listening, too_many_ports, quota,
+ * no_free_port, fwd_failed.
+ */
+int api_port_on_demand(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae);
 /* files (api_files.c): GET/PUT/DELETE ?path=, POST mkdir and move */
 int api_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                   struct nb_apierr *ae);

@@ -11,8 +11,10 @@
 
 #include "api.h"
 #include "json.h"
+#include "log.h"
 #include "ports.h"
 #include "sandbox.h"
+#include "tenant.h"
 
 static void port_json(struct nb_app *a, yajl_gen g, const char *id, uint16_t sandboxport,
                       uint16_t hostport, int64_t expires)
@@ -139,4 +141,65 @@ int api_port_close(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
     nb_http_audit(r, "port-close", ra->id);
     nb_http_no_content(r);
     return NB_OK;
+}
+
+/* "<port>-<id>.<domain>": 0 with *port and id, -1 when host is not so. */
+static int port_host(const char *host, unsigned *port, char *id, size_t idlen)
+{
+    size_t nd, ni;
+    if (host == NULL)
+        return -1;
+    nd = strspn(host, "0123456789");
+    if (nd < 1 || nd > 5 || host[nd] != '-')
+        return -1;
+    ni = strspn(host + nd + 1, "0123456789abcdef-");
+    if (ni != 36 || host[nd + 1 + ni] != '.' || idlen <= ni)
+        return -1;
+    *port = (unsigned)strtoul(host, NULL, 10);
+    memcpy(id, host + nd + 1, ni);
+    id[ni] = '\0';
+    return 0;
+}
+
+/* nb_port_open_on_demand with the quota of the sandbox's owner, as the owner's own request has */
+static int open_on_demand(struct nb_app *a, const char *id, uint16_t port, struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    struct nb_key owner;
+    if (nb_sandbox_get(a, id, &slot, ae) != 0)
+        return -1;
+    nb_tenant_refresh(a);
+    if (slot.owner[0] == '\0' || nb_tenant_lookup(slot.owner, &owner) != 0)
+        return nb_port_open_on_demand(a, id, port, 0, NULL, ae);
+    return nb_port_open_on_demand(a, id, port, owner.max_ports, owner.name, ae);
+}
+
+int api_port_on_demand(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
+{
+    char id[40], reason[sizeof(ae->code)];
+    unsigned port = 0;
+    const char *why = NULL;
+
+    if (port_host(nb_http_param(r, "NANOBOX_PORT_HOST"), &port, id, sizeof(id)) != 0 || port < 1 ||
+        port > 65535)
+        why = "out_of_range";
+    else if (!nb_sandbox_id_valid(id))
+        why = "not_found";
+    else if (nb_port_mark_if_open(a, id, (uint16_t)port))
+        why = NULL; /* open, but nginx had no .open file to see it by */
+    else if (!a->conf.ports_on_demand)
+        why = "off";
+    else if (open_on_demand(a, id, (uint16_t)port, ae) != 0) {
+        why = reason;
+        snprintf(reason, sizeof(reason), "%s", ae->code);
+        nb_debug("port %u of sandbox %s not opened on demand: %s", port, id, ae->msg);
+    }
+    if (why == NULL) {
+        nb_http_no_content(r);
+        return NB_OK;
+    }
+    /* auth_request lets only 2xx, 401 and 403 through: the reason rides in a header */
+    nb_http_add_header(r, "X-Nanobox-Port", why);
+    nb_apierr_set(ae, 403, "not_opened", "port not opened on demand: %s", why);
+    return NB_ERR;
 }

@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -59,6 +60,30 @@ static void socket_path(const struct nb_conf *c, const char *id, uint16_t sandbo
     snprintf(out, outlen, "%s/%s-%u.sock", c->ports_dir, id, (unsigned)sandboxport);
 }
 
+/*
+ * <id>-<port>.open: a regular file that is there while the port's forwarder
+ * is recorded as open, for nginx's `if (-f ...)` (nanobox-ports.conf.in),
+ * which cannot test the socket itself (it opens the file to test it). A
+ * port without one costs nginx a call to nanobox-fcgi (ports on demand).
+ */
+static void open_path(const struct nb_conf *c, const char *id, uint16_t sandboxport, char *out,
+                      size_t outlen)
+{
+    snprintf(out, outlen, "%s/%s-%u.open", c->ports_dir, id, (unsigned)sandboxport);
+}
+
+static void mark_open(const struct nb_conf *c, const char *id, uint16_t sandboxport)
+{
+    char path[PATH_MAX];
+    int fd;
+    open_path(c, id, sandboxport, path, sizeof(path));
+    fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd == -1)
+        nb_warn("sandbox %s: cannot create %s: %s", id, path, strerror(errno));
+    else
+        close(fd);
+}
+
 static void paused_path(const struct nb_conf *c, const char *id, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s/%s.paused", c->ports_dir, id);
@@ -103,6 +128,8 @@ static void fwd_stop(const struct nb_conf *c, const char *id, uint16_t sandboxpo
         }
     }
     socket_path(c, id, sandboxport, path, sizeof(path));
+    unlink(path);
+    open_path(c, id, sandboxport, path, sizeof(path));
     unlink(path);
 }
 
@@ -494,12 +521,142 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
         nb_apierr_set(ae, 502, "fwd_failed", "%s", msg);
         return -1;
     }
+    mark_open(c, id, req->sandboxport);
     out->sandboxport = req->sandboxport;
     out->hostport = bound;
     out->expires = expires;
     out->duration = (unsigned)(expires - now); /* the same clock reading as expires */
     nb_info("opened port %u of sandbox %s on host port %u until %lld (forwarder %d)",
             (unsigned)req->sandboxport, id, (unsigned)bound, (long long)expires, (int)fwd);
+    return 0;
+}
+
+/* Is there a LISTEN (state 0A) line for port in a /proc/net/tcp{,6} file? */
+static int proc_net_listens(const char *path, uint16_t port)
+{
+    char line[512];
+    int found = 0;
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -1;
+    while (!found && fgets(line, sizeof(line), f)) {
+        /* "  0: 0100007F:1F40 00000000:0000 0A ..." (the header line fails the scan) */
+        char local[64], remote[64];
+        unsigned st, lport;
+        const char *colon;
+        if (sscanf(line, " %*u: %63s %63s %x", local, remote, &st) != 3)
+            continue;
+        colon = strrchr(local, ':');
+        if (colon == NULL || sscanf(colon + 1, "%x", &lport) != 1)
+            continue;
+        found = st == 0x0A && lport == port;
+    }
+    fclose(f);
+    return found;
+}
+
+int nb_port_listening(pid_t init_pid, uint16_t port)
+{
+    char path[64];
+    int v4, v6;
+    snprintf(path, sizeof(path), "/proc/%d/net/tcp", (int)init_pid);
+    v4 = proc_net_listens(path, port);
+    if (v4 == 1)
+        return 1;
+    snprintf(path, sizeof(path), "/proc/%d/net/tcp6", (int)init_pid);
+    v6 = proc_net_listens(path, port);
+    if (v6 == 1)
+        return 1;
+    return v4 < 0 && v6 < 0 ? -1 : 0;
+}
+
+/*
+ * Wait (bounded) until the entry of sandboxport is no longer half-open: a
+ * concurrent request is starting its forwarder. 1 open, 0 not (any more).
+ */
+static int wait_opened(struct nb_app *a, const char *id, uint16_t sandboxport)
+{
+    int64_t until = nb_clock_mono_ms() + FWD_READY_TIMEOUT_MS;
+    for (;;) {
+        struct nb_slot *s;
+        struct nb_port *p;
+        int st = 0; /* 0 gone, 1 open, 2 half-open */
+        nb_table_lock(&a->table);
+        s = nb_table_find(&a->table, id);
+        if (s != NULL && s->state == NB_SLOT_RUNNING && (p = port_find(s, sandboxport)) != NULL)
+            st = p->fwd_start != 0 ? 1 : 2;
+        nb_table_unlock(&a->table);
+        if (st != 2)
+            return st;
+        if (nb_clock_mono_ms() >= until)
+            return 0;
+        usleep(5000);
+    }
+}
+
+int nb_port_mark_if_open(struct nb_app *a, const char *id, uint16_t sandboxport)
+{
+    struct nb_slot *s;
+    int open = 0;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    open = s != NULL && s->state == NB_SLOT_RUNNING && port_find(s, sandboxport) != NULL;
+    nb_table_unlock(&a->table);
+    if (!open || !wait_opened(a, id, sandboxport))
+        return 0;
+    mark_open(&a->conf, id, sandboxport);
+    return 1;
+}
+
+int nb_port_open_on_demand(struct nb_app *a, const char *id, uint16_t sandboxport,
+                           unsigned key_max_ports, const char *key_name, struct nb_apierr *ae)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_port_open req;
+    struct nb_port_info info;
+    struct nb_slot *s;
+    pid_t init_pid = 0;
+    int listening;
+
+    if (nb_port_mark_if_open(a, id, sandboxport))
+        return 0; /* another request opened it (or was opening it) meanwhile */
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL && s->state == NB_SLOT_RUNNING && s->expires > nb_clock_real_s())
+        init_pid = s->init_pid;
+    nb_table_unlock(&a->table);
+    if (init_pid <= 0) {
+        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
+                      id);
+        return -1;
+    }
+    /*
+     * Only a port something listens on: an outsider who tries port after
+     * port takes no forwarder, no host port and none of max_ports for the
+     * ones that would only answer "nothing listens" anyway.
+     */
+    listening = nb_port_listening(init_pid, sandboxport);
+    if (listening != 1) {
+        if (listening < 0)
+            nb_warn("sandbox %s: cannot read the listening sockets of pid %d", id, (int)init_pid);
+        nb_apierr_set(ae, 502, "not_listening", "nothing listens on port %u inside sandbox %s",
+                      (unsigned)sandboxport, id);
+        return -1;
+    }
+    memset(&req, 0, sizeof(req));
+    req.sandboxport = sandboxport;
+    req.duration = c->ports_on_demand_duration;
+    if (req.duration == 0 || req.duration > c->max_port_duration)
+        req.duration = c->max_port_duration;
+    req.key_max_ports = key_max_ports;
+    req.key_name = key_name;
+    if (nb_port_open(a, id, &req, &info, ae) != 0) {
+        if (ae->status == 409 && !strcmp(ae->code, "port_open") &&
+            nb_port_mark_if_open(a, id, sandboxport))
+            return 0; /* a concurrent first request won the race: it is open */
+        return -1;
+    }
+    nb_info("port %u of sandbox %s opened on demand", (unsigned)sandboxport, id);
     return 0;
 }
 
@@ -559,6 +716,48 @@ void nb_ports_stop_all(struct nb_app *a, const char *id)
             fwd_stop(&a->conf, id, ports[i].sandboxport, ports[i].fwd_pid, ports[i].fwd_start);
 }
 
+/*
+ * Remove the <id>-<port>.open files of ports the table does not hold open
+ * (a forwarder stopped by a restart's adoption, a crash between the two):
+ * nginx would otherwise skip nanobox-fcgi for a port nothing serves.
+ */
+static void sweep_open_marks(struct nb_app *a)
+{
+    DIR *d = opendir(a->conf.ports_dir);
+    struct dirent *e;
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        char id[NB_ID_LEN + 1], path[PATH_MAX];
+        unsigned port;
+        size_t n = strlen(e->d_name);
+        struct nb_slot *s;
+        struct nb_port *p;
+        int keep;
+        size_t nd = n > NB_ID_LEN + 1 + 5 ? n - (NB_ID_LEN + 1) - 5 : 0; /* digits of the port */
+        if (nd < 1 || nd > 5 || e->d_name[NB_ID_LEN] != '-' ||
+            strcmp(e->d_name + n - 5, ".open") != 0 ||
+            strspn(e->d_name + NB_ID_LEN + 1, "0123456789") != nd)
+            continue;
+        memcpy(id, e->d_name, NB_ID_LEN);
+        id[NB_ID_LEN] = '\0';
+        port = (unsigned)strtoul(e->d_name + NB_ID_LEN + 1, NULL, 10);
+        if (port < 1 || port > 65535)
+            continue;
+        nb_table_lock(&a->table);
+        s = nb_table_find(&a->table, id);
+        p = s != NULL ? port_find(s, (uint16_t)port) : NULL;
+        keep = p != NULL; /* open, or being opened */
+        nb_table_unlock(&a->table);
+        if (keep)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", a->conf.ports_dir, e->d_name);
+        if (unlink(path) == 0)
+            nb_debug("removed %s: no open port of that name", path);
+    }
+    closedir(d);
+}
+
 struct stale_port {
     char id[NB_ID_LEN + 1];
     struct nb_port port;
@@ -614,4 +813,5 @@ void nb_ports_reap(struct nb_app *a)
                 (unsigned)q->sandboxport, list[k].id);
     }
     free(list);
+    sweep_open_marks(a);
 }

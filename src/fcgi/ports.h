@@ -32,6 +32,33 @@ struct nb_port_info {
 int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *req,
                  struct nb_port_info *out, struct nb_apierr *ae);
 
+/*
+ * Does a socket of the sandbox whose PID 1 is init_pid listen on TCP port
+ * (any address, IPv4 or IPv6)? Read from /proc/<init_pid>/net/tcp{,6}, which
+ * show the sandbox's own network namespace. 1 yes, 0 no, -1 unreadable.
+ */
+int nb_port_listening(pid_t init_pid, uint16_t port);
+
+/*
+ * Is sandboxport of sandbox id open (a half-open one waited for, bounded)?
+ * If so its <id>-<port>.open file, nginx's sign that it need not ask, is
+ * made again (gone to a sweep, or the port opened before there were such
+ * files): 1; else 0.
+ */
+int nb_port_mark_if_open(struct nb_app *a, const char *id, uint16_t sandboxport);
+
+/*
+ * Open sandboxport of sandbox id on demand (ports_on_demand: a request to
+ * <port>-<id>.<ports domain> with no forwarder yet): only a port that a
+ * process in the sandbox listens on, for ports_on_demand_duration, counted
+ * against max_ports and key_max_ports (the max_ports quota of the sandbox's
+ * owner key, key_name; 0: none) like a port opened through the API. 0 when the port is open (by this call or
+ * by a concurrent one); -1 with ae: 404 not_found, 502 not_listening, 429
+ * too_many_ports or quota, 503 no_free_port, 502 fwd_failed.
+ */
+int nb_port_open_on_demand(struct nb_app *a, const char *id, uint16_t sandboxport,
+                           unsigned key_max_ports, const char *key_name, struct nb_apierr *ae);
+
 /* Stop the forwarder of an open port and free its entry. */
 int nb_port_close(struct nb_app *a, const char *id, uint16_t sandboxport, struct nb_apierr *ae);
 

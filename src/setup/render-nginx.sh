@@ -219,11 +219,15 @@ ports_domain_re=${ports_domain//./\\.}
 # zone in nanobox-http.conf; "off" leaves both out.
 if [ "$rate" = off ]; then
     limit_req="# no request rate limit (render-nginx.sh --rate off)"
+    ports_limit_req=$limit_req
     rate_zone="# no request rate limit (render-nginx.sh --rate off): nothing to define"
 else
     [[ $rate =~ ^[1-9][0-9]{0,5}r/[sm]$ ]] || die "rate '$rate' is not N r/s or N r/m, like 50r/s (or off)"
     [[ $rate_burst =~ ^(0|[1-9][0-9]{0,6})$ ]] || die "rate burst '$rate_burst' is not a number of requests"
     limit_req="limit_req zone=nanobox_rate burst=$rate_burst nodelay; limit_req_status 429; limit_req_log_level warn;"
+    # the ports server's on-demand check: auth_request passes only 401 and
+    # 403, so over the rate it is a 403 without a reason (a 503 page)
+    ports_limit_req="limit_req zone=nanobox_rate burst=$rate_burst nodelay; limit_req_status 403; limit_req_log_level warn;"
     # nginx's variables, literally
     # shellcheck disable=SC2016
     rate_zone='map "$http_x_api_key$http_authorization$http_x_access_token" $nanobox_rate_key {
@@ -267,6 +271,7 @@ render() {
     text=${text//@TLS@/"$tls_lines"}
     text=${text//@HTTP_SNIPPET@/"$outdir/nanobox-http.conf"}
     text=${text//@LIMIT_REQ@/"$limit_req"}
+    text=${text//@PORTS_LIMIT_REQ@/"$ports_limit_req"}
     text=${text//@RATE_ZONE@/"$rate_zone"}
     text=${text//@RATE_BURST@/"$rate_burst"}
     text=${text//@RATE@/"$rate"}

@@ -53,6 +53,22 @@ if (code) {
     return { stdout: ex.logs.stdout, text: ex.text, error: ex.error ?? null }
   })
 }
+// any port an app listens on, as in E2B's cloud: nanobox opens it on the
+// first request (ports_on_demand = yes), through the same host routing
+await step('getHostFetch', async () => {
+  await sbx.commands.run('mkdir -p /tmp/www && printf "on demand" > /tmp/www/index.txt')
+  await sbx.commands.run('python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp/www', { background: true })
+  await sbx.commands.run(`python3 -c 'import socket, time
+for i in range(200):
+    try:
+        socket.create_connection(("127.0.0.1", 8000), 0.5).close()
+        break
+    except OSError:
+        time.sleep(0.05)'`)
+  const r = await fetch(`https://${sbx.getHost(8000)}/index.txt`)
+  const again = await fetch(`https://${sbx.getHost(8000)}/index.txt`)
+  return { status: r.status, text: await r.text(), again: again.status }
+})
 await step('kill', async () => ({ killed: await sbx.kill() }))
 await step('isRunningAfterKill', async () => ({ running: await sbx.isRunning() }))
 

@@ -777,3 +777,175 @@ def test_exhausted_host_port_range_is_503(port_stack):
     assert got == {low, low + 1}
     assert_error(api.open_port_raw(sid, 8002, 600), 503, "no_free_port")
     assert len(st.fwd_pids()) == 2
+
+
+# ------------------------------------------------------- ports on demand
+#
+# ports_on_demand = yes: a request to <port>-<id>.<domain> for a port with no
+# forwarder yet opens it through the same engine as the API (E2B's cloud
+# serves any port an app listens on, sbx.getHost(port)), when something in
+# the sandbox listens on it.
+
+NOTHING_LISTENS = "nothing listens on 127.0.0.1:{port} inside sandbox {sid}"
+
+
+def ondemand_stack(port_stack, name="ports-ondemand", **extra):
+    return port_stack(name, ports_on_demand="yes", ports_on_demand_duration="900", **extra)
+
+
+def test_on_demand_port_serves_an_app_never_opened_and_dies_with_its_sandbox(port_stack):
+    st = ondemand_stack(port_stack)
+    api = st.api
+    sid = api.create(network="none", ttl=SANDBOX_TTL)
+    token = start_http_server(api, sid, 8000)
+    assert api.ports(sid) == []
+    t0 = time.time()
+    r = via_nginx(st, sid, 8000)
+    assert (r.status_code, r.text) == (200, token), (r.status_code, r.text[:300])
+    # and the next ones, through the forwarder it opened
+    for _ in range(3):
+        assert via_nginx(st, sid, 8000).text == token
+    # it is an ordinary open port: listed, with the on-demand duration, one forwarder
+    [p] = api.ports(sid)
+    check_port_fields(p, sid, 8000, st)
+    assert int(t0) + 900 - 2 <= p["expires_at"] <= int(time.time()) + 900 + 1, p
+    pid = the_forwarder(p["hostport"])
+    assert os.path.exists(st.port_socket(sid, 8000))
+    # a second request racing for another app's first one opens it once
+    api.exec(sid, "mkdir -p /tmp/w2 && printf two > /tmp/w2/index.txt")
+    start_in_sandbox(api, sid, "python3 -m http.server 8001 --bind 0.0.0.0 --directory /tmp/w2",
+                     8001, "http-8001")
+    rs = in_threads([lambda: via_nginx(st, sid, 8001)] * 4)
+    assert [(x.status_code, x.text) for x in rs] == [(200, "two")] * 4, [x.text[:200] for x in rs]
+    assert sorted(x["sandboxport"] for x in api.ports(sid)) == [8000, 8001]
+    assert len(st.fwd_pids()) == 2
+
+    assert api.delete(sid).status_code == 204
+    wait_until(lambda: gone(st, sid, 8000, p["hostport"], pid), 10, 0.1,
+               what="the on-demand forwarder to die with its sandbox")
+    r = via_nginx(st, sid, 8000)
+    assert r.status_code == 404 and f"no sandbox {sid}" in r.text, (r.status_code, r.text[:300])
+    assert st.fwd_pids() == [] and st.port_sockets() == []
+
+
+def test_on_demand_port_nothing_listens_on_is_a_502_page_and_opens_nothing(port_stack):
+    st = ondemand_stack(port_stack)
+    api = st.api
+    sid = api.create(network="none", ttl=SANDBOX_TTL)
+    r = via_nginx(st, sid, 8000, timeout=10)
+    assert r.status_code == 502 and "text/html" in r.headers["Content-Type"], r.status_code
+    assert NOTHING_LISTENS.format(port=8000, sid=sid) in r.text, r.text[:500]
+    assert api.ports(sid) == [] and st.fwd_pids() == [] and st.port_sockets() == []
+    # ports out of range: the page of a port that is not open, nothing opened
+    for port in (0, 70000):
+        assert_not_open_page(via_nginx(st, sid, port), sid, port)
+    assert api.ports(sid) == [] and st.fwd_pids() == []
+    # an unknown sandbox: 404 page
+    other = random_uuid()
+    r = via_nginx(st, other, 8000)
+    assert r.status_code == 404 and f"no sandbox {other}" in r.text, (r.status_code, r.text[:300])
+
+
+def test_on_demand_ports_respect_max_ports(port_stack):
+    st = ondemand_stack(port_stack, "ports-ondemand-max", max_ports=2)
+    api = st.api
+    sid = api.create(network="none", ttl=SANDBOX_TTL)
+    # three servers of one /tmp/www: each serves the last token written
+    token = [start_http_server(api, sid, port) for port in (8000, 8001, 8002)][-1]
+    for port in (8000, 8001):
+        assert via_nginx(st, sid, port).text == token
+    r = via_nginx(st, sid, 8002)
+    assert r.status_code == 429 and "max_ports" in r.text, (r.status_code, r.text[:300])
+    assert sorted(x["sandboxport"] for x in api.ports(sid)) == [8000, 8001]
+    assert len(st.fwd_pids()) == 2
+    # on-demand ports count like the API's: the API is refused too
+    assert_error(api.open_port_raw(sid, 8003, 600), 429, "too_many_ports")
+    # closing one makes room for the next on-demand request
+    assert api.close_port(sid, 8000).status_code == 204
+    assert via_nginx(st, sid, 8002).text == token
+    assert sorted(x["sandboxport"] for x in api.ports(sid)) == [8001, 8002]
+
+
+def test_ports_on_demand_off_keeps_the_not_open_page(papi, stack):
+    assert stack.conf.get("ports_on_demand", "no") == "no"
+    sid = papi.create(network="none", ttl=SANDBOX_TTL)
+    start_http_server(papi, sid, 8000)
+    assert_not_open_page(via_nginx(stack, sid, 8000), sid, 8000)
+    assert papi.ports(sid) == [] and stack.fwd_pids() == []
+    # unknown sandboxes too, as before
+    other = random_uuid()
+    assert_not_open_page(via_nginx(stack, other, 8000), other, 8000)
+    # a port opened through the API without its .open file (one opened by a
+    # version before there were such files) is served, and gets the file
+    p = papi.open_port(sid, 8000, 600)
+    marker = os.path.join(stack.ports_dir, f"{sid}-8000.open")
+    os.unlink(marker)
+    assert via_nginx(stack, sid, 8000).status_code == 200
+    assert os.path.exists(marker) and papi.ports(sid)[0]["hostport"] == p["hostport"]
+
+
+def test_on_demand_ports_count_against_the_owner_keys_quota(port_stack):
+    from test_keys import KeyApi, add_key
+    st = ondemand_stack(port_stack, "ports-ondemand-quota")
+    q = KeyApi(st, add_key(st, "p", "--max-ports", "1"))
+    try:
+        a, b = q.create(network="none", ttl=SANDBOX_TTL), q.create(network="none", ttl=SANDBOX_TTL)
+        ta, _ = start_http_server(q, a, 8000), start_http_server(q, b, 8000)
+        assert via_nginx(st, a, 8000).text == ta
+        r = via_nginx(st, b, 8000)
+        assert r.status_code == 429 and "max_ports" in r.text, (r.status_code, r.text[:300])
+        assert q.ports(b) == [] and len(st.fwd_pids()) == 1
+        # the owner's own API request is refused alike
+        assert_error(q.open_port_raw(b, 8001, 60), 429, "quota")
+    finally:
+        q.cleanup()
+
+
+def test_on_demand_calls_have_nginx_request_rate_and_open_ports_do_not(port_stack):
+    st = port_stack("ports-ondemand-rate", ports_on_demand="yes",
+                    render_args=["--rate", "2r/s", "--rate-burst", "3"])
+    api = st.api
+    sid = api.create(network="none", ttl=SANDBOX_TTL)
+    token = start_http_server(api, sid, 8000)
+    assert via_nginx(st, sid, 8000).text == token
+    time.sleep(2)  # a full bucket again
+    s = requests.Session()
+    codes = [s.get(f"{st.url}/", headers={"Host": st.port_host(sid, p)}, timeout=10).status_code
+             for p in range(9000, 9020)]
+    assert codes.count(503) >= 10 and set(codes) <= {502, 503}, codes
+    r = s.get(f"{st.url}/", headers={"Host": st.port_host(sid, 9100)}, timeout=10)
+    assert r.status_code == 503 and "cannot open it now" in r.text, r.text[:300]
+    # the open port is not counted: every request of a burst is served
+    assert [via_nginx(st, sid, 8000).status_code for _ in range(20)] == [200] * 20
+    assert [x["sandboxport"] for x in api.ports(sid)] == [8000]
+
+
+def test_a_stale_open_file_is_swept_and_the_port_opens_on_demand_again(port_stack):
+    st = ondemand_stack(port_stack, "ports-ondemand-stale")
+    api = st.api
+    sid = api.create(network="none", ttl=SANDBOX_TTL)
+    token = start_http_server(api, sid, 8000)
+    # as left by a crash: nginx's sign of an open port, with no port behind it
+    stale = os.path.join(st.ports_dir, f"{sid}-8000.open")
+    open(stale, "w").close()
+    os.chmod(stale, 0o644)
+    wait_until(lambda: not os.path.exists(stale), 10, 0.1, what="the reaper to sweep the .open file")
+    assert via_nginx(st, sid, 8000).text == token
+    assert os.path.exists(stale) and [x["sandboxport"] for x in api.ports(sid)] == [8000]
+    # closing the port removes it with the socket
+    assert api.close_port(sid, 8000).status_code == 204
+    assert not os.path.exists(stale) and not os.path.exists(st.port_socket(sid, 8000))
+
+
+def test_a_paused_sandboxs_port_is_409_and_not_opened_on_demand(port_stack):
+    st = ondemand_stack(port_stack, "ports-ondemand-paused")
+    api = st.api
+    sid = api.create(network="none", ttl=SANDBOX_TTL)
+    token = start_http_server(api, sid, 8000)
+    assert api.request("POST", f"/sandbox/{sid}/pause").status_code in (200, 204)
+    r = via_nginx(st, sid, 8000)
+    assert r.status_code == 409 and parse_json(r)["code"] == "paused", r.text[:300]
+    assert st.fwd_pids() == [] and st.port_sockets() == [f"{sid}.paused"]
+    assert api.request("POST", f"/sandbox/{sid}/resume").status_code in (200, 204)
+    assert api.ports(sid) == []
+    assert via_nginx(st, sid, 8000).text == token
