@@ -30,7 +30,7 @@ const cmds = sbx.commands
 
 await step('asRoot', async () => ({ stdout: await out(cmds.run('whoami; id -u; echo "$HOME"; pwd', { user: 'root' })) }))
 await step('rootCaps', async () => ({ stdout: await out(cmds.run(CAPS, { user: 'root' })) }))
-await step('sudo', async () => ({ stdout: await out(cmds.run('sudo id -u; sudo sh -c "' + CAPS + '"')) }))
+await step('sudo', async () => ({ stdout: await out(cmds.run('sudo id -u; sudo ' + CAPS)) }))
 await step('user', async () => ({ stdout: await out(cmds.run('id -u; whoami')) }))
 await step('sudoInstall', async () => {
   await sbx.files.write('/tmp/pkg/DEBIAN/control',
