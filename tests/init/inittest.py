@@ -13,6 +13,20 @@ TOOLED = bool(os.environ.get("NANOBOX_INIT_WRAPPER") or os.environ.get("NANOBOX_
 SLOW = 4 if TOOLED else 1
 
 
+def wait_until(fn, timeout=5.0, interval=0.02, what="condition"):
+    """Call fn until it returns something truthy and return that, or fail
+    after timeout (times SLOW) saying what was awaited and what fn last gave:
+    a state the agent reaches in its own time is waited for, not slept for."""
+    deadline = time.time() + timeout * SLOW
+    while True:
+        last = fn()
+        if last:
+            return last
+        if time.time() > deadline:
+            raise AssertionError(f"timed out after {timeout * SLOW}s waiting for {what}; last: {last!r}")
+        time.sleep(interval)
+
+
 def pid_gone(pid, timeout=3.0):
     """True once pid no longer exists (reaped), polling up to timeout."""
     deadline = time.time() + timeout * SLOW

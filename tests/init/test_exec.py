@@ -13,7 +13,7 @@ import pytest
 
 from agentclient import AgentError, field, frame, u32
 from conftest import INIT_BIN
-from inittest import SLOW, TOOLED, pid_gone, proc_stat
+from inittest import SLOW, TOOLED, pid_gone, proc_stat, wait_until
 
 
 def test_ping_answers_the_version(agent):
@@ -203,8 +203,8 @@ def test_timeout_kills_group_session_and_escaped_descendants(agent):
             first += body
         escaped, bg, sh = (int(x) for x in first.split())
         assert sh == pid
-        time.sleep(0.2)
-        assert proc_stat(escaped)[3] != pid, "setsid did not make a new session"
+        # $! is the pid setsid has before it calls setsid(): a new session comes a moment later
+        wait_until(lambda: proc_stat(escaped)[3] != pid, 1, what="setsid to make a new session")
         out, _, code, sig, flags, _ = agent.exec_collect(c)
         elapsed = time.time() - t0
     assert flags & 1, "timed-out flag not set"

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from agentclient import AgentError, field, fields_dict, u32
+from inittest import wait_until
 
 KIND = {"c": "create", "w": "write", "x": "remove", "m": "rename", "a": "chmod", "o": "overflow"}
 
@@ -311,13 +312,14 @@ def test_polling_watcher_keeps_events_between_requests(agent, tmp_path):
     assert inotify_fds(agent.pid) == 1  # it outlives its request's connection
     (tmp_path / "a").write_bytes(b"1")
     (tmp_path / "sub" / "b").write_bytes(b"2")
-    time.sleep(0.1)
-    got = poll(agent, wid)
+    # the agent reads the events in its own time: what the polls took, until the last came
+    got = []
+    wait_until(lambda: got.extend(poll(agent, wid)) or ("write", "sub/b") in got, 5,
+               what="the watcher to keep the events of both writes")
     assert ("create", "a") in got and ("write", "a") in got and ("create", "sub/b") in got, got
     assert poll(agent, wid) == []  # taken
     (tmp_path / "a").unlink()
-    time.sleep(0.1)
-    assert poll(agent, wid) == [("remove", "a")]
+    assert wait_until(lambda: poll(agent, wid), 5, what="the removal's event") == [("remove", "a")]
     remove_watcher(agent, wid)
     assert inotify_fds(agent.pid) == 0
     for req in (poll, remove_watcher):

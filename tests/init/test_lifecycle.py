@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from conftest import INIT_BIN
-from inittest import SLOW, pid_gone
+from inittest import SLOW, pid_gone, wait_until
 
 
 def zombies_of(pid):
@@ -76,10 +76,11 @@ def test_sigterm_right_after_starts_reaches_every_command(spawn_agent):
 
 def test_agent_exits_after_2s_when_a_child_ignores_sigterm(spawn_agent):
     a = spawn_agent()
-    c, pid = a.exec_start(["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"])
+    c, pid = a.exec_start(["sh", "-c", "trap '' TERM; echo ignoring; while :; do sleep 0.1; done"])
     try:
+        # the trap is set once it says so: a SIGTERM before would just end it
+        assert c.recv() == ("o", b"ignoring\n")
         t0 = time.time()
-        time.sleep(0.2)
         a.proc.send_signal(signal.SIGTERM)
         rc = a.proc.wait(timeout=6 * SLOW)
         elapsed = time.time() - t0
@@ -119,15 +120,20 @@ def test_as_pid1_sigterm_reaches_every_process_and_orphans_are_reaped(tmp_path):
         out, *_ = a.exec(["sh", "-c", "echo $$"])
         assert out == b"2\n" or int(out) > 1  # pids are the namespace's
         # an orphan that exits: reaped by PID 1
-        a.exec(["sh", "-c", "sleep 0.2 >/dev/null 2>&1 &"])
-        time.sleep(0.6)
-        out, *_ = a.exec(["sh", "-c", "cat /proc/[0-9]*/stat | awk '$3 == \"Z\"' | wc -l"])
-        assert out.strip() == b"0", "zombies left under PID 1"
+        exited = tmp_path / "orphan-exits"
+        a.exec(["sh", "-c", f"(sleep 0.2; : > {exited}) >/dev/null 2>&1 &"])
+        wait_until(exited.exists, 5, what="the orphan to exit")
+
+        def zombies():
+            out, *_ = a.exec(["sh", "-c", "cat /proc/[0-9]*/stat | awk '$3 == \"Z\"' | wc -l"])
+            return out.strip()
+        wait_until(lambda: zombies() == b"0", 3, what="PID 1 to reap the orphan (zombies left)")
         # a process not started by a request gets SIGTERM too (kill(-1))
         marker = tmp_path / "got-term"
-        a.exec(["sh", "-c", f"(trap 'echo yes > {marker}; exit 0' TERM; "
+        trapping = tmp_path / "trap-set"
+        a.exec(["sh", "-c", f"(trap 'echo yes > {marker}; exit 0' TERM; : > {trapping}; "
                             "while :; do sleep 0.05; done) >/dev/null 2>&1 &"])
-        time.sleep(0.3)
+        wait_until(trapping.exists, 5, what="the background shell to set its trap")
         kids = Path(f"/proc/{u.pid}/task/{u.pid}/children").read_text().split()
         assert len(kids) == 1
         t0 = time.time()

@@ -116,16 +116,24 @@ def sandbox_chain(sid):
     return "NBX-" + sid.replace("-", "")[:24]
 
 
+def nbs_listing(st):
+    """The running stack's NBS chain as iptables -S lists it. The chain is
+    there for as long as the stack is: a listing that fails says why rather
+    than passing for a chain without jumps."""
+    chain = f"NBS-{st.conf['bridge_interface']}"
+    r = sh("iptables", "-w", "10", "-S", chain, check=False)
+    assert r.returncode == 0, f"iptables -S {chain} failed: {r.stdout}{r.stderr}"
+    return r.stdout
+
+
 def sandbox_rules_present(st, sid):
     """Is there a chain, or a jump, for sandbox sid?"""
     chain = sandbox_chain(sid)
-    nbs = iptables_S(f"NBS-{st.conf['bridge_interface']}") or ""
-    return chain in nbs or iptables_S(chain) is not None
+    return chain in nbs_listing(st) or iptables_S(chain) is not None
 
 
 def sandbox_jumps(st):
-    nbs = iptables_S(f"NBS-{st.conf['bridge_interface']}") or ""
-    return [line for line in nbs.splitlines() if " -g NBX-" in line]
+    return [line for line in nbs_listing(st).splitlines() if " -g NBX-" in line]
 
 
 # ---------------------------------------------------------------- probes

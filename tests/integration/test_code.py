@@ -403,9 +403,14 @@ def test_cells_of_one_context_run_one_at_a_time_in_order(api, py_sid):
     def cell(i, code):
         bodies[i] = run(api, py_sid, code, context=ctx)
 
-    first = threading.Thread(target=cell, args=(0, "time.sleep(1)\norder.append('slow')"))
+    running = f"/tmp/slow-{ctx}"
+    first = threading.Thread(target=cell, args=(0, f"open({running!r}, 'w').close()\n"
+                                                   "time.sleep(1)\norder.append('slow')"))
     first.start()
-    time.sleep(0.3)  # the slow cell is running; the next ones queue behind it
+    # once the slow cell runs, the next ones queue behind it (on a loaded
+    # machine its request can take longer than a fixed sleep to get there)
+    wait_until(lambda: api.exec(py_sid, f"test -e {running}")["exit_code"] == 0, 30,
+               what="the slow cell to run")
     rest = [threading.Thread(target=cell, args=(i, f"order.append({i})")) for i in (1, 2)]
     for t in rest:
         t.start()
@@ -515,13 +520,18 @@ def test_interrupt_stops_a_running_cell(api, py_sid):
     ok(api, py_sid, "after = 'kept'", context=ctx)
     box = {}
 
+    running = f"/tmp/busy-{ctx}"
+
     def busy():
-        box["body"] = run(api, py_sid, "while True:\n    pass", context=ctx, timeout=60)
+        box["body"] = run(api, py_sid, f"open({running!r}, 'w').close()\nwhile True:\n    pass",
+                          context=ctx, timeout=60)
         box["at"] = time.monotonic()
 
     t = threading.Thread(target=busy)
     t.start()
-    time.sleep(1.5)
+    # an interrupt before the cell runs would find the context idle
+    wait_until(lambda: api.exec(py_sid, f"test -e {running}")["exit_code"] == 0, 30,
+               what="the busy cell to run")
     r = api.request("POST", f"/sandbox/{py_sid}/code/interrupt", json={"context": ctx})
     assert r.status_code == 200, r.text
     assert parse_json(r) == {"interrupted": True, "context": ctx}

@@ -22,8 +22,6 @@ import json
 import os
 import secrets
 import subprocess
-import threading
-import time
 from datetime import datetime, timezone
 
 import pytest
@@ -575,13 +573,15 @@ def envd(stack, api):
     api.created.append(sbx["sandboxID"])
     assert len(sbx["envdAccessToken"]) == 64
 
-    def call(proc, msg=None, token=sbx["envdAccessToken"], stream=False, raw=None, headers=None):
+    def call(proc, msg=None, token=sbx["envdAccessToken"], stream=False, raw=None, headers=None,
+             early=False):
+        """early: return at the response's headers, its body still to come (requests' stream=True)."""
         h = {"E2b-Sandbox-Id": sbx["sandboxID"], "E2b-Sandbox-Port": "49983", "Connect-Protocol-Version": "1",
              "Content-Type": "application/connect+json" if stream else "application/json", **(headers or {})}
         if token is not None:
             h["X-Access-Token"] = token
         body = raw if raw is not None else envelope(msg or {}) if stream else json.dumps(msg or {})
-        return requests.post(f"{stack.url}/{proc}", headers=h, data=body, timeout=60)
+        return requests.post(f"{stack.url}/{proc}", headers=h, data=body, timeout=60, stream=early)
     call.sandbox = sbx
     return call
 
@@ -1142,14 +1142,11 @@ def test_watch_dir_raw_stream(envd):
     Connect-Timeout-Ms deadline as deadline_exceeded in the end-of-stream."""
     envd("process.Process/Start", {"process": {"cmd": "/bin/sh", "args": ["-c", "mkdir -p wr"]}}, stream=True)
 
-    def touch_soon():
-        time.sleep(0.5)
-        envd("process.Process/Start", {"process": {"cmd": "/bin/sh", "args": ["-c", "touch wr/t"]}}, stream=True)
-    t = threading.Thread(target=touch_soon)
-    t.start()
-    r = envd("filesystem.Filesystem/WatchDir", {"path": "wr"}, stream=True,
+    # the answer's headers go out with "start", once the agent watches the
+    # directory: a file made before could go unseen on a loaded machine
+    r = envd("filesystem.Filesystem/WatchDir", {"path": "wr"}, stream=True, early=True,
              headers={"Connect-Timeout-Ms": "2500", "Keepalive-Ping-Interval": "1"})
-    t.join()
+    envd("process.Process/Start", {"process": {"cmd": "/bin/sh", "args": ["-c", "touch wr/t"]}}, stream=True)
     msgs, end = connect_stream(r)
     assert msgs[0] == {"start": {}}
     assert {"filesystem": {"name": "t", "type": "EVENT_TYPE_CREATE"}} in msgs, msgs

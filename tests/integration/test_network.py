@@ -217,8 +217,10 @@ def test_no_rules_outlive_their_sandboxes(api, bstack):
 
 def test_concurrent_bridge_creates_each_get_their_own_rules(api, bstack):
     threads = [in_thread(lambda: api.create(network={"deny": [f"{INTERNET_A}/32"]})) for _ in range(6)]
-    for t, _ in threads:
+    for t, box in threads:
         t.join(120)
+        assert not t.is_alive(), "a create did not answer within 120 s"
+        assert "result" in box, f"a create failed: {box.get('error')}"
     ids = [box["result"] for _, box in threads]
     jumps = nbnet.sandbox_jumps(bstack)
     for sid in ids:
