@@ -59,7 +59,8 @@ enum nba_frame {
     NBA_EOF = 'e',     /* host -> init: close the command's stdin */
     NBA_KILL = 'k',    /* host -> init: u8 signal for the command's process group */
     NBA_WINSIZE = 'w', /* host -> init: u16 cols, u16 rows: a PTY session's new window size */
-    NBA_INFO = 'f',    /* fields: K kind, Z size, M mode, Y mtime, u owner, g group, L target */
+    NBA_INFO = 'f',    /* fields: K kind, Z size, M mode, Y mtime, y its ns, u owner, g group,
+                          L target, m the target's mode */
     NBA_DATA = 'd',    /* file bytes */
     NBA_DIRENT = 'n',  /* fields: F name (a relative path below depth 1), then as f */
     NBA_PROC =
@@ -93,6 +94,9 @@ enum nba_tag {
     NBA_T_RECURSIVE = 'r', /* empty: delete a directory tree */
     NBA_T_KIND = 'K',      /* u8: NBA_KIND_* (file) or NBA_PS_* (process) */
     NBA_T_MTIME = 'Y',     /* u64 unix seconds */
+    NBA_T_MTIME_NS = 'y',  /* u32 0..999999999: the nanoseconds of Y (info) */
+    NBA_T_TMODE = 'm',     /* u32 st_mode (type and permission bits) of what a symlink leads to,
+                              when it resolves (info) */
     NBA_T_EXITCODE = 'X',  /* i32 */
     NBA_T_WINSIZE = 'Y',   /* u16 cols, u16 rows: run on a PTY (exec); the new size (resize) */
     NBA_T_DEPTH = 'H',     /* u32 1..NBA_MAX_DEPTH: levels a listing descends (read) */

@@ -19,8 +19,9 @@
  *
  * EntryInfo is protobuf-JSON: {name, type: FILE_TYPE_FILE|_DIRECTORY|
  * _SYMLINK, path (absolute), size (int64 as a string), mode (permission
- * bits), permissions ("-rw-r--r--", as Go prints a FileMode), owner,
- * group, modifiedTime (RFC 3339), symlinkTarget?}. A relative path is in
+ * bits; a symlink's: its target's), permissions ("-rw-r--r--", as Go
+ * prints a FileMode), owner, group, modifiedTime (RFC 3339 to the
+ * nanosecond), symlinkTarget?}. A relative path is in
  * the sandbox user's home (nanobox's workspace). Move crosses mounts
  * (the agent copies then deletes). The polling watcher calls
  * (CreateWatcher, GetWatcherEvents, RemoveWatcher: the Python SDK's
@@ -32,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api.h"
 #include "clock.h"
@@ -99,6 +101,43 @@ static const char *file_type(enum nb_file_kind kind)
     }
 }
 
+/*
+ * key: the mtime as protobuf's JSON gives a Timestamp (Go's protojson, as
+ * envd answers): RFC 3339 in UTC with 0, 3, 6 or 9 digits of fraction,
+ * as few as hold the nanoseconds.
+ */
+static void json_mtime(yajl_gen g, const char *key, const struct nb_file_info *fi)
+{
+    char buf[48];
+    struct tm tm;
+    time_t tt = (time_t)fi->mtime;
+    uint32_t ns = fi->mtime_nsec;
+    size_t n;
+
+    gmtime_r(&tt, &tm);
+    n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+    if (ns == 0)
+        snprintf(buf + n, sizeof(buf) - n, "Z");
+    else if (ns % 1000000u == 0)
+        snprintf(buf + n, sizeof(buf) - n, ".%03uZ", (unsigned)(ns / 1000000u));
+    else if (ns % 1000u == 0)
+        snprintf(buf + n, sizeof(buf) - n, ".%06uZ", (unsigned)(ns / 1000u));
+    else
+        snprintf(buf + n, sizeof(buf) - n, ".%09uZ", (unsigned)ns);
+    nb_json_kv_str(g, key, buf);
+}
+
+/*
+ * envd's mode: the permission bits alone (Go's FileMode.Perm()); for a
+ * symlink those of what it leads to, 0 when it leads nowhere.
+ */
+static uint32_t entry_mode(const struct nb_file_info *fi)
+{
+    if (fi->kind == NB_FILE_SYMLINK)
+        return fi->tmode & 0777;
+    return fi->mode & 0777;
+}
+
 /* One EntryInfo of the file at path (its name: the last component). */
 static void entry_json(yajl_gen g, const char *path, const struct nb_file_info *fi)
 {
@@ -111,11 +150,11 @@ static void entry_json(yajl_gen g, const char *path, const struct nb_file_info *
     nb_json_kv_str(g, "type", file_type(fi->kind));
     nb_json_kv_str(g, "path", path);
     nb_json_kv_str(g, "size", size);
-    nb_json_kv_int(g, "mode", fi->mode & 0777);
+    nb_json_kv_int(g, "mode", entry_mode(fi));
     nb_json_kv_str(g, "permissions", perm);
     nb_json_kv_str(g, "owner", fi->owner);
     nb_json_kv_str(g, "group", fi->group);
-    e2b_json_time(g, "modifiedTime", (int64_t)fi->mtime);
+    json_mtime(g, "modifiedTime", fi);
     if (fi->kind == NB_FILE_SYMLINK && fi->target[0] != '\0')
         nb_json_kv_str(g, "symlinkTarget", fi->target);
     yajl_gen_map_close(g);

@@ -53,7 +53,7 @@ static int files_query_path(struct nb_app *a, struct nb_req *r, const char *key,
     return rc == 0 ? 0 : -1;
 }
 
-/* {type, size, mode, mtime, owner, group, target} keys of fi into an open map. */
+/* {type, size, mode, mtime, mtime_nsec, owner, group, target} keys of fi into an open map. */
 static void info_json(yajl_gen g, const struct nb_file_info *fi)
 {
     char mode[16];
@@ -62,6 +62,7 @@ static void info_json(yajl_gen g, const struct nb_file_info *fi)
     nb_json_kv_int(g, "size", (long long)fi->size);
     nb_json_kv_str(g, "mode", mode);
     nb_json_kv_int(g, "mtime", (long long)fi->mtime);
+    nb_json_kv_int(g, "mtime_nsec", (long long)fi->mtime_nsec);
     if (fi->owner[0] != '\0')
         nb_json_kv_str(g, "owner", fi->owner);
     if (fi->group[0] != '\0')

@@ -111,6 +111,10 @@ static void info_parse(const unsigned char *body, uint32_t len, struct nb_file_i
             fi->mode = nba_get_u32(v);
         else if (tag == NBA_T_MTIME && l == 8)
             fi->mtime = nba_get_u64(v);
+        else if (tag == NBA_T_MTIME_NS && l == 4 && nba_get_u32(v) < 1000000000u)
+            fi->mtime_nsec = nba_get_u32(v);
+        else if (tag == NBA_T_TMODE && l == 4)
+            fi->tmode = nba_get_u32(v);
         else if (tag == NBA_T_PATH)
             field_str(fi->name, sizeof(fi->name), v, l);
         else if (tag == NBA_T_OWNER)

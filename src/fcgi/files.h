@@ -39,8 +39,10 @@ struct nb_file_info {
                                          ("sub/file"; listings only) */
     enum nb_file_kind kind;
     uint64_t size;
-    uint64_t mtime; /* unix seconds */
-    uint32_t mode;  /* permission bits (07777) */
+    uint64_t mtime;      /* unix seconds */
+    uint32_t mtime_nsec; /* and the nanoseconds within (0 from an older agent) */
+    uint32_t mode;       /* permission bits (07777) */
+    uint32_t tmode; /* a symlink's: the st_mode of what it leads to (0: dangling, or not told) */
     char owner[64]; /* the owner's name in the sandbox, or its uid ("" from an older agent) */
     char group[64]; /* the group's name, or its gid */
     char target[NB_FILES_PATH_MAX + 1]; /* a symlink's target ("" otherwise) */

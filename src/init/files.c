@@ -35,9 +35,9 @@
 
 /* Longest owner or group name sent; a longer one goes as its number. */
 #define FILES_NAME_MAX 64
-/* body of 'f' or 'n': F name, K, Z, M, Y, u, g, L */
+/* body of 'f' or 'n': F name, K, Z, M, Y, y, u, g, L, m */
 #define FILES_INFO_MAX \
-    (8 * NBA_HDR + NBA_MAX_PATH + 1 + 8 + 4 + 8 + 2 * FILES_NAME_MAX + NBA_MAX_PATH)
+    (10 * NBA_HDR + NBA_MAX_PATH + 1 + 8 + 4 + 8 + 4 + 2 * FILES_NAME_MAX + NBA_MAX_PATH + 4)
 #define FILES_TMP_TRIES 16
 
 static char *path_dup(const struct init_slice *s)
@@ -113,8 +113,9 @@ static void files_names_of(struct files_names *nm, const struct stat *st)
 }
 
 /*
- * The fields K Z M Y u g (and L for a symlink: dirfd/at, as readlinkat
- * takes them) of st, after an optional F name; returns the length.
+ * The fields K Z M Y y u g (and for a symlink L and, when it resolves, m:
+ * dirfd/at, as readlinkat and fstatat take them) of st, after an optional
+ * F name; returns the length.
  */
 static size_t files_info(unsigned char *out, const char *name, const struct stat *st,
                          struct files_names *nm, int dirfd, const char *at)
@@ -132,14 +133,21 @@ static size_t files_info(unsigned char *out, const char *name, const struct stat
     n += nba_field_put(out + n, NBA_T_MAXOUT, v, 4);
     nba_put_u64(v, (uint64_t)(st->st_mtime < 0 ? 0 : st->st_mtime));
     n += nba_field_put(out + n, NBA_T_MTIME, v, 8);
+    nba_put_u32(v, (uint32_t)(st->st_mtime < 0 ? 0 : st->st_mtim.tv_nsec));
+    n += nba_field_put(out + n, NBA_T_MTIME_NS, v, 4);
     files_names_of(nm, st);
     n += nba_field_put(out + n, NBA_T_OWNER, nm->user, (uint32_t)strlen(nm->user));
     n += nba_field_put(out + n, NBA_T_GROUP, nm->group, (uint32_t)strlen(nm->group));
     if (S_ISLNK(st->st_mode) && at != NULL) {
         char target[NBA_MAX_PATH];
         ssize_t t = readlinkat(dirfd, at, target, sizeof(target));
+        struct stat tst;
         if (t > 0)
             n += nba_field_put(out + n, NBA_T_TARGET, target, (uint32_t)t);
+        if (fstatat(dirfd, at, &tst, 0) == 0) {
+            nba_put_u32(v, (uint32_t)tst.st_mode);
+            n += nba_field_put(out + n, NBA_T_TMODE, v, 4);
+        }
     }
     return n;
 }

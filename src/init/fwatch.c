@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "agentproto.h"
+#include "clock.h"
 #include "conn.h"
 #include "ops.h"
 #include "root.h"
@@ -62,6 +63,7 @@ struct fwatch {
     struct fwatch_ev *q; /* a polling watcher's events, oldest first: q[0..nq) */
     size_t nq, qcap;
     uint8_t lost;        /* events were dropped past INIT_WATCHER_EVENTS */
+    int64_t idle_at;     /* a polling watcher is removed at this (monotonic ms) unless polled */
     struct fwatch *next; /* polling watchers */
     char *root;          /* the watched directory's path */
     uint8_t recursive;
@@ -77,6 +79,7 @@ struct fwatch {
 static unsigned n_fwatch;
 static struct fwatch *watchers; /* the polling ones, by id */
 static uint32_t last_watcher_id;
+int64_t init_watcher_idle_ms = INIT_WATCHER_IDLE_MS;
 
 static int hidden_name(const char *name)
 {
@@ -488,6 +491,33 @@ void init_fwatch_start(struct init_conn *c, const struct init_request *r)
 
 /* --- polling watchers: J create, G take the events, O remove ---------------- */
 
+/*
+ * A polling watcher lives while it is polled: one left unpolled for
+ * init_watcher_idle_ms (a client that forgot O) is removed as O would,
+ * its inotify fd closed and its slot of INIT_MAX_FWATCH freed; a later G
+ * or O for it finds no watcher (ESRCH).
+ */
+int64_t init_fwatch_next_deadline(void)
+{
+    int64_t d = 0;
+    for (const struct fwatch *fw = watchers; fw != NULL; fw = fw->next) {
+        if (d == 0 || fw->idle_at < d)
+            d = fw->idle_at;
+    }
+    return d;
+}
+
+void init_fwatch_tick(int64_t now)
+{
+    struct fwatch *fw = watchers;
+    while (fw != NULL) {
+        struct fwatch *next = fw->next;
+        if (fw->idle_at <= now)
+            fwatch_free(fw);
+        fw = next;
+    }
+}
+
 static struct fwatch *watcher_of(uint32_t id)
 {
     for (struct fwatch *fw = watchers; fw != NULL; fw = fw->next) {
@@ -508,6 +538,7 @@ void init_fwatch_create(struct init_conn *c, const struct init_request *r)
     while (fw->id == 0 || watcher_of(fw->id) != NULL);
     fw->next = watchers;
     watchers = fw;
+    fw->idle_at = nb_clock_mono_ms() + init_watcher_idle_ms;
     send_started(c, fw);
     init_conn_send(c, NBA_END, NULL, 0);
     init_conn_finish(c);
@@ -522,6 +553,7 @@ void init_fwatch_poll(struct init_conn *c, const struct init_request *r)
         init_conn_error(c, ESRCH, "no watcher %u", r->pid);
         return;
     }
+    fw->idle_at = nb_clock_mono_ms() + init_watcher_idle_ms;
     fwatch_pump(fw); /* what the kernel holds now */
     if (fw->lost && init_conn_room(c, FWATCH_EV_MAX)) {
         put_event(c, NBA_EV_OVERFLOW, "", "");

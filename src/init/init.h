@@ -34,6 +34,7 @@
 #define INIT_MAX_SIGNAL 64          /* signal numbers accepted: 0 or 1..64 */
 #define INIT_MAX_FWATCH 32          /* directory watches (I, J) at once; more: EAGAIN */
 #define INIT_WATCHER_EVENTS 1024    /* events a polling watcher (J) keeps until polled */
+#define INIT_WATCHER_IDLE_MS 600000 /* a polling watcher not polled this long is removed */
 
 enum init_watch_kind {
     INIT_W_LISTEN,  /* the agent's socket */
@@ -65,6 +66,11 @@ void init_defer_free(void *p);
 
 /* fwatch.c: an inotify fd is readable */
 void init_fwatch_event(void *obj);
+/* fwatch.c: how long a polling watcher lives unpolled (ms, > 0; --watcher-idle-ms) */
+extern int64_t init_watcher_idle_ms;
+/* fwatch.c: the nearest expiry of an idle polling watcher (0: none); remove those due by now */
+int64_t init_fwatch_next_deadline(void);
+void init_fwatch_tick(int64_t now);
 
 /* Running as PID 1 (in a container) rather than as a plain host process. */
 extern int init_is_pid1;

@@ -136,7 +136,8 @@ static void deferred_free_all(void)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: nanobox-init [--user UID:GID] [--socket NAME] [-- ARGS...]\n"
+            "usage: nanobox-init [--user UID:GID] [--socket NAME] [--watcher-idle-ms MS]\n"
+            "                    [-- ARGS...]\n"
             "       nanobox-init --version\n"
             "\n"
             "PID 1 and agent of a nanobox sandbox: reaps zombies, passes on SIGTERM,\n"
@@ -144,8 +145,10 @@ static void usage(FILE *out)
             "(default @%s). Arguments after -- are reserved and ignored.\n"
             "--user: root mode (started as uid 0): files are handled and commands run\n"
             "as UID:GID, and a command may ask to run as root without capabilities.\n"
+            "--watcher-idle-ms: a polling watcher (J) not polled for MS is removed\n"
+            "(default %d).\n"
             "Run under the name sudo, it is a sudo for the sandbox (sudo --help).\n",
-            NBA_SOCKET_NAME);
+            NBA_SOCKET_NAME, INIT_WATCHER_IDLE_MS);
 }
 
 /* 0 to run, 1 to exit with 0, 2 to exit with 2. */
@@ -169,6 +172,14 @@ static int parse_args(int argc, char **argv, const char **name, const char **use
         if (strcmp(argv[i], "--user") == 0 && i + 1 < argc) {
             *user = argv[++i];
             continue;
+        }
+        if (strcmp(argv[i], "--watcher-idle-ms") == 0 && i + 1 < argc) {
+            char *end;
+            long long ms = strtoll(argv[++i], &end, 10);
+            if (*argv[i] != '\0' && *end == '\0' && ms > 0 && ms <= 86400000LL) {
+                init_watcher_idle_ms = ms;
+                continue;
+            }
         }
         usage(stderr);
         return 2;
@@ -267,9 +278,12 @@ static void signal_event(int sfd)
 static int next_timeout(int64_t now)
 {
     int64_t d = init_conn_next_deadline(), p = init_proc_next_deadline();
+    int64_t w = init_fwatch_next_deadline();
 
     if (p != 0 && (d == 0 || p < d))
         d = p;
+    if (w != 0 && (d == 0 || w < d))
+        d = w;
     if (shutdown_at != 0 && (d == 0 || shutdown_at < d))
         d = shutdown_at;
     if (listen_resume_at != 0 && (d == 0 || listen_resume_at < d))
@@ -334,6 +348,7 @@ static int run(int listen_fd, int sfd)
         now = nb_clock_mono_ms();
         init_proc_tick(now);
         init_conn_tick(now);
+        init_fwatch_tick(now);
         if (listen_resume_at != 0 && now >= listen_resume_at) {
             listen_resume_at = 0;
             init_watch_set(&listen_w, EPOLLIN);

@@ -19,8 +19,8 @@ const { steps, created, summary, step, throws } = suite((e) => errInfo(e))
 
 const errInfo = (e) => ({ name: e?.constructor?.name, message: String(e?.message ?? e) })
 const sha = (b) => createHash('sha256').update(b).digest('hex')
-// an EntryInfo as the summary shows it (modifiedTime as unix seconds)
-const entry = (e) => ({ ...e, modifiedTime: e.modifiedTime ? Math.floor(e.modifiedTime.getTime() / 1000) : null })
+// an EntryInfo as the summary shows it (modifiedTime as unix milliseconds, as the SDK's Date holds it)
+const entry = (e) => ({ ...e, modifiedTime: e.modifiedTime ? e.modifiedTime.getTime() : null })
 
 const s = await Sandbox.create({ metadata: { suite: tag }, timeoutMs: 300_000 })
 created.push(s.sandboxId)
@@ -59,6 +59,17 @@ await step('exists', async () => ({
 await step('infoFile', async () => entry(await s.files.getInfo('tree/b/c.txt')))
 await step('infoDir', async () => entry(await s.files.getInfo('/workspace/tree/b')))
 await step('infoLink', async () => entry(await s.files.getInfo('tree/link')))
+// modifiedTime and mode against what the sandbox's stat says: a file, a
+// directory, a symlink (its own mtime set apart), a dangling symlink
+await step('infoVsStat', async () => {
+  await s.commands.run("mkdir -p mt/d && echo x > mt/f && chmod 640 mt/f && ln -s f mt/l && ln -s nowhere mt/dangling" +
+    " && touch -h -d '2024-05-01 10:00:00.123456789' mt/l && touch -d '2024-05-01 10:00:00.5' mt/d")
+  const names = ['f', 'd', 'l', 'dangling']
+  const st = await s.commands.run(`cd mt && stat -c '%n|%y|%a' ${names.join(' ')}`)
+  const info = {}
+  for (const n of names) info[n] = entry(await s.files.getInfo(`mt/${n}`))
+  return { stat: st.stdout, info }
+})
 await throws('infoMissing', () => s.files.getInfo('tree/zzz'))
 await throws('infoBadPath', () => s.files.getInfo('../etc/passwd'))
 

@@ -70,6 +70,10 @@ def info(body):
     d = fields_dict(body)
     out = {"kind": d["K"].decode(), "size": struct.unpack(">Q", d["Z"])[0],
            "mode": struct.unpack(">I", d["M"])[0], "mtime": struct.unpack(">Q", d["Y"])[0]}
+    if "y" in d:
+        out["mtime_nsec"] = struct.unpack(">I", d["y"])[0]
+    if "m" in d:
+        out["target_mode"] = struct.unpack(">I", d["m"])[0]
     if "F" in d:
         out["name"] = d["F"].decode(errors="surrogateescape")
     return out

@@ -95,6 +95,30 @@ def test_stat_reports_kind_size_mode_mtime(agent, tmp_path):
     assert agent.stat(str(tmp_path / "l"))["kind"] == "l"
 
 
+def test_stat_mtime_to_the_nanosecond_and_a_symlinks_target_mode(agent, tmp_path):
+    f = tmp_path / "f"
+    f.write_bytes(b"abc")
+    os.utime(f, ns=(1_700_000_000_123_456_789, 1_700_000_000_123_456_789))
+    i = agent.stat(str(f))
+    assert (i["mtime"], i["mtime_nsec"]) == (1_700_000_000, 123_456_789)
+    assert "target_mode" not in i  # only a symlink's
+    f.chmod(0o604)
+    (tmp_path / "l").symlink_to(f)
+    link = agent.stat(str(tmp_path / "l"))
+    assert link["kind"] == "l" and link["mode"] == 0o777
+    assert link["target_mode"] == stat.S_IFREG | 0o604
+    assert (link["mtime"], link["mtime_nsec"]) == divmod(os.lstat(tmp_path / "l").st_mtime_ns, 10**9)
+    (tmp_path / "d").mkdir(mode=0o750)
+    (tmp_path / "ld").symlink_to("d")  # relative: resolved from the link's directory
+    assert agent.stat(str(tmp_path / "ld"))["target_mode"] == stat.S_IFDIR | 0o750
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert "target_mode" not in agent.stat(str(tmp_path / "dangling"))
+    _, entries = agent.read(str(tmp_path))
+    by = {e["name"]: e for e in entries}
+    assert by["f"]["mtime_nsec"] == 123_456_789
+    assert by["l"]["target_mode"] == stat.S_IFREG | 0o604 and "target_mode" not in by["dangling"]
+
+
 def test_missing_path_is_enoent(agent, tmp_path):
     for call in (lambda: agent.read(str(tmp_path / "nope")), lambda: agent.stat(str(tmp_path / "nope")),
                  lambda: agent.delete(str(tmp_path / "nope"))):

@@ -358,3 +358,32 @@ def test_polling_watchers_count_against_the_cap_and_errors(agent, tmp_path):
     with pytest.raises(AgentError) as e:
         poll(agent, 0)
     assert e.value.errno == 22
+
+
+def test_an_idle_polling_watcher_expires_and_frees_its_fd(spawn_agent, tmp_path):
+    a = spawn_agent(extra=("--watcher-idle-ms", "700"))
+    kept, _, _ = create_watcher(a, tmp_path)
+    idle, _, _ = create_watcher(a, tmp_path)
+    assert inotify_fds(a.pid) == 2
+    (tmp_path / "x").write_bytes(b"1")
+    for _ in range(5):  # polled every 0.3 s: it lives on past 0.7 s
+        time.sleep(0.3)
+        poll(a, kept)
+    assert inotify_fds(a.pid) == 1  # the idle one is gone, with its inotify fd
+    for req in (poll, remove_watcher):
+        with pytest.raises(AgentError) as e:
+            req(a, idle)
+        assert e.value.errno == 3  # ESRCH, as for an id never given
+    remove_watcher(a, kept)
+    assert inotify_fds(a.pid) == 0
+    wids = [create_watcher(a, tmp_path)[0] for _ in range(32)]  # all 32 slots are free again
+    time.sleep(1.0)
+    assert inotify_fds(a.pid) == 0  # expired with no request coming in
+    wid, _, open_ = create_watcher(a, tmp_path)
+    assert open_ == 1 and wid not in wids
+
+
+def test_watcher_idle_option_is_checked(spawn_agent, tmp_path):
+    for bad in ("0", "-5", "x", "86400001"):
+        a = spawn_agent(extra=("--watcher-idle-ms", bad), check_ready=False)
+        assert a.proc.wait(5) == 2

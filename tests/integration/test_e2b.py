@@ -971,7 +971,7 @@ def test_fs_list_one_level_with_entry_info(fsrun):
     assert a["type"] == "file" and a["path"] == "/home/user/tree/a.txt" and a["size"] == 5, a
     assert a["mode"] == 0o644 and a["permissions"] == "-rw-r--r--", a
     assert a["owner"] and a["group"], a
-    assert near(a["modifiedTime"], fsrun["startedAt"], 30), a
+    assert near(a["modifiedTime"] / 1000, fsrun["startedAt"], 30), a
     assert by["b"]["type"] == "dir" and by["b"]["permissions"] == "drwxr-xr-x" and by["b"]["mode"] == 0o755
     assert by["blob.bin"]["size"] == 300_000
     link = by["link"]
@@ -1003,6 +1003,30 @@ def test_fs_exists_and_get_info(fsrun):
     assert (link["type"], link["symlinkTarget"]) == ("symlink", "a.txt"), link
     e = thrown(fsrun, "infoMissing")
     assert e["name"] == "FileNotFoundError" and "zzz" in e["message"], e
+
+
+def stat_ms(y):
+    """`stat -c %y` ("2024-05-01 10:00:00.123456789 +0000") as unix milliseconds (the SDK's Date)."""
+    day, clock, zone = y.split(" ")
+    whole, frac = clock.split(".")
+    t = datetime.strptime(f"{day} {whole} {zone}", "%Y-%m-%d %H:%M:%S %z")
+    return int(t.timestamp()) * 1000 + int(frac[:3])
+
+
+def test_fs_info_mtime_and_mode_as_envd_gives_them(fsrun):
+    """modifiedTime below the second, equal to the sandbox's stat; mode the permission bits
+    (a symlink's: its target's, 0 when it leads nowhere), permissions as Go prints the mode."""
+    r = step(fsrun, "infoVsStat")
+    st = {n: (y, a) for n, y, a in (line.split("|") for line in r["stat"].splitlines())}
+    info = r["info"]
+    for n in ("f", "d", "l", "dangling"):
+        assert info[n]["modifiedTime"] == stat_ms(st[n][0]), (n, st[n], info[n])
+    assert info["l"]["modifiedTime"] % 1000 == 123 and info["d"]["modifiedTime"] % 1000 == 500
+    f, d, link, dangling = info["f"], info["d"], info["l"], info["dangling"]
+    assert (f["type"], f["mode"], f["permissions"]) == ("file", 0o640, "-rw-r-----"), f
+    assert (d["type"], d["mode"], d["permissions"]) == ("dir", 0o755, "drwxr-xr-x"), d
+    assert (link["mode"], link["permissions"], link["symlinkTarget"]) == (0o640, "Lrwxrwxrwx", "f"), link
+    assert (dangling["mode"], dangling["permissions"]) == (0, "Lrwxrwxrwx"), dangling
     assert thrown(fsrun, "infoBadPath")["name"] == "InvalidArgumentError"
 
 
@@ -1188,6 +1212,17 @@ def test_polling_watchers_keep_events_between_calls(envd, stack):
     assert (r.status_code, r.json()["code"]) == (404, "not_found")
     r = envd("filesystem.Filesystem/GetWatcherEvents", {})
     assert (r.status_code, r.json()["code"]) == (400, "invalid_argument")
+
+
+def test_stat_modified_time_is_a_timestamp_to_the_nanosecond(envd):
+    """modifiedTime as protobuf's JSON gives a Timestamp: as few of 0, 3, 6, 9 fraction digits as hold it."""
+    connect_stream(envd("process.Process/Start", {"process": {"cmd": "/bin/sh", "args": ["-c", (
+        "touch -d '2024-05-01 10:00:00.123456789' ns && touch -d '2024-05-01 10:00:00.5' ms"
+        " && touch -d '2024-05-01 10:00:00.000250' us && touch -d '2024-05-01 10:00:00' s")]}}, stream=True))
+    for name, want in (("ns", "2024-05-01T10:00:00.123456789Z"), ("ms", "2024-05-01T10:00:00.500Z"),
+                       ("us", "2024-05-01T10:00:00.000250Z"), ("s", "2024-05-01T10:00:00Z")):
+        r = envd("filesystem.Filesystem/Stat", {"path": name})
+        assert r.status_code == 200 and r.json()["entry"]["modifiedTime"] == want, (name, r.text[:300])
 
 
 # ------------------------------------------- E2B's user layout (docs/E2B.md, "Users")

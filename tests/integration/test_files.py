@@ -102,7 +102,17 @@ def test_directory_listing(api, sid):
     assert entries["link"]["type"] == "symlink"
     for e in entries.values():
         assert isinstance(e["mtime"], int) and e["mtime"] > 1_600_000_000
+        assert isinstance(e["mtime_nsec"], int) and 0 <= e["mtime_nsec"] < 10**9
         assert len(e["mode"]) == 4 and e["mode"].startswith("0")
+
+
+def test_mtime_nsec_is_the_mtimes_fraction(api, sid):
+    api.exec(sid, "mkdir -p /workspace/ns && touch -d '2024-05-01 10:00:00.123456789' /workspace/ns/f")
+    f = parse_json(get(api, sid, "/workspace/ns"))["entries"][0]
+    assert (f["name"], f["mtime"], f["mtime_nsec"]) == ("f", 1714557600, 123456789), f
+    r = put(api, sid, "/workspace/ns/g", b"x")
+    out = api.exec(sid, "stat -c %.9Y /workspace/ns/g")
+    assert "%d.%09d" % (r.json()["mtime"], r.json()["mtime_nsec"]) == out["stdout"].strip(), (r.text, out)
 
 
 def test_mkdir_move_delete(api, sid):
