@@ -1002,6 +1002,13 @@ def test_execute_raw_lines(stack, api):
         e2b_error(e2b(stack, "POST", "/execute", key=None, headers=h, json=bad), status)
     e2b_error(e2b(stack, "DELETE", "/contexts/ctx-nope", key=None, headers=h), 404)
     e2b_error(e2b(stack, "POST", "/contexts", key=None, headers=h, json={"cwd": "relative"}), 400)
+    # @e2b/code-interpreter 2.8 adds ?source=<E2B_USER_AGENT_SOURCE> to its calls: ignored
+    r = e2b(stack, "POST", "/execute?source=ci", key=None, headers=h, json={"code": "6 * 7"})
+    assert r.status_code == 200, r.text[:300]
+    assert {"type": "result", "text": "42", "is_main_result": True} in \
+        [json.loads(line) for line in r.text.splitlines() if line], r.text[:300]
+    r = e2b(stack, "GET", "/contexts?source=ci", key=None, headers=h)
+    assert r.status_code == 200 and "python" in [c["id"] for c in r.json()], r.text[:300]
 
 
 def test_files_and_code_calls_need_the_sandboxs_access_token(stack, api):
