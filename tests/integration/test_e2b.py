@@ -188,6 +188,10 @@ def test_connect_never_shortens_and_extends(run):
     assert near(step(run, "connectExtends")["endsIn"], 900)
 
 
+def test_create_without_timeout_is_e2bs_300_s(run):
+    assert near(step(run, "createMore")["defaultEndsIn"], 300)
+
+
 def test_list_pages_with_next_token(run):
     pages = step(run, "listPaged")["pages"]
     assert [len(p) for p in pages] == [2, 1], pages
