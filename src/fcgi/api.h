@@ -120,10 +120,13 @@ int api_contexts_restart(struct nb_app *a, struct nb_req *r, const struct nb_rou
                          struct nb_apierr *ae);
 /*
  * The E2B facade (api_e2b.c, docs/E2B.md): E2B's control plane over the
- * same engines; ra->arg is the op of /sandboxes/{id}/{op}.
+ * same engines; ra->arg is the op of /sandboxes/{id}/{op} and
+ * /v2/sandboxes/{id}/{op}.
  */
 int api_e2b_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);
+int api_e2b_create_v2(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
 int api_e2b_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                  struct nb_apierr *ae);
 int api_e2b_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
@@ -134,6 +137,8 @@ int api_e2b_timeout(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
                     struct nb_apierr *ae);
 int api_e2b_connect(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae);
+int api_e2b_connect_v2(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
 int api_e2b_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                   struct nb_apierr *ae);
 int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,

@@ -38,6 +38,8 @@
 /* The template names E2B's SDKs default to. */
 #define E2B_TEMPLATE_BASE "base"
 #define E2B_TEMPLATE_CODE "code-interpreter-v1"
+/* E2B's timeout when a v2 create or connect names none (its API's default). */
+#define E2B_DEFAULT_TIMEOUT 300
 /* E2B's page size: 100 by default and at most. */
 #define E2B_LIST_MAX 100
 
@@ -310,9 +312,14 @@ static int body_field(yajl_val body, const char *key, unsigned types, yajl_val *
     return -1;
 }
 
-/* POST /sandboxes: E2B's NewSandbox. */
-int api_e2b_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-                   struct nb_apierr *ae)
+/* E2B's default timeout, or the operator's max_ttl when that is shorter. */
+static unsigned default_timeout(const struct nb_conf *c)
+{
+    return c->max_ttl < E2B_DEFAULT_TIMEOUT ? (unsigned)c->max_ttl : E2B_DEFAULT_TIMEOUT;
+}
+
+/* E2B's NewSandbox (v1) and NewSandboxV2: the same fields; ttl when it names no timeout. */
+static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_sandbox_spec spec;
@@ -321,7 +328,6 @@ int api_e2b_create(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
     const char *tname = E2B_TEMPLATE_BASE;
     int rc = NB_ERR;
 
-    (void)ra;
     memset(&spec, 0, sizeof(spec));
     if (api_read_json(a, r, &body, ae) != 0)
         return NB_ERR;
@@ -339,7 +345,7 @@ int api_e2b_create(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
         nb_apierr_set(ae, 404, "not_found", "template '%.100s' not found", tname);
         goto out;
     }
-    spec.ttl = c->default_ttl;
+    spec.ttl = ttl;
     if (timeout != NULL && timeout_value(c, timeout, &spec.ttl, ae) != 0)
         goto out;
     if (autopause != NULL && YAJL_IS_TRUE(autopause)) {
@@ -372,6 +378,27 @@ out:
     api_env_free(spec.env, spec.n_env);
     yajl_tree_free(body);
     return rc;
+}
+
+/* POST /sandboxes: E2B's NewSandbox (SDKs before e2b 2.50); no timeout is default_ttl. */
+int api_e2b_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae)
+{
+    (void)ra;
+    return create(a, r, (unsigned)a->conf.default_ttl, ae);
+}
+
+/*
+ * POST /v2/sandboxes: E2B's NewSandboxV2 (e2b 2.50 on). Its fields are
+ * NewSandbox's but "secure" (always secured: the access token is always
+ * given anyway); the SDK leaves "timeout" out when the caller set none,
+ * for E2B's default of 300 s.
+ */
+int api_e2b_create_v2(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae)
+{
+    (void)ra;
+    return create(a, r, default_timeout(&a->conf), ae);
 }
 
 /* The list's filters and page, from the query. */
@@ -583,17 +610,23 @@ int api_e2b_kill(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
     return NB_OK;
 }
 
-/* The body's "timeout" (seconds) into *ttl; required unless dflt is not 0. */
+/*
+ * The body's "timeout" (seconds) into *ttl; required unless dflt is not 0.
+ * memory, when not NULL: the body's "memory" (1 when it is not there).
+ */
 static int body_timeout(struct nb_app *a, struct nb_req *r, unsigned dflt, unsigned *ttl,
-                        struct nb_apierr *ae)
+                        int *memory, struct nb_apierr *ae)
 {
-    yajl_val body = NULL, v;
+    yajl_val body = NULL, v, mem;
     int rc = -1;
 
     if (api_read_json(a, r, &body, ae) != 0)
         return -1;
-    if (body_field(body, "timeout", NB_JT_INT, &v, ae) != 0)
+    if (body_field(body, "timeout", NB_JT_INT, &v, ae) != 0 ||
+        (memory != NULL && body_field(body, "memory", NB_JT_BOOL, &mem, ae) != 0))
         goto out;
+    if (memory != NULL)
+        *memory = mem == NULL || YAJL_IS_TRUE(mem);
     if (v == NULL) {
         if (dflt == 0) {
             nb_apierr_set(ae, 400, "bad_field", "field \"timeout\" (seconds) is required");
@@ -615,7 +648,7 @@ int api_e2b_timeout(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
 {
     unsigned ttl;
     int64_t expires;
-    if (body_timeout(a, r, 0, &ttl, ae) != 0 ||
+    if (body_timeout(a, r, 0, &ttl, NULL, ae) != 0 ||
         nb_sandbox_extend(a, ra->id, ttl, &expires, ae) != 0)
         return NB_ERR;
     nb_http_no_content(r);
@@ -640,16 +673,48 @@ static int wake(struct nb_app *a, const char *id, unsigned ttl, struct nb_slot *
     return nb_sandbox_get(a, id, slot, ae);
 }
 
-/* POST /sandboxes/{id}/connect: 200 running (201 resumed), never a shorter timeout. */
-int api_e2b_connect(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-                    struct nb_apierr *ae)
+/*
+ * Connect: 200 running (201 resumed), never a shorter timeout. v1 (POST
+ * /sandboxes/{id}/connect) needs the timeout. v2 (POST
+ * /v2/sandboxes/{id}/connect, e2b 2.50 on) has an optional body: no
+ * timeout is E2B's 300 s, and {"memory": false} (the SDK's onResume:
+ * 'reboot') would resume a paused sandbox from its disk alone: nanobox's
+ * pause keeps the memory and cannot boot afresh, so that is 501 and the
+ * sandbox stays paused.
+ */
+static int connect_sandbox(struct nb_app *a, struct nb_req *r, const char *id, int v2,
+                           struct nb_apierr *ae)
 {
     struct nb_slot slot;
     unsigned ttl;
-    int resumed;
-    if (body_timeout(a, r, 0, &ttl, ae) != 0 || wake(a, ra->id, ttl, &slot, &resumed, ae) != 0)
+    int resumed, memory = 1;
+    if (body_timeout(a, r, v2 ? default_timeout(&a->conf) : 0, &ttl, v2 ? &memory : NULL, ae) != 0)
+        return NB_ERR;
+    if (!memory) {
+        if (nb_sandbox_get(a, id, &slot, ae) != 0)
+            return NB_ERR;
+        if (slot.state == NB_SLOT_PAUSED) {
+            nb_apierr_set(ae, 501, "not_implemented",
+                          "resuming without memory (onResume: 'reboot') is not supported by "
+                          "nanobox: a paused sandbox resumes with its memory");
+            return NB_ERR;
+        }
+    }
+    if (wake(a, id, ttl, &slot, &resumed, ae) != 0)
         return NB_ERR;
     return answer_sandbox(a, r, resumed ? 201 : 200, &slot);
+}
+
+int api_e2b_connect(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae)
+{
+    return connect_sandbox(a, r, ra->id, 0, ae);
+}
+
+int api_e2b_connect_v2(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae)
+{
+    return connect_sandbox(a, r, ra->id, 1, ae);
 }
 
 /* POST /sandboxes/{id}/resume (E2B's older call): 409 when it is not paused. */
@@ -660,7 +725,7 @@ int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
     unsigned ttl;
     int resumed;
     /* E2B's ResumedSandbox: 15 s when the body names no timeout */
-    if (body_timeout(a, r, 15, &ttl, ae) != 0 || nb_sandbox_get(a, ra->id, &slot, ae) != 0)
+    if (body_timeout(a, r, 15, &ttl, NULL, ae) != 0 || nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         return NB_ERR;
     if (slot.state != NB_SLOT_PAUSED) {
         nb_apierr_set(ae, 409, "conflict", "sandbox %s is already running", ra->id);

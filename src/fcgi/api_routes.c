@@ -86,6 +86,7 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_E2B_SANDBOXES, "", "GET", E2B, api_e2b_list},
     {NB_ROUTE_E2B_SANDBOXES, "", "POST", E2B, api_e2b_create},
     {NB_ROUTE_E2B_LIST, "", "GET", E2B, api_e2b_list},
+    {NB_ROUTE_E2B_LIST, "", "POST", E2B, api_e2b_create_v2},
     {NB_ROUTE_E2B_SANDBOX, "", "GET", E2B | ID, api_e2b_get},
     {NB_ROUTE_E2B_SANDBOX, "", "DELETE", E2B | ID, api_e2b_kill},
     {NB_ROUTE_E2B_OP, "timeout", "POST", E2B | ID, api_e2b_timeout},
@@ -95,6 +96,9 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_E2B_OP, "metrics", "GET", E2B | ID, api_e2b_metrics},
     /* logs, snapshots, fork, network, refreshes...: 501 in E2B's shape */
     {NB_ROUTE_E2B_OP, "*", "*", E2B | ID, api_e2b_not_implemented},
+    /* the v2 paths of e2b 2.50 on: connect; logs is 501 as above */
+    {NB_ROUTE_E2B_V2_OP, "connect", "POST", E2B | ID, api_e2b_connect_v2},
+    {NB_ROUTE_E2B_V2_OP, "*", "*", E2B | ID, api_e2b_not_implemented},
     /* the data plane: no API key (the SDK sends none there); the handler checks the id */
     {NB_ROUTE_E2B_DATA, "/health", "GET", E2B | PUBLIC, api_e2b_health},
     /* envd's Connect-RPC process.Process (api_e2b_proc.c): the sandbox's access token, not the key */

@@ -12,21 +12,26 @@
 #include "route.h"
 
 /*
- * The E2B control plane: /sandboxes[/{id}[/{op}]] and /v2/sandboxes.
- * Anything else that begins so is E2B's too (its 404, in its shape).
+ * The E2B control plane: /sandboxes[/{id}[/{op}]], /v2/sandboxes and
+ * /v2/sandboxes/{id}/{op} (the SDK's connect since e2b 2.50). Anything else
+ * that begins so is E2B's too (its 404, in its shape).
  */
 static enum nb_route match_e2b(const char *path, char *id, size_t idlen, char *arg, size_t arglen)
 {
     const char *rest, *slash;
     size_t n;
+    int v2 = 0;
 
     if (!strcmp(path, "/sandboxes") || !strcmp(path, "/sandboxes/"))
         return NB_ROUTE_E2B_SANDBOXES;
     if (!strcmp(path, "/v2/sandboxes") || !strcmp(path, "/v2/sandboxes/"))
         return NB_ROUTE_E2B_LIST;
-    if (strncmp(path, "/sandboxes/", 11) != 0)
+    if (!strncmp(path, "/sandboxes/", 11))
+        rest = path + 11;
+    else if (!strncmp(path, "/v2/sandboxes/", 14))
+        rest = path + 14, v2 = 1;
+    else
         return NB_ROUTE_E2B_OTHER;
-    rest = path + 11;
     slash = strchr(rest, '/');
     n = slash ? (size_t)(slash - rest) : strlen(rest);
     if (n == 0)
@@ -35,15 +40,15 @@ static enum nb_route match_e2b(const char *path, char *id, size_t idlen, char *a
         n = idlen - 1;
     memcpy(id, rest, n);
     id[n] = '\0';
-    if (slash == NULL || !strcmp(slash, "/"))
+    if (!v2 && (slash == NULL || !strcmp(slash, "/")))
         return NB_ROUTE_E2B_SANDBOX;
-    n = strlen(slash + 1);
+    n = slash ? strlen(slash + 1) : 0;
     if (n == 0 || n >= arglen || strchr(slash + 1, '/') != NULL) {
         id[0] = '\0';
         return NB_ROUTE_E2B_OTHER;
     }
     memcpy(arg, slash + 1, n + 1);
-    return NB_ROUTE_E2B_OP;
+    return v2 ? NB_ROUTE_E2B_V2_OP : NB_ROUTE_E2B_OP;
 }
 
 int nb_route_e2b_host(const char *host, char *id, size_t idlen, char *port, size_t portlen)
@@ -248,6 +253,8 @@ const char *nb_route_path(enum nb_route shape)
         return "/sandboxes/{id}";
     case NB_ROUTE_E2B_LIST:
         return "/v2/sandboxes";
+    case NB_ROUTE_E2B_V2_OP:
+        return "/v2/sandboxes/{id}";
     case NB_ROUTE_E2B_OTHER:
         return "/sandboxes/*";
     case NB_ROUTE_E2B_DATA:
@@ -294,7 +301,8 @@ const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra)
 {
     if (shape == NB_ROUTE_E2B_DATA)
         return e2b_data_sub(ra->arg);
-    if (shape == NB_ROUTE_FILES || shape == NB_ROUTE_CODE || shape == NB_ROUTE_E2B_OP)
+    if (shape == NB_ROUTE_FILES || shape == NB_ROUTE_CODE || shape == NB_ROUTE_E2B_OP ||
+        shape == NB_ROUTE_E2B_V2_OP)
         return ra->arg;
     if (shape == NB_ROUTE_CONTEXTS) {
         if (ra->arg[0] == '\0')

@@ -45,6 +45,7 @@ enum nb_route {
     NB_ROUTE_E2B_SANDBOX,   /* /sandboxes/{id} */
     NB_ROUTE_E2B_OP,        /* /sandboxes/{id}/{op} (arg: the op) */
     NB_ROUTE_E2B_LIST,      /* /v2/sandboxes */
+    NB_ROUTE_E2B_V2_OP,     /* /v2/sandboxes/{id}/{op} (arg: the op) */
     NB_ROUTE_E2B_OTHER,     /* anything else under /sandboxes/ or /v2/sandboxes/ */
     NB_ROUTE_E2B_DATA,      /* a data-plane request (nb_route_match_e2b_data) */
 };

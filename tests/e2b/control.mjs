@@ -75,7 +75,8 @@ await step('connectExtends', async () => {
 await step('createMore', async () => {
   b = await create({ metadata: { n: '1' } })
   c = await create({ metadata: { n: '2' }, timeoutMs: 60_000 })
-  return { ids: [b.sandboxId, c.sandboxId] }
+  // b names no timeout: e2b before 2.50 sends its 300 s, 2.50 on sends none (the API's 300 s)
+  return { ids: [b.sandboxId, c.sandboxId], defaultEndsIn: secs((await b.getInfo()).endAt) }
 })
 await step('listPaged', async () => ({ pages: await allPages({ query: { metadata: { suite: tag } }, limit: 2 }) }))
 await step('listAsc', async () => ({ pages: await allPages({ query: { metadata: { suite: tag } }, order: 'asc' }) }))

@@ -26,10 +26,10 @@ static int has_sandbox_id(enum nb_route rt)
            rt == NB_ROUTE_PTY || rt == NB_ROUTE_SNAPSHOT;
 }
 
-/* The E2B facade's /sandboxes/{id}[/{op}]: the id after that prefix. */
+/* The E2B facade's /sandboxes/{id}[/{op}] and /v2/sandboxes/{id}/{op}: the id after that prefix. */
 static int has_e2b_id(enum nb_route rt)
 {
-    return rt == NB_ROUTE_E2B_SANDBOX || rt == NB_ROUTE_E2B_OP;
+    return rt == NB_ROUTE_E2B_SANDBOX || rt == NB_ROUTE_E2B_OP || rt == NB_ROUTE_E2B_V2_OP;
 }
 
 static void check(const char *path, enum nb_route rt, const char *id, size_t idlen, const char *arg,
@@ -43,10 +43,12 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
     if (il == idlen || al == arglen || ol == oplen)
         abort(); /* not NUL-terminated within its buffer */
     if (has_e2b_id(rt)) {
-        if (strncmp(path, "/sandboxes/", 11) != 0 || strncmp(path + 11, id, il) != 0 ||
+        const char *pre = rt == NB_ROUTE_E2B_V2_OP ? "/v2/sandboxes/" : "/sandboxes/";
+        size_t pl = strlen(pre);
+        if (strncmp(path, pre, pl) != 0 || strncmp(path + pl, id, il) != 0 ||
             memchr(id, '/', il) != NULL)
             abort();
-        if (il < idlen - 1 && path[11 + il] != '\0' && path[11 + il] != '/')
+        if (il < idlen - 1 && path[pl + il] != '\0' && path[pl + il] != '/')
             abort();
     } else if (!has_sandbox_id(rt)) {
         if (il != 0 && rt != NB_ROUTE_NONE)
@@ -108,6 +110,7 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
             abort();
         break;
     case NB_ROUTE_E2B_OP:
+    case NB_ROUTE_E2B_V2_OP:
         if (al == 0 || ol != 0 || strstr(path, arg) == NULL)
             abort();
         break;
@@ -174,7 +177,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the same path with the smallest buffers: cut, or no route, never past them */
     if (match(path, 1, 1, 1) != rt && rt != NB_ROUTE_PORT && rt != NB_ROUTE_PROCS &&
         rt != NB_ROUTE_FILES && rt != NB_ROUTE_CODE && rt != NB_ROUTE_CONTEXTS &&
-        rt != NB_ROUTE_E2B_OP && rt != NB_ROUTE_TEMPLATE && rt != NB_ROUTE_PTY)
+        rt != NB_ROUTE_E2B_OP && rt != NB_ROUTE_E2B_V2_OP && rt != NB_ROUTE_TEMPLATE &&
+        rt != NB_ROUTE_PTY)
         abort();
     /* the same bytes as an E2B_DOMAIN host: an id of 36 and a port of 5, or nothing */
     {

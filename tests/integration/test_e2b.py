@@ -2,7 +2,9 @@
 The E2B facade's control plane (docs/E2B.md) against the live stack.
 
 Two parts:
-- the official E2B SDK (npm e2b, pinned in tests/e2b/package.json) runs
+- the official E2B SDK (npm e2b, pinned in tests/e2b/package.json; the
+  newest, tests/e2b-latest/package.json, runs control, commands, data and
+  fs too: their tests are [pinned] and [latest]) runs
   tests/e2b/control.mjs with nothing but E2B_API_URL, E2B_SANDBOX_URL (the
   stack's nginx) and E2B_API_KEY=e2b_<key>: create with metadata, envs and
   a timeout, getInfo, setTimeout both ways, connect (never shortens;
@@ -12,7 +14,8 @@ Two parts:
   the app and from nginx, the key with and without "e2b_", what is not
   implemented, the data plane routed on E2b-Sandbox-Id.
 
-npm installs the SDK into tests/e2b/node_modules when it is missing.
+npm installs the SDKs into tests/e2b/node_modules and
+tests/e2b-latest/node_modules when they are missing.
 """
 
 import base64
@@ -21,8 +24,11 @@ import hmac
 import json
 import os
 import secrets
+import shutil
 import subprocess
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import requests
@@ -31,22 +37,57 @@ import nbtest
 from conftest import _start, _stop
 
 E2B_DIR = nbtest.REPO / "tests" / "e2b"
+# The newest SDKs on npm (tests/e2b-latest/package.json) run the same scripts.
+E2B_LATEST_DIR = nbtest.REPO / "tests" / "e2b-latest"
 CONTROL_JS = E2B_DIR / "control.mjs"
 SDK_TIMEOUT = 300
 MAX_TTL = int(nbtest.BASE_CONF["max_ttl"])
 
 
+class Sdk(NamedTuple):
+    node: str
+    dir: Path  # the scripts and the node_modules they import from
+
+
+def _sdk(pkg_dir):
+    node = nbtest.node_package(pkg_dir, "e2b")
+    nbtest.node_package(pkg_dir, "@e2b/code-interpreter")
+    return node
+
+
 @pytest.fixture(scope="module")
 def e2b_sdk():
-    return nbtest.node_package(E2B_DIR, "e2b")
+    """The pinned SDKs (tests/e2b/package.json), run from tests/e2b."""
+    return Sdk(_sdk(E2B_DIR), E2B_DIR)
 
 
-def sdk_script(stack, node, script, prefix, code=False, env_over=None, args_more=()):
-    """Run tests/e2b/<script> once against the stack, with nothing but the three
-    E2B variables set (env_over changes them: a None value unsets one), and a
-    unique --tag (and --code when asked and the nanobox-python image is there,
-    then args_more): the summary its last line prints. The caller deletes the
-    sandboxes listed in its "created"."""
+@pytest.fixture(scope="module")
+def e2b_latest(tmp_path_factory):
+    """The newest SDKs (tests/e2b-latest/package.json) with the same scripts:
+    ESM resolves "e2b" from the script's own directory (NODE_PATH does not
+    apply), so tests/e2b/*.mjs are copied into a scratch directory whose
+    node_modules is tests/e2b-latest's."""
+    node = _sdk(E2B_LATEST_DIR)
+    d = tmp_path_factory.mktemp("e2b-latest")
+    for f in E2B_DIR.glob("*.mjs"):
+        shutil.copy(f, d / f.name)
+    (d / "node_modules").symlink_to(E2B_LATEST_DIR / "node_modules", target_is_directory=True)
+    return Sdk(node, d)
+
+
+@pytest.fixture(scope="module", params=["pinned", "latest"])
+def sdk(request):
+    """Both SDK pins, for the scripts that run against the newest too
+    (control, commands, data, fs): the other scripts run on the pinned only."""
+    return request.getfixturevalue("e2b_sdk" if request.param == "pinned" else "e2b_latest")
+
+
+def sdk_script(stack, sdk, script, prefix, code=False, env_over=None, args_more=()):
+    """Run <script> of sdk.dir (tests/e2b/) once against the stack, with
+    nothing but the three E2B variables set (env_over changes them: a None
+    value unsets one), and a unique --tag (and --code when asked and the
+    nanobox-python image is there, then args_more): the summary its last
+    line prints. The caller deletes the sandboxes listed in its "created"."""
     tag = prefix + secrets.token_hex(4)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
     env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}")
@@ -54,7 +95,7 @@ def sdk_script(stack, node, script, prefix, code=False, env_over=None, args_more
         env.pop(k, None) if v is None else env.__setitem__(k, v)
     args = ["--tag", tag] + (["--code"] if code and nbtest.image_present(nbtest.PYTHON_IMAGE) else [])
     args += list(args_more)
-    r = subprocess.run([node, str(E2B_DIR / script), *args], cwd=E2B_DIR, env=env, capture_output=True,
+    r = subprocess.run([sdk.node, str(sdk.dir / script), *args], cwd=sdk.dir, env=env, capture_output=True,
                        text=True, timeout=SDK_TIMEOUT)
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     assert r.returncode == 0 and lines, (f"{script} -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
@@ -63,18 +104,18 @@ def sdk_script(stack, node, script, prefix, code=False, env_over=None, args_more
 
 
 @pytest.fixture(scope="module")
-def run(stack, e2b_sdk):
+def run(stack, sdk):
     """control.mjs once against the stack: its summary."""
-    summary = sdk_script(stack, e2b_sdk, CONTROL_JS.name, "e2b-", code=True)
+    summary = sdk_script(stack, sdk, CONTROL_JS.name, "e2b-", code=True)
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
 
 
 @pytest.fixture(scope="module")
-def commands(stack, e2b_sdk):
+def commands(stack, sdk):
     """commands.mjs once against the stack (sbx.commands through process.Process): its summary."""
-    summary = sdk_script(stack, e2b_sdk, "commands.mjs", "e2b-")
+    summary = sdk_script(stack, sdk, "commands.mjs", "e2b-")
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -143,6 +184,10 @@ def test_connect_never_shortens_and_extends(run):
     assert s["sandboxId"] == step(run, "create")["sandboxId"]
     assert near(s["endsIn"], 600), s
     assert near(step(run, "connectExtends")["endsIn"], 900)
+
+
+def test_create_without_timeout_is_e2bs_300_s(run):
+    assert near(step(run, "createMore")["defaultEndsIn"], 300)
 
 
 def test_list_pages_with_next_token(run):
@@ -458,12 +503,47 @@ def test_create_get_kill_raw(stack, api):
     ({"templateID": "nope"}, 404),
     ({"autoPause": True}, 501),
 ])
-def test_bad_create_changes_nothing(stack, body, status):
+@pytest.mark.parametrize("path", ["/sandboxes", "/v2/sandboxes"])
+def test_bad_create_changes_nothing(stack, body, status, path):
     before = len(stack.live_containers())
-    e2b_error(e2b(stack, "POST", "/sandboxes", json=body), status)
-    e2b_error(e2b(stack, "POST", "/sandboxes", data=b"{not json",
-                  headers={"Content-Type": "application/json"}), 400)
+    e2b_error(e2b(stack, "POST", path, json=body), status)
+    e2b_error(e2b(stack, "POST", path, data=b"{not json", headers={"Content-Type": "application/json"}), 400)
     assert len(stack.live_containers()) == before
+
+
+def test_v2_create_and_connect_raw(stack, api):
+    """e2b 2.50's POST /v2/sandboxes and /v2/sandboxes/{id}/connect: no
+    "secure", and no timeout unless the caller set one (E2B's 300 s then)."""
+    r = e2b(stack, "POST", "/v2/sandboxes", json={"templateID": "base", "metadata": {"v": "2"}})
+    assert r.status_code == 201, r.text[:300]
+    body = r.json()
+    sid = body["sandboxID"]
+    api.created.append(sid)
+    assert body["envdAccessToken"] and body["envdVersion"] == "0.5.6"
+    native = api.get(sid).json()
+    assert native["metadata"] == {"v": "2"} and near(native["ttl_remaining"], 300)
+    # connect: no body at all, or no timeout, is 300 s; it never shortens
+    r = e2b(stack, "POST", f"/v2/sandboxes/{sid}/connect")
+    assert r.status_code == 200 and r.json()["envdAccessToken"] == body["envdAccessToken"], r.text[:300]
+    assert e2b(stack, "POST", f"/v2/sandboxes/{sid}/connect", json={"timeout": 600}).status_code == 200
+    assert near(api.get(sid).json()["ttl_remaining"], 600)
+    assert e2b(stack, "POST", f"/v2/sandboxes/{sid}/connect", json={}).status_code == 200
+    assert near(api.get(sid).json()["ttl_remaining"], 600)
+    # {"memory": false} (onResume: 'reboot') is nothing on a running sandbox ...
+    assert e2b(stack, "POST", f"/v2/sandboxes/{sid}/connect", json={"memory": False}).status_code == 200
+    # ... and what nanobox cannot do on a paused one: it stays paused
+    assert e2b(stack, "POST", f"/sandboxes/{sid}/pause").status_code == 204
+    assert "reboot" in e2b_error(e2b(stack, "POST", f"/v2/sandboxes/{sid}/connect", json={"memory": False}), 501)
+    assert api.get(sid).json()["state"] == "paused"
+    for bad in ({"timeout": 0}, {"timeout": "9"}, {"memory": "no"}):
+        e2b_error(e2b(stack, "POST", f"/v2/sandboxes/{sid}/connect", json=bad), 400)
+    assert api.get(sid).json()["state"] == "paused"
+    r = e2b(stack, "POST", f"/v2/sandboxes/{sid}/connect", json={"memory": True, "timeout": 60})
+    assert r.status_code == 201 and api.get(sid).json()["state"] == "running", r.text[:300]
+    e2b_error(e2b(stack, "POST", f"/v2/sandboxes/{nbtest.random_uuid()}/connect"), 404)
+    e2b_error(e2b(stack, "GET", f"/v2/sandboxes/{sid}/connect"), 405)
+    # the v2 tree has no sandbox of its own
+    e2b_error(e2b(stack, "GET", f"/v2/sandboxes/{sid}"), 404)
 
 
 def test_list_states_as_the_sdk_joins_them(stack, api):
@@ -492,9 +572,7 @@ def test_unimplemented_is_501_in_e2b_shape(stack, api):
     sid = api.create()
     for method, path in (("GET", f"/sandboxes/{sid}/logs"), ("POST", f"/sandboxes/{sid}/snapshots"),
                          ("GET", f"/v2/sandboxes/{sid}/logs")):
-        r = e2b(stack, method, path, json={} if method == "POST" else None)
-        assert r.status_code in (404, 501), (path, r.status_code)
-        e2b_error(r, r.status_code)
+        e2b_error(e2b(stack, method, path, json={} if method == "POST" else None), 501)
     e2b_error(e2b(stack, "PUT", f"/sandboxes/{sid}"), 405)
     e2b_error(e2b(stack, "GET", "/sandboxes/x/y/z"), 404)
 
@@ -712,10 +790,9 @@ DATA_JS = E2B_DIR / "data.mjs"
 
 
 @pytest.fixture(scope="module")
-def data(stack, e2b_sdk):
+def data(stack, sdk):
     """data.mjs once against the stack (files; the code interpreter when its image is there)."""
-    node = nbtest.node_package(E2B_DIR, "@e2b/code-interpreter")
-    summary = sdk_script(stack, node, DATA_JS.name, "e2bd-", code=True)
+    summary = sdk_script(stack, sdk, DATA_JS.name, "e2bd-", code=True)
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -929,6 +1006,13 @@ def test_execute_raw_lines(stack, api):
         e2b_error(e2b(stack, "POST", "/execute", key=None, headers=h, json=bad), status)
     e2b_error(e2b(stack, "DELETE", "/contexts/ctx-nope", key=None, headers=h), 404)
     e2b_error(e2b(stack, "POST", "/contexts", key=None, headers=h, json={"cwd": "relative"}), 400)
+    # @e2b/code-interpreter 2.8 adds ?source=<E2B_USER_AGENT_SOURCE> to its calls: ignored
+    r = e2b(stack, "POST", "/execute?source=ci", key=None, headers=h, json={"code": "6 * 7"})
+    assert r.status_code == 200, r.text[:300]
+    assert {"type": "result", "text": "42", "is_main_result": True} in \
+        [json.loads(line) for line in r.text.splitlines() if line], r.text[:300]
+    r = e2b(stack, "GET", "/contexts?source=ci", key=None, headers=h)
+    assert r.status_code == 200 and "python" in [c["id"] for c in r.json()], r.text[:300]
 
 
 def test_files_and_code_calls_need_the_sandboxs_access_token(stack, api):
@@ -950,9 +1034,9 @@ def test_files_and_code_calls_need_the_sandboxs_access_token(stack, api):
 # ------------------------------- filesystem.Filesystem and metrics through the SDK
 
 @pytest.fixture(scope="module")
-def fsrun(stack, e2b_sdk):
+def fsrun(stack, sdk):
     """fs.mjs once against the stack (sbx.files over filesystem.Filesystem, getMetrics): its summary."""
-    summary = sdk_script(stack, e2b_sdk, "fs.mjs", "e2bf-")
+    summary = sdk_script(stack, sdk, "fs.mjs", "e2bf-")
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)

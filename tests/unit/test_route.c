@@ -129,7 +129,7 @@ static void test_route_path_matches_its_shape(void **state)
         const char *p = nb_route_path((enum nb_route)s), *brace;
         assert_non_null(p);
         if (s == NB_ROUTE_E2B_OTHER || s == NB_ROUTE_E2B_DATA || s == NB_ROUTE_TEMPLATE ||
-            s == NB_ROUTE_E2B_OP || s == NB_ROUTE_PTY)
+            s == NB_ROUTE_E2B_OP || s == NB_ROUTE_E2B_V2_OP || s == NB_ROUTE_PTY)
             continue; /* no path of its own: its sub-route makes it */
         brace = strstr(p, "{id}");
         if (brace != NULL)
@@ -351,7 +351,15 @@ static void test_e2b_paths(void **state)
     assert_int_equal(match("/sandboxes/" SID "/a/b", &ra, &sub), NB_ROUTE_E2B_OTHER);
     assert_string_equal(ra.id, "");
     assert_int_equal(match("/sandboxes//connect", &ra, &sub), NB_ROUTE_E2B_OTHER);
-    assert_int_equal(match("/v2/sandboxes/" SID "/logs", &ra, &sub), NB_ROUTE_E2B_OTHER);
+    /* e2b 2.50's /v2/sandboxes/{id}/{op}: an op, never the sandbox alone */
+    assert_int_equal(match("/v2/sandboxes/" SID "/connect", &ra, &sub), NB_ROUTE_E2B_V2_OP);
+    assert_string_equal(ra.id, SID);
+    assert_string_equal(sub, "connect");
+    assert_int_equal(match("/v2/sandboxes/" SID "/logs", &ra, &sub), NB_ROUTE_E2B_V2_OP);
+    assert_int_equal(match("/v2/sandboxes/" SID, &ra, &sub), NB_ROUTE_E2B_OTHER);
+    assert_int_equal(match("/v2/sandboxes/" SID "/", &ra, &sub), NB_ROUTE_E2B_OTHER);
+    assert_int_equal(match("/v2/sandboxes/" SID "/a/b", &ra, &sub), NB_ROUTE_E2B_OTHER);
+    assert_int_equal(match("/v2/sandboxes//connect", &ra, &sub), NB_ROUTE_E2B_OTHER);
     assert_int_equal(match("/sandboxesx", &ra, &sub), NB_ROUTE_E2B_OTHER);
     assert_true(NB_ROUTE_IS_E2B(NB_ROUTE_E2B_OTHER) && !NB_ROUTE_IS_E2B(NB_ROUTE_SANDBOX));
 
