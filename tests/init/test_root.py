@@ -223,6 +223,31 @@ def test_pty_root_command(root_agent, ws):
     assert out == b"0\r\n"
 
 
+def test_background_pty_root_command(root_agent, ws):
+    c, pid = root_agent.exec_start(["sh", "-c", "id -u; exec cat"], cwd=str(ws), root=True,
+                                   background=True, pty=(80, 24))
+    c.close()
+    st = status_of(Path(f"/proc/{pid}/status").read_text())
+    assert st["Uid"] == ["0"] * 4
+    assert_no_caps(st)
+    def output_holds(needle):
+        deadline = time.time() + 5 * SLOW
+        while True:
+            p, out, _ = root_agent.pquery(pid, wait=True)
+            if needle in out or time.time() > deadline:
+                return p, out
+            time.sleep(0.02)
+
+    _, out = output_holds(b"\r\n")
+    assert out == b"0\r\n"
+    root_agent.pty(pid, data=b"typed\r")
+    p, out = output_holds(b"typed\r\ntyped\r\n")
+    assert out == b"0\r\ntyped\r\ntyped\r\n"
+    assert p["pty"] is True
+    root_agent.psignal(pid, signal.SIGKILL)
+    assert pid_gone(pid)
+
+
 # --- I: stdio passed as fds ----------------------------------------------------------------------
 
 

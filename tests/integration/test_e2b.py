@@ -1294,6 +1294,10 @@ def test_a_root_background_command_is_root_and_killed(rootrun):
     assert step(rootrun, "rootBackgroundKill") == {"owner": "root\n", "killed": True, "left": "gone\n"}
 
 
+def test_a_root_terminal_outlives_its_handle(rootrun):
+    assert step(rootrun, "rootPty") == {"uid0": True, "whoami": True, "killed": True}
+
+
 # ------------------------------------------- E2B_DOMAIN: hosts <port>-<id>.<domain>
 
 def test_domain_mode_reaches_the_data_plane_by_host_name(make_stack, e2b_sdk, certs):
