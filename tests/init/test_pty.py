@@ -15,7 +15,7 @@ import pytest
 
 from agentclient import AgentError, field, u32, winsize
 from conftest import start_agent, stop_agent
-from inittest import SLOW, pid_gone, proc_stat
+from inittest import SLOW, fd_baseline, fd_count_settles, pid_gone, proc_stat
 
 
 def read_until(c, needle, timeout=10.0):
@@ -302,17 +302,6 @@ def wait_exited(agent, pid, timeout=5.0):
         time.sleep(0.02)
 
 
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def fd_count_settles(pid, want, timeout=3.0):
-    deadline = time.time() + timeout * SLOW
-    while fd_count(pid) != want and time.time() < deadline:
-        time.sleep(0.02)
-    return fd_count(pid)
-
-
 def test_background_pty_outlives_its_connection_and_is_read_by_offset(agent):
     pid = start_bg_pty(agent, ["sh", "-c", "stty size; test -t 0 && test -t 2 && echo tty; "
                                            "echo to-stderr >&2; exec cat"])
@@ -367,11 +356,7 @@ def test_background_pty_is_listed_with_t_and_a_pipe_one_without(agent):
 
 
 def test_background_pty_killed_and_forgotten_leaves_no_fd(agent):
-    agent.exec(["true"])  # what the agent keeps open after its first exec
-    base = -1
-    while base != fd_count(agent.pid):
-        base = fd_count(agent.pid)
-        time.sleep(0.1 * SLOW)
+    base = fd_baseline(agent)
     pid = start_bg_pty(agent, ["sh", "-c", "sleep 300 & exec cat"])
     assert fd_count_settles(agent.pid, base + 2) == base + 2, [
         os.readlink(f"/proc/{agent.pid}/fd/{f}") for f in os.listdir(f"/proc/{agent.pid}/fd")

@@ -19,7 +19,7 @@ import pytest
 
 from agentclient import AgentError, field, frame, u32, winsize
 from conftest import INIT_BIN, stop_agent
-from inittest import SLOW, pid_gone
+from inittest import SLOW, fd_baseline, fd_count_settles, pid_gone
 
 UID = GID = 65123
 NO_ROOT = "a nanobox sandbox has no root: commands run as the sandbox user, with no capabilities"
@@ -67,27 +67,6 @@ def self_status(agent, ws, **kw):
 def assert_no_caps(st):
     for k in CAPS:
         assert int(st[k][0], 16) == 0, (k, st[k])
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def fd_baseline(agent, ws):
-    """The agent's fd count at rest, once an exec opened what it keeps (the cgroup file)."""
-    agent.exec(["true"], cwd=str(ws))
-    n = -1
-    while n != fd_count(agent.pid):
-        n = fd_count(agent.pid)
-        time.sleep(0.1 * SLOW)
-    return n
-
-
-def fd_count_settles(pid, want, timeout=3.0):
-    deadline = time.time() + timeout * SLOW
-    while fd_count(pid) != want and time.time() < deadline:
-        time.sleep(0.02)
-    return fd_count(pid)
 
 
 # --- the agent in root mode ----------------------------------------------------------------------
