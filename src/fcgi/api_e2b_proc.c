@@ -439,8 +439,8 @@ static int follow(struct follow *f, struct nb_apierr *ae)
         if (stopping()) {
             nb_apierr_set(ae, 503, "unavailable",
                           "nanobox-fcgi is stopping: this stream ends, process %u runs on "
-                          "(commands.connect(%u) follows it again)",
-                          f->pid, f->pid);
+                          "(%s.connect(%u) follows it again)",
+                          f->pid, strcmp(f->out_key, "pty") ? "commands" : "pty", f->pid);
             return NB_ERR;
         }
         if (f->deadline > 0 && now >= f->deadline) {
