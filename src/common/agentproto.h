@@ -106,6 +106,7 @@ enum nba_tag {
     NBA_T_WAIT = 'W',      /* empty: a query's answer waits for output or the end (query) */
     NBA_T_ROOT = 'R',      /* empty: run as root, uid 0 with no capabilities (exec; root mode) */
     NBA_T_STDIO = 'I',     /* empty: stdin, stdout, stderr came as 3 fds with the request (exec) */
+    NBA_T_TTY = 't',       /* empty: the background process runs on a PTY (proc) */
 };
 
 /* Exec with I: the fds passed (SCM_RIGHTS) with the request frame. */

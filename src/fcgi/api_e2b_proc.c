@@ -15,12 +15,15 @@
  *   Update             {process: {pid}, pty: {size: {cols, rows}}} -> {}
  *
  * With pty: {size: {cols, rows}} (sbx.pty.create) Start runs the command
- * on a terminal, nanobox's own PTY session (exec.c, as POST
- * /sandbox/{id}/exec with "pty"): its output comes as pty data events of
- * this stream, which lives as long as the session (closing it hangs the
- * terminal up, as the native stream does); SendInput's input.pty types
- * into it, Update sets its window, SendSignal signals it, all through the
- * agent's request Y from any worker.
+ * on a terminal as a background process of the agent (B with Y): its
+ * output comes as pty data events, and like any command it outlives its
+ * stream, so Connect on its pid (sbx.pty.connect) streams it again, as pty
+ * events, and List shows it. SendInput's input.pty types into it, Update
+ * sets its window, SendSignal signals it, all through the agent's requests
+ * Y and S from any worker. An agent from before B with Y refuses it: the
+ * terminal is then a PTY session of the stream (exec.c, as POST
+ * /sandbox/{id}/exec with "pty"), hung up when the stream closes, and
+ * Connect on it is unimplemented.
  *
  * As envd does, a command outlives its stream: a client that goes away
  * leaves it running (commands.run(.., {background: true}) then disconnect()
@@ -202,6 +205,7 @@ struct follow {
     int64_t last_sent;
     int64_t last_output; /* when output last came (or the stream began) */
     int client_fd;       /* watched for the client leaving; -1 once it cannot tell */
+    const char *out_key; /* the data event's key for stdout: "stdout", or "pty" on a terminal */
     int polling;         /* the agent cannot wait (older than W): poll it */
 };
 
@@ -403,7 +407,7 @@ static int follow(struct follow *f, struct nb_apierr *ae)
             return NB_OK; /* the client left: the process does not */
         }
         if (got == 0 && po.out.len > 0) {
-            gone |= send_data(f, "stdout", po.out.data, po.out.len);
+            gone |= send_data(f, f->out_key, po.out.data, po.out.len);
             sent = 1;
         }
         if (got == 0 && po.err.len > 0 && !gone) {
@@ -435,8 +439,8 @@ static int follow(struct follow *f, struct nb_apierr *ae)
         if (stopping()) {
             nb_apierr_set(ae, 503, "unavailable",
                           "nanobox-fcgi is stopping: this stream ends, process %u runs on "
-                          "(commands.connect(%u) follows it again)",
-                          f->pid, f->pid);
+                          "(%s.connect(%u) follows it again)",
+                          f->pid, strcmp(f->out_key, "pty") ? "commands" : "pty", f->pid);
             return NB_ERR;
         }
         if (f->deadline > 0 && now >= f->deadline) {
@@ -472,6 +476,7 @@ static int follow_init(struct follow *f, struct nb_app *a, struct nb_req *r,
     f->keepalive_ms = secs * 1000L;
     f->last_sent = f->last_output = nb_clock_mono_ms();
     f->client_fd = nb_http_client_fd(r);
+    f->out_key = "stdout";
     return 0;
 }
 
@@ -638,7 +643,7 @@ static int pty_size_of(yajl_val pty, unsigned *cols, unsigned *rows, struct nb_a
     return 0;
 }
 
-/* A PTY session's stream: exec.c calls these while the command runs. */
+/* A PTY session's stream (an agent from before B with Y): exec.c calls these while the command runs. */
 struct pty_stream {
     struct follow f;
     int gone; /* the client left: the session ends with its connection */
@@ -739,14 +744,21 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
     rq.bg_no_stdin = in != NULL && YAJL_IS_FALSE(in);
     rq.client_fd = -1;
     if (pty != NULL) {
-        /* a terminal is its stream's: stdin is the keyboard (SendInput's input.pty) */
+        /* a terminal's stdin is the keyboard (SendInput's input.pty), and its output one stream */
         rq.bg_no_stdin = 0;
-        ps.f = f;
-        ps.gone = 0;
-        rc = pty_run(&ps, &rq, ae);
-        goto out;
+        f.out_key = "pty";
     }
     if (nb_exec_run(a, &slot, &rq, &res, ae) != 0) {
+        if (pty != NULL && ae->status == 400 && !strcmp(ae->code, "bad_request")) {
+            /* an agent from before B with Y: a terminal for this stream only */
+            memset(ae, 0, sizeof(*ae));
+            nb_exec_result_free(&res);
+            nb_exec_result_init(&res, 0);
+            ps.f = f;
+            ps.gone = 0;
+            rc = pty_run(&ps, &rq, ae);
+            goto out;
+        }
         proc_err(ae, 0);
         goto out;
     }
@@ -783,9 +795,10 @@ int api_e2b_proc_connect(struct nb_app *a, struct nb_req *r, const struct nb_rou
         nb_proc_output_free(&po);
         if (ae->status == 404 && nb_exec_pty_input(a, &slot, pid, "", 0, &probe) == 0) {
             nb_apierr_set(ae, 501, "unimplemented",
-                          "process %u is a PTY: its output goes to the stream that started it "
-                          "(nanobox cannot connect a second one); sendInput, resize and kill "
-                          "reach it",
+                          "process %u is a PTY session of the stream that started it (a "
+                          "native streamed exec, or an agent too old to keep a PTY in the "
+                          "background): nanobox cannot connect a second one; sendInput, "
+                          "resize and kill reach it",
                           pid);
             goto out;
         }
@@ -794,6 +807,8 @@ int api_e2b_proc_connect(struct nb_app *a, struct nb_req *r, const struct nb_rou
     }
     f.off_out = po.info.stdout_bytes;
     f.off_err = po.info.stderr_bytes;
+    if (po.info.pty)
+        f.out_key = "pty"; /* sbx.pty.connect: a terminal's output comes as pty events */
     nb_proc_output_free(&po);
     nb_http_stream_begin(r, 200, NB_RPC_STREAM_CTYPE);
     rc = send_start(&f) != 0 ? NB_OK : follow(&f, ae);

@@ -10,6 +10,9 @@
  * exit), and POST /sandbox/{id}/pty/{pid}/input and .../resize, served by
  * other workers, reach it through the agent by that pid. The stream's end
  * (the client gone) hangs the terminal up and kills what runs on it.
+ * With "pty" and "background" the terminal is a background process of the
+ * agent instead (201 {pid}): it runs on without a client, its output is
+ * read as any background process's (GET /sandbox/{id}/processes/{pid}).
  */
 #include "config.h"
 
@@ -347,13 +350,19 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     }
     rq.background = f[F_BACKGROUND].val != NULL && YAJL_IS_TRUE(f[F_BACKGROUND].val);
     stream = f[F_STREAM].val ? YAJL_IS_TRUE(f[F_STREAM].val) : nb_http_wants_ndjson(r);
-    if (rq.pty_cols > 0 && (rq.background || (f[F_STREAM].val != NULL && !stream))) {
+    if (rq.pty_cols > 0 && !rq.background && f[F_STREAM].val != NULL && !stream) {
         nb_apierr_set(ae, 400, "bad_field",
-                      "a pty session is streamed while it runs: it takes neither "
-                      "\"background\" nor \"stream\": false");
+                      "a pty session is streamed while it runs, or kept in the background "
+                      "(\"background\": true): not \"stream\": false");
         goto out;
     }
-    if (rq.pty_cols > 0)
+    if (rq.pty_cols > 0 && rq.background && f[F_STDIN].val != NULL) {
+        nb_apierr_set(ae, 400, "bad_field",
+                      "a background pty takes its input from POST /sandbox/{id}/pty/{pid}/input, "
+                      "not \"stdin\"");
+        goto out;
+    }
+    if (rq.pty_cols > 0 && !rq.background)
         stream = 1;
     if (rq.background && stream) {
         nb_apierr_set(ae, 400, "bad_field",

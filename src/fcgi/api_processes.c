@@ -48,6 +48,8 @@ static void proc_json(yajl_gen g, const struct nb_proc_info *p)
     nb_json_kv_int(g, "started_at", (long long)p->started_at);
     nb_json_kv_int(g, "stdout_bytes", (long long)p->stdout_bytes);
     nb_json_kv_int(g, "stderr_bytes", (long long)p->stderr_bytes);
+    if (p->pty)
+        nb_json_kv_bool(g, "pty", 1); /* a terminal: all its output is stdout */
 }
 
 static int list_each(void *arg, const struct nb_proc_info *p)

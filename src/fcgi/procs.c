@@ -67,6 +67,8 @@ static void proc_parse(const unsigned char *body, uint32_t len, struct nb_proc_i
             p->stderr_bytes = nba_get_u64(v);
         else if (tag == NBA_T_MTIME && l == 8)
             p->started_at = nba_get_u64(v);
+        else if (tag == NBA_T_TTY)
+            p->pty = 1;
     }
     p->running = state == NBA_PS_RUNNING;
     if (!p->running && p->signal)

@@ -29,6 +29,7 @@ struct nb_proc_info {
     uint64_t started_at;   /* unix seconds */
     uint64_t stdout_bytes; /* written since it started (kept or not) */
     uint64_t stderr_bytes;
+    int pty;                     /* runs on a PTY: its output is all stdout */
     const unsigned char *fields; /* the agent's entry, for nb_proc_next_arg */
     uint32_t fields_len;
 };

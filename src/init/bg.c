@@ -16,6 +16,12 @@
  * their state lives in a small cursor, and an entry a reply is reading is
  * pinned (queries > 0) so it is not removed underneath.
  *
+ * With Y the process runs on a PTY (proc.c): what the master reads is its
+ * stdout (a terminal has one output), kept as a pipe's; its input and
+ * window come through the request Y (exec.c), as a PTY session's, W
+ * writes to it too, and its entry says 't'. Removing the entry closes the
+ * master, which hangs the terminal up.
+ *
  * A query with W that would find nothing new (no output past its offsets,
  * the process still running) waits, pinned, on its entry's list of
  * waiters: the entry's next output or its end answers it at once. So a
@@ -276,6 +282,8 @@ static void bg_send_entry(struct init_conn *c, const struct init_bg *b)
     n += nba_field_put(body + n, NBA_T_EOFF, v, 8);
     nba_put_u64(v, b->started);
     n += nba_field_put(body + n, NBA_T_MTIME, v, 8);
+    if (b->proc.pty)
+        n += nba_field_put(body + n, NBA_T_TTY, NULL, 0);
     init_conn_send(c, NBA_PROC, body, (uint32_t)n);
 }
 

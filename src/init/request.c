@@ -357,9 +357,6 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
         return fail(err, errlen, EINVAL,
                     "'Z' closes a background command's stdin: a command of this connection's "
                     "gets 'e'");
-    if (r->pty && r->background)
-        return fail(err, errlen, EINVAL,
-                    "a PTY session runs for its connection: 'B' and 'Y' do not go together");
     if (r->stdio && (r->background || r->pty))
         return fail(err, errlen, EINVAL,
                     "'I' passes the command's stdio for this connection: not with 'B' or 'Y'");

@@ -1,5 +1,5 @@
 // pty.mjs - sbx.pty through the E2B facade's process.Process (Start with
-// pty, SendInput's input.pty, Update, SendSignal), driven by the official
+// pty, Connect to a PTY, List, SendInput's input.pty, Update, SendSignal), driven by the official
 // E2B SDK (npm e2b, pinned in package.json) as a user's code would, pointed
 // at nanobox by E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY=e2b_<key>.
 // tests/integration/test_e2b.py runs it and asserts on the JSON summary it
@@ -93,19 +93,40 @@ await step('interrupt', async () => {
   return { back, after: /[\r\n]after\r\n/.test(t.text) }
 })
 
-await step('connectRefused', async () => {
+// a terminal outlives its handle: pty.connect streams its output again, from then on
+await step('reconnect', async () => {
   const t = await terminal()
-  let connect
-  try {
-    await sbx.pty.connect(t.handle.pid)
-    connect = { returned: true }
-  } catch (e) {
-    connect = errInfo(e)
+  await t.type('echo hi\n')
+  const hi = await t.until(/[\r\n]hi\r\n/)
+  await t.handle.disconnect()
+  await t.type('echo while-away\n')
+  await sleep(500)
+  const c = { text: '' }
+  const dec = new TextDecoder()
+  const handle = await sbx.pty.connect(t.handle.pid, { onData: (d) => { c.text += dec.decode(d, { stream: true }) } })
+  await t.type('echo after-connect\n')
+  let connected = false
+  for (const end = Date.now() + 10_000; Date.now() < end && !connected; await sleep(50)) {
+    connected = /[\r\n]after-connect\r\n/.test(c.text)
   }
-  await t.handle.kill()
-  return { connect }
+  const listed = (await sbx.commands.list()).some((p) => p.pid === t.handle.pid)
+  const killed = await sbx.pty.kill(t.handle.pid)
+  const w = await waited(handle)
+  return {
+    hi,
+    samePid: handle.pid === t.handle.pid,
+    connected,
+    // the connection streams from its start on, not what came before
+    sawBefore: /while-away\r\n[^]*while-away\r\n/.test(c.text) || c.text.includes('hi\r\n'),
+    oldHandleSawAfter: t.text.includes('after-connect'),
+    listed,
+    killed,
+    waited: w,
+    tail: c.text.slice(-400),
+  }
 })
 
+await throws('connectUnknown', () => sbx.pty.connect(999_999, { onData: () => {} }))
 await throws('sendInputUnknown', () => sbx.pty.sendInput(999_999, enc.encode('x')))
 await throws('resizeUnknown', () => sbx.pty.resize(999_999, { cols: 10, rows: 10 }))
 await step('killUnknown', async () => ({ killed: await sbx.pty.kill(999_999) }))

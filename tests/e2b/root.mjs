@@ -49,5 +49,26 @@ await step('rootBackgroundKill', async () => {
   return { owner, killed, left }
 })
 
+// a root terminal, kept in the background: connect follows it again
+await step('rootPty', async () => {
+  let text = ''
+  let again = ''
+  const dec = new TextDecoder()
+  const until = async (get, re) => {
+    for (const end = Date.now() + 10_000; Date.now() < end; await new Promise((resolve) => setTimeout(resolve, 50))) {
+      if (re.test(get())) return true
+    }
+    return false
+  }
+  const t = await sbx.pty.create({ cols: 80, rows: 24, user: 'root', onData: (d) => { text += dec.decode(d, { stream: true }) } })
+  await sbx.pty.sendInput(t.pid, new TextEncoder().encode('id -u\n'))
+  const uid0 = await until(() => text, /[\r\n]0\r\n/)
+  await t.disconnect()
+  await sbx.pty.connect(t.pid, { onData: (d) => { again += dec.decode(d, { stream: true }) } })
+  await sbx.pty.sendInput(t.pid, new TextEncoder().encode('whoami\n'))
+  const whoami = await until(() => again, /[\r\n]root\r\n/)
+  return { uid0, whoami, killed: await sbx.pty.kill(t.pid) }
+})
+
 for (const id of created) await Sandbox.kill(id).catch(() => {})
 console.log(JSON.stringify(summary))

@@ -84,7 +84,8 @@ def proc(body):
     return {"pid": struct.unpack(">I", d["P"])[0], "argv": [a.decode() for a in d.get("A", [])],
             "state": d["K"].decode(), "code": struct.unpack(">i", d["X"])[0],
             "signal": struct.unpack(">I", d["N"])[0], "out": struct.unpack(">Q", d["O"])[0],
-            "err": struct.unpack(">Q", d["o"])[0], "started": struct.unpack(">Q", d["Y"])[0]}
+            "err": struct.unpack(">Q", d["o"])[0], "started": struct.unpack(">Q", d["Y"])[0],
+            "pty": "t" in d}
 
 
 class AgentError(Exception):

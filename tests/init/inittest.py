@@ -45,3 +45,25 @@ def proc_stat(pid):
     s = Path(f"/proc/{pid}/stat").read_text()
     f = s[s.rindex(")") + 2:].split()
     return f[0], int(f[1]), int(f[2]), int(f[3])
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def fd_count_settles(pid, want, timeout=3.0):
+    """The fd count of pid once it is want, or what it is after timeout."""
+    deadline = time.time() + timeout * SLOW
+    while fd_count(pid) != want and time.time() < deadline:
+        time.sleep(0.02)
+    return fd_count(pid)
+
+
+def fd_baseline(agent, ws=None):
+    """The agent's fd count at rest, once an exec opened what it keeps (the cgroup file)."""
+    agent.exec(["true"], cwd=str(ws) if ws is not None else None)
+    n = -1
+    while n != fd_count(agent.pid):
+        n = fd_count(agent.pid)
+        time.sleep(0.1 * SLOW)
+    return n

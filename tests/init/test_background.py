@@ -137,6 +137,10 @@ def test_sixty_four_running_then_eagain(agent):
         with pytest.raises(AgentError) as e:
             start_bg(agent, ["sleep", "300"])
         assert e.value.errno == 11
+        # a terminal in the background takes a place of the same 64
+        with pytest.raises(AgentError) as e:
+            start_bg(agent, ["sleep", "300"], pty=(80, 24))
+        assert e.value.errno == 11
         assert len(agent.plist()) == 64
     finally:
         for p in pids:

@@ -15,7 +15,7 @@ import pytest
 
 from agentclient import AgentError, field, u32, winsize
 from conftest import start_agent, stop_agent
-from inittest import SLOW, pid_gone, proc_stat
+from inittest import SLOW, fd_baseline, fd_count_settles, pid_gone, proc_stat
 
 
 def read_until(c, needle, timeout=10.0):
@@ -267,10 +267,124 @@ def test_a_bad_window_is_refused(agent, cols, rows):
         read_exit(c)
 
 
-def test_pty_and_background_do_not_go_together(agent):
+# --- background PTYs (X with B and Y) ------------------------------------------------------------
+
+
+def start_bg_pty(agent, argv, size=(80, 24), **kw):
+    """A background process on a PTY: 's' then close; its pid."""
+    c, pid = agent.exec_start(argv, pty=size, background=True, **kw)
+    with c:
+        c.expect_eof()
+    return pid
+
+
+def query_until(agent, pid, needle, off=0, timeout=10.0):
+    """Q (with W) from offset off until the output from there holds needle: (entry, output)."""
+    deadline = time.time() + timeout * SLOW
+    got = b""
+    while needle not in got:
+        assert time.time() < deadline, f"{needle!r} never came; got {got!r}"
+        p, out, err = agent.pquery(pid, off_out=off + len(got), wait=True)
+        assert err == b"", "a terminal has one output"
+        got += out
+        if p["state"] == "X":
+            assert needle in got, f"exited before {needle!r}; got {got!r}"
+    return p, got
+
+
+def wait_exited(agent, pid, timeout=5.0):
+    deadline = time.time() + timeout * SLOW
+    while True:
+        p, _, _ = agent.pquery(pid)
+        if p["state"] == "X":
+            return p
+        assert time.time() < deadline, p
+        time.sleep(0.02)
+
+
+def test_background_pty_outlives_its_connection_and_is_read_by_offset(agent):
+    pid = start_bg_pty(agent, ["sh", "-c", "stty size; test -t 0 && test -t 2 && echo tty; "
+                                           "echo to-stderr >&2; exec cat"])
+    # the start's connection is closed: the terminal runs on, its output kept
+    p, out = query_until(agent, pid, b"to-stderr\r\n")
+    assert out.startswith(b"24 80\r\ntty\r\n")
+    assert p["state"] == "R" and p["pty"] and p["err"] == 0
+    n = p["out"]
+    assert n == len(out)
+    # input through Y reaches it (echoed by the line discipline, then cat's copy)
+    agent.pty(pid, data=b"typed\r")
+    _, more = query_until(agent, pid, b"typed\r\ntyped\r\n", off=n)
+    assert more == b"typed\r\ntyped\r\n"
+    # W reaches it too; an older offset reads again what is kept
+    agent.pstdin(pid, b"w-input\r")
+    query_until(agent, pid, b"w-input\r\nw-input\r\n", off=n)
+    _, again, _ = agent.pquery(pid, off_out=3)
+    assert again.startswith(b"80\r\ntty\r\n")
+    agent.psignal(pid, signal.SIGKILL)
+    p = wait_exited(agent, pid)
+    assert (p["code"], p["signal"], p["pty"]) == (-1, signal.SIGKILL, True)
+
+
+def test_background_pty_window_follows_y(agent):
+    pid = start_bg_pty(agent, ["sh"], size=(100, 30))
+    try:
+        agent.pty(pid, data=b"stty size\r")
+        _, out = query_until(agent, pid, b"30 100\r\n")
+        agent.pty(pid, size=(120, 40))
+        agent.pty(pid, data=b"stty size\r")
+        query_until(agent, pid, b"40 120\r\n", off=len(out))
+    finally:
+        agent.psignal(pid, signal.SIGKILL)
+
+
+def test_background_pty_is_listed_with_t_and_a_pipe_one_without(agent):
+    tty = start_bg_pty(agent, ["sleep", "300"])
+    c, piped = agent.exec_start(["sleep", "300"], background=True)
+    c.close()
+    try:
+        got = {p["pid"]: p for p in agent.plist()}
+        assert got[tty]["pty"] is True and got[tty]["argv"] == ["sleep", "300"]
+        assert got[piped]["pty"] is False
+        # Y reaches the background PTY, not the process on pipes
+        agent.pty(tty, size=(90, 30))
+        with pytest.raises(AgentError) as e:
+            agent.pty(piped, size=(90, 30))
+        assert e.value.errno == errno.ESRCH
+    finally:
+        agent.psignal(tty, signal.SIGKILL)
+        agent.psignal(piped, signal.SIGKILL)
+
+
+def test_background_pty_killed_and_forgotten_leaves_no_fd(agent):
+    base = fd_baseline(agent)
+    pid = start_bg_pty(agent, ["sh", "-c", "sleep 300 & exec cat"])
+    assert fd_count_settles(agent.pid, base + 2) == base + 2, [
+        os.readlink(f"/proc/{agent.pid}/fd/{f}") for f in os.listdir(f"/proc/{agent.pid}/fd")
+    ]  # the master, twice (to write, to read)
+    agent.pty(pid, data=b"x")
+    agent.psignal(pid, signal.SIGKILL)
+    p = wait_exited(agent, pid)
+    assert p["signal"] == signal.SIGKILL
+    assert fd_count_settles(agent.pid, base) == base
+    # the terminal is gone with it: Y finds no PTY
     with pytest.raises(AgentError) as e:
-        agent.exec_start(["true"], pty=(80, 24), background=True)
-    assert e.value.errno == errno.EINVAL
+        agent.pty(pid, data=b"x")
+    assert e.value.errno == errno.ESRCH
+    agent.psignal(pid, signal.SIGKILL)  # forgets the exited entry
+    assert pid not in [q["pid"] for q in agent.plist()]
+
+
+def test_background_pty_timeout_kills_it(agent):
+    pid = start_bg_pty(agent, ["sleep", "300"], timeout_ms=300)
+    p = wait_exited(agent, pid)
+    assert (p["signal"], p["pty"]) == (signal.SIGKILL, True)
+
+
+def test_background_pty_exit_code_after_all_its_output(agent):
+    pid = start_bg_pty(agent, ["sh", "-c", "echo last; exit 3"])
+    p = wait_exited(agent, pid)
+    _, out, _ = agent.pquery(pid)
+    assert (p["code"], out) == (3, b"last\r\n")
 
 
 def test_a_bad_resize_frame_is_a_protocol_error_and_kills_the_command(agent):

@@ -19,7 +19,7 @@ import pytest
 
 from agentclient import AgentError, field, frame, u32, winsize
 from conftest import INIT_BIN, stop_agent
-from inittest import SLOW, pid_gone
+from inittest import SLOW, fd_baseline, fd_count_settles, pid_gone
 
 UID = GID = 65123
 NO_ROOT = "a nanobox sandbox has no root: commands run as the sandbox user, with no capabilities"
@@ -67,27 +67,6 @@ def self_status(agent, ws, **kw):
 def assert_no_caps(st):
     for k in CAPS:
         assert int(st[k][0], 16) == 0, (k, st[k])
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def fd_baseline(agent, ws):
-    """The agent's fd count at rest, once an exec opened what it keeps (the cgroup file)."""
-    agent.exec(["true"], cwd=str(ws))
-    n = -1
-    while n != fd_count(agent.pid):
-        n = fd_count(agent.pid)
-        time.sleep(0.1 * SLOW)
-    return n
-
-
-def fd_count_settles(pid, want, timeout=3.0):
-    deadline = time.time() + timeout * SLOW
-    while fd_count(pid) != want and time.time() < deadline:
-        time.sleep(0.02)
-    return fd_count(pid)
 
 
 # --- the agent in root mode ----------------------------------------------------------------------
@@ -221,6 +200,31 @@ def test_pty_root_command(root_agent, ws):
     out, _, code, _, _, _ = root_agent.exec(["id", "-u"], cwd=str(ws), root=True, pty=(80, 24))
     assert code == 0
     assert out == b"0\r\n"
+
+
+def test_background_pty_root_command(root_agent, ws):
+    c, pid = root_agent.exec_start(["sh", "-c", "id -u; exec cat"], cwd=str(ws), root=True,
+                                   background=True, pty=(80, 24))
+    c.close()
+    st = status_of(Path(f"/proc/{pid}/status").read_text())
+    assert st["Uid"] == ["0"] * 4
+    assert_no_caps(st)
+    def output_holds(needle):
+        deadline = time.time() + 5 * SLOW
+        while True:
+            p, out, _ = root_agent.pquery(pid, wait=True)
+            if needle in out or time.time() > deadline:
+                return p, out
+            time.sleep(0.02)
+
+    _, out = output_holds(b"\r\n")
+    assert out == b"0\r\n"
+    root_agent.pty(pid, data=b"typed\r")
+    p, out = output_holds(b"typed\r\ntyped\r\n")
+    assert out == b"0\r\ntyped\r\ntyped\r\n"
+    assert p["pty"] is True
+    root_agent.psignal(pid, signal.SIGKILL)
+    assert pid_gone(pid)
 
 
 # --- I: stdio passed as fds ----------------------------------------------------------------------

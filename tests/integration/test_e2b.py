@@ -393,7 +393,7 @@ def test_pty_types_and_answers_in_a_login_shell(ptyrun):
     # TERM from the SDK, envs and cwd applied, a real terminal
     assert s["line"].split()[1:4] == ["xterm-256color", "yes", "/tmp"], s
     assert s["line"].split()[4].startswith("/dev/pts/"), s
-    assert s["listed"] is False  # a PTY session is not a background command
+    assert s["listed"] is True  # a terminal is listed among the commands, as envd lists it
 
 
 def test_pty_resize_reaches_the_terminal(ptyrun):
@@ -418,14 +418,18 @@ def test_pty_ctrl_c_interrupts_the_foreground_job(ptyrun):
     assert (s["back"], s["after"]) == (True, False), s
 
 
-def test_pty_connect_is_refused_clearly(ptyrun):
-    c = step(ptyrun, "connectRefused")["connect"]
-    assert c["name"] == "SandboxError" and "PTY" in c["message"], c
+def test_pty_outlives_its_handle_and_connect_streams_it_again(ptyrun):
+    s = step(ptyrun, "reconnect")
+    assert (s["hi"], s["samePid"], s["connected"]) == (True, True, True), s
+    assert (s["sawBefore"], s["oldHandleSawAfter"]) == (False, False), s
+    assert (s["listed"], s["killed"]) == (True, True), s
+    assert s["waited"].get("exitCode") == -1, s  # the connected handle sees the kill
 
 
 def test_pty_unknown_pid(ptyrun):
     assert thrown(ptyrun, "sendInputUnknown")["name"] == "NotFoundError"
     assert thrown(ptyrun, "resizeUnknown")["name"] == "NotFoundError"
+    assert thrown(ptyrun, "connectUnknown")["name"] == "NotFoundError"
     assert step(ptyrun, "killUnknown") == {"killed": False}
 
 
@@ -1404,6 +1408,10 @@ def test_sudo_apt_get_installs_a_package_the_user_runs(rootrun):
 
 def test_a_root_background_command_is_root_and_killed(rootrun):
     assert step(rootrun, "rootBackgroundKill") == {"owner": "root\n", "killed": True, "left": "gone\n"}
+
+
+def test_a_root_terminal_outlives_its_handle(rootrun):
+    assert step(rootrun, "rootPty") == {"uid0": True, "whoami": True, "killed": True}
 
 
 # ------------------------------------------- E2B_DOMAIN: hosts <port>-<id>.<domain>

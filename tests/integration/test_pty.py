@@ -218,7 +218,8 @@ def test_a_bad_window_is_422_and_starts_nothing(api, sid, pty):
     ({"cols": "80", "rows": 24}, {}),
     ({"cols": 80.5, "rows": 24}, {}),
     ({"cols": 80, "rows": 24, "colour": True}, {}),
-    ({"cols": 80, "rows": 24}, {"background": True}),
+    ({"cols": 80, "rows": 24}, {"background": True, "stdin": "x"}),
+    ({"cols": 80, "rows": 24}, {"background": True, "stream": True}),
     ({"cols": 80, "rows": 24}, {"stream": False}),
 ])
 def test_a_malformed_pty_request_is_400(api, sid, pty, extra):
@@ -263,6 +264,38 @@ def test_unknown_pid_is_404_and_other_pids_are_not_terminals(api, sid):
     assert_error(api.request("POST", f"/sandbox/{sid}/pty/12/signal", json={}), 404, "no_route")
     assert_error(api.request("GET", f"/sandbox/{sid}/pty/12/input"), 405, "method_not_allowed")
     assert_error(api.request("POST", f"/sandbox/{sid}/pty/12", json={}), 404, "no_route")
+
+
+def test_a_background_pty_runs_without_a_client(api, sid):
+    r = api.request("POST", f"/sandbox/{sid}/exec",
+                    json={"argv": ["bash", "--noprofile", "--norc", "-i"],
+                          "pty": {"cols": 80, "rows": 24}, "background": True})
+    assert r.status_code == 201, r.text
+    pid = parse_json(r)["pid"]
+
+    def output():
+        return parse_json(api.request("GET", f"/sandbox/{sid}/processes/{pid}"))
+
+    try:
+        r = api.request("POST", f"/sandbox/{sid}/pty/{pid}/input",
+                        json={"data": "stty size; echo $((6*7))\r"})
+        assert parse_json(r) == {"written": 25}
+        p = wait_until(lambda: (lambda o: o if "\r\n42\r\n" in o["stdout"] else None)(output()))
+        assert "24 80\r\n" in p["stdout"] and p["stderr"] == ""
+        assert (p["running"], p["pty"]) == (True, True)
+        # the listing says it is a terminal; a command on pipes says nothing
+        procs = parse_json(api.request("GET", f"/sandbox/{sid}/processes"))["processes"]
+        assert next(q for q in procs if q["pid"] == pid)["pty"] is True
+        r = api.request("POST", f"/sandbox/{sid}/pty/{pid}/resize", json={"cols": 100, "rows": 30})
+        assert r.status_code == 204
+        api.request("POST", f"/sandbox/{sid}/pty/{pid}/input", json={"data": "stty size\r"})
+        wait_until(lambda: "30 100\r\n" in output()["stdout"])
+    finally:
+        api.request("DELETE", f"/sandbox/{sid}/processes/{pid}?signal=KILL")
+    p = wait_until(lambda: (lambda o: o if not o["running"] else None)(output()))
+    assert (p["signal"], p["pty"]) == (9, True)
+    assert_error(api.request("POST", f"/sandbox/{sid}/pty/{pid}/input", json={"data": "x"}),
+                 404, "no_process")
 
 
 def test_the_sandboxs_pty_cap_is_429(make_stack):
