@@ -89,6 +89,8 @@ void nb_conf_defaults(struct nb_conf *c)
     c->template_builds_max = 2;
     c->template_context_max = 64 * MiB;
     c->snapshot_max = 1024 * MiB;
+    c->root_disk_max = 2048 * MiB; /* a root's writable layer (diskcap.h) */
+    c->root_disk_check = 10;
 
     c->max_body = 1 * MiB;
     c->max_json_depth = 32;
@@ -270,6 +272,8 @@ static const struct key keys[] = {
     {"code_image", K_STR, F(code_image), 0},
     {"template_from", K_STR, F(template_from), 0},
     {"root_templates", K_STR, F(root_templates), 0},
+    {"root_disk_max", K_SIZE, F(root_disk_max), 1ULL << 50},
+    {"root_disk_check", K_UINT, F(root_disk_check), 3600},
     {"template_network", K_STR, F(template_network), 0},
     {"template_timeout", K_UINT, F(template_timeout), 86400},
     {"template_memory", K_SIZE, F(template_memory), 1ULL << 40},
@@ -586,6 +590,10 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
     }
     if (c->code_max_bytes < 1) {
         snprintf(err, errlen, "code_max_bytes must be at least 1 byte (at most 1m)");
+        return -1;
+    }
+    if (c->root_disk_check < 1) {
+        snprintf(err, errlen, "root_disk_check must be 1 to 3600 seconds");
         return -1;
     }
     return check_bridge(c, err, errlen);

@@ -101,6 +101,10 @@ struct nb_conf {
     char warm_pool_template[NB_CONF_LIST];
     /* templates whose sandboxes have a root (sudo): names, or "*" for all */
     char root_templates[NB_CONF_LIST];
+    /* bytes a root sandbox's writable layer may hold (0: no cap), checked
+     * by the reaper every root_disk_check seconds (diskcap.h) */
+    uint64_t root_disk_max;
+    unsigned root_disk_check;
 
     /* request caps */
     size_t max_body; /* bytes of a JSON request body */

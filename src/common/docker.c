@@ -868,6 +868,40 @@ int nb_docker_build(struct nb_docker *d, const struct nb_docker_build *b, nb_doc
     return d->ops->build(d, b, cb, arg, e);
 }
 
+int nb_docker_rw_layer(struct nb_docker *d, const char *id, int with_size, char *upper,
+                       size_t upperlen, int64_t *size_rw, struct nb_derr *e)
+{
+    char path[256], err[64];
+    struct nb_buf b;
+    yajl_val v = NULL, u, sz;
+    const char *upath[] = {"GraphDriver", "Data", "UpperDir", NULL};
+    const char *spath[] = {"SizeRw", NULL};
+    int rc;
+
+    if (upperlen)
+        upper[0] = '\0';
+    *size_rw = -1;
+    snprintf(path, sizeof(path), "/containers/%s/json%s", id, with_size ? "?size=1" : "");
+    nb_buf_init(&b, d->max_response);
+    rc = docker_call(d, "GET", path, NULL, 200, 200, &b, e);
+    if (rc == 0) {
+        if (nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) == 0 && v) {
+            u = yajl_tree_get(v, upath, yajl_t_string);
+            if (u && strlen(nb_json_string(u)) < upperlen)
+                snprintf(upper, upperlen, "%s", nb_json_string(u));
+            sz = yajl_tree_get(v, spath, yajl_t_number);
+            if (sz && YAJL_IS_INTEGER(sz))
+                *size_rw = YAJL_GET_INTEGER(sz);
+        } else {
+            derr_set(e, NB_DERR_PROTO, 0, "could not read the container");
+            rc = -1;
+        }
+    }
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    return rc;
+}
+
 /* ---- exec: dockerd itself ---- */
 
 int nb_docker_put_archive(struct nb_docker *d, const char *id, const char *dir, const char *tarfile,

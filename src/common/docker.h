@@ -219,6 +219,17 @@ int nb_docker_put_archive(struct nb_docker *d, const char *id, const char *dir, 
 int nb_docker_commit(struct nb_docker *d, const char *id, const char *ref, const char *config_json,
                      long timeout_ms, struct nb_derr *e);
 
+/*
+ * A container's writable layer (dockerd itself), for the disk cap of a
+ * sandbox with a root (diskcap.h). with_size 0: a plain inspect (~10 ms);
+ * the overlay2 upper directory into upper ("" when the driver has none) and
+ * *size_rw = -1. with_size 1: ?size=1, Docker walks the layer itself (tens
+ * of ms for thousands of files) and *size_rw is its SizeRw (apparent bytes),
+ * -1 if absent.
+ */
+int nb_docker_rw_layer(struct nb_docker *d, const char *id, int with_size, char *upper,
+                       size_t upperlen, int64_t *size_rw, struct nb_derr *e);
+
 /* Exec: create from a JSON config, start attached, inspect (dockerd itself). */
 int nb_docker_exec_create(struct nb_docker *d, const char *cid, const char *config_json,
                           char exec_id[65], struct nb_derr *e);

@@ -83,6 +83,7 @@ static const char *const destroy_names[NB_MD_N] = {
     [NB_MD_VANISHED] = "vanished",
     [NB_MD_ABANDONED] = "abandoned",
     [NB_MD_WARM_POOL] = "warm_pool",
+    [NB_MD_ROOT_DISK] = "root_disk",
 };
 
 int nb_metrics_map(char *err, size_t errlen)

@@ -100,6 +100,7 @@ enum nb_mdestroy {
     NB_MD_VANISHED,      /* reconciliation: its container was gone (slot freed) */
     NB_MD_ABANDONED,     /* reconciliation: a create or destroy whose process died */
     NB_MD_WARM_POOL,     /* a warm sandbox: surplus, evicted for a slot, or dead */
+    NB_MD_ROOT_DISK,     /* a root's writable layer passed root_disk_max */
     NB_MD_N
 };
 

@@ -16,6 +16,7 @@
 
 #include "adopt.h"
 #include "clock.h"
+#include "diskcap.h"
 #include "log.h"
 #include "metrics.h"
 #include "network.h"
@@ -93,6 +94,81 @@ void nb_reaper_expire(struct nb_app *a)
     nb_table_unlock(&a->table);
     destroy_marked(a, list, n, "expired");
     free(list);
+}
+
+/*
+ * The writable layer of a root sandbox, in bytes: the overlay2 upper
+ * directory walked (st_blocks), else Docker's SizeRw (a driver with no
+ * upper directory, or one this process may not read). -1: not known.
+ */
+static int64_t root_layer_bytes(struct nb_app *a, const char *cid, uint64_t cap)
+{
+    char upper[4096];
+    int64_t size_rw = -1, bytes = -1;
+    struct nb_derr de = {0};
+    if (nb_docker_rw_layer(&a->docker, cid, 0, upper, sizeof(upper), &size_rw, &de) != 0)
+        return -1;
+    if (upper[0])
+        bytes = nb_diskcap_walk(upper, cap);
+    if (bytes < 0 &&
+        nb_docker_rw_layer(&a->docker, cid, 1, upper, sizeof(upper), &size_rw, &de) == 0)
+        bytes = size_rw;
+    return bytes;
+}
+
+int nb_reaper_root_disk(struct nb_app *a)
+{
+    struct doomed *list, *over;
+    size_t n = 0, nover = 0;
+    uint64_t cap = a->conf.root_disk_max;
+    int64_t now;
+
+    if (cap == 0 || a->conf.root_templates[0] == '\0')
+        return 0;
+    /* RUNNING sandboxes with a root; a paused one cannot write, a warm one
+     * has had no user yet, and no other sandbox is ever inspected */
+    list = nb_xcalloc(a->table.nslots, sizeof(*list));
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        struct nb_slot *s = &a->table.slots[i];
+        if (s->state != NB_SLOT_RUNNING || s->container_id[0] == '\0' ||
+            !nb_template_root(&a->conf, s->image))
+            continue;
+        snprintf(list[n].id, sizeof(list[n].id), "%s", s->id);
+        snprintf(list[n].cid, sizeof(list[n].cid), "%s", s->container_id);
+        list[n].gen = s->generation;
+        n++;
+    }
+    nb_table_unlock(&a->table);
+
+    over = nb_xcalloc(n ? n : 1, sizeof(*over));
+    for (size_t i = 0; i < n; i++) {
+        int64_t t0 = nb_clock_mono_ms(), bytes = root_layer_bytes(a, list[i].cid, cap);
+        struct nb_slot *s;
+        nb_debug("sandbox %s: writable layer %lld bytes (measured in %lld ms)", list[i].id,
+                 (long long)bytes, (long long)(nb_clock_mono_ms() - t0));
+        if (bytes < 0 || (uint64_t)bytes <= cap)
+            continue;
+        /* still the sandbox measured, still running: marked as an expired one is */
+        now = nb_clock_real_s();
+        nb_table_lock(&a->table);
+        s = nb_table_find(&a->table, list[i].id);
+        if (s && s->generation == list[i].gen && !strcmp(s->container_id, list[i].cid) &&
+            nb_table_mark_destroying(&a->table, s, NB_SLOT_RUNNING, now) == 0) {
+            over[nover] = list[i];
+            over[nover].cause = NB_MD_ROOT_DISK;
+            nover++;
+            nb_warn(
+                "sandbox %s: its root wrote at least %lld bytes into the image, over root_disk_max "
+                "(%llu); destroying it",
+                list[i].id, (long long)bytes, (unsigned long long)cap);
+        }
+        nb_table_unlock(&a->table);
+    }
+    destroy_marked(a, over, nover, "over root_disk_max, removed");
+    free(over);
+    free(list);
+    return (int)nover;
 }
 
 struct seen {
@@ -301,6 +377,8 @@ void nb_reaper_run(struct nb_app *a)
             if (due || docker_away)
                 docker_away = nb_reaper_reconcile(a) < 0;
             nb_reaper_expire(a);
+            if (!docker_away && pass % a->conf.root_disk_check == 0)
+                nb_reaper_root_disk(a);
             nb_ports_reap(a);
         }
         /* every subtick: a hand-out is refilled within ~0.1 s, not a second;

@@ -17,6 +17,9 @@ void nb_reaper_expire(struct nb_app *a);
 /* Returns the number of containers removed and slots finished, or -1 when
  * Docker could not list the containers (nothing is changed then). */
 int nb_reaper_reconcile(struct nb_app *a);
+/* Root sandboxes whose writable layer holds more than root_disk_max are
+ * destroyed (diskcap.h); returns how many. */
+int nb_reaper_root_disk(struct nb_app *a);
 
 /*
  * The rules of those passes, as pure functions of a slot and what Docker

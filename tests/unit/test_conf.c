@@ -305,6 +305,30 @@ static void test_snapshot_and_template_pool_keys(void **state)
     }
 }
 
+static void test_root_disk_keys(void **state)
+{
+    struct nb_conf c;
+    char err[256];
+    (void)state;
+    nb_conf_defaults(&c);
+    assert_int_equal(c.root_disk_max, 2048ULL * 1024 * 1024);
+    assert_int_equal(c.root_disk_check, 10);
+    assert_int_equal(load("root_disk_max = 20m\nroot_disk_check = 1\n", &c, err, sizeof(err)), 0);
+    assert_int_equal(c.root_disk_max, 20ULL * 1024 * 1024);
+    assert_int_equal(c.root_disk_check, 1);
+    assert_int_equal(load("root_disk_max = 0\n", &c, err, sizeof(err)), 0);
+    assert_int_equal(c.root_disk_max, 0);
+    static const char *const bad[] = {
+        "root_disk_max = lots\n", "root_disk_max = -1\n",     "root_disk_max = 2p\n",
+        "root_disk_check = 0\n",  "root_disk_check = 3601\n", "root_disk_check = 1s\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        nb_conf_defaults(&c);
+        assert_int_equal(load(bad[i], &c, err, sizeof(err)), -1);
+        assert_non_null(strstr(err, "root_disk_"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_egress_rules_nest_and_meet),
         cmocka_unit_test(test_bridge_keys_are_checked),
         cmocka_unit_test(test_snapshot_and_template_pool_keys),
+        cmocka_unit_test(test_root_disk_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@
 #include "app.h"
 #include "clock.h"
 #include "code.h"
+#include "diskcap.h"
 #include "isolation.h"
 #include "json.h"
 #include "log.h"
@@ -2238,6 +2240,40 @@ static void test_owner_is_read_back_from_the_label(void **state)
     assert_string_equal(s.owner, "");
 }
 
+/* The root disk cap's measure: blocks on disk, symlinks not followed, a stop past the cap. */
+static void test_diskcap_walk_sums_blocks(void **state)
+{
+    char dir[] = "/tmp/nb-diskcap-XXXXXX", path[PATH_MAX], buf[4096];
+    int fd;
+    int64_t empty, full;
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    empty = nb_diskcap_walk(dir, 0);
+    assert_true(empty >= 0);
+    snprintf(path, sizeof(path), "%s/sub", dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof(path), "%s/sub/f", dir);
+    fd = open(path, O_WRONLY | O_CREAT, 0600);
+    assert_true(fd >= 0);
+    memset(buf, 'x', sizeof(buf));
+    for (int i = 0; i < 64; i++) /* 256 KiB */
+        assert_int_equal(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+    assert_int_equal(fsync(fd), 0);
+    close(fd);
+    snprintf(path, sizeof(path), "%s/etc", dir); /* a symlink is not followed */
+    assert_int_equal(symlink("/etc", path), 0);
+    full = nb_diskcap_walk(dir, 0);
+    assert_true(full >= empty + 256 * 1024);
+    assert_true(full < empty + 256 * 1024 + 64 * 1024);
+    assert_true(nb_diskcap_walk(dir, 1) > 1); /* stops, with what it summed */
+    snprintf(path, sizeof(path), "%s/nothing", dir);
+    assert_int_equal(nb_diskcap_walk(path, 0), -1);
+    snprintf(path, sizeof(path), "%s/etc", dir);
+    assert_int_equal(nb_diskcap_walk(path, 0), -1); /* the top itself a symlink */
+    snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+    assert_int_equal(system(path), 0);
+}
+
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
 #define W(test) cmocka_unit_test_setup_teardown(test, setup_warm, teardown)
 
@@ -2250,6 +2286,7 @@ int main(void)
         T(test_forwarder_command_lines_are_parsed),
         T(test_adoption_rules),
         T(test_owner_is_read_back_from_the_label),
+        cmocka_unit_test(test_diskcap_walk_sums_blocks),
         T(test_create_refused_by_docker_frees_the_slot),
         T(test_create_with_a_missing_image_answers_503_image_missing),
         T(test_create_when_docker_is_unreachable_removes_nothing),
