@@ -223,7 +223,7 @@ EXPECT = {
                                                   {"type": "stdout", "data": "2\n"},
                                                   {"type": "stdout", "data": "3\n"},
                                                   {"type": "exit", "exit_code": 0}]),
-    ("docs/API.md", '"background":true'): dict(
+    ("docs/API.md", '8000 --bind 127.0.0.1","background":true'): dict(
         json=[{"running": True, "command": ["/bin/sh", "-c",
                                             "python3 -u -m http.server 8000 --bind 127.0.0.1"]}]),
     ("docs/API.md", "--data-binary @app.py"): dict(
