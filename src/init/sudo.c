@@ -413,7 +413,7 @@ int init_sudo_main(int argc, char **argv)
     struct sudo_user me, target;
     struct sudo_req q = {0};
     unsigned long uid = (unsigned long)getuid(), gid = (unsigned long)getgid();
-    char cwd[PATH_MAX], num[32], *shell_argv[4], *cmd_str;
+    char cwd[PATH_MAX], num[32], *shell_argv[4], *cmd_str, *shell_cmd = NULL;
     char **cmd;
     int first, rc, root, ncmd, fd, sfd;
     sigset_t mask;
@@ -455,8 +455,11 @@ int init_sudo_main(int argc, char **argv)
                 fprintf(stderr, "sudo: the command is too long for -i/-s\n");
                 return 1;
             }
+            /* a copy: args_join's buffer is reused for SUDO_COMMAND below */
+            if ((shell_cmd = strdup(joined)) == NULL)
+                return 1;
             shell_argv[k++] = dash_c;
-            shell_argv[k++] = strdup(joined);
+            shell_argv[k++] = shell_cmd;
         }
         cmd = shell_argv;
         ncmd = k;
@@ -506,9 +509,12 @@ int init_sudo_main(int argc, char **argv)
     req_add(&q, NBA_T_STDIO, NULL, 0);
     if (q.full) {
         fprintf(stderr, "sudo: the command and its environment are too large\n");
+        free(shell_cmd);
+        free(q.buf);
         return 1;
     }
     nba_frame_hdr(q.buf, NBA_EXEC, (uint32_t)(q.len - NBA_HDR));
+    free(shell_cmd); /* in the request now */
 
     signal(SIGPIPE, SIG_IGN);
     sigemptyset(&mask);
@@ -519,12 +525,9 @@ int init_sudo_main(int argc, char **argv)
     sigprocmask(SIG_BLOCK, &mask, NULL);
     sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     fd = sudo_connect();
-    if (fd == -1) {
+    if (fd == -1 || sfd == -1 || send_request(fd, q.buf, q.len) == -1) {
         fprintf(stderr, "sudo: cannot reach nanobox-init: %s\n", strerror(errno));
-        return 1;
-    }
-    if (sfd == -1 || send_request(fd, q.buf, q.len) == -1) {
-        fprintf(stderr, "sudo: cannot reach nanobox-init: %s\n", strerror(errno));
+        free(q.buf);
         return 1;
     }
     free(q.buf);
