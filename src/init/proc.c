@@ -680,7 +680,9 @@ void init_proc_hangup(struct init_proc *p)
 struct init_proc *init_proc_find_pty(uint32_t pid)
 {
     for (struct init_proc *p = procs; p != NULL; p = p->next) {
-        if (p->pty && !p->done && (uint32_t)p->pid == pid)
+        /* timed_out: being killed (its deadline, or its host left), so
+         * already gone for whoever would type into it or watch it */
+        if (p->pty && !p->done && !p->timed_out && (uint32_t)p->pid == pid)
             return p;
     }
     return NULL;

@@ -83,7 +83,8 @@ void init_proc_kill_tree(struct init_proc *p);
 int init_proc_resize(struct init_proc *p, unsigned cols, unsigned rows);
 /* A PTY command: close the master, which hangs up its terminal. */
 void init_proc_hangup(struct init_proc *p);
-/* The PTY command with this pid still running, or NULL. */
+/* The PTY command with this pid still running and not being killed, or
+ * NULL. */
 struct init_proc *init_proc_find_pty(uint32_t pid);
 
 /* From the loop. */
