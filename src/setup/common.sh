@@ -53,8 +53,10 @@ NB_PACKAGES=(
 # systemd-analyze, which checks the installed units, and logrotate, which
 # runs the installed logrotate file (test_install.py, test_service.py:
 # neither starts a daemon); the openssl CLI, which makes test_tls.py's
-# certificates.
-NB_TEST_PACKAGES=(chromium clang-format shellcheck python3-jsonschema systemd logrotate openssl vim)
+# certificates; pytest-rerunfailures, with which tests/run.sh runs a failed
+# test once more and lists it as rerun.
+NB_TEST_PACKAGES=(chromium clang-format shellcheck python3-jsonschema systemd logrotate openssl vim
+    python3-pytest-rerunfailures)
 
 # Only the benchmarks need these (socat is the forwarder we measure against).
 NB_BENCH_PACKAGES=(wrk socat)
