@@ -3,8 +3,9 @@ The E2B facade's control plane (docs/E2B.md) against the live stack.
 
 Two parts:
 - the official E2B SDK (npm e2b, pinned in tests/e2b/package.json; the
-  newest, tests/e2b-latest/package.json, runs control, commands, data and
-  fs too: their tests are [pinned] and [latest]) runs
+  newest, tests/e2b-latest/package.json, runs control, commands, data,
+  fs, pty, watch, user and root too: their tests are [pinned] and
+  [latest]) runs
   tests/e2b/control.mjs with nothing but E2B_API_URL, E2B_SANDBOX_URL (the
   stack's nginx) and E2B_API_KEY=e2b_<key>: create with metadata, envs and
   a timeout, getInfo, setTimeout both ways, connect (never shortens;
@@ -77,8 +78,8 @@ def e2b_latest(tmp_path_factory):
 
 @pytest.fixture(scope="module", params=["pinned", "latest"])
 def sdk(request):
-    """Both SDK pins, for the scripts that run against the newest too
-    (control, commands, data, fs): the other scripts run on the pinned only."""
+    """Both SDK pins, for every script but domain.mjs (a stack of its own
+    with TLS certificates, on the pinned SDK only)."""
     return request.getfixturevalue("e2b_sdk" if request.param == "pinned" else "e2b_latest")
 
 
@@ -379,9 +380,9 @@ def test_killed_sandbox_ends_the_stream(commands):
 # ------------------------------------------- sbx.pty through the SDK
 
 @pytest.fixture(scope="module")
-def ptyrun(stack, e2b_sdk):
+def ptyrun(stack, sdk):
     """pty.mjs once against the stack (sbx.pty over nanobox's PTY sessions): its summary."""
-    summary = sdk_script(stack, e2b_sdk, "pty.mjs", "e2bp-")
+    summary = sdk_script(stack, sdk, "pty.mjs", "e2bp-")
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -1196,9 +1197,9 @@ def test_filesystem_raw_errors_are_connect_codes(stack, api):
 # ------------------------------------------- files.watchDir and rename across mounts (SDK)
 
 @pytest.fixture(scope="module")
-def watchrun(stack, e2b_sdk):
+def watchrun(stack, sdk):
     """watch.mjs once against the stack (files.watchDir over WatchDir, rename across mounts)."""
-    summary = sdk_script(stack, e2b_sdk, "watch.mjs", "e2bw-")
+    summary = sdk_script(stack, sdk, "watch.mjs", "e2bw-")
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -1316,9 +1317,9 @@ def test_stat_modified_time_is_a_timestamp_to_the_nanosecond(envd):
 # ------------------------------------------- E2B's user layout (docs/E2B.md, "Users")
 
 @pytest.fixture(scope="module")
-def userrun(stack, e2b_sdk):
+def userrun(stack, sdk):
     """user.mjs once against the main stack (sandbox_user_name: sandbox): its summary."""
-    summary = sdk_script(stack, e2b_sdk, "user.mjs", "e2b-", code=True)
+    summary = sdk_script(stack, sdk, "user.mjs", "e2b-", code=True)
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -1379,11 +1380,11 @@ def test_the_user_is_user_when_the_operator_names_it_so(make_stack, e2b_sdk):
 
 
 @pytest.fixture(scope="module")
-def rootrun(e2b_sdk):
+def rootrun(sdk):
     """root.mjs against a stack whose base template has a root (root_templates)."""
     st = _start("e2broot", {"root_templates": "nanobox"})
     try:
-        s = sdk_script(st, e2b_sdk, "root.mjs", "e2b-")
+        s = sdk_script(st, sdk, "root.mjs", "e2b-")
         for sid in s["created"]:
             st.api.delete(sid)
         yield s
