@@ -4,7 +4,9 @@
  * Files under <sandbox_dir>/templates while a snapshot is taken (removed
  * after it, whatever the outcome):
  *   snap-<name>.tar      the sandbox's /workspace and /tmp as one tar
- *   snap-<name>.layer.tar  the new layer: that tar at NB_SNAPSHOT_TAR
+ *   snap-<name>.layer.tar  the new layer: that tar at NB_SNAPSHOT_TAR, and
+ *                        for a sandbox with a root, what it wrote into its
+ *                        image (the container's overlay2 upper directory)
  */
 #include "config.h"
 
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +31,7 @@
 #include "log.h"
 #include "snapshot.h"
 #include "table.h"
+#include "templates.h"
 
 #define DEPTH_MAX 128
 #define CHUNK (256 * 1024)
@@ -38,7 +42,9 @@ struct cap {
     struct archive *ar;
     uint64_t total, max;
     dev_t dev;
-    int status; /* of the error: 413 or 500 */
+    int upper;        /* an overlay upper directory: its whiteouts become the layer's */
+    const char *what; /* what max caps, for the 413 */
+    int status;       /* of the error: 413 or 500 */
     char err[256];
 };
 
@@ -51,6 +57,54 @@ __attribute__((format(printf, 3, 4))) static int cap_fail(struct cap *cp, int st
     vsnprintf(cp->err, sizeof(cp->err), fmt, ap);
     va_end(ap);
     return -1;
+}
+
+static int layer_entry(struct archive *ar, const char *name, int64_t size, mode_t type, mode_t perm)
+{
+    struct archive_entry *e = archive_entry_new();
+    int rc;
+    archive_entry_set_pathname(e, name);
+    archive_entry_set_size(e, size);
+    archive_entry_set_filetype(e, (unsigned)type);
+    archive_entry_set_perm(e, perm);
+    archive_entry_set_uid(e, 0);
+    archive_entry_set_gid(e, 0);
+    archive_entry_set_mtime(e, time(NULL), 0);
+    rc = archive_write_header(ar, e) == ARCHIVE_OK ? 0 : -1;
+    archive_entry_free(e);
+    return rc;
+}
+
+/*
+ * The names a layer gives a deletion (the image spec's whiteouts, which
+ * Docker's commit of the snapshot's container passes on as it finds them):
+ * .wh.<name> for an entry of the layers below that is gone, .wh..wh..opq in
+ * a directory that hides all of theirs. overlayfs says the same with a 0:0
+ * character device and the trusted.overlay.opaque attribute.
+ */
+#define WHITEOUT ".wh."
+#define OPAQUE ".wh..wh..opq"
+
+/* The empty file dir/<mark><name>: a whiteout (mark WHITEOUT) or an opaque directory's marker */
+static int cap_whiteout(struct cap *cp, const char *dir, const char *mark, const char *name)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof(path), "%s%s%s%s", dir, dir[0] ? "/" : "", mark, name) >=
+        (int)sizeof(path))
+        return cap_fail(cp, 413, "%s: a path longer than PATH_MAX", dir);
+    if (layer_entry(cp->ar, path, 0, AE_IFREG, 0600) != 0)
+        return cap_fail(cp, 500, "cannot write the snapshot: %s", archive_error_string(cp->ar));
+    return 0;
+}
+
+/* 1 if the overlay directory fd hides the layers below (opaque), 0 if not, -1 unknown */
+static int overlay_opaque(int fd)
+{
+    char v[2];
+    ssize_t n = fgetxattr(fd, "trusted.overlay.opaque", v, sizeof(v));
+    if (n < 0)
+        return errno == ENODATA || errno == ENOTSUP ? 0 : -1;
+    return n == 1 && v[0] == 'y';
 }
 
 static int cap_data(struct cap *cp, int fd, const char *path)
@@ -71,7 +125,12 @@ static int cap_data(struct cap *cp, int fd, const char *path)
     return rc;
 }
 
-/* Every entry under the open directory dirfd, named prefix/... in the tar. */
+/*
+ * Every entry under the open directory dirfd, named prefix/... in the tar
+ * (prefix "": no prefix). In an upper directory (cp->upper), a whiteout is
+ * written as the layer's, and its /.nanobox is left out: the layer's own
+ * is written after it.
+ */
 static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth)
 {
     DIR *d;
@@ -93,12 +152,19 @@ static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth)
 
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
-        if (snprintf(path, sizeof(path), "%s/%s", prefix, de->d_name) >= (int)sizeof(path)) {
+        if (cp->upper && depth == 0 && !strcmp(de->d_name, ".nanobox"))
+            continue;
+        if (snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "/" : "", de->d_name) >=
+            (int)sizeof(path)) {
             rc = cap_fail(cp, 413, "%s: a path longer than PATH_MAX", prefix);
             break;
         }
         if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue; /* gone */
+        if (cp->upper && S_ISCHR(st.st_mode) && st.st_rdev == 0) {
+            rc = cap_whiteout(cp, prefix, WHITEOUT, de->d_name);
+            continue;
+        }
         if (st.st_dev != cp->dev || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode) ||
             S_ISBLK(st.st_mode))
             continue; /* another mount, or nothing a tar keeps */
@@ -120,9 +186,8 @@ static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth)
             if (cp->total > cp->max) {
                 archive_entry_free(e);
                 cp->status = 413;
-                snprintf(cp->err, sizeof(cp->err),
-                         "/workspace and /tmp hold more than snapshot_max (%llu bytes)",
-                         (unsigned long long)cp->max);
+                snprintf(cp->err, sizeof(cp->err), "%s hold more than snapshot_max (%llu bytes)",
+                         cp->what, (unsigned long long)cp->max);
                 rc = -1;
                 break;
             }
@@ -142,11 +207,17 @@ static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth)
             close(fd);
         if (rc == 0 && S_ISDIR(st.st_mode)) {
             int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int opaque = 0;
             if (sub < 0) {
                 rc = cap_fail(cp, 500, "cannot open directory %s", path);
                 break;
             }
-            rc = cap_tree(cp, sub, path, depth + 1);
+            if (cp->upper && (opaque = overlay_opaque(sub)) < 0)
+                rc = cap_fail(cp, 500, "cannot read the overlay attributes of %s", path);
+            else if (opaque == 1)
+                rc = cap_whiteout(cp, path, OPAQUE, "");
+            if (rc == 0)
+                rc = cap_tree(cp, sub, path, depth + 1);
             close(sub);
         }
     }
@@ -183,6 +254,7 @@ static int capture(const struct nb_conf *c, pid_t pid, const char *path, struct 
 
     memset(&cp, 0, sizeof(cp));
     cp.max = c->snapshot_max;
+    cp.what = "/workspace and /tmp";
     snprintf(proot, sizeof(proot), "/proc/%d/root", (int)pid);
     root = open(proot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root < 0) {
@@ -212,27 +284,45 @@ static int capture(const struct nb_conf *c, pid_t pid, const char *path, struct 
 
 /* ---- the image ---- */
 
-static int layer_entry(struct archive *ar, const char *name, int64_t size, mode_t type, mode_t perm)
+/*
+ * What a root wrote into the image: the entries of the container's overlay
+ * upper directory upper, its whiteouts as the layer's, into ar; their
+ * bytes within max. 0, or -1 with the error in ae.
+ */
+static int layer_upper(struct archive *ar, const char *upper, uint64_t max, struct nb_apierr *ae)
 {
-    struct archive_entry *e = archive_entry_new();
-    int rc;
-    archive_entry_set_pathname(e, name);
-    archive_entry_set_size(e, size);
-    archive_entry_set_filetype(e, (unsigned)type);
-    archive_entry_set_perm(e, perm);
-    archive_entry_set_uid(e, 0);
-    archive_entry_set_gid(e, 0);
-    archive_entry_set_mtime(e, time(NULL), 0);
-    rc = archive_write_header(ar, e) == ARCHIVE_OK ? 0 : -1;
-    archive_entry_free(e);
+    struct cap cp;
+    struct stat st;
+    int fd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc;
+
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        nb_apierr_set(ae, 500, "internal", "cannot read the sandbox's writable layer: %s",
+                      strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    memset(&cp, 0, sizeof(cp));
+    cp.ar = ar;
+    cp.max = max;
+    cp.dev = st.st_dev;
+    cp.upper = 1;
+    cp.what = "/workspace, /tmp and what its root wrote into the image";
+    rc = cap_tree(&cp, fd, "", 0);
+    close(fd);
+    if (rc != 0)
+        nb_apierr_set(ae, cp.status, cp.status == 413 ? "too_large" : "internal", "%s", cp.err);
     return rc;
 }
 
 /*
- * The new layer, as a tar for Docker to extract at /: the snapshot's tar at
- * NB_SNAPSHOT_TAR, root's, mode 0600 (the sandbox cannot read it).
+ * The new layer, as a tar for Docker to extract at /: what a root wrote
+ * into the image when upper (its overlay upper directory) is not NULL,
+ * then the snapshot's tar at NB_SNAPSHOT_TAR, root's, mode 0600 (the
+ * sandbox cannot read it); max caps the two together.
  */
-static int write_layer(const char *path, const char *snap, struct nb_apierr *ae)
+static int write_layer(const char *path, const char *snap, const char *upper, uint64_t max,
+                       struct nb_apierr *ae)
 {
     struct archive *ar = archive_write_new();
     char *buf = NULL;
@@ -243,6 +333,13 @@ static int write_layer(const char *path, const char *snap, struct nb_apierr *ae)
     archive_write_set_format_pax_restricted(ar);
     if (fd < 0 || fstat(fd, &st) != 0 || archive_write_open_filename(ar, path) != ARCHIVE_OK)
         goto out;
+    if (upper != NULL &&
+        layer_upper(ar, upper, max > (uint64_t)st.st_size ? max - (uint64_t)st.st_size : 0, ae) !=
+            0) {
+        archive_write_free(ar);
+        close(fd);
+        return -1;
+    }
     if (layer_entry(ar, ".nanobox", 0, AE_IFDIR, 0755) != 0 ||
         layer_entry(ar, NB_SNAPSHOT_TAR + 1, st.st_size, AE_IFREG, 0600) != 0)
         goto out;
@@ -351,8 +448,8 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     struct nb_slot slot, *s;
     struct nb_derr de = {0};
     char nm[NB_TPL_NAME_MAX + 1], parent_tpl[128], rec_id[80] = "", snap[PATH_MAX], ctx[PATH_MAX],
-                                                   sub[128];
-    int64_t now = nb_clock_real_s();
+                                                   sub[128], upper[PATH_MAX] = "";
+    int64_t now = nb_clock_real_s(), size_rw;
     int found = 0, froze = 0, rc = -1;
     struct timespec t0, t1, t2;
 
@@ -382,6 +479,22 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
         snprintf(nm, sizeof(nm), "snap-%.8s-%lld%03ld", id, (long long)ts.tv_sec,
                  ts.tv_nsec / 1000000);
     }
+    /* a root's writes into its image are in the container's overlay upper
+     * directory, read while frozen like the tmpfs mounts (other sandboxes'
+     * images are read-only: they wrote nothing there) */
+    if (nb_template_root(&a->conf, slot.image)) {
+        if (nb_docker_rw_layer(&a->docker, slot.container_id, 0, upper, sizeof(upper), &size_rw,
+                               &de) != 0) {
+            nb_apierr_docker(ae, &de, "find the sandbox's writable layer");
+            return -1;
+        }
+        if (upper[0] == '\0') {
+            nb_apierr_set(ae, 501, "not_implemented",
+                          "a snapshot of a sandbox with a root needs Docker's overlay2 storage "
+                          "driver, which this engine does not use");
+            return -1;
+        }
+    }
     nb_template_of_image(&a->conf, slot.image, parent_tpl, sizeof(parent_tpl));
     if (nb_template_claim(a, nm, owner, max_templates, id, parent_tpl, now, rec_id, ae) != 0)
         return -1;
@@ -400,6 +513,8 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
         froze = 1;
     }
     rc = capture(&a->conf, slot.init_pid, snap, ae);
+    if (rc == 0 && upper[0])
+        rc = write_layer(ctx, snap, upper, a->conf.snapshot_max, ae);
     if (froze) {
         int paused_since;
         /* a pause asked for meanwhile keeps it frozen: the slot says so first */
@@ -414,7 +529,7 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     if (rc != 0)
         goto out;
     rc = -1;
-    if (write_layer(ctx, snap, ae) != 0)
+    if (!upper[0] && write_layer(ctx, snap, NULL, a->conf.snapshot_max, ae) != 0)
         goto out;
     unlink(snap);
     if (commit_image(a, nm, owner, slot.image, ctx, id, parent_tpl, now, ae) != 0)

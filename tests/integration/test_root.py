@@ -7,14 +7,16 @@ no capabilities and no-new-privileges when one asks: `sudo` (the agent's own
 binary under that name, in every sandbox) or exec's `"user": "root"`. Other
 sandboxes have no root: sudo and "root" say so. docs/SECURITY.md, "Root".
 """
+import os
 import re
+import secrets
 import time
 
 import pytest
 
 import nbtest
 from conftest import _start, _stop
-from nbtest import IMAGE, PYTHON_IMAGE, assert_error, docker_inspect, needs_image
+from nbtest import IMAGE, PYTHON_IMAGE, assert_error, docker_inspect, needs_image, parse_json
 
 # one stack for the module, on one worker
 pytestmark = pytest.mark.xdist_group(name="root")
@@ -92,9 +94,8 @@ def test_sudo_and_user_root_run_as_a_root_without_capabilities(rapi):
     assert rapi.exec(sid, "id -u", user=USER)["stdout"] == rapi.exec(sid, "id -u")["stdout"]
 
 
-def test_root_installs_a_package_the_user_then_runs(rapi):
-    sid = rapi.create()
-    build = r"""
+# a package of one script, built in the sandbox (no network: apt installs the file)
+BUILD_DEB = r"""
 set -e
 mkdir -p /tmp/pkg/DEBIAN /tmp/pkg/usr/bin
 printf 'Package: nbhello\nVersion: 1.0\nArchitecture: all\nMaintainer: nanobox tests <t@localhost>\nDescription: hello\n' > /tmp/pkg/DEBIAN/control
@@ -102,10 +103,19 @@ printf '#!/bin/sh\necho hello from a package\n' > /tmp/pkg/usr/bin/nbhello
 chmod 0755 /tmp/pkg/usr/bin/nbhello
 dpkg-deb --root-owner-group --build /tmp/pkg /tmp/nbhello.deb >/dev/null
 """
-    assert rapi.exec(sid, build)["exit_code"] == 0
-    res = rapi.exec(sid, "cd /tmp && sudo apt-get install -y ./nbhello.deb", timeout=120)
+PACKAGE_RUNS = "nbhello; stat -c '%U %a' /usr/bin/nbhello; dpkg-query -W -f '${Status}' nbhello"
+
+
+def install_package(api, sid):
+    assert api.exec(sid, BUILD_DEB)["exit_code"] == 0
+    res = api.exec(sid, "cd /tmp && sudo apt-get install -y ./nbhello.deb", timeout=120)
     assert res["exit_code"] == 0, res
-    res = rapi.exec(sid, "nbhello; stat -c '%U %a' /usr/bin/nbhello; dpkg-query -W -f '${Status}' nbhello")
+
+
+def test_root_installs_a_package_the_user_then_runs(rapi):
+    sid = rapi.create()
+    install_package(rapi, sid)
+    res = rapi.exec(sid, PACKAGE_RUNS)
     assert res["stdout"] == "hello from a package\nroot 755\ninstall ok installed", res
     # the user still cannot write what root owns
     res = rapi.exec(sid, "echo x > /usr/bin/nbhello")
@@ -201,3 +211,60 @@ def test_root_disk_max_zero_is_no_cap(make_stack):
     assert res["exit_code"] == 0, res
     time.sleep(3)
     assert st.api.get(sid).status_code == 200
+
+
+# ------------------------------------------- snapshots keep what a root wrote into the image
+
+def snapshot(api, sid, nm):
+    return api.request("POST", f"/sandbox/{sid}/snapshot", json={"name": nm}, timeout=300)
+
+
+def test_a_snapshot_keeps_what_root_installed_changed_and_removed(rapi):
+    """A root's writes land in the image (its container's writable layer),
+    not in the tmpfs mounts a snapshot reads: the snapshot takes that layer
+    too, deletions included, so a sandbox started from it has the package
+    apt installed and not the files root removed."""
+    sid = rapi.create()
+    install_package(rapi, sid)
+    res = rapi.exec(sid, "sudo sh -c 'set -e; rm /etc/debian_version; rm -r /usr/share/doc/bash; "
+                         "mkdir /usr/share/doc/bash; echo new > /usr/share/doc/bash/only; "
+                         "echo mine > /opt/fromroot; chmod 0640 /opt/fromroot' && "
+                         "echo user-file > /workspace/u.txt")
+    assert res["exit_code"] == 0, res
+    nm = "rootsnap-" + secrets.token_hex(3)
+    r = snapshot(rapi, sid, nm)
+    assert r.status_code == 201, r.text
+    assert parse_json(r)["status"] == "ready"
+    # the sandbox it came from runs on, as it was
+    assert rapi.exec(sid, "sudo cat /opt/fromroot; cat /workspace/u.txt")["stdout"] == "mine\nuser-file\n"
+
+    child = rapi.create(template=nm)
+    res = rapi.exec(child, PACKAGE_RUNS)
+    assert res["stdout"] == "hello from a package\nroot 755\ninstall ok installed", res
+    res = rapi.exec(child, "test -e /etc/debian_version && echo present; ls -A /usr/share/doc/bash; "
+                           "stat -c '%U %a %s' /opt/fromroot; cat /workspace/u.txt; "
+                           "ls -A / /etc /usr/share/doc | grep -c '^\\.wh\\.'")
+    assert res["stdout"] == "only\nroot 640 5\nuser-file\n0\n", res
+    # the snapshot's name is not in root_templates: its sandboxes have no root
+    res = rapi.exec(child, "sudo true")
+    assert res["exit_code"] == 1 and "has no root" in res["stderr"], res
+    assert docker_inspect(f"nanobox-{child}")["HostConfig"]["ReadonlyRootfs"] is True
+
+
+def test_a_root_snapshot_over_snapshot_max_is_413_and_leaves_nothing(make_stack):
+    st = make_stack("rootsnapmax", root_templates="nanobox", snapshot_max="2m")
+    api = st.api
+    sid = api.create()
+    assert api.exec(sid, "sudo dd if=/dev/urandom of=/opt/big bs=1M count=3 status=none")["exit_code"] == 0
+    before = len(parse_json(api.request("GET", "/templates"))["templates"])
+    nm = "toobig-" + secrets.token_hex(3)
+    r = snapshot(api, sid, nm)
+    assert_error(r, 413, "too_large")
+    assert "what its root wrote into the image" in parse_json(r)["error"], r.text
+    assert len(parse_json(api.request("GET", "/templates"))["templates"]) == before
+    assert_error(api.request("GET", f"/templates/{nm}"), 404, "not_found")
+    work = os.path.join(os.path.dirname(st.state), "sandbox", "templates")  # sandbox_dir's
+    assert not [n for n in os.listdir(work) if nm in n], os.listdir(work)
+    assert nbtest.run(["docker", "ps", "-aq", "--filter", f"name={nm}"]).stdout.strip() == ""
+    # the sandbox runs on, thawed
+    assert api.exec(sid, "wc -c < /opt/big")["stdout"].strip() == str(3 << 20)
