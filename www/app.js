@@ -511,6 +511,7 @@
       ["paused at", paused ? fmtTime(sb.paused_at) : ""],
       ["destroyed if still paused at", paused ? fmtTime(sb.pause_expires_at) : ""],
       ["auto resume", sb.auto_resume ? "yes" : ""],
+      ["at its TTL's end", sb.on_timeout === "pause" ? "paused, not destroyed" : ""],
       ["memory", fmtBytes(sb.memory)],
       ["cpus", sb.cpus],
       ["pids", sb.pids],

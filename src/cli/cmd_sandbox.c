@@ -109,7 +109,7 @@ void sandbox_path(struct nb_buf *b, const char *id, const char *suffix)
 int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 {
     const char *image = NULL, *ttl_s = NULL, *memory_s = NULL, *cpus_s = NULL, *pids_s = NULL,
-               *network = NULL, *template = NULL;
+               *network = NULL, *template = NULL, *on_timeout = NULL;
     struct args_list env = {0}, meta = {0};
     int auto_resume = 0;
     const struct args_opt opts[] = {
@@ -123,6 +123,7 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
         {"--meta", ARG_LIST, &meta},
         {"--auto-resume", ARG_FLAG, &auto_resume},
         {"--template", ARG_VALUE, &template},
+        {"--on-timeout", ARG_VALUE, &on_timeout},
     };
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
     struct client_req req = {.method = "POST", .path = "/sandbox", .timeout = CLIENT_CALL_TIMEOUT};
@@ -158,6 +159,11 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
         cli_usage_error(cmd, "--network must be none or bridge, not \"%s\"", network);
         goto out;
     }
+    if (on_timeout != NULL && strcmp(on_timeout, "destroy") != 0 &&
+        strcmp(on_timeout, "pause") != 0) {
+        cli_usage_error(cmd, "--on-timeout must be destroy or pause, not \"%s\"", on_timeout);
+        goto out;
+    }
     for (size_t i = 0; i < env.n; i++)
         if (args_kv(cmd, "--env", env.v[i]) != 0)
             goto out;
@@ -183,6 +189,8 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
         nb_json_kv_str(g, "network", network);
     if (auto_resume)
         nb_json_kv_bool(g, "auto_resume", 1);
+    if (on_timeout != NULL)
+        nb_json_kv_str(g, "on_timeout", on_timeout);
     args_kv_map(g, "env", &env);
     args_kv_map(g, "metadata", &meta);
     yajl_gen_map_close(g);

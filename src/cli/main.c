@@ -23,7 +23,7 @@ static const struct cli_cmd commands[] = {
     {"create", cmd_create,
      "nanobox create [--image I | --template T] [--ttl S] [--memory 128m] [--cpus 0.5]\n"
      "               [--pids N] [--env K=V]... [--meta K=V]... [--network none|bridge]\n"
-     "               [--auto-resume]",
+     "               [--auto-resume] [--on-timeout destroy|pause]",
      "create a sandbox and print its id",
      "  --image I         image to run (one of the server's allowed images)\n"
      "  --template T      template to start from (nanobox template ls)\n"
@@ -35,6 +35,7 @@ static const struct cli_cmd commands[] = {
      "  --meta K=V        metadata to find the sandbox by later (repeatable)\n"
      "  --network MODE    none (default) or bridge, if the server allows it\n"
      "  --auto-resume     once paused, the first exec/files/code call resumes it\n"
+     "  --on-timeout W    what the end of its TTL does: destroy (default) or pause\n"
      "Prints the new sandbox's id; with --json, the whole answer.\n"},
     {"ls", cmd_ls, "nanobox ls [--meta K=V]...\n       nanobox ls ID [PATH]",
      "list live sandboxes, or the files of a sandbox's directory",

@@ -449,9 +449,11 @@ void nb_docker_ctr_labels(struct nb_docker_ctr *c, const void *labels)
     n = label_num(lab, "nanobox.pids", 0);
     c->pids = n > 0 ? n : 0;
     {
-        char net[16] = "";
+        char net[16] = "", ot[16] = "";
         label_str(lab, "nanobox.network", net, sizeof(net));
         c->network_bridge = strcmp(net, "bridge") == 0;
+        label_str(lab, "nanobox.on_timeout", ot, sizeof(ot));
+        c->pause_on_timeout = strcmp(ot, "pause") == 0;
     }
     c->auto_resume = label_num(lab, "nanobox.auto_resume", 0) == 1;
     c->pooled = label_num(lab, "nanobox.pooled", 0) == 1;

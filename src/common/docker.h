@@ -130,17 +130,18 @@ struct nb_docker_ctr {
     int paused;       /* frozen by docker pause */
     /* what a slot needs, for adopting it into a new table (adopt.c); the
      * labels sandbox.c's create sets */
-    char owner[40];      /* label nanobox.owner ("" if absent) */
-    char image[128];     /* label nanobox.image, else the listing's Image */
-    char metadata[1024]; /* label nanobox.metadata ("" if absent) */
-    int64_t created;     /* label nanobox.created, else the listing's Created */
-    int64_t slot;        /* label nanobox.slot, -1 if absent or not a number */
-    uint64_t memory;     /* label nanobox.memory (bytes), 0 if absent */
-    uint64_t nano_cpus;  /* label nanobox.nano_cpus, 0 if absent */
-    int64_t pids;        /* label nanobox.pids, 0 if absent */
-    int network_bridge;  /* label nanobox.network is "bridge" */
-    int auto_resume;     /* label nanobox.auto_resume is "1" */
-    int pooled;          /* label nanobox.pooled is "1": made for the warm pool */
+    char owner[40];       /* label nanobox.owner ("" if absent) */
+    char image[128];      /* label nanobox.image, else the listing's Image */
+    char metadata[1024];  /* label nanobox.metadata ("" if absent) */
+    int64_t created;      /* label nanobox.created, else the listing's Created */
+    int64_t slot;         /* label nanobox.slot, -1 if absent or not a number */
+    uint64_t memory;      /* label nanobox.memory (bytes), 0 if absent */
+    uint64_t nano_cpus;   /* label nanobox.nano_cpus, 0 if absent */
+    int64_t pids;         /* label nanobox.pids, 0 if absent */
+    int network_bridge;   /* label nanobox.network is "bridge" */
+    int auto_resume;      /* label nanobox.auto_resume is "1" */
+    int pause_on_timeout; /* label nanobox.on_timeout is "pause" */
+    int pooled;           /* label nanobox.pooled is "1": made for the warm pool */
 };
 
 /*

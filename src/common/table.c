@@ -456,6 +456,13 @@ void nb_table_unlock(struct nb_table *t)
         nb_error("state table unlock: %s", strerror(rc));
 }
 
+int nb_slot_live(const struct nb_slot *s, int64_t now)
+{
+    return s != NULL && ((s->state == NB_SLOT_RUNNING &&
+                          (s->expires > now || (s->lifecycle & NB_LIFE_PAUSE_ON_TIMEOUT))) ||
+                         (s->state == NB_SLOT_PAUSED && s->pause_expires > now));
+}
+
 struct nb_slot *nb_table_find(struct nb_table *t, const char *id)
 {
     for (uint32_t i = 0; i < t->nslots; i++) {

@@ -44,6 +44,11 @@ enum nb_slot_state {
     NB_SLOT_PAUSED,     /* frozen (docker pause): its TTL stopped, its pause TTL runs */
 };
 
+/* A slot's lifecycle bits (struct nb_slot.lifecycle; 1 was the whole field
+ * before the second, so a table from then reads the same). */
+#define NB_LIFE_AUTO_RESUME 1u      /* a call that needs it running resumes it */
+#define NB_LIFE_PAUSE_ON_TIMEOUT 2u /* its TTL's end pauses it instead of destroying it */
+
 struct nb_port {
     uint16_t sandboxport; /* 0: unused */
     uint16_t hostport;
@@ -71,7 +76,7 @@ struct nb_slot {
     char metadata[NB_META_LEN]; /* JSON object text, "{}" when none */
     struct nb_port ports[NB_MAX_PORTS];
     /* pause and resume */
-    uint32_t auto_resume;  /* 1: a call that needs it running resumes it */
+    uint32_t lifecycle;    /* NB_LIFE_* bits */
     int64_t ttl_left;      /* PAUSED: seconds of TTL it had when paused */
     int64_t pause_expires; /* PAUSED: unix seconds its pause ends (it is destroyed) */
     /* the name of the API key that created it (keys.h); "" while warm, or made before owners */
@@ -121,6 +126,13 @@ void nb_table_unlock(struct nb_table *t);
 
 /* Slot with this id in any non-free state, or NULL. */
 struct nb_slot *nb_table_find(struct nb_table *t, const char *id);
+
+/*
+ * Is s (may be NULL) a sandbox the API serves: running and unexpired, or
+ * paused within its pause TTL? One whose TTL ended with on_timeout "pause"
+ * still is: running until the reaper's next tick pauses it.
+ */
+int nb_slot_live(const struct nb_slot *s, int64_t now);
 
 /* Number of slots not FREE. */
 uint32_t nb_table_count(struct nb_table *t);

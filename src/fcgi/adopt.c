@@ -56,7 +56,8 @@ void nb_adopt_lease_write(const struct nb_conf *c, uint32_t i, const struct nb_s
                    s->state == NB_SLOT_PAUSED ? now + s->ttl_left : (long long)s->expires);
     nb_json_kv_int(g, "ttl_left", s->state == NB_SLOT_PAUSED ? s->ttl_left : 0);
     nb_json_kv_int(g, "pause_expires", s->state == NB_SLOT_PAUSED ? s->pause_expires : 0);
-    nb_json_kv_int(g, "auto_resume", s->auto_resume != 0);
+    nb_json_kv_int(g, "auto_resume", (s->lifecycle & NB_LIFE_AUTO_RESUME) != 0);
+    nb_json_kv_str(g, "on_timeout", s->lifecycle & NB_LIFE_PAUSE_ON_TIMEOUT ? "pause" : "destroy");
     nb_json_kv_str(g, "metadata", s->metadata);
     yajl_gen_map_close(g);
     text = nb_json_gen_take(g);
@@ -107,7 +108,8 @@ int nb_adopt_lease_parse(const char *text, size_t len, struct nb_lease *l)
     const char *idp[] = {"id", NULL}, *owp[] = {"owner", NULL}, *exp[] = {"expires", NULL};
     const char *tlp[] = {"ttl_left", NULL}, *pep[] = {"pause_expires", NULL};
     const char *arp[] = {"auto_resume", NULL}, *mdp[] = {"metadata", NULL};
-    yajl_val v = NULL, id, ow, ex, tl, pe, ar, md;
+    const char *otp[] = {"on_timeout", NULL};
+    yajl_val v = NULL, id, ow, ex, tl, pe, ar, md, ot;
     char err[64];
     int rc = -1;
 
@@ -121,6 +123,7 @@ int nb_adopt_lease_parse(const char *text, size_t len, struct nb_lease *l)
     pe = yajl_tree_get(v, pep, yajl_t_number);
     ar = yajl_tree_get(v, arp, yajl_t_number);
     md = yajl_tree_get(v, mdp, yajl_t_string);
+    ot = yajl_tree_get(v, otp, yajl_t_string);
     if (id == NULL || !id_shaped(nb_json_string(id)) || ow == NULL ||
         strlen(nb_json_string(ow)) >= NB_OWNER_LEN || ex == NULL || !YAJL_IS_INTEGER(ex) ||
         YAJL_GET_INTEGER(ex) <= 0 || (md != NULL && strlen(nb_json_string(md)) >= NB_META_LEN))
@@ -129,6 +132,7 @@ int nb_adopt_lease_parse(const char *text, size_t len, struct nb_lease *l)
     snprintf(l->owner, sizeof(l->owner), "%s", nb_json_string(ow));
     l->expires = YAJL_GET_INTEGER(ex);
     l->auto_resume = ar != NULL && YAJL_IS_INTEGER(ar) && YAJL_GET_INTEGER(ar) == 1;
+    l->pause_on_timeout = ot != NULL && !strcmp(nb_json_string(ot), "pause");
     snprintf(l->metadata, sizeof(l->metadata), "%s", md != NULL ? nb_json_string(md) : "{}");
     /* a paused one's stopped TTL and its pause's end; 0: not recorded */
     l->ttl_left =
@@ -181,7 +185,10 @@ int nb_adopt_slot(const struct nb_docker_ctr *c, const struct nb_lease *l, pid_t
     snprintf(out->image, sizeof(out->image), "%s", c->image);
     snprintf(out->metadata, sizeof(out->metadata), "%s",
              l != NULL ? l->metadata : (c->metadata[0] ? c->metadata : "{}"));
-    out->auto_resume = (uint32_t)(l != NULL ? l->auto_resume != 0 : c->auto_resume != 0);
+    if (l != NULL ? l->auto_resume : c->auto_resume)
+        out->lifecycle |= NB_LIFE_AUTO_RESUME;
+    if (l != NULL ? l->pause_on_timeout : c->pause_on_timeout)
+        out->lifecycle |= NB_LIFE_PAUSE_ON_TIMEOUT;
     /* no owner known: admin-only (docs/ARCHITECTURE.md, "Adoption") */
     snprintf(out->owner, sizeof(out->owner), "%s", l != NULL ? l->owner : c->owner);
     *to = NB_SLOT_RUNNING;

@@ -32,6 +32,7 @@ struct nb_lease {
     int64_t ttl_left;      /* paused: its TTL left; 0 running */
     int64_t pause_expires; /* paused: when its pause ends; 0 running */
     int auto_resume;
+    int pause_on_timeout; /* "on_timeout": "pause" */
     char metadata[NB_META_LEN];
 };
 

@@ -254,6 +254,12 @@ static void detail_json(yajl_gen g, const struct nb_conf *c, const struct nb_slo
     nb_json_kv_int(g, "memoryMB", (long long)(s->memory / MiB));
     nb_json_kv_str(g, "envdVersion", E2B_ENVD_VERSION);
     kv_metadata(g, s);
+    /* the SDK's info.lifecycle: what its timeout does, and traffic resuming it */
+    nb_json_cstr(g, "lifecycle");
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "onTimeout", s->lifecycle & NB_LIFE_PAUSE_ON_TIMEOUT ? "pause" : "kill");
+    nb_json_kv_bool(g, "autoResume", (s->lifecycle & NB_LIFE_AUTO_RESUME) != 0);
+    yajl_gen_map_close(g);
     yajl_gen_map_close(g);
 }
 
@@ -348,15 +354,13 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
     spec.ttl = ttl;
     if (timeout != NULL && timeout_value(c, timeout, &spec.ttl, ae) != 0)
         goto out;
-    if (autopause != NULL && YAJL_IS_TRUE(autopause)) {
-        nb_apierr_set(ae, 501, "not_implemented",
-                      "pausing on timeout (lifecycle onTimeout: 'pause') is not supported by "
-                      "nanobox: a sandbox is killed at its timeout");
-        goto out;
-    }
+    /* lifecycle: {onTimeout: 'pause', autoResume} */
+    if (autopause != NULL && YAJL_IS_TRUE(autopause))
+        spec.lifecycle |= NB_LIFE_PAUSE_ON_TIMEOUT;
     if (autoresume != NULL) {
         const char *path[] = {"enabled", NULL};
-        spec.auto_resume = YAJL_IS_TRUE(yajl_tree_get(autoresume, path, yajl_t_true));
+        if (YAJL_IS_TRUE(yajl_tree_get(autoresume, path, yajl_t_true)))
+            spec.lifecycle |= NB_LIFE_AUTO_RESUME;
     }
     spec.memory = c->memory;
     spec.nano_cpus = c->nano_cpus;
@@ -554,9 +558,7 @@ int api_e2b_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         const struct nb_slot *s = &a->table.slots[i];
-        if (((s->state == NB_SLOT_RUNNING && s->expires > now) ||
-             (s->state == NB_SLOT_PAUSED && s->pause_expires > now)) &&
-            (owner == NULL || !strcmp(s->owner, owner)))
+        if (nb_slot_live(s, now) && (owner == NULL || !strcmp(s->owner, owner)))
             copy[n++] = *s;
     }
     nb_table_unlock(&a->table);

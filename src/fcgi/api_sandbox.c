@@ -198,7 +198,8 @@ static void sandbox_info(yajl_gen g, const struct nb_slot *s, int64_t now)
         nb_json_kv_int(g, "paused_at", s->state_since);
         nb_json_kv_int(g, "pause_expires_at", s->pause_expires);
     }
-    nb_json_kv_bool(g, "auto_resume", s->auto_resume != 0);
+    nb_json_kv_bool(g, "auto_resume", (s->lifecycle & NB_LIFE_AUTO_RESUME) != 0);
+    nb_json_kv_str(g, "on_timeout", s->lifecycle & NB_LIFE_PAUSE_ON_TIMEOUT ? "pause" : "destroy");
     nb_json_kv_int(g, "memory", (long long)s->memory);
     nb_json_kv_double(g, "cpus", (double)s->nano_cpus / 1e9);
     nb_json_kv_int(g, "pids", s->pids);
@@ -258,6 +259,7 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         {"metadata", NB_JT_OBJECT, NULL},
         {"auto_resume", NB_JT_BOOL, NULL},
         {"template", NB_JT_STRING, NULL},
+        {"on_timeout", NB_JT_STRING, NULL},
     };
     enum {
         F_IMAGE,
@@ -269,7 +271,8 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         F_NETWORK,
         F_METADATA,
         F_AUTO_RESUME,
-        F_TEMPLATE
+        F_TEMPLATE,
+        F_ON_TIMEOUT
     };
     struct nb_sandbox_spec spec;
     struct nb_slot slot;
@@ -365,7 +368,17 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         api_env_list(c, f[F_ENV].val, &spec.env, &spec.n_env, ae) != 0)
         goto out;
 
-    spec.auto_resume = f[F_AUTO_RESUME].val != NULL && YAJL_IS_TRUE(f[F_AUTO_RESUME].val);
+    if (f[F_AUTO_RESUME].val != NULL && YAJL_IS_TRUE(f[F_AUTO_RESUME].val))
+        spec.lifecycle |= NB_LIFE_AUTO_RESUME;
+    if (f[F_ON_TIMEOUT].val != NULL) {
+        const char *ot = nb_json_string(f[F_ON_TIMEOUT].val);
+        if (!strcmp(ot, "pause"))
+            spec.lifecycle |= NB_LIFE_PAUSE_ON_TIMEOUT;
+        else if (strcmp(ot, "destroy") != 0) {
+            nb_apierr_set(ae, 400, "bad_field", "on_timeout is \"destroy\" or \"pause\"");
+            goto out;
+        }
+    }
 
     spec.key = nb_http_key(r); /* its owner, and whose quotas it counts against */
     if (nb_sandbox_create(a, &spec, &slot, ae) != 0)
@@ -457,9 +470,7 @@ int api_sandbox_list(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         const struct nb_slot *s = &a->table.slots[i];
-        if (((s->state == NB_SLOT_RUNNING && s->expires > now) ||
-             (s->state == NB_SLOT_PAUSED && s->pause_expires > now)) &&
-            (owner == NULL || !strcmp(s->owner, owner)))
+        if (nb_slot_live(s, now) && (owner == NULL || !strcmp(s->owner, owner)))
             copy[n++] = *s;
     }
     nb_table_unlock(&a->table);

@@ -135,7 +135,9 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     snprintf(tmp, sizeof(tmp), "%lld", (long long)s->pids);
     nb_json_kv_str(g, "nanobox.pids", tmp);
     nb_json_kv_str(g, "nanobox.network", s->network_bridge ? "bridge" : "none");
-    nb_json_kv_str(g, "nanobox.auto_resume", s->auto_resume ? "1" : "0");
+    nb_json_kv_str(g, "nanobox.auto_resume", s->lifecycle & NB_LIFE_AUTO_RESUME ? "1" : "0");
+    nb_json_kv_str(g, "nanobox.on_timeout",
+                   s->lifecycle & NB_LIFE_PAUSE_ON_TIMEOUT ? "pause" : "destroy");
     nb_json_kv_str(g, "nanobox.pooled", pooled ? "1" : "0");
     nb_json_kv_str(g, "nanobox.root", root ? "1" : "0");
     nb_json_kv_str(g, "nanobox.metadata", s->metadata[0] ? s->metadata : "{}");
@@ -315,7 +317,7 @@ retry:
         s->network_bridge = (uint32_t)spec->network_bridge;
         snprintf(s->image, sizeof(s->image), "%s", spec->image);
         snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
-        s->auto_resume = spec->auto_resume != 0;
+        s->lifecycle = spec->lifecycle;
     }
     nb_table_unlock(&a->table);
     if (s == NULL && final_state == NB_SLOT_RUNNING && a->warm != NULL && a->warm->evict(a) == 0)
@@ -453,13 +455,6 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
     return 0;
 }
 
-/* Is s a sandbox the API serves: running and unexpired, or paused within its pause TTL? */
-static int slot_live(const struct nb_slot *s, int64_t now)
-{
-    return s != NULL && ((s->state == NB_SLOT_RUNNING && s->expires > now) ||
-                         (s->state == NB_SLOT_PAUSED && s->pause_expires > now));
-}
-
 static int not_found(struct nb_apierr *ae, const char *id)
 {
     nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
@@ -473,7 +468,7 @@ int nb_sandbox_visible(struct nb_app *a, const char *id, const char *owner, stru
     int found;
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    found = slot_live(s, nb_clock_real_s()) && !strcmp(s->owner, owner);
+    found = nb_slot_live(s, nb_clock_real_s()) && !strcmp(s->owner, owner);
     nb_table_unlock(&a->table);
     return found ? 0 : not_found(ae, id);
 }
@@ -519,7 +514,7 @@ int nb_sandbox_get(struct nb_app *a, const char *id, struct nb_slot *out, struct
     int found = 0;
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (slot_live(s, nb_clock_real_s())) {
+    if (nb_slot_live(s, nb_clock_real_s())) {
         *out = *s;
         found = 1;
     }
@@ -536,7 +531,7 @@ static int extend(struct nb_app *a, const char *id, unsigned ttl, int at_least, 
     int found = 0;
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (slot_live(s, now)) {
+    if (nb_slot_live(s, now)) {
         /* a paused sandbox's TTL is stopped: it gets ttl when it resumes */
         if (s->state == NB_SLOT_PAUSED) {
             if (!at_least || s->ttl_left < (int64_t)ttl)
@@ -580,7 +575,7 @@ int nb_sandbox_pause(struct nb_app *a, const char *id, struct nb_slot *out, stru
     /* the slot first: from here on no call reaches the frozen processes */
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (slot_live(s, now)) {
+    if (nb_slot_live(s, now)) {
         was_running = s->state == NB_SLOT_RUNNING;
         if (was_running)
             nb_table_pause(&a->table, s, now, now + (int64_t)a->conf.max_pause);
@@ -630,7 +625,7 @@ int nb_sandbox_resume(struct nb_app *a, const char *id, struct nb_slot *out, str
 
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (slot_live(s, nb_clock_real_s())) {
+    if (nb_slot_live(s, nb_clock_real_s())) {
         was_paused = s->state == NB_SLOT_PAUSED;
         gen = s->generation;
         snprintf(cid, sizeof(cid), "%s", s->container_id);
@@ -670,9 +665,9 @@ int nb_sandbox_awake(struct nb_app *a, const char *id, struct nb_apierr *ae)
 
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (slot_live(s, nb_clock_real_s()) && s->state == NB_SLOT_PAUSED) {
+    if (nb_slot_live(s, nb_clock_real_s()) && s->state == NB_SLOT_PAUSED) {
         paused = 1;
-        auto_resume = s->auto_resume != 0;
+        auto_resume = (s->lifecycle & NB_LIFE_AUTO_RESUME) != 0;
     }
     nb_table_unlock(&a->table);
     if (!paused)

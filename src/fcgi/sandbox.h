@@ -30,7 +30,7 @@ struct nb_sandbox_spec {
     char **env; /* "NAME=value" strings, n_env of them */
     unsigned n_env;
     char metadata[NB_META_LEN]; /* JSON object text */
-    int auto_resume;            /* a call that needs it running resumes it when paused */
+    unsigned lifecycle;         /* NB_LIFE_* (table.h): auto_resume, on_timeout pause */
     /* the API key creating it: its owner, whose quotas it counts against; NULL: none (warm) */
     const struct nb_key *key;
     /*

@@ -436,12 +436,6 @@ out:
 
 /* ---- the call ---- */
 
-static int slot_live(const struct nb_slot *s, int64_t now)
-{
-    return s != NULL && ((s->state == NB_SLOT_RUNNING && s->expires > now) ||
-                         (s->state == NB_SLOT_PAUSED && s->pause_expires > now));
-}
-
 int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const char *owner,
                      unsigned max_templates, struct nb_template *out, struct nb_apierr *ae)
 {
@@ -455,7 +449,7 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
 
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
-    if (slot_live(s, now)) {
+    if (nb_slot_live(s, now)) {
         slot = *s;
         found = 1;
     }

@@ -141,7 +141,7 @@ int nb_warm_take(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb
         /* its owner from now on: the key that asked for it */
         snprintf(s->owner, sizeof(s->owner), "%s", spec->key != NULL ? spec->key->name : "");
         snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
-        s->auto_resume = spec->auto_resume != 0;
+        s->lifecycle = spec->lifecycle;
         *out = *s;
         found = 1;
     }

@@ -23,6 +23,7 @@ const info = (i) => ({
   sandboxId: i.sandboxId, templateId: i.templateId, metadata: i.metadata, state: i.state,
   cpuCount: i.cpuCount, memoryMB: i.memoryMB, envdVersion: i.envdVersion,
   startedAt: i.startedAt.toISOString(), endAt: i.endAt.toISOString(), endsIn: secs(i.endAt),
+  lifecycle: i.lifecycle,
 })
 
 async function create (opts) {
@@ -114,6 +115,20 @@ await step('shortTimeoutEnds', async () => {
     running = await c.isRunning()
   }
   return { running }
+})
+
+// lifecycle {onTimeout: 'pause'}: paused at its timeout, not killed. getInfo
+// (the control plane) watches it: the data plane would resume it (autoResume).
+await step('onTimeoutPause', async () => {
+  const d = await create({ timeoutMs: 2_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+  const deadline = Date.now() + 20_000
+  let i = await d.getInfo()
+  while (i.state !== 'paused' && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    i = await d.getInfo()
+  }
+  const s = await Sandbox.connect(d.sandboxId, { timeoutMs: 60_000 })
+  return { paused: info(i), resumed: info(await s.getInfo()) }
 })
 
 await step('kill', async () => ({ killed: await a.kill() }))

@@ -181,6 +181,14 @@ def test_pause_and_resume(cli, api):
     assert r.returncode == 2 and "which sandbox?" in r.stderr, r.stderr
 
 
+def test_on_timeout_pause_is_sent_and_a_bad_word_is_a_usage_error(cli, api):
+    sid = cli.create("--ttl", "600", "--on-timeout", "pause")
+    assert nbtest.parse_json(api.get(sid))["on_timeout"] == "pause"
+    assert nbtest.docker_inspect(f"nanobox-{sid}")["Config"]["Labels"]["nanobox.on_timeout"] == "pause"
+    r = cli.run("create", "--on-timeout", "sleep")
+    assert r.returncode == 2 and "--on-timeout must be destroy or pause" in r.stderr, r.stderr
+
+
 def test_rm_destroys_and_info_then_says_not_found(cli, api, stack):
     sid = cli.create()
     assert cli.ok("rm", sid).stdout == f"{sid}\n"

@@ -163,6 +163,7 @@ def test_get_info_shows_template_metadata_state_and_timeout(run):
     assert i["cpuCount"] >= 1
     assert i["memoryMB"] == nbtest.DEFAULT_MEMORY // (1024 * 1024)
     assert i["envdVersion"] == "0.5.6"
+    assert i["lifecycle"] == {"onTimeout": "kill", "autoResume": False}
 
 
 def test_env_vars_reach_the_sandbox(run):
@@ -243,6 +244,17 @@ def test_pause_then_connect_resumes(run):
 
 def test_set_timeout_ends_the_sandbox(run):
     assert step(run, "shortTimeoutEnds") == {"running": False}
+
+
+def test_on_timeout_pause_pauses_it_and_connect_resumes(run):
+    """lifecycle {onTimeout: 'pause', autoResume: true}: paused at its
+    timeout; connect resumes it with default_ttl (600 here), which the
+    60 s it asks for does not shorten."""
+    s = step(run, "onTimeoutPause")
+    assert s["paused"]["state"] == "paused", s
+    assert s["paused"]["lifecycle"] == {"onTimeout": "pause", "autoResume": True}, s
+    assert s["resumed"]["state"] == "running", s
+    assert near(s["resumed"]["endsIn"], int(nbtest.BASE_CONF["default_ttl"])), s
 
 
 def test_kill_true_then_false(run):
@@ -506,7 +518,8 @@ def test_create_get_kill_raw(stack, api):
     ({"metadata": {"k": 1}}, 400),
     ({"envVars": {"1BAD": "x"}}, 400),
     ({"templateID": "nope"}, 404),
-    ({"autoPause": True}, 501),
+    ({"autoPause": "yes"}, 400),
+    ({"autoResume": True}, 400),
 ])
 @pytest.mark.parametrize("path", ["/sandboxes", "/v2/sandboxes"])
 def test_bad_create_changes_nothing(stack, body, status, path):

@@ -222,6 +222,59 @@ def test_auto_resume_must_be_a_boolean(api):
     assert_error(r, 400, "bad_field")
 
 
+# ------------------------------------------------------- on_timeout pause
+
+def test_on_timeout_pause_pauses_at_the_ttl_and_keeps_everything(api):
+    """A sandbox created with "on_timeout": "pause" is paused at its TTL's
+    end instead of destroyed: its processes frozen where they were, its pause
+    TTL running; a resume gives it default_ttl (its own was spent)."""
+    info = api.create_info(ttl=3, on_timeout="pause")
+    sid = info["sandboxId"]
+    assert info["on_timeout"] == "pause" and info["auto_resume"] is False, info
+    assert docker_inspect(f"nanobox-{sid}")["Config"]["Labels"]["nanobox.on_timeout"] == "pause"
+    pid = start_counter(api, sid)
+    wait_until(lambda: parse_json(api.get(sid))["state"] == "paused", timeout=15,
+               what="the sandbox paused at its TTL")
+    got = parse_json(api.get(sid))
+    assert got["pause_expires_at"] - got["paused_at"] >= 86400 - 2, got  # max_pause
+    assert got["ttl_remaining"] == 600, got  # default_ttl, for a resume
+    assert docker_paused(sid) is True
+    seen = count(pid)
+    time.sleep(0.5)
+    assert count(pid) == seen  # frozen
+    assert_error(api.exec_raw(sid, "true"), 409, "paused")
+    r = resume(api, sid)
+    assert r.status_code == 200, r.text
+    assert 590 <= parse_json(r)["ttl_remaining"] <= 600
+    wait_until(lambda: count(pid)[1] > seen[1], timeout=10, what="the counter to go on")
+    assert count(pid)[0] == seen[0]  # the same process
+
+
+def test_on_timeout_destroy_is_the_default_and_pause_needs_a_known_word(api):
+    info = api.create_info(ttl=2)
+    assert info["on_timeout"] == "destroy"
+    sid = info["sandboxId"]
+    wait_until(lambda: api.get(sid).status_code == 404, timeout=15, what="the sandbox destroyed at its TTL")
+    wait_until(lambda: not docker_exists(f"nanobox-{sid}"), timeout=15, what="its container removed")
+    assert api.create_info(on_timeout="destroy")["on_timeout"] == "destroy"
+    before = len(parse_json(api.request("GET", "/sandbox"))["sandboxes"])
+    for bad in ("sleep", "", 1, True, None, ["pause"]):
+        r = api.request("POST", "/sandbox", json={"on_timeout": bad})
+        assert_error(r, 400, "bad_field")
+    assert len(parse_json(api.request("GET", "/sandbox"))["sandboxes"]) == before
+
+
+def test_on_timeout_pause_with_auto_resume_wakes_on_a_call(api):
+    sid = api.create(ttl=2, on_timeout="pause", auto_resume=True)
+    api.exec(sid, "echo kept > /workspace/f")
+    wait_until(lambda: parse_json(api.get(sid))["state"] == "paused", timeout=15,
+               what="the sandbox paused at its TTL")
+    assert api.exec(sid, "cat /workspace/f")["stdout"] == "kept\n"
+    got = parse_json(api.get(sid))
+    assert got["state"] == "running" and got["on_timeout"] == "pause", got
+    assert docker_paused(sid) is False
+
+
 # ------------------------------------------------------------------ ports
 
 def test_a_paused_sandboxs_ports_refuse_new_connections(papi, stack):

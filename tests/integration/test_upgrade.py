@@ -141,15 +141,16 @@ def test_running_sandboxes_are_adopted_after_an_upgrade(tenants, how):
 
 
 def test_a_handed_out_warm_sandbox_keeps_its_owner(make_stack):
-    """A warm sandbox's owner is set at hand-out, which its labels cannot
-    record: its lease file keeps it for the adoption."""
+    """A warm sandbox's owner (and auto_resume, on_timeout) is set at
+    hand-out, which its labels cannot record: its lease file keeps them for
+    the adoption."""
     st = make_stack("upgrade-warm", warm_pool=1)
     alice = KeyApi(st, add_key(st, "alice"))
     bob = KeyApi(st, add_key(st, "bob"))
     try:
         wait_until(lambda: "created warm sandbox" in log_since(st, 0), 60, 0.2,
                    what="the warm sandbox")
-        sid = alice.create(ttl=700)
+        sid = alice.create(ttl=700, auto_resume=True, on_timeout="pause")
         assert "handed out warm sandbox " + sid in log_since(st, 0)
         expires_at = parse_json(alice.get(sid))["expires_at"]
         assert st.stop_fcgi()
@@ -161,7 +162,9 @@ def test_a_handed_out_warm_sandbox_keeps_its_owner(make_stack):
         assert f"adopted sandbox {sid}" in log, log
         assert alice.list_ids() == [sid]
         assert bob.list_ids() == []
-        assert abs(parse_json(alice.get(sid))["expires_at"] - expires_at) <= 2
+        got = parse_json(alice.get(sid))
+        assert abs(got["expires_at"] - expires_at) <= 2
+        assert got["auto_resume"] is True and got["on_timeout"] == "pause", got
         assert alice.exec(sid, "echo hi")["stdout"] == "hi\n"
         # the pool (its unhanded warm sandbox was not adopted) fills again
         wait_until(lambda: len(docker_ps(st.instance)) == 2, 60, 0.5,

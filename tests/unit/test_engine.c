@@ -1101,13 +1101,45 @@ static void test_auto_resume_resumes_on_awake(void **state)
     struct nb_apierr ae;
 
     default_spec(&f->app, &spec);
-    spec.auto_resume = 1;
+    spec.lifecycle = NB_LIFE_AUTO_RESUME;
     assert_int_equal(nb_sandbox_create(&f->app, &spec, &out, &ae), 0);
-    assert_int_equal(out.auto_resume, 1);
+    assert_int_equal(out.lifecycle, NB_LIFE_AUTO_RESUME);
     assert_int_equal(nb_sandbox_pause(&f->app, out.id, &s, &ae), 0);
     assert_int_equal(nb_sandbox_awake(&f->app, out.id, &ae), 0);
     assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_RUNNING);
     assert_int_equal(fake_find(out.container_id)->paused, 0);
+}
+
+static void test_on_timeout_pause_pauses_at_the_ttl_and_resumes_with_default_ttl(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_sandbox_spec spec;
+    struct nb_slot out, s;
+    struct nb_apierr ae;
+    int64_t now;
+
+    default_spec(&f->app, &spec);
+    spec.lifecycle = NB_LIFE_PAUSE_ON_TIMEOUT;
+    assert_int_equal(nb_sandbox_create(&f->app, &spec, &out, &ae), 0);
+    set_expires(&f->app, out.id, nb_clock_real_s() - 1);
+    nb_reaper_expire(&f->app);
+    /* paused, not destroyed: the container frozen, its pause TTL running */
+    now = nb_clock_real_s();
+    s = slot_of(&f->app, out.id);
+    assert_int_equal(s.state, NB_SLOT_PAUSED);
+    assert_int_equal(fake_find(out.container_id)->paused, 1);
+    assert_true(s.pause_expires >= now + (int64_t)f->app.conf.max_pause - 2);
+    assert_int_equal(s.ttl_left, (int64_t)f->app.conf.default_ttl);
+    /* a resume gives it default_ttl, as its own was spent */
+    assert_int_equal(nb_sandbox_resume(&f->app, out.id, &s, &ae), 0);
+    assert_int_equal(s.state, NB_SLOT_RUNNING);
+    assert_true(s.expires >= now + (int64_t)f->app.conf.default_ttl - 2);
+    /* a sandbox without it is destroyed at its TTL, as ever */
+    out = make_running(&f->app);
+    set_expires(&f->app, out.id, nb_clock_real_s() - 1);
+    nb_reaper_expire(&f->app);
+    assert_null(fake_find(out.container_id));
+    assert_consistent(&f->app);
 }
 
 static void test_expiry_of_a_paused_sandbox_is_its_pause_ttl(void **state)
@@ -1462,13 +1494,14 @@ static void test_create_with_the_defaults_takes_a_warm_sandbox(void **state)
     assert_int_equal(s.state, NB_SLOT_RUNNING);
     assert_int_equal(s.expires - s.created, 300);
     assert_string_equal(s.metadata, "{\"who\":\"test\"}");
-    assert_int_equal(s.auto_resume, 0);
+    assert_int_equal(s.lifecycle, 0);
     assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 1);
-    /* auto_resume is the request's, like its TTL and metadata */
-    spec.auto_resume = 1;
+    /* auto_resume and on_timeout are the request's, like its TTL and metadata */
+    spec.lifecycle = NB_LIFE_AUTO_RESUME | NB_LIFE_PAUSE_ON_TIMEOUT;
     assert_int_equal(nb_sandbox_create(&f->app, &spec, &out, &ae), 0);
     assert_int_equal(fake.creates, 2);
-    assert_int_equal(slot_of(&f->app, out.id).auto_resume, 1);
+    assert_int_equal(slot_of(&f->app, out.id).lifecycle,
+                     NB_LIFE_AUTO_RESUME | NB_LIFE_PAUSE_ON_TIMEOUT);
     assert_consistent(&f->app);
 }
 
@@ -1917,6 +1950,7 @@ static void test_container_labels_are_read_back(void **state)
                         "\"nanobox.memory\":\"268435456\",\"nanobox.nano_cpus\":\"500000000\","
                         "\"nanobox.pids\":\"128\",\"nanobox.network\":\"bridge\","
                         "\"nanobox.auto_resume\":\"1\",\"nanobox.pooled\":\"0\","
+                        "\"nanobox.on_timeout\":\"pause\","
                         "\"nanobox.metadata\":\"{\\\"a\\\":1}\"}");
     assert_string_equal(c.sandbox, ADOPT_ID);
     assert_string_equal(c.owner, "alice");
@@ -1929,6 +1963,7 @@ static void test_container_labels_are_read_back(void **state)
     assert_int_equal(c.pids, 128);
     assert_int_equal(c.network_bridge, 1);
     assert_int_equal(c.auto_resume, 1);
+    assert_int_equal(c.pause_on_timeout, 1);
     assert_int_equal(c.pooled, 0);
     assert_string_equal(c.metadata, "{\"a\":1}");
 
@@ -1941,6 +1976,7 @@ static void test_container_labels_are_read_back(void **state)
     assert_int_equal(c.memory, 0);
     assert_int_equal(c.network_bridge, 0);
     assert_int_equal(c.pooled, 1);
+    assert_int_equal(c.pause_on_timeout, 0);
     assert_string_equal(c.owner, "");
     ctr_from_labels(&c, "{\"nanobox.slot\":\"-2\"}");
     assert_int_equal(c.slot, -1);
@@ -1964,7 +2000,7 @@ static void test_lease_is_written_and_read_back(void **state)
     snprintf(s.metadata, sizeof(s.metadata), "{\"k\":\"v\\n\"}");
     s.state = NB_SLOT_RUNNING;
     s.expires = 7000;
-    s.auto_resume = 1;
+    s.lifecycle = NB_LIFE_AUTO_RESUME | NB_LIFE_PAUSE_ON_TIMEOUT;
     nb_adopt_lease_write(&a->conf, 2, &s, 1000);
     nb_isolation_path(&a->conf, "lease", 2, path, sizeof(path));
     fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1979,6 +2015,7 @@ static void test_lease_is_written_and_read_back(void **state)
     assert_int_equal(l.expires, 7000);
     assert_int_equal(l.ttl_left, 0);
     assert_int_equal(l.auto_resume, 1);
+    assert_int_equal(l.pause_on_timeout, 1);
     assert_string_equal(l.metadata, "{\"k\":\"v\\n\"}");
 
     /* paused: its stopped TTL and its pause's end */
@@ -2163,6 +2200,10 @@ static void test_adoption_rules(void **state)
     assert_int_equal(s.init_pid, 99);
     assert_int_equal(s.memory, 100);
     assert_int_equal(s.pids, 7);
+    assert_int_equal(s.lifecycle, 0);
+    c.pause_on_timeout = 1; /* label nanobox.on_timeout "pause" */
+    assert_int_equal(nb_adopt_slot(&c, NULL, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
+    assert_int_equal(s.lifecycle, NB_LIFE_PAUSE_ON_TIMEOUT);
 
     /* its lease (a hand-out, an extension) is newer than its labels */
     memset(&l, 0, sizeof(l));
@@ -2174,7 +2215,7 @@ static void test_adoption_rules(void **state)
     assert_int_equal(nb_adopt_slot(&c, &l, 99, 4, 600, 4500, &s, &to, why, sizeof(why)), 0);
     assert_string_equal(s.owner, "bob");
     assert_int_equal(s.expires, 8000);
-    assert_int_equal(s.auto_resume, 1);
+    assert_int_equal(s.lifecycle, NB_LIFE_AUTO_RESUME); /* the lease's: no pause on timeout */
     assert_string_equal(s.metadata, "{}");
 
     /* paused: TTL left from the expiry, pause TTL afresh; or both from the lease */
@@ -2315,6 +2356,7 @@ int main(void)
         T(test_pause_that_docker_refuses_leaves_it_running),
         T(test_pause_and_resume_of_no_sandbox_are_404),
         T(test_auto_resume_resumes_on_awake),
+        T(test_on_timeout_pause_pauses_at_the_ttl_and_resumes_with_default_ttl),
         T(test_expiry_of_a_paused_sandbox_is_its_pause_ttl),
         T(test_reconcile_keeps_a_paused_sandbox_paused),
         T(test_a_paused_sandbox_is_destroyed),
