@@ -36,7 +36,7 @@
 #include "mcp.h"
 #include "url.h"
 
-#define MCP_MAX_ARGS 10               /* arguments of the widest tool (sandbox_create) */
+#define MCP_MAX_ARGS 11               /* arguments of the widest tool (sandbox_create) */
 #define MCP_DEFAULT_PORT_DURATION 600 /* sandbox_open_port without duration, seconds */
 #define MCP_WORKSPACE "/workspace"    /* the workspace when the config is unknown */
 #define MCP_MAX_DESCRIPTION 4096      /* bytes of one description, templates filled in */
@@ -187,6 +187,10 @@ static const struct mcp_arg create_args[] = {
     {"auto_resume", NB_JT_BOOL, 0, NULL,
      "true: once paused (sandbox_pause), the next command, file or code call resumes it "
      "instead of failing (default: false)."},
+    {"on_timeout", NB_JT_STRING, 0, "destroy|pause",
+     "What the end of its ttl does: \"destroy\" (default) removes the sandbox and its "
+     "files; \"pause\" pauses it instead (as sandbox_pause), keeping its processes and "
+     "files until sandbox_resume gives it ${default_ttl} more."},
     ARG_END};
 
 static const struct mcp_arg exec_args[] = {

@@ -33,7 +33,7 @@ import pytest
 import requests
 
 import nbtest
-from nbtest import UUID_RE, random_uuid, wait_until
+from nbtest import UUID_RE, parse_json, random_uuid, wait_until
 
 CLI_BIN = nbtest.BUILD / "nanobox"
 MCP_DIR = nbtest.REPO / "tests" / "mcp"
@@ -1007,6 +1007,20 @@ def test_api_error_comes_back_with_the_api_message_and_code(mcp):
     assert "not_found" in text and "HTTP 404" in text and sid in text, text
     r = mcp.call("sandbox_create", {"ttl": 10**9})
     assert r["isError"] is True and "out_of_range" in r["content"][0]["text"], r
+    mcp.assert_serving()
+
+
+def test_create_passes_on_timeout_and_refuses_a_word_it_does_not_know(mcp, api):
+    mcp.initialize()
+    r = mcp.call("sandbox_create", {"on_timeout": "pause", "ttl": 300})
+    assert r["isError"] is False, r
+    sid = r["structuredContent"]["sandboxId"]
+    api.created.append(sid)
+    assert parse_json(api.get(sid))["on_timeout"] == "pause"
+    before = len(parse_json(api.request("GET", "/sandbox"))["sandboxes"])
+    r = mcp.call("sandbox_create", {"on_timeout": "hibernate"})
+    assert r["isError"] is True and "on_timeout" in r["content"][0]["text"], r
+    assert len(parse_json(api.request("GET", "/sandbox"))["sandboxes"]) == before
     mcp.assert_serving()
 
 
