@@ -73,9 +73,9 @@ int nb_reaper_expired(const struct nb_slot *s, int64_t now)
 
 /*
  * At its TTL's end, a sandbox created with on_timeout "pause" is paused
- * instead (slot first, then docker pause, as nb_sandbox_pause), with
- * default_ttl as the TTL a resume gives it: its own is spent. One Docker
- * cannot pause (its container gone) is destroyed as an expired one is.
+ * instead, as POST .../pause does it (which gives a spent TTL default_ttl
+ * for the resume). One Docker cannot pause is destroyed as an expired one
+ * is, if it is still that sandbox, running and expired.
  */
 static void pause_at_timeout(struct nb_app *a, struct doomed *list, size_t n)
 {
@@ -83,20 +83,16 @@ static void pause_at_timeout(struct nb_app *a, struct doomed *list, size_t n)
     size_t nfailed = 0;
 
     for (size_t i = 0; i < n; i++) {
-        struct nb_derr de = {0};
+        struct nb_apierr ae = {0};
         struct nb_slot *s;
-        nb_ports_mark_paused(&a->conf, list[i].id, 1);
-        if (nb_docker_pause(&a->docker, list[i].cid, &de) == 0) {
-            nb_adopt_lease_note(a, list[i].id);
-            nb_info("paused sandbox %s at its timeout (on_timeout pause)", list[i].id);
-            continue;
-        }
+        if (nb_sandbox_pause(a, list[i].id, NULL, &ae) == 0 || ae.status == 404)
+            continue; /* paused, or gone meanwhile */
         nb_warn("sandbox %s: cannot pause it at its timeout (%s): destroying it", list[i].id,
-                de.msg);
+                ae.msg);
         nb_table_lock(&a->table);
         s = nb_table_find(&a->table, list[i].id);
-        if (s != NULL && s->generation == list[i].gen &&
-            nb_table_mark_destroying(&a->table, s, NB_SLOT_PAUSED, nb_clock_real_s()) == 0)
+        if (s != NULL && s->generation == list[i].gen && s->expires <= nb_clock_real_s() &&
+            nb_table_mark_destroying(&a->table, s, NB_SLOT_RUNNING, nb_clock_real_s()) == 0)
             failed[nfailed++] = list[i];
         nb_table_unlock(&a->table);
     }
@@ -116,25 +112,19 @@ void nb_reaper_expire(struct nb_app *a)
     for (uint32_t i = 0; i < a->table.nslots; i++) {
         struct nb_slot *s = &a->table.slots[i];
         enum nb_mdestroy cause = s->state == NB_SLOT_PAUSED ? NB_MD_PAUSE_EXPIRED : NB_MD_EXPIRED;
+        struct doomed *d;
         if (!nb_reaper_expired(s, now))
             continue;
-        if (s->state == NB_SLOT_RUNNING && (s->lifecycle & NB_LIFE_PAUSE_ON_TIMEOUT) &&
-            nb_table_pause(&a->table, s, now, now + (int64_t)a->conf.max_pause) == 0) {
-            s->ttl_left = (int64_t)a->conf.default_ttl;
-            snprintf(pause[npause].id, sizeof(pause[npause].id), "%s", s->id);
-            snprintf(pause[npause].cid, sizeof(pause[npause].cid), "%s", s->container_id);
-            pause[npause].gen = s->generation;
-            pause[npause].cause = NB_MD_EXPIRED;
-            npause++;
+        if (s->state == NB_SLOT_RUNNING && (s->lifecycle & NB_LIFE_PAUSE_ON_TIMEOUT))
+            d = &pause[npause++];
+        else if (nb_table_mark_destroying(&a->table, s, (enum nb_slot_state)s->state, now) == 0)
+            d = &list[n++];
+        else
             continue;
-        }
-        if (nb_table_mark_destroying(&a->table, s, (enum nb_slot_state)s->state, now) != 0)
-            continue;
-        list[n].cause = cause;
-        snprintf(list[n].id, sizeof(list[n].id), "%s", s->id);
-        snprintf(list[n].cid, sizeof(list[n].cid), "%s", s->container_id);
-        list[n].gen = s->generation;
-        n++;
+        d->cause = cause;
+        snprintf(d->id, sizeof(d->id), "%s", s->id);
+        snprintf(d->cid, sizeof(d->cid), "%s", s->container_id);
+        d->gen = s->generation;
     }
     nb_table_unlock(&a->table);
     destroy_marked(a, list, n, "expired");

@@ -568,7 +568,7 @@ int nb_sandbox_pause(struct nb_app *a, const char *id, struct nb_slot *out, stru
     char cid[NB_CID_LEN + 1];
     struct nb_derr de = {0};
     struct nb_slot *s;
-    int64_t now = nb_clock_real_s();
+    int64_t now = nb_clock_real_s(), expires = 0;
     uint32_t gen = 0;
     int found = 0, was_running = 0;
 
@@ -577,8 +577,14 @@ int nb_sandbox_pause(struct nb_app *a, const char *id, struct nb_slot *out, stru
     s = nb_table_find(&a->table, id);
     if (nb_slot_live(s, now)) {
         was_running = s->state == NB_SLOT_RUNNING;
-        if (was_running)
+        if (was_running) {
+            expires = s->expires;
             nb_table_pause(&a->table, s, now, now + (int64_t)a->conf.max_pause);
+            /* its TTL spent (on_timeout "pause", at or past its end): a
+             * resume gives it default_ttl */
+            if (expires <= now)
+                s->ttl_left = (int64_t)a->conf.default_ttl;
+        }
         gen = s->generation;
         snprintf(cid, sizeof(cid), "%s", s->container_id);
         found = 1;
@@ -592,8 +598,9 @@ int nb_sandbox_pause(struct nb_app *a, const char *id, struct nb_slot *out, stru
             /* as it was: running, with its TTL */
             nb_table_lock(&a->table);
             s = nb_table_find(&a->table, id);
-            if (s != NULL && s->generation == gen)
-                nb_table_resume(&a->table, s, nb_clock_real_s());
+            if (s != NULL && s->generation == gen &&
+                nb_table_resume(&a->table, s, nb_clock_real_s()) == 0)
+                s->expires = expires;
             nb_table_unlock(&a->table);
             nb_ports_mark_paused(&a->conf, id, 0);
         }
