@@ -349,6 +349,8 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
         goto out;
     }
     rq.background = f[F_BACKGROUND].val != NULL && YAJL_IS_TRUE(f[F_BACKGROUND].val);
+    if (rq.background)
+        timeout = 0; /* a background command runs until it exits or the sandbox ends */
     stream = f[F_STREAM].val ? YAJL_IS_TRUE(f[F_STREAM].val) : nb_http_wants_ndjson(r);
     if (rq.pty_cols > 0 && !rq.background && f[F_STREAM].val != NULL && !stream) {
         nb_apierr_set(ae, 400, "bad_field",

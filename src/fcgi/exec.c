@@ -304,6 +304,8 @@ static int exec_docker(struct nb_app *a, const struct nb_slot *slot, const struc
 
 /* Slack past the command's own timeout before the host gives up on the agent. */
 #define EXEC_AGENT_SLACK_MS 5000
+/* how long a background command's agent has to answer that it started */
+#define EXEC_BG_START_MS 30000
 
 /* The agent path. 1: no agent answers (fall back); 0 ran; -1 error (ae set). */
 static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct nb_exec_req *rq,
@@ -313,10 +315,13 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
     struct nb_buf f;
     struct exec_sink sink = {res, rq};
     int pty = rq->pty_cols > 0;
-    /* a PTY session without a timeout lasts as long as its client (or sandbox) */
+    /* a PTY session without a timeout lasts as long as its client (or sandbox);
+     * a background command has no timeout, and its agent EXEC_BG_START_MS to
+     * say it started */
     int64_t deadline =
-        pty && rq->timeout <= 0
-            ? INT64_MAX
+        pty && rq->timeout <= 0 && !rq->background ? INT64_MAX
+        : rq->timeout <= 0 && rq->background
+            ? nb_clock_mono_ms() + EXEC_BG_START_MS
             : nb_clock_mono_ms() + (int64_t)(rq->timeout * 1000.0) + EXEC_AGENT_SLACK_MS;
     int64_t idle_at = nb_clock_mono_ms() + NB_EXEC_IDLE_MS;
     size_t stdin_off = 0, stdin_len = rq->stdin_data != NULL ? rq->stdin_len : 0;

@@ -340,6 +340,41 @@ def test_background_web_server_is_reachable_through_a_port(api, stack):
     wait_until(lambda: fetch() == "served\n", timeout=15, what="dev server answering")
 
 
+def test_background_jobs_outlive_a_short_exec_timeout(make_stack):
+    """A background command runs until it exits or the sandbox ends, whatever
+    exec_timeout says (it was killed at exec_timeout, 30 s by default: no
+    test kept one alive that long, so none saw it). A stack whose
+    exec_timeout is 1 s shows it in seconds: a sleeper, one started with its
+    own "timeout" (ignored with background, as documented), and a dev server
+    behind an open port all live well past it."""
+    st = make_stack("bgtimeout", exec_timeout="1", exec_timeout_max="5")
+    api = st.api
+    s = api.create()
+    sleeper = start_bg(api, s, "exec sleep 600")
+    timed = start_bg(api, s, "exec sleep 601", timeout=1)
+    server = start_bg(api, s, "exec python3 -m http.server 8000 --bind 127.0.0.1")
+    api.exec(s, "echo alive > /workspace/hello.txt")
+    port = api.open_port(s, 8000)
+
+    def fetch():
+        try:
+            return requests.get(f"http://127.0.0.1:{port['hostport']}/hello.txt", timeout=2).text
+        except requests.RequestException:
+            return None
+    wait_until(lambda: fetch() == "alive\n", timeout=15, what="dev server answering")
+    # five exec timeouts (plus the host's slack) later, all three still run
+    started = time.monotonic()
+    while time.monotonic() - started < 5 + 5 + 2:
+        for pid in (sleeper, timed, server):
+            assert proc(api, s, pid)["running"], proc(api, s, pid)
+        time.sleep(1)
+    assert fetch() == "alive\n"
+    # a foreground command still ends at the 1 s exec_timeout
+    res = api.exec(s, "sleep 10")
+    assert res["timed_out"] is True, res
+    api.delete(s)
+
+
 # -- a hostile sandbox against its own agent --------------------------------
 
 GARBAGE = r'''
