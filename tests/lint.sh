@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 #
 # tests/lint.sh - the habits CI checks mechanically: every C file is laid
-# out as .clang-format says, every shell script passes shellcheck, and no
-# source line ends in whitespace. tests/run.sh runs it first; run it alone
+# out as .clang-format says, every shell script passes shellcheck, no
+# source line ends in whitespace, and commit subjects stay within 72
+# characters. tests/run.sh runs it first; run it alone
 # before committing. Exits non-zero and names what is off.
 #
 #   tests/lint.sh          # check
@@ -54,6 +55,20 @@ if git grep -n -I -E '[[:blank:]]+$' -- 'src/' 'tests/*.py' 'tests/*.sh' 'tests/
     'Makefile.am' 'configure.ac' '.ci/'; then
     status=1
     log "trailing whitespace on the lines above"
+fi
+
+# Commit subjects: "area: change" in at most 72 characters, the why in the
+# body. Checked for the commits after SUBJECTS_FROM (the last commit before
+# the rule), merges excepted; a clone without that history (a shallow one,
+# an export) has nothing to check.
+SUBJECTS_FROM=417bcdc
+if git cat-file -e "$SUBJECTS_FROM^{commit}" 2>/dev/null; then
+    long=$(git log --no-merges --format='%H %s' "$SUBJECTS_FROM..HEAD" | awk 'length($0) - 41 > 72')
+    if [ -n "$long" ]; then
+        status=1
+        printf '%s\n' "$long" >&2
+        log "commit subjects over 72 characters above: say the area and the change, the why in the body"
+    fi
 fi
 
 [ "$status" = 0 ] && log "clean: ${#cfiles[@]} C files, ${#shfiles[@]} shell scripts"
