@@ -13,8 +13,13 @@
  * On a terminal, ours goes into raw mode (no echo, no line editing, ^C and
  * ^Z are bytes for the sandbox's terminal) and is put back on every way
  * out: the normal end, an error, and a signal that ends us (the handler
- * restores it, then dies of the signal). Without a terminal, stdin is sent
- * as it is and its end is sent as ^D (which ends a shell's input).
+ * restores it, then dies of the signal). Neither switch flushes the
+ * terminal's input (TCSADRAIN, as ssh does): what was typed before nanobox
+ * ran or before the shell started waits in our terminal's queue, is read
+ * once the shell's pid is known and reaches it in order; what is typed
+ * after the end stays for whatever reads the terminal next. Without a
+ * terminal, stdin is sent as it is and its end is sent as ^D (which ends a
+ * shell's input).
  */
 #include "config.h"
 
@@ -49,7 +54,7 @@ static int shell_winch_pipe[2] = {-1, -1};
 static void tty_restore(void)
 {
     if (shell_raw) {
-        tcsetattr(STDIN_FILENO, TCSAFLUSH, &shell_saved);
+        tcsetattr(STDIN_FILENO, TCSADRAIN, &shell_saved);
         shell_raw = 0;
     }
 }
@@ -83,7 +88,7 @@ static int tty_raw(void)
     t = shell_saved;
     cfmakeraw(&t);
     shell_raw = 1;
-    if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &t) != 0) {
+    if (tcsetattr(STDIN_FILENO, TCSADRAIN, &t) != 0) {
         shell_raw = 0;
         return -1;
     }

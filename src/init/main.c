@@ -11,11 +11,14 @@
  * It makes itself non-dumpable first: the code in the sandbox runs as the
  * same uid and must not ptrace it or read its memory (docs/SECURITY.md).
  *
- * As PID 1 it reaps every zombie, and on SIGTERM/SIGINT/SIGHUP passes the
- * signal to every process (kill(-1)) and exits once none is left, or
- * INIT_SHUTDOWN_MS later. Run as a plain process (the tests), it makes
- * itself a child subreaper and only signals the commands it started and
- * the code bridge (kernel.c).
+ * As PID 1 it reaps every zombie, and on SIGTERM/SIGINT/SIGHUP from
+ * outside the sandbox (docker stop; one sent from inside is ignored:
+ * signal_may_end) passes the signal to every process (kill(-1)) and exits
+ * once none is left, or INIT_SHUTDOWN_MS later. Any other signal sent
+ * from inside, SIGKILL and SIGSTOP included, the kernel drops itself: a
+ * namespace's init without a handler for it. Run as a plain process (the
+ * tests), it makes itself a child subreaper and only signals the commands
+ * it started and the code bridge (kernel.c).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -261,12 +264,29 @@ static void shutdown_begin(int sig)
         shutdown_at = nb_clock_mono_ms() + INIT_SHUTDOWN_MS;
 }
 
+/*
+ * May this SIGTERM, SIGINT or SIGHUP end the sandbox? As PID 1, only when
+ * it comes from outside the sandbox's pid namespace: docker stop and
+ * docker kill (runc's kill(2) from the host) arrive as SI_USER with
+ * si_pid 0, the kernel's way of saying that the sender has no pid in our
+ * namespace. One sent from inside (root's kill -TERM 1, or the sandbox
+ * user's, whose uid PID 1 shares) carries the sender's pid, and is
+ * ignored. The code must be SI_USER: sigqueue() lets a sender write
+ * si_pid 0 itself, but only with a code below 0 (SI_QUEUE), and F_SETSIG
+ * on a file it owns sends POLL_* codes with no pid; neither can pose as
+ * kill(2). Run as a plain process (the tests), every one counts.
+ */
+static int signal_may_end(const struct signalfd_siginfo *si)
+{
+    return !init_is_pid1 || (si->ssi_code == SI_USER && si->ssi_pid == 0);
+}
+
 static void signal_event(int sfd)
 {
     struct signalfd_siginfo si;
 
     while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        if (si.ssi_signo == SIGCHLD)
+        if (si.ssi_signo == SIGCHLD || !signal_may_end(&si))
             continue;
         shutdown_begin((int)si.ssi_signo);
     }

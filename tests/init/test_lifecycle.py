@@ -7,8 +7,12 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
+import pytest
+
+from agentclient import Agent
 from conftest import INIT_BIN
 from inittest import SLOW, pid_gone, wait_until
 
@@ -94,13 +98,21 @@ def test_agent_exits_after_2s_when_a_child_ignores_sigterm(spawn_agent):
         c.close()
 
 
-def test_as_pid1_sigterm_reaches_every_process_and_orphans_are_reaped(tmp_path):
-    """In a new PID namespace (unshare -fp), as its PID 1."""
+class Pid1:
+    """nanobox-init as PID 1 of a new PID namespace (unshare -fp), as in a
+    sandbox: u is unshare, a the agent's client, pid the agent's host pid."""
+
+    def __init__(self, u, a):
+        self.u, self.a = u, a
+        kids = Path(f"/proc/{u.pid}/task/{u.pid}/children").read_text().split()
+        assert len(kids) == 1
+        self.pid = int(kids[0])
+
+
+@pytest.fixture
+def pid1(tmp_path):
     if os.geteuid() != 0:
-        import pytest
         pytest.skip("needs root for unshare -p")
-    import uuid
-    from agentclient import Agent
     name = f"nbtest-{uuid.uuid4().hex[:12]}"
     log = open(tmp_path / "pid1.log", "wb")
     u = subprocess.Popen(["unshare", "-fp", "--mount-proc", str(INIT_BIN), "--socket", name],
@@ -114,36 +126,84 @@ def test_as_pid1_sigterm_reaches_every_process_and_orphans_are_reaped(tmp_path):
                 break
             except (ConnectionRefusedError, FileNotFoundError):
                 if u.poll() is not None or time.time() > deadline:
-                    import pytest
                     pytest.skip(f"unshare did not start the agent (rc={u.poll()})")
                 time.sleep(0.05)
-        out, *_ = a.exec(["sh", "-c", "echo $$"])
-        assert out == b"2\n" or int(out) > 1  # pids are the namespace's
-        # an orphan that exits: reaped by PID 1
-        exited = tmp_path / "orphan-exits"
-        a.exec(["sh", "-c", f"(sleep 0.2; : > {exited}) >/dev/null 2>&1 &"])
-        wait_until(exited.exists, 5, what="the orphan to exit")
-
-        def zombies():
-            out, *_ = a.exec(["sh", "-c", "cat /proc/[0-9]*/stat | awk '$3 == \"Z\"' | wc -l"])
-            return out.strip()
-        wait_until(lambda: zombies() == b"0", 3, what="PID 1 to reap the orphan (zombies left)")
-        # a process not started by a request gets SIGTERM too (kill(-1))
-        marker = tmp_path / "got-term"
-        trapping = tmp_path / "trap-set"
-        a.exec(["sh", "-c", f"(trap 'echo yes > {marker}; exit 0' TERM; : > {trapping}; "
-                            "while :; do sleep 0.05; done) >/dev/null 2>&1 &"])
-        wait_until(trapping.exists, 5, what="the background shell to set its trap")
-        kids = Path(f"/proc/{u.pid}/task/{u.pid}/children").read_text().split()
-        assert len(kids) == 1
-        t0 = time.time()
-        os.kill(int(kids[0]), signal.SIGTERM)
-        rc = u.wait(timeout=5 * SLOW)
-        assert rc == 0
-        assert time.time() - t0 < 1.5 * SLOW
-        assert marker.read_text() == "yes\n"
+        yield Pid1(u, a)
     finally:
         if u.poll() is None:
             u.kill()
             u.wait()
         log.close()
+
+
+def test_as_pid1_sigterm_reaches_every_process_and_orphans_are_reaped(pid1, tmp_path):
+    """In a new PID namespace (unshare -fp), as its PID 1."""
+    a, u = pid1.a, pid1.u
+    out, *_ = a.exec(["sh", "-c", "echo $$"])
+    assert out == b"2\n" or int(out) > 1  # pids are the namespace's
+    # an orphan that exits: reaped by PID 1
+    exited = tmp_path / "orphan-exits"
+    a.exec(["sh", "-c", f"(sleep 0.2; : > {exited}) >/dev/null 2>&1 &"])
+    wait_until(exited.exists, 5, what="the orphan to exit")
+
+    def zombies():
+        out, *_ = a.exec(["sh", "-c", "cat /proc/[0-9]*/stat | awk '$3 == \"Z\"' | wc -l"])
+        return out.strip()
+    wait_until(lambda: zombies() == b"0", 3, what="PID 1 to reap the orphan (zombies left)")
+    # a process not started by a request gets SIGTERM too (kill(-1))
+    marker = tmp_path / "got-term"
+    trapping = tmp_path / "trap-set"
+    a.exec(["sh", "-c", f"(trap 'echo yes > {marker}; exit 0' TERM; : > {trapping}; "
+                        "while :; do sleep 0.05; done) >/dev/null 2>&1 &"])
+    wait_until(trapping.exists, 5, what="the background shell to set its trap")
+    t0 = time.time()
+    os.kill(pid1.pid, signal.SIGTERM)
+    rc = u.wait(timeout=5 * SLOW)
+    assert rc == 0
+    assert time.time() - t0 < 1.5 * SLOW
+    assert marker.read_text() == "yes\n"
+
+
+# What a sandbox's code can do to make PID 1 see a signal without kill(2)'s
+# SI_USER: rt_sigqueueinfo with si_pid forged to 0 (SI_QUEUE), and F_SETSIG
+# on a pipe it owns with PID 1 as its owner (POLL_IN, no pid).
+FORGE = r"""
+import ctypes, fcntl, os, signal, struct
+libc = ctypes.CDLL(None, use_errno=True)
+info = struct.pack("iiii", signal.SIGTERM, 0, -1, 0) + struct.pack("II", 0, 0) + bytes(104)
+rc = libc.syscall(129, 1, signal.SIGTERM, ctypes.c_char_p(info))  # rt_sigqueueinfo
+print("sigqueue", rc, ctypes.get_errno())
+r, w = os.pipe()
+fcntl.fcntl(r, fcntl.F_SETOWN, 1)
+fcntl.fcntl(r, 10, signal.SIGTERM)  # F_SETSIG
+fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_ASYNC)
+os.write(w, b"x")
+print("setsig done")
+"""
+
+
+def test_as_pid1_signals_from_inside_its_namespace_are_ignored(pid1):
+    """A sandbox's root (or its user, PID 1's uid) signals PID 1: nothing
+    ends; the same SIGTERM from outside the namespace (docker stop) still
+    does (main.c, signal_may_end)."""
+    a, u = pid1.a, pid1.u
+    c, sleeper = a.exec_start(["sleep", "300"])
+    for sig in ("TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "STOP", "KILL"):
+        # kill(1) from a command of the agent: the sender has a pid in the namespace
+        out, err, *_ = a.exec(["sh", "-c", f"kill -{sig} 1; echo sent=$?"])
+        assert out == b"sent=0\n", (sig, out, err)
+        assert a.ping() and u.poll() is None, sig
+    out, err, *_ = a.exec(["python3", "-c", FORGE])
+    assert out == b"sigqueue 0 0\nsetsig done\n", (out, err)
+    # PID 1 still serves, its command still runs, new ones start
+    assert a.ping() and u.poll() is None
+    assert a.exec(["sh", "-c", f"kill -0 {sleeper} && echo alive"])[0] == b"alive\n"
+    state = wait_until(lambda: Path(f"/proc/{pid1.pid}/stat").read_text().rsplit(")", 1)[1].split()[0],
+                       what="PID 1's state")
+    assert state in ("S", "R"), state  # not stopped by SIGSTOP
+    # from outside the namespace (the test is its docker stop): the end
+    t0 = time.time()
+    os.kill(pid1.pid, signal.SIGTERM)
+    assert u.wait(timeout=5 * SLOW) == 0
+    assert time.time() - t0 < 1.5 * SLOW, "waited for the grace period although all were gone"
+    c.close()

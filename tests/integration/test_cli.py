@@ -1335,6 +1335,19 @@ def test_shell_without_a_terminal_types_stdin_and_ends_with_it(cli, api):
     assert "cat-done" in r.stdout
 
 
+def test_shell_keeps_what_is_typed_ahead(cli, api):
+    # script(1) gives nanobox a terminal and types the pipe's bytes into it at
+    # once, before nanobox has even started: as with ssh and docker exec -it,
+    # they reach the sandbox's login shell, which runs them and exits 3
+    sid = cli.create()
+    r = subprocess.run(f"printf 'echo $((6*7))\\nexit 3\\n' | script -qec '{CLI_BIN} shell {sid}' /dev/null",
+                       shell=True, env=cli.env(), capture_output=True, timeout=60)
+    out = r.stdout.decode(errors="replace")
+    # 42 on a line of its own (bash ends bracketed paste before it: "\x1b[?2004l\r")
+    assert re.search(r"(?m)(^|\r)42\r?$", out), (out, r.stderr)
+    assert r.returncode == 3, (r.returncode, out, r.stderr)
+
+
 def test_shell_refuses_what_cannot_run(cli, api):
     r = cli.run("shell")
     assert r.returncode == 2 and "give a sandbox ID" in r.stderr

@@ -122,6 +122,24 @@ def test_bash_on_a_pty_computes_and_echoes(api, sid):
     assert s.events[-1]["type"] == "exit"
 
 
+LOGIN_SHELL = ["/bin/sh", "-c", "if command -v bash >/dev/null; then exec bash -l; fi; exec sh -l"]
+
+
+def test_input_typed_before_the_shell_is_ready_is_kept(api, sid):
+    # typed the moment the pid is known, while the login shell still starts
+    # (as nanobox shell and the console do): it waits in the terminal's input
+    # queue, and the shell runs it
+    s = Session(api, sid, argv=LOGIN_SHELL)
+    try:
+        r = s.type("echo $((6*7))\nexit 3\n")
+        assert r.status_code == 200, r.text
+        ev = s.exit_event()
+        assert ev["exit_code"] == 3, (ev, s.text)
+        assert re.search(r"(?m)(^|\r)42\r$", s.text), s.text
+    finally:
+        s.close()
+
+
 def test_window_size_and_resize_seen_by_stty(api, sid):
     s = Session(api, sid, cols=100, rows=30)
     try:

@@ -366,6 +366,8 @@ def test_a_person_uses_a_terminal_in_the_console(stack, api, browser_env, tmp_pa
         assert nbtest.png_size((tmp_path / f"terminal-{width}.png").read_bytes())[0] == width
     # the exit code of the shell, marked
     assert s["exit_code"] == "3" and s["exit_bad"] is True and s["open_enabled_after_exit"], s
+    # keys typed while the terminal was still connecting reached its shell
+    assert s["typed_ahead_state"] == "connecting", s
     # Hang up killed what ran on the terminal
     assert s["sleeps_before_hangup"] == "1" and s["state_after_hangup"] == "closed", s
     assert s["sleeps_after_hangup"] == "0", s

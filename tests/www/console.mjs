@@ -575,6 +575,26 @@ async function terminalScenario(page) {
   summary.open_enabled_after_exit = await page.$eval("#term-open", (b) => !b.disabled);
   step("exited");
 
+  // Typed ahead: keys pressed before the session started (its exec is held
+  // back until they are typed, so the terminal is still "connecting") wait
+  // in the page and reach the shell once it has a pid
+  let release;
+  const typed = new Promise((r) => { release = r; });
+  await page.route("**/sandbox/*/exec", async (route) => {
+    await typed;
+    await route.continue();
+  });
+  await page.click("#term-open");
+  await page.waitForSelector("#terminal .xterm-helper-textarea", { state: "attached", timeout: T });
+  await page.click("#terminal");
+  await typeLine(page, "echo typed-$((40+2))");
+  summary.typed_ahead_state = await page.getAttribute("#terminal", "data-state");
+  release(); // (later execs pass at once)
+  await waitScreen(page, (rows) => rows.includes("typed-42"), "the typed-ahead line's answer");
+  await typeLine(page, "exit 0");
+  await page.waitForSelector("#terminal[data-state='exited']", { timeout: T });
+  step("typed ahead");
+
   // Hang up: a second session, something running in it, the stream dropped
   await page.click("#term-open");
   await page.waitForSelector("#terminal[data-state='open']", { timeout: T });
