@@ -27,6 +27,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "ports.h"
+#include "rootdisk.h"
 #include "sandbox.h"
 #include "snapshot.h"
 #include "templates.h"
@@ -292,7 +293,7 @@ int nb_sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec,
     uint32_t gen, slot = 0;
     uuid_t u;
     char *json;
-    int running = 0;
+    int running = 0, bounded = nb_rootdisk_wanted(&a->conf, spec->image);
     pid_t pid = 0;
 
     uuid_generate_random(u);
@@ -361,6 +362,14 @@ retry:
             nb_apierr_docker(ae, &de, "create the sandbox container");
         goto fail;
     }
+    if (bounded) {
+        /* before the start: the first write already meets the bound */
+        char err[512];
+        if (nb_rootdisk_attach(a, cid, err, sizeof(err)) != 0) {
+            nb_apierr_set(ae, 500, "internal", "could not bound the sandbox's disk: %s", err);
+            goto fail;
+        }
+    }
     if (nb_docker_start(&a->docker, cid, &de) != 0) {
         nb_apierr_docker(ae, &de, "start the sandbox container");
         if (ae->status == 404 || ae->status == 409)
@@ -375,6 +384,13 @@ retry:
     if (!running) {
         nb_apierr_set(ae, 502, "docker_error", "the sandbox container did not stay up");
         goto fail;
+    }
+    if (bounded) {
+        char err[512];
+        if (nb_rootdisk_verify(&a->conf, pid, err, sizeof(err)) != 0) {
+            nb_apierr_set(ae, 500, "internal", "could not bound the sandbox's disk: %s", err);
+            goto fail;
+        }
     }
     {
         /* a snapshot's image: its /workspace and /tmp back into the fresh tmpfs mounts */
@@ -414,7 +430,7 @@ retry:
     if (s == NULL) {
         /* reconciliation judged us dead and took the slot: undo */
         nb_apierr_set(ae, 500, "internal", "the sandbox slot was reclaimed while creating");
-        nb_docker_remove(&a->docker, name, &de);
+        nb_rootdisk_remove(a, name, bounded, &de);
         return -1;
     }
     nb_info("created %s %s (container %.12s)",
@@ -426,7 +442,7 @@ fail:
     json = NULL;
     /* a create that never reached dockerd left nothing behind to remove */
     if (!(cid[0] == '\0' && de.unsent) &&
-        nb_docker_remove(&a->docker, cid[0] ? cid : name, &de) != 0) {
+        nb_rootdisk_remove(a, cid[0] ? cid : name, bounded, &de) != 0) {
         /* disown the slot: the next reconciliation removes container and slot */
         nb_warn("could not remove container %s after a failed create: %s", name, de.msg);
         nb_table_lock(&a->table);
@@ -693,10 +709,14 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
 {
     char name[64];
     struct nb_slot *s;
-    int bridge;
+    int bridge, root;
     snprintf(name, sizeof(name), "nanobox-%s", id);
     nb_ports_stop_all(a, id);
-    if (nb_docker_remove(&a->docker, cid[0] ? cid : name, de) != 0)
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    root = s != NULL && s->generation == gen && nb_rootdisk_wanted(&a->conf, s->image);
+    nb_table_unlock(&a->table);
+    if (nb_rootdisk_remove(a, cid[0] ? cid : name, root, de) != 0)
         return -1;
     nb_ports_mark_paused(&a->conf, id, 0);
     nb_table_lock(&a->table);
