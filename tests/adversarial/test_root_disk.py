@@ -174,3 +174,31 @@ def test_a_sandbox_without_root_has_no_mount(rapi):
     nbtest.needs_image(nbtest.PYTHON_IMAGE)
     sid = rapi.create(image=nbtest.PYTHON_IMAGE)
     assert mount_of(layer_dir(sid)) is None
+
+
+def test_a_container_killed_from_the_host_goes_with_its_mount(rapi, rstack):
+    """The reaper's removal of a sandbox whose container died unmounts too."""
+    sid = rapi.create()
+    layer = layer_dir(sid)
+    nbtest.run(["docker", "kill", f"nanobox-{sid}"])
+    wait_until(lambda: not nbtest.docker_ps(rstack.instance, sandbox=sid), timeout=90,
+               what="the dead sandbox's container removed by reconciliation")
+    assert mount_of(layer) is None and not os.path.exists(layer)
+
+
+def test_a_warm_root_sandbox_is_bounded_before_its_hand_out(make_stack):
+    st = make_stack("rootdisk-warm", root_templates="nanobox", root_disk_max="64m", warm_pool="1")
+    api = st.api
+
+    def pooled():
+        out = nbtest.run(["docker", "ps", "-q", "--filter", f"label=nanobox.instance={st.instance}",
+                          "--filter", "label=nanobox.pooled=1"]).stdout.split()
+        return out[0] if out else None
+
+    wait_until(lambda: pooled() and mount_of(os.path.dirname(
+        docker_inspect(pooled())["GraphDriver"]["Data"]["UpperDir"])) is not None,
+        timeout=60, what="a warm root sandbox with its bound")
+    sid = api.create()
+    res = api.exec(sid, "sudo fallocate -l 20G /bigfile; echo rc=$?")
+    assert "No space left on device" in res["stderr"], res
+    assert mount_of(layer_dir(sid)) is not None
