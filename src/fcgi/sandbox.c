@@ -223,6 +223,9 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
         nb_json_cstr(g, "SETGID");
         nb_json_cstr(g, "SETPCAP");
         nb_json_cstr(g, "KILL");
+        /* at its start only: to map uid 0 into the user namespace of
+         * root commands (nanobox-init's root.c); it then drops it */
+        nb_json_cstr(g, "SETFCAP");
         yajl_gen_array_close(g);
     }
     nb_json_cstr(g, "SecurityOpt");
@@ -230,12 +233,13 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_cstr(g, "no-new-privileges");
     if (a->seccomp != NULL) {
         /* the Engine API takes the profile's JSON itself, not a path */
-        size_t n = strlen(a->seccomp);
+        const char *prof = root && a->seccomp_root != NULL ? a->seccomp_root : a->seccomp;
+        size_t n = strlen(prof);
         char *opt = malloc(n + 9);
         if (opt == NULL)
             abort();
         memcpy(opt, "seccomp=", 8);
-        memcpy(opt + 8, a->seccomp, n + 1);
+        memcpy(opt + 8, prof, n + 1);
         nb_json_cstr(g, opt);
         free(opt);
     }

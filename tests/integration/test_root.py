@@ -56,7 +56,8 @@ def test_the_container_of_a_root_template(rapi):
     c = docker_inspect(f"nanobox-{sid}")
     hc = c["HostConfig"]
     assert c["Config"]["User"] == "0:0"
-    assert sorted(hc["CapAdd"]) == ["KILL", "SETGID", "SETPCAP", "SETUID"], hc["CapAdd"]
+    # SETFCAP: the agent's at its start only, to map uid 0 into root's user namespace
+    assert sorted(hc["CapAdd"]) == ["KILL", "SETFCAP", "SETGID", "SETPCAP", "SETUID"], hc["CapAdd"]
     assert hc["CapDrop"] == ["ALL"]
     assert "no-new-privileges" in hc["SecurityOpt"]
     assert hc["ReadonlyRootfs"] is False
