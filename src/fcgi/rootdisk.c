@@ -476,7 +476,11 @@ int nb_rootdisk_verify(const struct nb_conf *c, pid_t pid, char *err, size_t err
         return -1;
     }
     total = (uint64_t)sf.f_blocks * (uint64_t)sf.f_bsize;
-    if (total > c->root_disk_max) {
+    /* its inode count too (mke2fs rounds it up to whole inode table
+     * blocks per group): the test that holds when root_disk_max is larger
+     * than the host's disk */
+    if (total > c->root_disk_max ||
+        (uint64_t)sf.f_files > (uint64_t)c->root_disk_inodes + c->root_disk_inodes / 4 + 4096) {
         snprintf(err, errlen,
                  "the sandbox's image writes to a file system of %llu bytes, not the bounded one "
                  "nanobox mounted (is dockerd's pid file, /var/run/docker.pid, another's?)",

@@ -202,3 +202,11 @@ def test_a_warm_root_sandbox_is_bounded_before_its_hand_out(make_stack):
     res = api.exec(sid, "sudo fallocate -l 20G /bigfile; echo rc=$?")
     assert "No space left on device" in res["stderr"], res
     assert mount_of(layer_dir(sid)) is not None
+
+
+def test_a_paused_root_sandbox_is_destroyed_with_its_mount(rapi, rstack):
+    sid = rapi.create()
+    layer = layer_dir(sid)
+    assert rapi.request("POST", f"/sandbox/{sid}/pause").status_code == 200
+    assert rapi.delete(sid).status_code == 204
+    assert mount_of(layer) is None and not nbtest.docker_ps(rstack.instance, sandbox=sid)
