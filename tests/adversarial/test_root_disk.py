@@ -210,3 +210,20 @@ def test_a_paused_root_sandbox_is_destroyed_with_its_mount(rapi, rstack):
     assert rapi.request("POST", f"/sandbox/{sid}/pause").status_code == 200
     assert rapi.delete(sid).status_code == 204
     assert mount_of(layer) is None and not nbtest.docker_ps(rstack.instance, sandbox=sid)
+
+
+def test_a_root_sandbox_adopted_from_a_lost_table_keeps_its_bound(rapi, rstack):
+    """A new master with no table adopts the running sandbox from Docker's
+    labels (adopt.c); the mount is the kernel's and stays; its destroy
+    unmounts it."""
+    sid = rapi.create()
+    layer = layer_dir(sid)
+    assert rstack.stop_fcgi()
+    os.unlink(rstack.state)
+    rstack.start_fcgi()
+    rstack.wait_healthy()
+    assert rapi.get(sid).status_code == 200
+    res = rapi.exec(sid, "sudo fallocate -l 20G /bigfile; echo rc=$?")
+    assert "No space left on device" in res["stderr"], res
+    assert rapi.delete(sid).status_code == 204
+    assert mount_of(layer) is None and not nbtest.docker_ps(rstack.instance, sandbox=sid)
