@@ -89,7 +89,8 @@ void nb_conf_defaults(struct nb_conf *c)
     c->template_builds_max = 2;
     c->template_context_max = 64 * MiB;
     c->snapshot_max = 1024 * MiB;
-    c->root_disk_max = 2048 * MiB; /* a root's writable layer (diskcap.h) */
+    c->root_disk_max = 2048 * MiB; /* a root's writable layer (rootdisk.h) */
+    c->root_disk_inodes = 131072;  /* mke2fs's own count for 2g */
     c->root_disk_check = 10;
 
     c->max_body = 1 * MiB;
@@ -273,6 +274,7 @@ static const struct key keys[] = {
     {"template_from", K_STR, F(template_from), 0},
     {"root_templates", K_STR, F(root_templates), 0},
     {"root_disk_max", K_SIZE, F(root_disk_max), 1ULL << 50},
+    {"root_disk_inodes", K_UINT, F(root_disk_inodes), 1U << 30},
     {"root_disk_check", K_UINT, F(root_disk_check), 3600},
     {"template_network", K_STR, F(template_network), 0},
     {"template_timeout", K_UINT, F(template_timeout), 86400},
@@ -590,6 +592,14 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
     }
     if (c->code_max_bytes < 1) {
         snprintf(err, errlen, "code_max_bytes must be at least 1 byte (at most 1m)");
+        return -1;
+    }
+    if (c->root_disk_max != 0 && c->root_disk_max < 16 * MiB) {
+        snprintf(err, errlen, "root_disk_max must be 0 (no bound) or at least 16m");
+        return -1;
+    }
+    if (c->root_disk_inodes < 256) {
+        snprintf(err, errlen, "root_disk_inodes must be at least 256");
         return -1;
     }
     if (c->root_disk_check < 1) {

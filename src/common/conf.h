@@ -101,9 +101,12 @@ struct nb_conf {
     char warm_pool_template[NB_CONF_LIST];
     /* templates whose sandboxes have a root (sudo): names, or "*" for all */
     char root_templates[NB_CONF_LIST];
-    /* bytes a root sandbox's writable layer may hold (0: no cap), checked
-     * by the reaper every root_disk_check seconds (diskcap.h) */
+    /* bytes and inodes a root sandbox's writable layer may hold (0 bytes:
+     * no bound): a file system of that size mounted over it (rootdisk.h);
+     * the reaper measures a layer without one every root_disk_check
+     * seconds (diskcap.h) */
     uint64_t root_disk_max;
+    unsigned root_disk_inodes;
     unsigned root_disk_check;
 
     /* request caps */

@@ -17,6 +17,9 @@ struct nb_app {
     struct nb_docker docker;              /* one curl handle per process, made after fork */
     const struct nb_sandbox_source *warm; /* ready sandboxes for creates (warm.c); NULL: none */
     char *seccomp; /* sandboxes' seccomp profile (JSON), read at start (isolation.c) */
+    /* the same for sandboxes with a root: unshare and setns of a user namespace
+     * allowed too, for the agent's (nanobox-init, root.c); NULL: none */
+    char *seccomp_root;
 };
 
 /* An error on its way to the client: status, slug and a readable message. */

@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "helper.h"
 #include "isolation.h"
 #include "json.h"
@@ -493,6 +494,48 @@ static void check_ptys(const struct nb_conf *c, uint32_t nslots)
                 want, max - reserve);
 }
 
+/*
+ * The profile of sandboxes with a root: text's with two rules more at the
+ * head of its "syscalls" list, unshare(CLONE_NEWUSER) and
+ * setns(fd, CLONE_NEWUSER), by which nanobox-init gives root commands a
+ * user namespace of the sandbox's own (root.c); it refuses both to every
+ * process it starts. NULL when the list is not found or the result does
+ * not parse (root commands then run in the host's user namespace).
+ */
+static char *seccomp_with_userns(const char *text)
+{
+    static const char rules[] =
+        "{\"names\": [\"unshare\"], \"action\": \"SCMP_ACT_ALLOW\", \"args\": [{\"index\": 0, "
+        "\"value\": 268435456, \"op\": \"SCMP_CMP_EQ\"}], \"comment\": \"nanobox-init: a user "
+        "namespace for root commands, refused to every process it starts\"}, "
+        "{\"names\": [\"setns\"], \"action\": \"SCMP_ACT_ALLOW\", \"args\": [{\"index\": 1, "
+        "\"value\": 268435456, \"op\": \"SCMP_CMP_EQ\"}]}";
+    const char *key = strstr(text, "\"syscalls\""), *open, *next;
+    size_t head, len = strlen(text);
+    char *out, msg[64];
+    yajl_val v = NULL;
+    if (key == NULL || (open = strchr(key, '[')) == NULL)
+        return NULL;
+    head = (size_t)(open + 1 - text);
+    for (next = open + 1; *next == ' ' || *next == '\n' || *next == '\t' || *next == '\r'; next++)
+        ;
+    out = nb_xmalloc(len + sizeof(rules) + 2);
+    memcpy(out, text, head);
+    memcpy(out + head, rules, sizeof(rules) - 1);
+    head += sizeof(rules) - 1;
+    if (*next != ']')
+        out[head++] = ',';
+    memcpy(out + head, open + 1, len - (size_t)(open + 1 - text) + 1);
+    if (nb_json_parse(out, strlen(out), 16, &v, msg, sizeof(msg)) != 0 || v == NULL ||
+        !YAJL_IS_OBJECT(v)) {
+        yajl_tree_free(v);
+        free(out);
+        return NULL;
+    }
+    yajl_tree_free(v);
+    return out;
+}
+
 static int load_seccomp(struct nb_app *a, char *err, size_t errlen)
 {
     char path[PATH_MAX], msg[256];
@@ -518,6 +561,11 @@ static int load_seccomp(struct nb_app *a, char *err, size_t errlen)
     }
     yajl_tree_free(v);
     a->seccomp = text;
+    a->seccomp_root = seccomp_with_userns(text);
+    if (a->seccomp_root == NULL)
+        nb_warn("seccomp profile %s: no \"syscalls\" list to add the user namespace of root "
+                "commands to; root commands count against the host's uid 0",
+                path);
     nb_info("sandboxes get the seccomp profile %s", path);
     return 0;
 }

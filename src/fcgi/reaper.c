@@ -17,6 +17,7 @@
 #include "adopt.h"
 #include "clock.h"
 #include "diskcap.h"
+#include "rootdisk.h"
 #include "log.h"
 #include "metrics.h"
 #include "network.h"
@@ -145,6 +146,8 @@ static int64_t root_layer_bytes(struct nb_app *a, const char *cid, uint64_t cap)
     struct nb_derr de = {0};
     if (nb_docker_rw_layer(&a->docker, cid, 0, upper, sizeof(upper), &size_rw, &de) != 0)
         return -1;
+    if (upper[0] && nb_rootdisk_bounded(upper))
+        return 0; /* on a file system of root_disk_max bytes: it cannot pass them */
     if (upper[0])
         bytes = nb_diskcap_walk(upper, cap);
     if (bytes < 0 &&
@@ -313,7 +316,8 @@ int nb_reaper_reconcile(struct nb_app *a)
         nb_table_unlock(&a->table);
         if (!orphan)
             continue;
-        if (nb_docker_remove(&a->docker, seen.ctr[i].id, &de) == 0) {
+        if (nb_rootdisk_remove(a, seen.ctr[i].id, nb_rootdisk_wanted(&a->conf, seen.ctr[i].image),
+                               &de) == 0) {
             nb_info("removed orphan container %.12s (sandbox label \"%s\")", seen.ctr[i].id,
                     seen.ctr[i].sandbox);
             removed++;

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "ports.h"
+#include "rootdisk.h"
 #include "sandbox.h"
 #include "snapshot.h"
 #include "templates.h"
@@ -222,6 +223,9 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
         nb_json_cstr(g, "SETGID");
         nb_json_cstr(g, "SETPCAP");
         nb_json_cstr(g, "KILL");
+        /* at its start only: to map uid 0 into the user namespace of
+         * root commands (nanobox-init's root.c); it then drops it */
+        nb_json_cstr(g, "SETFCAP");
         yajl_gen_array_close(g);
     }
     nb_json_cstr(g, "SecurityOpt");
@@ -229,12 +233,13 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_cstr(g, "no-new-privileges");
     if (a->seccomp != NULL) {
         /* the Engine API takes the profile's JSON itself, not a path */
-        size_t n = strlen(a->seccomp);
+        const char *prof = root && a->seccomp_root != NULL ? a->seccomp_root : a->seccomp;
+        size_t n = strlen(prof);
         char *opt = malloc(n + 9);
         if (opt == NULL)
             abort();
         memcpy(opt, "seccomp=", 8);
-        memcpy(opt + 8, a->seccomp, n + 1);
+        memcpy(opt + 8, prof, n + 1);
         nb_json_cstr(g, opt);
         free(opt);
     }
@@ -292,7 +297,7 @@ int nb_sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec,
     uint32_t gen, slot = 0;
     uuid_t u;
     char *json;
-    int running = 0;
+    int running = 0, bounded = nb_rootdisk_wanted(&a->conf, spec->image);
     pid_t pid = 0;
 
     uuid_generate_random(u);
@@ -361,6 +366,14 @@ retry:
             nb_apierr_docker(ae, &de, "create the sandbox container");
         goto fail;
     }
+    if (bounded) {
+        /* before the start: the first write already meets the bound */
+        char err[512];
+        if (nb_rootdisk_attach(a, cid, err, sizeof(err)) != 0) {
+            nb_apierr_set(ae, 500, "internal", "could not bound the sandbox's disk: %s", err);
+            goto fail;
+        }
+    }
     if (nb_docker_start(&a->docker, cid, &de) != 0) {
         nb_apierr_docker(ae, &de, "start the sandbox container");
         if (ae->status == 404 || ae->status == 409)
@@ -375,6 +388,13 @@ retry:
     if (!running) {
         nb_apierr_set(ae, 502, "docker_error", "the sandbox container did not stay up");
         goto fail;
+    }
+    if (bounded) {
+        char err[512];
+        if (nb_rootdisk_verify(&a->conf, pid, err, sizeof(err)) != 0) {
+            nb_apierr_set(ae, 500, "internal", "could not bound the sandbox's disk: %s", err);
+            goto fail;
+        }
     }
     {
         /* a snapshot's image: its /workspace and /tmp back into the fresh tmpfs mounts */
@@ -414,7 +434,7 @@ retry:
     if (s == NULL) {
         /* reconciliation judged us dead and took the slot: undo */
         nb_apierr_set(ae, 500, "internal", "the sandbox slot was reclaimed while creating");
-        nb_docker_remove(&a->docker, name, &de);
+        nb_rootdisk_remove(a, name, bounded, &de);
         return -1;
     }
     nb_info("created %s %s (container %.12s)",
@@ -426,7 +446,7 @@ fail:
     json = NULL;
     /* a create that never reached dockerd left nothing behind to remove */
     if (!(cid[0] == '\0' && de.unsent) &&
-        nb_docker_remove(&a->docker, cid[0] ? cid : name, &de) != 0) {
+        nb_rootdisk_remove(a, cid[0] ? cid : name, bounded, &de) != 0) {
         /* disown the slot: the next reconciliation removes container and slot */
         nb_warn("could not remove container %s after a failed create: %s", name, de.msg);
         nb_table_lock(&a->table);
@@ -693,10 +713,14 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
 {
     char name[64];
     struct nb_slot *s;
-    int bridge;
+    int bridge, root;
     snprintf(name, sizeof(name), "nanobox-%s", id);
     nb_ports_stop_all(a, id);
-    if (nb_docker_remove(&a->docker, cid[0] ? cid : name, de) != 0)
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    root = s != NULL && s->generation == gen && nb_rootdisk_wanted(&a->conf, s->image);
+    nb_table_unlock(&a->table);
+    if (nb_rootdisk_remove(a, cid[0] ? cid : name, root, de) != 0)
         return -1;
     nb_ports_mark_paused(&a->conf, id, 0);
     nb_table_lock(&a->table);

@@ -88,6 +88,18 @@ if [ "$purge" -eq 1 ]; then
         nb_log "purge: no containers with label nanobox.instance=$instance"
     else
         nb_log "purge: removing ${#containers[@]} container(s) with label nanobox.instance=$instance"
+        # a sandbox with a root has a file system of nanobox's mounted over
+        # its writable layer (root_disk_max, src/fcgi/rootdisk.h): stopped,
+        # then unmounted, else Docker cannot remove the layer's directory
+        docker kill "${containers[@]}" >/dev/null 2>&1 || true
+        docker wait "${containers[@]}" >/dev/null 2>&1 || true
+        for c in "${containers[@]}"; do
+            upper=$(docker inspect -f '{{.GraphDriver.Data.UpperDir}}' "$c" 2>/dev/null) || continue
+            layer=${upper%/diff}
+            if [ "$layer" != "$upper" ] && mountpoint -q "$layer"; then
+                umount -l "$layer" || rc=1
+            fi
+        done
         docker rm -fv "${containers[@]}" >/dev/null || rc=1
     fi
     if [ "$rc" -eq 0 ]; then

@@ -313,6 +313,9 @@ static void test_root_disk_keys(void **state)
     nb_conf_defaults(&c);
     assert_int_equal(c.root_disk_max, 2048ULL * 1024 * 1024);
     assert_int_equal(c.root_disk_check, 10);
+    assert_int_equal(c.root_disk_inodes, 131072);
+    assert_int_equal(load("root_disk_inodes = 4096\n", &c, err, sizeof(err)), 0);
+    assert_int_equal(c.root_disk_inodes, 4096);
     assert_int_equal(load("root_disk_max = 20m\nroot_disk_check = 1\n", &c, err, sizeof(err)), 0);
     assert_int_equal(c.root_disk_max, 20ULL * 1024 * 1024);
     assert_int_equal(c.root_disk_check, 1);
@@ -321,6 +324,7 @@ static void test_root_disk_keys(void **state)
     static const char *const bad[] = {
         "root_disk_max = lots\n", "root_disk_max = -1\n",     "root_disk_max = 2p\n",
         "root_disk_check = 0\n",  "root_disk_check = 3601\n", "root_disk_check = 1s\n",
+        "root_disk_max = 15m\n",  "root_disk_inodes = 255\n", "root_disk_inodes = lots\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         nb_conf_defaults(&c);
