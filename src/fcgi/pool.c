@@ -111,6 +111,7 @@ static void worker_spawn(struct pool *p, unsigned idx)
     struct nb_pool_slot *s = &p->slots[idx];
     pid_t master = getpid(), pid;
     s->busy = 0;
+    s->bulk = 0;
     s->since = nb_clock_real_s();
     s->served = 0;
     pid = fork();
@@ -120,7 +121,7 @@ static void worker_spawn(struct pool *p, unsigned idx)
     }
     if (pid == 0) {
         follow_master(master);
-        nb_worker_run(p->app, p->listen_fd, s);
+        nb_worker_run(p->app, p->listen_fd, s, p->slots, p->nslots);
     }
     s->pid = pid;
 }
@@ -182,6 +183,7 @@ static void reap_children(struct pool *p, int stopping)
                 continue;
             p->slots[i].pid = 0;
             p->slots[i].busy = 0;
+            p->slots[i].bulk = 0;
             if (abnormal && !stopping)
                 nb_warn("worker %d died (%s %d); replacing it", (int)pid,
                         WIFSIGNALED(status) ? "signal" : "status",
@@ -195,7 +197,7 @@ static void reap_children(struct pool *p, int stopping)
 static void adjust(struct pool *p)
 {
     const struct nb_conf *c = &p->app->conf;
-    unsigned alive = 0, idle = 0, want;
+    unsigned alive = 0, idle = 0, bulk = 0, want, ceiling;
     int64_t now = nb_clock_real_s();
     int retired = 0;
 
@@ -209,14 +211,26 @@ static void adjust(struct pool *p)
         alive++;
         if (!p->slots[i].busy)
             idle++;
+        else if (p->slots[i].bulk)
+            bulk++;
     }
+    /*
+     * Workers moving a file's bytes (NB_ROUTE_BULK: downloads, uploads) do
+     * not count toward workers_max (a worker refuses one more than
+     * NB_POOL_BULK_FACTOR x workers_max of them): 48 stalled or slow
+     * downloads leave every other request its workers_max, instead of
+     * queueing /healthz and execs behind them in the backlog.
+     */
+    ceiling = c->workers_max + bulk;
+    if (ceiling > p->nslots)
+        ceiling = p->nslots;
     want = alive;
     if (idle < c->workers_spare)
         want = alive + (c->workers_spare - idle);
     if (want < c->workers_min)
         want = c->workers_min;
-    if (want > c->workers_max)
-        want = c->workers_max;
+    if (want > ceiling)
+        want = ceiling;
     for (unsigned i = 0; i < p->nslots && alive < want; i++) {
         if (p->slots[i].pid == 0) {
             worker_spawn(p, i);
@@ -305,7 +319,8 @@ int nb_pool_run(struct nb_app *a, int listen_fd)
     memset(&p, 0, sizeof(p));
     p.app = a;
     p.listen_fd = listen_fd;
-    p.nslots = a->conf.workers_max;
+    /* workers_max, and the bulk transfers beside them */
+    p.nslots = (1 + NB_POOL_BULK_FACTOR) * a->conf.workers_max;
     p.slots = mmap(NULL, p.nslots * sizeof(*p.slots), PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p.slots == MAP_FAILED) {
@@ -324,6 +339,7 @@ int nb_pool_run(struct nb_app *a, int listen_fd)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1); /* a worker began a bulk transfer: adjust now */
     sigprocmask(SIG_BLOCK, &set, NULL);
 
     for (unsigned i = 0; i < NB_HELPERS; i++)
