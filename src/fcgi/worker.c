@@ -33,6 +33,7 @@ static struct nb_pool_slot *worker_me;
 static const struct nb_pool_slot *worker_board;
 static unsigned worker_nboard, worker_bulk_max;
 static pid_t worker_master;
+static int worker_nice; /* the priority it was started with, and returns to */
 
 /*
  * The nice value of a worker moving a file's bytes: the copies of many
@@ -57,7 +58,7 @@ static int worker_bulk(void)
     /* the master starts a spare now, not at its next tick (pool.c) */
     if (getppid() == worker_master)
         kill(worker_master, SIGUSR1);
-    if (setpriority(PRIO_PROCESS, 0, WORKER_BULK_NICE) != 0)
+    if (worker_nice < WORKER_BULK_NICE && setpriority(PRIO_PROCESS, 0, WORKER_BULK_NICE) != 0)
         nb_debug("bulk transfer at the usual priority: %s", strerror(errno));
     return 0;
 }
@@ -68,7 +69,8 @@ static int worker_unbulk(void)
     if (!worker_me->bulk)
         return 0;
     worker_me->bulk = 0;
-    if (getpriority(PRIO_PROCESS, 0) != 0 && setpriority(PRIO_PROCESS, 0, 0) != 0) {
+    if (getpriority(PRIO_PROCESS, 0) != worker_nice &&
+        setpriority(PRIO_PROCESS, 0, worker_nice) != 0) {
         nb_info("cannot take back the usual priority after a download (%s): this worker leaves",
                 strerror(errno));
         return -1;
@@ -120,6 +122,7 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me,
     worker_nboard = nboard;
     worker_bulk_max = NB_POOL_BULK_FACTOR * a->conf.workers_max;
     worker_master = getppid();
+    worker_nice = getpriority(PRIO_PROCESS, 0);
     nb_http_set_bulk_hook(worker_bulk);
     if (FCGX_InitRequest(&fr, listen_fd, FCGI_FAIL_ACCEPT_ON_INTR) != 0) {
         nb_error("FCGX_InitRequest failed");
