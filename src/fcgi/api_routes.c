@@ -145,7 +145,8 @@ void nb_api_routes_print(FILE *f)
     } names[] = {{NB_ROUTE_PUBLIC, "public"}, {NB_ROUTE_ID, "id"},
                  {NB_ROUTE_PID, "pid"},       {NB_ROUTE_HEAD, "head"},
                  {NB_ROUTE_CTX, "ctx"},       {NB_ROUTE_AWAKE, "awake"},
-                 {NB_ROUTE_E2B, "e2b"},       {NB_ROUTE_METRICS_AUTH, "metrics_token"}};
+                 {NB_ROUTE_E2B, "e2b"},       {NB_ROUTE_METRICS_AUTH, "metrics_token"},
+                 {NB_ROUTE_BULK, "bulk"}};
 
     for (size_t i = 0; i < nb_api_n_routes; i++) {
         const struct nb_route_entry *e = &nb_api_routes[i];
