@@ -37,6 +37,8 @@ static void on_event(void *arg, const struct nb_docker_event *ev)
         f->last = ev->time;
     if (strcmp(ev->action, "die") != 0 && strcmp(ev->action, "oom") != 0 && !gone)
         return;
+    nb_debug("Docker event %s of container %.12s (sandbox %s)", ev->action, ev->id,
+             ev->sandbox[0] ? ev->sandbox : "-");
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
