@@ -216,9 +216,9 @@ static void adjust(struct pool *p)
     }
     /*
      * Workers moving a file's bytes (NB_ROUTE_BULK: downloads, uploads) do
-     * not count toward workers_max (a worker refuses one more than
-     * NB_POOL_BULK_FACTOR x workers_max of them): 48 stalled or slow
-     * downloads leave every other request its workers_max, instead of
+     * not count toward workers_max (up to NB_POOL_BULK_FACTOR x workers_max
+     * of them; past that a transfer counts as any request): 48 stalled or
+     * slow downloads leave every other request its workers_max, instead of
      * queueing /healthz and execs behind them in the backlog.
      */
     ceiling = c->workers_max + bulk;

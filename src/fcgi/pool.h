@@ -23,8 +23,8 @@ struct nb_pool_slot {
 
 /*
  * Workers moving a file's bytes (NB_ROUTE_BULK) do not count toward
- * workers_max; at most this many times workers_max of them run at once,
- * and a bulk request over that is answered 503 busy (Retry-After).
+ * workers_max, up to this many times workers_max of them; a transfer past
+ * that counts as any request does.
  */
 #define NB_POOL_BULK_FACTOR 2
 

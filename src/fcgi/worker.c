@@ -44,23 +44,26 @@ static int worker_nice; /* the priority it was started with, and returns to */
 
 /*
  * A file's bytes from here to the end of the request: outside workers_max
- * (pool.c), at a lower priority. -1: NB_POOL_BULK_FACTOR x workers_max
- * others already are (the HTTP layer answers 503 busy).
+ * (pool.c), at a lower priority. With NB_POOL_BULK_FACTOR x workers_max
+ * others already so, it is served as any request, inside workers_max: it
+ * waits for a worker rather than being refused, and the processes stay
+ * bounded.
  */
-static int worker_bulk(void)
+static void worker_bulk(void)
 {
     unsigned others = 0;
     for (unsigned i = 0; i < worker_nboard; i++)
         others += &worker_board[i] != worker_me && worker_board[i].pid != 0 && worker_board[i].bulk;
-    if (others >= worker_bulk_max)
-        return -1;
+    if (others >= worker_bulk_max) {
+        nb_debug("%u file transfers under way: this one counts toward workers_max", others);
+        return;
+    }
     worker_me->bulk = 1;
     /* the master starts a spare now, not at its next tick (pool.c) */
     if (getppid() == worker_master)
         kill(worker_master, SIGUSR1);
     if (worker_nice < WORKER_BULK_NICE && setpriority(PRIO_PROCESS, 0, WORKER_BULK_NICE) != 0)
         nb_debug("bulk transfer at the usual priority: %s", strerror(errno));
-    return 0;
 }
 
 /* After a bulk request: back to the usual priority, or leave (the master starts a fresh worker). */
