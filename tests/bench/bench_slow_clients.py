@@ -154,6 +154,7 @@ def main():
                 pass
         if stack is not None:
             stack.stop()
+            stack.remove_tmp()
 
 
 if __name__ == "__main__":
