@@ -231,6 +231,24 @@ int nb_docker_commit(struct nb_docker *d, const char *id, const char *ref, const
 int nb_docker_rw_layer(struct nb_docker *d, const char *id, int with_size, char *upper,
                        size_t upperlen, int64_t *size_rw, struct nb_derr *e);
 
+/*
+ * Docker's event stream (dockerd itself): GET /events for this instance's
+ * containers (label nanobox.instance=instance) and the actions die, oom
+ * and destroy, from unix second since (0: from now). Each event to cb as
+ * it comes; returns when the stream ends: 0 after max_ms (the caller
+ * reconnects, since its last event's second), -1 when dockerd could not be
+ * reached or the stream broke (a restart of dockerd).
+ */
+struct nb_docker_event {
+    char action[16];  /* "die", "oom", "destroy" */
+    char id[65];      /* the container's id */
+    char sandbox[64]; /* its label nanobox.sandbox ("" if absent) */
+    int64_t time;     /* unix seconds */
+};
+typedef void (*nb_docker_event_fn)(void *arg, const struct nb_docker_event *ev);
+int nb_docker_events(struct nb_docker *d, const char *instance, int64_t since, long max_ms,
+                     nb_docker_event_fn cb, void *arg, struct nb_derr *e);
+
 /* Exec: create from a JSON config, start attached, inspect (dockerd itself). */
 int nb_docker_exec_create(struct nb_docker *d, const char *cid, const char *config_json,
                           char exec_id[65], struct nb_derr *e);

@@ -1218,6 +1218,32 @@ static void test_reconcile_destroys_a_sandbox_whose_container_stopped(void **sta
     assert_int_equal(fake_count(), 0);
 }
 
+/* Docker's die/oom/destroy events (events.c): the reaper's path, at once. */
+static void test_container_event_destroys_a_dead_sandbox_at_once(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app);
+    struct nb_slot other = make_running(&f->app);
+
+    /* an oom of one process: the container still runs, the sandbox stays */
+    assert_int_equal(nb_reaper_container_event(&f->app, out.id, out.container_id, 0), 0);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_RUNNING);
+    /* an event of another container of that name (not the slot's): nothing */
+    fake_find(out.container_id)->running = 0;
+    assert_int_equal(nb_reaper_container_event(&f->app, out.id, other.container_id, 0), 0);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_RUNNING);
+    /* died: destroyed, container removed, slot free; no listing needed */
+    assert_int_equal(nb_reaper_container_event(&f->app, out.id, out.container_id, 0), 1);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_FREE);
+    assert_null(fake_find(out.container_id));
+    /* removed behind our back: the slot is freed all the same */
+    fake_find(other.container_id)->used = 0;
+    assert_int_equal(nb_reaper_container_event(&f->app, other.id, other.container_id, 1), 1);
+    assert_int_equal(slot_of(&f->app, other.id).state, NB_SLOT_FREE);
+    /* a second event of the same death finds nothing to do */
+    assert_int_equal(nb_reaper_container_event(&f->app, other.id, other.container_id, 1), 0);
+}
+
 static void test_reconcile_does_not_judge_sandboxes_newer_than_the_listing(void **state)
 {
     struct fixture *f = *state;
@@ -2347,6 +2373,7 @@ int main(void)
         T(test_reconcile_spares_the_container_of_a_live_create),
         T(test_reconcile_frees_a_slot_whose_container_vanished),
         T(test_reconcile_destroys_a_sandbox_whose_container_stopped),
+        T(test_container_event_destroys_a_dead_sandbox_at_once),
         T(test_reconcile_does_not_judge_sandboxes_newer_than_the_listing),
         T(test_reconcile_finishes_abandoned_creates_and_destroys),
         T(test_reconcile_waits_for_a_live_owner_until_it_is_stuck),
