@@ -61,7 +61,7 @@ static void template_json(yajl_gen g, const struct nb_template *t, int with_tail
         struct nb_buf tail;
         int fd;
         nb_buf_init(&tail, 4096);
-        nb_template_log_path(c, t->name, path, sizeof(path));
+        nb_template_log_path(c, t->owner, t->name, path, sizeof(path));
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
             char buf[16384];
@@ -337,7 +337,7 @@ int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_
 
     if (nb_template_get(a, ra->arg, viewer(r), &t, ae) != 0)
         return NB_ERR;
-    nb_template_log_path(&a->conf, t.name, path, sizeof(path));
+    nb_template_log_path(&a->conf, t.owner, t.name, path, sizeof(path));
     nb_http_stream_begin(r, 200, "application/x-ndjson");
     if (!strcmp(t.kind, "image"))
         return NB_OK; /* the operator's images: built elsewhere, no log */

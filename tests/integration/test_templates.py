@@ -83,7 +83,9 @@ def test_build_then_create_exec_and_delete(api, stack):
     assert r.status_code == 202, r.text
     t = parse_json(r)
     assert t["name"] == nm and t["status"] == "building" and t["kind"] == "build"
-    assert t["image"].endswith(":" + nm) and t["digest"] is None
+    # the image's name says nothing of the template's: a keyed hash of owner and name
+    assert nm not in t["image"] and len(t["image"].rsplit(":", 1)[1]) == 32
+    assert t["digest"] is None
 
     t = wait_done(api, nm)
     assert t["status"] == "ready", t
