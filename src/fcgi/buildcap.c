@@ -73,8 +73,7 @@ static void cleanup(struct nb_docker *d, struct ctr *ct, unsigned n, char (*imag
         remove_untagged(d, images[i]);
 }
 
-static void watch(const struct nb_conf *c, int rfd, pid_t builder, const char *marker,
-                  uint64_t cap)
+static void watch(const struct nb_conf *c, int rfd, pid_t builder, const char *marker, uint64_t cap)
 {
     static struct ctr ct[CTRS_MAX];
     static char images[NB_BUILDCAP_IMAGES][16];

@@ -228,8 +228,8 @@ static int do_from(struct df_state *st, const char *rest, struct nb_apierr *ae)
     }
     for (unsigned i = 0; i < nf; i++)
         if (!flag_is(flags[i], "platform", &v)) {
-            nb_apierr_set(ae, 403, "dockerfile_forbidden", "FROM %.100s: only --platform is allowed",
-                          flags[i]);
+            nb_apierr_set(ae, 403, "dockerfile_forbidden",
+                          "FROM %.100s: only --platform is allowed", flags[i]);
             return -1;
         }
     for (p = args;;) {
@@ -334,9 +334,9 @@ static int do_copy(struct df_state *st, const char *cmd, const char *rest, struc
 
 static int do_line(struct df_state *st, const char *line, struct nb_apierr *ae)
 {
-    static const char *const plain[] = {"run",        "cmd",   "label",   "maintainer", "expose",
-                                        "env",        "entrypoint", "volume", "user",   "workdir",
-                                        "arg",        "stopsignal", "healthcheck", "shell", NULL};
+    static const char *const plain[] = {"run", "cmd",        "label",       "maintainer", "expose",
+                                        "env", "entrypoint", "volume",      "user",       "workdir",
+                                        "arg", "stopsignal", "healthcheck", "shell",      NULL};
     char cmd[32];
     const char *p = line, *rest;
     size_t n = 0, ll;
@@ -377,7 +377,7 @@ static int do_line(struct df_state *st, const char *line, struct nb_apierr *ae)
         int dd = 0;
         if (split_flags(rest, flags, &nf, &args, &dd) != 0 || nf > 0 || dd) {
             nb_apierr_set(ae, 403, "dockerfile_forbidden",
-                      "RUN takes no flags here (--mount, --network, --security are BuildKit's; "
+                          "RUN takes no flags here (--mount, --network, --security are BuildKit's; "
                           "nanobox builds with Docker's classic builder)");
             return -1;
         }

@@ -332,8 +332,8 @@ static int ensure_named_network(struct nb_app *a, const char *name, const char *
     if (nb_docker_request(&a->docker, "POST", path, body, 0, &status, &resp, &de) != 0) {
         nb_apierr_docker(ae, &de, "create the sandbox network");
     } else if (status == 201 || status == 409) { /* 409: another process made it first */
-        nb_info("Docker network %s (bridge %s, %s) %s", name, iface,
-                subnet, status == 201 ? "created" : "already there");
+        nb_info("Docker network %s (bridge %s, %s) %s", name, iface, subnet,
+                status == 201 ? "created" : "already there");
         rc = 0;
     } else {
         /* another process may have made it meanwhile: Docker then says its pool overlaps */
@@ -347,8 +347,8 @@ static int ensure_named_network(struct nb_app *a, const char *name, const char *
             network_matches(iface, subnet, resp.data ? resp.data : "", resp.len, why, sizeof(why)))
             rc = 0;
         else
-            nb_apierr_set(ae, 503, "network_unavailable",
-                          "could not create Docker network %s: %s", name, err);
+            nb_apierr_set(ae, 503, "network_unavailable", "could not create Docker network %s: %s",
+                          name, err);
     }
     free(body);
 out:

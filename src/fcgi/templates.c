@@ -42,7 +42,7 @@
 #include "network.h"
 #include "templates.h"
 
-#define SWEEP_EVERY 300          /* reaper ticks (~30 s) between sweeps for orphaned builds */
+#define SWEEP_EVERY 300 /* reaper ticks (~30 s) between sweeps for orphaned builds */
 #define BUILDERS_MAX 64
 
 /* ---- names and paths ---- */
@@ -822,8 +822,8 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
     }
     /* what Docker gets: every image it names checked, the owner's templates by their images */
     nb_buf_init(&checked, rq->dockerfile_len * 2 + 4096);
-    if (nb_dockerfile_rewrite(rq->dockerfile, rq->dockerfile_len, own_resolve, &own, &checked,
-                              &esc, ae) != 0) {
+    if (nb_dockerfile_rewrite(rq->dockerfile, rq->dockerfile_len, own_resolve, &own, &checked, &esc,
+                              ae) != 0) {
         nb_buf_free(&checked);
         return -1;
     }
@@ -980,8 +980,9 @@ int nb_template_image_allowed(struct nb_app *a, const char *image, const char *v
         image[rl + 1 + NB_TPL_KEY_LEN] != '\0')
         return 0;
     /* a template's image: ready, of this instance, and the viewer's own (an admin: anyone's) */
-    return nb_docker_image_inspect(&a->docker, image, &im, &de) == 0 && named_image(&a->conf, &im) &&
-           !strcmp(im.instance, a->conf.instance) && !strcmp(im.status, "ready") &&
+    return nb_docker_image_inspect(&a->docker, image, &im, &de) == 0 &&
+           named_image(&a->conf, &im) && !strcmp(im.instance, a->conf.instance) &&
+           !strcmp(im.status, "ready") &&
            (viewer == NULL || !strcmp(nb_template_owner(im.owner), viewer));
 }
 
@@ -1594,8 +1595,7 @@ int nb_template_migrate(struct nb_app *a)
                     nb_template_owner(im->owner), status);
             failed++;
         } else if (nb_docker_image_remove(&a->docker, im->ref, 0, &de) != 0) {
-            nb_warn("template %s: moved, but its old name %s stays: %s", im->name, im->ref,
-                    de.msg);
+            nb_warn("template %s: moved, but its old name %s stays: %s", im->name, im->ref, de.msg);
         } else {
             nb_info("template %s (of %s): moved from %s to its owner's hidden name", im->name,
                     nb_template_owner(im->owner), im->ref);
