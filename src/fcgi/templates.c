@@ -1465,9 +1465,23 @@ int nb_template_root(const struct nb_conf *c, const char *image)
     char name[300], tmp[NB_CONF_LIST], *save = NULL, *tok;
     nb_template_of_image(c, image, name, sizeof(name));
     snprintf(tmp, sizeof(tmp), "%s", c->root_templates);
-    for (tok = strtok_r(tmp, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save))
+    for (tok = strtok_r(tmp, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+        char ref[128];
+        const char *slash = strchr(tok, '/');
         if (!strcmp(tok, "*") || !strcmp(tok, name))
+            return 1; /* all, or one of the operator's images by its template name */
+        /* a built template or snapshot: OWNER/NAME, or NAME of the admin key's (names are
+         * each key's own, so a bare name never gives another key's "NAME" a root) */
+        if (slash != NULL) {
+            char owner[NB_TPL_NAME_MAX + 1];
+            snprintf(owner, sizeof(owner), "%.*s", (int)(slash - tok), tok);
+            nb_template_ref(c, owner, slash + 1, ref, sizeof(ref));
+        } else {
+            nb_template_ref(c, NULL, tok, ref, sizeof(ref));
+        }
+        if (!strcmp(ref, image))
             return 1;
+    }
     return 0;
 }
 

@@ -329,3 +329,28 @@ def test_a_build_stops_at_template_disk_max(make_stack, step):
     wait_until(lambda: not containers_with(marker), timeout=60,
                what="the build's containers to go")
     wait_until(lambda: not dangling_with(marker), timeout=60, what="the build's images to go")
+
+
+def test_another_keys_name_in_root_templates_gives_no_root(make_stack):
+    """root_templates names a built template as OWNER/NAME, or NAME of the
+    admin key's: a user key that builds a template of that name gets its
+    own template, whose sandboxes have no root."""
+    st = make_stack("hostile-tpl-root", root_templates="rooty, alice/hers")
+    alice = KeyApi(st, add_key(st, "alice"))
+    bob = KeyApi(st, add_key(st, "bob"))
+    try:
+        df = f"FROM {BASE}\nRUN true\n"
+        for api, nm in ((st.api, "rooty"), (alice, "rooty"), (alice, "hers"), (bob, "hers")):
+            assert submit(api, nm, df).status_code == 202
+            assert wait_done(api, nm)["status"] == "ready"
+        for api, nm, root in ((st.api, "rooty", True), (alice, "rooty", False),
+                              (alice, "hers", True), (bob, "hers", False)):
+            sid = api.create(template=nm)
+            res = api.exec(sid, "sudo id -u")
+            if root:
+                assert res["stdout"] == "0\n", (nm, res)
+            else:
+                assert res["exit_code"] != 0 and "has no root" in res["stderr"], (nm, res)
+    finally:
+        alice.cleanup()
+        bob.cleanup()
