@@ -20,6 +20,7 @@
 #define STAGE_LEN 64
 #define WORD_MAX 1024
 #define FLAGS_MAX 16
+#define LINE_MAX_OUT 60000 /* an instruction written on one line (Docker's scanner: 64 KiB) */
 
 struct df_state {
     nb_dockerfile_resolve_fn resolve;
@@ -350,6 +351,13 @@ static int do_line(struct df_state *st, const char *line, struct nb_apierr *ae)
         return -1;
     }
     lower(p, cmd, n + 1);
+    if (strlen(p) > LINE_MAX_OUT) {
+        /* Docker reads a line of at most 64 KiB, and this one is written as one line */
+        nb_apierr_set(ae, 400, "bad_dockerfile",
+                      "an instruction (continued lines joined) is over %d bytes: %.40s...",
+                      LINE_MAX_OUT, p);
+        return -1;
+    }
     rest = p + n;
     while (blank(*rest))
         rest++;
@@ -484,14 +492,15 @@ int nb_dockerfile_rewrite(const char *df, size_t len, nb_dockerfile_resolve_fn r
             size_t vlen, n;
             if (directives && a < e && df[a] == '#' &&
                 directive(df + a, e - a, key, sizeof(key), &val, &vlen)) {
-                if (strcmp(key, "escape") != 0) {
+                if (!strcmp(key, "syntax")) {
                     nb_apierr_set(ae, 403, "dockerfile_forbidden",
-                                  "the parser directive \"%.20s\" is not allowed (only escape): "
-                                  "nanobox builds with Docker's own Dockerfile reader",
-                                  key);
+                                  "the parser directive \"syntax\" is not allowed: nanobox builds "
+                                  "with Docker's own Dockerfile reader, not another frontend");
                     rc = -1;
                     break;
                 }
+                if (strcmp(key, "escape") != 0)
+                    continue; /* another directive: Docker's builder ignores it; not written */
                 if (vlen != 1 || (val[0] != '\\' && val[0] != '`') || directives == 2) {
                     nb_apierr_set(ae, 400, "bad_dockerfile",
                                   "the escape directive takes \\ or ` (once)");

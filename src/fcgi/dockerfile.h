@@ -10,14 +10,16 @@
  * instructions nanobox checked, and no parser difference between the two
  * can hide one.
  *
- * Refused (403): ONBUILD; parser directives other than escape (# syntax=
- * would pick another frontend); RUN with flags (--mount=from=,
+ * Refused (403): ONBUILD; the syntax directive (it would pick another
+ * frontend; other directives but escape are dropped, as Docker's classic
+ * builder ignores them); RUN with flags (--mount=from=,
  * --network: BuildKit's); an image named through a variable, quotes or
  * escapes; ADD of anything that could be a URL (':', '$', or an escape);
  * any image (FROM, COPY --from, ADD --from) the resolver does not allow.
  * Earlier stages (FROM x AS name, by name or index) stay allowed. 400 for
  * what Docker would refuse anyway (an unknown instruction, no FROM, a file
- * that ends inside a continued line).
+ * that ends inside a continued line) and for an instruction over 60000
+ * bytes (written as one line, Docker's reader stops at 64 KiB).
  */
 #ifndef NB_DOCKERFILE_H
 #define NB_DOCKERFILE_H
