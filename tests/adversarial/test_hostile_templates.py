@@ -11,8 +11,8 @@ network, or for the host's disk.
     while B builds FROM and COPY --from its own snapshot by name;
   - a listener on host loopback and on the builds' network gateway (and
     Docker's default bridge, where the old builds ran): a RUN step cannot
-    connect to any of them, ADD http://127.0.0.1:PORT is refused, and the
-    listener saw no connection;
+    connect to any of them, and ADD http://127.0.0.1:PORT is refused; the
+    listeners saw no connection;
   - template_disk_max: `fallocate -l 8G`, `fallocate --keep-size` and a
     flood of small files each stop the build promptly with the cap named
     in its error, and leave no container and no image behind.
@@ -113,12 +113,17 @@ def test_a_build_cannot_read_another_keys_snapshot(two_keys):
     r = bob.request("POST", f"/sandbox/{sid}/snapshot", json={"name": snap}, timeout=180)
     assert r.status_code in (200, 201), r.text
     t = parse_json(r)
-    assert t["status"] == "ready" and snap not in t["image"], t
+    assert t["status"] == "ready", t
     hidden = t["image"]
     before = images_of(st.instance)
 
-    # the attack of issue 22 (the old, guessable name), and the real image behind
+    # the attack of issue 22: B's snapshot by its old, guessable image name
     old_name = f"nanobox-tpl-{st.instance}:{snap}"
+    df = f"FROM {BASE}\nCOPY --from={old_name} /.nanobox/snapshot.tar /stolen.tar\n"
+    assert_error(submit(alice, name(), df), 403, "from_forbidden")
+    # the image's name is not the template's any more
+    assert snap not in hidden and old_name != hidden
+    # and the real image behind, B's name, ...
     for ref in (old_name, hidden, snap, "nanobox-tpl-default:" + snap):
         df = f"FROM {BASE}\nCOPY --from={ref} /.nanobox/snapshot.tar /stolen.tar\n"
         assert_error(submit(alice, name(), df), 403, "from_forbidden")
@@ -261,15 +266,6 @@ def test_a_build_cannot_reach_the_host(net_stack):
     try:
         for t in targets:
             lis.add(t, port)
-        # ADD of a URL: dockerd would fetch it from the host's own namespace
-        for src in (f"http://127.0.0.1:{port}/secret", f"https://{gw}:{port}/x",
-                    "git@127.0.0.1:x", f"http\\://127.0.0.1:{port}/s"):
-            assert_error(submit(api, name(), f"FROM {BASE}\nADD {src} /s\n"), 403,
-                         "url_forbidden")
-        assert_error(submit(api, name(), f"FROM {BASE}\nADD [\"http://127.0.0.1:{port}/s\", "
-                                         f"\"/s\"]\n"), 403, "url_forbidden")
-        assert_error(submit(api, name(), f"FROM {BASE}\nARG U=http://127.0.0.1:{port}/s\n"
-                                         f"ADD $U /s\n"), 403, "url_forbidden")
         # a RUN step reaches none of them
         nm = name()
         files = {"probe.py": base64.b64encode(PROBE.encode()).decode()}
@@ -282,6 +278,35 @@ def test_a_build_cannot_reach_the_host(net_stack):
         probes = [x for x in out.splitlines() if x.startswith("PROBE ")]
         assert len(probes) == len(targets), out
         assert all(" FAILED " in x for x in probes), probes
+    finally:
+        lis.close()
+    assert lis.seen == [], f"the host's listener saw {lis.seen}"
+
+
+def test_add_of_a_url_is_refused_and_never_fetched(make_stack):
+    """ADD <url> was fetched by dockerd from the host's own namespace: any
+    listener on the host's loopback was readable from a Dockerfile."""
+    st = make_stack("hostile-tpl-add")
+    api = st.api
+    port = nbtest.SCRATCH_PORTS[0] + 8
+    lis = Listener()
+    try:
+        lis.add("127.0.0.1", port)
+        for src in (f"http://127.0.0.1:{port}/secret", f"https://127.0.0.1:{port}/x",
+                    "git@127.0.0.1:x", f"http\\://127.0.0.1:{port}/s"):
+            r = submit(api, name(), f"FROM {BASE}\nADD {src} /s\n")
+            if r.status_code == 202:  # the old code: the build fetched it
+                wait_done(api, r.json()["name"])
+            assert_error(r, 403, "url_forbidden")
+        assert_error(submit(api, name(), f"FROM {BASE}\nADD [\"http://127.0.0.1:{port}/s\", "
+                                         f"\"/s\"]\n"), 403, "url_forbidden")
+        assert_error(submit(api, name(), f"FROM {BASE}\nARG U=http://127.0.0.1:{port}/s\n"
+                                         f"ADD $U /s\n"), 403, "url_forbidden")
+        # a local file is still fine
+        files = {"a.txt": base64.b64encode(b"local\n").decode()}
+        nm = name()
+        assert submit(api, nm, f"FROM {BASE}\nADD a.txt /a.txt\n", files).status_code == 202
+        assert wait_done(api, nm)["status"] == "ready"
     finally:
         lis.close()
     assert lis.seen == [], f"the host's listener saw {lis.seen}"
