@@ -50,7 +50,8 @@ int nb_network_ensure(struct nb_app *a, struct nb_apierr *ae);
  * lists and no request's: NBF-<if> rejects the bridge itself, 169.254.0.0/16
  * and the sandboxes' subnet, then egress_allow/egress_deny; NBI-<if>
  * rejects everything to the host; IPv6 dropped. Installed (or repaired) on
- * each call, before each build. 503 network_unavailable.
+ * each call: the reaper's before it starts a build, at most 10 s apart
+ * (templates.c). 503 network_unavailable.
  */
 int nb_network_build_ensure(struct nb_app *a, char *net, size_t netlen, struct nb_apierr *ae);
 

@@ -1083,6 +1083,33 @@ static int inspect_built(struct nb_docker *d, const char *ref, struct nb_docker_
     }
 }
 
+/*
+ * The builds' network as the reaper last made sure of it (at most
+ * BUILD_NET_FRESH_S old when a builder forks, which inherits it): at 0, the
+ * builder makes sure itself (a direct call, the unit tests').
+ */
+#define BUILD_NET_FRESH_S 10
+static struct {
+    int64_t at;
+    char name[160];
+    char err[512];
+} build_net;
+
+static void build_net_prepare(struct nb_app *a)
+{
+    struct nb_apierr ae = {0};
+    int64_t now = time(NULL);
+    if (strcmp(a->conf.template_network, "bridge") != 0 ||
+        (build_net.at != 0 && now - build_net.at < BUILD_NET_FRESH_S && !build_net.err[0]))
+        return;
+    build_net.err[0] = '\0';
+    if (nb_network_build_ensure(a, build_net.name, sizeof(build_net.name), &ae) != 0) {
+        snprintf(build_net.err, sizeof(build_net.err), "%s", ae.msg);
+        nb_warn("templates: the builds' network: %s", ae.msg);
+    }
+    build_net.at = now;
+}
+
 int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *key)
 {
     const struct nb_conf *c = &a->conf;
@@ -1118,12 +1145,16 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *key
     /* RUN steps: on the builds' own network (a bridge sandbox's rules), or none; never the host's */
     if (!strcmp(c->template_network, "bridge")) {
         struct nb_apierr nae = {0};
-        if (nb_network_build_ensure(a, net, sizeof(net), &nae) != 0) {
+        if (build_net.at == 0 &&
+            nb_network_build_ensure(a, build_net.name, sizeof(build_net.name), &nae) != 0)
+            snprintf(build_net.err, sizeof(build_net.err), "%s", nae.msg);
+        if (build_net.err[0]) {
             if (bl.fd >= 0)
                 close(bl.fd);
-            fail_build(c, d, name, rec.owner, rec.created_at, rec.id, nae.msg);
+            fail_build(c, d, name, rec.owner, rec.created_at, rec.id, build_net.err);
             return -1;
         }
+        snprintf(net, sizeof(net), "%s", build_net.name);
     }
     b.network = net;
     b.memory = memory;
@@ -1351,6 +1382,7 @@ static void start_builders(struct nb_app *a)
             nb_warn("template %s: cannot start its build: %s", name, strerror(errno));
             return;
         }
+        build_net_prepare(a); /* the builder inherits it: no iptables run per build */
         pid = fork();
         if (pid < 0) {
             nb_warn("template %s: cannot fork a builder: %s", name, strerror(errno));
