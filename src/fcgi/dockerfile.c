@@ -309,6 +309,8 @@ static int do_copy(struct df_state *st, const char *cmd, const char *rest, struc
             put_flag(st->out, flags[i]);
         }
     }
+    while (blank(*args)) /* Docker trims the arguments (splitCommand) */
+        args++;
     al = strlen(args);
     while (al > 0 && blank(args[al - 1]))
         al--;
@@ -333,14 +335,14 @@ static int do_copy(struct df_state *st, const char *cmd, const char *rest, struc
     return 0;
 }
 
-static int do_line(struct df_state *st, const char *line, struct nb_apierr *ae)
+static int do_instr(struct df_state *st, const char *line, struct nb_apierr *ae)
 {
     static const char *const plain[] = {"run", "cmd",        "label",       "maintainer", "expose",
                                         "env", "entrypoint", "volume",      "user",       "workdir",
                                         "arg", "stopsignal", "healthcheck", "shell",      NULL};
     char cmd[32];
     const char *p = line, *rest;
-    size_t n = 0, ll;
+    size_t n = 0;
 
     while (blank(*p) || *p == '\n')
         p++;
@@ -361,13 +363,6 @@ static int do_line(struct df_state *st, const char *line, struct nb_apierr *ae)
     rest = p + n;
     while (blank(*rest))
         rest++;
-    ll = strlen(p);
-    while (ll > 0 && (p[ll - 1] == ' ' || p[ll - 1] == '\t'))
-        ll--;
-    if (ll > 0 && p[ll - 1] == st->esc) {
-        nb_apierr_set(ae, 400, "bad_dockerfile", "an instruction ends with its escape character");
-        return -1;
-    }
     if (!strcmp(cmd, "from"))
         return do_from(st, rest, ae);
     if (!strcmp(cmd, "copy") || !strcmp(cmd, "add"))
@@ -398,6 +393,30 @@ static int do_line(struct df_state *st, const char *line, struct nb_apierr *ae)
         }
     nb_apierr_set(ae, 400, "bad_dockerfile", "unknown instruction: %.32s", cmd);
     return -1;
+}
+
+/*
+ * One instruction, written as one line; that line, as Docker reads it
+ * (trailing CRs and LFs trimmed, then an ending "esc[ \t]*" continues it),
+ * must not continue into the next.
+ */
+static int do_line(struct df_state *st, const char *line, struct nb_apierr *ae)
+{
+    size_t start = st->out->len, n;
+    const char *p;
+    if (do_instr(st, line, ae) != 0)
+        return -1;
+    p = st->out->data + start;
+    n = st->out->len - start;
+    while (n > 0 && (p[n - 1] == '\n' || p[n - 1] == '\r'))
+        n--;
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    if (n > 0 && p[n - 1] == st->esc) {
+        nb_apierr_set(ae, 400, "bad_dockerfile", "an instruction ends with its escape character");
+        return -1;
+    }
+    return 0;
 }
 
 /* Docker's trimContinuationCharacter: s[0..*n) without its ending "esc[ \t]*"; 1 if it had one. */

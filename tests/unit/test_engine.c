@@ -1752,6 +1752,8 @@ static void test_template_from_lines(void **state)
     assert_int_equal(from_status(c, "# syntax=docker/dockerfile:1\nFROM nanobox\n"), 403);
     assert_int_equal(from_status(c, "# check=skip=all\n# escape=`\nFROM `\n debian\n"), 403);
     assert_int_equal(from_status(c, "# note=x\nFROM nanobox\n"), 0);
+    /* found by fuzz_dockerfile: a written line that Docker would continue into the next one */
+    assert_int_equal(from_status(c, "FROM nanobox\nCOPY a b\f\\\r\t\nFROM debian\n"), 400);
     assert_int_equal(from_status(c, "FROM nanobox\nRUN --mount=from=debian,target=/d true\n"), 403);
     assert_int_equal(from_status(c, "FROM nanobox\nRUN --network=host true\n"), 403);
     /* ADD of a URL: fetched by dockerd in the host's namespace */
