@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +53,54 @@ static void remove_untagged(struct nb_docker *d, const char *id)
         return;
     if (nb_docker_image_remove(d, id, 0, &de) != 0)
         nb_debug("build: image %s of a failed build stays: %s", id, de.msg);
+}
+
+/*
+ * Empty every regular file under the directory dfd (which it closes), never
+ * following a symlink: a file is opened O_PATH|O_NOFOLLOW relative to its
+ * directory's descriptor, checked to be a regular file, and only then
+ * reopened for writing through /proc/self/fd (the same inode, whatever was
+ * renamed meanwhile), and truncated. What a build over the cap wrote stops
+ * holding blocks at once, and a commit of it under way reads short and
+ * fails, rather than copying it into a layer.
+ */
+static void empty_tree(int dfd, int depth)
+{
+    DIR *d = fdopendir(dfd);
+    struct dirent *e;
+    if (d == NULL) {
+        close(dfd);
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        char proc[64];
+        int fd, w;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        fd = openat(dirfd(d), e->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &st) != 0) {
+            close(fd);
+        } else if (S_ISREG(st.st_mode)) {
+            snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+            w = open(proc, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+            if (w >= 0 && ftruncate(w, 0) != 0)
+                nb_debug("build cap: cannot empty %s", e->d_name);
+            if (w >= 0)
+                close(w);
+            close(fd);
+        } else if (S_ISDIR(st.st_mode) && depth < 128) {
+            int sub = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            close(fd);
+            if (sub >= 0)
+                empty_tree(sub, depth + 1);
+        } else {
+            close(fd);
+        }
+    }
+    closedir(d);
 }
 
 static void cleanup(struct nb_docker *d, struct ctr *ct, unsigned n, char (*images)[16],
@@ -153,6 +203,15 @@ static void watch(const struct nb_conf *c, int rfd, pid_t builder, const char *m
                 close(fd);
             }
             nb_warn("build cap: %s", why);
+            /* the disk back first: what the steps wrote is emptied where it lies */
+            for (unsigned i = 0; i < n; i++) {
+                int dfd;
+                if (ct[i].gone || ct[i].upper[0] == '\0')
+                    continue;
+                dfd = open(ct[i].upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (dfd >= 0)
+                    empty_tree(dfd, 0);
+            }
             /* outlive the builder: its death is what cancels the build in Docker */
             prctl(PR_SET_PDEATHSIG, 0);
             kill(builder, SIGKILL);

@@ -11,7 +11,9 @@
  * entries of those containers' writable layers (overlay2's UpperDir;
  * committed ones keep their last count). Over template_disk_max bytes, or
  * over template_disk_max / 16 KiB entries (ext4's bytes per inode), it
- * writes why into the job's marker file, kills the builder (its connection
+ * writes why into the job's marker file, empties every regular file of
+ * those layers where it lies (no symlink followed: the disk comes back at
+ * once, and a commit under way fails), kills the builder (its connection
  * to dockerd closes: Docker cancels the build, kills and removes its
  * container), removes the build's containers and the images it made, and
  * exits. The reaper finds the builder killed and fails the template with

@@ -338,15 +338,23 @@ def containers_with(marker):
     "touch /big && fallocate --keep-size -l 300M /big && sleep 120",
     "i=0; while :; do head -c 16384 /dev/zero > /f$i; i=$((i+1)); done",
 ], ids=["one-8g-file", "keep-size-blocks", "many-small-files"])
-def test_a_build_stops_at_template_disk_max(make_stack, step):
+def test_a_build_stops_at_template_disk_max(make_stack, step, tmp_path):
     free = shutil.disk_usage("/var/lib/docker" if os.path.isdir("/var/lib/docker") else "/").free
     if free < 2 * 1024 ** 3:
         pytest.skip("under 2 GiB free: not even a capped probe")
     st = make_stack("hostile-tpl-disk", template_disk_max="32m")
     api = st.api
     marker = "nbcap" + secrets.token_hex(4)
+    # host files the step's layer points at: the cap's cleanup (run as root on the host,
+    # emptying what the step wrote) must not follow a link out of the layer
+    canary = tmp_path / "canary"
+    canary.write_text("host data\n")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "f").write_text("host data\n")
+    links = f"ln -s {canary} /canary-link && ln -s {tmp_path / 'dir'} /canary-dir"
     nm = name()
-    assert submit(api, nm, f"FROM {BASE}\nRUN echo {marker} && {step}\n").status_code == 202
+    assert submit(api, nm, f"FROM {BASE}\nRUN echo {marker} && {links} && {step}\n"
+                  ).status_code == 202
     # stopped by the cap, not by the step's own end (sleep 120, an endless loop)
     t = wait_done(api, nm, timeout=100)
     assert t["status"] == "failed", t
@@ -354,6 +362,8 @@ def test_a_build_stops_at_template_disk_max(make_stack, step):
     wait_until(lambda: not containers_with(marker), timeout=60,
                what="the build's containers to go")
     wait_until(lambda: not dangling_with(marker), timeout=60, what="the build's images to go")
+    assert canary.read_text() == "host data\n"
+    assert (tmp_path / "dir" / "f").read_text() == "host data\n"
 
 
 def test_another_keys_name_in_root_templates_gives_no_root(make_stack):
