@@ -762,6 +762,11 @@ static int curl_build(struct nb_docker *d, const struct nb_docker_build *bd, nb_
     if (bd->nano_cpus > 0)
         nb_buf_printf(&path, "&cpuperiod=100000&cpuquota=%llu",
                       (unsigned long long)(bd->nano_cpus / 10000));
+    if (bd->fsize > 0) /* [{"Name":"fsize","Soft":N,"Hard":N}], escaped */
+        nb_buf_printf(&path,
+                      "&ulimits=%%5B%%7B%%22Name%%22%%3A%%22fsize%%22%%2C%%22Soft%%22%%3A%llu%%2C"
+                      "%%22Hard%%22%%3A%llu%%7D%%5D",
+                      (unsigned long long)bd->fsize, (unsigned long long)bd->fsize);
     curl_free(esc_t);
     curl_free(esc_l);
     if (e)

@@ -196,9 +196,10 @@ struct nb_docker_build {
     const char *context;     /* path of the context tar (Dockerfile at its root) */
     const char *tag;         /* repo:tag */
     const char *labels_json; /* {"key":"value",...}, or NULL: a build step per label */
-    const char *network;     /* networkmode of RUN steps: "bridge" or "none" */
+    const char *network;     /* networkmode of RUN steps: a network's name, or "none" */
     uint64_t memory;         /* bytes, 0: Docker's default */
     uint64_t nano_cpus;      /* 1e9 = one CPU, 0: no quota */
+    uint64_t fsize;          /* RLIMIT_FSIZE (bytes) of RUN steps' processes, 0: none */
     long timeout_ms;
 };
 /*

@@ -131,6 +131,9 @@ if [ "$purge" -eq 1 ]; then
         network=$(nb_conf_get "$NB_CONF" bridge_network nanobox)
         nb_log "purge: removing the rules of bridge $iface and Docker network $network"
         nb_net_purge "$iface" "$network" || rc=1
+        # the builds' network (template_network = bridge): the same rules, a name derived
+        nb_log "purge: removing the rules of bridge ${iface:0:14}b and Docker network $network-build"
+        nb_net_purge "${iface:0:14}b" "$network-build" || rc=1
     fi
 fi
 
