@@ -42,7 +42,7 @@ workers_max = 4
 CONF
 "$ROOT/src/setup/render-nginx.sh" "$work/ng" "$work/fcgi.sock" "127.0.0.1:$port" "$work/ng" >/dev/null
 
-setsid valgrind -q --trace-children=yes --leak-check=full --errors-for-leak-kinds=definite \
+setsid valgrind -q --trace-children=yes --suppressions="$ROOT/tests/valgrind.supp" --leak-check=full --errors-for-leak-kinds=definite \
     --log-file="$work/vg.%p.log" "$build/nanobox-fcgi" -c "$work/nb.conf" -p "$work/fcgi.pid" \
     >"$work/fcgi.log" 2>&1 &
 for _ in $(seq 100); do [ -S "$work/fcgi.sock" ] && break; sleep 0.2; done
