@@ -292,16 +292,27 @@ static yajl_val ev_get(yajl_val ev, const char *key, yajl_type t)
     return yajl_tree_get(ev, path, t);
 }
 
-/* E2B's result field of a MIME type (the code interpreter's names); NULL: it goes to extra. */
+/*
+ * E2B's result field of a MIME type (the code interpreter's names); NULL: it
+ * goes to extra. A DataFrame's columns come from the bridge's display.py as
+ * application/vnd.nanobox.data+json.
+ */
 static const char *mime_field(const char *mime)
 {
     static const char *const map[][2] = {
-        {"text/plain", "text"},        {"text/html", "html"},
-        {"text/markdown", "markdown"}, {"image/svg+xml", "svg"},
-        {"image/png", "png"},          {"image/jpeg", "jpeg"},
-        {"application/pdf", "pdf"},    {"text/latex", "latex"},
-        {"application/json", "json"},  {"application/javascript", "javascript"},
-        {"e2b/data", "data"},          {"e2b/chart", "chart"},
+        {"text/plain", "text"},
+        {"text/html", "html"},
+        {"text/markdown", "markdown"},
+        {"image/svg+xml", "svg"},
+        {"image/png", "png"},
+        {"image/jpeg", "jpeg"},
+        {"application/pdf", "pdf"},
+        {"text/latex", "latex"},
+        {"application/json", "json"},
+        {"application/javascript", "javascript"},
+        {"e2b/data", "data"},
+        {"e2b/chart", "chart"},
+        {"application/vnd.nanobox.data+json", "data"},
     };
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
         if (!strcmp(mime, map[i][0]))
@@ -309,15 +320,37 @@ static const char *mime_field(const char *mime)
     return NULL;
 }
 
-/* A result event's data {mime: value} as E2B's line: each MIME type a field of its own. */
+/* Was field written for one of the first n MIME types of data (or is it chart, and there is one)? */
+static int field_taken(yajl_val data, size_t n, const char *field, int has_chart)
+{
+    if (has_chart && !strcmp(field, "chart"))
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        const char *f = mime_field(YAJL_GET_OBJECT(data)->keys[i]);
+        if (f != NULL && !strcmp(f, field))
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * A result event's data {mime: value} as E2B's line: each MIME type a field
+ * of its own; the event's chart (a figure's, next to its PNG) as "chart".
+ * A field two MIME types map to is the first one's.
+ */
 static void result_line(yajl_gen g, yajl_val ev)
 {
     yajl_val data = ev_get(ev, "data", yajl_t_object),
-             main = ev_get(ev, "is_main_result", yajl_t_any);
+             main = ev_get(ev, "is_main_result", yajl_t_any),
+             chart = ev_get(ev, "chart", yajl_t_object);
     size_t n = data != NULL ? YAJL_GET_OBJECT(data)->len : 0, extra = 0;
 
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "type", "result");
+    if (chart != NULL) {
+        nb_json_cstr(g, "chart");
+        nb_json_tree(g, chart);
+    }
     for (size_t i = 0; i < n; i++) {
         const char *mime = YAJL_GET_OBJECT(data)->keys[i], *field = mime_field(mime);
         yajl_val v = YAJL_GET_OBJECT(data)->values[i];
@@ -325,6 +358,8 @@ static void result_line(yajl_gen g, yajl_val ev)
             extra++;
             continue;
         }
+        if (field_taken(data, i, field, chart != NULL))
+            continue;
         if (!strcmp(field, "text") && YAJL_IS_STRING(v)) {
             /* as E2B: a string's repr without its quotes ('abc' -> abc) */
             const char *t = nb_json_string(v);

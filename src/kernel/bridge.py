@@ -41,6 +41,22 @@ WORKSPACE = os.getcwd()
 LANGUAGES = ("python", "javascript", "bash")
 INTERRUPT_GRACE = 5.0  # seconds a context gets to stop after an interrupt
 HERE = os.path.dirname(os.path.abspath(__file__))
+# display.py's formatters (loaded into each python kernel): a figure's chart
+# goes out as the result's own "chart"; a DataFrame's columns stay in data.
+CHART_MIME = "application/vnd.nanobox.chart+json"
+DATA_MIME = "application/vnd.nanobox.data+json"
+DISPLAY_SETUP = """
+def __nb_display():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_nanobox_display", %r)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.install(get_ipython())
+try:
+    __nb_display()
+finally:
+    del __nb_display
+""" % os.path.join(HERE, "display.py")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
@@ -135,7 +151,18 @@ class Output:
 
     def result(self, data, main):
         ev = {"type": "result", "is_main_result": main, "data": data}
+        chart = data.pop(CHART_MIME, None) if isinstance(data, dict) else None
+        if isinstance(chart, dict) and chart:
+            ev["chart"] = chart
         body = json.dumps(ev, ensure_ascii=False, separators=(",", ":"))
+        if len(body) > EVENT_ROOM or self.sent + len(body) > self.cap:
+            # what is left out first: the chart and a table's data (the
+            # picture, text and HTML say it too)
+            ev.pop("chart", None)
+            if isinstance(data, dict):
+                data.pop(DATA_MIME, None)
+            body = json.dumps(ev, ensure_ascii=False, separators=(",", ":"))
+            self.truncated = True
         if len(body) > EVENT_ROOM or not self.take(len(body)):
             self.truncated = True
             return
@@ -260,6 +287,9 @@ class PythonContext(Context):
         except BaseException:
             self.stop()
             raise
+        # charts and table data as results (display.py); a kernel without
+        # IPython's formatters just goes without
+        self.quiet(DISPLAY_SETUP)
 
     def connect(self):
         """Our own shell and iopub sockets on a plain zmq context.
