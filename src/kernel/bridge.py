@@ -154,19 +154,38 @@ class Output:
         chart = data.pop(CHART_MIME, None) if isinstance(data, dict) else None
         if isinstance(chart, dict) and chart:
             ev["chart"] = chart
-        body = json.dumps(ev, ensure_ascii=False, separators=(",", ":"))
-        if len(body) > EVENT_ROOM or self.sent + len(body) > self.cap:
-            # what is left out first: the chart and a table's data (the
-            # picture, text and HTML say it too)
-            ev.pop("chart", None)
-            if isinstance(data, dict):
-                data.pop(DATA_MIME, None)
-            body = json.dumps(ev, ensure_ascii=False, separators=(",", ":"))
-            self.truncated = True
-        if len(body) > EVENT_ROOM or not self.take(len(body)):
-            self.truncated = True
-            return
-        self.conn.send("j", body.encode())
+        for n, cut in enumerate(self.cuts(ev)):
+            body = json.dumps(cut, ensure_ascii=False, separators=(",", ":"))
+            if len(body) <= EVENT_ROOM and self.sent + len(body) <= self.cap:
+                self.truncated |= n > 0
+                self.take(len(body))
+                self.conn.send("j", body.encode())
+                return
+        self.truncated = True
+
+    @staticmethod
+    def cuts(ev):
+        """ev, then smaller forms of it for when it does not fit: without the
+        chart and a table's data (the picture says it), without the pictures
+        (the chart says it), its text alone."""
+
+        def cut(keep_chart, keep):
+            out = {k: v for k, v in ev.items() if k != "chart" and k != "data"}
+            out["data"] = {k: v for k, v in data.items() if keep(k)}
+            if keep_chart and "chart" in ev:
+                out["chart"] = ev["chart"]
+            return out
+
+        yield ev
+        data = ev["data"] if isinstance(ev.get("data"), dict) else {}
+        structured = "chart" in ev or DATA_MIME in data
+        big = [k for k in data if k.startswith("image/") or k == "application/pdf"]
+        if structured:
+            yield cut(False, lambda k: k != DATA_MIME)
+            if big:
+                yield cut(True, lambda k: k not in big)
+        if set(data) - {"text/plain"}:
+            yield cut(False, lambda k: k == "text/plain")
 
     def error(self, name, value, traceback):
         ev = {"type": "error", "name": name, "value": value, "traceback": traceback}

@@ -523,6 +523,21 @@ def test_a_chart_too_big_for_a_result_is_left_out_and_the_png_kept(api, py_sid):
     assert body["truncated"] is True
 
 
+def test_a_png_too_big_for_a_result_is_left_out_and_the_chart_kept(api, py_sid):
+    # the test stack's max_output is 64 KiB: this PNG is over it, its chart is not
+    body = ok(api, py_sid, "\n".join([
+        "import matplotlib.pyplot as plt, numpy as np",
+        "plt.figure(figsize=(10, 6), dpi=200)",
+        "plt.plot(np.arange(50), np.random.rand(50), label='noise')",
+        "plt.title('Big')",
+        "plt.show()",
+    ]))
+    [r] = body["results"]
+    assert "image/png" not in r["data"] and r["data"]["text/plain"].startswith("<Figure"), r
+    assert r["chart"]["title"] == "Big" and len(r["chart"]["elements"][0]["points"]) == 50
+    assert body["truncated"] is True
+
+
 def test_an_exception_gives_name_value_and_a_traceback_naming_the_line(api, py_sid):
     body = run(api, py_sid, "a = 1\nb = 2\nraise ValueError('boom here')\nc = 3")
     assert body["status"] == "error"
