@@ -53,7 +53,7 @@ def clean(v):
     if isinstance(v, dict):
         return {str(k): clean(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [clean(x) for x in v]
+        return [x if type(x) is int or (type(x) is float and math.isfinite(x)) else clean(x) for x in v]
     kind = type(v).__module__.split(".")[0]
     if kind == "numpy":
         import numpy
@@ -217,10 +217,21 @@ def coord(v, date_axis):
     return clean(v)
 
 
+def as_list(values):
+    """Plotted values as a list of Python values (an array in one go; masked ones None)."""
+    if hasattr(values, "tolist"):
+        return values.tolist()  # numpy: float, int, datetime; a masked value is None
+    return list(values)
+
+
 def points(xs, ys, ax):
     dx, dy = is_date_axis(ax.xaxis), is_date_axis(ax.yaxis)
-    xs, ys = clean(list(xs)), clean(list(ys))
-    return [[coord(x, dx), coord(y, dy)] for x, y in list(zip(xs, ys))[:MAX_POINTS]]
+    xs, ys = clean(as_list(xs)[:MAX_POINTS]), clean(as_list(ys)[:MAX_POINTS])
+    if dx:
+        xs = [coord(x, True) for x in xs]
+    if dy:
+        ys = [coord(y, True) for y in ys]
+    return [[x, y] for x, y in zip(xs, ys)]
 
 
 def auto_label(label, word):
@@ -260,12 +271,7 @@ def scatter_chart(ax):
     point_axes(chart, ax)
     for coll in ax.collections:
         offs = coll.get_offsets()
-        chart["elements"].append(
-            {
-                "label": coll.get_label(),
-                "points": points([p[0] for p in offs], [p[1] for p in offs], ax),
-            }
-        )
+        chart["elements"].append({"label": coll.get_label(), "points": points(offs[:, 0], offs[:, 1], ax)})
     return chart
 
 
