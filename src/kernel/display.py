@@ -10,6 +10,9 @@ and calls install(), which adds two IPython display formatters:
   the elements' data), next to the PNG the inline backend makes;
 - DATA_MIME for a pandas DataFrame: its columns, {column: [values]}.
 
+It also makes a PIL image saved to a file show itself, as E2B's
+interpreter does.
+
 Both are registered by name (no import of matplotlib or pandas until the
 user has them) and never raise: a figure they cannot read gets no chart,
 the PNG and the rest of the result are unchanged.
@@ -18,6 +21,7 @@ the PNG and the rest of the result are unchanged.
 import datetime
 import math
 import re
+import sys
 
 CHART_MIME = "application/vnd.nanobox.chart+json"
 DATA_MIME = "application/vnd.nanobox.data+json"
@@ -430,6 +434,36 @@ def is_a(obj, module, name):
     return any(c.__module__ == module and c.__name__ == name for c in type(obj).__mro__)
 
 
+def show_saved_images():
+    """A PIL image saved to a file is also shown (as E2B's interpreter does):
+    the cell's results have the picture it wrote."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    save = Image.Image.save
+    if getattr(save, "nanobox_shows", False):
+        return
+
+    def save_and_show(self, fp, format=None, **params):  # noqa: A002 - PIL's own name
+        done = save(self, fp, format, **params)
+        # matplotlib's savefig writes through PIL: that figure shows as itself (with its chart)
+        caller = sys._getframe(1).f_globals.get("__name__", "")  # noqa: SLF001
+        if caller.startswith("matplotlib"):
+            return done
+        if isinstance(fp, (str, bytes)) or hasattr(fp, "__fspath__"):
+            try:
+                from IPython.display import display
+
+                display(self)  # its PNG is made in memory, not through this save
+            except Exception:  # noqa: BLE001 - the file is written; showing it is a bonus
+                pass
+        return done
+
+    save_and_show.nanobox_shows = True
+    Image.Image.save = save_and_show
+
+
 def install(ip):
     """Add the chart and data formatters to the shell ip (idempotent)."""
     from IPython.core.formatters import BaseFormatter
@@ -472,3 +506,4 @@ def install(ip):
     formatters.pop(DATA_MIME, None)
     formatters[CHART_MIME] = Chart("matplotlib.figure", "Figure", figure_chart, parent=ip.display_formatter)
     formatters[DATA_MIME] = Data("pandas.core.frame", "DataFrame", frame_data, parent=ip.display_formatter)
+    show_saved_images()

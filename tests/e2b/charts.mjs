@@ -2,8 +2,9 @@
 // official @e2b/code-interpreter SDK (pinned in package.json): a
 // matplotlib figure's `chart` beside its PNG (line with a datetime axis,
 // bar, pie, scatter, box and whisker, a superchart of two axes, log and
-// categorical scales, an unknown figure), a DataFrame's `data`, and the
-// PNG of a figure saved with savefig and then shown.
+// categorical scales, an unknown figure), a DataFrame's `data`, the
+// PNG of a figure saved with savefig and then shown, and PIL images shown
+// and saved.
 // tests/integration/test_e2b.py runs it and asserts on the JSON summary
 // it prints as its last line: one entry per step, {"thrown": ...} when the
 // SDK threw.
@@ -171,6 +172,23 @@ plt.savefig('chart.png')
 plt.show()
 print(os.path.getsize('chart.png') > 0)
 `)
+
+// E2B's image tests: a PIL image shown, as the value, and saved to a file
+await run('pilShow', `
+    import numpy
+    from PIL import Image
+
+    image = Image.fromarray((numpy.random.rand(16, 16, 3) * 255).astype('uint8')).convert('RGBA')
+    image.show()
+    print("done")
+    `)
+await run('pilSave', `
+    import numpy
+    from PIL import Image
+
+    image = Image.fromarray((numpy.random.rand(16, 16, 3) * 255).astype('uint8')).convert('RGBA')
+    image.save("test.png")
+    `)
 
 // the sandbox stays for the test to look at; its teardown kills it
 console.log(JSON.stringify(summary))

@@ -478,8 +478,23 @@ def test_savefig_then_show_gives_the_png_and_the_chart(api, py_sid):
     assert body["stdout"] == "True\n"
     found = charts(body)
     assert len(found) == 1 and found[0]["elements"][0]["label"] == "saved", body["results"]
+    # one picture: savefig writing the file (through PIL) does not show it a second time
+    assert len([r for r in body["results"] if "image/png" in r["data"]]) == 1, body["results"]
     png = [r for r in body["results"] if "chart" in r][0]["data"]["image/png"]
     assert png_size(base64.b64decode(png))[0] > 0
+
+
+def test_an_image_saved_with_pil_is_shown_too(api, py_sid):
+    body = ok(api, py_sid, "\n".join([
+        "from PIL import Image",
+        "img = Image.new('RGB', (16, 8), 'red')",
+        "img.save('/tmp/red.png')",
+        "print(Image.open('/tmp/red.png').size)",
+    ]))
+    assert body["stdout"] == "(16, 8)\n"
+    pngs = [r for r in body["results"] if "image/png" in r["data"]]
+    assert len(pngs) == 1, body["results"]
+    assert png_size(base64.b64decode(pngs[0]["data"]["image/png"])) == (16, 8)
 
 
 def test_charts_stream_as_they_are_shown(api, py_sid):

@@ -1039,6 +1039,13 @@ def test_savefig_then_show_gives_a_png(charts):
     assert chart_of(charts, "savefigShow")["elements"][0]["label"] == "saved"
 
 
+def test_pil_images_shown_and_saved_give_a_png(charts):
+    for name in ("pilShow", "pilSave"):
+        s = step(charts, name)
+        assert s["error"] is None and len(s["results"]) == 1, s
+        assert s["results"][0]["pngMagic"] == "89504e470d0a1a0a" and s["results"][0]["chart"] is None, s
+
+
 # ------------------------------------------------- the data plane, raw HTTP
 
 def access_token(stack, sid):
