@@ -560,21 +560,24 @@ static void context_json(yajl_gen g, const struct nb_conf *c, yajl_val info)
     yajl_gen_map_close(g);
 }
 
+/* The engine's contexts, kept in the order it lists them (creation order). */
 struct context_list {
-    yajl_gen g;
-    const struct nb_conf *c;
-    int python, javascript; /* the default contexts were there */
+    yajl_val *infos;
+    size_t n;
 };
 
-static int list_one(void *ctx, yajl_val info)
+static int list_keep(void *ctx, yajl_val info)
 {
     struct context_list *l = ctx;
+    l->infos = nb_xrealloc(l->infos, (l->n + 1) * sizeof(l->infos[0]));
+    l->infos[l->n++] = info;
+    return 1;
+}
+
+static const char *info_id(yajl_val info)
+{
     yajl_val id = ev_get(info, "id", yajl_t_string);
-    const char *s = id != NULL ? nb_json_string(id) : "";
-    l->python |= !strcmp(s, "python");
-    l->javascript |= !strcmp(s, "javascript");
-    context_json(l->g, l->c, info);
-    return 0;
+    return id != NULL ? nb_json_string(id) : "";
 }
 
 /* A default context the engine has not started yet: it is made on first use. */
@@ -587,29 +590,47 @@ static void default_json(yajl_gen g, const struct nb_conf *c, const char *langua
     yajl_gen_map_close(g);
 }
 
-/* GET /contexts: every context, the default python and javascript ones among them. */
+/*
+ * GET /contexts: every context, the default python and javascript ones
+ * first (as E2B's server makes them at its start), then the others in the
+ * order they were made: the last one listed is the newest.
+ */
 int api_e2b_contexts_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                           struct nb_apierr *ae)
 {
-    struct context_list l = {NULL, &a->conf, 0, 0};
+    static const char *const first[] = {"python", "javascript"};
+    struct context_list l = {NULL, 0};
     struct nb_slot slot;
+    yajl_gen g;
+    int rc = NB_ERR;
 
-    if (data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0)
-        return NB_ERR;
-    l.g = nb_json_gen();
-    yajl_gen_array_open(l.g);
-    if (nb_code_contexts(&slot, list_one, &l, ae) != 0) {
-        yajl_gen_free(l.g);
-        return NB_ERR;
+    if (data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0 ||
+        nb_code_contexts(&slot, list_keep, &l, ae) != 0)
+        goto out;
+    g = nb_json_gen();
+    yajl_gen_array_open(g);
+    for (size_t k = 0; k < sizeof(first) / sizeof(first[0]); k++) {
+        size_t i;
+        for (i = 0; i < l.n && strcmp(info_id(l.infos[i]), first[k]) != 0; i++)
+            ;
+        if (i < l.n)
+            context_json(g, &a->conf, l.infos[i]);
+        else
+            default_json(g, &a->conf, first[k]);
     }
-    if (!l.python)
-        default_json(l.g, &a->conf, "python");
-    if (!l.javascript)
-        default_json(l.g, &a->conf, "javascript");
-    yajl_gen_array_close(l.g);
-    nb_http_json(r, 200, l.g);
-    yajl_gen_free(l.g);
-    return NB_OK;
+    for (size_t i = 0; i < l.n; i++)
+        if (strcmp(info_id(l.infos[i]), "python") != 0 &&
+            strcmp(info_id(l.infos[i]), "javascript") != 0)
+            context_json(g, &a->conf, l.infos[i]);
+    yajl_gen_array_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
+out:
+    for (size_t i = 0; i < l.n; i++)
+        yajl_tree_free(l.infos[i]);
+    free(l.infos);
+    return rc;
 }
 
 static int keep_first(void *ctx, yajl_val info)

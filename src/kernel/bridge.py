@@ -741,10 +741,16 @@ class BashContext(ProcessContext):
                     f.write("export %s=%s\n" % (k, shquote(v)))
                 f.write(code)
                 f.write("\n")
-        unset = "unset %s; " % " ".join(env) if env else ""
-        script = 'source %s </dev/null; __nb_rc=$?; %sprintf "%%d\\n" $__nb_rc >&"$NANOBOX_CTL_FD"\n' % (
+        # this run's env over the context's own, which comes back after it
+        save = restore = ""
+        for i, k in enumerate(env or {}):
+            save += '__nb_had%d=${%s+x}; __nb_old%d="${%s-}"; ' % (i, k, i, k)
+            restore += 'if [ -n "$__nb_had%d" ]; then export %s="$__nb_old%d"; else unset %s; fi; ' % (i, k, i, k)
+            restore += "unset __nb_had%d __nb_old%d; " % (i, i)
+        script = '%ssource %s </dev/null; __nb_rc=$?; %sprintf "%%d\\n" $__nb_rc >&"$NANOBOX_CTL_FD"\n' % (
+            save,
             shquote(cell),
-            unset,
+            restore,
         )
         self.proc.stdin.write(script.encode())
         self.proc.stdin.flush()
@@ -797,6 +803,8 @@ class Bridge:
         cwd = cwd or WORKSPACE
         if not os.path.isdir(cwd):
             raise Fail(errno.ENOENT, "no directory %s" % cwd)
+        if not os.access(cwd, os.X_OK):
+            raise Fail(errno.ENOENT, "the sandbox's user may not enter %s" % cwd)
         with self.lock:
             if len(self.contexts) >= MAX_CONTEXTS:
                 raise Fail(errno.EAGAIN, "too many contexts (max %d): delete one" % MAX_CONTEXTS)

@@ -779,6 +779,42 @@ def test_context_in_a_missing_cwd_is_refused(api, py_sid):
     assert_error(r, 400, "bad_field")
 
 
+@pytest.mark.parametrize("language", ["python", "bash", "javascript"])
+def test_a_context_in_a_cwd_its_user_cannot_enter_is_refused(api, py_sid, language):
+    """/root is root's (mode 700): a 400 saying so, not a kernel failing to start (500)."""
+    r = api.request("POST", f"/sandbox/{py_sid}/contexts", json={"cwd": "/root", "language": language},
+                    timeout=60)
+    assert_error(r, 400, "bad_field")
+    assert "/root" in r.json()["error"], r.text
+    assert all(c["cwd"] != "/root" for c in contexts(api, py_sid))
+
+
+READ_VAR = {"python": "import os; print(os.environ.get('NB_VAR', 'unset'))",
+            "bash": "echo ${NB_VAR-unset}",
+            "javascript": "console.log(process.env.NB_VAR ?? 'unset')"}
+
+
+@pytest.mark.parametrize("language", ["python", "bash", "javascript"])
+def test_a_contexts_env_and_cwd_hold_and_a_runs_env_overrides_them_for_that_run(api, py_sid, language):
+    ctx = new_context(api, py_sid, language=language, cwd="/tmp", env={"NB_VAR": "context"})
+    assert (ctx["language"], ctx["cwd"]) == (language, "/tmp")
+    read = READ_VAR[language]
+    try:
+        assert ok(api, py_sid, read, context=ctx["id"])["stdout"] == "context\n"
+        assert ok(api, py_sid, read, context=ctx["id"], env={"NB_VAR": "run"})["stdout"] == "run\n"
+        # the context's own value is back for the next run
+        assert ok(api, py_sid, read, context=ctx["id"])["stdout"] == "context\n"
+        pwd = {"python": "import os; print(os.getcwd())", "bash": "pwd",
+               "javascript": "console.log(process.cwd())"}[language]
+        assert ok(api, py_sid, pwd, context=ctx["id"])["stdout"] == "/tmp\n"
+        # a variable the context did not have is gone again after the run
+        assert ok(api, py_sid, read.replace("NB_VAR", "NB_OTHER"), context=ctx["id"],
+                  env={"NB_OTHER": "x"})["stdout"] == "x\n"
+        assert ok(api, py_sid, read.replace("NB_VAR", "NB_OTHER"), context=ctx["id"])["stdout"] == "unset\n"
+    finally:
+        delete_context(api, py_sid, ctx["id"])
+
+
 # ------------------------------------------------------------ interrupt
 
 def test_interrupt_stops_a_running_cell(api, py_sid):

@@ -1046,6 +1046,49 @@ def test_pil_images_shown_and_saved_give_a_png(charts):
         assert s["results"][0]["pngMagic"] == "89504e470d0a1a0a" and s["results"][0]["chart"] is None, s
 
 
+# ------------------------------ contexts and env vars through @e2b/code-interpreter
+
+@pytest.fixture(scope="module")
+def ctxrun(stack, sdk):
+    """contexts.mjs once against the stack: createCodeContext, listCodeContexts, envs."""
+    if not nbtest.image_present(nbtest.PYTHON_IMAGE):
+        pytest.skip(f"{nbtest.PYTHON_IMAGE} not built")
+    summary = sdk_script(stack, sdk, "contexts.mjs", "e2bx-")
+    yield summary
+    for sid in summary["created"]:
+        stack.api.delete(sid)
+
+
+def test_each_create_context_is_a_new_one_listed_last_with_its_options(ctxrun):
+    s = step(ctxrun, "createNoOptions")
+    assert s["ctx"]["id"].startswith("ctx-") and s["ctx"]["language"] == "python", s
+    assert s["last"] == s["ctx"] and s["ctx"]["cwd"] == "/home/user", s
+    s = step(ctxrun, "createWithOptions")
+    assert (s["ctx"]["language"], s["ctx"]["cwd"], s["cwd"]) == ("python", "/tmp", "/tmp"), s
+    assert s["last"] == s["ctx"], s
+    s = step(ctxrun, "createJavascript")
+    assert s["ctx"]["language"] == "javascript" and s["last"] == s["ctx"] and s["value"] == "2", s
+    s = step(ctxrun, "createTwo")
+    assert s["a"] != s["b"] and s["ids"][-2:] == [s["a"], s["b"]], s
+    assert s["ids"][:2] == ["python", "javascript"], s  # the defaults first, as E2B lists them
+    assert s["inB"] == "NameError", s  # each its own state
+
+
+def test_a_context_where_the_user_may_not_go_is_refused_as_bad_input(ctxrun):
+    # /root is root's, and the sandbox's user is not root: a 400 (the SDK says its status), not a 500
+    e = thrown(ctxrun, "createInRoot")
+    assert e["name"] == "SandboxError" and e["message"].startswith("400"), e
+
+
+@pytest.mark.parametrize("language", ["python", "javascript", "bash"])
+def test_a_runs_envs_override_the_sandboxs_for_that_run_only(ctxrun, language):
+    want = {"sandbox": "supertest", "overwrite": "overwrite", "after": "supertest",
+            "perRun": "bar", "perRunAfter": "default"}
+    if language == "bash":
+        want = {k: v + "\n" for k, v in want.items()}
+    assert step(ctxrun, f"env_{language}") == want
+
+
 # ------------------------------------------------- the data plane, raw HTTP
 
 def access_token(stack, sid):
