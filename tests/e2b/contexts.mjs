@@ -56,7 +56,7 @@ for (const [language, l] of Object.entries(langs)) {
     sandbox: l.out(await s.runCode(l.code, { language })),
     overwrite: l.out(await s.runCode(l.code, { language, envs: { TEST_ENV_VAR: 'overwrite' } })),
     after: l.out(await s.runCode(l.code, { language })),
-    perRun: l.out(await s.runCode(l.per.replace('"default"', '"default"'), { language, envs: { FOO: 'bar' } })),
+    perRun: l.out(await s.runCode(l.per, { language, envs: { FOO: 'bar' } })),
     perRunAfter: l.out(await s.runCode(l.per, { language })),
   }))
 }

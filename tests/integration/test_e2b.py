@@ -940,15 +940,21 @@ def test_an_aborted_run_interrupts_the_kernel(data):
 
 # --------------------------- charts and DataFrames through @e2b/code-interpreter
 
-@pytest.fixture(scope="module")
-def charts(stack, sdk):
-    """charts.mjs once against the stack: E2B's chart and data results."""
+def code_script(stack, sdk, script, prefix):
+    """A script of the code interpreter once against the stack (skipped without
+    its image): its summary; its sandboxes are deleted afterwards."""
     if not nbtest.image_present(nbtest.PYTHON_IMAGE):
         pytest.skip(f"{nbtest.PYTHON_IMAGE} not built")
-    summary = sdk_script(stack, sdk, "charts.mjs", "e2bc-")
+    summary = sdk_script(stack, sdk, script, prefix)
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
+
+
+@pytest.fixture(scope="module")
+def charts(stack, sdk):
+    """charts.mjs once against the stack: E2B's chart and data results."""
+    yield from code_script(stack, sdk, "charts.mjs", "e2bc-")
 
 
 def chart_of(charts, name):
@@ -1051,12 +1057,7 @@ def test_pil_images_shown_and_saved_give_a_png(charts):
 @pytest.fixture(scope="module")
 def ctxrun(stack, sdk):
     """contexts.mjs once against the stack: createCodeContext, listCodeContexts, envs."""
-    if not nbtest.image_present(nbtest.PYTHON_IMAGE):
-        pytest.skip(f"{nbtest.PYTHON_IMAGE} not built")
-    summary = sdk_script(stack, sdk, "contexts.mjs", "e2bx-")
-    yield summary
-    for sid in summary["created"]:
-        stack.api.delete(sid)
+    yield from code_script(stack, sdk, "contexts.mjs", "e2bx-")
 
 
 def test_each_create_context_is_a_new_one_listed_last_with_its_options(ctxrun):
