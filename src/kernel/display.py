@@ -153,14 +153,19 @@ def ticks(axis):
     return locs, labels
 
 
-def label_at(axis, x):
-    """What the axis says at x: a category's name, a tick's label, else x."""
+def label_at(axis, x, seen=None):
+    """What the axis says at x: a category's name, a tick's label, else x.
+    seen: a dict that keeps the axis's ticks between calls (many bars)."""
     if is_category_axis(axis):
         units = getattr(axis, "units", None)
         for name, i in getattr(units, "_mapping", {}).items():
             if abs(i - x) < 1e-9:
                 return str(name)
-    locs, labels = ticks(axis)
+    if seen is None:
+        seen = {}
+    if id(axis) not in seen:
+        seen[id(axis)] = ticks(axis)
+    locs, labels = seen[id(axis)]
     for loc, label in zip(locs, labels):
         if abs(loc - x) <= 1e-9 * max(1.0, abs(x)) and label:
             return label
@@ -283,6 +288,7 @@ def bar_chart(ax):
     containers = [c for c in ax.containers if type(c).__name__ == "BarContainer"]
     horizontal = bool(containers) and all(getattr(c, "orientation", None) == "horizontal" for c in containers)
     chart = planar("bar", ax, category_first=horizontal)
+    seen = {}
     for c in containers:
         group = auto_label(c.get_label(), "Group")
         for rect in c.patches:
@@ -290,7 +296,7 @@ def bar_chart(ax):
                 at, value, axis = rect.get_y() + rect.get_height() / 2, rect.get_width(), ax.yaxis
             else:
                 at, value, axis = rect.get_x() + rect.get_width() / 2, rect.get_height(), ax.xaxis
-            chart["elements"].append({"label": label_at(axis, at), "group": group, "value": num(value)})
+            chart["elements"].append({"label": label_at(axis, at, seen), "group": group, "value": num(value)})
     return chart
 
 

@@ -109,7 +109,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 x1 = np.linspace(0, 10, 100)
-fig, axs = plt.subplots(1, 2, figsize=(10, 8))
+fig, axs = plt.subplots(1, 2, figsize=(8, 4))  # within the test stack's 64 KiB max_output
 fig.suptitle('Multiple Charts Example', fontsize=16)
 axs[0].plot(x1, np.sin(x1), 'r')
 axs[0].set_title('Sine Wave')
