@@ -1089,6 +1089,60 @@
     return Math.max(60, Math.min(480, 32 + 26 * rows + 22 * lines));
   }
 
+  /* A chart's data as lines of text (tab-separated), at most `room` of them. */
+  var CHART_ROWS = 200;
+  function chartLines(chart, lines, indent) {
+    var els = Array.isArray(chart.elements) ? chart.elements : [];
+    var put = function (cols) {
+      if (lines.length < CHART_ROWS) lines.push(indent + cols.map(function (c) {
+        return Array.isArray(c) ? "[" + c.join(", ") + "]" : String(c);
+      }).join("\t"));
+      else lines.more++;
+    };
+    if (chart.type === "superchart") {
+      els.forEach(function (sub, i) {
+        put(["#" + (i + 1) + " " + String(sub.type) + (sub.title ? " \u201c" + sub.title + "\u201d" : "")]);
+        chartLines(sub, lines, indent + "  ");
+      });
+    } else if (chart.type === "line" || chart.type === "scatter") {
+      if (chart.x_label || chart.y_label) put([chart.x_label || "x", chart.y_label || "y"]);
+      els.forEach(function (e) {
+        var pts = Array.isArray(e.points) ? e.points : [];
+        put([String(e.label) + " (" + pts.length + " points)"]);
+        pts.forEach(function (p) { put(Array.isArray(p) ? p : [p]); });
+      });
+    } else if (chart.type === "bar") {
+      put(["group", chart.x_label || "label", chart.y_label || "value"]);
+      els.forEach(function (e) { put([e.group, e.label, e.value]); });
+    } else if (chart.type === "pie") {
+      put(["label", "angle", "share"]);
+      els.forEach(function (e) { put([e.label, e.angle + "\u00b0", (e.angle / 3.6).toFixed(1) + "%"]); });
+    } else if (chart.type === "box_and_whisker") {
+      put(["label", "min", "q1", "median", "q3", "max", "outliers"]);
+      els.forEach(function (e) {
+        put([e.label, e.min, e.first_quartile, e.median, e.third_quartile, e.max, e.outliers || []]);
+      });
+    }
+    return lines;
+  }
+
+  /* A figure's chart (what it plots, from the kernel): its data under the picture, or alone when the picture was cut. */
+  function renderChart(box, chart, hasPicture) {
+    var lines = [];
+    lines.more = 0;
+    chartLines(chart, lines, "");
+    var n = Array.isArray(chart.elements) ? chart.elements.length : 0;
+    var what = String(chart.type).replace(/_/g, " ") + " chart" +
+      (chart.title ? " \u201c" + chart.title + "\u201d" : "") + " \u00b7 " + n +
+      (chart.type === "superchart" ? " chart" : " element") + (n === 1 ? "" : "s");
+    var details = el("details", { className: "result-chart" });
+    details.open = !hasPicture;
+    details.appendChild(el("summary", { text: what }));
+    if (lines.more) lines.push("\u2026 " + lines.more + " more lines");
+    details.appendChild(el("pre", { className: "result-text chart-data", text: lines.join("\n") }));
+    box.appendChild(details);
+  }
+
   /* One result, by its best MIME type. */
   function renderResult(cell, ev) {
     var data = ev && ev.data && typeof ev.data === "object" ? ev.data : {};
@@ -1118,6 +1172,9 @@
       node = el("pre", { className: "result-text", text: text });
     }
     box.appendChild(node);
+    if (ev.chart && typeof ev.chart === "object") {
+      renderChart(box, ev.chart, node.tagName === "IMG");
+    }
     out.appendChild(box);
   }
 
@@ -1197,7 +1254,8 @@
           if (j.stdout) renderCodeEvent(cell, { type: "stdout", text: j.stdout });
           if (j.stderr) renderCodeEvent(cell, { type: "stderr", text: j.stderr });
           (Array.isArray(j.results) ? j.results : []).forEach(function (r) {
-            renderCodeEvent(cell, { type: "result", is_main_result: r.is_main_result, data: r.data });
+            renderCodeEvent(cell, { type: "result", is_main_result: r.is_main_result, data: r.data,
+                                    chart: r.chart });
           });
           if (j.error) renderCodeEvent(cell, { type: "error", name: j.error.name, value: j.error.value,
                                                traceback: j.error.traceback });

@@ -158,7 +158,7 @@ static void code_answer(yajl_gen g, const struct code_sink *k)
     nb_json_cstr(g, "results");
     yajl_gen_array_open(g);
     for (size_t i = 0; i < k->n_results; i++) {
-        yajl_val data = ev_get(k->results[i], "data");
+        yajl_val data = ev_get(k->results[i], "data"), chart = ev_get(k->results[i], "chart");
         yajl_gen_map_open(g);
         kv_bool(g, "is_main_result", k->results[i]);
         nb_json_cstr(g, "data");
@@ -167,6 +167,11 @@ static void code_answer(yajl_gen g, const struct code_sink *k)
         } else {
             yajl_gen_map_open(g);
             yajl_gen_map_close(g);
+        }
+        /* a figure's chart (the bridge's display.py), beside its PNG */
+        if (chart != NULL && YAJL_IS_OBJECT(chart)) {
+            nb_json_cstr(g, "chart");
+            nb_json_tree(g, chart);
         }
         yajl_gen_map_close(g);
     }

@@ -292,16 +292,27 @@ static yajl_val ev_get(yajl_val ev, const char *key, yajl_type t)
     return yajl_tree_get(ev, path, t);
 }
 
-/* E2B's result field of a MIME type (the code interpreter's names); NULL: it goes to extra. */
+/*
+ * E2B's result field of a MIME type (the code interpreter's names); NULL: it
+ * goes to extra. A DataFrame's columns come from the bridge's display.py as
+ * application/vnd.nanobox.data+json.
+ */
 static const char *mime_field(const char *mime)
 {
     static const char *const map[][2] = {
-        {"text/plain", "text"},        {"text/html", "html"},
-        {"text/markdown", "markdown"}, {"image/svg+xml", "svg"},
-        {"image/png", "png"},          {"image/jpeg", "jpeg"},
-        {"application/pdf", "pdf"},    {"text/latex", "latex"},
-        {"application/json", "json"},  {"application/javascript", "javascript"},
-        {"e2b/data", "data"},          {"e2b/chart", "chart"},
+        {"text/plain", "text"},
+        {"text/html", "html"},
+        {"text/markdown", "markdown"},
+        {"image/svg+xml", "svg"},
+        {"image/png", "png"},
+        {"image/jpeg", "jpeg"},
+        {"application/pdf", "pdf"},
+        {"text/latex", "latex"},
+        {"application/json", "json"},
+        {"application/javascript", "javascript"},
+        {"e2b/data", "data"},
+        {"e2b/chart", "chart"},
+        {"application/vnd.nanobox.data+json", "data"},
     };
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
         if (!strcmp(mime, map[i][0]))
@@ -309,15 +320,37 @@ static const char *mime_field(const char *mime)
     return NULL;
 }
 
-/* A result event's data {mime: value} as E2B's line: each MIME type a field of its own. */
+/* Was field written for one of the first n MIME types of data (or is it chart, and there is one)? */
+static int field_taken(yajl_val data, size_t n, const char *field, int has_chart)
+{
+    if (has_chart && !strcmp(field, "chart"))
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        const char *f = mime_field(YAJL_GET_OBJECT(data)->keys[i]);
+        if (f != NULL && !strcmp(f, field))
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * A result event's data {mime: value} as E2B's line: each MIME type a field
+ * of its own; the event's chart (a figure's, next to its PNG) as "chart".
+ * A field two MIME types map to is the first one's.
+ */
 static void result_line(yajl_gen g, yajl_val ev)
 {
     yajl_val data = ev_get(ev, "data", yajl_t_object),
-             main = ev_get(ev, "is_main_result", yajl_t_any);
+             main = ev_get(ev, "is_main_result", yajl_t_any),
+             chart = ev_get(ev, "chart", yajl_t_object);
     size_t n = data != NULL ? YAJL_GET_OBJECT(data)->len : 0, extra = 0;
 
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "type", "result");
+    if (chart != NULL) {
+        nb_json_cstr(g, "chart");
+        nb_json_tree(g, chart);
+    }
     for (size_t i = 0; i < n; i++) {
         const char *mime = YAJL_GET_OBJECT(data)->keys[i], *field = mime_field(mime);
         yajl_val v = YAJL_GET_OBJECT(data)->values[i];
@@ -325,6 +358,8 @@ static void result_line(yajl_gen g, yajl_val ev)
             extra++;
             continue;
         }
+        if (field_taken(data, i, field, chart != NULL))
+            continue;
         if (!strcmp(field, "text") && YAJL_IS_STRING(v)) {
             /* as E2B: a string's repr without its quotes ('abc' -> abc) */
             const char *t = nb_json_string(v);
@@ -525,21 +560,24 @@ static void context_json(yajl_gen g, const struct nb_conf *c, yajl_val info)
     yajl_gen_map_close(g);
 }
 
+/* The engine's contexts, kept in the order it lists them (creation order). */
 struct context_list {
-    yajl_gen g;
-    const struct nb_conf *c;
-    int python, javascript; /* the default contexts were there */
+    yajl_val *infos;
+    size_t n;
 };
 
-static int list_one(void *ctx, yajl_val info)
+static int list_keep(void *ctx, yajl_val info)
 {
     struct context_list *l = ctx;
+    l->infos = nb_xrealloc(l->infos, (l->n + 1) * sizeof(l->infos[0]));
+    l->infos[l->n++] = info;
+    return 1;
+}
+
+static const char *info_id(yajl_val info)
+{
     yajl_val id = ev_get(info, "id", yajl_t_string);
-    const char *s = id != NULL ? nb_json_string(id) : "";
-    l->python |= !strcmp(s, "python");
-    l->javascript |= !strcmp(s, "javascript");
-    context_json(l->g, l->c, info);
-    return 0;
+    return id != NULL ? nb_json_string(id) : "";
 }
 
 /* A default context the engine has not started yet: it is made on first use. */
@@ -552,29 +590,47 @@ static void default_json(yajl_gen g, const struct nb_conf *c, const char *langua
     yajl_gen_map_close(g);
 }
 
-/* GET /contexts: every context, the default python and javascript ones among them. */
+/*
+ * GET /contexts: every context, the default python and javascript ones
+ * first (as E2B's server makes them at its start), then the others in the
+ * order they were made: the last one listed is the newest.
+ */
 int api_e2b_contexts_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                           struct nb_apierr *ae)
 {
-    struct context_list l = {NULL, &a->conf, 0, 0};
+    static const char *const first[] = {"python", "javascript"};
+    struct context_list l = {NULL, 0};
     struct nb_slot slot;
+    yajl_gen g;
+    int rc = NB_ERR;
 
-    if (data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0)
-        return NB_ERR;
-    l.g = nb_json_gen();
-    yajl_gen_array_open(l.g);
-    if (nb_code_contexts(&slot, list_one, &l, ae) != 0) {
-        yajl_gen_free(l.g);
-        return NB_ERR;
+    if (data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0 ||
+        nb_code_contexts(&slot, list_keep, &l, ae) != 0)
+        goto out;
+    g = nb_json_gen();
+    yajl_gen_array_open(g);
+    for (size_t k = 0; k < sizeof(first) / sizeof(first[0]); k++) {
+        size_t i;
+        for (i = 0; i < l.n && strcmp(info_id(l.infos[i]), first[k]) != 0; i++)
+            ;
+        if (i < l.n)
+            context_json(g, &a->conf, l.infos[i]);
+        else
+            default_json(g, &a->conf, first[k]);
     }
-    if (!l.python)
-        default_json(l.g, &a->conf, "python");
-    if (!l.javascript)
-        default_json(l.g, &a->conf, "javascript");
-    yajl_gen_array_close(l.g);
-    nb_http_json(r, 200, l.g);
-    yajl_gen_free(l.g);
-    return NB_OK;
+    for (size_t i = 0; i < l.n; i++)
+        if (strcmp(info_id(l.infos[i]), "python") != 0 &&
+            strcmp(info_id(l.infos[i]), "javascript") != 0)
+            context_json(g, &a->conf, l.infos[i]);
+    yajl_gen_array_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
+out:
+    for (size_t i = 0; i < l.n; i++)
+        yajl_tree_free(l.infos[i]);
+    free(l.infos);
+    return rc;
 }
 
 static int keep_first(void *ctx, yajl_val info)

@@ -41,6 +41,22 @@ WORKSPACE = os.getcwd()
 LANGUAGES = ("python", "javascript", "bash")
 INTERRUPT_GRACE = 5.0  # seconds a context gets to stop after an interrupt
 HERE = os.path.dirname(os.path.abspath(__file__))
+# display.py's formatters (loaded into each python kernel): a figure's chart
+# goes out as the result's own "chart"; a DataFrame's columns stay in data.
+CHART_MIME = "application/vnd.nanobox.chart+json"
+DATA_MIME = "application/vnd.nanobox.data+json"
+DISPLAY_SETUP = """
+def __nb_display():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_nanobox_display", %r)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.install(get_ipython())
+try:
+    __nb_display()
+finally:
+    del __nb_display
+""" % os.path.join(HERE, "display.py")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
@@ -135,11 +151,41 @@ class Output:
 
     def result(self, data, main):
         ev = {"type": "result", "is_main_result": main, "data": data}
-        body = json.dumps(ev, ensure_ascii=False, separators=(",", ":"))
-        if len(body) > EVENT_ROOM or not self.take(len(body)):
-            self.truncated = True
-            return
-        self.conn.send("j", body.encode())
+        chart = data.pop(CHART_MIME, None) if isinstance(data, dict) else None
+        if isinstance(chart, dict) and chart:
+            ev["chart"] = chart
+        for n, cut in enumerate(self.cuts(ev)):
+            body = json.dumps(cut, ensure_ascii=False, separators=(",", ":"))
+            if len(body) <= EVENT_ROOM and self.sent + len(body) <= self.cap:
+                self.truncated |= n > 0
+                self.take(len(body))
+                self.conn.send("j", body.encode())
+                return
+        self.truncated = True
+
+    @staticmethod
+    def cuts(ev):
+        """ev, then smaller forms of it for when it does not fit: without the
+        chart and a table's data (the picture says it), without the pictures
+        (the chart says it), its text alone."""
+
+        def cut(keep_chart, keep):
+            out = {k: v for k, v in ev.items() if k != "chart" and k != "data"}
+            out["data"] = {k: v for k, v in data.items() if keep(k)}
+            if keep_chart and "chart" in ev:
+                out["chart"] = ev["chart"]
+            return out
+
+        yield ev
+        data = ev["data"] if isinstance(ev.get("data"), dict) else {}
+        structured = "chart" in ev or DATA_MIME in data
+        big = [k for k in data if k.startswith("image/") or k == "application/pdf"]
+        if structured:
+            yield cut(False, lambda k: k != DATA_MIME)
+            if big:
+                yield cut(True, lambda k: k not in big)
+        if set(data) - {"text/plain"}:
+            yield cut(False, lambda k: k == "text/plain")
 
     def error(self, name, value, traceback):
         ev = {"type": "error", "name": name, "value": value, "traceback": traceback}
@@ -260,6 +306,9 @@ class PythonContext(Context):
         except BaseException:
             self.stop()
             raise
+        # charts and table data as results (display.py); a kernel without
+        # IPython's formatters just goes without
+        self.quiet(DISPLAY_SETUP)
 
     def connect(self):
         """Our own shell and iopub sockets on a plain zmq context.
@@ -692,10 +741,16 @@ class BashContext(ProcessContext):
                     f.write("export %s=%s\n" % (k, shquote(v)))
                 f.write(code)
                 f.write("\n")
-        unset = "unset %s; " % " ".join(env) if env else ""
-        script = 'source %s </dev/null; __nb_rc=$?; %sprintf "%%d\\n" $__nb_rc >&"$NANOBOX_CTL_FD"\n' % (
+        # this run's env over the context's own, which comes back after it
+        save = restore = ""
+        for i, k in enumerate(env or {}):
+            save += '__nb_had%d=${%s+x}; __nb_old%d="${%s-}"; ' % (i, k, i, k)
+            restore += 'if [ -n "$__nb_had%d" ]; then export %s="$__nb_old%d"; else unset %s; fi; ' % (i, k, i, k)
+            restore += "unset __nb_had%d __nb_old%d; " % (i, i)
+        script = '%ssource %s </dev/null; __nb_rc=$?; %sprintf "%%d\\n" $__nb_rc >&"$NANOBOX_CTL_FD"\n' % (
+            save,
             shquote(cell),
-            unset,
+            restore,
         )
         self.proc.stdin.write(script.encode())
         self.proc.stdin.flush()
@@ -748,6 +803,8 @@ class Bridge:
         cwd = cwd or WORKSPACE
         if not os.path.isdir(cwd):
             raise Fail(errno.ENOENT, "no directory %s" % cwd)
+        if not os.access(cwd, os.X_OK):
+            raise Fail(errno.ENOENT, "the sandbox's user may not enter %s" % cwd)
         with self.lock:
             if len(self.contexts) >= MAX_CONTEXTS:
                 raise Fail(errno.EAGAIN, "too many contexts (max %d): delete one" % MAX_CONTEXTS)

@@ -1362,11 +1362,66 @@ static void put_block(struct nb_buf *b, const char *text)
 /* The MIME types of a result that become MCP image content. */
 static const char *const image_mimes[] = {"image/png", "image/jpeg", NULL};
 
+/* A chart's JSON up to this many bytes goes out whole; a bigger one as its brief. */
+#define MCP_CHART_TEXT 4096
+
 /*
- * One result of a code run ({"is_main_result", "data": {MIME: value}}): its
- * text/plain as text; without one, the first other text form, labelled with
- * its type (so HTML, a pandas table, reads as HTML); each PNG or JPEG as an
- * image item.
+ * A chart with each element's "points" as "n_points" (their count), sub-charts
+ * alike: what the chart is and holds, in a few hundred bytes.
+ */
+static void chart_brief(yajl_gen g, yajl_val v)
+{
+    if (!YAJL_IS_OBJECT(v)) {
+        nb_json_tree(g, v);
+        return;
+    }
+    yajl_gen_map_open(g);
+    for (size_t i = 0; i < v->u.object.len; i++) {
+        const char *key = v->u.object.keys[i];
+        yajl_val x = v->u.object.values[i];
+        if (!strcmp(key, "points") && YAJL_IS_ARRAY(x)) {
+            nb_json_kv_int(g, "n_points", (long long)x->u.array.len);
+        } else if (!strcmp(key, "elements") && YAJL_IS_ARRAY(x)) {
+            nb_json_cstr(g, key);
+            yajl_gen_array_open(g);
+            for (size_t k = 0; k < x->u.array.len; k++)
+                chart_brief(g, x->u.array.values[k]);
+            yajl_gen_array_close(g);
+        } else {
+            nb_json_cstr(g, key);
+            nb_json_tree(g, x);
+        }
+    }
+    yajl_gen_map_close(g);
+}
+
+/* A figure's chart (what it plots, as data) as text: whole when small, else its brief. */
+static void put_chart(struct tool_call *t, yajl_val chart)
+{
+    yajl_gen g = nb_json_gen();
+    char *text;
+
+    nb_json_tree(g, chart);
+    text = nb_json_gen_take(g);
+    if (strlen(text) <= MCP_CHART_TEXT) {
+        nb_buf_printf(text_out(t), "--- chart ---\n");
+    } else {
+        free(text);
+        g = nb_json_gen();
+        chart_brief(g, chart);
+        text = nb_json_gen_take(g);
+        nb_buf_printf(text_out(t), "--- chart (points counted; in full in the structured "
+                                   "result) ---\n");
+    }
+    put_block(text_out(t), text);
+    free(text);
+}
+
+/*
+ * One result of a code run ({"is_main_result", "data": {MIME: value},
+ * "chart"?}): its text/plain as text; without one, the first other text
+ * form, labelled with its type (so HTML, a pandas table, reads as HTML); a
+ * figure's chart as JSON; each PNG or JPEG as an image item.
  */
 static void put_code_result(struct tool_call *t, yajl_val res)
 {
@@ -1401,6 +1456,8 @@ static void put_code_result(struct tool_call *t, yajl_val res)
             nb_buf_printf(text_out(t), " %s", data->u.object.keys[k]);
         nb_buf_printf(text_out(t), ")\n");
     }
+    if (member(res, "chart") != NULL && YAJL_IS_OBJECT(member(res, "chart")))
+        put_chart(t, member(res, "chart"));
     for (i = 0; image_mimes[i] != NULL; i++) {
         yajl_val img = member(data, image_mimes[i]);
         if (YAJL_IS_STRING(img))

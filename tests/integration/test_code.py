@@ -287,6 +287,272 @@ def test_dataframe_head_comes_back_as_html(api, fresh):
     assert "name" in main["text/plain"]
 
 
+# ------------------------------------------------ charts and table data
+
+def charts(body):
+    """The charts of a cell's results, in order, each with the PNG beside it."""
+    out = []
+    for r in body["results"]:
+        if "chart" in r:
+            assert "image/png" in r["data"], r  # the picture comes too
+            assert "application/vnd.nanobox.chart+json" not in r["data"]  # not twice
+            out.append(r["chart"])
+    return out
+
+
+def one_chart(api, sid, code):
+    found = charts(ok(api, sid, "import matplotlib.pyplot as plt\n" + code))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_a_line_chart_comes_back_as_its_points_and_labels(api, py_sid):
+    chart = one_chart(api, py_sid, "\n".join([
+        "fig, ax = plt.subplots()",
+        "ax.plot([0, 1, 2, 3], [0, 1, 4, 9], label='squares')",
+        "ax.plot([0, 1, 2, 3], [3, 2, 1, 0])",
+        "ax.set_title('Growth')",
+        "ax.set_xlabel('Time (s)')",
+        "ax.set_ylabel('Distance [m]')",
+        "plt.show()",
+    ]))
+    assert chart["type"] == "line" and chart["title"] == "Growth"
+    assert (chart["x_label"], chart["y_label"]) == ("Time (s)", "Distance [m]")
+    assert (chart["x_unit"], chart["y_unit"]) == ("s", "m")
+    assert (chart["x_scale"], chart["y_scale"]) == ("linear", "linear")
+    assert [e["label"] for e in chart["elements"]] == ["squares", "Line 1"]
+    assert chart["elements"][0]["points"] == [[0, 0], [1, 1], [2, 4], [3, 9]]
+    assert chart["elements"][1]["points"] == [[0, 3], [1, 2], [2, 1], [3, 0]]
+    # the ticks as drawn: numbers with the labels the picture shows
+    assert len(chart["x_ticks"]) == len(chart["x_tick_labels"]) >= 2
+    assert all(isinstance(t, float) for t in chart["x_ticks"] + chart["y_ticks"])
+    assert min(chart["x_ticks"]) >= -0.5 and max(chart["x_ticks"]) <= 3.5
+    assert all(isinstance(t, str) and t for t in chart["x_tick_labels"])
+
+
+def test_a_bar_chart_gives_each_bar_its_category_group_and_value(api, py_sid):
+    chart = one_chart(api, py_sid, "\n".join([
+        "fig, ax = plt.subplots()",
+        "ax.bar(['Author A', 'Author B', 'Author C'], [100, 200, 300], label='Books Sold')",
+        "ax.set_title('Book Sales')",
+        "ax.set_xlabel('Authors')",
+        "ax.set_ylabel('Number of Books Sold')",
+        "plt.show()",
+    ]))
+    assert chart["type"] == "bar" and chart["title"] == "Book Sales"
+    assert (chart["x_label"], chart["y_label"]) == ("Authors", "Number of Books Sold")
+    assert chart["elements"] == [
+        {"label": "Author A", "group": "Books Sold", "value": 100},
+        {"label": "Author B", "group": "Books Sold", "value": 200},
+        {"label": "Author C", "group": "Books Sold", "value": 300},
+    ]
+
+
+def test_a_pie_chart_gives_each_wedge_its_angle(api, py_sid):
+    chart = one_chart(api, py_sid, "\n".join([
+        "fig, ax = plt.subplots()",
+        "ax.pie([90, 10], labels=['No', 'Yes'], autopct='%1.1f%%', startangle=90)",
+        "plt.title('Wake up early?')",
+        "plt.show()",
+    ]))
+    assert chart["type"] == "pie" and chart["title"] == "Wake up early?"
+    assert chart["elements"] == [{"label": "No", "angle": 324, "radius": 1},
+                                 {"label": "Yes", "angle": 36, "radius": 1}]
+    assert "x_label" not in chart  # a pie has no axes to speak of
+
+
+def test_a_scatter_chart_gives_each_set_its_points(api, py_sid):
+    chart = one_chart(api, py_sid, "\n".join([
+        "plt.figure()",
+        "plt.scatter([1, 2, 3], [4, 5, 6], label='Dataset 1')",
+        "plt.scatter([7, 8], [9, 10], label='Dataset 2')",
+        "plt.xlabel('A')",
+        "plt.ylabel('B')",
+        "plt.show()",
+    ]))
+    assert chart["type"] == "scatter" and chart["title"] is None
+    assert (chart["x_label"], chart["y_label"]) == ("A", "B")
+    assert chart["elements"] == [
+        {"label": "Dataset 1", "points": [[1, 4], [2, 5], [3, 6]]},
+        {"label": "Dataset 2", "points": [[7, 9], [8, 10]]},
+    ]
+
+
+def test_a_figure_of_two_axes_is_a_superchart_of_both(api, py_sid):
+    chart = one_chart(api, py_sid, "\n".join([
+        "fig, axs = plt.subplots(1, 2)",
+        "fig.suptitle('Two Charts')",
+        "axs[0].plot([1, 2, 3], [1, 0, 1], 'r')",
+        "axs[0].set_title('Wave')",
+        "axs[0].grid(True)",
+        "axs[1].scatter([1, 2], [3, 4], label='Dots')",
+        "axs[1].set_title('Dots')",
+        "axs[1].set_xlabel('X')",
+        "plt.show()",
+    ]))
+    assert chart["type"] == "superchart" and chart["title"] == "Two Charts"
+    first, second = chart["elements"]
+    assert (first["type"], first["title"], first["x_label"]) == ("line", "Wave", None)
+    assert first["elements"][0]["points"] == [[1, 1], [2, 0], [3, 1]]
+    assert (second["type"], second["title"], second["x_label"]) == ("scatter", "Dots", "X")
+    assert second["elements"] == [{"label": "Dots", "points": [[1, 3], [2, 4]]}]
+
+
+def test_a_datetime_axis_says_datetime_with_iso_dates(api, py_sid):
+    chart = one_chart(api, py_sid, "\n".join([
+        "import datetime",
+        "days = [datetime.date(2023, 9, 1) + datetime.timedelta(days=i) for i in range(5)]",
+        "plt.figure()",
+        "plt.plot(days, [1, 2, 3, 2, 1], label='visits')",
+        "plt.show()",
+    ]))
+    assert chart["type"] == "line"
+    assert (chart["x_scale"], chart["y_scale"]) == ("datetime", "linear")
+    assert chart["elements"][0]["points"][0] == ["2023-09-01", 1]
+    assert chart["elements"][0]["points"][4] == ["2023-09-05", 1]
+    assert chart["x_ticks"] and all(re.match(r"^2023-\d\d-\d\dT", t) for t in chart["x_ticks"])
+
+
+def test_a_log_axis_and_a_categorical_axis_are_named(api, py_sid):
+    chart = one_chart(api, py_sid, "\n".join([
+        "plt.figure()",
+        "plt.plot([1, 2, 3], [10, 1000, 100000], label='growth')",
+        "plt.yscale('log')",
+        "plt.ylabel('Count (log scale)')",
+        "plt.show()",
+    ]))
+    assert (chart["x_scale"], chart["y_scale"]) == ("linear", "log")
+    assert chart["y_unit"] == "log scale"
+    assert {100.0, 1000.0, 10000.0} <= set(chart["y_ticks"])
+    chart = one_chart(api, py_sid, "plt.figure()\nplt.plot([1, 2, 3], ['A', 'B', 'C'])\nplt.show()")
+    assert chart["y_scale"] == "categorical" and chart["y_tick_labels"] == ["A", "B", "C"]
+    assert chart["elements"][0]["points"] == [[1, "A"], [2, "B"], [3, "C"]]
+
+
+def test_a_box_plot_gives_each_box_its_quartiles_and_outliers(api, py_sid):
+    chart = one_chart(api, py_sid, "\n".join([
+        "fig, ax = plt.subplots()",
+        "data = {'Class A': [85, 90, 78, 92, 88], 'Class B': [95, 89, 76, 91, 84, 87]}",
+        "ax.boxplot(data.values(), labels=data.keys(), patch_artist=True)",
+        "ax.set_title('Scores')",
+        "plt.show()",
+    ]))
+    assert chart["type"] == "box_and_whisker" and chart["title"] == "Scores"
+    assert chart["elements"] == [
+        {"label": "Class A", "min": 78, "first_quartile": 85, "median": 88,
+         "third_quartile": 90, "max": 92, "outliers": []},
+        {"label": "Class B", "min": 84, "first_quartile": 84.75, "median": 88,
+         "third_quartile": 90.5, "max": 95, "outliers": [76]},
+    ]
+
+
+def test_other_figures_are_unknown_with_their_title_and_blank_ones_have_none(api, py_sid):
+    chart = one_chart(api, py_sid, "\n".join([
+        "fig, ax = plt.subplots()",
+        "ax.add_artist(plt.Circle((0, 0), 1, fill=False))",
+        "plt.title('Circle')",
+        "plt.show()",
+    ]))
+    assert chart == {"type": "unknown", "title": "Circle", "elements": []}
+    body = ok(api, py_sid, "plt.figure()\nplt.show()")
+    assert charts(body) == []
+
+
+def test_a_figure_as_the_cells_value_has_its_chart(api, py_sid):
+    body = ok(api, py_sid, "import matplotlib.pyplot as plt\n"
+                           "fig, ax = plt.subplots()\nax.bar(['x'], [3])\nfig")
+    main = [r for r in body["results"] if r["is_main_result"]]
+    assert len(main) == 1 and main[0]["chart"]["type"] == "bar", body["results"]
+    assert main[0]["chart"]["elements"] == [{"label": "x", "group": "Group 0", "value": 3}]
+
+
+def test_savefig_then_show_gives_the_png_and_the_chart(api, py_sid):
+    body = ok(api, py_sid, "\n".join([
+        "import os, matplotlib.pyplot as plt",
+        "plt.figure()",
+        "plt.plot([1, 2, 3], [3, 1, 2], label='saved')",
+        "plt.savefig('/tmp/saved-chart.png')",
+        "plt.show()",
+        "print(os.path.getsize('/tmp/saved-chart.png') > 0)",
+    ]))
+    assert body["stdout"] == "True\n"
+    found = charts(body)
+    assert len(found) == 1 and found[0]["elements"][0]["label"] == "saved", body["results"]
+    # one picture: savefig writing the file (through PIL) does not show it a second time
+    assert len([r for r in body["results"] if "image/png" in r["data"]]) == 1, body["results"]
+    png = [r for r in body["results"] if "chart" in r][0]["data"]["image/png"]
+    assert png_size(base64.b64decode(png))[0] > 0
+
+
+def test_an_image_saved_with_pil_is_shown_too(api, py_sid):
+    body = ok(api, py_sid, "\n".join([
+        "from PIL import Image",
+        "img = Image.new('RGB', (16, 8), 'red')",
+        "img.save('/tmp/red.png')",
+        "print(Image.open('/tmp/red.png').size)",
+    ]))
+    assert body["stdout"] == "(16, 8)\n"
+    pngs = [r for r in body["results"] if "image/png" in r["data"]]
+    assert len(pngs) == 1, body["results"]
+    assert png_size(base64.b64decode(pngs[0]["data"]["image/png"])) == (16, 8)
+
+
+def test_charts_stream_as_they_are_shown(api, py_sid):
+    events = [e for _, e in stream_events(api, py_sid, "\n".join([
+        "import matplotlib.pyplot as plt",
+        "for n in (2, 3):",
+        "    plt.figure()",
+        "    plt.bar(list('abc')[:n], list(range(n)))",
+        "    plt.show()",
+    ]))]
+    results = [e for e in events if e["type"] == "result"]
+    assert [len(r["chart"]["elements"]) for r in results] == [2, 3], results
+    assert all("image/png" in r["data"] for r in results)
+
+
+def test_a_dataframe_as_the_value_comes_with_its_columns_as_data(api, py_sid):
+    body = ok(api, py_sid, "\n".join([
+        "import pandas as pd",
+        "pd.DataFrame({'a': [1, 2, 3], 'name': ['x', 'y', None], 'f': [1.5, float('nan'), 2],",
+        "              't': pd.to_datetime(['2020-01-01', None, '2021-06-01 12:00'])})",
+    ]))
+    main = [r for r in body["results"] if r["is_main_result"]][0]["data"]
+    assert "<table" in main["text/html"]  # as before
+    assert main["application/vnd.nanobox.data+json"] == {
+        "a": [1, 2, 3], "name": ["x", "y", None], "f": [1.5, None, 2.0],
+        "t": ["2020-01-01T00:00:00", None, "2021-06-01T12:00:00"]}
+
+
+def test_a_chart_too_big_for_a_result_is_left_out_and_the_png_kept(api, py_sid):
+    # 2 lines of 20000 points: about 1.3 MB of chart, over what one result carries
+    body = ok(api, py_sid, "\n".join([
+        "import matplotlib.pyplot as plt, numpy as np",
+        "plt.figure(figsize=(2, 2), dpi=30)",
+        "x = np.random.rand(20000)",
+        "plt.plot(x, np.random.rand(20000))",
+        "plt.plot(x, np.random.rand(20000))",
+        "plt.show()",
+    ]))
+    pngs = [r for r in body["results"] if "image/png" in r["data"]]
+    assert len(pngs) == 1 and "chart" not in pngs[0], body["results"]
+    assert body["truncated"] is True
+
+
+def test_a_png_too_big_for_a_result_is_left_out_and_the_chart_kept(api, py_sid):
+    # the test stack's max_output is 64 KiB: this PNG is over it, its chart is not
+    body = ok(api, py_sid, "\n".join([
+        "import matplotlib.pyplot as plt, numpy as np",
+        "plt.figure(figsize=(10, 6), dpi=200)",
+        "plt.plot(np.arange(50), np.random.rand(50), label='noise')",
+        "plt.title('Big')",
+        "plt.show()",
+    ]))
+    [r] = body["results"]
+    assert "image/png" not in r["data"] and r["data"]["text/plain"].startswith("<Figure"), r
+    assert r["chart"]["title"] == "Big" and len(r["chart"]["elements"][0]["points"]) == 50
+    assert body["truncated"] is True
+
+
 def test_an_exception_gives_name_value_and_a_traceback_naming_the_line(api, py_sid):
     body = run(api, py_sid, "a = 1\nb = 2\nraise ValueError('boom here')\nc = 3")
     assert body["status"] == "error"
@@ -511,6 +777,42 @@ def test_contexts_crud_and_restart_clears_state(api, fresh):
 def test_context_in_a_missing_cwd_is_refused(api, py_sid):
     r = api.request("POST", f"/sandbox/{py_sid}/contexts", json={"cwd": "/no/such/dir"})
     assert_error(r, 400, "bad_field")
+
+
+@pytest.mark.parametrize("language", ["python", "bash", "javascript"])
+def test_a_context_in_a_cwd_its_user_cannot_enter_is_refused(api, py_sid, language):
+    """/root is root's (mode 700): a 400 saying so, not a kernel failing to start (500)."""
+    r = api.request("POST", f"/sandbox/{py_sid}/contexts", json={"cwd": "/root", "language": language},
+                    timeout=60)
+    assert_error(r, 400, "bad_field")
+    assert "/root" in r.json()["error"], r.text
+    assert all(c["cwd"] != "/root" for c in contexts(api, py_sid))
+
+
+READ_VAR = {"python": "import os; print(os.environ.get('NB_VAR', 'unset'))",
+            "bash": "echo ${NB_VAR-unset}",
+            "javascript": "console.log(process.env.NB_VAR ?? 'unset')"}
+
+
+@pytest.mark.parametrize("language", ["python", "bash", "javascript"])
+def test_a_contexts_env_and_cwd_hold_and_a_runs_env_overrides_them_for_that_run(api, py_sid, language):
+    ctx = new_context(api, py_sid, language=language, cwd="/tmp", env={"NB_VAR": "context"})
+    assert (ctx["language"], ctx["cwd"]) == (language, "/tmp")
+    read = READ_VAR[language]
+    try:
+        assert ok(api, py_sid, read, context=ctx["id"])["stdout"] == "context\n"
+        assert ok(api, py_sid, read, context=ctx["id"], env={"NB_VAR": "run"})["stdout"] == "run\n"
+        # the context's own value is back for the next run
+        assert ok(api, py_sid, read, context=ctx["id"])["stdout"] == "context\n"
+        pwd = {"python": "import os; print(os.getcwd())", "bash": "pwd",
+               "javascript": "console.log(process.cwd())"}[language]
+        assert ok(api, py_sid, pwd, context=ctx["id"])["stdout"] == "/tmp\n"
+        # a variable the context did not have is gone again after the run
+        assert ok(api, py_sid, read.replace("NB_VAR", "NB_OTHER"), context=ctx["id"],
+                  env={"NB_OTHER": "x"})["stdout"] == "x\n"
+        assert ok(api, py_sid, read.replace("NB_VAR", "NB_OTHER"), context=ctx["id"])["stdout"] == "unset\n"
+    finally:
+        delete_context(api, py_sid, ctx["id"])
 
 
 # ------------------------------------------------------------ interrupt

@@ -938,6 +938,158 @@ def test_an_aborted_run_interrupts_the_kernel(data):
     assert a["text"] == "2" and a["ms"] < 10_000, a
 
 
+# --------------------------- charts and DataFrames through @e2b/code-interpreter
+
+def code_script(stack, sdk, script, prefix):
+    """A script of the code interpreter once against the stack (skipped without
+    its image): its summary; its sandboxes are deleted afterwards."""
+    if not nbtest.image_present(nbtest.PYTHON_IMAGE):
+        pytest.skip(f"{nbtest.PYTHON_IMAGE} not built")
+    summary = sdk_script(stack, sdk, script, prefix)
+    yield summary
+    for sid in summary["created"]:
+        stack.api.delete(sid)
+
+
+@pytest.fixture(scope="module")
+def charts(stack, sdk):
+    """charts.mjs once against the stack: E2B's chart and data results."""
+    yield from code_script(stack, sdk, "charts.mjs", "e2bc-")
+
+
+def chart_of(charts, name):
+    """The one result of step name: its chart (asserted there, with the PNG)."""
+    s = step(charts, name)
+    assert s["error"] is None and len(s["results"]) == 1, s
+    r = s["results"][0]
+    assert r["pngMagic"] == "89504e470d0a1a0a" and r["chart"] is not None, r
+    return r["chart"]
+
+
+def test_chart_line_with_a_datetime_axis(charts):
+    c = chart_of(charts, "line")
+    assert (c["type"], c["title"]) == ("line", "Plot of sin(x) and cos(x)")
+    assert (c["x_label"], c["y_label"], c["x_unit"], c["y_unit"]) == \
+        ("Time (s)", "Amplitude (Hz)", "s", "Hz")
+    assert (c["x_scale"], c["y_scale"]) == ("datetime", "linear")
+    assert c["x_ticks"] and all(isinstance(t, str) and t.startswith("20") for t in c["x_ticks"])
+    assert all(isinstance(t, (int, float)) for t in c["y_ticks"])
+    assert all(isinstance(t, str) for t in c["x_tick_labels"] + c["y_tick_labels"])
+    assert [e["label"] for e in c["elements"]] == ["sin(x)", "cos(x)"]
+    first = c["elements"][0]["points"]
+    assert len(first) == 100 and first[0] == ["2023-09-01", 0] and first[99][0] == "2023-12-09"
+    assert all(isinstance(x, str) and isinstance(y, (int, float)) for x, y in first)
+
+
+def test_chart_bar_pie_and_box(charts):
+    c = chart_of(charts, "bar")
+    assert (c["type"], c["title"], c["x_label"], c["y_label"]) == \
+        ("bar", "Book Sales by Authors", "Authors", "Number of Books Sold")
+    assert c["x_unit"] is None and c["y_unit"] is None
+    assert [(e["label"], e["group"], e["value"]) for e in c["elements"]] == \
+        [(f"Author {a}", "Books Sold", v) for a, v in zip("ABCD", (100, 200, 300, 400))]
+    c = chart_of(charts, "pie")
+    assert (c["type"], c["title"]) == ("pie", "Will I wake up early tomorrow?")
+    assert c["elements"] == [{"label": "No", "angle": 324, "radius": 1},
+                             {"label": "No, in blue", "angle": 36, "radius": 1}]
+    c = chart_of(charts, "box")
+    assert (c["type"], c["title"], c["x_label"], c["y_label"]) == \
+        ("box_and_whisker", "Exam Scores Distribution", "Class", "Score")
+    e = c["elements"]
+    assert [b["label"] for b in e] == ["Class A", "Class B", "Class C"]
+    assert [b["outliers"] for b in e] == [[], [76], []]
+    assert [b["min"] for b in e] == [78, 84, 75]
+    assert [b["first_quartile"] for b in e] == [85, 84.75, 79]
+    assert [b["median"] for b in e] == [88, 88, 82]
+    assert [b["third_quartile"] for b in e] == [90, 90.5, 86]
+    assert [b["max"] for b in e] == [92, 95, 88]
+
+
+def test_chart_scatter_and_superchart(charts):
+    c = chart_of(charts, "scatter")
+    assert (c["type"], c["title"], c["x_label"], c["y_label"]) == ("scatter", None, "A", "B")
+    assert [(e["label"], len(e["points"])) for e in c["elements"]] == [("Dataset 1", 5), ("Dataset 2", 10)]
+    assert all(isinstance(v, float) for e in c["elements"] for p in e["points"] for v in p)
+    c = chart_of(charts, "superchart")
+    assert (c["type"], c["title"]) == ("superchart", "Multiple Charts Example")
+    line, scatter = c["elements"]
+    assert (line["type"], line["title"], line["x_label"], line["y_label"]) == ("line", "Sine Wave", None, None)
+    assert len(line["elements"]) == 1 and len(line["elements"][0]["points"]) == 100
+    assert (scatter["type"], scatter["title"], scatter["x_label"], scatter["y_label"]) == \
+        ("scatter", "Scatter Plot", "X", "Y")
+    assert len(scatter["elements"][0]["points"]) == 5
+
+
+def test_chart_scales_and_unknown(charts):
+    c = chart_of(charts, "log")
+    assert (c["type"], c["x_scale"], c["y_scale"], c["y_unit"], c["x_unit"]) == \
+        ("line", "linear", "log", "log scale", None)
+    assert c["elements"][0]["label"] == "y = e^x" and len(c["elements"][0]["points"]) == 100
+    c = chart_of(charts, "categorical")
+    assert (c["type"], c["x_scale"], c["y_scale"]) == ("line", "linear", "categorical")
+    c = chart_of(charts, "unknown")
+    assert c == {"type": "unknown", "title": "Two Concentric Circles", "elements": []}
+
+
+def test_dataframe_result_has_data(charts):
+    s = step(charts, "dataframe")
+    main = [r for r in s["results"] if r["isMainResult"]]
+    assert len(main) == 1 and "data" in main[0]["formats"] and "html" in main[0]["formats"], s
+    assert main[0]["data"] == {"a": [1, 2, 3], "when": ["2024-01-01T00:00:00", "2024-01-02T00:00:00", None]}
+    assert main[0]["chart"] is None
+
+
+def test_savefig_then_show_gives_a_png(charts):
+    s = step(charts, "savefigShow")
+    assert s["stdout"] == ["True\n"], s
+    assert chart_of(charts, "savefigShow")["elements"][0]["label"] == "saved"
+
+
+def test_pil_images_shown_and_saved_give_a_png(charts):
+    for name in ("pilShow", "pilSave"):
+        s = step(charts, name)
+        assert s["error"] is None and len(s["results"]) == 1, s
+        assert s["results"][0]["pngMagic"] == "89504e470d0a1a0a" and s["results"][0]["chart"] is None, s
+
+
+# ------------------------------ contexts and env vars through @e2b/code-interpreter
+
+@pytest.fixture(scope="module")
+def ctxrun(stack, sdk):
+    """contexts.mjs once against the stack: createCodeContext, listCodeContexts, envs."""
+    yield from code_script(stack, sdk, "contexts.mjs", "e2bx-")
+
+
+def test_each_create_context_is_a_new_one_listed_last_with_its_options(ctxrun):
+    s = step(ctxrun, "createNoOptions")
+    assert s["ctx"]["id"].startswith("ctx-") and s["ctx"]["language"] == "python", s
+    assert s["last"] == s["ctx"] and s["ctx"]["cwd"] == "/home/user", s
+    s = step(ctxrun, "createWithOptions")
+    assert (s["ctx"]["language"], s["ctx"]["cwd"], s["cwd"]) == ("python", "/tmp", "/tmp"), s
+    assert s["last"] == s["ctx"], s
+    s = step(ctxrun, "createJavascript")
+    assert s["ctx"]["language"] == "javascript" and s["last"] == s["ctx"] and s["value"] == "2", s
+    s = step(ctxrun, "createTwo")
+    assert s["a"] != s["b"] and s["ids"][-2:] == [s["a"], s["b"]], s
+    assert s["ids"][:2] == ["python", "javascript"], s  # the defaults first, as E2B lists them
+    assert s["inB"] == "NameError", s  # each its own state
+
+
+def test_a_context_where_the_user_may_not_go_is_refused_as_bad_input(ctxrun):
+    # /root is root's, and the sandbox's user is not root: a 400 (the SDK says its status), not a 500
+    e = thrown(ctxrun, "createInRoot")
+    assert e["name"] == "SandboxError" and e["message"].startswith("400"), e
+
+
+@pytest.mark.parametrize("language", ["python", "javascript", "bash"])
+def test_a_runs_envs_override_the_sandboxs_for_that_run_only(ctxrun, language):
+    want = {"sandbox": "supertest", "overwrite": "overwrite", "after": "supertest",
+            "perRun": "bar", "perRunAfter": "default"}
+    if language == "bash":
+        want = {k: v + "\n" for k, v in want.items()}
+    assert step(ctxrun, f"env_{language}") == want
+
+
 # ------------------------------------------------- the data plane, raw HTTP
 
 def access_token(stack, sid):

@@ -27,6 +27,7 @@ EXPECTED_FILES = [
     f"{PREFIX}/share/nanobox/nanobox-seccomp.json",
     f"{PREFIX}/share/nanobox/nanobox-openapi.json",
     f"{PREFIX}/share/nanobox/kernel/bridge.py",
+    f"{PREFIX}/share/nanobox/kernel/display.py",
     f"{PREFIX}/share/nanobox/kernel/jsrunner.js",
     f"{PREFIX}/share/nanobox/www/index.html",
     f"{PREFIX}/share/nanobox/www/app.js",

@@ -340,10 +340,15 @@ def test_sdk_run_code_plot_is_an_image_item(run):
     assert "image" in s["types"], s
     img = s["images"][0]
     assert img["mimeType"] == "image/png" and img["png"] and img["bytes"] > 1000, s["images"]
+    # what the plot shows, as data the model can read: the figure's chart
+    assert "--- chart ---\n" in s["text"], s["text"]
+    chart = json.loads(s["text"].split("--- chart ---\n")[1].split("\n")[0])
+    assert chart["type"] == "line" and chart["elements"][0]["points"] == [[1, 1], [2, 4], [3, 9]], chart
     if run["protocolVersion"] >= "2025-06-18":
         # the bytes travel once: as the image item, not again in structuredContent
         data = s["structured"]["results"][0]["data"]
         assert "image/png" not in data and "text/plain" in data, data
+        assert s["structured"]["results"][0]["chart"] == chart
 
 
 def test_sdk_run_code_exception_is_an_error_result_with_its_traceback(run):
@@ -761,6 +766,27 @@ def test_http_run_code_runs_once(stack):
     assert r.status_code == 200, r.text
     res = r.json()["result"]
     assert res["isError"] is False and res["structuredContent"]["stdout"] == "42\n", res
+
+
+def test_http_run_code_a_big_chart_reads_as_its_brief(stack, api):
+    """A chart of many points is told as its brief (points counted); in full in structuredContent."""
+    if not nbtest.image_present(nbtest.PYTHON_IMAGE):
+        pytest.skip(f"{nbtest.PYTHON_IMAGE} not built")
+    sid = http_initialize(stack).headers["Mcp-Session-Id"]
+    box = api.create(image=nbtest.PYTHON_IMAGE)
+    r = http_call(stack, sid, "run_code", {
+        "sandbox_id": box, "timeout": 60,
+        "code": "import matplotlib.pyplot as plt\nplt.figure(figsize=(3, 2), dpi=40)\n"
+                "plt.plot(range(500), range(500), label='ramp')\nplt.title('Ramp')\nplt.show()"})
+    assert r["isError"] is False, r
+    text = "".join(c["text"] for c in r["content"] if c["type"] == "text")
+    head = "--- chart (points counted; in full in the structured result) ---\n"
+    assert head in text, text
+    brief = json.loads(text.split(head)[1].split("\n")[0])
+    assert brief["type"] == "line" and brief["title"] == "Ramp"
+    assert brief["elements"] == [{"label": "ramp", "n_points": 500}], brief
+    full = r["structuredContent"]["results"][0]["chart"]
+    assert len(full["elements"][0]["points"]) == 500 and full["elements"][0]["points"][499] == [499, 499]
 
 
 # ------------------------------------------------------- raw JSON-RPC lines

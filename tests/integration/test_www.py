@@ -156,6 +156,10 @@ def test_a_person_runs_code_cells_in_the_console(stack, api, browser_env):
         # the plot: an <img> of a data: URL that the browser decoded
         assert summary["plot_image"]["src"] == "data:image/png;base64,", summary
         assert summary["plot_image"]["naturalWidth"] > 0 and summary["plot_image"]["naturalHeight"] > 0, summary
+        # and what it plots, as text from the chart's data, folded under it
+        chart = summary["plot_chart"]
+        assert chart["open"] is False and chart["summary"] == "line chart \u00b7 1 element", chart
+        assert chart["data"] == "Line 0 (3 points)\n1\t1\n2\t4\n3\t9", chart
         # df.head(): a table inside <iframe sandbox="" srcdoc>, none in the console's DOM
         assert summary["df_iframe"] == {"sandbox": "", "srcdoc": True}, summary
         assert summary["df_rows"] == 3 and "z" in summary["df_text"], summary

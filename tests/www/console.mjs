@@ -91,6 +91,10 @@ async function codeScenario(page) {
   summary.plot_image = await page.$eval(`${lastCell} img.result-image`, (img) => ({
     naturalWidth: img.naturalWidth, naturalHeight: img.naturalHeight, src: img.src.slice(0, 22),
   }));
+  // its chart, from the kernel's data, under the picture (folded: the picture shows it)
+  summary.plot_chart = await page.$eval(`${lastCell} details.result-chart`, (d) => ({
+    open: d.open, summary: d.querySelector("summary").textContent, data: d.querySelector("pre").textContent,
+  }));
   step("plot shown");
 
   summary.cell_df = await runCell('import pandas as pd\ndf = pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]})\ndf.head()');
