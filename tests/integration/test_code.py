@@ -478,7 +478,7 @@ def test_javascript_modules_and_top_level_await(api, py_sid):
     ok(api, py_sid, "import inc, { x } from './esm-mod.mjs'\n"
        "const base = await Promise.resolve(x)\nlet more = 1\n"
        "function total() { return inc(base) + more }\nclass Box { get v() { return total() } }", context=ctx)
-    body = ok(api, py_sid, "const { x: again } = await import('./esm-mod.mjs')\n[new Box().v, again, typeof readFileSync]",
+    body = ok(api, py_sid, "const { x: again } = await import('./esm-mod.mjs');\n[new Box().v, again, typeof readFileSync]",
               context=ctx)
     assert json.loads(body["results"][0]["data"]["text/plain"].replace("'", '"')) == [42, 40, "function"], body
     # a name declared again in a later cell is reassigned, as a notebook re-run would
