@@ -910,6 +910,35 @@ def test_run_code_javascript_and_bash(data):
     assert e["name"] == "SandboxError" and e["message"].startswith("400"), e
 
 
+@pytest.fixture(scope="module")
+def modern(stack, sdk):
+    """modern.mjs once against the stack: typescript, ES modules, top-level await."""
+    if not nbtest.image_present(nbtest.PYTHON_IMAGE):
+        pytest.skip(f"{nbtest.PYTHON_IMAGE} not built")
+    summary = sdk_script(stack, sdk, "modern.mjs", "e2bm-", code=True)
+    yield summary
+    for sid in summary["created"]:
+        stack.api.delete(sid)
+
+
+def test_run_code_es_modules_and_top_level_await(modern):
+    # E2B's own tests (defaultKernels.test.ts), word for word
+    assert step(modern, "esmImport")["stdout"] == ["function\n"]
+    assert step(modern, "topLevelAwait")["text"] == "Hello World!"
+    d = step(modern, "jsDeclarations")
+    assert d["first"]["error"] is None, d
+    assert d["next"]["text"] == "42" and d["dyn"]["text"] == "41", d
+
+
+def test_run_code_typescript(modern):
+    assert step(modern, "tsKernel")["stdout"] == ["Hello World!\n"]
+    t = step(modern, "tsContext")
+    assert t["language"] == "typescript" and t["first"]["error"] is None, t
+    assert t["next"]["text"] == "42" and t["mod"]["text"] == "a/b", t
+    assert t["bad"]["error"]["name"] == "SyntaxError", t
+    assert step(modern, "tsDefault")["text"] == "42"
+
+
 def test_contexts_create_list_restart_remove(data):
     needs_code(data)
     ctx = step(data, "createContext")
