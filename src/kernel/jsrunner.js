@@ -33,8 +33,17 @@ delete process.env.NANOBOX_CTL_FD;
 const typescript = process.env.NANOBOX_JS_LANG === 'typescript';
 delete process.env.NANOBOX_JS_LANG;
 
-// the bridge interrupts a cell with SIGINT; between cells it is harmless
-process.on('SIGINT', () => {});
+// The bridge interrupts a cell with SIGINT: a running script stops
+// (breakOnSigint), a cell waiting on a promise stops waiting (what it
+// started goes on). Between cells it is harmless.
+let stopWaiting = null;
+// What a cell left running may throw later is told on stderr, as node's
+// REPL does; the context stays.
+process.on('unhandledRejection', (e) => console.error('Uncaught (in promise)', e));
+process.on('uncaughtException', (e) => console.error('Uncaught', e));
+process.on('SIGINT', () => {
+  if (stopWaiting) stopWaiting();
+});
 
 // Debian's node finds these in /usr/share/nodejs (acorn comes with nodejs,
 // typescript with node-typescript). Without acorn a cell runs as a plain
@@ -322,7 +331,20 @@ async function runCell(code) {
   const script = new vm.Script(source, {filename: '<cell>', importModuleDynamically: cellImport});
   for (const [n, k] of names) if (!declared.has(n)) declared.set(n, k);
   let value = script.runInContext(context, {breakOnSigint: true, displayErrors: false});
-  if (value && typeof value.then === 'function') value = await value;
+  if (value && typeof value.then === 'function') {
+    const interrupted = new Promise((_, reject) => {
+      stopWaiting = () => {
+        const e = new Error('Script execution was interrupted by `SIGINT`');
+        e.name = 'Interrupted';
+        reject(e);
+      };
+    });
+    try {
+      value = await Promise.race([value, interrupted]);
+    } finally {
+      stopWaiting = null;
+    }
+  }
   return value;
 }
 

@@ -487,6 +487,14 @@ def test_javascript_modules_and_top_level_await(api, py_sid):
     body = run(api, py_sid, "await null\nthrow new TypeError('late')", context=ctx)
     assert body["status"] == "error" and body["error"]["name"] == "TypeError", body
     assert body["error"]["value"] == "late", body
+    # a cell that waits forever is interrupted at its timeout; the context
+    # and what it holds stay (no restart), and so they do after a rejection
+    # nobody waits for
+    body = run(api, py_sid, "await new Promise(() => {})", context=ctx, timeout=1)
+    assert body["status"] == "timed_out" and body["kernel_restarted"] is False, body
+    ok(api, py_sid, "Promise.reject(new Error('unseen')); null", context=ctx)
+    body = ok(api, py_sid, "await new Promise((r) => setTimeout(r, 50)); typeof inc", context=ctx)
+    assert main_text(body) == "function" and body["kernel_restarted"] is False, body
     delete_context(api, py_sid, ctx)
 
 
