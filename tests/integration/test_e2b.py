@@ -1360,8 +1360,10 @@ def test_stat_modified_time_is_a_timestamp_to_the_nanosecond(envd):
 
 @pytest.fixture(scope="module")
 def userrun(stack, sdk):
-    """user.mjs once against the main stack (sandbox_user_name: sandbox): its summary."""
-    summary = sdk_script(stack, sdk, "user.mjs", "e2b-", code=True)
+    """user.mjs once against the main stack (the default config: E2B's
+    layout for what E2B clients create, sandbox_user_name sandbox for the
+    rest): its summary."""
+    summary = sdk_script(stack, sdk, "user.mjs", "e2b-", code=True, args_more=("--keep",))
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -1372,22 +1374,38 @@ def test_commands_run_in_home_user(userrun):
     assert step(userrun, "home")["stdout"] == "/home/user\n" * 4
 
 
-def test_the_real_cwd_is_the_workspace_behind_the_link(userrun):
-    # what the kernel says (getcwd, pwd -P): the path the link leads to (docs/E2B.md, "Users")
-    assert step(userrun, "physicalCwd")["stdout"] == "/workspace\n/workspace\n"
+def test_the_real_cwd_is_home_user_and_the_user_is_user(userrun):
+    # what the kernel says (getcwd, pwd -P): /home/user itself, no link (docs/E2B.md, "Users"),
+    # and E2B's user, with no config change
+    assert step(userrun, "physicalCwd")["stdout"] == "/home/user\n/home/user\n"
+    assert step(userrun, "whoami")["stdout"] == "user\nuser\n"
+    assert step(userrun, "writeInfo") == {"path": "/home/user/owned.txt", "owner": "user", "group": "user"}
 
 
-def test_relative_paths_are_in_home_user_for_files_and_commands(userrun):
+def test_relative_paths_are_in_home_user_for_files_and_commands(userrun, stack):
     w = step(userrun, "writeRelative")
     assert w["path"] == "/home/user/notes/a.txt"
-    user = nbtest.BASE_CONF.get("sandbox_user_name", "sandbox")
-    assert w["cat"] == f"from files.write\n{user} {user} 644\n"
+    assert w["cat"] == "from files.write\nuser user 644\n"
     c = step(userrun, "commandFileOwner")
-    assert c == {"path": "/home/user/made/b.txt", "owner": user, "group": user, "text": "by-command\n"}
+    assert c == {"path": "/home/user/made/b.txt", "owner": "user", "group": "user", "text": "by-command\n"}
     assert step(userrun, "relativeCwd")["stdout"] == "/home/user/made\nb.txt\n"
     assert step(userrun, "listHome") == ["made:/home/user/made", "notes:/home/user/notes"]
-    # /home/user is the workspace: nanobox's own API sees the same files
-    assert step(userrun, "sameFilesOnTheNativePath")["stdout"] == "by-command\n"
+    # /home/user is the workspace: nanobox's own API sees the same files there
+    sid = userrun["userSandbox"]
+    assert stack.api.exec(sid, "cat made/b.txt; pwd")["stdout"] == "by-command\n/home/user\n"
+    r = stack.api.request("GET", f"/sandbox/{sid}/files?path=/home/user/made/b.txt")
+    assert r.status_code == 200 and r.content == b"by-command\n", r.text[:300]
+
+
+def test_nanobox_api_keeps_its_own_layout(stack):
+    """E2B's layout is for what E2B clients create: a sandbox of nanobox's
+    own API still has /workspace, its user sandbox_user_name."""
+    sid = stack.api.create()
+    try:
+        out = stack.api.exec(sid, "pwd; pwd -P; echo $HOME; whoami; touch f; stat -c %U f")["stdout"]
+        assert out == "/workspace\n/workspace\n/workspace\nsandbox\nsandbox\n", out
+    finally:
+        stack.api.delete(sid)
 
 
 def test_code_contexts_start_in_home_user(userrun):
@@ -1398,10 +1416,13 @@ def test_code_contexts_start_in_home_user(userrun):
     assert c["read"] == c["inCtx"] == "seen by the kernel", c
     assert c["ctxCwd"] == "/home/user"
     assert c["listed"] == ["javascript:/home/user", "new:/home/user", "python:/home/user"], c
+    # every language's own getcwd (E2B's cwd.test.ts)
+    assert step(userrun, "codeCwd") == {"python": "/home/user", "javascript": "/home/user",
+                                        "typescript": "/home/user", "bash": "/home/user"}
 
 
 def test_root_and_sudo_are_refused_clearly_and_privileges_stay_dropped(userrun):
-    assert step(userrun, "asUser")["stdout"].strip() == nbtest.BASE_CONF.get("sandbox_user_name", "sandbox")
+    assert step(userrun, "asUser")["stdout"].strip() == "user"
     root = step(userrun, "asRoot")
     assert root["name"] == "SandboxError" and "has no root" in root["message"], root
     sudo = step(userrun, "sudo")
@@ -1411,14 +1432,17 @@ def test_root_and_sudo_are_refused_clearly_and_privileges_stay_dropped(userrun):
     assert step(userrun, "noNewPrivs")["stdout"] == "CapEff:\t0000000000000000\nNoNewPrivs:\t1\n"
 
 
-def test_the_user_is_user_when_the_operator_names_it_so(make_stack, e2b_sdk):
-    st = make_stack("e2buser", sandbox_user_name="user")
+def test_the_operator_may_keep_nanobox_layout_for_e2b(make_stack, e2b_sdk):
+    """e2b_user_home = no: what E2B clients create is like any sandbox
+    (/workspace, sandbox_user_name), /home/user a link to the workspace."""
+    st = make_stack("e2blink", e2b_user_home="no")
     s = sdk_script(st, e2b_sdk, "user.mjs", "e2b-")
-    assert step(s, "whoami")["stdout"] == "user\nuser\n"
-    assert step(s, "asUser")["stdout"] == "user\n"
-    assert step(s, "commandFileOwner")["owner"] == "user"
-    assert step(s, "writeRelative")["cat"] == "from files.write\nuser user 644\n"
     assert step(s, "home")["stdout"] == "/home/user\n" * 4
+    assert step(s, "physicalCwd")["stdout"] == "/workspace\n/workspace\n"
+    assert step(s, "whoami")["stdout"] == "sandbox\nsandbox\n"
+    assert step(s, "writeInfo")["owner"] == "sandbox"
+    assert step(s, "writeRelative")["cat"] == "from files.write\nsandbox sandbox 644\n"
+    assert step(s, "sameFilesOnTheNativePath")["stdout"] == "by-command\n"
 
 
 @pytest.fixture(scope="module")
@@ -1441,7 +1465,7 @@ def test_root_and_sudo_run_as_a_root_without_capabilities_where_the_operator_all
     assert step(rootrun, "rootCaps")["stdout"] == caps
     assert step(rootrun, "sudo")["stdout"] == "0\n" + caps
     uid, name = step(rootrun, "user")["stdout"].split()
-    assert int(uid) > 0 and name == nbtest.BASE_CONF.get("sandbox_user_name", "sandbox")
+    assert int(uid) > 0 and name == "user"  # E2B's layout, root template or not
 
 
 def test_sudo_apt_get_installs_a_package_the_user_runs(rootrun):
