@@ -269,8 +269,9 @@ static int exec_docker(struct nb_app *a, const struct nb_slot *slot, const struc
                       "root runs commands only through it");
         return -1;
     }
-    json = exec_config(rq->argv, rq->cwd ? rq->cwd : nb_isolation_workspace(&a->conf, slot->lifecycle),
-                       rq->env, rq->n_env);
+    json =
+        exec_config(rq->argv, rq->cwd ? rq->cwd : nb_isolation_workspace(&a->conf, slot->lifecycle),
+                    rq->env, rq->n_env);
     if (nb_docker_exec_create(&a->docker, slot->container_id, json, exec_id, &de) != 0) {
         free(json);
         nb_apierr_docker(ae, &de, "run the command");

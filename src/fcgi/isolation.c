@@ -375,8 +375,8 @@ static int slot_dir(const struct nb_conf *c, uint32_t slot, char *err, size_t er
 }
 
 /* A slot's passwd and group (suffix "" or "-e2b") naming its uid name, home home. */
-static int write_users(const struct nb_conf *c, uint32_t slot, const char *suffix,
-                       const char *name, const char *home, char *err, size_t errlen)
+static int write_users(const struct nb_conf *c, uint32_t slot, const char *suffix, const char *name,
+                       const char *home, char *err, size_t errlen)
 {
     char path[PATH_MAX], file[32], text[1024];
     unsigned long uid, gid;
