@@ -827,7 +827,7 @@ def test_files_write_and_read_1mib_bytes_exact(data, stack):
     assert step(data, "readBinary") == {"size": 1 << 20, "sha": data["blobSha"]}
     assert step(data, "readBinaryAbsolute") == {"size": 1 << 20, "sha": data["blobSha"]}
     # the file nanobox sees is the same (native API, same engine)
-    r = stack.api.request("GET", f"/sandbox/{data['filesSandbox']}/files?path=/workspace/bin/blob.bin")
+    r = stack.api.request("GET", f"/sandbox/{data['filesSandbox']}/files?path=/home/user/bin/blob.bin")
     assert r.status_code == 200 and hashlib.sha256(r.content).hexdigest() == data["blobSha"]
 
 
@@ -1111,8 +1111,8 @@ def test_fs_list_one_level_with_entry_info(fsrun):
 
 
 def test_fs_list_deeper_levels(fsrun):
-    assert step(fsrun, "list2") == ["/workspace/tree/a.txt", "/workspace/tree/b", "/workspace/tree/b/c.txt",
-                                    "/workspace/tree/b/d", "/workspace/tree/blob.bin", "/workspace/tree/link"]
+    assert step(fsrun, "list2") == ["/home/user/tree/a.txt", "/home/user/tree/b", "/home/user/tree/b/c.txt",
+                                    "/home/user/tree/b/d", "/home/user/tree/blob.bin", "/home/user/tree/link"]
     assert "/home/user/tree/b/d/e.txt" in step(fsrun, "list3")
 
 
@@ -1129,7 +1129,7 @@ def test_fs_exists_and_get_info(fsrun):
         "name": "c.txt", "type": "file", "path": "/home/user/tree/b/c.txt", "size": 6, "mode": 0o644,
         "permissions": "-rw-r--r--"}, f
     d = step(fsrun, "infoDir")
-    assert (d["name"], d["type"], d["path"]) == ("b", "dir", "/workspace/tree/b"), d
+    assert (d["name"], d["type"], d["path"]) == ("b", "dir", "/home/user/tree/b"), d
     link = step(fsrun, "infoLink")
     assert (link["type"], link["symlinkTarget"]) == ("symlink", "a.txt"), link
     e = thrown(fsrun, "infoMissing")
@@ -1173,9 +1173,9 @@ def test_fs_rename(fsrun, stack):
     assert r["moved"]["path"] == "/home/user/tree/c-moved.txt" and r["moved"]["name"] == "c-moved.txt"
     assert r["oldExists"] is False and r["text"] == "gamma!", r
     d = step(fsrun, "renameDir")
-    assert (d["path"], d["type"]) == ("/workspace/x-moved", "dir"), d
-    # the same tree through nanobox's native API
-    got = stack.api.request("GET", f"/sandbox/{fsrun['sandbox']}/files?path=x-moved").json()
+    assert (d["path"], d["type"]) == ("/home/user/x-moved", "dir"), d
+    # the same tree through nanobox's native API (E2B's layout: the workspace is /home/user)
+    got = stack.api.request("GET", f"/sandbox/{fsrun['sandbox']}/files?path=/home/user/x-moved").json()
     assert [e["name"] for e in got["entries"]] == ["y"], got
     assert thrown(fsrun, "renameMissing")["name"] == "FileNotFoundError"
 
