@@ -1432,6 +1432,23 @@ def test_root_and_sudo_are_refused_clearly_and_privileges_stay_dropped(userrun):
     assert step(userrun, "noNewPrivs")["stdout"] == "CapEff:\t0000000000000000\nNoNewPrivs:\t1\n"
 
 
+def test_e2b_layout_survives_adoption(make_stack):
+    """A sandbox of E2B's layout adopted from a lost state table keeps it:
+    nanobox's calls on it still start in /home/user (its container's
+    nanobox.home label), its files still there."""
+    st = make_stack("e2badopt")
+    r = e2b(st, "POST", "/sandboxes", json={"templateID": "base", "timeout": 600})
+    assert r.status_code == 201, r.text[:300]
+    sid = r.json()["sandboxID"]
+    st.api.created.append(sid)
+    assert st.api.exec(sid, "echo kept > k.txt; pwd -P; whoami")["stdout"] == "/home/user\nuser\n"
+    assert st.stop_fcgi()
+    os.unlink(st.state)
+    st.start_fcgi()
+    st.wait_healthy()
+    assert st.api.exec(sid, "cat k.txt; pwd -P; whoami")["stdout"] == "kept\n/home/user\nuser\n"
+
+
 def test_the_operator_may_keep_nanobox_layout_for_e2b(make_stack, e2b_sdk):
     """e2b_user_home = no: what E2B clients create is like any sandbox
     (/workspace, sandbox_user_name), /home/user a link to the workspace."""
