@@ -58,15 +58,21 @@ if git grep -n -I -E '[[:blank:]]+$' -- 'src/' 'tests/*.py' 'tests/*.sh' 'tests/
 fi
 
 # Commit subjects: "area: change" in at most 72 characters, the why in the
-# body. Checked for the commits after SUBJECTS_FROM (the last commit before
-# the rule), merges excepted; a clone without that history (a shallow one,
-# an export) has nothing to check.
-SUBJECTS_FROM=417bcdc
+# body. Checked for the commits after SUBJECTS_FROM (the last one before the
+# rule held everywhere), merges excepted; a clone without that history (a
+# shallow one, an export) has nothing to check.
+SUBJECTS_FROM=4c4ba59c525d
 if git cat-file -e "$SUBJECTS_FROM^{commit}" 2>/dev/null; then
-    long=$(git log --no-merges --format='%H %s' "$SUBJECTS_FROM..HEAD" | awk 'length($0) - 41 > 72')
-    if [ -n "$long" ]; then
+    long=0
+    while IFS=' ' read -r hash subject; do
+        # characters, not bytes: an en dash counts as one
+        if [ "$(LC_ALL=C.UTF-8 bash -c 'printf %s "${#1}"' _ "$subject")" -gt 72 ]; then
+            printf '%s %s\n' "$hash" "$subject" >&2
+            long=1
+        fi
+    done < <(git log --no-merges --format='%h %s' "$SUBJECTS_FROM..HEAD")
+    if [ "$long" = 1 ]; then
         status=1
-        printf '%s\n' "$long" >&2
         log "commit subjects over 72 characters above: say the area and the change, the why in the body"
     fi
 fi

@@ -158,9 +158,11 @@ fi
 
 # pytest's status 5 is "no test selected": a pass with nothing in it (no
 # serial test among the files, a -k that selects none there) is no failure.
+# Each run names its 25 slowest tests (--durations), so that the suite's
+# time is seen where it goes.
 pytest_run() {
     local rc=0
-    "$py" -m pytest -p no:cacheprovider "${rerun[@]}" "$@" || rc=$?
+    "$py" -m pytest -p no:cacheprovider --durations=25 "${rerun[@]}" "$@" || rc=$?
     [ "$rc" = 5 ] && rc=0
     return "$rc"
 }

@@ -84,6 +84,8 @@ void nb_conf_defaults(struct nb_conf *c)
 
     c->template_from[0] = '\0';
     snprintf(c->template_network, sizeof(c->template_network), "bridge");
+    snprintf(c->template_subnet, sizeof(c->template_subnet), "10.214.0.0/24");
+    c->template_disk_max = 4096 * MiB;
     c->template_timeout = 600;
     c->template_memory = 1024 * MiB;
     c->template_nano_cpus = 1000000000ULL;
@@ -279,6 +281,8 @@ static const struct key keys[] = {
     {"root_disk_inodes", K_UINT, F(root_disk_inodes), 1U << 30},
     {"root_disk_check", K_UINT, F(root_disk_check), 3600},
     {"template_network", K_STR, F(template_network), 0},
+    {"template_subnet", K_STR, F(template_subnet), 0},
+    {"template_disk_max", K_SIZE, F(template_disk_max), 1ULL << 50},
     {"template_timeout", K_UINT, F(template_timeout), 86400},
     {"template_memory", K_SIZE, F(template_memory), 1ULL << 40},
     {"template_builds_max", K_UINT, F(template_builds_max), 64},
@@ -467,6 +471,21 @@ static int check_bridge(const struct nb_conf *c, char *err, size_t errlen)
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
         if (nb_netrules_parse_list(lists[i].val, &l, msg, sizeof(msg)) != 0) {
             snprintf(err, errlen, "%s: %s", lists[i].key, msg);
+            return -1;
+        }
+    }
+    {
+        struct nb_netrule ts, bs;
+        if (nb_netrule_parse(c->template_subnet, &ts, msg, sizeof(msg)) != 0 || ts.port != 0 ||
+            ts.prefix > 29 || ts.prefix < 8) {
+            snprintf(err, errlen,
+                     "template_subnet must be an IPv4 CIDR between /8 and /29, like 10.214.0.0/24");
+            return -1;
+        }
+        if (nb_netrule_parse(c->bridge_subnet, &bs, msg, sizeof(msg)) == 0 &&
+            nb_netrule_overlaps(&ts, &bs)) {
+            snprintf(err, errlen, "template_subnet %s overlaps bridge_subnet %s",
+                     c->template_subnet, c->bridge_subnet);
             return -1;
         }
     }

@@ -90,6 +90,8 @@ struct nb_conf {
     /* templates (templates.c): builds from a Dockerfile */
     char template_from[NB_CONF_LIST]; /* allowed FROM images; empty: the images above */
     char template_network[16];        /* network of RUN steps: "bridge" or "none" */
+    char template_subnet[32];         /* IPv4 CIDR of the builds' own network (network.h) */
+    uint64_t template_disk_max;       /* bytes a build may write (its steps' layers), 0: none */
     unsigned template_timeout;        /* seconds one build may take */
     uint64_t template_memory;         /* bytes of a build's RUN steps (a request may lower it) */
     uint64_t template_nano_cpus;      /* CPUs of a build (1e9 = one) */

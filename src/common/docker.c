@@ -767,6 +767,11 @@ static int curl_build(struct nb_docker *d, const struct nb_docker_build *bd, nb_
     if (bd->nano_cpus > 0)
         nb_buf_printf(&path, "&cpuperiod=100000&cpuquota=%llu",
                       (unsigned long long)(bd->nano_cpus / 10000));
+    if (bd->fsize > 0) /* [{"Name":"fsize","Soft":N,"Hard":N}], escaped */
+        nb_buf_printf(&path,
+                      "&ulimits=%%5B%%7B%%22Name%%22%%3A%%22fsize%%22%%2C%%22Soft%%22%%3A%llu%%2C"
+                      "%%22Hard%%22%%3A%llu%%7D%%5D",
+                      (unsigned long long)bd->fsize, (unsigned long long)bd->fsize);
     curl_free(esc_t);
     curl_free(esc_l);
     if (e)
@@ -907,6 +912,86 @@ int nb_docker_rw_layer(struct nb_docker *d, const char *id, int with_size, char 
     yajl_tree_free(v);
     nb_buf_free(&b);
     return rc;
+}
+
+/* ---- events: dockerd itself ---- */
+
+struct events_sink {
+    nb_docker_event_fn cb;
+    void *arg;
+};
+
+/* One line of the event stream: an event of ours, to the caller. */
+static void event_line(void *arg, const char *line, size_t len)
+{
+    struct events_sink *es = arg;
+    struct nb_docker_event ev;
+    char err[64];
+    yajl_val v = NULL, act, id, sb, t;
+    const char *actp[] = {"Action", NULL}, *idp[] = {"Actor", "ID", NULL};
+    const char *sbp[] = {"Actor", "Attributes", "nanobox.sandbox", NULL}, *tp[] = {"time", NULL};
+
+    if (nb_json_parse(line, len, 16, &v, err, sizeof(err)) != 0 || v == NULL)
+        return;
+    act = yajl_tree_get(v, actp, yajl_t_string);
+    id = yajl_tree_get(v, idp, yajl_t_string);
+    sb = yajl_tree_get(v, sbp, yajl_t_string);
+    t = yajl_tree_get(v, tp, yajl_t_number);
+    memset(&ev, 0, sizeof(ev));
+    if (act && id && strlen(nb_json_string(act)) < sizeof(ev.action) &&
+        strlen(nb_json_string(id)) < sizeof(ev.id)) {
+        snprintf(ev.action, sizeof(ev.action), "%s", nb_json_string(act));
+        snprintf(ev.id, sizeof(ev.id), "%s", nb_json_string(id));
+        if (sb && strlen(nb_json_string(sb)) < sizeof(ev.sandbox))
+            snprintf(ev.sandbox, sizeof(ev.sandbox), "%s", nb_json_string(sb));
+        ev.time = t && YAJL_IS_INTEGER(t) ? YAJL_GET_INTEGER(t) : 0;
+        es->cb(es->arg, &ev);
+    }
+    yajl_tree_free(v);
+}
+
+int nb_docker_events(struct nb_docker *d, const char *instance, int64_t since, long max_ms,
+                     nb_docker_event_fn cb, void *arg, struct nb_derr *e)
+{
+    char filter[256], path[512];
+    struct events_sink es = {cb, arg};
+    struct sink s = {NULL, NULL, 0, 0, NULL, event_line, &es};
+    struct nb_buf line;
+    long status = 0;
+    char *esc;
+    int rc;
+
+    snprintf(filter, sizeof(filter),
+             "{\"type\":[\"container\"],\"label\":[\"nanobox.instance=%s\"],"
+             "\"event\":[\"die\",\"oom\",\"destroy\"]}",
+             instance);
+    esc = d->curl ? curl_easy_escape(d->curl, filter, 0) : NULL;
+    if (esc == NULL) {
+        derr_set(e, NB_DERR_PROTO, 0, "out of memory");
+        return -1;
+    }
+    if (since > 0)
+        snprintf(path, sizeof(path), "/events?since=%lld&filters=%s", (long long)since, esc);
+    else
+        snprintf(path, sizeof(path), "/events?filters=%s", esc);
+    curl_free(esc);
+    nb_buf_init(&line, LINE_MAX_BYTES);
+    s.line = &line;
+    /* not through docker_do: an hour-long stream is no call to time or count */
+    rc = docker_send(d, "GET", path, NULL, NULL, max_ms, &s, &status, e);
+    nb_buf_free(&line);
+    if (rc != 0 && e && e->kind == NB_DERR_TIMEOUT && status == 200)
+        return 0; /* its time is up: the caller reconnects */
+    if (rc == 0 && status != 200) {
+        derr_set(e, NB_DERR_HTTP, status, "Docker refused the event stream");
+        return -1;
+    }
+    if (rc == 0) {
+        /* dockerd closed it (going away) */
+        derr_set(e, NB_DERR_UNREACHABLE, 0, "Docker closed the event stream");
+        return -1;
+    }
+    return -1;
 }
 
 /* ---- exec: dockerd itself ---- */

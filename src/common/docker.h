@@ -197,9 +197,10 @@ struct nb_docker_build {
     const char *context;     /* path of the context tar (Dockerfile at its root) */
     const char *tag;         /* repo:tag */
     const char *labels_json; /* {"key":"value",...}, or NULL: a build step per label */
-    const char *network;     /* networkmode of RUN steps: "bridge" or "none" */
+    const char *network;     /* networkmode of RUN steps: a network's name, or "none" */
     uint64_t memory;         /* bytes, 0: Docker's default */
     uint64_t nano_cpus;      /* 1e9 = one CPU, 0: no quota */
+    uint64_t fsize;          /* RLIMIT_FSIZE (bytes) of RUN steps' processes, 0: none */
     long timeout_ms;
 };
 /*
@@ -231,6 +232,24 @@ int nb_docker_commit(struct nb_docker *d, const char *id, const char *ref, const
  */
 int nb_docker_rw_layer(struct nb_docker *d, const char *id, int with_size, char *upper,
                        size_t upperlen, int64_t *size_rw, struct nb_derr *e);
+
+/*
+ * Docker's event stream (dockerd itself): GET /events for this instance's
+ * containers (label nanobox.instance=instance) and the actions die, oom
+ * and destroy, from unix second since (0: from now). Each event to cb as
+ * it comes; returns when the stream ends: 0 after max_ms (the caller
+ * reconnects, since its last event's second), -1 when dockerd could not be
+ * reached or the stream broke (a restart of dockerd).
+ */
+struct nb_docker_event {
+    char action[16];  /* "die", "oom", "destroy" */
+    char id[65];      /* the container's id */
+    char sandbox[64]; /* its label nanobox.sandbox ("" if absent) */
+    int64_t time;     /* unix seconds */
+};
+typedef void (*nb_docker_event_fn)(void *arg, const struct nb_docker_event *ev);
+int nb_docker_events(struct nb_docker *d, const char *instance, int64_t since, long max_ms,
+                     nb_docker_event_fn cb, void *arg, struct nb_derr *e);
 
 /* Exec: create from a JSON config, start attached, inspect (dockerd itself). */
 int nb_docker_exec_create(struct nb_docker *d, const char *cid, const char *config_json,

@@ -19,6 +19,7 @@
 #define E2B NB_ROUTE_E2B
 #define PUBLIC NB_ROUTE_PUBLIC
 #define AWAKE NB_ROUTE_AWAKE /* 409 paused while paused (or resumed with auto_resume) */
+#define BULK NB_ROUTE_BULK   /* a file's bytes: outside workers_max (pool.c) */
 
 const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_HEALTHZ, "", "GET", NB_ROUTE_PUBLIC | NB_ROUTE_HEAD, api_healthz},
@@ -43,14 +44,14 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_PORT_OPEN, "", "POST", ID | AWAKE, api_port_open},
     {NB_ROUTE_PORTS, "", "GET", ID | AWAKE, api_port_list},
     {NB_ROUTE_PORT, "", "DELETE", ID | AWAKE, api_port_close},
-    {NB_ROUTE_FILES, "", "GET", ID | AWAKE, api_files_get},
-    {NB_ROUTE_FILES, "", "PUT", ID | AWAKE, api_files_put},
-    {NB_ROUTE_FILES, "", "DELETE", ID | AWAKE, api_files_delete},
+    {NB_ROUTE_FILES, "", "GET", ID | AWAKE | BULK, api_files_get},
+    {NB_ROUTE_FILES, "", "PUT", ID | AWAKE | BULK, api_files_put},
+    {NB_ROUTE_FILES, "", "DELETE", ID | AWAKE | BULK, api_files_delete},
     {NB_ROUTE_FILES, "mkdir", "POST", ID | AWAKE, api_files_mkdir},
     {NB_ROUTE_FILES, "move", "POST", ID | AWAKE, api_files_move},
     /* a directory tree as one tar, out and in (tarstream.c) */
-    {NB_ROUTE_FILES, "archive", "GET", ID | AWAKE, api_files_archive_get},
-    {NB_ROUTE_FILES, "archive", "PUT", ID | AWAKE, api_files_archive_put},
+    {NB_ROUTE_FILES, "archive", "GET", ID | AWAKE | BULK, api_files_archive_get},
+    {NB_ROUTE_FILES, "archive", "PUT", ID | AWAKE | BULK, api_files_archive_put},
     /* a directory's changes, streamed (NDJSON) until the client leaves */
     {NB_ROUTE_FILES, "watch", "GET", ID | AWAKE, api_files_watch},
     {NB_ROUTE_PROCS, "", "GET", ID | AWAKE, api_procs_list},
@@ -124,8 +125,8 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/RemoveWatcher", "POST", E2B | PUBLIC,
      api_e2b_fs_watcher_remove},
     /* envd's files and the code interpreter (api_e2b_data.c; the port checked there) */
-    {NB_ROUTE_E2B_DATA, "/files", "GET", E2B | PUBLIC, api_e2b_files_get},
-    {NB_ROUTE_E2B_DATA, "/files", "POST", E2B | PUBLIC, api_e2b_files_post},
+    {NB_ROUTE_E2B_DATA, "/files", "GET", E2B | PUBLIC | BULK, api_e2b_files_get},
+    {NB_ROUTE_E2B_DATA, "/files", "POST", E2B | PUBLIC | BULK, api_e2b_files_post},
     {NB_ROUTE_E2B_DATA, "/execute", "POST", E2B | PUBLIC, api_e2b_execute},
     {NB_ROUTE_E2B_DATA, "/contexts", "GET", E2B | PUBLIC, api_e2b_contexts_list},
     {NB_ROUTE_E2B_DATA, "/contexts", "POST", E2B | PUBLIC, api_e2b_contexts_create},
@@ -144,7 +145,8 @@ void nb_api_routes_print(FILE *f)
     } names[] = {{NB_ROUTE_PUBLIC, "public"}, {NB_ROUTE_ID, "id"},
                  {NB_ROUTE_PID, "pid"},       {NB_ROUTE_HEAD, "head"},
                  {NB_ROUTE_CTX, "ctx"},       {NB_ROUTE_AWAKE, "awake"},
-                 {NB_ROUTE_E2B, "e2b"},       {NB_ROUTE_METRICS_AUTH, "metrics_token"}};
+                 {NB_ROUTE_E2B, "e2b"},       {NB_ROUTE_METRICS_AUTH, "metrics_token"},
+                 {NB_ROUTE_BULK, "bulk"}};
 
     for (size_t i = 0; i < nb_api_n_routes; i++) {
         const struct nb_route_entry *e = &nb_api_routes[i];

@@ -296,8 +296,8 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         goto out;
     }
     if (f[F_TEMPLATE].val &&
-        nb_template_image(a, nb_json_string(f[F_TEMPLATE].val), nb_http_list_owner(r, NULL),
-                          spec.image, sizeof(spec.image), ae) != 0)
+        nb_template_image(a, nb_json_string(f[F_TEMPLATE].val), nb_http_key(r)->name, spec.image,
+                          sizeof(spec.image), ae) != 0)
         goto out;
     if (f[F_IMAGE].val) {
         const char *img = nb_json_string(f[F_IMAGE].val);

@@ -30,6 +30,17 @@ static const char *viewer(const struct nb_req *r)
     return nb_http_list_owner(r, NULL);
 }
 
+/*
+ * Whose name a route's {name} is: the key's own (names are each key's,
+ * templates.h), or for an admin with ?owner=NAME, NAME's.
+ */
+static const char *name_owner(struct nb_req *r, char *buf, size_t len)
+{
+    if (nb_http_key(r)->admin && nb_http_query(r, "owner", buf, len) == 0 && buf[0])
+        return buf;
+    return nb_http_key(r)->name;
+}
+
 static void template_json(yajl_gen g, const struct nb_template *t, int with_tail,
                           const struct nb_conf *c)
 {
@@ -61,7 +72,7 @@ static void template_json(yajl_gen g, const struct nb_template *t, int with_tail
         struct nb_buf tail;
         int fd;
         nb_buf_init(&tail, 4096);
-        nb_template_log_path(c, t->name, path, sizeof(path));
+        nb_template_log_path(c, t->owner, t->name, path, sizeof(path));
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
             char buf[16384];
@@ -135,9 +146,10 @@ int api_templates_list(struct nb_app *a, struct nb_req *r, const struct nb_route
 int api_template_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                      struct nb_apierr *ae)
 {
+    char who[NB_KEY_NAME_MAX + 2];
     struct nb_template t;
     yajl_gen g;
-    if (nb_template_get(a, ra->arg, viewer(r), &t, ae) != 0)
+    if (nb_template_get(a, ra->arg, name_owner(r, who, sizeof(who)), &t, ae) != 0)
         return NB_ERR;
     g = nb_json_gen();
     template_json(g, &t, 1, &a->conf);
@@ -156,7 +168,9 @@ static int query_true(struct nb_req *r, const char *key)
 int api_template_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                         struct nb_apierr *ae)
 {
-    if (nb_template_delete(a, ra->arg, viewer(r), query_true(r, "force"), ae) != 0)
+    char who[NB_KEY_NAME_MAX + 2];
+    if (nb_template_delete(a, ra->arg, name_owner(r, who, sizeof(who)), query_true(r, "force"),
+                           ae) != 0)
         return NB_ERR;
     nb_http_audit(r, "template-delete", ra->arg);
     nb_http_no_content(r);
@@ -328,16 +342,18 @@ static void final_line(struct nb_req *r, const struct nb_template *t)
 int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                       struct nb_apierr *ae)
 {
+    char who[NB_KEY_NAME_MAX + 2];
     struct nb_template t;
     char path[PATH_MAX], buf[8192];
     struct nb_buf line;
     int follow = query_true(r, "follow"), fd = -1, wfd = -1, final = 0, gone = 0, ended = 0;
     unsigned idle = 0;
     time_t deadline = time(NULL) + a->conf.template_timeout + 60;
+    const char *owner = name_owner(r, who, sizeof(who));
 
-    if (nb_template_get(a, ra->arg, viewer(r), &t, ae) != 0)
+    if (nb_template_get(a, ra->arg, owner, &t, ae) != 0)
         return NB_ERR;
-    nb_template_log_path(&a->conf, t.name, path, sizeof(path));
+    nb_template_log_path(&a->conf, t.owner, t.name, path, sizeof(path));
     nb_http_stream_begin(r, 200, "application/x-ndjson");
     if (!strcmp(t.kind, "image"))
         return NB_OK; /* the operator's images: built elsewhere, no log */
@@ -375,7 +391,7 @@ int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_
         if (!follow || ended || time(NULL) > deadline)
             break;
         /* nothing new: still building? If not, one more read for its last lines */
-        if (++idle % 5 == 0 && (nb_template_get(a, ra->arg, viewer(r), &t, ae) != 0 ||
+        if (++idle % 5 == 0 && (nb_template_get(a, ra->arg, owner, &t, ae) != 0 ||
                                 strcmp(t.status, "building") != 0)) {
             ended = 1;
             continue;
@@ -387,7 +403,7 @@ int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_
     if (wfd >= 0)
         close(wfd);
     nb_buf_free(&line);
-    if (!final && !gone && nb_template_get(a, ra->arg, viewer(r), &t, ae) == 0 &&
+    if (!final && !gone && nb_template_get(a, ra->arg, owner, &t, ae) == 0 &&
         strcmp(t.status, "building") != 0)
         final_line(r, &t);
     return NB_OK;

@@ -14,7 +14,7 @@
 #include "diskcap.h"
 
 /* nftw has no context argument; the reaper is one thread */
-static uint64_t walk_sum, walk_stop;
+static uint64_t walk_sum, walk_stop, walk_count;
 
 static int walk_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -22,6 +22,7 @@ static int walk_entry(const char *path, const struct stat *st, int flag, struct 
     (void)ftw;
     if (flag != FTW_NS) /* an entry removed while walking: nothing to count */
         walk_sum += (uint64_t)st->st_blocks * 512;
+    walk_count++;
     return walk_stop && walk_sum > walk_stop ? 1 : 0;
 }
 
@@ -37,4 +38,13 @@ int64_t nb_diskcap_walk(const char *dir, uint64_t stop_after)
     if (rc < 0)
         return -1;
     return (int64_t)walk_sum;
+}
+
+int64_t nb_diskcap_walk_count(const char *dir, uint64_t stop_after, uint64_t *entries)
+{
+    int64_t r;
+    walk_count = 0;
+    r = nb_diskcap_walk(dir, stop_after);
+    *entries = walk_count;
+    return r;
 }

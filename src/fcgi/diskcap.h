@@ -19,5 +19,7 @@
  * far. -1 when dir cannot be walked (absent, not readable).
  */
 int64_t nb_diskcap_walk(const char *dir, uint64_t stop_after);
+/* The same, and the number of entries walked (inodes) into *entries (a build's cap, templates.c). */
+int64_t nb_diskcap_walk_count(const char *dir, uint64_t stop_after, uint64_t *entries);
 
 #endif

@@ -41,6 +41,8 @@ struct nb_http_capture {
 /* The table requests are routed by (nb_http_set_routes). */
 static const struct nb_route_entry *http_routes;
 static size_t http_n_routes;
+/* Told when a request of a NB_ROUTE_BULK row begins (nb_http_set_bulk_hook). */
+static void (*http_bulk_hook)(void);
 
 /* What kind of stream an answer is, once nb_http_stream_begin ran. */
 enum { HTTP_STREAM_NONE, HTTP_STREAM_BYTES, HTTP_STREAM_NDJSON, HTTP_STREAM_CONNECT };
@@ -181,6 +183,11 @@ void nb_http_set_routes(const struct nb_route_entry *tab, size_t n)
 {
     http_routes = tab;
     http_n_routes = n;
+}
+
+void nb_http_set_bulk_hook(void (*fn)(void))
+{
+    http_bulk_hook = fn;
 }
 
 /* The 401's message; nginx's @nanobox_unauthorized (nanobox.conf.in)
@@ -435,6 +442,8 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     /* one check for every route that reaches the processes: not while paused */
     if ((flags & NB_ROUTE_AWAKE) && nb_sandbox_awake(a, ra.id, ae) != 0)
         return NB_ERR;
+    if ((flags & NB_ROUTE_BULK) && http_bulk_hook != NULL && !nb_http_is_internal(r))
+        http_bulk_hook();
     return row->handler(a, r, &ra, ae);
 }
 

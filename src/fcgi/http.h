@@ -94,6 +94,12 @@ int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae);
  * handlers only through it.
  */
 void nb_http_set_routes(const struct nb_route_entry *tab, size_t n);
+/*
+ * fn is called when a request of a NB_ROUTE_BULK row (a file's bytes) is
+ * about to be handled, after every check passed: the worker marks itself
+ * in the scoreboard so the pool does not count it toward workers_max.
+ */
+void nb_http_set_bulk_hook(void (*fn)(void));
 
 /*
  * Is r nginx's key check (auth_request to /.nanobox/auth, before the

@@ -220,8 +220,8 @@ static const char *str_at(yajl_val v, const char **path)
 }
 
 /* Does the existing network carry our bridge name and subnet? */
-static int network_matches(const struct nb_conf *c, const char *json, size_t len, char *why,
-                           size_t whylen)
+static int network_matches(const char *iface, const char *subnet, const char *json, size_t len,
+                           char *why, size_t whylen)
 {
     const char *opt_path[] = {"Options", "com.docker.network.bridge.name", NULL};
     const char *icc_path[] = {"Options", "com.docker.network.bridge.enable_icc", NULL};
@@ -234,8 +234,8 @@ static int network_matches(const struct nb_conf *c, const char *json, size_t len
         snprintf(why, whylen, "Docker's answer did not parse: %s", err);
         return 0;
     }
-    if (strcmp(str_at(root, opt_path), c->bridge_interface) != 0) {
-        snprintf(why, whylen, "its bridge is not %s", c->bridge_interface);
+    if (strcmp(str_at(root, opt_path), iface) != 0) {
+        snprintf(why, whylen, "its bridge is not %s", iface);
         goto out;
     }
     if (strcmp(str_at(root, icc_path), "false") != 0) {
@@ -249,8 +249,8 @@ static int network_matches(const struct nb_conf *c, const char *json, size_t len
     }
     {
         const char *sub_path[] = {"Subnet", NULL};
-        if (strcmp(str_at(YAJL_GET_ARRAY(cfg)->values[0], sub_path), c->bridge_subnet) != 0) {
-            snprintf(why, whylen, "its subnet is not %s", c->bridge_subnet);
+        if (strcmp(str_at(YAJL_GET_ARRAY(cfg)->values[0], sub_path), subnet) != 0) {
+            snprintf(why, whylen, "its subnet is not %s", subnet);
             goto out;
         }
     }
@@ -260,10 +260,12 @@ out:
     return ok;
 }
 
-static int ensure_docker_network(struct nb_app *a, struct nb_apierr *ae)
+/* The Docker network name on bridge iface, subnet subnet (gateway gw): made if missing. */
+static int ensure_named_network(struct nb_app *a, const char *name, const char *iface,
+                                const char *subnet, const char *gw, struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
-    char path[128], gw[24], why[160];
+    char path[128], why[160];
     struct nb_derr de = {0};
     struct nb_buf resp;
     long status = 0;
@@ -272,17 +274,18 @@ static int ensure_docker_network(struct nb_app *a, struct nb_apierr *ae)
     int rc = -1;
 
     nb_buf_init(&resp, a->docker.max_response);
-    snprintf(path, sizeof(path), "/networks/%s", c->bridge_network);
+    snprintf(path, sizeof(path), "/networks/%s", name);
     if (nb_docker_request(&a->docker, "GET", path, NULL, 0, &status, &resp, &de) != 0) {
         nb_apierr_docker(ae, &de, "look up the sandbox network");
         goto out;
     }
     if (status == 200) {
-        if (!network_matches(c, resp.data ? resp.data : "", resp.len, why, sizeof(why))) {
+        if (!network_matches(iface, subnet, resp.data ? resp.data : "", resp.len, why,
+                             sizeof(why))) {
             nb_apierr_set(ae, 503, "network_unavailable",
                           "Docker network %s exists but %s: remove it (docker network rm %s) "
                           "or set bridge_network to another name",
-                          c->bridge_network, why, c->bridge_network);
+                          name, why, name);
             goto out;
         }
         rc = 0;
@@ -290,14 +293,13 @@ static int ensure_docker_network(struct nb_app *a, struct nb_apierr *ae)
     }
     if (status != 404) {
         nb_apierr_set(ae, 502, "docker_error", "could not look up Docker network %s (status %ld)",
-                      c->bridge_network, status);
+                      name, status);
         goto out;
     }
 
-    gateway_addr(c, gw, sizeof(gw));
     g = nb_json_gen();
     yajl_gen_map_open(g);
-    nb_json_kv_str(g, "Name", c->bridge_network);
+    nb_json_kv_str(g, "Name", name);
     nb_json_kv_bool(g, "CheckDuplicate", 1);
     nb_json_kv_str(g, "Driver", "bridge");
     nb_json_kv_bool(g, "EnableIPv6", 0);
@@ -307,14 +309,14 @@ static int ensure_docker_network(struct nb_app *a, struct nb_apierr *ae)
     nb_json_cstr(g, "Config");
     yajl_gen_array_open(g);
     yajl_gen_map_open(g);
-    nb_json_kv_str(g, "Subnet", c->bridge_subnet);
+    nb_json_kv_str(g, "Subnet", subnet);
     nb_json_kv_str(g, "Gateway", gw);
     yajl_gen_map_close(g);
     yajl_gen_array_close(g);
     yajl_gen_map_close(g);
     nb_json_cstr(g, "Options");
     yajl_gen_map_open(g);
-    nb_json_kv_str(g, "com.docker.network.bridge.name", c->bridge_interface);
+    nb_json_kv_str(g, "com.docker.network.bridge.name", iface);
     /* Docker's own FORWARD rule drops bridge-to-bridge traffic; ours does too */
     nb_json_kv_str(g, "com.docker.network.bridge.enable_icc", "false");
     nb_json_kv_str(g, "com.docker.network.bridge.enable_ip_masquerade", "true");
@@ -330,17 +332,37 @@ static int ensure_docker_network(struct nb_app *a, struct nb_apierr *ae)
     if (nb_docker_request(&a->docker, "POST", path, body, 0, &status, &resp, &de) != 0) {
         nb_apierr_docker(ae, &de, "create the sandbox network");
     } else if (status == 201 || status == 409) { /* 409: another process made it first */
-        nb_info("Docker network %s (bridge %s, %s) %s", c->bridge_network, c->bridge_interface,
-                c->bridge_subnet, status == 201 ? "created" : "already there");
+        nb_info("Docker network %s (bridge %s, %s) %s", name, iface, subnet,
+                status == 201 ? "created" : "already there");
         rc = 0;
     } else {
-        nb_apierr_set(ae, 503, "network_unavailable", "could not create Docker network %s: %.200s",
-                      c->bridge_network, resp.data ? resp.data : "");
+        /* another process may have made it meanwhile: Docker then says its pool overlaps */
+        char err[300];
+        long st2 = 0;
+        snprintf(err, sizeof(err), "%.200s", resp.data ? resp.data : "");
+        nb_buf_reset(&resp);
+        snprintf(path, sizeof(path), "/networks/%s", name);
+        if (nb_docker_request(&a->docker, "GET", path, NULL, 0, &st2, &resp, &de) == 0 &&
+            st2 == 200 &&
+            network_matches(iface, subnet, resp.data ? resp.data : "", resp.len, why, sizeof(why)))
+            rc = 0;
+        else
+            nb_apierr_set(ae, 503, "network_unavailable", "could not create Docker network %s: %s",
+                          name, err);
     }
     free(body);
 out:
     nb_buf_free(&resp);
     return rc;
+}
+
+static int ensure_docker_network(struct nb_app *a, struct nb_apierr *ae)
+{
+    const struct nb_conf *c = &a->conf;
+    char gw[24];
+    gateway_addr(c, gw, sizeof(gw));
+    return ensure_named_network(a, c->bridge_network, c->bridge_interface, c->bridge_subnet, gw,
+                                ae);
 }
 
 /* ---- the base rules ---- */
@@ -493,6 +515,67 @@ static void policy_lines(struct nb_buf *b, const char *chain, const struct nb_ne
                           target);
         }
     }
+}
+
+/* ---- the builds' network ---- */
+
+int nb_network_build_ensure(struct nb_app *a, char *net, size_t netlen, struct nb_apierr *ae)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_netrule sub = {0, 32, 0}, g;
+    struct nb_netrules op_allow, op_deny;
+    char ifc[16], gw[NB_NETRULE_TEXT], nbf[32], nbi[32], nb6[32], err[256];
+    struct nb_buf rules;
+    int rc = -1;
+
+    snprintf(net, netlen, "%.100s-build", c->bridge_network);
+    snprintf(ifc, sizeof(ifc), "%.14sb", c->bridge_interface);
+    (void)nb_netrule_parse(c->template_subnet, &sub, err, sizeof(err)); /* checked at start */
+    g = (struct nb_netrule){sub.addr + 1, 32, 0};
+    nb_netrule_format(&g, gw, sizeof(gw));
+    *strchr(gw, '/') = '\0';
+    if (ensure_named_network(a, net, ifc, c->template_subnet, gw, ae) != 0)
+        return -1;
+    nb_netrules_parse_list(c->egress_allow, &op_allow, err, sizeof(err)); /* checked at start */
+    nb_netrules_parse_list(c->egress_deny, &op_deny, err, sizeof(err));
+    chain_name(nbf, sizeof(nbf), "NBF", ifc);
+    chain_name(nbi, sizeof(nbi), "NBI", ifc);
+    chain_name(nb6, sizeof(nb6), "NB6", ifc);
+    /*
+     * A bridge sandbox's rules with no request of its own: nothing on the
+     * bridge itself (other build steps), not 169.254.0.0/16 nor the
+     * sandboxes' network, then the operator's allow and deny; the host
+     * (INPUT) never. Declared whole in one transaction: made, or repaired.
+     */
+    nb_buf_init(&rules, TOOL_OUTPUT_MAX);
+    nb_buf_printf(&rules,
+                  "*filter\n:%s - [0:0]\n:%s - [0:0]\n"
+                  "-A %s -o %s %s\n"
+                  "-A %s -d 169.254.0.0/16 %s\n"
+                  "-A %s -d %s %s\n",
+                  nbf, nbi, nbf, ifc, REJECT, nbf, REJECT, nbf, c->bridge_subnet, REJECT);
+    policy_lines(&rules, nbf, &op_allow, "-j RETURN");
+    policy_lines(&rules, nbf, &op_deny, REJECT);
+    nb_buf_printf(&rules, "-A %s %s\nCOMMIT\n", nbi, REJECT);
+    if (restore("iptables-restore", rules.data, err, sizeof(err)) != 0 ||
+        ensure_jump("iptables", "DOCKER-USER", ifc, nbf, err, sizeof(err)) != 0 ||
+        ensure_jump("iptables", "INPUT", ifc, nbi, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, 503, "network_unavailable",
+                      "the builds' network rules could not be installed (nanobox-fcgi needs "
+                      "root and iptables): %s",
+                      err);
+        goto out;
+    }
+    nb_buf_reset(&rules);
+    nb_buf_printf(&rules, "*filter\n:%s - [0:0]\n-A %s -j DROP\nCOMMIT\n", nb6, nb6);
+    if (restore("ip6tables-restore", rules.data, err, sizeof(err)) != 0 ||
+        ensure_jump("ip6tables", "INPUT", ifc, nb6, err, sizeof(err)) != 0 ||
+        ensure_jump("ip6tables", "FORWARD", ifc, nb6, err, sizeof(err)) != 0)
+        nb_warn("IPv6 rules for %s not installed (%s); IPv4 rules are", ifc, err);
+    rc = 0;
+out:
+    nb_buf_free(&rules);
+    return rc;
 }
 
 /* Is "-g chain" in NBS's listing? */

@@ -42,6 +42,19 @@ struct nb_net_policy {
  */
 int nb_network_ensure(struct nb_app *a, struct nb_apierr *ae);
 
+/*
+ * The builds' network (template_network = bridge; templates.c): Docker
+ * network <bridge_network>-build on Linux bridge <bridge_interface, its
+ * first 14 characters>b, subnet template_subnet, made if missing; its name
+ * into net. Its rules are a bridge sandbox's with the operator's egress
+ * lists and no request's: NBF-<if> rejects the bridge itself, 169.254.0.0/16
+ * and the sandboxes' subnet, then egress_allow/egress_deny; NBI-<if>
+ * rejects everything to the host; IPv6 dropped. Installed (or repaired) on
+ * each call: the reaper's before it starts a build, at most 10 s apart
+ * (templates.c). 503 network_unavailable.
+ */
+int nb_network_build_ensure(struct nb_app *a, char *net, size_t netlen, struct nb_apierr *ae);
+
 /* The address of slot number slot on the bridge network, as text. */
 void nb_network_addr(const struct nb_conf *c, uint32_t slot, char *buf, size_t len);
 

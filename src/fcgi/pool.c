@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "events.h"
 #include "log.h"
 #include "metrics.h"
 #include "pool.h"
@@ -29,13 +31,25 @@
 #define TICK_NS 100000000L /* 100 ms between pool adjustments */
 #define IDLE_KILL_GRACE 2  /* seconds an idle worker gets to leave on shutdown */
 
+/*
+ * The master's two other children, each started again if it dies (at most
+ * once a second): the reaper (reaper.c) and the follower of Docker's
+ * events (events.c). Each has its own Docker handle, made after the fork.
+ */
+struct helper {
+    const char *name;
+    void (*run)(struct nb_app *a);
+    pid_t pid;
+    int64_t started;
+};
+#define NB_HELPERS 2
+
 struct pool {
     struct nb_app *app;
     int listen_fd;
     struct nb_pool_slot *slots; /* shared scoreboard, workers_max entries */
     unsigned nslots;
-    pid_t reaper;
-    int64_t reaper_started;
+    struct helper helpers[NB_HELPERS]; /* the reaper, the events follower */
 };
 
 /*
@@ -97,6 +111,7 @@ static void worker_spawn(struct pool *p, unsigned idx)
     struct nb_pool_slot *s = &p->slots[idx];
     pid_t master = getpid(), pid;
     s->busy = 0;
+    s->bulk = 0;
     s->since = nb_clock_real_s();
     s->served = 0;
     pid = fork();
@@ -106,30 +121,38 @@ static void worker_spawn(struct pool *p, unsigned idx)
     }
     if (pid == 0) {
         follow_master(master);
-        nb_worker_run(p->app, p->listen_fd, s);
+        nb_worker_run(p->app, p->listen_fd, s, p->slots, p->nslots);
     }
     s->pid = pid;
 }
 
-static void reaper_spawn(struct pool *p)
+static void helper_spawn(struct pool *p, struct helper *h)
 {
     pid_t master = getpid(), pid = fork();
     if (pid < 0) {
-        nb_error("fork of the reaper failed: %s", strerror(errno));
+        nb_error("fork of the %s failed: %s", h->name, strerror(errno));
         return;
     }
     if (pid == 0) {
         sigset_t none;
+        int nul;
         follow_master(master);
+        /* no request is the helpers': the listening socket is the workers'
+         * alone (its number kept, on /dev/null) */
+        if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {
+            dup2(nul, p->listen_fd);
+            close(nul);
+        }
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         if (nb_docker_init(&p->app->docker, p->app->conf.docker_socket,
                            p->app->conf.docker_max_response) != 0)
             _exit(1);
-        nb_reaper_run(p->app);
+        h->run(p->app);
+        _exit(1);
     }
-    p->reaper = pid;
-    p->reaper_started = nb_clock_real_s();
+    h->pid = pid;
+    h->started = nb_clock_real_s();
 }
 
 /* Collect dead children; free their scoreboard slots. */
@@ -138,20 +161,29 @@ static void reap_children(struct pool *p, int stopping)
     pid_t pid;
     int status;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        int abnormal = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        if (pid == p->reaper) {
-            p->reaper = 0;
+        int abnormal = !(WIFEXITED(status) && WEXITSTATUS(status) == 0), helper = 0;
+        for (unsigned i = 0; i < NB_HELPERS; i++) {
+            struct helper *h = &p->helpers[i];
+            if (pid != h->pid)
+                continue;
+            h->pid = 0;
+            helper = 1;
+            /* the events follower ends by SIGTERM's own action (events.c) */
+            if (stopping && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)
+                abnormal = 0;
             if (!stopping || abnormal)
-                nb_log(abnormal ? NB_LOG_WARN : NB_LOG_INFO, "reaper %d ended (%s %d)", (int)pid,
-                       WIFSIGNALED(status) ? "signal" : "status",
+                nb_log(abnormal ? NB_LOG_WARN : NB_LOG_INFO, "%s %d ended (%s %d)", h->name,
+                       (int)pid, WIFSIGNALED(status) ? "signal" : "status",
                        WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-            continue;
         }
+        if (helper)
+            continue;
         for (unsigned i = 0; i < p->nslots; i++) {
             if (p->slots[i].pid != pid)
                 continue;
             p->slots[i].pid = 0;
             p->slots[i].busy = 0;
+            p->slots[i].bulk = 0;
             if (abnormal && !stopping)
                 nb_warn("worker %d died (%s %d); replacing it", (int)pid,
                         WIFSIGNALED(status) ? "signal" : "status",
@@ -165,27 +197,40 @@ static void reap_children(struct pool *p, int stopping)
 static void adjust(struct pool *p)
 {
     const struct nb_conf *c = &p->app->conf;
-    unsigned alive = 0, idle = 0, want;
+    unsigned alive = 0, idle = 0, bulk = 0, want, ceiling;
     int64_t now = nb_clock_real_s();
     int retired = 0;
 
-    /* a reaper that keeps dying must not spin: at most one start a second */
-    if (p->reaper == 0 && now - p->reaper_started >= 1)
-        reaper_spawn(p);
+    /* a helper that keeps dying must not spin: at most one start a second */
+    for (unsigned i = 0; i < NB_HELPERS; i++)
+        if (p->helpers[i].pid == 0 && now - p->helpers[i].started >= 1)
+            helper_spawn(p, &p->helpers[i]);
     for (unsigned i = 0; i < p->nslots; i++) {
         if (p->slots[i].pid == 0)
             continue;
         alive++;
         if (!p->slots[i].busy)
             idle++;
+        else if (p->slots[i].bulk)
+            bulk++;
     }
+    /*
+     * Workers moving a file's bytes (NB_ROUTE_BULK: downloads, uploads) do
+     * not count toward workers_max (up to NB_POOL_BULK_FACTOR x workers_max
+     * of them; past that a transfer counts as any request): 48 stalled or
+     * slow downloads leave every other request its workers_max, instead of
+     * queueing /healthz and execs behind them in the backlog.
+     */
+    ceiling = c->workers_max + bulk;
+    if (ceiling > p->nslots)
+        ceiling = p->nslots;
     want = alive;
     if (idle < c->workers_spare)
         want = alive + (c->workers_spare - idle);
     if (want < c->workers_min)
         want = c->workers_min;
-    if (want > c->workers_max)
-        want = c->workers_max;
+    if (want > ceiling)
+        want = ceiling;
     for (unsigned i = 0; i < p->nslots && alive < want; i++) {
         if (p->slots[i].pid == 0) {
             worker_spawn(p, i);
@@ -220,7 +265,9 @@ static void publish_workers(const struct pool *p)
 
 static unsigned count_alive(const struct pool *p)
 {
-    unsigned n = p->reaper != 0;
+    unsigned n = 0;
+    for (unsigned i = 0; i < NB_HELPERS; i++)
+        n += p->helpers[i].pid != 0;
     for (unsigned i = 0; i < p->nslots; i++)
         n += p->slots[i].pid != 0;
     return n;
@@ -238,8 +285,9 @@ static void shutdown_children(struct pool *p)
     for (unsigned i = 0; i < p->nslots; i++)
         if (p->slots[i].pid)
             kill(p->slots[i].pid, SIGTERM);
-    if (p->reaper)
-        kill(p->reaper, SIGTERM);
+    for (unsigned i = 0; i < NB_HELPERS; i++)
+        if (p->helpers[i].pid)
+            kill(p->helpers[i].pid, SIGTERM);
     while (count_alive(p) > 0) {
         int64_t waited = nb_clock_real_s() - start;
         sigtimedwait(&set, NULL, &ts);
@@ -254,8 +302,9 @@ static void shutdown_children(struct pool *p)
             for (unsigned i = 0; i < p->nslots; i++)
                 if (p->slots[i].pid)
                     kill(p->slots[i].pid, SIGKILL);
-            if (p->reaper)
-                kill(p->reaper, SIGKILL);
+            for (unsigned i = 0; i < NB_HELPERS; i++)
+                if (p->helpers[i].pid)
+                    kill(p->helpers[i].pid, SIGKILL);
         }
     }
 }
@@ -270,7 +319,8 @@ int nb_pool_run(struct nb_app *a, int listen_fd)
     memset(&p, 0, sizeof(p));
     p.app = a;
     p.listen_fd = listen_fd;
-    p.nslots = a->conf.workers_max;
+    /* workers_max, and the bulk transfers beside them */
+    p.nslots = (1 + NB_POOL_BULK_FACTOR) * a->conf.workers_max;
     p.slots = mmap(NULL, p.nslots * sizeof(*p.slots), PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p.slots == MAP_FAILED) {
@@ -278,6 +328,10 @@ int nb_pool_run(struct nb_app *a, int listen_fd)
         return 1;
     }
     memset(p.slots, 0, p.nslots * sizeof(*p.slots));
+    p.helpers[0].name = "reaper";
+    p.helpers[0].run = nb_reaper_run;
+    p.helpers[1].name = "events follower";
+    p.helpers[1].run = nb_events_run;
 
     /* signals are taken synchronously with sigtimedwait; children unblock them */
     sigemptyset(&set);
@@ -285,9 +339,11 @@ int nb_pool_run(struct nb_app *a, int listen_fd)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1); /* a worker began a bulk transfer: adjust now */
     sigprocmask(SIG_BLOCK, &set, NULL);
 
-    reaper_spawn(&p);
+    for (unsigned i = 0; i < NB_HELPERS; i++)
+        helper_spawn(&p, &p.helpers[i]);
     adjust(&p);
     publish_workers(&p);
     nb_info("serving with %u worker(s) (max %u)", a->conf.workers_min, a->conf.workers_max);

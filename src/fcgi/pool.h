@@ -18,7 +18,15 @@ struct nb_pool_slot {
     volatile int busy;        /* serving a request */
     volatile int64_t since;   /* unix seconds of the last busy/idle change */
     volatile uint64_t served; /* requests served */
+    volatile int bulk;        /* serving a NB_ROUTE_BULK request (a file's bytes) */
 };
+
+/*
+ * Workers moving a file's bytes (NB_ROUTE_BULK) do not count toward
+ * workers_max, up to this many times workers_max of them; a transfer past
+ * that counts as any request does.
+ */
+#define NB_POOL_BULK_FACTOR 2
 
 /* Run the master until SIGTERM/SIGINT; returns the exit status. */
 int nb_pool_run(struct nb_app *a, int listen_fd);

@@ -211,6 +211,64 @@ int nb_reaper_root_disk(struct nb_app *a)
     return (int)nover;
 }
 
+/* A live slot (one a reconciliation judges) of sandbox id with container cid. */
+static struct nb_slot *live_slot_of(struct nb_app *a, const char *id, const char *cid)
+{
+    struct nb_slot *s = nb_table_find(&a->table, id);
+    if (s == NULL || strcmp(s->container_id, cid) != 0)
+        return NULL;
+    if (s->state != NB_SLOT_RUNNING && s->state != NB_SLOT_PAUSED && s->state != NB_SLOT_POOLED)
+        return NULL;
+    return s;
+}
+
+int nb_reaper_container_event(struct nb_app *a, const char *id, const char *cid, int gone)
+{
+    struct doomed d;
+    struct nb_slot *s;
+    int found, running = 0;
+    pid_t pid = 0;
+    uint32_t gen = 0;
+
+    if (id[0] == '\0' || cid[0] == '\0')
+        return 0;
+    nb_table_lock(&a->table);
+    s = live_slot_of(a, id, cid);
+    found = s != NULL;
+    if (s)
+        gen = s->generation;
+    nb_table_unlock(&a->table);
+    if (!found)
+        return 0; /* not a sandbox of ours, or already going (a destroy's own die) */
+    if (!gone) {
+        struct nb_derr de = {0};
+        if (nb_docker_inspect(&a->docker, cid, &running, &pid, &de) != 0 &&
+            !(de.kind == NB_DERR_HTTP && de.status == 404))
+            return -1;
+        if (running)
+            return 0;
+    }
+    memset(&d, 0, sizeof(d));
+    nb_table_lock(&a->table);
+    s = live_slot_of(a, id, cid);
+    found = s != NULL && s->generation == gen &&
+            nb_table_mark_destroying(&a->table, s, (enum nb_slot_state)s->state,
+                                     nb_clock_real_s()) == 0;
+    if (found) {
+        snprintf(d.id, sizeof(d.id), "%s", s->id);
+        snprintf(d.cid, sizeof(d.cid), "%s", s->container_id);
+        d.gen = s->generation;
+        d.cause = gone ? NB_MD_VANISHED : NB_MD_STOPPED;
+    }
+    nb_table_unlock(&a->table);
+    if (!found)
+        return 0;
+    nb_warn("sandbox %s: its container %s (Docker event); destroying it", id,
+            gone ? "was removed" : "died");
+    destroy_marked(a, &d, 1, gone ? "cleaned up vanished" : "removed dead");
+    return 1;
+}
+
 struct seen {
     struct nb_docker_ctr *ctr;
     size_t n, alloc;

@@ -53,6 +53,17 @@ enum nb_reconcile nb_reaper_judge(const struct nb_slot *s, const struct nb_docke
  */
 int nb_reaper_owner_from_label(struct nb_slot *s, const struct nb_docker_ctr *ctr);
 
+/*
+ * Docker said container cid (label nanobox.sandbox = id) died, was
+ * OOM-killed or was removed (gone: 1 for a removal): if it is still the
+ * container of a live slot (RUNNING, PAUSED or POOLED) and is really not
+ * running (an inspect, unless gone; an OOM kill of one process leaves it
+ * running), the sandbox is destroyed at once, by the path expiry and
+ * reconciliation take (ports, rules, slot). 1 if it was, 0 if nothing was
+ * to be done, -1 if Docker could not say (reconciliation will).
+ */
+int nb_reaper_container_event(struct nb_app *a, const char *id, const char *cid, int gone);
+
 /* Loop forever (until SIGTERM), then _exit(0). */
 void nb_reaper_run(struct nb_app *a) __attribute__((noreturn));
 

@@ -129,6 +129,9 @@ typedef int (*nb_route_handler)(struct nb_app *a, struct nb_req *r, const struct
                                 (or resumed first with auto_resume) */
 
 #define NB_ROUTE_METRICS_AUTH 0x80u /* also served with metrics_token (GET /metrics) */
+#define NB_ROUTE_BULK \
+    0x100u /* moves a file's worth of bytes (downloads, uploads): its worker does \
+              not count toward workers_max while it does (pool.c) */
 
 /* One row of the route table. */
 struct nb_route_entry {

@@ -375,7 +375,7 @@ static int commit_image(struct nb_app *a, const char *name, const char *owner, c
                         int64_t created_at, struct nb_apierr *ae)
 {
     struct nb_derr de = {0};
-    char ref[128], ts[32], cname[128], cid[65] = "";
+    char ref[128], ts[32], cname[128], cid[65] = "", key[NB_TPL_KEY_LEN + 1];
     char *cfg, *labels;
     long timeout_ms = (long)a->conf.template_timeout * 1000L;
     yajl_gen g = nb_json_gen();
@@ -407,13 +407,14 @@ static int commit_image(struct nb_app *a, const char *name, const char *owner, c
     nb_json_kv_str(g, "nanobox.created_at", ts);
     nb_json_kv_str(g, "nanobox.parent", parent);
     nb_json_kv_str(g, "nanobox.parent_template", parent_tpl);
-    nb_json_kv_str(g, "nanobox.owner", owner ? owner : "");
+    nb_json_kv_str(g, "nanobox.owner", nb_template_owner(owner));
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
     labels = nb_json_gen_take(g);
 
-    nb_template_ref(&a->conf, name, ref, sizeof(ref));
-    snprintf(cname, sizeof(cname), NB_SNAPSHOT_CTR "%s", name);
+    nb_template_ref(&a->conf, owner, name, ref, sizeof(ref));
+    nb_template_key(&a->conf, owner, name, key);
+    snprintf(cname, sizeof(cname), NB_SNAPSHOT_CTR "%s", key);
     if (nb_docker_create(&a->docker, cname, cfg, cid, &de) != 0) {
         nb_apierr_docker(ae, &de, "make the snapshot's container");
         goto out;
@@ -443,7 +444,8 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     struct nb_slot slot, *s;
     struct nb_derr de = {0};
     char nm[NB_TPL_NAME_MAX + 1], parent_tpl[128], rec_id[80] = "", snap[PATH_MAX], ctx[PATH_MAX],
-                                                   sub[128], upper[PATH_MAX] = "";
+                                                   sub[128], upper[PATH_MAX] = "",
+                                                   key[NB_TPL_KEY_LEN + 1];
     int64_t now = nb_clock_real_s(), size_rw;
     int found = 0, froze = 0, rc = -1;
     struct timespec t0, t1, t2;
@@ -490,12 +492,13 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
             return -1;
         }
     }
-    nb_template_of_image(&a->conf, slot.image, parent_tpl, sizeof(parent_tpl));
+    nb_template_name_of(a, slot.image, parent_tpl, sizeof(parent_tpl));
     if (nb_template_claim(a, nm, owner, max_templates, id, parent_tpl, now, rec_id, ae) != 0)
         return -1;
-    snprintf(sub, sizeof(sub), "snap-%s.tar", nm);
+    nb_template_key(&a->conf, owner, nm, key);
+    snprintf(sub, sizeof(sub), "snap-%s.tar", key);
     nb_template_work_path(&a->conf, sub, snap, sizeof(snap));
-    snprintf(sub, sizeof(sub), "snap-%s.layer.tar", nm);
+    snprintf(sub, sizeof(sub), "snap-%s.layer.tar", key);
     nb_template_work_path(&a->conf, sub, ctx, sizeof(ctx));
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -531,7 +534,8 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     if (commit_image(a, nm, owner, slot.image, ctx, id, parent_tpl, now, ae) != 0)
         goto out;
     clock_gettime(CLOCK_MONOTONIC, &t2);
-    if (nb_template_get(a, nm, NULL, out, ae) != 0 || strcmp(out->status, "ready") != 0) {
+    if (nb_template_get(a, nm, nb_template_owner(owner), out, ae) != 0 ||
+        strcmp(out->status, "ready") != 0) {
         if (ae->status == 0)
             nb_apierr_set(ae, 502, "docker_error", "the snapshot's build made no image");
         goto out;

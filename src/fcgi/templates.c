@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/hmac.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
@@ -31,13 +33,16 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "buildcap.h"
+#include "dockerfile.h"
 #include "isolation.h"
 #include "json.h"
+#include "keys.h"
 #include "log.h"
+#include "network.h"
 #include "templates.h"
 
-#define LINE_MAX_LEN (64 * 1024) /* one logical Dockerfile line */
-#define SWEEP_EVERY 300          /* reaper ticks (~30 s) between sweeps for orphaned builds */
+#define SWEEP_EVERY 300 /* reaper ticks (~30 s) between sweeps for orphaned builds */
 #define BUILDERS_MAX 64
 
 /* ---- names and paths ---- */
@@ -116,11 +121,104 @@ static void tpl_repo(const struct nb_conf *c, char *out, size_t outlen)
         snprintf(out, outlen, "nanobox-tpl-%s", r);
 }
 
-void nb_template_ref(const struct nb_conf *c, const char *name, char *out, size_t outlen)
+static void tpl_path(const struct nb_conf *c, const char *sub, char *out, size_t outlen);
+
+/*
+ * The instance's secret for the image names (<templates>/.secret, 32
+ * random bytes made on first use): read once per process.
+ */
+static int tpl_secret(const struct nb_conf *c, unsigned char key[32])
+{
+    static unsigned char cached[32];
+    static int have;
+    char p[PATH_MAX], tmp[PATH_MAX + 32];
+    int fd;
+    if (have) {
+        memcpy(key, cached, 32);
+        return 0;
+    }
+    tpl_path(c, "", p, sizeof(p));
+    if (mkdir(p, 0700) != 0 && errno != EEXIST)
+        return -1;
+    tpl_path(c, ".secret", p, sizeof(p));
+    fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT) {
+        unsigned char fresh[32];
+        int w;
+        snprintf(tmp, sizeof(tmp), "%s.%ld", p, (long)getpid());
+        if (getrandom(fresh, sizeof(fresh), 0) != (ssize_t)sizeof(fresh))
+            return -1;
+        w = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (w < 0)
+            return -1;
+        if (write(w, fresh, sizeof(fresh)) != (ssize_t)sizeof(fresh) || fsync(w) != 0) {
+            close(w);
+            unlink(tmp);
+            return -1;
+        }
+        close(w);
+        /* link: the first process's secret wins, never replaced */
+        if (link(tmp, p) != 0 && errno != EEXIST) {
+            unlink(tmp);
+            return -1;
+        }
+        unlink(tmp);
+        fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    }
+    if (fd < 0)
+        return -1;
+    if (read(fd, cached, sizeof(cached)) != (ssize_t)sizeof(cached)) {
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    have = 1;
+    memcpy(key, cached, 32);
+    return 0;
+}
+
+const char *nb_template_owner(const char *owner)
+{
+    return owner != NULL && owner[0] ? owner : NB_KEY_DEFAULT;
+}
+
+void nb_template_key(const struct nb_conf *c, const char *owner, const char *name,
+                     char out[NB_TPL_KEY_LEN + 1])
+{
+    unsigned char secret[32], md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    struct nb_buf msg;
+    nb_buf_init(&msg, 1024);
+    nb_buf_printf(&msg, "%s\n%s\n%s", c->instance, nb_template_owner(owner), name);
+    if (tpl_secret(c, secret) != 0) {
+        /* no secret (the directory is not writable): nothing can be built or found */
+        nb_warn("templates: cannot read or make the templates' secret: %s", strerror(errno));
+        memset(secret, 0, sizeof(secret));
+        getrandom(secret, sizeof(secret), 0);
+    }
+    HMAC(EVP_sha256(), secret, sizeof(secret), (const unsigned char *)msg.data, msg.len, md,
+         &mdlen);
+    nb_buf_free(&msg);
+    for (unsigned i = 0; i < NB_TPL_KEY_LEN / 2; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+    out[NB_TPL_KEY_LEN] = '\0';
+}
+
+void nb_template_ref(const struct nb_conf *c, const char *owner, const char *name, char *out,
+                     size_t outlen)
+{
+    char repo[64], key[NB_TPL_KEY_LEN + 1];
+    tpl_repo(c, repo, sizeof(repo));
+    nb_template_key(c, owner, name, key);
+    snprintf(out, outlen, "%s:%s", repo, key);
+}
+
+/* The image of the job key (what nb_template_key gave). */
+static void key_ref(const struct nb_conf *c, const char *key, char *out, size_t outlen)
 {
     char repo[64];
     tpl_repo(c, repo, sizeof(repo));
-    snprintf(out, outlen, "%s:%s", repo, name);
+    snprintf(out, outlen, "%s:%s", repo, key);
 }
 
 void nb_template_conf_name(const char *image, char *out, size_t outlen)
@@ -142,11 +240,19 @@ static void tpl_path(const struct nb_conf *c, const char *sub, char *out, size_t
     snprintf(out, outlen, "%s%s%s", dir, sub[0] ? "/" : "", sub);
 }
 
-void nb_template_log_path(const struct nb_conf *c, const char *name, char *out, size_t outlen)
+static void key_log_path(const struct nb_conf *c, const char *key, char *out, size_t outlen)
 {
     char sub[128];
-    snprintf(sub, sizeof(sub), "%.100s.log", name);
+    snprintf(sub, sizeof(sub), "%.100s.log", key);
     tpl_path(c, sub, out, outlen);
+}
+
+void nb_template_log_path(const struct nb_conf *c, const char *owner, const char *name, char *out,
+                          size_t outlen)
+{
+    char key[NB_TPL_KEY_LEN + 1];
+    nb_template_key(c, owner, name, key);
+    key_log_path(c, key, out, outlen);
 }
 
 /* queue/<name>.<ext> or run/<name>.<ext> */
@@ -229,159 +335,27 @@ int nb_template_from_allowed(const struct nb_conf *c, const char *image)
     return 0;
 }
 
-struct from_state {
-    const struct nb_conf *c;
-    char stages[32][64];
-    unsigned n_stages, n_from;
-};
-
-/* Next whitespace-separated word of *p into out; 0 when there is none. */
-static int word(const char **p, char *out, size_t outlen)
+/* The resolver of nb_template_check_from: the operator's base images only. */
+static int conf_resolve(void *arg, const char *image, int from_line, char *out, size_t outlen,
+                        struct nb_apierr *ae)
 {
-    const char *s = *p, *e;
-    while (*s == ' ' || *s == '\t')
-        s++;
-    if (*s == '\0')
-        return 0;
-    for (e = s; *e && *e != ' ' && *e != '\t'; e++)
-        ;
-    snprintf(out, outlen, "%.*s", (int)(e - s), s);
-    *p = e;
-    return 1;
-}
-
-static int from_line(struct from_state *st, const char *line, struct nb_apierr *ae)
-{
-    char w[512], image[512];
-    const char *p = line;
-    if (!word(&p, w, sizeof(w)) || strcasecmp(w, "FROM") != 0)
-        return 0;
-    st->n_from++;
-    do {
-        if (!word(&p, image, sizeof(image))) {
-            nb_apierr_set(ae, 400, "bad_dockerfile", "a FROM line names no image");
-            return -1;
-        }
-    } while (!strncmp(image, "--", 2)); /* --platform=... */
-    if (strchr(image, '$')) {
-        nb_apierr_set(ae, 403, "from_forbidden",
-                      "FROM %.200s names its image through a variable (ARG): not allowed, "
-                      "name the image itself",
-                      image);
-        return -1;
-    }
-    {
-        int stage = 0;
-        char low[512];
-        size_t i;
-        for (i = 0; image[i] && i < sizeof(low) - 1; i++)
-            low[i] = (char)tolower((unsigned char)image[i]);
-        low[i] = '\0';
-        for (unsigned k = 0; k < st->n_stages; k++)
-            stage |= !strcmp(st->stages[k], low);
-        if (!stage && !nb_template_from_allowed(st->c, image)) {
-            nb_apierr_set(ae, 403, "from_forbidden",
-                          "FROM %.200s: the operator allows only these base images: %.200s", image,
-                          st->c->template_from[0] ? st->c->template_from : "the configured images");
-            return -1;
-        }
-    }
-    if (word(&p, w, sizeof(w)) && !strcasecmp(w, "AS") && word(&p, w, sizeof(w)) &&
-        st->n_stages < 32) {
-        size_t i;
-        for (i = 0; w[i] && i < 63; i++)
-            st->stages[st->n_stages][i] = (char)tolower((unsigned char)w[i]);
-        st->stages[st->n_stages][i] = '\0';
-        st->n_stages++;
-    }
-    return 0;
-}
-
-/*
- * The FROM lines, as Docker's parser reads them: the escape character into
- * *esc_out, and *open_out = 1 when the file ends inside a continued line
- * (anything appended would join its last instruction).
- */
-static int scan_dockerfile(const struct nb_conf *c, const char *df, size_t len,
-                           struct nb_apierr *ae, char *esc_out, int *open_out)
-{
-    struct from_state st;
-    struct nb_buf line;
-    char esc = '\\';
-    int directives = 1, rc = 0;
-    size_t i = 0;
-
-    memset(&st, 0, sizeof(st));
-    st.c = c;
-    nb_buf_init(&line, LINE_MAX_LEN);
-    while (rc == 0 && i < len) {
-        size_t s = i, e, a, b;
-        while (i < len && df[i] != '\n')
-            i++;
-        e = i;
-        if (i < len)
-            i++;
-        if (e > s && df[e - 1] == '\r')
-            e--;
-        for (a = s; a < e && (df[a] == ' ' || df[a] == '\t'); a++)
-            ;
-        if (directives) {
-            /* "# escape=`" before anything else changes the line continuation */
-            if (a < e && df[a] == '#') {
-                const char *q = df + a + 1, *end = df + e;
-                while (q < end && (*q == ' ' || *q == '\t'))
-                    q++;
-                if (end - q >= 6 && !strncasecmp(q, "escape", 6)) {
-                    q += 6;
-                    while (q < end && (*q == ' ' || *q == '\t'))
-                        q++;
-                    if (q < end && *q == '=') {
-                        q++;
-                        while (q < end && (*q == ' ' || *q == '\t'))
-                            q++;
-                        if (q < end)
-                            esc = *q;
-                    }
-                }
-                continue;
-            }
-            directives = 0;
-        }
-        if (a < e && df[a] == '#')
-            continue; /* a comment, also inside a continued line */
-        if (a == e)
-            continue; /* an empty line, which does not end a continued one either */
-        for (b = e; b > a && (df[b - 1] == ' ' || df[b - 1] == '\t'); b--)
-            ;
-        if (b > a && df[b - 1] == esc) {
-            nb_buf_append_some(&line, df + a, b - 1 - a);
-            nb_buf_append_some(&line, " ", 1);
-            continue;
-        }
-        nb_buf_append_some(&line, df + a, e - a);
-        rc = from_line(&st, line.data ? line.data : "", ae);
-        line.len = 0;
-        if (line.data)
-            line.data[0] = '\0';
-    }
-    *esc_out = esc;
-    *open_out = line.len > 0;
-    if (rc == 0 && line.len > 0)
-        rc = from_line(&st, line.data, ae);
-    nb_buf_free(&line);
-    if (rc == 0 && st.n_from == 0) {
-        nb_apierr_set(ae, 400, "bad_dockerfile", "the Dockerfile has no FROM line");
-        rc = -1;
-    }
-    return rc;
+    (void)from_line;
+    (void)out;
+    (void)outlen;
+    (void)ae;
+    return nb_template_from_allowed(arg, image);
 }
 
 int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
                            struct nb_apierr *ae)
 {
+    struct nb_buf out;
     char esc;
-    int open;
-    return scan_dockerfile(c, df, len, ae, &esc, &open);
+    int rc;
+    nb_buf_init(&out, len * 2 + 4096);
+    rc = nb_dockerfile_rewrite(df, len, conf_resolve, (void *)(uintptr_t)c, &out, &esc, ae);
+    nb_buf_free(&out);
+    return rc;
 }
 
 /*
@@ -438,8 +412,8 @@ static int tar_add(struct archive *ar, const char *path, const void *data, size_
 }
 
 static int write_context(const char *path, const struct nb_conf *c,
-                         const struct nb_template_req *rq, int64_t created_at, char esc,
-                         struct nb_apierr *ae)
+                         const struct nb_template_req *rq, const struct nb_buf *checked,
+                         int64_t created_at, char esc, struct nb_apierr *ae)
 {
     struct archive *ar = archive_write_new();
     struct nb_buf df;
@@ -451,9 +425,9 @@ static int write_context(const char *path, const struct nb_conf *c,
         archive_write_free(ar);
         return -1;
     }
-    nb_buf_init(&df, rq->dockerfile_len + 4096);
-    nb_buf_append(&df, rq->dockerfile, rq->dockerfile_len);
-    record_labels(&df, c, rq->name, rq->owner, created_at, esc);
+    nb_buf_init(&df, checked->len + 4096);
+    nb_buf_append(&df, checked->data, checked->len);
+    record_labels(&df, c, rq->name, nb_template_owner(rq->owner), created_at, esc);
     rc = tar_add(ar, "Dockerfile", df.data, df.len);
     nb_buf_free(&df);
     for (size_t i = 0; rc == 0 && i < rq->n_files; i++)
@@ -494,7 +468,7 @@ static int put_record_kind(struct nb_docker *d, const struct nb_conf *c, const c
     char ref[128], l[9][600], tar[4096];
     const char *labels[10];
     size_t used = 0, n = 0;
-    nb_template_ref(c, name, ref, sizeof(ref));
+    nb_template_ref(c, owner, name, ref, sizeof(ref));
     snprintf(l[n], sizeof(l[n]), "nanobox.instance=%s", c->instance), n++;
     snprintf(l[n], sizeof(l[n]), "nanobox.template=%s", name), n++;
     snprintf(l[n], sizeof(l[n]), "nanobox.kind=%s", kind), n++;
@@ -504,7 +478,7 @@ static int put_record_kind(struct nb_docker *d, const struct nb_conf *c, const c
         snprintf(l[n], sizeof(l[n]), "nanobox.parent_template=%s", parent_tpl), n++;
     snprintf(l[n], sizeof(l[n]), "nanobox.status=%s", status), n++;
     snprintf(l[n], sizeof(l[n]), "nanobox.created_at=%lld", (long long)created_at), n++;
-    snprintf(l[n], sizeof(l[n]), "nanobox.owner=%s", owner), n++;
+    snprintf(l[n], sizeof(l[n]), "nanobox.owner=%s", nb_template_owner(owner)), n++;
     if (error && error[0])
         snprintf(l[n], sizeof(l[n]), "nanobox.error=%.500s", error), n++;
     for (size_t i = 0; i < n; i++)
@@ -543,15 +517,15 @@ static void from_image(const struct nb_docker_image *im, struct nb_template *t)
 }
 
 /* Append one {"status": ..., "error"?: ...} line: the log's end. */
-static void log_final(const struct nb_conf *c, const char *name, const char *status,
-                      const char *error)
+static void log_final(const struct nb_conf *c, const char *owner, const char *name,
+                      const char *status, const char *error)
 {
     char path[PATH_MAX];
     yajl_gen g = nb_json_gen();
     const unsigned char *buf;
     size_t len;
     int fd;
-    nb_template_log_path(c, name, path, sizeof(path));
+    nb_template_log_path(c, owner, name, path, sizeof(path));
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "status", status);
     if (error && error[0])
@@ -572,8 +546,9 @@ static void fail_build(const struct nb_conf *c, struct nb_docker *d, const char 
                        const char *owner, int64_t created_at, const char *old_id, const char *error)
 {
     struct nb_derr de = {0};
-    char id[80] = "", p[PATH_MAX];
-    nb_warn("template %s: build failed: %s", name, error);
+    char id[80] = "", p[PATH_MAX], key[NB_TPL_KEY_LEN + 1];
+    nb_template_key(c, owner, name, key);
+    nb_warn("template %s (of %s): build failed: %s", name, nb_template_owner(owner), error);
     if (put_record(d, c, name, owner, "failed", created_at, error, id, &de) != 0)
         nb_warn("template %s: cannot record the failure: %s", name, de.msg);
     else if (old_id && old_id[0] && strcmp(old_id, id) != 0 &&
@@ -581,10 +556,12 @@ static void fail_build(const struct nb_conf *c, struct nb_docker *d, const char 
         nb_warn("template %s: cannot remove its old record %s: %s", name, old_id, de.msg);
     /* the log's last line only once Docker says failed: a reader that saw it may act on it
      * (a reader that finds the state ended first gets the line from the logs route) */
-    log_final(c, name, "failed", error);
-    job_path(c, "run", name, "json", p, sizeof(p));
+    log_final(c, owner, name, "failed", error);
+    job_path(c, "run", key, "json", p, sizeof(p));
     unlink(p);
-    job_path(c, "queue", name, "tar", p, sizeof(p));
+    job_path(c, "run", key, "disk", p, sizeof(p));
+    unlink(p);
+    job_path(c, "queue", key, "tar", p, sizeof(p));
     unlink(p);
 }
 
@@ -642,7 +619,8 @@ int nb_template_get(struct nb_app *a, const char *name, const char *viewer, stru
         nb_apierr_set(ae, 404, "not_found", "no template \"%.80s\"", name);
         return -1;
     }
-    nb_template_ref(&a->conf, name, t->image, sizeof(t->image));
+    /* names are the owner's own: viewer's "foo" is another image than any other key's */
+    nb_template_ref(&a->conf, viewer, name, t->image, sizeof(t->image));
     if (nb_docker_image_inspect(&a->docker, t->image, &im, &de) != 0) {
         if (de.kind == NB_DERR_HTTP && de.status == 404)
             nb_apierr_set(ae, 404, "not_found", "no template \"%s\"", name);
@@ -650,31 +628,35 @@ int nb_template_get(struct nb_app *a, const char *name, const char *viewer, stru
             nb_apierr_docker(ae, &de, "read the template");
         return -1;
     }
-    if (strcmp(im.instance, a->conf.instance) != 0 || strcmp(im.name, name) != 0) {
+    if (strcmp(im.instance, a->conf.instance) != 0 || strcmp(im.name, name) != 0 ||
+        strcmp(nb_template_owner(im.owner), nb_template_owner(viewer)) != 0) {
         nb_apierr_set(ae, 404, "not_found", "no template \"%s\"", name);
         return -1;
     }
     from_image(&im, t);
-    if (!tpl_visible(t, viewer)) { /* another key's: as if there were none */
-        nb_apierr_set(ae, 404, "not_found", "no template \"%s\"", name);
-        return -1;
-    }
     return 0;
 }
 
 struct list_ctx {
+    const struct nb_conf *c;
     struct nb_template *t;
     size_t n, cap;
-    char repo[90];
 };
+
+/* Is im the image its (owner, name) points at (a record being replaced is not)? */
+static int named_image(const struct nb_conf *c, const struct nb_docker_image *im)
+{
+    char ref[128];
+    if (!nb_template_name_ok(im->name))
+        return 0;
+    nb_template_ref(c, im->owner, im->name, ref, sizeof(ref));
+    return !strcmp(im->ref, ref);
+}
 
 static void list_one(void *arg, const struct nb_docker_image *im)
 {
     struct list_ctx *l = arg;
-    size_t rl = strlen(l->repo);
-    /* only the image a name points at (a record being replaced is not it) */
-    if (strncmp(im->ref, l->repo, rl) != 0 || strcmp(im->ref + rl, im->name) != 0 ||
-        !nb_template_name_ok(im->name))
+    if (!named_image(l->c, im))
         return;
     if (l->n == l->cap) {
         l->cap = l->cap ? l->cap * 2 : 16;
@@ -696,12 +678,9 @@ static int by_name(const void *x, const void *y)
 int nb_template_list(struct nb_app *a, const char *viewer, nb_template_fn cb, void *arg,
                      struct nb_apierr *ae)
 {
-    struct list_ctx l = {0};
+    struct list_ctx l = {&a->conf, NULL, 0, 0};
     struct nb_derr de = {0};
     struct nb_template t;
-    char repo[90];
-    tpl_repo(&a->conf, repo, sizeof(repo));
-    snprintf(l.repo, sizeof(l.repo), "%.80s:", repo);
     if (nb_docker_image_list(&a->docker, a->conf.instance, list_one, &l, &de) < 0) {
         free(l.t);
         nb_apierr_docker(ae, &de, "list the templates");
@@ -761,16 +740,52 @@ static int write_job(const char *path, const struct nb_conf *c, const struct nb_
     return 0;
 }
 
+struct own_ctx {
+    struct nb_app *a;
+    const char *owner;
+};
+
+/*
+ * The images a build of owner may name: the operator's (template_from, or
+ * the images setting), and owner's own ready templates and snapshots by
+ * name, rewritten to their images. Another key's names are not found.
+ */
+static int own_resolve(void *arg, const char *image, int from_line, char *out, size_t outlen,
+                       struct nb_apierr *ae)
+{
+    struct own_ctx *o = arg;
+    struct nb_template t;
+    struct nb_apierr e2 = {0};
+    (void)from_line;
+    if (nb_template_from_allowed(&o->a->conf, image))
+        return 1;
+    if (!nb_template_name_ok(image) || conf_template(&o->a->conf, image) >= 0)
+        return 0;
+    if (nb_template_get(o->a, image, nb_template_owner(o->owner), &t, &e2) != 0) {
+        if (e2.status == 404)
+            return 0;
+        *ae = e2;
+        return -1;
+    }
+    if (strcmp(t.status, "ready") != 0)
+        return 0;
+    snprintf(out, outlen, "%s", t.image);
+    return 1;
+}
+
 int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struct nb_template *out,
                        struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_docker_image im;
     struct nb_derr de = {0};
+    struct own_ctx own = {a, rq->owner};
+    struct nb_buf checked;
     char ref[128], tarp[PATH_MAX], jobp[PATH_MAX], logp[PATH_MAX], id[80];
+    char key[NB_TPL_KEY_LEN + 1];
     size_t total = 1024 + 512 + rq->dockerfile_len;
     int64_t now = time(NULL);
-    int lock, open, rc = -1;
+    int lock, rc = -1;
     char esc;
 
     if (c->template_builds_max == 0) {
@@ -805,24 +820,24 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
                       c->template_context_max);
         return -1;
     }
-    if (scan_dockerfile(c, rq->dockerfile, rq->dockerfile_len, ae, &esc, &open) != 0)
-        return -1;
-    if (open) {
-        nb_apierr_set(ae, 400, "bad_dockerfile",
-                      "the Dockerfile ends inside a continued line (its last line ends with "
-                      "'%c')",
-                      esc);
+    /* what Docker gets: every image it names checked, the owner's templates by their images */
+    nb_buf_init(&checked, rq->dockerfile_len * 2 + 4096);
+    if (nb_dockerfile_rewrite(rq->dockerfile, rq->dockerfile_len, own_resolve, &own, &checked, &esc,
+                              ae) != 0) {
+        nb_buf_free(&checked);
         return -1;
     }
     if (ensure_dirs(c) != 0 || (lock = lock_names(c)) < 0) {
         nb_apierr_set(ae, 500, "internal", "cannot use the templates directory: %s",
                       strerror(errno));
+        nb_buf_free(&checked);
         return -1;
     }
-    nb_template_ref(c, rq->name, ref, sizeof(ref));
-    job_path(c, "queue", rq->name, "tar", tarp, sizeof(tarp));
-    job_path(c, "queue", rq->name, "json", jobp, sizeof(jobp));
-    nb_template_log_path(c, rq->name, logp, sizeof(logp));
+    nb_template_key(c, rq->owner, rq->name, key);
+    key_ref(c, key, ref, sizeof(ref));
+    job_path(c, "queue", key, "tar", tarp, sizeof(tarp));
+    job_path(c, "queue", key, "json", jobp, sizeof(jobp));
+    key_log_path(c, key, logp, sizeof(logp));
     if (nb_docker_image_inspect(&a->docker, ref, &im, &de) == 0) {
         nb_apierr_set(ae, 409, "name_taken", "template \"%s\" exists (DELETE it first)", rq->name);
         goto out;
@@ -843,7 +858,7 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
         nb_apierr_docker(ae, &de, "check the template name");
         goto out;
     }
-    if (write_context(tarp, c, rq, now, esc, ae) != 0)
+    if (write_context(tarp, c, rq, &checked, now, esc, ae) != 0)
         goto out;
     unlink(logp);
     if (put_record(&a->docker, c, rq->name, rq->owner ? rq->owner : "", "building", now, NULL, id,
@@ -863,12 +878,13 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
     snprintf(out->image, sizeof(out->image), "%s", ref);
     snprintf(out->status, sizeof(out->status), "building");
     snprintf(out->kind, sizeof(out->kind), "build");
-    snprintf(out->owner, sizeof(out->owner), "%s", rq->owner ? rq->owner : "");
     out->created_at = now;
-    nb_info("template %s: build queued", rq->name);
+    snprintf(out->owner, sizeof(out->owner), "%s", nb_template_owner(rq->owner));
+    nb_info("template %s (of %s): build queued as %s", rq->name, out->owner, key);
     rc = 0;
 out:
     unlock_names(lock);
+    nb_buf_free(&checked);
     return rc;
 }
 
@@ -925,7 +941,7 @@ int nb_template_delete(struct nb_app *a, const char *name, const char *viewer, i
         nb_apierr_docker(ae, &de, "remove the template");
         goto out;
     }
-    nb_template_log_path(&a->conf, name, logp, sizeof(logp));
+    nb_template_log_path(&a->conf, viewer, name, logp, sizeof(logp));
     unlink(logp);
     nb_info("template %s removed%s", name, users ? " (forced, sandboxes of it still run)" : "");
     rc = 0;
@@ -952,16 +968,22 @@ int nb_template_image(struct nb_app *a, const char *name, const char *viewer, ch
 int nb_template_image_allowed(struct nb_app *a, const char *image, const char *viewer)
 {
     char repo[90];
-    struct nb_template t;
-    struct nb_apierr ae;
+    struct nb_docker_image im;
+    struct nb_derr de = {0};
     size_t rl;
     if (nb_conf_image_allowed(&a->conf, image))
         return 1;
     tpl_repo(&a->conf, repo, sizeof(repo));
     rl = strlen(repo);
-    if (strncmp(image, repo, rl) != 0 || image[rl] != ':')
+    if (strncmp(image, repo, rl) != 0 || image[rl] != ':' ||
+        strspn(image + rl + 1, "0123456789abcdef") != NB_TPL_KEY_LEN ||
+        image[rl + 1 + NB_TPL_KEY_LEN] != '\0')
         return 0;
-    return nb_template_get(a, image + rl + 1, viewer, &t, &ae) == 0 && !strcmp(t.status, "ready");
+    /* a template's image: ready, of this instance, and the viewer's own (an admin: anyone's) */
+    return nb_docker_image_inspect(&a->docker, image, &im, &de) == 0 &&
+           named_image(&a->conf, &im) && !strcmp(im.instance, a->conf.instance) &&
+           !strcmp(im.status, "ready") &&
+           (viewer == NULL || !strcmp(nb_template_owner(im.owner), viewer));
 }
 
 /* ---- the builder ---- */
@@ -971,6 +993,8 @@ struct build_log {
     size_t written;
     int truncated;
     char error[512];
+    struct nb_buildcap *cap; /* told of the containers and images the build makes */
+    int fsize_hit;           /* a step said a file hit RLIMIT_FSIZE (template_disk_max) */
 };
 
 static void log_line(struct build_log *bl, const char *key, const char *text)
@@ -1006,7 +1030,12 @@ static void on_build_line(void *arg, const char *line, size_t len)
         return;
     }
     if ((s = yajl_tree_get(v, sp, yajl_t_string)) != NULL) {
-        log_line(bl, "stream", nb_json_string(s));
+        const char *text = nb_json_string(s);
+        log_line(bl, "stream", text);
+        if (bl->cap)
+            nb_buildcap_line(bl->cap, text);
+        if (strstr(text, "File too large") || strstr(text, "File size limit exceeded"))
+            bl->fsize_hit = 1;
     } else if ((s = yajl_tree_get(v, ep, yajl_t_string)) != NULL ||
                (s = yajl_tree_get(v, mp, yajl_t_string)) != NULL) {
         snprintf(bl->error, sizeof(bl->error), "%s", nb_json_string(s));
@@ -1054,38 +1083,94 @@ static int inspect_built(struct nb_docker *d, const char *ref, struct nb_docker_
     }
 }
 
-int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *name)
+/*
+ * The builds' network as the reaper last made sure of it (at most
+ * BUILD_NET_FRESH_S old when a builder forks, which inherits it): at 0, the
+ * builder makes sure itself (a direct call, the unit tests').
+ */
+#define BUILD_NET_FRESH_S 10
+static struct {
+    int64_t at;
+    char name[160];
+    char err[512];
+} build_net;
+
+static void build_net_prepare(struct nb_app *a)
+{
+    struct nb_apierr ae = {0};
+    int64_t now = time(NULL);
+    if (strcmp(a->conf.template_network, "bridge") != 0 ||
+        (build_net.at != 0 && now - build_net.at < BUILD_NET_FRESH_S && !build_net.err[0]))
+        return;
+    build_net.err[0] = '\0';
+    if (nb_network_build_ensure(a, build_net.name, sizeof(build_net.name), &ae) != 0) {
+        snprintf(build_net.err, sizeof(build_net.err), "%s", ae.msg);
+        nb_warn("templates: the builds' network: %s", ae.msg);
+    }
+    build_net.at = now;
+}
+
+int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *key)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_docker_image rec, im;
     struct nb_derr de = {0};
-    struct build_log bl = {-1, 0, 0, ""};
+    struct build_log bl = {-1, 0, 0, "", NULL, 0};
     struct nb_docker_build b;
+    struct nb_buildcap cap;
     char ref[128], jobp[PATH_MAX], tarp[PATH_MAX], logp[PATH_MAX], error[512] = "";
+    char net[160] = "none", marker[PATH_MAX];
+    const char *name;
     uint64_t memory, nano_cpus;
 
-    nb_template_ref(c, name, ref, sizeof(ref));
-    job_path(c, "run", name, "json", jobp, sizeof(jobp));
-    job_path(c, "queue", name, "tar", tarp, sizeof(tarp));
-    nb_template_log_path(c, name, logp, sizeof(logp));
+    key_ref(c, key, ref, sizeof(ref));
+    job_path(c, "run", key, "json", jobp, sizeof(jobp));
+    job_path(c, "queue", key, "tar", tarp, sizeof(tarp));
+    key_log_path(c, key, logp, sizeof(logp));
     read_job(jobp, c, &memory, &nano_cpus);
     if (nb_docker_image_inspect(d, ref, &rec, &de) != 0 || strcmp(rec.status, "building") != 0 ||
-        strcmp(rec.instance, c->instance) != 0) {
-        nb_warn("template %s: no build record (%s); dropping the job", name,
+        strcmp(rec.instance, c->instance) != 0 || !named_image(c, &rec)) {
+        nb_warn("template job %s: no build record (%s); dropping the job", key,
                 de.kind ? de.msg : rec.status);
         unlink(jobp);
         unlink(tarp);
         return -1;
     }
+    name = rec.name;
     bl.fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
     memset(&b, 0, sizeof(b));
     b.context = tarp;
     b.tag = ref;
     /* the labels are the context's last instruction (record_labels): one step, not five */
-    b.network = c->template_network;
+    /* RUN steps: on the builds' own network (a bridge sandbox's rules), or none; never the host's */
+    if (!strcmp(c->template_network, "bridge")) {
+        struct nb_apierr nae = {0};
+        if (build_net.at == 0 &&
+            nb_network_build_ensure(a, build_net.name, sizeof(build_net.name), &nae) != 0)
+            snprintf(build_net.err, sizeof(build_net.err), "%s", nae.msg);
+        if (build_net.err[0]) {
+            if (bl.fd >= 0)
+                close(bl.fd);
+            fail_build(c, d, name, rec.owner, rec.created_at, rec.id, build_net.err);
+            return -1;
+        }
+        snprintf(net, sizeof(net), "%s", build_net.name);
+    }
+    b.network = net;
     b.memory = memory;
     b.nano_cpus = nano_cpus;
+    b.fsize = c->template_disk_max; /* no one file past the cap: the kernel's bound */
     b.timeout_ms = (long)c->template_timeout * 1000L;
+    job_path(c, "run", key, "disk", marker, sizeof(marker));
+    unlink(marker);
+    memset(&cap, 0, sizeof(cap));
+    cap.fd = -1;
+    /* the watcher of the whole (the real Docker only: the unit tests' is in this process) */
+    if (d->ops == &nb_docker_curl_ops &&
+        nb_buildcap_start(&cap, c, marker, c->template_disk_max) != 0)
+        nb_warn("template %s: no disk watcher (%s): template_disk_max bounds each file only", name,
+                strerror(errno));
+    bl.cap = &cap;
     nb_info("template %s: building", name);
     if (nb_docker_build(d, &b, on_build_line, &bl, &de) != 0) {
         if (de.kind == NB_DERR_TIMEOUT ||
@@ -1095,7 +1180,12 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *nam
         else
             snprintf(error, sizeof(error), "%s", bl.error[0] ? bl.error : de.msg);
     } else if (bl.error[0]) {
-        snprintf(error, sizeof(error), "%s", bl.error);
+        if (bl.fsize_hit)
+            snprintf(error, sizeof(error),
+                     "the build wrote a file over template_disk_max (%llu bytes): %.300s",
+                     (unsigned long long)c->template_disk_max, bl.error);
+        else
+            snprintf(error, sizeof(error), "%s", bl.error);
     } else if (inspect_built(d, ref, &im, &de) != 0) {
         snprintf(error, sizeof(error), "the build ended, but its image: %s", de.msg);
     } else if (!strcmp(im.id, rec.id) || strcmp(im.status, "ready") != 0) {
@@ -1103,9 +1193,11 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *nam
         snprintf(error, sizeof(error), "the build ended without an image (%s is %s, status %s)",
                  ref, im.id, im.status[0] ? im.status : "none");
     }
+    nb_buildcap_stop(&cap);
     if (error[0]) {
         if (bl.fd >= 0)
             close(bl.fd);
+        nb_buildcap_cleanup(&cap, d); /* the images its steps made: a failed build leaves none */
         fail_build(c, d, name, rec.owner, rec.created_at, rec.id, error);
         return -1;
     }
@@ -1113,7 +1205,7 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *nam
         nb_warn("template %s: cannot remove its build record %s: %s", name, rec.id, de.msg);
     if (bl.fd >= 0)
         close(bl.fd);
-    log_final(c, name, "ready", NULL);
+    log_final(c, rec.owner, name, "ready", NULL);
     unlink(jobp);
     unlink(tarp);
     nb_info("template %s: ready (%s)", name, im.id);
@@ -1124,7 +1216,7 @@ int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *nam
 
 static struct {
     pid_t pid;
-    char name[NB_TPL_NAME_MAX + 1];
+    char name[NB_TPL_NAME_MAX + 1]; /* the job's key (nb_template_key) */
 } builders[BUILDERS_MAX];
 static unsigned n_builders;
 static unsigned pump_ticks;
@@ -1180,17 +1272,19 @@ static void sweep(struct nb_app *a)
         nb_debug("templates: cannot list images: %s", de.msg);
     for (size_t i = 0; i < s.n; i++) {
         const struct nb_docker_image *im = &s.im[i];
-        nb_template_ref(&a->conf, im->name, ref, sizeof(ref));
-        if (strcmp(im->ref, ref) != 0 || building_here(im->name))
+        char key[NB_TPL_KEY_LEN + 1];
+        nb_template_key(&a->conf, im->owner, im->name, key);
+        key_ref(&a->conf, key, ref, sizeof(ref));
+        if (strcmp(im->ref, ref) != 0 || building_here(key))
             continue;
-        job_path(&a->conf, "queue", im->name, "json", p, sizeof(p));
+        job_path(&a->conf, "queue", key, "json", p, sizeof(p));
         if (access(p, F_OK) == 0)
             continue; /* queued */
         if (!strcmp(im->kind, "snapshot")) {
             /* its worker died during it: the name is free again */
             char ctr[128];
             nb_warn("template %s: a snapshot was cut short; removing its record", im->name);
-            snprintf(ctr, sizeof(ctr), NB_SNAPSHOT_CTR "%s", im->name);
+            snprintf(ctr, sizeof(ctr), NB_SNAPSHOT_CTR "%s", key);
             if (nb_docker_remove(&a->docker, ctr, &de) != 0)
                 nb_warn("template %s: cannot remove container %s: %s", im->name, ctr, de.msg);
             if (nb_docker_image_remove(&a->docker, im->id, 0, &de) != 0)
@@ -1217,17 +1311,24 @@ static void reap_builders(struct nb_app *a)
             struct nb_docker_image im;
             struct nb_derr de = {0};
             char ref[128];
-            nb_template_ref(&a->conf, builders[i].name, ref, sizeof(ref));
+            key_ref(&a->conf, builders[i].name, ref, sizeof(ref));
             if (nb_docker_image_inspect(&a->docker, ref, &im, &de) == 0 &&
-                !strcmp(im.status, "building")) {
-                char why[128];
+                !strcmp(im.status, "building") && named_image(&a->conf, &im)) {
+                char why[512], marker[PATH_MAX];
+                FILE *f;
                 snprintf(why, sizeof(why), "the builder process died (%s %d)",
                          r > 0 && WIFSIGNALED(st) ? "signal" : "status",
                          r > 0 && WIFSIGNALED(st) ? WTERMSIG(st)
                          : r > 0                  ? WEXITSTATUS(st)
                                                   : -1);
-                fail_build(&a->conf, &a->docker, builders[i].name, im.owner, im.created_at, im.id,
-                           why);
+                /* killed by its disk watcher (buildcap.h): the watcher says why */
+                job_path(&a->conf, "run", builders[i].name, "disk", marker, sizeof(marker));
+                if ((f = fopen(marker, "re")) != NULL) {
+                    size_t n = fread(why, 1, sizeof(why) - 1, f);
+                    why[n] = '\0';
+                    fclose(f);
+                }
+                fail_build(&a->conf, &a->docker, im.name, im.owner, im.created_at, im.id, why);
             }
         }
         builders[i] = builders[--n_builders];
@@ -1281,6 +1382,7 @@ static void start_builders(struct nb_app *a)
             nb_warn("template %s: cannot start its build: %s", name, strerror(errno));
             return;
         }
+        build_net_prepare(a); /* the builder inherits it: no iptables run per build */
         pid = fork();
         if (pid < 0) {
             nb_warn("template %s: cannot fork a builder: %s", name, strerror(errno));
@@ -1298,7 +1400,8 @@ static void start_builders(struct nb_app *a)
             nb_log_set_role("builder");
             if (nb_docker_init(&d, a->conf.docker_socket, a->conf.docker_max_response) != 0)
                 _exit(1);
-            nb_template_build_job(a, &d, name); /* a failed build is recorded: not a crash */
+            a->docker = d; /* this process's own connection, not the reaper's */
+            nb_template_build_job(a, &a->docker, name); /* a failed build is recorded */
             _exit(0);
         }
         builders[n_builders].pid = pid;
@@ -1312,6 +1415,9 @@ void nb_templates_pump(struct nb_app *a)
     if (pump_ticks == 0 && ensure_dirs(&a->conf) != 0)
         nb_warn("templates: cannot create the templates directory: %s", strerror(errno));
     reap_builders(a);
+    if (pump_ticks == 0 && nb_template_migrate(a) != 0)
+        nb_warn("templates: some templates of the old naming keep it (see above); they are not "
+                "found by name until moved");
     if (pump_ticks % SWEEP_EVERY == 0)
         sweep(a); /* at the reaper's start: builds a dead nanobox left "building" */
     start_builders(a);
@@ -1391,9 +1497,23 @@ int nb_template_root(const struct nb_conf *c, const char *image)
     char name[300], tmp[NB_CONF_LIST], *save = NULL, *tok;
     nb_template_of_image(c, image, name, sizeof(name));
     snprintf(tmp, sizeof(tmp), "%s", c->root_templates);
-    for (tok = strtok_r(tmp, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save))
+    for (tok = strtok_r(tmp, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+        char ref[128];
+        const char *slash = strchr(tok, '/');
         if (!strcmp(tok, "*") || !strcmp(tok, name))
+            return 1; /* all, or one of the operator's images by its template name */
+        /* a built template or snapshot: OWNER/NAME, or NAME of the admin key's (names are
+         * each key's own, so a bare name never gives another key's "NAME" a root) */
+        if (slash != NULL) {
+            char owner[NB_TPL_NAME_MAX + 1];
+            snprintf(owner, sizeof(owner), "%.*s", (int)(slash - tok), tok);
+            nb_template_ref(c, owner, slash + 1, ref, sizeof(ref));
+        } else {
+            nb_template_ref(c, NULL, tok, ref, sizeof(ref));
+        }
+        if (!strcmp(ref, image))
             return 1;
+    }
     return 0;
 }
 
@@ -1421,7 +1541,7 @@ int nb_template_claim(struct nb_app *a, const char *name, const char *owner, uns
                       strerror(errno));
         return -1;
     }
-    nb_template_ref(c, name, ref, sizeof(ref));
+    nb_template_ref(c, owner, name, ref, sizeof(ref));
     if (nb_docker_image_inspect(&a->docker, ref, &im, &de) == 0) {
         nb_apierr_set(ae, 409, "name_taken", "template \"%s\" exists (DELETE it first)", name);
         goto out;
@@ -1451,4 +1571,83 @@ int nb_template_claim(struct nb_app *a, const char *name, const char *owner, uns
 out:
     unlock_names(lock);
     return rc;
+}
+
+void nb_template_name_of(struct nb_app *a, const char *image, char *out, size_t outlen)
+{
+    struct nb_docker_image im;
+    struct nb_derr de = {0};
+    char repo[90];
+    size_t rl;
+    tpl_repo(&a->conf, repo, sizeof(repo));
+    rl = strlen(repo);
+    if (!strncmp(image, repo, rl) && image[rl] == ':' &&
+        nb_docker_image_inspect(&a->docker, image, &im, &de) == 0 && named_image(&a->conf, &im))
+        snprintf(out, outlen, "%s", im.name);
+    else
+        nb_template_of_image(&a->conf, image, out, outlen);
+}
+
+/* ---- templates of the old naming (the tag was the name) ---- */
+
+struct migrate_ctx {
+    const struct nb_conf *c;
+    struct nb_docker_image *im;
+    size_t n, cap;
+};
+
+static void migrate_one(void *arg, const struct nb_docker_image *im)
+{
+    struct migrate_ctx *m = arg;
+    char old[128];
+    tpl_repo(m->c, old, sizeof(old));
+    if (!nb_template_name_ok(im->name) || strcmp(im->instance, m->c->instance) != 0)
+        return;
+    snprintf(old + strlen(old), sizeof(old) - strlen(old), ":%s", im->name);
+    if (strcmp(im->ref, old) != 0 || named_image(m->c, im))
+        return;
+    if (m->n == m->cap) {
+        m->cap = m->cap ? m->cap * 2 : 8;
+        m->im = realloc(m->im, m->cap * sizeof(*m->im));
+        if (m->im == NULL)
+            abort();
+    }
+    m->im[m->n++] = *im;
+}
+
+int nb_template_migrate(struct nb_app *a)
+{
+    struct migrate_ctx m = {&a->conf, NULL, 0, 0};
+    struct nb_derr de = {0};
+    int failed = 0;
+    char repo[90];
+    tpl_repo(&a->conf, repo, sizeof(repo));
+    if (nb_docker_image_list(&a->docker, a->conf.instance, migrate_one, &m, &de) < 0) {
+        nb_warn("templates: cannot list images to move old names: %s", de.msg);
+        return 1;
+    }
+    for (size_t i = 0; i < m.n; i++) {
+        const struct nb_docker_image *im = &m.im[i];
+        char key[NB_TPL_KEY_LEN + 1], path[512];
+        struct nb_buf resp;
+        long status = 0;
+        nb_template_key(&a->conf, im->owner, im->name, key);
+        /* the image keeps its id and labels; only its name changes (a tag, then the old untagged) */
+        snprintf(path, sizeof(path), "/images/%s/tag?repo=%s&tag=%s", im->id, repo, key);
+        nb_buf_init(&resp, 64 * 1024);
+        if (nb_docker_request(&a->docker, "POST", path, NULL, 0, &status, &resp, &de) != 0 ||
+            status != 201) {
+            nb_warn("template %s (of %s): cannot move it to its new name (status %ld)", im->name,
+                    nb_template_owner(im->owner), status);
+            failed++;
+        } else if (nb_docker_image_remove(&a->docker, im->ref, 0, &de) != 0) {
+            nb_warn("template %s: moved, but its old name %s stays: %s", im->name, im->ref, de.msg);
+        } else {
+            nb_info("template %s (of %s): moved from %s to its owner's hidden name", im->name,
+                    nb_template_owner(im->owner), im->ref);
+        }
+        nb_buf_free(&resp);
+    }
+    free(m.im);
+    return failed;
 }

@@ -2,7 +2,7 @@
  * templates.h - the templates engine: images sandboxes start from, built
  * from a Dockerfile through Docker's POST /build (docs/API.md, Templates).
  *
- * Docker holds the state. A template is the image <repo>:<name>, repo
+ * Docker holds the state. A template is the image <repo>:<key>, repo
  * nanobox-tpl-<instance> (nb_template_ref), with labels nanobox.instance,
  * nanobox.template (its name), nanobox.kind ("build"; a snapshot will be
  * "snapshot" with nanobox.parent and nanobox.parent_template),
@@ -71,17 +71,40 @@ struct nb_template_req {
 int nb_template_name_ok(const char *name);
 /* A path of files: relative, no "." or ".." segment, not the Dockerfile. 0, or -1. */
 int nb_template_path_ok(const char *path);
-/* The image of template name: nanobox-tpl-<instance>:<name>. */
-void nb_template_ref(const struct nb_conf *c, const char *name, char *out, size_t outlen);
+/*
+ * Names are the owner's own: key A's "foo" and key B's "foo" are two
+ * templates. The image behind (owner, name) is nanobox-tpl-<instance>:<key>,
+ * key the first NB_TPL_KEY_LEN hex digits of HMAC-SHA256 under the
+ * instance's secret (<sandbox_dir>/templates/.secret) of instance, owner and
+ * name: not guessable from a name. Owner and name are the image's labels.
+ * The job files and the build log are named after the key too.
+ */
+#define NB_TPL_KEY_LEN 32
+/* owner, or NB_KEY_DEFAULT (the admin's) for NULL or "" */
+const char *nb_template_owner(const char *owner);
+void nb_template_key(const struct nb_conf *c, const char *owner, const char *name,
+                     char out[NB_TPL_KEY_LEN + 1]);
+/* The image of owner's template name (owner NULL: the admin's). */
+void nb_template_ref(const struct nb_conf *c, const char *owner, const char *name, char *out,
+                     size_t outlen);
+/*
+ * Templates made before names were the owner's (image tag = the name): each
+ * is moved to its hidden image name, once, at the reaper's start. 0, or the
+ * number that could not be moved.
+ */
+int nb_template_migrate(struct nb_app *a);
+/* The template name behind a sandbox's image (labels), or the image itself. */
+void nb_template_name_of(struct nb_app *a, const char *image, char *out, size_t outlen);
 /* The template name of one of the config's images ("nanobox:latest" -> "nanobox"). */
 void nb_template_conf_name(const char *image, char *out, size_t outlen);
 /* May a Dockerfile say FROM image (template_from, default the config's images)? */
 int nb_template_from_allowed(const struct nb_conf *c, const char *image);
 /*
- * Check every FROM of a Dockerfile (continuations, comments, the escape
- * directive, stages: FROM <an earlier stage> is fine). 0, or -1 with ae set:
- * 403 from_forbidden (an image not allowed, or one named through an ARG),
- * 400 bad_dockerfile (no FROM).
+ * Check a Dockerfile (dockerfile.h) against the operator's images alone.
+ * 0, or -1 with ae set: 403 from_forbidden (an image not allowed, or one
+ * named through an ARG), 403 url_forbidden, 403 dockerfile_forbidden, 400
+ * bad_dockerfile. A submit checks the same, with the owner's own ready
+ * templates allowed too (written as their images).
  */
 int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
                            struct nb_apierr *ae);
@@ -90,9 +113,11 @@ int nb_template_check_from(const struct nb_conf *c, const char *df, size_t len,
 int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struct nb_template *out,
                        struct nb_apierr *ae);
 /*
- * viewer: the key name a template must be visible to (its owner's, or a
- * shared one: the config's images), NULL for an admin: all are. Another
- * key's template answers the 404 of a name that does not exist.
+ * viewer: the key whose names are meant (NULL: the admin's, "default").
+ * A name is looked up among viewer's own templates and the config's images
+ * only: another key's template of the same name is another image, and is
+ * never found (404, as for a name that does not exist). A list with viewer
+ * NULL shows every key's.
  */
 
 /* One template (the config's images included). 404 not_found. */
@@ -111,12 +136,13 @@ int nb_template_delete(struct nb_app *a, const char *name, const char *viewer, i
 /* The image a create with {"template": name} runs: 404 not_found, 409 not_ready. */
 int nb_template_image(struct nb_app *a, const char *name, const char *viewer, char *image, size_t n,
                       struct nb_apierr *ae);
-/* The allow-list of images: the config's, and the ready templates' of this instance. */
+/* The allow-list of images: the config's, and viewer's ready templates (NULL: anyone's). */
 int nb_template_image_allowed(struct nb_app *a, const char *image, const char *viewer);
-/* <sandbox_dir>/templates/<name>.log */
-void nb_template_log_path(const struct nb_conf *c, const char *name, char *out, size_t outlen);
+/* <sandbox_dir>/templates/<key>.log of owner's name */
+void nb_template_log_path(const struct nb_conf *c, const char *owner, const char *name, char *out,
+                          size_t outlen);
 
-/* The container a snapshot named <name> is committed from: NB_SNAPSHOT_CTR "<name>". */
+/* The container a snapshot is committed from: NB_SNAPSHOT_CTR "<its key>". */
 #define NB_SNAPSHOT_CTR "nanobox-snap-"
 /* <sandbox_dir>/templates/<file>: scratch files of snapshots */
 void nb_template_work_path(const struct nb_conf *c, const char *file, char *out, size_t outlen);
@@ -153,7 +179,7 @@ void nb_templates_sleep(struct nb_app *a, unsigned usec);
  */
 int nb_template_log_watch(const struct nb_conf *c);
 void nb_template_wait(int fd, unsigned usec);
-/* Build one queued job in this process (the builder's body; the unit tests call it). */
-int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *name);
+/* Build one queued job (its key) in this process (the builder's body; the unit tests call it). */
+int nb_template_build_job(struct nb_app *a, struct nb_docker *d, const char *key);
 
 #endif

@@ -89,7 +89,7 @@ static unsigned warm_kinds(const struct nb_conf *c, struct warm_kind k[KINDS_MAX
         if (j < c->n_images)
             snprintf(image, sizeof(image), "%s", c->images[j]);
         else
-            nb_template_ref(c, wt[i].name, image, sizeof(image));
+            nb_template_ref(c, NULL, wt[i].name, image, sizeof(image)); /* the admin's */
         n = add_kind(k, n, image, wt[i].want, 0, j < c->n_images ? "" : wt[i].name);
     }
     return n;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -26,6 +27,59 @@
 #include "worker.h"
 
 static volatile sig_atomic_t worker_stop;
+
+/* This worker's scoreboard entry, the scoreboard and its master, for the bulk hook. */
+static struct nb_pool_slot *worker_me;
+static const struct nb_pool_slot *worker_board;
+static unsigned worker_nboard, worker_bulk_max;
+static pid_t worker_master;
+static int worker_nice; /* the priority it was started with, and returns to */
+
+/*
+ * The nice value of a worker moving a file's bytes: the copies of many
+ * downloads at once must not take the CPU from /healthz and execs (the
+ * kernel's weight at 10 is a tenth of the default's).
+ */
+#define WORKER_BULK_NICE 10
+
+/*
+ * A file's bytes from here to the end of the request: outside workers_max
+ * (pool.c), at a lower priority. With NB_POOL_BULK_FACTOR x workers_max
+ * others already so, it is served as any request, inside workers_max: it
+ * waits for a worker rather than being refused, and the processes stay
+ * bounded.
+ */
+static void worker_bulk(void)
+{
+    unsigned others = 0;
+    for (unsigned i = 0; i < worker_nboard; i++)
+        others += &worker_board[i] != worker_me && worker_board[i].pid != 0 && worker_board[i].bulk;
+    if (others >= worker_bulk_max) {
+        nb_debug("%u file transfers under way: this one counts toward workers_max", others);
+        return;
+    }
+    worker_me->bulk = 1;
+    /* the master starts a spare now, not at its next tick (pool.c) */
+    if (getppid() == worker_master)
+        kill(worker_master, SIGUSR1);
+    if (worker_nice < WORKER_BULK_NICE && setpriority(PRIO_PROCESS, 0, WORKER_BULK_NICE) != 0)
+        nb_debug("bulk transfer at the usual priority: %s", strerror(errno));
+}
+
+/* After a bulk request: back to the usual priority, or leave (the master starts a fresh worker). */
+static int worker_unbulk(void)
+{
+    if (!worker_me->bulk)
+        return 0;
+    worker_me->bulk = 0;
+    if (getpriority(PRIO_PROCESS, 0) != worker_nice &&
+        setpriority(PRIO_PROCESS, 0, worker_nice) != 0) {
+        nb_info("cannot take back the usual priority after a download (%s): this worker leaves",
+                strerror(errno));
+        return -1;
+    }
+    return 0;
+}
 
 /*
  * Seconds a write to nginx may block before the request is given up: a
@@ -42,7 +96,8 @@ static void worker_on_term(int sig)
     FCGX_ShutdownPending();
 }
 
-void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
+void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me,
+                   const struct nb_pool_slot *board, unsigned nboard)
 {
     FCGX_Request fr;
     struct sigaction sa;
@@ -65,6 +120,13 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
         _exit(1);
     }
     nb_http_set_routes(nb_api_routes, nb_api_n_routes);
+    worker_me = me;
+    worker_board = board;
+    worker_nboard = nboard;
+    worker_bulk_max = NB_POOL_BULK_FACTOR * a->conf.workers_max;
+    worker_master = getppid();
+    worker_nice = getpriority(PRIO_PROCESS, 0);
+    nb_http_set_bulk_hook(worker_bulk);
     if (FCGX_InitRequest(&fr, listen_fd, FCGI_FAIL_ACCEPT_ON_INTR) != 0) {
         nb_error("FCGX_InitRequest failed");
         _exit(1);
@@ -118,6 +180,8 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
         nb_http_run_after(a, &req);
         me->served++;
         me->since = nb_clock_real_s();
+        if (worker_unbulk() != 0)
+            worker_stop = 1;
         me->busy = 0;
     }
     nb_docker_cleanup(&a->docker);

@@ -9,8 +9,12 @@
 #include "app.h"
 #include "pool.h"
 
-/* Never returns: serves until told to stop, then _exit(0). */
-void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me)
-    __attribute__((noreturn));
+/*
+ * Never returns: serves until told to stop, then _exit(0). me is its entry
+ * of the scoreboard board (nboard entries), which it reads to count the
+ * bulk transfers under way (NB_POOL_BULK_MAX).
+ */
+void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me,
+                   const struct nb_pool_slot *board, unsigned nboard) __attribute__((noreturn));
 
 #endif

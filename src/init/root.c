@@ -237,7 +237,9 @@ static int child_filter(void)
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     static struct sock_fprog prog = {sizeof(code) / sizeof(code[0]), code};
-    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+    /* prctl, not seccomp(2): the same filter, and valgrind (the agent's
+     * tests under it) knows prctl but answers seccomp(2) with ENOSYS */
+    return (int)syscall(SYS_prctl, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
 #else
     return 0; /* no filter for this arch, and no namespace either (init_root_setup) */
 #endif

@@ -96,6 +96,10 @@ NB_LIB_DIR=${NB_LIB_DIR:-/var/lib/nanobox}       # state table; nginx prefix und
 NB_LOG_DIR=${NB_LOG_DIR:-/var/log/nanobox}
 NB_FCGI_PID=$NB_RUN_DIR/fcgi.pid
 NB_NGINX_PID=$NB_RUN_DIR/nginx.pid
+# Where systemd is not PID 1, each daemon runs under src/setup/supervise.sh,
+# which restarts it when it dies; these are the supervisors' pid files.
+NB_FCGI_SUPERVISE_PID=$NB_RUN_DIR/fcgi.supervise.pid
+NB_NGINX_SUPERVISE_PID=$NB_RUN_DIR/nginx.supervise.pid
 
 nb_log() {
     printf 'nanobox: %s\n' "$*" >&2

@@ -4,8 +4,12 @@
 #
 # Usage: down.sh [--purge]
 #
-# Each is sent SIGTERM, by the pid in its pid file under /run/nanobox, and
-# waited for (where up.sh started them as systemd units: systemctl stop).
+# Each daemon's supervisor (src/setup/supervise.sh) is sent SIGTERM, by the
+# pid in its pid file under /run/nanobox; it passes the signal on and ends
+# once its daemon has: nothing is left running. A daemon with no
+# supervisor (started by an older up.sh, or whose supervisor was killed) is
+# sent SIGTERM itself. Each is waited for (where up.sh started them as
+# systemd units: systemctl stop).
 # Sandboxes are kept: their containers keep running and the state table
 # stays on disk, so the next up.sh picks them up (and the reaper expires
 # them as usual). dockerd is left running.
@@ -27,7 +31,7 @@ for arg in "$@"; do
     case $arg in
     --purge) purge=1 ;;
     -h | --help)
-        sed -n '3,19s/^# \{0,1\}//p' "$0"
+        sed -n '3,23s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *) nb_die "down.sh: unknown argument '$arg' (try --help)" ;;
@@ -36,13 +40,33 @@ done
 
 [ "$(id -u)" -eq 0 ] || nb_die "down.sh must run as root"
 
-# stop NAME PIDFILE TIMEOUT: SIGTERM the process in PIDFILE, wait up to
-# TIMEOUT seconds, say what happened. Fails if it is still running.
+# stop NAME PIDFILE TIMEOUT [SUPERVISOR_PIDFILE]: SIGTERM the process in
+# PIDFILE (first its supervisor, which passes it on), wait up to TIMEOUT
+# seconds, say what happened. Fails if it is still running.
 stop() {
-    local name=$1 pidfile=$2 timeout=$3 pid deadline
+    local name=$1 pidfile=$2 timeout=$3 suppid=${4:-} pid deadline sup
+    if [ -n "$suppid" ] && sup=$(nb_pidfile_alive "$suppid" supervise.sh); then
+        pid=$(nb_pidfile_alive "$pidfile" "$name") || pid=
+        nb_log "$name: sending SIGTERM to its supervisor (pid $sup)${pid:+, which passes it on to pid $pid}"
+        kill -TERM "$sup"
+        deadline=$((SECONDS + timeout))
+        while kill -0 "$sup" 2>/dev/null; do
+            if [ "$SECONDS" -ge "$deadline" ]; then
+                nb_log "$name: its supervisor still runs after ${timeout}s (pid $sup); not killing it - see the log"
+                return 1
+            fi
+            sleep 0.2
+        done
+        rm -f "$suppid"
+        if ! nb_pidfile_alive "$pidfile" "$name" >/dev/null; then
+            rm -f "$pidfile"
+            nb_log "$name: stopped${pid:+ (was pid $pid)}, and its supervisor (was pid $sup)"
+            return 0
+        fi
+    fi
     if ! pid=$(nb_pidfile_alive "$pidfile" "$name"); then
         nb_log "$name: not running"
-        rm -f "$pidfile"
+        rm -f "$pidfile" ${suppid:+"$suppid"}
         return 0
     fi
     nb_log "$name: sending SIGTERM to pid $pid"
@@ -70,11 +94,11 @@ if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1 &&
     nb_log "systemd: stopping nanobox-nginx.service and nanobox-fcgi.service"
     systemctl stop nanobox-nginx.service nanobox-fcgi.service || rc=1
 else
-    stop nginx "$NB_NGINX_PID" 15 || rc=1
+    stop nginx "$NB_NGINX_PID" 15 "$NB_NGINX_SUPERVISE_PID" || rc=1
     # nanobox-fcgi lets in-flight requests finish for up to shutdown_timeout.
     grace=$(nb_conf_get "$NB_CONF" shutdown_timeout 30)
     case $grace in '' | *[!0-9]*) grace=30 ;; esac
-    stop nanobox-fcgi "$NB_FCGI_PID" $((grace + 10)) || rc=1
+    stop nanobox-fcgi "$NB_FCGI_PID" $((grace + 10)) "$NB_FCGI_SUPERVISE_PID" || rc=1
 fi
 
 if [ "$purge" -eq 1 ]; then
@@ -107,6 +131,9 @@ if [ "$purge" -eq 1 ]; then
         network=$(nb_conf_get "$NB_CONF" bridge_network nanobox)
         nb_log "purge: removing the rules of bridge $iface and Docker network $network"
         nb_net_purge "$iface" "$network" || rc=1
+        # the builds' network (template_network = bridge): the same rules, a name derived
+        nb_log "purge: removing the rules of bridge ${iface:0:14}b and Docker network $network-build"
+        nb_net_purge "${iface:0:14}b" "$network-build" || rc=1
     fi
 fi
 

@@ -14,6 +14,8 @@
 # the same information is printed. src/setup/down.sh stops it.
 #
 # Environment:
+#   NANOBOX_BUILD         a build directory to run as it is (nothing is built;
+#                         without systemd only): what the tests use
 #   NANOBOX_PORT          port of the local nginx (default 8080, or the one
 #                         the previous run used)
 #   NANOBOX_PORTS_DOMAIN  domain of exposed sandbox ports, as in
@@ -24,9 +26,12 @@
 # Where systemd runs as PID 1, the build is configured for the system's
 # paths (--sysconfdir=/etc --localstatedir=/var, in build-system/), `make
 # install`ed, and the daemons run as the units nanobox-fcgi.service and
-# nanobox-nginx.service (docs/INSTALL.md); logs go to the journal. Elsewhere
-# (containers, CI) the daemons are started detached (setsid) and tracked by
-# their pid files under /run/nanobox; nanobox-fcgi writes
+# nanobox-nginx.service (docs/INSTALL.md); logs go to the journal; systemd
+# restarts either if it dies (Restart=on-failure). Elsewhere (containers,
+# CI) each daemon runs detached (setsid) under src/setup/supervise.sh, which
+# starts it again within seconds when it dies (kill -9 of nanobox-fcgi's
+# master: the sandboxes, ports and processes are adopted back); they are
+# tracked by their pid files under /run/nanobox; nanobox-fcgi writes
 # /var/log/nanobox/fcgi.log and reopens it on SIGHUP (logrotate).
 # NANOBOX_NO_SYSTEMD=1 takes that second way on a systemd machine too.
 set -euo pipefail
@@ -71,6 +76,9 @@ ports_domain=${ports_domain:-sandbox.localhost}
 nb_install_packages
 if [ "$use_systemd" = 1 ]; then
     nb_build "$build_dir" --prefix=/usr/local --sysconfdir=/etc --localstatedir=/var
+elif [ -n "${NANOBOX_BUILD:-}" ]; then
+    build_dir=$(cd "$NANOBOX_BUILD" && pwd) || nb_die "NANOBOX_BUILD=$NANOBOX_BUILD is no directory"
+    nb_log "build: running $build_dir as it is (NANOBOX_BUILD)"
 else
     nb_build "$build_dir"
 fi
@@ -162,11 +170,41 @@ EOF
 fi
 
 # 3. nanobox-fcgi ------------------------------------------------------------
+supervise=$NB_REPO_ROOT/src/setup/supervise.sh
+
+# wait_fcgi SUPERVISOR: until the socket and a live pid file are there
+# (30 s), while SUPERVISOR runs; sets fcgi_pid.
+wait_fcgi() {
+    local sup=$1 deadline=$((SECONDS + 30))
+    until [ -S "$fcgi_socket" ] && fcgi_pid=$(nb_pidfile_alive "$NB_FCGI_PID" nanobox-fcgi); do
+        if ! kill -0 "$sup" 2>/dev/null; then
+            tail -n 20 "$NB_LOG_DIR/fcgi.log" >&2 || true
+            nb_die "nanobox-fcgi exited at start; see $NB_LOG_DIR/fcgi.log"
+        fi
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            tail -n 20 "$NB_LOG_DIR/fcgi.log" >&2 || true
+            kill -TERM "$sup" 2>/dev/null || true
+            nb_die "nanobox-fcgi did not create $fcgi_socket and $NB_FCGI_PID within 30 s"
+        fi
+        sleep 0.2
+    done
+}
+
 if [ "$use_systemd" = 1 ]; then
     : # nanobox-fcgi.service, started above
 elif fcgi_pid=$(nb_pidfile_alive "$NB_FCGI_PID" nanobox-fcgi); then
     nb_log "nanobox-fcgi: already running (pid $fcgi_pid)"
+    nb_pidfile_alive "$NB_FCGI_SUPERVISE_PID" supervise.sh >/dev/null ||
+        nb_log "nanobox-fcgi: not supervised (an older up.sh started it): down.sh, then up.sh, restarts it under supervise.sh"
+elif sup=$(nb_pidfile_alive "$NB_FCGI_SUPERVISE_PID" supervise.sh); then
+    # its supervisor is starting it again right now
+    wait_fcgi "$sup"
+    nb_log "nanobox-fcgi: already running (pid $fcgi_pid)"
 else
+    # the configuration is checked first: under a supervisor, a daemon that
+    # cannot start would only be started again and again
+    "$build_dir/nanobox-fcgi" -c "$NB_CONF" -t >/dev/null ||
+        nb_die "nanobox-fcgi refuses $NB_CONF (see above); nothing started"
     # Not running, so a socket file left at our path is stale: without this,
     # the wait below would see it and go on before the new one is bound.
     if [ -S "$fcgi_socket" ]; then
@@ -174,28 +212,33 @@ else
     fi
     nb_log "nanobox-fcgi: starting (log: $NB_LOG_DIR/fcgi.log)"
     # -l: the file it reopens on SIGHUP (logrotate's postrotate); the
-    # redirection catches what comes before it is opened (both append)
+    # redirection catches what comes before it is opened (both append), and
+    # what the supervisor says
     # shellcheck disable=SC2094
-    setsid "$build_dir/nanobox-fcgi" -c "$NB_CONF" -p "$NB_FCGI_PID" -l "$NB_LOG_DIR/fcgi.log" \
+    setsid "$supervise" nanobox-fcgi "$NB_FCGI_SUPERVISE_PID" -- \
+        "$build_dir/nanobox-fcgi" -c "$NB_CONF" -p "$NB_FCGI_PID" -l "$NB_LOG_DIR/fcgi.log" \
         </dev/null >>"$NB_LOG_DIR/fcgi.log" 2>&1 &
-    started=$!
-    deadline=$((SECONDS + 30))
-    until [ -S "$fcgi_socket" ] && fcgi_pid=$(nb_pidfile_alive "$NB_FCGI_PID" nanobox-fcgi); do
-        if ! kill -0 "$started" 2>/dev/null; then
-            tail -n 20 "$NB_LOG_DIR/fcgi.log" >&2 || true
-            nb_die "nanobox-fcgi exited at start; see $NB_LOG_DIR/fcgi.log"
-        fi
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            tail -n 20 "$NB_LOG_DIR/fcgi.log" >&2 || true
-            nb_die "nanobox-fcgi (pid $started) did not create $fcgi_socket and $NB_FCGI_PID within 30 s"
-        fi
-        sleep 0.2
-    done
+    wait_fcgi $!
     nb_log "nanobox-fcgi: listening on $fcgi_socket (pid $fcgi_pid)"
 fi
 
 # 4. nginx ---------------------------------------------------------------------
 # A nginx of our own next to the system's: own config, pid file, prefix.
+
+# wait_nginx SUPERVISOR: until nginx's pid file names a live nginx (10 s);
+# sets nginx_pid. nginx writes it once its sockets are bound.
+wait_nginx() {
+    local sup=$1 deadline=$((SECONDS + 10))
+    until nginx_pid=$(nb_pidfile_alive "$NB_NGINX_PID" nginx); do
+        if ! kill -0 "$sup" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
+            kill -TERM "$sup" 2>/dev/null || true
+            tail -n 5 "$nginx_prefix/error.log" >&2 || true
+            nb_die "nginx did not start (is $http_addr taken?); see $nginx_prefix/error.log"
+        fi
+        sleep 0.2
+    done
+}
+
 if [ "$use_systemd" = 1 ]; then
     : # nanobox-nginx.service, started above
 else
@@ -206,7 +249,11 @@ else
         "$NB_NGINX_DIR" "$fcgi_socket" "$http_addr" "$nginx_prefix" "$NB_NGINX_PID"
     after=$(cat "${nginx_files[@]}" | md5sum)
 
-    if nginx_pid=$(nb_pidfile_alive "$NB_NGINX_PID" nginx); then
+    if ! nginx_pid=$(nb_pidfile_alive "$NB_NGINX_PID" nginx) &&
+        sup=$(nb_pidfile_alive "$NB_NGINX_SUPERVISE_PID" supervise.sh); then
+        wait_nginx "$sup" # its supervisor is starting it again right now
+    fi
+    if [ -n "$nginx_pid" ]; then
         if [ "$before" != "$after" ]; then
             nb_log "nginx: configuration changed, reloading (pid $nginx_pid)"
             kill -HUP "$nginx_pid"
@@ -214,13 +261,20 @@ else
         else
             nb_log "nginx: already running (pid $nginx_pid)"
         fi
+        nb_pidfile_alive "$NB_NGINX_SUPERVISE_PID" supervise.sh >/dev/null ||
+            nb_log "nginx: not supervised (an older up.sh started it): down.sh, then up.sh, restarts it under supervise.sh"
     else
         nb_log "nginx: starting on $http_addr (logs: $nginx_prefix/)"
-        # nginx daemonizes itself; its stdio must not keep our caller's pipes.
-        if ! nginx -c "$nginx_conf" -p "$nginx_prefix/" </dev/null >>"$nginx_prefix/error.log" 2>&1; then
+        if ! nginx -t -q -c "$nginx_conf" -p "$nginx_prefix/" </dev/null >>"$nginx_prefix/error.log" 2>&1; then
             tail -n 5 "$nginx_prefix/error.log" >&2 || true
-            nb_die "nginx did not start (is $http_addr taken?); see $nginx_prefix/error.log"
+            nb_die "nginx refuses $nginx_conf; see $nginx_prefix/error.log"
         fi
+        # in the foreground (daemon off) under its supervisor; its stdio must
+        # not keep our caller's pipes
+        setsid "$supervise" --kill-group nginx "$NB_NGINX_SUPERVISE_PID" -- \
+            nginx -c "$nginx_conf" -p "$nginx_prefix/" -g "daemon off;" \
+            </dev/null >>"$nginx_prefix/error.log" 2>&1 &
+        wait_nginx $!
     fi
 fi
 logs=${logs:-$NB_LOG_DIR/fcgi.log, $nginx_prefix/error.log}

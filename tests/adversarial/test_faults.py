@@ -490,8 +490,7 @@ def test_worker_killed_while_holding_the_table_lock(make_stack):
     st = make_stack("lock-holder", workers_min=1, workers_max=1, workers_spare=0)
     api = st.api
     sid = api.create()
-    # the one worker: the pid that logged the create (the reaper holds the
-    # listening socket too, so st.workers() cannot tell them apart)
+    # the one worker: the pid that logged the create
     with open(st.log_path) as f:
         served = re.findall(r"nanobox-fcgi\[(\d+)\] worker: ", f.read())
     worker = int(served[-1])

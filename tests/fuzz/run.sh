@@ -18,6 +18,8 @@
 #   demux          Docker's stream framing in random chunks (demux.c)
 #   ndjson         the CLI's NDJSON line splitter (src/cli/ndjson.c)
 #   keys           the API keys file's parser (src/common/keys.c)
+#   dockerfile     the Dockerfile reader of template builds (src/fcgi/dockerfile.c):
+#                  what it writes reads back the same, naming only allowed images
 #
 # New inputs go to a scratch corpus per harness, never into the committed
 # seeds (tests/fuzz/corpus/<harness>). A crash leaves its input in the
@@ -29,7 +31,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SECS=${1:-30}
 WORK=${NANOBOX_FUZZ_DIR:-${TMPDIR:-/tmp}/nanobox-fuzz}
-ALL=(agent_request route query json demux ndjson keys)
+ALL=(agent_request route query json demux ndjson keys dockerfile)
 
 log() { printf 'fuzz: %s\n' "$*" >&2; }
 

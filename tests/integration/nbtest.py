@@ -791,7 +791,8 @@ class Stack:
                 if path == self.sock and flags & 0x10000}
 
     def workers(self):
-        """Children of the master that serve requests (not the reaper)."""
+        """Children of the master that serve requests (not the reaper, not the
+        events follower: they do not hold the listening socket)."""
         kids = self.children()
         named = [p for p in kids if "reaper" in proc_cmdline(p).lower()]
         if named:

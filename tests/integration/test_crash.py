@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from nbtest import (in_thread, IMAGE, assert_error, docker_exists, docker_ps, parse_json, pid_alive,
-                    random_uuid, run, wait_until)
+                    random_uuid, run, tail, tcp_refused, wait_until)
 
 
 def consistent(st):
@@ -267,3 +267,75 @@ def test_requests_during_restart_get_an_answer(make_stack):
     st.start_fcgi()
     st.wait_healthy()
     assert api.request("GET", "/sandbox").status_code == 200
+
+
+# ------------------------------------------- container deaths (Docker's events)
+
+@pytest.mark.parametrize("how", ["init-killed", "docker-kill"])
+def test_a_dead_container_is_seen_at_once(make_stack, how):
+    """A sandbox whose container died (its PID 1 SIGKILLed from the host,
+    or `docker kill`) answers 404 within a second or so, not at the next
+    reconciliation (every 30 s): the events follower saw Docker's `die`
+    and destroyed it by the reaper's own path. Its port is closed and its
+    forwarder gone, its container removed, its slot free (a create at
+    max_sandboxes goes through), and the other sandbox untouched."""
+    st = make_stack(f"events-{how}", max_sandboxes=2)
+    api = st.api
+    keep = api.create()
+    sid = api.create()
+    assert api.exec(sid, "echo up > /workspace/f; cat /workspace/f")["stdout"] == "up\n"
+    hostport = api.open_port(sid, 8000)["hostport"]
+    assert wait_until(lambda: not tcp_refused(hostport), 5, what="the forwarder to listen")
+    fwds = st.fwd_pids()
+    assert fwds, "no forwarder for the open port"
+    assert_error(api.request("POST", "/sandbox", json={}), 503, "capacity")
+    name = f"nanobox-{sid}"
+    # the reconciliation that follows start-up (its first and third passes)
+    # must be behind us, so that only the events can be what sees the death
+    time.sleep(3)
+    if how == "init-killed":
+        init = int(run(["docker", "inspect", "-f", "{{.State.Pid}}", name]).stdout.strip())
+        assert init > 0
+        os.kill(init, signal.SIGKILL)
+    else:
+        run(["docker", "kill", name])
+    t0 = time.monotonic()
+    # bounded generously (3 s): the old behaviour waited for the next
+    # reconciliation, up to 30 s
+    wait_until(lambda: api.get(sid).status_code == 404, 3, 0.05,
+               what=f"GET /sandbox/{sid} to answer 404 after its container died")
+    seen = time.monotonic() - t0
+    assert_error(api.get(sid), 404, "not_found")
+    assert_error(api.exec_raw(sid, "true"), 404, "not_found")
+    assert sid not in api.list_ids()
+    wait_until(lambda: not docker_exists(name), 5, 0.1, what=f"container {name} to be removed")
+    wait_until(lambda: tcp_refused(hostport), 5, 0.1, what=f"port {hostport} to close")
+    wait_until(lambda: not any(pid_alive(p) for p in fwds), 5, 0.1,
+               what=f"forwarders {fwds} to end")
+    # the slot is free: a create at max_sandboxes works
+    new = api.create()
+    assert api.exec(new, "echo new")["stdout"] == "new\n"
+    assert api.exec(keep, "echo kept")["stdout"] == "kept\n"
+    with open(st.log_path, errors="replace") as f:
+        log = f.read()
+    assert f"sandbox {sid}: its container died (Docker event)" in log, tail(st.log_path)
+    print(f"{how}: 404 after {seen:.2f} s")
+
+
+def test_an_oom_of_one_process_keeps_the_sandbox(make_stack):
+    """Docker's `oom` event also comes when the kernel kills one process of
+    a container whose PID 1 lives on: that sandbox is kept (the follower
+    asks Docker whether the container still runs)."""
+    st = make_stack("events-oom")
+    api = st.api
+    sid = api.create()
+    # every byte written: the kernel's OOM killer ends it (SIGKILL, 137), and
+    # Docker reports an `oom` of the container
+    r = api.exec_raw(sid, "python3 -c \"s = ' ' * (1 << 30)\"; echo rc=$?", timeout=60)
+    assert r.status_code == 200, r.text
+    assert "rc=137" in parse_json(r)["stdout"], parse_json(r)
+    wait_until(lambda: "Docker event oom of container" in open(st.log_path, errors="replace").read(),
+               5, 0.1, what="the events follower to log the oom (log_level debug)")
+    time.sleep(0.5)  # what it did about it is done
+    assert api.get(sid).status_code == 200
+    assert api.exec(sid, "echo alive")["stdout"] == "alive\n"

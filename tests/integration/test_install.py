@@ -106,6 +106,9 @@ def test_make_install_puts_every_file_under_the_configured_paths(installed):
     nginx_unit = open(f"{dest}{PREFIX}/lib/systemd/system/nanobox-nginx.service").read()
     assert f"{PREFIX}/share/nanobox/setup/render-nginx.sh --www-dir {PREFIX}/share/nanobox/www" in nginx_unit
     assert f"EnvironmentFile=-{SYSCONF}/nanobox/nginx.env" in nginx_unit
+    # systemd starts either again when it dies (without systemd: up.sh's supervise.sh)
+    assert "Restart=on-failure" in nginx_unit and "KillMode=mixed" in nginx_unit
+    assert "KillMode=process" in fcgi_unit  # its forwarders outlive it, to be adopted back
     rot = open(f"{dest}{SYSCONF}/logrotate.d/nanobox").read()
     assert f"{LOCALSTATE}/log/nanobox/*.log" in rot and "/run/nanobox/fcgi.pid" in rot
     assert "@" not in re.sub(r"#.*", "", fcgi_unit + nginx_unit + rot), "an unsubstituted @token@"

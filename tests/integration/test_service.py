@@ -7,11 +7,15 @@ $NOTIFY_SOCKET when it is ready (Type=notify) and when it stops."""
 import os
 import shutil
 import signal
+import subprocess
 import socket
+import tempfile
 import time
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import requests
 
 from nbtest import BUILD, random_uuid, run, wait_until
 
@@ -112,3 +116,151 @@ def test_notify_socket_gets_ready_then_stopping(make_stack, tmp_path, monkeypatc
         os.kill(st.master_pid, signal.SIGTERM)
         assert s.recv(4096) == b"STOPPING=1"
         assert st.proc.wait(timeout=60) == 0
+
+
+# ------------------------------------------- up.sh's supervisor (no systemd)
+
+def _pid_in(path):
+    try:
+        with open(path) as f:
+            return int(f.read().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def test_up_sh_supervises_a_killed_master_back_with_everything_kept():
+    """up.sh, where systemd is not PID 1, runs nanobox-fcgi and nginx under
+    src/setup/supervise.sh, in a temp prefix (NB_* paths, a config of our
+    own, this build as it is). kill -9 of the master: the API answers again
+    within seconds, and the sandbox made before still execs, its file still
+    there, its background process and its open port still serving. kill -9
+    of nginx: it comes back too. up.sh again changes nothing; down.sh
+    leaves nothing running."""
+    import nbtest
+    from nbtest import (BASE_CONF, PORTS_CONF, PORTS_DOMAIN, REPO, Api, docker_rm_instance,
+                        free_port, pid_alive, ports_keys_known, stack_uid_base, tail)
+
+    # not under pytest's 0700 tmp: nginx's workers reach the sockets through it
+    d = Path(tempfile.mkdtemp(prefix="nanobox-it-upsh-"))
+    os.chmod(d, 0o755)
+    for sub in ("etc", "run", "lib", "log"):
+        os.mkdir(d / sub, 0o755)
+    port = free_port()
+    instance = "test-" + os.urandom(4).hex()
+    conf = {
+        "instance": instance,
+        "listen": str(d / "run" / "fcgi.sock"),
+        "state_file": str(d / "lib" / "state"),
+        "api_key": os.urandom(16).hex(),
+        "sandbox_uid_base": str(stack_uid_base()),
+        **BASE_CONF,
+    }
+    if ports_keys_known():
+        conf.update(PORTS_CONF)
+        conf["ports_dir"] = str(d / "run" / "ports")
+        conf["port_url"] = f"http://{{port}}-{{id}}.{PORTS_DOMAIN}:{port}/"
+    conf_path = d / "etc" / "nanobox.conf"
+    conf_path.write_text("".join(f"{k} = {v}\n" for k, v in conf.items()))
+    os.chmod(conf_path, 0o600)
+    env = dict(os.environ, NB_CONF=str(conf_path), NB_NGINX_DIR=str(d / "etc" / "nginx"),
+               NB_RUN_DIR=str(d / "run"), NB_LIB_DIR=str(d / "lib"), NB_LOG_DIR=str(d / "log"),
+               NANOBOX_PORT=str(port), NANOBOX_BUILD=str(BUILD), NANOBOX_NO_SYSTEMD="1",
+               NANOBOX_DOCKER_LIVE_RESTORE="no")
+    up = [str(REPO / "src" / "setup" / "up.sh")]
+    down = [str(REPO / "src" / "setup" / "down.sh")]
+    run_dir = d / "run"
+    fcgi_log = d / "log" / "fcgi.log"
+
+    class Here:  # what nbtest.Api needs of a stack
+        url = f"http://127.0.0.1:{port}"
+        api_key = conf["api_key"]
+        verify = True
+
+    api = Api(Here)
+    pids_seen = set()
+
+    def pids():
+        now = {n: _pid_in(run_dir / n) for n in
+               ("fcgi.pid", "nginx.pid", "fcgi.supervise.pid", "nginx.supervise.pid")}
+        pids_seen.update(p for p in now.values() if p)
+        return now
+
+    def healthy():
+        try:
+            return requests.get(f"{Here.url}/healthz", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    try:
+        r = subprocess.run(up, env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, f"up.sh -> {r.returncode}\n{r.stdout}\n{r.stderr}"
+        assert f"nanobox is up at http://127.0.0.1:{port}" in r.stdout, r.stdout
+        assert "nanobox-fcgi: listening on" in r.stderr and "nginx: starting on" in r.stderr, r.stderr
+        first = pids()
+        assert all(pid_alive(p) for p in first.values()), (first, r.stderr)
+
+        sid = api.create()
+        assert api.exec(sid, "echo kept > /workspace/f; cat /workspace/f")["stdout"] == "kept\n"
+        def background(cmd):
+            r = api.exec_raw(sid, cmd, background=True)
+            assert r.status_code == 201, r.text
+            return r.json()["pid"]
+        bg_pid = background("sleep 600")
+        served = None
+        if ports_keys_known():
+            background("cd /workspace && exec python3 -m http.server 8000 >/dev/null 2>&1")
+            served = api.open_port(sid, 8000)["hostport"]
+            wait_until(lambda: requests.get(f"http://127.0.0.1:{served}/f", timeout=2).text == "kept\n",
+                       15, 0.2, what="the sandbox's server through its port")
+
+        # kill -9 of the master: its supervisor starts it again
+        os.kill(first["fcgi.pid"], signal.SIGKILL)
+        wait_until(lambda: pids()["fcgi.pid"] not in (0, first["fcgi.pid"]) and
+                   pid_alive(pids()["fcgi.pid"]) and healthy(), 30, 0.2,
+                   what="the API to answer again with a new master")
+        assert pids()["fcgi.supervise.pid"] == first["fcgi.supervise.pid"]
+        assert api.exec(sid, "cat /workspace/f")["stdout"] == "kept\n"
+        procs = api.request("GET", f"/sandbox/{sid}/processes")
+        assert procs.status_code == 200 and any(
+            p.get("pid") == bg_pid and p.get("running", True) for p in procs.json()["processes"]), procs.text
+        if served:
+            assert requests.get(f"http://127.0.0.1:{served}/f", timeout=5).text == "kept\n"
+            assert any(p["sandboxport"] == 8000 for p in api.ports(sid))
+        assert "nanobox-fcgi killed by signal 9; starting it again" in fcgi_log.read_text(errors="replace")
+
+        # kill -9 of nginx's master: it comes back too
+        os.kill(first["nginx.pid"], signal.SIGKILL)
+        wait_until(lambda: pids()["nginx.pid"] not in (0, first["nginx.pid"]) and
+                   pid_alive(pids()["nginx.pid"]) and healthy(), 30, 0.2,
+                   what="nginx to answer again")
+        assert api.exec(sid, "cat /workspace/f")["stdout"] == "kept\n"
+
+        # up.sh again: nothing started, the same answer
+        r = subprocess.run(up, env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, f"up.sh -> {r.returncode}\n{r.stdout}\n{r.stderr}"
+        assert "nanobox-fcgi: already running" in r.stderr and "nginx: already running" in r.stderr, r.stderr
+        assert f"nanobox is up at http://127.0.0.1:{port}" in r.stdout
+        assert "not supervised" not in r.stderr, r.stderr
+        before_down = pids()
+
+        r = subprocess.run(down, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, f"down.sh -> {r.returncode}\n{r.stdout}\n{r.stderr}"
+        alive = [p for p in before_down.values() if p and pid_alive(p)]
+        assert not alive, (alive, r.stderr)
+        assert not any(os.path.exists(run_dir / n) for n in
+                       ("fcgi.pid", "nginx.pid", "fcgi.supervise.pid", "nginx.supervise.pid")), \
+            os.listdir(run_dir)
+        assert not healthy()
+    finally:
+        subprocess.run(down, env=env, capture_output=True, text=True, timeout=120)
+        for p in pids_seen:
+            if pid_alive(p):
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        docker_rm_instance(instance)
+        if fcgi_log.exists():
+            print(tail(str(fcgi_log), 40))
+        if not os.environ.get("NANOBOX_TEST_KEEP"):
+            shutil.rmtree(d, ignore_errors=True)

@@ -83,7 +83,9 @@ def test_build_then_create_exec_and_delete(api, stack):
     assert r.status_code == 202, r.text
     t = parse_json(r)
     assert t["name"] == nm and t["status"] == "building" and t["kind"] == "build"
-    assert t["image"].endswith(":" + nm) and t["digest"] is None
+    # the image's name says nothing of the template's: a keyed hash of owner and name
+    assert nm not in t["image"] and len(t["image"].rsplit(":", 1)[1]) == 32
+    assert t["digest"] is None
 
     t = wait_done(api, nm)
     assert t["status"] == "ready", t
@@ -316,3 +318,28 @@ def test_builds_off_is_403_and_operator_images_still_templates(make_stack):
     assert [t["name"] for t in listed] == ["nanobox", "nanobox-python"]
     sid = api.create(template="nanobox")
     assert api.exec(sid, "echo ok")["stdout"] == "ok\n"
+
+
+def test_templates_of_the_old_naming_move_to_hidden_names_on_start(make_stack, tmp_path):
+    """A template made before names were the owner's (its image tag was its
+    name) is moved, at the next start, to its owner's hidden image name: it
+    stays usable by name, and the guessable name is gone."""
+    st = make_stack("tpl-old")
+    api = st.api
+    nm = name()
+    old = f"nanobox-tpl-{st.instance}:{nm}"
+    labels = {"nanobox.instance": st.instance, "nanobox.template": nm, "nanobox.kind": "build",
+              "nanobox.status": "ready", "nanobox.created_at": str(int(time.time())),
+              "nanobox.owner": "default"}
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text(f"FROM {BASE}\nRUN echo old > /etc/old-marker\n" +
+                                    "".join(f'LABEL {k}="{v}"\n' for k, v in labels.items()))
+    nbtest.run(["docker", "build", "-q", "-t", old, str(ctx)], timeout=180)
+    st.restart()
+    t = wait_until(lambda: (lambda r: r.json() if r.status_code == 200 else None)(get(api, nm)),
+                   timeout=60, what="the old template to be found by name")
+    assert t["status"] == "ready" and t["image"] != old and nm not in t["image"], t
+    assert not docker_exists(old)
+    sid = api.create(template=nm)
+    assert api.exec(sid, "cat /etc/old-marker")["stdout"] == "old\n"

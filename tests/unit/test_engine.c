@@ -538,6 +538,8 @@ static int setup_n(void **state, uint32_t nslots, unsigned warm_pool)
         return -1;
     snprintf(f->path, sizeof(f->path), "%s/state", f->dir);
     nb_conf_defaults(&f->app.conf);
+    /* builds without the builds' network: that one is iptables' (integration tests) */
+    snprintf(f->app.conf.template_network, sizeof(f->app.conf.template_network), "none");
     snprintf(f->app.conf.ports_dir, sizeof(f->app.conf.ports_dir), "%s", f->dir);
     f->app.conf.warm_pool = warm_pool;
     f->app.conf.warm_pool_code = 0; /* the code pool's tests turn it on */
@@ -1218,6 +1220,32 @@ static void test_reconcile_destroys_a_sandbox_whose_container_stopped(void **sta
     assert_int_equal(fake_count(), 0);
 }
 
+/* Docker's die/oom/destroy events (events.c): the reaper's path, at once. */
+static void test_container_event_destroys_a_dead_sandbox_at_once(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_slot out = make_running(&f->app);
+    struct nb_slot other = make_running(&f->app);
+
+    /* an oom of one process: the container still runs, the sandbox stays */
+    assert_int_equal(nb_reaper_container_event(&f->app, out.id, out.container_id, 0), 0);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_RUNNING);
+    /* an event of another container of that name (not the slot's): nothing */
+    fake_find(out.container_id)->running = 0;
+    assert_int_equal(nb_reaper_container_event(&f->app, out.id, other.container_id, 0), 0);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_RUNNING);
+    /* died: destroyed, container removed, slot free; no listing needed */
+    assert_int_equal(nb_reaper_container_event(&f->app, out.id, out.container_id, 0), 1);
+    assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_FREE);
+    assert_null(fake_find(out.container_id));
+    /* removed behind our back: the slot is freed all the same */
+    fake_find(other.container_id)->used = 0;
+    assert_int_equal(nb_reaper_container_event(&f->app, other.id, other.container_id, 1), 1);
+    assert_int_equal(slot_of(&f->app, other.id).state, NB_SLOT_FREE);
+    /* a second event of the same death finds nothing to do */
+    assert_int_equal(nb_reaper_container_event(&f->app, other.id, other.container_id, 1), 0);
+}
+
 static void test_reconcile_does_not_judge_sandboxes_newer_than_the_listing(void **state)
 {
     struct fixture *f = *state;
@@ -1685,11 +1713,20 @@ static void test_template_names_paths_and_refs(void **state)
     assert_int_equal(nb_template_path_ok("Dockerfile"), -1);
     assert_int_equal(nb_template_path_ok(""), -1);
     /* the instance becomes a Docker repository: lower case, and a hash when changed */
-    nb_template_ref(&f->app.conf, "t1", out, sizeof(out));
-    assert_string_equal(out, "nanobox-tpl-default:t1");
+    /* the tag is a keyed hash of (instance, owner, name): the owner's own, not guessable */
+    nb_template_ref(&f->app.conf, NULL, "t1", out, sizeof(out));
+    assert_true(!strncmp(out, "nanobox-tpl-default:", 20) && strlen(out) == 20 + NB_TPL_KEY_LEN);
+    {
+        char other[128];
+        nb_template_ref(&f->app.conf, "alice", "t1", other, sizeof(other));
+        assert_string_not_equal(out, other);
+        nb_template_ref(&f->app.conf, "default", "t1", other, sizeof(other));
+        assert_string_equal(out, other);
+    }
     snprintf(f->app.conf.instance, sizeof(f->app.conf.instance), "Prod_1");
-    nb_template_ref(&f->app.conf, "t1", out, sizeof(out));
-    assert_true(!strncmp(out, "nanobox-tpl-prod-1-", 19) && strlen(out) == 19 + 8 + 3);
+    nb_template_ref(&f->app.conf, NULL, "t1", out, sizeof(out));
+    assert_true(!strncmp(out, "nanobox-tpl-prod-1-", 19) &&
+                strlen(out) == 19 + 8 + 1 + NB_TPL_KEY_LEN);
     nb_template_conf_name("nanobox:latest", out, sizeof(out));
     assert_string_equal(out, "nanobox");
     nb_template_conf_name("nanobox-python:3.11", out, sizeof(out));
@@ -1724,6 +1761,33 @@ static void test_template_from_lines(void **state)
     assert_int_equal(from_status(c, "# escape=`\nFROM nanobox\nRUN a \\\nFROM debian\n"), 403);
     assert_int_equal(from_status(c, "RUN true\n"), 400);
     assert_int_equal(from_status(c, "FROM\n"), 400);
+    /* every image a build names: COPY --from (by image, variable, quotes, a split line) */
+    assert_int_equal(from_status(c, "FROM nanobox\nCOPY --from=nanobox-tpl-default:b /x /y\n"),
+                     403);
+    assert_int_equal(from_status(c, "FROM nanobox\nCOPY --from=nanobox /x /y\n"), 0);
+    assert_int_equal(from_status(c, "FROM nanobox AS a\nFROM nanobox\nCOPY --from=0 /x /y\n"), 0);
+    assert_int_equal(from_status(c, "FROM nanobox AS a\nFROM nanobox\nCOPY --from=A /x /y\n"), 0);
+    assert_int_equal(from_status(c, "FROM nanobox\nCOPY --from=${X} /x /y\n"), 403);
+    assert_int_equal(from_status(c, "FROM nanobox\nCOPY --\"from\"=debian /x /y\n"), 403);
+    assert_int_equal(from_status(c, "FROM nanobox\nCOPY --fr\\\nom=debian /x /y\n"), 403);
+    assert_int_equal(from_status(c, "FROM nanobox\nCOPY --from='debian' /x /y\n"), 403);
+    assert_int_equal(from_status(c, "FROM nanobox\nCOPY -- --from=debian /y\n"), 0); /* a file */
+    assert_int_equal(from_status(c, "FROM nanobox\nADD --from=debian /x /y\n"), 403);
+    /* ONBUILD, directives other than escape, RUN's BuildKit flags */
+    assert_int_equal(from_status(c, "FROM nanobox\nONBUILD COPY --from=debian /x /y\n"), 403);
+    assert_int_equal(from_status(c, "# syntax=docker/dockerfile:1\nFROM nanobox\n"), 403);
+    assert_int_equal(from_status(c, "# check=skip=all\n# escape=`\nFROM `\n debian\n"), 403);
+    assert_int_equal(from_status(c, "# note=x\nFROM nanobox\n"), 0);
+    /* found by fuzz_dockerfile: a written line that Docker would continue into the next one */
+    assert_int_equal(from_status(c, "FROM nanobox\nCOPY a b\f\\\r\t\nFROM debian\n"), 400);
+    assert_int_equal(from_status(c, "FROM nanobox\nRUN --mount=from=debian,target=/d true\n"), 403);
+    assert_int_equal(from_status(c, "FROM nanobox\nRUN --network=host true\n"), 403);
+    /* ADD of a URL: fetched by dockerd in the host's namespace */
+    assert_int_equal(from_status(c, "FROM nanobox\nADD http://127.0.0.1:1/s /s\n"), 403);
+    assert_int_equal(from_status(c, "FROM nanobox\nADD [\"http\\u003a//h/s\", \"/s\"]\n"), 403);
+    assert_int_equal(from_status(c, "FROM nanobox\nARG U\nADD $U /s\n"), 403);
+    assert_int_equal(from_status(c, "FROM nanobox\nADD a.tar /s\n"), 0);
+    assert_int_equal(from_status(c, "FROM nanobox\nBOGUS x\n"), 400);
     assert_int_equal(from_status(c, ""), 400);
     /* the operator's own list replaces the default */
     snprintf(f->app.conf.template_from, sizeof(f->app.conf.template_from), "debian:12, alpine");
@@ -1743,14 +1807,30 @@ static void tpl_request(struct nb_template_req *rq, const char *name)
     rq->n_files = 1;
 }
 
+/* The job key of the admin's template name. */
+static const char *tpl_key(const struct nb_app *a, const char *name)
+{
+    static char key[NB_TPL_KEY_LEN + 1];
+    nb_template_key(&a->conf, NULL, name, key);
+    return key;
+}
+
 /* What the reaper does before it forks a builder: the job leaves the queue for run/. */
 static void tpl_start_job(const struct nb_app *a, const char *name)
 {
     char from[PATH_MAX], to[PATH_MAX], dir[PATH_MAX - 128];
     nb_isolation_path(&a->conf, "templates", 0, dir, sizeof(dir));
-    snprintf(from, sizeof(from), "%s/queue/%.60s.json", dir, name);
-    snprintf(to, sizeof(to), "%s/run/%.60s.json", dir, name);
+    snprintf(from, sizeof(from), "%s/queue/%.60s.json", dir, tpl_key(a, name));
+    snprintf(to, sizeof(to), "%s/run/%.60s.json", dir, tpl_key(a, name));
     assert_int_equal(rename(from, to), 0);
+}
+
+/* The image of the admin's template name. */
+static const char *tpl_ref(const struct nb_app *a, const char *name)
+{
+    static char ref[128];
+    nb_template_ref(&a->conf, NULL, name, ref, sizeof(ref));
+    return ref;
 }
 
 static void test_template_submit_build_ready_and_delete(void **state)
@@ -1765,7 +1845,7 @@ static void test_template_submit_build_ready_and_delete(void **state)
     tpl_request(&rq, "tools");
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
     assert_string_equal(t.status, "building");
-    assert_string_equal(t.image, "nanobox-tpl-default:tools");
+    assert_string_equal(t.image, tpl_ref(a, "tools"));
     assert_int_equal(nb_template_get(a, "tools", NULL, &t, &ae), 0);
     assert_string_equal(t.status, "building");
     /* not ready: no sandbox from it, and the name is taken */
@@ -1775,11 +1855,11 @@ static void test_template_submit_build_ready_and_delete(void **state)
     assert_int_equal(ae.status, 409);
     assert_int_equal(nb_template_delete(a, "tools", NULL, 0, &ae), -1);
     assert_int_equal(ae.status, 409);
-    assert_false(nb_template_image_allowed(a, "nanobox-tpl-default:tools", NULL));
+    assert_false(nb_template_image_allowed(a, tpl_ref(a, "tools"), NULL));
 
     /* the builder, once the reaper handed it the job */
     tpl_start_job(a, "tools");
-    assert_int_equal(nb_template_build_job(a, &a->docker, "tools"), 0);
+    assert_int_equal(nb_template_build_job(a, &a->docker, tpl_key(a, "tools")), 0);
     /* the context was a tar holding the Dockerfile and the file */
     assert_memory_equal(fake.build_context, "Dockerfile", 10);
     assert_non_null(memmem(fake.build_context, sizeof(fake.build_context), "dir/hello.txt", 13));
@@ -1796,10 +1876,14 @@ static void test_template_submit_build_ready_and_delete(void **state)
     assert_true(!strncmp(t.digest, "sha256:", 7));
     assert_int_equal(fake_img(""), -1); /* the build record went */
     assert_int_equal(nb_template_image(a, "tools", NULL, image, sizeof(image), &ae), 0);
-    assert_string_equal(image, "nanobox-tpl-default:tools");
+    assert_string_equal(image, tpl_ref(a, "tools"));
+    /* another key's view: not its template, by name or by image */
+    assert_false(nb_template_image_allowed(a, image, "alice"));
+    assert_int_equal(nb_template_get(a, "tools", "alice", &t, &ae), -1);
+    assert_int_equal(ae.status, 404);
     assert_true(nb_template_image_allowed(a, image, NULL));
     assert_true(nb_template_image_allowed(a, "nanobox:latest", NULL));
-    assert_false(nb_template_image_allowed(a, "nanobox-tpl-default:other", NULL));
+    assert_false(nb_template_image_allowed(a, tpl_ref(a, "other"), NULL));
 
     /* a sandbox of it holds it unless forced */
     nb_table_lock(&a->table);
@@ -1828,7 +1912,7 @@ static void test_template_failed_build_keeps_the_error(void **state)
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
     tpl_start_job(a, "broken");
     fake.build_error = "The command '/bin/sh -c exit 3' returned a non-zero code: 3";
-    assert_int_equal(nb_template_build_job(a, &a->docker, "broken"), -1);
+    assert_int_equal(nb_template_build_job(a, &a->docker, tpl_key(a, "broken")), -1);
     assert_int_equal(nb_template_get(a, "broken", NULL, &t, &ae), 0);
     assert_string_equal(t.status, "failed");
     assert_string_equal(t.error, fake.build_error);
@@ -1907,7 +1991,7 @@ static void test_template_labels_quote_the_instance(void **state)
     tpl_request(&rq, "quoted");
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
     tpl_start_job(a, "quoted");
-    assert_int_equal(nb_template_build_job(a, &a->docker, "quoted"), 0);
+    assert_int_equal(nb_template_build_job(a, &a->docker, tpl_key(a, "quoted")), 0);
     assert_non_null(memmem(fake.build_context, sizeof(fake.build_context), want, strlen(want)));
     assert_int_equal(nb_template_get(a, "quoted", NULL, &t, &ae), 0);
     assert_string_equal(t.status, "ready");
@@ -1917,7 +2001,7 @@ static void test_template_labels_quote_the_instance(void **state)
     rq.dockerfile_len = strlen(rq.dockerfile);
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), 0);
     tpl_start_job(a, "quoted2");
-    nb_template_build_job(a, &a->docker, "quoted2");
+    nb_template_build_job(a, &a->docker, tpl_key(a, "quoted2"));
     assert_non_null(
         memmem(fake.build_context, sizeof(fake.build_context), want_bt, strlen(want_bt)));
 }
@@ -2347,6 +2431,7 @@ int main(void)
         T(test_reconcile_spares_the_container_of_a_live_create),
         T(test_reconcile_frees_a_slot_whose_container_vanished),
         T(test_reconcile_destroys_a_sandbox_whose_container_stopped),
+        T(test_container_event_destroys_a_dead_sandbox_at_once),
         T(test_reconcile_does_not_judge_sandboxes_newer_than_the_listing),
         T(test_reconcile_finishes_abandoned_creates_and_destroys),
         T(test_reconcile_waits_for_a_live_owner_until_it_is_stuck),
