@@ -52,6 +52,7 @@ void nb_conf_defaults(struct nb_conf *c)
     c->workspace_size = 256 * MiB;
     snprintf(c->workspace, sizeof(c->workspace), "/workspace");
     snprintf(c->e2b_home, sizeof(c->e2b_home), "/home/user");
+    c->e2b_user_home = 1;
     snprintf(c->sandbox_user, sizeof(c->sandbox_user), "1000:1000");
     snprintf(c->sandbox_user_name, sizeof(c->sandbox_user_name), "sandbox");
     c->sandbox_uid_base = 200000;
@@ -246,6 +247,7 @@ static const struct key keys[] = {
     {"workspace_size", K_SIZE, F(workspace_size), 1ULL << 40},
     {"workspace", K_STR, F(workspace), 0},
     {"e2b_home", K_STR, F(e2b_home), 0},
+    {"e2b_user_home", K_BOOL, F(e2b_user_home), 0},
     {"sandbox_user", K_STR, F(sandbox_user), 0},
     {"sandbox_user_name", K_STR, F(sandbox_user_name), 0},
     {"sandbox_uid_base", K_UINT, F(sandbox_uid_base), 4000000000ULL},

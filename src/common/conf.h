@@ -136,6 +136,9 @@ struct nb_conf {
 
     /* the E2B facade: E2B's home (/home/user), a link to the workspace; "": none */
     char e2b_home[128];
+    /* sandboxes E2B clients create: e2b_home is their workspace and its name
+     * their user's (E2B's layout), not a link to the workspace */
+    int e2b_user_home;
 };
 
 /* Fill with the built-in defaults (the values docs/CONFIG.md lists). */

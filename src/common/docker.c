@@ -457,6 +457,11 @@ void nb_docker_ctr_labels(struct nb_docker_ctr *c, const void *labels)
     }
     c->auto_resume = label_num(lab, "nanobox.auto_resume", 0) == 1;
     c->pooled = label_num(lab, "nanobox.pooled", 0) == 1;
+    {
+        char home[16] = "";
+        label_str(lab, "nanobox.home", home, sizeof(home));
+        c->e2b_home = strcmp(home, "e2b") == 0;
+    }
 }
 
 static int curl_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn cb, void *arg,

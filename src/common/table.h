@@ -48,6 +48,7 @@ enum nb_slot_state {
  * before the second, so a table from then reads the same). */
 #define NB_LIFE_AUTO_RESUME 1u      /* a call that needs it running resumes it */
 #define NB_LIFE_PAUSE_ON_TIMEOUT 2u /* its TTL's end pauses it instead of destroying it */
+#define NB_LIFE_E2B_HOME 4u         /* E2B's layout: its user and workspace are e2b_home's */
 
 struct nb_port {
     uint16_t sandboxport; /* 0: unused */

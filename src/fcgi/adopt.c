@@ -189,6 +189,8 @@ int nb_adopt_slot(const struct nb_docker_ctr *c, const struct nb_lease *l, pid_t
         out->lifecycle |= NB_LIFE_AUTO_RESUME;
     if (l != NULL ? l->pause_on_timeout : c->pause_on_timeout)
         out->lifecycle |= NB_LIFE_PAUSE_ON_TIMEOUT;
+    if (c->e2b_home) /* its mounts say so for good: the label only */
+        out->lifecycle |= NB_LIFE_E2B_HOME;
     /* no owner known: admin-only (docs/ARCHITECTURE.md, "Adoption") */
     snprintf(out->owner, sizeof(out->owner), "%s", l != NULL ? l->owner : c->owner);
     *to = NB_SLOT_RUNNING;

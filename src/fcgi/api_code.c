@@ -23,9 +23,10 @@ int api_code_language(yajl_val v, int status, const char **out, struct nb_apierr
         return 0;
     *out = nb_code_language(nb_json_string(v));
     if (*out == NULL) {
-        nb_apierr_set(ae, status, "unsupported_language",
-                      "language \"%.32s\" is not one of python, javascript (js), bash",
-                      nb_json_string(v));
+        nb_apierr_set(
+            ae, status, "unsupported_language",
+            "language \"%.32s\" is not one of python, javascript (js), typescript (ts), bash",
+            nb_json_string(v));
         return -1;
     }
     return 0;

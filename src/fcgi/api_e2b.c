@@ -22,6 +22,7 @@
 #include "api.h"
 #include "clock.h"
 #include "files.h"
+#include "isolation.h"
 #include "json.h"
 #include "query.h"
 #include "sandbox.h"
@@ -362,6 +363,9 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
         if (YAJL_IS_TRUE(yajl_tree_get(autoresume, path, yajl_t_true)))
             spec.lifecycle |= NB_LIFE_AUTO_RESUME;
     }
+    /* E2B's user and home, unless the operator chose nanobox's (e2b_user_home) */
+    if (nb_isolation_e2b_layout(c))
+        spec.lifecycle |= NB_LIFE_E2B_HOME;
     spec.memory = c->memory;
     spec.nano_cpus = c->nano_cpus;
     spec.pids = c->pids;

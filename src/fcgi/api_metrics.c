@@ -14,6 +14,7 @@
 #include "api.h"
 #include "cgstat.h"
 #include "clock.h"
+#include "isolation.h"
 #include "json.h"
 #include "metrics.h"
 #include "sandbox.h"
@@ -363,7 +364,7 @@ int api_sandbox_metrics(struct nb_app *a, struct nb_req *r, const struct nb_rout
 
     nb_json_cstr(g, "disk");
     yajl_gen_map_open(g);
-    kv_fs(g, "workspace", slot.init_pid, a->conf.workspace);
+    kv_fs(g, "workspace", slot.init_pid, nb_isolation_workspace(&a->conf, slot.lifecycle));
     kv_fs(g, "tmp", slot.init_pid, "/tmp");
     yajl_gen_map_close(g);
 
@@ -399,7 +400,8 @@ int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
     alive = now - slot.created;
     if (st.cpu_usage_usec > 0 && alive > 0)
         pct = (double)st.cpu_usage_usec / ((double)alive * 1e4) / cpus;
-    nb_cgstat_fs(PROC_ROOT, slot.init_pid, a->conf.workspace, &disk_used, &disk_size);
+    nb_cgstat_fs(PROC_ROOT, slot.init_pid, nb_isolation_workspace(&a->conf, slot.lifecycle),
+                 &disk_used, &disk_size);
     gmtime_r(&tt, &tm);
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
 

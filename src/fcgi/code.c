@@ -44,6 +44,8 @@ const char *nb_code_language(const char *s)
         return "python";
     if (!strcmp(s, "javascript") || !strcmp(s, "js"))
         return "javascript";
+    if (!strcmp(s, "typescript") || !strcmp(s, "ts"))
+        return "typescript";
     if (!strcmp(s, "bash"))
         return "bash";
     return NULL;

@@ -19,7 +19,8 @@
 
 /*
  * The bridge's name of a request's language ("python", "javascript" or its
- * alias "js", "bash"); NULL when there is no such language.
+ * alias "js", "typescript" or its alias "ts", "bash"); NULL when there is no
+ * such language.
  */
 const char *nb_code_language(const char *s);
 

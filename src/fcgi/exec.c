@@ -34,6 +34,7 @@
 #include "clock.h"
 #include "demux.h"
 #include "exec.h"
+#include "isolation.h"
 #include "json.h"
 #include "log.h"
 #include "procstat.h"
@@ -174,8 +175,7 @@ static void kill_tree(pid_t root, pid_t init_pid)
         nb_info("killed %zu process(es) of a timed-out command (session %d)", n, (int)root);
 }
 
-static char *exec_config(const struct nb_conf *c, const char *const *argv, const char *cwd,
-                         char **env, unsigned n_env)
+static char *exec_config(const char *const *argv, const char *cwd, char **env, unsigned n_env)
 {
     yajl_gen g = nb_json_gen();
     yajl_gen_map_open(g);
@@ -184,7 +184,7 @@ static char *exec_config(const struct nb_conf *c, const char *const *argv, const
     nb_json_kv_bool(g, "AttachStderr", 1);
     nb_json_kv_bool(g, "Tty", 0);
     /* no "User": the container's own, the uid of its slot */
-    nb_json_kv_str(g, "WorkingDir", cwd ? cwd : c->workspace);
+    nb_json_kv_str(g, "WorkingDir", cwd);
     nb_json_cstr(g, "Cmd");
     yajl_gen_array_open(g);
     for (const char *const *a = argv; *a; a++)
@@ -269,7 +269,9 @@ static int exec_docker(struct nb_app *a, const struct nb_slot *slot, const struc
                       "root runs commands only through it");
         return -1;
     }
-    json = exec_config(&a->conf, rq->argv, rq->cwd, rq->env, rq->n_env);
+    json =
+        exec_config(rq->argv, rq->cwd ? rq->cwd : nb_isolation_workspace(&a->conf, slot->lifecycle),
+                    rq->env, rq->n_env);
     if (nb_docker_exec_create(&a->docker, slot->container_id, json, exec_id, &de) != 0) {
         free(json);
         nb_apierr_docker(ae, &de, "run the command");
@@ -335,7 +337,8 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
         nb_agent_field_str(&f, NBA_T_ARG, *p);
     for (unsigned i = 0; i < rq->n_env; i++)
         nb_agent_field_str(&f, NBA_T_ENV, rq->env[i]);
-    nb_agent_field_str(&f, NBA_T_CWD, rq->cwd ? rq->cwd : a->conf.workspace);
+    nb_agent_field_str(&f, NBA_T_CWD,
+                       rq->cwd ? rq->cwd : nb_isolation_workspace(&a->conf, slot->lifecycle));
     nb_agent_field_u32(&f, NBA_T_TIMEOUT, (uint32_t)(rq->timeout * 1000.0));
     if (pty)
         nb_agent_field_u32(&f, NBA_T_WINSIZE, rq->pty_cols << 16 | rq->pty_rows); /* no cap */

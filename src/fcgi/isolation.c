@@ -34,6 +34,7 @@
 #include "isolation.h"
 #include "json.h"
 #include "log.h"
+#include "table.h"
 
 /* The biggest seccomp profile we read: Docker's own is about 20 KiB. */
 #define NB_SECCOMP_MAX (256 * 1024)
@@ -373,30 +374,44 @@ static int slot_dir(const struct nb_conf *c, uint32_t slot, char *err, size_t er
     return make_dir(path, err, errlen);
 }
 
-static int write_slot_files(const struct nb_conf *c, uint32_t slot, char *err, size_t errlen)
+/* A slot's passwd and group (suffix "" or "-e2b") naming its uid name, home home. */
+static int write_users(const struct nb_conf *c, uint32_t slot, const char *suffix, const char *name,
+                       const char *home, char *err, size_t errlen)
 {
-    char path[PATH_MAX], text[1024];
+    char path[PATH_MAX], file[32], text[1024];
     unsigned long uid, gid;
     int n;
 
-    if (slot_dir(c, slot, err, errlen) != 0)
-        return -1;
-    if (!nb_isolation_per_slot(c))
-        return 0; /* the image's passwd names sandbox_user */
     nb_isolation_ids(c, slot, &uid, &gid);
     n = snprintf(text, sizeof(text),
                  "root:x:0:0:root:/root:/usr/sbin/nologin\n"
                  "%s:x:%lu:%lu:nanobox sandbox:%s:/bin/sh\n"
                  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-                 c->sandbox_user_name, uid, gid, c->workspace);
-    nb_isolation_path(c, "passwd", slot, path, sizeof(path));
+                 name, uid, gid, home);
+    snprintf(file, sizeof(file), "passwd%s", suffix);
+    nb_isolation_path(c, file, slot, path, sizeof(path));
     if (write_file(path, text, (size_t)n, 0644, err, errlen) != 0)
         return -1;
     /* tty: the group of /dev/pts/N (devpts gid=5) */
-    n = snprintf(text, sizeof(text), "root:x:0:\ntty:x:5:\n%s:x:%lu:\nnogroup:x:65534:\n",
-                 c->sandbox_user_name, gid);
-    nb_isolation_path(c, "group", slot, path, sizeof(path));
+    n = snprintf(text, sizeof(text), "root:x:0:\ntty:x:5:\n%s:x:%lu:\nnogroup:x:65534:\n", name,
+                 gid);
+    snprintf(file, sizeof(file), "group%s", suffix);
+    nb_isolation_path(c, file, slot, path, sizeof(path));
     return write_file(path, text, (size_t)n, 0644, err, errlen);
+}
+
+static int write_slot_files(const struct nb_conf *c, uint32_t slot, char *err, size_t errlen)
+{
+    if (slot_dir(c, slot, err, errlen) != 0)
+        return -1;
+    if (!nb_isolation_per_slot(c))
+        return 0; /* the image's passwd names sandbox_user */
+    if (write_users(c, slot, "", c->sandbox_user_name, c->workspace, err, errlen) != 0)
+        return -1;
+    /* E2B's layout: /home/<name> is the user's name and home */
+    return !nb_isolation_e2b_layout(c)
+               ? 0
+               : write_users(c, slot, "-e2b", c->e2b_home + 6, c->e2b_home, err, errlen);
 }
 
 int nb_isolation_set_hostname(const struct nb_conf *c, uint32_t slot, const char *hostname,
@@ -435,6 +450,16 @@ static int write_net_files(const struct nb_conf *c, char *err, size_t errlen)
 int nb_isolation_home_link(const struct nb_conf *c)
 {
     return c->e2b_home[0] != '\0' && strcmp(c->e2b_home, c->workspace) != 0;
+}
+
+int nb_isolation_e2b_layout(const struct nb_conf *c)
+{
+    return c->e2b_user_home && nb_isolation_home_link(c);
+}
+
+const char *nb_isolation_workspace(const struct nb_conf *c, unsigned lifecycle)
+{
+    return lifecycle & NB_LIFE_E2B_HOME ? c->e2b_home : c->workspace;
 }
 
 /*

@@ -39,7 +39,7 @@ void nb_isolation_ids(const struct nb_conf *c, uint32_t slot, unsigned long *uid
  * ("nanobox-init"), the code bridge's directory ("kernel"), "hosts" and
  * "resolv.conf" of sandboxes without network, the templates' directory
  * "templates", E2B's "home" (slot ignored), or a slot's
- * "passwd", "group" or "hostname".
+ * "passwd", "group", "passwd-e2b", "group-e2b" or "hostname".
  */
 void nb_isolation_path(const struct nb_conf *c, const char *file, uint32_t slot, char *out,
                        size_t outlen);
@@ -60,5 +60,17 @@ int nb_isolation_home_link(const struct nb_conf *c);
 
 /* Does each slot have passwd and group files of its own (sandbox_uid_base set)? */
 int nb_isolation_per_slot(const struct nb_conf *c);
+
+/*
+ * Do sandboxes E2B clients create get E2B's layout (e2b_user_home, and
+ * e2b_home a /home/<name> apart from the workspace): e2b_home as their
+ * workspace, mounted there (the real path every process sees), and
+ * <name> as their user's name and home in the slot's "passwd-e2b" and
+ * "group-e2b"? NB_LIFE_E2B_HOME marks such a sandbox.
+ */
+int nb_isolation_e2b_layout(const struct nb_conf *c);
+
+/* The workspace of a sandbox of these lifecycle bits: e2b_home in E2B's layout. */
+const char *nb_isolation_workspace(const struct nb_conf *c, unsigned lifecycle);
 
 #endif

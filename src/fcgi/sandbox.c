@@ -82,6 +82,9 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
      * writable so that root can install what it owns.
      */
     int root = nb_template_root(c, s->image);
+    /* E2B's layout (isolation.h): its workspace is e2b_home, its user e2b_home's name */
+    int e2b = (s->lifecycle & NB_LIFE_E2B_HOME) != 0;
+    const char *ws = nb_isolation_workspace(c, s->lifecycle);
 
     nb_isolation_ids(c, slot, &uid, &gid);
     yajl_gen_map_open(g);
@@ -101,12 +104,12 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_cstr(g, "--");
     yajl_gen_array_close(g);
     nb_json_kv_str(g, "User", root ? "0:0" : tmp);
-    nb_json_kv_str(g, "WorkingDir", c->workspace);
+    nb_json_kv_str(g, "WorkingDir", ws);
     snprintf(tmp, sizeof(tmp), "%.8s", id);
     nb_json_kv_str(g, "Hostname", tmp);
     nb_json_cstr(g, "Env");
     yajl_gen_array_open(g);
-    snprintf(tmp, sizeof(tmp), "HOME=%s", c->workspace);
+    snprintf(tmp, sizeof(tmp), "HOME=%s", ws);
     nb_json_cstr(g, tmp);
     for (unsigned i = 0; i < s->n_env; i++)
         nb_json_cstr(g, s->env[i]);
@@ -141,6 +144,8 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
                    s->lifecycle & NB_LIFE_PAUSE_ON_TIMEOUT ? "pause" : "destroy");
     nb_json_kv_str(g, "nanobox.pooled", pooled ? "1" : "0");
     nb_json_kv_str(g, "nanobox.root", root ? "1" : "0");
+    if (e2b)
+        nb_json_kv_str(g, "nanobox.home", "e2b");
     nb_json_kv_str(g, "nanobox.metadata", s->metadata[0] ? s->metadata : "{}");
     yajl_gen_map_close(g);
 
@@ -152,10 +157,10 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     bind_ro(g, c, "kernel", slot, NB_KERNEL_MOUNT);
     if (nb_isolation_per_slot(c)) {
         /* the image's passwd cannot name the slot's uid: id -un, whoami, ~ */
-        bind_ro(g, c, "passwd", slot, "/etc/passwd");
-        bind_ro(g, c, "group", slot, "/etc/group");
+        bind_ro(g, c, e2b ? "passwd-e2b" : "passwd", slot, "/etc/passwd");
+        bind_ro(g, c, e2b ? "group-e2b" : "group", slot, "/etc/group");
     }
-    if (nb_isolation_home_link(c)) {
+    if (nb_isolation_home_link(c) && !e2b) {
         /* E2B's /home/user: the workspace under the name E2B's SDKs expect */
         bind_ro(g, c, "home", slot, "/home");
     }
@@ -259,7 +264,7 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_kv_str(g, "/tmp", tmp);
     snprintf(tmp, sizeof(tmp), "rw,nosuid,nodev,exec,size=%llu,uid=%lu,gid=%lu,mode=0755",
              (unsigned long long)tmpfs_cap(c->workspace_size, s->memory, 2), uid, gid);
-    nb_json_kv_str(g, c->workspace, tmp);
+    nb_json_kv_str(g, ws, tmp);
     yajl_gen_map_close(g);
     nb_json_cstr(g, "LogConfig");
     yajl_gen_map_open(g);
@@ -399,7 +404,9 @@ retry:
     {
         /* a snapshot's image: its /workspace and /tmp back into the fresh tmpfs mounts */
         char err[256];
-        if (nb_snapshot_restore(&a->conf, slot, pid, err, sizeof(err)) != 0) {
+        if (nb_snapshot_restore(&a->conf, slot, pid,
+                                nb_isolation_workspace(&a->conf, spec->lifecycle), err,
+                                sizeof(err)) != 0) {
             nb_apierr_set(ae, 500, "internal", "could not restore the snapshot's files: %s", err);
             goto fail;
         }

@@ -246,7 +246,8 @@ static int cap_mount(struct cap *cp, int root, const char *where, const char *pr
 }
 
 /* /workspace and /tmp of the container whose PID 1 is pid into the tar file path. */
-static int capture(const struct nb_conf *c, pid_t pid, const char *path, struct nb_apierr *ae)
+static int capture(const struct nb_conf *c, const char *ws, pid_t pid, const char *path,
+                   struct nb_apierr *ae)
 {
     struct cap cp;
     char proot[64];
@@ -270,7 +271,7 @@ static int capture(const struct nb_conf *c, pid_t pid, const char *path, struct 
         close(root);
         return -1;
     }
-    rc = cap_mount(&cp, root, c->workspace, "workspace");
+    rc = cap_mount(&cp, root, ws, "workspace");
     if (rc == 0)
         rc = cap_mount(&cp, root, "/tmp", "tmp");
     if (archive_write_close(cp.ar) != ARCHIVE_OK && rc == 0)
@@ -509,7 +510,8 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
         }
         froze = 1;
     }
-    rc = capture(&a->conf, slot.init_pid, snap, ae);
+    rc = capture(&a->conf, nb_isolation_workspace(&a->conf, slot.lifecycle), slot.init_pid, snap,
+                 ae);
     if (rc == 0 && upper[0])
         rc = write_layer(ctx, snap, upper, a->conf.snapshot_max, ae);
     if (froze) {
@@ -554,9 +556,8 @@ out:
 /* ---- restore ---- */
 
 /* workspace/x -> <workspace>/x, tmp/x -> tmp/x (relative to the sandbox's root); 0 if neither. */
-static int map_path(const struct nb_conf *c, const char *in, char *out, size_t outlen)
+static int map_path(const char *ws, const char *in, char *out, size_t outlen)
 {
-    const char *ws = c->workspace;
     while (*ws == '/')
         ws++;
     if (!strncmp(in, "workspace/", 10))
@@ -566,8 +567,8 @@ static int map_path(const struct nb_conf *c, const char *in, char *out, size_t o
     return 0;
 }
 
-static int unpack(const struct nb_conf *c, int tarfd, unsigned long uid, unsigned long gid,
-                  char *err, size_t errlen)
+static int unpack(const char *ws, int tarfd, unsigned long uid, unsigned long gid, char *err,
+                  size_t errlen)
 {
     struct archive *r = archive_read_new(), *w = archive_write_disk_new();
     struct archive_entry *e;
@@ -592,7 +593,7 @@ static int unpack(const struct nb_conf *c, int tarfd, unsigned long uid, unsigne
             rc = -1;
             break;
         }
-        if (!map_path(c, archive_entry_pathname(e), path, sizeof(path)) ||
+        if (!map_path(ws, archive_entry_pathname(e), path, sizeof(path)) ||
             archive_entry_hardlink(e) != NULL)
             continue; /* the snapshot writes none of these */
         archive_entry_set_pathname(e, path);
@@ -624,7 +625,8 @@ static int unpack(const struct nb_conf *c, int tarfd, unsigned long uid, unsigne
     return rc;
 }
 
-int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, char *err, size_t errlen)
+int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, const char *ws,
+                        char *err, size_t errlen)
 {
     char proot[64];
     unsigned long uid, gid;
@@ -653,7 +655,7 @@ int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, char 
         rc = -1;
     } else {
         nb_isolation_ids(c, slot, &uid, &gid);
-        rc = unpack(c, tarfd, uid, gid, err, errlen);
+        rc = unpack(ws, tarfd, uid, gid, err, errlen);
         if (fchdir(here) != 0)
             nb_warn("snapshot restore: cannot return to the working directory");
     }

@@ -38,11 +38,11 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
 
 /*
  * If the image of the container whose PID 1 is pid (host pid) holds
- * NB_SNAPSHOT_TAR, unpack it into its /workspace and /tmp, owned by the
- * uid and gid of slot. 0 (also when there is nothing to unpack), or -1
- * with err.
+ * NB_SNAPSHOT_TAR, unpack it into its workspace ws and /tmp, owned by
+ * the uid and gid of slot. 0 (also when there is nothing to unpack), or
+ * -1 with err.
  */
-int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, char *err,
-                        size_t errlen);
+int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, const char *ws,
+                        char *err, size_t errlen);
 
 #endif

@@ -114,7 +114,8 @@ int nb_warm_fits(const struct nb_conf *c, const struct nb_sandbox_spec *spec)
     for (i = 0; i < n && (k[i].want == 0 || strcmp(spec->image, k[i].image) != 0); i++)
         ;
     return i < n && spec->memory == c->memory && spec->nano_cpus == c->nano_cpus &&
-           spec->pids == c->pids && !spec->network_bridge && spec->n_env == 0;
+           spec->pids == c->pids && !spec->network_bridge && spec->n_env == 0 &&
+           !(spec->lifecycle & NB_LIFE_E2B_HOME); /* warm ones have nanobox's layout */
 }
 
 /*

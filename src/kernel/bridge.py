@@ -10,7 +10,8 @@ one JSON request (`j` frame), answers with JSON events (`j` frames), then
 It keeps the sandbox's contexts: a Python context is a real Jupyter kernel
 (ipykernel, driven with jupyter_client over ipc sockets in a private
 directory: no TCP port), a javascript context a node process running
-jsrunner.js, a bash context a bash process. One execution at a time per
+jsrunner.js, a typescript context the same runner transpiling each cell
+first, a bash context a bash process. One execution at a time per
 context, in arrival order; contexts run in parallel. It runs as the
 sandbox's own user and has no rights the sandbox's code does not have.
 """
@@ -38,7 +39,7 @@ MAX_CONTEXTS = 16
 # bridge in, the container's working directory, which is nanobox.conf's
 # workspace (/workspace unless the operator moved it, e.g. to /home/user).
 WORKSPACE = os.getcwd()
-LANGUAGES = ("python", "javascript", "bash")
+LANGUAGES = ("python", "javascript", "typescript", "bash")
 INTERRUPT_GRACE = 5.0  # seconds a context gets to stop after an interrupt
 HERE = os.path.dirname(os.path.abspath(__file__))
 # display.py's formatters (loaded into each python kernel): a figure's chart
@@ -716,6 +717,17 @@ class JavascriptContext(ProcessContext):
         return "ok", self.cells
 
 
+class TypescriptContext(JavascriptContext):
+    """jsrunner.js with each cell transpiled (types erased) before it runs."""
+
+    language = "typescript"
+
+    def kernel_env(self):
+        env = super().kernel_env()
+        env["NANOBOX_JS_LANG"] = "typescript"
+        return env
+
+
 class BashContext(ProcessContext):
     language = "bash"
 
@@ -770,7 +782,12 @@ def shquote(s):
     return "'" + s.replace("'", "'\\''") + "'"
 
 
-KINDS = {"python": PythonContext, "javascript": JavascriptContext, "bash": BashContext}
+KINDS = {
+    "python": PythonContext,
+    "javascript": JavascriptContext,
+    "typescript": TypescriptContext,
+    "bash": BashContext,
+}
 
 
 class Bridge:

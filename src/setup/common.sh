@@ -76,12 +76,14 @@ NB_IMAGE_PACKAGES=(python3 ca-certificates curl procps)
 # build-essential adds only dpkg-dev, patch, bzip2 and xz-utils (5 MB).
 # npm is left out: Debian's pulls in some 300 node-* packages, and a
 # sandbox without network could not reach its registry anyway.
+# node-typescript: the compiler the code interpreter's typescript contexts
+# transpile each cell with (src/kernel/jsrunner.js; 67 MB, node only).
 NB_PYTHON_IMAGE_PACKAGES=(
     python3-ipykernel python3-jupyter-client
     python3-numpy python3-pandas python3-matplotlib python3-scipy
     python3-pil python3-requests
     python3-pip python3-venv
-    nodejs git
+    nodejs node-typescript git
     build-essential python3-dev
 )
 

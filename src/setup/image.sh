@@ -10,8 +10,8 @@
 #   base    nanobox:latest: python3, curl, ca-certificates, procps (~1 min)
 #   python  nanobox-python:latest: the data-science template: the base +
 #           ipykernel, jupyter-client, numpy, pandas, matplotlib, scipy,
-#           pillow, requests, pip, venv, nodejs, git, build-essential
-#           (~2.5 min)
+#           pillow, requests, pip, venv, nodejs, node-typescript, git,
+#           build-essential (~2.5 min)
 #
 # Usage: image.sh [--force] [base|python|all]...   (default: all)
 #   Builds each image named unless it exists, built by this recipe (a

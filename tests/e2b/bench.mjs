@@ -118,7 +118,7 @@ for (let i = 0; i < n; i++) {
 }
 
 const blob = randomBytes(1 << 20)
-const fpath = '/workspace/bench.bin'
+const fpath = '/tmp/bench.bin' // a path of both layouts (E2B's has no /workspace tmpfs)
 for (let i = 0; i < n; i++) {
   await round('files', {
     e2b: {

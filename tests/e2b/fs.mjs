@@ -45,7 +45,7 @@ await step('readBack', async () => {
   return { size: back.length, sha: sha(Buffer.from(back)) }
 })
 await step('list1', async () => (await s.files.list('tree')).map(entry))
-await step('list2', async () => (await s.files.list('/workspace/tree', { depth: 2 })).map((e) => e.path))
+await step('list2', async () => (await s.files.list('/home/user/tree', { depth: 2 })).map((e) => e.path))
 await step('list3', async () => (await s.files.list('tree', { depth: 3 })).map((e) => e.path))
 await throws('listFile', () => s.files.list('tree/a.txt'))
 await throws('listMissing', () => s.files.list('nope'))
@@ -57,7 +57,7 @@ await step('exists', async () => ({
   missing: await s.files.exists('tree/zzz'),
 }))
 await step('infoFile', async () => entry(await s.files.getInfo('tree/b/c.txt')))
-await step('infoDir', async () => entry(await s.files.getInfo('/workspace/tree/b')))
+await step('infoDir', async () => entry(await s.files.getInfo('/home/user/tree/b')))
 await step('infoLink', async () => entry(await s.files.getInfo('tree/link')))
 // modifiedTime and mode against what the sandbox's stat says: a file, a
 // directory, a symlink (its own mtime set apart), a dangling symlink
@@ -89,7 +89,7 @@ await step('rename', async () => {
     text: await s.files.read('tree/c-moved.txt'),
   }
 })
-await step('renameDir', async () => entry(await s.files.rename('made/x', '/workspace/x-moved')))
+await step('renameDir', async () => entry(await s.files.rename('made/x', '/home/user/x-moved')))
 await throws('renameMissing', () => s.files.rename('tree/zzz', 'tree/yyy'))
 
 await step('remove', async () => {

@@ -1,14 +1,17 @@
 // user.mjs - E2B's user layout on nanobox, driven by the official E2B SDK
 // (npm e2b, pinned in package.json) as a user's code would: the home and
-// cwd /home/user for commands and files, the user's name, `user: 'root'`
-// and `sudo` refused with a clear error, no-new-privileges still on.
-// tests/integration/test_e2b.py runs it against a stack whose
-// sandbox_user_name is `user` and asserts on the JSON summary it prints as
-// its last line: one entry per step, {"thrown": ...} when the SDK threw.
+// cwd /home/user for commands, files and the code interpreter's python,
+// javascript, typescript and bash contexts, the user's name and the owner
+// of the files it writes, `user: 'root'` and `sudo` refused with a clear
+// error, no-new-privileges still on. tests/integration/test_e2b.py runs it
+// against stacks of the default config (E2B's layout: e2b_user_home) and
+// of others, and asserts on the JSON summary it prints as its last line:
+// one entry per step, {"thrown": ...} when the SDK threw.
 //
-//   node user.mjs --tag <unique tag> [--code]
+//   node user.mjs --tag <unique tag> [--code] [--keep]
 //
-// Its sandbox carries metadata {suite: tag}; it kills it before it exits.
+// Its sandboxes carry metadata {suite: tag}; it kills them before it exits
+// (unless --keep: the summary's "created").
 import { Sandbox } from 'e2b'
 import { suite } from './steps.mjs'
 
@@ -49,6 +52,12 @@ await step('commandFileOwner', async () => {
 await step('relativeCwd', async () => ({ stdout: await out(cmds.run('pwd; ls', { cwd: 'made' })) }))
 await step('listHome', async () => (await sbx.files.list('/home/user')).map((e) => `${e.name}:${e.path}`).sort())
 await step('sameFilesOnTheNativePath', async () => ({ stdout: await out(cmds.run('cat /workspace/made/b.txt')) }))
+await step('writeInfo', async () => {
+  const w = await sbx.files.write('owned.txt', 'mine')
+  const i = await sbx.files.getInfo(w.path)
+  return { path: i.path, owner: i.owner, group: i.group }
+})
+summary.userSandbox = sbx.sandboxId
 
 // the code interpreter (--code: nanobox-python is built): its kernels see the home's files
 if (args.includes('--code')) {
@@ -63,7 +72,15 @@ if (args.includes('--code')) {
     const listed = (await c.listCodeContexts()).map((x) => (x.id === ctx.id ? 'new' : x.id) + ':' + x.cwd).sort()
     return { read, ctxCwd: ctx.cwd, inCtx, listed }
   })
+  // what each language's own call says (E2B's cwd.test.ts)
+  await step('codeCwd', async () => ({
+    python: (await c.runCode('from pathlib import Path; print(Path.cwd())', { language: 'python' })).logs.stdout.join().trim(),
+    javascript: (await c.runCode('process.cwd()', { language: 'js' })).text,
+    typescript: (await c.runCode('process.cwd()', { language: 'ts' })).text,
+    bash: (await c.runCode('pwd', { language: 'bash' })).logs.stdout.join().trim(),
+  }))
 }
 
-for (const id of created) await Sandbox.kill(id).catch(() => {})
+// --keep: the caller looks at them through nanobox's own API, then deletes them
+if (!args.includes('--keep')) for (const id of created) await Sandbox.kill(id).catch(() => {})
 console.log(JSON.stringify(summary))

@@ -69,6 +69,12 @@ BASE_CONF = {
     "warm_pool": "0",
     "warm_pool_code": "0",
 }
+# Images under test (NANOBOX_TEST_IMAGE, NANOBOX_TEST_PYTHON_IMAGE, e.g. a
+# rebuilt template under a tag of its own): allowed, and the code
+# interpreter's (E2B's code-interpreter template) when it is the python one.
+if (IMAGE, PYTHON_IMAGE) != ("nanobox:latest", "nanobox-python:latest"):
+    BASE_CONF["images"] = ",".join(dict.fromkeys(("nanobox:latest", "nanobox-python:latest", IMAGE, PYTHON_IMAGE)))
+    BASE_CONF["code_image"] = PYTHON_IMAGE
 
 # What the test config implies (asserted by the tests).
 DEFAULT_MEMORY = 256 * 1024 * 1024

@@ -731,6 +731,61 @@ def test_javascript_context_keeps_state(api, py_sid):
     delete_context(api, py_sid, ctx["id"])
 
 
+def test_javascript_modules_and_top_level_await(api, py_sid):
+    """ES modules, import() and top-level await in a javascript context:
+    the awaited value is the result, and what an async cell declares
+    (const, let, function, class, imports) is there in the next cell."""
+    ctx = new_context(api, py_sid, language="javascript")["id"]
+    body = ok(api, py_sid, "import { readFileSync } from 'fs'\nconsole.log(typeof readFileSync)", context=ctx)
+    assert body["stdout"] == "function\n", body
+    assert main_text(ok(api, py_sid, "await Promise.resolve('Hello World!')", context=ctx)) == "Hello World!"
+    ok(api, py_sid, "import fs from 'fs'\nfs.writeFileSync('esm-mod.mjs', 'export const x = 40; export default (n) => n + 1')",
+       context=ctx)
+    ok(api, py_sid, "import inc, { x } from './esm-mod.mjs'\n"
+       "const base = await Promise.resolve(x)\nlet more = 1\n"
+       "function total() { return inc(base) + more }\nclass Box { get v() { return total() } }", context=ctx)
+    body = ok(api, py_sid, "const { x: again } = await import('./esm-mod.mjs');\n[new Box().v, again, typeof readFileSync]",
+              context=ctx)
+    assert json.loads(body["results"][0]["data"]["text/plain"].replace("'", '"')) == [42, 40, "function"], body
+    # a name declared again in a later cell is reassigned, as a notebook re-run would
+    assert main_text(ok(api, py_sid, "const base = 1; base", context=ctx)) == "1"
+    # an error thrown after an await is the cell's error
+    body = run(api, py_sid, "await null\nthrow new TypeError('late')", context=ctx)
+    assert body["status"] == "error" and body["error"]["name"] == "TypeError", body
+    assert body["error"]["value"] == "late", body
+    # a cell that waits forever is interrupted at its timeout; the context
+    # and what it holds stay (no restart), and so they do after a rejection
+    # nobody waits for
+    body = run(api, py_sid, "await new Promise(() => {})", context=ctx, timeout=1)
+    assert body["status"] == "timed_out" and body["kernel_restarted"] is False, body
+    ok(api, py_sid, "Promise.reject(new Error('unseen')); null", context=ctx)
+    body = ok(api, py_sid, "await new Promise((r) => setTimeout(r, 50)); typeof inc", context=ctx)
+    assert main_text(body) == "function" and body["kernel_restarted"] is False, body
+    delete_context(api, py_sid, ctx)
+
+
+def test_typescript_context(api, py_sid):
+    """language typescript (or ts): each cell transpiled, types erased, the
+    state kept across cells like javascript's; modules and await as there."""
+    ctx = new_context(api, py_sid, language="typescript")
+    assert ctx["language"] == "typescript"
+    body = ok(api, py_sid, "const message: string = 'Hello World!'; console.log(message)", context=ctx["id"])
+    assert body["stdout"] == "Hello World!\n" and body["language"] == "typescript", body
+    ok(api, py_sid, "interface P { x: number }\nfunction norm(p: P): number { return Math.abs(p.x) }\n"
+       "enum Color { Red, Green }\nimport { join } from 'path'\nlet n: number = await Promise.resolve(-41)",
+       context=ctx["id"])
+    assert main_text(ok(api, py_sid, "norm({x: n} as P) + Color.Green", context=ctx["id"])) == "42"
+    assert main_text(ok(api, py_sid, "join('a', message.length.toString())", context=ctx["id"])) == "a/12"
+    # a type error is not checked; a syntax error is the cell's error
+    body = run(api, py_sid, "let broken: = 1", context=ctx["id"])
+    assert body["status"] == "error" and body["error"]["name"] == "SyntaxError", body
+    # "ts" names the default typescript context
+    body = ok(api, py_sid, "const k: number = 2; k * 21", language="ts")
+    assert main_text(body) == "42" and body["context"] == "typescript", body
+    assert main_text(ok(api, py_sid, "k", language="typescript")) == "2"
+    delete_context(api, py_sid, ctx["id"])
+
+
 def test_bash_context_keeps_state(api, py_sid):
     ok(api, py_sid, "COUNT=5; cd /tmp; export SEEN=bash", language="bash")
     body = ok(api, py_sid, 'echo "$COUNT $(pwd) $SEEN"', language="bash")

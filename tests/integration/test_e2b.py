@@ -827,7 +827,7 @@ def test_files_write_and_read_1mib_bytes_exact(data, stack):
     assert step(data, "readBinary") == {"size": 1 << 20, "sha": data["blobSha"]}
     assert step(data, "readBinaryAbsolute") == {"size": 1 << 20, "sha": data["blobSha"]}
     # the file nanobox sees is the same (native API, same engine)
-    r = stack.api.request("GET", f"/sandbox/{data['filesSandbox']}/files?path=/workspace/bin/blob.bin")
+    r = stack.api.request("GET", f"/sandbox/{data['filesSandbox']}/files?path=/home/user/bin/blob.bin")
     assert r.status_code == 200 and hashlib.sha256(r.content).hexdigest() == data["blobSha"]
 
 
@@ -908,6 +908,35 @@ def test_run_code_javascript_and_bash(data):
     assert "".join(b["stdout"]).startswith("hi from") and "".join(b["stderr"]) == "oops\n", b
     e = thrown(data, "unknownLanguage")
     assert e["name"] == "SandboxError" and e["message"].startswith("400"), e
+
+
+@pytest.fixture(scope="module")
+def modern(stack, sdk):
+    """modern.mjs once against the stack: typescript, ES modules, top-level await."""
+    if not nbtest.image_present(nbtest.PYTHON_IMAGE):
+        pytest.skip(f"{nbtest.PYTHON_IMAGE} not built")
+    summary = sdk_script(stack, sdk, "modern.mjs", "e2bm-", code=True)
+    yield summary
+    for sid in summary["created"]:
+        stack.api.delete(sid)
+
+
+def test_run_code_es_modules_and_top_level_await(modern):
+    # E2B's own tests (defaultKernels.test.ts), word for word
+    assert step(modern, "esmImport")["stdout"] == ["function\n"]
+    assert step(modern, "topLevelAwait")["text"] == "Hello World!"
+    d = step(modern, "jsDeclarations")
+    assert d["first"]["error"] is None, d
+    assert d["next"]["text"] == "42" and d["dyn"]["text"] == "41", d
+
+
+def test_run_code_typescript(modern):
+    assert step(modern, "tsKernel")["stdout"] == ["Hello World!\n"]
+    t = step(modern, "tsContext")
+    assert t["language"] == "typescript" and t["first"]["error"] is None, t
+    assert t["next"]["text"] == "42" and t["mod"]["text"] == "a/b", t
+    assert t["bad"]["error"]["name"] == "SyntaxError", t
+    assert step(modern, "tsDefault")["text"] == "42"
 
 
 def test_contexts_create_list_restart_remove(data):
@@ -1234,8 +1263,8 @@ def test_fs_list_one_level_with_entry_info(fsrun):
 
 
 def test_fs_list_deeper_levels(fsrun):
-    assert step(fsrun, "list2") == ["/workspace/tree/a.txt", "/workspace/tree/b", "/workspace/tree/b/c.txt",
-                                    "/workspace/tree/b/d", "/workspace/tree/blob.bin", "/workspace/tree/link"]
+    assert step(fsrun, "list2") == ["/home/user/tree/a.txt", "/home/user/tree/b", "/home/user/tree/b/c.txt",
+                                    "/home/user/tree/b/d", "/home/user/tree/blob.bin", "/home/user/tree/link"]
     assert "/home/user/tree/b/d/e.txt" in step(fsrun, "list3")
 
 
@@ -1252,7 +1281,7 @@ def test_fs_exists_and_get_info(fsrun):
         "name": "c.txt", "type": "file", "path": "/home/user/tree/b/c.txt", "size": 6, "mode": 0o644,
         "permissions": "-rw-r--r--"}, f
     d = step(fsrun, "infoDir")
-    assert (d["name"], d["type"], d["path"]) == ("b", "dir", "/workspace/tree/b"), d
+    assert (d["name"], d["type"], d["path"]) == ("b", "dir", "/home/user/tree/b"), d
     link = step(fsrun, "infoLink")
     assert (link["type"], link["symlinkTarget"]) == ("symlink", "a.txt"), link
     e = thrown(fsrun, "infoMissing")
@@ -1296,9 +1325,9 @@ def test_fs_rename(fsrun, stack):
     assert r["moved"]["path"] == "/home/user/tree/c-moved.txt" and r["moved"]["name"] == "c-moved.txt"
     assert r["oldExists"] is False and r["text"] == "gamma!", r
     d = step(fsrun, "renameDir")
-    assert (d["path"], d["type"]) == ("/workspace/x-moved", "dir"), d
-    # the same tree through nanobox's native API
-    got = stack.api.request("GET", f"/sandbox/{fsrun['sandbox']}/files?path=x-moved").json()
+    assert (d["path"], d["type"]) == ("/home/user/x-moved", "dir"), d
+    # the same tree through nanobox's native API (E2B's layout: the workspace is /home/user)
+    got = stack.api.request("GET", f"/sandbox/{fsrun['sandbox']}/files?path=/home/user/x-moved").json()
     assert [e["name"] for e in got["entries"]] == ["y"], got
     assert thrown(fsrun, "renameMissing")["name"] == "FileNotFoundError"
 
@@ -1483,8 +1512,10 @@ def test_stat_modified_time_is_a_timestamp_to_the_nanosecond(envd):
 
 @pytest.fixture(scope="module")
 def userrun(stack, sdk):
-    """user.mjs once against the main stack (sandbox_user_name: sandbox): its summary."""
-    summary = sdk_script(stack, sdk, "user.mjs", "e2b-", code=True)
+    """user.mjs once against the main stack (the default config: E2B's
+    layout for what E2B clients create, sandbox_user_name sandbox for the
+    rest): its summary."""
+    summary = sdk_script(stack, sdk, "user.mjs", "e2b-", code=True, args_more=("--keep",))
     yield summary
     for sid in summary["created"]:
         stack.api.delete(sid)
@@ -1495,22 +1526,38 @@ def test_commands_run_in_home_user(userrun):
     assert step(userrun, "home")["stdout"] == "/home/user\n" * 4
 
 
-def test_the_real_cwd_is_the_workspace_behind_the_link(userrun):
-    # what the kernel says (getcwd, pwd -P): the path the link leads to (docs/E2B.md, "Users")
-    assert step(userrun, "physicalCwd")["stdout"] == "/workspace\n/workspace\n"
+def test_the_real_cwd_is_home_user_and_the_user_is_user(userrun):
+    # what the kernel says (getcwd, pwd -P): /home/user itself, no link (docs/E2B.md, "Users"),
+    # and E2B's user, with no config change
+    assert step(userrun, "physicalCwd")["stdout"] == "/home/user\n/home/user\n"
+    assert step(userrun, "whoami")["stdout"] == "user\nuser\n"
+    assert step(userrun, "writeInfo") == {"path": "/home/user/owned.txt", "owner": "user", "group": "user"}
 
 
-def test_relative_paths_are_in_home_user_for_files_and_commands(userrun):
+def test_relative_paths_are_in_home_user_for_files_and_commands(userrun, stack):
     w = step(userrun, "writeRelative")
     assert w["path"] == "/home/user/notes/a.txt"
-    user = nbtest.BASE_CONF.get("sandbox_user_name", "sandbox")
-    assert w["cat"] == f"from files.write\n{user} {user} 644\n"
+    assert w["cat"] == "from files.write\nuser user 644\n"
     c = step(userrun, "commandFileOwner")
-    assert c == {"path": "/home/user/made/b.txt", "owner": user, "group": user, "text": "by-command\n"}
+    assert c == {"path": "/home/user/made/b.txt", "owner": "user", "group": "user", "text": "by-command\n"}
     assert step(userrun, "relativeCwd")["stdout"] == "/home/user/made\nb.txt\n"
     assert step(userrun, "listHome") == ["made:/home/user/made", "notes:/home/user/notes"]
-    # /home/user is the workspace: nanobox's own API sees the same files
-    assert step(userrun, "sameFilesOnTheNativePath")["stdout"] == "by-command\n"
+    # /home/user is the workspace: nanobox's own API sees the same files there
+    sid = userrun["userSandbox"]
+    assert stack.api.exec(sid, "cat made/b.txt; pwd")["stdout"] == "by-command\n/home/user\n"
+    r = stack.api.request("GET", f"/sandbox/{sid}/files?path=/home/user/made/b.txt")
+    assert r.status_code == 200 and r.content == b"by-command\n", r.text[:300]
+
+
+def test_nanobox_api_keeps_its_own_layout(stack):
+    """E2B's layout is for what E2B clients create: a sandbox of nanobox's
+    own API still has /workspace, its user sandbox_user_name."""
+    sid = stack.api.create()
+    try:
+        out = stack.api.exec(sid, "pwd; pwd -P; echo $HOME; whoami; touch f; stat -c %U f")["stdout"]
+        assert out == "/workspace\n/workspace\n/workspace\nsandbox\nsandbox\n", out
+    finally:
+        stack.api.delete(sid)
 
 
 def test_code_contexts_start_in_home_user(userrun):
@@ -1521,10 +1568,13 @@ def test_code_contexts_start_in_home_user(userrun):
     assert c["read"] == c["inCtx"] == "seen by the kernel", c
     assert c["ctxCwd"] == "/home/user"
     assert c["listed"] == ["javascript:/home/user", "new:/home/user", "python:/home/user"], c
+    # every language's own getcwd (E2B's cwd.test.ts)
+    assert step(userrun, "codeCwd") == {"python": "/home/user", "javascript": "/home/user",
+                                        "typescript": "/home/user", "bash": "/home/user"}
 
 
 def test_root_and_sudo_are_refused_clearly_and_privileges_stay_dropped(userrun):
-    assert step(userrun, "asUser")["stdout"].strip() == nbtest.BASE_CONF.get("sandbox_user_name", "sandbox")
+    assert step(userrun, "asUser")["stdout"].strip() == "user"
     root = step(userrun, "asRoot")
     assert root["name"] == "SandboxError" and "has no root" in root["message"], root
     sudo = step(userrun, "sudo")
@@ -1534,14 +1584,34 @@ def test_root_and_sudo_are_refused_clearly_and_privileges_stay_dropped(userrun):
     assert step(userrun, "noNewPrivs")["stdout"] == "CapEff:\t0000000000000000\nNoNewPrivs:\t1\n"
 
 
-def test_the_user_is_user_when_the_operator_names_it_so(make_stack, e2b_sdk):
-    st = make_stack("e2buser", sandbox_user_name="user")
+def test_e2b_layout_survives_adoption(make_stack):
+    """A sandbox of E2B's layout adopted from a lost state table keeps it:
+    nanobox's calls on it still start in /home/user (its container's
+    nanobox.home label), its files still there."""
+    st = make_stack("e2badopt")
+    r = e2b(st, "POST", "/sandboxes", json={"templateID": "base", "timeout": 600})
+    assert r.status_code == 201, r.text[:300]
+    sid = r.json()["sandboxID"]
+    st.api.created.append(sid)
+    assert st.api.exec(sid, "echo kept > k.txt; pwd -P; whoami")["stdout"] == "/home/user\nuser\n"
+    assert st.stop_fcgi()
+    os.unlink(st.state)
+    st.start_fcgi()
+    st.wait_healthy()
+    assert st.api.exec(sid, "cat k.txt; pwd -P; whoami")["stdout"] == "kept\n/home/user\nuser\n"
+
+
+def test_the_operator_may_keep_nanobox_layout_for_e2b(make_stack, e2b_sdk):
+    """e2b_user_home = no: what E2B clients create is like any sandbox
+    (/workspace, sandbox_user_name), /home/user a link to the workspace."""
+    st = make_stack("e2blink", e2b_user_home="no")
     s = sdk_script(st, e2b_sdk, "user.mjs", "e2b-")
-    assert step(s, "whoami")["stdout"] == "user\nuser\n"
-    assert step(s, "asUser")["stdout"] == "user\n"
-    assert step(s, "commandFileOwner")["owner"] == "user"
-    assert step(s, "writeRelative")["cat"] == "from files.write\nuser user 644\n"
     assert step(s, "home")["stdout"] == "/home/user\n" * 4
+    assert step(s, "physicalCwd")["stdout"] == "/workspace\n/workspace\n"
+    assert step(s, "whoami")["stdout"] == "sandbox\nsandbox\n"
+    assert step(s, "writeInfo")["owner"] == "sandbox"
+    assert step(s, "writeRelative")["cat"] == "from files.write\nsandbox sandbox 644\n"
+    assert step(s, "sameFilesOnTheNativePath")["stdout"] == "by-command\n"
 
 
 @pytest.fixture(scope="module")
@@ -1564,7 +1634,7 @@ def test_root_and_sudo_run_as_a_root_without_capabilities_where_the_operator_all
     assert step(rootrun, "rootCaps")["stdout"] == caps
     assert step(rootrun, "sudo")["stdout"] == "0\n" + caps
     uid, name = step(rootrun, "user")["stdout"].split()
-    assert int(uid) > 0 and name == nbtest.BASE_CONF.get("sandbox_user_name", "sandbox")
+    assert int(uid) > 0 and name == "user"  # E2B's layout, root template or not
 
 
 def test_sudo_apt_get_installs_a_package_the_user_runs(rootrun):
