@@ -289,11 +289,21 @@ def docker_rm_instance(instance):
 def docker_rmi_instance(instance):
     """Remove every image labelled with this instance (templates, their
     build records): what a stack built goes with it. Returns the count."""
-    ids = run(["docker", "images", "-aq", "--filter", f"label=nanobox.instance={instance}"],
-              check=False).stdout.split()
-    if ids:
-        run(["docker", "rmi", "-f", *sorted(set(ids))], check=False, timeout=120)
-    return len(set(ids))
+    def listed():
+        return set(run(["docker", "images", "-aq", "--filter", f"label=nanobox.instance={instance}"],
+                       check=False).stdout.split())
+    ids = left = listed()
+    # an image with a child (a snapshot a template was built FROM) cannot go
+    # before the child, in whatever order one rmi takes them: again until
+    # nothing more goes
+    for _ in range(4):
+        if not left:
+            break
+        run(["docker", "rmi", "-f", *sorted(left)], check=False, timeout=120)
+        before, left = left, listed()
+        if left == before:
+            break
+    return len(ids)
 
 
 def image_present(image=IMAGE):
