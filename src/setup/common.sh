@@ -38,6 +38,8 @@ NB_PACKAGES=(
     docker.io nginx spawn-fcgi debootstrap iproute2 procps
     # bridge sandboxes: nanobox-fcgi writes its kernel rules with these
     iptables
+    # root sandboxes: the file system that bounds a root's writes (mke2fs)
+    e2fsprogs
     busybox-static curl ca-certificates
     # integration tests (pytest-xdist runs them in parallel; nodejs + npm:
     # the MCP SDK client of test_mcp.py)
