@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import _start, _stop
+from conftest import module_stack
 from nbtest import docker_exists, docker_inspect, run, wait_until
 
 # one stack for the module, on one worker
@@ -41,12 +41,7 @@ print("setsig done")
 @pytest.fixture(scope="module")
 def rstack():
     """The default image (nanobox) has a root here."""
-    st = _start("pid1", {"root_templates": "nanobox"})
-    yield st
-    st.api.cleanup()
-    reports = _stop(st)
-    if reports:
-        pytest.fail("sanitizer reports:\n" + "\n".join(reports[:20]))
+    yield from module_stack("pid1", {"root_templates": "nanobox"})
 
 
 @pytest.fixture

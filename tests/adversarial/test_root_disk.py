@@ -28,14 +28,9 @@ INODES = 2048
 
 @pytest.fixture(scope="module")
 def rstack():
-    from conftest import _start, _stop
-    st = _start("rootdisk", {"root_templates": "nanobox", "root_disk_max": "64m",
+    from conftest import module_stack
+    yield from module_stack("rootdisk", {"root_templates": "nanobox", "root_disk_max": "64m",
                              "root_disk_inodes": str(INODES), "root_disk_check": "1"})
-    yield st
-    st.api.cleanup()
-    reports = _stop(st)
-    if reports:
-        pytest.fail("sanitizer reports:\n" + "\n".join(reports[:20]))
 
 
 @pytest.fixture

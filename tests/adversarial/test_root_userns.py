@@ -34,13 +34,8 @@ libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 @pytest.fixture(scope="module")
 def rstack():
-    from conftest import _start, _stop
-    st = _start("rootuserns", {"root_templates": "nanobox"})
-    yield st
-    st.api.cleanup()
-    reports = _stop(st)
-    if reports:
-        pytest.fail("sanitizer reports:\n" + "\n".join(reports[:20]))
+    from conftest import module_stack
+    yield from module_stack("rootuserns", {"root_templates": "nanobox"})
 
 
 @pytest.fixture

@@ -76,6 +76,18 @@ def _start(name, extra_conf=None, spawn_fcgi=False, **opts):
     return st
 
 
+def module_stack(name, extra_conf):
+    """A stack of its own for a module-scoped fixture: `yield from
+    module_stack(...)`. Its sandboxes are cleaned up and a sanitizer
+    report in its log fails the module."""
+    st = _start(name, extra_conf)
+    yield st
+    st.api.cleanup()
+    reports = _stop(st)
+    if reports:
+        pytest.fail("sanitizer reports:\n" + "\n".join(reports[:20]))
+
+
 def _stop(st):
     try:
         st.stop()

@@ -15,7 +15,7 @@ import time
 import pytest
 
 import nbtest
-from conftest import _start, _stop
+from conftest import module_stack
 from nbtest import IMAGE, PYTHON_IMAGE, assert_error, docker_inspect, needs_image, parse_json
 
 # one stack for the module, on one worker
@@ -37,12 +37,7 @@ def no_caps(fields):
 @pytest.fixture(scope="module")
 def rstack():
     """A stack whose default image (nanobox) has a root; nanobox-python has none."""
-    st = _start("root", {"root_templates": "nanobox"})
-    yield st
-    st.api.cleanup()
-    reports = _stop(st)
-    if reports:
-        pytest.fail("sanitizer reports:\n" + "\n".join(reports[:20]))
+    yield from module_stack("root", {"root_templates": "nanobox"})
 
 
 @pytest.fixture
