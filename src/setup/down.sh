@@ -40,23 +40,28 @@ done
 
 [ "$(id -u)" -eq 0 ] || nb_die "down.sh must run as root"
 
+# term_wait PID TIMEOUT: SIGTERM to PID, then wait up to TIMEOUT seconds
+# for it to be gone. Fails if it still runs.
+term_wait() {
+    local deadline=$((SECONDS + $2))
+    kill -TERM "$1"
+    while kill -0 "$1" 2>/dev/null; do
+        [ "$SECONDS" -ge "$deadline" ] && return 1
+        sleep 0.2
+    done
+    return 0
+}
+
 # stop NAME PIDFILE TIMEOUT [SUPERVISOR_PIDFILE]: SIGTERM the process in
 # PIDFILE (first its supervisor, which passes it on), wait up to TIMEOUT
 # seconds, say what happened. Fails if it is still running.
 stop() {
-    local name=$1 pidfile=$2 timeout=$3 suppid=${4:-} pid deadline sup
+    local name=$1 pidfile=$2 timeout=$3 suppid=${4:-} pid sup
     if [ -n "$suppid" ] && sup=$(nb_pidfile_alive "$suppid" supervise.sh); then
         pid=$(nb_pidfile_alive "$pidfile" "$name") || pid=
         nb_log "$name: sending SIGTERM to its supervisor (pid $sup)${pid:+, which passes it on to pid $pid}"
-        kill -TERM "$sup"
-        deadline=$((SECONDS + timeout))
-        while kill -0 "$sup" 2>/dev/null; do
-            if [ "$SECONDS" -ge "$deadline" ]; then
-                nb_log "$name: its supervisor still runs after ${timeout}s (pid $sup); not killing it - see the log"
-                return 1
-            fi
-            sleep 0.2
-        done
+        term_wait "$sup" "$timeout" ||
+            { nb_log "$name: its supervisor still runs after ${timeout}s (pid $sup); not killing it - see the log"; return 1; }
         rm -f "$suppid"
         if ! nb_pidfile_alive "$pidfile" "$name" >/dev/null; then
             rm -f "$pidfile"
@@ -70,15 +75,8 @@ stop() {
         return 0
     fi
     nb_log "$name: sending SIGTERM to pid $pid"
-    kill -TERM "$pid"
-    deadline=$((SECONDS + timeout))
-    while kill -0 "$pid" 2>/dev/null; do
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            nb_log "$name: still running after ${timeout}s (pid $pid); not killing it - see its log"
-            return 1
-        fi
-        sleep 0.2
-    done
+    term_wait "$pid" "$timeout" ||
+        { nb_log "$name: still running after ${timeout}s (pid $pid); not killing it - see its log"; return 1; }
     # Both remove their pid file on a clean exit; a crash may leave it.
     if [ -f "$pidfile" ] && [ "$(tr -dc 0-9 <"$pidfile")" = "$pid" ]; then
         rm -f "$pidfile"
