@@ -390,7 +390,7 @@ nb_build_image() {
 }
 
 # nb_net_purge IFACE NETWORK: remove what nanobox-fcgi installed for bridge
-# sandboxes on bridge IFACE (src/fcgi/network.h): the jumps from
+# sandboxes on bridge IFACE (src/fcgi/engine/network.h): the jumps from
 # DOCKER-USER and INPUT (and ip6tables' INPUT/FORWARD), the chains NBF-,
 # NBI-, NBS-IFACE, every sandbox chain NBX-* NBS jumps to, and the Docker
 # network NETWORK. Only for when no bridge sandbox is left: a running one

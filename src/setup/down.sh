@@ -111,7 +111,7 @@ if [ "$purge" -eq 1 ]; then
     else
         nb_log "purge: removing ${#containers[@]} container(s) with label nanobox.instance=$instance"
         # a sandbox with a root has a file system of nanobox's mounted over
-        # its writable layer (root_disk_max, src/fcgi/rootdisk.h): stopped,
+        # its writable layer (root_disk_max, src/fcgi/engine/rootdisk.h): stopped,
         # then unmounted, else Docker cannot remove the layer's directory
         docker kill "${containers[@]}" >/dev/null 2>&1 || true
         docker wait "${containers[@]}" >/dev/null 2>&1 || true

@@ -3,7 +3,7 @@
 A sandbox with a root (root_templates) writes what root installs into its
 image: the container's writable layer in Docker's storage. nanobox mounts a
 file system of root_disk_max bytes and root_disk_inodes inodes over that
-layer before the container starts (src/fcgi/rootdisk.h), so `fallocate`,
+layer before the container starts (src/fcgi/engine/rootdisk.h), so `fallocate`,
 `dd` and a flood of small files get ENOSPC at the bound at once, and the
 sandbox lives on. It used to be measured every root_disk_check seconds:
 `fallocate -l 20G` took 20 GB of the host's disk in 63 ms, and 200,000

@@ -2,7 +2,7 @@
 """bench_rootdisk.py - what the kernel-enforced bound of a root sandbox costs.
 
 A sandbox with a root (root_templates) has its writable layer on an ext4 of
-root_disk_max bytes on a loop device (src/fcgi/rootdisk.h). Three test
+root_disk_max bytes on a loop device (src/fcgi/engine/rootdisk.h). Three test
 stacks of the built tree, no warm pool, take turns each round:
 
   bounded   root_templates = nanobox, root_disk_max = 2g (the default)

@@ -1,6 +1,6 @@
 /*
  * fuzz_dockerfile.c - libFuzzer harness over the Dockerfile reader of
- * template builds (src/fcgi/dockerfile.c), which reads a tenant's file and
+ * template builds (src/fcgi/engine/dockerfile.c), which reads a tenant's file and
  * writes the one Docker gets.
  *
  * Input: a Dockerfile. The resolver allows images named "ok..." as they

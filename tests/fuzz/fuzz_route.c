@@ -1,6 +1,6 @@
 /*
  * fuzz_route.c - libFuzzer harness over the router's path matching
- * (nb_route_match, src/fcgi/route.c): the raw path of every request, as
+ * (nb_route_match, src/fcgi/http/route.c): the raw path of every request, as
  * the client sent it, goes through it before any check.
  *
  * Input: a path (cut at its first NUL and at NB_PATH_MAX - 1 bytes, as

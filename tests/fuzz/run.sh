@@ -12,13 +12,13 @@
 # The harnesses, each a pure function of the bytes a peer sends (no
 # libfcgi, no Docker, no sockets):
 #   agent_request  nanobox-init's request parser (src/init/request.c)
-#   route          the API's path matching (src/fcgi/route.c)
-#   query          query-string decoding (src/fcgi/query.c)
+#   route          the API's path matching (src/fcgi/http/route.c)
+#   query          query-string decoding (src/fcgi/http/query.c)
 #   json           body parsing, field checks, UTF-8-safe output (json.c)
 #   demux          Docker's stream framing in random chunks (demux.c)
 #   ndjson         the CLI's NDJSON line splitter (src/cli/ndjson.c)
 #   keys           the API keys file's parser (src/common/keys.c)
-#   dockerfile     the Dockerfile reader of template builds (src/fcgi/dockerfile.c):
+#   dockerfile     the Dockerfile reader of template builds (src/fcgi/engine/dockerfile.c):
 #                  what it writes reads back the same, naming only allowed images
 #
 # New inputs go to a scratch corpus per harness, never into the committed

@@ -3,7 +3,7 @@ test_openapi.py - docs/openapi.yaml is the API's contract (docs/API.md,
 "The contract"), and these tests keep it one:
 
 - every route of nanobox-fcgi's route table (`nanobox-fcgi -R`, read from
-  the built binary, so a route added to src/fcgi/api_routes.c without a
+  the built binary, so a route added to src/fcgi/api/api_routes.c without a
   spec entry fails here, naming it) is in the spec, and the spec has no
   route the table lacks; public rows are the spec's `security: []` ones;
 - the spec lints clean under Redocly's strictest ruleset (@redocly/cli,
@@ -83,7 +83,7 @@ def test_every_route_is_in_the_spec_and_nothing_else(spec):
     ops = spec_operations(spec)
     missing = sorted(table - ops.keys())
     extra = sorted(ops.keys() - table)
-    assert not missing, ("routes of src/fcgi/api_routes.c with no entry in docs/openapi.yaml "
+    assert not missing, ("routes of src/fcgi/api/api_routes.c with no entry in docs/openapi.yaml "
                          f"(add them there): {missing}")
     assert not extra, f"docs/openapi.yaml describes routes the route table does not have: {extra}"
     for key, is_public in public.items():

@@ -172,7 +172,7 @@ def test_bad_user_is_400_and_runs_nothing(rapi):
 
 def test_a_root_that_writes_past_root_disk_max_gets_enospc_and_keeps_its_sandbox(make_stack):
     """The image's writable layer is a file system of root_disk_max bytes
-    (src/fcgi/rootdisk.h): a write past it fails with ENOSPC at once, the
+    (src/fcgi/engine/rootdisk.h): a write past it fails with ENOSPC at once, the
     sandbox lives on, and one under the cap and one with no root are
     untouched. tests/adversarial/test_root_disk.py tries fallocate and
     inode floods."""

@@ -1,6 +1,6 @@
 /*
  * test_e2b_rpc.c - the Connect-RPC codec of the E2B facade
- * (src/fcgi/e2b_rpc.c): the 5-byte envelope both ways, the end-of-stream
+ * (src/fcgi/e2b/e2b_rpc.c): the 5-byte envelope both ways, the end-of-stream
  * message with and without an error, unary error bodies, Connect's codes
  * and their HTTP statuses, which paths are procedures, which content type
  * is a stream's, and the Connect-Timeout-Ms header.

@@ -1,6 +1,6 @@
 /*
  * test_files_procs.c - the pure parts of the files and processes engines and
- * of the agent client (src/fcgi/files.c, procs.c, agent.c), no sandbox
+ * of the agent client (src/fcgi/engine/files.c, procs.c, agent.c), no sandbox
  * needed: how a path is resolved and refused, how an agent's errno becomes
  * an API error (status and code), signal names, and a process entry's
  * command line as the agent sends it.

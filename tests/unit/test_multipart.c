@@ -1,6 +1,6 @@
 /*
  * test_multipart.c - the streaming multipart/form-data parser
- * (src/fcgi/multipart.c): the boundary of a Content-Type, parts and their
+ * (src/fcgi/http/multipart.c): the boundary of a Content-Type, parts and their
  * bytes exact whatever size the reads come in (a delimiter split across
  * reads, data that looks like a delimiter's start, parts larger than the
  * window), a preamble and an epilogue, and malformed bodies refused.

@@ -1,5 +1,5 @@
 /*
- * test_route.c - the router's pure parts (src/fcgi/route.c): which path
+ * test_route.c - the router's pure parts (src/fcgi/http/route.c): which path
  * shape and sub-route a path names, the {pid} syntax, and the route table
  * lookup (a method found, 405 with its Allow list in table order, HEAD
  * served as GET, a known place with no route, a shape with no rows). The
