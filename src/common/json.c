@@ -315,6 +315,8 @@ long long nb_json_int(yajl_val v)
     double d;
     if (YAJL_IS_INTEGER(v))
         return YAJL_GET_INTEGER(v);
+    if (!YAJL_IS_NUMBER(v)) /* missing or not a number (NULL included): 0 */
+        return 0;
     /* saturate: converting a double out of range (1e309 is inf) is undefined */
     d = YAJL_GET_DOUBLE(v);
     if (!(d == d))
@@ -330,7 +332,7 @@ double nb_json_double(yajl_val v)
 {
     if (YAJL_IS_INTEGER(v))
         return (double)YAJL_GET_INTEGER(v);
-    return YAJL_GET_DOUBLE(v);
+    return YAJL_IS_NUMBER(v) ? YAJL_GET_DOUBLE(v) : 0;
 }
 
 yajl_gen nb_json_gen(void)

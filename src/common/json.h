@@ -67,8 +67,8 @@ int nb_json_no_dup_keys(yajl_val v, char *err, size_t errlen);
 /* String value of v, "" if v is not a string (never NULL). */
 const char *nb_json_string(yajl_val v);
 
-/* Integer value of a NB_JT_INT field (caller checked the type); any other
- * number saturates (NaN: 0). */
+/* Integer value of a NB_JT_INT field; any other number saturates (NaN: 0);
+ * v missing (NULL) or not a number: 0, as nb_json_string gives "". */
 long long nb_json_int(yajl_val v);
 double nb_json_double(yajl_val v);
 

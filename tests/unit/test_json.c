@@ -89,6 +89,21 @@ static void test_fields_accept_known_and_typed(void **state)
     yajl_tree_free(v);
 }
 
+/* A missing member (NULL) or one that is no number reads as 0, not a crash:
+ * an MCP exec polled with a progress token reads pid and offsets so. */
+static void test_numbers_of_missing_or_other_values_are_zero(void **state)
+{
+    char err[256];
+    yajl_val v;
+    (void)state;
+    assert_int_equal(nb_json_int(NULL), 0);
+    assert_true(nb_json_double(NULL) == 0);
+    assert_int_equal(parse("{\"pid\":\"7\"}", &v, err, sizeof(err)), 0);
+    assert_int_equal(nb_json_int(v->u.object.values[0]), 0);
+    assert_true(nb_json_double(v->u.object.values[0]) == 0);
+    yajl_tree_free(v);
+}
+
 static void test_fields_refuse_unknown_key(void **state)
 {
     char err[256];
@@ -325,6 +340,7 @@ static void test_int_of_a_huge_number_saturates(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_numbers_of_missing_or_other_values_are_zero),
         cmocka_unit_test(test_empty_body_is_absent),
         cmocka_unit_test(test_unpaired_surrogate_escapes_are_refused),
         cmocka_unit_test(test_malformed_json_is_refused_with_message),
