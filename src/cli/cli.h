@@ -1,6 +1,6 @@
 /*
  * cli.h - what the files of the nanobox command-line client share: exit
- * statuses, the command table's entry, and the commands.
+ * statuses, the command table's entry, the helpers and the commands.
  *
  * A command gets argv starting at its own name and returns the process's
  * exit status. Human output goes to stdout and problems to stderr as
@@ -26,11 +26,33 @@ struct cli_cmd {
     const char *help;     /* what follows the synopsis in "nanobox NAME --help" */
 };
 
+/* helpers.c: what several commands share (they call nothing above it) */
+#define CLI_UUID_LEN 36 /* characters of a sandbox id */
 /* "nanobox NAME --help": the command's usage on stdout; returns CLI_OK. */
 int cli_help(const struct cli_cmd *cmd);
 /* A bad command line: the message and the synopsis on stderr; CLI_USAGE. */
 int cli_usage_error(const struct cli_cmd *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/*
+ * The sandbox id an argument names, in out (37 bytes): a full UUID as is (in
+ * lower case), or the one live sandbox whose id starts with a shorter hex
+ * prefix, in any case. CLI_OK, CLI_USAGE for an empty one (cmd's usage
+ * error), or CLI_FAIL after saying why.
+ */
+int sandbox_resolve_id(struct client *c, const struct cli_cmd *cmd, const char *arg, char out[37]);
+/* Could arg be a sandbox id: a full UUID, or a shorter hex prefix of one? */
+int sandbox_is_id(const char *arg);
+/* b initialised to "/sandbox/<id><suffix>", the id %-encoded. */
+void sandbox_path(struct nb_buf *b, const char *id, const char *suffix);
+/* What code, run and exec share: the text of a file ("-": stdin)
+ * appended to code, up to its cap, refused unless UTF-8 without NUL bytes
+ * (CLI_OK, else CLI_FAIL after saying why); and the HTTP timeout for code
+ * given timeout seconds to run (0: none). */
+int cli_read_text(const char *path, struct nb_buf *code);
+/* The bytes of a file ("-": stdin) appended to out, up to its cap: CLI_OK,
+ * else CLI_FAIL after saying why. */
+int cli_read_bytes(const char *path, struct nb_buf *out);
+long cli_http_timeout(double timeout);
 
 /* cmd_sandbox.c */
 int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
@@ -40,28 +62,10 @@ int cmd_rm(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_ttl(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_pause(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_resume(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
-/*
- * The sandbox id an argument names, in out (37 bytes): a full UUID as is (in
- * lower case), or the one live sandbox whose id starts with a shorter hex
- * prefix, in any case. CLI_OK, CLI_USAGE for an empty one (cmd's usage
- * error), or CLI_FAIL after saying why.
- */
-int sandbox_resolve_id(struct client *c, const struct cli_cmd *cmd, const char *arg, char out[37]);
-/* b initialised to "/sandbox/<id><suffix>", the id %-encoded. */
-void sandbox_path(struct nb_buf *b, const char *id, const char *suffix);
 
 /* cmd_exec.c */
 int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_run(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
-/* What code (cmd_code.c) shares with run: the text of a file ("-": stdin)
- * appended to code, up to its cap, refused unless UTF-8 without NUL bytes
- * (CLI_OK, else CLI_FAIL after saying why); and the HTTP timeout for code
- * given timeout seconds to run (0: none). */
-int cli_read_text(const char *path, struct nb_buf *code);
-/* The bytes of a file ("-": stdin) appended to out, up to its cap: CLI_OK,
- * else CLI_FAIL after saying why. */
-int cli_read_bytes(const char *path, struct nb_buf *out);
-long cli_http_timeout(double timeout);
 
 /* cmd_shell.c */
 int cmd_shell(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);

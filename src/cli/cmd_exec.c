@@ -14,7 +14,8 @@
  * (`exec ID --sh echo '$HOME'` expands in the sandbox).
  *
  * (code, a cell of a sandbox's interpreter session, is cmd_code.c's: it
- * reads its code and sets its timeout as run does, with the helpers below.)
+ * reads its code and sets its timeout as run does, with the same helpers,
+ * in helpers.c.)
  *
  * exec asks for a streamed answer ("stream": true; not with --json, which
  * prints the one final object) and relays it event by event as it arrives;
@@ -26,8 +27,6 @@
  */
 #include "config.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +39,6 @@
 #include "output.h"
 
 #define RUN_MAX_CODE (16u * 1024u * 1024u) /* nginx's client_max_body_size */
-#define EXEC_HTTP_MARGIN 60L               /* seconds past the command's timeout */
 
 struct exec_outcome {
     struct client *c;
@@ -133,40 +131,11 @@ static int exec_finish(struct exec_outcome *o, const struct client_answer *a)
     return (int)o->exit_code;
 }
 
-long cli_http_timeout(double timeout)
-{
-    return timeout > 0 ? (long)ceil(timeout) + EXEC_HTTP_MARGIN : 0L;
-}
-
 /* ------------------------------------------------------------------- exec */
 
 /* Most bytes --stdin sends (base64 grows it by a third; the server's
  * max_body is the real limit and answers 413 past it). */
 #define EXEC_MAX_STDIN (48u * 1024u * 1024u)
-
-int cli_read_bytes(const char *path, struct nb_buf *out)
-{
-    FILE *f = strcmp(path, "-") ? fopen(path, "re") : stdin;
-    char chunk[65536];
-    size_t n;
-    int rc = CLI_OK;
-    if (f == NULL) {
-        fprintf(stderr, "nanobox: cannot read %s: %s\n", path, strerror(errno));
-        return CLI_FAIL;
-    }
-    while (rc == CLI_OK && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-        if (nb_buf_append(out, chunk, n) != NB_OK) {
-            fprintf(stderr, "nanobox: %s is larger than %zu bytes\n", path, out->cap);
-            rc = CLI_FAIL;
-        }
-    if (rc == CLI_OK && ferror(f)) {
-        fprintf(stderr, "nanobox: cannot read %s: %s\n", path, strerror(errno));
-        rc = CLI_FAIL;
-    }
-    if (f != stdin)
-        fclose(f);
-    return rc;
-}
 
 int cmd_exec(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 {
@@ -287,45 +256,6 @@ out:
 }
 
 /* -------------------------------------------------------------------- run */
-
-int cli_read_text(const char *path, struct nb_buf *code)
-{
-    FILE *f = strcmp(path, "-") ? fopen(path, "re") : stdin;
-    const char *name = strcmp(path, "-") ? path : "stdin";
-    char chunk[65536], *fixed;
-    size_t n, fixed_len;
-    int rc = CLI_OK;
-
-    if (f == NULL) {
-        fprintf(stderr, "nanobox: cannot read %s: %s\n", path, strerror(errno));
-        return CLI_FAIL;
-    }
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-        if (nb_buf_append(code, chunk, n) != NB_OK) {
-            fprintf(stderr, "nanobox: %s is larger than %zu bytes\n", name, code->cap);
-            rc = CLI_FAIL;
-            break;
-        }
-    }
-    if (rc == CLI_OK && ferror(f)) {
-        fprintf(stderr, "nanobox: cannot read %s: %s\n", name, strerror(errno));
-        rc = CLI_FAIL;
-    }
-    if (f != stdin)
-        fclose(f);
-    if (rc != CLI_OK)
-        return rc;
-    nb_buf_append(code, "", 0);
-    /* JSON carries text: refuse what would silently change on the way */
-    fixed = nb_utf8_repair(code->data, code->len, &fixed_len);
-    if (memchr(code->data, '\0', code->len) != NULL || fixed_len != code->len ||
-        memcmp(fixed, code->data, code->len) != 0) {
-        fprintf(stderr, "nanobox: %s is not UTF-8 text (NUL bytes or invalid UTF-8)\n", name);
-        rc = CLI_FAIL;
-    }
-    free(fixed);
-    return rc;
-}
 
 int cmd_run(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 {

@@ -1,14 +1,13 @@
 /*
  * cmd_sandbox.c - the sandbox lifecycle: create, ls, info, rm, ttl,
- * pause, resume, and
- * turning an id prefix from the command line into a full id.
+ * pause, resume ("ls ID" and "rm ID:PATH" hand over to cmd_files.c; an id
+ * prefix becomes a full id in helpers.c).
  *
  * Human output is meant to be read, and "create"'s to be captured
  * (ID=$(nanobox create)); --json prints the server's answer unchanged.
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,86 +22,6 @@
 #include "json.h"
 #include "output.h"
 #include "url.h"
-
-#define UUID_LEN 36
-
-static int is_uuid(const char *s)
-{
-    if (strlen(s) != UUID_LEN)
-        return 0;
-    for (int i = 0; i < UUID_LEN; i++) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (s[i] != '-')
-                return 0;
-        } else if (!isxdigit((unsigned char)s[i])) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static int is_id_prefix(const char *s)
-{
-    if (*s == '\0' || strlen(s) >= UUID_LEN)
-        return 0;
-    for (; *s; s++)
-        if (!isxdigit((unsigned char)*s) && *s != '-')
-            return 0;
-    return 1;
-}
-
-int sandbox_resolve_id(struct client *c, const struct cli_cmd *cmd, const char *arg, char out[37])
-{
-    struct client_req req = {.method = "GET", .path = "/sandbox", .timeout = CLIENT_CALL_TIMEOUT};
-    struct client_answer a;
-    yajl_val list;
-    char want[UUID_LEN + 1];
-    int found = 0, rc;
-    size_t n;
-
-    if (arg[0] == '\0') /* not GET /sandbox/, the list */
-        return cli_usage_error(cmd, "the sandbox ID is empty");
-    if (!is_id_prefix(arg)) {
-        /* a full id, in any case; anything else is for the server to refuse */
-        snprintf(out, UUID_LEN + 1, "%s", arg);
-        if (is_uuid(out))
-            for (char *p = out; *p; p++)
-                *p = (char)tolower((unsigned char)*p);
-        return CLI_OK;
-    }
-    n = strlen(arg);
-    for (size_t i = 0; i <= n; i++)
-        want[i] = (char)tolower((unsigned char)arg[i]);
-    if ((rc = client_call(c, &req, &a)) != CLI_OK) {
-        client_answer_free(&a);
-        return rc;
-    }
-    list = out_get(a.json, "sandboxes", yajl_t_array);
-    for (size_t i = 0; list != NULL && i < list->u.array.len; i++) {
-        const char *id = out_str(list->u.array.values[i], "sandboxId");
-        if (!strncmp(id, want, n) && strlen(id) == UUID_LEN) {
-            if (found++ == 0)
-                snprintf(out, UUID_LEN + 1, "%s", id);
-        }
-    }
-    client_answer_free(&a);
-    if (found == 1)
-        return CLI_OK;
-    if (found == 0)
-        fprintf(stderr, "nanobox: no live sandbox has an id starting with \"%s\"\n", arg);
-    else
-        fprintf(stderr, "nanobox: \"%s\" is the start of %d sandboxes' ids: give more of it\n", arg,
-                found);
-    return CLI_FAIL;
-}
-
-void sandbox_path(struct nb_buf *b, const char *id, const char *suffix)
-{
-    nb_buf_init(b, 1u << 20); /* room for a %-encoded file path after it */
-    nb_buf_printf(b, "/sandbox/");
-    nb_url_escape(b, id);
-    nb_buf_printf(b, "%s", suffix);
-}
 
 /* ----------------------------------------------------------------- create */
 
@@ -300,7 +219,7 @@ int cmd_info(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     struct client_req req = {.method = "GET", .timeout = CLIENT_CALL_TIMEOUT};
     struct client_answer a = {0};
     struct nb_buf path = {0};
-    char id[UUID_LEN + 1];
+    char id[CLI_UUID_LEN + 1];
     int rc;
 
     if ((rc = args_parse(c, cmd, argc, argv, NULL, 0, &pos)) != ARGS_GO_ON)
@@ -383,7 +302,7 @@ int cmd_rm(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     /* nothing is destroyed unless every argument names a sandbox: "rm ID
      * notes.txt" must not take the sandbox away and then fail on the file */
     for (int i = 0; i < pos.n; i++)
-        if (!is_uuid(pos.v[i]) && !is_id_prefix(pos.v[i])) {
+        if (!sandbox_is_id(pos.v[i])) {
             rc = cli_usage_error(
                 cmd, "\"%s\" is not a sandbox ID (to delete a file: nanobox rm ID:PATH)", pos.v[i]);
             goto out;
@@ -404,7 +323,7 @@ int cmd_rm(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
             .method = "DELETE", .timeout = CLIENT_CALL_TIMEOUT, .keep_errors = 1};
         struct client_answer a = {0};
         struct nb_buf path = {0};
-        char id[UUID_LEN + 1], text[1400];
+        char id[CLI_UUID_LEN + 1], text[1400];
 
         if (sandbox_resolve_id(c, cmd, pos.v[i], id) != CLI_OK) {
             failures++;
@@ -475,7 +394,7 @@ int cmd_ttl(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     struct client_req req = {.method = "POST", .timeout = CLIENT_CALL_TIMEOUT};
     struct client_answer a = {0};
     struct nb_buf path = {0};
-    char id[UUID_LEN + 1], *body = NULL;
+    char id[CLI_UUID_LEN + 1], *body = NULL;
     long ttl;
     yajl_gen g;
     int rc;
@@ -529,7 +448,7 @@ static int pause_or_resume(struct client *c, const struct cli_cmd *cmd, int argc
     struct client_req req = {.method = "POST", .timeout = CLIENT_CALL_TIMEOUT};
     struct client_answer a = {0};
     struct nb_buf path = {0};
-    char id[UUID_LEN + 1], sub[16];
+    char id[CLI_UUID_LEN + 1], sub[16];
     int rc;
 
     if ((rc = args_parse(c, cmd, argc, argv, NULL, 0, &pos)) != ARGS_GO_ON)

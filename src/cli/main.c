@@ -9,7 +9,6 @@
  */
 #include "config.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -228,25 +227,6 @@ static const struct cli_cmd *find_command(const char *name)
         if (!strcmp(commands[i].name, name))
             return &commands[i];
     return NULL;
-}
-
-int cli_help(const struct cli_cmd *cmd)
-{
-    printf("usage: %s\n\n%s\n%s", cmd->synopsis, cmd->summary, cmd->help);
-    fflush(stdout);
-    return CLI_OK;
-}
-
-int cli_usage_error(const struct cli_cmd *cmd, const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "nanobox %s: ", cmd->name);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\nusage: %s\n(see \"nanobox %s --help\")\n", cmd->synopsis, cmd->name);
-    return CLI_USAGE;
 }
 
 static int cmd_help(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)

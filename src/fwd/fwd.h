@@ -33,7 +33,9 @@ enum fwd_tag_kind {
 
 /* Ask the event loop to stop after the current batch; the first reason
  * given is the one logged, and status (0, or 1 for a failure) becomes the
- * exit code. reason must be a string literal or static. */
-void fwd_stop(const char *reason, int status);
+ * exit code. reason must be a string literal or static. main.c's fwd_stop
+ * is one; it hands it to the parts below it (relay_init), which call it
+ * and do not link to main.c. */
+typedef void fwd_stop_fn(const char *reason, int status);
 
 #endif

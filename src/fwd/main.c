@@ -63,7 +63,7 @@ static const char *stop_reason;
 static int stop_status;
 static const char *paused_file;
 
-void fwd_stop(const char *reason, int status)
+static void fwd_stop(const char *reason, int status)
 {
     if (stop_reason != NULL)
         return;
@@ -527,7 +527,7 @@ int main(int argc, char **argv)
         rc = startup_fail(&o, saved, err);
         goto out;
     }
-    if (relay_init(epfd, &up, o.max_conns, o.pipe_size) == -1) {
+    if (relay_init(epfd, &up, o.max_conns, o.pipe_size, fwd_stop) == -1) {
         int saved = errno;
         snprintf(err, sizeof(err), "connection slots: %s", strerror(saved));
         rc = startup_fail(&o, saved, err);

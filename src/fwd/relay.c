@@ -74,13 +74,15 @@ static size_t n_active, n_connecting;
 static int relay_epfd = -1;
 static int reserve_fd = -1; /* given up to accept-and-close when out of fds */
 static struct upstream *relay_up;
+static fwd_stop_fn *relay_stop;
 static struct relay_stats stats;
 static int64_t last_full_warn;
 
-int relay_init(int epfd, struct upstream *up, size_t max_conns, size_t pipe_size)
+int relay_init(int epfd, struct upstream *up, size_t max_conns, size_t pipe_size, fwd_stop_fn *stop)
 {
     relay_epfd = epfd;
     relay_up = up;
+    relay_stop = stop;
     conns_max = max_conns;
     conns = nb_xcalloc(max_conns, sizeof(*conns));
     if (pipe_pool_init(2 * max_conns, RELAY_POOL_KEEP, pipe_size) == -1)
@@ -387,7 +389,7 @@ void relay_accept(int listen_fd, int is_tcp)
         if (up_fd == -1) {
             if (fatal) {
                 nb_error("cannot return to our own network namespace: %s", strerror(errno));
-                fwd_stop("setns back to our own namespace failed", 1);
+                relay_stop("setns back to our own namespace failed", 1);
             } else if (errno == EMFILE || errno == ENFILE) {
                 warn_full("out of file descriptors");
             } else {

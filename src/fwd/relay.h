@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fwd.h"
 #include "upstream.h"
 
 #define RELAY_CONNECT_TIMEOUT 10 /* seconds for the app to accept */
@@ -26,8 +27,10 @@ struct relay_stats {
     uint64_t bytes_down; /* app → client */
 };
 
-/* epfd: the loop's epoll; up: how to reach the app; max_conns: slots. */
-int relay_init(int epfd, struct upstream *up, size_t max_conns, size_t pipe_size);
+/* epfd: the loop's epoll; up: how to reach the app; max_conns: slots;
+ * stop: how to stop the loop when relaying cannot go on (fwd.h). */
+int relay_init(int epfd, struct upstream *up, size_t max_conns, size_t pipe_size,
+               fwd_stop_fn *stop);
 
 /* Accept what is waiting on a listening socket. */
 void relay_accept(int listen_fd, int is_tcp);

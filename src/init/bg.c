@@ -38,7 +38,8 @@
 
 #include "agentproto.h"
 #include "clock.h"
-#include "conn.h"
+#include "reply.h"
+#include "init.h"
 #include "ops.h"
 #include "proc.h"
 
@@ -228,10 +229,10 @@ void init_bg_start(struct init_conn *c, const struct init_request *r)
     int slot = bg_slot(), e;
 
     if (slot == -1) {
-        init_conn_error(c, EAGAIN,
-                        "%d background processes are kept (running, or exited and not read yet): "
-                        "read or delete one first",
-                        INIT_MAX_BG);
+        init_reply_error(c, EAGAIN,
+                         "%d background processes are kept (running, or exited and not read yet): "
+                         "read or delete one first",
+                         INIT_MAX_BG);
         return;
     }
     b = calloc(1, sizeof(*b));
@@ -239,7 +240,7 @@ void init_bg_start(struct init_conn *c, const struct init_request *r)
         if (b != NULL)
             free(b->argv);
         free(b);
-        init_conn_error(c, ENOMEM, "out of memory");
+        init_reply_error(c, ENOMEM, "out of memory");
         return;
     }
     e = init_proc_spawn(&b->proc, r, &bg_proc_ops, err, sizeof(err));
@@ -247,7 +248,7 @@ void init_bg_start(struct init_conn *c, const struct init_request *r)
         init_proc_release(&b->proc);
         free(b->argv);
         free(b);
-        init_conn_error(c, e, "%s", err);
+        init_reply_error(c, e, "%s", err);
         return;
     }
     if (r->close_stdin)
@@ -256,8 +257,8 @@ void init_bg_start(struct init_conn *c, const struct init_request *r)
     b->started = (uint64_t)nb_clock_real_s();
     bg_table[slot] = b;
     nba_put_u32(pid, (uint32_t)b->proc.pid);
-    init_conn_send(c, NBA_STARTED, pid, sizeof(pid));
-    init_conn_finish(c);
+    init_reply_send(c, NBA_STARTED, pid, sizeof(pid));
+    init_reply_finish(c);
 }
 
 /* The 'l' frame of an entry. */
@@ -284,7 +285,7 @@ static void bg_send_entry(struct init_conn *c, const struct init_bg *b)
     n += nba_field_put(body + n, NBA_T_MTIME, v, 8);
     if (b->proc.pty)
         n += nba_field_put(body + n, NBA_T_TTY, NULL, 0);
-    init_conn_send(c, NBA_PROC, body, (uint32_t)n);
+    init_reply_send(c, NBA_PROC, body, (uint32_t)n);
 }
 
 /* --- L ------------------------------------------------------------------------ */
@@ -306,15 +307,15 @@ static void bg_list_pump(struct init_conn *c)
         }
         if (b == NULL)
             break;
-        if (!init_conn_room(c, BG_ENTRY_MAX)) {
-            init_conn_wait_room(c);
+        if (!init_reply_room(c, BG_ENTRY_MAX)) {
+            init_reply_wait_room(c);
             return;
         }
         bg_send_entry(c, b);
         l->next_id = b->id + 1;
     }
-    init_conn_send(c, NBA_END, NULL, 0);
-    init_conn_finish(c);
+    init_reply_send(c, NBA_END, NULL, 0);
+    init_reply_finish(c);
     free(l);
 }
 
@@ -334,7 +335,7 @@ void init_bg_list(struct init_conn *c, const struct init_request *r)
     struct bg_list *l = calloc(1, sizeof(*l));
 
     if (l == NULL) {
-        init_conn_error(c, ENOMEM, "out of memory");
+        init_reply_error(c, ENOMEM, "out of memory");
         return;
     }
     c->ops = &bg_list_ops;
@@ -368,8 +369,8 @@ static void bg_query_pump(struct init_conn *c)
         const struct init_ring *r = &q->b->ring[s];
         while (q->cur[s] < q->end[s]) {
             size_t n;
-            if (!init_conn_room(c, NBA_CHUNK)) {
-                init_conn_wait_room(c);
+            if (!init_reply_room(c, NBA_CHUNK)) {
+                init_reply_wait_room(c);
                 return;
             }
             /* Bytes overwritten since the query came are skipped. */
@@ -379,12 +380,12 @@ static void bg_query_pump(struct init_conn *c)
             n = ring_read(r, q->cur[s], chunk, n);
             if (n == 0)
                 break;
-            init_conn_send(c, s == 0 ? NBA_STDOUT : NBA_STDERR, chunk, (uint32_t)n);
+            init_reply_send(c, s == 0 ? NBA_STDOUT : NBA_STDERR, chunk, (uint32_t)n);
             q->cur[s] += n;
         }
     }
-    init_conn_send(c, NBA_END, NULL, 0);
-    init_conn_finish(c);
+    init_reply_send(c, NBA_END, NULL, 0);
+    init_reply_finish(c);
     bg_query_end(q);
 }
 
@@ -441,12 +442,12 @@ void init_bg_query(struct init_conn *c, const struct init_request *r)
     uint64_t off[2] = {r->off_out, r->off_err};
 
     if (b == NULL) {
-        init_conn_error(c, ESRCH, "no background process %u", r->pid);
+        init_reply_error(c, ESRCH, "no background process %u", r->pid);
         return;
     }
     q = calloc(1, sizeof(*q));
     if (q == NULL) {
-        init_conn_error(c, ENOMEM, "out of memory");
+        init_reply_error(c, ENOMEM, "out of memory");
         return;
     }
     q->b = b;
@@ -477,28 +478,28 @@ void init_bg_stdin(struct init_conn *c, const struct init_request *r)
     int e;
 
     if (b == NULL) {
-        init_conn_error(c, ESRCH, "no background process %u", r->pid);
+        init_reply_error(c, ESRCH, "no background process %u", r->pid);
         return;
     }
     if (b->proc.exited) {
-        init_conn_error(c, EPIPE, "process %u has exited", r->pid);
+        init_reply_error(c, EPIPE, "process %u has exited", r->pid);
         return;
     }
     e = init_proc_write_stdin(&b->proc, r->data.p, r->data.len);
     if (e == EAGAIN) {
         b->proc.stdin_full = 0; /* bg has no stdin_room: the host retries */
-        init_conn_error(c, EAGAIN, "process %u has %u bytes of stdin pending", r->pid,
-                        (unsigned)init_buf_pending(&b->proc.stdin_buf));
+        init_reply_error(c, EAGAIN, "process %u has %u bytes of stdin pending", r->pid,
+                         (unsigned)init_buf_pending(&b->proc.stdin_buf));
         return;
     }
     if (e != 0 && r->data.len > 0) {
-        init_conn_error(c, e, "stdin of process %u is closed", r->pid);
+        init_reply_error(c, e, "stdin of process %u is closed", r->pid);
         return;
     }
     if (r->close_stdin)
         init_proc_close_stdin(&b->proc);
-    init_conn_send(c, NBA_END, NULL, 0);
-    init_conn_finish(c);
+    init_reply_send(c, NBA_END, NULL, 0);
+    init_reply_finish(c);
 }
 
 void init_bg_signal(struct init_conn *c, const struct init_request *r)
@@ -507,21 +508,21 @@ void init_bg_signal(struct init_conn *c, const struct init_request *r)
     int e;
 
     if (b == NULL) {
-        init_conn_error(c, ESRCH, "no background process %u", r->pid);
+        init_reply_error(c, ESRCH, "no background process %u", r->pid);
         return;
     }
     if (b->proc.done && b->queries == 0) {
         /* signalling what has ended forgets it: the host's DELETE */
         bg_remove_entry(b);
-        init_conn_send(c, NBA_END, NULL, 0);
-        init_conn_finish(c);
+        init_reply_send(c, NBA_END, NULL, 0);
+        init_reply_finish(c);
         return;
     }
     e = init_proc_signal(&b->proc, (int)r->sig);
     if (e != 0) {
-        init_conn_error(c, e, "signal %u to process %u: %s", r->sig, r->pid, strerror(e));
+        init_reply_error(c, e, "signal %u to process %u: %s", r->sig, r->pid, strerror(e));
         return;
     }
-    init_conn_send(c, NBA_END, NULL, 0);
-    init_conn_finish(c);
+    init_reply_send(c, NBA_END, NULL, 0);
+    init_reply_finish(c);
 }

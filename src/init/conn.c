@@ -20,7 +20,6 @@
 #endif
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,25 +31,51 @@
 #include "clock.h"
 #include "conn.h"
 #include "init.h"
+#include "ibuf.h"
 #include "ops.h"
+#include "reply.h"
 #include "request.h"
 
 #define CONN_ACCEPT_BATCH 64
 #define CONN_READ_MIN (16u * 1024u) /* smallest read attempted */
-#define CONN_ERRMSG_MAX 512
+#define CONN_ERRMSG_MAX 512         /* as reply.c's: an error message's bytes, at most */
 #define CONN_CMSG_FDS 8 /* fds one read takes; more are closed by the kernel (MSG_CTRUNC) */
 
-static struct init_conn *conns;
+#define INIT_CONN_FDS 3 /* fds a request may carry: exec with I (NBA_STDIO_FDS) */
+
+enum init_conn_state { INIT_CONN_REQUEST, INIT_CONN_ACTIVE, INIT_CONN_FLUSH, INIT_CONN_LINGER };
+
+/* A host connection; handlers see only pub (reply.h). */
+struct conn {
+    struct init_conn pub;      /* reply: conn_reply; ops, op: the operation that owns it */
+    struct init_watch w;       /* the socket */
+    struct init_buf in;        /* bytes read, not yet handled */
+    struct init_buf out;       /* bytes to send */
+    uint8_t state;             /* enum init_conn_state */
+    uint8_t in_paused;         /* ops->frame said "not now" */
+    uint8_t in_eof;            /* the host shut down its sending side */
+    uint8_t want_room;         /* call ops->drain when there is room */
+    uint32_t req_bytes;        /* bytes of the request frame (header included) */
+    uint8_t n_passed;          /* fds received while the request was read (SCM_RIGHTS) */
+    uint8_t passed_bad;        /* more than INIT_CONN_FDS of them came (or were cut off) */
+    int passed[INIT_CONN_FDS]; /* the request's fds (exec with I) */
+    int64_t deadline;          /* monotonic ms; 0 none */
+    struct conn *prev, *next;  /* all connections */
+};
+
+static const struct init_reply conn_reply; /* below: what handlers answer through */
+
+static struct conn *conns;
 static size_t n_conns;
 
-static void conn_process(struct init_conn *c);
+static void conn_process(struct conn *c);
 
 size_t init_conn_count(void)
 {
     return n_conns;
 }
 
-static void conn_update(struct init_conn *c)
+static void conn_update(struct conn *c)
 {
     uint32_t ev = 0;
 
@@ -73,7 +98,7 @@ static void conn_update(struct init_conn *c)
     init_watch_set(&c->w, ev);
 }
 
-static void conn_passed_close(struct init_conn *c)
+static void conn_passed_close(struct conn *c)
 {
     for (size_t i = 0; i < c->n_passed; i++)
         close(c->passed[i]);
@@ -81,15 +106,15 @@ static void conn_passed_close(struct init_conn *c)
 }
 
 /* Close now; the operation, if any, is told first. */
-static void conn_destroy(struct init_conn *c)
+static void conn_destroy(struct conn *c)
 {
-    const struct init_conn_ops *ops = c->ops;
+    const struct init_conn_ops *ops = c->pub.ops;
 
     conn_passed_close(c);
-    c->ops = NULL;
+    c->pub.ops = NULL;
     if (ops != NULL && ops->gone != NULL)
-        ops->gone(c);
-    c->op = NULL;
+        ops->gone(&c->pub);
+    c->pub.op = NULL;
     init_watch_close(&c->w);
     init_buf_free(&c->in);
     init_buf_free(&c->out);
@@ -104,7 +129,7 @@ static void conn_destroy(struct init_conn *c)
 }
 
 /* Tear down from the next tick rather than inside a callback. */
-static void conn_break(struct init_conn *c)
+static void conn_break(struct conn *c)
 {
     c->deadline = 1;
     c->state = INIT_CONN_FLUSH;
@@ -114,7 +139,7 @@ static void conn_break(struct init_conn *c)
 int init_conn_accept(int listen_fd)
 {
     for (int i = 0; i < CONN_ACCEPT_BATCH; i++) {
-        struct init_conn *c;
+        struct conn *c;
         int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
         if (fd == -1)
@@ -124,6 +149,7 @@ int init_conn_accept(int listen_fd)
             close(fd);
             continue;
         }
+        c->pub.reply = &conn_reply;
         init_buf_init(&c->in, NBA_HDR + NBA_MAX_BODY);
         init_buf_init(&c->out, INIT_OUT_MAX);
         c->state = INIT_CONN_REQUEST;
@@ -142,18 +168,33 @@ int init_conn_accept(int listen_fd)
     return 0;
 }
 
-int init_conn_room(const struct init_conn *c, uint32_t body_len)
+/* --- the reply table (reply.h): pub is a connection's first member ------- */
+
+static struct conn *conn_of(struct init_conn *pc)
 {
+    return (struct conn *)pc;
+}
+
+static const struct conn *conn_of_const(const struct init_conn *pc)
+{
+    return (const struct conn *)pc;
+}
+
+static int conn_room(const struct init_conn *pc, uint32_t body_len)
+{
+    const struct conn *c = conn_of_const(pc);
+
     return init_buf_pending(&c->out) + NBA_HDR + body_len + INIT_OUT_RESERVE <= INIT_OUT_MAX;
 }
 
-void init_conn_wait_room(struct init_conn *c)
+static void conn_wait_room(struct init_conn *pc)
 {
-    c->want_room = 1;
+    conn_of(pc)->want_room = 1;
 }
 
-int init_conn_send(struct init_conn *c, uint8_t type, const void *body, uint32_t len)
+static int conn_send(struct init_conn *pc, uint8_t type, const void *body, uint32_t len)
 {
+    struct conn *c = conn_of(pc);
     unsigned char *p;
 
     if (c->state != INIT_CONN_ACTIVE && c->state != INIT_CONN_REQUEST)
@@ -171,11 +212,13 @@ int init_conn_send(struct init_conn *c, uint8_t type, const void *body, uint32_t
     return 0;
 }
 
-void init_conn_finish(struct init_conn *c)
+static void conn_finish(struct init_conn *pc)
 {
+    struct conn *c = conn_of(pc);
+
     /* The operation lets go even of a broken connection (conn_break). */
-    c->ops = NULL;
-    c->op = NULL;
+    c->pub.ops = NULL;
+    c->pub.op = NULL;
     c->want_room = 0;
     if (c->state != INIT_CONN_ACTIVE && c->state != INIT_CONN_REQUEST)
         return;
@@ -184,56 +227,49 @@ void init_conn_finish(struct init_conn *c)
     conn_update(c);
 }
 
-void init_conn_error(struct init_conn *c, int err, const char *fmt, ...)
+static void conn_error(struct init_conn *pc, int err, const char *msg, size_t len)
 {
     unsigned char body[4 + CONN_ERRMSG_MAX];
-    va_list ap;
-    int n;
 
+    if (len >= CONN_ERRMSG_MAX)
+        len = CONN_ERRMSG_MAX - 1;
     nba_put_u32(body, (uint32_t)err);
-    va_start(ap, fmt);
-    n = vsnprintf((char *)body + 4, CONN_ERRMSG_MAX, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        n = 0;
-    if (n >= CONN_ERRMSG_MAX)
-        n = CONN_ERRMSG_MAX - 1;
-    c->ops = NULL;
-    c->op = NULL;
-    init_conn_send(c, NBA_ERROR, body, 4 + (uint32_t)n);
-    init_conn_finish(c);
+    memcpy(body + 4, msg, len);
+    pc->ops = NULL;
+    pc->op = NULL;
+    conn_send(pc, NBA_ERROR, body, 4 + (uint32_t)len);
+    conn_finish(pc);
 }
 
-/* A protocol error while an operation runs: it lets go, the host is told. */
-static void conn_fail(struct init_conn *c, int err, const char *msg)
+static void conn_resume_input(struct init_conn *pc)
 {
-    const struct init_conn_ops *ops = c->ops;
+    struct conn *c = conn_of(pc);
 
-    c->ops = NULL;
-    if (ops != NULL && ops->gone != NULL)
-        ops->gone(c);
-    init_conn_error(c, err, "%s", msg);
-}
-
-void init_conn_resume_input(struct init_conn *c)
-{
     if (!c->in_paused)
         return;
     c->in_paused = 0;
     conn_process(c);
 }
 
-size_t init_conn_extra_input(const struct init_conn *c)
+static size_t conn_extra_input(const struct init_conn *pc)
 {
+    const struct conn *c = conn_of_const(pc);
     size_t pending = init_buf_pending(&c->in);
 
     return pending > c->req_bytes ? pending - c->req_bytes : 0;
 }
 
-void init_conn_handed_off(struct init_conn *c)
+static int conn_fd(const struct init_conn *pc)
 {
-    c->ops = NULL;
-    c->op = NULL;
+    return conn_of_const(pc)->w.fd;
+}
+
+static void conn_handed_off(struct init_conn *pc)
+{
+    struct conn *c = conn_of(pc);
+
+    c->pub.ops = NULL;
+    c->pub.op = NULL;
     c->want_room = 0;
     init_watch_close(&c->w);
     /* conn_process stops here; the next tick frees the rest. */
@@ -241,17 +277,39 @@ void init_conn_handed_off(struct init_conn *c)
     c->deadline = 1;
 }
 
-static void conn_ping(struct init_conn *c)
+static const struct init_reply conn_reply = {
+    .room = conn_room,
+    .wait_room = conn_wait_room,
+    .send = conn_send,
+    .error = conn_error,
+    .finish = conn_finish,
+    .resume_input = conn_resume_input,
+    .extra_input = conn_extra_input,
+    .fd = conn_fd,
+    .handed_off = conn_handed_off,
+};
+
+/* A protocol error while an operation runs: it lets go, the host is told. */
+static void conn_fail(struct conn *c, int err, const char *msg)
+{
+    const struct init_conn_ops *ops = c->pub.ops;
+
+    c->pub.ops = NULL;
+    if (ops != NULL && ops->gone != NULL)
+        ops->gone(&c->pub);
+    init_reply_error(&c->pub, err, "%s", msg);
+}
+
+static void conn_ping(struct conn *c)
 {
     char pong[32];
     int n = snprintf(pong, sizeof(pong), "nanobox-init %d", NBA_VERSION);
 
-    init_conn_send(c, NBA_PONG, pong, (uint32_t)n);
-    init_conn_finish(c);
+    conn_send(&c->pub, NBA_PONG, pong, (uint32_t)n);
+    conn_finish(&c->pub);
 }
 
-static void conn_dispatch(struct init_conn *c, uint8_t type, const unsigned char *body,
-                          uint32_t len)
+static void conn_dispatch(struct conn *c, uint8_t type, const unsigned char *body, uint32_t len)
 {
     struct init_request r;
     char err[CONN_ERRMSG_MAX];
@@ -269,7 +327,7 @@ static void conn_dispatch(struct init_conn *c, uint8_t type, const unsigned char
     }
     if (e != 0) {
         conn_passed_close(c);
-        init_conn_error(c, e, "%s", err);
+        init_reply_error(&c->pub, e, "%s", err);
         return;
     }
     for (int i = 0; r.stdio && i < NBA_STDIO_FDS; i++)
@@ -279,58 +337,58 @@ static void conn_dispatch(struct init_conn *c, uint8_t type, const unsigned char
         conn_ping(c);
         break;
     case NBA_EXEC:
-        init_exec_start(c, &r);
+        init_exec_start(&c->pub, &r);
         break;
     case NBA_PLIST:
-        init_bg_list(c, &r);
+        init_bg_list(&c->pub, &r);
         break;
     case NBA_PQUERY:
-        init_bg_query(c, &r);
+        init_bg_query(&c->pub, &r);
         break;
     case NBA_PSTDIN:
-        init_bg_stdin(c, &r);
+        init_bg_stdin(&c->pub, &r);
         break;
     case NBA_PSIGNAL:
-        init_bg_signal(c, &r);
+        init_bg_signal(&c->pub, &r);
         break;
     case NBA_FREAD:
-        init_files_read(c, &r);
+        init_files_read(&c->pub, &r);
         break;
     case NBA_FSTAT:
-        init_files_stat(c, &r);
+        init_files_stat(&c->pub, &r);
         break;
     case NBA_FWRITE:
-        init_files_write(c, &r);
+        init_files_write(&c->pub, &r);
         break;
     case NBA_FDELETE:
-        init_files_delete(c, &r);
+        init_files_delete(&c->pub, &r);
         break;
     case NBA_FMKDIR:
-        init_files_mkdir(c, &r);
+        init_files_mkdir(&c->pub, &r);
         break;
     case NBA_FMOVE:
-        init_files_move(c, &r);
+        init_files_move(&c->pub, &r);
         break;
     case NBA_KERNEL:
-        init_kernel_start(c, &r);
+        init_kernel_start(&c->pub, &r);
         break;
     case NBA_PTY:
-        init_exec_pty(c, &r);
+        init_exec_pty(&c->pub, &r);
         break;
     case NBA_FWATCH:
-        init_fwatch_start(c, &r);
+        init_fwatch_start(&c->pub, &r);
         break;
     case NBA_WCREATE:
-        init_fwatch_create(c, &r);
+        init_fwatch_create(&c->pub, &r);
         break;
     case NBA_WPOLL:
-        init_fwatch_poll(c, &r);
+        init_fwatch_poll(&c->pub, &r);
         break;
     case NBA_WREMOVE:
-        init_fwatch_remove(c, &r);
+        init_fwatch_remove(&c->pub, &r);
         break;
     default:
-        init_conn_error(c, EINVAL, "unknown request type 0x%02x", type);
+        init_reply_error(&c->pub, EINVAL, "unknown request type 0x%02x", type);
         break;
     }
     init_request_free(&r);
@@ -339,7 +397,7 @@ static void conn_dispatch(struct init_conn *c, uint8_t type, const unsigned char
 }
 
 /* The fds a read brought: kept for the request while it is read, else closed. */
-static void conn_take_fds(struct init_conn *c, struct msghdr *msg)
+static void conn_take_fds(struct conn *c, struct msghdr *msg)
 {
     if ((msg->msg_flags & MSG_CTRUNC) && c->state == INIT_CONN_REQUEST)
         c->passed_bad = 1;
@@ -363,7 +421,7 @@ static void conn_take_fds(struct init_conn *c, struct msghdr *msg)
 }
 
 /* read(), taking (and sorting out) any fds passed with the bytes */
-static ssize_t conn_recv(struct init_conn *c, void *p, size_t len)
+static ssize_t conn_recv(struct conn *c, void *p, size_t len)
 {
     union {
         char buf[CMSG_SPACE(CONN_CMSG_FDS * sizeof(int))];
@@ -382,7 +440,7 @@ static ssize_t conn_recv(struct init_conn *c, void *p, size_t len)
 }
 
 /* Handle the complete frames held, in order, until one must wait. */
-static void conn_process(struct init_conn *c)
+static void conn_process(struct conn *c)
 {
     while (c->state == INIT_CONN_REQUEST || (c->state == INIT_CONN_ACTIVE && !c->in_paused)) {
         uint8_t type;
@@ -401,10 +459,10 @@ static void conn_process(struct init_conn *c)
         if (c->state == INIT_CONN_REQUEST) {
             c->req_bytes = (uint32_t)n;
             conn_dispatch(c, type, body, len);
-        } else if (c->ops == NULL || c->ops->frame == NULL) {
+        } else if (c->pub.ops == NULL || c->pub.ops->frame == NULL) {
             conn_fail(c, EPROTO, "unexpected frame after the request");
             break;
-        } else if (c->ops->frame(c, type, body, len) == 1) {
+        } else if (c->pub.ops->frame(&c->pub, type, body, len) == 1) {
             c->in_paused = 1;
             break;
         }
@@ -416,9 +474,9 @@ static void conn_process(struct init_conn *c)
     conn_update(c);
 }
 
-static void conn_input_eof(struct init_conn *c)
+static void conn_input_eof(struct conn *c)
 {
-    if (c->state == INIT_CONN_ACTIVE && c->ops != NULL && c->ops->frame == NULL) {
+    if (c->state == INIT_CONN_ACTIVE && c->pub.ops != NULL && c->pub.ops->frame == NULL) {
         /* A half-close after a request that needs nothing more: answer. */
         c->in_eof = 1;
         conn_update(c);
@@ -427,7 +485,7 @@ static void conn_input_eof(struct init_conn *c)
     conn_destroy(c);
 }
 
-static void conn_read(struct init_conn *c)
+static void conn_read(struct conn *c)
 {
     size_t pending = init_buf_pending(&c->in), want = CONN_READ_MIN, space;
     unsigned char *p;
@@ -467,7 +525,7 @@ static void conn_read(struct init_conn *c)
     conn_process(c);
 }
 
-static void conn_write(struct init_conn *c)
+static void conn_write(struct conn *c)
 {
     size_t pending = init_buf_pending(&c->out);
     ssize_t n;
@@ -495,17 +553,19 @@ static void conn_write(struct init_conn *c)
     conn_update(c);
 }
 
-void init_conn_event(struct init_conn *c, uint32_t events)
+void init_conn_event(void *obj, uint32_t events)
 {
+    struct conn *c = obj;
+
     if (events & EPOLLOUT) {
         conn_write(c);
         if (c->w.fd < 0)
             return;
-        if (c->state == INIT_CONN_ACTIVE && c->want_room && c->ops != NULL &&
-            init_conn_room(c, NBA_CHUNK)) {
+        if (c->state == INIT_CONN_ACTIVE && c->want_room && c->pub.ops != NULL &&
+            conn_room(&c->pub, NBA_CHUNK)) {
             c->want_room = 0;
-            if (c->ops->drain != NULL)
-                c->ops->drain(c);
+            if (c->pub.ops->drain != NULL)
+                c->pub.ops->drain(&c->pub);
             if (c->w.fd < 0)
                 return;
         }
@@ -522,7 +582,7 @@ int64_t init_conn_next_deadline(void)
 {
     int64_t d = 0;
 
-    for (struct init_conn *c = conns; c != NULL; c = c->next) {
+    for (struct conn *c = conns; c != NULL; c = c->next) {
         if (c->deadline != 0 && (d == 0 || c->deadline < d))
             d = c->deadline;
     }
@@ -531,7 +591,7 @@ int64_t init_conn_next_deadline(void)
 
 void init_conn_tick(int64_t now)
 {
-    struct init_conn *c = conns, *next;
+    struct conn *c = conns, *next;
 
     for (; c != NULL; c = next) {
         next = c->next;

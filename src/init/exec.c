@@ -28,7 +28,8 @@
 #include <unistd.h>
 
 #include "agentproto.h"
-#include "conn.h"
+#include "reply.h"
+#include "init.h"
 #include "ops.h"
 #include "proc.h"
 
@@ -86,9 +87,9 @@ static int job_can_read(struct init_proc *p)
     struct init_job *j = job_of(p);
 
     /* Output that is dropped anyway is read at full speed. */
-    if (j->conn == NULL || j->left == 0 || init_conn_room(j->conn, NBA_CHUNK))
+    if (j->conn == NULL || j->left == 0 || init_reply_room(j->conn, NBA_CHUNK))
         return 1;
-    init_conn_wait_room(j->conn);
+    init_reply_wait_room(j->conn);
     return 0;
 }
 
@@ -102,7 +103,7 @@ static void job_output(struct init_proc *p, int stream, const unsigned char *dat
     if (j->conn == NULL || fwd == 0)
         return;
     j->left -= (uint32_t)fwd;
-    init_conn_send(j->conn, stream == 1 ? NBA_STDOUT : NBA_STDERR, data, (uint32_t)fwd);
+    init_reply_send(j->conn, stream == 1 ? NBA_STDOUT : NBA_STDERR, data, (uint32_t)fwd);
 }
 
 static void job_stdin_room(struct init_proc *p)
@@ -110,7 +111,7 @@ static void job_stdin_room(struct init_proc *p)
     struct init_job *j = job_of(p);
 
     if (j->conn != NULL)
-        init_conn_resume_input(j->conn);
+        init_reply_resume_input(j->conn);
 }
 
 static void job_done(struct init_proc *p)
@@ -124,8 +125,8 @@ static void job_done(struct init_proc *p)
         x[5] = (uint8_t)((p->timed_out ? NBA_EXIT_TIMEDOUT : 0) |
                          (j->truncated ? NBA_EXIT_TRUNCATED : 0) |
                          (j->ooms >= 0 && job_oom_kills() > j->ooms ? NBA_EXIT_OOM : 0));
-        init_conn_send(j->conn, NBA_EXIT, x, sizeof(x));
-        init_conn_finish(j->conn);
+        init_reply_send(j->conn, NBA_EXIT, x, sizeof(x));
+        init_reply_finish(j->conn);
         j->conn = NULL;
     }
     init_proc_release(p);
@@ -167,7 +168,7 @@ static int winsize_parse(const unsigned char *body, uint32_t len, unsigned *cols
 static void job_protocol_error(struct init_conn *c, const char *msg)
 {
     job_gone(c);
-    init_conn_error(c, EPROTO, "%s", msg);
+    init_reply_error(c, EPROTO, "%s", msg);
 }
 
 static int job_frame(struct init_conn *c, uint8_t type, const unsigned char *body, uint32_t len)
@@ -244,7 +245,7 @@ void init_exec_start(struct init_conn *c, const struct init_request *r)
     }
     j = calloc(1, sizeof(*j));
     if (j == NULL) {
-        init_conn_error(c, ENOMEM, "out of memory");
+        init_reply_error(c, ENOMEM, "out of memory");
         return;
     }
     j->left = r->maxout;
@@ -254,14 +255,14 @@ void init_exec_start(struct init_conn *c, const struct init_request *r)
     if (e != 0) {
         init_proc_release(&j->proc);
         free(j);
-        init_conn_error(c, e, "%s", err);
+        init_reply_error(c, e, "%s", err);
         return;
     }
     j->conn = c;
     c->ops = &job_conn_ops;
     c->op = j;
     nba_put_u32(pid, (uint32_t)j->proc.pid);
-    init_conn_send(c, NBA_STARTED, pid, sizeof(pid));
+    init_reply_send(c, NBA_STARTED, pid, sizeof(pid));
 }
 
 void init_exec_pty(struct init_conn *c, const struct init_request *r)
@@ -270,31 +271,31 @@ void init_exec_pty(struct init_conn *c, const struct init_request *r)
     int e;
 
     if (p == NULL) {
-        init_conn_error(c, ESRCH, "no PTY session %u", r->pid);
+        init_reply_error(c, ESRCH, "no PTY session %u", r->pid);
         return;
     }
     if (r->data.len > 0) {
         e = init_proc_write_stdin(p, r->data.p, r->data.len);
         if (e == EAGAIN) {
             /* nobody waits for stdin_room here: the host retries */
-            init_conn_error(c, EAGAIN, "PTY session %u has %u bytes of input pending", r->pid,
-                            (unsigned)init_buf_pending(&p->stdin_buf));
+            init_reply_error(c, EAGAIN, "PTY session %u has %u bytes of input pending", r->pid,
+                             (unsigned)init_buf_pending(&p->stdin_buf));
             return;
         }
         if (e != 0) {
-            init_conn_error(c, EPIPE, "the terminal of PTY session %u is closed", r->pid);
+            init_reply_error(c, EPIPE, "the terminal of PTY session %u is closed", r->pid);
             return;
         }
     }
     if (r->pty && init_proc_resize(p, r->cols, r->rows) != 0) {
-        init_conn_error(c, EPIPE, "the terminal of PTY session %u is closed", r->pid);
+        init_reply_error(c, EPIPE, "the terminal of PTY session %u is closed", r->pid);
         return;
     }
     /* after the input and the window: the E2B facade's pty.kill() */
     if (r->sig != 0 && init_proc_signal(p, (int)r->sig) != 0) {
-        init_conn_error(c, ESRCH, "PTY session %u has exited", r->pid);
+        init_reply_error(c, ESRCH, "PTY session %u has exited", r->pid);
         return;
     }
-    init_conn_send(c, NBA_END, NULL, 0);
-    init_conn_finish(c);
+    init_reply_send(c, NBA_END, NULL, 0);
+    init_reply_finish(c);
 }

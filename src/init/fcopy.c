@@ -12,6 +12,9 @@
  * kept; FIFOs are recreated; devices and sockets are refused (EINVAL).
  * A mount point, or a tree with a mount inside, is not moved (EXDEV, what
  * rename said), nor a source its parent does not let the user remove.
+ *
+ * init_fcopy_rm_tree, which removes that source, is also files.c's
+ * recursive delete (D with r).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -165,7 +168,7 @@ static int fcopy_remove(const char *path)
         return errno;
     if (!S_ISDIR(st.st_mode))
         return unlink(path) == 0 ? 0 : errno;
-    return init_files_rm_tree(AT_FDCWD, path, 0);
+    return init_fcopy_rm_tree(AT_FDCWD, path, 0);
 }
 
 /*
@@ -228,5 +231,43 @@ int init_fcopy_move(const char *from, const char *to)
     if (e == 0)
         e = fcopy_remove(from); /* the copy is in place: what is left of the source goes */
     free(tmp);
+    return e;
+}
+
+int init_fcopy_rm_tree(int parent, const char *name, int depth)
+{
+    int fd, e = 0;
+    DIR *d;
+    struct dirent *de;
+
+    if (depth > INIT_RM_DEPTH)
+        return ELOOP;
+    fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd == -1)
+        return errno == ELOOP || errno == ENOTDIR
+                   ? (unlinkat(parent, name, 0) == 0 ? 0 : errno) /* became a link or a file */
+                   : errno;
+    d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return ENOMEM;
+    }
+    while (e == 0 && (de = readdir(d)) != NULL) {
+        struct stat st;
+        int isdir;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (de->d_type != DT_UNKNOWN)
+            isdir = de->d_type == DT_DIR;
+        else
+            isdir = fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+        if (isdir)
+            e = init_fcopy_rm_tree(fd, de->d_name, depth + 1);
+        else if (unlinkat(fd, de->d_name, 0) == -1 && errno != ENOENT)
+            e = errno;
+    }
+    closedir(d);
+    if (e == 0 && unlinkat(parent, name, AT_REMOVEDIR) == -1)
+        e = errno;
     return e;
 }

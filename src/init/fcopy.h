@@ -1,6 +1,7 @@
 /*
- * fcopy.h - a move that crosses mounts (files.c's V on EXDEV): copy the
- * tree next to the destination, rename it into place, remove the source.
+ * fcopy.h - whole trees for files.c: a move that crosses mounts (V on
+ * EXDEV: copy the tree next to the destination, rename it into place,
+ * remove the source) and a recursive delete.
  */
 #ifndef INIT_FCOPY_H
 #define INIT_FCOPY_H
@@ -10,7 +11,8 @@
  * once the copy is in place; a failure before that leaves no copy. */
 int init_fcopy_move(const char *from, const char *to);
 
-/* files.c: remove name (a directory) in parent and everything in it; 0 or an errno. */
-int init_files_rm_tree(int parent, const char *name, int depth);
+/* Remove name (a directory) in parent and everything in it; 0 or an errno
+ * (files.c's recursive D, and the source of a copied move). */
+int init_fcopy_rm_tree(int parent, const char *name, int depth);
 
 #endif

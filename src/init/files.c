@@ -29,8 +29,9 @@
 #include <unistd.h>
 
 #include "agentproto.h"
-#include "conn.h"
+#include "reply.h"
 #include "fcopy.h"
+#include "init.h"
 #include "ops.h"
 
 /* Longest owner or group name sent; a longer one goes as its number. */
@@ -158,18 +159,18 @@ static void files_send_info(struct init_conn *c, const struct stat *st, const ch
     static unsigned char body[FILES_INFO_MAX]; /* one connection at a time runs here */
     struct files_names nm = {0};
 
-    init_conn_send(c, NBA_INFO, body, (uint32_t)files_info(body, NULL, st, &nm, AT_FDCWD, path));
+    init_reply_send(c, NBA_INFO, body, (uint32_t)files_info(body, NULL, st, &nm, AT_FDCWD, path));
 }
 
 static void files_ok(struct init_conn *c)
 {
-    init_conn_send(c, NBA_END, NULL, 0);
-    init_conn_finish(c);
+    init_reply_send(c, NBA_END, NULL, 0);
+    init_reply_finish(c);
 }
 
 static void files_errno(struct init_conn *c, int e, const char *what, const char *path)
 {
-    init_conn_error(c, e, "%s %s: %s", what, path, strerror(e));
+    init_reply_error(c, e, "%s %s: %s", what, path, strerror(e));
 }
 
 /* --- R -------------------------------------------------------------------- */
@@ -231,7 +232,7 @@ static int files_read_dirent(struct init_conn *c, struct files_read *fr)
     DIR *top;
     int n;
 
-    if (!init_conn_room(c, FILES_INFO_MAX))
+    if (!init_reply_room(c, FILES_INFO_MAX))
         return 1;
     top = fr->dirs[fr->ndirs - 1];
     errno = 0;
@@ -255,8 +256,8 @@ static int files_read_dirent(struct init_conn *c, struct files_read *fr)
                        : snprintf(rel, sizeof(rel), "%s/%s", fr->rel, de->d_name);
     if (n < 0 || (size_t)n >= sizeof(rel))
         return 0; /* deeper than a path may be long */
-    init_conn_send(c, NBA_DIRENT, fr->body,
-                   (uint32_t)files_info(fr->body, rel, &st, &fr->names, dirfd(top), de->d_name));
+    init_reply_send(c, NBA_DIRENT, fr->body,
+                    (uint32_t)files_info(fr->body, rel, &st, &fr->names, dirfd(top), de->d_name));
     if (S_ISDIR(st.st_mode))
         files_read_descend(fr, de->d_name, rel);
     return 0;
@@ -275,7 +276,7 @@ static void files_read_pump(struct init_conn *c)
                 break;
             if (rc == -1) {
                 if (errno != 0) {
-                    init_conn_error(c, errno, "reading the directory: %s", strerror(errno));
+                    init_reply_error(c, errno, "reading the directory: %s", strerror(errno));
                     files_read_close(fr);
                     return;
                 }
@@ -285,14 +286,14 @@ static void files_read_pump(struct init_conn *c)
             }
             continue;
         }
-        if (!init_conn_room(c, NBA_CHUNK))
+        if (!init_reply_room(c, NBA_CHUNK))
             break;
         n = read(fr->fd, chunk, sizeof(chunk));
         if (n == -1 && errno == EINTR)
             continue;
         if (n == -1) {
             int e = errno;
-            init_conn_error(c, e, "reading the file: %s", strerror(e));
+            init_reply_error(c, e, "reading the file: %s", strerror(e));
             files_read_close(fr);
             return;
         }
@@ -301,9 +302,9 @@ static void files_read_pump(struct init_conn *c)
             files_read_close(fr);
             return;
         }
-        init_conn_send(c, NBA_DATA, chunk, (uint32_t)n);
+        init_reply_send(c, NBA_DATA, chunk, (uint32_t)n);
     }
-    init_conn_wait_room(c);
+    init_reply_wait_room(c);
 }
 
 static void files_read_gone(struct init_conn *c)
@@ -350,7 +351,7 @@ void init_files_read(struct init_conn *c, const struct init_request *r)
     if (path == NULL || fr == NULL) {
         free(path);
         free(fr);
-        init_conn_error(c, ENOMEM, "out of memory");
+        init_reply_error(c, ENOMEM, "out of memory");
         return;
     }
     fd = files_open_checked(path, &st);
@@ -368,7 +369,7 @@ void init_files_read(struct init_conn *c, const struct init_request *r)
         if (fr->dirs[0] == NULL) {
             close(fd);
             free(fr);
-            init_conn_error(c, ENOMEM, "out of memory");
+            init_reply_error(c, ENOMEM, "out of memory");
             return;
         }
         fr->ndirs = 1;
@@ -390,7 +391,7 @@ void init_files_stat(struct init_conn *c, const struct init_request *r)
     struct stat st;
 
     if (path == NULL) {
-        init_conn_error(c, ENOMEM, "out of memory");
+        init_reply_error(c, ENOMEM, "out of memory");
         return;
     }
     if (lstat(path, &st) == -1) {
@@ -440,7 +441,7 @@ void init_files_mkdir(struct init_conn *c, const struct init_request *r)
     int e;
 
     if (path == NULL) {
-        init_conn_error(c, ENOMEM, "out of memory");
+        init_reply_error(c, ENOMEM, "out of memory");
         return;
     }
     e = files_mkdirs(path);
@@ -453,44 +454,6 @@ void init_files_mkdir(struct init_conn *c, const struct init_request *r)
 
 /* --- D -------------------------------------------------------------------- */
 
-int init_files_rm_tree(int parent, const char *name, int depth)
-{
-    int fd, e = 0;
-    DIR *d;
-    struct dirent *de;
-
-    if (depth > INIT_RM_DEPTH)
-        return ELOOP;
-    fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd == -1)
-        return errno == ELOOP || errno == ENOTDIR
-                   ? (unlinkat(parent, name, 0) == 0 ? 0 : errno) /* became a link or a file */
-                   : errno;
-    d = fdopendir(fd);
-    if (d == NULL) {
-        close(fd);
-        return ENOMEM;
-    }
-    while (e == 0 && (de = readdir(d)) != NULL) {
-        struct stat st;
-        int isdir;
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        if (de->d_type != DT_UNKNOWN)
-            isdir = de->d_type == DT_DIR;
-        else
-            isdir = fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
-        if (isdir)
-            e = init_files_rm_tree(fd, de->d_name, depth + 1);
-        else if (unlinkat(fd, de->d_name, 0) == -1 && errno != ENOENT)
-            e = errno;
-    }
-    closedir(d);
-    if (e == 0 && unlinkat(parent, name, AT_REMOVEDIR) == -1)
-        e = errno;
-    return e;
-}
-
 void init_files_delete(struct init_conn *c, const struct init_request *r)
 {
     char *path = path_dup(&r->path);
@@ -498,7 +461,7 @@ void init_files_delete(struct init_conn *c, const struct init_request *r)
     int e = 0;
 
     if (path == NULL) {
-        init_conn_error(c, ENOMEM, "out of memory");
+        init_reply_error(c, ENOMEM, "out of memory");
         return;
     }
     if (lstat(path, &st) == -1)
@@ -508,7 +471,7 @@ void init_files_delete(struct init_conn *c, const struct init_request *r)
     else if (!r->recursive)
         e = rmdir(path) == 0 ? 0 : errno;
     else
-        e = init_files_rm_tree(AT_FDCWD, path, 0);
+        e = init_fcopy_rm_tree(AT_FDCWD, path, 0);
     if (e != 0)
         files_errno(c, e, "delete", path);
     else
@@ -523,14 +486,14 @@ void init_files_move(struct init_conn *c, const struct init_request *r)
     char *from = path_dup(&r->path), *to = path_dup(&r->dest);
 
     if (from == NULL || to == NULL) {
-        init_conn_error(c, ENOMEM, "out of memory");
+        init_reply_error(c, ENOMEM, "out of memory");
     } else if (rename(from, to) == -1) {
         int e = errno;
         /* another mount (/workspace and /tmp are two): copy, then delete */
         if (e == EXDEV)
             e = init_fcopy_move(from, to);
         if (e != 0)
-            init_conn_error(c, e, "move %s to %s: %s", from, to, strerror(e));
+            init_reply_error(c, e, "move %s to %s: %s", from, to, strerror(e));
         else
             files_ok(c);
     } else {
@@ -562,7 +525,7 @@ static void files_upload_free(struct files_upload *u, int unlink_tmp)
 
 static void files_upload_fail(struct init_conn *c, struct files_upload *u, int e, const char *what)
 {
-    init_conn_error(c, e, "%s %s: %s", what, u->path, strerror(e));
+    init_reply_error(c, e, "%s %s: %s", what, u->path, strerror(e));
     files_upload_free(u, 1);
 }
 
@@ -603,7 +566,7 @@ static int files_upload_frame(struct init_conn *c, uint8_t type, const unsigned 
         return 0;
     }
     if (type != NBA_DATA) {
-        init_conn_error(c, EPROTO, "only 'd' frames and '.' may follow an upload request");
+        init_reply_error(c, EPROTO, "only 'd' frames and '.' may follow an upload request");
         files_upload_free(u, 1);
         return 0;
     }
@@ -683,7 +646,7 @@ void init_files_write(struct init_conn *c, const struct init_request *r)
 
     if (u == NULL || (u->path = path_dup(&r->path)) == NULL) {
         free(u);
-        init_conn_error(c, ENOMEM, "out of memory");
+        init_reply_error(c, ENOMEM, "out of memory");
         return;
     }
     u->fd = -1;
@@ -692,7 +655,7 @@ void init_files_write(struct init_conn *c, const struct init_request *r)
     if (e == 0)
         e = files_upload_tmp(u);
     if (e != 0) {
-        init_conn_error(c, e, "write %s: %s", u->path, strerror(e));
+        init_reply_error(c, e, "write %s: %s", u->path, strerror(e));
         free(u->tmp);
         u->tmp = NULL;
         files_upload_free(u, 0);

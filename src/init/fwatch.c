@@ -34,7 +34,8 @@
 
 #include "agentproto.h"
 #include "clock.h"
-#include "conn.h"
+#include "reply.h"
+#include "init.h"
 #include "ops.h"
 #include "root.h"
 
@@ -212,7 +213,7 @@ static void fwatch_free(struct fwatch *fw)
 /* Room for n more events: always for a polling watcher (its queue drops instead). */
 static int fw_room(const struct fwatch *fw, unsigned n)
 {
-    return fw->c == NULL || init_conn_room(fw->c, n * FWATCH_EV_MAX);
+    return fw->c == NULL || init_reply_room(fw->c, n * FWATCH_EV_MAX);
 }
 
 /* A polling watcher's event, queued (or counted lost past the cap). */
@@ -262,7 +263,7 @@ static void put_event(struct init_conn *c, uint8_t kind, const char *rel, const 
         body[n++] = '/';
     memcpy(body + n, name, nl);
     n += nl;
-    init_conn_send(c, NBA_FEVENT, body, (uint32_t)n);
+    init_reply_send(c, NBA_FEVENT, body, (uint32_t)n);
 }
 
 /* One event to the host or the queue; -1 when there is no room (the caller waits). */
@@ -272,7 +273,7 @@ static int send_event(struct fwatch *fw, uint8_t kind, const char *rel, const ch
         queue_event(fw, kind, rel, name);
         return 0;
     }
-    if (!init_conn_room(fw->c, FWATCH_EV_MAX))
+    if (!init_reply_room(fw->c, FWATCH_EV_MAX))
         return -1;
     put_event(fw->c, kind, rel, name);
     return 0;
@@ -294,7 +295,7 @@ static int handle_one(struct fwatch *fw, const struct inotify_event *ev)
     if (ev->mask & IN_IGNORED) {
         if (ev->wd == fw->root_wd) {
             if (fw->c != NULL)
-                init_conn_send(fw->c, NBA_END, NULL, 0);
+                init_reply_send(fw->c, NBA_END, NULL, 0);
             return 1;
         }
         if (d != NULL) {
@@ -355,7 +356,7 @@ static void fwatch_pump(struct fwatch *fw)
             int rc = handle_one(fw, ev);
             if (rc < 0) {
                 init_watch_set(&fw->w, 0);
-                init_conn_wait_room(fw->c);
+                init_reply_wait_room(fw->c);
                 return;
             }
             fw->off += sizeof(*ev) + ev->len;
@@ -368,7 +369,7 @@ static void fwatch_pump(struct fwatch *fw)
             if (rc > 0) {
                 struct init_conn *c = fw->c;
                 fwatch_free(fw);
-                init_conn_finish(c);
+                init_reply_finish(c);
                 return;
             }
         }
@@ -405,8 +406,8 @@ static int fwatch_frame(struct init_conn *c, uint8_t type, const unsigned char *
     (void)len;
     if (type == NBA_END) {
         fwatch_free(c->op);
-        init_conn_send(c, NBA_END, NULL, 0);
-        init_conn_finish(c);
+        init_reply_send(c, NBA_END, NULL, 0);
+        init_reply_finish(c);
     }
     return 0;
 }
@@ -422,7 +423,7 @@ static struct fwatch *fwatch_new(struct init_conn *c, const struct init_request 
     int fd, e;
 
     if (n_fwatch >= INIT_MAX_FWATCH) {
-        init_conn_error(c, EAGAIN, "%d directory watches are open already", INIT_MAX_FWATCH);
+        init_reply_error(c, EAGAIN, "%d directory watches are open already", INIT_MAX_FWATCH);
         return NULL;
     }
     fw = calloc(1, sizeof(*fw));
@@ -432,7 +433,7 @@ static struct fwatch *fwatch_new(struct init_conn *c, const struct init_request 
             free(fw->root);
             free(fw);
         }
-        init_conn_error(c, ENOMEM, "out of memory");
+        init_reply_error(c, ENOMEM, "out of memory");
         return NULL;
     }
     memcpy(fw->root, r->path.p, r->path.len);
@@ -457,10 +458,10 @@ static struct fwatch *fwatch_new(struct init_conn *c, const struct init_request 
         e = watch_tree(fw, "", 0, 0);
     if (e != 0) {
         if (e == ENOSPC)
-            init_conn_error(c, e, "watch %s: more than %u directories to watch", fw->root,
-                            fw->max_dirs);
+            init_reply_error(c, e, "watch %s: more than %u directories to watch", fw->root,
+                             fw->max_dirs);
         else
-            init_conn_error(c, e, "watch %s: %s", fw->root, strerror(e));
+            init_reply_error(c, e, "watch %s: %s", fw->root, strerror(e));
         fwatch_free(fw);
         return NULL;
     }
@@ -475,7 +476,7 @@ static void send_started(struct init_conn *c, const struct fwatch *fw)
     nba_put_u32(started, (uint32_t)fw->ndirs);
     nba_put_u32(started + 4, n_fwatch);
     nba_put_u32(started + 8, fw->id);
-    init_conn_send(c, NBA_STARTED, started, fw->id != 0 ? 12 : 8);
+    init_reply_send(c, NBA_STARTED, started, fw->id != 0 ? 12 : 8);
 }
 
 void init_fwatch_start(struct init_conn *c, const struct init_request *r)
@@ -540,8 +541,8 @@ void init_fwatch_create(struct init_conn *c, const struct init_request *r)
     watchers = fw;
     fw->idle_at = nb_clock_mono_ms() + init_watcher_idle_ms;
     send_started(c, fw);
-    init_conn_send(c, NBA_END, NULL, 0);
-    init_conn_finish(c);
+    init_reply_send(c, NBA_END, NULL, 0);
+    init_reply_finish(c);
 }
 
 void init_fwatch_poll(struct init_conn *c, const struct init_request *r)
@@ -550,25 +551,25 @@ void init_fwatch_poll(struct init_conn *c, const struct init_request *r)
     size_t sent = 0;
 
     if (fw == NULL) {
-        init_conn_error(c, ESRCH, "no watcher %u", r->pid);
+        init_reply_error(c, ESRCH, "no watcher %u", r->pid);
         return;
     }
     fw->idle_at = nb_clock_mono_ms() + init_watcher_idle_ms;
     fwatch_pump(fw); /* what the kernel holds now */
-    if (fw->lost && init_conn_room(c, FWATCH_EV_MAX)) {
+    if (fw->lost && init_reply_room(c, FWATCH_EV_MAX)) {
         put_event(c, NBA_EV_OVERFLOW, "", "");
         fw->lost = 0;
     }
     /* as many as fit; the rest wait for the next poll */
-    while (sent < fw->nq && init_conn_room(c, FWATCH_EV_MAX)) {
+    while (sent < fw->nq && init_reply_room(c, FWATCH_EV_MAX)) {
         put_event(c, fw->q[sent].kind, "", fw->q[sent].path);
         free(fw->q[sent].path);
         sent++;
     }
     memmove(fw->q, fw->q + sent, (fw->nq - sent) * sizeof(*fw->q));
     fw->nq -= sent;
-    init_conn_send(c, NBA_END, NULL, 0);
-    init_conn_finish(c);
+    init_reply_send(c, NBA_END, NULL, 0);
+    init_reply_finish(c);
 }
 
 void init_fwatch_remove(struct init_conn *c, const struct init_request *r)
@@ -576,10 +577,10 @@ void init_fwatch_remove(struct init_conn *c, const struct init_request *r)
     struct fwatch *fw = watcher_of(r->pid);
 
     if (fw == NULL) {
-        init_conn_error(c, ESRCH, "no watcher %u", r->pid);
+        init_reply_error(c, ESRCH, "no watcher %u", r->pid);
         return;
     }
     fwatch_free(fw);
-    init_conn_send(c, NBA_END, NULL, 0);
-    init_conn_finish(c);
+    init_reply_send(c, NBA_END, NULL, 0);
+    init_reply_finish(c);
 }

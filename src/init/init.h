@@ -3,9 +3,9 @@
  * watch every file descriptor is registered with, the clock and deferred
  * freeing.
  *
- * nanobox-init is one thread and one epoll loop (main.c). Every fd in the
- * loop is a struct init_watch embedded in the object that owns it; the
- * event's data.ptr points at the watch. An object that goes away during a
+ * nanobox-init is one thread and one epoll loop (main.c, over loop.c's
+ * epoll set). Every fd in the loop is a struct init_watch embedded in the
+ * object that owns it; the event's data.ptr points at the watch. An object that goes away during a
  * batch of events may still be named by a later event of the same batch,
  * so its watch is closed at once (fd -1: later events are skipped) and its
  * memory is only freed after the batch (init_defer_free).
@@ -53,6 +53,11 @@ struct init_watch {
     void *obj;          /* owner */
 };
 
+/* loop.c: the epoll set. main.c opens it (0 or -1 with errno) and waits on it. */
+struct epoll_event;
+int init_loop_open(void);
+int init_loop_wait(struct epoll_event *evs, int max, int timeout_ms);
+
 /* Register fd (already non-blocking) with the loop; 0 or -1 with errno. */
 int init_watch_add(struct init_watch *w, int fd, uint8_t kind, uint8_t stream, void *obj,
                    uint32_t events);
@@ -63,6 +68,8 @@ void init_watch_close(struct init_watch *w);
 
 /* Free p after the current batch of events (see the top of this file). */
 void init_defer_free(void *p);
+/* main.c, after each batch: free what was deferred. */
+void init_defer_run(void);
 
 /* fwatch.c: an inotify fd is readable */
 void init_fwatch_event(void *obj);
@@ -72,7 +79,8 @@ extern int64_t init_watcher_idle_ms;
 int64_t init_fwatch_next_deadline(void);
 void init_fwatch_tick(int64_t now);
 
-/* Running as PID 1 (in a container) rather than as a plain host process. */
+/* loop.c: running as PID 1 (in a container) rather than as a plain host
+ * process; main.c sets it at start. */
 extern int init_is_pid1;
 
 #endif

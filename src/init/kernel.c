@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "agentproto.h"
-#include "conn.h"
+#include "reply.h"
 #include "init.h"
 #include "kernel.h"
 #include "root.h"
@@ -308,21 +308,21 @@ void init_kernel_start(struct init_conn *c, const struct init_request *r)
     int e = EPIPE;
 
     (void)r;
-    if (init_conn_extra_input(c) > 0) {
-        init_conn_error(c, EPROTO,
-                        "bytes after the K request: the host sends nothing before the bridge's "
-                        "first frame");
+    if (init_reply_extra_input(c) > 0) {
+        init_reply_error(c, EPROTO,
+                         "bytes after the K request: the host sends nothing before the bridge's "
+                         "first frame");
         return;
     }
     bridge_check();
     for (int attempt = 0; attempt < 2; attempt++) {
         if (bridge_pid == 0 && (e = bridge_spawn(err, sizeof(err))) != 0) {
-            init_conn_error(c, e, "%s", err);
+            init_reply_error(c, e, "%s", err);
             return;
         }
-        e = bridge_pass(c->w.fd);
+        e = bridge_pass(init_reply_fd(c));
         if (e == 0) {
-            init_conn_handed_off(c);
+            init_reply_handed_off(c);
             return;
         }
         if (e != EPIPE && e != ECONNREFUSED && e != ECONNRESET)
@@ -331,9 +331,9 @@ void init_kernel_start(struct init_conn *c, const struct init_request *r)
         bridge_forget();
     }
     if (e == EAGAIN || e == ETOOMANYREFS || e == ENOBUFS)
-        init_conn_error(c, EAGAIN, "the code bridge is not taking connections (too many waiting)");
+        init_reply_error(c, EAGAIN, "the code bridge is not taking connections (too many waiting)");
     else if (e == EPIPE || e == ECONNREFUSED || e == ECONNRESET)
-        init_conn_error(c, EPIPE, "the code bridge exited as soon as it started");
+        init_reply_error(c, EPIPE, "the code bridge exited as soon as it started");
     else
-        init_conn_error(c, e, "pass the connection to the code bridge: %s", strerror(e));
+        init_reply_error(c, e, "pass the connection to the code bridge: %s", strerror(e));
 }

@@ -52,87 +52,9 @@
 #define INIT_BACKLOG 128
 #define INIT_ACCEPT_PAUSE_MS 100 /* listener rest when accept runs out of fds */
 
-int init_is_pid1;
-
-static int epfd = -1;
-static void **deferred;
-static size_t n_deferred, cap_deferred;
 static int64_t shutdown_at; /* 0: running; else exit at this time at the latest */
 static struct init_watch listen_w;
 static int64_t listen_resume_at; /* 0: listening; else resume then */
-
-/* --- shared helpers (init.h) ---------------------------------------------- */
-
-int init_watch_add(struct init_watch *w, int fd, uint8_t kind, uint8_t stream, void *obj,
-                   uint32_t events)
-{
-    struct epoll_event ev = {.events = events, .data.ptr = w};
-
-    w->fd = fd;
-    w->kind = kind;
-    w->stream = stream;
-    w->obj = obj;
-    w->events = events;
-    if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == -1)
-        return -1;
-    w->registered = 1;
-    return 0;
-}
-
-void init_watch_set(struct init_watch *w, uint32_t events)
-{
-    struct epoll_event ev = {.events = events, .data.ptr = w};
-
-    if (w->fd < 0 || (w->registered && w->events == events))
-        return;
-    if (events == 0 && w->kind == INIT_W_PIPE) {
-        /* A pipe stays out of the set while idle (see proc.c). */
-        if (w->registered)
-            epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
-        w->registered = 0;
-    } else if (w->registered) {
-        epoll_ctl(epfd, EPOLL_CTL_MOD, w->fd, &ev);
-    } else if (epoll_ctl(epfd, EPOLL_CTL_ADD, w->fd, &ev) == 0) {
-        w->registered = 1;
-    }
-    w->events = events;
-}
-
-void init_watch_close(struct init_watch *w)
-{
-    if (w->fd < 0)
-        return;
-    /* DEL before close: a forked child may hold a copy of the fd for an
-     * instant, and the registration would outlive our close. */
-    if (w->registered)
-        epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
-    close(w->fd);
-    w->fd = -1;
-    w->registered = 0;
-    w->events = 0;
-}
-
-void init_defer_free(void *p)
-{
-    if (n_deferred == cap_deferred) {
-        size_t ncap = cap_deferred ? cap_deferred * 2 : 64;
-        void **nv = realloc(deferred, ncap * sizeof(*nv));
-        if (nv == NULL) {
-            /* Out of memory: leaking beats a use after free. */
-            return;
-        }
-        deferred = nv;
-        cap_deferred = ncap;
-    }
-    deferred[n_deferred++] = p;
-}
-
-static void deferred_free_all(void)
-{
-    for (size_t i = 0; i < n_deferred; i++)
-        free(deferred[i]);
-    n_deferred = 0;
-}
 
 /* --- start-up -------------------------------------------------------------- */
 
@@ -357,7 +279,7 @@ static int run(int listen_fd, int sfd)
     }
     for (;;) {
         int64_t now = nb_clock_mono_ms();
-        int n = epoll_wait(epfd, evs, INIT_EVENTS, next_timeout(now));
+        int n = init_loop_wait(evs, INIT_EVENTS, next_timeout(now));
 
         if (n == -1 && errno != EINTR) {
             fprintf(stderr, "nanobox-init: epoll_wait: %s\n", strerror(errno));
@@ -373,7 +295,7 @@ static int run(int listen_fd, int sfd)
             listen_resume_at = 0;
             init_watch_set(&listen_w, EPOLLIN);
         }
-        deferred_free_all();
+        init_defer_run();
         if (shutdown_at != 0) {
             reap_all();
             if (children_gone() || now >= shutdown_at)
@@ -420,9 +342,9 @@ int main(int argc, char **argv)
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, NULL);
-    epfd = epoll_create1(EPOLL_CLOEXEC);
+    rc = init_loop_open();
     sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (epfd == -1 || sfd == -1) {
+    if (rc == -1 || sfd == -1) {
         fprintf(stderr, "nanobox-init: %s\n", strerror(errno));
         return 1;
     }

@@ -1,14 +1,15 @@
 /*
  * ops.h - the request handlers conn.c dispatches to, one per request type.
- * Each either answers and calls init_conn_finish / init_conn_error, or
- * takes the connection over (sets c->ops and c->op) until it is done.
+ * Each answers through the interface conn.c hands it (reply.h): either at
+ * once, ending with init_reply_finish / init_reply_error, or by taking
+ * the connection over (sets c->ops and c->op) until it is done.
  * The request's slices point into the connection's input buffer and are
  * only valid during the call: a handler copies what it keeps.
  */
 #ifndef INIT_OPS_H
 #define INIT_OPS_H
 
-#include "conn.h"
+#include "reply.h"
 #include "request.h"
 
 /* exec.c: X (foreground, on pipes or a PTY; background is handed to bg.c) */

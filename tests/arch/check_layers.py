@@ -100,10 +100,8 @@ KNOWN = {
 }
 
 
-# Known cycles, per program, until item 5 of issue 23 opens them.
-KNOWN_CYCLES = {"nanobox-init": "the agent's handlers reply through conn.c",
-                "nanobox-fwd": "relay.c stops through main.c",
-                "nanobox": "the CLI's commands share helpers"}
+# Known cycles, per program (none left).
+KNOWN_CYCLES = {}
 
 
 def objects(builddir, pattern):
