@@ -274,16 +274,13 @@ int nb_template_log_watch(const struct nb_conf *c)
     return watch_dir(c, "", IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE);
 }
 
-void nb_templates_sleep(struct nb_app *a, unsigned usec)
+int nb_templates_queue_fd(const struct nb_conf *c)
 {
-    static int ifd = -2;
-    if (ifd == -2) {
-        /* a job is queued by a rename of its .json into place */
-        ifd = watch_dir(&a->conf, "queue", IN_MOVED_TO | IN_CLOSE_WRITE);
-        if (ifd < 0)
-            nb_warn("templates: cannot watch the queue (%s): a queued build waits for the next "
-                    "tick",
-                    strerror(errno));
-    }
-    nb_template_wait(ifd, usec);
+    /* a job is queued by a rename of its .json into place */
+    int fd = watch_dir(c, "queue", IN_MOVED_TO | IN_CLOSE_WRITE);
+    if (fd < 0)
+        nb_warn("templates: cannot watch the queue (%s): a queued build waits for the next "
+                "subtick",
+                strerror(errno));
+    return fd;
 }
