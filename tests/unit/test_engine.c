@@ -923,6 +923,87 @@ static void test_expiry_that_cannot_remove_leaves_the_slot_destroying(void **sta
     assert_int_equal(fake_count(), 0);
 }
 
+/* ---- the reaper: its table of jobs ---- */
+
+static unsigned job_runs[3];
+
+static void count_job0(struct nb_reaper *r)
+{
+    (void)r;
+    job_runs[0]++;
+}
+
+static void count_job1(struct nb_reaper *r)
+{
+    (void)r;
+    job_runs[1]++;
+}
+
+static void count_job2(struct nb_reaper *r)
+{
+    (void)r;
+    job_runs[2]++;
+}
+
+static void test_reaper_runs_jobs_at_their_subticks(void **state)
+{
+    const struct nb_reaper_job jobs[] = {
+        {"every", 1, 0, count_job0, -1},
+        {"pass", 10, 0, count_job1, -1},
+        {"docker", 1, 1, count_job2, -1},
+    };
+    struct nb_reaper r = {NULL, 0, 0, jobs, 3};
+
+    (void)state;
+    memset(job_runs, 0, sizeof(job_runs));
+    for (unsigned i = 0; i < 25; i++)
+        nb_reaper_subtick(&r);
+    assert_int_equal(r.tick, 25);
+    assert_int_equal(job_runs[0], 25);
+    assert_int_equal(job_runs[1], 3); /* subticks 0, 10 and 20 */
+    assert_int_equal(job_runs[2], 25);
+    r.docker_away = 1; /* a job that needs Docker waits for it */
+    nb_reaper_subtick(&r);
+    assert_int_equal(job_runs[0], 26);
+    assert_int_equal(job_runs[2], 25);
+}
+
+static void test_reaper_wait_runs_a_woken_job_at_once(void **state)
+{
+    int p[2];
+    struct nb_reaper_job jobs[] = {
+        {"plain", 1, 0, count_job0, -1},
+        {"woken", 1, 0, count_job1, -1},
+    };
+    struct nb_reaper r = {NULL, 0, 0, jobs, 2};
+    int64_t t0;
+
+    (void)state;
+    assert_int_equal(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+    jobs[1].wake_fd = p[0];
+    memset(job_runs, 0, sizeof(job_runs));
+    t0 = nb_clock_mono_ms();
+    nb_reaper_wait(&r, 100000); /* nothing fires: the whole wait, no job */
+    assert_true(nb_clock_mono_ms() - t0 >= 99);
+    assert_int_equal(job_runs[0] + job_runs[1], 0);
+    assert_int_equal(write(p[1], "xyz", 3), 3);
+    t0 = nb_clock_mono_ms();
+    nb_reaper_wait(&r, 100000);
+    /* the woken job ran once (its descriptor read empty), the wait went on to its end */
+    assert_int_equal(job_runs[1], 1);
+    assert_int_equal(job_runs[0], 0);
+    assert_true(nb_clock_mono_ms() - t0 >= 99);
+    assert_int_equal(read(p[0], &t0, 1), -1);
+    r.docker_away = 1;
+    jobs[1].needs_docker = 1; /* read empty, not run while Docker is away */
+    assert_int_equal(write(p[1], "x", 1), 1);
+    nb_reaper_wait(&r, 20000);
+    assert_int_equal(job_runs[1], 1);
+    assert_int_equal(read(p[0], &t0, 1), -1);
+    close(p[0]);
+    close(p[1]);
+}
+
 /* ---- the reaper: reconciliation ---- */
 
 static void test_judge_rules(void **state)
@@ -2425,6 +2506,8 @@ int main(void)
         T(test_expired_rule),
         T(test_expiry_destroys_expired_sandboxes_only),
         T(test_expiry_that_cannot_remove_leaves_the_slot_destroying),
+        cmocka_unit_test(test_reaper_runs_jobs_at_their_subticks),
+        cmocka_unit_test(test_reaper_wait_runs_a_woken_job_at_once),
         T(test_judge_rules),
         T(test_orphan_rule),
         T(test_reconcile_removes_orphan_containers),

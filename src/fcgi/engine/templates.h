@@ -14,9 +14,10 @@
  *
  * Builds run outside the workers: a worker writes the job (the context tar
  * made with libarchive, and a small JSON) under <sandbox_dir>/templates/
- * queue and answers 202; the reaper (nb_templates_pump, every tick) starts
- * at most template_builds_max builder processes, its children, and queues
- * the rest. A builder dies with the reaper (PDEATHSIG), so a build that was
+ * queue and answers 202; the reaper (nb_templates_pump, every subtick, and
+ * at once when nb_templates_queue_fd wakes it) starts at most
+ * template_builds_max builder processes, its children, and queues the
+ * rest. A builder dies with the reaper (PDEATHSIG), so a build that was
  * running when nanobox died is found "building" with no builder by the
  * next reaper's first pump, and marked failed.
  *
@@ -164,14 +165,18 @@ int nb_template_claim(struct nb_app *a, const char *name, const char *owner, uns
                       const char *parent, const char *parent_tpl, int64_t now, char rec_id[80],
                       struct nb_apierr *ae);
 
-/* The reaper's, every tick: fail orphaned builds, reap builders, start queued ones. */
+/*
+ * The reaper's, at every subtick and when the queue's descriptor wakes it:
+ * fail orphaned builds, reap builders, start queued ones.
+ */
 void nb_templates_pump(struct nb_app *a);
 /*
- * The reaper's sleep between ticks: usec, or less when a build is queued
- * (inotify on queue/), so that it starts at once rather than at the next
- * tick. A plain sleep when the directory cannot be watched.
+ * The reaper's wake source for the pump: a non-blocking inotify descriptor
+ * on queue/ that becomes readable when a build is queued, so that it
+ * starts at once rather than at the next subtick; the reaper reads it
+ * empty. -1 (logged) when the directory cannot be watched.
  */
-void nb_templates_sleep(struct nb_app *a, unsigned usec);
+int nb_templates_queue_fd(const struct nb_conf *c);
 /*
  * For a follower of a build log: an inotify descriptor on the templates
  * directory (a log written or created), or -1; nb_template_wait sleeps up to

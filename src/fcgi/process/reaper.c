@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +28,9 @@
 #include "templates.h"
 #include "warm.h"
 
-#define REAPER_TICK_US 1000000
-#define REAPER_SUBTICKS 10 /* pool checks per tick (a table scan each) */
-#define RECONCILE_EVERY 30 /* ticks between reconciliations */
+#define REAPER_SUBTICKS 10                            /* subticks a pass (~1 s) */
+#define REAPER_SUBTICK_US (1000000 / REAPER_SUBTICKS) /* the wait after each */
+#define RECONCILE_EVERY 30                            /* passes between reconciliations */
 
 static volatile sig_atomic_t reaper_stop;
 
@@ -447,11 +448,127 @@ int nb_reaper_reconcile(struct nb_app *a)
     return removed + (int)n;
 }
 
+/* ---- the loop: a table of jobs ---- */
+
+/*
+ * Docker's state, at every pass: a ping (its going away is noticed at
+ * once), or a reconciliation on the first pass, the third (slots that
+ * turned RUNNING in the second of a listing are not judged on it; a second
+ * pass just after start-up settles those quickly), every RECONCILE_EVERY
+ * passes, and every pass while Docker is away (a restart of dockerd), so
+ * that what still runs is adopted as soon as it answers.
+ */
+static void job_docker(struct nb_reaper *r)
+{
+    unsigned pass = r->tick / REAPER_SUBTICKS;
+    int due = pass % RECONCILE_EVERY == 0 || pass == 2;
+    if (!due && !r->docker_away) {
+        struct nb_derr de = {0};
+        r->docker_away = nb_docker_ping(&r->a->docker, &de) != 0;
+    }
+    if (due || r->docker_away)
+        r->docker_away = nb_reaper_reconcile(r->a) < 0;
+}
+
+static void job_expire(struct nb_reaper *r)
+{
+    nb_reaper_expire(r->a);
+}
+
+static void job_root_disk(struct nb_reaper *r)
+{
+    nb_reaper_root_disk(r->a);
+}
+
+static void job_ports(struct nb_reaper *r)
+{
+    nb_ports_reap(r->a);
+}
+
+/* a hand-out is refilled within a subtick (~0.1 s), not a second */
+static void job_warm(struct nb_reaper *r)
+{
+    if (nb_warm_refill(r->a) < 0) {
+        nb_warn("warm pool: Docker does not answer; refills wait until it does");
+        r->docker_away = 1;
+    }
+}
+
+/* template builds: a queued one starts at once (the queue's descriptor wakes the reaper) */
+static void job_templates(struct nb_reaper *r)
+{
+    nb_templates_pump(r->a);
+}
+
+static int job_may_run(const struct nb_reaper *r, const struct nb_reaper_job *j)
+{
+    return !(j->needs_docker && r->docker_away);
+}
+
+void nb_reaper_subtick(struct nb_reaper *r)
+{
+    for (size_t i = 0; i < r->njobs; i++) {
+        const struct nb_reaper_job *j = &r->jobs[i];
+        if (j->every > 0 && r->tick % j->every == 0 && job_may_run(r, j))
+            j->run(r);
+    }
+    r->tick++;
+}
+
+void nb_reaper_wait(struct nb_reaper *r, unsigned usec)
+{
+    struct pollfd pfd[NB_REAPER_JOBS_MAX];
+    size_t job_of[NB_REAPER_JOBS_MAX], n = 0;
+    int64_t end = nb_clock_mono_ms() + usec / 1000;
+
+    for (size_t i = 0; i < r->njobs && n < NB_REAPER_JOBS_MAX; i++) {
+        if (r->jobs[i].wake_fd < 0)
+            continue;
+        pfd[n].fd = r->jobs[i].wake_fd;
+        pfd[n].events = POLLIN;
+        job_of[n++] = i;
+    }
+    while (!reaper_stop) {
+        int64_t left = end - nb_clock_mono_ms();
+        int rc;
+        if (left <= 0)
+            break;
+        rc = poll(pfd, (nfds_t)n, (int)left);
+        if (rc < 0 && errno != EINTR) {
+            usleep((useconds_t)left * 1000); /* cannot poll: a plain sleep */
+            break;
+        }
+        for (size_t k = 0; rc > 0 && k < n; k++) {
+            const struct nb_reaper_job *j = &r->jobs[job_of[k]];
+            char buf[4096];
+            if (pfd[k].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+                pfd[k].fd = -1; /* broken: not a wake source for the rest of this wait */
+                continue;
+            }
+            if (!(pfd[k].revents & POLLIN))
+                continue;
+            while (read(pfd[k].fd, buf, sizeof(buf)) > 0)
+                ; /* read empty: one run serves every event so far */
+            if (job_may_run(r, j))
+                j->run(r);
+        }
+    }
+}
+
 void nb_reaper_run(struct nb_app *a)
 {
     struct sigaction sa;
-    unsigned tick = 0;
-    int docker_away = 0; /* reconcile every pass, refill nothing, until it answers */
+    /* in the order a subtick runs them; "every" in subticks */
+    struct nb_reaper_job jobs[] = {
+        {"docker", REAPER_SUBTICKS, 0, job_docker, -1},
+        {"expire", REAPER_SUBTICKS, 0, job_expire, -1},
+        {"root disk", REAPER_SUBTICKS * a->conf.root_disk_check, 1, job_root_disk, -1},
+        {"ports", REAPER_SUBTICKS, 0, job_ports, -1},
+        /* not while Docker is away: a failed create at every subtick */
+        {"warm refill", 1, 1, job_warm, -1},
+        {"templates", 1, 1, job_templates, nb_templates_queue_fd(&a->conf)},
+    };
+    struct nb_reaper r = {a, 0, 0, jobs, sizeof(jobs) / sizeof(jobs[0])};
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = reaper_on_term;
@@ -459,38 +576,8 @@ void nb_reaper_run(struct nb_app *a)
     sigaction(SIGINT, &sa, NULL);
     nb_log_set_role("reaper");
     while (!reaper_stop) {
-        /*
-         * Slots that turned RUNNING in the second of a listing are not judged
-         * on it; a second pass just after start-up settles those quickly.
-         * While Docker is away (a restart of dockerd), every pass tries
-         * again, so that what still runs is adopted as soon as it answers.
-         */
-        if (tick % REAPER_SUBTICKS == 0) {
-            unsigned pass = tick / REAPER_SUBTICKS;
-            int due = pass % RECONCILE_EVERY == 0 || pass == 2;
-            if (!due && !docker_away) {
-                /* a ping a second: Docker's going away is noticed at once */
-                struct nb_derr de = {0};
-                docker_away = nb_docker_ping(&a->docker, &de) != 0;
-            }
-            if (due || docker_away)
-                docker_away = nb_reaper_reconcile(a) < 0;
-            nb_reaper_expire(a);
-            if (!docker_away && pass % a->conf.root_disk_check == 0)
-                nb_reaper_root_disk(a);
-            nb_ports_reap(a);
-        }
-        /* every subtick: a hand-out is refilled within ~0.1 s, not a second;
-         * not while Docker is away (a failed create at every subtick) */
-        if (!docker_away && nb_warm_refill(a) < 0) {
-            nb_warn("warm pool: Docker does not answer; refills wait until it does");
-            docker_away = 1;
-        }
-        /* template builds: a queued one starts within a tick */
-        if (!docker_away)
-            nb_templates_pump(a);
-        tick++;
-        nb_templates_sleep(a, REAPER_TICK_US / REAPER_SUBTICKS); /* woken by a queued build */
+        nb_reaper_subtick(&r);
+        nb_reaper_wait(&r, REAPER_SUBTICK_US);
     }
     nb_docker_cleanup(&a->docker);
     _exit(0);

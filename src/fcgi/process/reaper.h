@@ -3,6 +3,7 @@
  * destroys expired sandboxes; at start and every reconcile interval it
  * reconciles the table with Docker (orphan containers removed, slots whose
  * container vanished freed, slots abandoned mid-create/destroy finished).
+ * Its loop runs a table of periodic jobs (nb_reaper_run, below).
  */
 #ifndef NB_REAPER_H
 #define NB_REAPER_H
@@ -63,6 +64,36 @@ int nb_reaper_owner_from_label(struct nb_slot *s, const struct nb_docker_ctr *ct
  * to be done, -1 if Docker could not say (reconciliation will).
  */
 int nb_reaper_container_event(struct nb_app *a, const char *id, const char *cid, int gone);
+
+/*
+ * The loop: a table of jobs, run in its order at the subticks they are
+ * due (every `every` subticks, counted from the reaper's start), with a
+ * wait of 0.1 s after each subtick. A job may hand the reaper a wake
+ * descriptor (non-blocking): when it becomes readable during the wait,
+ * the reaper reads it empty and runs that job at once, and the wait goes
+ * on to its end, so the other jobs keep their periods. docs/ARCHITECTURE.md
+ * ("Reaper") lists the jobs.
+ */
+#define NB_REAPER_JOBS_MAX 16
+struct nb_reaper;
+struct nb_reaper_job {
+    const char *name;
+    unsigned every;   /* subticks between runs (0: never at a subtick) */
+    int needs_docker; /* skipped while Docker is away */
+    void (*run)(struct nb_reaper *r);
+    int wake_fd; /* -1: none */
+};
+struct nb_reaper {
+    struct nb_app *a;
+    unsigned tick;   /* subticks run so far */
+    int docker_away; /* reconcile every pass, refill nothing, until it answers */
+    const struct nb_reaper_job *jobs;
+    size_t njobs;
+};
+/* Run the jobs due at r->tick, then count the subtick. */
+void nb_reaper_subtick(struct nb_reaper *r);
+/* Wait usec (to the millisecond), running the jobs whose wake descriptor fires. */
+void nb_reaper_wait(struct nb_reaper *r, unsigned usec);
 
 /* Loop forever (until SIGTERM), then _exit(0). */
 void nb_reaper_run(struct nb_app *a) __attribute__((noreturn));
