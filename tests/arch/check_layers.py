@@ -73,8 +73,6 @@ AGENT_SYMBOL = re.compile(r"^(nb_agent_|nba_)")
 
 # Known breaks, each with the item of issue 23 that removes it.
 KNOWN = {
-    # item 2: the visibility/awake checks become a route guard
-    ("http/http", "engine/sandbox"): "route guard",
     # item 4: http knows E2B's error writer by name
     ("http/http", "e2b/e2b_rpc"): "E2B front module",
     # item 2: the port-on-demand path goes through the route table

@@ -2,7 +2,8 @@
  * api_common.c - what the handlers of both fronts (api/, e2b/) share, under
  * them (docs/ARCHITECTURE.md, "Layers"): reading a JSON body, the fields
  * several routes take (env, metadata, memory, network, a command's timeout,
- * a code language). No handler here, and no call to one.
+ * a code language), and the route guard the HTTP layer runs before a
+ * handler (api_common.h). No handler here, and no call to one.
  */
 #include "config.h"
 
@@ -16,6 +17,29 @@
 #include "json.h"
 #include "network.h"
 #include "sandbox.h"
+
+/* ---------------------------------------------------------------- the route guard */
+
+/*
+ * The one ownership check, for every route with a sandbox id: a user
+ * key's request on a sandbox that is not its own answers the 404 of an
+ * unknown id, word for word (tests/integration/test_keys.py walks the
+ * route table through `nanobox-fcgi -R`). The E2B data plane carries no
+ * key: its access token is the owner's (e2b_common.c). Then one check for
+ * every route that reaches the processes: not while paused.
+ */
+static int route_guard(struct nb_app *a, struct nb_req *r, unsigned flags,
+                       const struct nb_route_args *ra, struct nb_apierr *ae)
+{
+    if ((flags & NB_ROUTE_ID) && !r->who.admin &&
+        nb_sandbox_visible(a, ra->id, r->who.name, ae) != 0)
+        return -1;
+    if ((flags & NB_ROUTE_AWAKE) && nb_sandbox_awake(a, ra->id, ae) != 0)
+        return -1;
+    return 0;
+}
+
+const struct nb_route_guard nb_api_route_guard = {nb_sandbox_id_valid, route_guard};
 
 /* ---------------------------------------------------------------- bodies */
 

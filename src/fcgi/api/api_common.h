@@ -1,7 +1,8 @@
 /*
  * api_common.h - what the handlers of both fronts share (api_common.c):
  * the helpers under them, which call engines and the HTTP layer but no
- * handler (docs/ARCHITECTURE.md, "Layers").
+ * handler (docs/ARCHITECTURE.md, "Layers"), and the route guard the worker
+ * hands the HTTP layer with the route table.
  */
 #ifndef NB_API_COMMON_H
 #define NB_API_COMMON_H
@@ -15,6 +16,17 @@
 #include "app.h"
 #include "http.h"
 #include "route.h"
+
+/*
+ * The route guard (nb_http_set_routes): a route's {id} is a sandbox id
+ * when nb_sandbox_id_valid says so; once the HTTP layer's own checks
+ * passed, a route with an id answers the 404 of an unknown id, word for
+ * word, when the sandbox is not the request's key's (an admin key sees
+ * every one), and a route flagged NB_ROUTE_AWAKE answers 409 paused while
+ * its sandbox is paused, unless it was created with auto_resume: then it
+ * is resumed first (nb_sandbox_visible, nb_sandbox_awake).
+ */
+extern const struct nb_route_guard nb_api_route_guard;
 
 /*
  * Read and parse the JSON body within the configured caps: 0, or -1 with

@@ -119,7 +119,7 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me,
         nb_error("cannot initialise the Docker client");
         _exit(1);
     }
-    nb_http_set_routes(nb_api_routes, nb_api_n_routes);
+    nb_http_set_routes(nb_api_routes, nb_api_n_routes, &nb_api_route_guard);
     worker_me = me;
     worker_board = board;
     worker_nboard = nboard;
