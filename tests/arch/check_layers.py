@@ -75,8 +75,6 @@ AGENT_SYMBOL = re.compile(r"^(nb_agent_|nba_)")
 KNOWN = {
     # item 4: http knows E2B's error writer by name
     ("http/http", "e2b/e2b_rpc"): "E2B front module",
-    # item 2: the port-on-demand path goes through the route table
-    ("process/worker", "api/api_ports"): "route table",
 }
 
 

@@ -24,6 +24,12 @@
  */
 extern const struct nb_route_entry nb_api_routes[];
 extern const size_t nb_api_n_routes;
+/*
+ * The one request served past the table (api_routes.c): nginx's
+ * port-on-demand check, a request with NANOBOX_PORT_ON_DEMAND (the worker
+ * serves it so, never a client's); api_port_on_demand below.
+ */
+extern int (*const nb_api_port_on_demand)(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae);
 
 /* Print the table, one row a line: METHOD PATH FLAGS ("-" for none), tab-separated
  * (`nanobox-fcgi -R`; the OpenAPI check compares it with docs/openapi.yaml). */
