@@ -14,7 +14,8 @@ a call through a header counts, a function pointer set up at start does not.
      allows calls sideways (SIDEWAYS). A call to a higher rank, or to
      another folder of the same rank, breaks the rule: http and the
      engines do not know each other, and a handler (api/, e2b/) calls no
-     other handler, only the helpers under it.
+     other handler, only the helpers under it. The helpers files of one
+     folder (rank 2) may call each other, without a cycle (rule 1).
   3. Only the engines speak the agent protocol: a reference to nb_agent_*
      or nba_* (the frame and field codec) from any other nanobox-fcgi file,
      or an #include "agentproto.h" outside src/fcgi/engine, breaks it.
@@ -72,31 +73,8 @@ AGENT_SYMBOL = re.compile(r"^(nb_agent_|nba_)")
 
 # Known breaks, each with the item of issue 23 that removes it.
 KNOWN = {
-    # item 2: the visibility/awake checks become a route guard
-    ("http/http", "engine/sandbox"): "route guard",
     # item 4: http knows E2B's error writer by name
     ("http/http", "e2b/e2b_rpc"): "E2B front module",
-    # item 2: the port-on-demand path goes through the route table
-    ("process/worker", "api/api_ports"): "route table",
-    # item 2: what handlers share moves to a helpers file
-    ("api/api_code", "api/api_exec"): "handler helpers",
-    ("api/api_code", "api/api_sandbox"): "handler helpers",
-    ("api/api_exec", "api/api_sandbox"): "handler helpers",
-    ("api/api_files", "api/api_sandbox"): "handler helpers",
-    ("api/api_ports", "api/api_sandbox"): "handler helpers",
-    ("api/api_processes", "api/api_sandbox"): "handler helpers",
-    ("api/api_run", "api/api_exec"): "handler helpers",
-    ("api/api_run", "api/api_sandbox"): "handler helpers",
-    ("api/api_sandbox", "api/api_network"): "handler helpers",
-    ("api/api_templates", "api/api_sandbox"): "handler helpers",
-    ("e2b/api_e2b", "api/api_sandbox"): "handler helpers",
-    ("e2b/api_e2b_data", "api/api_code"): "handler helpers",
-    ("e2b/api_e2b_data", "api/api_sandbox"): "handler helpers",
-    ("e2b/api_e2b_data", "e2b/api_e2b"): "handler helpers",
-    ("e2b/api_e2b_fs", "e2b/api_e2b"): "handler helpers",
-    ("e2b/api_e2b_fs", "e2b/api_e2b_proc"): "handler helpers",
-    ("e2b/api_e2b_proc", "api/api_sandbox"): "handler helpers",
-    ("e2b/api_e2b_proc", "e2b/api_e2b"): "handler helpers",
 }
 
 
@@ -197,7 +175,7 @@ def order_breaks(graph):
                 out.append((a, b, f"calls up (rank {ra} -> {rb})"))
             elif rb == ra and fa != fb:
                 out.append((a, b, f"calls sideways into another layer ({fa} -> {fb})"))
-            elif rb == ra and fa not in SIDEWAYS:
+            elif rb == ra == HANDLER_RANK and fa not in SIDEWAYS:
                 out.append((a, b, f"a handler calls another handler ({fa})"))
             elif rb == HANDLER_RANK and a != ROUTE_TABLE:
                 out.append((a, b, "reaches a handler past the route table"))
@@ -286,7 +264,8 @@ def self_test():
     """The rules on made-up graphs: each planted break is found."""
     g = {"engine/exec": {"engine/agent", "base/apierr"}, "api/api_exec": {"engine/exec", "http/http"},
          "http/http": {"base/apierr"}, "process/worker": {"api/api_routes", "http/http"},
-         "api/api_routes": {"api/api_exec"}, "api/api_common": {"engine/exec"}}
+         "api/api_routes": {"api/api_exec"}, "api/api_common": {"engine/exec"},
+         "e2b/api_e2b_fs": {"e2b/e2b_common", "api/api_common"}, "e2b/e2b_common": {"e2b/e2b_rpc"}}
     assert order_breaks(g) == [], order_breaks(g)
     assert cycles(g) == []
     planted = [
@@ -296,6 +275,7 @@ def self_test():
         ({"api/api_code": {"api/api_exec"}}, "another handler"),
         ({"e2b/api_e2b_fs": {"api/api_files"}}, "another layer"),    # front -> other front
         ({"api/api_common": {"api/api_exec"}}, "calls up"),          # helpers -> handler
+        ({"e2b/e2b_common": {"api/api_common"}}, "another layer"),  # helpers -> other front's
         ({"base/apierr": {"engine/exec"}}, "calls up"),
         ({"process/worker": {"api/api_ports"}}, "past the route table"),
     ]

@@ -13,6 +13,7 @@
 #include <yajl/yajl_gen.h>
 #include <yajl/yajl_tree.h>
 
+#include "api_common.h"
 #include "app.h"
 #include "http.h"
 #include "route.h"
@@ -23,6 +24,12 @@
  */
 extern const struct nb_route_entry nb_api_routes[];
 extern const size_t nb_api_n_routes;
+/*
+ * The one request served past the table (api_routes.c): nginx's
+ * port-on-demand check, a request with NANOBOX_PORT_ON_DEMAND (the worker
+ * serves it so, never a client's); api_port_on_demand below.
+ */
+extern int (*const nb_api_port_on_demand)(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae);
 
 /* Print the table, one row a line: METHOD PATH FLAGS ("-" for none), tab-separated
  * (`nanobox-fcgi -R`; the OpenAPI check compares it with docs/openapi.yaml). */
@@ -143,35 +150,6 @@ int api_e2b_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args
                   struct nb_apierr *ae);
 int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);
-/*
- * The E2B data plane's one access check (api_e2b.c): the request's
- * X-Access-Token is the envdAccessToken create and connect gave for
- * sandbox id (an HMAC of the id under the API key). 0, or -1 with ae set
- * (401 "unauthenticated"). Every data-plane handler but /health calls it.
- */
-int e2b_data_authorized(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae);
-/* The sandbox user's home as E2B's SDKs see it: e2b_home, else the workspace (api_e2b.c). */
-const char *e2b_home(const struct nb_conf *c);
-/* A path of an E2B call (relative: under e2b_home) checked as nb_files_path does (api_e2b.c). */
-int e2b_path(const struct nb_conf *c, const char *raw, size_t len, char *out, size_t outlen,
-             struct nb_apierr *ae);
-/* t (unix seconds) as RFC 3339 in UTC under key, as E2B writes its times (api_e2b.c). */
-void e2b_json_time(yajl_gen g, const char *key, int64_t t);
-/*
- * The Connect-RPC helpers every envd service uses (api_e2b_proc.c):
- * the running sandbox a call names, once its access token is checked
- * (502 unavailable otherwise); the request message, a streaming call's
- * one envelope or a unary call's body, as a JSON object (NULL for an
- * empty unary body); a message's member by its protobuf-JSON name or
- * alt (the proto's), NULL when absent or null.
- */
-int e2b_rpc_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-                    struct nb_slot *slot, struct nb_apierr *ae);
-int e2b_rpc_request(struct nb_app *a, struct nb_req *r, int stream, yajl_val *out,
-                    struct nb_apierr *ae);
-yajl_val e2b_rpc_member(yajl_val obj, const char *key, const char *alt);
-/* A server stream's next message, as built in g (freed), in its envelope: 0, or -1 when the client left. */
-int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g);
 /* GET /sandboxes/{id}/metrics (api_metrics.c): one sample of the cgroup's numbers */
 int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae);
@@ -250,69 +228,5 @@ int api_sandbox_snapshot(struct nb_app *a, struct nb_req *r, const struct nb_rou
                          struct nb_apierr *ae);
 int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                       struct nb_apierr *ae);
-
-/*
- * Read and parse the JSON body within the configured caps: 0, or -1 with
- * ae set (413, 400 bad_json). *out is NULL for an empty body; the caller
- * frees it with yajl_tree_free.
- */
-int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out, struct nb_apierr *ae);
-/*
- * The same; a string holding an escaped NUL (\u0000), which every field
- * would silently cut short, is refused with 400 nul_code ("bad_field" for
- * api_read_json, "bad_path" where every string is a path).
- */
-int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const char *nul_code,
-                      struct nb_apierr *ae);
-/* The same with a cap of its own instead of max_body (POST /templates: a build context). */
-int api_read_json_cap(struct nb_app *a, struct nb_req *r, size_t cap, yajl_val *out,
-                      const char *nul_code, struct nb_apierr *ae);
-
-/*
- * Validate an env object ({NAME: "value"}) into "NAME=value" strings
- * (caller frees each and the array). -1 with ae set on a bad name/size.
- */
-int api_env_list(const struct nb_conf *c, yajl_val env, char ***out, unsigned *n,
-                 struct nb_apierr *ae);
-void api_env_free(char **env, unsigned n);
-
-/*
- * A create's metadata ({str: str}, NULL: none) as JSON text into out,
- * within the operator's max_metadata and max_metadata_bytes; -1 with ae
- * set (400 a value not a string, 422 too many or too large).
- */
-int api_metadata_text(const struct nb_conf *c, yajl_val meta, char *out, size_t outlen,
-                      struct nb_apierr *ae);
-
-/*
- * A create's "network" value (NULL: none): "none", "bridge", or an object
- * {"mode", "allow", "deny"}; *bridge and the policy out. -1 with ae set:
- * 400 on a wrong type, 422 on a bad rule, 403 where the operator says no.
- */
-struct nb_net_policy;
-int api_network_value(const struct nb_conf *c, yajl_val v, int *bridge, struct nb_net_policy *p,
-                      struct nb_apierr *ae);
-/* The answer of PUT /sandbox/{id}/network: the policy as applied, rules in canonical text. */
-void api_network_json(yajl_gen g, const char *id, const struct nb_net_policy *p);
-
-/* A memory field: bytes as an integer, or a size string like "128m". 0, or -1. */
-int api_memory_value(yajl_val v, uint64_t *out);
-
-/*
- * A command's timeout field (NULL: exec_timeout) into *out; -1 with ae set
- * (422) when it is not in (0, exec_timeout_max].
- */
-int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb_apierr *ae);
-
-/*
- * A code call's "language" field (NULL: none, *out left as it is) as the
- * bridge's name in *out; -1 with ae set (status: 422 native, 400 E2B's)
- * for a language there is no context of.
- */
-int api_code_language(yajl_val v, int status, const char **out, struct nb_apierr *ae);
-
-/* Does a sandbox's metadata (JSON) hold every keys[i] = values[i]? 1 yes (n 0: yes), 0 no. */
-int api_metadata_matches(const char *metadata, const char (*keys)[128], const char (*values)[256],
-                         unsigned n);
 
 #endif

@@ -17,21 +17,6 @@
 #include "json.h"
 #include "sandbox.h"
 
-int api_code_language(yajl_val v, int status, const char **out, struct nb_apierr *ae)
-{
-    if (v == NULL)
-        return 0;
-    *out = nb_code_language(nb_json_string(v));
-    if (*out == NULL) {
-        nb_apierr_set(
-            ae, status, "unsupported_language",
-            "language \"%.32s\" is not one of python, javascript (js), typescript (ts), bash",
-            nb_json_string(v));
-        return -1;
-    }
-    return 0;
-}
-
 /* A "context" field (NULL: none) in *out, checked like a path's {ctx}. */
 static int code_context(yajl_val v, const char **out, struct nb_apierr *ae)
 {

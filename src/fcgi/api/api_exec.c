@@ -26,22 +26,6 @@
 #include "json.h"
 #include "sandbox.h"
 
-int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb_apierr *ae)
-{
-    *out = c->exec_timeout;
-    if (v == NULL)
-        return 0;
-    *out = nb_json_double(v);
-    /* below 1 ms the agent's whole milliseconds would say 0, which means none */
-    if (!(*out >= 0.001) || *out > c->exec_timeout_max) {
-        nb_apierr_set(ae, 422, "out_of_range",
-                      "timeout must be at least 0.001 and at most %u seconds (exec_timeout_max)",
-                      c->exec_timeout_max);
-        return -1;
-    }
-    return 0;
-}
-
 /*
  * What to run: "command" (a /bin/sh -c string) or "argv" (the program and
  * its arguments, passed as they are), exactly one of them. max_command caps

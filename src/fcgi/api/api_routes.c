@@ -137,6 +137,10 @@ const struct nb_route_entry nb_api_routes[] = {
 
 const size_t nb_api_n_routes = sizeof(nb_api_routes) / sizeof(nb_api_routes[0]);
 
+/* nginx's port-on-demand check: the worker serves it past the table, by this name */
+int (*const nb_api_port_on_demand)(struct nb_app *, struct nb_req *,
+                                   struct nb_apierr *) = api_port_on_demand;
+
 void nb_api_routes_print(FILE *f)
 {
     static const struct {

@@ -5,7 +5,6 @@
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,163 +18,6 @@
 #include "templates.h"
 
 #define MiB (1024ULL * 1024ULL)
-
-int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out, struct nb_apierr *ae)
-{
-    return api_read_json_nul(a, r, out, "bad_field", ae);
-}
-
-int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const char *nul_code,
-                      struct nb_apierr *ae)
-{
-    return api_read_json_cap(a, r, a->conf.max_body, out, nul_code, ae);
-}
-
-int api_read_json_cap(struct nb_app *a, struct nb_req *r, size_t cap, yajl_val *out,
-                      const char *nul_code, struct nb_apierr *ae)
-{
-    char err[256];
-    *out = NULL;
-    if (nb_http_read_body(r, cap, ae) != 0)
-        return -1;
-    if (nb_json_parse(r->body.data, r->body.len, a->conf.max_json_depth, out, err, sizeof(err)) !=
-        0) {
-        nb_apierr_set(ae, 400, "bad_json", "%s", err);
-        return -1;
-    }
-    if (*out != NULL && !YAJL_IS_OBJECT(*out)) {
-        yajl_tree_free(*out);
-        *out = NULL;
-        nb_apierr_set(ae, 400, "bad_json", "the body must be a JSON object");
-        return -1;
-    }
-    /* yajl hands a string with \u0000 over NUL-terminated: it would silently end there */
-    if (nb_json_has_nul(r->body.data, r->body.len)) {
-        yajl_tree_free(*out);
-        *out = NULL;
-        nb_apierr_set(ae, 400, nul_code,
-                      "a string contains a NUL byte (\\u0000), which no field can "
-                      "hold; send binary data base64-encoded (stdin_encoding, encoding)");
-        return -1;
-    }
-    return 0;
-}
-
-static int env_name_valid(const char *s)
-{
-    if (!(isalpha((unsigned char)*s) || *s == '_'))
-        return 0;
-    for (s++; *s; s++)
-        if (!(isalnum((unsigned char)*s) || *s == '_'))
-            return 0;
-    return 1;
-}
-
-void api_env_free(char **env, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++)
-        free(env[i]);
-    free(env);
-}
-
-int api_env_list(const struct nb_conf *c, yajl_val env, char ***out, unsigned *n,
-                 struct nb_apierr *ae)
-{
-    char **list;
-    size_t len;
-    *out = NULL;
-    *n = 0;
-    if (env == NULL)
-        return 0;
-    len = env->u.object.len;
-    if (len > c->max_env) {
-        nb_apierr_set(ae, 422, "out_of_range", "env has %zu entries; the limit is %u (max_env)",
-                      len, c->max_env);
-        return -1;
-    }
-    list = nb_xcalloc(len ? len : 1, sizeof(char *));
-    for (size_t i = 0; i < len; i++) {
-        const char *k = env->u.object.keys[i];
-        yajl_val v = env->u.object.values[i];
-        size_t need;
-        if (!env_name_valid(k)) {
-            nb_apierr_set(ae, 400, "bad_field", "env name \"%.64s\" is not a valid variable name",
-                          k);
-            goto fail;
-        }
-        if (!YAJL_IS_STRING(v)) {
-            nb_apierr_set(ae, 400, "bad_field", "env value of %.64s must be a string", k);
-            goto fail;
-        }
-        need = strlen(k) + 1 + strlen(nb_json_string(v));
-        if (need > c->max_env_bytes) {
-            nb_apierr_set(ae, 422, "out_of_range",
-                          "env %.64s is %zu bytes; the limit is %zu (max_env_bytes)", k, need,
-                          c->max_env_bytes);
-            goto fail;
-        }
-        list[i] = nb_xmalloc(need + 1);
-        snprintf(list[i], need + 1, "%s=%s", k, nb_json_string(v));
-        (*n)++;
-    }
-    *out = list;
-    return 0;
-fail:
-    api_env_free(list, *n);
-    *n = 0;
-    return -1;
-}
-
-/* Metadata: {str: str}, few and small; serialized into out (the E2B facade's too). */
-int api_metadata_text(const struct nb_conf *c, yajl_val meta, char *out, size_t outlen,
-                      struct nb_apierr *ae)
-{
-    yajl_gen g;
-    const unsigned char *buf;
-    size_t len;
-    if (meta == NULL) {
-        snprintf(out, outlen, "{}");
-        return 0;
-    }
-    if (meta->u.object.len > c->max_metadata) {
-        nb_apierr_set(ae, 422, "out_of_range",
-                      "metadata has %zu entries; the limit is %u (max_metadata)",
-                      meta->u.object.len, c->max_metadata);
-        return -1;
-    }
-    for (size_t i = 0; i < meta->u.object.len; i++) {
-        if (!YAJL_IS_STRING(meta->u.object.values[i])) {
-            nb_apierr_set(ae, 400, "bad_field", "metadata value of \"%.64s\" must be a string",
-                          meta->u.object.keys[i]);
-            return -1;
-        }
-    }
-    g = nb_json_gen();
-    nb_json_tree(g, meta);
-    yajl_gen_get_buf(g, &buf, &len);
-    if (len > c->max_metadata_bytes || len >= outlen) {
-        nb_apierr_set(ae, 422, "out_of_range",
-                      "metadata is %zu bytes as JSON; the limit is %zu (max_metadata_bytes)", len,
-                      c->max_metadata_bytes);
-        yajl_gen_free(g);
-        return -1;
-    }
-    memcpy(out, buf, len);
-    out[len] = '\0';
-    yajl_gen_free(g);
-    return 0;
-}
-
-/* memory: bytes as an integer, or a size string like "128m". */
-int api_memory_value(yajl_val v, uint64_t *out)
-{
-    if (YAJL_IS_STRING(v))
-        return nb_parse_size(nb_json_string(v), out);
-    if (nb_json_int(v) < 0)
-        return -1;
-    *out = (uint64_t)nb_json_int(v);
-    return 0;
-}
 
 /* Writes the public view of a sandbox (the keys of docs/API.md). */
 static void sandbox_info(yajl_gen g, const struct nb_slot *s, int64_t now)
@@ -422,25 +264,6 @@ static int list_filter_cb(void *arg, const char *k, const char *v)
     snprintf(lf->values[lf->n], sizeof(lf->values[0]), "%s", v);
     lf->n++;
     return 0;
-}
-
-int api_metadata_matches(const char *metadata, const char (*keys)[128], const char (*values)[256],
-                         unsigned n)
-{
-    char err[64];
-    yajl_val meta = NULL;
-    int ok = 1;
-    if (n == 0)
-        return 1;
-    if (nb_json_parse(metadata, strlen(metadata), 4, &meta, err, sizeof(err)) != 0 || !meta)
-        return 0;
-    for (unsigned i = 0; ok && i < n; i++) {
-        const char *path[] = {keys[i], NULL};
-        yajl_val v = yajl_tree_get(meta, path, yajl_t_string);
-        ok = v != NULL && !strcmp(nb_json_string(v), values[i]);
-    }
-    yajl_tree_free(meta);
-    return ok;
 }
 
 int api_sandbox_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,

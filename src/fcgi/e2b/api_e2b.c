@@ -15,18 +15,13 @@
 #include <string.h>
 #include <time.h>
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include "api.h"
 #include "clock.h"
-#include "files.h"
+#include "e2b_common.h"
 #include "isolation.h"
 #include "json.h"
 #include "query.h"
 #include "sandbox.h"
-#include "tenant.h"
 
 /*
  * The envd version the facade claims. The SDK gates features on it
@@ -68,28 +63,6 @@ static int image_of(const struct nb_conf *c, const char *tpl, char *out, size_t 
         return -1;
     snprintf(out, outlen, "%s", img);
     return 0;
-}
-
-const char *e2b_home(const struct nb_conf *c)
-{
-    return c->e2b_home[0] != '\0' ? c->e2b_home : c->workspace;
-}
-
-int e2b_path(const struct nb_conf *c, const char *raw, size_t len, char *out, size_t outlen,
-             struct nb_apierr *ae)
-{
-    return nb_files_path_in(e2b_home(c), raw, len, out, outlen, ae);
-}
-
-/* RFC 3339 in UTC, as E2B's startedAt and endAt. */
-void e2b_json_time(yajl_gen g, const char *key, int64_t t)
-{
-    char buf[32];
-    struct tm tm;
-    time_t tt = (time_t)t;
-    gmtime_r(&tt, &tm);
-    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    nb_json_kv_str(g, key, buf);
 }
 
 /* "2024-05-01T10:00:00.123Z" or with "+02:00": unix seconds; -1 if it is not one. */
@@ -149,76 +122,6 @@ static void kv_metadata(yajl_gen g, const struct nb_slot *s)
     yajl_tree_free(meta);
 }
 
-/* What the access token's HMAC signs before the sandbox id: a token for nothing else. */
-#define E2B_TOKEN_CONTEXT "nanobox e2b envdAccessToken v1:"
-#define E2B_TOKEN_LEN 64 /* hex of HMAC-SHA256 */
-
-/*
- * The sandbox's envdAccessToken: HMAC-SHA256 of the context and the
- * sandbox id, in hex, under its owner's secret: the SHA-256 of the owner's
- * key for a key of the keys file (the file is the owner's and the
- * operator's only), the API key for the "default" key's sandboxes. Only who
- * holds that can make it, it opens one sandbox's data plane only, and it
- * stops working when the owner's key is removed. -1 (no token) when there
- * is no secret.
- */
-static int access_token(const struct nb_conf *c, const char *owner, const char *id,
-                        char out[E2B_TOKEN_LEN + 1])
-{
-    unsigned char msg[sizeof(E2B_TOKEN_CONTEXT) + NB_ID_LEN], mac[EVP_MAX_MD_SIZE];
-    unsigned maclen = 0;
-    size_t ctx = strlen(E2B_TOKEN_CONTEXT), idlen = strnlen(id, NB_ID_LEN);
-    const void *secret = c->api_key;
-    int secret_len = (int)strlen(c->api_key);
-    struct nb_key k;
-
-    if (strcmp(owner, NB_KEY_DEFAULT) != 0 && nb_tenant_lookup(owner, &k) == 0) {
-        secret = k.hash;
-        secret_len = (int)sizeof(k.hash);
-    }
-    if (secret_len == 0)
-        return -1;
-    memcpy(msg, E2B_TOKEN_CONTEXT, ctx);
-    memcpy(msg + ctx, id, idlen);
-    if (HMAC(EVP_sha256(), secret, secret_len, msg, ctx + idlen, mac, &maclen) == NULL ||
-        maclen * 2 != E2B_TOKEN_LEN)
-        return -1;
-    for (unsigned i = 0; i < maclen; i++)
-        snprintf(out + 2 * i, 3, "%02x", mac[i]);
-    return 0;
-}
-
-int e2b_data_authorized(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae)
-{
-    char want[E2B_TOKEN_LEN + 1], owner[NB_OWNER_LEN + 8] = "";
-    /* envd calls send it as X-Access-Token; the code interpreter's SDK sends
-     * it so on /execute only, and as E2B-Traffic-Access-Token (create's
-     * trafficAccessToken, the same token) on every call */
-    const char *given = nb_http_param(r, "HTTP_X_ACCESS_TOKEN");
-    struct nb_slot *s;
-
-    if (given == NULL)
-        given = nb_http_param(r, "HTTP_E2B_TRAFFIC_ACCESS_TOKEN");
-
-    nb_tenant_refresh(a); /* a data-plane request carries no key: the keys may be old */
-    if (!nb_tenant_auth_on(a))
-        return 0; /* no key, no tokens: the data plane is as open as the API */
-    /* an unknown id gets the same 401 as a wrong token: nothing leaks */
-    nb_table_lock(&a->table);
-    s = nb_table_find(&a->table, id);
-    if (s != NULL)
-        snprintf(owner, sizeof(owner), "%s", s->owner);
-    nb_table_unlock(&a->table);
-    if (access_token(&a->conf, owner, id, want) == 0 && given != NULL &&
-        strlen(given) == E2B_TOKEN_LEN && CRYPTO_memcmp(given, want, E2B_TOKEN_LEN) == 0)
-        return 0;
-    nb_apierr_set(ae, 401, "unauthenticated",
-                  "missing or wrong X-Access-Token: send the envdAccessToken that creating or "
-                  "connecting to sandbox %.64s returned",
-                  id);
-    return -1;
-}
-
 /* E2B's Sandbox (the answer of create and connect). */
 static void sandbox_json(yajl_gen g, const struct nb_conf *c, const struct nb_slot *s)
 {
@@ -229,7 +132,7 @@ static void sandbox_json(yajl_gen g, const struct nb_conf *c, const struct nb_sl
     nb_json_kv_str(g, "clientID", E2B_CLIENT_ID);
     nb_json_kv_str(g, "envdVersion", E2B_ENVD_VERSION);
     /* the SDK sends it as X-Access-Token on every envd call (e2b_data_authorized) */
-    if (access_token(c, s->owner, s->id, token) == 0) {
+    if (e2b_access_token(c, s->owner, s->id, token) == 0) {
         nb_json_kv_str(g, "envdAccessToken", token);
         nb_json_kv_str(g, "trafficAccessToken", token);
     }

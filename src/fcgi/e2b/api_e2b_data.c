@@ -30,6 +30,7 @@
 
 #include "api.h"
 #include "code.h"
+#include "e2b_common.h"
 #include "files.h"
 #include "json.h"
 #include "multipart.h"

@@ -37,6 +37,7 @@
 
 #include "api.h"
 #include "clock.h"
+#include "e2b_common.h"
 #include "e2b_rpc.h"
 #include "files.h"
 #include "json.h"

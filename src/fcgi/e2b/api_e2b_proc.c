@@ -48,6 +48,7 @@
 #include "api.h"
 #include "base64.h"
 #include "clock.h"
+#include "e2b_common.h"
 #include "e2b_rpc.h"
 #include "exec.h"
 #include "json.h"
@@ -61,77 +62,6 @@
 #define RPC_KEEPALIVE_MAX_S 600
 /* Output bytes per data event (base64 makes it 4/3 of that). */
 #define RPC_CHUNK (64 * 1024)
-
-/* The running sandbox a data-plane call names, once its access token is checked. */
-int e2b_rpc_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-                    struct nb_slot *slot, struct nb_apierr *ae)
-{
-    if (e2b_data_authorized(a, r, ra->id, ae) != 0)
-        return -1;
-    if (!nb_sandbox_id_valid(ra->id) || nb_sandbox_get(a, ra->id, slot, ae) != 0 ||
-        slot->state != NB_SLOT_RUNNING) {
-        /* what E2B's proxy says for a sandbox that is gone: the SDK then asks /health */
-        nb_apierr_set(ae, 502, "unavailable", "sandbox \"%.64s\" is not running", ra->id);
-        return -1;
-    }
-    return 0;
-}
-
-/*
- * The request message: a streaming call's one envelope or a unary call's
- * body, as a JSON object (NULL for an empty unary body). -1 with ae set.
- */
-int e2b_rpc_request(struct nb_app *a, struct nb_req *r, int stream, yajl_val *out,
-                    struct nb_apierr *ae)
-{
-    const char *msg = NULL;
-    size_t len = 0;
-    char err[256];
-    int rc;
-
-    *out = NULL;
-    if (nb_http_read_body(r, a->conf.max_body, ae) != 0)
-        return -1;
-    if (stream != nb_rpc_is_stream_ctype(nb_http_param(r, "CONTENT_TYPE"))) {
-        nb_apierr_set(ae, 400, "invalid_argument", "%s is a %s procedure: send Content-Type: %s",
-                      r->path, stream ? "server-streaming" : "unary",
-                      stream ? NB_RPC_STREAM_CTYPE : "application/json");
-        return -1;
-    }
-    if (!stream) {
-        msg = r->body.data;
-        len = r->body.len;
-    } else if ((rc = nb_rpc_unenvelope(r->body.data, r->body.len, &msg, &len)) != 0) {
-        if (rc == -2)
-            nb_apierr_set(ae, 400, "unimplemented", "compressed messages are not supported");
-        else
-            nb_apierr_set(ae, 400, "invalid_argument",
-                          "the request is not one Connect envelope (flags 0, 4-byte length, JSON)");
-        return -1;
-    }
-    if (len > 0 && nb_json_parse(msg, len, a->conf.max_json_depth, out, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "invalid_argument", "%s", err);
-        return -1;
-    }
-    if (*out != NULL && (!YAJL_IS_OBJECT(*out) || nb_json_has_nul(msg, len))) {
-        yajl_tree_free(*out);
-        *out = NULL;
-        nb_apierr_set(ae, 400, "invalid_argument",
-                      "the message must be a JSON object without NUL bytes in its strings");
-        return -1;
-    }
-    return 0;
-}
-
-/* obj's member key (protobuf-JSON: the lowerCamelCase name or the proto's), not null. */
-yajl_val e2b_rpc_member(yajl_val obj, const char *key, const char *alt)
-{
-    const char *p1[] = {key, NULL}, *p2[] = {alt, NULL};
-    yajl_val v = obj != NULL ? yajl_tree_get(obj, p1, yajl_t_any) : NULL;
-    if (v == NULL && alt != NULL && obj != NULL)
-        v = yajl_tree_get(obj, p2, yajl_t_any);
-    return v == NULL || YAJL_IS_NULL(v) ? NULL : v;
-}
 
 /* A uint32 in protobuf-JSON: a number, or a string of digits. */
 static int uint32_of(yajl_val v, uint32_t *out)
@@ -208,21 +138,6 @@ struct follow {
     const char *out_key; /* the data event's key for stdout: "stdout", or "pty" on a terminal */
     int polling;         /* the agent cannot wait (older than W): poll it */
 };
-
-int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g)
-{
-    const unsigned char *buf;
-    size_t len;
-    struct nb_buf b;
-    int rc;
-    yajl_gen_get_buf(g, &buf, &len);
-    nb_buf_init(&b, len + NB_RPC_ENVELOPE_HEAD);
-    nb_rpc_envelope(&b, 0, buf, len);
-    rc = nb_http_stream_bytes(r, b.data, b.len);
-    nb_buf_free(&b);
-    yajl_gen_free(g);
-    return rc;
-}
 
 /* One ProcessEvent ({"event": {...}}) in its envelope; -1 when the client is gone. */
 static int send_event(struct follow *f, yajl_gen g)

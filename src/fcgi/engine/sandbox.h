@@ -79,7 +79,7 @@ int nb_sandbox_quota_locked(struct nb_app *a, const struct nb_sandbox_spec *spec
                             struct nb_apierr *ae);
 
 /*
- * The one ownership check (the HTTP layer's, for every route with a
+ * The one ownership check (the route guard's, for every route with a
  * sandbox id): 0 if id is a live sandbox owned by owner, else the 404 an
  * unknown id answers, word for word, so a sandbox of another key cannot be
  * told from none.
@@ -138,7 +138,7 @@ int nb_sandbox_resume(struct nb_app *a, const char *id, struct nb_slot *out, str
 
 /*
  * For the routes that need the sandbox's processes (exec, files,
- * processes, code, ports; the HTTP layer calls it before their handler):
+ * processes, code, ports; the route guard calls it before their handler):
  * 0 if id is not paused (or not there: the handler answers that), 409
  * paused if it is, unless it was created with auto_resume: then it is
  * resumed first (0, or the resume's error).

@@ -22,7 +22,6 @@
 #include "log.h"
 #include "metrics.h"
 #include "query.h"
-#include "sandbox.h"
 #include "tenant.h"
 
 /* The two ends of an internal request: its body in, its answer out. */
@@ -41,6 +40,7 @@ struct nb_http_capture {
 /* The table requests are routed by (nb_http_set_routes). */
 static const struct nb_route_entry *http_routes;
 static size_t http_n_routes;
+static const struct nb_route_guard *http_guard;
 /* Told when a request of a NB_ROUTE_BULK row begins (nb_http_set_bulk_hook). */
 static void (*http_bulk_hook)(void);
 
@@ -179,10 +179,12 @@ int nb_http_is_internal(const struct nb_req *r)
     return r->capture != NULL;
 }
 
-void nb_http_set_routes(const struct nb_route_entry *tab, size_t n)
+void nb_http_set_routes(const struct nb_route_entry *tab, size_t n,
+                        const struct nb_route_guard *guard)
 {
     http_routes = tab;
     http_n_routes = n;
+    http_guard = guard;
 }
 
 void nb_http_set_bulk_hook(void (*fn)(void))
@@ -401,11 +403,11 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     if (!nb_http_is_internal(r) && !rate_ok(r, ae))
         return NB_ERR;
     /* E2B's ids are opaque to its SDK: one that is not ours names no sandbox */
-    if ((flags & NB_ROUTE_E2B) && (flags & NB_ROUTE_ID) && !nb_sandbox_id_valid(ra.id)) {
+    if ((flags & NB_ROUTE_E2B) && (flags & NB_ROUTE_ID) && !http_guard->id_valid(ra.id)) {
         nb_apierr_set(ae, 404, "not_found", "sandbox \"%.64s\" not found", ra.id);
         return NB_ERR;
     }
-    if ((flags & NB_ROUTE_ID) && !nb_sandbox_id_valid(ra.id)) {
+    if ((flags & NB_ROUTE_ID) && !http_guard->id_valid(ra.id)) {
         nb_apierr_set(ae, 400, "bad_id", "\"%.64s\" is not a sandbox id (a lowercase UUID)", ra.id);
         return NB_ERR;
     }
@@ -429,18 +431,8 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
                       allowed);
         return NB_ERR;
     }
-    /*
-     * The one ownership check, for every route with a sandbox id: a user
-     * key's request on a sandbox that is not its own answers the 404 of an
-     * unknown id, word for word (tests/integration/test_keys.py walks the
-     * route table through `nanobox-fcgi -R`). The E2B data plane carries
-     * no key: its access token is the owner's (api_e2b.c).
-     */
-    if ((flags & NB_ROUTE_ID) && !r->who.admin &&
-        nb_sandbox_visible(a, ra.id, r->who.name, ae) != 0)
-        return NB_ERR;
-    /* one check for every route that reaches the processes: not while paused */
-    if ((flags & NB_ROUTE_AWAKE) && nb_sandbox_awake(a, ra.id, ae) != 0)
+    /* the sandbox's own checks (the guard's): its key's to see, awake where the row asks */
+    if ((flags & (NB_ROUTE_ID | NB_ROUTE_AWAKE)) && http_guard->check(a, r, flags, &ra, ae) != 0)
         return NB_ERR;
     if ((flags & NB_ROUTE_BULK) && http_bulk_hook != NULL && !nb_http_is_internal(r))
         http_bulk_hook();

@@ -89,11 +89,26 @@ void nb_http_audit(const struct nb_req *r, const char *action, const char *what)
 int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae);
 
 /*
- * The route table the requests of this process are served by (the
- * worker registers the API's, api.h, at start): the HTTP layer knows the
- * handlers only through it.
+ * A route table's guard: the checks of a route with a sandbox id that
+ * need the sandboxes, which the HTTP layer does not know (the handler
+ * layer's, api_common.c). id_valid says whether a row's {id} (NB_ROUTE_ID)
+ * is a sandbox id at all (else 400 bad_id, or E2B's 404); check runs once
+ * every check of the HTTP layer has passed, before the handler of a row
+ * flagged NB_ROUTE_ID or NB_ROUTE_AWAKE: 0, or -1 with ae set.
  */
-void nb_http_set_routes(const struct nb_route_entry *tab, size_t n);
+struct nb_route_guard {
+    int (*id_valid)(const char *id);
+    int (*check)(struct nb_app *a, struct nb_req *r, unsigned flags, const struct nb_route_args *ra,
+                 struct nb_apierr *ae);
+};
+
+/*
+ * The route table the requests of this process are served by, and its
+ * guard (not NULL; the worker registers the API's, api.h, at start): the
+ * HTTP layer knows the handlers and the sandboxes only through them.
+ */
+void nb_http_set_routes(const struct nb_route_entry *tab, size_t n,
+                        const struct nb_route_guard *guard);
 /*
  * fn is called when a request of a NB_ROUTE_BULK row (a file's bytes) is
  * about to be handled, after every check passed: the worker marks itself
@@ -114,7 +129,8 @@ int nb_http_pass_auth(struct nb_req *r);
  * no_route), the API key unless the row is public or r internal (401),
  * the id's syntax (400 bad_id), the pid's (400 bad_pid) and the context
  * id's (400 bad_context) where the row asks, the method (405, with an
- * Allow header). The handler's result (or the router's own error in ae)
+ * Allow header), then the table's guard (nb_route_guard: the sandbox's
+ * own checks). The handler's result (or the router's own error in ae)
  * is for nb_http_finalize.
  *
  * The E2B facade's routes (route.h, NB_ROUTE_IS_E2B) go the same way; a

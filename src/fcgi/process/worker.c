@@ -119,7 +119,7 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me,
         nb_error("cannot initialise the Docker client");
         _exit(1);
     }
-    nb_http_set_routes(nb_api_routes, nb_api_n_routes);
+    nb_http_set_routes(nb_api_routes, nb_api_n_routes, &nb_api_route_guard);
     worker_me = me;
     worker_board = board;
     worker_nboard = nboard;
@@ -166,7 +166,7 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me,
         if (nb_http_parse(&req, &fr, &ae) != 0)
             rc = nb_http_auth_only(&req) ? nb_http_pass_auth(&req) : NB_ERR;
         else if (nb_http_param(&req, "NANOBOX_PORT_ON_DEMAND") != NULL)
-            rc = api_port_on_demand(a, &req, &ae); /* nginx's, never a client's */
+            rc = nb_api_port_on_demand(a, &req, &ae); /* nginx's, never a client's */
         else
             rc = nb_http_dispatch(a, &req, &ae);
         nb_http_finalize(&req, rc, &ae);

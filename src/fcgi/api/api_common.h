@@ -1,0 +1,95 @@
+/*
+ * api_common.h - what the handlers of both fronts share (api_common.c):
+ * the helpers under them, which call engines and the HTTP layer but no
+ * handler (docs/ARCHITECTURE.md, "Layers"), and the route guard the worker
+ * hands the HTTP layer with the route table.
+ */
+#ifndef NB_API_COMMON_H
+#define NB_API_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <yajl/yajl_gen.h>
+#include <yajl/yajl_tree.h>
+
+#include "app.h"
+#include "http.h"
+#include "route.h"
+
+/*
+ * The route guard (nb_http_set_routes): a route's {id} is a sandbox id
+ * when nb_sandbox_id_valid says so; once the HTTP layer's own checks
+ * passed, a route with an id answers the 404 of an unknown id, word for
+ * word, when the sandbox is not the request's key's (an admin key sees
+ * every one), and a route flagged NB_ROUTE_AWAKE answers 409 paused while
+ * its sandbox is paused, unless it was created with auto_resume: then it
+ * is resumed first (nb_sandbox_visible, nb_sandbox_awake).
+ */
+extern const struct nb_route_guard nb_api_route_guard;
+
+/*
+ * Read and parse the JSON body within the configured caps: 0, or -1 with
+ * ae set (413, 400 bad_json). *out is NULL for an empty body; the caller
+ * frees it with yajl_tree_free.
+ */
+int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out, struct nb_apierr *ae);
+/*
+ * The same; a string holding an escaped NUL (\u0000), which every field
+ * would silently cut short, is refused with 400 nul_code ("bad_field" for
+ * api_read_json, "bad_path" where every string is a path).
+ */
+int api_read_json_nul(struct nb_app *a, struct nb_req *r, yajl_val *out, const char *nul_code,
+                      struct nb_apierr *ae);
+/* The same with a cap of its own instead of max_body (POST /templates: a build context). */
+int api_read_json_cap(struct nb_app *a, struct nb_req *r, size_t cap, yajl_val *out,
+                      const char *nul_code, struct nb_apierr *ae);
+
+/*
+ * Validate an env object ({NAME: "value"}) into "NAME=value" strings
+ * (caller frees each and the array). -1 with ae set on a bad name/size.
+ */
+int api_env_list(const struct nb_conf *c, yajl_val env, char ***out, unsigned *n,
+                 struct nb_apierr *ae);
+void api_env_free(char **env, unsigned n);
+
+/*
+ * A create's metadata ({str: str}, NULL: none) as JSON text into out,
+ * within the operator's max_metadata and max_metadata_bytes; -1 with ae
+ * set (400 a value not a string, 422 too many or too large).
+ */
+int api_metadata_text(const struct nb_conf *c, yajl_val meta, char *out, size_t outlen,
+                      struct nb_apierr *ae);
+
+/*
+ * A create's "network" value (NULL: none): "none", "bridge", or an object
+ * {"mode", "allow", "deny"}; *bridge and the policy out. -1 with ae set:
+ * 400 on a wrong type, 422 on a bad rule, 403 where the operator says no.
+ */
+struct nb_net_policy;
+int api_network_value(const struct nb_conf *c, yajl_val v, int *bridge, struct nb_net_policy *p,
+                      struct nb_apierr *ae);
+/* The answer of PUT /sandbox/{id}/network: the policy as applied, rules in canonical text. */
+void api_network_json(yajl_gen g, const char *id, const struct nb_net_policy *p);
+
+/* A memory field: bytes as an integer, or a size string like "128m". 0, or -1. */
+int api_memory_value(yajl_val v, uint64_t *out);
+
+/*
+ * A command's timeout field (NULL: exec_timeout) into *out; -1 with ae set
+ * (422) when it is not in (0, exec_timeout_max].
+ */
+int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb_apierr *ae);
+
+/*
+ * A code call's "language" field (NULL: none, *out left as it is) as the
+ * bridge's name in *out; -1 with ae set (status: 422 native, 400 E2B's)
+ * for a language there is no context of.
+ */
+int api_code_language(yajl_val v, int status, const char **out, struct nb_apierr *ae);
+
+/* Does a sandbox's metadata (JSON) hold every keys[i] = values[i]? 1 yes (n 0: yes), 0 no. */
+int api_metadata_matches(const char *metadata, const char (*keys)[128], const char (*values)[256],
+                         unsigned n);
+
+#endif

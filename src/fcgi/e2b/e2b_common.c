@@ -1,0 +1,203 @@
+/*
+ * e2b_common.c - what the E2B front's handlers (api_e2b*.c) share, under
+ * them (docs/ARCHITECTURE.md, "Layers"): the sandbox user's home and paths
+ * as E2B sees them, its times, the envdAccessToken and the data plane's one
+ * access check, and the Connect-RPC calls' request, sandbox and stream
+ * messages (over the codec, e2b_rpc.c). No handler here, and no call to one.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "e2b_common.h"
+#include "e2b_rpc.h"
+#include "files.h"
+#include "json.h"
+#include "sandbox.h"
+#include "tenant.h"
+
+const char *e2b_home(const struct nb_conf *c)
+{
+    return c->e2b_home[0] != '\0' ? c->e2b_home : c->workspace;
+}
+
+int e2b_path(const struct nb_conf *c, const char *raw, size_t len, char *out, size_t outlen,
+             struct nb_apierr *ae)
+{
+    return nb_files_path_in(e2b_home(c), raw, len, out, outlen, ae);
+}
+
+/* RFC 3339 in UTC, as E2B's startedAt and endAt. */
+void e2b_json_time(yajl_gen g, const char *key, int64_t t)
+{
+    char buf[32];
+    struct tm tm;
+    time_t tt = (time_t)t;
+    gmtime_r(&tt, &tm);
+    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    nb_json_kv_str(g, key, buf);
+}
+
+/* What the access token's HMAC signs before the sandbox id: a token for nothing else. */
+#define E2B_TOKEN_CONTEXT "nanobox e2b envdAccessToken v1:"
+
+/*
+ * The sandbox's envdAccessToken: HMAC-SHA256 of the context and the
+ * sandbox id, in hex, under its owner's secret: the SHA-256 of the owner's
+ * key for a key of the keys file (the file is the owner's and the
+ * operator's only), the API key for the "default" key's sandboxes. Only who
+ * holds that can make it, it opens one sandbox's data plane only, and it
+ * stops working when the owner's key is removed. -1 (no token) when there
+ * is no secret.
+ */
+int e2b_access_token(const struct nb_conf *c, const char *owner, const char *id,
+                     char out[E2B_TOKEN_LEN + 1])
+{
+    unsigned char msg[sizeof(E2B_TOKEN_CONTEXT) + NB_ID_LEN], mac[EVP_MAX_MD_SIZE];
+    unsigned maclen = 0;
+    size_t ctx = strlen(E2B_TOKEN_CONTEXT), idlen = strnlen(id, NB_ID_LEN);
+    const void *secret = c->api_key;
+    int secret_len = (int)strlen(c->api_key);
+    struct nb_key k;
+
+    if (strcmp(owner, NB_KEY_DEFAULT) != 0 && nb_tenant_lookup(owner, &k) == 0) {
+        secret = k.hash;
+        secret_len = (int)sizeof(k.hash);
+    }
+    if (secret_len == 0)
+        return -1;
+    memcpy(msg, E2B_TOKEN_CONTEXT, ctx);
+    memcpy(msg + ctx, id, idlen);
+    if (HMAC(EVP_sha256(), secret, secret_len, msg, ctx + idlen, mac, &maclen) == NULL ||
+        maclen * 2 != E2B_TOKEN_LEN)
+        return -1;
+    for (unsigned i = 0; i < maclen; i++)
+        snprintf(out + 2 * i, 3, "%02x", mac[i]);
+    return 0;
+}
+
+int e2b_data_authorized(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae)
+{
+    char want[E2B_TOKEN_LEN + 1], owner[NB_OWNER_LEN + 8] = "";
+    /* envd calls send it as X-Access-Token; the code interpreter's SDK sends
+     * it so on /execute only, and as E2B-Traffic-Access-Token (create's
+     * trafficAccessToken, the same token) on every call */
+    const char *given = nb_http_param(r, "HTTP_X_ACCESS_TOKEN");
+    struct nb_slot *s;
+
+    if (given == NULL)
+        given = nb_http_param(r, "HTTP_E2B_TRAFFIC_ACCESS_TOKEN");
+
+    nb_tenant_refresh(a); /* a data-plane request carries no key: the keys may be old */
+    if (!nb_tenant_auth_on(a))
+        return 0; /* no key, no tokens: the data plane is as open as the API */
+    /* an unknown id gets the same 401 as a wrong token: nothing leaks */
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL)
+        snprintf(owner, sizeof(owner), "%s", s->owner);
+    nb_table_unlock(&a->table);
+    if (e2b_access_token(&a->conf, owner, id, want) == 0 && given != NULL &&
+        strlen(given) == E2B_TOKEN_LEN && CRYPTO_memcmp(given, want, E2B_TOKEN_LEN) == 0)
+        return 0;
+    nb_apierr_set(ae, 401, "unauthenticated",
+                  "missing or wrong X-Access-Token: send the envdAccessToken that creating or "
+                  "connecting to sandbox %.64s returned",
+                  id);
+    return -1;
+}
+
+/* ---------------------------------------------------------------- Connect-RPC */
+
+/* The running sandbox a data-plane call names, once its access token is checked. */
+int e2b_rpc_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_slot *slot, struct nb_apierr *ae)
+{
+    if (e2b_data_authorized(a, r, ra->id, ae) != 0)
+        return -1;
+    if (!nb_sandbox_id_valid(ra->id) || nb_sandbox_get(a, ra->id, slot, ae) != 0 ||
+        slot->state != NB_SLOT_RUNNING) {
+        /* what E2B's proxy says for a sandbox that is gone: the SDK then asks /health */
+        nb_apierr_set(ae, 502, "unavailable", "sandbox \"%.64s\" is not running", ra->id);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * The request message: a streaming call's one envelope or a unary call's
+ * body, as a JSON object (NULL for an empty unary body). -1 with ae set.
+ */
+int e2b_rpc_request(struct nb_app *a, struct nb_req *r, int stream, yajl_val *out,
+                    struct nb_apierr *ae)
+{
+    const char *msg = NULL;
+    size_t len = 0;
+    char err[256];
+    int rc;
+
+    *out = NULL;
+    if (nb_http_read_body(r, a->conf.max_body, ae) != 0)
+        return -1;
+    if (stream != nb_rpc_is_stream_ctype(nb_http_param(r, "CONTENT_TYPE"))) {
+        nb_apierr_set(ae, 400, "invalid_argument", "%s is a %s procedure: send Content-Type: %s",
+                      r->path, stream ? "server-streaming" : "unary",
+                      stream ? NB_RPC_STREAM_CTYPE : "application/json");
+        return -1;
+    }
+    if (!stream) {
+        msg = r->body.data;
+        len = r->body.len;
+    } else if ((rc = nb_rpc_unenvelope(r->body.data, r->body.len, &msg, &len)) != 0) {
+        if (rc == -2)
+            nb_apierr_set(ae, 400, "unimplemented", "compressed messages are not supported");
+        else
+            nb_apierr_set(ae, 400, "invalid_argument",
+                          "the request is not one Connect envelope (flags 0, 4-byte length, JSON)");
+        return -1;
+    }
+    if (len > 0 && nb_json_parse(msg, len, a->conf.max_json_depth, out, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, 400, "invalid_argument", "%s", err);
+        return -1;
+    }
+    if (*out != NULL && (!YAJL_IS_OBJECT(*out) || nb_json_has_nul(msg, len))) {
+        yajl_tree_free(*out);
+        *out = NULL;
+        nb_apierr_set(ae, 400, "invalid_argument",
+                      "the message must be a JSON object without NUL bytes in its strings");
+        return -1;
+    }
+    return 0;
+}
+
+/* obj's member key (protobuf-JSON: the lowerCamelCase name or the proto's), not null. */
+yajl_val e2b_rpc_member(yajl_val obj, const char *key, const char *alt)
+{
+    const char *p1[] = {key, NULL}, *p2[] = {alt, NULL};
+    yajl_val v = obj != NULL ? yajl_tree_get(obj, p1, yajl_t_any) : NULL;
+    if (v == NULL && alt != NULL && obj != NULL)
+        v = yajl_tree_get(obj, p2, yajl_t_any);
+    return v == NULL || YAJL_IS_NULL(v) ? NULL : v;
+}
+
+int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g)
+{
+    const unsigned char *buf;
+    size_t len;
+    struct nb_buf b;
+    int rc;
+    yajl_gen_get_buf(g, &buf, &len);
+    nb_buf_init(&b, len + NB_RPC_ENVELOPE_HEAD);
+    nb_rpc_envelope(&b, 0, buf, len);
+    rc = nb_http_stream_bytes(r, b.data, b.len);
+    nb_buf_free(&b);
+    yajl_gen_free(g);
+    return rc;
+}
