@@ -82,8 +82,15 @@ KNOWN = {
 KNOWN_CYCLES = {}
 
 
-def objects(builddir, pattern):
-    return sorted(builddir.glob(pattern))
+def objects(builddir, pattern, root=ROOT):
+    """The objects of a pattern whose source still exists: a build tree keeps
+    the object of a file since removed."""
+    out = []
+    for obj in sorted(builddir.glob(pattern)):
+        stem = obj.name.split("-", 1)[1][: -len(".o")]
+        if (root / obj.relative_to(builddir).parent / f"{stem}.c").exists():
+            out.append(obj)
+    return out
 
 
 def file_key(builddir, obj):
@@ -228,7 +235,7 @@ def check(builddir, root=ROOT, known=None, known_cycles=None):
     known_cycles = KNOWN_CYCLES if known_cycles is None else known_cycles
     problems, seen_known = [], set()
     for prog, pattern in PROGRAMS:
-        objs = objects(builddir, pattern)
+        objs = objects(builddir, pattern, root)
         if not objs:
             problems.append(f"no objects of {prog} ({pattern}) under {builddir}: build first")
             continue
