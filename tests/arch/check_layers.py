@@ -19,6 +19,9 @@ a call through a header counts, a function pointer set up at start does not.
   3. Only the engines speak the agent protocol: a reference to nb_agent_*
      or nba_* (the frame and field codec) from any other nanobox-fcgi file,
      or an #include "agentproto.h" outside src/fcgi/engine, breaks it.
+  5. One error vocabulary (nberr.h): no error is filled with an HTTP
+     status, and below the handlers (base, engine, http, process) no code
+     compares an error's slug or its code with a number.
   4. docs/ARCHITECTURE.md's file map names every source file of src/fcgi
      and src/mcp, and every other folder of src/ (check_file_map).
 
@@ -77,6 +80,12 @@ KNOWN = {
     ("http/http", "e2b/e2b_rpc"): "E2B front module",
 }
 
+
+# Known breaks of the error vocabulary (rule 5).
+KNOWN_VOCAB = {
+    # the exec engine tells an older agent by its answer to a newer request
+    ("engine/exec", "a comparison of an error's slug"): "agent capabilities in its hello",
+}
 
 # Known cycles, per program (none left).
 KNOWN_CYCLES = {}
@@ -210,6 +219,30 @@ def agent_includes(root):
     return out
 
 
+BELOW_HANDLERS = ("base", "engine", "http", "process")
+SLUG_CMP = re.compile(r"\bstr\w*cmp\(\s*[\w.>-]*(?:->|\.)code\b|\bstr\w*cmp\([^;]*,\s*[\w.>-]*(?:->|\.)code\)")
+STATUS_SET = re.compile(r"\bnb_apierr_set\(\s*[^,]+,\s*[0-9]")
+STATUS_CMP = re.compile(r"\b\w+(?:->|\.)err\s*(?:==|!=|<|>|<=|>=)\s*[0-9]")
+
+
+def error_vocabulary(root):
+    """(file, what) for every place below the handlers that speaks HTTP in
+    an error, and for every error filled with a number anywhere: errors
+    carry a domain code (nberr.h) and a slug no one compares."""
+    out = []
+    for src in sorted((root / "src" / "fcgi").rglob("*.c")):
+        text = src.read_text()
+        name = f"{src.parent.name}/{src.stem}"
+        if STATUS_SET.search(text):
+            out.append((name, "an error filled with an HTTP status, not a domain code"))
+        if src.parent.name in BELOW_HANDLERS:
+            if SLUG_CMP.search(text):
+                out.append((name, "a comparison of an error's slug"))
+            if STATUS_CMP.search(text):
+                out.append((name, "an error's code compared with a number"))
+    return out
+
+
 def check_file_map(root):
     """Sources docs/ARCHITECTURE.md's file map does not name."""
     doc = (root / "docs" / "ARCHITECTURE.md").read_text()
@@ -230,8 +263,9 @@ def check_file_map(root):
     return missing
 
 
-def check(builddir, root=ROOT, known=None, known_cycles=None):
+def check(builddir, root=ROOT, known=None, known_cycles=None, known_vocab=None):
     known = KNOWN if known is None else known
+    known_vocab = KNOWN_VOCAB if known_vocab is None else known_vocab
     known_cycles = KNOWN_CYCLES if known_cycles is None else known_cycles
     problems, seen_known = [], set()
     for prog, pattern in PROGRAMS:
@@ -258,10 +292,18 @@ def check(builddir, root=ROOT, known=None, known_cycles=None):
             problems.append(f"nanobox-fcgi: src/fcgi/{name}.c speaks the agent protocol ({syms}): only engine/ may")
     for path in agent_includes(root):
         problems.append(f"{path} includes agentproto.h: only src/fcgi/engine may")
+    for name, what in error_vocabulary(root):
+        if (name, what) in known_vocab:
+            seen_known.add((name, what))
+            continue
+        problems.append(f"src/fcgi/{name}.c: {what} (nberr.h)")
     for path in check_file_map(root):
         problems.append(f"docs/ARCHITECTURE.md's file map does not name {path}")
     for prog in sorted(set(known_cycles) - seen_known):
         problems.append(f"KNOWN_CYCLES lists {prog} ({known_cycles[prog]}), which has no cycle now: remove it")
+    for name, what in sorted(set(known_vocab) - seen_known):
+        problems.append(f"KNOWN_VOCAB lists {name}: {what} ({known_vocab[(name, what)]}), "
+                        "which no longer happens: remove it")
     for a, b in sorted(set(known) - seen_known):
         problems.append(f"KNOWN lists {a} -> {b} ({known[(a, b)]}), which no longer happens: remove it")
     return problems
@@ -292,6 +334,13 @@ def self_test():
     assert cycles({"a/x": {"a/y"}, "a/y": {"a/z"}, "a/z": {"a/x"}}) == [["a/x", "a/y", "a/z"]]
     assert agent_breaks({"api/api_exec": {"nb_agent_call", "nb_http_json"}, "engine/exec": {"nba_get_u32"}}) \
         == [("api/api_exec", "nb_agent_call")]
+    assert SLUG_CMP.search('if (!strcmp(ae->code, "port_open"))')
+    assert SLUG_CMP.search('if (strcmp("x", ae.code) == 0)')
+    assert not SLUG_CMP.search('strcmp(t->name, code)')
+    assert STATUS_SET.search('nb_apierr_set(ae, 404, "not_found", "x")')
+    assert not STATUS_SET.search('nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "x")')
+    assert STATUS_CMP.search('if (ae->err == 404)')
+    assert not STATUS_CMP.search('if (ae->err == NB_E_NOT_FOUND)')
     print("check_layers: self-test passed")
 
 

@@ -100,27 +100,27 @@ static void test_unary_error_body(void **state)
     nb_buf_free(&b);
 }
 
-static void test_codes_from_statuses_and_back(void **state)
+static void test_codes_from_domain_codes_and_statuses(void **state)
 {
     (void)state;
     /* a code that is Connect's already is kept, whatever the status */
-    assert_string_equal(nb_rpc_code(504, "deadline_exceeded"), "deadline_exceeded");
-    assert_string_equal(nb_rpc_code(502, "unavailable"), "unavailable");
-    assert_string_equal(nb_rpc_code(400, "unimplemented"), "unimplemented");
-    /* nanobox's own codes map by status */
-    assert_string_equal(nb_rpc_code(400, "bad_field"), "invalid_argument");
-    assert_string_equal(nb_rpc_code(401, "unauthorized"), "unauthenticated");
-    assert_string_equal(nb_rpc_code(403, "forbidden"), "permission_denied");
-    assert_string_equal(nb_rpc_code(404, "no_process"), "not_found");
-    assert_string_equal(nb_rpc_code(409, "exists"), "already_exists");
-    assert_string_equal(nb_rpc_code(409, "not_running"), "failed_precondition");
-    assert_string_equal(nb_rpc_code(413, "too_large"), "resource_exhausted");
-    assert_string_equal(nb_rpc_code(429, "busy"), "resource_exhausted");
-    assert_string_equal(nb_rpc_code(501, "not_implemented"), "unimplemented");
-    assert_string_equal(nb_rpc_code(405, "method_not_allowed"), "unimplemented");
-    assert_string_equal(nb_rpc_code(503, "agent_unavailable"), "unavailable");
-    assert_string_equal(nb_rpc_code(500, "internal"), "internal");
-    assert_string_equal(nb_rpc_code(500, NULL), "internal");
+    assert_string_equal(nb_rpc_code(NB_E_TIMEOUT, "deadline_exceeded"), "deadline_exceeded");
+    assert_string_equal(nb_rpc_code(NB_E_UPSTREAM, "unavailable"), "unavailable");
+    assert_string_equal(nb_rpc_code(NB_E_INVALID, "unimplemented"), "unimplemented");
+    /* nanobox's own codes map by their domain code */
+    assert_string_equal(nb_rpc_code(NB_E_INVALID, "bad_field"), "invalid_argument");
+    assert_string_equal(nb_rpc_code(NB_E_UNAUTHENTICATED, "unauthorized"), "unauthenticated");
+    assert_string_equal(nb_rpc_code(NB_E_FORBIDDEN, "forbidden"), "permission_denied");
+    assert_string_equal(nb_rpc_code(NB_E_NOT_FOUND, "no_process"), "not_found");
+    assert_string_equal(nb_rpc_code(NB_E_CONFLICT, "exists"), "already_exists");
+    assert_string_equal(nb_rpc_code(NB_E_CONFLICT, "not_running"), "failed_precondition");
+    assert_string_equal(nb_rpc_code(NB_E_TOO_LARGE, "too_large"), "resource_exhausted");
+    assert_string_equal(nb_rpc_code(NB_E_LIMIT, "busy"), "resource_exhausted");
+    assert_string_equal(nb_rpc_code(NB_E_UNSUPPORTED, "not_implemented"), "unimplemented");
+    assert_string_equal(nb_rpc_code(NB_E_METHOD, "method_not_allowed"), "unimplemented");
+    assert_string_equal(nb_rpc_code(NB_E_AGENT_DOWN, "agent_unavailable"), "unavailable");
+    assert_string_equal(nb_rpc_code(NB_E_INTERNAL, "internal"), "internal");
+    assert_string_equal(nb_rpc_code(NB_E_INTERNAL, NULL), "internal");
     /* Connect's table of HTTP statuses */
     assert_int_equal(nb_rpc_http_status("not_found"), 404);
     assert_int_equal(nb_rpc_http_status("invalid_argument"), 400);
@@ -183,7 +183,7 @@ int main(void)
         cmocka_unit_test(test_unenvelope_takes_exactly_one_plain_envelope),
         cmocka_unit_test(test_end_stream_carries_the_error),
         cmocka_unit_test(test_unary_error_body),
-        cmocka_unit_test(test_codes_from_statuses_and_back),
+        cmocka_unit_test(test_codes_from_domain_codes_and_statuses),
         cmocka_unit_test(test_procedures_and_stream_content_type),
         cmocka_unit_test(test_timeout_header),
     };

@@ -488,7 +488,7 @@ int nb_agent_ping(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *
     (void)slot;
     (void)timeout_ms;
     if (agent_silent) {
-        nb_apierr_set(ae, 503, "agent_unavailable", "no answer");
+        nb_apierr_set(ae, NB_E_AGENT_DOWN, "agent_unavailable", "no answer");
         return -1;
     }
     return 0;
@@ -512,7 +512,7 @@ int nb_code_warm(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *a
         warmed_while_creating = 0;
     nb_table_unlock(warm_table);
     if (kernel_fails) {
-        nb_apierr_set(ae, 409, "no_kernel", "no kernel");
+        nb_apierr_set(ae, NB_E_CONFLICT, "no_kernel", "no kernel");
         return -1;
     }
     return 0;
@@ -676,7 +676,7 @@ static struct nb_slot make_running(struct nb_app *a)
     default_spec(a, &spec);
     spec.pids = a->conf.pids - 1; /* not the defaults: never served warm */
     if (nb_sandbox_create(a, &spec, &out, &ae) != 0)
-        fail_msg("create: %d %s %s", ae.status, ae.code, ae.msg);
+        fail_msg("create: %d %s %s", (int)ae.err, ae.code, ae.msg);
     return out;
 }
 
@@ -703,7 +703,7 @@ static void test_create_starts_a_container_and_commits_a_running_slot(void **sta
     assert_consistent(&f->app);
 }
 
-static void create_fails(struct fixture *f, int status, const char *code)
+static void create_fails(struct fixture *f, enum nb_err err, const char *code)
 {
     struct nb_sandbox_spec spec;
     struct nb_slot out;
@@ -711,7 +711,7 @@ static void create_fails(struct fixture *f, int status, const char *code)
 
     default_spec(&f->app, &spec);
     assert_int_equal(nb_sandbox_create(&f->app, &spec, &out, &ae), -1);
-    assert_int_equal(ae.status, status);
+    assert_int_equal(ae.err, err);
     assert_string_equal(ae.code, code);
 }
 
@@ -720,7 +720,7 @@ static void test_create_refused_by_docker_frees_the_slot(void **state)
     struct fixture *f = *state;
 
     fake.create_status = 500;
-    create_fails(f, 502, "docker_error");
+    create_fails(f, NB_E_UPSTREAM, "docker_error");
     assert_int_equal(nb_table_count(&f->app.table), 0);
     assert_int_equal(fake_count(), 0);
 }
@@ -730,7 +730,7 @@ static void test_create_with_a_missing_image_answers_503_image_missing(void **st
     struct fixture *f = *state;
 
     fake.create_status = 404;
-    create_fails(f, 503, "image_missing");
+    create_fails(f, NB_E_UNAVAILABLE, "image_missing");
     assert_int_equal(nb_table_count(&f->app.table), 0);
 }
 
@@ -739,7 +739,7 @@ static void test_create_when_docker_is_unreachable_removes_nothing(void **state)
     struct fixture *f = *state;
 
     fake.unreachable = 1;
-    create_fails(f, 503, "docker_unavailable");
+    create_fails(f, NB_E_DOCKER_DOWN, "docker_unavailable");
     assert_int_equal(fake.removes, 0); /* the request never reached dockerd */
     assert_int_equal(nb_table_count(&f->app.table), 0);
 }
@@ -749,7 +749,7 @@ static void test_start_failure_removes_the_container_and_frees_the_slot(void **s
     struct fixture *f = *state;
 
     fake.start_fails = 1;
-    create_fails(f, 502, "docker_error");
+    create_fails(f, NB_E_UPSTREAM, "docker_error");
     assert_int_equal(fake.creates, 1);
     assert_int_equal(fake_count(), 0);
     assert_int_equal(nb_table_count(&f->app.table), 0);
@@ -760,7 +760,7 @@ static void test_container_that_does_not_stay_up_is_removed(void **state)
     struct fixture *f = *state;
 
     fake.exits_at_once = 1;
-    create_fails(f, 502, "docker_error");
+    create_fails(f, NB_E_UPSTREAM, "docker_error");
     assert_int_equal(fake_count(), 0);
     assert_int_equal(nb_table_count(&f->app.table), 0);
 }
@@ -772,7 +772,7 @@ static void test_failed_rollback_leaves_the_slot_to_reconciliation(void **state)
 
     fake.start_fails = 1;
     fake.remove_fails = 1;
-    create_fails(f, 502, "docker_error");
+    create_fails(f, NB_E_UPSTREAM, "docker_error");
     /* the container stays, and so does its slot: disowned, so not an orphan */
     assert_int_equal(fake_count(), 1);
     s = slot_of(&f->app, fake.ctr[0].sandbox);
@@ -806,7 +806,7 @@ static void test_create_whose_slot_was_taken_over_undoes_itself(void **state)
 
     reclaim_app = &f->app;
     fake.on_inspect = reclaim_during_inspect;
-    create_fails(f, 500, "internal");
+    create_fails(f, NB_E_INTERNAL, "internal");
     /* its container is gone; the slot is the taker's to free */
     assert_int_equal(fake_count(), 0);
     assert_int_equal(count_state(&f->app, NB_SLOT_DESTROYING), 1);
@@ -819,7 +819,7 @@ static void test_full_table_answers_503_capacity_and_creates_nothing(void **stat
 
     for (uint32_t i = 0; i < f->app.table.nslots; i++)
         make_running(&f->app);
-    create_fails(f, 503, "capacity");
+    create_fails(f, NB_E_CAPACITY, "capacity");
     assert_int_equal(fake.creates, f->app.table.nslots);
     assert_consistent(&f->app);
 }
@@ -836,7 +836,7 @@ static void test_destroy_removes_the_container_and_frees_the_slot(void **state)
     assert_null(fake_find(out.container_id));
     assert_int_equal(slot_of(&f->app, out.id).state, NB_SLOT_FREE);
     assert_int_equal(nb_sandbox_destroy(&f->app, out.id, &ae), -1);
-    assert_int_equal(ae.status, 404);
+    assert_int_equal(ae.err, NB_E_NOT_FOUND);
 }
 
 static void test_destroy_that_docker_refuses_gives_the_sandbox_back(void **state)
@@ -847,7 +847,7 @@ static void test_destroy_that_docker_refuses_gives_the_sandbox_back(void **state
 
     fake.remove_fails = 1;
     assert_int_equal(nb_sandbox_destroy(&f->app, out.id, &ae), -1);
-    assert_int_equal(ae.status, 502);
+    assert_int_equal(ae.err, NB_E_UPSTREAM);
     s = slot_of(&f->app, out.id);
     assert_int_equal(s.state, NB_SLOT_RUNNING);
     assert_int_equal(s.owner_pid, 0);
@@ -1129,7 +1129,7 @@ static void test_pause_freezes_the_container_and_stops_the_ttl(void **state)
     assert_int_equal(s.state, NB_SLOT_PAUSED);
     /* what needs the processes is refused */
     assert_int_equal(nb_sandbox_awake(&f->app, out.id, &ae), -1);
-    assert_int_equal(ae.status, 409);
+    assert_int_equal(ae.err, NB_E_CONFLICT);
     assert_string_equal(ae.code, "paused");
     /* still a sandbox for GET */
     assert_int_equal(nb_sandbox_get(&f->app, out.id, &s, &ae), 0);
@@ -1154,7 +1154,7 @@ static void test_pause_that_docker_refuses_leaves_it_running(void **state)
 
     fake.pause_fails = 1;
     assert_int_equal(nb_sandbox_pause(&f->app, out.id, &s, &ae), -1);
-    assert_int_equal(ae.status, 502);
+    assert_int_equal(ae.err, NB_E_UPSTREAM);
     s = slot_of(&f->app, out.id);
     assert_int_equal(s.state, NB_SLOT_RUNNING);
     assert_true(s.expires >= out.expires - 1 && s.expires <= out.expires + 1);
@@ -1169,9 +1169,9 @@ static void test_pause_and_resume_of_no_sandbox_are_404(void **state)
     const char *ghost = "0f8fad5b-d9cb-469f-a165-70867728950e";
 
     assert_int_equal(nb_sandbox_pause(&f->app, ghost, NULL, &ae), -1);
-    assert_int_equal(ae.status, 404);
+    assert_int_equal(ae.err, NB_E_NOT_FOUND);
     assert_int_equal(nb_sandbox_resume(&f->app, ghost, NULL, &ae), -1);
-    assert_int_equal(ae.status, 404);
+    assert_int_equal(ae.err, NB_E_NOT_FOUND);
     assert_int_equal(nb_sandbox_awake(&f->app, ghost, &ae), 0); /* the handler's 404 */
     assert_int_equal(fake.pauses + fake.unpauses, 0);
 }
@@ -1417,9 +1417,9 @@ static void test_sandboxes_ride_through_a_restart_of_dockerd(void **state)
     nb_table_unlock(&f->app.table);
 
     fake.unreachable = 1;
-    create_fails(f, 503, "docker_unavailable");
+    create_fails(f, NB_E_DOCKER_DOWN, "docker_unavailable");
     assert_int_equal(nb_sandbox_destroy(&f->app, a.id, &ae), -1);
-    assert_int_equal(ae.status, 503);
+    assert_int_equal(ae.err, NB_E_DOCKER_DOWN);
     assert_string_equal(ae.code, "docker_unavailable");
     s = slot_of(&f->app, a.id);
     assert_int_equal(s.state, NB_SLOT_RUNNING);
@@ -1660,7 +1660,7 @@ static void test_cold_create_on_a_full_table_evicts_a_warm_sandbox(void **state)
     assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 1);
     make_running(&f->app);
     assert_int_equal(count_state(&f->app, NB_SLOT_POOLED), 0);
-    create_fails(f, 503, "capacity");
+    create_fails(f, NB_E_CAPACITY, "capacity");
     assert_consistent(&f->app);
 }
 
@@ -1814,66 +1814,74 @@ static void test_template_names_paths_and_refs(void **state)
     assert_string_equal(out, "nanobox-python-3.11");
 }
 
-static int from_status(const struct nb_conf *c, const char *df)
+static enum nb_err from_err(const struct nb_conf *c, const char *df)
 {
     struct nb_apierr ae = {0};
-    return nb_template_check_from(c, df, strlen(df), &ae) == 0 ? 0 : ae.status;
+    return nb_template_check_from(c, df, strlen(df), &ae) == 0 ? NB_E_OK : ae.err;
 }
 
 static void test_template_from_lines(void **state)
 {
     struct fixture *f = *state;
     const struct nb_conf *c = &f->app.conf;
-    assert_int_equal(from_status(c, "FROM nanobox:latest\nRUN true\n"), 0);
-    assert_int_equal(from_status(c, "FROM nanobox\n"), 0);
-    assert_int_equal(from_status(c, "from docker.io/library/nanobox-python\n"), 0);
-    assert_int_equal(from_status(c, "# a comment\n\n  FROM --platform=linux/amd64 nanobox AS b\n"
-                                    "FROM b\nCOPY --from=b /x /y\n"),
+    assert_int_equal(from_err(c, "FROM nanobox:latest\nRUN true\n"), NB_E_OK);
+    assert_int_equal(from_err(c, "FROM nanobox\n"), NB_E_OK);
+    assert_int_equal(from_err(c, "from docker.io/library/nanobox-python\n"), NB_E_OK);
+    assert_int_equal(from_err(c, "# a comment\n\n  FROM --platform=linux/amd64 nanobox AS b\n"
+                                 "FROM b\nCOPY --from=b /x /y\n"),
                      0);
-    assert_int_equal(from_status(c, "FROM nanobox AS Base\nFROM base\n"), 0);
-    assert_int_equal(from_status(c, "FROM debian\n"), 403);
-    assert_int_equal(from_status(c, "FROM nanobox AS a\nFROM alpine\n"), 403);
-    assert_int_equal(from_status(c, "ARG X=nanobox\nFROM $X\n"), 403);
-    assert_int_equal(from_status(c, "FROM ${X:-nanobox}\n"), 403);
-    assert_int_equal(from_status(c, "FROM \\\n  debian\n"), 403);
-    assert_int_equal(from_status(c, "RUN echo \\\nFROM debian\n"), 400); /* an argument, no FROM */
-    assert_int_equal(from_status(c, "RUN a \\\n# FROM debian\n b\nFROM nanobox\n"), 0);
-    assert_int_equal(from_status(c, "# escape=`\nFROM `\n debian\n"), 403);
-    assert_int_equal(from_status(c, "# escape=`\nFROM nanobox\nRUN a \\\nFROM debian\n"), 403);
-    assert_int_equal(from_status(c, "RUN true\n"), 400);
-    assert_int_equal(from_status(c, "FROM\n"), 400);
+    assert_int_equal(from_err(c, "FROM nanobox AS Base\nFROM base\n"), NB_E_OK);
+    assert_int_equal(from_err(c, "FROM debian\n"), NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "FROM nanobox AS a\nFROM alpine\n"), NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "ARG X=nanobox\nFROM $X\n"), NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "FROM ${X:-nanobox}\n"), NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "FROM \\\n  debian\n"), NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "RUN echo \\\nFROM debian\n"),
+                     NB_E_INVALID); /* an argument, no FROM */
+    assert_int_equal(from_err(c, "RUN a \\\n# FROM debian\n b\nFROM nanobox\n"), NB_E_OK);
+    assert_int_equal(from_err(c, "# escape=`\nFROM `\n debian\n"), NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "# escape=`\nFROM nanobox\nRUN a \\\nFROM debian\n"),
+                     NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "RUN true\n"), NB_E_INVALID);
+    assert_int_equal(from_err(c, "FROM\n"), NB_E_INVALID);
     /* every image a build names: COPY --from (by image, variable, quotes, a split line) */
-    assert_int_equal(from_status(c, "FROM nanobox\nCOPY --from=nanobox-tpl-default:b /x /y\n"),
-                     403);
-    assert_int_equal(from_status(c, "FROM nanobox\nCOPY --from=nanobox /x /y\n"), 0);
-    assert_int_equal(from_status(c, "FROM nanobox AS a\nFROM nanobox\nCOPY --from=0 /x /y\n"), 0);
-    assert_int_equal(from_status(c, "FROM nanobox AS a\nFROM nanobox\nCOPY --from=A /x /y\n"), 0);
-    assert_int_equal(from_status(c, "FROM nanobox\nCOPY --from=${X} /x /y\n"), 403);
-    assert_int_equal(from_status(c, "FROM nanobox\nCOPY --\"from\"=debian /x /y\n"), 403);
-    assert_int_equal(from_status(c, "FROM nanobox\nCOPY --fr\\\nom=debian /x /y\n"), 403);
-    assert_int_equal(from_status(c, "FROM nanobox\nCOPY --from='debian' /x /y\n"), 403);
-    assert_int_equal(from_status(c, "FROM nanobox\nCOPY -- --from=debian /y\n"), 0); /* a file */
-    assert_int_equal(from_status(c, "FROM nanobox\nADD --from=debian /x /y\n"), 403);
+    assert_int_equal(from_err(c, "FROM nanobox\nCOPY --from=nanobox-tpl-default:b /x /y\n"),
+                     NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "FROM nanobox\nCOPY --from=nanobox /x /y\n"), NB_E_OK);
+    assert_int_equal(from_err(c, "FROM nanobox AS a\nFROM nanobox\nCOPY --from=0 /x /y\n"),
+                     NB_E_OK);
+    assert_int_equal(from_err(c, "FROM nanobox AS a\nFROM nanobox\nCOPY --from=A /x /y\n"),
+                     NB_E_OK);
+    assert_int_equal(from_err(c, "FROM nanobox\nCOPY --from=${X} /x /y\n"), NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "FROM nanobox\nCOPY --\"from\"=debian /x /y\n"), NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "FROM nanobox\nCOPY --fr\\\nom=debian /x /y\n"), NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "FROM nanobox\nCOPY --from='debian' /x /y\n"), NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "FROM nanobox\nCOPY -- --from=debian /y\n"), NB_E_OK); /* a file */
+    assert_int_equal(from_err(c, "FROM nanobox\nADD --from=debian /x /y\n"), NB_E_FORBIDDEN);
     /* ONBUILD, directives other than escape, RUN's BuildKit flags */
-    assert_int_equal(from_status(c, "FROM nanobox\nONBUILD COPY --from=debian /x /y\n"), 403);
-    assert_int_equal(from_status(c, "# syntax=docker/dockerfile:1\nFROM nanobox\n"), 403);
-    assert_int_equal(from_status(c, "# check=skip=all\n# escape=`\nFROM `\n debian\n"), 403);
-    assert_int_equal(from_status(c, "# note=x\nFROM nanobox\n"), 0);
+    assert_int_equal(from_err(c, "FROM nanobox\nONBUILD COPY --from=debian /x /y\n"),
+                     NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "# syntax=docker/dockerfile:1\nFROM nanobox\n"), NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "# check=skip=all\n# escape=`\nFROM `\n debian\n"),
+                     NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "# note=x\nFROM nanobox\n"), NB_E_OK);
     /* found by fuzz_dockerfile: a written line that Docker would continue into the next one */
-    assert_int_equal(from_status(c, "FROM nanobox\nCOPY a b\f\\\r\t\nFROM debian\n"), 400);
-    assert_int_equal(from_status(c, "FROM nanobox\nRUN --mount=from=debian,target=/d true\n"), 403);
-    assert_int_equal(from_status(c, "FROM nanobox\nRUN --network=host true\n"), 403);
+    assert_int_equal(from_err(c, "FROM nanobox\nCOPY a b\f\\\r\t\nFROM debian\n"), NB_E_INVALID);
+    assert_int_equal(from_err(c, "FROM nanobox\nRUN --mount=from=debian,target=/d true\n"),
+                     NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "FROM nanobox\nRUN --network=host true\n"), NB_E_FORBIDDEN);
     /* ADD of a URL: fetched by dockerd in the host's namespace */
-    assert_int_equal(from_status(c, "FROM nanobox\nADD http://127.0.0.1:1/s /s\n"), 403);
-    assert_int_equal(from_status(c, "FROM nanobox\nADD [\"http\\u003a//h/s\", \"/s\"]\n"), 403);
-    assert_int_equal(from_status(c, "FROM nanobox\nARG U\nADD $U /s\n"), 403);
-    assert_int_equal(from_status(c, "FROM nanobox\nADD a.tar /s\n"), 0);
-    assert_int_equal(from_status(c, "FROM nanobox\nBOGUS x\n"), 400);
-    assert_int_equal(from_status(c, ""), 400);
+    assert_int_equal(from_err(c, "FROM nanobox\nADD http://127.0.0.1:1/s /s\n"), NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "FROM nanobox\nADD [\"http\\u003a//h/s\", \"/s\"]\n"),
+                     NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "FROM nanobox\nARG U\nADD $U /s\n"), NB_E_FORBIDDEN);
+    assert_int_equal(from_err(c, "FROM nanobox\nADD a.tar /s\n"), NB_E_OK);
+    assert_int_equal(from_err(c, "FROM nanobox\nBOGUS x\n"), NB_E_INVALID);
+    assert_int_equal(from_err(c, ""), NB_E_INVALID);
     /* the operator's own list replaces the default */
     snprintf(f->app.conf.template_from, sizeof(f->app.conf.template_from), "debian:12, alpine");
-    assert_int_equal(from_status(c, "FROM debian:12\nFROM alpine:latest\n"), 0);
-    assert_int_equal(from_status(c, "FROM nanobox\n"), 403);
+    assert_int_equal(from_err(c, "FROM debian:12\nFROM alpine:latest\n"), NB_E_OK);
+    assert_int_equal(from_err(c, "FROM nanobox\n"), NB_E_FORBIDDEN);
 }
 
 static void tpl_request(struct nb_template_req *rq, const char *name)
@@ -1931,11 +1939,11 @@ static void test_template_submit_build_ready_and_delete(void **state)
     assert_string_equal(t.status, "building");
     /* not ready: no sandbox from it, and the name is taken */
     assert_int_equal(nb_template_image(a, "tools", NULL, image, sizeof(image), &ae), -1);
-    assert_int_equal(ae.status, 409);
+    assert_int_equal(ae.err, NB_E_CONFLICT);
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
-    assert_int_equal(ae.status, 409);
+    assert_int_equal(ae.err, NB_E_CONFLICT);
     assert_int_equal(nb_template_delete(a, "tools", NULL, 0, &ae), -1);
-    assert_int_equal(ae.status, 409);
+    assert_int_equal(ae.err, NB_E_CONFLICT);
     assert_false(nb_template_image_allowed(a, tpl_ref(a, "tools"), NULL));
 
     /* the builder, once the reaper handed it the job */
@@ -1961,7 +1969,7 @@ static void test_template_submit_build_ready_and_delete(void **state)
     /* another key's view: not its template, by name or by image */
     assert_false(nb_template_image_allowed(a, image, "alice"));
     assert_int_equal(nb_template_get(a, "tools", "alice", &t, &ae), -1);
-    assert_int_equal(ae.status, 404);
+    assert_int_equal(ae.err, NB_E_NOT_FOUND);
     assert_true(nb_template_image_allowed(a, image, NULL));
     assert_true(nb_template_image_allowed(a, "nanobox:latest", NULL));
     assert_false(nb_template_image_allowed(a, tpl_ref(a, "other"), NULL));
@@ -1972,13 +1980,13 @@ static void test_template_submit_build_ready_and_delete(void **state)
     a->table.slots[0].state = NB_SLOT_RUNNING;
     nb_table_unlock(&a->table);
     assert_int_equal(nb_template_delete(a, "tools", NULL, 0, &ae), -1);
-    assert_int_equal(ae.status, 409);
+    assert_int_equal(ae.err, NB_E_CONFLICT);
     assert_string_equal(ae.code, "in_use");
     assert_int_equal(nb_template_delete(a, "tools", NULL, 1, &ae), 0);
     assert_int_equal(nb_template_get(a, "tools", NULL, &t, &ae), -1);
-    assert_int_equal(ae.status, 404);
+    assert_int_equal(ae.err, NB_E_NOT_FOUND);
     assert_int_equal(nb_template_delete(a, "nanobox", NULL, 1, &ae), -1);
-    assert_int_equal(ae.status, 403);
+    assert_int_equal(ae.err, NB_E_FORBIDDEN);
 }
 
 static void test_template_failed_build_keeps_the_error(void **state)
@@ -2034,25 +2042,25 @@ static void test_template_list_and_bad_submits(void **state)
 
     tpl_request(&rq, "Bad");
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
-    assert_int_equal(ae.status, 400);
+    assert_int_equal(ae.err, NB_E_INVALID);
     tpl_request(&rq, "nanobox-python");
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
-    assert_int_equal(ae.status, 409);
+    assert_int_equal(ae.err, NB_E_CONFLICT);
     tpl_request(&rq, "x");
     rq.files = &bad;
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
-    assert_int_equal(ae.status, 400);
+    assert_int_equal(ae.err, NB_E_INVALID);
     tpl_request(&rq, "x");
     a->conf.template_context_max = 4096;
     rq.dockerfile_len = 5000; /* the cap counts the Dockerfile too */
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
-    assert_int_equal(ae.status, 413);
+    assert_int_equal(ae.err, NB_E_TOO_LARGE);
     /* ends inside a continued line (blank lines do not end it): the labels' LABEL would join it */
     tpl_request(&rq, "x");
     rq.dockerfile = "FROM nanobox\nRUN true \\\n\n";
     rq.dockerfile_len = strlen(rq.dockerfile);
     assert_int_equal(nb_template_submit(a, &rq, &t, &ae), -1);
-    assert_int_equal(ae.status, 400);
+    assert_int_equal(ae.err, NB_E_INVALID);
     assert_string_equal(ae.code, "bad_dockerfile");
     assert_int_equal(fake.imports, 2);
 }

@@ -51,7 +51,7 @@ static void test_files_path_refuses_what_could_escape(void **state)
     (void)state;
 
     assert_int_equal(resolve("", out, sizeof(out), &ae), -1);
-    assert_int_equal(ae.status, 400);
+    assert_int_equal(ae.err, NB_E_INVALID);
     assert_string_equal(ae.code, "bad_path");
     assert_int_equal(resolve("/workspace/../etc/passwd", out, sizeof(out), &ae), -1);
     assert_string_equal(ae.code, "bad_path");
@@ -62,7 +62,7 @@ static void test_files_path_refuses_what_could_escape(void **state)
     longp[0] = '/';
     longp[sizeof(longp) - 1] = '\0';
     assert_int_equal(resolve(longp, out, sizeof(out), &ae), -1);
-    assert_int_equal(ae.status, 400);
+    assert_int_equal(ae.err, NB_E_INVALID);
 }
 
 /* An agent error frame: errno, then the message. */
@@ -78,20 +78,23 @@ static void agent_error(int e, const char *msg, struct nb_apierr *ae)
 static void test_agent_errno_maps_to_status_and_code(void **state)
 {
     static const struct {
-        int e, status;
+        int e;
+        enum nb_err err;
         const char *code;
     } cases[] = {
-        {ENOENT, 404, "not_found"}, {EACCES, 403, "forbidden"},   {EROFS, 403, "forbidden"},
-        {EEXIST, 409, "conflict"},  {EISDIR, 409, "conflict"},    {EFBIG, 413, "too_large"},
-        {ENOSPC, 507, "no_space"},  {EINVAL, 400, "bad_request"}, {EAGAIN, 429, "busy"},
-        {ESRCH, 404, "no_process"}, {EIO, 500, "agent_error"},
+        {ENOENT, NB_E_NOT_FOUND, "not_found"}, {EACCES, NB_E_FORBIDDEN, "forbidden"},
+        {EROFS, NB_E_FORBIDDEN, "forbidden"},  {EEXIST, NB_E_CONFLICT, "conflict"},
+        {EISDIR, NB_E_CONFLICT, "conflict"},   {EFBIG, NB_E_TOO_LARGE, "too_large"},
+        {ENOSPC, NB_E_NO_SPACE, "no_space"},   {EINVAL, NB_E_INVALID, "bad_request"},
+        {EAGAIN, NB_E_LIMIT, "busy"},          {ESRCH, NB_E_NOT_FOUND, "no_process"},
+        {EIO, NB_E_INTERNAL, "agent_error"},
     };
     struct nb_apierr ae;
     (void)state;
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         agent_error(cases[i].e, "why", &ae);
-        assert_int_equal(ae.status, cases[i].status);
+        assert_int_equal(ae.err, cases[i].err);
         assert_string_equal(ae.code, cases[i].code);
         assert_string_equal(ae.msg, "could not read the path: why");
     }

@@ -25,7 +25,7 @@ static int code_context(yajl_val v, const char **out, struct nb_apierr *ae)
         return 0;
     *out = nb_json_string(v);
     if (nb_route_ctx(*out) != 0) {
-        nb_apierr_set(ae, 400, "bad_context",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_context",
                       "\"%.72s\" is not a context id (1 to %d of a-z, 0-9 and -)", *out,
                       NB_ROUTE_CTX_MAX);
         return -1;
@@ -41,7 +41,7 @@ static int code_body(struct nb_app *a, struct nb_req *r, yajl_val *body, struct 
     if (api_read_json(a, r, body, ae) != 0)
         return -1;
     if (nb_json_fields(*body, f, n, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         return -1;
     }
     return 0;
@@ -211,14 +211,16 @@ int api_code_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
     if (code_body(a, r, &body, f, sizeof(f) / sizeof(f[0]), ae) != 0)
         goto out;
     if (f[F_CODE].val == NULL || *nb_json_string(f[F_CODE].val) == '\0') {
-        nb_apierr_set(ae, 400, "bad_field", "field \"code\" (the code to run) is required");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                      "field \"code\" (the code to run) is required");
         goto out;
     }
     rq.code = nb_json_string(f[F_CODE].val);
     code_len = strlen(rq.code);
     if (code_len > c->code_max_bytes) {
-        nb_apierr_set(ae, 413, "too_large", "code is %zu bytes; the limit is %zu (code_max_bytes)",
-                      code_len, c->code_max_bytes);
+        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
+                      "code is %zu bytes; the limit is %zu (code_max_bytes)", code_len,
+                      c->code_max_bytes);
         goto out;
     }
     if (api_code_language(f[F_LANGUAGE].val, 422, &rq.language, ae) != 0 ||
@@ -241,12 +243,12 @@ int api_code_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
     if (nb_code_run(&slot, &rq, &gone, ae) != 0)
         goto out;
     if (gone) {
-        nb_apierr_set(ae, 499, "client_gone",
+        nb_apierr_set(ae, NB_E_CANCELLED, "client_gone",
                       "the client went away; the execution was interrupted");
         goto out;
     }
     if (k.end == NULL) {
-        nb_apierr_set(ae, 502, "bad_gateway",
+        nb_apierr_set(ae, NB_E_UPSTREAM, "bad_gateway",
                       "the sandbox's code bridge sent bad data: the answer has no end event");
         goto out;
     }
@@ -328,7 +330,7 @@ static int info_answer(struct nb_req *r, int status, yajl_val info, struct nb_ap
 {
     yajl_gen g;
     if (info == NULL) {
-        nb_apierr_set(ae, 502, "bad_gateway",
+        nb_apierr_set(ae, NB_E_UPSTREAM, "bad_gateway",
                       "the sandbox's code bridge sent bad data: no context in its answer");
         return NB_ERR;
     }
@@ -384,7 +386,8 @@ int api_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_rout
     if (f[F_CWD].val != NULL) {
         cwd = nb_json_string(f[F_CWD].val);
         if (cwd[0] != '/' || strlen(cwd) > 1024) {
-            nb_apierr_set(ae, 400, "bad_field", "cwd must be an absolute path inside the sandbox");
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                          "cwd must be an absolute path inside the sandbox");
             goto out;
         }
     }

@@ -63,20 +63,20 @@ int api_read_json_cap(struct nb_app *a, struct nb_req *r, size_t cap, yajl_val *
         return -1;
     if (nb_json_parse(r->body.data, r->body.len, a->conf.max_json_depth, out, err, sizeof(err)) !=
         0) {
-        nb_apierr_set(ae, 400, "bad_json", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_json", "%s", err);
         return -1;
     }
     if (*out != NULL && !YAJL_IS_OBJECT(*out)) {
         yajl_tree_free(*out);
         *out = NULL;
-        nb_apierr_set(ae, 400, "bad_json", "the body must be a JSON object");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_json", "the body must be a JSON object");
         return -1;
     }
     /* yajl hands a string with \u0000 over NUL-terminated: it would silently end there */
     if (nb_json_has_nul(r->body.data, r->body.len)) {
         yajl_tree_free(*out);
         *out = NULL;
-        nb_apierr_set(ae, 400, nul_code,
+        nb_apierr_set(ae, NB_E_INVALID, nul_code,
                       "a string contains a NUL byte (\\u0000), which no field can "
                       "hold; send binary data base64-encoded (stdin_encoding, encoding)");
         return -1;
@@ -112,8 +112,8 @@ int api_env_list(const struct nb_conf *c, yajl_val env, char ***out, unsigned *n
         return 0;
     len = env->u.object.len;
     if (len > c->max_env) {
-        nb_apierr_set(ae, 422, "out_of_range", "env has %zu entries; the limit is %u (max_env)",
-                      len, c->max_env);
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
+                      "env has %zu entries; the limit is %u (max_env)", len, c->max_env);
         return -1;
     }
     list = nb_xcalloc(len ? len : 1, sizeof(char *));
@@ -122,17 +122,17 @@ int api_env_list(const struct nb_conf *c, yajl_val env, char ***out, unsigned *n
         yajl_val v = env->u.object.values[i];
         size_t need;
         if (!env_name_valid(k)) {
-            nb_apierr_set(ae, 400, "bad_field", "env name \"%.64s\" is not a valid variable name",
-                          k);
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                          "env name \"%.64s\" is not a valid variable name", k);
             goto fail;
         }
         if (!YAJL_IS_STRING(v)) {
-            nb_apierr_set(ae, 400, "bad_field", "env value of %.64s must be a string", k);
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field", "env value of %.64s must be a string", k);
             goto fail;
         }
         need = strlen(k) + 1 + strlen(nb_json_string(v));
         if (need > c->max_env_bytes) {
-            nb_apierr_set(ae, 422, "out_of_range",
+            nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
                           "env %.64s is %zu bytes; the limit is %zu (max_env_bytes)", k, need,
                           c->max_env_bytes);
             goto fail;
@@ -161,15 +161,15 @@ int api_metadata_text(const struct nb_conf *c, yajl_val meta, char *out, size_t 
         return 0;
     }
     if (meta->u.object.len > c->max_metadata) {
-        nb_apierr_set(ae, 422, "out_of_range",
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
                       "metadata has %zu entries; the limit is %u (max_metadata)",
                       meta->u.object.len, c->max_metadata);
         return -1;
     }
     for (size_t i = 0; i < meta->u.object.len; i++) {
         if (!YAJL_IS_STRING(meta->u.object.values[i])) {
-            nb_apierr_set(ae, 400, "bad_field", "metadata value of \"%.64s\" must be a string",
-                          meta->u.object.keys[i]);
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                          "metadata value of \"%.64s\" must be a string", meta->u.object.keys[i]);
             return -1;
         }
     }
@@ -177,7 +177,7 @@ int api_metadata_text(const struct nb_conf *c, yajl_val meta, char *out, size_t 
     nb_json_tree(g, meta);
     yajl_gen_get_buf(g, &buf, &len);
     if (len > c->max_metadata_bytes || len >= outlen) {
-        nb_apierr_set(ae, 422, "out_of_range",
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
                       "metadata is %zu bytes as JSON; the limit is %zu (max_metadata_bytes)", len,
                       c->max_metadata_bytes);
         yajl_gen_free(g);
@@ -229,7 +229,7 @@ int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb
     *out = nb_json_double(v);
     /* below 1 ms the agent's whole milliseconds would say 0, which means none */
     if (!(*out >= 0.001) || *out > c->exec_timeout_max) {
-        nb_apierr_set(ae, 422, "out_of_range",
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
                       "timeout must be at least 0.001 and at most %u seconds (exec_timeout_max)",
                       c->exec_timeout_max);
         return -1;
@@ -262,22 +262,24 @@ static int rule_list(yajl_val v, const char *name, struct nb_netrules *l, struct
     if (v == NULL)
         return 0;
     if (!YAJL_IS_ARRAY(v)) {
-        nb_apierr_set(ae, 400, "bad_field", "network.%s must be an array of strings", name);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "network.%s must be an array of strings",
+                      name);
         return -1;
     }
     if (YAJL_GET_ARRAY(v)->len > NB_NETRULES_MAX) {
-        nb_apierr_set(ae, 422, "out_of_range", "network.%s holds at most %d rules", name,
-                      NB_NETRULES_MAX);
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range", "network.%s holds at most %d rules",
+                      name, NB_NETRULES_MAX);
         return -1;
     }
     for (size_t i = 0; i < YAJL_GET_ARRAY(v)->len; i++) {
         yajl_val e = YAJL_GET_ARRAY(v)->values[i];
         if (!YAJL_IS_STRING(e)) {
-            nb_apierr_set(ae, 400, "bad_field", "network.%s[%zu] must be a string", name, i);
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field", "network.%s[%zu] must be a string", name,
+                          i);
             return -1;
         }
         if (nb_netrules_add(l, YAJL_GET_STRING(e), err, sizeof(err)) != 0) {
-            nb_apierr_set(ae, 422, "bad_rule", "network.%s[%zu]: %s", name, i, err);
+            nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "bad_rule", "network.%s[%zu]: %s", name, i, err);
             return -1;
         }
     }
@@ -297,7 +299,7 @@ static int policy_object(const struct nb_conf *c, yajl_val v, int *mode_bridge,
     char err[256];
 
     if (nb_json_fields(v, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "network: %s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "network: %s", err);
         return -1;
     }
     *mode_bridge = 1;
@@ -306,7 +308,8 @@ static int policy_object(const struct nb_conf *c, yajl_val v, int *mode_bridge,
         if (!strcmp(m, "none")) {
             *mode_bridge = 0;
         } else if (strcmp(m, "bridge") != 0) {
-            nb_apierr_set(ae, 400, "bad_field", "network.mode must be \"none\" or \"bridge\"");
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                          "network.mode must be \"none\" or \"bridge\"");
             return -1;
         }
     }
@@ -314,7 +317,7 @@ static int policy_object(const struct nb_conf *c, yajl_val v, int *mode_bridge,
         rule_list(f[F_DENY].val, "deny", &p->deny, ae) != 0)
         return -1;
     if (!*mode_bridge && (p->allow.n || p->deny.n)) {
-        nb_apierr_set(ae, 422, "bad_rule",
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "bad_rule",
                       "network.allow and network.deny apply to mode \"bridge\" only");
         return -1;
     }
@@ -333,7 +336,7 @@ int api_network_value(const struct nb_conf *c, yajl_val v, int *bridge, struct n
         if (!strcmp(net, "bridge")) {
             *bridge = 1;
         } else if (strcmp(net, "none") != 0) {
-            nb_apierr_set(ae, 400, "bad_field",
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field",
                           "network must be \"none\", \"bridge\" or a network object");
             return -1;
         }
@@ -341,7 +344,7 @@ int api_network_value(const struct nb_conf *c, yajl_val v, int *bridge, struct n
         return -1;
     }
     if (*bridge && !c->allow_bridge) {
-        nb_apierr_set(ae, 403, "forbidden",
+        nb_apierr_set(ae, NB_E_FORBIDDEN, "forbidden",
                       "network \"bridge\" is disabled by the operator (allow_bridge)");
         return -1;
     }

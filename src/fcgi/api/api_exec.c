@@ -41,7 +41,7 @@ static int exec_argv(const struct nb_conf *c, yajl_val command, yajl_val argv, c
 
     *out = NULL;
     if ((command == NULL) == (argv == NULL)) {
-        nb_apierr_set(ae, 400, "bad_field",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
                       command == NULL ? "give \"command\" (a shell command line) or \"argv\" "
                                         "(an array: the program and its arguments)"
                                       : "give \"command\" or \"argv\", not both");
@@ -70,17 +70,17 @@ static int exec_argv(const struct nb_conf *c, yajl_val command, yajl_val argv, c
     for (size_t i = 0; i < n; i++) {
         yajl_val e = argv->u.array.values[i];
         if (!YAJL_IS_STRING(e)) {
-            nb_apierr_set(ae, 400, "bad_field", "argv[%zu] must be a string", i);
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field", "argv[%zu] must be a string", i);
             return -1;
         }
         total += strlen(nb_json_string(e));
     }
     if (nb_json_string(argv->u.array.values[0])[0] == '\0') {
-        nb_apierr_set(ae, 400, "bad_field", "argv[0], the program, must not be empty");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "argv[0], the program, must not be empty");
         return -1;
     }
     if (total > c->max_command) {
-        nb_apierr_set(ae, 422, "out_of_range",
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
                       "argv must be at most %zu bytes in all (max_command)", c->max_command);
         return -1;
     }
@@ -180,7 +180,7 @@ static int exec_data(yajl_val in, yajl_val enc, const char *name, const char *en
     const char *text, *e = enc ? nb_json_string(enc) : "utf-8";
     if (in == NULL) {
         if (enc != NULL) {
-            nb_apierr_set(ae, 400, "bad_field", "%s given without %s", enc_name, name);
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s given without %s", enc_name, name);
             return -1;
         }
         return 0;
@@ -192,12 +192,12 @@ static int exec_data(yajl_val in, yajl_val enc, const char *name, const char *en
     }
     if (!strcmp(e, "base64")) {
         if (nb_base64_decode(b, text, strlen(text)) != NB_OK) {
-            nb_apierr_set(ae, 400, "bad_field", "%s is not valid base64", name);
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s is not valid base64", name);
             return -1;
         }
         return 0;
     }
-    nb_apierr_set(ae, 400, "bad_field", "%s must be \"utf-8\" or \"base64\"", enc_name);
+    nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s must be \"utf-8\" or \"base64\"", enc_name);
     return -1;
 }
 
@@ -210,18 +210,18 @@ static int pty_size(yajl_val v, const char *what, unsigned *cols, unsigned *rows
     long long c, r;
 
     if (nb_json_fields(v, f, 2, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s: %s", what, err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s: %s", what, err);
         return -1;
     }
     if (f[0].val == NULL || f[1].val == NULL) {
-        nb_apierr_set(ae, 400, "bad_field", "%s needs \"cols\" and \"rows\"", what);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s needs \"cols\" and \"rows\"", what);
         return -1;
     }
     c = nb_json_int(f[0].val);
     r = nb_json_int(f[1].val);
     if (c < 1 || r < 1 || c > NB_EXEC_PTY_MAX || r > NB_EXEC_PTY_MAX) {
-        nb_apierr_set(ae, 422, "out_of_range", "%s: cols and rows must be 1 to %d", what,
-                      NB_EXEC_PTY_MAX);
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range", "%s: cols and rows must be 1 to %d",
+                      what, NB_EXEC_PTY_MAX);
         return -1;
     }
     *cols = (unsigned)c;
@@ -305,7 +305,7 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     if (api_read_json(a, r, &body, ae) != 0)
         goto out;
     if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
     if (exec_argv(c, f[F_COMMAND].val, f[F_ARGV].val, &argv, ae) != 0)
@@ -321,14 +321,16 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     if (f[F_CWD].val) {
         cwd = nb_json_string(f[F_CWD].val);
         if (cwd[0] != '/' || strlen(cwd) > 1024) {
-            nb_apierr_set(ae, 400, "bad_field", "cwd must be an absolute path inside the sandbox");
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                          "cwd must be an absolute path inside the sandbox");
             goto out;
         }
     }
     if (exec_data(f[F_STDIN].val, f[F_STDIN_ENC].val, "stdin", "stdin_encoding", &in, ae) != 0)
         goto out;
     if (f[F_USER].val != NULL && (rq.root = nb_exec_user(c, nb_json_string(f[F_USER].val))) < 0) {
-        nb_apierr_set(ae, 400, "bad_field", "user must be \"root\" or the sandbox user (\"%s\")",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                      "user must be \"root\" or the sandbox user (\"%s\")",
                       c->sandbox_user_name[0] ? c->sandbox_user_name : "user");
         goto out;
     }
@@ -337,13 +339,13 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
         timeout = 0; /* a background command runs until it exits or the sandbox ends */
     stream = f[F_STREAM].val ? YAJL_IS_TRUE(f[F_STREAM].val) : nb_http_wants_ndjson(r);
     if (rq.pty_cols > 0 && !rq.background && f[F_STREAM].val != NULL && !stream) {
-        nb_apierr_set(ae, 400, "bad_field",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
                       "a pty session is streamed while it runs, or kept in the background "
                       "(\"background\": true): not \"stream\": false");
         goto out;
     }
     if (rq.pty_cols > 0 && rq.background && f[F_STDIN].val != NULL) {
-        nb_apierr_set(ae, 400, "bad_field",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
                       "a background pty takes its input from POST /sandbox/{id}/pty/{pid}/input, "
                       "not \"stdin\"");
         goto out;
@@ -351,7 +353,7 @@ int api_sandbox_exec(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     if (rq.pty_cols > 0 && !rq.background)
         stream = 1;
     if (rq.background && stream) {
-        nb_apierr_set(ae, 400, "bad_field",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
                       "a background command is not streamed: read its output "
                       "with GET /sandbox/{id}/processes/{pid}");
         goto out;
@@ -433,11 +435,11 @@ int api_pty_input(struct nb_app *a, struct nb_req *r, const struct nb_route_args
         return NB_ERR;
     nb_buf_init(&data, a->conf.max_body);
     if (nb_json_fields(body, f, 2, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
     if (f[0].val == NULL) {
-        nb_apierr_set(ae, 400, "bad_field", "give \"data\": the bytes typed");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "give \"data\": the bytes typed");
         goto out;
     }
     if (exec_data(f[0].val, f[1].val, "data", "encoding", &data, ae) != 0 ||

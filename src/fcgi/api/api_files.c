@@ -44,9 +44,9 @@ static int files_query_path(struct nb_app *a, struct nb_req *r, const char *key,
     nb_buf_init(&q, NB_QUERY_MAX);
     rc = nb_http_query_bytes(r, key, &q);
     if (rc == -1)
-        nb_apierr_set(ae, 400, "bad_path", "the query parameter \"%s\" is required", key);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_path", "the query parameter \"%s\" is required", key);
     else if (rc == -2)
-        nb_apierr_set(ae, 400, "bad_path", "the path is too long");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_path", "the path is too long");
     if (rc == 0)
         rc = nb_files_path(&a->conf, q.data, q.len, out, outlen, ae);
     nb_buf_free(&q);
@@ -129,7 +129,8 @@ int api_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args
     if (nb_http_query(r, "depth", depth, sizeof(depth)) == 0) {
         unsigned long d = strtoul(depth, &end, 10);
         if (depth[0] < '1' || depth[0] > '9' || *end != '\0' || d > NB_FILES_MAX_DEPTH) {
-            nb_apierr_set(ae, 400, "bad_field", "depth must be 1 to %d", NB_FILES_MAX_DEPTH);
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field", "depth must be 1 to %d",
+                          NB_FILES_MAX_DEPTH);
             return NB_ERR;
         }
         sink.depth = (unsigned)d;
@@ -184,12 +185,13 @@ int api_files_put(struct nb_app *a, struct nb_req *r, const struct nb_route_args
     if (files_query_path(a, r, "path", path, sizeof(path), ae) != 0)
         return NB_ERR;
     if (nb_http_query(r, "mode", mode_s, sizeof(mode_s)) == 0 && parse_mode(mode_s, &mode) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "mode must be octal permission bits such as 0644");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                      "mode must be octal permission bits such as 0644");
         return NB_ERR;
     }
     if (total > c->max_file) {
-        nb_apierr_set(ae, 413, "too_large", "the file is %llu bytes; the limit is %zu (max_file)",
-                      total, c->max_file);
+        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
+                      "the file is %llu bytes; the limit is %zu (max_file)", total, c->max_file);
         return NB_ERR;
     }
     if (nb_sandbox_get(a, ra->id, &slot, ae) != 0 ||
@@ -224,7 +226,7 @@ int api_files_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     if (files_query_path(a, r, "path", path, sizeof(path), ae) != 0)
         return NB_ERR;
     if (!strcmp(path, "/")) {
-        nb_apierr_set(ae, 400, "bad_path", "refusing to delete /");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_path", "refusing to delete /");
         return NB_ERR;
     }
     recursive = nb_http_query(r, "recursive", rec, sizeof(rec)) == 0 && is_true(rec);
@@ -241,7 +243,7 @@ static int body_path(struct nb_app *a, yajl_val v, const char *name, char *out, 
 {
     const char *s;
     if (v == NULL) {
-        nb_apierr_set(ae, 400, "bad_field", "field \"%s\" (a path) is required", name);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "field \"%s\" (a path) is required", name);
         return -1;
     }
     s = nb_json_string(v);
@@ -278,7 +280,7 @@ static int files_json(struct nb_app *a, struct nb_req *r, const char *id,
     if (api_read_json_nul(a, r, &body, "bad_path", ae) != 0)
         return NB_ERR;
     if (nb_json_fields(body, f, op->n, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
     for (i = 0; i < op->n; i++)
@@ -379,8 +381,8 @@ int api_files_archive_put(struct nb_app *a, struct nb_req *r, const struct nb_ro
     if (files_query_path(a, r, "path", path, sizeof(path), ae) != 0)
         return NB_ERR;
     if (total > c->max_file) {
-        nb_apierr_set(ae, 413, "too_large", "the tar is %llu bytes; the limit is %zu (max_file)",
-                      total, c->max_file);
+        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
+                      "the tar is %llu bytes; the limit is %zu (max_file)", total, c->max_file);
         return NB_ERR;
     }
     if (nb_sandbox_get(a, ra->id, &slot, ae) != 0 || nb_http_read_body(r, c->max_file, ae) != 0 ||

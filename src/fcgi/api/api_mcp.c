@@ -226,7 +226,7 @@ int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
 
     (void)ra;
     if (nb_http_is_internal(r)) { /* no tool calls /mcp: a loop would be a bug */
-        nb_apierr_set(ae, 400, "bad_request", "/mcp is not a tool's API call");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_request", "/mcp is not a tool's API call");
         return NB_ERR;
     }
     if (hver != NULL && *hver && !mcp_version_supported(hver)) {
@@ -237,13 +237,13 @@ int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
         return NB_OK;
     }
     if (nb_http_read_body(r, cap, ae) != 0) {
-        rpc_fail(r, ae->status, MCP_PARSE_ERROR, "%s", ae->msg);
+        rpc_fail(r, nb_http_status_of(ae->err), MCP_PARSE_ERROR, "%s", ae->msg);
         return NB_OK;
     }
     if (sid != NULL && *sid) {
         rc = nb_mcp_session_find(&a->conf, nb_http_key(r)->name, sid, version, sizeof(version), ae);
         if (rc < 0) {
-            rpc_fail(r, ae->status, MCP_INTERNAL_ERROR, "%s", ae->msg);
+            rpc_fail(r, nb_http_status_of(ae->err), MCP_INTERNAL_ERROR, "%s", ae->msg);
             return NB_OK;
         }
         if (rc == 0) {
@@ -297,7 +297,7 @@ int api_mcp_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
 
     (void)ra;
     if (sid == NULL || !*sid) {
-        nb_apierr_set(ae, 400, "bad_request",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_request",
                       "DELETE /mcp ends a session: send its Mcp-Session-Id "
                       "header");
         return NB_ERR;
@@ -306,7 +306,8 @@ int api_mcp_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
     if (rc < 0)
         return NB_ERR;
     if (rc == 0) {
-        nb_apierr_set(ae, 404, "not_found", "no MCP session %.64s (it expired or was ended)", sid);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                      "no MCP session %.64s (it expired or was ended)", sid);
         return NB_ERR;
     }
     nb_http_no_content(r);

@@ -228,7 +228,8 @@ int api_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *
         nb_metrics_render(&out, nb_metrics);
     if (out.len >= METRICS_MAX - 1) {
         nb_buf_free(&out);
-        nb_apierr_set(ae, 500, "internal", "the metrics are larger than %u bytes", METRICS_MAX);
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "the metrics are larger than %u bytes",
+                      METRICS_MAX);
         return NB_ERR;
     }
     nb_http_body(r, 200, "text/plain; version=0.0.4; charset=utf-8", out.data ? out.data : "",
@@ -274,7 +275,7 @@ static int cpu_interval(struct nb_req *r, unsigned *ms, struct nb_apierr *ae)
         return 0;
     n = strtoul(v, &end, 10);
     if (v[0] < '0' || v[0] > '9' || *end != '\0' || n > CPU_INTERVAL_MAX) {
-        nb_apierr_set(ae, 400, "bad_field",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
                       "interval must be a whole number of milliseconds from 0 to %d",
                       CPU_INTERVAL_MAX);
         return -1;
@@ -289,8 +290,8 @@ static int sandbox_cgstat(const struct nb_slot *slot, struct nb_cgstat *st, stru
     char err[256];
     if (nb_cgstat_read(PROC_ROOT, CG_ROOT, slot->init_pid, slot->container_id, st, err,
                        sizeof(err)) != 0) {
-        nb_apierr_set(ae, 503, "metrics_unavailable", "cannot read the usage of sandbox %s: %s",
-                      slot->id, err);
+        nb_apierr_set(ae, NB_E_UNAVAILABLE, "metrics_unavailable",
+                      "cannot read the usage of sandbox %s: %s", slot->id, err);
         return -1;
     }
     return 0;

@@ -32,8 +32,8 @@ int api_openapi(struct nb_app *a, struct nb_req *r, const struct nb_route_args *
                         sizeof(path));
     f = fopen(path, "re");
     if (f == NULL) {
-        nb_apierr_set(ae, 500, "internal", "the API description %s cannot be read: %s", path,
-                      strerror(errno));
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "the API description %s cannot be read: %s",
+                      path, strerror(errno));
         return NB_ERR;
     }
     nb_buf_init(&b, OPENAPI_MAX);
@@ -42,8 +42,8 @@ int api_openapi(struct nb_app *a, struct nb_req *r, const struct nb_route_args *
             break;
     }
     if (ferror(f) || !feof(f)) {
-        nb_apierr_set(ae, 500, "internal", "the API description %s: read error or over %u bytes",
-                      path, OPENAPI_MAX);
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal",
+                      "the API description %s: read error or over %u bytes", path, OPENAPI_MAX);
         fclose(f);
         nb_buf_free(&b);
         return NB_ERR;

@@ -48,11 +48,11 @@ int api_port_open(struct nb_app *a, struct nb_req *r, const struct nb_route_args
     if (api_read_json(a, r, &body, ae) != 0)
         return NB_ERR;
     if (nb_json_fields(body, f, 3, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
     if (f[0].val == NULL || f[1].val == NULL) {
-        nb_apierr_set(ae, 400, "bad_field",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
                       "fields \"sandboxport\" and \"duration\" (seconds) are required");
         goto out;
     }
@@ -61,16 +61,17 @@ int api_port_open(struct nb_app *a, struct nb_req *r, const struct nb_route_args
     if (f[2].val)
         hp = nb_json_int(f[2].val);
     if (sp < 1 || sp > 65535) {
-        nb_apierr_set(ae, 422, "out_of_range", "sandboxport must be between 1 and 65535");
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
+                      "sandboxport must be between 1 and 65535");
         goto out;
     }
     if (f[2].val && (hp < c->port_min || hp > c->port_max)) {
-        nb_apierr_set(ae, 422, "out_of_range", "hostport must be between %u and %u (port_range)",
-                      c->port_min, c->port_max);
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
+                      "hostport must be between %u and %u (port_range)", c->port_min, c->port_max);
         goto out;
     }
     if (dur <= 0 || dur > c->max_port_duration) {
-        nb_apierr_set(ae, 422, "out_of_range",
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
                       "duration must be between 1 and %u seconds (max_port_duration)",
                       c->max_port_duration);
         goto out;
@@ -129,11 +130,12 @@ int api_port_close(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
     char *end;
     long sp = strtol(port, &end, 10);
     if (*port == '\0' || *end != '\0' || port[0] == '-' || port[0] == '+') {
-        nb_apierr_set(ae, 400, "bad_field", "\"%.16s\" is not a port number", port);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "\"%.16s\" is not a port number", port);
         return NB_ERR;
     }
     if (sp < 1 || sp > 65535) {
-        nb_apierr_set(ae, 422, "out_of_range", "sandboxport must be between 1 and 65535");
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
+                      "sandboxport must be between 1 and 65535");
         return NB_ERR;
     }
     if (nb_port_close(a, ra->id, (uint16_t)sp, ae) != 0)
@@ -200,6 +202,6 @@ int api_port_on_demand(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     }
     /* auth_request lets only 2xx, 401 and 403 through: the reason rides in a header */
     nb_http_add_header(r, "X-Nanobox-Port", why);
-    nb_apierr_set(ae, 403, "not_opened", "port not opened on demand: %s", why);
+    nb_apierr_set(ae, NB_E_FORBIDDEN, "not_opened", "port not opened on demand: %s", why);
     return NB_ERR;
 }

@@ -94,7 +94,7 @@ static int query_offset(struct nb_req *r, const char *key, uint64_t *out, struct
         return 0;
     *out = strtoull(v, &end, 10);
     if (v[0] < '0' || v[0] > '9' || *end != '\0') {
-        nb_apierr_set(ae, 400, "bad_field", "%s must be a byte offset (0 or more)", key);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s must be a byte offset (0 or more)", key);
         return -1;
     }
     return 0;
@@ -165,7 +165,7 @@ int api_procs_stdin(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
         return NB_ERR;
     nb_buf_init(&data, a->conf.max_body);
     if (nb_json_fields(body, f, 3, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
     enc = f[1].val ? nb_json_string(f[1].val) : "utf-8";
@@ -173,18 +173,19 @@ int api_procs_stdin(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
         const char *text = nb_json_string(f[0].val);
         if (!strcmp(enc, "base64")) {
             if (nb_base64_decode(&data, text, strlen(text)) != NB_OK) {
-                nb_apierr_set(ae, 400, "bad_field", "data is not valid base64");
+                nb_apierr_set(ae, NB_E_INVALID, "bad_field", "data is not valid base64");
                 goto out;
             }
         } else if (!strcmp(enc, "utf-8") || !strcmp(enc, "utf8")) {
             nb_buf_append(&data, text, strlen(text));
         } else {
-            nb_apierr_set(ae, 400, "bad_field", "encoding must be \"utf-8\" or \"base64\"");
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                          "encoding must be \"utf-8\" or \"base64\"");
             goto out;
         }
     }
     if (data.len > NB_PROCS_STDIN_MAX) {
-        nb_apierr_set(ae, 413, "too_large", "send at most %u bytes of stdin per call",
+        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large", "send at most %u bytes of stdin per call",
                       NB_PROCS_STDIN_MAX);
         goto out;
     }
@@ -216,7 +217,8 @@ int api_procs_signal(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     nb_http_query(r, "signal", name, sizeof(name));
     sig = nb_procs_signal_number(name);
     if (sig == 0) {
-        nb_apierr_set(ae, 400, "bad_field", "signal must be one of %s", nb_procs_signal_names);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "signal must be one of %s",
+                      nb_procs_signal_names);
         return NB_ERR;
     }
     if (nb_sandbox_get(a, ra->id, &slot, ae) != 0 ||

@@ -81,11 +81,12 @@ int api_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
     if (api_read_json(a, r, &body, ae) != 0)
         goto out;
     if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
     if (f[F_LANGUAGE].val == NULL || f[F_CODE].val == NULL) {
-        nb_apierr_set(ae, 400, "bad_field", "fields \"language\" and \"code\" are required");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                      "fields \"language\" and \"code\" are required");
         goto out;
     }
     language = nb_json_string(f[F_LANGUAGE].val);
@@ -93,14 +94,14 @@ int api_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
         if (!strcmp(run_languages[li].language, language))
             break;
     if (li == sizeof(run_languages) / sizeof(run_languages[0])) {
-        nb_apierr_set(ae, 422, "out_of_range",
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
                       "language must be \"python\" or \"sh\" (what the image has)");
         goto out;
     }
     code = nb_json_string(f[F_CODE].val);
     if (strlen(code) > c->max_command) {
-        nb_apierr_set(ae, 422, "out_of_range", "code must be at most %zu bytes (max_command)",
-                      c->max_command);
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
+                      "code must be at most %zu bytes (max_command)", c->max_command);
         goto out;
     }
     if (api_exec_timeout(c, f[F_TIMEOUT].val, &timeout, ae) != 0)

@@ -128,13 +128,13 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (api_read_json(a, r, &body, ae) != 0)
         return NB_ERR;
     if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
 
     snprintf(spec.image, sizeof(spec.image), "%s", c->images[0]);
     if (f[F_IMAGE].val && f[F_TEMPLATE].val) {
-        nb_apierr_set(ae, 400, "bad_field", "give image or template, not both");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "give image or template, not both");
         goto out;
     }
     if (f[F_TEMPLATE].val &&
@@ -145,7 +145,7 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         const char *img = nb_json_string(f[F_IMAGE].val);
         /* the allow-list: the operator's images and the ready templates */
         if (!nb_template_image_allowed(a, img, nb_http_list_owner(r, NULL))) {
-            nb_apierr_set(ae, 403, "forbidden",
+            nb_apierr_set(ae, NB_E_FORBIDDEN, "forbidden",
                           "image \"%.100s\" is not in the operator's allow-list", img);
             goto out;
         }
@@ -156,8 +156,8 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (f[F_TTL].val) {
         long long ttl = nb_json_int(f[F_TTL].val);
         if (ttl <= 0 || ttl > (long long)c->max_ttl) {
-            nb_apierr_set(ae, 422, "out_of_range", "ttl must be between 1 and %u seconds (max_ttl)",
-                          c->max_ttl);
+            nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
+                          "ttl must be between 1 and %u seconds (max_ttl)", c->max_ttl);
             goto out;
         }
         spec.ttl = (unsigned)ttl;
@@ -167,11 +167,12 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (f[F_MEMORY].val) {
         uint64_t m;
         if (api_memory_value(f[F_MEMORY].val, &m) != 0) {
-            nb_apierr_set(ae, 400, "bad_field", "memory must be bytes or a size like \"128m\"");
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                          "memory must be bytes or a size like \"128m\"");
             goto out;
         }
         if (m < 6 * MiB || m > c->memory) {
-            nb_apierr_set(ae, 422, "out_of_range",
+            nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
                           "memory must be between 6m and %llu bytes (the operator's limit)",
                           (unsigned long long)c->memory);
             goto out;
@@ -183,7 +184,7 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (f[F_CPUS].val) {
         double cpus = nb_json_double(f[F_CPUS].val);
         if (!(cpus >= 0.01) || cpus * 1e9 > (double)c->nano_cpus + 0.5) {
-            nb_apierr_set(ae, 422, "out_of_range",
+            nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
                           "cpus must be between 0.01 and %g (the operator's limit)",
                           (double)c->nano_cpus / 1e9);
             goto out;
@@ -195,7 +196,7 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (f[F_PIDS].val) {
         long long pids = nb_json_int(f[F_PIDS].val);
         if (pids < 8 || pids > c->pids) {
-            nb_apierr_set(ae, 422, "out_of_range",
+            nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
                           "pids must be between 8 and %lld (the operator's limit)",
                           (long long)c->pids);
             goto out;
@@ -217,7 +218,7 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         if (!strcmp(ot, "pause"))
             spec.lifecycle |= NB_LIFE_PAUSE_ON_TIMEOUT;
         else if (strcmp(ot, "destroy") != 0) {
-            nb_apierr_set(ae, 400, "bad_field", "on_timeout is \"destroy\" or \"pause\"");
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field", "on_timeout is \"destroy\" or \"pause\"");
             goto out;
         }
     }
@@ -280,7 +281,7 @@ int api_sandbox_list(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     memset(&lf, 0, sizeof(lf));
     nb_http_query_each(r, list_filter_cb, &lf);
     if (lf.bad) {
-        nb_apierr_set(ae, 400, "bad_field",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
                       lf.bad == 1
                           ? "the only filters are metadata.<key>=<value> and owner=<key name>"
                           : "at most 16 metadata filters");
@@ -349,7 +350,7 @@ static int no_fields(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     if (api_read_json(a, r, &body, ae) != 0)
         return -1;
     if (nb_json_fields(body, NULL, 0, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s (this call takes no fields)", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s (this call takes no fields)", err);
         rc = -1;
     }
     yajl_tree_free(body);
@@ -402,17 +403,18 @@ int api_sandbox_timeout(struct nb_app *a, struct nb_req *r, const struct nb_rout
     if (api_read_json(a, r, &body, ae) != 0)
         return NB_ERR;
     if (nb_json_fields(body, f, 1, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
     if (f[0].val == NULL) {
-        nb_apierr_set(ae, 400, "bad_field", "field \"ttl\" (seconds from now) is required");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                      "field \"ttl\" (seconds from now) is required");
         goto out;
     }
     ttl = nb_json_int(f[0].val);
     if (ttl <= 0 || ttl > (long long)a->conf.max_ttl) {
-        nb_apierr_set(ae, 422, "out_of_range", "ttl must be between 1 and %u seconds (max_ttl)",
-                      a->conf.max_ttl);
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
+                      "ttl must be between 1 and %u seconds (max_ttl)", a->conf.max_ttl);
         goto out;
     }
     if (nb_sandbox_extend(a, ra->id, (unsigned)ttl, &expires, ae) != 0)
@@ -443,14 +445,14 @@ int api_sandbox_network(struct nb_app *a, struct nb_req *r, const struct nb_rout
     if (api_read_json(a, r, &body, ae) != 0)
         return NB_ERR;
     if (body == NULL || !YAJL_IS_OBJECT(body)) {
-        nb_apierr_set(ae, 400, "bad_json",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_json",
                       "the body must be a network object: {\"allow\": [...], \"deny\": [...]}");
         goto out;
     }
     if (api_network_value(&a->conf, body, &bridge, &p, ae) != 0)
         goto out;
     if (!bridge) {
-        nb_apierr_set(ae, 422, "bad_rule",
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "bad_rule",
                       "a running sandbox's network mode cannot change; "
                       "only a bridge sandbox's allow and deny can");
         goto out;

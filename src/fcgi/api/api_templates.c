@@ -204,11 +204,11 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
     if (api_read_json_cap(a, r, cap, &body, "bad_field", ae) != 0)
         return NB_ERR;
     if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
     if (f[F_NAME].val == NULL || f[F_DOCKERFILE].val == NULL) {
-        nb_apierr_set(ae, 400, "bad_field", "name and dockerfile are required");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "name and dockerfile are required");
         goto out;
     }
     rq.name = nb_json_string(f[F_NAME].val);
@@ -219,11 +219,12 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
     if (f[F_MEMORY].val) {
         uint64_t m;
         if (api_memory_value(f[F_MEMORY].val, &m) != 0) {
-            nb_apierr_set(ae, 400, "bad_field", "memory must be bytes or a size like \"512m\"");
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                          "memory must be bytes or a size like \"512m\"");
             goto out;
         }
         if (m < 6 * MiB || m > c->template_memory) {
-            nb_apierr_set(ae, 422, "out_of_range",
+            nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
                           "memory of a build must be between 6m and %llu bytes (template_memory)",
                           (unsigned long long)c->template_memory);
             goto out;
@@ -233,7 +234,7 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
     if (f[F_CPUS].val) {
         double cpus = nb_json_double(f[F_CPUS].val);
         if (!(cpus >= 0.01) || cpus * 1e9 > (double)c->template_nano_cpus + 0.5) {
-            nb_apierr_set(ae, 422, "out_of_range",
+            nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
                           "cpus of a build must be between 0.01 and %g (template_cpus)",
                           (double)c->template_nano_cpus / 1e9);
             goto out;
@@ -243,18 +244,18 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
     if (f[F_FILES].val) {
         yajl_val o = f[F_FILES].val;
         if (o->u.object.len > FILES_MAX) {
-            nb_apierr_set(ae, 400, "bad_field", "files: at most %d entries", FILES_MAX);
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field", "files: at most %d entries", FILES_MAX);
             goto out;
         }
         for (size_t i = 0; i < o->u.object.len; i++) {
             yajl_val v = o->u.object.values[i];
             if (!YAJL_IS_STRING(v)) {
-                nb_apierr_set(ae, 400, "bad_field", "files: \"%.100s\" must be base64 text",
-                              o->u.object.keys[i]);
+                nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                              "files: \"%.100s\" must be base64 text", o->u.object.keys[i]);
                 goto out;
             }
             if (strlen(nb_json_string(v)) / 4 * 3 > c->template_context_max) {
-                nb_apierr_set(ae, 413, "too_large",
+                nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
                               "files: \"%.100s\" is over template_context_max (%zu bytes)",
                               o->u.object.keys[i], c->template_context_max);
                 goto out;
@@ -263,8 +264,8 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
             n_files++;
             if (nb_base64_decode(&data[n_files - 1], nb_json_string(v),
                                  strlen(nb_json_string(v))) != 0) {
-                nb_apierr_set(ae, 400, "bad_field", "files: \"%.100s\" is not valid base64",
-                              o->u.object.keys[i]);
+                nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                              "files: \"%.100s\" is not valid base64", o->u.object.keys[i]);
                 goto out;
             }
             files[i].path = o->u.object.keys[i];
@@ -303,7 +304,7 @@ int api_sandbox_snapshot(struct nb_app *a, struct nb_req *r, const struct nb_rou
     if (api_read_json(a, r, &body, ae) != 0)
         return NB_ERR;
     if (nb_json_fields(body, f, 1, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
     if (nb_snapshot_take(a, ra->id, f[0].val ? nb_json_string(f[0].val) : NULL,

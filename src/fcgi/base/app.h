@@ -7,6 +7,7 @@
 
 #include "conf.h"
 #include "docker.h"
+#include "nberr.h"
 #include "table.h"
 
 struct nb_sandbox_source; /* sandbox.h */
@@ -22,15 +23,16 @@ struct nb_app {
     char *seccomp_root;
 };
 
-/* An error on its way to the client: status, slug and a readable message. */
+/* An error on its way to the client: its domain code (nberr.h), a slug the
+ * answer names it by, and a readable message. */
 struct nb_apierr {
-    int status;
+    enum nb_err err;
     char code[32];
     char msg[320];
 };
 
 /* apierr.c: fill one; below every engine and handler. */
-void nb_apierr_set(struct nb_apierr *ae, int status, const char *code, const char *fmt, ...)
+void nb_apierr_set(struct nb_apierr *ae, enum nb_err err, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Translate a Docker failure; what says what we were doing ("create the sandbox"). */
 void nb_apierr_docker(struct nb_apierr *ae, const struct nb_derr *de, const char *what);

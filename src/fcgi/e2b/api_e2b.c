@@ -181,12 +181,13 @@ static int timeout_value(const struct nb_conf *c, yajl_val v, unsigned *out, str
 {
     long long t;
     if (!YAJL_IS_INTEGER(v)) {
-        nb_apierr_set(ae, 400, "bad_field", "timeout must be an integer number of seconds");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                      "timeout must be an integer number of seconds");
         return -1;
     }
     t = YAJL_GET_INTEGER(v);
     if (t < 1 || t > (long long)c->max_ttl) {
-        nb_apierr_set(ae, 400, "out_of_range",
+        nb_apierr_set(ae, NB_E_INVALID, "out_of_range",
                       "timeout must be between 1 and %u seconds (the operator's max_ttl)",
                       c->max_ttl);
         return -1;
@@ -218,7 +219,7 @@ static int body_field(yajl_val body, const char *key, unsigned types, yajl_val *
         *out = v;
         return 0;
     }
-    nb_apierr_set(ae, 400, "bad_field", "field \"%s\" has the wrong type", key);
+    nb_apierr_set(ae, NB_E_INVALID, "bad_field", "field \"%s\" has the wrong type", key);
     return -1;
 }
 
@@ -252,7 +253,7 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
     if (tpl != NULL)
         tname = nb_json_string(tpl);
     if (image_of(c, tname, spec.image, sizeof(spec.image)) != 0) {
-        nb_apierr_set(ae, 404, "not_found", "template '%.100s' not found", tname);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "template '%.100s' not found", tname);
         goto out;
     }
     spec.ttl = ttl;
@@ -280,8 +281,8 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
     spec.key = nb_http_key(r); /* its owner, and whose quotas it counts against */
     if (nb_sandbox_create(a, &spec, &slot, ae) != 0) {
         /* a full machine is E2B's concurrency limit: its SDK says RateLimitError */
-        if (ae->status == 503 && !strcmp(ae->code, "capacity"))
-            ae->status = 429;
+        if (ae->err == NB_E_CAPACITY)
+            ae->err = NB_E_LIMIT;
         goto out;
     }
     rc = answer_sandbox(a, r, 201, &slot);
@@ -352,7 +353,7 @@ static int list_query(struct nb_req *r, struct e2b_list *l, struct nb_apierr *ae
     l->started_after = INT64_MIN;
     if (nb_http_query(r, "metadata", v, sizeof(v)) == 0 &&
         (nb_query_each(v, list_meta_cb, l) != 0 || l->bad)) {
-        nb_apierr_set(ae, 400, "bad_field", "at most 16 metadata filters");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "at most 16 metadata filters");
         return -1;
     }
     if (nb_http_query(r, "state", v, sizeof(v)) == 0) {
@@ -364,8 +365,8 @@ static int list_query(struct nb_req *r, struct e2b_list *l, struct nb_apierr *ae
             else if (!strcmp(t, "paused"))
                 l->paused = 1;
             else {
-                nb_apierr_set(ae, 400, "bad_field", "state \"%.32s\" is not one of running, paused",
-                              t);
+                nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                              "state \"%.32s\" is not one of running, paused", t);
                 return -1;
             }
         }
@@ -374,12 +375,12 @@ static int list_query(struct nb_req *r, struct e2b_list *l, struct nb_apierr *ae
         l->template[0] = '\0';
     if (nb_http_query(r, "startedAfter", v, sizeof(v)) == 0 &&
         parse_time(v, &l->started_after) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "startedAfter must be an RFC 3339 time");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "startedAfter must be an RFC 3339 time");
         return -1;
     }
     if (nb_http_query(r, "order", v, sizeof(v)) == 0) {
         if (strcmp(v, "asc") != 0 && strcmp(v, "desc") != 0) {
-            nb_apierr_set(ae, 400, "bad_field", "order must be asc or desc");
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field", "order must be asc or desc");
             return -1;
         }
         l->asc = !strcmp(v, "asc");
@@ -388,7 +389,8 @@ static int list_query(struct nb_req *r, struct e2b_list *l, struct nb_apierr *ae
         char *end;
         long n = strtol(v, &end, 10);
         if (*v == '\0' || *end != '\0' || n < 1 || n > E2B_LIST_MAX) {
-            nb_apierr_set(ae, 400, "bad_field", "limit must be between 1 and %d", E2B_LIST_MAX);
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field", "limit must be between 1 and %d",
+                          E2B_LIST_MAX);
             return -1;
         }
         l->limit = (unsigned)n;
@@ -398,7 +400,7 @@ static int list_query(struct nb_req *r, struct e2b_list *l, struct nb_apierr *ae
         char *end;
         long long t = strtoll(v, &end, 10);
         if (end == v || *end != '_' || !nb_sandbox_id_valid(end + 1)) {
-            nb_apierr_set(ae, 400, "bad_field", "nextToken is not one this server gave");
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field", "nextToken is not one this server gave");
             return -1;
         }
         l->has_cursor = 1;
@@ -538,7 +540,7 @@ static int body_timeout(struct nb_app *a, struct nb_req *r, unsigned dflt, unsig
         *memory = mem == NULL || YAJL_IS_TRUE(mem);
     if (v == NULL) {
         if (dflt == 0) {
-            nb_apierr_set(ae, 400, "bad_field", "field \"timeout\" (seconds) is required");
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field", "field \"timeout\" (seconds) is required");
             goto out;
         }
         *ttl = dflt;
@@ -603,7 +605,7 @@ static int connect_sandbox(struct nb_app *a, struct nb_req *r, const char *id, i
         if (nb_sandbox_get(a, id, &slot, ae) != 0)
             return NB_ERR;
         if (slot.state == NB_SLOT_PAUSED) {
-            nb_apierr_set(ae, 501, "not_implemented",
+            nb_apierr_set(ae, NB_E_UNSUPPORTED, "not_implemented",
                           "resuming without memory (onResume: 'reboot') is not supported by "
                           "nanobox: a paused sandbox resumes with its memory");
             return NB_ERR;
@@ -637,7 +639,7 @@ int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
     if (body_timeout(a, r, 15, &ttl, NULL, ae) != 0 || nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         return NB_ERR;
     if (slot.state != NB_SLOT_PAUSED) {
-        nb_apierr_set(ae, 409, "conflict", "sandbox %s is already running", ra->id);
+        nb_apierr_set(ae, NB_E_CONFLICT, "conflict", "sandbox %s is already running", ra->id);
         return NB_ERR;
     }
     if (wake(a, ra->id, ttl, &slot, &resumed, ae) != 0)
@@ -660,7 +662,7 @@ int api_e2b_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args
     if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         return NB_ERR;
     if (slot.state == NB_SLOT_PAUSED) {
-        nb_apierr_set(ae, 409, "conflict", "sandbox %s is already paused", ra->id);
+        nb_apierr_set(ae, NB_E_CONFLICT, "conflict", "sandbox %s is already paused", ra->id);
         return NB_ERR;
     }
     if (nb_sandbox_pause(a, ra->id, NULL, ae) != 0)
@@ -677,7 +679,7 @@ int api_e2b_health(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
     struct nb_slot slot;
     if (!nb_sandbox_id_valid(ra->id) || nb_sandbox_get(a, ra->id, &slot, ae) != 0 ||
         slot.state != NB_SLOT_RUNNING) {
-        nb_apierr_set(ae, 502, "not_running", "sandbox \"%.64s\" is not running", ra->id);
+        nb_apierr_set(ae, NB_E_UPSTREAM, "not_running", "sandbox \"%.64s\" is not running", ra->id);
         return NB_ERR;
     }
     nb_http_no_content(r);
@@ -688,7 +690,7 @@ int api_e2b_not_implemented(struct nb_app *a, struct nb_req *r, const struct nb_
                             struct nb_apierr *ae)
 {
     (void)a;
-    nb_apierr_set(ae, 501, "not_implemented",
+    nb_apierr_set(ae, NB_E_UNSUPPORTED, "not_implemented",
                   "%.16s %.200s is not implemented by nanobox's E2B facade (docs/E2B.md)",
                   r->method, r->path);
     (void)ra;

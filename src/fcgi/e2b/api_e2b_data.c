@@ -52,12 +52,12 @@ static int data_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_rout
                         const char *port, struct nb_slot *slot, struct nb_apierr *ae)
 {
     if (ra->op[0] != '\0' && strcmp(ra->op, port) != 0) {
-        nb_apierr_set(ae, 404, "not_found", "%.100s is served on port %s, not %.16s", ra->arg, port,
-                      ra->op);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "%.100s is served on port %s, not %.16s",
+                      ra->arg, port, ra->op);
         return -1;
     }
     if (!nb_sandbox_id_valid(ra->id) || nb_sandbox_get(a, ra->id, slot, ae) != 0) {
-        nb_apierr_set(ae, 502, "not_running", "sandbox \"%.64s\" is not running", ra->id);
+        nb_apierr_set(ae, NB_E_UPSTREAM, "not_running", "sandbox \"%.64s\" is not running", ra->id);
         return -1;
     }
     /* the sandbox's access token: the one check for every handler of this file */
@@ -76,7 +76,7 @@ static int e2b_username(struct nb_req *r, struct nb_apierr *ae)
     if (nb_http_query(r, "username", u, sizeof(u)) != 0 || u[0] == '\0' || !strcmp(u, "user") ||
         !strcmp(u, "root"))
         return 0;
-    nb_apierr_set(ae, 400, "bad_user", "no user \"%.32s\" in the sandbox (user, root)", u);
+    nb_apierr_set(ae, NB_E_INVALID, "bad_user", "no user \"%.32s\" in the sandbox (user, root)", u);
     return -1;
 }
 
@@ -120,9 +120,9 @@ static int query_path(struct nb_app *a, struct nb_req *r, int required, char *ou
     rc = nb_http_query_bytes(r, "path", &q);
     *present = rc == 0 && q.len > 0;
     if (rc == -2)
-        nb_apierr_set(ae, 400, "bad_path", "the path is too long");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_path", "the path is too long");
     else if (!*present && required)
-        nb_apierr_set(ae, 400, "bad_path", "the query parameter \"path\" is required");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_path", "the query parameter \"path\" is required");
     else if (!*present)
         rc = 0;
     else
@@ -145,7 +145,7 @@ int api_e2b_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_
         nb_files_read(a, &slot, path, &sink, ae) != 0)
         return NB_ERR;
     if (d.is_dir) {
-        nb_apierr_set(ae, 400, "is_directory", "path '%.200s' is a directory", path);
+        nb_apierr_set(ae, NB_E_INVALID, "is_directory", "path '%.200s' is a directory", path);
         return NB_ERR;
     }
     return NB_OK;
@@ -166,14 +166,14 @@ static int part_read(void *arg, void *buf, size_t n)
     struct part_source *s = arg;
     int k = nb_mp_read(s->mp, buf, n);
     if (k < 0) {
-        nb_apierr_set(&s->err, 400, "bad_multipart", "%s", s->mp->err);
+        nb_apierr_set(&s->err, NB_E_INVALID, "bad_multipart", "%s", s->mp->err);
         s->failed = 1;
         return -1;
     }
     s->bytes += (uint64_t)k;
     if (s->bytes > s->cap) {
-        nb_apierr_set(&s->err, 413, "too_large", "a file is larger than %llu bytes (max_file)",
-                      (unsigned long long)s->cap);
+        nb_apierr_set(&s->err, NB_E_TOO_LARGE, "too_large",
+                      "a file is larger than %llu bytes (max_file)", (unsigned long long)s->cap);
         s->failed = 1;
         return -1;
     }
@@ -227,7 +227,7 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
     int has_qpath, rc = NB_ERR;
 
     if (nb_mp_boundary(nb_http_param(r, "CONTENT_TYPE"), boundary, sizeof(boundary)) != 0) {
-        nb_apierr_set(ae, 400, "bad_multipart",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_multipart",
                       "the body must be multipart/form-data with a boundary: one part per file, "
                       "field \"file\", filename = the file's path");
         return NB_ERR;
@@ -244,7 +244,7 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
     for (;;) {
         int k = nb_mp_next(mp, part);
         if (k < 0) {
-            nb_apierr_set(ae, 400, "bad_multipart", "%s", mp->err);
+            nb_apierr_set(ae, NB_E_INVALID, "bad_multipart", "%s", mp->err);
             goto out;
         }
         if (k == 0)
@@ -252,7 +252,7 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
         if (strcmp(part->name, "file") != 0)
             continue; /* another field: skipped, as envd does */
         if (++n_parts > E2B_UPLOAD_MAX_PARTS) {
-            nb_apierr_set(ae, 400, "too_many_files", "at most %d files in one upload",
+            nb_apierr_set(ae, NB_E_INVALID, "too_many_files", "at most %d files in one upload",
                           E2B_UPLOAD_MAX_PARTS);
             goto out;
         }
@@ -263,7 +263,7 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
             snprintf(path, sizeof(path), "%s", qpath);
         } else {
             nb_apierr_set(
-                ae, 400, "bad_path",
+                ae, NB_E_INVALID, "bad_path",
                 "part %u has no filename (the file's path) and there is no ?path=", n_parts);
             goto out;
         }
@@ -271,7 +271,7 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
             goto out;
     }
     if (n_parts == 0) {
-        nb_apierr_set(ae, 400, "bad_multipart", "the body has no part named \"file\"");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_multipart", "the body has no part named \"file\"");
         goto out;
     }
     yajl_gen_array_close(g);
@@ -454,7 +454,7 @@ static int context_id(const char *id, const char **context, const char **languag
         return 0;
     }
     if (nb_route_ctx(id) != 0) {
-        nb_apierr_set(ae, 404, "unknown_context", "no context '%.72s'", id);
+        nb_apierr_set(ae, NB_E_NO_CONTEXT, "unknown_context", "no context '%.72s'", id);
         return -1;
     }
     *context = id;
@@ -484,17 +484,19 @@ int api_e2b_execute(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
     if (api_read_json(a, r, &body, ae) != 0)
         goto out;
     if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
     if (f[F_CODE].val == NULL || *nb_json_string(f[F_CODE].val) == '\0') {
-        nb_apierr_set(ae, 400, "bad_field", "field \"code\" (the code to run) is required");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                      "field \"code\" (the code to run) is required");
         goto out;
     }
     rq.code = nb_json_string(f[F_CODE].val);
     if (strlen(rq.code) > c->code_max_bytes) {
-        nb_apierr_set(ae, 413, "too_large", "code is %zu bytes; the limit is %zu (code_max_bytes)",
-                      strlen(rq.code), c->code_max_bytes);
+        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
+                      "code is %zu bytes; the limit is %zu (code_max_bytes)", strlen(rq.code),
+                      c->code_max_bytes);
         goto out;
     }
     if (api_code_language(f[F_LANGUAGE].val, 400, &rq.language, ae) != 0 ||
@@ -505,8 +507,8 @@ int api_e2b_execute(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
         goto out;
     if (clang != NULL) {
         if (rq.language != NULL && strcmp(rq.language, clang) != 0) {
-            nb_apierr_set(ae, 400, "language_mismatch", "context '%s' is %s, not %s", clang, clang,
-                          rq.language);
+            nb_apierr_set(ae, NB_E_INVALID, "language_mismatch", "context '%s' is %s, not %s",
+                          clang, clang, rq.language);
             goto out;
         }
         rq.language = clang;
@@ -523,12 +525,12 @@ int api_e2b_execute(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
     if (nb_code_run(&slot, &rq, &gone, ae) != 0)
         goto out;
     if (gone) {
-        nb_apierr_set(ae, 499, "client_gone",
+        nb_apierr_set(ae, NB_E_CANCELLED, "client_gone",
                       "the client went away; the execution was interrupted");
         goto out;
     }
     if (!k.ended) {
-        nb_apierr_set(ae, 502, "bad_gateway",
+        nb_apierr_set(ae, NB_E_UPSTREAM, "bad_gateway",
                       "the sandbox's code bridge sent bad data: the answer has no end event");
         goto out;
     }
@@ -661,7 +663,7 @@ int api_e2b_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_
     if (api_read_json(a, r, &body, ae) != 0)
         goto out;
     if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "bad_field", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
     if (api_code_language(f[0].val, 400, &language, ae) != 0)
@@ -669,7 +671,8 @@ int api_e2b_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_
     if (f[1].val != NULL) {
         cwd = nb_json_string(f[1].val);
         if (cwd[0] != '/' || strlen(cwd) > 1024) {
-            nb_apierr_set(ae, 400, "bad_field", "cwd must be an absolute path inside the sandbox");
+            nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                          "cwd must be an absolute path inside the sandbox");
             goto out;
         }
     }
@@ -678,7 +681,7 @@ int api_e2b_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_
                        &info, ae) != 0)
         goto out;
     if (info == NULL) {
-        nb_apierr_set(ae, 502, "bad_gateway",
+        nb_apierr_set(ae, NB_E_UPSTREAM, "bad_gateway",
                       "the sandbox's code bridge sent bad data: no context in its answer");
         goto out;
     }
@@ -701,7 +704,7 @@ static int path_context(const struct nb_route_args *ra, char *out, size_t outlen
     size_t n = strcspn(id, "/");
     snprintf(out, outlen, "%.*s", (int)n, id);
     if (n >= outlen || nb_route_ctx(out) != 0) {
-        nb_apierr_set(ae, 404, "unknown_context", "no context '%.72s'", out);
+        nb_apierr_set(ae, NB_E_NO_CONTEXT, "unknown_context", "no context '%.72s'", out);
         return -1;
     }
     return 0;
@@ -734,7 +737,8 @@ int api_e2b_context_restart(struct nb_app *a, struct nb_req *r, const struct nb_
         return NB_ERR;
     rc = nb_code_restart(&slot, id, keep_first, &info, ae);
     yajl_tree_free(info);
-    if (rc != 0 && !(ae->status == 404 && default_context(id) != NULL))
+    if (rc != 0 &&
+        !((ae->err == NB_E_NOT_FOUND || ae->err == NB_E_NO_CONTEXT) && default_context(id) != NULL))
         return NB_ERR;
     nb_http_no_content(r);
     return NB_OK;

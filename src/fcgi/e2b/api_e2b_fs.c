@@ -48,7 +48,7 @@ static int body_path(struct nb_app *a, yajl_val body, const char *key, char *out
 {
     yajl_val v = e2b_rpc_member(body, key, NULL);
     if (v == NULL || !YAJL_IS_STRING(v)) {
-        nb_apierr_set(ae, 400, "invalid_argument", "%s must be a path (a string)", key);
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument", "%s must be a path (a string)", key);
         return -1;
     }
     if (e2b_path(&a->conf, nb_json_string(v), strlen(nb_json_string(v)), out, outlen, ae) != 0) {
@@ -61,8 +61,8 @@ static int body_path(struct nb_app *a, yajl_val body, const char *key, char *out
 /* A files engine error as envd says it: the agent gone is the sandbox gone. */
 static int fs_err(struct nb_apierr *ae)
 {
-    if (ae->status == 503)
-        ae->status = 502;
+    if (nb_err_is_down(ae->err))
+        ae->err = NB_E_UPSTREAM;
     return NB_ERR;
 }
 
@@ -285,7 +285,8 @@ int api_e2b_fs_list(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
             strlen(ds) <= 10)
             d = strtoll(ds, NULL, 10);
         if (d < 0 || d > 0xffffffffLL) {
-            nb_apierr_set(ae, 400, "invalid_argument", "depth must be a level count (1 or more)");
+            nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                          "depth must be a level count (1 or more)");
             goto out;
         }
         sink.depth = d > NB_FILES_MAX_DEPTH ? NB_FILES_MAX_DEPTH : (unsigned)(d < 1 ? 1 : d);
@@ -295,7 +296,7 @@ int api_e2b_fs_list(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
         goto out;
     }
     if (l.not_dir) {
-        nb_apierr_set(ae, 400, "invalid_argument", "path %.200s is not a directory", path);
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument", "path %.200s is not a directory", path);
         goto out;
     }
     qsort(l.v, l.n, sizeof(*l.v), rel_cmp);
@@ -342,13 +343,14 @@ int api_e2b_fs_mkdir(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     /* envd says whether it was there: makeDir() is false then */
     if (nb_files_stat(a, &slot, path, fi, ae) == 0) {
         if (fi->kind == NB_FILE_DIR)
-            nb_apierr_set(ae, 409, "already_exists", "directory %.200s already exists", path);
+            nb_apierr_set(ae, NB_E_CONFLICT, "already_exists", "directory %.200s already exists",
+                          path);
         else
-            nb_apierr_set(ae, 400, "invalid_argument",
+            nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
                           "path %.200s already exists and is not a directory", path);
         goto out;
     }
-    if (ae->status != 404) {
+    if (ae->err != NB_E_NOT_FOUND) {
         fs_err(ae);
         goto out;
     }
@@ -397,7 +399,7 @@ int api_e2b_fs_remove(struct nb_app *a, struct nb_req *r, const struct nb_route_
         body_path(a, body, "path", path, sizeof(path), ae) != 0)
         goto out;
     /* as envd's RemoveAll: a directory goes with everything in it, a missing path is fine */
-    if (nb_files_delete(a, &slot, path, 1, ae) != 0 && ae->status != 404) {
+    if (nb_files_delete(a, &slot, path, 1, ae) != 0 && ae->err != NB_E_NOT_FOUND) {
         fs_err(ae);
         goto out;
     }
@@ -522,7 +524,8 @@ int api_e2b_fs_watch(struct nb_app *a, struct nb_req *r, const struct nb_route_a
         body_path(a, body, "path", path, sizeof(path), ae) != 0)
         goto out;
     if (nb_rpc_timeout_ms(nb_http_param(r, "HTTP_CONNECT_TIMEOUT_MS"), &timeout_ms) != 0) {
-        nb_apierr_set(ae, 400, "invalid_argument", "Connect-Timeout-Ms must be 1 to 10 digits");
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                      "Connect-Timeout-Ms must be 1 to 10 digits");
         goto out;
     }
     rec = e2b_rpc_member(body, "recursive", NULL);
@@ -532,21 +535,24 @@ int api_e2b_fs_watch(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     if (nb_files_watch(a, &slot, path, rec != NULL && YAJL_IS_TRUE(rec),
                        a->conf.files_watch_max_dirs, &sink, ae) != 0) {
         /* before the stream began: envd's codes (a file is invalid_argument) */
-        if (ae->status == 409)
-            nb_apierr_set(ae, 400, "invalid_argument", "path %.200s is not a directory", path);
-        else if (ae->status == 429)
+        if (ae->err == NB_E_CONFLICT)
+            nb_apierr_set(ae, NB_E_INVALID, "invalid_argument", "path %.200s is not a directory",
+                          path);
+        else if (ae->err == NB_E_LIMIT)
             snprintf(ae->code, sizeof(ae->code), "resource_exhausted");
         fs_err(ae);
         goto out;
     }
     if (w.deadline_hit) {
-        nb_apierr_set(ae, 504, "deadline_exceeded",
+        nb_apierr_set(ae, NB_E_TIMEOUT, "deadline_exceeded",
                       "the watch of %.200s passed its Connect-Timeout-Ms", path);
     } else if (w.stopping) {
-        nb_apierr_set(ae, 503, "unavailable", "nanobox-fcgi is stopping: this watch ends");
+        nb_apierr_set(ae, NB_E_UNAVAILABLE, "unavailable",
+                      "nanobox-fcgi is stopping: this watch ends");
     } else {
         if (sink.gone)
-            nb_apierr_set(ae, 404, "not_found", "the watched directory %.200s went away", path);
+            nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "the watched directory %.200s went away",
+                          path);
         rc = sink.gone ? NB_ERR : NB_OK;
         if (!sink.gone) {
             struct nb_buf b;
@@ -570,14 +576,14 @@ static int body_watcher(yajl_val body, uint32_t *id, struct nb_apierr *ae)
     const char *s = v != NULL && YAJL_IS_STRING(v) ? nb_json_string(v) : NULL;
     unsigned long long n;
     if (s == NULL) {
-        nb_apierr_set(ae, 400, "invalid_argument", "watcherId must be a string");
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument", "watcherId must be a string");
         return -1;
     }
     n = s[0] != '\0' && strlen(s) <= 10 && strspn(s, "0123456789") == strlen(s)
             ? strtoull(s, NULL, 10)
             : 0;
     if (n == 0 || n > 0xffffffffULL) {
-        nb_apierr_set(ae, 404, "not_found", "watcher %.64s not found", s);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "watcher %.64s not found", s);
         return -1;
     }
     *id = (uint32_t)n;
@@ -600,9 +606,10 @@ int api_e2b_fs_watcher_create(struct nb_app *a, struct nb_req *r, const struct n
     rec = e2b_rpc_member(body, "recursive", NULL);
     if (nb_files_watcher_create(a, &slot, path, rec != NULL && YAJL_IS_TRUE(rec),
                                 a->conf.files_watch_max_dirs, &id, ae) != 0) {
-        if (ae->status == 409)
-            nb_apierr_set(ae, 400, "invalid_argument", "path %.200s is not a directory", path);
-        else if (ae->status == 429)
+        if (ae->err == NB_E_CONFLICT)
+            nb_apierr_set(ae, NB_E_INVALID, "invalid_argument", "path %.200s is not a directory",
+                          path);
+        else if (ae->err == NB_E_LIMIT)
             snprintf(ae->code, sizeof(ae->code), "resource_exhausted");
         fs_err(ae);
         goto out;
@@ -642,8 +649,8 @@ int api_e2b_fs_watcher_events(struct nb_app *a, struct nb_req *r, const struct n
     nb_json_cstr(g, "events");
     yajl_gen_array_open(g);
     if (nb_files_watcher_events(a, &slot, id, watcher_event_json, g, ae) != 0) {
-        if (ae->status == 404)
-            nb_apierr_set(ae, 404, "not_found", "watcher %u not found", id);
+        if (ae->err == NB_E_NOT_FOUND)
+            nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "watcher %u not found", id);
         fs_err(ae);
         goto out;
     }
@@ -669,8 +676,8 @@ int api_e2b_fs_watcher_remove(struct nb_app *a, struct nb_req *r, const struct n
     if (fs_request(a, r, ra, &slot, &body, ae) != 0 || body_watcher(body, &id, ae) != 0)
         goto out;
     if (nb_files_watcher_remove(a, &slot, id, ae) != 0) {
-        if (ae->status == 404)
-            nb_apierr_set(ae, 404, "not_found", "watcher %u not found", id);
+        if (ae->err == NB_E_NOT_FOUND)
+            nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "watcher %u not found", id);
         fs_err(ae);
         goto out;
     }

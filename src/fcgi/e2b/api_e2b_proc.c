@@ -90,16 +90,18 @@ static int selector_pid(yajl_val body, uint32_t *pid, struct nb_apierr *ae)
 {
     yajl_val sel = e2b_rpc_member(body, "process", NULL);
     if (sel == NULL || !YAJL_IS_OBJECT(sel)) {
-        nb_apierr_set(ae, 400, "invalid_argument", "process must be an object ({\"pid\": N})");
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                      "process must be an object ({\"pid\": N})");
         return -1;
     }
     if (e2b_rpc_member(sel, "pid", NULL) == NULL && e2b_rpc_member(sel, "tag", NULL) != NULL) {
-        nb_apierr_set(ae, 404, "not_found", "no process has the tag %.64s (nanobox has no tags)",
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                      "no process has the tag %.64s (nanobox has no tags)",
                       nb_json_string(e2b_rpc_member(sel, "tag", NULL)));
         return -1;
     }
     if (uint32_of(e2b_rpc_member(sel, "pid", NULL), pid) != 0 || *pid == 0) {
-        nb_apierr_set(ae, 400, "invalid_argument", "process.pid must be a process id");
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument", "process.pid must be a process id");
         return -1;
     }
     return 0;
@@ -108,10 +110,10 @@ static int selector_pid(yajl_val body, uint32_t *pid, struct nb_apierr *ae)
 /* A pid the agent does not know is Connect's not_found. */
 static int proc_err(struct nb_apierr *ae, uint32_t pid)
 {
-    if (ae->status == 404)
-        nb_apierr_set(ae, 404, "not_found", "process with pid %u not found", pid);
-    else if (ae->status == 503)
-        ae->status = 502; /* the agent is gone: the sandbox is */
+    if (ae->err == NB_E_NOT_FOUND)
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "process with pid %u not found", pid);
+    else if (nb_err_is_down(ae->err))
+        ae->err = NB_E_UPSTREAM; /* the agent is gone: the sandbox is */
     return -1;
 }
 
@@ -307,7 +309,7 @@ static int follow(struct follow *f, struct nb_apierr *ae)
         } else {
             got = nb_procs_wait(f->a, f->slot, f->pid, f->off_out, f->off_err,
                                 follow_wait_ms(f, now), f->client_fd, &po, ae);
-            if (got < 0 && ae->status == 400) {
+            if (got < 0 && ae->err == NB_E_INVALID) {
                 f->polling = 1; /* an agent from before W */
                 nb_proc_output_free(&po);
                 continue;
@@ -337,7 +339,7 @@ static int follow(struct follow *f, struct nb_apierr *ae)
                 po.info.signal == SIGKILL) {
                 /* the agent killed it at the same deadline before this stream looked again */
                 nb_proc_output_free(&po);
-                nb_apierr_set(ae, 504, "deadline_exceeded",
+                nb_apierr_set(ae, NB_E_TIMEOUT, "deadline_exceeded",
                               "process %u was killed at its Connect-Timeout-Ms", f->pid);
                 return NB_ERR;
             }
@@ -352,14 +354,14 @@ static int follow(struct follow *f, struct nb_apierr *ae)
         if (ended)
             return end_stream(f->r);
         if (stopping()) {
-            nb_apierr_set(ae, 503, "unavailable",
+            nb_apierr_set(ae, NB_E_UNAVAILABLE, "unavailable",
                           "nanobox-fcgi is stopping: this stream ends, process %u runs on "
                           "(%s.connect(%u) follows it again)",
                           f->pid, strcmp(f->out_key, "pty") ? "commands" : "pty", f->pid);
             return NB_ERR;
         }
         if (f->deadline > 0 && now >= f->deadline) {
-            nb_apierr_set(ae, 504, "deadline_exceeded",
+            nb_apierr_set(ae, NB_E_TIMEOUT, "deadline_exceeded",
                           "the stream of process %u passed its Connect-Timeout-Ms", f->pid);
             return NB_ERR;
         }
@@ -382,7 +384,8 @@ static int follow_init(struct follow *f, struct nb_app *a, struct nb_req *r,
     f->r = r;
     f->slot = slot;
     if (nb_rpc_timeout_ms(nb_http_param(r, "HTTP_CONNECT_TIMEOUT_MS"), timeout_ms) != 0) {
-        nb_apierr_set(ae, 400, "invalid_argument", "Connect-Timeout-Ms must be 1 to 10 digits");
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                      "Connect-Timeout-Ms must be 1 to 10 digits");
         return -1;
     }
     f->deadline = *timeout_ms > 0 ? nb_clock_mono_ms() + *timeout_ms : 0;
@@ -456,7 +459,7 @@ static int start_user(struct nb_app *a, struct nb_req *r, int *root, struct nb_a
     nb_buf_init(&dec, 256);
     if (nb_base64_decode(&dec, h, strlen(h)) != 0 || dec.data == NULL) {
         nb_buf_free(&dec);
-        nb_apierr_set(ae, 400, "invalid_argument",
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
                       "Authorization: Basic must be base64 of \"user:\"");
         return -1;
     }
@@ -465,7 +468,8 @@ static int start_user(struct nb_app *a, struct nb_req *r, int *root, struct nb_a
     *root = nb_exec_user(&a->conf, name);
     if (*root >= 0)
         return 0;
-    nb_apierr_set(ae, 400, "invalid_argument", "no user \"%.32s\" in the sandbox (user)", name);
+    nb_apierr_set(ae, NB_E_INVALID, "invalid_argument", "no user \"%.32s\" in the sandbox (user)",
+                  name);
     return -1;
 }
 
@@ -478,7 +482,8 @@ static int start_cmd_parse(struct nb_app *a, yajl_val body, int root, struct sta
     memset(sc, 0, sizeof(*sc));
     sc->root = root;
     if (proc == NULL || !YAJL_IS_OBJECT(proc)) {
-        nb_apierr_set(ae, 400, "invalid_argument", "process must be an object ({\"cmd\": ...})");
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                      "process must be an object ({\"cmd\": ...})");
         return -1;
     }
     cmd = e2b_rpc_member(proc, "cmd", NULL);
@@ -486,16 +491,19 @@ static int start_cmd_parse(struct nb_app *a, yajl_val body, int root, struct sta
     envs = e2b_rpc_member(proc, "envs", NULL);
     cwd = e2b_rpc_member(proc, "cwd", NULL);
     if (cmd == NULL || !YAJL_IS_STRING(cmd) || nb_json_string(cmd)[0] == '\0') {
-        nb_apierr_set(ae, 400, "invalid_argument", "process.cmd must be a non-empty string");
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                      "process.cmd must be a non-empty string");
         return -1;
     }
     if (args != NULL && !YAJL_IS_ARRAY(args)) {
-        nb_apierr_set(ae, 400, "invalid_argument", "process.args must be an array of strings");
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                      "process.args must be an array of strings");
         return -1;
     }
     n = args != NULL ? YAJL_GET_ARRAY(args)->len : 0;
     if (n + 1 > NB_EXEC_MAX_ARGS) {
-        nb_apierr_set(ae, 400, "invalid_argument", "at most %d arguments", NB_EXEC_MAX_ARGS - 1);
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument", "at most %d arguments",
+                      NB_EXEC_MAX_ARGS - 1);
         return -1;
     }
     sc->argv = nb_xcalloc(n + 2, sizeof(*sc->argv));
@@ -503,21 +511,23 @@ static int start_cmd_parse(struct nb_app *a, yajl_val body, int root, struct sta
     for (size_t i = 0; i < n; i++) {
         yajl_val s = YAJL_GET_ARRAY(args)->values[i];
         if (!YAJL_IS_STRING(s)) {
-            nb_apierr_set(ae, 400, "invalid_argument", "process.args must be an array of strings");
+            nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                          "process.args must be an array of strings");
             return -1;
         }
         sc->argv[i + 1] = nb_json_string(s);
     }
     if (envs != NULL && !YAJL_IS_OBJECT(envs)) {
-        nb_apierr_set(ae, 400, "invalid_argument", "process.envs must be an object of strings");
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                      "process.envs must be an object of strings");
         return -1;
     }
     if (envs != NULL && api_env_list(&a->conf, envs, &sc->env, &sc->n_env, ae) != 0) {
-        ae->status = 400;
+        ae->err = NB_E_INVALID;
         return -1;
     }
     if (cwd != NULL && !YAJL_IS_STRING(cwd)) {
-        nb_apierr_set(ae, 400, "invalid_argument", "process.cwd must be a string");
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument", "process.cwd must be a string");
         return -1;
     }
     /* the user's home is the default cwd, and a relative cwd is under it, as envd's */
@@ -528,7 +538,7 @@ static int start_cmd_parse(struct nb_app *a, yajl_val body, int root, struct sta
                              : root      ? NB_ROOT_HOME
                                          : e2b_home(&a->conf),
                              c[0] == '/' || c[0] == '\0' ? "" : "/", c) >= sizeof(sc->cwd)) {
-            nb_apierr_set(ae, 400, "invalid_argument", "process.cwd is too long");
+            nb_apierr_set(ae, NB_E_INVALID, "invalid_argument", "process.cwd is too long");
             return -1;
         }
     }
@@ -544,13 +554,13 @@ static int pty_size_of(yajl_val pty, unsigned *cols, unsigned *rows, struct nb_a
     if (pty == NULL || !YAJL_IS_OBJECT(pty) || size == NULL || !YAJL_IS_OBJECT(size) ||
         uint32_of(e2b_rpc_member(size, "cols", NULL), &c) != 0 ||
         uint32_of(e2b_rpc_member(size, "rows", NULL), &r) != 0) {
-        nb_apierr_set(ae, 400, "invalid_argument",
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
                       "pty must be {\"size\": {\"cols\": C, \"rows\": R}}");
         return -1;
     }
     if (c < 1 || r < 1 || c > NB_EXEC_PTY_MAX || r > NB_EXEC_PTY_MAX) {
-        nb_apierr_set(ae, 400, "invalid_argument", "pty.size: cols and rows must be 1 to %d",
-                      NB_EXEC_PTY_MAX);
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                      "pty.size: cols and rows must be 1 to %d", NB_EXEC_PTY_MAX);
         return -1;
     }
     *cols = c;
@@ -609,7 +619,7 @@ static int pty_run(struct pty_stream *ps, struct nb_exec_req *rq, struct nb_apie
     } else if (ps->gone || res.client_gone) {
         rc = NB_OK; /* nobody to tell: the session was hung up */
     } else if (res.timed_out) {
-        nb_apierr_set(ae, 504, "deadline_exceeded",
+        nb_apierr_set(ae, NB_E_TIMEOUT, "deadline_exceeded",
                       "PTY process %u was killed at its Connect-Timeout-Ms", ps->f.pid);
     } else {
         memset(&end, 0, sizeof(end));
@@ -642,7 +652,7 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
         goto out;
     in = e2b_rpc_member(body, "stdin", NULL);
     if (in != NULL && !YAJL_IS_TRUE(in) && !YAJL_IS_FALSE(in)) {
-        nb_apierr_set(ae, 400, "invalid_argument", "stdin must be a boolean");
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument", "stdin must be a boolean");
         goto out;
     }
     pty = e2b_rpc_member(body, "pty", NULL);
@@ -664,7 +674,7 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
         f.out_key = "pty";
     }
     if (nb_exec_run(a, &slot, &rq, &res, ae) != 0) {
-        if (pty != NULL && ae->status == 400 && !strcmp(ae->code, "bad_request")) {
+        if (pty != NULL && ae->err == NB_E_INVALID && !strcmp(ae->code, "bad_request")) {
             /* an agent from before B with Y: a terminal for this stream only */
             memset(ae, 0, sizeof(*ae));
             nb_exec_result_free(&res);
@@ -708,8 +718,8 @@ int api_e2b_proc_connect(struct nb_app *a, struct nb_req *r, const struct nb_rou
     if (nb_procs_read(a, &slot, pid, 0, 0, &po, ae) != 0) {
         struct nb_apierr probe = {0};
         nb_proc_output_free(&po);
-        if (ae->status == 404 && nb_exec_pty_input(a, &slot, pid, "", 0, &probe) == 0) {
-            nb_apierr_set(ae, 501, "unimplemented",
+        if (ae->err == NB_E_NOT_FOUND && nb_exec_pty_input(a, &slot, pid, "", 0, &probe) == 0) {
+            nb_apierr_set(ae, NB_E_UNSUPPORTED, "unimplemented",
                           "process %u is a PTY session of the stream that started it (a "
                           "native streamed exec, or an agent too old to keep a PTY in the "
                           "background): nanobox cannot connect a second one; sendInput, "
@@ -816,19 +826,19 @@ int api_e2b_proc_input(struct nb_app *a, struct nb_req *r, const struct nb_route
     pty = input != NULL && YAJL_IS_OBJECT(input) ? e2b_rpc_member(input, "pty", NULL) : NULL;
     in = pty != NULL ? pty : e2b_rpc_member(input, "stdin", NULL);
     if (input == NULL || !YAJL_IS_OBJECT(input) || (in != NULL && !YAJL_IS_STRING(in))) {
-        nb_apierr_set(ae, 400, "invalid_argument",
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
                       "input must be {\"stdin\": \"<base64>\"} or {\"pty\": \"<base64>\"}");
         goto out;
     }
     if (in != NULL) {
         int d = nb_base64_decode(&data, nb_json_string(in), strlen(nb_json_string(in)));
         if (d == NB_ETOOBIG) {
-            nb_apierr_set(ae, 413, "resource_exhausted", "send at most %u bytes of stdin per call",
-                          NB_PROCS_STDIN_MAX);
+            nb_apierr_set(ae, NB_E_TOO_LARGE, "resource_exhausted",
+                          "send at most %u bytes of stdin per call", NB_PROCS_STDIN_MAX);
             goto out;
         }
         if (d != NB_OK) {
-            nb_apierr_set(ae, 400, "invalid_argument", "input.%s is not valid base64",
+            nb_apierr_set(ae, NB_E_INVALID, "invalid_argument", "input.%s is not valid base64",
                           pty != NULL ? "pty" : "stdin");
             goto out;
         }
@@ -909,7 +919,7 @@ int api_e2b_proc_signal(struct nb_app *a, struct nb_req *r, const struct nb_rout
         goto out;
     sig = signal_of(e2b_rpc_member(body, "signal", NULL));
     if (sig == 0) {
-        nb_apierr_set(ae, 400, "invalid_argument",
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
                       "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM (9 or 15)");
         goto out;
     }

@@ -107,7 +107,7 @@ int e2b_data_authorized(struct nb_app *a, struct nb_req *r, const char *id, stru
     if (e2b_access_token(&a->conf, owner, id, want) == 0 && given != NULL &&
         strlen(given) == E2B_TOKEN_LEN && CRYPTO_memcmp(given, want, E2B_TOKEN_LEN) == 0)
         return 0;
-    nb_apierr_set(ae, 401, "unauthenticated",
+    nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthenticated",
                   "missing or wrong X-Access-Token: send the envdAccessToken that creating or "
                   "connecting to sandbox %.64s returned",
                   id);
@@ -125,7 +125,7 @@ int e2b_rpc_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
     if (!nb_sandbox_id_valid(ra->id) || nb_sandbox_get(a, ra->id, slot, ae) != 0 ||
         slot->state != NB_SLOT_RUNNING) {
         /* what E2B's proxy says for a sandbox that is gone: the SDK then asks /health */
-        nb_apierr_set(ae, 502, "unavailable", "sandbox \"%.64s\" is not running", ra->id);
+        nb_apierr_set(ae, NB_E_UPSTREAM, "unavailable", "sandbox \"%.64s\" is not running", ra->id);
         return -1;
     }
     return 0;
@@ -147,8 +147,9 @@ int e2b_rpc_request(struct nb_app *a, struct nb_req *r, int stream, yajl_val *ou
     if (nb_http_read_body(r, a->conf.max_body, ae) != 0)
         return -1;
     if (stream != nb_rpc_is_stream_ctype(nb_http_param(r, "CONTENT_TYPE"))) {
-        nb_apierr_set(ae, 400, "invalid_argument", "%s is a %s procedure: send Content-Type: %s",
-                      r->path, stream ? "server-streaming" : "unary",
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                      "%s is a %s procedure: send Content-Type: %s", r->path,
+                      stream ? "server-streaming" : "unary",
                       stream ? NB_RPC_STREAM_CTYPE : "application/json");
         return -1;
     }
@@ -157,20 +158,21 @@ int e2b_rpc_request(struct nb_app *a, struct nb_req *r, int stream, yajl_val *ou
         len = r->body.len;
     } else if ((rc = nb_rpc_unenvelope(r->body.data, r->body.len, &msg, &len)) != 0) {
         if (rc == -2)
-            nb_apierr_set(ae, 400, "unimplemented", "compressed messages are not supported");
+            nb_apierr_set(ae, NB_E_INVALID, "unimplemented",
+                          "compressed messages are not supported");
         else
-            nb_apierr_set(ae, 400, "invalid_argument",
+            nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
                           "the request is not one Connect envelope (flags 0, 4-byte length, JSON)");
         return -1;
     }
     if (len > 0 && nb_json_parse(msg, len, a->conf.max_json_depth, out, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 400, "invalid_argument", "%s", err);
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument", "%s", err);
         return -1;
     }
     if (*out != NULL && (!YAJL_IS_OBJECT(*out) || nb_json_has_nul(msg, len))) {
         yajl_tree_free(*out);
         *out = NULL;
-        nb_apierr_set(ae, 400, "invalid_argument",
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
                       "the message must be a JSON object without NUL bytes in its strings");
         return -1;
     }

@@ -125,41 +125,47 @@ int nb_rpc_http_status(const char *code)
     return 500;
 }
 
-const char *nb_rpc_code(int status, const char *code)
+const char *nb_rpc_code(enum nb_err err, const char *code)
 {
     if (nb_rpc_code_valid(code))
         return code;
-    switch (status) {
-    case 400:
-    case 422:
+    switch (err) {
+    case NB_E_INVALID:
+    case NB_E_OUT_OF_RANGE:
         return "invalid_argument";
-    case 401:
+    case NB_E_UNAUTHENTICATED:
         return "unauthenticated";
-    case 403:
+    case NB_E_FORBIDDEN:
         return "permission_denied";
-    case 404:
+    case NB_E_NOT_FOUND:
+    case NB_E_NO_CONTEXT:
         return "not_found";
-    case 408:
-    case 504:
+    case NB_E_TIMEOUT:
         return "deadline_exceeded";
-    case 409:
-        /* nanobox's 409s: "exists" (EEXIST) or a state that forbids it */
+    case NB_E_EXISTS:
+        return "already_exists";
+    case NB_E_CONFLICT:
+        /* a conflict named "exists" (EEXIST), or a state that forbids it */
         return code != NULL && strstr(code, "exist") != NULL ? "already_exists"
                                                              : "failed_precondition";
-    case 413:
-    case 429:
-    case 507:
+    case NB_E_TOO_LARGE:
+    case NB_E_URI_TOO_LONG:
+    case NB_E_LIMIT:
+    case NB_E_NO_SPACE:
         return "resource_exhausted";
-    case 499:
+    case NB_E_CANCELLED:
         return "canceled";
-    case 405: /* a procedure is POST only */
-    case 501:
+    case NB_E_METHOD: /* a procedure is POST only */
+    case NB_E_UNSUPPORTED:
         return "unimplemented";
-    case 502:
-    case 503:
+    case NB_E_UPSTREAM:
+    case NB_E_UNAVAILABLE:
+    case NB_E_AGENT_DOWN:
+    case NB_E_DOCKER_DOWN:
+    case NB_E_CAPACITY:
         return "unavailable";
     default:
-        return status >= 200 && status < 300 ? "unknown" : "internal";
+        return "internal";
     }
 }
 

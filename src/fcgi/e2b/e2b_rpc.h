@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "nberr.h"
 
 #define NB_RPC_FLAG_COMPRESSED 0x01u
 #define NB_RPC_FLAG_END 0x02u
@@ -47,12 +48,13 @@ int nb_rpc_error_body(struct nb_buf *out, const char *code, const char *msg);
 
 /*
  * The Connect code of an error: code itself when it is one of Connect's
- * names ("not_found", "deadline_exceeded", ...), else the one the HTTP
- * status maps to (400 invalid_argument, 401 unauthenticated, 404
- * not_found, 409 already_exists or failed_precondition, 429
- * resource_exhausted, 502/503 unavailable, 504 deadline_exceeded...).
+ * names ("not_found", "deadline_exceeded", ...), else the one the domain
+ * code (nberr.h) maps to: the E2B front's one mapping (invalid
+ * invalid_argument, not found not_found, exists already_exists, a
+ * conflict failed_precondition, a limit resource_exhausted, a part down
+ * unavailable, a timeout deadline_exceeded...).
  */
-const char *nb_rpc_code(int status, const char *code);
+const char *nb_rpc_code(enum nb_err err, const char *code);
 
 /* The HTTP status a unary call's error with Connect code answers (Connect's table). */
 int nb_rpc_http_status(const char *code);

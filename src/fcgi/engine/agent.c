@@ -126,7 +126,7 @@ int nb_agent_connect(const struct nb_slot *slot, struct nb_agent *ag, struct nb_
     memset(ag, 0, sizeof(*ag));
     ag->fd = -1;
     if (slot->init_pid <= 0) {
-        nb_apierr_set(ae, 503, "agent_unavailable",
+        nb_apierr_set(ae, NB_E_AGENT_DOWN, "agent_unavailable",
                       "the sandbox's agent is not reachable (no init pid)");
         return -1;
     }
@@ -136,7 +136,7 @@ int nb_agent_connect(const struct nb_slot *slot, struct nb_agent *ag, struct nb_
     if (netns < 0 || !pid_in_container(slot->init_pid, slot->container_id)) {
         if (netns >= 0)
             close(netns);
-        nb_apierr_set(ae, 409, "not_running", "the sandbox's container is not running");
+        nb_apierr_set(ae, NB_E_CONFLICT, "not_running", "the sandbox's container is not running");
         return -1;
     }
     for (;;) {
@@ -148,8 +148,8 @@ int nb_agent_connect(const struct nb_slot *slot, struct nb_agent *ag, struct nb_
     }
     close(netns);
     if (rc != 0) {
-        nb_apierr_set(ae, 503, "agent_unavailable", "the sandbox's agent does not answer: %s",
-                      strerror(errno));
+        nb_apierr_set(ae, NB_E_AGENT_DOWN, "agent_unavailable",
+                      "the sandbox's agent does not answer: %s", strerror(errno));
         return -1;
     }
     ag->fd = fd;
@@ -176,7 +176,8 @@ int nb_agent_ping(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *
     if (got == 1 && type == NBA_PONG)
         return 0;
     if (got >= 0)
-        nb_apierr_set(ae, 503, "agent_unavailable", "the sandbox's agent did not answer a ping");
+        nb_apierr_set(ae, NB_E_AGENT_DOWN, "agent_unavailable",
+                      "the sandbox's agent did not answer a ping");
     return -1;
 }
 
@@ -256,7 +257,7 @@ int nb_agent_sandbox_gone(const struct nb_slot *slot, int wait_ms)
 static void agent_broken(const struct nb_agent *ag, struct nb_apierr *ae)
 {
     if (init_gone(ag->init_pid, ag->cid, AGENT_DYING_WAIT_MS))
-        nb_apierr_set(ae, 409, "not_running", "the sandbox's container stopped");
+        nb_apierr_set(ae, NB_E_CONFLICT, "not_running", "the sandbox's container stopped");
 }
 
 /* Send what the socket takes now. 0, or -1 on a broken connection. */
@@ -282,15 +283,15 @@ int nb_agent_flush(struct nb_agent *ag, int timeout_ms, struct nb_apierr *ae)
         struct pollfd p = {ag->fd, POLLOUT, 0};
         int left = (int)(until - nb_clock_mono_ms());
         if (agent_write(ag) != 0) {
-            nb_apierr_set(ae, 502, "agent_error", "lost the connection to the sandbox's agent: %s",
-                          strerror(errno));
+            nb_apierr_set(ae, NB_E_UPSTREAM, "agent_error",
+                          "lost the connection to the sandbox's agent: %s", strerror(errno));
             agent_broken(ag, ae);
             return -1;
         }
         if (ag->out.len == 0)
             break;
         if (left <= 0 || poll(&p, 1, left) == 0) {
-            nb_apierr_set(ae, 504, "agent_timeout", "the sandbox's agent stopped reading");
+            nb_apierr_set(ae, NB_E_TIMEOUT, "agent_timeout", "the sandbox's agent stopped reading");
             return -1;
         }
     }
@@ -307,8 +308,8 @@ int nb_agent_poll_frame(struct nb_agent *ag, uint8_t *type, const unsigned char 
         ag->consumed = 0;
     }
     if (agent_write(ag) != 0) {
-        nb_apierr_set(ae, 502, "agent_error", "lost the connection to the sandbox's agent: %s",
-                      strerror(errno));
+        nb_apierr_set(ae, NB_E_UPSTREAM, "agent_error",
+                      "lost the connection to the sandbox's agent: %s", strerror(errno));
         agent_broken(ag, ae);
         return -1;
     }
@@ -316,7 +317,8 @@ int nb_agent_poll_frame(struct nb_agent *ag, uint8_t *type, const unsigned char 
         ssize_t n;
         got = nba_frame_peek(ag->in, ag->in_len, NBA_MAX_BODY, type, body, len);
         if (got < 0) {
-            nb_apierr_set(ae, 502, "agent_error", "the sandbox's agent sent a malformed frame");
+            nb_apierr_set(ae, NB_E_UPSTREAM, "agent_error",
+                          "the sandbox's agent sent a malformed frame");
             return -1;
         }
         if (got > 0) {
@@ -327,8 +329,9 @@ int nb_agent_poll_frame(struct nb_agent *ag, uint8_t *type, const unsigned char 
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return 0;
         if (n <= 0) {
-            nb_apierr_set(ae, 502, "agent_error", "the sandbox's agent closed the connection%s%s",
-                          n < 0 ? ": " : " early", n < 0 ? strerror(errno) : "");
+            nb_apierr_set(ae, NB_E_UPSTREAM, "agent_error",
+                          "the sandbox's agent closed the connection%s%s", n < 0 ? ": " : " early",
+                          n < 0 ? strerror(errno) : "");
             agent_broken(ag, ae);
             return -1;
         }
@@ -370,7 +373,7 @@ int nb_agent_recv_watch(struct nb_agent *ag, int timeout_ms, int watch_fd, uint8
             p[0].events |= POLLOUT;
         /* unwatched (it had data), the peer is looked at once a second instead */
         if (poll(p, watching ? 2 : 1, left > 1000 ? 1000 : left) < 0 && errno != EINTR) {
-            nb_apierr_set(ae, 500, "internal", "poll: %s", strerror(errno));
+            nb_apierr_set(ae, NB_E_INTERNAL, "internal", "poll: %s", strerror(errno));
             return -1;
         }
         if (watch_fd >= 0 && (p[1].revents != 0 || !watching) && nb_agent_peer_left(watch_fd))
@@ -385,20 +388,20 @@ void nb_agent_error(const unsigned char *body, uint32_t len, const char *what, s
     int e = len >= 4 ? (int)nba_get_u32(body) : EPROTO;
     int mlen = len > 4 ? (int)(len - 4 > 200 ? 200 : len - 4) : 0;
     const char *msg = mlen > 0 ? (const char *)body + 4 : strerror(e);
-    int status = 500;
+    enum nb_err err = NB_E_INTERNAL;
     const char *code = "agent_error";
 
     if (mlen == 0)
         mlen = (int)strlen(msg);
     switch (e) {
     case ENOENT:
-        status = 404;
+        err = NB_E_NOT_FOUND;
         code = "not_found";
         break;
     case EACCES:
     case EPERM:
     case EROFS:
-        status = 403;
+        err = NB_E_FORBIDDEN;
         code = "forbidden";
         break;
     case EEXIST:
@@ -408,37 +411,37 @@ void nb_agent_error(const unsigned char *body, uint32_t len, const char *what, s
     case EXDEV:
     case EBUSY:
     case EPIPE:
-        status = 409;
+        err = NB_E_CONFLICT;
         code = "conflict";
         break;
     case EFBIG:
-        status = 413;
+        err = NB_E_TOO_LARGE;
         code = "too_large";
         break;
     case ENOSPC:
     case EDQUOT:
-        status = 507;
+        err = NB_E_NO_SPACE;
         code = "no_space";
         break;
     case EINVAL:
     case EPROTO:
     case ENAMETOOLONG:
     case ELOOP:
-        status = 400;
+        err = NB_E_INVALID;
         code = "bad_request";
         break;
     case EAGAIN:
-        status = 429;
+        err = NB_E_LIMIT;
         code = "busy";
         break;
     case ESRCH:
-        status = 404;
+        err = NB_E_NOT_FOUND;
         code = "no_process";
         break;
     default:
         break;
     }
-    nb_apierr_set(ae, status, code, "could not %s: %.*s", what, mlen, msg);
+    nb_apierr_set(ae, err, code, "could not %s: %.*s", what, mlen, msg);
 }
 
 int nb_agent_call(const struct nb_slot *slot, uint8_t req, const struct nb_buf *fields,
@@ -458,7 +461,8 @@ int nb_agent_call(const struct nb_slot *slot, uint8_t req, const struct nb_buf *
         uint32_t len;
         int left = (int)(until - nb_clock_mono_ms()), got;
         if (left <= 0) {
-            nb_apierr_set(ae, 504, "agent_timeout", "the sandbox's agent did not answer in time");
+            nb_apierr_set(ae, NB_E_TIMEOUT, "agent_timeout",
+                          "the sandbox's agent did not answer in time");
             break;
         }
         got = nb_agent_recv(&ag, left, &type, &body, &len, ae);
@@ -475,7 +479,8 @@ int nb_agent_call(const struct nb_slot *slot, uint8_t req, const struct nb_buf *
             break;
         }
         if (cb != NULL && cb(ctx, type, body, len) != 0) {
-            nb_apierr_set(ae, 502, "agent_error", "unexpected answer from the sandbox's agent");
+            nb_apierr_set(ae, NB_E_UPSTREAM, "agent_error",
+                          "unexpected answer from the sandbox's agent");
             break;
         }
     }

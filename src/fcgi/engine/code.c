@@ -67,7 +67,8 @@ struct code_call {
 
 static void bad_data(struct nb_apierr *ae, const char *why)
 {
-    nb_apierr_set(ae, 502, "bad_gateway", "the sandbox's code bridge sent bad data: %s", why);
+    nb_apierr_set(ae, NB_E_UPSTREAM, "bad_gateway", "the sandbox's code bridge sent bad data: %s",
+                  why);
 }
 
 /*
@@ -82,18 +83,20 @@ static void code_error(const struct code_call *c, int hello, const unsigned char
     const char *msg = (const char *)body + 4;
 
     if (e == ENOEXEC && mlen > 0) {
-        nb_apierr_set(ae, 409, "no_kernel", "%.*s", mlen, msg);
+        nb_apierr_set(ae, NB_E_CONFLICT, "no_kernel", "%.*s", mlen, msg);
     } else if (e == ENOEXEC) {
-        nb_apierr_set(ae, 409, "no_kernel", "this sandbox's image has no code interpreter");
+        nb_apierr_set(ae, NB_E_CONFLICT, "no_kernel",
+                      "this sandbox's image has no code interpreter");
     } else if (hello && e == EINVAL) {
         /* an agent from before the code bridge: it does not know request K */
-        nb_apierr_set(ae, 409, "no_kernel",
+        nb_apierr_set(ae, NB_E_CONFLICT, "no_kernel",
                       "this sandbox's agent has no code interpreter (a sandbox made by an older "
                       "nanobox): create a new sandbox");
     } else if (!hello && e == ENOENT) {
-        nb_apierr_set(ae, 404, "unknown_context", "%.*s", mlen, mlen > 0 ? msg : "no such context");
+        nb_apierr_set(ae, NB_E_NO_CONTEXT, "unknown_context", "%.*s", mlen,
+                      mlen > 0 ? msg : "no such context");
     } else if (!hello && c->is_run && e == EINVAL) {
-        nb_apierr_set(ae, 422, "language_mismatch", "%.*s", mlen,
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "language_mismatch", "%.*s", mlen,
                       mlen > 0 ? msg : "the context is of another language");
     } else {
         nb_agent_error(body, len, c->what, ae);
@@ -117,7 +120,7 @@ static int code_object(struct code_call *c, const unsigned char *body, uint32_t 
     } else if (v == NULL || !YAJL_IS_OBJECT(v)) {
         bad_data(ae, "not a JSON object");
     } else if ((key = yajl_tree_get(v, path, yajl_t_string)) == NULL) {
-        nb_apierr_set(ae, 502, "bad_gateway",
+        nb_apierr_set(ae, NB_E_UPSTREAM, "bad_gateway",
                       "the sandbox's code bridge sent bad data: an object without a string \"%s\"",
                       c->need);
     } else {
@@ -140,7 +143,7 @@ static int code_call(const struct nb_slot *slot, const char *req, size_t req_len
     int hello = 1, rc = -1;
 
     if (req_len > NBA_MAX_BODY) {
-        nb_apierr_set(ae, 413, "too_large",
+        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
                       "the request is %zu bytes as JSON; the code bridge takes at most %u", req_len,
                       NBA_MAX_BODY);
         return -1;
@@ -156,7 +159,7 @@ static int code_call(const struct nb_slot *slot, const char *req, size_t req_len
         uint32_t len;
         int left = (int)(until - nb_clock_mono_ms()), got;
         if (left <= 0) {
-            nb_apierr_set(ae, 504, "agent_timeout", "the sandbox's code bridge %s in time",
+            nb_apierr_set(ae, NB_E_TIMEOUT, "agent_timeout", "the sandbox's code bridge %s in time",
                           hello ? "did not start" : "did not answer");
             break;
         }
@@ -194,7 +197,7 @@ static int code_call(const struct nb_slot *slot, const char *req, size_t req_len
             continue; /* frames of later versions */
         bytes += len;
         if (bytes > c->max_bytes) {
-            nb_apierr_set(ae, 502, "bad_gateway",
+            nb_apierr_set(ae, NB_E_UPSTREAM, "bad_gateway",
                           "the sandbox's code bridge sent bad data: more than %zu bytes",
                           c->max_bytes);
             break;
@@ -340,10 +343,10 @@ int nb_code_create(const struct nb_slot *slot, const char *language, const char 
     rc = code_call(slot, req, strlen(req), &c, ae);
     free(req);
     /* ENOENT here is the cwd's, not a context's */
-    if (rc != 0 && !strcmp(ae->code, "unknown_context")) {
+    if (rc != 0 && ae->err == NB_E_NO_CONTEXT) {
         char msg[sizeof(ae->msg)];
         memcpy(msg, ae->msg, sizeof(msg));
-        nb_apierr_set(ae, 400, "bad_field", "could not create the context: %s", msg);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "could not create the context: %s", msg);
     }
     return rc;
 }

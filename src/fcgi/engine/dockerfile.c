@@ -186,14 +186,14 @@ static int check_image(struct df_state *st, const char *what, const char *image,
     int r;
     out[0] = '\0';
     if (strchr(image, '$')) {
-        nb_apierr_set(ae, 403, "from_forbidden",
+        nb_apierr_set(ae, NB_E_FORBIDDEN, "from_forbidden",
                       "%s%.200s names its image through a variable (ARG or ENV): not allowed, "
                       "name the image itself",
                       what, image);
         return -1;
     }
     if (!image_chars_ok(image)) {
-        nb_apierr_set(ae, 403, "from_forbidden",
+        nb_apierr_set(ae, NB_E_FORBIDDEN, "from_forbidden",
                       "%s%.200s: an image is named with letters, digits and . _ : / @ - only "
                       "(no quotes or escapes)",
                       what, image);
@@ -207,7 +207,7 @@ static int check_image(struct df_state *st, const char *what, const char *image,
     if (r < 0)
         return -1;
     if (r == 0) {
-        nb_apierr_set(ae, 403, "from_forbidden",
+        nb_apierr_set(ae, NB_E_FORBIDDEN, "from_forbidden",
                       "%s%.200s: not an image this key may build from (the operator's images, "
                       "its own ready templates and snapshots by name, or an earlier stage)",
                       what, image);
@@ -224,12 +224,12 @@ static int do_from(struct df_state *st, const char *rest, struct nb_apierr *ae)
     int dd;
 
     if (split_flags(rest, flags, &nf, &args, &dd) != 0) {
-        nb_apierr_set(ae, 400, "bad_dockerfile", "a FROM line's flags are too long");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile", "a FROM line's flags are too long");
         return -1;
     }
     for (unsigned i = 0; i < nf; i++)
         if (!flag_is(flags[i], "platform", &v)) {
-            nb_apierr_set(ae, 403, "dockerfile_forbidden",
+            nb_apierr_set(ae, NB_E_FORBIDDEN, "dockerfile_forbidden",
                           "FROM %.100s: only --platform is allowed", flags[i]);
             return -1;
         }
@@ -242,7 +242,7 @@ static int do_from(struct df_state *st, const char *rest, struct nb_apierr *ae)
         for (n = 0; p[n] && !blank(p[n]); n++)
             ;
         if (nt == 3 || n >= WORD_MAX) {
-            nb_apierr_set(ae, 400, "bad_dockerfile",
+            nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile",
                           "FROM takes an image, or an image, AS and a stage name");
             return -1;
         }
@@ -250,7 +250,7 @@ static int do_from(struct df_state *st, const char *rest, struct nb_apierr *ae)
         p += n;
     }
     if (!(nt == 1 || (nt == 3 && !strcasecmp(tok[1], "as")))) {
-        nb_apierr_set(ae, 400, "bad_dockerfile",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile",
                       nt == 0 ? "a FROM line names no image"
                               : "FROM takes an image, or an image, AS and a stage name");
         return -1;
@@ -268,12 +268,13 @@ static int do_from(struct df_state *st, const char *rest, struct nb_apierr *ae)
         lower(tok[2], low, sizeof(low));
         if (n >= STAGE_LEN || !islower((unsigned char)low[0]) ||
             strspn(low, "abcdefghijklmnopqrstuvwxyz0123456789-_.") != n) {
-            nb_apierr_set(ae, 400, "bad_dockerfile", "invalid name for a build stage: \"%.80s\"",
-                          tok[2]);
+            nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile",
+                          "invalid name for a build stage: \"%.80s\"", tok[2]);
             return -1;
         }
         if (st->n_stages == STAGES_MAX) {
-            nb_apierr_set(ae, 400, "bad_dockerfile", "more than %d build stages", STAGES_MAX);
+            nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile", "more than %d build stages",
+                          STAGES_MAX);
             return -1;
         }
         memcpy(st->stages[st->n_stages++], low, n + 1);
@@ -293,7 +294,7 @@ static int do_copy(struct df_state *st, const char *cmd, const char *rest, struc
     size_t al;
 
     if (split_flags(rest, flags, &nf, &args, &dd) != 0) {
-        nb_apierr_set(ae, 400, "bad_dockerfile", "%s: its flags are too long", cmd);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile", "%s: its flags are too long", cmd);
         return -1;
     }
     snprintf(what, sizeof(what), "%s --from=", add ? "ADD" : "COPY");
@@ -317,7 +318,7 @@ static int do_copy(struct df_state *st, const char *cmd, const char *rest, struc
     if (add) {
         for (size_t i = 0; i < al; i++)
             if (args[i] == ':' || args[i] == '$' || args[i] == '\\' || args[i] == st->esc) {
-                nb_apierr_set(ae, 403, "url_forbidden",
+                nb_apierr_set(ae, NB_E_FORBIDDEN, "url_forbidden",
                               "ADD takes files of the build only: no URL (it would be fetched "
                               "from the host's own network), no variable, no escape "
                               "(\"%.120s\"); COPY the files, or fetch them in a RUN step",
@@ -349,13 +350,13 @@ static int do_instr(struct df_state *st, const char *line, struct nb_apierr *ae)
     while (isalpha((unsigned char)p[n]) && n < sizeof(cmd) - 1)
         n++;
     if (n == 0 || !(p[n] == '\0' || blank(p[n]))) {
-        nb_apierr_set(ae, 400, "bad_dockerfile", "not an instruction: \"%.80s\"", p);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile", "not an instruction: \"%.80s\"", p);
         return -1;
     }
     lower(p, cmd, n + 1);
     if (strlen(p) > LINE_MAX_OUT) {
         /* Docker reads a line of at most 64 KiB, and this one is written as one line */
-        nb_apierr_set(ae, 400, "bad_dockerfile",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile",
                       "an instruction (continued lines joined) is over %d bytes: %.40s...",
                       LINE_MAX_OUT, p);
         return -1;
@@ -368,7 +369,7 @@ static int do_instr(struct df_state *st, const char *line, struct nb_apierr *ae)
     if (!strcmp(cmd, "copy") || !strcmp(cmd, "add"))
         return do_copy(st, cmd, rest, ae);
     if (!strcmp(cmd, "onbuild")) {
-        nb_apierr_set(ae, 403, "dockerfile_forbidden",
+        nb_apierr_set(ae, NB_E_FORBIDDEN, "dockerfile_forbidden",
                       "ONBUILD is not allowed: its instructions would run in later builds "
                       "unchecked");
         return -1;
@@ -379,7 +380,7 @@ static int do_instr(struct df_state *st, const char *line, struct nb_apierr *ae)
         unsigned nf = 0;
         int dd = 0;
         if (split_flags(rest, flags, &nf, &args, &dd) != 0 || nf > 0 || dd) {
-            nb_apierr_set(ae, 403, "dockerfile_forbidden",
+            nb_apierr_set(ae, NB_E_FORBIDDEN, "dockerfile_forbidden",
                           "RUN takes no flags here (--mount, --network, --security are BuildKit's; "
                           "nanobox builds with Docker's classic builder)");
             return -1;
@@ -391,7 +392,7 @@ static int do_instr(struct df_state *st, const char *line, struct nb_apierr *ae)
             nb_buf_append(st->out, "\n", 1);
             return 0;
         }
-    nb_apierr_set(ae, 400, "bad_dockerfile", "unknown instruction: %.32s", cmd);
+    nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile", "unknown instruction: %.32s", cmd);
     return -1;
 }
 
@@ -413,7 +414,8 @@ static int do_line(struct df_state *st, const char *line, struct nb_apierr *ae)
     while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
         n--;
     if (n > 0 && p[n - 1] == st->esc) {
-        nb_apierr_set(ae, 400, "bad_dockerfile", "an instruction ends with its escape character");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile",
+                      "an instruction ends with its escape character");
         return -1;
     }
     return 0;
@@ -471,11 +473,11 @@ int nb_dockerfile_rewrite(const char *df, size_t len, nb_dockerfile_resolve_fn r
     size_t i = 0;
 
     if (st == NULL) {
-        nb_apierr_set(ae, 500, "internal", "out of memory");
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "out of memory");
         return -1;
     }
     if (memchr(df, '\0', len) != NULL) {
-        nb_apierr_set(ae, 400, "bad_dockerfile", "the Dockerfile holds a NUL byte");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile", "the Dockerfile holds a NUL byte");
         free(st);
         return -1;
     }
@@ -512,7 +514,7 @@ int nb_dockerfile_rewrite(const char *df, size_t len, nb_dockerfile_resolve_fn r
             if (directives && a < e && df[a] == '#' &&
                 directive(df + a, e - a, key, sizeof(key), &val, &vlen)) {
                 if (!strcmp(key, "syntax")) {
-                    nb_apierr_set(ae, 403, "dockerfile_forbidden",
+                    nb_apierr_set(ae, NB_E_FORBIDDEN, "dockerfile_forbidden",
                                   "the parser directive \"syntax\" is not allowed: nanobox builds "
                                   "with Docker's own Dockerfile reader, not another frontend");
                     rc = -1;
@@ -521,7 +523,7 @@ int nb_dockerfile_rewrite(const char *df, size_t len, nb_dockerfile_resolve_fn r
                 if (strcmp(key, "escape") != 0)
                     continue; /* another directive: Docker's builder ignores it; not written */
                 if (vlen != 1 || (val[0] != '\\' && val[0] != '`') || directives == 2) {
-                    nb_apierr_set(ae, 400, "bad_dockerfile",
+                    nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile",
                                   "the escape directive takes \\ or ` (once)");
                     rc = -1;
                     break;
@@ -546,13 +548,13 @@ int nb_dockerfile_rewrite(const char *df, size_t len, nb_dockerfile_resolve_fn r
             rc = do_line(st, line.data ? line.data : "", ae);
     }
     if (rc == 0 && open) {
-        nb_apierr_set(ae, 400, "bad_dockerfile",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile",
                       "the Dockerfile ends inside a continued line (its last line ends with '%c')",
                       st->esc);
         rc = -1;
     }
     if (rc == 0 && st->n_from == 0) {
-        nb_apierr_set(ae, 400, "bad_dockerfile", "the Dockerfile has no FROM line");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_dockerfile", "the Dockerfile has no FROM line");
         rc = -1;
     }
     *esc_out = st->esc;

@@ -257,14 +257,14 @@ static int exec_docker(struct nb_app *a, const struct nb_slot *slot, const struc
     char *json;
 
     if (rq->stdin_data != NULL || rq->background || rq->pty_cols > 0 || rq->root) {
-        nb_apierr_set(ae, 503, "agent_unavailable",
+        nb_apierr_set(ae, NB_E_AGENT_DOWN, "agent_unavailable",
                       "this sandbox has no agent (nanobox-init): stdin, background, pty and "
                       "root need it");
         return -1;
     }
     if (nb_template_root(&a->conf, slot->image)) {
         /* its container's user is 0, with the agent's capabilities */
-        nb_apierr_set(ae, 503, "agent_unavailable",
+        nb_apierr_set(ae, NB_E_AGENT_DOWN, "agent_unavailable",
                       "this sandbox's agent (nanobox-init) does not answer; a sandbox with a "
                       "root runs commands only through it");
         return -1;
@@ -275,9 +275,9 @@ static int exec_docker(struct nb_app *a, const struct nb_slot *slot, const struc
     if (nb_docker_exec_create(&a->docker, slot->container_id, json, exec_id, &de) != 0) {
         free(json);
         nb_apierr_docker(ae, &de, "run the command");
-        if (ae->status == 404 || ae->status == 409)
-            nb_apierr_set(ae, 409, "not_running", "the sandbox's container is not running: %s",
-                          de.msg);
+        if (ae->err == NB_E_NOT_FOUND || ae->err == NB_E_CONFLICT)
+            nb_apierr_set(ae, NB_E_CONFLICT, "not_running",
+                          "the sandbox's container is not running: %s", de.msg);
         return -1;
     }
     free(json);
@@ -331,7 +331,7 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
     int rc = -1;
 
     if (nb_agent_connect(slot, &ag, ae) != 0)
-        return ae->status == 503 ? 1 : -1;
+        return ae->err == NB_E_AGENT_DOWN ? 1 : -1;
     nb_buf_init(&f, NBA_MAX_BODY);
     for (const char *const *p = rq->argv; *p; p++)
         nb_agent_field_str(&f, NBA_T_ARG, *p);
@@ -388,7 +388,7 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
             }
             if (poll(p, rq->client_fd >= 0 ? 2 : 1, left > 1000 ? 1000 : (int)left) < 0 &&
                 errno != EINTR) {
-                nb_apierr_set(ae, 500, "internal", "poll: %s", strerror(errno));
+                nb_apierr_set(ae, NB_E_INTERNAL, "internal", "poll: %s", strerror(errno));
                 break;
             }
             if (p[1].revents != 0 && nb_agent_peer_left(rq->client_fd)) {
@@ -440,11 +440,11 @@ static int exec_agent(struct nb_app *a, const struct nb_slot *slot, const struct
             goto done;
         case NBA_ERROR:
             nb_agent_error(body, len, "run the command", ae);
-            if (ae->status == 404) {
+            if (ae->err == NB_E_NOT_FOUND) {
                 /* ENOENT at start: the cwd (a missing program is the shell's 127) */
                 char msg[sizeof(ae->msg)];
                 memcpy(msg, ae->msg, sizeof(msg));
-                nb_apierr_set(ae, 400, "bad_field", "%s", msg);
+                nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", msg);
             }
             goto done;
         default:
@@ -488,15 +488,15 @@ int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const struct nb_ex
 {
     int64_t t0 = nb_clock_mono_ms();
     int rc = exec_agent(a, slot, rq, res, ae);
-    if (rc == -1 && rq->background && rq->bg_no_stdin && ae->status == 400 &&
+    if (rc == -1 && rq->background && rq->bg_no_stdin && ae->err == NB_E_INVALID &&
         !strcmp(ae->code, "bad_request"))
         rc = exec_agent_bg_no_stdin(a, slot, rq, res, ae);
     if (rc == 1) {
         nb_info("sandbox %s: %s; using docker exec", slot->id, ae->msg);
         rc = exec_docker(a, slot, rq, res, ae);
         /* no agent because PID 1 was dying: Docker's error says less than this */
-        if (rc != 0 && ae->status >= 500 && nb_agent_sandbox_gone(slot, 300))
-            nb_apierr_set(ae, 409, "not_running", "the sandbox's container stopped");
+        if (rc != 0 && nb_err_is_fault(ae->err) && nb_agent_sandbox_gone(slot, 300))
+            nb_apierr_set(ae, NB_E_CONFLICT, "not_running", "the sandbox's container stopped");
     }
     res->duration_ms = nb_clock_mono_ms() - t0;
     return rc;
@@ -510,7 +510,7 @@ int nb_exec_pty_input(struct nb_app *a, const struct nb_slot *slot, uint32_t pid
 
     (void)a;
     if (len > NB_EXEC_PTY_INPUT_MAX) {
-        nb_apierr_set(ae, 413, "too_large", "send at most %u bytes of input per call",
+        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large", "send at most %u bytes of input per call",
                       NB_EXEC_PTY_INPUT_MAX);
         return -1;
     }

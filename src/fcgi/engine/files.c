@@ -45,11 +45,11 @@ int nb_files_path_in(const char *home, const char *raw, size_t len, char *out, s
 {
     size_t n;
     if (len == 0) {
-        nb_apierr_set(ae, 400, "bad_path", "a path is required (?path=/workspace/file)");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_path", "a path is required (?path=/workspace/file)");
         return -1;
     }
     if (memchr(raw, '\0', len) != NULL) {
-        nb_apierr_set(ae, 400, "bad_path", "the path contains a NUL byte");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_path", "the path contains a NUL byte");
         return -1;
     }
     if (raw[0] == '/')
@@ -57,13 +57,14 @@ int nb_files_path_in(const char *home, const char *raw, size_t len, char *out, s
     else
         n = (size_t)snprintf(out, outlen, "%s/%.*s", home, (int)len, raw);
     if (n >= outlen || n > NBA_MAX_PATH) {
-        nb_apierr_set(ae, 400, "bad_path", "the path is longer than %u bytes", NBA_MAX_PATH);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_path", "the path is longer than %u bytes",
+                      NBA_MAX_PATH);
         return -1;
     }
     while (n > 1 && out[n - 1] == '/')
         out[--n] = '\0';
     if (!nba_path_ok(out, n)) {
-        nb_apierr_set(ae, 400, "bad_path",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_path",
                       "the path must not contain \".\" or \"..\" components: \"%.200s\"", out);
         return -1;
     }
@@ -129,8 +130,8 @@ static void info_parse(const unsigned char *body, uint32_t len, struct nb_file_i
 /* Files need the agent: say so rather than the bare "does not answer". */
 static void agent_needed(struct nb_apierr *ae)
 {
-    if (ae->status == 503 && !strcmp(ae->code, "agent_unavailable"))
-        nb_apierr_set(ae, 503, "agent_unavailable",
+    if (ae->err == NB_E_AGENT_DOWN)
+        nb_apierr_set(ae, NB_E_AGENT_DOWN, "agent_unavailable",
                       "this sandbox's agent (nanobox-init) does not answer; files need it");
 }
 
@@ -149,7 +150,8 @@ static int files_recv(struct nb_agent *ag, uint8_t *type, const unsigned char **
 {
     int got = nb_agent_recv(ag, FILES_OP_TIMEOUT_MS, type, body, len, ae);
     if (got == 0)
-        nb_apierr_set(ae, 504, "agent_timeout", "the sandbox's agent did not answer in time");
+        nb_apierr_set(ae, NB_E_TIMEOUT, "agent_timeout",
+                      "the sandbox's agent did not answer in time");
     return got > 0 ? 0 : -1;
 }
 
@@ -212,7 +214,7 @@ int nb_files_read(struct nb_app *a, const struct nb_slot *slot, const char *path
             if (got_info)
                 rc = 0;
             else
-                nb_apierr_set(ae, 502, "agent_error",
+                nb_apierr_set(ae, NB_E_UPSTREAM, "agent_error",
                               "the sandbox's agent answered without the file");
             break;
         }
@@ -241,13 +243,13 @@ static int write_body(struct nb_agent *ag, uint64_t size, nb_files_source_fn src
         if (n == 0 && size == NB_FILES_SIZE_UNKNOWN)
             break; /* the source's own end */
         if (n <= 0 && size == NB_FILES_SIZE_UNKNOWN) {
-            nb_apierr_set(ae, 400, "short_body", "the body could not be read after %llu bytes",
-                          (unsigned long long)sent);
+            nb_apierr_set(ae, NB_E_INVALID, "short_body",
+                          "the body could not be read after %llu bytes", (unsigned long long)sent);
             rc = -1;
             break;
         }
         if (n <= 0) {
-            nb_apierr_set(ae, 400, "short_body", "the body ended after %llu of %llu bytes",
+            nb_apierr_set(ae, NB_E_INVALID, "short_body", "the body ended after %llu of %llu bytes",
                           (unsigned long long)sent, (unsigned long long)size);
             rc = -1;
             break;
@@ -261,7 +263,8 @@ static int write_body(struct nb_agent *ag, uint64_t size, nb_files_source_fn src
             if (got > 0 && type == NBA_ERROR)
                 nb_agent_error(body, len, "write the file", ae);
             else if (got > 0)
-                nb_apierr_set(ae, 502, "agent_error", "unexpected answer from the sandbox's agent");
+                nb_apierr_set(ae, NB_E_UPSTREAM, "agent_error",
+                              "unexpected answer from the sandbox's agent");
             rc = -1;
         }
     }
@@ -347,7 +350,7 @@ int nb_files_stat(struct nb_app *a, const struct nb_slot *slot, const char *path
         return -1;
     }
     if (!sc.got) {
-        nb_apierr_set(ae, 502, "agent_error",
+        nb_apierr_set(ae, NB_E_UPSTREAM, "agent_error",
                       "the sandbox's agent answered without the path's info");
         return -1;
     }
@@ -495,7 +498,8 @@ int nb_files_watch(struct nb_app *a, const struct nb_slot *slot, const char *pat
             break;
         }
         if (got == 0 && !started) {
-            nb_apierr_set(ae, 504, "agent_timeout", "the sandbox's agent did not answer in time");
+            nb_apierr_set(ae, NB_E_TIMEOUT, "agent_timeout",
+                          "the sandbox's agent did not answer in time");
             break;
         }
         if (got == 0) {
@@ -511,12 +515,12 @@ int nb_files_watch(struct nb_app *a, const struct nb_slot *slot, const char *pat
         }
         if (type == NBA_ERROR) {
             nb_agent_error(body, len, "watch the directory", ae);
-            if (!started && ae->status == 507) /* ENOSPC: past the cap or the kernel's */
-                nb_apierr_set(ae, 429, "too_many_watches",
+            if (!started && ae->err == NB_E_NO_SPACE) /* ENOSPC: past the cap or the kernel's */
+                nb_apierr_set(ae, NB_E_LIMIT, "too_many_watches",
                               "%.200s has more directories than a watch may hold "
                               "(files_watch_max_dirs = %u)",
                               path, max_dirs);
-            else if (!started && ae->status == 429)
+            else if (!started && ae->err == NB_E_LIMIT)
                 snprintf(ae->code, sizeof(ae->code), "too_many_watches");
             break;
         }
@@ -577,17 +581,18 @@ int nb_files_watcher_create(struct nb_app *a, const struct nb_slot *slot, const 
     nb_buf_free(&f);
     if (rc != 0) {
         agent_needed(ae);
-        if (ae->status == 507)
-            nb_apierr_set(ae, 429, "too_many_watches",
+        if (ae->err == NB_E_NO_SPACE)
+            nb_apierr_set(ae, NB_E_LIMIT, "too_many_watches",
                           "%.200s has more directories than a watch may hold "
                           "(files_watch_max_dirs = %u)",
                           path, max_dirs);
-        else if (ae->status == 429)
+        else if (ae->err == NB_E_LIMIT)
             snprintf(ae->code, sizeof(ae->code), "too_many_watches");
         return -1;
     }
     if (w.id == 0) {
-        nb_apierr_set(ae, 502, "agent_error", "the sandbox's agent answered without a watcher id");
+        nb_apierr_set(ae, NB_E_UPSTREAM, "agent_error",
+                      "the sandbox's agent answered without a watcher id");
         return -1;
     }
     *id = w.id;

@@ -73,7 +73,7 @@ static void store_fail(struct nb_apierr *ae, const char *path, const char *what)
     int err = errno;
 
     nb_error("MCP sessions file %s: %s: %s", path, what, strerror(err));
-    nb_apierr_set(ae, 500, "internal", "cannot keep MCP sessions (%s %s: %s)", what, path,
+    nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot keep MCP sessions (%s %s: %s)", what, path,
                   strerror(err));
 }
 
@@ -155,7 +155,7 @@ static struct store_file *store_lock(const struct nb_conf *c, struct nb_apierr *
         if (store_open(c, ae) != 0)
             return NULL;
         if (store_flock(store.fd, LOCK_EX) == -1) {
-            nb_apierr_set(ae, 500, "internal", "cannot lock the MCP sessions file: %s",
+            nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot lock the MCP sessions file: %s",
                           strerror(errno));
             return NULL;
         }
@@ -167,7 +167,7 @@ static struct store_file *store_lock(const struct nb_conf *c, struct nb_apierr *
         }
         return store.map;
     }
-    nb_apierr_set(ae, 500, "internal", "the MCP sessions file keeps disappearing");
+    nb_apierr_set(ae, NB_E_INTERNAL, "internal", "the MCP sessions file keeps disappearing");
     return NULL;
 }
 

@@ -282,7 +282,7 @@ static int ensure_named_network(struct nb_app *a, const char *name, const char *
     if (status == 200) {
         if (!network_matches(iface, subnet, resp.data ? resp.data : "", resp.len, why,
                              sizeof(why))) {
-            nb_apierr_set(ae, 503, "network_unavailable",
+            nb_apierr_set(ae, NB_E_UNAVAILABLE, "network_unavailable",
                           "Docker network %s exists but %s: remove it (docker network rm %s) "
                           "or set bridge_network to another name",
                           name, why, name);
@@ -292,8 +292,8 @@ static int ensure_named_network(struct nb_app *a, const char *name, const char *
         goto out;
     }
     if (status != 404) {
-        nb_apierr_set(ae, 502, "docker_error", "could not look up Docker network %s (status %ld)",
-                      name, status);
+        nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error",
+                      "could not look up Docker network %s (status %ld)", name, status);
         goto out;
     }
 
@@ -347,8 +347,8 @@ static int ensure_named_network(struct nb_app *a, const char *name, const char *
             network_matches(iface, subnet, resp.data ? resp.data : "", resp.len, why, sizeof(why)))
             rc = 0;
         else
-            nb_apierr_set(ae, 503, "network_unavailable", "could not create Docker network %s: %s",
-                          name, err);
+            nb_apierr_set(ae, NB_E_UNAVAILABLE, "network_unavailable",
+                          "could not create Docker network %s: %s", name, err);
     }
     free(body);
 out:
@@ -444,7 +444,7 @@ int nb_network_ensure(struct nb_app *a, struct nb_apierr *ae)
         return -1;
     if (ensure_rules(&a->conf, err, sizeof(err)) != 0) {
         nb_apierr_set(
-            ae, 503, "network_unavailable",
+            ae, NB_E_UNAVAILABLE, "network_unavailable",
             "the sandbox network's kernel rules could not be installed (nanobox-fcgi needs "
             "root and iptables): %s",
             err);
@@ -476,7 +476,7 @@ int nb_network_policy_check(const struct nb_conf *c, const struct nb_net_policy 
         int ok = 1;
         nb_netrule_format(r, text, sizeof(text));
         if (never_reachable(c, r)) {
-            nb_apierr_set(ae, 403, "forbidden",
+            nb_apierr_set(ae, NB_E_FORBIDDEN, "forbidden",
                           "allow \"%s\": the sandbox network and 169.254.0.0/16 "
                           "are never reachable from a sandbox",
                           text);
@@ -487,7 +487,7 @@ int nb_network_policy_check(const struct nb_conf *c, const struct nb_net_policy 
         for (unsigned j = 0; j < widen.n && !ok; j++)
             ok = nb_netrule_within(r, &widen.r[j]);
         if (!ok) {
-            nb_apierr_set(ae, 403, "forbidden",
+            nb_apierr_set(ae, NB_E_FORBIDDEN, "forbidden",
                           "allow \"%s\" opens what the operator denies "
                           "(egress_deny) and egress_widen does not let a request open",
                           text);
@@ -560,7 +560,7 @@ int nb_network_build_ensure(struct nb_app *a, char *net, size_t netlen, struct n
     if (restore("iptables-restore", rules.data, err, sizeof(err)) != 0 ||
         ensure_jump("iptables", "DOCKER-USER", ifc, nbf, err, sizeof(err)) != 0 ||
         ensure_jump("iptables", "INPUT", ifc, nbi, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 503, "network_unavailable",
+        nb_apierr_set(ae, NB_E_UNAVAILABLE, "network_unavailable",
                       "the builds' network rules could not be installed (nanobox-fcgi needs "
                       "root and iptables): %s",
                       err);
@@ -606,8 +606,8 @@ int nb_network_apply(struct nb_app *a, const char *id, uint32_t slot, const stru
     nb_buf_init(&list, TOOL_OUTPUT_MAX);
     nb_buf_init(&rules, TOOL_OUTPUT_MAX);
     if (list_chain("iptables", nbs, &list) != 0) {
-        nb_apierr_set(ae, 503, "network_unavailable", "chain %s is missing: %.200s", nbs,
-                      list.data ? list.data : "");
+        nb_apierr_set(ae, NB_E_UNAVAILABLE, "network_unavailable", "chain %s is missing: %.200s",
+                      nbs, list.data ? list.data : "");
         goto out;
     }
     /*
@@ -625,7 +625,7 @@ int nb_network_apply(struct nb_app *a, const char *id, uint32_t slot, const stru
         nb_buf_printf(&rules, "-I %s 1 -s %s/32 -g %s\n", nbs, addr, chain);
     nb_buf_printf(&rules, "COMMIT\n");
     if (restore("iptables-restore", rules.data, err, sizeof(err)) != 0) {
-        nb_apierr_set(ae, 503, "network_unavailable",
+        nb_apierr_set(ae, NB_E_UNAVAILABLE, "network_unavailable",
                       "could not install the egress rules of %s: %s", id, err);
         goto out;
     }
@@ -654,12 +654,12 @@ int nb_network_set_policy(struct nb_app *a, const char *id, const struct nb_net_
     }
     nb_table_unlock(&a->table);
     if (!found) {
-        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
-                      id);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                      "no sandbox %s (it may have expired or been destroyed)", id);
         return -1;
     }
     if (!bridge) {
-        nb_apierr_set(ae, 409, "not_bridge",
+        nb_apierr_set(ae, NB_E_CONFLICT, "not_bridge",
                       "sandbox %s has no network (it was created with network "
                       "\"none\"); a policy applies to bridge sandboxes only",
                       id);
@@ -674,7 +674,8 @@ int nb_network_set_policy(struct nb_app *a, const char *id, const struct nb_net_
     nb_table_unlock(&a->table);
     if (!same) {
         nb_network_remove(a, id);
-        nb_apierr_set(ae, 404, "not_found", "sandbox %s went away while its policy changed", id);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                      "sandbox %s went away while its policy changed", id);
         return -1;
     }
     return 0;

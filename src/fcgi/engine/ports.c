@@ -453,24 +453,24 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
     }
     nb_table_unlock(&a->table);
     if (bad == 404) {
-        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
-                      id);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                      "no sandbox %s (it may have expired or been destroyed)", id);
         return -1;
     }
     if (bad == 409) {
-        nb_apierr_set(ae, 409, "port_open",
+        nb_apierr_set(ae, NB_E_EXISTS, "port_open",
                       "port %u of this sandbox is already open: close it first",
                       (unsigned)req->sandboxport);
         return -1;
     }
     if (bad == 4290) {
-        nb_apierr_set(ae, 429, "quota",
+        nb_apierr_set(ae, NB_E_LIMIT, "quota",
                       "quota max_ports=%u of key \"%s\" reached: its sandboxes have %u open ports",
                       req->key_max_ports, req->key_name ? req->key_name : "", open_count);
         return -1;
     }
     if (bad == 429) {
-        nb_apierr_set(ae, 429, "too_many_ports",
+        nb_apierr_set(ae, NB_E_LIMIT, "too_many_ports",
                       "this sandbox already has %u open ports (max_ports)", open_count);
         return -1;
     }
@@ -505,20 +505,21 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
     if (rc == SPAWN_OK && p == NULL) {
         /* the sandbox went away while the forwarder started */
         fwd_stop(c, id, req->sandboxport, fwd, start);
-        nb_apierr_set(ae, 404, "not_found", "sandbox %s was destroyed while the port was opening",
-                      id);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                      "sandbox %s was destroyed while the port was opening", id);
         return -1;
     }
     if (rc == SPAWN_IN_USE) {
         if (req->hostport)
-            nb_apierr_set(ae, 409, "port_in_use", "%s", msg);
+            nb_apierr_set(ae, NB_E_CONFLICT, "port_in_use", "%s", msg);
         else
-            nb_apierr_set(ae, 503, "no_free_port", "no free host port found in %u-%u (port_range)",
-                          c->port_min, c->port_max);
+            nb_apierr_set(ae, NB_E_UNAVAILABLE, "no_free_port",
+                          "no free host port found in %u-%u (port_range)", c->port_min,
+                          c->port_max);
         return -1;
     }
     if (rc != SPAWN_OK) {
-        nb_apierr_set(ae, 502, "fwd_failed", "%s", msg);
+        nb_apierr_set(ae, NB_E_UPSTREAM, "fwd_failed", "%s", msg);
         return -1;
     }
     mark_open(c, id, req->sandboxport);
@@ -626,8 +627,8 @@ int nb_port_open_on_demand(struct nb_app *a, const char *id, uint16_t sandboxpor
         init_pid = s->init_pid;
     nb_table_unlock(&a->table);
     if (init_pid <= 0) {
-        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
-                      id);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                      "no sandbox %s (it may have expired or been destroyed)", id);
         return -1;
     }
     /*
@@ -639,8 +640,8 @@ int nb_port_open_on_demand(struct nb_app *a, const char *id, uint16_t sandboxpor
     if (listening != 1) {
         if (listening < 0)
             nb_warn("sandbox %s: cannot read the listening sockets of pid %d", id, (int)init_pid);
-        nb_apierr_set(ae, 502, "not_listening", "nothing listens on port %u inside sandbox %s",
-                      (unsigned)sandboxport, id);
+        nb_apierr_set(ae, NB_E_UPSTREAM, "not_listening",
+                      "nothing listens on port %u inside sandbox %s", (unsigned)sandboxport, id);
         return -1;
     }
     memset(&req, 0, sizeof(req));
@@ -651,8 +652,7 @@ int nb_port_open_on_demand(struct nb_app *a, const char *id, uint16_t sandboxpor
     req.key_max_ports = key_max_ports;
     req.key_name = key_name;
     if (nb_port_open(a, id, &req, &info, ae) != 0) {
-        if (ae->status == 409 && !strcmp(ae->code, "port_open") &&
-            nb_port_mark_if_open(a, id, sandboxport))
+        if (ae->err == NB_E_EXISTS && nb_port_mark_if_open(a, id, sandboxport))
             return 0; /* a concurrent first request won the race: it is open */
         return -1;
     }
@@ -679,10 +679,10 @@ int nb_port_close(struct nb_app *a, const char *id, uint16_t sandboxport, struct
     nb_table_unlock(&a->table);
     if (!found) {
         if (s == NULL)
-            nb_apierr_set(ae, 404, "not_found",
+            nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
                           "no sandbox %s (it may have expired or been destroyed)", id);
         else
-            nb_apierr_set(ae, 404, "not_found", "port %u of sandbox %s is not open",
+            nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "port %u of sandbox %s is not open",
                           (unsigned)sandboxport, id);
         return -1;
     }

@@ -100,8 +100,8 @@ int nb_proc_next_arg(const struct nb_proc_info *p, size_t *pos, const char **s, 
 /* Processes need the agent: say so rather than the bare "does not answer". */
 static int agent_needed(struct nb_apierr *ae)
 {
-    if (ae->status == 503 && !strcmp(ae->code, "agent_unavailable"))
-        nb_apierr_set(ae, 503, "agent_unavailable",
+    if (ae->err == NB_E_AGENT_DOWN)
+        nb_apierr_set(ae, NB_E_AGENT_DOWN, "agent_unavailable",
                       "this sandbox's agent (nanobox-init) does not answer; processes need it");
     return -1;
 }
@@ -178,7 +178,8 @@ int nb_procs_read(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, ui
                       ae) != 0) {
         rc = agent_needed(ae);
     } else if (po->raw == NULL) {
-        nb_apierr_set(ae, 502, "agent_error", "the sandbox's agent answered without the process");
+        nb_apierr_set(ae, NB_E_UPSTREAM, "agent_error",
+                      "the sandbox's agent answered without the process");
         rc = -1;
     }
     nb_buf_free(&f);
@@ -220,7 +221,8 @@ int nb_procs_wait(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, ui
             break;
         }
         if (got == 0) {
-            nb_apierr_set(ae, 504, "agent_timeout", "the sandbox's agent did not answer in time");
+            nb_apierr_set(ae, NB_E_TIMEOUT, "agent_timeout",
+                          "the sandbox's agent did not answer in time");
             break;
         }
         answered = 1;
@@ -231,7 +233,7 @@ int nb_procs_wait(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, ui
         if (type == NBA_END) {
             rc = 0;
             if (po->raw == NULL) {
-                nb_apierr_set(ae, 502, "agent_error",
+                nb_apierr_set(ae, NB_E_UPSTREAM, "agent_error",
                               "the sandbox's agent answered without the process");
                 rc = -1;
             }
@@ -259,7 +261,7 @@ int nb_procs_stdin(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, c
 
     (void)a;
     if (len > NB_PROCS_STDIN_MAX) {
-        nb_apierr_set(ae, 413, "too_large", "send at most %u bytes of stdin per call",
+        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large", "send at most %u bytes of stdin per call",
                       NB_PROCS_STDIN_MAX);
         return -1;
     }

@@ -333,7 +333,7 @@ retry:
     if (s == NULL && final_state == NB_SLOT_RUNNING && a->warm != NULL && a->warm->evict(a) == 0)
         goto retry; /* a warm sandbox gave its slot to a request */
     if (s == NULL) {
-        nb_apierr_set(ae, 503, "capacity",
+        nb_apierr_set(ae, NB_E_CAPACITY, "capacity",
                       "all %u sandbox slots are in use: destroy one or raise max_sandboxes",
                       a->table.nslots);
         return -1;
@@ -353,7 +353,7 @@ retry:
         char host[16], err[256];
         snprintf(host, sizeof(host), "%.8s", id); /* the container's Hostname */
         if (nb_isolation_set_hostname(&a->conf, slot, host, err, sizeof(err)) != 0) {
-            nb_apierr_set(ae, 500, "internal", "could not prepare the sandbox: %s", err);
+            nb_apierr_set(ae, NB_E_INTERNAL, "internal", "could not prepare the sandbox: %s", err);
             nb_table_lock(&a->table);
             nb_table_free(&a->table, id, gen);
             nb_table_unlock(&a->table);
@@ -364,7 +364,7 @@ retry:
     if (nb_docker_create(&a->docker, name, json, cid, &de) != 0) {
         if (de.kind == NB_DERR_HTTP && de.status == 404)
             nb_apierr_set(
-                ae, 503, "image_missing",
+                ae, NB_E_UNAVAILABLE, "image_missing",
                 "image %s is not on the Docker host (build it with src/setup/image.sh): %s",
                 spec->image, de.msg);
         else
@@ -375,15 +375,16 @@ retry:
         /* before the start: the first write already meets the bound */
         char err[512];
         if (nb_rootdisk_attach(a, cid, err, sizeof(err)) != 0) {
-            nb_apierr_set(ae, 500, "internal", "could not bound the sandbox's disk: %s", err);
+            nb_apierr_set(ae, NB_E_INTERNAL, "internal", "could not bound the sandbox's disk: %s",
+                          err);
             goto fail;
         }
     }
     if (nb_docker_start(&a->docker, cid, &de) != 0) {
         nb_apierr_docker(ae, &de, "start the sandbox container");
-        if (ae->status == 404 || ae->status == 409)
-            nb_apierr_set(ae, 502, "docker_error", "could not start the sandbox container: %s",
-                          de.msg);
+        if (ae->err == NB_E_NOT_FOUND || ae->err == NB_E_CONFLICT)
+            nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error",
+                          "could not start the sandbox container: %s", de.msg);
         goto fail;
     }
     if (nb_docker_inspect(&a->docker, cid, &running, &pid, &de) != 0) {
@@ -391,13 +392,14 @@ retry:
         goto fail;
     }
     if (!running) {
-        nb_apierr_set(ae, 502, "docker_error", "the sandbox container did not stay up");
+        nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error", "the sandbox container did not stay up");
         goto fail;
     }
     if (bounded) {
         char err[512];
         if (nb_rootdisk_verify(&a->conf, pid, err, sizeof(err)) != 0) {
-            nb_apierr_set(ae, 500, "internal", "could not bound the sandbox's disk: %s", err);
+            nb_apierr_set(ae, NB_E_INTERNAL, "internal", "could not bound the sandbox's disk: %s",
+                          err);
             goto fail;
         }
     }
@@ -407,7 +409,8 @@ retry:
         if (nb_snapshot_restore(&a->conf, slot, pid,
                                 nb_isolation_workspace(&a->conf, spec->lifecycle), err,
                                 sizeof(err)) != 0) {
-            nb_apierr_set(ae, 500, "internal", "could not restore the snapshot's files: %s", err);
+            nb_apierr_set(ae, NB_E_INTERNAL, "internal",
+                          "could not restore the snapshot's files: %s", err);
             goto fail;
         }
     }
@@ -440,7 +443,8 @@ retry:
     nb_table_unlock(&a->table);
     if (s == NULL) {
         /* reconciliation judged us dead and took the slot: undo */
-        nb_apierr_set(ae, 500, "internal", "the sandbox slot was reclaimed while creating");
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal",
+                      "the sandbox slot was reclaimed while creating");
         nb_rootdisk_remove(a, name, bounded, &de);
         return -1;
     }
@@ -484,8 +488,8 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
 
 static int not_found(struct nb_apierr *ae, const char *id)
 {
-    nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
-                  id);
+    nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                  "no sandbox %s (it may have expired or been destroyed)", id);
     return -1;
 }
 
@@ -511,13 +515,13 @@ int nb_sandbox_quota_locked(struct nb_app *a, const struct nb_sandbox_spec *spec
         return 0;
     nb_table_usage(&a->table, k->name, &u);
     if (k->max_sandboxes && u.sandboxes + 1 > k->max_sandboxes) {
-        nb_apierr_set(ae, 429, "quota",
+        nb_apierr_set(ae, NB_E_LIMIT, "quota",
                       "quota max_sandboxes=%u of key \"%s\" reached: it has %u live sandboxes",
                       k->max_sandboxes, k->name, u.sandboxes);
         return -1;
     }
     if (k->max_memory && u.memory + spec->memory > k->max_memory) {
-        nb_apierr_set(ae, 429, "quota",
+        nb_apierr_set(ae, NB_E_LIMIT, "quota",
                       "quota max_memory=%llu bytes of key \"%s\" reached: its sandboxes hold "
                       "%llu bytes and this one asks %llu",
                       (unsigned long long)k->max_memory, k->name, (unsigned long long)u.memory,
@@ -526,7 +530,7 @@ int nb_sandbox_quota_locked(struct nb_app *a, const struct nb_sandbox_spec *spec
     }
     if (k->max_nano_cpus && u.nano_cpus + spec->nano_cpus > k->max_nano_cpus) {
         snprintf(q, sizeof(q), "%.3f", (double)k->max_nano_cpus / 1e9);
-        nb_apierr_set(ae, 429, "quota",
+        nb_apierr_set(ae, NB_E_LIMIT, "quota",
                       "quota max_cpus=%s of key \"%s\" reached: its sandboxes hold %.3f CPUs "
                       "and this one asks %.3f",
                       q, k->name, (double)u.nano_cpus / 1e9, (double)spec->nano_cpus / 1e9);
@@ -708,7 +712,7 @@ int nb_sandbox_awake(struct nb_app *a, const char *id, struct nb_apierr *ae)
         return 0;
     if (auto_resume)
         return nb_sandbox_resume(a, id, NULL, ae);
-    nb_apierr_set(ae, 409, "paused",
+    nb_apierr_set(ae, NB_E_CONFLICT, "paused",
                   "sandbox %s is paused: resume it first (POST /sandbox/%s/resume), or create "
                   "it with \"auto_resume\": true",
                   id, id);
@@ -760,8 +764,8 @@ int nb_sandbox_mark_destroy(struct nb_app *a, const char *id, char cid[NB_CID_LE
     }
     nb_table_unlock(&a->table);
     if (!found) {
-        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
-                      id);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                      "no sandbox %s (it may have expired or been destroyed)", id);
         return -1;
     }
     return 0;

@@ -44,17 +44,17 @@ struct cap {
     dev_t dev;
     int upper;        /* an overlay upper directory: its whiteouts become the layer's */
     const char *what; /* what max caps, for the 413 */
-    int status;       /* of the error: 413 or 500 */
-    char err[256];
+    enum nb_err err;  /* of the error: NB_E_TOO_LARGE or NB_E_INTERNAL */
+    char msg[256];
 };
 
-__attribute__((format(printf, 3, 4))) static int cap_fail(struct cap *cp, int status,
+__attribute__((format(printf, 3, 4))) static int cap_fail(struct cap *cp, enum nb_err err,
                                                           const char *fmt, ...)
 {
     va_list ap;
-    cp->status = status;
+    cp->err = err;
     va_start(ap, fmt);
-    vsnprintf(cp->err, sizeof(cp->err), fmt, ap);
+    vsnprintf(cp->msg, sizeof(cp->msg), fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -91,9 +91,10 @@ static int cap_whiteout(struct cap *cp, const char *dir, const char *mark, const
     char path[PATH_MAX];
     if (snprintf(path, sizeof(path), "%s%s%s%s", dir, dir[0] ? "/" : "", mark, name) >=
         (int)sizeof(path))
-        return cap_fail(cp, 413, "%s: a path longer than PATH_MAX", dir);
+        return cap_fail(cp, NB_E_TOO_LARGE, "%s: a path longer than PATH_MAX", dir);
     if (layer_entry(cp->ar, path, 0, AE_IFREG, 0600) != 0)
-        return cap_fail(cp, 500, "cannot write the snapshot: %s", archive_error_string(cp->ar));
+        return cap_fail(cp, NB_E_INTERNAL, "cannot write the snapshot: %s",
+                        archive_error_string(cp->ar));
     return 0;
 }
 
@@ -116,11 +117,12 @@ static int cap_data(struct cap *cp, int fd, const char *path)
         abort();
     while ((n = read(fd, buf, CHUNK)) > 0)
         if (archive_write_data(cp->ar, buf, (size_t)n) != n) {
-            rc = cap_fail(cp, 500, "cannot write the snapshot: %s", archive_error_string(cp->ar));
+            rc = cap_fail(cp, NB_E_INTERNAL, "cannot write the snapshot: %s",
+                          archive_error_string(cp->ar));
             break;
         }
     if (n < 0)
-        rc = cap_fail(cp, 500, "cannot read %s", path);
+        rc = cap_fail(cp, NB_E_INTERNAL, "cannot read %s", path);
     free(buf);
     return rc;
 }
@@ -138,11 +140,11 @@ static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth)
     int dup_fd = dup(dirfd), rc = 0;
 
     if (depth > DEPTH_MAX)
-        return cap_fail(cp, 413, "%s: directories deeper than 128 levels", prefix);
+        return cap_fail(cp, NB_E_TOO_LARGE, "%s: directories deeper than 128 levels", prefix);
     if (dup_fd < 0 || (d = fdopendir(dup_fd)) == NULL) {
         if (dup_fd >= 0)
             close(dup_fd);
-        return cap_fail(cp, 500, "cannot read directory %s", prefix);
+        return cap_fail(cp, NB_E_INTERNAL, "cannot read directory %s", prefix);
     }
     while (rc == 0 && (de = readdir(d)) != NULL) {
         char path[PATH_MAX];
@@ -156,7 +158,7 @@ static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth)
             continue;
         if (snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "/" : "", de->d_name) >=
             (int)sizeof(path)) {
-            rc = cap_fail(cp, 413, "%s: a path longer than PATH_MAX", prefix);
+            rc = cap_fail(cp, NB_E_TOO_LARGE, "%s: a path longer than PATH_MAX", prefix);
             break;
         }
         if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
@@ -185,8 +187,8 @@ static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth)
             cp->total += (uint64_t)st.st_size;
             if (cp->total > cp->max) {
                 archive_entry_free(e);
-                cp->status = 413;
-                snprintf(cp->err, sizeof(cp->err), "%s hold more than snapshot_max (%llu bytes)",
+                cp->err = NB_E_TOO_LARGE;
+                snprintf(cp->msg, sizeof(cp->msg), "%s hold more than snapshot_max (%llu bytes)",
                          cp->what, (unsigned long long)cp->max);
                 rc = -1;
                 break;
@@ -194,12 +196,13 @@ static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth)
             fd = openat(dirfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
             if (fd < 0) {
                 archive_entry_free(e);
-                rc = cap_fail(cp, 500, "cannot open %s", path);
+                rc = cap_fail(cp, NB_E_INTERNAL, "cannot open %s", path);
                 break;
             }
         }
         if (archive_write_header(cp->ar, e) != ARCHIVE_OK)
-            rc = cap_fail(cp, 500, "cannot write the snapshot: %s", archive_error_string(cp->ar));
+            rc = cap_fail(cp, NB_E_INTERNAL, "cannot write the snapshot: %s",
+                          archive_error_string(cp->ar));
         else if (fd >= 0)
             rc = cap_data(cp, fd, path);
         archive_entry_free(e);
@@ -209,11 +212,11 @@ static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth)
             int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             int opaque = 0;
             if (sub < 0) {
-                rc = cap_fail(cp, 500, "cannot open directory %s", path);
+                rc = cap_fail(cp, NB_E_INTERNAL, "cannot open directory %s", path);
                 break;
             }
             if (cp->upper && (opaque = overlay_opaque(sub)) < 0)
-                rc = cap_fail(cp, 500, "cannot read the overlay attributes of %s", path);
+                rc = cap_fail(cp, NB_E_INTERNAL, "cannot read the overlay attributes of %s", path);
             else if (opaque == 1)
                 rc = cap_whiteout(cp, path, OPAQUE, "");
             if (rc == 0)
@@ -237,7 +240,7 @@ static int cap_mount(struct cap *cp, int root, const char *where, const char *pr
         return 0; /* nothing mounted there: nothing to keep */
     if (fstat(fd, &st) != 0) {
         close(fd);
-        return cap_fail(cp, 500, "cannot read %s", where);
+        return cap_fail(cp, NB_E_INTERNAL, "cannot read %s", where);
     }
     cp->dev = st.st_dev;
     rc = cap_tree(cp, fd, prefix, 0);
@@ -259,13 +262,14 @@ static int capture(const struct nb_conf *c, const char *ws, pid_t pid, const cha
     snprintf(proot, sizeof(proot), "/proc/%d/root", (int)pid);
     root = open(proot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root < 0) {
-        nb_apierr_set(ae, 500, "internal", "cannot reach the sandbox's files: %s", strerror(errno));
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot reach the sandbox's files: %s",
+                      strerror(errno));
         return -1;
     }
     cp.ar = archive_write_new();
     archive_write_set_format_pax_restricted(cp.ar);
     if (archive_write_open_filename(cp.ar, path) != ARCHIVE_OK) {
-        nb_apierr_set(ae, 500, "internal", "cannot write the snapshot: %s",
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot write the snapshot: %s",
                       archive_error_string(cp.ar));
         archive_write_free(cp.ar);
         close(root);
@@ -275,11 +279,13 @@ static int capture(const struct nb_conf *c, const char *ws, pid_t pid, const cha
     if (rc == 0)
         rc = cap_mount(&cp, root, "/tmp", "tmp");
     if (archive_write_close(cp.ar) != ARCHIVE_OK && rc == 0)
-        rc = cap_fail(&cp, 500, "cannot write the snapshot: %s", archive_error_string(cp.ar));
+        rc = cap_fail(&cp, NB_E_INTERNAL, "cannot write the snapshot: %s",
+                      archive_error_string(cp.ar));
     archive_write_free(cp.ar);
     close(root);
     if (rc != 0)
-        nb_apierr_set(ae, cp.status, cp.status == 413 ? "too_large" : "internal", "%s", cp.err);
+        nb_apierr_set(ae, cp.err, cp.err == NB_E_TOO_LARGE ? "too_large" : "internal", "%s",
+                      cp.msg);
     return rc;
 }
 
@@ -297,7 +303,7 @@ static int layer_upper(struct archive *ar, const char *upper, uint64_t max, stru
     int fd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc;
 
     if (fd < 0 || fstat(fd, &st) != 0) {
-        nb_apierr_set(ae, 500, "internal", "cannot read the sandbox's writable layer: %s",
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot read the sandbox's writable layer: %s",
                       strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -312,7 +318,8 @@ static int layer_upper(struct archive *ar, const char *upper, uint64_t max, stru
     rc = cap_tree(&cp, fd, "", 0);
     close(fd);
     if (rc != 0)
-        nb_apierr_set(ae, cp.status, cp.status == 413 ? "too_large" : "internal", "%s", cp.err);
+        nb_apierr_set(ae, cp.err, cp.err == NB_E_TOO_LARGE ? "too_large" : "internal", "%s",
+                      cp.msg);
     return rc;
 }
 
@@ -353,7 +360,7 @@ static int write_layer(const char *path, const char *snap, const char *upper, ui
         rc = 0;
 out:
     if (rc != 0)
-        nb_apierr_set(ae, 500, "internal", "cannot write the snapshot's layer: %s",
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot write the snapshot's layer: %s",
                       archive_error_string(ar) ? archive_error_string(ar) : strerror(errno));
     free(buf);
     archive_write_free(ar);
@@ -458,12 +465,12 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     }
     nb_table_unlock(&a->table);
     if (!found) {
-        nb_apierr_set(ae, 404, "not_found", "no sandbox %s (it may have expired or been destroyed)",
-                      id);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                      "no sandbox %s (it may have expired or been destroyed)", id);
         return -1;
     }
     if (name && name[0] && (strlen(name) > NB_TPL_NAME_MAX || !nb_template_name_ok(name))) {
-        nb_apierr_set(ae, 400, "bad_name",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_name",
                       "a template name is 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a "
                       "letter or digit");
         return -1;
@@ -486,7 +493,7 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
             return -1;
         }
         if (upper[0] == '\0') {
-            nb_apierr_set(ae, 501, "not_implemented",
+            nb_apierr_set(ae, NB_E_UNSUPPORTED, "not_implemented",
                           "a snapshot of a sandbox with a root needs Docker's overlay2 storage "
                           "driver, which this engine does not use");
             return -1;
@@ -536,8 +543,8 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     clock_gettime(CLOCK_MONOTONIC, &t2);
     if (nb_template_get(a, nm, nb_template_owner(owner), out, ae) != 0 ||
         strcmp(out->status, "ready") != 0) {
-        if (ae->status == 0)
-            nb_apierr_set(ae, 502, "docker_error", "the snapshot's build made no image");
+        if (ae->err == NB_E_OK)
+            nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error", "the snapshot's build made no image");
         goto out;
     }
     nb_info("template %s: snapshot of sandbox %s (frozen %.0f ms, committed in %.0f ms)", nm, id,

@@ -59,22 +59,22 @@ static void arc_failed(const struct nb_exec_result *res, const char *dir, const 
     char line[300];
     first_line(&res->err, line, sizeof(line));
     if (res->exit_code == ARC_NOT_FOUND)
-        nb_apierr_set(ae, 404, "not_found", "no such directory: %s", dir);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "no such directory: %s", dir);
     else if (res->exit_code == ARC_NOT_DIR)
-        nb_apierr_set(ae, 409, "conflict", "not a directory: %s", dir);
+        nb_apierr_set(ae, NB_E_CONFLICT, "conflict", "not a directory: %s", dir);
     else if (res->exit_code == 127)
-        nb_apierr_set(ae, 501, "no_tar",
+        nb_apierr_set(ae, NB_E_UNSUPPORTED, "no_tar",
                       "the sandbox's image has no tar: archives need GNU tar in it");
     else if (res->timed_out)
-        nb_apierr_set(ae, 504, "timeout", "%s took longer than exec_timeout_max", what);
+        nb_apierr_set(ae, NB_E_TIMEOUT, "timeout", "%s took longer than exec_timeout_max", what);
     else if (strstr(res->err.len ? res->err.data : "", "Permission denied") != NULL ||
              strstr(res->err.len ? res->err.data : "", "Read-only file system") != NULL)
-        nb_apierr_set(ae, 403, "forbidden", "%s: %s", what, line);
+        nb_apierr_set(ae, NB_E_FORBIDDEN, "forbidden", "%s: %s", what, line);
     else if (strstr(res->err.len ? res->err.data : "", "No space left") != NULL ||
              strstr(res->err.len ? res->err.data : "", "quota exceeded") != NULL)
-        nb_apierr_set(ae, 507, "no_space", "%s: %s", what, line);
+        nb_apierr_set(ae, NB_E_NO_SPACE, "no_space", "%s: %s", what, line);
     else
-        nb_apierr_set(ae, 422, "tar_failed", "%s failed (tar exit code %d): %s", what,
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "tar_failed", "%s failed (tar exit code %d): %s", what,
                       res->exit_code, line[0] ? line : "no message");
 }
 
@@ -139,18 +139,19 @@ int nb_tar_read(struct nb_app *a, const struct nb_slot *slot, const char *dir, i
     if (nb_exec_run(a, slot, &rq, &res, ae) != 0)
         goto out;
     if (res.client_gone) {
-        nb_apierr_set(ae, 499, "client_gone", "the client went away");
+        nb_apierr_set(ae, NB_E_CANCELLED, "client_gone", "the client went away");
         goto out;
     }
     if (res.exit_code != 0 || parse_totals(&res.err, &x.size) != 0) {
         if (res.exit_code == 0)
-            nb_apierr_set(ae, 502, "bad_gateway", "the sandbox's tar did not say how large");
+            nb_apierr_set(ae, NB_E_UPSTREAM, "bad_gateway",
+                          "the sandbox's tar did not say how large");
         else
             arc_failed(&res, dir, "reading the directory", ae);
         goto out;
     }
     if (x.size > cap) {
-        nb_apierr_set(ae, 413, "too_large",
+        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
                       "the directory's tar is %" PRIu64 " bytes; the limit is %zu (max_file)",
                       x.size, cap);
         goto out;
@@ -263,18 +264,19 @@ int nb_tar_check(const void *tar, size_t len, size_t max_bytes, struct nb_tar_st
 
     memset(st, 0, sizeof(*st));
     if (len == 0) {
-        nb_apierr_set(ae, 400, "bad_archive", "the body is empty: send a tar (application/x-tar)");
+        nb_apierr_set(ae, NB_E_INVALID, "bad_archive",
+                      "the body is empty: send a tar (application/x-tar)");
         return -1;
     }
     ar = archive_read_new();
     if (ar == NULL) {
-        nb_apierr_set(ae, 500, "internal", "out of memory");
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "out of memory");
         return -1;
     }
     archive_read_support_format_tar(ar);
     archive_read_support_filter_none(ar);
     if (archive_read_open_memory(ar, tar, len) != ARCHIVE_OK) {
-        nb_apierr_set(ae, 400, "bad_archive", "not a tar: %s", archive_error_string(ar));
+        nb_apierr_set(ae, NB_E_INVALID, "bad_archive", "not a tar: %s", archive_error_string(ar));
         goto out;
     }
     while ((r = archive_read_next_header(ar, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN) {
@@ -297,7 +299,7 @@ int nb_tar_check(const void *tar, size_t len, size_t max_bytes, struct nb_tar_st
             int64_t size = archive_entry_size(e);
             st->bytes += size > 0 ? (uint64_t)size : 0;
             if (st->bytes > max_bytes) {
-                nb_apierr_set(ae, 413, "too_large",
+                nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
                               "the tar's files hold more than %zu bytes (max_file)", max_bytes);
                 goto out;
             }
@@ -306,18 +308,18 @@ int nb_tar_check(const void *tar, size_t len, size_t max_bytes, struct nb_tar_st
             goto refuse;
         }
         if (archive_read_data_skip(ar) != ARCHIVE_OK) {
-            nb_apierr_set(ae, 400, "bad_archive", "the tar is cut short or damaged: %s",
+            nb_apierr_set(ae, NB_E_INVALID, "bad_archive", "the tar is cut short or damaged: %s",
                           archive_error_string(ar));
             goto out;
         }
         continue;
 refuse:
-        nb_apierr_set(ae, 400, "bad_archive", "entry '%.200s' %s: nothing was extracted",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_archive", "entry '%.200s' %s: nothing was extracted",
                       name ? name : "", why);
         goto out;
     }
     if (r != ARCHIVE_EOF) {
-        nb_apierr_set(ae, 400, "bad_archive", "not a tar, or a damaged one: %s",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_archive", "not a tar, or a damaged one: %s",
                       archive_error_string(ar));
         goto out;
     }
@@ -344,7 +346,7 @@ int nb_tar_extract(struct nb_app *a, const struct nb_slot *slot, const char *dir
     if (nb_exec_run(a, slot, &rq, &res, ae) != 0)
         goto out;
     if (res.client_gone) {
-        nb_apierr_set(ae, 499, "client_gone", "the client went away");
+        nb_apierr_set(ae, NB_E_CANCELLED, "client_gone", "the client went away");
         goto out;
     }
     if (res.exit_code != 0) {

@@ -181,21 +181,21 @@ int nb_template_get(struct nb_app *a, const char *name, const char *viewer, stru
         return 0;
     }
     if (!nb_template_name_ok(name)) {
-        nb_apierr_set(ae, 404, "not_found", "no template \"%.80s\"", name);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "no template \"%.80s\"", name);
         return -1;
     }
     /* names are the owner's own: viewer's "foo" is another image than any other key's */
     nb_template_ref(&a->conf, viewer, name, t->image, sizeof(t->image));
     if (nb_docker_image_inspect(&a->docker, t->image, &im, &de) != 0) {
         if (de.kind == NB_DERR_HTTP && de.status == 404)
-            nb_apierr_set(ae, 404, "not_found", "no template \"%s\"", name);
+            nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "no template \"%s\"", name);
         else
             nb_apierr_docker(ae, &de, "read the template");
         return -1;
     }
     if (strcmp(im.instance, a->conf.instance) != 0 || strcmp(im.name, name) != 0 ||
         strcmp(nb_template_owner(im.owner), nb_template_owner(viewer)) != 0) {
-        nb_apierr_set(ae, 404, "not_found", "no template \"%s\"", name);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "no template \"%s\"", name);
         return -1;
     }
     from_image(&im, t);
@@ -309,25 +309,25 @@ int nb_template_delete(struct nb_app *a, const char *name, const char *viewer, i
     unsigned users;
     int lock, rc = -1;
     if (nb_tpl_conf_template(&a->conf, name) >= 0) {
-        nb_apierr_set(ae, 403, "forbidden",
+        nb_apierr_set(ae, NB_E_FORBIDDEN, "forbidden",
                       "template \"%s\" is one of the operator's images (the images setting)", name);
         return -1;
     }
     if ((lock = nb_tpl_lock(&a->conf)) < 0) {
-        nb_apierr_set(ae, 500, "internal", "cannot use the templates directory: %s",
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot use the templates directory: %s",
                       strerror(errno));
         return -1;
     }
     if (nb_template_get(a, name, viewer, &t, ae) != 0)
         goto out;
     if (!strcmp(t.status, "building")) {
-        nb_apierr_set(ae, 409, "building", "template \"%s\" is building; delete it once it ends",
-                      name);
+        nb_apierr_set(ae, NB_E_CONFLICT, "building",
+                      "template \"%s\" is building; delete it once it ends", name);
         goto out;
     }
     users = users_of(a, t.image);
     if (users > 0 && !force) {
-        nb_apierr_set(ae, 409, "in_use",
+        nb_apierr_set(ae, NB_E_CONFLICT, "in_use",
                       "%u sandbox(es) run template \"%s\"; ?force=1 removes it anyway (they keep "
                       "running)",
                       users, name);
@@ -353,8 +353,8 @@ int nb_template_image(struct nb_app *a, const char *name, const char *viewer, ch
     if (nb_template_get(a, name, viewer, &t, ae) != 0)
         return -1;
     if (strcmp(t.status, "ready") != 0) {
-        nb_apierr_set(ae, 409, "not_ready", "template \"%s\" is %s%s%.300s", name, t.status,
-                      t.error[0] ? ": " : "", t.error);
+        nb_apierr_set(ae, NB_E_CONFLICT, "not_ready", "template \"%s\" is %s%s%.300s", name,
+                      t.status, t.error[0] ? ": " : "", t.error);
         return -1;
     }
     snprintf(image, n, "%s", t.image);
@@ -392,23 +392,25 @@ int nb_template_claim(struct nb_app *a, const char *name, const char *owner, uns
     char ref[128];
     int lock, rc = -1;
     if (!nb_template_name_ok(name)) {
-        nb_apierr_set(ae, 400, "bad_name",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_name",
                       "a template name is 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a "
                       "letter or digit");
         return -1;
     }
     if (nb_tpl_conf_template(c, name) >= 0) {
-        nb_apierr_set(ae, 409, "name_taken", "\"%s\" names one of the operator's images", name);
+        nb_apierr_set(ae, NB_E_CONFLICT, "name_taken", "\"%s\" names one of the operator's images",
+                      name);
         return -1;
     }
     if (nb_tpl_ensure_dirs(c) != 0 || (lock = nb_tpl_lock(c)) < 0) {
-        nb_apierr_set(ae, 500, "internal", "cannot use the templates directory: %s",
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot use the templates directory: %s",
                       strerror(errno));
         return -1;
     }
     nb_template_ref(c, owner, name, ref, sizeof(ref));
     if (nb_docker_image_inspect(&a->docker, ref, &im, &de) == 0) {
-        nb_apierr_set(ae, 409, "name_taken", "template \"%s\" exists (DELETE it first)", name);
+        nb_apierr_set(ae, NB_E_CONFLICT, "name_taken", "template \"%s\" exists (DELETE it first)",
+                      name);
         goto out;
     }
     if (!(de.kind == NB_DERR_HTTP && de.status == 404)) {
@@ -421,7 +423,7 @@ int nb_template_claim(struct nb_app *a, const char *name, const char *owner, uns
         if (nb_tpl_count_owned(a, owner, &mine, ae) != 0)
             goto out;
         if (mine >= max_templates) {
-            nb_apierr_set(ae, 429, "quota",
+            nb_apierr_set(ae, NB_E_LIMIT, "quota",
                           "quota max_templates=%u of key \"%s\" reached: it has %u templates",
                           max_templates, owner, mine);
             goto out;

@@ -148,7 +148,7 @@ static int write_context(const char *path, const struct nb_conf *c,
     int rc = 0;
     archive_write_set_format_pax_restricted(ar);
     if (archive_write_open_filename(ar, path) != ARCHIVE_OK) {
-        nb_apierr_set(ae, 500, "internal", "cannot write the build context: %s",
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot write the build context: %s",
                       archive_error_string(ar));
         archive_write_free(ar);
         return -1;
@@ -163,7 +163,7 @@ static int write_context(const char *path, const struct nb_conf *c,
     if (archive_write_close(ar) != ARCHIVE_OK)
         rc = -1;
     if (rc != 0)
-        nb_apierr_set(ae, 500, "internal", "cannot write the build context: %s",
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot write the build context: %s",
                       archive_error_string(ar));
     archive_write_free(ar);
     if (rc != 0)
@@ -214,7 +214,7 @@ static int own_resolve(void *arg, const char *image, int from_line, char *out, s
     if (!nb_template_name_ok(image) || nb_tpl_conf_template(&o->a->conf, image) >= 0)
         return 0;
     if (nb_template_get(o->a, image, nb_template_owner(o->owner), &t, &e2) != 0) {
-        if (e2.status == 404)
+        if (e2.err == NB_E_NOT_FOUND)
             return 0;
         *ae = e2;
         return -1;
@@ -241,23 +241,24 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
     char esc;
 
     if (c->template_builds_max == 0) {
-        nb_apierr_set(ae, 403, "forbidden",
+        nb_apierr_set(ae, NB_E_FORBIDDEN, "forbidden",
                       "template builds are off on this server (template_builds_max = 0)");
         return -1;
     }
     if (!nb_template_name_ok(rq->name)) {
-        nb_apierr_set(ae, 400, "bad_name",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_name",
                       "a template name is 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a "
                       "letter or digit");
         return -1;
     }
     if (nb_tpl_conf_template(c, rq->name) >= 0) {
-        nb_apierr_set(ae, 409, "name_taken", "\"%s\" names one of the operator's images", rq->name);
+        nb_apierr_set(ae, NB_E_CONFLICT, "name_taken", "\"%s\" names one of the operator's images",
+                      rq->name);
         return -1;
     }
     for (size_t i = 0; i < rq->n_files; i++) {
         if (nb_template_path_ok(rq->files[i].path) != 0) {
-            nb_apierr_set(ae, 400, "bad_path",
+            nb_apierr_set(ae, NB_E_INVALID, "bad_path",
                           "files: \"%.100s\" must be a relative path without . or .. segments, "
                           "and not Dockerfile",
                           rq->files[i].path);
@@ -266,7 +267,7 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
         total += 512 + ((rq->files[i].len + 511) / 512) * 512;
     }
     if (total > c->template_context_max) {
-        nb_apierr_set(ae, 413, "too_large",
+        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
                       "the build context (Dockerfile and files) is over template_context_max "
                       "(%zu bytes)",
                       c->template_context_max);
@@ -280,7 +281,7 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
         return -1;
     }
     if (nb_tpl_ensure_dirs(c) != 0 || (lock = nb_tpl_lock(c)) < 0) {
-        nb_apierr_set(ae, 500, "internal", "cannot use the templates directory: %s",
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot use the templates directory: %s",
                       strerror(errno));
         nb_buf_free(&checked);
         return -1;
@@ -291,7 +292,8 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
     nb_tpl_job_path(c, "queue", key, "json", jobp, sizeof(jobp));
     nb_tpl_key_log_path(c, key, logp, sizeof(logp));
     if (nb_docker_image_inspect(&a->docker, ref, &im, &de) == 0) {
-        nb_apierr_set(ae, 409, "name_taken", "template \"%s\" exists (DELETE it first)", rq->name);
+        nb_apierr_set(ae, NB_E_CONFLICT, "name_taken", "template \"%s\" exists (DELETE it first)",
+                      rq->name);
         goto out;
     }
     /* the key's quota, counted under the names lock that every submit holds */
@@ -300,7 +302,7 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
         if (nb_tpl_count_owned(a, rq->owner, &mine, ae) != 0)
             goto out;
         if (mine >= rq->max_templates) {
-            nb_apierr_set(ae, 429, "quota",
+            nb_apierr_set(ae, NB_E_LIMIT, "quota",
                           "quota max_templates=%u of key \"%s\" reached: it has %u templates",
                           rq->max_templates, rq->owner, mine);
             goto out;
@@ -320,7 +322,7 @@ int nb_template_submit(struct nb_app *a, const struct nb_template_req *rq, struc
         goto out;
     }
     if (write_job(jobp, c, rq) != 0) {
-        nb_apierr_set(ae, 500, "internal", "cannot queue the build: %s", strerror(errno));
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot queue the build: %s", strerror(errno));
         nb_docker_image_remove(&a->docker, ref, 1, &de);
         unlink(tarp);
         goto out;

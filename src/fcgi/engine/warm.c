@@ -294,7 +294,7 @@ int nb_warm_refill(struct nb_app *a)
             struct nb_slot slot;
             struct nb_apierr ae;
             if (nb_sandbox_make(a, &spec, NB_SLOT_POOLED, &slot, &ae) != 0) {
-                if (!strcmp(ae.code, "docker_unavailable"))
+                if (ae.err == NB_E_DOCKER_DOWN)
                     return -1; /* the caller waits for Docker: no warning at every pass */
                 nb_warn("could not refill the warm pool (%s): %s", kinds[k].image, ae.msg);
                 break;

@@ -102,7 +102,7 @@ static int set_uri(struct nb_req *r, const char *uri, struct nb_apierr *ae)
     plen = q ? (size_t)(q - uri) : strlen(uri);
     r->path[0] = r->query[0] = '\0';
     if (plen >= sizeof(r->path) || (q && strlen(q + 1) >= sizeof(r->query))) {
-        nb_apierr_set(ae, 414, "too_large", "the URL is too long");
+        nb_apierr_set(ae, NB_E_URI_TOO_LONG, "too_large", "the URL is too long");
         return -1;
     }
     memcpy(r->path, uri, plen);
@@ -287,8 +287,9 @@ static int rate_ok(struct nb_req *r, struct nb_apierr *ae)
         return 1;
     snprintf(secs, sizeof(secs), "%lld", (long long)(retry_ms + 999) / 1000);
     nb_http_add_header(r, "Retry-After", secs);
-    nb_apierr_set(ae, 429, "quota", "quota rate=%s of key \"%s\" reached: try again in %lld ms",
-                  r->who.rate, r->who.name, (long long)retry_ms);
+    nb_apierr_set(ae, NB_E_LIMIT, "quota",
+                  "quota rate=%s of key \"%s\" reached: try again in %lld ms", r->who.rate,
+                  r->who.name, (long long)retry_ms);
     return 0;
 }
 
@@ -380,55 +381,57 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     if (nb_http_auth_only(r)) {
         if (found == NB_ROUTE_NO_ROWS || (flags & NB_ROUTE_PUBLIC) || authorized(a, r, flags))
             return nb_http_pass_auth(r);
-        nb_apierr_set(ae, 401, "unauthorized", "%s",
+        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthorized", "%s",
                       r->e2b ? HTTP_E2B_UNAUTHORIZED : HTTP_UNAUTHORIZED);
         return NB_ERR;
     }
     if (found == NB_ROUTE_NO_ROWS) {
-        nb_apierr_set(ae, 404, "no_route", "no such route: %.200s", r->path);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "no_route", "no such route: %.200s", r->path);
         return NB_ERR;
     }
     if (found == NB_ROUTE_FOUND)
         r->mroute = (int)route_metric(shape, row->method);
     if (!(flags & NB_ROUTE_PUBLIC) && !nb_http_is_internal(r) && !authorized(a, r, flags)) {
-        nb_apierr_set(ae, 401, "unauthorized", "%s",
+        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthorized", "%s",
                       r->e2b ? HTTP_E2B_UNAUTHORIZED : HTTP_UNAUTHORIZED);
         return NB_ERR;
     }
     /* the service's own numbers (GET /metrics) are an operator's, not a user key's */
     if ((flags & NB_ROUTE_METRICS_AUTH) && !nb_http_is_internal(r) && !r->who.admin) {
-        nb_apierr_set(ae, 403, "forbidden", "%s is for admin keys and the metrics_token", r->path);
+        nb_apierr_set(ae, NB_E_FORBIDDEN, "forbidden", "%s is for admin keys and the metrics_token",
+                      r->path);
         return NB_ERR;
     }
     if (!nb_http_is_internal(r) && !rate_ok(r, ae))
         return NB_ERR;
     /* E2B's ids are opaque to its SDK: one that is not ours names no sandbox */
     if ((flags & NB_ROUTE_E2B) && (flags & NB_ROUTE_ID) && !http_guard->id_valid(ra.id)) {
-        nb_apierr_set(ae, 404, "not_found", "sandbox \"%.64s\" not found", ra.id);
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "sandbox \"%.64s\" not found", ra.id);
         return NB_ERR;
     }
     if ((flags & NB_ROUTE_ID) && !http_guard->id_valid(ra.id)) {
-        nb_apierr_set(ae, 400, "bad_id", "\"%.64s\" is not a sandbox id (a lowercase UUID)", ra.id);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_id",
+                      "\"%.64s\" is not a sandbox id (a lowercase UUID)", ra.id);
         return NB_ERR;
     }
     if ((flags & NB_ROUTE_PID) && nb_route_pid(ra.arg, &pid) != 0) {
-        nb_apierr_set(ae, 400, "bad_pid", "\"%.32s\" is not a process id", ra.arg);
+        nb_apierr_set(ae, NB_E_INVALID, "bad_pid", "\"%.32s\" is not a process id", ra.arg);
         return NB_ERR;
     }
     if ((flags & NB_ROUTE_CTX) && nb_route_ctx(ra.arg) != 0) {
-        nb_apierr_set(ae, 400, "bad_context",
+        nb_apierr_set(ae, NB_E_INVALID, "bad_context",
                       "\"%.72s\" is not a context id (1 to %d of a-z, 0-9 and -)", ra.arg,
                       NB_ROUTE_CTX_MAX);
         return NB_ERR;
     }
     if (found == NB_ROUTE_NO_METHOD) {
         if (allowed[0] == '\0') {
-            nb_apierr_set(ae, 404, "no_route", "no such route: %.200s", r->path);
+            nb_apierr_set(ae, NB_E_NOT_FOUND, "no_route", "no such route: %.200s", r->path);
             return NB_ERR;
         }
         nb_http_add_header(r, "Allow", allowed);
-        nb_apierr_set(ae, 405, "method_not_allowed", "%s is not allowed here; use %s", r->method,
-                      allowed);
+        nb_apierr_set(ae, NB_E_METHOD, "method_not_allowed", "%s is not allowed here; use %s",
+                      r->method, allowed);
         return NB_ERR;
     }
     /* the sandbox's own checks (the guard's): its key's to see, awake where the row asks */
@@ -550,21 +553,21 @@ int nb_http_read_body(struct nb_req *r, size_t cap, struct nb_apierr *ae)
         char *end;
         want = strtoull(cl, &end, 10);
         if (*end != '\0') {
-            nb_apierr_set(ae, 400, "bad_request", "Content-Length is not a number");
+            nb_apierr_set(ae, NB_E_INVALID, "bad_request", "Content-Length is not a number");
             return -1;
         }
     }
     if (want > cap) {
-        nb_apierr_set(ae, 413, "too_large", "the body is %llu bytes; the limit is %zu (max_body)",
-                      want, cap);
+        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
+                      "the body is %llu bytes; the limit is %zu (max_body)", want, cap);
         return -1;
     }
     nb_buf_init(&r->body, cap);
     nb_buf_append(&r->body, "", 0);
     while ((n = nb_http_read_some(r, chunk, sizeof(chunk))) > 0) {
         if (nb_buf_append(&r->body, chunk, (size_t)n) != NB_OK) {
-            nb_apierr_set(ae, 413, "too_large", "the body is larger than %zu bytes (max_body)",
-                          cap);
+            nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
+                          "the body is larger than %zu bytes (max_body)", cap);
             return -1;
         }
     }
@@ -635,6 +638,26 @@ void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *d
 }
 
 /*
+ * The one mapping of a domain code (nberr.h) to an HTTP status: every
+ * error answer's, the native API's and (for now) the E2B front's.
+ */
+int nb_http_status_of(enum nb_err err)
+{
+    static const short status[NB_E_COUNT] = {
+        [NB_E_OK] = 500, /* an error without a code is nanobox's fault */
+        [NB_E_INVALID] = 400,     [NB_E_OUT_OF_RANGE] = 422, [NB_E_UNAUTHENTICATED] = 401,
+        [NB_E_FORBIDDEN] = 403,   [NB_E_NOT_FOUND] = 404,    [NB_E_NO_CONTEXT] = 404,
+        [NB_E_METHOD] = 405,      [NB_E_CONFLICT] = 409,     [NB_E_EXISTS] = 409,
+        [NB_E_TOO_LARGE] = 413,   [NB_E_URI_TOO_LONG] = 414, [NB_E_LIMIT] = 429,
+        [NB_E_CANCELLED] = 499,   [NB_E_INTERNAL] = 500,     [NB_E_UNSUPPORTED] = 501,
+        [NB_E_UPSTREAM] = 502,    [NB_E_UNAVAILABLE] = 503,  [NB_E_AGENT_DOWN] = 503,
+        [NB_E_DOCKER_DOWN] = 503, [NB_E_CAPACITY] = 503,     [NB_E_TIMEOUT] = 504,
+        [NB_E_NO_SPACE] = 507,
+    };
+    return (unsigned)err < NB_E_COUNT && status[err] != 0 ? status[err] : 500;
+}
+
+/*
  * An error of one of the E2B facade's Connect-RPC calls (e2b_rpc.h): a
  * streaming call's is a 200 stream of one end-of-stream envelope (the
  * client reads no message from a non-200 stream), a unary call's
@@ -642,7 +665,7 @@ void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *d
  */
 static void rpc_error(struct nb_req *r, const struct nb_apierr *ae)
 {
-    const char *code = nb_rpc_code(ae->status, ae->code);
+    const char *code = nb_rpc_code(ae->err, ae->code);
     struct nb_buf b;
     nb_buf_init(&b, sizeof(ae->msg) + 256);
     if (nb_rpc_is_stream_ctype(nb_http_param(r, "CONTENT_TYPE"))) {
@@ -666,14 +689,14 @@ static void http_error(struct nb_req *r, const struct nb_apierr *ae)
     yajl_gen_map_open(g);
     if (r->e2b) {
         /* E2B's Error schema: the SDK reads code (kill: 404 means false) and message */
-        nb_json_kv_int(g, "code", ae->status);
+        nb_json_kv_int(g, "code", nb_http_status_of(ae->err));
         nb_json_kv_str(g, "message", ae->msg);
     } else {
         nb_json_kv_str(g, "error", ae->msg);
         nb_json_kv_str(g, "code", ae->code);
     }
     yajl_gen_map_close(g);
-    nb_http_json(r, ae->status, g);
+    nb_http_json(r, nb_http_status_of(ae->err), g);
     yajl_gen_free(g);
 }
 
@@ -804,13 +827,13 @@ static void finalize_answer(struct nb_req *r, int rc, const struct nb_apierr *ae
     if (rc == NB_OK) {
         if (!r->answered) {
             struct nb_apierr none;
-            nb_apierr_set(&none, 500, "internal", "the request got no answer");
-            nb_metrics_error(none.status, none.code);
+            nb_apierr_set(&none, NB_E_INTERNAL, "internal", "the request got no answer");
+            nb_metrics_error(nb_http_status_of(none.err), none.code);
             http_error(r, &none);
         }
         return;
     }
-    nb_metrics_error(ae->status, ae->code);
+    nb_metrics_error(nb_http_status_of(ae->err), ae->code);
     if (!r->answered) {
         http_error(r, ae);
     } else if (r->stream == HTTP_STREAM_NDJSON) {
@@ -839,7 +862,7 @@ static void finalize_answer(struct nb_req *r, int rc, const struct nb_apierr *ae
         if (r->gone)
             return;
         nb_buf_init(&b, sizeof(ae->msg) + 256);
-        nb_rpc_end_stream(&b, nb_rpc_code(ae->status, ae->code), ae->msg);
+        nb_rpc_end_stream(&b, nb_rpc_code(ae->err, ae->code), ae->msg);
         nb_http_stream_bytes(r, b.data, b.len);
         nb_buf_free(&b);
     } else {

@@ -216,6 +216,9 @@ void nb_http_no_content(struct nb_req *r);
 /* A body that is ready as bytes (ctype NULL and len 0: no body at all, e.g. 202). */
 void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *data, size_t len);
 
+/* The HTTP status of a domain code (nberr.h): the one mapping. */
+int nb_http_status_of(enum nb_err err);
+
 /*
  * The one place a request's end is answered, as nginx's finalize: called
  * once per request with its handler's result. rc NB_ERR answers ae

@@ -87,7 +87,7 @@ static void pause_at_timeout(struct nb_app *a, struct doomed *list, size_t n)
     for (size_t i = 0; i < n; i++) {
         struct nb_apierr ae = {0};
         struct nb_slot *s;
-        if (nb_sandbox_pause(a, list[i].id, NULL, &ae) == 0 || ae.status == 404)
+        if (nb_sandbox_pause(a, list[i].id, NULL, &ae) == 0 || ae.err == NB_E_NOT_FOUND)
             continue; /* paused, or gone meanwhile */
         nb_warn("sandbox %s: cannot pause it at its timeout (%s): destroying it", list[i].id,
                 ae.msg);
