@@ -221,7 +221,7 @@ def agent_includes(root):
 
 BELOW_HANDLERS = ("base", "engine", "http", "process")
 SLUG_CMP = re.compile(r"\bstr\w*cmp\(\s*[\w.>-]*(?:->|\.)code\b|\bstr\w*cmp\([^;]*,\s*[\w.>-]*(?:->|\.)code\)")
-STATUS_SET = re.compile(r"\bnb_apierr_set\(\s*[^,]+,\s*[0-9]")
+STATUS_SET = re.compile(r"\bnb_apierr_set\(\s*[^,]+,[^,\"]*\b[1-5][0-9][0-9]\b")
 STATUS_CMP = re.compile(r"\b\w+(?:->|\.)err\s*(?:==|!=|<|>|<=|>=)\s*[0-9]")
 
 
@@ -339,6 +339,8 @@ def self_test():
     assert not SLUG_CMP.search('strcmp(t->name, code)')
     assert STATUS_SET.search('nb_apierr_set(ae, 404, "not_found", "x")')
     assert not STATUS_SET.search('nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "x")')
+    assert STATUS_SET.search('nb_apierr_set(ae, n ? 422 : 400, "bad_field", "x")')
+    assert not STATUS_SET.search('nb_apierr_set(ae, NB_E_LIMIT, "busy", "over %d", 100)')
     assert STATUS_CMP.search('if (ae->err == 404)')
     assert not STATUS_CMP.search('if (ae->err == NB_E_NOT_FOUND)')
     print("check_layers: self-test passed")

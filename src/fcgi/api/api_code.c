@@ -223,7 +223,7 @@ int api_code_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
                       c->code_max_bytes);
         goto out;
     }
-    if (api_code_language(f[F_LANGUAGE].val, 422, &rq.language, ae) != 0 ||
+    if (api_code_language(f[F_LANGUAGE].val, NB_E_OUT_OF_RANGE, &rq.language, ae) != 0 ||
         code_context(f[F_CONTEXT].val, &rq.context, ae) != 0 ||
         api_exec_timeout(c, f[F_TIMEOUT].val, &rq.timeout, ae) != 0 ||
         api_env_list(c, f[F_ENV].val, &env, &n_env, ae) != 0 ||
@@ -381,7 +381,7 @@ int api_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_rout
     int rc = NB_ERR;
 
     if (code_body(a, r, &body, f, sizeof(f) / sizeof(f[0]), ae) != 0 ||
-        api_code_language(f[F_LANGUAGE].val, 422, &language, ae) != 0)
+        api_code_language(f[F_LANGUAGE].val, NB_E_OUT_OF_RANGE, &language, ae) != 0)
         goto out;
     if (f[F_CWD].val != NULL) {
         cwd = nb_json_string(f[F_CWD].val);

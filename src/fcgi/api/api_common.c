@@ -237,14 +237,14 @@ int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb
     return 0;
 }
 
-int api_code_language(yajl_val v, int status, const char **out, struct nb_apierr *ae)
+int api_code_language(yajl_val v, enum nb_err err, const char **out, struct nb_apierr *ae)
 {
     if (v == NULL)
         return 0;
     *out = nb_code_language(nb_json_string(v));
     if (*out == NULL) {
         nb_apierr_set(
-            ae, status, "unsupported_language",
+            ae, err, "unsupported_language",
             "language \"%.32s\" is not one of python, javascript (js), typescript (ts), bash",
             nb_json_string(v));
         return -1;

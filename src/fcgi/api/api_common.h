@@ -86,7 +86,7 @@ int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb
  * bridge's name in *out; -1 with ae set (status: 422 native, 400 E2B's)
  * for a language there is no context of.
  */
-int api_code_language(yajl_val v, int status, const char **out, struct nb_apierr *ae);
+int api_code_language(yajl_val v, enum nb_err err, const char **out, struct nb_apierr *ae);
 
 /* Does a sandbox's metadata (JSON) hold every keys[i] = values[i]? 1 yes (n 0: yes), 0 no. */
 int api_metadata_matches(const char *metadata, const char (*keys)[128], const char (*values)[256],

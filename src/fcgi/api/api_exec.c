@@ -50,7 +50,8 @@ static int exec_argv(const struct nb_conf *c, yajl_val command, yajl_val argv, c
     if (command != NULL) {
         const char *s = nb_json_string(command);
         if (*s == '\0' || strlen(s) > c->max_command) {
-            nb_apierr_set(ae, *s ? 422 : 400, *s ? "out_of_range" : "bad_field",
+            nb_apierr_set(ae, *s ? NB_E_OUT_OF_RANGE : NB_E_INVALID,
+                          *s ? "out_of_range" : "bad_field",
                           "command must be 1 to %zu bytes (max_command)", c->max_command);
             return -1;
         }
@@ -63,7 +64,7 @@ static int exec_argv(const struct nb_conf *c, yajl_val command, yajl_val argv, c
     }
     n = argv->u.array.len;
     if (n == 0 || n > NB_EXEC_MAX_ARGS) {
-        nb_apierr_set(ae, n ? 422 : 400, n ? "out_of_range" : "bad_field",
+        nb_apierr_set(ae, n ? NB_E_OUT_OF_RANGE : NB_E_INVALID, n ? "out_of_range" : "bad_field",
                       "argv must hold 1 to %u strings", NB_EXEC_MAX_ARGS);
         return -1;
     }

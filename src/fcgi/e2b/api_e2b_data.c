@@ -499,7 +499,7 @@ int api_e2b_execute(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
                       c->code_max_bytes);
         goto out;
     }
-    if (api_code_language(f[F_LANGUAGE].val, 400, &rq.language, ae) != 0 ||
+    if (api_code_language(f[F_LANGUAGE].val, NB_E_INVALID, &rq.language, ae) != 0 ||
         (f[F_CONTEXT].val != NULL &&
          context_id(nb_json_string(f[F_CONTEXT].val), &rq.context, &clang, ae) != 0) ||
         api_env_list(c, f[F_ENV].val, &env, &n_env, ae) != 0 ||
@@ -666,7 +666,7 @@ int api_e2b_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_
         nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
-    if (api_code_language(f[0].val, 400, &language, ae) != 0)
+    if (api_code_language(f[0].val, NB_E_INVALID, &language, ae) != 0)
         goto out;
     if (f[1].val != NULL) {
         cwd = nb_json_string(f[1].val);
