@@ -4,7 +4,8 @@
  * no FastCGI), so path matching is fuzzed on its own
  * (tests/fuzz/fuzz_route.c) and the lookup is unit-tested
  * (tests/unit/test_route.c). The table itself, {path shape, sub-route,
- * method, flags, handler} rows, is the handlers' (api_routes.c); the HTTP
+ * method, flags, handler} rows, is the handlers' (api_routes.c, and a
+ * front's own rows with its own shapes: http.h, struct nb_front); the HTTP
  * layer (http.c, nb_http_dispatch) checks auth, the id and the pid as the
  * row's flags say, then calls its handler.
  */
