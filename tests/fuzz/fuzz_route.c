@@ -1,7 +1,9 @@
 /*
  * fuzz_route.c - libFuzzer harness over the router's path matching
- * (nb_route_match, src/fcgi/http/route.c): the raw path of every request, as
- * the client sent it, goes through it before any check.
+ * (nb_route_match, src/fcgi/http/route.c, after the E2B front's
+ * nb_e2b_match_path, src/fcgi/e2b/e2b_route.c, as http.c asks the fronts
+ * first): the raw path of every request, as the client sent it, goes
+ * through them before any check.
  *
  * Input: a path (cut at its first NUL and at NB_PATH_MAX - 1 bytes, as
  * http.c stores it). The outputs are exact-size heap buffers, so
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "e2b_route.h"
 #include "route.h"
 
 #define PATH_MAX_LEN 511 /* NB_PATH_MAX - 1, as http.c stores the path */
@@ -20,30 +23,30 @@
 #define ARG_LEN (64 + 8) /* NB_ROUTE_CTX_MAX + 8, as struct nb_route_args has it */
 #define OP_LEN 16
 
-static int has_sandbox_id(enum nb_route rt)
+static int has_sandbox_id(int rt)
 {
     return (rt >= NB_ROUTE_SANDBOX && rt <= NB_ROUTE_RESUME) || rt == NB_ROUTE_USAGE ||
            rt == NB_ROUTE_PTY || rt == NB_ROUTE_SNAPSHOT;
 }
 
 /* The E2B facade's /sandboxes/{id}[/{op}] and /v2/sandboxes/{id}/{op}: the id after that prefix. */
-static int has_e2b_id(enum nb_route rt)
+static int has_e2b_id(int rt)
 {
-    return rt == NB_ROUTE_E2B_SANDBOX || rt == NB_ROUTE_E2B_OP || rt == NB_ROUTE_E2B_V2_OP;
+    return rt == NB_E2B_SANDBOX || rt == NB_E2B_OP || rt == NB_E2B_V2_OP;
 }
 
-static void check(const char *path, enum nb_route rt, const char *id, size_t idlen, const char *arg,
+static void check(const char *path, int rt, const char *id, size_t idlen, const char *arg,
                   size_t arglen, const char *op, size_t oplen)
 {
     size_t il = strnlen(id, idlen), al = strnlen(arg, arglen), ol = strnlen(op, oplen);
 
-    /* NB_ROUTE_E2B_DATA comes from the headers (nb_route_match_e2b_data), never a path */
-    if ((unsigned)rt >= NB_ROUTE_E2B_DATA)
+    /* NB_E2B_DATA comes from the headers (nb_e2b_match_data), never a path */
+    if (rt < 0 || rt >= NB_E2B_DATA)
         abort();
     if (il == idlen || al == arglen || ol == oplen)
         abort(); /* not NUL-terminated within its buffer */
     if (has_e2b_id(rt)) {
-        const char *pre = rt == NB_ROUTE_E2B_V2_OP ? "/v2/sandboxes/" : "/sandboxes/";
+        const char *pre = rt == NB_E2B_V2_OP ? "/v2/sandboxes/" : "/sandboxes/";
         size_t pl = strlen(pre);
         if (strncmp(path, pre, pl) != 0 || strncmp(path + pl, id, il) != 0 ||
             memchr(id, '/', il) != NULL)
@@ -109,22 +112,20 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
         if ((al != 0 && strcmp(arg, "interrupt") != 0) || ol != 0)
             abort();
         break;
-    case NB_ROUTE_E2B_OP:
-    case NB_ROUTE_E2B_V2_OP:
+    case NB_E2B_OP:
+    case NB_E2B_V2_OP:
         if (al == 0 || ol != 0 || strstr(path, arg) == NULL)
             abort();
         break;
-    case NB_ROUTE_E2B_SANDBOXES:
-    case NB_ROUTE_E2B_SANDBOX:
-    case NB_ROUTE_E2B_LIST:
-    case NB_ROUTE_E2B_OTHER:
+    case NB_E2B_SANDBOXES:
+    case NB_E2B_SANDBOX:
+    case NB_E2B_LIST:
+    case NB_E2B_OTHER:
         if (strncmp(path, "/sandboxes", 10) != 0 && strncmp(path, "/v2/sandboxes", 13) != 0)
             abort();
         if (al != 0 || ol != 0)
             abort();
         break;
-    case NB_ROUTE_E2B_DATA:
-        abort();
     case NB_ROUTE_NONE:
     case NB_ROUTE_MCP:
     case NB_ROUTE_RUN:
@@ -142,20 +143,24 @@ static void check(const char *path, enum nb_route rt, const char *id, size_t idl
         if (al != 0 || ol != 0)
             abort(); /* no arg or op where the route has none */
         break;
+    default:
+        abort(); /* a shape no matcher returns from a path */
     }
 }
 
-static enum nb_route match(const char *path, size_t idlen, size_t arglen, size_t oplen)
+static int match(const char *path, size_t idlen, size_t arglen, size_t oplen)
 {
     char *id = malloc(idlen), *arg = malloc(arglen), *op = malloc(oplen);
-    enum nb_route rt;
+    int rt;
 
     if (id == NULL || arg == NULL || op == NULL)
         abort();
     memset(id, 'x', idlen);
     memset(arg, 'x', arglen);
     memset(op, 'x', oplen);
-    rt = nb_route_match(path, id, idlen, arg, arglen, op, oplen);
+    rt = (int)nb_e2b_match_path(path, id, idlen, arg, arglen, op, oplen);
+    if (rt == NB_ROUTE_NONE)
+        rt = (int)nb_route_match(path, id, idlen, arg, arglen, op, oplen);
     check(path, rt, id, idlen, arg, arglen, op, oplen);
     free(id);
     free(arg);
@@ -167,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     size_t n = size < PATH_MAX_LEN ? size : PATH_MAX_LEN;
     char *path = malloc(n + 1);
-    enum nb_route rt;
+    int rt;
 
     if (path == NULL)
         return 0;
@@ -176,17 +181,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rt = match(path, ID_LEN, ARG_LEN, OP_LEN);
     /* the same path with the smallest buffers: cut, or no route, never past them */
     if (match(path, 1, 1, 1) != rt && rt != NB_ROUTE_PORT && rt != NB_ROUTE_PROCS &&
-        rt != NB_ROUTE_FILES && rt != NB_ROUTE_CODE && rt != NB_ROUTE_CONTEXTS &&
-        rt != NB_ROUTE_E2B_OP && rt != NB_ROUTE_E2B_V2_OP && rt != NB_ROUTE_TEMPLATE &&
-        rt != NB_ROUTE_PTY)
+        rt != NB_ROUTE_FILES && rt != NB_ROUTE_CODE && rt != NB_ROUTE_CONTEXTS && rt != NB_E2B_OP &&
+        rt != NB_E2B_V2_OP && rt != NB_ROUTE_TEMPLATE && rt != NB_ROUTE_PTY)
         abort();
     /* the same bytes as an E2B_DOMAIN host: an id of 36 and a port of 5, or nothing */
     {
         char hid[40], hport[8];
-        if (nb_route_e2b_host(path, hid, sizeof(hid), hport, sizeof(hport)) &&
+        if (nb_e2b_host(path, hid, sizeof(hid), hport, sizeof(hport)) &&
             (strlen(hid) != 36 || strlen(hport) != 5 || strncmp(path + 6, hid, 36) != 0))
             abort();
-        if (nb_route_e2b_host(path, hid, 36, hport, sizeof(hport)))
+        if (nb_e2b_host(path, hid, 36, hport, sizeof(hport)))
             abort(); /* no room for the id */
     }
     free(path);

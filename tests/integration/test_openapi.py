@@ -92,7 +92,7 @@ def test_every_route_is_in_the_spec_and_nothing_else(spec):
             f"{key}: the table says {'public' if is_public else 'keyed'}, the spec's security is {sec}")
     print("left out of the spec:", "; ".join(f"{v} ({k})" for k, v in EXCLUDED_FLAGS.items()),
           "->", ", ".join(excluded))
-    assert excluded, "no E2B row excluded: did the flag's name change in nb_api_routes_print?"
+    assert excluded, "no E2B row excluded: did the front's name change (nb_http_routes_print)?"
 
 
 def test_spec_lints_clean():

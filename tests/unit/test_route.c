@@ -125,11 +125,10 @@ static void test_route_path_matches_its_shape(void **state)
     char path[256];
     (void)state;
     assert_null(nb_route_path(NB_ROUTE_NONE));
-    for (int s = NB_ROUTE_HEALTHZ; s <= NB_ROUTE_E2B_DATA; s++) {
+    for (int s = NB_ROUTE_HEALTHZ; s <= NB_ROUTE_OPENAPI; s++) {
         const char *p = nb_route_path((enum nb_route)s), *brace;
         assert_non_null(p);
-        if (s == NB_ROUTE_E2B_OTHER || s == NB_ROUTE_E2B_DATA || s == NB_ROUTE_TEMPLATE ||
-            s == NB_ROUTE_E2B_OP || s == NB_ROUTE_E2B_V2_OP || s == NB_ROUTE_PTY)
+        if (s == NB_ROUTE_TEMPLATE || s == NB_ROUTE_PTY)
             continue; /* no path of its own: its sub-route makes it */
         brace = strstr(p, "{id}");
         if (brace != NULL)
@@ -327,100 +326,6 @@ static void test_lookup_known_place_without_route_and_unknown_shape(void **state
     assert_null(row);
 }
 
-static void test_e2b_paths(void **state)
-{
-    struct nb_route_args ra;
-    const char *sub;
-    const struct nb_route_entry *row;
-    unsigned flags;
-    char allowed[64];
-    static const struct nb_route_entry e2b[] = {
-        {NB_ROUTE_E2B_OP, "connect", "POST", NB_ROUTE_E2B | NB_ROUTE_ID, h_a},
-        {NB_ROUTE_E2B_OP, "*", "*", NB_ROUTE_E2B | NB_ROUTE_ID, h_b},
-    };
-    (void)state;
-
-    assert_int_equal(match("/sandboxes", &ra, &sub), NB_ROUTE_E2B_SANDBOXES);
-    assert_int_equal(match("/v2/sandboxes", &ra, &sub), NB_ROUTE_E2B_LIST);
-    assert_int_equal(match("/sandboxes/" SID, &ra, &sub), NB_ROUTE_E2B_SANDBOX);
-    assert_string_equal(ra.id, SID);
-    /* E2B's ids are opaque: any segment is matched, the router checks it */
-    assert_int_equal(match("/sandboxes/i3b7ktq1xk1z0c4l9mr8s/connect", &ra, &sub), NB_ROUTE_E2B_OP);
-    assert_string_equal(ra.id, "i3b7ktq1xk1z0c4l9mr8s");
-    assert_string_equal(sub, "connect");
-    assert_int_equal(match("/sandboxes/" SID "/a/b", &ra, &sub), NB_ROUTE_E2B_OTHER);
-    assert_string_equal(ra.id, "");
-    assert_int_equal(match("/sandboxes//connect", &ra, &sub), NB_ROUTE_E2B_OTHER);
-    /* e2b 2.50's /v2/sandboxes/{id}/{op}: an op, never the sandbox alone */
-    assert_int_equal(match("/v2/sandboxes/" SID "/connect", &ra, &sub), NB_ROUTE_E2B_V2_OP);
-    assert_string_equal(ra.id, SID);
-    assert_string_equal(sub, "connect");
-    assert_int_equal(match("/v2/sandboxes/" SID "/logs", &ra, &sub), NB_ROUTE_E2B_V2_OP);
-    assert_int_equal(match("/v2/sandboxes/" SID, &ra, &sub), NB_ROUTE_E2B_OTHER);
-    assert_int_equal(match("/v2/sandboxes/" SID "/", &ra, &sub), NB_ROUTE_E2B_OTHER);
-    assert_int_equal(match("/v2/sandboxes/" SID "/a/b", &ra, &sub), NB_ROUTE_E2B_OTHER);
-    assert_int_equal(match("/v2/sandboxes//connect", &ra, &sub), NB_ROUTE_E2B_OTHER);
-    assert_int_equal(match("/sandboxesx", &ra, &sub), NB_ROUTE_E2B_OTHER);
-    assert_true(NB_ROUTE_IS_E2B(NB_ROUTE_E2B_OTHER) && !NB_ROUTE_IS_E2B(NB_ROUTE_SANDBOX));
-
-    /* the data plane: whatever the path, named by the headers */
-    assert_int_equal(nb_route_match_e2b_data("/process.Process/Start", SID, "49983", ra.id,
-                                             sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op,
-                                             sizeof(ra.op)),
-                     NB_ROUTE_E2B_DATA);
-    assert_string_equal(ra.id, SID);
-    assert_string_equal(ra.arg, "/process.Process/Start");
-    assert_string_equal(ra.op, "49983");
-    assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/process.Process/Start");
-    /* the code interpreter's contexts: {ctx} (the handler reads it from the path) */
-    snprintf(ra.arg, sizeof(ra.arg), "/contexts/ctx-0a1b");
-    assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/contexts/{ctx}");
-    snprintf(ra.arg, sizeof(ra.arg), "/contexts/python/restart");
-    assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/contexts/{ctx}/restart");
-    snprintf(ra.arg, sizeof(ra.arg), "/contexts/python/other");
-    assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/contexts/python/other");
-    snprintf(ra.arg, sizeof(ra.arg), "/contexts//restart");
-    assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/contexts//restart");
-    snprintf(ra.arg, sizeof(ra.arg), "/contexts");
-    assert_string_equal(nb_route_sub(NB_ROUTE_E2B_DATA, &ra), "/contexts");
-
-    /* E2B_DOMAIN's hosts: <port>-<id>.<domain>, the two ports of the data plane only */
-    {
-        char id[40], port[8];
-        assert_int_equal(nb_route_e2b_host("49983-" SID ".sandbox.example.org", id, sizeof(id),
-                                           port, sizeof(port)),
-                         1);
-        assert_string_equal(id, SID);
-        assert_string_equal(port, "49983");
-        assert_int_equal(
-            nb_route_e2b_host("49999-" SID ".x:8443", id, sizeof(id), port, sizeof(port)), 1);
-        assert_string_equal(port, "49999");
-        assert_int_equal(nb_route_e2b_host("8080-" SID ".x", id, sizeof(id), port, sizeof(port)),
-                         0);
-        assert_int_equal(nb_route_e2b_host("49983-" SID, id, sizeof(id), port, sizeof(port)), 0);
-        assert_int_equal(nb_route_e2b_host("49983-" SID "0.x", id, sizeof(id), port, sizeof(port)),
-                         0);
-        assert_int_equal(nb_route_e2b_host("49983-ABC.x", id, sizeof(id), port, sizeof(port)), 0);
-        assert_int_equal(nb_route_e2b_host("127.0.0.1:8080", id, sizeof(id), port, sizeof(port)),
-                         0);
-        assert_int_equal(nb_route_e2b_host(NULL, id, sizeof(id), port, sizeof(port)), 0);
-        assert_int_equal(nb_route_e2b_host("49983-" SID ".x", id, 36, port, sizeof(port)), 0);
-    }
-
-    /* a "*" row serves every method */
-    assert_int_equal(nb_route_lookup(e2b, 2, NB_ROUTE_E2B_OP, "connect", "POST", &row, &flags,
-                                     allowed, sizeof(allowed)),
-                     NB_ROUTE_FOUND);
-    assert_ptr_equal(row, &e2b[0]);
-    assert_int_equal(nb_route_lookup(e2b, 2, NB_ROUTE_E2B_OP, "*", "PATCH", &row, &flags, allowed,
-                                     sizeof(allowed)),
-                     NB_ROUTE_FOUND);
-    assert_ptr_equal(row, &e2b[1]);
-    assert_int_equal(nb_route_lookup(e2b, 2, NB_ROUTE_E2B_OP, "metrics", "GET", &row, &flags,
-                                     allowed, sizeof(allowed)),
-                     NB_ROUTE_NO_ROWS);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -434,7 +339,6 @@ int main(void)
         cmocka_unit_test(test_lookup_lists_allowed_methods_in_table_order),
         cmocka_unit_test(test_lookup_serves_head_as_get_only_where_flagged),
         cmocka_unit_test(test_lookup_known_place_without_route_and_unknown_shape),
-        cmocka_unit_test(test_e2b_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,10 +31,6 @@ extern const size_t nb_api_n_routes;
  */
 extern int (*const nb_api_port_on_demand)(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae);
 
-/* Print the table, one row a line: METHOD PATH FLAGS ("-" for none), tab-separated
- * (`nanobox-fcgi -R`; the OpenAPI check compares it with docs/openapi.yaml). */
-void nb_api_routes_print(FILE *f);
-
 /* Each: NB_OK once answered, or NB_ERR with ae set (route.h's nb_route_handler). */
 int api_healthz(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                 struct nb_apierr *ae);

@@ -9,14 +9,11 @@
  */
 #include "config.h"
 
-#include <stdio.h>
-
 #include "api.h"
 
 #define ID NB_ROUTE_ID
 #define PID NB_ROUTE_PID
 #define CTX NB_ROUTE_CTX
-#define E2B NB_ROUTE_E2B
 #define PUBLIC NB_ROUTE_PUBLIC
 #define AWAKE NB_ROUTE_AWAKE /* 409 paused while paused (or resumed with auto_resume) */
 #define BULK NB_ROUTE_BULK   /* a file's bytes: outside workers_max (pool.c) */
@@ -82,57 +79,6 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_TEMPLATE, "{name}/{op}", NULL, 0, NULL},
     /* a snapshot: a running or paused sandbox's files as a new template */
     {NB_ROUTE_SNAPSHOT, "", "POST", ID, api_sandbox_snapshot},
-
-    /* the E2B facade (docs/E2B.md): E2B's paths, key ("e2b_" + the key) and error shape */
-    {NB_ROUTE_E2B_SANDBOXES, "", "GET", E2B, api_e2b_list},
-    {NB_ROUTE_E2B_SANDBOXES, "", "POST", E2B, api_e2b_create},
-    {NB_ROUTE_E2B_LIST, "", "GET", E2B, api_e2b_list},
-    {NB_ROUTE_E2B_LIST, "", "POST", E2B, api_e2b_create_v2},
-    {NB_ROUTE_E2B_SANDBOX, "", "GET", E2B | ID, api_e2b_get},
-    {NB_ROUTE_E2B_SANDBOX, "", "DELETE", E2B | ID, api_e2b_kill},
-    {NB_ROUTE_E2B_OP, "timeout", "POST", E2B | ID, api_e2b_timeout},
-    {NB_ROUTE_E2B_OP, "connect", "POST", E2B | ID, api_e2b_connect},
-    {NB_ROUTE_E2B_OP, "pause", "POST", E2B | ID, api_e2b_pause},
-    {NB_ROUTE_E2B_OP, "resume", "POST", E2B | ID, api_e2b_resume},
-    {NB_ROUTE_E2B_OP, "metrics", "GET", E2B | ID, api_e2b_metrics},
-    /* logs, snapshots, fork, network, refreshes...: 501 in E2B's shape */
-    {NB_ROUTE_E2B_OP, "*", "*", E2B | ID, api_e2b_not_implemented},
-    /* the v2 paths of e2b 2.50 on: connect; logs is 501 as above */
-    {NB_ROUTE_E2B_V2_OP, "connect", "POST", E2B | ID, api_e2b_connect_v2},
-    {NB_ROUTE_E2B_V2_OP, "*", "*", E2B | ID, api_e2b_not_implemented},
-    /* the data plane: no API key (the SDK sends none there); the handler checks the id */
-    {NB_ROUTE_E2B_DATA, "/health", "GET", E2B | PUBLIC, api_e2b_health},
-    /* envd's Connect-RPC process.Process (api_e2b_proc.c): the sandbox's access token, not the key */
-    {NB_ROUTE_E2B_DATA, "/process.Process/Start", "POST", E2B | PUBLIC, api_e2b_proc_start},
-    {NB_ROUTE_E2B_DATA, "/process.Process/Connect", "POST", E2B | PUBLIC, api_e2b_proc_connect},
-    {NB_ROUTE_E2B_DATA, "/process.Process/List", "POST", E2B | PUBLIC, api_e2b_proc_list},
-    {NB_ROUTE_E2B_DATA, "/process.Process/SendInput", "POST", E2B | PUBLIC, api_e2b_proc_input},
-    {NB_ROUTE_E2B_DATA, "/process.Process/CloseStdin", "POST", E2B | PUBLIC,
-     api_e2b_proc_close_stdin},
-    {NB_ROUTE_E2B_DATA, "/process.Process/SendSignal", "POST", E2B | PUBLIC, api_e2b_proc_signal},
-    {NB_ROUTE_E2B_DATA, "/process.Process/Update", "POST", E2B | PUBLIC, api_e2b_proc_update},
-    /* envd's Connect-RPC filesystem.Filesystem (api_e2b_fs.c) */
-    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/Stat", "POST", E2B | PUBLIC, api_e2b_fs_stat},
-    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/ListDir", "POST", E2B | PUBLIC, api_e2b_fs_list},
-    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/MakeDir", "POST", E2B | PUBLIC, api_e2b_fs_mkdir},
-    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/Move", "POST", E2B | PUBLIC, api_e2b_fs_move},
-    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/Remove", "POST", E2B | PUBLIC, api_e2b_fs_remove},
-    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/WatchDir", "POST", E2B | PUBLIC, api_e2b_fs_watch},
-    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/CreateWatcher", "POST", E2B | PUBLIC,
-     api_e2b_fs_watcher_create},
-    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/GetWatcherEvents", "POST", E2B | PUBLIC,
-     api_e2b_fs_watcher_events},
-    {NB_ROUTE_E2B_DATA, "/filesystem.Filesystem/RemoveWatcher", "POST", E2B | PUBLIC,
-     api_e2b_fs_watcher_remove},
-    /* envd's files and the code interpreter (api_e2b_data.c; the port checked there) */
-    {NB_ROUTE_E2B_DATA, "/files", "GET", E2B | PUBLIC | BULK, api_e2b_files_get},
-    {NB_ROUTE_E2B_DATA, "/files", "POST", E2B | PUBLIC | BULK, api_e2b_files_post},
-    {NB_ROUTE_E2B_DATA, "/execute", "POST", E2B | PUBLIC, api_e2b_execute},
-    {NB_ROUTE_E2B_DATA, "/contexts", "GET", E2B | PUBLIC, api_e2b_contexts_list},
-    {NB_ROUTE_E2B_DATA, "/contexts", "POST", E2B | PUBLIC, api_e2b_contexts_create},
-    {NB_ROUTE_E2B_DATA, "/contexts/{ctx}", "DELETE", E2B | PUBLIC, api_e2b_context_delete},
-    {NB_ROUTE_E2B_DATA, "/contexts/{ctx}/restart", "POST", E2B | PUBLIC, api_e2b_context_restart},
-    {NB_ROUTE_E2B_DATA, "*", "*", E2B | PUBLIC, api_e2b_not_implemented},
 };
 
 const size_t nb_api_n_routes = sizeof(nb_api_routes) / sizeof(nb_api_routes[0]);
@@ -140,29 +86,3 @@ const size_t nb_api_n_routes = sizeof(nb_api_routes) / sizeof(nb_api_routes[0]);
 /* nginx's port-on-demand check: the worker serves it past the table, by this name */
 int (*const nb_api_port_on_demand)(struct nb_app *, struct nb_req *,
                                    struct nb_apierr *) = api_port_on_demand;
-
-void nb_api_routes_print(FILE *f)
-{
-    static const struct {
-        unsigned bit;
-        const char *name;
-    } names[] = {{NB_ROUTE_PUBLIC, "public"}, {NB_ROUTE_ID, "id"},
-                 {NB_ROUTE_PID, "pid"},       {NB_ROUTE_HEAD, "head"},
-                 {NB_ROUTE_CTX, "ctx"},       {NB_ROUTE_AWAKE, "awake"},
-                 {NB_ROUTE_E2B, "e2b"},       {NB_ROUTE_METRICS_AUTH, "metrics_token"},
-                 {NB_ROUTE_BULK, "bulk"}};
-
-    for (size_t i = 0; i < nb_api_n_routes; i++) {
-        const struct nb_route_entry *e = &nb_api_routes[i];
-        const char *base = nb_route_path(e->shape);
-        int any = 0;
-        fprintf(f, "%s\t%s%s%s\t", e->method ? e->method : "-", base ? base : "?",
-                e->sub[0] && base && base[0] ? "/" : "", e->sub);
-        for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
-            if (e->flags & names[k].bit) {
-                fprintf(f, "%s%s", any ? "," : "", names[k].name);
-                any = 1;
-            }
-        fprintf(f, "%s\n", any ? "" : "-");
-    }
-}

@@ -16,7 +16,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "e2b_rpc.h"
 #include "http.h"
 #include "json.h"
 #include "log.h"
@@ -41,11 +40,14 @@ struct nb_http_capture {
 static const struct nb_route_entry *http_routes;
 static size_t http_n_routes;
 static const struct nb_route_guard *http_guard;
+/* The fronts, asked in order before the native table (nb_http_add_front). */
+static const struct nb_front *http_fronts[NB_HTTP_FRONTS_MAX];
+static size_t http_n_fronts;
 /* Told when a request of a NB_ROUTE_BULK row begins (nb_http_set_bulk_hook). */
 static void (*http_bulk_hook)(void);
 
 /* What kind of stream an answer is, once nb_http_stream_begin ran. */
-enum { HTTP_STREAM_NONE, HTTP_STREAM_BYTES, HTTP_STREAM_NDJSON, HTTP_STREAM_CONNECT };
+enum { HTTP_STREAM_NONE, HTTP_STREAM_BYTES, HTTP_STREAM_NDJSON };
 
 static const char *reason(int status)
 {
@@ -124,6 +126,8 @@ int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
     r->headers[0] = '\0';
     r->status = 0;
     r->answered = r->stream = r->gone = 0;
+    r->front = NULL;
+    r->stream_ctype = NULL;
     r->t0_us = nb_metrics_now_us();
     r->mroute = -1;
     memset(&r->who, 0, sizeof(r->who)); /* no one until a key passes */
@@ -169,6 +173,8 @@ static int http_internal(struct nb_req *r, struct nb_http_capture *cap, const ch
     r->headers[0] = '\0';
     r->status = 0;
     r->answered = r->stream = r->gone = 0;
+    r->front = NULL;
+    r->stream_ctype = NULL;
     r->t0_us = nb_metrics_now_us();
     r->mroute = -1;
     return set_uri(r, uri, ae);
@@ -187,6 +193,56 @@ void nb_http_set_routes(const struct nb_route_entry *tab, size_t n,
     http_guard = guard;
 }
 
+void nb_http_add_front(const struct nb_front *f)
+{
+    if (http_n_fronts == NB_HTTP_FRONTS_MAX) {
+        nb_error("front %s not registered: no room for more than %d fronts", f->name,
+                 NB_HTTP_FRONTS_MAX);
+        return;
+    }
+    http_fronts[http_n_fronts++] = f;
+}
+
+/* The rows of one table, with extra (a front's name, NULL: none) among each row's flags. */
+static void print_rows(FILE *f, const struct nb_route_entry *tab, size_t n,
+                       const char *(*path)(enum nb_route), const char *extra)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } names[] = {{NB_ROUTE_PUBLIC, "public"}, {NB_ROUTE_ID, "id"},
+                 {NB_ROUTE_PID, "pid"},       {NB_ROUTE_HEAD, "head"},
+                 {NB_ROUTE_CTX, "ctx"},       {NB_ROUTE_AWAKE, "awake"},
+                 {NB_ROUTE_ID_404, "id_404"}, {NB_ROUTE_METRICS_AUTH, "metrics_token"},
+                 {NB_ROUTE_BULK, "bulk"}};
+
+    for (size_t i = 0; i < n; i++) {
+        const struct nb_route_entry *e = &tab[i];
+        const char *base = path(e->shape);
+        int any = 0;
+        fprintf(f, "%s\t%s%s%s\t", e->method ? e->method : "-", base ? base : "?",
+                e->sub[0] && base && base[0] ? "/" : "", e->sub);
+        for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+            if (e->flags & names[k].bit) {
+                fprintf(f, "%s%s", any ? "," : "", names[k].name);
+                any = 1;
+            }
+        if (extra != NULL) {
+            fprintf(f, "%s%s", any ? "," : "", extra);
+            any = 1;
+        }
+        fprintf(f, "%s\n", any ? "" : "-");
+    }
+}
+
+void nb_http_routes_print(FILE *f)
+{
+    print_rows(f, http_routes, http_n_routes, nb_route_path, NULL);
+    for (size_t i = 0; i < http_n_fronts; i++)
+        print_rows(f, http_fronts[i]->routes, http_fronts[i]->n_routes, http_fronts[i]->path,
+                   http_fronts[i]->name);
+}
+
 void nb_http_set_bulk_hook(void (*fn)(void))
 {
     http_bulk_hook = fn;
@@ -196,8 +252,6 @@ void nb_http_set_bulk_hook(void (*fn)(void))
  * repeats it word for word. */
 #define HTTP_UNAUTHORIZED \
     "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\""
-/* The same on the E2B facade's routes (nanobox.conf.in's @nanobox_e2b_unauthorized). */
-#define HTTP_E2B_UNAUTHORIZED "missing or wrong API key: send \"X-API-KEY: e2b_<key>\""
 
 int nb_http_auth_only(const struct nb_req *r)
 {
@@ -214,9 +268,8 @@ int nb_http_pass_auth(struct nb_req *r)
  * Who sent r (tenant.h): the key the request sends (Bearer, or X-API-Key)
  * is api_key (the admin "default") or a key of the keys file, and r->who
  * gets it; for a row that allows it (GET /metrics) metrics_token passes
- * too, as an admin named "metrics". On an E2B route (r->e2b), where the
- * E2B SDK sends "X-API-KEY: e2b_<key>" (it refuses a key without that
- * prefix before it sends anything), the key with one "e2b_" in front
+ * too, as an admin named "metrics". On a front's request whose clients
+ * send the key behind a prefix (key_prefix), the key with that prefix
  * passes too, as does the bare key. 0 when no key passes.
  */
 static int authorized(struct nb_app *a, struct nb_req *r, unsigned flags)
@@ -238,7 +291,7 @@ static int authorized(struct nb_app *a, struct nb_req *r, unsigned flags)
         if (h == NULL)
             return 0;
     }
-    if (nb_tenant_identify(a, h, r->e2b, &r->who) == 0)
+    if (nb_tenant_identify(a, h, r->front != NULL ? r->front->key_prefix : NULL, &r->who) == 0)
         return 1;
     if ((flags & NB_ROUTE_METRICS_AUTH) && a->conf.metrics_token[0] != '\0' &&
         nb_tenant_equal(h, a->conf.metrics_token)) {
@@ -338,41 +391,59 @@ static enum nb_mroute route_metric(enum nb_route shape, const char *method)
     }
 }
 
+/* The native API's 401, or the front's that claimed r. */
+static const char *unauthorized(const struct nb_req *r)
+{
+    return r->front != NULL ? r->front->unauthorized : HTTP_UNAUTHORIZED;
+}
+
+/*
+ * The shape of r and its args: the first front's that claims it, else the
+ * native API's (route.h). r->front says whose it is; tab and n get its rows.
+ */
+static enum nb_route http_match(struct nb_req *r, struct nb_route_args *ra, const char **sub,
+                                const struct nb_route_entry **tab, size_t *n)
+{
+    enum nb_route shape;
+    for (size_t i = 0; i < http_n_fronts; i++) {
+        const struct nb_front *f = http_fronts[i];
+        shape = f->match(r, ra);
+        if (shape != NB_ROUTE_NONE) {
+            r->front = f;
+            *sub = f->sub(shape, ra);
+            *tab = f->routes;
+            *n = f->n_routes;
+            return shape;
+        }
+    }
+    shape = nb_route_match(r->path, ra->id, sizeof(ra->id), ra->arg, sizeof(ra->arg), ra->op,
+                           sizeof(ra->op));
+    *sub = nb_route_sub(shape, ra);
+    *tab = http_routes;
+    *n = http_n_routes;
+    return shape;
+}
+
 int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
 {
     struct nb_route_args ra;
-    const struct nb_route_entry *row;
+    const struct nb_route_entry *row, *tab;
     enum nb_route shape;
     enum nb_route_found found;
     unsigned flags;
     uint32_t pid;
     char allowed[64];
-    const char *sbx, *port;
-    char host_id[40], host_port[8];
+    const char *sub;
+    size_t n;
 
-    sbx = nb_http_param(r, "HTTP_E2B_SANDBOX_ID");
-    port = nb_http_param(r, "HTTP_E2B_SANDBOX_PORT");
-    /* E2B_DOMAIN's hosts, <port>-<id>.<domain>, when the headers are not there */
-    if (sbx == NULL && nb_route_e2b_host(nb_http_param(r, "HTTP_HOST"), host_id, sizeof(host_id),
-                                         host_port, sizeof(host_port))) {
-        sbx = host_id;
-        port = host_port;
-    }
-    if (sbx != NULL)
-        shape = nb_route_match_e2b_data(r->path, sbx, port, ra.id, sizeof(ra.id), ra.arg,
-                                        sizeof(ra.arg), ra.op, sizeof(ra.op));
-    else
-        shape = nb_route_match(r->path, ra.id, sizeof(ra.id), ra.arg, sizeof(ra.arg), ra.op,
-                               sizeof(ra.op));
-    r->e2b = NB_ROUTE_IS_E2B(shape);
-    found = shape == NB_ROUTE_NONE
-                ? NB_ROUTE_NO_ROWS
-                : nb_route_lookup(http_routes, http_n_routes, shape, nb_route_sub(shape, &ra),
-                                  r->method, &row, &flags, allowed, sizeof(allowed));
-    /* an E2B op or data-plane path the table does not name: its catch-all row */
-    if (found == NB_ROUTE_NO_ROWS && r->e2b)
-        found = nb_route_lookup(http_routes, http_n_routes, shape, "*", r->method, &row, &flags,
-                                allowed, sizeof(allowed));
+    shape = http_match(r, &ra, &sub, &tab, &n);
+    found = shape == NB_ROUTE_NONE ? NB_ROUTE_NO_ROWS
+                                   : nb_route_lookup(tab, n, shape, sub, r->method, &row, &flags,
+                                                     allowed, sizeof(allowed));
+    /* a sub-route the table does not name (an op, a path): its shape's catch-all row, if any */
+    if (found == NB_ROUTE_NO_ROWS && shape != NB_ROUTE_NONE)
+        found =
+            nb_route_lookup(tab, n, shape, "*", r->method, &row, &flags, allowed, sizeof(allowed));
     /*
      * nginx's check before it reads a body (auth_request, nanobox.conf.in):
      * 204 where the request would pass the key check below, else its 401;
@@ -381,8 +452,7 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     if (nb_http_auth_only(r)) {
         if (found == NB_ROUTE_NO_ROWS || (flags & NB_ROUTE_PUBLIC) || authorized(a, r, flags))
             return nb_http_pass_auth(r);
-        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthorized", "%s",
-                      r->e2b ? HTTP_E2B_UNAUTHORIZED : HTTP_UNAUTHORIZED);
+        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthorized", "%s", unauthorized(r));
         return NB_ERR;
     }
     if (found == NB_ROUTE_NO_ROWS) {
@@ -392,8 +462,7 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     if (found == NB_ROUTE_FOUND)
         r->mroute = (int)route_metric(shape, row->method);
     if (!(flags & NB_ROUTE_PUBLIC) && !nb_http_is_internal(r) && !authorized(a, r, flags)) {
-        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthorized", "%s",
-                      r->e2b ? HTTP_E2B_UNAUTHORIZED : HTTP_UNAUTHORIZED);
+        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthorized", "%s", unauthorized(r));
         return NB_ERR;
     }
     /* the service's own numbers (GET /metrics) are an operator's, not a user key's */
@@ -404,8 +473,8 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     }
     if (!nb_http_is_internal(r) && !rate_ok(r, ae))
         return NB_ERR;
-    /* E2B's ids are opaque to its SDK: one that is not ours names no sandbox */
-    if ((flags & NB_ROUTE_E2B) && (flags & NB_ROUTE_ID) && !http_guard->id_valid(ra.id)) {
+    /* ids opaque to a front's clients: one that is not ours names no sandbox */
+    if ((flags & NB_ROUTE_ID_404) && (flags & NB_ROUTE_ID) && !http_guard->id_valid(ra.id)) {
         nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "sandbox \"%.64s\" not found", ra.id);
         return NB_ERR;
     }
@@ -639,7 +708,7 @@ void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *d
 
 /*
  * The one mapping of a domain code (nberr.h) to an HTTP status: every
- * error answer's, the native API's and (for now) the E2B front's.
+ * error answer's, the native API's and the fronts'.
  */
 int nb_http_status_of(enum nb_err err)
 {
@@ -657,44 +726,18 @@ int nb_http_status_of(enum nb_err err)
     return (unsigned)err < NB_E_COUNT && status[err] != 0 ? status[err] : 500;
 }
 
-/*
- * An error of one of the E2B facade's Connect-RPC calls (e2b_rpc.h): a
- * streaming call's is a 200 stream of one end-of-stream envelope (the
- * client reads no message from a non-200 stream), a unary call's
- * {"code": "not_found", "message"} with the status Connect gives that code.
- */
-static void rpc_error(struct nb_req *r, const struct nb_apierr *ae)
-{
-    const char *code = nb_rpc_code(ae->err, ae->code);
-    struct nb_buf b;
-    nb_buf_init(&b, sizeof(ae->msg) + 256);
-    if (nb_rpc_is_stream_ctype(nb_http_param(r, "CONTENT_TYPE"))) {
-        nb_rpc_end_stream(&b, code, ae->msg);
-        nb_http_body(r, 200, NB_RPC_STREAM_CTYPE, b.data, b.len);
-    } else {
-        nb_rpc_error_body(&b, code, ae->msg);
-        nb_http_body(r, nb_rpc_http_status(code), "application/json", b.data, b.len);
-    }
-    nb_buf_free(&b);
-}
-
+/* The error answer: the native API's {"error", "code"}, or the front's own. */
 static void http_error(struct nb_req *r, const struct nb_apierr *ae)
 {
     yajl_gen g;
-    if (r->e2b && nb_rpc_is_procedure(r->path)) {
-        rpc_error(r, ae);
+    if (r->front != NULL && r->front->error != NULL) {
+        r->front->error(r, ae);
         return;
     }
     g = nb_json_gen();
     yajl_gen_map_open(g);
-    if (r->e2b) {
-        /* E2B's Error schema: the SDK reads code (kill: 404 means false) and message */
-        nb_json_kv_int(g, "code", nb_http_status_of(ae->err));
-        nb_json_kv_str(g, "message", ae->msg);
-    } else {
-        nb_json_kv_str(g, "error", ae->msg);
-        nb_json_kv_str(g, "code", ae->code);
-    }
+    nb_json_kv_str(g, "error", ae->msg);
+    nb_json_kv_str(g, "code", ae->code);
     yajl_gen_map_close(g);
     nb_http_json(r, nb_http_status_of(ae->err), g);
     yajl_gen_free(g);
@@ -713,10 +756,9 @@ int nb_http_wants_ndjson(const struct nb_req *r)
 
 void nb_http_stream_begin(struct nb_req *r, int status, const char *ctype)
 {
+    r->stream_ctype = ctype;
     if (ctype != NULL && !strcmp(ctype, "application/x-ndjson"))
         r->stream = HTTP_STREAM_NDJSON;
-    else if (ctype != NULL && !strcmp(ctype, NB_RPC_STREAM_CTYPE))
-        r->stream = HTTP_STREAM_CONNECT;
     else
         r->stream = HTTP_STREAM_BYTES;
     send_head(r, status, ctype, 1);
@@ -836,6 +878,9 @@ static void finalize_answer(struct nb_req *r, int rc, const struct nb_apierr *ae
     nb_metrics_error(nb_http_status_of(ae->err), ae->code);
     if (!r->answered) {
         http_error(r, ae);
+    } else if (r->stream != HTTP_STREAM_NONE && r->front != NULL &&
+               r->front->stream_error != NULL && r->front->stream_error(r, r->stream_ctype, ae)) {
+        /* the front ended its stream its way */
     } else if (r->stream == HTTP_STREAM_NDJSON) {
         /* the stream's own error event: the status went out long ago */
         yajl_gen g;
@@ -844,27 +889,11 @@ static void finalize_answer(struct nb_req *r, int rc, const struct nb_apierr *ae
         g = nb_json_gen();
         yajl_gen_map_open(g);
         nb_json_kv_str(g, "type", "error");
-        if (r->e2b) {
-            /* the code interpreter's error line, which E2B's SDK reads */
-            nb_json_kv_str(g, "name", ae->code);
-            nb_json_kv_str(g, "value", ae->msg);
-            nb_json_kv_str(g, "traceback", "");
-        } else {
-            nb_json_kv_str(g, "error", ae->msg);
-            nb_json_kv_str(g, "code", ae->code);
-        }
+        nb_json_kv_str(g, "error", ae->msg);
+        nb_json_kv_str(g, "code", ae->code);
         yajl_gen_map_close(g);
         nb_http_stream_line(r, g);
         yajl_gen_free(g);
-    } else if (r->stream == HTTP_STREAM_CONNECT) {
-        /* a Connect stream ends with its end-of-stream envelope, the error in it */
-        struct nb_buf b;
-        if (r->gone)
-            return;
-        nb_buf_init(&b, sizeof(ae->msg) + 256);
-        nb_rpc_end_stream(&b, nb_rpc_code(ae->err, ae->code), ae->msg);
-        nb_http_stream_bytes(r, b.data, b.len);
-        nb_buf_free(&b);
     } else {
         /* a byte stream can only end short: the client sees a body cut off */
         nb_warn("%s %.200s: the answer broke off after it began: %s", r->method, r->path, ae->msg);

@@ -21,6 +21,7 @@
 
 #include <fcgiapp.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <yajl/yajl_gen.h>
 
 #include "app.h"
@@ -33,10 +34,14 @@
 
 #define NB_HEADERS_MAX 256
 
+/* Most fronts one process registers (nb_http_add_front). */
+#define NB_HTTP_FRONTS_MAX 4
+
 /* Most "after the answer" hooks one request can carry (nb_http_after). */
 #define NB_HTTP_HOOKS_MAX 4
 
 struct nb_http_capture; /* an internal request's two ends (http.c) */
+struct nb_front;        /* a front's paths, rows, key style and errors (below) */
 
 /* Work to do once the answer went out (nb_http_after); arg is the hook's. */
 typedef void (*nb_http_hook_fn)(struct nb_app *a, void *arg);
@@ -53,10 +58,11 @@ struct nb_req {
     char headers[NB_HEADERS_MAX]; /* extra answer headers, "Name: value\r\n" each */
     int status;                   /* status sent, for the access log */
     /* http.c's own bookkeeping: handlers report through their result instead */
-    int answered; /* the status went out */
-    int stream;   /* HTTP_STREAM_* once a streamed answer began */
-    int gone;     /* a write failed: the client left (or the capture is full) */
-    int e2b;      /* routed to the E2B facade: errors are {"code": status, "message"} */
+    int answered;                 /* the status went out */
+    int stream;                   /* HTTP_STREAM_* once a streamed answer began */
+    int gone;                     /* a write failed: the client left (or the capture is full) */
+    const struct nb_front *front; /* the front that claimed it; NULL: the native API */
+    const char *stream_ctype;     /* its stream's content type, once one began */
     struct {
         nb_http_hook_fn fn;
         void *arg;
@@ -92,7 +98,7 @@ int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae);
  * A route table's guard: the checks of a route with a sandbox id that
  * need the sandboxes, which the HTTP layer does not know (the handler
  * layer's, api_common.c). id_valid says whether a row's {id} (NB_ROUTE_ID)
- * is a sandbox id at all (else 400 bad_id, or E2B's 404); check runs once
+ * is a sandbox id at all (else 400 bad_id, or 404 with NB_ROUTE_ID_404); check runs once
  * every check of the HTTP layer has passed, before the handler of a row
  * flagged NB_ROUTE_ID or NB_ROUTE_AWAKE: 0, or -1 with ae set.
  */
@@ -109,6 +115,42 @@ struct nb_route_guard {
  */
 void nb_http_set_routes(const struct nb_route_entry *tab, size_t n,
                         const struct nb_route_guard *guard);
+/*
+ * A front: another way to speak to nanobox over HTTP, with its own paths,
+ * rows, key style and error shapes (docs/ARCHITECTURE.md, Layers), which a
+ * front module registers at start as an nginx module does. The native API
+ * is the default (nb_http_set_routes): what no front claims is its. A
+ * front's rows go through the same checks and the same route guard.
+ */
+struct nb_front {
+    const char *name; /* a flag on its rows in `nanobox-fcgi -R` */
+    /* r's shape (NB_ROUTE_FRONT and above) with ra filled, or NB_ROUTE_NONE: not the front's */
+    enum nb_route (*match)(const struct nb_req *r, struct nb_route_args *ra);
+    /* the sub-route (route.h, nb_route_sub) and the docs' path (nb_route_path) of its shapes */
+    const char *(*sub)(enum nb_route shape, const struct nb_route_args *ra);
+    const char *(*path)(enum nb_route shape);
+    const struct nb_route_entry *routes; /* its rows, as the native table's */
+    size_t n_routes;
+    /* its key style: a prefix its clients may send before the key (NULL: none), its 401 message */
+    const char *key_prefix;
+    const char *unauthorized;
+    /* its error answer while nothing went out yet (nb_http_finalize) */
+    void (*error)(struct nb_req *r, const struct nb_apierr *ae);
+    /* its error once a stream of ctype began: 1 when written, 0 to leave it to the HTTP layer */
+    int (*stream_error)(struct nb_req *r, const char *ctype, const struct nb_apierr *ae);
+};
+
+/* Register a front (kept, not copied), asked after the ones before it. */
+void nb_http_add_front(const struct nb_front *f);
+
+/*
+ * Print the native table, then each front's rows, one row a line: METHOD
+ * PATH FLAGS ("-" for none; a front's rows carry its name too),
+ * tab-separated (`nanobox-fcgi -R`; the OpenAPI check compares it with
+ * docs/openapi.yaml).
+ */
+void nb_http_routes_print(FILE *f);
+
 /*
  * fn is called when a request of a NB_ROUTE_BULK row (a file's bytes) is
  * about to be handled, after every check passed: the worker marks itself
@@ -133,9 +175,10 @@ int nb_http_pass_auth(struct nb_req *r);
  * own checks). The handler's result (or the router's own error in ae)
  * is for nb_http_finalize.
  *
- * The E2B facade's routes (route.h, NB_ROUTE_IS_E2B) go the same way; a
- * request with the header E2b-Sandbox-Id is one of its data-plane requests
- * whatever its path. Their errors are E2B's {"code": status, "message"}.
+ * The registered fronts (nb_http_add_front) are asked first, in order: the
+ * first that claims r routes it through its own rows, its key style and
+ * its error writers, with the same checks. A sub-route no row names goes
+ * to its shape's "*" row, when there is one.
  */
 int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae);
 
@@ -224,13 +267,10 @@ int nb_http_status_of(enum nb_err err);
  * once per request with its handler's result. rc NB_ERR answers ae
  * ({"error": msg, "code": code} with ae's status) if nothing went out yet.
  * After a stream began no status can follow: an NDJSON stream gets the
- * error as its last line, {"type":"error","error":msg,"code":code} (on
- * the E2B facade's routes {"type":"error","name":code,"value":msg,
- * "traceback":""}, the code interpreter's error line), a byte stream (a
- * download) is cut short, the error logged, and a Connect stream
- * (application/connect+json, e2b_rpc.h) ends with an end-of-stream
- * envelope that carries the error. On a Connect-RPC path of the E2B
- * facade an error before any answer is Connect's (see http.c, rpc_error).
+ * error as its last line, {"type":"error","error":msg,"code":code}, and a
+ * byte stream (a download) is cut short, the error logged. On a front's
+ * request (struct nb_front) the front's error writers come first: its
+ * error answer, and its stream's end where it writes one.
  * rc NB_OK with nothing answered is a bug, answered 500 internal.
  */
 void nb_http_finalize(struct nb_req *r, int rc, const struct nb_apierr *ae);

@@ -11,74 +11,6 @@
 
 #include "route.h"
 
-/*
- * The E2B control plane: /sandboxes[/{id}[/{op}]], /v2/sandboxes and
- * /v2/sandboxes/{id}/{op} (the SDK's connect since e2b 2.50). Anything else
- * that begins so is E2B's too (its 404, in its shape).
- */
-static enum nb_route match_e2b(const char *path, char *id, size_t idlen, char *arg, size_t arglen)
-{
-    const char *rest, *slash;
-    size_t n;
-    int v2 = 0;
-
-    if (!strcmp(path, "/sandboxes") || !strcmp(path, "/sandboxes/"))
-        return NB_ROUTE_E2B_SANDBOXES;
-    if (!strcmp(path, "/v2/sandboxes") || !strcmp(path, "/v2/sandboxes/"))
-        return NB_ROUTE_E2B_LIST;
-    if (!strncmp(path, "/sandboxes/", 11))
-        rest = path + 11;
-    else if (!strncmp(path, "/v2/sandboxes/", 14))
-        rest = path + 14, v2 = 1;
-    else
-        return NB_ROUTE_E2B_OTHER;
-    slash = strchr(rest, '/');
-    n = slash ? (size_t)(slash - rest) : strlen(rest);
-    if (n == 0)
-        return NB_ROUTE_E2B_OTHER;
-    if (n >= idlen)
-        n = idlen - 1;
-    memcpy(id, rest, n);
-    id[n] = '\0';
-    if (!v2 && (slash == NULL || !strcmp(slash, "/")))
-        return NB_ROUTE_E2B_SANDBOX;
-    n = slash ? strlen(slash + 1) : 0;
-    if (n == 0 || n >= arglen || strchr(slash + 1, '/') != NULL) {
-        id[0] = '\0';
-        return NB_ROUTE_E2B_OTHER;
-    }
-    memcpy(arg, slash + 1, n + 1);
-    return v2 ? NB_ROUTE_E2B_V2_OP : NB_ROUTE_E2B_OP;
-}
-
-int nb_route_e2b_host(const char *host, char *id, size_t idlen, char *port, size_t portlen)
-{
-    size_t n;
-    if (host == NULL || (strncmp(host, "49983-", 6) != 0 && strncmp(host, "49999-", 6) != 0))
-        return 0;
-    n = strspn(host + 6, "0123456789abcdef-");
-    if (n != 36 || host[6 + n] != '.' || idlen <= n || portlen <= 5)
-        return 0;
-    memcpy(id, host + 6, n);
-    id[n] = '\0';
-    memcpy(port, host, 5);
-    port[5] = '\0';
-    return 1;
-}
-
-enum nb_route nb_route_match_e2b_data(const char *path, const char *sandbox_id, const char *port,
-                                      char *id, size_t idlen, char *arg, size_t arglen, char *op,
-                                      size_t oplen)
-{
-    snprintf(id, idlen, "%s", sandbox_id);
-    snprintf(op, oplen, "%s", port != NULL ? port : "");
-    if (strlen(path) < arglen)
-        snprintf(arg, arglen, "%s", path);
-    else
-        arg[0] = '\0';
-    return NB_ROUTE_E2B_DATA;
-}
-
 /* "{pid}[/{op}]" at s into arg and op: 0, or -1 when it does not fit. */
 static int pid_op(const char *s, char *arg, size_t arglen, char *op, size_t oplen)
 {
@@ -110,8 +42,6 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_OPENAPI;
     if (!strcmp(path, "/sandbox") || !strcmp(path, "/sandbox/"))
         return NB_ROUTE_SANDBOXES;
-    if (!strncmp(path, "/sandboxes", 10) || !strncmp(path, "/v2/sandboxes", 13))
-        return match_e2b(path, id, idlen, arg, arglen);
     if (!strcmp(path, "/templates") || !strcmp(path, "/templates/"))
         return NB_ROUTE_TEMPLATES;
     if (!strncmp(path, "/templates/", 11)) {
@@ -245,20 +175,8 @@ const char *nb_route_path(enum nb_route shape)
         return "/sandbox/{id}/snapshot";
     case NB_ROUTE_OPENAPI:
         return "/openapi.json";
-    case NB_ROUTE_E2B_SANDBOXES:
-        return "/sandboxes";
-    case NB_ROUTE_E2B_SANDBOX:
-        return "/sandboxes/{id}";
-    case NB_ROUTE_E2B_OP:
-        return "/sandboxes/{id}";
-    case NB_ROUTE_E2B_LIST:
-        return "/v2/sandboxes";
-    case NB_ROUTE_E2B_V2_OP:
-        return "/v2/sandboxes/{id}";
-    case NB_ROUTE_E2B_OTHER:
-        return "/sandboxes/*";
-    case NB_ROUTE_E2B_DATA:
-        return "";
+    case NB_ROUTE_FRONT:
+        return NULL;
     }
     return NULL;
 }
@@ -282,27 +200,9 @@ int nb_route_ctx(const char *s)
     return n >= 1 && n <= NB_ROUTE_CTX_MAX && s[n] == '\0' ? 0 : -1;
 }
 
-/* The code interpreter's /contexts/<ctx>[/restart] as a row's sub; else the path as it is. */
-static const char *e2b_data_sub(const char *path)
-{
-    const char *ctx, *slash;
-    if (strncmp(path, "/contexts/", 10) != 0)
-        return path;
-    ctx = path + 10;
-    slash = strchr(ctx, '/');
-    if (slash == ctx)
-        return path;
-    if (slash == NULL)
-        return "/contexts/{ctx}";
-    return !strcmp(slash, "/restart") ? "/contexts/{ctx}/restart" : path;
-}
-
 const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra)
 {
-    if (shape == NB_ROUTE_E2B_DATA)
-        return e2b_data_sub(ra->arg);
-    if (shape == NB_ROUTE_FILES || shape == NB_ROUTE_CODE || shape == NB_ROUTE_E2B_OP ||
-        shape == NB_ROUTE_E2B_V2_OP)
+    if (shape == NB_ROUTE_FILES || shape == NB_ROUTE_CODE)
         return ra->arg;
     if (shape == NB_ROUTE_CONTEXTS) {
         if (ra->arg[0] == '\0')

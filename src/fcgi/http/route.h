@@ -4,7 +4,8 @@
  * no FastCGI), so path matching is fuzzed on its own
  * (tests/fuzz/fuzz_route.c) and the lookup is unit-tested
  * (tests/unit/test_route.c). The table itself, {path shape, sub-route,
- * method, flags, handler} rows, is the handlers' (api_routes.c); the HTTP
+ * method, flags, handler} rows, is the handlers' (api_routes.c, and a
+ * front's own rows with its own shapes: http.h, struct nb_front); the HTTP
  * layer (http.c, nb_http_dispatch) checks auth, the id and the pid as the
  * row's flags say, then calls its handler.
  */
@@ -40,18 +41,9 @@ enum nb_route {
     NB_ROUTE_TEMPLATE,  /* /templates/{name}[/logs] (arg: the name, op: logs) */
     NB_ROUTE_SNAPSHOT,  /* /sandbox/{id}/snapshot */
     NB_ROUTE_OPENAPI,   /* /openapi.json */
-    /* the E2B facade (docs/E2B.md): its answers and errors are E2B's shape */
-    NB_ROUTE_E2B_SANDBOXES, /* /sandboxes */
-    NB_ROUTE_E2B_SANDBOX,   /* /sandboxes/{id} */
-    NB_ROUTE_E2B_OP,        /* /sandboxes/{id}/{op} (arg: the op) */
-    NB_ROUTE_E2B_LIST,      /* /v2/sandboxes */
-    NB_ROUTE_E2B_V2_OP,     /* /v2/sandboxes/{id}/{op} (arg: the op) */
-    NB_ROUTE_E2B_OTHER,     /* anything else under /sandboxes/ or /v2/sandboxes/ */
-    NB_ROUTE_E2B_DATA,      /* a data-plane request (nb_route_match_e2b_data) */
+    /* a front's own shapes (http.h, struct nb_front) are this and above */
+    NB_ROUTE_FRONT = 64,
 };
-
-/* Is shape one of the E2B facade's? Their errors are {"code", "message"}. */
-#define NB_ROUTE_IS_E2B(shape) ((shape) >= NB_ROUTE_E2B_SANDBOXES && (shape) <= NB_ROUTE_E2B_DATA)
 
 /*
  * Match a raw path (no query). Fills id with the {id} segment, cut to
@@ -64,29 +56,9 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
                              char *op, size_t oplen);
 
 /*
- * A data-plane request of the E2B SDK: it names its sandbox and port in
- * the headers E2b-Sandbox-Id and E2b-Sandbox-Port, never in the path, so
- * whatever the path is it is NB_ROUTE_E2B_DATA. id gets the sandbox id
- * header (cut to idlen - 1, not yet checked), arg the path as it is (with
- * its slashes; "" when it does not fit), op the port header (cut).
- */
-enum nb_route nb_route_match_e2b_data(const char *path, const char *sandbox_id, const char *port,
-                                      char *id, size_t idlen, char *arg, size_t arglen, char *op,
-                                      size_t oplen);
-
-/*
- * E2B's other mode (E2B_DOMAIN): the SDK names its sandbox and port in the
- * host, "<port>-<sandboxId>.<domain>". When host starts so, with port
- * 49983 or 49999 and 36 characters of [0-9a-f-] (not yet checked as an
- * id), 1 with them in id and port; else 0.
- */
-int nb_route_e2b_host(const char *host, char *id, size_t idlen, char *port, size_t portlen);
-
-/*
  * The path of shape as the API's docs write it ("/sandbox/{id}/exec"),
  * before its sub-route (nb_route_sub): a row's path is this, then "/" and
- * its sub when that is not empty (the E2B data plane's sub is a whole
- * path: its own path is ""). For `nanobox-fcgi -R`, which the OpenAPI
+ * its sub when that is not empty. For `nanobox-fcgi -R`, which the OpenAPI
  * check reads (tests/integration/test_openapi.py). NULL for NB_ROUTE_NONE.
  */
 const char *nb_route_path(enum nb_route shape);
@@ -121,9 +93,9 @@ typedef int (*nb_route_handler)(struct nb_app *a, struct nb_req *r, const struct
 #define NB_ROUTE_PID 0x4u    /* {pid} must be a process id (else 400 bad_pid) */
 #define NB_ROUTE_HEAD 0x8u   /* HEAD is served as GET (and not listed in Allow) */
 #define NB_ROUTE_CTX 0x10u   /* {ctx} must be a context id (else 400 bad_context) */
-#define NB_ROUTE_E2B \
-    0x40u /* an E2B route: a key "e2b_<key>" passes too, and an id \
-                               that is not one is 404 not found (E2B's shape) */
+#define NB_ROUTE_ID_404 \
+    0x40u /* an {id} that is not a sandbox id names no sandbox: 404 not_found \
+             (a front whose ids are opaque to its clients) */
 #define NB_ROUTE_AWAKE \
     0x20u /* reaches the sandbox's processes: 409 paused while it is paused \
                                 (or resumed first with auto_resume) */
@@ -149,12 +121,9 @@ struct nb_route_entry {
  * "", "interrupt"); for NB_ROUTE_PROCS "" (the list), "{pid}",
  * "{pid}/stdin", or "{pid}/{op}" for any other op; for NB_ROUTE_PTY "{pid}",
  * "{pid}/input", "{pid}/resize" or "{pid}/{op}"; for NB_ROUTE_CONTEXTS
- * "" (the list), "{ctx}", "{ctx}/restart", or "{ctx}/{op}"; for
- * NB_ROUTE_E2B_OP its op and for NB_ROUTE_E2B_DATA its path, as they are
- * (the HTTP layer looks "*" up when the table has no row for them), except
- * the code interpreter's "/contexts/{ctx}" and "/contexts/{ctx}/restart"
- * (the handler reads {ctx} from ra->arg, the path); ""
- * for every other shape.
+ * "" (the list), "{ctx}", "{ctx}/restart", or "{ctx}/{op}"; ""
+ * for every other shape. A sub that no row names goes to the shape's "*"
+ * row, when it has one (http.c).
  */
 const char *nb_route_sub(enum nb_route shape, const struct nb_route_args *ra);
 

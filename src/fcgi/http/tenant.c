@@ -115,19 +115,21 @@ int nb_tenant_equal(const char *given, const char *want)
     return diff == 0;
 }
 
-int nb_tenant_identify(const struct nb_app *a, const char *given, int e2b, struct nb_key *who)
+int nb_tenant_identify(const struct nb_app *a, const char *given, const char *prefix,
+                       struct nb_key *who)
 {
     const struct nb_key *k = NULL, *k2 = NULL;
-    int dflt = 0, pre = e2b && strncmp(given, "e2b_", 4) == 0;
+    size_t pl = prefix != NULL ? strlen(prefix) : 0;
+    int dflt = 0, pre = pl > 0 && strncmp(given, prefix, pl) == 0;
 
     if (a->conf.api_key[0] != '\0') {
         dflt = nb_tenant_equal(given, a->conf.api_key);
         if (pre)
-            dflt |= nb_tenant_equal(given + 4, a->conf.api_key);
+            dflt |= nb_tenant_equal(given + pl, a->conf.api_key);
     }
     k = nb_keys_match(&tenant_keys, given);
     if (pre)
-        k2 = nb_keys_match(&tenant_keys, given + 4);
+        k2 = nb_keys_match(&tenant_keys, given + pl);
     if (dflt) {
         nb_tenant_anyone(who);
         return 0;

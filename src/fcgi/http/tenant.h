@@ -25,10 +25,12 @@ int nb_tenant_auth_on(const struct nb_app *a);
 
 /*
  * The key given (what the request sent): 0 with *who filled if it is
- * api_key (the admin "default"), a key of the file, or with e2b, either of
- * those behind one "e2b_" prefix; -1 if none. Constant time in the key.
+ * api_key (the admin "default"), a key of the file, or with a prefix (a
+ * front's key style, NULL: none), either of those behind one prefix; -1
+ * if none. Constant time in the key.
  */
-int nb_tenant_identify(const struct nb_app *a, const char *given, int e2b, struct nb_key *who);
+int nb_tenant_identify(const struct nb_app *a, const char *given, const char *prefix,
+                       struct nb_key *who);
 
 /* Is given want? In a time that says nothing of where they differ (the metrics token). */
 int nb_tenant_equal(const char *given, const char *want);

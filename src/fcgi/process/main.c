@@ -29,6 +29,7 @@
 #include "reaper.h"
 #include "tenant.h"
 #include "warm.h"
+#include "worker.h"
 
 static void usage(FILE *f)
 {
@@ -149,7 +150,8 @@ int main(int argc, char **argv)
             check_only = 1;
             break;
         case 'R':
-            nb_api_routes_print(stdout);
+            nb_worker_routes();
+            nb_http_routes_print(stdout);
             return 0;
         case 'h':
             usage(stdout);

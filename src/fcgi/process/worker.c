@@ -25,6 +25,9 @@
 #include "log.h"
 #include "sandbox.h"
 #include "worker.h"
+#ifdef NB_WITH_E2B
+#include "e2b_front.h"
+#endif
 
 static volatile sig_atomic_t worker_stop;
 
@@ -96,6 +99,14 @@ static void worker_on_term(int sig)
     FCGX_ShutdownPending();
 }
 
+void nb_worker_routes(void)
+{
+    nb_http_set_routes(nb_api_routes, nb_api_n_routes, &nb_api_route_guard);
+#ifdef NB_WITH_E2B
+    nb_http_add_front(&nb_e2b_front);
+#endif
+}
+
 void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me,
                    const struct nb_pool_slot *board, unsigned nboard)
 {
@@ -119,7 +130,7 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me,
         nb_error("cannot initialise the Docker client");
         _exit(1);
     }
-    nb_http_set_routes(nb_api_routes, nb_api_n_routes, &nb_api_route_guard);
+    nb_worker_routes();
     worker_me = me;
     worker_board = board;
     worker_nboard = nboard;
