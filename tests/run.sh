@@ -319,10 +319,14 @@ fwd_tests() {
     pytest_run -v tests/fwd || { log "forwarder tests FAILED"; return 1; }
 }
 
-# --- nanobox-init on its own (a plain process speaking its protocol)
+# --- nanobox-init on its own (a plain process speaking its protocol); each
+# test runs an agent of its own, so the run is shared by two xdist workers
 init_tests() {
+    local par=()
+    [ "$jobs" -gt 1 ] && par=(-n "$(nproc)")
     log "agent tests against $builddir/nanobox-init"
-    NANOBOX_INIT=$builddir/nanobox-init pytest_run -v tests/init || { log "agent tests FAILED"; return 1; }
+    NANOBOX_INIT=$builddir/nanobox-init pytest_run -v "${par[@]}" tests/init ||
+        { log "agent tests FAILED"; return 1; }
 }
 
 # --- the agent's tests again under a checking tool: nanobox-init is static
