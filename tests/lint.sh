@@ -3,8 +3,9 @@
 # tests/lint.sh - the habits CI checks mechanically: every C file is laid
 # out as .clang-format says, every shell script passes shellcheck, no
 # source line ends in whitespace, and commit subjects stay within 72
-# characters. tests/run.sh runs it first; run it alone
-# before committing. Exits non-zero and names what is off.
+# characters. `make check` runs it (the gate before each commit, and so
+# does tests/run.sh); it also runs alone. Exits non-zero and names what is
+# off.
 #
 #   tests/lint.sh          # check
 #   tests/lint.sh --fix    # rewrite the C files in place with clang-format

@@ -32,6 +32,7 @@ NANOBOX_TEST_IMAGE (default nanobox:latest), NANOBOX_TEST_KEEP=1 keeps the
 temp dirs (config, logs, state file) for a post-mortem.
 """
 
+import fnmatch
 import shutil
 
 import pytest
@@ -46,6 +47,73 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "serial: needs the machine to itself (a wall-clock bound that parallel tests' "
         "load would break); tests/run.sh runs these after the parallel pass, one at a time")
+    config.addinivalue_line(
+        "markers", "sdk: drives nanobox through an SDK in node (E2B's, MCP's), set from the "
+        "fixtures it uses (SDK_FIXTURES); the sanitizer pass of tests/run.sh leaves these out")
+
+
+# ------------------------------------------------ parallel runs: who goes where
+#
+# A module-scoped fixture runs once on every xdist worker that runs one of
+# its tests: an E2B SDK script (data.mjs: 70-90 s a pin), the MCP SDK's
+# scenario, test_install's configure and build would run up to three times.
+# A test module that has such fixtures defines xdist_group_of(item): the
+# name of the group its test shares with every other test of the same
+# fixture run (and param), or None. With `--dist loadgroup` (tests/run.sh)
+# a group runs on one worker, so each such fixture runs once in all.
+#
+# The queue is then ordered longest first, so that the long units start at
+# once and the short tests fill in around them, instead of a long one
+# starting last and running alone. SLOW_FIRST is matched (fnmatch) against
+# "FILE::TEST@GROUP"; what matches no pattern keeps its place after them.
+# Figures: docs/PERFORMANCE.md, "Test suite time".
+# Tests whose time goes to an SDK in node get the mark `sdk`: the fixtures
+# that run one (E2B's scripts through `sdk`, MCP's client through mcp_sdk).
+# The C paths they drive are those of the raw-HTTP tests beside them, which
+# the sanitizer pass runs (tests/run.sh, SAN_TESTS).
+SDK_FIXTURES = {"sdk", "e2b_sdk", "e2b_latest", "mcp_sdk"}
+
+SLOW_FIRST = [
+    "test_install.py::*",                   # a configure and a build of its own
+    "test_e2b.py::*@e2b-data-*",            # data.mjs: files, Jupyter kernels, contexts
+    "test_mcp.py::test_sdk_long_call*",     # a call past the SDK's 60 s request timeout
+    "test_e2b.py::*@e2b-charts-*",          # charts.mjs: matplotlib in the kernel
+    "test_mcp.py::*@mcp-*",                 # the SDK's scenario, once per transport
+    "test_mcp.py::test_sdk_*",
+    "test_e2b.py::*@e2b-*",                 # the other SDK scripts
+    "test_template_python.py::*",           # pip builds and Jupyter in the python image
+    "test_upgrade.py::*",
+    "test_www.py::*",                       # chromium
+    "test_openapi.py::*",
+]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_modifyitems(config, items):
+    # the groups before xdist reads them (its own hook), the order after
+    # pytest's (which groups a module's tests by their fixtures' params)
+    # (by id(): an item hashes by its node id, which xdist's hook changes)
+    xdist = config.pluginmanager.hasplugin("xdist")
+    groups = {}
+    for item in items:
+        group_of = getattr(getattr(item, "module", None), "xdist_group_of", None)
+        groups[id(item)] = group_of(item) if group_of else None
+        if groups[id(item)] and xdist:
+            item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+        if SDK_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.sdk)
+    yield
+    rank = {}
+    for item in items:
+        key = f"{item.path.name}::{item.name}@{groups.get(id(item)) or ''}"
+        rank[id(item)] = next((i for i, pat in enumerate(SLOW_FIRST) if fnmatch.fnmatchcase(key, pat)),
+                              len(SLOW_FIRST))
+    # a module's tests stay together (its module fixtures are made once),
+    # the modules and the tests in each by their rank; sort() is stable
+    module_rank = {}
+    for item in items:
+        module_rank[item.path] = min(module_rank.get(item.path, rank[id(item)]), rank[id(item)])
+    items.sort(key=lambda item: (module_rank[item.path], rank[id(item)]))
 
 
 def pytest_sessionstart(session):

@@ -83,6 +83,19 @@ def sdk(request):
     return request.getfixturevalue("e2b_sdk" if request.param == "pinned" else "e2b_latest")
 
 
+# The module fixtures that run one SDK script (per pin): the tests on one
+# script's summary share an xdist group, so that it runs once (conftest.py).
+SCRIPT_FIXTURES = ("run", "commands", "ptyrun", "data", "modern", "charts", "ctxrun", "fsrun",
+                   "watchrun", "userrun", "rootrun")
+
+
+def xdist_group_of(item):
+    used = [f for f in SCRIPT_FIXTURES if f in item.fixturenames]
+    if not used:
+        return None
+    return f"e2b-{'+'.join(used)}-{item.callspec.params['sdk']}"
+
+
 def sdk_script(stack, sdk, script, prefix, code=False, env_over=None, args_more=()):
     """Run <script> of sdk.dir (tests/e2b/) once against the stack, with
     nothing but the three E2B variables set (env_over changes them: a None

@@ -283,7 +283,8 @@ def test_delete_during_exec_ends_the_exec(api, stack):
 
     t = threading.Thread(target=run_exec)
     t.start()
-    time.sleep(1)
+    wait_until(lambda: any("sleep 20" in line for line in docker_top(f"nanobox-{sid}")), 15, 0.05,
+               what="the exec's sleep to run")
     assert api.delete(sid).status_code == 204
     t.join(60)
     assert not t.is_alive()

@@ -52,6 +52,11 @@ EXPECTED_DIRS = [f"{LOCALSTATE}/lib/nanobox", f"{LOCALSTATE}/log/nanobox",
                  f"{SYSCONF}/nanobox/nginx"]
 
 
+def xdist_group_of(item):
+    """One group: the configure and build of `installed` run once (conftest.py)."""
+    return "install"
+
+
 def files_under(root):
     out = set()
     for d, _, files in os.walk(root):

@@ -112,8 +112,17 @@ def http_run(stack, mcp_sdk):
 
 
 @pytest.fixture(params=["stdio", "http"])
-def run(request):
+def run(request, mcp_sdk):
     return request.getfixturevalue(f"{request.param}_run")
+
+
+def xdist_group_of(item):
+    """The tests on one transport's scenario (stdio_run, http_run) share an
+    xdist group, so that it runs once (conftest.py)."""
+    if "run" in item.fixturenames:
+        return f"mcp-{item.callspec.params['run']}"
+    used = [t for t in ("stdio", "http") if f"{t}_run" in item.fixturenames]
+    return f"mcp-{used[0]}" if used else None
 
 
 def step(summary, name):

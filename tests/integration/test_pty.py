@@ -6,6 +6,7 @@ clear error and changes nothing.
 """
 import json
 import re
+import socket
 import statistics
 import threading
 import time
@@ -92,6 +93,17 @@ class Session:
         return self.wait_event(lambda e: e["type"] == "exit", timeout)
 
     def close(self):
+        # The reader thread waits in a read of the stream and holds the
+        # response's buffer while it does: close() alone would wait for the
+        # next line, a keepalive 20 s away on a quiet terminal. Shutting the
+        # socket down ends that read at once; nanobox sees the client go,
+        # as it did at the close.
+        sock = getattr(getattr(self.resp.raw, "_connection", None), "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self.resp.close()
 
 

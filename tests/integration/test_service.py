@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from nbtest import BUILD, random_uuid, run, wait_until
+from nbtest import BUILD, docker_top, random_uuid, run, wait_until
 
 
 def text(path):
@@ -49,7 +49,13 @@ def test_sighup_reopens_the_log_file_and_requests_in_flight_all_succeed(make_sta
 
     with ThreadPoolExecutor(6) as pool:
         futures = [pool.submit(slow, i) for i in range(6)]
-        time.sleep(0.8)
+        started = set()
+
+        def all_started():
+            started.update(line.split(None, 1)[0] for line in docker_top(f"nanobox-{sid}")
+                           if line.split(None, 1)[-1] == "sleep 2")
+            return len(started) >= 6
+        wait_until(all_started, 10, 0.05, what="the six execs to start")
         rotated = st.log_path + ".1"
         os.rename(st.log_path, rotated)            # what logrotate does
         os.kill(st.master_pid, signal.SIGHUP)
