@@ -20,8 +20,9 @@
  * stream, so Connect on its pid (sbx.pty.connect) streams it again, as pty
  * events, and List shows it. SendInput's input.pty types into it, Update
  * sets its window, SendSignal signals it, all through the agent's requests
- * Y and S from any worker. An agent from before B with Y refuses it: the
- * terminal is then a PTY session of the stream (exec.c, as POST
+ * Y and S from any worker. An agent from before B with Y (one that does
+ * not announce it, nb_exec_bg_pty) gets a PTY session of the stream
+ * instead (exec.c, as POST
  * /sandbox/{id}/exec with "pty"), hung up when the stream closes, and
  * Connect on it is unimplemented.
  *
@@ -569,17 +570,14 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
         rq.bg_no_stdin = 0;
         st.out_key = "pty";
     }
+    if (pty != NULL && !nb_exec_bg_pty(&slot)) {
+        /* an agent from before B with Y: a terminal for this stream only */
+        ps.s = st;
+        ps.gone = 0;
+        rc = pty_run(&ps, &rq, ae);
+        goto out;
+    }
     if (nb_exec_run(a, &slot, &rq, &res, ae) != 0) {
-        if (pty != NULL && ae->err == NB_E_INVALID && !strcmp(ae->code, "bad_request")) {
-            /* an agent from before B with Y: a terminal for this stream only */
-            memset(ae, 0, sizeof(*ae));
-            nb_exec_result_free(&res);
-            nb_exec_result_init(&res, 0);
-            ps.s = st;
-            ps.gone = 0;
-            rc = pty_run(&ps, &rq, ae);
-            goto out;
-        }
         proc_err(ae, 0);
         goto out;
     }

@@ -306,7 +306,7 @@ struct follow_state {
     int64_t last_said;   /* when a callback last ran (or the follow began) */
     int64_t last_output; /* when output last came (or the follow began) */
     int watch_fd;        /* f->watch_fd; -1 once it shows data that is no close */
-    int polling;         /* the agent cannot wait (older than W): poll it */
+    int polling;         /* the agent cannot wait (no query-wait): poll it */
 };
 
 /* Wait up to ms for the client to leave: 1 when it did. */
@@ -366,18 +366,11 @@ static int follow_look(struct nb_app *a, const struct nb_slot *slot, struct foll
                        struct nb_proc_output *po, struct nb_apierr *ae)
 {
     struct nb_procs_follow *f = st->f;
-    int got;
 
     if (st->polling)
         return nb_procs_read(a, slot, f->pid, f->off_out, f->off_err, po, ae);
-    got = nb_procs_wait(a, slot, f->pid, f->off_out, f->off_err,
-                        follow_wait_ms(st, nb_clock_mono_ms()), st->watch_fd, po, ae);
-    if (got < 0 && ae->err == NB_E_INVALID) {
-        st->polling = 1; /* an agent from before W */
-        nb_proc_output_free(po);
-        return follow_look(a, slot, st, po, ae);
-    }
-    return got;
+    return nb_procs_wait(a, slot, f->pid, f->off_out, f->off_err,
+                         follow_wait_ms(st, nb_clock_mono_ms()), st->watch_fd, po, ae);
 }
 
 int nb_procs_follow(struct nb_app *a, const struct nb_slot *slot, struct nb_procs_follow *f,
@@ -385,6 +378,8 @@ int nb_procs_follow(struct nb_app *a, const struct nb_slot *slot, struct nb_proc
 {
     struct follow_state st = {f, 0, 0, f->watch_fd, 0};
 
+    /* an agent from before W (it does not announce query-wait) is polled */
+    st.polling = !(nb_agent_caps(slot) & NB_AGENT_CAP_QUERY_WAIT);
     st.last_said = st.last_output = nb_clock_mono_ms();
     for (;;) {
         struct nb_proc_output po;

@@ -71,8 +71,9 @@ int nb_procs_read(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, ui
  * told of both as they happen. Up to wait_ms, watching watch_fd (the
  * FastCGI connection, -1 none) with nb_agent_peer_left. 0 with po as
  * nb_procs_read; 1 when wait_ms passed with nothing new; 2 when
- * watch_fd's peer left; -1 with ae set (400 bad_field from an agent too
- * old to wait: nb_procs_read works there). Free po whatever the result.
+ * watch_fd's peer left; -1 with ae set (an agent too old to wait, one
+ * without NB_AGENT_CAP_QUERY_WAIT, refuses it: nb_procs_read works there).
+ * Free po whatever the result.
  */
 int nb_procs_wait(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, uint64_t off_out,
                   uint64_t off_err, int wait_ms, int watch_fd, struct nb_proc_output *po,
@@ -111,8 +112,9 @@ enum nb_procs_follow_end {
  * Follow f->pid until one of enum nb_procs_follow_end, or -1 with ae set
  * (as nb_procs_read). The agent answers each wait as soon as there is
  * output or the process has ended (Q with W), so both are pushed, not
- * polled for; an agent too old to wait is polled, every quarter of the
- * time its output was quiet (1 to 50 ms). Each wait lasts at most a
+ * polled for; an agent too old to wait (it does not announce query-wait,
+ * nb_agent_caps) is polled, every quarter of the time its output was quiet
+ * (1 to 50 ms). Each wait lasts at most a
  * second, so a worker asked to stop is seen within that.
  */
 int nb_procs_follow(struct nb_app *a, const struct nb_slot *slot, struct nb_procs_follow *f,
