@@ -26,6 +26,18 @@
 #define NBA_KERNEL_BRIDGE "/.nanobox/kernel/bridge.py" /* the code bridge, mounted read-only */
 #define NBA_KERNEL_HELLO "nanobox-kernel 1"            /* the bridge's first frame (p) */
 
+/*
+ * What an agent does beyond the requests of its version, named in its pong
+ * after the version, each after a space: "nanobox-init 1 query-wait ...".
+ * A sandbox keeps the agent it started with across an upgrade of the host,
+ * so the host asks (agent.c) instead of assuming; an agent that names
+ * none (one from before the names) does none of them.
+ */
+#define NBA_CAP_QUERY_WAIT "query-wait" /* Q with W: the answer waits for output or the end */
+#define NBA_CAP_BG_PTY "bg-pty"         /* X with B and Y: a PTY kept in the background */
+#define NBA_CAP_BG_CLOSE "bg-close"     /* X with B and Z: stdin closed at the start */
+#define NBA_CAPS NBA_CAP_QUERY_WAIT " " NBA_CAP_BG_PTY " " NBA_CAP_BG_CLOSE
+
 /* Requests: the first frame a host sends on a connection. */
 enum nba_req {
     NBA_PING = 'P',    /* -> NBA_PONG */
@@ -50,7 +62,7 @@ enum nba_req {
 
 /* Frames after the request, in either direction. */
 enum nba_frame {
-    NBA_PONG = 'p',    /* body: "nanobox-init <version>" */
+    NBA_PONG = 'p',    /* body: "nanobox-init <version>", then " <capability>"* (NBA_CAPS) */
     NBA_STARTED = 's', /* u32 pid (as the sandbox sees it) */
     NBA_STDOUT = 'o',  /* data */
     NBA_STDERR = 'r',  /* data */

@@ -302,8 +302,8 @@ static void conn_fail(struct conn *c, int err, const char *msg)
 
 static void conn_ping(struct conn *c)
 {
-    char pong[32];
-    int n = snprintf(pong, sizeof(pong), "nanobox-init %d", NBA_VERSION);
+    char pong[96];
+    int n = snprintf(pong, sizeof(pong), "nanobox-init %d " NBA_CAPS, NBA_VERSION);
 
     conn_send(&c->pub, NBA_PONG, pong, (uint32_t)n);
     conn_finish(&c->pub);

@@ -85,10 +85,7 @@ KNOWN = {}
 
 
 # Known breaks of the error vocabulary (rule 5).
-KNOWN_VOCAB = {
-    # the exec engine tells an older agent by its answer to a newer request
-    ("engine/exec", "a comparison of an error's slug"): "agent capabilities in its hello",
-}
+KNOWN_VOCAB = {}
 
 # Known cycles, per program (none left).
 KNOWN_CYCLES = {}

@@ -11,6 +11,8 @@ from pathlib import Path
 # CPU figures are the tool's, not the agent's.
 TOOLED = bool(os.environ.get("NANOBOX_INIT_WRAPPER") or os.environ.get("NANOBOX_INIT_SANITIZED"))
 SLOW = 4 if TOOLED else 1
+# The ping's answer: the version, then the capabilities (agentproto.h NBA_CAPS).
+PONG = "nanobox-init 1 query-wait bg-pty bg-close"
 
 
 def wait_until(fn, timeout=5.0, interval=0.02, what="condition"):

@@ -22,7 +22,7 @@ import pytest
 
 from agentclient import AgentError, frame
 from conftest import WRAPPER, start_agent, stop_agent
-from inittest import SLOW, pid_gone, proc_stat
+from inittest import PONG, SLOW, pid_gone, proc_stat
 
 ENOEXEC, EPROTO, EAGAIN = 8, 71, 11
 HELLO = b"nanobox-kernel 1"
@@ -171,7 +171,7 @@ def test_connection_goes_to_the_bridge(kagent, bridge):
     # the same bridge serves the next K; the agent keeps one fd for it, no more
     assert bridge_pid(a) == pid
     assert len(settled_fds(a.pid)) == len(fds_before) + 1
-    assert a.ping() == "nanobox-init 1"
+    assert a.ping() == PONG
 
 
 def test_two_kernel_connections_at_once(kagent):
@@ -245,7 +245,7 @@ def test_missing_bridge_file_is_enoexec(kagent, tmp_path):
             assert e.value.message == "this sandbox's image has no code interpreter (python3)"
             c.expect_eof()
     assert wait_fds(a.pid, fds_before) == fds_before
-    assert a.ping() == "nanobox-init 1"
+    assert a.ping() == PONG
 
 
 def hide_python():
@@ -311,7 +311,7 @@ def test_a_bridge_not_taking_connections_is_eagain(kagent):
         for c in held:
             c.close()
     assert err == EAGAIN, f"no EAGAIN after {len(held)} connections"
-    assert a.ping() == "nanobox-init 1"
+    assert a.ping() == PONG
 
 
 def test_no_fds_leak(kagent):

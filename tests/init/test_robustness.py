@@ -14,7 +14,7 @@ import time
 import pytest
 
 from agentclient import HDR, field, frame, u32
-from inittest import SLOW, TOOLED, wait_until
+from inittest import PONG, SLOW, TOOLED, wait_until
 
 RSS_LIMIT_KIB = 32 * 1024
 
@@ -47,7 +47,7 @@ def error_frame(data):
 
 
 def assert_healthy(agent):
-    assert agent.ping() == "nanobox-init 1"
+    assert agent.ping() == PONG
     rss = agent.rss_kib()
     assert rss < RSS_LIMIT_KIB or TOOLED, f"RSS {rss} KiB"
 
@@ -211,7 +211,7 @@ def test_200_connections_at_once(agent):
             s.sendall(frame("P"))
         for s in open_:
             data = drain(s)
-            assert data == frame("p", b"nanobox-init 1")
+            assert data == frame("p", PONG.encode())
     finally:
         for s in socks:
             s.close()
@@ -260,4 +260,4 @@ def test_out_of_fds_does_not_spin_and_recovers(spawn_agent):
         for s in socks:
             s.close()
     time.sleep(0.3)
-    assert a.ping() == "nanobox-init 1"
+    assert a.ping() == PONG

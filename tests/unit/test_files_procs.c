@@ -103,6 +103,26 @@ static void test_agent_errno_maps_to_status_and_code(void **state)
     assert_string_equal(ae.msg, "could not read the path: No such file or directory");
 }
 
+static unsigned caps_of(const char *pong)
+{
+    return nb_agent_caps_parse((const unsigned char *)pong, (uint32_t)strlen(pong));
+}
+
+/* The pong names what the agent does beyond version 1; an older agent names nothing. */
+static void test_agent_caps_come_from_the_pong(void **state)
+{
+    (void)state;
+    assert_int_equal(caps_of("nanobox-init 1"), 0);
+    assert_int_equal(caps_of("nanobox-init 1 " NBA_CAPS), NB_AGENT_CAPS_ALL);
+    assert_int_equal(caps_of("nanobox-init 1 query-wait"), NB_AGENT_CAP_QUERY_WAIT);
+    assert_int_equal(caps_of("nanobox-init 1 bg-close some-later-one bg-pty"),
+                     NB_AGENT_CAP_BG_CLOSE | NB_AGENT_CAP_BG_PTY);
+    /* a name is a whole word, never the version or a prefix */
+    assert_int_equal(caps_of("query-wait bg-pty"), 0);
+    assert_int_equal(caps_of("nanobox-init 1 query-waits bg-pt"), 0);
+    assert_int_equal(caps_of(""), 0);
+}
+
 static void test_signal_names(void **state)
 {
     (void)state;
@@ -147,6 +167,7 @@ int main(void)
         cmocka_unit_test(test_files_path_resolves_from_the_workspace),
         cmocka_unit_test(test_files_path_refuses_what_could_escape),
         cmocka_unit_test(test_agent_errno_maps_to_status_and_code),
+        cmocka_unit_test(test_agent_caps_come_from_the_pong),
         cmocka_unit_test(test_signal_names),
         cmocka_unit_test(test_process_command_line_walk),
     };

@@ -203,27 +203,14 @@ int api_code_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
     yajl_val body = NULL;
     char **env = NULL;
     unsigned n_env = 0;
-    size_t code_len;
-    int gone = 0, rc = NB_ERR;
+    int rc = NB_ERR;
 
     nb_buf_init(&k.out, c->max_output);
     nb_buf_init(&k.err, c->max_output);
     if (code_body(a, r, &body, f, sizeof(f) / sizeof(f[0]), ae) != 0)
         goto out;
-    if (f[F_CODE].val == NULL || *nb_json_string(f[F_CODE].val) == '\0') {
-        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
-                      "field \"code\" (the code to run) is required");
-        goto out;
-    }
-    rq.code = nb_json_string(f[F_CODE].val);
-    code_len = strlen(rq.code);
-    if (code_len > c->code_max_bytes) {
-        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
-                      "code is %zu bytes; the limit is %zu (code_max_bytes)", code_len,
-                      c->code_max_bytes);
-        goto out;
-    }
-    if (api_code_language(f[F_LANGUAGE].val, NB_E_OUT_OF_RANGE, &rq.language, ae) != 0 ||
+    if (api_code_text(c, f[F_CODE].val, &rq.code, ae) != 0 ||
+        api_code_language(f[F_LANGUAGE].val, NB_E_OUT_OF_RANGE, &rq.language, ae) != 0 ||
         code_context(f[F_CONTEXT].val, &rq.context, ae) != 0 ||
         api_exec_timeout(c, f[F_TIMEOUT].val, &rq.timeout, ae) != 0 ||
         api_env_list(c, f[F_ENV].val, &env, &n_env, ae) != 0 ||
@@ -236,22 +223,10 @@ int api_code_run(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
         k.g = nb_json_gen();
     rq.env = env;
     rq.n_env = n_env;
-    rq.max_output = c->max_output;
-    rq.client_fd = nb_http_client_fd(r);
     rq.on_event = code_event;
     rq.ctx = &k;
-    if (nb_code_run(&slot, &rq, &gone, ae) != 0)
+    if (api_code_exec(a, r, &slot, &rq, ae) != 0)
         goto out;
-    if (gone) {
-        nb_apierr_set(ae, NB_E_CANCELLED, "client_gone",
-                      "the client went away; the execution was interrupted");
-        goto out;
-    }
-    if (k.end == NULL) {
-        nb_apierr_set(ae, NB_E_UPSTREAM, "bad_gateway",
-                      "the sandbox's code bridge sent bad data: the answer has no end event");
-        goto out;
-    }
     if (!k.stream) {
         yajl_gen g = nb_json_gen();
         code_answer(g, &k);

@@ -252,6 +252,67 @@ int api_code_language(yajl_val v, enum nb_err err, const char **out, struct nb_a
     return 0;
 }
 
+int api_code_text(const struct nb_conf *c, yajl_val v, const char **out, struct nb_apierr *ae)
+{
+    size_t len;
+    if (v == NULL || *nb_json_string(v) == '\0') {
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                      "field \"code\" (the code to run) is required");
+        return -1;
+    }
+    *out = nb_json_string(v);
+    len = strlen(*out);
+    if (len > c->code_max_bytes) {
+        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
+                      "code is %zu bytes; the limit is %zu (code_max_bytes)", len,
+                      c->code_max_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+/* A run's events on their way to the front's callback: was the end among them? */
+struct code_run_sink {
+    nb_code_object_fn on_event;
+    void *ctx;
+    int ended;
+};
+
+static int code_run_event(void *ctx, yajl_val ev)
+{
+    struct code_run_sink *k = ctx;
+    const char *path[2] = {"type", NULL};
+    yajl_val type = yajl_tree_get(ev, path, yajl_t_string);
+    if (type != NULL && !strcmp(nb_json_string(type), "end"))
+        k->ended = 1;
+    return k->on_event(k->ctx, ev);
+}
+
+int api_code_exec(struct nb_app *a, struct nb_req *r, const struct nb_slot *slot,
+                  struct nb_code_run *rq, struct nb_apierr *ae)
+{
+    struct code_run_sink k = {rq->on_event, rq->ctx, 0};
+    int gone = 0;
+
+    rq->max_output = a->conf.max_output;
+    rq->client_fd = nb_http_client_fd(r);
+    rq->on_event = code_run_event;
+    rq->ctx = &k;
+    if (nb_code_run(slot, rq, &gone, ae) != 0)
+        return -1;
+    if (gone) {
+        nb_apierr_set(ae, NB_E_CANCELLED, "client_gone",
+                      "the client went away; the execution was interrupted");
+        return -1;
+    }
+    if (!k.ended) {
+        nb_apierr_set(ae, NB_E_UPSTREAM, "bad_gateway",
+                      "the sandbox's code bridge sent bad data: the answer has no end event");
+        return -1;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- network */
 
 /* One of allow/deny: an array of rule strings, each parsed into l. */

@@ -88,6 +88,24 @@ int api_exec_timeout(const struct nb_conf *c, yajl_val v, double *out, struct nb
  */
 int api_code_language(yajl_val v, enum nb_err err, const char **out, struct nb_apierr *ae);
 
+/*
+ * A code call's "code" field (NULL: none) in *out: required, not empty,
+ * within code_max_bytes; -1 with ae set (400 bad_field, 413 too_large).
+ */
+int api_code_text(const struct nb_conf *c, yajl_val v, const char **out, struct nb_apierr *ae);
+
+/*
+ * Run rq (code, context, language, timeout, env and on_event set by the
+ * front) for request r in slot: the output cap is max_output and the
+ * client's leaving interrupts the execution. 0 once the end event went to
+ * on_event; -1 with ae set: the engine's errors (code.h), client_gone
+ * (NB_E_CANCELLED) when the client left, bad_gateway when the bridge ended
+ * without an end event.
+ */
+struct nb_code_run;
+int api_code_exec(struct nb_app *a, struct nb_req *r, const struct nb_slot *slot,
+                  struct nb_code_run *rq, struct nb_apierr *ae);
+
 /* Does a sandbox's metadata (JSON) hold every keys[i] = values[i]? 1 yes (n 0: yes), 0 no. */
 int api_metadata_matches(const char *metadata, const char (*keys)[128], const char (*values)[256],
                          unsigned n);

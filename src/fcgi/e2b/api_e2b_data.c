@@ -479,7 +479,7 @@ int api_e2b_execute(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
     yajl_val body = NULL;
     char **env = NULL, err[256];
     unsigned n_env = 0;
-    int gone = 0, rc = NB_ERR;
+    int rc = NB_ERR;
 
     if (api_read_json(a, r, &body, ae) != 0)
         goto out;
@@ -487,19 +487,8 @@ int api_e2b_execute(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
         nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
-    if (f[F_CODE].val == NULL || *nb_json_string(f[F_CODE].val) == '\0') {
-        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
-                      "field \"code\" (the code to run) is required");
-        goto out;
-    }
-    rq.code = nb_json_string(f[F_CODE].val);
-    if (strlen(rq.code) > c->code_max_bytes) {
-        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
-                      "code is %zu bytes; the limit is %zu (code_max_bytes)", strlen(rq.code),
-                      c->code_max_bytes);
-        goto out;
-    }
-    if (api_code_language(f[F_LANGUAGE].val, NB_E_INVALID, &rq.language, ae) != 0 ||
+    if (api_code_text(c, f[F_CODE].val, &rq.code, ae) != 0 ||
+        api_code_language(f[F_LANGUAGE].val, NB_E_INVALID, &rq.language, ae) != 0 ||
         (f[F_CONTEXT].val != NULL &&
          context_id(nb_json_string(f[F_CONTEXT].val), &rq.context, &clang, ae) != 0) ||
         api_env_list(c, f[F_ENV].val, &env, &n_env, ae) != 0 ||
@@ -518,22 +507,10 @@ int api_e2b_execute(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
     rq.timeout = c->exec_timeout_max;
     rq.env = env;
     rq.n_env = n_env;
-    rq.max_output = c->max_output;
-    rq.client_fd = nb_http_client_fd(r);
     rq.on_event = execute_event;
     rq.ctx = &k;
-    if (nb_code_run(&slot, &rq, &gone, ae) != 0)
+    if (api_code_exec(a, r, &slot, &rq, ae) != 0)
         goto out;
-    if (gone) {
-        nb_apierr_set(ae, NB_E_CANCELLED, "client_gone",
-                      "the client went away; the execution was interrupted");
-        goto out;
-    }
-    if (!k.ended) {
-        nb_apierr_set(ae, NB_E_UPSTREAM, "bad_gateway",
-                      "the sandbox's code bridge sent bad data: the answer has no end event");
-        goto out;
-    }
     rc = NB_OK;
 out:
     if (k.g != NULL)

@@ -20,8 +20,9 @@
  * stream, so Connect on its pid (sbx.pty.connect) streams it again, as pty
  * events, and List shows it. SendInput's input.pty types into it, Update
  * sets its window, SendSignal signals it, all through the agent's requests
- * Y and S from any worker. An agent from before B with Y refuses it: the
- * terminal is then a PTY session of the stream (exec.c, as POST
+ * Y and S from any worker. An agent from before B with Y (one that does
+ * not announce it, nb_exec_bg_pty) gets a PTY session of the stream
+ * instead (exec.c, as POST
  * /sandbox/{id}/exec with "pty"), hung up when the stream closes, and
  * Connect on it is unimplemented.
  *
@@ -29,21 +30,20 @@
  * leaves it running (commands.run(.., {background: true}) then disconnect()
  * or a dropped connection); the Connect-Timeout-Ms of Start is the
  * command's own timeout (the agent kills it then), that of Connect only the
- * stream's. A stream waits on the agent (nb_procs_wait), which answers as
- * soon as the process prints or ends, and sends a keepalive event after
- * every Keepalive-Ping-Interval seconds (the SDK says 50) without one.
+ * stream's. A stream is the processes engine's follow (nb_procs_follow:
+ * the agent answers as soon as the process prints or ends) shaped into
+ * events here, with a keepalive event after every Keepalive-Ping-Interval
+ * seconds (the SDK says 50) without one.
  */
 #include "config.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 
 #include "api.h"
 #include "base64.h"
@@ -55,9 +55,6 @@
 #include "procs.h"
 #include "sandbox.h"
 
-#define RPC_WAIT_MAX_MS 1000
-#define RPC_POLL_MIN_MS 1
-#define RPC_POLL_MAX_MS 50
 #define RPC_KEEPALIVE_S 50
 #define RPC_KEEPALIVE_MAX_S 600
 /* Output bytes per data event (base64 makes it 4/3 of that). */
@@ -126,27 +123,14 @@ static int rpc_empty(struct nb_req *r)
 
 /* ---------------------------------------------------------------- streams */
 
-struct follow {
+/* A stream of ProcessEvents: what the follow (nb_procs_follow) or a PTY session hands it. */
+struct stream {
     struct nb_app *a;
     struct nb_req *r;
     const struct nb_slot *slot;
-    uint32_t pid;
-    uint64_t off_out, off_err; /* bytes of each stream sent (or skipped) so far */
-    int64_t deadline;          /* monotonic ms; 0: none */
-    int64_t keepalive_ms;
-    int64_t last_sent;
-    int64_t last_output; /* when output last came (or the stream began) */
-    int client_fd;       /* watched for the client leaving; -1 once it cannot tell */
     const char *out_key; /* the data event's key for stdout: "stdout", or "pty" on a terminal */
-    int polling;         /* the agent cannot wait (older than W): poll it */
+    struct nb_procs_follow pf; /* the pid, the offsets, the deadline and the keepalive */
 };
-
-/* One ProcessEvent ({"event": {...}}) in its envelope; -1 when the client is gone. */
-static int send_event(struct follow *f, yajl_gen g)
-{
-    f->last_sent = nb_clock_mono_ms();
-    return e2b_rpc_stream_send(f->r, g);
-}
 
 /* A generator with {"event": {"<kind>": { open. */
 static yajl_gen event_open(const char *kind)
@@ -160,23 +144,24 @@ static yajl_gen event_open(const char *kind)
     return g;
 }
 
-static int event_close(struct follow *f, yajl_gen g)
+/* One ProcessEvent ({"event": {...}}) in its envelope; -1 when the client is gone. */
+static int event_close(struct stream *s, yajl_gen g)
 {
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
-    return send_event(f, g);
+    return e2b_rpc_stream_send(s->r, g);
 }
 
-static int send_start(struct follow *f)
+static int send_start(struct stream *s)
 {
     yajl_gen g = event_open("start");
-    nb_json_kv_int(g, "pid", f->pid);
-    return event_close(f, g);
+    nb_json_kv_int(g, "pid", s->pf.pid);
+    return event_close(s, g);
 }
 
 /* Output as data events of at most RPC_CHUNK bytes, base64 (protobuf-JSON bytes). */
-static int send_data(struct follow *f, const char *key, const char *data, size_t len)
+static int send_data(struct stream *s, const char *key, const char *data, size_t len)
 {
     for (size_t off = 0; off < len; off += RPC_CHUNK) {
         size_t n = len - off < RPC_CHUNK ? len - off : RPC_CHUNK;
@@ -187,20 +172,20 @@ static int send_data(struct follow *f, const char *key, const char *data, size_t
         nb_json_str(g, key, strlen(key));
         nb_json_str(g, b64.data, b64.len);
         nb_buf_free(&b64);
-        if (event_close(f, g) != 0)
+        if (event_close(s, g) != 0)
             return -1;
     }
     return 0;
 }
 
 /* envd's EndEvent, from Go's ProcessState: "exit status 1", "signal: killed". */
-static int send_end(struct follow *f, const struct nb_proc_info *p)
+static int send_end(struct stream *s, const struct nb_proc_info *p)
 {
     char status[64];
     yajl_gen g = event_open("end");
     if (p->signal != 0) {
-        const char *s = strsignal((int)p->signal);
-        snprintf(status, sizeof(status), "signal: %c%s", tolower((unsigned char)s[0]), s + 1);
+        const char *sig = strsignal((int)p->signal);
+        snprintf(status, sizeof(status), "signal: %c%s", tolower((unsigned char)sig[0]), sig + 1);
         nb_json_kv_int(g, "exitCode", -1);
         nb_json_kv_bool(g, "exited", 0);
     } else {
@@ -211,31 +196,29 @@ static int send_end(struct follow *f, const struct nb_proc_info *p)
     nb_json_kv_str(g, "status", status);
     if (p->signal != 0 || p->exit_code != 0)
         nb_json_kv_str(g, "error", status);
-    return event_close(f, g);
+    return event_close(s, g);
 }
 
-static int send_keepalive(struct follow *f)
+static int send_keepalive(struct stream *s)
 {
-    return event_close(f, event_open("keepalive"));
+    return event_close(s, event_open("keepalive"));
 }
 
-/* Wait up to ms for the client to leave: 1 when it did. */
-static int client_left(struct follow *f, int ms)
+/* The follow's callbacks: its output, its end and its keepalives as events. */
+static int follow_output(void *ctx, int is_stderr, const char *data, size_t len)
 {
-    struct pollfd p = {f->client_fd, POLLIN | POLLRDHUP, 0};
-    char c;
-    if (f->client_fd < 0) {
-        poll(NULL, 0, ms);
-        return 0;
-    }
-    if (poll(&p, 1, ms) <= 0)
-        return 0;
-    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
-        return 1;
-    if (recv(f->client_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
-        return 1;
-    f->client_fd = -1; /* readable with data: it can tell no more; writes will */
-    return 0;
+    struct stream *s = ctx;
+    return send_data(s, is_stderr ? "stderr" : s->out_key, data, len);
+}
+
+static int follow_end(void *ctx, const struct nb_proc_info *p)
+{
+    return send_end(ctx, p);
+}
+
+static int follow_idle(void *ctx)
+{
+    return send_keepalive(ctx);
 }
 
 /* The stream's end-of-stream envelope, {} (an error goes through nb_http_finalize). */
@@ -250,154 +233,68 @@ static int end_stream(struct nb_req *r)
 }
 
 /*
- * Is this worker asked to stop? SIGTERM stays pending while a request is
- * served (worker.c); a stream can last as long as its command, so it ends
- * rather than hold the shutdown up to shutdown_timeout.
+ * Stream the process's output from the offsets on until it ends (end event
+ * and end of stream), the client leaves (NB_OK: the process lives on) or
+ * the deadline passes (NB_ERR deadline_exceeded) or the worker is asked to
+ * stop (NB_ERR unavailable). The stream has begun.
  */
-static int stopping(void)
+static int follow(struct stream *s, struct nb_apierr *ae)
 {
-    sigset_t pending;
-    return sigpending(&pending) == 0 &&
-           (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1);
-}
+    uint32_t pid = s->pf.pid;
 
-/*
- * How long the next wait for pid may last: until the keepalive is due or
- * the deadline, and at most RPC_WAIT_MAX_MS (a worker asked to stop is
- * seen within that).
- */
-static int follow_wait_ms(const struct follow *f, int64_t now)
-{
-    int64_t w = f->last_sent + f->keepalive_ms - now;
-    if (f->deadline > 0 && f->deadline - now < w)
-        w = f->deadline - now;
-    return w < 1 ? 1 : w > RPC_WAIT_MAX_MS ? RPC_WAIT_MAX_MS : (int)w;
-}
-
-/* An agent too old to wait (it refuses W): poll it, every quarter of the time output was quiet. */
-static int follow_poll_pause(struct follow *f, int sent, int64_t now)
-{
-    int wait;
-    if (sent)
-        f->last_output = now;
-    wait = (int)((now - f->last_output) / 4);
-    wait = wait < RPC_POLL_MIN_MS   ? RPC_POLL_MIN_MS
-           : wait > RPC_POLL_MAX_MS ? RPC_POLL_MAX_MS
-                                    : wait;
-    if (f->deadline > 0 && f->deadline - now < wait)
-        wait = (int)(f->deadline - now);
-    return client_left(f, wait);
-}
-
-/*
- * Stream pid's output from the offsets on until it ends (end event and
- * end of stream), the client leaves (NB_OK: the process lives on) or the
- * deadline passes (NB_ERR deadline_exceeded) or the worker is asked to
- * stop (NB_ERR unavailable). The stream has begun. The agent answers each
- * wait as soon as there is output or the process has ended: both are
- * pushed, not polled for.
- */
-static int follow(struct follow *f, struct nb_apierr *ae)
-{
-    for (;;) {
-        struct nb_proc_output po;
-        int sent = 0, gone = 0, ended = 0, got;
-        int64_t now = nb_clock_mono_ms();
-
-        if (f->polling) {
-            got = nb_procs_read(f->a, f->slot, f->pid, f->off_out, f->off_err, &po, ae);
-        } else {
-            got = nb_procs_wait(f->a, f->slot, f->pid, f->off_out, f->off_err,
-                                follow_wait_ms(f, now), f->client_fd, &po, ae);
-            if (got < 0 && ae->err == NB_E_INVALID) {
-                f->polling = 1; /* an agent from before W */
-                nb_proc_output_free(&po);
-                continue;
-            }
-        }
-        if (got < 0) {
-            nb_proc_output_free(&po);
-            return proc_err(ae, f->pid) == 0 ? NB_OK : NB_ERR;
-        }
-        if (got == 2) {
-            nb_proc_output_free(&po);
-            return NB_OK; /* the client left: the process does not */
-        }
-        if (got == 0 && po.out.len > 0) {
-            gone |= send_data(f, f->out_key, po.out.data, po.out.len);
-            sent = 1;
-        }
-        if (got == 0 && po.err.len > 0 && !gone) {
-            gone |= send_data(f, "stderr", po.err.data, po.err.len);
-            sent = 1;
-        }
-        now = nb_clock_mono_ms();
-        if (got == 0) {
-            f->off_out = po.info.stdout_bytes;
-            f->off_err = po.info.stderr_bytes;
-            if (!po.info.running && !gone && f->deadline > 0 && now >= f->deadline &&
-                po.info.signal == SIGKILL) {
-                /* the agent killed it at the same deadline before this stream looked again */
-                nb_proc_output_free(&po);
-                nb_apierr_set(ae, NB_E_TIMEOUT, "deadline_exceeded",
-                              "process %u was killed at its Connect-Timeout-Ms", f->pid);
-                return NB_ERR;
-            }
-            if (!po.info.running && !gone) {
-                gone |= send_end(f, &po.info);
-                ended = 1;
-            }
-        }
-        nb_proc_output_free(&po);
-        if (gone)
-            return NB_OK; /* the client left: the process does not */
-        if (ended)
-            return end_stream(f->r);
-        if (stopping()) {
-            nb_apierr_set(ae, NB_E_UNAVAILABLE, "unavailable",
-                          "nanobox-fcgi is stopping: this stream ends, process %u runs on "
-                          "(%s.connect(%u) follows it again)",
-                          f->pid, strcmp(f->out_key, "pty") ? "commands" : "pty", f->pid);
-            return NB_ERR;
-        }
-        if (f->deadline > 0 && now >= f->deadline) {
-            nb_apierr_set(ae, NB_E_TIMEOUT, "deadline_exceeded",
-                          "the stream of process %u passed its Connect-Timeout-Ms", f->pid);
-            return NB_ERR;
-        }
-        if (now - f->last_sent >= f->keepalive_ms && send_keepalive(f) != 0)
-            return NB_OK;
-        if (f->polling && follow_poll_pause(f, sent, now))
-            return NB_OK;
+    switch (nb_procs_follow(s->a, s->slot, &s->pf, ae)) {
+    case NB_FOLLOW_ENDED:
+        return end_stream(s->r);
+    case NB_FOLLOW_LEFT:
+        return NB_OK; /* the client left: the process does not */
+    case NB_FOLLOW_KILLED:
+        nb_apierr_set(ae, NB_E_TIMEOUT, "deadline_exceeded",
+                      "process %u was killed at its Connect-Timeout-Ms", pid);
+        return NB_ERR;
+    case NB_FOLLOW_DEADLINE:
+        nb_apierr_set(ae, NB_E_TIMEOUT, "deadline_exceeded",
+                      "the stream of process %u passed its Connect-Timeout-Ms", pid);
+        return NB_ERR;
+    case NB_FOLLOW_STOPPING:
+        nb_apierr_set(ae, NB_E_UNAVAILABLE, "unavailable",
+                      "nanobox-fcgi is stopping: this stream ends, process %u runs on "
+                      "(%s.connect(%u) follows it again)",
+                      pid, strcmp(s->out_key, "pty") ? "commands" : "pty", pid);
+        return NB_ERR;
+    default:
+        proc_err(ae, pid);
+        return NB_ERR;
     }
 }
 
 /* A stream's timing: Connect-Timeout-Ms and Keepalive-Ping-Interval. -1 with ae set. */
-static int follow_init(struct follow *f, struct nb_app *a, struct nb_req *r,
+static int stream_init(struct stream *s, struct nb_app *a, struct nb_req *r,
                        const struct nb_slot *slot, int64_t *timeout_ms, struct nb_apierr *ae)
 {
     const char *ka = nb_http_param(r, "HTTP_KEEPALIVE_PING_INTERVAL");
     long secs = ka != NULL ? strtol(ka, NULL, 10) : RPC_KEEPALIVE_S;
 
-    memset(f, 0, sizeof(*f));
-    f->a = a;
-    f->r = r;
-    f->slot = slot;
+    memset(s, 0, sizeof(*s));
+    s->a = a;
+    s->r = r;
+    s->slot = slot;
     if (nb_rpc_timeout_ms(nb_http_param(r, "HTTP_CONNECT_TIMEOUT_MS"), timeout_ms) != 0) {
         nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
                       "Connect-Timeout-Ms must be 1 to 10 digits");
         return -1;
     }
-    f->deadline = *timeout_ms > 0 ? nb_clock_mono_ms() + *timeout_ms : 0;
+    s->pf.deadline = *timeout_ms > 0 ? nb_clock_mono_ms() + *timeout_ms : 0;
     if (secs < 1 || secs > RPC_KEEPALIVE_MAX_S)
         secs = RPC_KEEPALIVE_S;
-    f->keepalive_ms = secs * 1000L;
-    f->last_sent = f->last_output = nb_clock_mono_ms();
-    f->client_fd = nb_http_client_fd(r);
-    f->out_key = "stdout";
+    s->pf.idle_ms = secs * 1000L;
+    s->pf.watch_fd = nb_http_client_fd(r);
+    s->pf.ctx = s;
+    s->pf.on_output = follow_output;
+    s->pf.on_end = follow_end;
+    s->pf.on_idle = follow_idle;
+    s->out_key = "stdout";
     return 0;
 }
-
 /* ----------------------------------------------------------------- Start */
 
 /* The command of a StartRequest's ProcessConfig: argv (cmd, args...), env, cwd. */
@@ -570,16 +467,16 @@ static int pty_size_of(yajl_val pty, unsigned *cols, unsigned *rows, struct nb_a
 
 /* A PTY session's stream (an agent from before B with Y): exec.c calls these while the command runs. */
 struct pty_stream {
-    struct follow f;
+    struct stream s;
     int gone; /* the client left: the session ends with its connection */
 };
 
 static void pty_started(void *ctx, int pid)
 {
     struct pty_stream *ps = ctx;
-    ps->f.pid = (uint32_t)pid;
-    nb_http_stream_begin(ps->f.r, 200, NB_RPC_STREAM_CTYPE);
-    if (send_start(&ps->f) != 0)
+    ps->s.pf.pid = (uint32_t)pid;
+    nb_http_stream_begin(ps->s.r, 200, NB_RPC_STREAM_CTYPE);
+    if (send_start(&ps->s) != 0)
         ps->gone = 1;
 }
 
@@ -587,7 +484,7 @@ static int pty_output(void *ctx, int is_stderr, const char *data, size_t len)
 {
     struct pty_stream *ps = ctx;
     (void)is_stderr; /* a terminal has one output */
-    if (!ps->gone && send_data(&ps->f, "pty", data, len) != 0)
+    if (!ps->gone && send_data(&ps->s, "pty", data, len) != 0)
         ps->gone = 1;
     return ps->gone ? -1 : 0;
 }
@@ -595,7 +492,7 @@ static int pty_output(void *ctx, int is_stderr, const char *data, size_t len)
 static int pty_idle(void *ctx)
 {
     struct pty_stream *ps = ctx;
-    if (!ps->gone && send_keepalive(&ps->f) != 0)
+    if (!ps->gone && send_keepalive(&ps->s) != 0)
         ps->gone = 1;
     return ps->gone ? -1 : 0;
 }
@@ -609,23 +506,23 @@ static int pty_run(struct pty_stream *ps, struct nb_exec_req *rq, struct nb_apie
 
     nb_exec_result_init(&res, 0);
     rq->background = 0;
-    rq->client_fd = ps->f.client_fd;
+    rq->client_fd = ps->s.pf.watch_fd;
     rq->on_start = pty_started;
     rq->on_output = pty_output;
     rq->on_idle = pty_idle;
     rq->ctx = ps;
-    if (nb_exec_run(ps->f.a, ps->f.slot, rq, &res, ae) != 0) {
+    if (nb_exec_run(ps->s.a, ps->s.slot, rq, &res, ae) != 0) {
         proc_err(ae, 0);
     } else if (ps->gone || res.client_gone) {
         rc = NB_OK; /* nobody to tell: the session was hung up */
     } else if (res.timed_out) {
         nb_apierr_set(ae, NB_E_TIMEOUT, "deadline_exceeded",
-                      "PTY process %u was killed at its Connect-Timeout-Ms", ps->f.pid);
+                      "PTY process %u was killed at its Connect-Timeout-Ms", ps->s.pf.pid);
     } else {
         memset(&end, 0, sizeof(end));
         end.exit_code = res.exit_code;
         end.signal = (uint32_t)res.signal;
-        rc = send_end(&ps->f, &end) != 0 ? NB_OK : end_stream(ps->f.r);
+        rc = send_end(&ps->s, &end) != 0 ? NB_OK : end_stream(ps->s.r);
     }
     nb_exec_result_free(&res);
     return rc;
@@ -639,7 +536,7 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
     struct nb_exec_req rq;
     struct nb_exec_result res;
     struct pty_stream ps;
-    struct follow f;
+    struct stream st;
     yajl_val body = NULL, in, pty;
     int64_t timeout_ms;
     int root = 0, rc = NB_ERR;
@@ -648,7 +545,7 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
     memset(&rq, 0, sizeof(rq));
     if (e2b_rpc_request(a, r, 1, &body, ae) != 0 || start_user(a, r, &root, ae) != 0 ||
         e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 || start_cmd_parse(a, body, root, &sc, ae) != 0 ||
-        follow_init(&f, a, r, &slot, &timeout_ms, ae) != 0)
+        stream_init(&st, a, r, &slot, &timeout_ms, ae) != 0)
         goto out;
     in = e2b_rpc_member(body, "stdin", NULL);
     if (in != NULL && !YAJL_IS_TRUE(in) && !YAJL_IS_FALSE(in)) {
@@ -671,25 +568,22 @@ int api_e2b_proc_start(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (pty != NULL) {
         /* a terminal's stdin is the keyboard (SendInput's input.pty), and its output one stream */
         rq.bg_no_stdin = 0;
-        f.out_key = "pty";
+        st.out_key = "pty";
+    }
+    if (pty != NULL && !nb_exec_bg_pty(&slot)) {
+        /* an agent from before B with Y: a terminal for this stream only */
+        ps.s = st;
+        ps.gone = 0;
+        rc = pty_run(&ps, &rq, ae);
+        goto out;
     }
     if (nb_exec_run(a, &slot, &rq, &res, ae) != 0) {
-        if (pty != NULL && ae->err == NB_E_INVALID && !strcmp(ae->code, "bad_request")) {
-            /* an agent from before B with Y: a terminal for this stream only */
-            memset(ae, 0, sizeof(*ae));
-            nb_exec_result_free(&res);
-            nb_exec_result_init(&res, 0);
-            ps.f = f;
-            ps.gone = 0;
-            rc = pty_run(&ps, &rq, ae);
-            goto out;
-        }
         proc_err(ae, 0);
         goto out;
     }
-    f.pid = (uint32_t)res.pid;
+    st.pf.pid = (uint32_t)res.pid;
     nb_http_stream_begin(r, 200, NB_RPC_STREAM_CTYPE);
-    rc = send_start(&f) != 0 ? NB_OK : follow(&f, ae);
+    rc = send_start(&st) != 0 ? NB_OK : follow(&st, ae);
 out:
     nb_exec_result_free(&res);
     start_cmd_free(&sc);
@@ -704,16 +598,16 @@ int api_e2b_proc_connect(struct nb_app *a, struct nb_req *r, const struct nb_rou
 {
     struct nb_slot slot;
     struct nb_proc_output po;
-    struct follow f;
+    struct stream st;
     yajl_val body = NULL;
     int64_t timeout_ms;
     uint32_t pid;
     int rc = NB_ERR;
 
     if (e2b_rpc_request(a, r, 1, &body, ae) != 0 || e2b_rpc_sandbox(a, r, ra, &slot, ae) != 0 ||
-        selector_pid(body, &pid, ae) != 0 || follow_init(&f, a, r, &slot, &timeout_ms, ae) != 0)
+        selector_pid(body, &pid, ae) != 0 || stream_init(&st, a, r, &slot, &timeout_ms, ae) != 0)
         goto out;
-    f.pid = pid;
+    st.pf.pid = pid;
     /* as envd: the output from now on (what came before went to the stream of Start) */
     if (nb_procs_read(a, &slot, pid, 0, 0, &po, ae) != 0) {
         struct nb_apierr probe = {0};
@@ -730,13 +624,13 @@ int api_e2b_proc_connect(struct nb_app *a, struct nb_req *r, const struct nb_rou
         proc_err(ae, pid);
         goto out;
     }
-    f.off_out = po.info.stdout_bytes;
-    f.off_err = po.info.stderr_bytes;
+    st.pf.off_out = po.info.stdout_bytes;
+    st.pf.off_err = po.info.stderr_bytes;
     if (po.info.pty)
-        f.out_key = "pty"; /* sbx.pty.connect: a terminal's output comes as pty events */
+        st.out_key = "pty"; /* sbx.pty.connect: a terminal's output comes as pty events */
     nb_proc_output_free(&po);
     nb_http_stream_begin(r, 200, NB_RPC_STREAM_CTYPE);
-    rc = send_start(&f) != 0 ? NB_OK : follow(&f, ae);
+    rc = send_start(&st) != 0 ? NB_OK : follow(&st, ae);
 out:
     yajl_tree_free(body);
     return rc;

@@ -161,7 +161,9 @@ int nb_agent_connect(const struct nb_slot *slot, struct nb_agent *ag, struct nb_
     return 0;
 }
 
-int nb_agent_ping(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *ae)
+/* Ping, the pong's capabilities into *caps: 0, or -1 with ae set. */
+static int agent_hello(const struct nb_slot *slot, int timeout_ms, unsigned *caps,
+                       struct nb_apierr *ae)
 {
     struct nb_agent ag;
     uint8_t type;
@@ -172,6 +174,8 @@ int nb_agent_ping(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *
         return -1;
     nb_agent_queue(&ag, NBA_PING, NULL, 0);
     got = nb_agent_recv(&ag, timeout_ms, &type, &body, &len, ae);
+    if (got == 1 && type == NBA_PONG)
+        *caps = nb_agent_caps_parse(body, len);
     nb_agent_close(&ag);
     if (got == 1 && type == NBA_PONG)
         return 0;
@@ -179,6 +183,71 @@ int nb_agent_ping(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *
         nb_apierr_set(ae, NB_E_AGENT_DOWN, "agent_unavailable",
                       "the sandbox's agent did not answer a ping");
     return -1;
+}
+
+int nb_agent_ping(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *ae)
+{
+    unsigned caps;
+    return agent_hello(slot, timeout_ms, &caps, ae);
+}
+
+unsigned nb_agent_caps_parse(const unsigned char *body, uint32_t len)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {
+        {NBA_CAP_QUERY_WAIT, NB_AGENT_CAP_QUERY_WAIT},
+        {NBA_CAP_BG_PTY, NB_AGENT_CAP_BG_PTY},
+        {NBA_CAP_BG_CLOSE, NB_AGENT_CAP_BG_CLOSE},
+    };
+    unsigned caps = 0;
+    uint32_t i = 0;
+
+    /* "nanobox-init <version>" first: the words after it */
+    for (int word = 0; i < len; word++) {
+        uint32_t start, n;
+        while (i < len && body[i] == ' ')
+            i++;
+        start = i;
+        while (i < len && body[i] != ' ')
+            i++;
+        n = i - start;
+        if (word < 2 || n == 0)
+            continue;
+        for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+            if (strlen(names[k].name) == n && !memcmp(body + start, names[k].name, n))
+                caps |= names[k].bit;
+    }
+    return caps;
+}
+
+/* Capabilities learnt in this process, by container and PID 1 (a few sandboxes per worker). */
+#define AGENT_CAPS_CACHE 64
+#define AGENT_CAPS_PING_MS 2000
+static struct {
+    char cid[NB_CID_LEN + 1];
+    pid_t init_pid;
+    unsigned caps;
+} caps_cache[AGENT_CAPS_CACHE];
+static unsigned caps_next;
+
+unsigned nb_agent_caps(const struct nb_slot *slot)
+{
+    struct nb_apierr ae;
+    unsigned caps = 0, i;
+
+    for (i = 0; i < AGENT_CAPS_CACHE; i++)
+        if (caps_cache[i].init_pid == slot->init_pid && slot->init_pid > 0 &&
+            !strcmp(caps_cache[i].cid, slot->container_id))
+            return caps_cache[i].caps;
+    if (agent_hello(slot, AGENT_CAPS_PING_MS, &caps, &ae) != 0)
+        return NB_AGENT_CAPS_ALL; /* not asked: the request that follows fails as it would */
+    i = caps_next++ % AGENT_CAPS_CACHE;
+    snprintf(caps_cache[i].cid, sizeof(caps_cache[i].cid), "%s", slot->container_id);
+    caps_cache[i].init_pid = slot->init_pid;
+    caps_cache[i].caps = caps;
+    return caps;
 }
 
 void nb_agent_close(struct nb_agent *ag)

@@ -49,6 +49,25 @@ int nb_agent_sandbox_gone(const struct nb_slot *slot, int wait_ms);
 /* Ping: 0 when the agent answers within timeout_ms (ae set otherwise). */
 int nb_agent_ping(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *ae);
 
+/*
+ * What the sandbox's agent does beyond version 1 (its pong, NBA_CAPS in
+ * agentproto.h): NB_AGENT_CAP_* bits. A sandbox keeps the agent it started
+ * with across an upgrade of the host, so an engine asks before it sends a
+ * request that needs one, and takes the older way without it. Asked once
+ * per sandbox in this process (cached by container id and PID 1: a new
+ * container or a restarted one is asked again). An agent that cannot be
+ * asked (it does not answer) is taken to have them all: the request that
+ * follows fails the way it always did.
+ */
+#define NB_AGENT_CAP_QUERY_WAIT 1u /* Q with W */
+#define NB_AGENT_CAP_BG_PTY 2u     /* X with B and Y */
+#define NB_AGENT_CAP_BG_CLOSE 4u   /* X with B and Z */
+#define NB_AGENT_CAPS_ALL 7u
+unsigned nb_agent_caps(const struct nb_slot *slot);
+
+/* The capabilities a pong's body names (none for "nanobox-init 1" alone). */
+unsigned nb_agent_caps_parse(const unsigned char *body, uint32_t len);
+
 /* Request building: fields appended to b (a request body). */
 void nb_agent_field(struct nb_buf *b, uint8_t tag, const void *val, size_t len);
 void nb_agent_field_str(struct nb_buf *b, uint8_t tag, const char *s);

@@ -457,9 +457,9 @@ done:
 }
 
 /*
- * An agent from before Z on a background exec refuses the field (EINVAL):
- * start the command without it, then close its stdin with a request of
- * its own.
+ * An agent from before Z on a background exec (it does not announce
+ * bg-close) would refuse the field: start the command without it, then
+ * close its stdin with a request of its own.
  */
 static int exec_agent_bg_no_stdin(struct nb_app *a, const struct nb_slot *slot,
                                   const struct nb_exec_req *rq, struct nb_exec_result *res,
@@ -487,10 +487,12 @@ int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const struct nb_ex
                 struct nb_exec_result *res, struct nb_apierr *ae)
 {
     int64_t t0 = nb_clock_mono_ms();
-    int rc = exec_agent(a, slot, rq, res, ae);
-    if (rc == -1 && rq->background && rq->bg_no_stdin && ae->err == NB_E_INVALID &&
-        !strcmp(ae->code, "bad_request"))
+    int rc;
+
+    if (rq->background && rq->bg_no_stdin && !(nb_agent_caps(slot) & NB_AGENT_CAP_BG_CLOSE))
         rc = exec_agent_bg_no_stdin(a, slot, rq, res, ae);
+    else
+        rc = exec_agent(a, slot, rq, res, ae);
     if (rc == 1) {
         nb_info("sandbox %s: %s; using docker exec", slot->id, ae->msg);
         rc = exec_docker(a, slot, rq, res, ae);
@@ -500,6 +502,11 @@ int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const struct nb_ex
     }
     res->duration_ms = nb_clock_mono_ms() - t0;
     return rc;
+}
+
+int nb_exec_bg_pty(const struct nb_slot *slot)
+{
+    return (nb_agent_caps(slot) & NB_AGENT_CAP_BG_PTY) != 0;
 }
 
 int nb_exec_pty_input(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, const void *data,

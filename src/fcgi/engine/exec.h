@@ -92,6 +92,14 @@ int nb_exec_run(struct nb_app *a, const struct nb_slot *slot, const struct nb_ex
                 struct nb_exec_result *res, struct nb_apierr *ae);
 
 /*
+ * Can the sandbox's agent keep a PTY in the background (background with
+ * pty_cols)? 1 yes; 0 for an agent from before that (a sandbox that
+ * outlived an upgrade keeps its agent): a terminal is then a PTY session
+ * of one connection. Asked once per sandbox (nb_agent_caps).
+ */
+int nb_exec_bg_pty(const struct nb_slot *slot);
+
+/*
  * Who a request names as a command's user: 1 root, 0 the sandbox user
  * ("", "user" or sandbox_user_name), -1 no such user.
  */

@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,10 @@ _Static_assert(NB_PROCS_STDIN_MAX == NBA_MAX_BODY - 64, "room for the pid and da
 #define PROC_OP_TIMEOUT_MS 10000
 /* Output a read hands over, per stream (the agent keeps 1 MiB of each). */
 #define PROC_READ_MAX ((size_t)4 * 1024 * 1024)
+/* A follow's longest wait on the agent, and its polling pauses (an agent too old to wait). */
+#define FOLLOW_WAIT_MAX_MS 1000
+#define FOLLOW_POLL_MIN_MS 1
+#define FOLLOW_POLL_MAX_MS 50
 
 static const struct {
     const char *name;
@@ -292,4 +297,139 @@ int nb_procs_signal(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, 
         rc = agent_needed(ae);
     nb_buf_free(&f);
     return rc;
+}
+
+/* ------------------------------------------------------------------ follow */
+
+struct follow_state {
+    struct nb_procs_follow *f;
+    int64_t last_said;   /* when a callback last ran (or the follow began) */
+    int64_t last_output; /* when output last came (or the follow began) */
+    int watch_fd;        /* f->watch_fd; -1 once it shows data that is no close */
+    int polling;         /* the agent cannot wait (no query-wait): poll it */
+};
+
+/* Wait up to ms for the client to leave: 1 when it did. */
+static int follow_client_left(struct follow_state *st, int ms)
+{
+    struct pollfd p = {st->watch_fd, POLLIN | POLLRDHUP, 0};
+    if (st->watch_fd < 0) {
+        poll(NULL, 0, ms);
+        return 0;
+    }
+    if (poll(&p, 1, ms) <= 0)
+        return 0;
+    if (nb_agent_peer_left(st->watch_fd))
+        return 1;
+    st->watch_fd = -1; /* readable with data: it can tell no more; writes will */
+    return 0;
+}
+
+/*
+ * Is this worker asked to stop? SIGTERM stays pending while a request is
+ * served (worker.c); a follow can last as long as its command, so it ends
+ * rather than hold the shutdown up to shutdown_timeout.
+ */
+static int follow_stopping(void)
+{
+    sigset_t pending;
+    return sigpending(&pending) == 0 &&
+           (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1);
+}
+
+/* How long the next wait may last: until on_idle is due or the deadline, at most a second. */
+static int follow_wait_ms(const struct follow_state *st, int64_t now)
+{
+    int64_t w = st->last_said + st->f->idle_ms - now;
+    if (st->f->deadline > 0 && st->f->deadline - now < w)
+        w = st->f->deadline - now;
+    return w < 1 ? 1 : w > FOLLOW_WAIT_MAX_MS ? FOLLOW_WAIT_MAX_MS : (int)w;
+}
+
+/* Polling: pause a quarter of the time output was quiet; 1 when the client left meanwhile. */
+static int follow_poll_pause(struct follow_state *st, int sent, int64_t now)
+{
+    int wait;
+    if (sent)
+        st->last_output = now;
+    wait = (int)((now - st->last_output) / 4);
+    wait = wait < FOLLOW_POLL_MIN_MS   ? FOLLOW_POLL_MIN_MS
+           : wait > FOLLOW_POLL_MAX_MS ? FOLLOW_POLL_MAX_MS
+                                       : wait;
+    if (st->f->deadline > 0 && st->f->deadline - now < wait)
+        wait = (int)(st->f->deadline - now);
+    return follow_client_left(st, wait);
+}
+
+/* One look at the process: 0 with po, 1 nothing new, 2 the client left, -1 with ae set. */
+static int follow_look(struct nb_app *a, const struct nb_slot *slot, struct follow_state *st,
+                       struct nb_proc_output *po, struct nb_apierr *ae)
+{
+    struct nb_procs_follow *f = st->f;
+
+    if (st->polling)
+        return nb_procs_read(a, slot, f->pid, f->off_out, f->off_err, po, ae);
+    return nb_procs_wait(a, slot, f->pid, f->off_out, f->off_err,
+                         follow_wait_ms(st, nb_clock_mono_ms()), st->watch_fd, po, ae);
+}
+
+int nb_procs_follow(struct nb_app *a, const struct nb_slot *slot, struct nb_procs_follow *f,
+                    struct nb_apierr *ae)
+{
+    struct follow_state st = {f, 0, 0, f->watch_fd, 0};
+
+    /* an agent from before W (it does not announce query-wait) is polled */
+    st.polling = !(nb_agent_caps(slot) & NB_AGENT_CAP_QUERY_WAIT);
+    st.last_said = st.last_output = nb_clock_mono_ms();
+    for (;;) {
+        struct nb_proc_output po;
+        int sent = 0, gone = 0, ended = 0, got = follow_look(a, slot, &st, &po, ae);
+        int64_t now;
+
+        if (got < 0 || got == 2) {
+            nb_proc_output_free(&po);
+            return got < 0 ? -1 : NB_FOLLOW_LEFT; /* the client left: the process does not */
+        }
+        if (got == 0 && po.out.len > 0) {
+            gone |= f->on_output(f->ctx, 0, po.out.data, po.out.len) != 0;
+            sent = 1;
+        }
+        if (got == 0 && po.err.len > 0 && !gone) {
+            gone |= f->on_output(f->ctx, 1, po.err.data, po.err.len) != 0;
+            sent = 1;
+        }
+        now = nb_clock_mono_ms();
+        if (sent)
+            st.last_said = now;
+        if (got == 0) {
+            f->off_out = po.info.stdout_bytes;
+            f->off_err = po.info.stderr_bytes;
+            if (!po.info.running && !gone && f->deadline > 0 && now >= f->deadline &&
+                po.info.signal == SIGKILL) {
+                /* the agent killed it at the same deadline before this follow looked again */
+                nb_proc_output_free(&po);
+                return NB_FOLLOW_KILLED;
+            }
+            if (!po.info.running && !gone) {
+                gone |= f->on_end(f->ctx, &po.info) != 0;
+                ended = 1;
+            }
+        }
+        nb_proc_output_free(&po);
+        if (gone)
+            return NB_FOLLOW_LEFT;
+        if (ended)
+            return NB_FOLLOW_ENDED;
+        if (follow_stopping())
+            return NB_FOLLOW_STOPPING;
+        if (f->deadline > 0 && now >= f->deadline)
+            return NB_FOLLOW_DEADLINE;
+        if (now - st.last_said >= f->idle_ms) {
+            st.last_said = nb_clock_mono_ms();
+            if (f->on_idle(f->ctx) != 0)
+                return NB_FOLLOW_LEFT;
+        }
+        if (st.polling && follow_poll_pause(&st, sent, now))
+            return NB_FOLLOW_LEFT;
+    }
 }

@@ -71,13 +71,54 @@ int nb_procs_read(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, ui
  * told of both as they happen. Up to wait_ms, watching watch_fd (the
  * FastCGI connection, -1 none) with nb_agent_peer_left. 0 with po as
  * nb_procs_read; 1 when wait_ms passed with nothing new; 2 when
- * watch_fd's peer left; -1 with ae set (400 bad_field from an agent too
- * old to wait: nb_procs_read works there). Free po whatever the result.
+ * watch_fd's peer left; -1 with ae set (an agent too old to wait, one
+ * without NB_AGENT_CAP_QUERY_WAIT, refuses it: nb_procs_read works there).
+ * Free po whatever the result.
  */
 int nb_procs_wait(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, uint64_t off_out,
                   uint64_t off_err, int wait_ms, int watch_fd, struct nb_proc_output *po,
                   struct nb_apierr *ae);
 void nb_proc_output_free(struct nb_proc_output *po);
+
+/*
+ * Following a background process: its output as it comes, then its end.
+ * The caller fills pid, the offsets to start from, the callbacks and what
+ * bounds the follow; nb_procs_follow moves the offsets on as output is
+ * handed over. A callback returns -1 when the client is gone (the process
+ * lives on), 0 otherwise.
+ */
+struct nb_procs_follow {
+    uint32_t pid;
+    uint64_t off_out, off_err; /* bytes of each stream handed over (or skipped) so far */
+    int64_t deadline;          /* monotonic ms the follow ends at; 0: none */
+    int64_t idle_ms;           /* on_idle after this long without a callback */
+    int watch_fd;              /* watched for the client leaving (nb_http_client_fd); -1 none */
+    void *ctx;
+    int (*on_output)(void *ctx, int is_stderr, const char *data, size_t len);
+    int (*on_end)(void *ctx, const struct nb_proc_info *p);
+    int (*on_idle)(void *ctx); /* nothing said for idle_ms: a keepalive */
+};
+
+/* How a follow ended (nb_procs_follow's answer when not -1). */
+enum nb_procs_follow_end {
+    NB_FOLLOW_ENDED,    /* the process ended: on_end was called */
+    NB_FOLLOW_LEFT,     /* the client left (a callback said so, or watch_fd's peer) */
+    NB_FOLLOW_KILLED,   /* the agent killed it at the deadline before its end was seen */
+    NB_FOLLOW_DEADLINE, /* the deadline passed: the process runs on */
+    NB_FOLLOW_STOPPING, /* this worker is asked to stop (SIGTERM pending): it runs on */
+};
+
+/*
+ * Follow f->pid until one of enum nb_procs_follow_end, or -1 with ae set
+ * (as nb_procs_read). The agent answers each wait as soon as there is
+ * output or the process has ended (Q with W), so both are pushed, not
+ * polled for; an agent too old to wait (it does not announce query-wait,
+ * nb_agent_caps) is polled, every quarter of the time its output was quiet
+ * (1 to 50 ms). Each wait lasts at most a
+ * second, so a worker asked to stop is seen within that.
+ */
+int nb_procs_follow(struct nb_app *a, const struct nb_slot *slot, struct nb_procs_follow *f,
+                    struct nb_apierr *ae);
 
 /* Write len bytes (at most NB_PROCS_STDIN_MAX) to pid's stdin, then close it if eof. */
 int nb_procs_stdin(struct nb_app *a, const struct nb_slot *slot, uint32_t pid, const void *data,
