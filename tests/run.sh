@@ -11,7 +11,7 @@
 #
 # The plain build also runs tests/valgrind.sh (the pool under valgrind).
 # The integration suite runs in parallel (pytest-xdist, NANOBOX_TEST_JOBS
-# workers, 4 by default), then its tests marked `serial` one at a time;
+# workers, 3 by default), then its tests marked `serial` one at a time;
 # the sanitizer build runs an allow-list of it (SAN_TESTS below).
 # Every phase prints "run.sh: phase NAME took N s", every pytest run its 25
 # slowest tests. A pass that selects no test fails (pytest's status 5), and
