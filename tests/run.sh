@@ -181,12 +181,10 @@ pytest_run() {
 # (a wall-clock bound that other workers' load would break) is marked
 # @pytest.mark.serial and runs after the parallel pass, alone.
 #
-# 4 workers on 2 cores: the suite waits on dockerd, node, Jupyter and
-# sandboxes more than it computes, so workers past the cores fill the time
-# the others wait; on a quiet machine the plain pass's integration phase
-# took 423-463 s with 3 and 362 s with 4 (docs/PERFORMANCE.md, "Test suite
-# time"; in issue 11's smaller suite, 4 was no faster than 3).
-jobs=${NANOBOX_TEST_JOBS:-4}
+# 3 workers on 2 cores: the suite waits on dockerd, sandboxes and sleeps
+# more than it computes, so a third worker fills the cores the other two
+# leave idle; 4 was no faster here (docs/PERFORMANCE.md, "Test suite time").
+jobs=${NANOBOX_TEST_JOBS:-3}
 if ! "$py" -c 'import xdist' 2>/dev/null; then
     log "pytest-xdist missing (apt install python3-pytest-xdist): the integration suite runs serially"
     jobs=0
