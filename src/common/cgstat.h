@@ -14,6 +14,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Where a real host keeps them (the unit tests pass a fake tree instead). */
+#define NB_CGSTAT_CG_ROOT "/sys/fs/cgroup"
+#define NB_CGSTAT_PROC_ROOT "/proc"
+
 /* Every field -1 when not known; a limit is -1 too when there is none. */
 struct nb_cgstat {
     int version; /* cgroup version read: 1 or 2 */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "api_common.h"
+#include "cgstat.h"
 #include "code.h"
 #include "json.h"
 #include "network.h"
@@ -430,4 +431,16 @@ void api_network_json(yajl_gen g, const char *id, const struct nb_net_policy *p)
         yajl_gen_array_close(g);
     }
     yajl_gen_map_close(g);
+}
+
+int api_sandbox_cgstat(const struct nb_slot *slot, struct nb_cgstat *st, struct nb_apierr *ae)
+{
+    char err[256];
+    if (nb_cgstat_read(NB_CGSTAT_PROC_ROOT, NB_CGSTAT_CG_ROOT, slot->init_pid, slot->container_id,
+                       st, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, NB_E_UNAVAILABLE, "metrics_unavailable",
+                      "cannot read the usage of sandbox %s: %s", slot->id, err);
+        return -1;
+    }
+    return 0;
 }

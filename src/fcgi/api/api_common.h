@@ -106,6 +106,14 @@ struct nb_code_run;
 int api_code_exec(struct nb_app *a, struct nb_req *r, const struct nb_slot *slot,
                   struct nb_code_run *rq, struct nb_apierr *ae);
 
+/*
+ * A sandbox's cgroup numbers (cgstat.h), read from the host: 0, or -1 with
+ * ae set (503 metrics_unavailable).
+ */
+struct nb_slot;
+struct nb_cgstat;
+int api_sandbox_cgstat(const struct nb_slot *slot, struct nb_cgstat *st, struct nb_apierr *ae);
+
 /* Does a sandbox's metadata (JSON) hold every keys[i] = values[i]? 1 yes (n 0: yes), 0 no. */
 int api_metadata_matches(const char *metadata, const char (*keys)[128], const char (*values)[256],
                          unsigned n);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "api.h"
+#include "api_common.h"
 #include "cgstat.h"
 #include "clock.h"
 #include "isolation.h"
@@ -21,8 +22,6 @@
 #include "warm.h"
 
 /* Where the host shows cgroups and processes. */
-#define CG_ROOT "/sys/fs/cgroup"
-#define PROC_ROOT "/proc"
 
 /* Longest ?interval= a CPU reading may wait, ms. */
 #define CPU_INTERVAL_MAX 5000
@@ -253,7 +252,7 @@ static void kv_fs(yajl_gen g, const char *key, pid_t pid, const char *path)
     int64_t used = -1, size = -1;
 
     nb_json_cstr(g, key);
-    if (nb_cgstat_fs(PROC_ROOT, pid, path, &used, &size) != 0) {
+    if (nb_cgstat_fs(NB_CGSTAT_PROC_ROOT, pid, path, &used, &size) != 0) {
         yajl_gen_null(g);
         return;
     }
@@ -284,19 +283,6 @@ static int cpu_interval(struct nb_req *r, unsigned *ms, struct nb_apierr *ae)
     return 0;
 }
 
-/* The sandbox's cgroup numbers: 0, or -1 with ae set (503 metrics_unavailable). */
-static int sandbox_cgstat(const struct nb_slot *slot, struct nb_cgstat *st, struct nb_apierr *ae)
-{
-    char err[256];
-    if (nb_cgstat_read(PROC_ROOT, CG_ROOT, slot->init_pid, slot->container_id, st, err,
-                       sizeof(err)) != 0) {
-        nb_apierr_set(ae, NB_E_UNAVAILABLE, "metrics_unavailable",
-                      "cannot read the usage of sandbox %s: %s", slot->id, err);
-        return -1;
-    }
-    return 0;
-}
-
 int api_sandbox_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                         struct nb_apierr *ae)
 {
@@ -310,14 +296,14 @@ int api_sandbox_metrics(struct nb_app *a, struct nb_req *r, const struct nb_rout
 
     if (cpu_interval(r, &interval, ae) != 0 || nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         return NB_ERR;
-    if (sandbox_cgstat(&slot, &st, ae) != 0)
+    if (api_sandbox_cgstat(&slot, &st, ae) != 0)
         return NB_ERR;
     if (interval > 0 && st.cpu_usage_usec >= 0) {
         struct nb_cgstat st2;
         int64_t t0 = nb_metrics_now_us(), dt;
         struct timespec ts = {interval / 1000, (long)(interval % 1000) * 1000000L};
         nanosleep(&ts, NULL);
-        if (nb_cgstat_read(PROC_ROOT, CG_ROOT, slot.init_pid, slot.container_id, &st2, err,
+        if (nb_cgstat_read(NB_CGSTAT_PROC_ROOT, NB_CGSTAT_CG_ROOT, slot.init_pid, slot.container_id, &st2, err,
                            sizeof(err)) == 0 &&
             st2.cpu_usage_usec >= st.cpu_usage_usec && (dt = nb_metrics_now_us() - t0) > 0) {
             percent = 100.0 * (double)(st2.cpu_usage_usec - st.cpu_usage_usec) / (double)dt;
@@ -370,56 +356,6 @@ int api_sandbox_metrics(struct nb_app *a, struct nb_req *r, const struct nb_rout
     yajl_gen_map_close(g);
 
     yajl_gen_map_close(g);
-    nb_http_json(r, 200, g);
-    yajl_gen_free(g);
-    return NB_OK;
-}
-
-/*
- * GET /sandboxes/{id}/metrics of the E2B facade (docs/E2B.md): the same
- * cgroup numbers as one sample of E2B's SandboxMetric, in an array (the
- * SDK's getMetrics() reads a series; nanobox keeps no history). CPU is
- * the average since the sandbox started, over its CPU limit.
- */
-int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-                    struct nb_apierr *ae)
-{
-    struct nb_slot slot;
-    struct nb_cgstat st;
-    char ts[32];
-    int64_t now = nb_clock_real_s(), alive, disk_used = 0, disk_size = 0;
-    double cpus, pct = 0;
-    struct tm tm;
-    time_t tt = (time_t)now;
-    yajl_gen g;
-
-    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
-        return NB_ERR;
-    if (sandbox_cgstat(&slot, &st, ae) != 0)
-        return NB_ERR;
-    cpus = slot.nano_cpus > 0 ? (double)slot.nano_cpus / 1e9 : 1.0;
-    alive = now - slot.created;
-    if (st.cpu_usage_usec > 0 && alive > 0)
-        pct = (double)st.cpu_usage_usec / ((double)alive * 1e4) / cpus;
-    nb_cgstat_fs(PROC_ROOT, slot.init_pid, nb_isolation_workspace(&a->conf, slot.lifecycle),
-                 &disk_used, &disk_size);
-    gmtime_r(&tt, &tm);
-    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-
-    g = nb_json_gen();
-    yajl_gen_array_open(g);
-    yajl_gen_map_open(g);
-    nb_json_kv_str(g, "timestamp", ts);
-    nb_json_kv_int(g, "timestampUnix", (long long)now);
-    nb_json_kv_int(g, "cpuCount", (long long)(cpus < 1 ? 1 : cpus + 0.999));
-    nb_json_kv_double(g, "cpuUsedPct", pct > 100 ? 100 : pct);
-    nb_json_kv_int(g, "memUsed", (long long)(st.mem_current < 0 ? 0 : st.mem_current));
-    nb_json_kv_int(g, "memTotal",
-                   (long long)(st.mem_limit > 0 ? st.mem_limit : (int64_t)slot.memory));
-    nb_json_kv_int(g, "diskUsed", (long long)(disk_used < 0 ? 0 : disk_used));
-    nb_json_kv_int(g, "diskTotal", (long long)(disk_size < 0 ? 0 : disk_size));
-    yajl_gen_map_close(g);
-    yajl_gen_array_close(g);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
     return NB_OK;

@@ -15,8 +15,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "api.h"
+#include "api_common.h"
+#include "cgstat.h"
 #include "clock.h"
+#include "e2b_api.h"
 #include "e2b_common.h"
 #include "isolation.h"
 #include "json.h"
@@ -695,4 +697,54 @@ int api_e2b_not_implemented(struct nb_app *a, struct nb_req *r, const struct nb_
                   r->method, r->path);
     (void)ra;
     return NB_ERR;
+}
+
+/*
+ * GET /sandboxes/{id}/metrics of the E2B facade (docs/E2B.md): the same
+ * cgroup numbers as one sample of E2B's SandboxMetric, in an array (the
+ * SDK's getMetrics() reads a series; nanobox keeps no history). CPU is
+ * the average since the sandbox started, over its CPU limit.
+ */
+int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                    struct nb_apierr *ae)
+{
+    struct nb_slot slot;
+    struct nb_cgstat st;
+    char ts[32];
+    int64_t now = nb_clock_real_s(), alive, disk_used = 0, disk_size = 0;
+    double cpus, pct = 0;
+    struct tm tm;
+    time_t tt = (time_t)now;
+    yajl_gen g;
+
+    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
+        return NB_ERR;
+    if (api_sandbox_cgstat(&slot, &st, ae) != 0)
+        return NB_ERR;
+    cpus = slot.nano_cpus > 0 ? (double)slot.nano_cpus / 1e9 : 1.0;
+    alive = now - slot.created;
+    if (st.cpu_usage_usec > 0 && alive > 0)
+        pct = (double)st.cpu_usage_usec / ((double)alive * 1e4) / cpus;
+    nb_cgstat_fs(NB_CGSTAT_PROC_ROOT, slot.init_pid,
+                 nb_isolation_workspace(&a->conf, slot.lifecycle), &disk_used, &disk_size);
+    gmtime_r(&tt, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+    g = nb_json_gen();
+    yajl_gen_array_open(g);
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "timestamp", ts);
+    nb_json_kv_int(g, "timestampUnix", (long long)now);
+    nb_json_kv_int(g, "cpuCount", (long long)(cpus < 1 ? 1 : cpus + 0.999));
+    nb_json_kv_double(g, "cpuUsedPct", pct > 100 ? 100 : pct);
+    nb_json_kv_int(g, "memUsed", (long long)(st.mem_current < 0 ? 0 : st.mem_current));
+    nb_json_kv_int(g, "memTotal",
+                   (long long)(st.mem_limit > 0 ? st.mem_limit : (int64_t)slot.memory));
+    nb_json_kv_int(g, "diskUsed", (long long)(disk_used < 0 ? 0 : disk_used));
+    nb_json_kv_int(g, "diskTotal", (long long)(disk_size < 0 ? 0 : disk_size));
+    yajl_gen_map_close(g);
+    yajl_gen_array_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    return NB_OK;
 }

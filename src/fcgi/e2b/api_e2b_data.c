@@ -28,8 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
 #include "code.h"
+#include "api_common.h"
+#include "e2b_api.h"
 #include "e2b_common.h"
 #include "files.h"
 #include "json.h"

@@ -35,8 +35,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "api.h"
 #include "clock.h"
+#include "api_common.h"
+#include "e2b_api.h"
 #include "e2b_common.h"
 #include "e2b_rpc.h"
 #include "files.h"

@@ -45,9 +45,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api.h"
 #include "base64.h"
 #include "clock.h"
+#include "api_common.h"
+#include "e2b_api.h"
 #include "e2b_common.h"
 #include "e2b_rpc.h"
 #include "exec.h"

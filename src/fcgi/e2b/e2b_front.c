@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "api.h"
+#include "e2b_api.h"
 #include "e2b_front.h"
 #include "e2b_route.h"
 #include "e2b_rpc.h"
