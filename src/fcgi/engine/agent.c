@@ -260,6 +260,26 @@ void nb_agent_close(struct nb_agent *ag)
     nb_buf_free(&ag->out);
 }
 
+void nb_agent_abandon(struct nb_agent *ag, int timeout_ms)
+{
+    int64_t end = nb_clock_mono_ms() + timeout_ms;
+    char sink[4096];
+
+    if (ag->fd >= 0 && shutdown(ag->fd, SHUT_WR) == 0) {
+        for (;;) {
+            int64_t left = end - nb_clock_mono_ms();
+            struct pollfd p = {ag->fd, POLLIN, 0};
+            ssize_t n;
+            if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+                break;
+            n = recv(ag->fd, sink, sizeof(sink), MSG_DONTWAIT);
+            if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR))
+                break; /* the agent closed: its side is cleaned up */
+        }
+    }
+    nb_agent_close(ag);
+}
+
 void nb_agent_field(struct nb_buf *b, uint8_t tag, const void *val, size_t len)
 {
     unsigned char hdr[NBA_HDR];

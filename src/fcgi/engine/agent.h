@@ -39,6 +39,14 @@ struct nb_agent {
  */
 int nb_agent_connect(const struct nb_slot *slot, struct nb_agent *ag, struct nb_apierr *ae);
 void nb_agent_close(struct nb_agent *ag);
+/*
+ * Close after a request given up half way (an upload whose body ended
+ * short): shut the sending side, so the agent drops what the request left
+ * (an upload's temporary file) and closes, wait up to timeout_ms for that
+ * close, then nb_agent_close. Once it returns the sandbox holds nothing of
+ * the request, so the error the client gets next is the whole story.
+ */
+void nb_agent_abandon(struct nb_agent *ag, int timeout_ms);
 
 /*
  * 1 if the sandbox's PID 1 is gone (or goes within wait_ms): a failure

@@ -19,6 +19,7 @@ _Static_assert(NB_FILES_MAX_DEPTH == NBA_MAX_DEPTH, "files.h's depth cap is the 
 
 /* How long a small file operation may take in the agent. */
 #define FILES_OP_TIMEOUT_MS 30000
+#define FILES_ABANDON_MS 2000 /* how long an agent may take to drop a half-done upload */
 
 const char *nb_file_kind_name(enum nb_file_kind kind)
 {
@@ -312,8 +313,14 @@ int nb_files_write(struct nb_app *a, const struct nb_slot *slot, const char *pat
             }
         }
     }
-    /* a write that did not finish leaves nothing: the agent drops its temp file */
-    nb_agent_close(&ag);
+    /*
+     * a write that did not finish leaves nothing: the agent drops its temp
+     * file, before the client hears of the failure
+     */
+    if (rc == 0)
+        nb_agent_close(&ag);
+    else
+        nb_agent_abandon(&ag, FILES_ABANDON_MS);
     return rc;
 }
 
