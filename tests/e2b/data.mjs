@@ -166,5 +166,8 @@ if (withCode) {
   })
 }
 
-// the sandboxes stay for the test to look at through the native API; its teardown kills them
-console.log(JSON.stringify(summary))
+// the sandboxes stay for the test to look at through the native API; its
+// teardown kills them. The script ends once its summary is out: an idle
+// keep-alive connection the SDKs keep in their pool would otherwise hold
+// node until nginx's keepalive_timeout (65 s) closed it.
+process.stdout.write(JSON.stringify(summary) + '\n', () => process.exit(0))

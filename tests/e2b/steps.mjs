@@ -11,22 +11,27 @@
 export function suite (errInfo) {
   const steps = {}
   const created = []
-  const summary = { steps, created }
-  // one step: its result, or what it threw
+  const ms = {}
+  const summary = { steps, created, ms }
+  // one step: its result, or what it threw; ms[name] its time
   async function step (name, fn) {
+    const t0 = Date.now()
     try {
       steps[name] = (await fn()) ?? {}
     } catch (e) {
       steps[name] = { thrown: errInfo(e) }
     }
+    ms[name] = Date.now() - t0
   }
   // a step that must throw: what it threw, or {returned} if it did not
   async function throws (name, fn) {
+    const t0 = Date.now()
     try {
       steps[name] = { returned: (await fn()) ?? null }
     } catch (e) {
       steps[name] = errInfo(e)
     }
+    ms[name] = Date.now() - t0
   }
   return { steps, created, summary, step, throws }
 }

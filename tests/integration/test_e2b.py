@@ -114,7 +114,11 @@ def sdk_script(stack, sdk, script, prefix, code=False, env_over=None, args_more=
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     assert r.returncode == 0 and lines, (f"{script} -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
                                          f"stderr: {r.stderr[-5000:]}")
-    return json.loads(lines[-1])
+    summary = json.loads(lines[-1])
+    # where the script's time went (steps.mjs): shown with a failing test, or with -s
+    slow = sorted(summary.get("ms", {}).items(), key=lambda kv: -kv[1])[:8]
+    print(f"{script}: slowest steps (ms): {slow}")
+    return summary
 
 
 @pytest.fixture(scope="module")
