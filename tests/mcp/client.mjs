@@ -9,7 +9,8 @@
 //   node client.mjs --transport http --url http://127.0.0.1:8080/mcp --key KEY
 //   (--code-image IMAGE adds run_code in a session of a sandbox of IMAGE:
 //   state kept between calls, a matplotlib plot as an image, an exception)
-//   --scenario long: instead, long calls with progress (see long() below)
+//   --scenario long: instead, long calls with progress (see long() below);
+//   --request-timeout MS gives them that timeout instead of the SDK's default
 //   --scenario long-code: run_code and file transfers with progress and
 //   cancellation in a sandbox of --code-image (see longCode() below);
 //   --file-bytes sets the size of the file it writes and reads
@@ -24,7 +25,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 function parseArgs(argv) {
-  const opts = { transport: "stdio", bin: "nanobox", url: null, key: null, port: 8000, "code-image": null, scenario: "main", "file-bytes": "1048576" };
+  const opts = { transport: "stdio", bin: "nanobox", url: null, key: null, port: 8000, "code-image": null, scenario: "main", "file-bytes": "1048576", "request-timeout": null };
   for (let i = 2; i < argv.length; i++) {
     const name = argv[i].replace(/^--/, "");
     if (!(name in opts)) throw new Error(`unknown option ${argv[i]}`);
@@ -114,7 +115,7 @@ async function main() {
   }
 
   if (opts.scenario === "long" || opts.scenario === "long-code") {
-    if (opts.scenario === "long") await long(call, summary);
+    if (opts.scenario === "long") await long(call, summary, opts["request-timeout"]);
     else await longCode(call, summary, opts["code-image"], Number(opts["file-bytes"]));
     await client.close();
     process.stdout.write(JSON.stringify(summary) + "\n");
@@ -195,19 +196,22 @@ async function main() {
   process.stdout.write(JSON.stringify(summary) + "\n");
 }
 
-// Long calls, side by side in one sandbox: a 65 s command under the SDK's
-// default 60 s request timeout, which only progress notifications keep
-// alive (resetTimeoutOnProgress), and a command cancelled (AbortSignal:
-// the SDK sends notifications/cancelled) once its first progress came. The
-// sandbox stays for the test to look into (summary.sandboxId).
-async function long(call, summary) {
+// Long calls, side by side in one sandbox: a command 5 s longer than its
+// request timeout (the SDK's default 60 s, or timeoutMs), which only
+// progress notifications keep alive (resetTimeoutOnProgress), and a
+// command cancelled (AbortSignal: the SDK sends notifications/cancelled)
+// once its first progress came. The sandbox stays for the test to look
+// into (summary.sandboxId).
+async function long(call, summary, timeoutMs) {
+  const secs = (timeoutMs ? Math.ceil(Number(timeoutMs) / 1000) : 60) + 5;
   const made = await call("create", "sandbox_create", { ttl: 600 });
   const sid = made.structured?.sandboxId ?? (made.text?.match(/sandbox_id: (\S+)/) || [])[1];
   summary.sandboxId = sid ?? null;
   if (!sid) return;
   summary.progress = { long: [], cancel: [] };
   const abort = new AbortController();
-  const longCall = call("long", "sandbox_exec", { sandbox_id: sid, command: "echo begin; sleep 65; echo end", timeout: 120 }, {
+  const longCall = call("long", "sandbox_exec", { sandbox_id: sid, command: `echo begin; sleep ${secs}; echo end`, timeout: 120 }, {
+    ...(timeoutMs ? { timeout: Number(timeoutMs) } : {}),
     resetTimeoutOnProgress: true,
     onprogress: (p) => summary.progress.long.push(p),
   });
