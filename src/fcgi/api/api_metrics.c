@@ -303,8 +303,8 @@ int api_sandbox_metrics(struct nb_app *a, struct nb_req *r, const struct nb_rout
         int64_t t0 = nb_metrics_now_us(), dt;
         struct timespec ts = {interval / 1000, (long)(interval % 1000) * 1000000L};
         nanosleep(&ts, NULL);
-        if (nb_cgstat_read(NB_CGSTAT_PROC_ROOT, NB_CGSTAT_CG_ROOT, slot.init_pid, slot.container_id, &st2, err,
-                           sizeof(err)) == 0 &&
+        if (nb_cgstat_read(NB_CGSTAT_PROC_ROOT, NB_CGSTAT_CG_ROOT, slot.init_pid, slot.container_id,
+                           &st2, err, sizeof(err)) == 0 &&
             st2.cpu_usage_usec >= st.cpu_usage_usec && (dt = nb_metrics_now_us() - t0) > 0) {
             percent = 100.0 * (double)(st2.cpu_usage_usec - st.cpu_usage_usec) / (double)dt;
             st = st2;
