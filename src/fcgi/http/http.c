@@ -346,51 +346,6 @@ static int rate_ok(struct nb_req *r, struct nb_apierr *ae)
     return 0;
 }
 
-/* The latency histogram a route's calls go to (metrics.h). */
-static enum nb_mroute route_metric(enum nb_route shape, const char *method)
-{
-    switch (shape) {
-    case NB_ROUTE_SANDBOXES:
-        return !strcmp(method, "POST") ? NB_MR_CREATE : NB_MR_LIST;
-    case NB_ROUTE_SANDBOX:
-        return !strcmp(method, "DELETE") ? NB_MR_DESTROY : NB_MR_GET;
-    case NB_ROUTE_TIMEOUT:
-        return NB_MR_TIMEOUT;
-    case NB_ROUTE_PAUSE:
-        return NB_MR_PAUSE;
-    case NB_ROUTE_RESUME:
-        return NB_MR_RESUME;
-    case NB_ROUTE_NETWORK:
-        return NB_MR_NETWORK;
-    case NB_ROUTE_EXEC:
-        return NB_MR_EXEC;
-    case NB_ROUTE_RUN:
-        return NB_MR_RUN;
-    case NB_ROUTE_FILES:
-        return NB_MR_FILES;
-    case NB_ROUTE_PROCS:
-        return NB_MR_PROCESSES;
-    case NB_ROUTE_CODE:
-        return NB_MR_CODE;
-    case NB_ROUTE_CONTEXTS:
-        return NB_MR_CONTEXTS;
-    case NB_ROUTE_PORT_OPEN:
-    case NB_ROUTE_PORTS:
-    case NB_ROUTE_PORT:
-        return NB_MR_PORTS;
-    case NB_ROUTE_MCP:
-        return NB_MR_MCP;
-    case NB_ROUTE_USAGE:
-        return NB_MR_SANDBOX_METRICS;
-    case NB_ROUTE_HEALTHZ:
-        return NB_MR_HEALTHZ;
-    case NB_ROUTE_METRICS:
-        return NB_MR_METRICS;
-    default:
-        return NB_MR_OTHER;
-    }
-}
-
 /* The native API's 401, or the front's that claimed r. */
 static const char *unauthorized(const struct nb_req *r)
 {
@@ -460,7 +415,7 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
         return NB_ERR;
     }
     if (found == NB_ROUTE_FOUND)
-        r->mroute = (int)route_metric(shape, row->method);
+        r->mroute = (int)row->metric; /* its latency histogram (metrics.h) */
     if (!(flags & NB_ROUTE_PUBLIC) && !nb_http_is_internal(r) && !authorized(a, r, flags)) {
         nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthorized", "%s", unauthorized(r));
         return NB_ERR;
