@@ -4,7 +4,7 @@
  * a query (files, processes, the sandbox list filter) goes through.
  *
  * Input: one byte picking a key from a fixed list, then the raw query
- * (cut at its first NUL and at NB_QUERY_MAX - 1 bytes, as http.c stores
+ * (cut at its first NUL and at NB_QUERY_MAX - 1 bytes, as request.c stores
  * it). Checks that each pair handed over fits its cap, that the three
  * functions agree with each other, and that a value's byte-exact decoding
  * honours its buffer's cap; anything else aborts (a finding).

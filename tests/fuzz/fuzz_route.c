@@ -6,7 +6,7 @@
  * through them before any check.
  *
  * Input: a path (cut at its first NUL and at NB_PATH_MAX - 1 bytes, as
- * http.c stores it). The outputs are exact-size heap buffers, so
+ * request.c stores it). The outputs are exact-size heap buffers, so
  * AddressSanitizer catches a write past any of them; then every promise
  * of route.h is checked, and anything else aborts (a finding).
  */
@@ -18,7 +18,7 @@
 #include "e2b_route.h"
 #include "route.h"
 
-#define PATH_MAX_LEN 511 /* NB_PATH_MAX - 1, as http.c stores the path */
+#define PATH_MAX_LEN 511 /* NB_PATH_MAX - 1, as request.c stores the path */
 #define ID_LEN (36 + 8)  /* what worker.c passes */
 #define ARG_LEN (64 + 8) /* NB_ROUTE_CTX_MAX + 8, as struct nb_route_args has it */
 #define OP_LEN 16

@@ -51,8 +51,8 @@ static void test_e2b_paths(void **state)
     unsigned flags;
     char allowed[64];
     static const struct nb_route_entry e2b[] = {
-        {NB_E2B_OP, "connect", "POST", NB_ROUTE_ID | NB_ROUTE_ID_404, h_a},
-        {NB_E2B_OP, "*", "*", NB_ROUTE_ID | NB_ROUTE_ID_404, h_b},
+        {NB_E2B_OP, "connect", "POST", NB_ROUTE_ID | NB_ROUTE_ID_404, NB_MR_OTHER, h_a},
+        {NB_E2B_OP, "*", "*", NB_ROUTE_ID | NB_ROUTE_ID_404, NB_MR_OTHER, h_b},
     };
     (void)state;
 

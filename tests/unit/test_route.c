@@ -33,14 +33,14 @@ static int h_b(struct nb_app *a, struct nb_req *r, const struct nb_route_args *r
 }
 
 static const struct nb_route_entry tab[] = {
-    {NB_ROUTE_HEALTHZ, "", "GET", NB_ROUTE_PUBLIC | NB_ROUTE_HEAD, h_a},
-    {NB_ROUTE_SANDBOX, "", "GET", NB_ROUTE_ID, h_a},
-    {NB_ROUTE_SANDBOX, "", "DELETE", NB_ROUTE_ID, h_b},
-    {NB_ROUTE_FILES, "", "GET", NB_ROUTE_ID, h_a},
-    {NB_ROUTE_FILES, "mkdir", "POST", NB_ROUTE_ID, h_b},
-    {NB_ROUTE_PROCS, "{pid}", "GET", NB_ROUTE_ID | NB_ROUTE_PID, h_a},
-    {NB_ROUTE_PROCS, "{pid}/{op}", NULL, NB_ROUTE_ID | NB_ROUTE_PID, NULL},
-    {NB_ROUTE_CONTEXTS, "{ctx}/restart", "POST", NB_ROUTE_ID | NB_ROUTE_CTX, h_b},
+    {NB_ROUTE_HEALTHZ, "", "GET", NB_ROUTE_PUBLIC | NB_ROUTE_HEAD, NB_MR_OTHER, h_a},
+    {NB_ROUTE_SANDBOX, "", "GET", NB_ROUTE_ID, NB_MR_OTHER, h_a},
+    {NB_ROUTE_SANDBOX, "", "DELETE", NB_ROUTE_ID, NB_MR_OTHER, h_b},
+    {NB_ROUTE_FILES, "", "GET", NB_ROUTE_ID, NB_MR_OTHER, h_a},
+    {NB_ROUTE_FILES, "mkdir", "POST", NB_ROUTE_ID, NB_MR_OTHER, h_b},
+    {NB_ROUTE_PROCS, "{pid}", "GET", NB_ROUTE_ID | NB_ROUTE_PID, NB_MR_OTHER, h_a},
+    {NB_ROUTE_PROCS, "{pid}/{op}", NULL, NB_ROUTE_ID | NB_ROUTE_PID, NB_MR_OTHER, NULL},
+    {NB_ROUTE_CONTEXTS, "{ctx}/restart", "POST", NB_ROUTE_ID | NB_ROUTE_CTX, NB_MR_OTHER, h_b},
 };
 #define NTAB (sizeof(tab) / sizeof(tab[0]))
 
@@ -117,17 +117,27 @@ static void test_paths_give_shape_and_sub_route(void **state)
 }
 
 /* nb_route_path (nanobox-fcgi -R, which the OpenAPI check reads) names
- * each shape by the path it matches: {id} put in, the path matches back. */
+ * each shape by the path it matches: {id} put in, the path matches back;
+ * every shape of route.h's list is there, with the path the list gives. */
 static void test_route_path_matches_its_shape(void **state)
 {
     struct nb_route_args ra;
     const char *sub;
     char path[256];
+#define SHAPE(name, path) {NB_ROUTE_##name, path},
+    static const struct {
+        enum nb_route shape;
+        const char *path;
+    } shapes[] = {NB_ROUTE_SHAPES(SHAPE)};
+#undef SHAPE
     (void)state;
     assert_null(nb_route_path(NB_ROUTE_NONE));
-    for (int s = NB_ROUTE_HEALTHZ; s <= NB_ROUTE_OPENAPI; s++) {
-        const char *p = nb_route_path((enum nb_route)s), *brace;
+    assert_null(nb_route_path(NB_ROUTE_FRONT));
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        enum nb_route s = shapes[i].shape;
+        const char *p = nb_route_path(s), *brace;
         assert_non_null(p);
+        assert_string_equal(p, shapes[i].path);
         if (s == NB_ROUTE_TEMPLATE || s == NB_ROUTE_PTY)
             continue; /* no path of its own: its sub-route makes it */
         brace = strstr(p, "{id}");

@@ -1,40 +1,21 @@
 /*
- * http.c - see http.h. Every read of a request and every write of an answer
- * goes through here, which is what lets an internal request (r->capture)
- * stand in for a FastCGI one; and every request ends in nb_http_finalize,
- * the one place an error becomes an answer.
+ * http.c - see http.h. The router: the route table and the fronts the
+ * worker registers, a request's route found and its checks run (auth.c's
+ * key check and rate, the ids' syntax, the method, the table's guard)
+ * before its handler; and every request's end, nb_http_finalize, the one
+ * place an error becomes an answer. Reads and writes are request.c's and
+ * stream.c's.
  */
 #include "config.h"
 
-#include <errno.h>
-#include <fastcgi.h>
-#include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 
 #include "http.h"
+#include "httppriv.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
-#include "query.h"
-#include "tenant.h"
-
-/* The two ends of an internal request: its body in, its answer out. */
-struct nb_http_capture {
-    const char *in; /* the request body */
-    size_t in_len;
-    size_t in_off;           /* bytes of it read so far */
-    char *envp[3];           /* its CGI params, NULL-terminated */
-    char content_length[48]; /* "CONTENT_LENGTH=n" */
-    char content_type[96];   /* "CONTENT_TYPE=t" */
-    struct nb_buf *out;      /* the answer's body, within its cap */
-    int overflow;            /* the answer did not fit out's cap */
-    int client_fd;           /* what nb_http_client_fd says for it; -1: none */
-};
 
 /* The table requests are routed by (nb_http_set_routes). */
 static const struct nb_route_entry *http_routes;
@@ -45,145 +26,6 @@ static const struct nb_front *http_fronts[NB_HTTP_FRONTS_MAX];
 static size_t http_n_fronts;
 /* Told when a request of a NB_ROUTE_BULK row begins (nb_http_set_bulk_hook). */
 static void (*http_bulk_hook)(void);
-
-/* What kind of stream an answer is, once nb_http_stream_begin ran. */
-enum { HTTP_STREAM_NONE, HTTP_STREAM_BYTES, HTTP_STREAM_NDJSON };
-
-static const char *reason(int status)
-{
-    switch (status) {
-    case 200:
-        return "OK";
-    case 201:
-        return "Created";
-    case 202:
-        return "Accepted";
-    case 204:
-        return "No Content";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 409:
-        return "Conflict";
-    case 413:
-        return "Payload Too Large";
-    case 414:
-        return "URI Too Long";
-    case 422:
-        return "Unprocessable Entity";
-    case 429:
-        return "Too Many Requests";
-    case 501:
-        return "Not Implemented";
-    case 500:
-        return "Internal Server Error";
-    case 502:
-        return "Bad Gateway";
-    case 503:
-        return "Service Unavailable";
-    case 504:
-        return "Gateway Timeout";
-    default:
-        return "Unknown";
-    }
-}
-
-/* Split uri into r->path and r->query. */
-static int set_uri(struct nb_req *r, const char *uri, struct nb_apierr *ae)
-{
-    const char *q = strchr(uri, '?');
-    size_t plen;
-
-    plen = q ? (size_t)(q - uri) : strlen(uri);
-    r->path[0] = r->query[0] = '\0';
-    if (plen >= sizeof(r->path) || (q && strlen(q + 1) >= sizeof(r->query))) {
-        nb_apierr_set(ae, NB_E_URI_TOO_LONG, "too_large", "the URL is too long");
-        return -1;
-    }
-    memcpy(r->path, uri, plen);
-    r->path[plen] = '\0';
-    if (q)
-        snprintf(r->query, sizeof(r->query), "%s", q + 1);
-    return 0;
-}
-
-int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
-{
-    const char *uri;
-
-    r->fcgi = fcgi;
-    r->capture = NULL;
-    r->outer = NULL;
-    r->n_hooks = 0;
-    r->envp = fcgi->envp;
-    r->headers[0] = '\0';
-    r->status = 0;
-    r->answered = r->stream = r->gone = 0;
-    r->front = NULL;
-    r->stream_ctype = NULL;
-    r->t0_us = nb_metrics_now_us();
-    r->mroute = -1;
-    memset(&r->who, 0, sizeof(r->who)); /* no one until a key passes */
-    r->method = FCGX_GetParam("REQUEST_METHOD", fcgi->envp);
-    if (r->method == NULL)
-        r->method = "GET";
-    uri = FCGX_GetParam("REQUEST_URI", fcgi->envp);
-    if (uri == NULL)
-        uri = FCGX_GetParam("DOCUMENT_URI", fcgi->envp);
-    if (uri == NULL)
-        uri = "/";
-    return set_uri(r, uri, ae);
-}
-
-/*
- * Fill r as an internal request: method on uri, body_len bytes of body of
- * content_type (NULL: none); its answer goes to answer. cap holds both
- * ends and must outlive r. -1 with ae set if uri is too long.
- */
-static int http_internal(struct nb_req *r, struct nb_http_capture *cap, const char *method,
-                         const char *uri, const char *body, size_t body_len,
-                         const char *content_type, struct nb_buf *answer, struct nb_apierr *ae)
-{
-    size_t n = 0;
-
-    memset(cap, 0, sizeof(*cap));
-    cap->client_fd = -1;
-    cap->in = body;
-    cap->in_len = body != NULL ? body_len : 0;
-    cap->out = answer;
-    snprintf(cap->content_length, sizeof(cap->content_length), "CONTENT_LENGTH=%zu", cap->in_len);
-    cap->envp[n++] = cap->content_length;
-    if (content_type != NULL) {
-        snprintf(cap->content_type, sizeof(cap->content_type), "CONTENT_TYPE=%s", content_type);
-        cap->envp[n++] = cap->content_type;
-    }
-    cap->envp[n] = NULL;
-
-    r->fcgi = NULL;
-    r->capture = cap;
-    r->envp = cap->envp;
-    r->method = method;
-    r->headers[0] = '\0';
-    r->status = 0;
-    r->answered = r->stream = r->gone = 0;
-    r->front = NULL;
-    r->stream_ctype = NULL;
-    r->t0_us = nb_metrics_now_us();
-    r->mroute = -1;
-    return set_uri(r, uri, ae);
-}
-
-int nb_http_is_internal(const struct nb_req *r)
-{
-    return r->capture != NULL;
-}
 
 void nb_http_set_routes(const struct nb_route_entry *tab, size_t n,
                         const struct nb_route_guard *guard)
@@ -248,155 +90,6 @@ void nb_http_set_bulk_hook(void (*fn)(void))
     http_bulk_hook = fn;
 }
 
-/* The 401's message; nginx's @nanobox_unauthorized (nanobox.conf.in)
- * repeats it word for word. */
-#define HTTP_UNAUTHORIZED \
-    "missing or wrong API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\""
-
-int nb_http_auth_only(const struct nb_req *r)
-{
-    return nb_http_param(r, "NANOBOX_AUTH_ONLY") != NULL;
-}
-
-int nb_http_pass_auth(struct nb_req *r)
-{
-    nb_http_no_content(r);
-    return NB_OK;
-}
-
-/*
- * Who sent r (tenant.h): the key the request sends (Bearer, or X-API-Key)
- * is api_key (the admin "default") or a key of the keys file, and r->who
- * gets it; for a row that allows it (GET /metrics) metrics_token passes
- * too, as an admin named "metrics". On a front's request whose clients
- * send the key behind a prefix (key_prefix), the key with that prefix
- * passes too, as does the bare key. 0 when no key passes.
- */
-static int authorized(struct nb_app *a, struct nb_req *r, unsigned flags)
-{
-    const char *h;
-
-    nb_tenant_refresh(a);
-    if (!nb_tenant_auth_on(a)) {
-        nb_tenant_anyone(&r->who);
-        return 1;
-    }
-    h = nb_http_param(r, "HTTP_AUTHORIZATION");
-    if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0) {
-        h += 7;
-        while (*h == ' ')
-            h++;
-    } else {
-        h = nb_http_param(r, "HTTP_X_API_KEY");
-        if (h == NULL)
-            return 0;
-    }
-    if (nb_tenant_identify(a, h, r->front != NULL ? r->front->key_prefix : NULL, &r->who) == 0)
-        return 1;
-    if ((flags & NB_ROUTE_METRICS_AUTH) && a->conf.metrics_token[0] != '\0' &&
-        nb_tenant_equal(h, a->conf.metrics_token)) {
-        nb_tenant_anyone(&r->who);
-        snprintf(r->who.name, sizeof(r->who.name), "metrics");
-        return 1;
-    }
-    return 0;
-}
-
-const struct nb_key *nb_http_key(const struct nb_req *r)
-{
-    return &r->who;
-}
-
-int nb_http_sees(const struct nb_req *r, const char *owner)
-{
-    return r->who.admin || !strcmp(owner, r->who.name);
-}
-
-const char *nb_http_list_owner(const struct nb_req *r, const char *owner)
-{
-    if (!r->who.admin)
-        return r->who.name;
-    return owner != NULL && owner[0] != '\0' ? owner : NULL;
-}
-
-void nb_http_audit(const struct nb_req *r, const char *action, const char *what)
-{
-    nb_info("audit: key=%s action=%s %s", r->who.name[0] ? r->who.name : "-", action,
-            what != NULL && what[0] ? what : "-");
-}
-
-/*
- * The key's request rate (`rate=` in the keys file, ratelimit.h): one
- * token of its bucket per request it sends, internal ones (MCP's tool
- * calls) riding on their outer request's. 0 with a 429 "quota" and a
- * Retry-After (whole seconds, at least 1) when the bucket is empty.
- */
-static int rate_ok(struct nb_req *r, struct nb_apierr *ae)
-{
-    int64_t retry_ms;
-    char secs[24];
-    if (r->who.rate[0] == '\0' || nb_metrics == NULL ||
-        nb_rate_take(&nb_metrics->rate, r->who.name, r->who.rate, nb_rate_now_ns(), &retry_ms))
-        return 1;
-    snprintf(secs, sizeof(secs), "%lld", (long long)(retry_ms + 999) / 1000);
-    nb_http_add_header(r, "Retry-After", secs);
-    nb_apierr_set(ae, NB_E_LIMIT, "quota",
-                  "quota rate=%s of key \"%s\" reached: try again in %lld ms", r->who.rate,
-                  r->who.name, (long long)retry_ms);
-    return 0;
-}
-
-/* The latency histogram a route's calls go to (metrics.h). */
-static enum nb_mroute route_metric(enum nb_route shape, const char *method)
-{
-    switch (shape) {
-    case NB_ROUTE_SANDBOXES:
-        return !strcmp(method, "POST") ? NB_MR_CREATE : NB_MR_LIST;
-    case NB_ROUTE_SANDBOX:
-        return !strcmp(method, "DELETE") ? NB_MR_DESTROY : NB_MR_GET;
-    case NB_ROUTE_TIMEOUT:
-        return NB_MR_TIMEOUT;
-    case NB_ROUTE_PAUSE:
-        return NB_MR_PAUSE;
-    case NB_ROUTE_RESUME:
-        return NB_MR_RESUME;
-    case NB_ROUTE_NETWORK:
-        return NB_MR_NETWORK;
-    case NB_ROUTE_EXEC:
-        return NB_MR_EXEC;
-    case NB_ROUTE_RUN:
-        return NB_MR_RUN;
-    case NB_ROUTE_FILES:
-        return NB_MR_FILES;
-    case NB_ROUTE_PROCS:
-        return NB_MR_PROCESSES;
-    case NB_ROUTE_CODE:
-        return NB_MR_CODE;
-    case NB_ROUTE_CONTEXTS:
-        return NB_MR_CONTEXTS;
-    case NB_ROUTE_PORT_OPEN:
-    case NB_ROUTE_PORTS:
-    case NB_ROUTE_PORT:
-        return NB_MR_PORTS;
-    case NB_ROUTE_MCP:
-        return NB_MR_MCP;
-    case NB_ROUTE_USAGE:
-        return NB_MR_SANDBOX_METRICS;
-    case NB_ROUTE_HEALTHZ:
-        return NB_MR_HEALTHZ;
-    case NB_ROUTE_METRICS:
-        return NB_MR_METRICS;
-    default:
-        return NB_MR_OTHER;
-    }
-}
-
-/* The native API's 401, or the front's that claimed r. */
-static const char *unauthorized(const struct nb_req *r)
-{
-    return r->front != NULL ? r->front->unauthorized : HTTP_UNAUTHORIZED;
-}
-
 /*
  * The shape of r and its args: the first front's that claims it, else the
  * native API's (route.h). r->front says whose it is; tab and n get its rows.
@@ -450,9 +143,10 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
      * every other error is the request's own, once its body is read.
      */
     if (nb_http_auth_only(r)) {
-        if (found == NB_ROUTE_NO_ROWS || (flags & NB_ROUTE_PUBLIC) || authorized(a, r, flags))
+        if (found == NB_ROUTE_NO_ROWS || (flags & NB_ROUTE_PUBLIC) ||
+            nb_http_authorized(a, r, flags))
             return nb_http_pass_auth(r);
-        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthorized", "%s", unauthorized(r));
+        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthorized", "%s", nb_http_unauthorized(r));
         return NB_ERR;
     }
     if (found == NB_ROUTE_NO_ROWS) {
@@ -460,9 +154,9 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
         return NB_ERR;
     }
     if (found == NB_ROUTE_FOUND)
-        r->mroute = (int)route_metric(shape, row->method);
-    if (!(flags & NB_ROUTE_PUBLIC) && !nb_http_is_internal(r) && !authorized(a, r, flags)) {
-        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthorized", "%s", unauthorized(r));
+        r->mroute = (int)row->metric; /* its latency histogram (metrics.h) */
+    if (!(flags & NB_ROUTE_PUBLIC) && !nb_http_is_internal(r) && !nb_http_authorized(a, r, flags)) {
+        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthorized", "%s", nb_http_unauthorized(r));
         return NB_ERR;
     }
     /* the service's own numbers (GET /metrics) are an operator's, not a user key's */
@@ -471,7 +165,7 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
                       r->path);
         return NB_ERR;
     }
-    if (!nb_http_is_internal(r) && !rate_ok(r, ae))
+    if (!nb_http_is_internal(r) && !nb_http_rate_ok(r, ae))
         return NB_ERR;
     /* ids opaque to a front's clients: one that is not ours names no sandbox */
     if ((flags & NB_ROUTE_ID_404) && (flags & NB_ROUTE_ID) && !http_guard->id_valid(ra.id)) {
@@ -511,201 +205,6 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     return row->handler(a, r, &ra, ae);
 }
 
-int nb_http_dispatch_internal(struct nb_app *a, struct nb_req *outer, const char *method,
-                              const char *uri, const char *body, size_t body_len,
-                              const char *content_type, int client_fd, struct nb_buf *answer,
-                              long *status)
-{
-    struct nb_http_capture cap;
-    struct nb_req ir;
-    struct nb_apierr ae;
-    size_t start = answer->len;
-    int rc;
-
-    memset(&ir, 0, sizeof(ir));
-    nb_buf_init(&ir.body, 0);
-    ir.outer = outer;
-    /* an internal request acts as the key of the request it serves (MCP's tool calls) */
-    if (outer != NULL)
-        ir.who = outer->who;
-    else
-        nb_tenant_anyone(&ir.who);
-    if (http_internal(&ir, &cap, method, uri, body, body_len, content_type, answer, &ae) != 0)
-        rc = NB_ERR;
-    else {
-        cap.client_fd = client_fd;
-        rc = nb_http_dispatch(a, &ir, &ae);
-    }
-    nb_http_finalize(&ir, rc, &ae);
-    rc = 0;
-    if (cap.overflow) {
-        answer->len = start;
-        if (answer->data != NULL)
-            answer->data[start] = '\0';
-        nb_buf_printf(answer, "error: the answer to %s %.200s is larger than %zu bytes", method,
-                      ir.path, answer->cap);
-        rc = -1;
-    }
-    *status = ir.status;
-    nb_info("internal: %s %.200s %d", method, ir.path, ir.status);
-    nb_buf_free(&ir.body);
-    return rc;
-}
-
-int nb_http_after(struct nb_req *r, nb_http_hook_fn fn, void *arg)
-{
-    while (r->outer != NULL)
-        r = r->outer;
-    if (r->n_hooks == NB_HTTP_HOOKS_MAX) {
-        nb_warn("%s %.200s: no room for another after-the-answer hook (%d): done now", r->method,
-                r->path, NB_HTTP_HOOKS_MAX);
-        return -1;
-    }
-    r->hooks[r->n_hooks].fn = fn;
-    r->hooks[r->n_hooks].arg = arg;
-    r->n_hooks++;
-    return 0;
-}
-
-void nb_http_run_after(struct nb_app *a, struct nb_req *r)
-{
-    for (unsigned i = 0; i < r->n_hooks; i++)
-        r->hooks[i].fn(a, r->hooks[i].arg);
-    r->n_hooks = 0;
-}
-
-int nb_http_client_fd(const struct nb_req *r)
-{
-    if (r->capture != NULL)
-        return r->capture->client_fd;
-    return r->fcgi != NULL ? r->fcgi->ipcFd : -1;
-}
-
-int nb_http_read_some(struct nb_req *r, void *buf, size_t n)
-{
-    struct nb_http_capture *cap = r->capture;
-
-    if (n > INT_MAX)
-        n = INT_MAX;
-    if (cap == NULL)
-        return FCGX_GetStr(buf, (int)n, r->fcgi->in);
-    if (n > cap->in_len - cap->in_off)
-        n = cap->in_len - cap->in_off;
-    if (n > 0)
-        memcpy(buf, cap->in + cap->in_off, n);
-    cap->in_off += n;
-    return (int)n;
-}
-
-/* The answer's bytes: to the FastCGI stream, or into the capture buffer. */
-static int put(struct nb_req *r, const void *data, size_t len)
-{
-    struct nb_http_capture *cap = r->capture;
-
-    if (cap == NULL)
-        return len > 0 && FCGX_PutStr(data, (int)len, r->fcgi->out) < 0 ? -1 : 0;
-    if (cap->overflow || nb_buf_append(cap->out, data, len) != NB_OK) {
-        cap->overflow = 1; /* treated as a client that left: the handler stops */
-        return -1;
-    }
-    return 0;
-}
-
-int nb_http_read_body(struct nb_req *r, size_t cap, struct nb_apierr *ae)
-{
-    const char *cl = nb_http_param(r, "CONTENT_LENGTH");
-    unsigned long long want = 0;
-    char chunk[16384];
-    int n;
-
-    if (cl != NULL && *cl) {
-        char *end;
-        want = strtoull(cl, &end, 10);
-        if (*end != '\0') {
-            nb_apierr_set(ae, NB_E_INVALID, "bad_request", "Content-Length is not a number");
-            return -1;
-        }
-    }
-    if (want > cap) {
-        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
-                      "the body is %llu bytes; the limit is %zu (max_body)", want, cap);
-        return -1;
-    }
-    nb_buf_init(&r->body, cap);
-    nb_buf_append(&r->body, "", 0);
-    while ((n = nb_http_read_some(r, chunk, sizeof(chunk))) > 0) {
-        if (nb_buf_append(&r->body, chunk, (size_t)n) != NB_OK) {
-            nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
-                          "the body is larger than %zu bytes (max_body)", cap);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-const char *nb_http_param(const struct nb_req *r, const char *name)
-{
-    return FCGX_GetParam(name, r->envp);
-}
-
-int nb_http_query_each(const struct nb_req *r, int (*cb)(void *arg, const char *k, const char *v),
-                       void *arg)
-{
-    return nb_query_each(r->query, cb, arg);
-}
-
-int nb_http_query_bytes(const struct nb_req *r, const char *key, struct nb_buf *out)
-{
-    return nb_query_bytes(r->query, key, out);
-}
-
-int nb_http_query(const struct nb_req *r, const char *key, char *out, size_t outlen)
-{
-    return nb_query_get(r->query, key, out, outlen);
-}
-
-void nb_http_add_header(struct nb_req *r, const char *name, const char *value)
-{
-    size_t used = strlen(r->headers);
-    int n = snprintf(r->headers + used, sizeof(r->headers) - used, "%s: %s\r\n", name, value);
-
-    if (n < 0 || (size_t)n >= sizeof(r->headers) - used) {
-        r->headers[used] = '\0';
-        nb_warn("answer header %s dropped: over %d bytes of extra headers", name, NB_HEADERS_MAX);
-    }
-}
-
-static void send_head(struct nb_req *r, int status, const char *ctype, int stream)
-{
-    r->status = status;
-    r->answered = 1;
-    if (r->capture != NULL)
-        return; /* the caller reads r->status; headers have nowhere to go */
-    FCGX_FPrintF(r->fcgi->out, "Status: %d %s\r\n", status, reason(status));
-    if (ctype)
-        FCGX_FPrintF(r->fcgi->out, "Content-Type: %s\r\n", ctype);
-    /* nginx passes each chunk of a stream on as it comes (fastcgi_buffering per answer) */
-    if (stream)
-        FCGX_FPrintF(r->fcgi->out, "X-Accel-Buffering: no\r\n");
-    FCGX_FPrintF(r->fcgi->out, "%sCache-Control: no-store\r\n\r\n", r->headers);
-}
-
-void nb_http_json(struct nb_req *r, int status, yajl_gen g)
-{
-    const unsigned char *buf;
-    size_t len;
-    yajl_gen_get_buf(g, &buf, &len);
-    send_head(r, status, "application/json", 0);
-    if (put(r, buf, len) == 0)
-        put(r, "\n", 1);
-}
-
-void nb_http_body(struct nb_req *r, int status, const char *ctype, const void *data, size_t len)
-{
-    send_head(r, status, ctype, 0);
-    put(r, data, len);
-}
-
 /*
  * The one mapping of a domain code (nberr.h) to an HTTP status: every
  * error answer's, the native API's and the fronts'.
@@ -741,126 +240,6 @@ static void http_error(struct nb_req *r, const struct nb_apierr *ae)
     yajl_gen_map_close(g);
     nb_http_json(r, nb_http_status_of(ae->err), g);
     yajl_gen_free(g);
-}
-
-void nb_http_no_content(struct nb_req *r)
-{
-    send_head(r, 204, NULL, 0);
-}
-
-int nb_http_wants_ndjson(const struct nb_req *r)
-{
-    const char *acc = nb_http_param(r, "HTTP_ACCEPT");
-    return acc != NULL && strstr(acc, "application/x-ndjson") != NULL;
-}
-
-void nb_http_stream_begin(struct nb_req *r, int status, const char *ctype)
-{
-    r->stream_ctype = ctype;
-    if (ctype != NULL && !strcmp(ctype, "application/x-ndjson"))
-        r->stream = HTTP_STREAM_NDJSON;
-    else
-        r->stream = HTTP_STREAM_BYTES;
-    send_head(r, status, ctype, 1);
-    if (r->capture == NULL)
-        FCGX_FFlush(r->fcgi->out);
-}
-
-/* All of iov written to fd (blocking, with the send timeout the worker set): 0 or -1. */
-static int writev_all(int fd, struct iovec *iov, int cnt)
-{
-    while (cnt > 0) {
-        ssize_t n = writev(fd, iov, cnt);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        while (cnt > 0 && (size_t)n >= iov->iov_len) {
-            n -= (ssize_t)iov->iov_len;
-            iov++;
-            cnt--;
-        }
-        if (cnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + n;
-            iov->iov_len -= (size_t)n;
-        }
-    }
-    return 0;
-}
-
-/* Record content of a multiple of 8 bytes: no padding needed. */
-#define HTTP_RECORD_MAX (FCGI_MAX_LENGTH & ~7u)
-
-/*
- * Bytes of a streamed answer straight to nginx, as FastCGI stdout records
- * of up to 64k: libfcgi's stream cuts everything into records of 8k, one
- * write each, and nginx then reads and forwards 8k at a time (a 1 MiB
- * download was 128 of each). What the stream holds is flushed first, so
- * the order stays; FCGX_Finish_r ends the stream as usual. 0, or -1 (the
- * client left, or a write blocked for the worker's send timeout: the
- * connection is then shut, so that finishing the request does not wait
- * again).
- */
-static int put_records(struct nb_req *r, const unsigned char *p, size_t len)
-{
-    int fd = r->fcgi->ipcFd, id = r->fcgi->requestId;
-
-    if (FCGX_FFlush(r->fcgi->out) < 0 || FCGX_GetError(r->fcgi->out) != 0)
-        return -1;
-    while (len > 0) {
-        size_t n = len < HTTP_RECORD_MAX ? len : HTTP_RECORD_MAX;
-        unsigned char hdr[FCGI_HEADER_LEN] = {FCGI_VERSION_1,
-                                              FCGI_STDOUT,
-                                              (unsigned char)(id >> 8),
-                                              (unsigned char)id,
-                                              (unsigned char)(n >> 8),
-                                              (unsigned char)n,
-                                              0,
-                                              0};
-        struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)(uintptr_t)p, n}};
-        if (writev_all(fd, iov, 2) != 0) {
-            shutdown(fd, SHUT_RDWR);
-            return -1;
-        }
-        p += n;
-        len -= n;
-    }
-    return 0;
-}
-
-/* Below this, a piece goes through libfcgi's stream (one record, one write). */
-#define HTTP_DIRECT_MIN 8192
-
-int nb_http_stream_bytes(struct nb_req *r, const void *data, size_t len)
-{
-    if (r->gone)
-        goto gone;
-    if (r->capture == NULL && len >= HTTP_DIRECT_MIN)
-        return put_records(r, data, len) == 0 ? 0 : (r->gone = 1, -1);
-    if (put(r, data, len) != 0)
-        goto gone;
-    if (r->capture != NULL)
-        return 0;
-    if (FCGX_FFlush(r->fcgi->out) < 0 || FCGX_GetError(r->fcgi->out) != 0)
-        goto gone;
-    return 0;
-gone:
-    r->gone = 1;
-    return -1;
-}
-
-int nb_http_stream_line(struct nb_req *r, yajl_gen g)
-{
-    const unsigned char *buf;
-    size_t len;
-    yajl_gen_get_buf(g, &buf, &len);
-    if (r->gone || put(r, buf, len) != 0 || put(r, "\n", 1) != 0) {
-        r->gone = 1;
-        return -1;
-    }
-    yajl_gen_clear(g);
-    yajl_gen_reset(g, NULL); /* ready for the next line's value */
-    return nb_http_stream_bytes(r, NULL, 0);
 }
 
 /* Answer r's error (or its missing answer), as nb_http_finalize says. */

@@ -7,14 +7,20 @@
  * A request can also be internal: nb_http_dispatch_internal runs a request
  * whose body comes from memory and whose answer lands in a buffer instead
  * of the FastCGI stream, through the same table (POST /mcp's tool calls).
- * Only this file touches the FastCGI streams, so the handlers cannot tell
+ * Only this layer touches the FastCGI streams, so the handlers cannot tell
  * the two apart.
  *
- * The layers (docs/ARCHITECTURE.md): worker.c accepts, this file routes and
+ * Its files (httppriv.h lists them in order): request.c reads a request
+ * and writes its answer, stream.c streams one, auth.c checks who sent it
+ * (key, tenancy, rate) and writes the audit line, http.c routes it and
+ * answers its errors, internal.c runs internal requests. Under them:
+ * route.c, query.c and multipart.c (pure functions), tenant.c (the keys).
+ *
+ * The layers (docs/ARCHITECTURE.md): worker.c accepts, this layer routes and
  * answers, handlers (api_*.c) validate and shape answers, engines
  * (sandbox.c, exec.c, files.c, procs.c, ports.c) do the work over the
  * table, Docker and the agent. Nothing below calls up: the handlers are
- * known to this file only through the table the worker registers.
+ * known to this layer only through the table the worker registers.
  */
 #ifndef NB_HTTP_H
 #define NB_HTTP_H
@@ -40,7 +46,7 @@
 /* Most "after the answer" hooks one request can carry (nb_http_after). */
 #define NB_HTTP_HOOKS_MAX 4
 
-struct nb_http_capture; /* an internal request's two ends (http.c) */
+struct nb_http_capture; /* an internal request's two ends (httppriv.h) */
 struct nb_front;        /* a front's paths, rows, key style and errors (below) */
 
 /* Work to do once the answer went out (nb_http_after); arg is the hook's. */
@@ -57,7 +63,7 @@ struct nb_req {
     struct nb_buf body;           /* capped at conf.max_body */
     char headers[NB_HEADERS_MAX]; /* extra answer headers, "Name: value\r\n" each */
     int status;                   /* status sent, for the access log */
-    /* http.c's own bookkeeping: handlers report through their result instead */
+    /* the HTTP layer's own bookkeeping: handlers report through their result instead */
     int answered;                 /* the status went out */
     int stream;                   /* HTTP_STREAM_* once a streamed answer began */
     int gone;                     /* a write failed: the client left (or the capture is full) */

@@ -2,7 +2,7 @@
  * query.h - a URL query string ("a=1&b=x%20y") decoded: %XX and '+' as in
  * application/x-www-form-urlencoded. Pure functions of the raw string (no
  * request, no FastCGI), so they can be fuzzed on their own
- * (tests/fuzz/fuzz_query.c); http.c's nb_http_query* call them on a
+ * (tests/fuzz/fuzz_query.c); request.c's nb_http_query* call them on a
  * request's query.
  */
 #ifndef NB_QUERY_H

@@ -4,10 +4,11 @@
  * no FastCGI), so path matching is fuzzed on its own
  * (tests/fuzz/fuzz_route.c) and the lookup is unit-tested
  * (tests/unit/test_route.c). The table itself, {path shape, sub-route,
- * method, flags, handler} rows, is the handlers' (api_routes.c, and a
- * front's own rows with its own shapes: http.h, struct nb_front); the HTTP
- * layer (http.c, nb_http_dispatch) checks auth, the id and the pid as the
- * row's flags say, then calls its handler.
+ * method, flags, metric label, handler} rows, is the handlers'
+ * (api_routes.c, and a front's own rows with its own shapes: http.h,
+ * struct nb_front); the HTTP layer (http.c, nb_http_dispatch) checks auth,
+ * the id and the pid as the row's flags say, times the call in the row's
+ * histogram, then calls its handler.
  */
 #ifndef NB_ROUTE_H
 #define NB_ROUTE_H
@@ -15,35 +16,56 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "metrics.h"
+
+/*
+ * The native API's path shapes, each declared once here:
+ * X(name, the path as the API's docs write it), in enum order. The enum
+ * (NB_ROUTE_<name>) and nb_route_path follow from this list; which path
+ * is which shape is nb_route_match's (route.c). A new shape is a line
+ * here, its match in route.c and its rows in the table (api_routes.c).
+ */
+#define NB_ROUTE_SHAPES(X)                                                             \
+    X(HEALTHZ, "/healthz")                                                             \
+    X(MCP, "/mcp")                                                                     \
+    X(RUN, "/run")                                                                     \
+    X(SANDBOXES, "/sandbox")                                                           \
+    X(SANDBOX, "/sandbox/{id}")                                                        \
+    X(TIMEOUT, "/sandbox/{id}/timeout")                                                \
+    X(EXEC, "/sandbox/{id}/exec")                                                      \
+    X(NETWORK, "/sandbox/{id}/network")                                                \
+    X(PORT_OPEN, "/sandbox/{id}/ephemeralport")                                        \
+    X(PORTS, "/sandbox/{id}/ports")                                                    \
+    /* arg: the port */                                                                \
+    X(PORT, "/sandbox/{id}/ports/{sandboxport}")                                       \
+    /* [/mkdir|/move|/archive|/watch] (arg: the op) */                                 \
+    X(FILES, "/sandbox/{id}/files")                                                    \
+    /* [/{pid}[/stdin]] (arg: pid, op: stdin) */                                       \
+    X(PROCS, "/sandbox/{id}/processes")                                                \
+    /* [/interrupt] (arg: the op) */                                                   \
+    X(CODE, "/sandbox/{id}/code")                                                      \
+    /* [/{ctx}[/restart]] (arg: ctx, op: restart) */                                   \
+    X(CONTEXTS, "/sandbox/{id}/contexts")                                              \
+    X(PAUSE, "/sandbox/{id}/pause")                                                    \
+    X(RESUME, "/sandbox/{id}/resume")                                                  \
+    X(METRICS, "/metrics")                                                             \
+    X(USAGE, "/sandbox/{id}/metrics")                                                  \
+    /* /{pid}[/input|/resize] (arg: pid, op: input, resize); its sub makes the path */ \
+    X(PTY, "/sandbox/{id}/pty")                                                        \
+    X(TEMPLATES, "/templates")                                                         \
+    /* /{name}[/logs] (arg: the name, op: logs); its sub makes the path */             \
+    X(TEMPLATE, "/templates")                                                          \
+    X(SNAPSHOT, "/sandbox/{id}/snapshot")                                              \
+    X(OPENAPI, "/openapi.json")
+
+#define NB_ROUTE_ENUM_(name, path) NB_ROUTE_##name,
 enum nb_route {
     NB_ROUTE_NONE,
-    NB_ROUTE_HEALTHZ,
-    NB_ROUTE_MCP,       /* /mcp */
-    NB_ROUTE_RUN,       /* /run */
-    NB_ROUTE_SANDBOXES, /* /sandbox */
-    NB_ROUTE_SANDBOX,   /* /sandbox/{id} */
-    NB_ROUTE_TIMEOUT,   /* /sandbox/{id}/timeout */
-    NB_ROUTE_EXEC,      /* /sandbox/{id}/exec */
-    NB_ROUTE_NETWORK,   /* /sandbox/{id}/network */
-    NB_ROUTE_PORT_OPEN, /* /sandbox/{id}/ephemeralport */
-    NB_ROUTE_PORTS,     /* /sandbox/{id}/ports */
-    NB_ROUTE_PORT,      /* /sandbox/{id}/ports/{sandboxport} (arg: the port) */
-    NB_ROUTE_FILES,     /* /sandbox/{id}/files[/mkdir|/move|/archive] (arg: the op) */
-    NB_ROUTE_PROCS,     /* /sandbox/{id}/processes[/{pid}[/stdin]] (arg: pid, op: stdin) */
-    NB_ROUTE_CODE,      /* /sandbox/{id}/code[/interrupt] (arg: the op) */
-    NB_ROUTE_CONTEXTS,  /* /sandbox/{id}/contexts[/{ctx}[/restart]] (arg: ctx, op: restart) */
-    NB_ROUTE_PAUSE,     /* /sandbox/{id}/pause */
-    NB_ROUTE_RESUME,    /* /sandbox/{id}/resume */
-    NB_ROUTE_METRICS,   /* /metrics */
-    NB_ROUTE_USAGE,     /* /sandbox/{id}/metrics */
-    NB_ROUTE_PTY,       /* /sandbox/{id}/pty/{pid}[/input|/resize] (arg: pid, op: input, resize) */
-    NB_ROUTE_TEMPLATES, /* /templates */
-    NB_ROUTE_TEMPLATE,  /* /templates/{name}[/logs] (arg: the name, op: logs) */
-    NB_ROUTE_SNAPSHOT,  /* /sandbox/{id}/snapshot */
-    NB_ROUTE_OPENAPI,   /* /openapi.json */
+    NB_ROUTE_SHAPES(NB_ROUTE_ENUM_)
     /* a front's own shapes (http.h, struct nb_front) are this and above */
     NB_ROUTE_FRONT = 64,
 };
+#undef NB_ROUTE_ENUM_
 
 /*
  * Match a raw path (no query). Fills id with the {id} segment, cut to
@@ -108,10 +130,11 @@ typedef int (*nb_route_handler)(struct nb_app *a, struct nb_req *r, const struct
 /* One row of the route table. */
 struct nb_route_entry {
     enum nb_route shape;
-    const char *sub;    /* which sub-route of shape (nb_route_sub) */
-    const char *method; /* NULL: none (a known path that no handler serves: 404);
+    const char *sub;       /* which sub-route of shape (nb_route_sub) */
+    const char *method;    /* NULL: none (a known path that no handler serves: 404);
                            "*": every method (a catch-all's row) */
-    unsigned flags;     /* NB_ROUTE_*; the same on every row of one shape and sub */
+    unsigned flags;        /* NB_ROUTE_*; the same on every row of one shape and sub */
+    enum nb_mroute metric; /* the latency histogram its calls go to (metrics.h, label "route") */
     nb_route_handler handler;
 };
 
