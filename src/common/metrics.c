@@ -170,6 +170,14 @@ void nb_metrics_warm(int hit)
         add(hit ? &nb_metrics->warm_hits : &nb_metrics->warm_misses, 1);
 }
 
+void nb_metrics_reconciled(int64_t now)
+{
+    if (nb_metrics == NULL)
+        return;
+    add(&nb_metrics->reconciles, 1);
+    __atomic_store_n(&nb_metrics->reconciled, now, __ATOMIC_RELAXED);
+}
+
 void nb_metrics_workers(unsigned alive, unsigned busy)
 {
     if (nb_metrics == NULL)
@@ -422,6 +430,16 @@ void nb_metrics_render(struct nb_buf *out, const struct nb_metrics *m)
                       "Creates the warm pool could have served but had no ready sandbox for.");
     nb_buf_printf(out, "nanobox_warm_pool_misses_total %llu\n",
                   (unsigned long long)load(&m->warm_misses));
+
+    nb_metrics_family(out, "nanobox_reconciliations_total", "counter",
+                      "Reconciliations of the table with Docker's containers (at start-up, "
+                      "every 30 s, and while Docker is away until it answers).");
+    nb_buf_printf(out, "nanobox_reconciliations_total %llu\n",
+                  (unsigned long long)load(&m->reconciles));
+    nb_metrics_family(out, "nanobox_reconciliation_last_time_seconds", "gauge",
+                      "When the last reconciliation ended (unix seconds; 0: none yet).");
+    nb_buf_printf(out, "nanobox_reconciliation_last_time_seconds %lld\n",
+                  (long long)__atomic_load_n(&m->reconciled, __ATOMIC_RELAXED));
 
     nb_metrics_family(out, "nanobox_workers", "gauge",
                       "nanobox-fcgi worker processes, busy (serving a request) or idle.");

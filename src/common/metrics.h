@@ -124,6 +124,8 @@ struct nb_metrics {
     uint64_t destroys[NB_MD_N];
     uint64_t warm_hits;   /* creates served from the warm pool */
     uint64_t warm_misses; /* creates the warm pool could have served but had none ready */
+    uint64_t reconciles;  /* reconciliations that listed Docker's containers */
+    int64_t reconciled;   /* unix seconds the last one ended; 0: none yet */
     uint32_t workers_alive, workers_busy; /* the master's scoreboard, every 100 ms */
     struct nb_merror errors[NB_METRICS_ERRORS];
     uint64_t errors_other;
@@ -150,6 +152,8 @@ void nb_metrics_docker(enum nb_mdocker op, int64_t us, int err);
 void nb_metrics_create(enum nb_mcreate source);
 void nb_metrics_destroy(enum nb_mdestroy cause);
 void nb_metrics_warm(int hit);
+/* A reconciliation (reaper.c) listed the containers and judged every slot, at now. */
+void nb_metrics_reconciled(int64_t now);
 /* One error answer: status and its code slug ("not_found"). */
 void nb_metrics_error(int status, const char *code);
 void nb_metrics_workers(unsigned alive, unsigned busy);

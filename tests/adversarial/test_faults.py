@@ -256,7 +256,7 @@ def test_everything_killed_keeps_ports_warm_pool_and_background_processes(make_s
     n = int(in_sandbox(sids[1], "wc -l < /tmp/ticks"))
     st.start_fcgi()
     st.wait_healthy()
-    time.sleep(3)      # the start-up reconciliation and a pool pass have run
+    nbtest.wait_reconciled(api)  # the start-up reconciliations and pool passes have run
     assert sorted(set(docker_ps(st.instance)) - set(names(sids))) == warm_before, \
         "the warm pool was rebuilt instead of adopted"
     assert process(api, sids[0], server)["running"]

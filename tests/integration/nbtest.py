@@ -183,6 +183,24 @@ def wait_until(fn, timeout=10.0, interval=0.1, what="condition"):
         time.sleep(interval)
 
 
+def reconciliations(api):
+    """How many reconciliations the service has run since it started
+    (nanobox_reconciliations_total of GET /metrics; the key must be admin)."""
+    r = api.request("GET", "/metrics")
+    m = re.search(r"^nanobox_reconciliations_total (\d+)$", r.text, re.M)
+    return int(m.group(1)) if r.status_code == 200 and m else 0
+
+
+def wait_reconciled(api, passes=2, timeout=20):
+    """Wait until the service has reconciled its table with Docker passes
+    times since it started: 2 is the start-up pair (the reaper's first
+    pass and its third, which judges what turned RUNNING in the second of
+    the first listing), after which only Docker's events or the next
+    periodic pass (30 s on) act on a container."""
+    return wait_until(lambda: reconciliations(api) >= passes, timeout, 0.1,
+                      what=f"{passes} reconciliations")
+
+
 def node_package(pkg_dir, name, skip_without_node=False):
     """node, once pkg_dir/node_modules holds package `name` at the version
     pkg_dir/package.json pins (npm ci from package-lock.json when missing).

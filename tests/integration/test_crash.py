@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from nbtest import (in_thread, IMAGE, assert_error, docker_exists, docker_ps, parse_json, pid_alive,
-                    random_uuid, run, tail, tcp_refused, wait_until)
+                    random_uuid, run, tail, tcp_refused, wait_reconciled, wait_until)
 
 
 def consistent(st):
@@ -175,7 +175,7 @@ def test_restart_leaves_other_instances_containers_alone(make_stack, orphan_clea
     orphan_cleanup.append(unlabelled)
     run(["docker", "run", "-d", "--network", "none", "--name", unlabelled, IMAGE, "sleep", "1000"])
     st.restart()
-    time.sleep(3)   # reconciliation has run by now (it runs at start)
+    wait_reconciled(st.api)
     assert docker_exists(foreign), "reconciliation removed another instance's container"
     assert docker_exists(unlabelled), "reconciliation removed an unlabelled container"
 
@@ -224,7 +224,7 @@ def test_restart_honours_an_extended_ttl(make_stack):
     time.sleep(max(0, info["expires_at"] + 1.5 - time.time()))
     st.start_fcgi()
     st.wait_healthy()
-    time.sleep(3)
+    wait_reconciled(api)
     assert api.get(sid).status_code == 200, "an extended sandbox was removed at restart"
     assert docker_exists(f"nanobox-{sid}")
     assert api.exec(sid, "echo ok")["stdout"] == "ok\n"
@@ -292,7 +292,7 @@ def test_a_dead_container_is_seen_at_once(make_stack, how):
     name = f"nanobox-{sid}"
     # the reconciliation that follows start-up (its first and third passes)
     # must be behind us, so that only the events can be what sees the death
-    time.sleep(3)
+    wait_reconciled(api)
     if how == "init-killed":
         init = int(run(["docker", "inspect", "-f", "{{.State.Pid}}", name]).stdout.strip())
         assert init > 0

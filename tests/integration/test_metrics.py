@@ -262,6 +262,8 @@ def test_metrics_text_is_valid_and_lists_every_family(api):
         "nanobox_docker_errors_total": "counter",
         "nanobox_start_time_seconds": "gauge",
         "nanobox_build_info": "gauge",
+        "nanobox_reconciliations_total": "counter",
+        "nanobox_reconciliation_last_time_seconds": "gauge",
     }
     for name, kind in want.items():
         assert name in fams, f"{name} missing"
@@ -275,6 +277,11 @@ def test_metrics_text_is_valid_and_lists_every_family(api):
     for state in ("creating", "running", "paused", "pooled", "destroying"):
         assert any(s[1] == {"state": state, "image": IMAGE} for s in fams["nanobox_sandboxes"]["samples"])
     assert abs(value(fams, "nanobox_start_time_seconds") - time.time()) < 86400
+    # the start-up reconciliations have run (nbtest.wait_reconciled waits on this)
+    wait_until(lambda: value(metrics(api), "nanobox_reconciliations_total") >= 2, 20,
+               what="the start-up reconciliations")
+    last = value(metrics(api), "nanobox_reconciliation_last_time_seconds")
+    assert value(fams, "nanobox_start_time_seconds") <= last <= time.time() + 1, last
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None,

@@ -445,6 +445,7 @@ int nb_reaper_reconcile(struct nb_app *a)
         if (swept > 0)
             removed += swept;
     }
+    nb_metrics_reconciled(nb_clock_real_s()); /* done: operators and tests can tell */
     return removed + (int)n;
 }
 
