@@ -27,13 +27,16 @@ python3 tests/arch/check_layers.py "$builddir"
 
 py=/usr/bin/python3
 "$py" -c 'import pytest, requests' 2>/dev/null || py=python3
-par=()
-"$py" -c 'import xdist' 2>/dev/null && par=(-n "${NANOBOX_TEST_JOBS:-3}" --dist loadgroup)
+par=() rerun=()
+"$py" -c 'import xdist' 2>/dev/null && par=(-n "${NANOBOX_TEST_JOBS:-4}" --dist loadgroup)
+# a failed test runs once more before it counts, as in tests/run.sh
+[ "${NANOBOX_TEST_RERUNS:-1}" -gt 0 ] && "$py" -c 'import pytest_rerunfailures' 2>/dev/null &&
+    rerun=(--reruns "${NANOBOX_TEST_RERUNS:-1}" --reruns-delay 1 -rfEsR)
 files=(test_fronts.py test_lifecycle.py test_exec.py test_errors.py)
 files=("${files[@]/#/tests/integration/}")
 export NANOBOX_BUILD=$builddir
 rc=0
-"$py" -m pytest -p no:cacheprovider -q "${par[@]}" -m "not serial" "${files[@]}" "$@" || rc=$?
+"$py" -m pytest -p no:cacheprovider -q "${rerun[@]}" "${par[@]}" -m "not serial" "${files[@]}" "$@" || rc=$?
 # then the serial ones alone; none among the files (status 5) is no failure
-"$py" -m pytest -p no:cacheprovider -q -m serial "${files[@]}" "$@" || { [ $? = 5 ] || rc=1; }
+"$py" -m pytest -p no:cacheprovider -q "${rerun[@]}" -m serial "${files[@]}" "$@" || { [ $? = 5 ] || rc=1; }
 exit "$rc"

@@ -181,10 +181,11 @@ pytest_run() {
 # (a wall-clock bound that other workers' load would break) is marked
 # @pytest.mark.serial and runs after the parallel pass, alone.
 #
-# 3 workers on 2 cores: the suite waits on dockerd, sandboxes and sleeps
-# more than it computes, so a third worker fills the cores the other two
-# leave idle; 4 was no faster here (docs/PERFORMANCE.md, "Test suite time").
-jobs=${NANOBOX_TEST_JOBS:-3}
+# 4 workers on 2 cores: the suite waits on dockerd, sandboxes and sleeps
+# more than it computes (with 3 the cores were still idle a fifth of the
+# time), so the extra workers fill what the others leave idle
+# (docs/PERFORMANCE.md, "Test suite time").
+jobs=${NANOBOX_TEST_JOBS:-4}
 if ! "$py" -c 'import xdist' 2>/dev/null; then
     log "pytest-xdist missing (apt install python3-pytest-xdist): the integration suite runs serially"
     jobs=0
