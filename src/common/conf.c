@@ -85,6 +85,7 @@ void nb_conf_defaults(struct nb_conf *c)
     c->warm_pool_idle = 60;
     c->warm_pool_memory = 0;
     c->warm_pool_reserve = 1024 * MiB;
+    c->warm_pool_parallel = 2;
     c->code_max_bytes = 1 * MiB;
     snprintf(c->code_image, sizeof(c->code_image), "nanobox-python:latest");
 
@@ -284,6 +285,7 @@ static const struct key keys[] = {
     {"warm_pool_idle", K_UINT, F(warm_pool_idle), 86400},
     {"warm_pool_memory", K_SIZE, F(warm_pool_memory), 1ULL << 50},
     {"warm_pool_reserve", K_SIZE, F(warm_pool_reserve), 1ULL << 50},
+    {"warm_pool_parallel", K_UINT, F(warm_pool_parallel), 16},
     /* a cell goes to the sandbox in one agent frame (at most 1 MiB) */
     {"code_max_bytes", K_SIZE, F(code_max_bytes), MiB},
     {"code_image", K_STR, F(code_image), 0},
@@ -551,6 +553,10 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
     }
     if (c->max_sandboxes < 1) {
         snprintf(err, errlen, "max_sandboxes must be >= 1");
+        return -1;
+    }
+    if (c->warm_pool_parallel < 1) {
+        snprintf(err, errlen, "warm_pool_parallel must be at least 1 (one at a time)");
         return -1;
     }
     if (c->warm_pool_idle < 1) {

@@ -83,6 +83,7 @@ struct nb_conf {
     unsigned warm_pool_idle;     /* seconds unused before a pool shrinks by one */
     uint64_t warm_pool_memory;   /* bytes all warm sandboxes may hold (memory limits); 0: any */
     uint64_t warm_pool_reserve;  /* bytes of MemAvailable a refill leaves to the host */
+    unsigned warm_pool_parallel; /* warm sandboxes made at once (reaper's children); 1: in turn */
 
     /* exec */
     unsigned exec_timeout; /* default seconds */

@@ -319,6 +319,7 @@ static void test_adaptive_warm_pool_keys(void **state)
     assert_int_equal(c.warm_pool_idle, 60);
     assert_int_equal(c.warm_pool_memory, 0);
     assert_int_equal(c.warm_pool_reserve, 1024ULL * 1024 * 1024);
+    assert_int_equal(c.warm_pool_parallel, 2);
     assert_int_equal(load("warm_pool_max = 16\nwarm_pool_code_max = 0\nwarm_pool_e2b_max = 3\n"
                           "warm_pool_idle = 1\nwarm_pool_memory = 1g\nwarm_pool_reserve = 0\n",
                           &c, err, sizeof(err)),
@@ -343,6 +344,8 @@ static void test_adaptive_warm_pool_keys(void **state)
         /* below one sandbox (memory, 256m by default) */
         {"warm_pool_memory = 100m\n", "warm_pool_memory"},
         {"warm_pool_reserve = many\n", "warm_pool_reserve"},
+        {"warm_pool_parallel = 0\n", "warm_pool_parallel"},
+        {"warm_pool_parallel = 17\n", "warm_pool_parallel"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_int_equal(load(bad[i].text, &c, err, sizeof(err)), -1);

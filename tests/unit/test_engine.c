@@ -543,7 +543,8 @@ static int setup_n(void **state, uint32_t nslots, unsigned warm_pool)
     snprintf(f->app.conf.template_network, sizeof(f->app.conf.template_network), "none");
     snprintf(f->app.conf.ports_dir, sizeof(f->app.conf.ports_dir), "%s", f->dir);
     f->app.conf.warm_pool = warm_pool;
-    f->app.conf.warm_pool_code = 0; /* the code pool's tests turn it on */
+    f->app.conf.warm_pool_code = 0;     /* the code pool's tests turn it on */
+    f->app.conf.warm_pool_parallel = 1; /* in turn: the fake Docker is this process's memory */
     if (nb_table_open(&f->app.table, f->path, nslots, err, sizeof(err)) != 0) {
         fprintf(stderr, "table: %s\n", err);
         return -1;

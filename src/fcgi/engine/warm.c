@@ -8,8 +8,13 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "adopt.h"
 #include "agent.h"
@@ -358,6 +363,106 @@ static void size_kinds(const struct nb_conf *c, const struct warm_kind *k, unsig
         nb_metrics_warm_target(i, want[i]);
 }
 
+/*
+ * Parallel refill (warm_pool_parallel > 1): each warm sandbox is made by a
+ * short-lived child of the reaper, which commits it POOLED through the
+ * table and exits, so the reaper's tick never waits on Docker for it. The
+ * reaper knows its children by pid (never waitpid(-1): the template
+ * builders and others are its children too).
+ */
+#define KIDS_MAX 16
+#define KID_DOCKER_DOWN 2    /* a child's exit status: Docker did not answer */
+#define KIND_BACKOFF_MS 1000 /* a kind whose create failed waits this long */
+static struct {
+    pid_t pid;
+    unsigned kind;
+} kids[KIDS_MAX];
+static unsigned n_kids;
+static int64_t kind_retry_at[KINDS_MAX]; /* monotonic ms: no new child for it before */
+
+/* Collect the children that ended; -1 if one found Docker unreachable. */
+static int reap_kids(void)
+{
+    int down = 0;
+    for (unsigned i = 0; i < n_kids;) {
+        int st = 0;
+        pid_t r = waitpid(kids[i].pid, &st, WNOHANG);
+        if (r == 0) {
+            i++;
+            continue;
+        }
+        if (r > 0 && WIFEXITED(st) && WEXITSTATUS(st) == KID_DOCKER_DOWN)
+            down = 1;
+        else if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            kind_retry_at[kids[i].kind] = nb_clock_mono_ms() + KIND_BACKOFF_MS;
+        kids[i] = kids[--n_kids];
+    }
+    return down ? -1 : 0;
+}
+
+/* A child making one warm sandbox of spec: 0, or KID_DOCKER_DOWN, or 1. */
+static void kid_run(struct nb_app *a, const struct nb_sandbox_spec *spec, pid_t parent)
+{
+    struct nb_docker d;
+    struct nb_slot slot;
+    struct nb_apierr ae;
+
+    /* dies with the reaper: its half-made sandbox is then reconciliation's (owner dead) */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(1);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    nb_log_set_role("refill");
+    if (nb_docker_init(&d, a->conf.docker_socket, a->conf.docker_max_response) != 0)
+        _exit(1);
+    a->docker = d; /* this process's own connection, not the reaper's */
+    if (nb_sandbox_make(a, spec, NB_SLOT_POOLED, &slot, &ae) != 0) {
+        if (ae.err == NB_E_DOCKER_DOWN)
+            _exit(KID_DOCKER_DOWN);
+        nb_warn("could not refill the warm pool (%s): %s", spec->image, ae.msg);
+        _exit(1);
+    }
+    _exit(0);
+}
+
+/*
+ * Creates of users in flight: CREATING slots whose live owner is not a
+ * refill child. The pool waits for them: Docker serves them first.
+ */
+static unsigned user_creates(struct nb_app *a)
+{
+    unsigned n = 0;
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        const struct nb_slot *s = &a->table.slots[i];
+        unsigned k;
+        if (s->state != NB_SLOT_CREATING || s->owner_pid <= 0 || s->owner_pid == getpid())
+            continue;
+        for (k = 0; k < n_kids && kids[k].pid != s->owner_pid; k++)
+            ;
+        if (k == n_kids && (kill(s->owner_pid, 0) == 0 || errno == EPERM))
+            n++;
+    }
+    nb_table_unlock(&a->table);
+    return n;
+}
+
+/* The spec of kind k's warm sandboxes: the defaults, in its layout. */
+static void kind_spec(const struct nb_conf *c, const struct warm_kind *k,
+                      struct nb_sandbox_spec *spec)
+{
+    memset(spec, 0, sizeof(*spec));
+    snprintf(spec->image, sizeof(spec->image), "%.*s", (int)sizeof(spec->image) - 1, k->image);
+    spec->memory = c->memory;
+    spec->nano_cpus = c->nano_cpus;
+    spec->pids = c->pids;
+    spec->ttl = c->max_ttl;      /* the label's; a hand-out sets the real expiry in the table */
+    spec->lifecycle = k->layout; /* E2B's layout is made at create: mounts, user, home */
+    snprintf(spec->metadata, sizeof(spec->metadata), "{}");
+    spec->prepare = k->kernel ? warm_kernel : NULL;
+}
+
 int nb_warm_refill(struct nb_app *a)
 {
     const struct nb_conf *c = &a->conf;
@@ -365,8 +470,9 @@ int nb_warm_refill(struct nb_app *a)
     struct warm_kind kinds[KINDS_MAX];
     char extra[NB_ID_LEN + 1] = "", extra_cid[NB_CID_LEN + 1] = "";
     uint32_t pooled[KINDS_MAX] = {0}, kept[KINDS_MAX] = {0}, extra_gen = 0;
-    uint32_t free_slots;
+    uint32_t free_slots, making[KINDS_MAX] = {0};
     unsigned n_kinds = warm_kinds(c, kinds), want[KINDS_MAX];
+    int parallel = c->warm_pool_parallel > 1;
     int64_t t0;
     /* templates of warm_pool_template: ready or not, asked Docker about once a second */
     static int tpl_ready[KINDS_MAX];
@@ -387,6 +493,11 @@ int nb_warm_refill(struct nb_app *a)
             kinds[k].floor = kinds[k].ceiling = 0;
     }
     calls++;
+    if (reap_kids() != 0)
+        return -1; /* the caller waits for Docker */
+    for (unsigned i = 0; i < n_kids; i++)
+        if (kids[i].kind < n_kinds)
+            making[kids[i].kind]++; /* in flight: counted as ready */
 
     nb_table_lock(&a->table);
     free_slots = nb_table_count_state(&a->table, NB_SLOT_FREE);
@@ -401,6 +512,8 @@ int nb_warm_refill(struct nb_app *a)
     }
     nb_table_unlock(&a->table);
     size_kinds(c, kinds, n_kinds, pooled, want);
+    for (unsigned k = 0; k < n_kinds; k++)
+        kept[k] = making[k]; /* what children make counts toward the target */
 
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
@@ -430,21 +543,31 @@ int nb_warm_refill(struct nb_app *a)
         }
     }
 
+    /* users' creates in flight go first: no new warm sandbox meanwhile */
+    if (user_creates(a) > 0)
+        return 0;
     t0 = nb_clock_mono_ms();
     for (unsigned k = 0; k < n_kinds; k++) {
         unsigned wanted = nb_warm_wanted(want[k], kept[k], free_slots);
         free_slots -= wanted; /* the next pool counts what this one takes as used */
-        memset(&spec, 0, sizeof(spec));
-        snprintf(spec.image, sizeof(spec.image), "%.*s", (int)sizeof(spec.image) - 1,
-                 kinds[k].image);
-        spec.memory = c->memory;
-        spec.nano_cpus = c->nano_cpus;
-        spec.pids = c->pids;
-        spec.ttl = c->max_ttl; /* the label's; a hand-out sets the real expiry in the table */
-        spec.lifecycle = kinds[k].layout; /* E2B's layout is made at create: mounts, user, home */
-        snprintf(spec.metadata, sizeof(spec.metadata), "{}");
-        spec.prepare = kinds[k].kernel ? warm_kernel : NULL;
-        for (unsigned i = 0; i < wanted; i++) {
+        kind_spec(c, &kinds[k], &spec);
+        for (unsigned i = 0; i < wanted && parallel; i++) {
+            pid_t parent = getpid(), pid;
+            if (n_kids >= c->warm_pool_parallel || n_kids >= KIDS_MAX ||
+                nb_clock_mono_ms() < kind_retry_at[k])
+                break;
+            pid = fork();
+            if (pid < 0) {
+                nb_warn("warm pool: cannot fork a refill: %s", strerror(errno));
+                return 0;
+            }
+            if (pid == 0)
+                kid_run(a, &spec, parent);
+            kids[n_kids].pid = pid;
+            kids[n_kids].kind = k;
+            n_kids++;
+        }
+        for (unsigned i = 0; i < wanted && !parallel; i++) {
             struct nb_slot slot;
             struct nb_apierr ae;
             if (nb_sandbox_make(a, &spec, NB_SLOT_POOLED, &slot, &ae) != 0) {
