@@ -379,6 +379,8 @@ static struct {
 } kids[KIDS_MAX];
 static unsigned n_kids;
 static int64_t kind_retry_at[KINDS_MAX]; /* monotonic ms: no new child for it before */
+#define USERS_FIRST_MS 2000              /* the longest users' creates hold a refill back */
+static int64_t users_since;              /* monotonic ms: users' creates in flight since */
 
 /* Collect the children that ended; -1 if one found Docker unreachable. */
 static int reap_kids(void)
@@ -497,7 +499,7 @@ int nb_warm_refill(struct nb_app *a)
         return -1; /* the caller waits for Docker */
     for (unsigned i = 0; i < n_kids; i++)
         if (kids[i].kind < n_kinds)
-            making[kids[i].kind]++; /* in flight: counted as ready */
+            making[kids[i].kind]++; /* in flight: they count toward the target */
 
     nb_table_lock(&a->table);
     free_slots = nb_table_count_state(&a->table, NB_SLOT_FREE);
@@ -512,8 +514,6 @@ int nb_warm_refill(struct nb_app *a)
     }
     nb_table_unlock(&a->table);
     size_kinds(c, kinds, n_kinds, pooled, want);
-    for (unsigned k = 0; k < n_kinds; k++)
-        kept[k] = making[k]; /* what children make counts toward the target */
 
     nb_table_lock(&a->table);
     for (uint32_t i = 0; i < a->table.nslots; i++) {
@@ -543,12 +543,24 @@ int nb_warm_refill(struct nb_app *a)
         }
     }
 
-    /* users' creates in flight go first: no new warm sandbox meanwhile */
-    if (user_creates(a) > 0)
-        return 0;
+    /*
+     * Users' creates in flight go first: no new warm sandbox meanwhile, for
+     * up to USERS_FIRST_MS at a time (a steady stream of creates the pools
+     * cannot serve must not starve them for good).
+     */
     t0 = nb_clock_mono_ms();
+    if (user_creates(a) > 0) {
+        if (users_since == 0)
+            users_since = t0;
+        if (t0 - users_since < USERS_FIRST_MS)
+            return 0;
+        users_since = t0; /* one round now, then users first again */
+    } else {
+        users_since = 0;
+    }
     for (unsigned k = 0; k < n_kinds; k++) {
-        unsigned wanted = nb_warm_wanted(want[k], kept[k], free_slots);
+        /* one committed by a child not reaped yet counts twice here: at worst one start late */
+        unsigned wanted = nb_warm_wanted(want[k], kept[k] + making[k], free_slots);
         free_slots -= wanted; /* the next pool counts what this one takes as used */
         kind_spec(c, &kinds[k], &spec);
         for (unsigned i = 0; i < wanted && parallel; i++) {
