@@ -79,6 +79,13 @@ void nb_conf_defaults(struct nb_conf *c)
     c->max_file = 100 * MiB;
     c->warm_pool = 2;
     c->warm_pool_code = 1;
+    c->warm_pool_max = 8;
+    c->warm_pool_code_max = 4;
+    c->warm_pool_e2b_max = 8;
+    c->warm_pool_idle = 60;
+    c->warm_pool_memory = 0;
+    c->warm_pool_reserve = 1024 * MiB;
+    c->warm_pool_parallel = 2;
     c->code_max_bytes = 1 * MiB;
     snprintf(c->code_image, sizeof(c->code_image), "nanobox-python:latest");
 
@@ -272,6 +279,13 @@ static const struct key keys[] = {
     {"max_file", K_SIZE, F(max_file), 1ULL << 40},
     {"warm_pool", K_UINT, F(warm_pool), 256},
     {"warm_pool_code", K_UINT, F(warm_pool_code), 256},
+    {"warm_pool_max", K_UINT, F(warm_pool_max), 256},
+    {"warm_pool_code_max", K_UINT, F(warm_pool_code_max), 256},
+    {"warm_pool_e2b_max", K_UINT, F(warm_pool_e2b_max), 256},
+    {"warm_pool_idle", K_UINT, F(warm_pool_idle), 86400},
+    {"warm_pool_memory", K_SIZE, F(warm_pool_memory), 1ULL << 50},
+    {"warm_pool_reserve", K_SIZE, F(warm_pool_reserve), 1ULL << 50},
+    {"warm_pool_parallel", K_UINT, F(warm_pool_parallel), 16},
     /* a cell goes to the sandbox in one agent frame (at most 1 MiB) */
     {"code_max_bytes", K_SIZE, F(code_max_bytes), MiB},
     {"code_image", K_STR, F(code_image), 0},
@@ -539,6 +553,20 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
     }
     if (c->max_sandboxes < 1) {
         snprintf(err, errlen, "max_sandboxes must be >= 1");
+        return -1;
+    }
+    if (c->warm_pool_parallel < 1) {
+        snprintf(err, errlen, "warm_pool_parallel must be at least 1 (one at a time)");
+        return -1;
+    }
+    if (c->warm_pool_idle < 1) {
+        snprintf(err, errlen, "warm_pool_idle must be at least 1 second");
+        return -1;
+    }
+    /* a budget below one sandbox would turn every pool off without a word */
+    if (c->warm_pool_memory != 0 && c->warm_pool_memory < c->memory) {
+        snprintf(err, errlen,
+                 "warm_pool_memory must be 0 (no budget) or at least memory (one sandbox)");
         return -1;
     }
     {

@@ -76,6 +76,14 @@ struct nb_conf {
     unsigned max_pause;      /* seconds a paused sandbox is kept before it is destroyed */
     unsigned warm_pool;      /* sandboxes of the defaults kept started; 0: none */
     unsigned warm_pool_code; /* sandboxes of code_image kept started, kernel running; 0: none */
+    /* the adaptive pools (warm.c, warmsize.h): warm_pool and warm_pool_code are floors */
+    unsigned warm_pool_max;      /* ceiling of the default image's pool */
+    unsigned warm_pool_code_max; /* ceiling of code_image's pool */
+    unsigned warm_pool_e2b_max;  /* ceiling of each pool of E2B's layout (floor 0); 0: none */
+    unsigned warm_pool_idle;     /* seconds unused before a pool shrinks by one */
+    uint64_t warm_pool_memory;   /* bytes all warm sandboxes may hold (memory limits); 0: any */
+    uint64_t warm_pool_reserve;  /* bytes of MemAvailable a refill leaves to the host */
+    unsigned warm_pool_parallel; /* warm sandboxes made at once (reaper's children); 1: in turn */
 
     /* exec */
     unsigned exec_timeout; /* default seconds */

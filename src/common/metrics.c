@@ -178,6 +178,38 @@ void nb_metrics_reconciled(int64_t now)
     __atomic_store_n(&nb_metrics->reconciled, now, __ATOMIC_RELAXED);
 }
 
+void nb_metrics_warm_take(unsigned kind, int hit, int64_t now_ms)
+{
+    struct nb_mwarm *w;
+    if (nb_metrics == NULL || kind >= NB_METRICS_WARM_KINDS)
+        return;
+    w = &nb_metrics->warm[kind];
+    add(hit ? &w->hits : &w->misses, 1);
+    __atomic_store_n(&w->last_take_ms, now_ms, __ATOMIC_RELAXED);
+}
+
+void nb_metrics_warm_target(unsigned kind, unsigned target)
+{
+    if (nb_metrics == NULL || kind >= NB_METRICS_WARM_KINDS)
+        return;
+    __atomic_store_n(&nb_metrics->warm[kind].target, target, __ATOMIC_RELAXED);
+    __atomic_store_n(&nb_metrics->warm[kind].published, 1, __ATOMIC_RELAXED);
+}
+
+void nb_metrics_warm_read(unsigned kind, struct nb_mwarm *out)
+{
+    const struct nb_mwarm *w;
+    memset(out, 0, sizeof(*out));
+    if (nb_metrics == NULL || kind >= NB_METRICS_WARM_KINDS)
+        return;
+    w = &nb_metrics->warm[kind];
+    out->hits = load(&w->hits);
+    out->misses = load(&w->misses);
+    out->last_take_ms = __atomic_load_n(&w->last_take_ms, __ATOMIC_RELAXED);
+    out->target = __atomic_load_n(&w->target, __ATOMIC_RELAXED);
+    out->published = __atomic_load_n(&w->published, __ATOMIC_RELAXED);
+}
+
 void nb_metrics_workers(unsigned alive, unsigned busy)
 {
     if (nb_metrics == NULL)

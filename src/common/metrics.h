@@ -115,6 +115,20 @@ struct nb_merror {
     uint64_t count;
 };
 
+/*
+ * One warm pool's demand (warm.c numbers the pools, the same in every
+ * process since they come from the config): the workers count its hits and
+ * misses and when it was last taken from; the reaper, which sizes it from
+ * these (warmsize.h), publishes its target for GET /metrics and /healthz.
+ */
+#define NB_METRICS_WARM_KINDS 16
+struct nb_mwarm {
+    uint64_t hits, misses;
+    int64_t last_take_ms; /* monotonic ms of the last take, hit or miss; 0: none */
+    uint32_t target;      /* the reaper's target for it */
+    uint32_t published;   /* 1 once the reaper set target */
+};
+
 struct nb_metrics {
     int64_t started; /* unix seconds the block was made (the service's start) */
     struct nb_hist route[NB_MR_N];
@@ -124,8 +138,9 @@ struct nb_metrics {
     uint64_t destroys[NB_MD_N];
     uint64_t warm_hits;   /* creates served from the warm pool */
     uint64_t warm_misses; /* creates the warm pool could have served but had none ready */
-    uint64_t reconciles;  /* reconciliations that listed Docker's containers */
-    int64_t reconciled;   /* unix seconds the last one ended; 0: none yet */
+    struct nb_mwarm warm[NB_METRICS_WARM_KINDS]; /* the same, by pool */
+    uint64_t reconciles; /* reconciliations that listed Docker's containers */
+    int64_t reconciled;  /* unix seconds the last one ended; 0: none yet */
     uint32_t workers_alive, workers_busy; /* the master's scoreboard, every 100 ms */
     struct nb_merror errors[NB_METRICS_ERRORS];
     uint64_t errors_other;
@@ -154,6 +169,12 @@ void nb_metrics_destroy(enum nb_mdestroy cause);
 void nb_metrics_warm(int hit);
 /* A reconciliation (reaper.c) listed the containers and judged every slot, at now. */
 void nb_metrics_reconciled(int64_t now);
+/* One take from warm pool kind at now_ms (monotonic): a hit or a miss. */
+void nb_metrics_warm_take(unsigned kind, int hit, int64_t now_ms);
+/* The reaper: kind's target now. */
+void nb_metrics_warm_target(unsigned kind, unsigned target);
+/* A copy of kind's counters (zeros when nothing is recorded or kind is out of range). */
+void nb_metrics_warm_read(unsigned kind, struct nb_mwarm *out);
 /* One error answer: status and its code slug ("not_found"). */
 void nb_metrics_error(int status, const char *code);
 void nb_metrics_workers(unsigned alive, unsigned busy);

@@ -577,12 +577,13 @@ struct nb_slot *nb_table_commit(struct nb_table *t, const char *id, uint32_t gen
     return s;
 }
 
-struct nb_slot *nb_table_hand_out(struct nb_table *t, const char *image, int64_t now,
-                                  int64_t expires)
+struct nb_slot *nb_table_hand_out(struct nb_table *t, const char *image, uint32_t layout,
+                                  int64_t now, int64_t expires)
 {
     for (uint32_t i = 0; i < t->nslots; i++) {
         struct nb_slot *s = &t->slots[i];
-        if (s->state != NB_SLOT_POOLED || strncmp(s->image, image, sizeof(s->image)) != 0)
+        if (s->state != NB_SLOT_POOLED || strncmp(s->image, image, sizeof(s->image)) != 0 ||
+            (s->lifecycle & NB_LIFE_E2B_HOME) != layout)
             continue;
         s->created = now;
         s->expires = expires;

@@ -188,11 +188,12 @@ struct nb_slot *nb_table_commit(struct nb_table *t, const char *id, uint32_t gen
                                 int64_t now);
 
 /*
- * POOLED -> RUNNING: hand out the first warm slot of image, with created =
- * now and the given expiry. NULL when there is none.
+ * POOLED -> RUNNING: hand out the first warm slot of image whose layout
+ * bit (lifecycle & NB_LIFE_E2B_HOME) is layout, with created = now and the
+ * given expiry. NULL when there is none.
  */
-struct nb_slot *nb_table_hand_out(struct nb_table *t, const char *image, int64_t now,
-                                  int64_t expires);
+struct nb_slot *nb_table_hand_out(struct nb_table *t, const char *image, uint32_t layout,
+                                  int64_t now, int64_t expires);
 
 /*
  * RUNNING -> PAUSED: the TTL stops (ttl_left = what was left, at least 1 s)

@@ -2,12 +2,16 @@
 out to plain creates with the same labels and limits as a cold create, and
 never leaked across restarts."""
 
+import datetime
 import json
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import requests
 
-from nbtest import docker_inspect, docker_ps, parse_json, wait_until
+from nbtest import IMAGE, docker_inspect, docker_ps, parse_json, wait_until
 
 
 def pooled_ids(st):
@@ -112,3 +116,126 @@ def test_lowering_the_pool_size_drains_it(make_stack):
     st.wait_healthy()
     wait_until(lambda: len(running_names(st)) == 0, timeout=90, what="pool drained")
     assert warm(st) == 0
+
+
+# ------------------------------------------------ adaptive pools (warmsize.c)
+
+def pools(st):
+    """/healthz's pools by layout: {"nanobox": {...}, "e2b": {...}} of the default image."""
+    return {p["layout"]: p for p in st.api.request("GET", "/healthz").json()["pools"]
+            if p["image"] == IMAGE and "template" not in p}
+
+
+def burst(st, n, create):
+    """n creates at once, each in its own thread: their ids, in any order."""
+    with ThreadPoolExecutor(max_workers=n) as ex:
+        return list(ex.map(lambda _: create(), range(n)))
+
+
+def docker_created(name):
+    """When Docker created the container (unix seconds)."""
+    text = docker_inspect(name)["Created"]  # 2026-12-06T08:14:46.123456789Z
+    m = re.match(r"(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?Z$", text)
+    base = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc)
+    return base.timestamp() + float("0." + (m.group(2) or "0"))
+
+
+BURST = 8
+
+
+def test_a_burst_that_misses_grows_the_pool_and_the_next_is_served_warm(make_stack):
+    st = make_stack("poolburst", warm_pool="1", warm_pool_max=str(BURST), warm_pool_idle="600")
+    settled(st, 1)
+    assert pools(st)["nanobox"]["target"] == 1
+    # each miss adds one to the target, up to the ceiling; a loaded machine may
+    # let a refill serve a late create of the burst (a hit): a second burst then
+    # teaches the rest
+    for _ in range(3):
+        before = pools(st)["nanobox"]
+        burst(st, BURST, st.api.create)
+        p = pools(st)["nanobox"]
+        assert p["hits"] + p["misses"] - before["hits"] - before["misses"] == BURST
+        assert p["misses"] > before["misses"]
+        want = min(BURST, before["target"] + p["misses"] - before["misses"])
+        wait_until(lambda: pools(st)["nanobox"]["target"] >= want, timeout=10,
+                   what=f"the target to grow to {want}")
+        if want == BURST:
+            break
+    assert pools(st)["nanobox"]["target"] == BURST
+    text = st.api.request("GET", "/metrics").text
+    assert re.search(rf'^nanobox_warm_pool_kind_target\{{image="{re.escape(IMAGE)}",layout="nanobox",'
+                     rf'template=""\}} {BURST}$', text, re.M), text
+    wait_until(lambda: pools(st)["nanobox"]["ready"] == BURST, timeout=120, what="the pool to fill")
+    before = pools(st)["nanobox"]
+    t0 = time.time()
+    ids = burst(st, BURST, st.api.create)
+    after = pools(st)["nanobox"]
+    assert after["hits"] - before["hits"] == BURST
+    assert after["misses"] == before["misses"]
+    # every one of them was started before the burst
+    for sid in ids:
+        assert docker_created(f"nanobox-{sid}") < t0
+
+
+def test_an_idle_pool_shrinks_back_to_its_floor(make_stack):
+    st = make_stack("poolidle", warm_pool="1", warm_pool_max="4", warm_pool_idle="2")
+    settled(st, 1)
+    ids = burst(st, 4, st.api.create)
+    assert pools(st)["nanobox"]["misses"] >= 3
+    seen = set()
+
+    def back_to_one():
+        seen.update(pooled_ids(st))
+        return pools(st)["nanobox"]["target"] == 1 and len(pooled_ids(st)) == 1
+    wait_until(back_to_one, timeout=90, what="the pool back at its floor")
+    # it grew (more warm containers than its floor of 1 were made), then Docker lost them again
+    assert len(seen) >= 2, seen
+    assert len(running_names(st)) == 1 + len(ids)
+    assert pools(st)["nanobox"]["ready"] == 1
+
+
+def e2b_create(st):
+    r = requests.post(st.url + "/sandboxes", headers={"X-API-KEY": f"e2b_{st.api_key}"},
+                      json={"templateID": "base", "timeout": 120}, timeout=120)
+    assert r.status_code == 201, (r.status_code, r.text[:300])
+    sid = r.json()["sandboxID"]
+    st.api.created.append(sid)
+    return sid
+
+
+def test_an_e2b_create_is_served_warm_once_its_pool_learned(make_stack):
+    st = make_stack("poole2b", warm_pool="1", warm_pool_e2b_max="2", warm_pool_idle="600")
+    settled(st, 1)
+    assert pools(st)["e2b"]["target"] == 0  # floor 0: nothing until E2B creates come
+    cold = e2b_create(st)
+    assert pools(st)["e2b"]["misses"] == 1
+    # the plain warm one was not taken: it has nanobox's layout
+    assert pools(st)["nanobox"]["ready"] == 1
+    wait_until(lambda: pools(st)["e2b"]["ready"] == 1, timeout=60, what="an E2B warm sandbox")
+    t0 = time.time()
+    sid = e2b_create(st)
+    assert pools(st)["e2b"]["hits"] == 1
+    assert docker_created(f"nanobox-{sid}") < t0
+    # the layout a cold E2B create makes: its label, mounts, user and home
+    wi, ci = docker_inspect(f"nanobox-{sid}"), docker_inspect(f"nanobox-{cold}")
+    assert wi["Config"]["Labels"]["nanobox.home"] == "e2b"
+    assert set(wi["Config"]["Labels"]) == set(ci["Config"]["Labels"])
+    assert limits(wi) == limits(ci)
+    assert wi["Config"]["WorkingDir"] == ci["Config"]["WorkingDir"]
+    assert wi["Config"]["Env"] == ci["Config"]["Env"]
+    out = st.api.exec(sid, "whoami; echo $HOME; pwd")["stdout"]
+    assert out == st.api.exec(cold, "whoami; echo $HOME; pwd")["stdout"]
+
+
+def test_a_tiny_memory_budget_caps_the_pools(make_stack):
+    # one sandbox's memory: the floor of 3 is held to 1, and a burst does not pass it
+    st = make_stack("poolmem", warm_pool="3", warm_pool_max="6", warm_pool_memory="256m")
+    settled(st, 1)
+    burst(st, 3, st.api.create)
+    wait_until(lambda: pools(st)["nanobox"]["misses"] >= 2, timeout=10, what="misses")
+    most = 0
+    for _ in range(30):
+        most = max(most, len(pooled_ids(st)), warm(st))
+        time.sleep(0.2)
+    assert most <= 1
+    assert pools(st)["nanobox"]["target"] == 1

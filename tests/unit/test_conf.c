@@ -305,6 +305,56 @@ static void test_snapshot_and_template_pool_keys(void **state)
     }
 }
 
+static void test_adaptive_warm_pool_keys(void **state)
+{
+    struct nb_conf c;
+    char err[256];
+    (void)state;
+    nb_conf_defaults(&c);
+    /* today's floors, a few more at most after a burst */
+    assert_int_equal(c.warm_pool, 2);
+    assert_int_equal(c.warm_pool_max, 8);
+    assert_int_equal(c.warm_pool_code_max, 4);
+    assert_int_equal(c.warm_pool_e2b_max, 8);
+    assert_int_equal(c.warm_pool_idle, 60);
+    assert_int_equal(c.warm_pool_memory, 0);
+    assert_int_equal(c.warm_pool_reserve, 1024ULL * 1024 * 1024);
+    assert_int_equal(c.warm_pool_parallel, 2);
+    assert_int_equal(load("warm_pool_max = 16\nwarm_pool_code_max = 0\nwarm_pool_e2b_max = 3\n"
+                          "warm_pool_idle = 1\nwarm_pool_memory = 1g\nwarm_pool_reserve = 0\n",
+                          &c, err, sizeof(err)),
+                     0);
+    assert_int_equal(c.warm_pool_max, 16);
+    assert_int_equal(c.warm_pool_code_max, 0);
+    assert_int_equal(c.warm_pool_e2b_max, 3);
+    assert_int_equal(c.warm_pool_idle, 1);
+    assert_int_equal(c.warm_pool_memory, 1024ULL * 1024 * 1024);
+    assert_int_equal(c.warm_pool_reserve, 0);
+    /* each refusal names the key */
+    static const struct {
+        const char *text, *key;
+    } bad[] = {
+        {"warm_pool_max = 257\n", "warm_pool_max"},
+        {"warm_pool_max = -1\n", "warm_pool_max"},
+        {"warm_pool_code_max = lots\n", "warm_pool_code_max"},
+        {"warm_pool_e2b_max = 1000\n", "warm_pool_e2b_max"},
+        {"warm_pool_idle = 0\n", "warm_pool_idle"},
+        {"warm_pool_idle = 100000\n", "warm_pool_idle"},
+        {"warm_pool_memory = 1x\n", "warm_pool_memory"},
+        /* below one sandbox (memory, 256m by default) */
+        {"warm_pool_memory = 100m\n", "warm_pool_memory"},
+        {"warm_pool_reserve = many\n", "warm_pool_reserve"},
+        {"warm_pool_parallel = 0\n", "warm_pool_parallel"},
+        {"warm_pool_parallel = 17\n", "warm_pool_parallel"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(load(bad[i].text, &c, err, sizeof(err)), -1);
+        assert_non_null(strstr(err, bad[i].key));
+    }
+    /* a budget of one sandbox is one */
+    assert_int_equal(load("memory = 64m\nwarm_pool_memory = 64m\n", &c, err, sizeof(err)), 0);
+}
+
 static void test_root_disk_keys(void **state)
 {
     struct nb_conf c;
@@ -348,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_egress_rules_nest_and_meet),
         cmocka_unit_test(test_bridge_keys_are_checked),
         cmocka_unit_test(test_snapshot_and_template_pool_keys),
+        cmocka_unit_test(test_adaptive_warm_pool_keys),
         cmocka_unit_test(test_root_disk_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

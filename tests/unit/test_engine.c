@@ -39,6 +39,7 @@
 #include "isolation.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "reaper.h"
 #include "sandbox.h"
 #include "templates.h"
@@ -542,7 +543,8 @@ static int setup_n(void **state, uint32_t nslots, unsigned warm_pool)
     snprintf(f->app.conf.template_network, sizeof(f->app.conf.template_network), "none");
     snprintf(f->app.conf.ports_dir, sizeof(f->app.conf.ports_dir), "%s", f->dir);
     f->app.conf.warm_pool = warm_pool;
-    f->app.conf.warm_pool_code = 0; /* the code pool's tests turn it on */
+    f->app.conf.warm_pool_code = 0;     /* the code pool's tests turn it on */
+    f->app.conf.warm_pool_parallel = 1; /* in turn: the fake Docker is this process's memory */
     if (nb_table_open(&f->app.table, f->path, nslots, err, sizeof(err)) != 0) {
         fprintf(stderr, "table: %s\n", err);
         return -1;
@@ -1765,6 +1767,92 @@ static void test_code_pool_of_the_default_image_starts_every_kernel(void **state
     assert_int_equal(kernels_warmed, 2);
 }
 
+static int setup_big(void **state)
+{
+    char err[128];
+    return nb_metrics_map(err, sizeof(err)) != 0 ? -1 : setup_n(state, 32, 1);
+}
+
+static int teardown_big(void **state)
+{
+    nb_metrics_unmap();
+    return teardown(state);
+}
+
+static void test_a_burst_that_misses_grows_the_pool_and_e2b_gets_its_own(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_app *a = &f->app;
+    struct nb_sandbox_spec spec;
+    struct nb_slot out;
+    struct nb_apierr ae;
+    struct nb_warm_pool p[8];
+    unsigned creates;
+
+    a->conf.warm_pool_max = 4;
+    nb_warm_refill(a);
+    assert_int_equal(pooled_of(a, a->conf.images[0]), 1);
+    /* a burst of 3: one hit, two misses */
+    default_spec(a, &spec);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(nb_sandbox_create(a, &spec, &out, &ae), 0);
+    assert_int_equal(nb_warm_pools(a, p, 8), 2); /* the default image's, and E2B's of it */
+    assert_string_equal(p[0].layout, "nanobox");
+    assert_int_equal(p[0].hits, 1);
+    assert_int_equal(p[0].misses, 2);
+    nb_warm_refill(a); /* what it missed, on top of the floor */
+    assert_int_equal(pooled_of(a, a->conf.images[0]), 3);
+    assert_int_equal(nb_warm_target(&a->conf, a->conf.images[0]), 3);
+    nb_warm_pools(a, p, 8);
+    assert_int_equal(p[0].target, 3);
+    assert_int_equal(p[0].ready, 3);
+    /* a bigger one: up to warm_pool_max */
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(nb_sandbox_create(a, &spec, &out, &ae), 0);
+    nb_warm_refill(a);
+    assert_int_equal(pooled_of(a, a->conf.images[0]), 4);
+
+    /* E2B's layout: not served by a plain warm one; its pool starts empty and learns */
+    spec.lifecycle = NB_LIFE_E2B_HOME;
+    assert_true(nb_warm_fits(&a->conf, &spec));
+    creates = fake.creates;
+    assert_int_equal(nb_sandbox_create(a, &spec, &out, &ae), 0);
+    assert_int_equal(fake.creates, creates + 1); /* cold */
+    assert_int_equal(pooled_of(a, a->conf.images[0]), 4);
+    nb_warm_refill(a);
+    assert_int_equal(pooled_of(a, a->conf.images[0]), 5);
+    nb_warm_pools(a, p, 8);
+    assert_string_equal(p[1].layout, "e2b");
+    assert_int_equal(p[1].ready, 1);
+    creates = fake.creates;
+    assert_int_equal(nb_sandbox_create(a, &spec, &out, &ae), 0);
+    assert_int_equal(fake.creates, creates); /* warm */
+    assert_int_equal(slot_of(a, out.id).lifecycle, NB_LIFE_E2B_HOME);
+    /* and a plain create still takes a plain one */
+    spec.lifecycle = 0;
+    assert_int_equal(nb_sandbox_create(a, &spec, &out, &ae), 0);
+    assert_int_equal(slot_of(a, out.id).lifecycle, 0);
+    assert_int_equal(fake.creates, creates);
+    assert_consistent(a);
+}
+
+static void test_the_memory_budget_caps_the_pools(void **state)
+{
+    struct fixture *f = *state;
+    struct nb_app *a = &f->app;
+
+    a->conf.warm_pool = 3;
+    a->conf.warm_pool_memory = a->conf.memory * 2;
+    nb_warm_refill(a);
+    nb_warm_refill(a);
+    assert_int_equal(pooled_of(a, a->conf.images[0]), 2);
+    assert_int_equal(nb_warm_target(&a->conf, a->conf.images[0]), 2);
+    a->conf.warm_pool_memory = a->conf.memory;
+    nb_warm_refill(a); /* over it now: one out */
+    assert_int_equal(pooled_of(a, a->conf.images[0]), 1);
+    assert_consistent(a);
+}
+
 /* ---- templates ---- */
 
 static void test_template_names_paths_and_refs(void **state)
@@ -2551,6 +2639,10 @@ int main(void)
         W(test_code_pool_keeps_a_sandbox_whose_kernel_did_not_start),
         W(test_code_pool_off_or_not_allowed_keeps_none),
         W(test_code_pool_of_the_default_image_starts_every_kernel),
+        cmocka_unit_test_setup_teardown(
+            test_a_burst_that_misses_grows_the_pool_and_e2b_gets_its_own, setup_big, teardown_big),
+        cmocka_unit_test_setup_teardown(test_the_memory_budget_caps_the_pools, setup_big,
+                                        teardown_big),
         T(test_template_names_paths_and_refs),
         T(test_template_from_lines),
         T(test_template_submit_build_ready_and_delete),

@@ -250,6 +250,43 @@ static void test_label_escaping(void **state)
     nb_buf_free(&b);
 }
 
+/* The warm pools' demand: the workers' takes, the reaper's target, by pool. */
+static void test_warm_pools_demand_across_processes(void **state)
+{
+    pid_t pids[CHILDREN];
+    struct nb_mwarm m;
+    (void)state;
+    nb_metrics_warm_read(1, &m);
+    assert_int_equal(m.hits + m.misses + m.published + m.last_take_ms, 0);
+    for (int c = 0; c < CHILDREN; c++) {
+        pids[c] = fork();
+        assert_true(pids[c] >= 0);
+        if (pids[c] == 0) {
+            for (int i = 0; i < 1000; i++)
+                nb_metrics_warm_take(1, i % 4 == 0, 1000 + c);
+            _exit(0);
+        }
+    }
+    for (int c = 0; c < CHILDREN; c++) {
+        int st;
+        assert_int_equal(waitpid(pids[c], &st, 0), pids[c]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    nb_metrics_warm_target(1, 7);
+    nb_metrics_warm_read(1, &m);
+    assert_int_equal(m.hits, CHILDREN * 250);
+    assert_int_equal(m.misses, CHILDREN * 750);
+    assert_true(m.last_take_ms >= 1000 && m.last_take_ms < 1000 + CHILDREN);
+    assert_int_equal(m.target, 7);
+    assert_int_equal(m.published, 1);
+    /* the other pools saw nothing; one out of range is ignored and reads as nothing */
+    nb_metrics_warm_read(0, &m);
+    assert_int_equal(m.hits + m.misses, 0);
+    nb_metrics_warm_take(NB_METRICS_WARM_KINDS, 1, 5);
+    nb_metrics_warm_read(NB_METRICS_WARM_KINDS, &m);
+    assert_int_equal(m.hits, 0);
+}
+
 /* Every child adds ITERATIONS of each: the totals are exact, with no lock. */
 static void test_many_processes_add_exactly(void **state)
 {
@@ -536,6 +573,7 @@ int main(void)
         T(test_docker_ops_from_paths),
         T(test_label_escaping),
         T(test_many_processes_add_exactly),
+        T(test_warm_pools_demand_across_processes),
         T(test_rate_parse),
         T(test_rate_burst_then_refill),
         T(test_rate_many_processes_share_one_bucket),

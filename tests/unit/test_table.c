@@ -475,9 +475,9 @@ static void test_hand_out_turns_a_warm_slot_of_the_image_running(void **state)
 {
     struct fixture *f = *state;
     struct nb_table t;
-    struct nb_slot *running, *other, *warm, before;
+    struct nb_slot *running, *other, *warm, *e2b, before;
 
-    open_ok(f, &t, 4);
+    open_ok(f, &t, 5);
     nb_table_lock(&t);
     running = slot_in(&t, "running", NB_SLOT_RUNNING);
     other = slot_in(&t, "other-image", NB_SLOT_POOLED);
@@ -485,7 +485,12 @@ static void test_hand_out_turns_a_warm_slot_of_the_image_running(void **state)
     warm = slot_in(&t, "warm", NB_SLOT_POOLED);
     before = *other;
 
-    assert_ptr_equal(nb_table_hand_out(&t, "img", 500, 800), warm);
+    e2b = slot_in(&t, "warm-e2b", NB_SLOT_POOLED);
+    e2b->lifecycle = NB_LIFE_E2B_HOME;
+    /* E2B's layout only to E2B's creates, and the other way round */
+    assert_ptr_equal(nb_table_hand_out(&t, "img", NB_LIFE_E2B_HOME, 500, 800), e2b);
+    assert_null(nb_table_hand_out(&t, "img", NB_LIFE_E2B_HOME, 500, 800));
+    assert_ptr_equal(nb_table_hand_out(&t, "img", 0, 500, 800), warm);
     assert_int_equal(warm->state, NB_SLOT_RUNNING);
     assert_int_equal(warm->created, 500);
     assert_int_equal(warm->expires, 800);
@@ -496,11 +501,11 @@ static void test_hand_out_turns_a_warm_slot_of_the_image_running(void **state)
     assert_int_equal(running->state, NB_SLOT_RUNNING);
 
     /* no warm slot of that image is left, and RUNNING ones are never handed out */
-    assert_null(nb_table_hand_out(&t, "img", 600, 900));
+    assert_null(nb_table_hand_out(&t, "img", 0, 600, 900));
     assert_int_equal(running->created, 100);
-    assert_ptr_equal(nb_table_hand_out(&t, "img2", 600, 900), other);
+    assert_ptr_equal(nb_table_hand_out(&t, "img2", 0, 600, 900), other);
     assert_int_equal(nb_table_count_state(&t, NB_SLOT_POOLED), 0);
-    assert_int_equal(nb_table_count_state(&t, NB_SLOT_RUNNING), 3);
+    assert_int_equal(nb_table_count_state(&t, NB_SLOT_RUNNING), 4);
     nb_table_unlock(&t);
     nb_table_close(&t);
 }

@@ -159,6 +159,47 @@ static void render_keys(struct nb_app *a, struct nb_buf *out)
     free(k);
 }
 
+/* {image="…",layout="…"} of a pool, and its template's name when it has one */
+static void pool_labels(struct nb_buf *out, const char *name, const struct nb_warm_pool *p)
+{
+    nb_buf_printf(out, "%s{image=\"", name);
+    nb_metrics_label(out, p->image);
+    nb_buf_printf(out, "\",layout=\"%s\",template=\"", p->layout);
+    nb_metrics_label(out, p->tpl);
+    nb_buf_printf(out, "\"}");
+}
+
+/* Each warm pool (warm.h): its target, ready sandboxes, hits and misses. */
+static void render_pools(struct nb_app *a, struct nb_buf *out)
+{
+    struct nb_warm_pool p[NB_METRICS_WARM_KINDS];
+    unsigned n = nb_warm_pools(a, p, NB_METRICS_WARM_KINDS);
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        {"nanobox_warm_pool_kind_target", "gauge",
+         "Warm sandboxes each pool keeps ready now (between its floor and ceiling, within "
+         "warm_pool_memory), by image and layout."},
+        {"nanobox_warm_pool_kind_ready", "gauge", "Warm sandboxes of each pool ready now."},
+        {"nanobox_warm_pool_kind_hits_total", "counter",
+         "Creates each pool served with a ready sandbox."},
+        {"nanobox_warm_pool_kind_misses_total", "counter",
+         "Creates each pool could have served but found empty (they grow it)."},
+    };
+
+    for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+        nb_metrics_family(out, fam[f].name, fam[f].type, fam[f].help);
+        for (unsigned i = 0; i < n; i++) {
+            unsigned long long v = f == 0   ? p[i].target
+                                   : f == 1 ? p[i].ready
+                                   : f == 2 ? p[i].hits
+                                            : p[i].misses;
+            pool_labels(out, fam[f].name, &p[i]);
+            nb_buf_printf(out, " %llu\n", v);
+        }
+    }
+}
+
 static void render_table(struct nb_app *a, struct nb_buf *out)
 {
     const struct nb_conf *conf = &a->conf;
@@ -191,8 +232,9 @@ static void render_table(struct nb_app *a, struct nb_buf *out)
         nb_metrics_label(out, conf->images[i]);
         nb_buf_printf(out, "\"} %u\n", ready);
     }
-    nb_metrics_family(out, "nanobox_warm_pool_target", "gauge",
-                      "Warm sandboxes the pool keeps ready (warm_pool, warm_pool_code), by image.");
+    nb_metrics_family(
+        out, "nanobox_warm_pool_target", "gauge",
+        "Warm sandboxes the pools of each image keep ready now (their sizes adapt to demand).");
     for (unsigned i = 0; i < conf->n_images; i++) {
         unsigned target = nb_warm_target(conf, conf->images[i]);
         if (target == 0 && census_get(&c, NB_SLOT_POOLED, conf->images[i]) == 0)
@@ -201,6 +243,8 @@ static void render_table(struct nb_app *a, struct nb_buf *out)
         nb_metrics_label(out, conf->images[i]);
         nb_buf_printf(out, "\"} %u\n", target);
     }
+
+    render_pools(a, out);
 
     nb_metrics_family(out, "nanobox_ports_open", "gauge",
                       "Sandbox ports open to the outside, each served by a forwarder "

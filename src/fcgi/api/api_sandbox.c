@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "sandbox.h"
 #include "templates.h"
+#include "warm.h"
 
 #define MiB (1024ULL * 1024ULL)
 
@@ -64,6 +65,8 @@ int api_healthz(struct nb_app *a, struct nb_req *r, const struct nb_route_args *
     struct nb_derr de = {0};
     int docker_ok = nb_docker_ping(&a->docker, &de) == 0;
     uint32_t used, warm = 0;
+    struct nb_warm_pool pools[NB_METRICS_WARM_KINDS];
+    unsigned n_pools;
     yajl_gen g = nb_json_gen();
     nb_table_lock(&a->table);
     used = nb_table_count(&a->table);
@@ -78,6 +81,25 @@ int api_healthz(struct nb_app *a, struct nb_req *r, const struct nb_route_args *
     nb_json_kv_int(g, "sandboxes", used);
     nb_json_kv_int(g, "capacity", a->table.nslots);
     nb_json_kv_int(g, "warm", warm);
+    /* each warm pool: its size now, between floor and ceiling, and its demand */
+    n_pools = nb_warm_pools(a, pools, NB_METRICS_WARM_KINDS);
+    nb_json_cstr(g, "pools");
+    yajl_gen_array_open(g);
+    for (unsigned i = 0; i < n_pools; i++) {
+        yajl_gen_map_open(g);
+        nb_json_kv_str(g, "image", pools[i].image);
+        nb_json_kv_str(g, "layout", pools[i].layout);
+        if (pools[i].tpl[0])
+            nb_json_kv_str(g, "template", pools[i].tpl);
+        nb_json_kv_int(g, "floor", pools[i].floor);
+        nb_json_kv_int(g, "ceiling", pools[i].ceiling);
+        nb_json_kv_int(g, "target", pools[i].target);
+        nb_json_kv_int(g, "ready", pools[i].ready);
+        nb_json_kv_int(g, "hits", (long long)pools[i].hits);
+        nb_json_kv_int(g, "misses", (long long)pools[i].misses);
+        yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
     yajl_gen_map_close(g);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
