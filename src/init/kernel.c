@@ -41,6 +41,7 @@
 #include "reply.h"
 #include "init.h"
 #include "kernel.h"
+#include "proc.h"
 #include "root.h"
 #include "ops.h"
 
@@ -164,12 +165,9 @@ static int fd_above(int fd)
 static void __attribute__((noreturn))
 bridge_child(const char *python, char **argv, char **envp, int sock, int errfd)
 {
-    sigset_t none;
     int e, null;
 
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
+    init_child_signals();
     if (setsid() == -1)
         goto fail;
     null = open("/dev/null", O_RDONLY | O_CLOEXEC);

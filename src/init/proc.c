@@ -173,14 +173,20 @@ static void __attribute__((noreturn)) child_fail(const char *what, const char *a
     _exit(127);
 }
 
-static void __attribute__((noreturn))
-child_run(char **argv, char **envp, const char *cwd, const int fds[3], int pty, int as_root)
+void init_child_signals(void)
 {
     sigset_t none;
 
+    for (int sig = 1; sig < NSIG; sig++)
+        signal(sig, SIG_DFL); /* SIGKILL and SIGSTOP refuse, and need not */
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
+}
+
+static void __attribute__((noreturn))
+child_run(char **argv, char **envp, const char *cwd, const int fds[3], int pty, int as_root)
+{
+    init_child_signals();
     /* Never fails for a new process (its pid is no group's id yet); the
      * check keeps a command from ever running outside its own group. */
     if (setsid() == -1)

@@ -61,6 +61,15 @@ struct init_proc {
 };
 
 /* Start the command of an exec request. 0, or an errno with a message. */
+/*
+ * In a child between vfork and exec (syscalls only): its signals as a new
+ * process's, every disposition the default and none blocked. What init
+ * ignores (it may have been started with SIGINT ignored, as a shell's
+ * background job is) or blocks for its signalfd would otherwise pass to
+ * the command across exec: a terminal's ^C would not reach it.
+ */
+void init_child_signals(void);
+
 int init_proc_spawn(struct init_proc *p, const struct init_request *r,
                     const struct init_proc_ops *ops, char *err, size_t errlen);
 /* Close everything and forget the command (it may still run). */

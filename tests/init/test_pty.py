@@ -158,6 +158,28 @@ def test_ctrl_c_input_interrupts_the_foreground_command(agent):
     assert pid_gone(pid)
 
 
+def _ignore_int_and_quit():
+    # what a non-interactive shell does to a job it puts in the background
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+
+
+def test_ctrl_c_reaches_a_command_of_an_agent_started_with_sigint_ignored(tmp_path):
+    # Ignored signals survive exec: the agent, started as a background job
+    # (`.ci/run &` under a plain sh), must still give its commands default
+    # dispositions, or ^C and ^\ reach no command it starts.
+    a = start_agent(tmp_path / "agent.log", preexec_fn=_ignore_int_and_quit)
+    try:
+        for key, sig in ((b"\x03", signal.SIGINT), (b"\x1c", signal.SIGQUIT)):
+            c, _ = a.exec_start(["sleep", "30"], pty=(80, 24))
+            with c:
+                c.send("i", key)
+                _, code, got, _ = read_exit(c)
+            assert (code, got) == (-1, sig)
+    finally:
+        assert stop_agent(a) == 0
+
+
 def test_eof_frame_is_ignored_and_ctrl_d_ends_input(agent):
     c, _ = agent.exec_start(["sh", "-c", "cat; echo cat-done"], pty=(80, 24))
     with c:
