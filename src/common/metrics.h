@@ -139,8 +139,8 @@ struct nb_metrics {
     uint64_t warm_hits;   /* creates served from the warm pool */
     uint64_t warm_misses; /* creates the warm pool could have served but had none ready */
     struct nb_mwarm warm[NB_METRICS_WARM_KINDS]; /* the same, by pool */
-    uint64_t reconciles; /* reconciliations that listed Docker's containers */
-    int64_t reconciled;  /* unix seconds the last one ended; 0: none yet */
+    uint64_t reconciles;                  /* reconciliations that listed Docker's containers */
+    int64_t reconciled;                   /* unix seconds the last one ended; 0: none yet */
     uint32_t workers_alive, workers_busy; /* the master's scoreboard, every 100 ms */
     struct nb_merror errors[NB_METRICS_ERRORS];
     uint64_t errors_other;
