@@ -339,10 +339,12 @@ fwd_tests() {
 }
 
 # --- nanobox-init on its own (a plain process speaking its protocol); each
-# test runs an agent of its own, so the run is shared by two xdist workers
+# test runs an agent of its own, so the run is shared by xdist workers: 4,
+# since the tests mostly wait (timeouts, a child's exit) and 2 kept the two
+# cores busy a third of the time (docs/PERFORMANCE.md, "Test suite time")
 init_tests() {
     local par=()
-    [ "$jobs" -gt 1 ] && par=(-n "$(nproc)")
+    [ "$jobs" -gt 1 ] && par=(-n 4)
     log "agent tests against $builddir/nanobox-init"
     NANOBOX_INIT=$builddir/nanobox-init pytest_run -v "${par[@]}" tests/init ||
         { log "agent tests FAILED"; return 1; }
@@ -365,7 +367,9 @@ init_tooled_tests() {
         tool=(NANOBOX_INIT_SANITIZED=1)
         log "agent tests against an ASan/UBSan build ($builddir/nanobox-init-dynamic)"
     fi
+    # under valgrind one worker a core (CPU-bound); under ASan they wait, as above
     [ "$jobs" -gt 1 ] && par=(-n "$(nproc)")
+    [ "$jobs" -gt 1 ] && [ "$sanitizers" = 1 ] && par=(-n 4)
     if ! make -C "$builddir" nanobox-init-dynamic >/dev/null ||
         ! env "${tool[@]}" NANOBOX_INIT="$builddir/nanobox-init-dynamic" \
             "$py" -m pytest -q -p no:cacheprovider -p nb_skips "${rerun[@]}" "${par[@]}" tests/init; then
