@@ -335,6 +335,11 @@ int main(int argc, char **argv)
         prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     init_kernel_setup();
     stdio_ensure();
+    /* Every signal at its default first: one it was started with ignored (a
+     * background job's SIGINT, a SIGCHLD that would reap behind waitpid's
+     * back) would be lost to the signalfd below and pass to its commands. */
+    for (int sig = 1; sig < NSIG; sig++)
+        signal(sig, SIG_DFL); /* SIGKILL and SIGSTOP refuse, and need not */
     signal(SIGPIPE, SIG_IGN);
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);

@@ -177,10 +177,9 @@ void init_child_signals(void)
 {
     sigset_t none;
 
-    for (int sig = 1; sig < NSIG; sig++)
-        signal(sig, SIG_DFL); /* SIGKILL and SIGSTOP refuse, and need not */
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
 }
 
 static void __attribute__((noreturn))

@@ -63,10 +63,10 @@ struct init_proc {
 /* Start the command of an exec request. 0, or an errno with a message. */
 /*
  * In a child between vfork and exec (syscalls only): its signals as a new
- * process's, every disposition the default and none blocked. What init
- * ignores (it may have been started with SIGINT ignored, as a shell's
- * background job is) or blocks for its signalfd would otherwise pass to
- * the command across exec: a terminal's ^C would not reach it.
+ * process's, none blocked and SIGPIPE at its default. The rest is at its
+ * default already (main.c resets every signal at start, whatever init was
+ * started with); what init blocks for its signalfd and ignores itself would
+ * otherwise pass to the command across exec.
  */
 void init_child_signals(void);
 
