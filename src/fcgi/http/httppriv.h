@@ -44,6 +44,8 @@ enum { HTTP_STREAM_NONE, HTTP_STREAM_BYTES, HTTP_STREAM_NDJSON };
 /* ---- request.c ---- */
 
 /* Split uri into r->path and r->query: 0, or -1 with ae set (414) if too long. */
+/* A request's answer and timing state, fresh (a FastCGI request's or an internal one's). */
+void nb_http_req_start(struct nb_req *r);
 int nb_http_set_uri(struct nb_req *r, const char *uri, struct nb_apierr *ae);
 /* The answer's bytes: to the FastCGI stream, or into the capture buffer. 0, or -1. */
 int nb_http_put(struct nb_req *r, const void *data, size_t len);

@@ -12,7 +12,6 @@
 #include "http.h"
 #include "httppriv.h"
 #include "log.h"
-#include "metrics.h"
 #include "tenant.h"
 
 /*
@@ -43,13 +42,7 @@ static int http_internal(struct nb_req *r, struct nb_http_capture *cap, const ch
     r->capture = cap;
     r->envp = cap->envp;
     r->method = method;
-    r->headers[0] = '\0';
-    r->status = 0;
-    r->answered = r->stream = r->gone = 0;
-    r->front = NULL;
-    r->stream_ctype = NULL;
-    r->t0_us = nb_metrics_now_us();
-    r->mroute = -1;
+    nb_http_req_start(r);
     return nb_http_set_uri(r, uri, ae);
 }
 

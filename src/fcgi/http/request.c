@@ -84,6 +84,17 @@ int nb_http_set_uri(struct nb_req *r, const char *uri, struct nb_apierr *ae)
     return 0;
 }
 
+void nb_http_req_start(struct nb_req *r)
+{
+    r->headers[0] = '\0';
+    r->status = 0;
+    r->answered = r->stream = r->gone = 0;
+    r->front = NULL;
+    r->stream_ctype = NULL;
+    r->t0_us = nb_metrics_now_us();
+    r->mroute = -1;
+}
+
 int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
 {
     const char *uri;
@@ -93,13 +104,7 @@ int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
     r->outer = NULL;
     r->n_hooks = 0;
     r->envp = fcgi->envp;
-    r->headers[0] = '\0';
-    r->status = 0;
-    r->answered = r->stream = r->gone = 0;
-    r->front = NULL;
-    r->stream_ctype = NULL;
-    r->t0_us = nb_metrics_now_us();
-    r->mroute = -1;
+    nb_http_req_start(r);
     memset(&r->who, 0, sizeof(r->who)); /* no one until a key passes */
     r->method = FCGX_GetParam("REQUEST_METHOD", fcgi->envp);
     if (r->method == NULL)
