@@ -465,7 +465,7 @@ void nb_metrics_render(struct nb_buf *out, const struct nb_metrics *m)
 
     nb_metrics_family(out, "nanobox_reconciliations_total", "counter",
                       "Reconciliations of the table with Docker's containers (at start-up, "
-                      "every 30 s, and while Docker is away until it answers).");
+                      "every 30 s, and as soon as Docker answers again after it was away).");
     nb_buf_printf(out, "nanobox_reconciliations_total %llu\n",
                   (unsigned long long)load(&m->reconciles));
     nb_metrics_family(out, "nanobox_reconciliation_last_time_seconds", "gauge",
