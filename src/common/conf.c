@@ -22,6 +22,47 @@
 
 #define MiB (1024ULL * 1024ULL)
 
+unsigned nb_conf_sandboxes_for(uint64_t mem_total, uint64_t pid_max)
+{
+    uint64_t by_mem = mem_total / NB_AUTO_SLOT_MEMORY, by_pids = pid_max / NB_AUTO_SLOT_PIDS;
+    uint64_t n = by_mem < by_pids ? by_mem : by_pids;
+
+    if (n < NB_AUTO_SANDBOXES_MIN)
+        n = NB_AUTO_SANDBOXES_MIN;
+    return n > NB_AUTO_SANDBOXES_MAX ? NB_AUTO_SANDBOXES_MAX : (unsigned)n;
+}
+
+/* A number from the first line of path that starts with prefix (kB in
+ * /proc/meminfo), or def. */
+static uint64_t read_number(const char *path, const char *prefix, uint64_t def)
+{
+    char line[256];
+    unsigned long long v;
+    uint64_t out = def;
+    FILE *f = fopen(path, "r");
+
+    if (!f)
+        return def;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, prefix, strlen(prefix)) == 0 &&
+            sscanf(line + strlen(prefix), " %llu", &v) == 1) {
+            out = v;
+            break;
+        }
+    }
+    fclose(f);
+    return out;
+}
+
+unsigned nb_conf_auto_sandboxes(void)
+{
+    /* unreadable: 4 GiB and the kernel's smallest default pid_max, which give 256 */
+    uint64_t mem_kib = read_number("/proc/meminfo", "MemTotal:", 4ULL << 20);
+    uint64_t pid_max = read_number("/proc/sys/kernel/pid_max", "", 32768);
+
+    return nb_conf_sandboxes_for(mem_kib * 1024ULL, pid_max);
+}
+
 void nb_conf_defaults(struct nb_conf *c)
 {
     memset(c, 0, sizeof(*c));
@@ -39,7 +80,7 @@ void nb_conf_defaults(struct nb_conf *c)
     c->worker_idle_timeout = 30;
     c->shutdown_timeout = 330;
 
-    c->max_sandboxes = 256;
+    c->max_sandboxes = nb_conf_auto_sandboxes();
 
     /* the base and the data-science template image.sh builds beside it */
     snprintf(c->images[0], sizeof(c->images[0]), "nanobox:latest");
@@ -341,6 +382,10 @@ static void store_uint(void *field, size_t size, unsigned long long v)
 
 int nb_conf_set(struct nb_conf *c, const char *key, const char *value, char *err, size_t errlen)
 {
+    if (!strcmp(key, "max_sandboxes") && !strcmp(value, "auto")) {
+        c->max_sandboxes = nb_conf_auto_sandboxes();
+        return 0;
+    }
     if (!strcmp(key, "cpus")) {
         if (parse_cpus(value, &c->nano_cpus) != 0) {
             snprintf(err, errlen, "cpus: expected a positive decimal like 0.5, got \"%s\"", value);

@@ -153,6 +153,23 @@ struct nb_conf {
 void nb_conf_defaults(struct nb_conf *c);
 
 /*
+ * max_sandboxes = auto, the default: one slot per NB_AUTO_SLOT_MEMORY of
+ * the host's memory and per NB_AUTO_SLOT_PIDS of its kernel.pid_max,
+ * whichever gives fewer, from NB_AUTO_SANDBOXES_MIN to _MAX. An idle
+ * sandbox costs the host ~4.4 MiB and ~12 tasks (its containerd shim's
+ * threads, its agent), measured at 1000 (docs/PERFORMANCE.md): a full
+ * table of idle ones then takes about a quarter of the memory and a third
+ * of the pids, leaving the rest to those that work. docs/CONFIG.md says why.
+ */
+#define NB_AUTO_SLOT_MEMORY (16ULL << 20)
+#define NB_AUTO_SLOT_PIDS 32
+#define NB_AUTO_SANDBOXES_MIN 64
+#define NB_AUTO_SANDBOXES_MAX 4096
+unsigned nb_conf_sandboxes_for(uint64_t mem_total, uint64_t pid_max);
+/* the same for this host (/proc/meminfo, /proc/sys/kernel/pid_max) */
+unsigned nb_conf_auto_sandboxes(void);
+
+/*
  * Read path over the defaults already in c. On error returns -1 and puts a
  * message naming the file, line and key in err.
  */

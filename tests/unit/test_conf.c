@@ -383,6 +383,27 @@ static void test_root_disk_keys(void **state)
     }
 }
 
+/* max_sandboxes = auto: by memory and pids, whichever gives fewer, within bounds */
+static void test_max_sandboxes_auto(void **state)
+{
+    struct nb_conf c;
+    char err[256];
+    (void)state;
+
+    assert_int_equal(nb_conf_sandboxes_for(4ULL << 30, 32768), 256);
+    assert_int_equal(nb_conf_sandboxes_for(24ULL << 30, 32768), 1024);   /* pids */
+    assert_int_equal(nb_conf_sandboxes_for(24ULL << 30, 4194304), 1536); /* memory */
+    assert_int_equal(nb_conf_sandboxes_for(512ULL << 20, 4194304), 64);  /* the floor */
+    assert_int_equal(nb_conf_sandboxes_for(1ULL << 40, 4194304), 4096);  /* the ceiling */
+    nb_conf_defaults(&c);
+    assert_int_equal(c.max_sandboxes, nb_conf_auto_sandboxes());
+    assert_int_equal(load("max_sandboxes = 10\nmax_sandboxes = auto\n", &c, err, sizeof(err)), 0);
+    assert_int_equal(c.max_sandboxes, nb_conf_auto_sandboxes());
+    assert_int_equal(load("max_sandboxes = 300\n", &c, err, sizeof(err)), 0);
+    assert_int_equal(c.max_sandboxes, 300);
+    assert_int_equal(load("max_sandboxes = automatic\n", &c, err, sizeof(err)), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -400,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_and_template_pool_keys),
         cmocka_unit_test(test_adaptive_warm_pool_keys),
         cmocka_unit_test(test_root_disk_keys),
+        cmocka_unit_test(test_max_sandboxes_auto),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
