@@ -506,17 +506,33 @@ static unsigned long sysctl_ulong(const char *path, unsigned long def)
 /*
  * Every devpts but the host's first shares kernel.pty.max minus
  * kernel.pty.reserve: a full table of sandboxes each at its max could leave
- * the last ones none. Worth a warning, not a refusal.
+ * the last ones none. kernel.pty.max is only a ceiling (a pty costs memory
+ * when opened, not before), so it is raised to fit, as far as the kernel
+ * allows; where it cannot be (not root, a read-only /proc/sys), a warning.
  */
+#define PTY_MAX_KERNEL 1048576UL /* NR_UNIX98_PTY_MAX: the most kernel.pty.max takes */
 static void check_ptys(const struct nb_conf *c, uint32_t nslots)
 {
-    unsigned long max = sysctl_ulong("/proc/sys/kernel/pty/max", 4096);
+    const char *path = "/proc/sys/kernel/pty/max";
+    unsigned long max = sysctl_ulong(path, 4096);
     unsigned long reserve = sysctl_ulong("/proc/sys/kernel/pty/reserve", 1024);
-    unsigned long want = (unsigned long)nslots * c->sandbox_ptys;
-    if (max > reserve && want > max - reserve)
-        nb_warn("max_sandboxes x sandbox_ptys = %lu ptys, more than the %lu that containers "
-                "may hold (kernel.pty.max - kernel.pty.reserve): raise kernel.pty.max",
-                want, max - reserve);
+    unsigned long want = (unsigned long)nslots * c->sandbox_ptys, raise = want + reserve;
+    FILE *f;
+
+    if (max > reserve && want <= max - reserve)
+        return;
+    if (raise <= PTY_MAX_KERNEL && (f = fopen(path, "we")) != NULL) {
+        int ok = fprintf(f, "%lu\n", raise) > 0;
+        if (fclose(f) == 0 && ok && sysctl_ulong(path, 0) == raise) {
+            nb_info("raised kernel.pty.max from %lu to %lu: max_sandboxes x sandbox_ptys = %lu "
+                    "ptys, plus the host's kernel.pty.reserve (%lu)",
+                    max, raise, want, reserve);
+            return;
+        }
+    }
+    nb_warn("max_sandboxes x sandbox_ptys = %lu ptys, more than the %lu that containers "
+            "may hold (kernel.pty.max - kernel.pty.reserve): raise kernel.pty.max to %lu",
+            want, max > reserve ? max - reserve : 0, raise);
 }
 
 /*
