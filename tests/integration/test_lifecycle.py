@@ -188,6 +188,35 @@ def test_delete_removes_the_container(api, stack):
     assert sid not in api.list_ids()
 
 
+REMOVE_LOCK = "/run/lock/nanobox-docker-remove.lock"
+
+
+def test_removals_wait_for_the_hosts_removal_lock(api, stack):
+    """Container removals take turns host-wide: Docker 20.10.24 deadlocks
+    when two containers of one network leave it at once (docker.c,
+    remove_lock). While another process holds the lock, a DELETE waits and
+    the container stays; once it is let go, the DELETE answers 204 and the
+    container is gone."""
+    import fcntl
+    import threading
+    sid = api.create()
+    name = f"nanobox-{sid}"
+    answer = {}
+    with open(REMOVE_LOCK, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            t = threading.Thread(target=lambda: answer.update(r=api.delete(sid)))
+            t.start()
+            t.join(0.5)
+            assert "r" not in answer, "DELETE answered while another process held the removal lock"
+            assert docker_exists(name), "the container was removed without the lock"
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+    t.join(60)
+    assert answer["r"].status_code == 204, answer["r"].text
+    assert not docker_exists(name)
+
+
 def test_delete_twice_is_404(api):
     sid = api.create()
     assert api.delete(sid).status_code == 204
