@@ -11,6 +11,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=../src/setup/common.sh
+. "$ROOT/src/setup/common.sh"
 build=${1:-$ROOT/build}
 work=$(mktemp -d /tmp/nanobox-valgrind-XXXXXX)
 chmod 755 "$work" # nginx workers (www-data) must reach the socket
@@ -23,7 +25,8 @@ fcgi_pid='' nginx_pid=''
 cleanup() {
     if [ -n "$nginx_pid" ]; then kill "$nginx_pid" 2>/dev/null || true; fi
     if [ -n "$fcgi_pid" ]; then kill "$fcgi_pid" 2>/dev/null || true; fi
-    docker ps -aq --filter "label=nanobox.instance=$instance" | xargs -r docker rm -f >/dev/null 2>&1 || true
+    # shellcheck disable=SC2046  # ids, one word each
+    nb_docker_each rm -fv -- $(docker ps -aq --filter "label=nanobox.instance=$instance") 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT

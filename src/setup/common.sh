@@ -243,6 +243,27 @@ nb_build() {
 
 # Does a Docker engine answer within SECONDS (default 10)? Bounded: a
 # wedged daemon must not hang us.
+# Docker 20.10.24 (Debian 12) deadlocks when containers of one network exit
+# at once (src/common/docker.c, remove_lock), and `docker kill` or `docker
+# rm` of several works on them in parallel: one container at a time, under
+# the host-wide lock nanobox-fcgi's own removals take.
+NB_DOCKER_REMOVE_LOCK=/run/lock/nanobox-docker-remove.lock
+
+# nb_docker_each VERB [OPTION...] -- ID...: `docker VERB OPTION... ID` for each ID in turn
+nb_docker_each() {
+    local verb=$1 opts=() rc=0 id
+    shift
+    while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
+        opts+=("$1")
+        shift
+    done
+    shift
+    for id in "$@"; do
+        flock "$NB_DOCKER_REMOVE_LOCK" docker "$verb" "${opts[@]}" "$id" >/dev/null || rc=1
+    done
+    return "$rc"
+}
+
 nb_docker_answers() {
     timeout "${1:-10}" docker info >/dev/null 2>&1
 }

@@ -113,7 +113,7 @@ if [ "$purge" -eq 1 ]; then
         # a sandbox with a root has a file system of nanobox's mounted over
         # its writable layer (root_disk_max, src/fcgi/engine/rootdisk.h): stopped,
         # then unmounted, else Docker cannot remove the layer's directory
-        docker kill "${containers[@]}" >/dev/null 2>&1 || true
+        nb_docker_each kill -- "${containers[@]}" 2>/dev/null || true
         docker wait "${containers[@]}" >/dev/null 2>&1 || true
         for c in "${containers[@]}"; do
             upper=$(docker inspect -f '{{.GraphDriver.Data.UpperDir}}' "$c" 2>/dev/null) || continue
@@ -122,7 +122,7 @@ if [ "$purge" -eq 1 ]; then
                 umount -l "$layer" || rc=1
             fi
         done
-        docker rm -fv "${containers[@]}" >/dev/null || rc=1
+        nb_docker_each rm -fv -- "${containers[@]}" || rc=1
     fi
     if [ "$rc" -eq 0 ]; then
         iface=$(nb_conf_get "$NB_CONF" bridge_interface nanobox0)

@@ -296,11 +296,27 @@ def docker_top(name):
     return r.stdout.splitlines()[1:]
 
 
+# nanobox-fcgi's host-wide lock on container removals (src/common/docker.c)
+REMOVE_LOCK = "/run/lock/nanobox-docker-remove.lock"
+
+
+def docker_rm(*ids):
+    """docker rm -fv, one container at a time under nanobox's removal lock:
+    Docker 20.10.24 deadlocks when containers of one network exit at once,
+    and `docker rm` of several removes them in parallel."""
+    with open(REMOVE_LOCK, "a+") as lock:
+        for cid in ids:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                run(["docker", "rm", "-fv", cid], check=False, timeout=120)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def docker_rm_instance(instance):
     ids = run(["docker", "ps", "-aq", "--filter", f"label=nanobox.instance={instance}"],
               check=False).stdout.split()
-    if ids:
-        run(["docker", "rm", "-fv", *ids], check=False, timeout=120)
+    docker_rm(*ids)
     return len(ids)
 
 
