@@ -19,6 +19,7 @@ import urllib.parse
 
 import pytest
 
+from conftest import module_stack
 from nbtest import DEFAULT_MEMORY, DEFAULT_PIDS, IMAGE, assert_error, parse_json, random_uuid, wait_until
 
 CONTENT_TYPE = "text/plain; version=0.0.4"
@@ -499,3 +500,28 @@ def test_warm_pool_size_hits_and_misses(make_stack):
     # a create that asks for more than the defaults is no miss: no pool holds its kind
     api.create(env={"A": "1"})
     assert value(metrics(api), "nanobox_warm_pool_misses_total") == value(after, "nanobox_warm_pool_misses_total")
+
+
+# ------------------------------------------------------------ max_sandboxes = auto
+
+@pytest.fixture(scope="module")
+def auto_stack():
+    yield from module_stack("auto-slots", {"max_sandboxes": "auto", "warm_pool": "0",
+                                           "warm_pool_code": "0"})
+
+
+def test_max_sandboxes_auto_sizes_the_table_from_memory_and_pids(auto_stack):
+    """auto: a slot per 16 MiB of MemTotal and per 32 of kernel.pid_max,
+    whichever is fewer, from 64 to 4096 (docs/CONFIG.md); the table has as
+    many slots, all free, and a sandbox is created in it."""
+    with open("/proc/meminfo") as f:
+        mem = int(re.search(r"^MemTotal:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid_max = int(f.read())
+    want = max(64, min(4096, mem // (16 << 20), pid_max // 32))
+    fams = metrics(auto_stack.api)
+    assert value(fams, "nanobox_sandbox_slots") == want
+    assert value(fams, "nanobox_sandbox_slots_free") == want
+    sid = auto_stack.api.create()
+    assert value(metrics(auto_stack.api), "nanobox_sandbox_slots_free") == want - 1
+    assert auto_stack.api.delete(sid).status_code == 204
