@@ -21,7 +21,8 @@ Sections (all by default; pick some with --sections exec,create,files,run):
           spawns /bin/true n times (and /bin/sh -c true, what an exec of a
           command runs), timing each with its own clock, in the sandbox's
           cgroup under its CPU limit; the lean client's p50 is shown as a
-          ratio to it.
+          ratio to it, beside GET /sandbox/{id} from the same client (what
+          any request costs: nginx, its key check, a worker).
           Targets: p50 <= 5 ms (alone, lean client), <= 1.5x the floor
           inside the sandbox, and >= 10x faster than the CLI.
   create  POST /sandbox {} served by the warm pool, as a user sees it: before
@@ -79,7 +80,8 @@ import requests
 
 sys.dont_write_bytecode = True  # no __pycache__ in tests/bench from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_core import LABEL, UnixHTTP, docker_api, ms, raw_config, raw_exec, service  # noqa: E402
+from bench_core import (LABEL, UnixHTTP, container_of, cpu_stat, cpu_usage, docker_api, ms,  # noqa: E402
+                        raw_config, raw_exec, service)
 
 SECTIONS = ("exec", "create", "files", "run")
 MIB = 1 << 20
@@ -166,28 +168,6 @@ def container_created(cid):
     return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}+00:00").timestamp()
 
 
-def cpu_stat(cid):
-    """(nr_throttled, throttled_time ns) of a container's cpu cgroup (v1), or None."""
-    for path in (f"/sys/fs/cgroup/cpu/docker/{cid}/cpu.stat", f"/sys/fs/cgroup/docker/{cid}/cpu.stat"):
-        try:
-            with open(path) as f:
-                st = dict(line.split() for line in f)
-        except OSError:
-            continue
-        if "nr_throttled" in st:
-            return int(st["nr_throttled"]), int(st.get("throttled_time", int(st.get("throttled_usec", 0)) * 1000))
-    return None
-
-
-def cpu_usage(cid):
-    """CPU time (ns) charged to a container's cgroup (v1 cpuacct), or None."""
-    try:
-        with open(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage") as f:
-            return int(f.read())
-    except OSError:
-        return None
-
-
 class Bench:
     def __init__(self, args, url, key, conf):
         self.args = args
@@ -243,11 +223,7 @@ class Bench:
         return [float(x) for x in lines[0].split()], [float(x) for x in lines[1].split()]
 
     def container_of(self, sid):
-        flt = urllib.parse.quote(json.dumps({"label": [f"nanobox.sandbox={sid}"]}))
-        found = docker_api("GET", f"/containers/json?filters={flt}")
-        if len(found) != 1:
-            raise SystemExit(f"no single container for sandbox {sid}: {found}")
-        return found[0]["Id"]
+        return container_of(sid)
 
     def healthz(self):
         return self.s.get(self.url + "/healthz").json()
@@ -337,11 +313,19 @@ class Bench:
         conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=60)
         for _ in range(3):
             self.lean_exec_true(conn, sid)
-        lean = []
+        lean, get = [], []
         for _ in range(n):
             t0 = time.perf_counter()
             self.lean_exec_true(conn, sid)
             lean.append(ms(t0))
+            # what any request costs: nginx, its key check (auth_request), a worker
+            t0 = time.perf_counter()
+            conn.request("GET", f"/sandbox/{sid}", headers={"Authorization": f"Bearer {self.key}"})
+            r = conn.getresponse()
+            r.read()
+            get.append(ms(t0))
+            if r.status != 200:
+                raise SystemExit(f"GET /sandbox/{sid}: {r.status}")
         conn.close()
         floor_true, floor_sh = self.spawn_floor(sid)
         for _ in range(3):  # warm the Docker paths
@@ -366,6 +350,7 @@ class Bench:
         r_floor = row("  ... from a lean client (http.client)", lean, floor_true,
                       "in the sandbox: /bin/true")
         row("", lean, floor_sh, "in the sandbox: sh -c true")
+        row("  GET /sandbox/{id}, same client (any request)", get)
         if cpu0 is not None and cpu1 is not None:
             print(f"  CPU time charged to the sandbox's cgroup per exec: {(cpu1 - cpu0) / n / 1e6:.2f} ms")
         print("  interleaved with the peers, in a random order each round:")

@@ -36,7 +36,7 @@ import requests
 
 sys.dont_write_bytecode = True  # no __pycache__ in tests/bench from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_core import ms, report, service  # noqa: E402  (one set of helpers)
+from bench_core import container_of, cpu_stat, cpu_usage, ms, report, service  # noqa: E402
 
 IMAGE = "nanobox-python:latest"
 TARGET_P50_MS = 10.0
@@ -162,11 +162,14 @@ def bench(args, url, key):
         conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=60)
         for _ in range(3):
             lean_code(conn, key, sid, "1+1")
+        cid = container_of(sid)
         lean = []
+        cpu0, thr0 = cpu_usage(cid), cpu_stat(cid)
         for _ in range(args.n):
             t0 = time.perf_counter()
             assert lean_code(conn, key, sid, "1+1")["results"][0]["data"]["text/plain"] == "2"
             lean.append(ms(t0))
+        cpu1, thr1 = cpu_usage(cid), cpu_stat(cid)
         conn.close()
         r = s.put(f"{url}/sandbox/{sid}/files?path=/tmp/krtt.py", data=KERNEL_RTT.encode())
         assert r.status_code in (200, 201), r.text
@@ -174,6 +177,7 @@ def bench(args, url, key):
                    json={"command": f"python3 /tmp/krtt.py {args.n} 2>/dev/null", "timeout": 120})
         assert r.status_code == 200 and r.json()["exit_code"] == 0, r.text
         kernel = [float(x) for x in r.json()["stdout"].split()]
+        thr2 = cpu_stat(cid)
         execs = []
         for _ in range(args.n):
             t0 = time.perf_counter()
@@ -185,6 +189,12 @@ def bench(args, url, key):
                   f"p90 {sorted(t)[int(len(t) * 0.9)]:.1f} ms")
         print(f"    the kernel's own round trip in the sandbox: p50 {statistics.median(kernel):.1f} ms, "
               f"p90 {sorted(kernel)[int(len(kernel) * 0.9)]:.1f} ms")
+        if cpu0 is not None and cpu1 is not None:
+            print(f"    CPU time charged to the sandbox's cgroup per run_code (lean): {(cpu1 - cpu0) / args.n / 1e6:.2f} ms")
+        if thr0 and thr1 and thr2:
+            print(f"    the sandbox's CPU quota (CFS) throttled it {thr1[0] - thr0[0]} times "
+                  f"({(thr1[1] - thr0[1]) / 1e6:.0f} ms) during the lean run_codes, {thr2[0] - thr1[0]} times "
+                  f"({(thr2[1] - thr1[1]) / 1e6:.0f} ms) during the kernel's own (its start included)")
         ratio = report("(a) run_code 1+1 (lean) vs the kernel's own", lean, kernel, "kernel in sandbox")
         report("    run_code 1+1 (requests) vs the kernel's own", ours, kernel, "kernel in sandbox")
         report("(a) run_code 1+1 (lean) vs exec python3 -c", lean, execs, "exec python3 -c")

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.parse
 import uuid
 
 import requests
@@ -75,6 +76,37 @@ def raw_exec(cid, cmd):
                    {"AttachStdout": True, "AttachStderr": True, "Cmd": cmd, "User": "1000:1000"})
     docker_api("POST", f"/exec/{e['Id']}/start", {"Detach": False, "Tty": False})
     return docker_api("GET", f"/exec/{e['Id']}/json")["ExitCode"]
+
+
+def container_of(sid):
+    """The Docker id of a sandbox's container."""
+    flt = urllib.parse.quote(json.dumps({"label": [f"nanobox.sandbox={sid}"]}))
+    found = docker_api("GET", f"/containers/json?filters={flt}")
+    if len(found) != 1:
+        raise SystemExit(f"no single container for sandbox {sid}: {found}")
+    return found[0]["Id"]
+
+
+def cpu_stat(cid):
+    """(nr_throttled, throttled_time ns) of a container's cpu cgroup (v1), or None."""
+    for path in (f"/sys/fs/cgroup/cpu/docker/{cid}/cpu.stat", f"/sys/fs/cgroup/docker/{cid}/cpu.stat"):
+        try:
+            with open(path) as f:
+                st = dict(line.split() for line in f)
+        except OSError:
+            continue
+        if "nr_throttled" in st:
+            return int(st["nr_throttled"]), int(st.get("throttled_time", int(st.get("throttled_usec", 0)) * 1000))
+    return None
+
+
+def cpu_usage(cid):
+    """CPU time (ns) charged to a container's cgroup (v1 cpuacct), or None."""
+    try:
+        with open(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage") as f:
+            return int(f.read())
+    except OSError:
+        return None
 
 
 def ms(t0):
