@@ -17,8 +17,14 @@ Sections (all by default; pick some with --sections exec,create,files,run):
           through a bare keep-alive http.client connection, which is what
           a lean client (curl, Go, Node) pays: requests itself costs about
           1 ms of Python per call on these machines.
-          Targets: p50 <= 5 ms (alone, lean client), and >= 10x faster
-          than the CLI.
+          The floor inside the sandbox: one exec starts a python3 that
+          spawns /bin/true n times (and /bin/sh -c true, what an exec of a
+          command runs), timing each with its own clock, in the sandbox's
+          cgroup under its CPU limit; the lean client's p50 is shown as a
+          ratio to it, beside GET /sandbox/{id} from the same client (what
+          any request costs: nginx, its key check, a worker).
+          Targets: p50 <= 5 ms (alone, lean client), <= 1.5x the floor
+          inside the sandbox, and >= 10x faster than the CLI.
   create  POST /sandbox {} served by the warm pool, as a user sees it: before
           each timed create the script waits until GET /healthz shows
           "warm" == warm_pool (the reaper refills one sandbox at a time, on a
@@ -42,14 +48,16 @@ Sections (all by default; pick some with --sections exec,create,files,run):
           back with no wait (the pool then runs dry). Target: <= 0.5x.
 
 Prints p50 and p90 of each, the ratio nanobox / peer of the medians (lower is
-better for nanobox) and whether the target is met. Needs a running service
+better for nanobox) and whether the target is met. Against a running service
 (src/setup/up.sh): NANOBOX_URL (default http://127.0.0.1:8080),
 NANOBOX_API_KEY and NANOBOX_CONF (default /etc/nanobox/nanobox.conf, read for
-api_key and warm_pool). Sends traffic only to loopback and dockerd. Every
+api_key and warm_pool); or --stack: a test stack of its own (nbtest.Stack from
+NANOBOX_BUILD, default ./build, warm_pool = 2), stopped at the end. Sends
+traffic only to loopback and dockerd. Every
 container it makes itself carries the label nanobox.bench and is removed at
 the end; every sandbox it makes through the API is deleted.
 
-  sudo tests/bench/bench_agent.py [-n 50] [--run-n 20] [--burst 10] [--sections exec,run]
+  sudo tests/bench/bench_agent.py [-n 50] [--run-n 20] [--burst 10] [--sections exec,run] [--stack]
 """
 import argparse
 import http.client
@@ -72,26 +80,30 @@ import requests
 
 sys.dont_write_bytecode = True  # no __pycache__ in tests/bench from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_core import LABEL, UnixHTTP, conf_key, docker_api, ms, raw_config, raw_exec  # noqa: E402
+from bench_core import (LABEL, UnixHTTP, container_of, cpu_stat, cpu_usage, docker_api, ms,  # noqa: E402
+                        raw_config, raw_exec, service)
 
 SECTIONS = ("exec", "create", "files", "run")
 MIB = 1 << 20
+# The floor of an exec inside the sandbox: a process already there (this
+# python3, started once by one exec) spawning /bin/true, and what an exec
+# of a command runs (/bin/sh -c true), n times each, timed with its own
+# clock; in the sandbox's cgroup, so under its CPU limit. posix_spawn is
+# the vfork + exec the agent does.
+SPAWN_FLOOR = r"""
+import os, sys, time
+def spawn(argv):
+    t0 = time.perf_counter()
+    os.waitpid(os.posix_spawn(argv[0], argv, {}), 0)
+    return (time.perf_counter() - t0) * 1000
+for argv in (["/bin/true"], ["/bin/sh", "-c", "true"]):
+    for _ in range(5):
+        spawn(argv)
+    print(" ".join("%.3f" % spawn(argv) for _ in range(int(sys.argv[1]))))
+"""
 
 
 # --- helpers -------------------------------------------------------------------
-
-def conf_value(path, key, default):
-    """A "key = value" of nanobox.conf, else default."""
-    try:
-        with open(path) as f:
-            for line in f:
-                k, _, v = line.partition("=")
-                if k.strip() == key:
-                    return v.split("#")[0].strip()
-    except OSError:
-        pass
-    return default
-
 
 def pct(samples, p):
     """Nearest-rank percentile."""
@@ -156,35 +168,12 @@ def container_created(cid):
     return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}+00:00").timestamp()
 
 
-def cpu_stat(cid):
-    """(nr_throttled, throttled_time ns) of a container's cpu cgroup (v1), or None."""
-    for path in (f"/sys/fs/cgroup/cpu/docker/{cid}/cpu.stat", f"/sys/fs/cgroup/docker/{cid}/cpu.stat"):
-        try:
-            with open(path) as f:
-                st = dict(line.split() for line in f)
-        except OSError:
-            continue
-        if "nr_throttled" in st:
-            return int(st["nr_throttled"]), int(st.get("throttled_time", int(st.get("throttled_usec", 0)) * 1000))
-    return None
-
-
-def cpu_usage(cid):
-    """CPU time (ns) charged to a container's cgroup (v1 cpuacct), or None."""
-    try:
-        with open(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage") as f:
-            return int(f.read())
-    except OSError:
-        return None
-
-
 class Bench:
-    def __init__(self, args):
+    def __init__(self, args, url, key, conf):
         self.args = args
-        self.url = os.environ.get("NANOBOX_URL", "http://127.0.0.1:8080").rstrip("/")
-        conf = os.environ.get("NANOBOX_CONF", "/etc/nanobox/nanobox.conf")
-        self.key = os.environ.get("NANOBOX_API_KEY") or conf_key(conf)
-        self.warm_pool = int(conf_value(conf, "warm_pool", "2"))
+        self.url = url
+        self.key = key
+        self.warm_pool = int(conf.get("warm_pool", "2"))
         self.s = requests.Session()
         self.s.headers["Authorization"] = f"Bearer {self.key}"
         self.containers = []   # made directly: removed at the end
@@ -224,12 +213,17 @@ class Bench:
         if r.status_code != 200 or r.json()["exit_code"] != 0:
             raise SystemExit(f"exec: {r.status_code} {r.text[:200]}")
 
+    def spawn_floor(self, sid):
+        """SPAWN_FLOOR in the sandbox: its /bin/true and sh -c true spawn times (ms)."""
+        r = self.s.post(f"{self.url}/sandbox/{sid}/exec", json={
+            "argv": ["python3", "-c", SPAWN_FLOOR, str(self.args.n)], "timeout": 120})
+        if r.status_code != 200 or r.json()["exit_code"] != 0:
+            raise SystemExit(f"exec of the spawn loop: {r.status_code} {r.text[:300]}")
+        lines = r.json()["stdout"].split("\n")
+        return [float(x) for x in lines[0].split()], [float(x) for x in lines[1].split()]
+
     def container_of(self, sid):
-        flt = urllib.parse.quote(json.dumps({"label": [f"nanobox.sandbox={sid}"]}))
-        found = docker_api("GET", f"/containers/json?filters={flt}")
-        if len(found) != 1:
-            raise SystemExit(f"no single container for sandbox {sid}: {found}")
-        return found[0]["Id"]
+        return container_of(sid)
 
     def healthz(self):
         return self.s.get(self.url + "/healthz").json()
@@ -319,12 +313,21 @@ class Bench:
         conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=60)
         for _ in range(3):
             self.lean_exec_true(conn, sid)
-        lean = []
+        lean, get = [], []
         for _ in range(n):
             t0 = time.perf_counter()
             self.lean_exec_true(conn, sid)
             lean.append(ms(t0))
+            # what any request costs: nginx, its key check (auth_request), a worker
+            t0 = time.perf_counter()
+            conn.request("GET", f"/sandbox/{sid}", headers={"Authorization": f"Bearer {self.key}"})
+            r = conn.getresponse()
+            r.read()
+            get.append(ms(t0))
+            if r.status != 200:
+                raise SystemExit(f"GET /sandbox/{sid}: {r.status}")
         conn.close()
+        floor_true, floor_sh = self.spawn_floor(sid)
         for _ in range(3):  # warm the Docker paths
             subprocess.run(cli, check=True)
             raw_exec(cid, ["true"])
@@ -344,7 +347,10 @@ class Bench:
 
         print(f"\n1. exec of `true`, {n} samples each (nanobox: keep-alive session through nginx)")
         row("exec true, nanobox alone", alone)
-        row("  ... from a lean client (http.client)", lean)
+        r_floor = row("  ... from a lean client (http.client)", lean, floor_true,
+                      "in the sandbox: /bin/true")
+        row("", lean, floor_sh, "in the sandbox: sh -c true")
+        row("  GET /sandbox/{id}, same client (any request)", get)
         if cpu0 is not None and cpu1 is not None:
             print(f"  CPU time charged to the sandbox's cgroup per exec: {(cpu1 - cpu0) / n / 1e6:.2f} ms")
         print("  interleaved with the peers, in a random order each round:")
@@ -358,6 +364,7 @@ class Bench:
                   f"{throttled2[0] - throttled1[0]} times ({(throttled2[1] - throttled1[1]) / 1e6:.0f} ms) "
                   "while interleaved")
         self.target("exec p50 <= 5 ms (nanobox alone, lean client)", statistics.median(lean) <= 5.0)
+        self.target(f"exec p50 <= 1.5x spawning /bin/true in the sandbox ({r_floor:.2f}x)", r_floor <= 1.5)
         print(f"  (through python-requests, which adds its own per-call cost: p50 {statistics.median(alone):.1f} ms)")
         self.target(f"exec >= 10x faster than docker exec CLI ({1 / r_cli:.0f}x)", r_cli <= 0.1)
 
@@ -582,21 +589,24 @@ def main():
     ap.add_argument("--bursts", type=int, default=1, help="bursts to run (default 1)")
     ap.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated: " + ",".join(SECTIONS))
     ap.add_argument("--image", default="nanobox:latest")
+    ap.add_argument("--stack", action="store_true",
+                    help="start a test stack of its own (nbtest.Stack, warm_pool = 2)")
     args = ap.parse_args()
     sections = [x for x in args.sections.split(",") if x]
     if any(x not in SECTIONS for x in sections):
         ap.error(f"sections are {', '.join(SECTIONS)}")
 
-    b = Bench(args)
-    h = b.healthz()
-    print(f"nanobox agent benchmark, {time.strftime('%Y-%m-%d %H:%M')}: {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.2f} at start; {b.url}, warm_pool {b.warm_pool}, "
-          f"{h.get('sandboxes')} sandboxes in the table")
-    try:
-        for name in sections:
-            getattr(b, "bench_" + name)()
-    finally:
-        b.cleanup()
+    with service(args.stack, "bench-agent", {"warm_pool": "2", "workers_min": "4"}) as (url, key, conf):
+        b = Bench(args, url, key, conf)
+        h = b.healthz()
+        print(f"nanobox agent benchmark, {time.strftime('%Y-%m-%d %H:%M')}: {os.cpu_count()} CPUs, "
+              f"load average {os.getloadavg()[0]:.2f} at start; {b.url}, warm_pool {b.warm_pool}, "
+              f"{h.get('sandboxes')} sandboxes in the table")
+        try:
+            for name in sections:
+                getattr(b, "bench_" + name)()
+        finally:
+            b.cleanup()
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
     for text, ok in b.results:
         print(f"  {'met    ' if ok else 'NOT MET'}  {text}")

@@ -16,6 +16,7 @@ http://127.0.0.1:8080) and NANOBOX_API_KEY (default: api_key from
   sudo tests/bench/bench_core.py [-n 20]
 """
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -24,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.parse
 import uuid
 
 import requests
@@ -76,20 +78,81 @@ def raw_exec(cid, cmd):
     return docker_api("GET", f"/exec/{e['Id']}/json")["ExitCode"]
 
 
+def container_of(sid):
+    """The Docker id of a sandbox's container."""
+    flt = urllib.parse.quote(json.dumps({"label": [f"nanobox.sandbox={sid}"]}))
+    found = docker_api("GET", f"/containers/json?filters={flt}")
+    if len(found) != 1:
+        raise SystemExit(f"no single container for sandbox {sid}: {found}")
+    return found[0]["Id"]
+
+
+def cpu_stat(cid):
+    """(nr_throttled, throttled_time ns) of a container's cpu cgroup (v1), or None."""
+    for path in (f"/sys/fs/cgroup/cpu/docker/{cid}/cpu.stat", f"/sys/fs/cgroup/docker/{cid}/cpu.stat"):
+        try:
+            with open(path) as f:
+                st = dict(line.split() for line in f)
+        except OSError:
+            continue
+        if "nr_throttled" in st:
+            return int(st["nr_throttled"]), int(st.get("throttled_time", int(st.get("throttled_usec", 0)) * 1000))
+    return None
+
+
+def cpu_usage(cid):
+    """CPU time (ns) charged to a container's cgroup (v1 cpuacct), or None."""
+    try:
+        with open(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage") as f:
+            return int(f.read())
+    except OSError:
+        return None
+
+
 def ms(t0):
     return (time.perf_counter() - t0) * 1000.0
 
 
 def conf_key(path="/etc/nanobox/nanobox.conf"):
+    return conf_values(path).get("api_key", "")
+
+
+@contextlib.contextmanager
+def service(stack, name, extra_conf=None):
+    """(url, key, conf) of the service to measure: with stack, a test stack of
+    its own (the integration tests' nbtest.Stack from NANOBOX_BUILD, default
+    ./build, with extra_conf), stopped and removed at the end; else the
+    running one (NANOBOX_URL, NANOBOX_API_KEY, NANOBOX_CONF). conf: the
+    key -> value of its nanobox.conf that could be read ({} if none)."""
+    if not stack:
+        path = os.environ.get("NANOBOX_CONF", "/etc/nanobox/nanobox.conf")
+        conf = conf_values(path)
+        yield (os.environ.get("NANOBOX_URL", "http://127.0.0.1:8080").rstrip("/"),
+               os.environ.get("NANOBOX_API_KEY") or conf.get("api_key", ""), conf)
+        return
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+    import nbtest
+    st = nbtest.Stack(name, extra_conf={"log_level": "info", **(extra_conf or {})})
+    try:
+        st.start()
+        yield st.url, st.api_key, dict(st.conf)
+    finally:
+        st.stop()
+        st.remove_tmp()
+
+
+def conf_values(path):
+    """The "key = value" lines of a nanobox.conf ({} if unreadable)."""
+    out = {}
     try:
         with open(path) as f:
             for line in f:
-                k, _, v = line.partition("=")
-                if k.strip() == "api_key":
-                    return v.split("#")[0].strip()
+                k, sep, v = line.partition("=")
+                if sep and not k.lstrip().startswith("#"):
+                    out[k.strip()] = v.split("#")[0].strip()
     except OSError:
         pass
-    return ""
+    return out
 
 
 def report(name, ours, peer, peer_name):

@@ -594,6 +594,86 @@ def test_print_in_a_loop_streams_before_the_cell_ends(api, py_sid):
     assert events[-1][0] - outs[0][0] >= 1.5, events
 
 
+def test_events_of_one_poll_come_whole_and_in_order(api, py_sid):
+    # the bridge writes what one poll of the kernel brought in one go: prints
+    # and displays in a tight loop must still come each once, in order
+    code = ("from IPython.display import display\n"
+            "for i in range(200):\n"
+            "    print('line', i, flush=True)\n"
+            "    display(i)\n")
+    want = []
+    for i in range(200):
+        want += [("stdout", f"line {i}\n"), ("result", str(i))]
+
+    def seq(events):
+        out = []
+        for e in events:
+            if e["type"] == "stdout":
+                out += [("stdout", line) for line in e["text"].splitlines(keepends=True)]
+            elif e["type"] == "result":
+                out.append(("result", e["data"]["text/plain"]))
+        return out
+
+    events = [e for _, e in stream_events(api, py_sid, code)]
+    assert events[-1]["type"] == "end" and events[-1]["status"] == "ok", events[-1]
+    assert not events[-1]["truncated"], events[-1]
+    assert seq(events) == want
+    body = ok(api, py_sid, code)
+    assert body["stdout"] == "".join(t for k, t in want if k == "stdout")
+    assert [r["data"]["text/plain"] for r in body["results"]] == [str(i) for i in range(200)]
+
+
+# What the bridge reads from the kernel, checked the way jupyter_client's
+# Session.recv checks it (the bridge reads the frames itself, less the
+# dates): signed with the kernel's key, never the same signature twice.
+BRIDGE_RECV = r"""
+import json, sys, zmq
+sys.path.insert(0, "/.nanobox/kernel")
+import bridge
+from jupyter_client.session import Session
+z = zmq.Context.instance()
+a, b = z.socket(zmq.PAIR), z.socket(zmq.PAIR)
+a.bind("inproc://t"); b.connect("inproc://t")
+kernel = Session(key=b"the-key")
+ctx = bridge.PythonContext("python", "/tmp", None)
+ctx.session = Session(key=b"the-key")
+def take():
+    b.poll(2000)
+    try:
+        return ctx.recv(b)
+    except ValueError as e:
+        return "refused: %s" % e
+out = {"none": ctx.recv(b)}
+parent = kernel.msg("execute_request", {"code": "1"})
+kernel.send(a, "stream", {"name": "stdout", "text": "hi"}, parent=parent)
+out["good"] = take()
+out["parent"] = parent["header"]["msg_id"]
+Session(key=b"another-key").send(a, "stream", {"name": "stdout", "text": "forged"}, parent=parent)
+out["forged"] = take()
+kernel.send(a, "status", {"execution_state": "idle"}, parent=parent)
+b.poll(2000)
+frames = b.recv_multipart()
+a.send_multipart(frames)
+out["first"] = take()
+a.send_multipart(frames)
+out["replayed"] = take()
+print(json.dumps(out))
+"""
+
+
+def test_the_bridge_checks_every_kernel_message_it_reads(api, py_sid):
+    r = api.request("PUT", f"/sandbox/{py_sid}/files?path=/tmp/recv_check.py", data=BRIDGE_RECV.encode())
+    assert r.status_code == 201, r.text
+    res = api.exec(py_sid, "python3 /tmp/recv_check.py", timeout=60)
+    assert res["exit_code"] == 0, res
+    out = json.loads(res["stdout"])
+    assert out["none"] is None
+    assert out["good"] == ["stream", out["parent"], {"name": "stdout", "text": "hi"}]
+    assert out["forged"].startswith("refused: invalid signature"), out
+    assert out["first"] == ["status", out["parent"], {"execution_state": "idle"}]
+    assert out["replayed"].startswith("refused: unsigned or replayed"), out
+
+
 def test_stream_via_accept_header(api, py_sid):
     r = requests.post(api.base + f"/sandbox/{py_sid}/code", data=json.dumps({"code": "print(5)"}),
                       headers=api.headers(headers={"Content-Type": "application/json",
