@@ -286,11 +286,12 @@ def bench(args, url, key):
     misses = after["misses"] - before["misses"]
     what = "creates + first run_code 1+1" if args.code else "creates"
     if args.cycles:
-        print(f"{args.cycles} clients, create/exec true/delete cycles for {args.seconds:.0f} s each side; "
-              f"{args.sandbox_image} pool target after the warm-up {target}, refilled in {fill_s:.1f} s")
+        print(f"{args.cycles} clients, create/exec true/delete cycles for {args.seconds:.0f} s each side")
     else:
-        print(f"{args.n} concurrent {what} ({args.sandbox_image}); pool target after the warm-up {target}, "
-              f"refilled in {fill_s:.1f} s")
+        print(f"{args.n} concurrent {what} ({args.sandbox_image})")
+    # the target can go on growing while the pool fills: warm_pool_reserve caps it by MemAvailable
+    print(f"{args.sandbox_image} pool: target {target} after the warm-up; {before['ready']} ready "
+          f"of target {before['target']} after {fill_s:.1f} s of refill")
     line("warm-up burst (nanobox)", warmup)
     if args.cycles:
         for part in ("create", "exec", "delete"):
