@@ -37,7 +37,9 @@ http://127.0.0.1:8080) and NANOBOX_API_KEY (default: api_key from
 /etc/nanobox/nanobox.conf); its warm_pool_max (warm_pool_code_max for
 --code) must be at least N for the burst to be served warm. Or --stack: a
 test stack of its own (nbtest.Stack) with the pool's floor 1, its ceiling N
-(C), warm_pool_parallel = --parallel, and max_sandboxes = 2N + 8: a pool
+(C), warm_pool_parallel = --parallel, workers_max = --workers (default
+2N, at least 8: every create of the burst has a worker at once; --workers
+32 shows the product's default) and max_sandboxes = 2N + 8: a pool
 keeps as many free slots as its target, so it cannot refill while the
 measured sandboxes live (no more than about N containers at once).
 Raw containers carry the label nanobox.bench and are removed, failure or
@@ -141,6 +143,8 @@ def main():
     ap.add_argument("--image", default=None, help="the raw containers' image (default: the sandboxes')")
     ap.add_argument("--stack", action="store_true", help="start a test stack of its own")
     ap.add_argument("--parallel", type=int, default=2, help="--stack's warm_pool_parallel")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="--stack's workers_max (default: twice the clients, at least 8; 32 is the product's)")
     args = ap.parse_args()
     if args.code and args.cycles:
         ap.error("--code measures a burst: not with --cycles")
@@ -156,7 +160,7 @@ def main():
                  if args.code else {"warm_pool": "1", "warm_pool_max": str(k)})
         stack = nbtest.Stack("bench-burst", extra_conf={
             **pools, "warm_pool_idle": "600", "warm_pool_parallel": str(args.parallel),
-            "max_sandboxes": str(2 * k + 8), "workers_max": str(max(8, 2 * k)),
+            "max_sandboxes": str(2 * k + 8), "workers_max": str(args.workers or max(8, 2 * k)),
             "log_level": "info"}).start()
         url, key = stack.url, stack.api_key
     else:
