@@ -718,6 +718,20 @@ def test_a_dead_kernel_is_reported_and_the_next_call_restarts_it(api, py_sid):
     delete_context(api, py_sid, ctx)
 
 
+def test_a_slow_kernel_start_does_not_count_against_the_cells_timeout(api):
+    # The first cell of a sandbox starts its kernel, and the bridge does that
+    # before the cell's timeout begins; 50 cold sandboxes at once on 2 cores
+    # took ~46 s. A kernel made slow to start (a sitecustomize that sleeps
+    # 13 s) must still answer a 1 s cell, not 504 after the cell's 1 s and
+    # the host's 10 s of slack (issue 24, bench_burst.py --code).
+    sid = api.create(image=PYTHON_IMAGE, ttl=600, env={"PYTHONPATH": "/workspace/slow"})
+    api.exec(sid, "mkdir -p /workspace/slow && echo 'import time; time.sleep(13)' > /workspace/slow/sitecustomize.py")
+    t0 = time.monotonic()
+    body = run(api, sid, "1 + 1", timeout=1)
+    assert main_text(body) == "2" and time.monotonic() - t0 >= 13, body
+    api.delete(sid)
+
+
 def test_two_contexts_run_at_once(api, py_sid):
     ctxs = [new_context(api, py_sid)["id"] for _ in range(2)]
     for c in ctxs:

@@ -23,9 +23,13 @@
 #include "log.h"
 #include "procstat.h"
 
-/* A fresh sandbox's agent may not have bound its socket yet: retry this long. */
-#define AGENT_START_GRACE_MS 2000
-/* Sandboxes older than this get no retry: no agent means none will come. */
+/*
+ * A fresh sandbox's agent may not have bound its socket yet: retry this
+ * long. Its PID 1 starts when Docker's start returns; on a loaded machine
+ * (50 cold creates at once on 2 cores) it took more than 2 s to listen.
+ */
+#define AGENT_START_GRACE_MS 5000
+/* Sandboxes started longer ago get no retry: no agent means none will come. */
 #define AGENT_YOUNG_S 5
 #define AGENT_CONNECT_TIMEOUT_S 2
 /* How long a broken connection waits to see whether PID 1 is dying. */
@@ -121,7 +125,14 @@ int nb_agent_connect(const struct nb_slot *slot, struct nb_agent *ag, struct nb_
     char path[64];
     int netns, fd = -1, rc;
     int64_t until = nb_clock_mono_ms() + AGENT_START_GRACE_MS;
-    int young = slot->created > 0 && nb_clock_real_s() - slot->created <= AGENT_YOUNG_S;
+    /*
+     * Young since the slot became what it is (a create's commit once the
+     * container started, a hand-out, a resume), not since `created`: a cold
+     * create that waited on a busy Docker for longer than AGENT_YOUNG_S was
+     * never young, and the first call after it got agent_unavailable.
+     */
+    int64_t since = slot->state_since > slot->created ? slot->state_since : slot->created;
+    int young = since > 0 && nb_clock_real_s() - since <= AGENT_YOUNG_S;
 
     memset(ag, 0, sizeof(*ag));
     ag->fd = -1;
