@@ -80,8 +80,8 @@ import requests
 
 sys.dont_write_bytecode = True  # no __pycache__ in tests/bench from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_core import (LABEL, UnixHTTP, container_of, cpu_stat, cpu_usage, docker_api, ms,  # noqa: E402
-                        raw_config, raw_exec, service)
+from bench_core import (LABEL, UnixHTTP, container_of, cpu_stat, cpu_usage, docker_api,  # noqa: E402
+                        docker_remove, ms, raw_config, raw_exec, service)
 
 SECTIONS = ("exec", "create", "files", "run")
 MIB = 1 << 20
@@ -248,7 +248,7 @@ class Bench:
         return cid
 
     def raw_remove(self, cid):
-        docker_api("DELETE", f"/containers/{cid}?force=1&v=1")
+        docker_remove(cid)
         self.containers.remove(cid)
 
     def cleanup(self):
@@ -259,7 +259,7 @@ class Bench:
                 print(f"cleanup of sandbox {sid} failed: {e}", file=sys.stderr)
         for cid in list(self.containers):
             try:
-                docker_api("DELETE", f"/containers/{cid}?force=1&v=1")
+                docker_remove(cid)
             except Exception as e:  # noqa: BLE001
                 print(f"cleanup of container {cid[:12]} failed: {e}", file=sys.stderr)
         # docker run --rm containers that an interrupt left behind
@@ -267,7 +267,7 @@ class Bench:
         for c in docker_api("GET", f"/containers/json?all=1&filters={flt}"):
             if c["Names"] and c["Names"][0].startswith("/nbbench-run-"):
                 try:
-                    docker_api("DELETE", f"/containers/{c['Id']}?force=1&v=1")
+                    docker_remove(c['Id'])
                 except Exception as e:  # noqa: BLE001
                     print(f"cleanup of container {c['Id'][:12]} failed: {e}", file=sys.stderr)
 

@@ -64,7 +64,7 @@ import requests
 
 sys.dont_write_bytecode = True  # no __pycache__ in tests/bench from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_core import LABEL, conf_key, docker_api, ms, raw_config, raw_exec  # noqa: E402
+from bench_core import LABEL, conf_key, docker_api, docker_remove, ms, raw_config, raw_exec  # noqa: E402
 
 TARGET_P95_MS = 150.0
 BASE_IMAGE = "nanobox:latest"
@@ -226,7 +226,7 @@ def bench(args, url, key):
         return ms(t0)
 
     def raw_remove(cid):
-        docker_api("DELETE", f"/containers/{cid}?force=1&v=1")
+        docker_remove(cid)
         raw.discard(cid)
 
     def pool():
@@ -284,7 +284,7 @@ def bench(args, url, key):
         # whatever else this benchmark labelled (an interrupted run)
         for c in docker_api("GET", f'/containers/json?all=1&filters={{"label":["{LABEL}"]}}'):
             if c["Names"] and c["Names"][0].startswith("/nanobox-bench-"):
-                docker_api("DELETE", f"/containers/{c['Id']}?force=1&v=1")
+                docker_remove(c['Id'])
 
     hits = after["hits"] - before["hits"]
     misses = after["misses"] - before["misses"]

@@ -18,6 +18,7 @@ http://127.0.0.1:8080) and NANOBOX_API_KEY (default: api_key from
 import argparse
 import contextlib
 import http.client
+import fcntl
 import json
 import os
 import socket
@@ -53,6 +54,18 @@ def docker_api(method, path, body=None, sock="/var/run/docker.sock"):
     if r.status >= 300:
         raise RuntimeError(f"docker {method} {path}: {r.status} {data[:200]!r}")
     return json.loads(data) if data and r.getheader("Content-Type", "").startswith("application/json") else data
+
+
+REMOVE_LOCK = "/run/lock/nanobox-docker-remove.lock"  # nanobox-fcgi's (src/common/docker.c)
+
+
+def docker_remove(cid):
+    """DELETE /containers/{cid}?force=1&v=1 under nanobox's host-wide removal
+    lock: Docker 20.10.24 deadlocks when containers of one network exit at
+    once, raw peers' containers as much as sandboxes."""
+    with open(REMOVE_LOCK, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return docker_remove(cid)
 
 
 def raw_config(image):
@@ -198,7 +211,7 @@ def main():
             create_raw.append(ms(t0))
             assert raw_exec(cid, ["/bin/sh", "-c", "true"]) == 0
             ready_raw.append(ms(t0))
-            docker_api("DELETE", f"/containers/{cid}?force=1&v=1")
+            docker_remove(cid)
             made.remove(cid)
 
         sid = s.post(url + "/sandbox", json={}).json()["sandboxId"]
@@ -228,7 +241,7 @@ def main():
     finally:
         for cid in made:
             try:
-                docker_api("DELETE", f"/containers/{cid}?force=1&v=1")
+                docker_remove(cid)
             except Exception as e:  # noqa: BLE001 - report and go on cleaning
                 print(f"cleanup of {cid[:12]} failed: {e}", file=sys.stderr)
 

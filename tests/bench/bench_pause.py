@@ -30,7 +30,7 @@ import requests
 
 sys.dont_write_bytecode = True  # no __pycache__ in tests/bench from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_core import conf_key, docker_api, ms, raw_config  # noqa: E402
+from bench_core import conf_key, docker_api, docker_remove, ms, raw_config  # noqa: E402
 
 TARGET_MS = 30.0
 # the same busy process in both: a python loop that writes through an open fd
@@ -122,7 +122,7 @@ def main():
             s.delete(f"{url}/sandbox/{sid}")
         if cid is not None:
             try:
-                docker_api("DELETE", f"/containers/{cid}?force=1&v=1")
+                docker_remove(cid)
             except Exception as e:  # noqa: BLE001 - report and go on
                 print(f"cleanup of {cid[:12]} failed: {e}", file=sys.stderr)
 

@@ -49,7 +49,7 @@ import requests
 
 sys.dont_write_bytecode = True  # no __pycache__ in tests/bench from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_core import LABEL, conf_key, docker_api, ms, raw_config  # noqa: E402
+from bench_core import LABEL, conf_key, docker_api, docker_remove, ms, raw_config  # noqa: E402
 
 BUILD_RATIO = 1.1
 WARM_MS = 15.0
@@ -76,7 +76,7 @@ def line(name, ours, peer=None, peer_name=""):
 def remove_ctr(cid):
     """Force-remove; one already being removed (by another cleanup of nanobox.bench) is fine."""
     try:
-        docker_api("DELETE", f"/containers/{cid}?force=1&v=1")
+        docker_remove(cid)
     except RuntimeError as e:
         if "already in progress" not in str(e) and "No such container" not in str(e):
             raise
