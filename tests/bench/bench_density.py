@@ -4,7 +4,7 @@
   1. at 0: exec p50 of `true` on one probe sandbox (keep-alive client),
      GET /sandbox, the service's and Docker's CPU over an idle interval,
      the host's MemAvailable and what the leak check compares against
-     (iptables rules, Docker volumes, processes of sandbox uids);
+     (iptables rules, dangling Docker volumes, processes of sandbox uids);
   2. the ramp: --clients clients create idle sandboxes (--memory each,
      network none) until -n are live, printing progress every 100;
   3. at N: the same exec p50 (the peer: the same probe at 0, same run, as a
@@ -178,12 +178,14 @@ def containers(instance):
 def snapshot(stack, args, ids=()):
     """What the leak check compares, and the memory and CPU readings: the
     iptables rules that name one of ids (a bridge sandbox's chain NBX-<id>),
-    the stack's volumes, the processes of the stack's sandbox uids."""
+    the host's dangling volumes, the processes of the stack's sandbox uids."""
     table = procs()
     lo = int(stack.conf.get("sandbox_uid_base", "200000"))
     hi = lo + args.n + 8
     chains = {"NBX-" + i.replace("-", "")[:24] for i in ids}
-    flt = requests.utils.quote(json.dumps({"label": [f"nanobox.instance={stack.instance}"]}))
+    # a sandbox's volumes (its /dev/pts) are anonymous: no label names the
+    # stack, so what is counted is every volume no container uses
+    flt = requests.utils.quote(json.dumps({"dangling": ["true"]}))
     with open("/proc/loadavg") as f:
         tasks = int(f.read().split()[3].split("/")[1])  # every thread of the host
     return {
