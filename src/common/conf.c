@@ -16,6 +16,7 @@
 
 #include "conf.h"
 #include "netrule.h"
+#include "procstat.h"
 
 /* what a Docker network or Linux interface name may hold here */
 #define NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
@@ -32,33 +33,11 @@ unsigned nb_conf_sandboxes_for(uint64_t mem_total, uint64_t pid_max)
     return n > NB_AUTO_SANDBOXES_MAX ? NB_AUTO_SANDBOXES_MAX : (unsigned)n;
 }
 
-/* A number from the first line of path that starts with prefix (kB in
- * /proc/meminfo), or def. */
-static uint64_t read_number(const char *path, const char *prefix, uint64_t def)
-{
-    char line[256];
-    unsigned long long v;
-    uint64_t out = def;
-    FILE *f = fopen(path, "r");
-
-    if (!f)
-        return def;
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, prefix, strlen(prefix)) == 0 &&
-            sscanf(line + strlen(prefix), " %llu", &v) == 1) {
-            out = v;
-            break;
-        }
-    }
-    fclose(f);
-    return out;
-}
-
 unsigned nb_conf_auto_sandboxes(void)
 {
     /* unreadable: 4 GiB and the kernel's smallest default pid_max, which give 256 */
-    uint64_t mem_kib = read_number("/proc/meminfo", "MemTotal:", 4ULL << 20);
-    uint64_t pid_max = read_number("/proc/sys/kernel/pid_max", "", 32768);
+    uint64_t mem_kib = nb_proc_number("/proc/meminfo", "MemTotal:", 4ULL << 20);
+    uint64_t pid_max = nb_proc_number("/proc/sys/kernel/pid_max", "", 32768);
 
     return nb_conf_sandboxes_for(mem_kib * 1024ULL, pid_max);
 }

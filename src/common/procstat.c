@@ -8,6 +8,25 @@
 #include <string.h>
 #include <unistd.h>
 
+unsigned long long nb_proc_number(const char *path, const char *prefix, unsigned long long def)
+{
+    char line[256];
+    unsigned long long v, out = def;
+    size_t n = strlen(prefix);
+    FILE *f = fopen(path, "re");
+
+    if (f == NULL)
+        return def;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, prefix, n) == 0) {
+            if (sscanf(line + n, " %llu", &v) == 1)
+                out = v;
+            break;
+        }
+    fclose(f);
+    return out;
+}
+
 int nb_procstat_read(pid_t pid, struct nb_procstat *st)
 {
     char path[64], buf[1024];

@@ -19,4 +19,11 @@ struct nb_procstat {
 /* 0 with *st filled; -1 if the process is gone or the line is unreadable. */
 int nb_procstat_read(pid_t pid, struct nb_procstat *st);
 
+/*
+ * A number of the host's from /proc: the first line of path that starts
+ * with prefix ("MemTotal:" in /proc/meminfo, a value in kB), or with ""
+ * the file's one number (/proc/sys/kernel/pid_max); def when unreadable.
+ */
+unsigned long long nb_proc_number(const char *path, const char *prefix, unsigned long long def);
+
 #endif

@@ -34,6 +34,7 @@
 #include "isolation.h"
 #include "json.h"
 #include "log.h"
+#include "procstat.h"
 #include "table.h"
 
 /* The biggest seccomp profile we read: Docker's own is about 20 KiB. */
@@ -490,19 +491,6 @@ static int write_home(const struct nb_conf *c, char *err, size_t errlen)
     return 0;
 }
 
-/* A number from /proc/sys, or def. */
-static unsigned long sysctl_ulong(const char *path, unsigned long def)
-{
-    FILE *f = fopen(path, "re");
-    unsigned long v = def;
-    if (f != NULL) {
-        if (fscanf(f, "%lu", &v) != 1)
-            v = def;
-        fclose(f);
-    }
-    return v;
-}
-
 /*
  * Every devpts but the host's first shares kernel.pty.max minus
  * kernel.pty.reserve: a full table of sandboxes each at its max could leave
@@ -514,8 +502,8 @@ static unsigned long sysctl_ulong(const char *path, unsigned long def)
 static void check_ptys(const struct nb_conf *c, uint32_t nslots)
 {
     const char *path = "/proc/sys/kernel/pty/max";
-    unsigned long max = sysctl_ulong(path, 4096);
-    unsigned long reserve = sysctl_ulong("/proc/sys/kernel/pty/reserve", 1024);
+    unsigned long max = nb_proc_number(path, "", 4096);
+    unsigned long reserve = nb_proc_number("/proc/sys/kernel/pty/reserve", "", 1024);
     unsigned long want = (unsigned long)nslots * c->sandbox_ptys, raise = want + reserve;
     FILE *f;
 
@@ -523,7 +511,7 @@ static void check_ptys(const struct nb_conf *c, uint32_t nslots)
         return;
     if (raise <= PTY_MAX_KERNEL && (f = fopen(path, "we")) != NULL) {
         int ok = fprintf(f, "%lu\n", raise) > 0;
-        if (fclose(f) == 0 && ok && sysctl_ulong(path, 0) == raise) {
+        if (fclose(f) == 0 && ok && nb_proc_number(path, "", 0) == raise) {
             nb_info("raised kernel.pty.max from %lu to %lu: max_sandboxes x sandbox_ptys = %lu "
                     "ptys, plus the host's kernel.pty.reserve (%lu)",
                     max, raise, want, reserve);

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "isolation.h"
 #include "log.h"
 #include "metrics.h"
+#include "procstat.h"
 #include "templates.h"
 #include "warm.h"
 #include "warmsize.h"
@@ -315,20 +317,8 @@ static void warm_kernel(struct nb_app *a, const struct nb_slot *slot)
 /* The host's MemAvailable in bytes; UINT64_MAX when /proc/meminfo does not say. */
 static uint64_t mem_available(void)
 {
-    FILE *f = fopen("/proc/meminfo", "re");
-    char line[256];
-    unsigned long long kb;
-    uint64_t avail = UINT64_MAX;
-
-    if (f == NULL)
-        return avail;
-    while (fgets(line, sizeof(line), f) != NULL)
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
-            avail = (uint64_t)kb * 1024;
-            break;
-        }
-    fclose(f);
-    return avail;
+    unsigned long long kb = nb_proc_number("/proc/meminfo", "MemAvailable:", ULLONG_MAX);
+    return kb == ULLONG_MAX ? UINT64_MAX : (uint64_t)kb * 1024;
 }
 
 /*
