@@ -348,10 +348,10 @@ static int curl_start(struct nb_docker *d, const char *id, struct nb_derr *e)
  * seen at 16 parallel deletes of 1000 sandboxes (bench_density.py). The
  * price: a mass delete runs at Docker's one-at-a-time rate (1000 in 166 s
  * on 2 busy cores, against 75 s 16 at a time); a lone one waits for no one.
- * flock(2) locks belong to an open file description,
- * so each process opens its own (a forked child must not share its
- * parent's, or the two would not exclude each other). Without the file
- * (not root, no /run/lock), removals go ahead unlocked.
+ * flock(2) locks belong to an open file description, so each process opens
+ * its own (a forked child must not share its parent's, or the two would
+ * not exclude each other). Without the file (not root, no /run/lock),
+ * removals go ahead unlocked.
  */
 #define REMOVE_LOCK "/run/lock/nanobox-docker-remove.lock"
 static int remove_lock_fd = -1;

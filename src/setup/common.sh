@@ -241,8 +241,6 @@ nb_build() {
     make -C "$builddir" -j"${NB_JOBS:-2}"
 }
 
-# Does a Docker engine answer within SECONDS (default 10)? Bounded: a
-# wedged daemon must not hang us.
 # Docker 20.10.24 (Debian 12) deadlocks when containers of one network exit
 # at once (src/common/docker.c, remove_lock), and `docker kill` or `docker
 # rm` of several works on them in parallel: one container at a time, under
@@ -264,6 +262,8 @@ nb_docker_each() {
     return "$rc"
 }
 
+# Does a Docker engine answer within SECONDS (default 10)? Bounded: a
+# wedged daemon must not hang us.
 nb_docker_answers() {
     timeout "${1:-10}" docker info >/dev/null 2>&1
 }
