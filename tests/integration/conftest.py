@@ -27,12 +27,16 @@ SCRATCH_PORTS). A test that needs the machine to itself (a wall-clock
 bound that other workers' load would break) says so with
 @pytest.mark.serial: run.sh runs those after the parallel pass, alone.
 
+A run of only NO_STACK_FILES (the etcd harness's own tests) skips the
+checks for a build, nginx and Docker: those tests start none of them.
+
 Environment: NANOBOX_BUILD (dir with nanobox-fcgi; default <repo>/build),
 NANOBOX_TEST_IMAGE (default nanobox:latest), NANOBOX_TEST_KEEP=1 keeps the
 temp dirs (config, logs, state file) for a post-mortem.
 """
 
 import fnmatch
+import os
 import shutil
 
 import pytest
@@ -116,7 +120,19 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: (module_rank[item.path], rank[id(item)]))
 
 
+# Test files that start no nanobox stack (nbetcd's harness tests): a run of
+# only these needs no build, nginx or Docker engine.
+NO_STACK_FILES = {"test_etcd_harness.py"}
+
+
+def _needs_stack(config):
+    names = {os.path.basename(str(arg).split("::")[0].rstrip("/")) for arg in config.args}
+    return not names or not names <= NO_STACK_FILES
+
+
 def pytest_sessionstart(session):
+    if not _needs_stack(session.config):
+        return
     problems = []
     if not nbtest.FCGI_BIN.exists():
         problems.append(f"{nbtest.FCGI_BIN} not found: build first (tests/run.sh does), "
