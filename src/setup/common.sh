@@ -56,9 +56,10 @@ NB_PACKAGES=(
 # runs the installed logrotate file (test_install.py, test_service.py:
 # neither starts a daemon); the openssl CLI, which makes test_tls.py's
 # certificates; pytest-rerunfailures, with which tests/run.sh runs a failed
-# test once more and lists it as rerun.
+# test once more and lists it as rerun; etcd-server, whose etcd the cluster
+# tests start as members of their own on loopback (tests/integration/nbetcd.py).
 NB_TEST_PACKAGES=(chromium clang-format shellcheck python3-jsonschema systemd logrotate openssl vim
-    python3-pytest-rerunfailures)
+    python3-pytest-rerunfailures etcd-server)
 
 # Only the benchmarks need these (socat is the forwarder we measure against).
 NB_BENCH_PACKAGES=(wrk socat)
