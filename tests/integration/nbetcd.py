@@ -13,7 +13,9 @@ base64, int64s as JSON strings), stop and start members, tear it all down.
 Ports: every member's client and peer port is taken with nbtest.free_port()
 from the port band this test process holds alone (nbtest, "port bands"),
 never etcd's well-known 2379/2380 (a system etcd may listen there), so xdist
-workers, other checkouts' runs and a system etcd coexist. Everything else is
+workers, other checkouts' runs and a system etcd coexist. They stay reserved
+(nbtest.RESERVED_PORTS) until close(), so that a member stopped for a while
+finds its ports again when it starts. Everything else is
 the cluster's own too: a temp dir (data dirs and a log per member), a
 cluster token, the pids it started. Only those pids are ever signalled, and
 only while their process is still our unreaped child.
@@ -110,6 +112,8 @@ class EtcdCluster:
         for _ in range(n):
             self.client_ports.append(nbtest.free_port())
             self.peer_ports.append(nbtest.free_port())
+        # a stopped member's ports are its own until close()
+        nbtest.RESERVED_PORTS.update(self.client_ports + self.peer_ports)
         self.endpoints = [f"http://127.0.0.1:{p}" for p in self.client_ports]
         self.endpoints_conf = ",".join(self.endpoints)
         self.peer_urls = [f"http://127.0.0.1:{p}" for p in self.peer_ports]
@@ -239,6 +243,7 @@ class EtcdCluster:
         finally:
             if self in _LIVE:
                 _LIVE.remove(self)
+            nbtest.RESERVED_PORTS.difference_update(self.client_ports + self.peer_ports)
             if not nbtest.KEEP_TMP:
                 shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -234,6 +234,9 @@ def _npm_install(pkg_dir, pkg, npm):
 
 
 _next_listen = 0
+# Ports handed out that must not be handed out again while nothing listens
+# on them (an etcd member nbetcd stopped and will start on the same port).
+RESERVED_PORTS = set()
 
 
 def free_port():
@@ -246,6 +249,8 @@ def free_port():
         for _ in range(high - low + 1):
             p = low + _next_listen % (high - low + 1)
             _next_listen += 1
+            if p in RESERVED_PORTS:
+                continue
             if tcp_port_free(p, reuse=reuse) and tcp_port_free(p, "0.0.0.0", reuse):
                 return p
     raise AssertionError(f"no free port in this process's band {low}-{high}")

@@ -28,6 +28,7 @@ def test_round_trip_through_each_member(etcd):
     assert len(etcd.endpoints) == 3 and etcd.endpoints_conf == ",".join(etcd.endpoints)
     for port in etcd.client_ports + etcd.peer_ports:
         assert nbtest.LISTEN_PORTS[0] <= port <= nbtest.LISTEN_PORTS[1], "a port outside our band"
+        assert port in nbtest.RESERVED_PORTS
     for i in range(3):
         etcd.put(f"rt/{i}", f"value {i}\0\xff", members=[i])
         for j in range(3):
@@ -58,6 +59,9 @@ def test_member_loss_and_quorum(etcd):
     try:
         etcd.stop_member(0)
         assert etcd.up() == [1, 2]
+        # its ports wait for it: free_port() hands out neither
+        held = {etcd.client_ports[0], etcd.peer_ports[0]}
+        assert not held & {nbtest.free_port() for _ in range(nbtest.BAND + 5)}
         etcd.put("q/one-down", "1")
         assert etcd.get("q/one-down") == b"1"
         assert etcd.lease_ttl(etcd.grant(5)) > 0
@@ -98,6 +102,7 @@ def test_close_leaves_nothing(tmp_path):
     assert [p for p in pids if nbtest.pid_alive(p)] == []
     assert not os.path.exists(cl.dir) or nbtest.KEEP_TMP
     assert cl not in nbetcd._LIVE
+    assert not set(cl.client_ports + cl.peer_ports) & nbtest.RESERVED_PORTS
     cl.close()  # twice is harmless
 
 
