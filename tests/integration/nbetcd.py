@@ -24,14 +24,15 @@ Helpers try the members that are up, in turn: a stopped member (or one that
 does not answer) makes them try the next. When none answers, or all answer
 an error, they raise EtcdError, which the caller can catch.
 
-Quorum lost (one member of three up), etcd 3.4's gateway holds a write, or
-a default (linearizable) read, for its request timeout, 5 s + 2 election
-timeouts = 7 s, then answers 503 {"error": "etcdserver: request timed out",
-"code": 14}; a lease grant 500 {"error": "context deadline exceeded",
-"code": 2}. A serializable read (get(..., serializable=True)) still answers
-from the member's own copy. A write that timed out is not undone: if the
-member left was the leader it keeps the entry, and it commits once quorum
-is back.
+Quorum lost (one member of three up), etcd 3.4's gateway holds a write, a
+lease grant or a default (linearizable) read for its request timeout, 5 s +
+2 election timeouts = 7 s, then answers 503 {"error": "etcdserver: request
+timed out", "code": 14} or, once the member has noticed it has no leader,
+500 {"error": "context deadline exceeded", "code": 2}: no quick "no leader"
+answer. A serializable read (get(..., serializable=True)) still answers
+from the member's own copy. A write that timed out is not undone either:
+when the member left still held it in its log (it was, or had just become,
+the leader), it commits once quorum is back; its outcome is unknown.
 
 Standard library only (urllib, subprocess, json, base64), plus nbtest's
 port band and process helpers.
@@ -206,6 +207,20 @@ class EtcdCluster:
         if len(self.up()) > self.n // 2:
             self.wait_writable(max(1.0, deadline - time.monotonic()), members=[i],
                                what=f"a write through restarted member {i}")
+
+    def leader(self):
+        """Index of the member that is leader, as the members that are up
+        see it (/v3/maintenance/status); None when none knows one."""
+        ids = {}
+        leader = 0
+        for i in self.up():
+            try:
+                st = self.call("/v3/maintenance/status", {}, members=[i], timeout=2)
+            except EtcdError:
+                continue
+            ids[int(st["header"]["member_id"])] = i
+            leader = leader or int(st.get("leader", 0))
+        return ids.get(leader) if leader else None
 
     def wait_writable(self, timeout=START_TIMEOUT, members=None, what="the cluster"):
         """Wait until a write through the gateway succeeds; on timeout an
