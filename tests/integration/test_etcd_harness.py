@@ -52,6 +52,10 @@ def test_leased_key_lapses(etcd):
     assert time.monotonic() - t0 > 1.0, "the key went before its lease's TTL"
     assert etcd.lease_ttl(lease) == -1
     assert etcd.get("lease/plain") == b"v"
+    lease = etcd.grant(60)
+    etcd.put("lease/revoked", "v", lease=lease)
+    etcd.revoke(lease)
+    assert etcd.get("lease/revoked") is None and etcd.lease_ttl(lease) == -1
     etcd.delete_prefix("lease/")
 
 
