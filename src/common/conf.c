@@ -108,6 +108,8 @@ void nb_conf_defaults(struct nb_conf *c)
     c->warm_pool_parallel = 2;
     c->code_max_bytes = 1 * MiB;
     snprintf(c->code_image, sizeof(c->code_image), "nanobox-python:latest");
+    snprintf(c->etcd_prefix, sizeof(c->etcd_prefix), "/nanobox/");
+    c->node_lease_ttl = 5;
 
     c->template_from[0] = '\0';
     snprintf(c->template_network, sizeof(c->template_network), "bridge");
@@ -275,6 +277,12 @@ static const struct key keys[] = {
     {"workspace", K_STR, F(workspace), 0},
     {"e2b_home", K_STR, F(e2b_home), 0},
     {"e2b_user_home", K_BOOL, F(e2b_user_home), 0},
+    {"node_name", K_STR, F(node_name), 0},
+    {"node_url", K_STR, F(node_url), 0},
+    {"etcd_endpoints", K_STR, F(etcd_endpoints), 0},
+    {"etcd_prefix", K_STR, F(etcd_prefix), 0},
+    {"node_lease_ttl", K_UINT, F(node_lease_ttl), 3600},
+    {"node_drain", K_BOOL, F(node_drain), 0},
     {"sandbox_user", K_STR, F(sandbox_user), 0},
     {"sandbox_user_name", K_STR, F(sandbox_user_name), 0},
     {"sandbox_uid_base", K_UINT, F(sandbox_uid_base), 4000000000ULL},
@@ -530,6 +538,104 @@ static int check_bridge(const struct nb_conf *c, char *err, size_t errlen)
     return 0;
 }
 
+int nb_conf_endpoints(const char *list, char out[][NB_ETCD_URL_MAX], unsigned *n, char *err,
+                      size_t errlen)
+{
+    const char *p = list;
+    *n = 0;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len > 0 && (*p == ' ' || *p == '\t'))
+            p++, len--;
+        while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            len--;
+        if (len > 0) {
+            if (*n == NB_ETCD_ENDPOINTS_MAX) {
+                snprintf(err, errlen, "etcd_endpoints: more than %d endpoints",
+                         NB_ETCD_ENDPOINTS_MAX);
+                return -1;
+            }
+            if (len >= NB_ETCD_URL_MAX ||
+                (strncmp(p, "http://", 7) != 0 && strncmp(p, "https://", 8) != 0)) {
+                snprintf(err, errlen,
+                         "etcd_endpoints: \"%.*s\" is not an http:// or https:// URL "
+                         "(of at most %d bytes)",
+                         (int)(len > 64 ? 64 : len), p, NB_ETCD_URL_MAX - 1);
+                return -1;
+            }
+            memcpy(out[*n], p, len);
+            out[*n][len] = '\0';
+            while (len > 0 && out[*n][len - 1] == '/')
+                out[*n][--len] = '\0'; /* "/v3/..." is appended */
+            (*n)++;
+        }
+        if (end == NULL)
+            break;
+        p = end + 1;
+    }
+    if (*n == 0) {
+        snprintf(err, errlen, "etcd_endpoints: no endpoint given");
+        return -1;
+    }
+    return 0;
+}
+
+int nb_conf_node_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > NB_NODE_NAME_MAX || name[0] == '-' || name[n - 1] == '-')
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') ||
+              name[i] == '-'))
+            return 0;
+    return 1;
+}
+
+static int check_endpoints(const char *list, char *err, size_t errlen)
+{
+    char eps[NB_ETCD_ENDPOINTS_MAX][NB_ETCD_URL_MAX];
+    unsigned n;
+    return nb_conf_endpoints(list, eps, &n, err, errlen);
+}
+
+/*
+ * A cluster node (etcd_endpoints set) needs a name and a URL; a name alone
+ * tags the ids of a machine that may join a cluster later.
+ */
+static int cluster_check(const struct nb_conf *c, char *err, size_t errlen)
+{
+    size_t n = strlen(c->etcd_prefix);
+    if (c->node_name[0] != '\0' && !nb_conf_node_name_ok(c->node_name)) {
+        snprintf(err, errlen,
+                 "node_name must be 1 to %d of a-z, 0-9 and - (not first or last): it is a DNS "
+                 "label and an nginx upstream's name",
+                 NB_NODE_NAME_MAX);
+        return -1;
+    }
+    if (n < 2 || c->etcd_prefix[0] != '/' || c->etcd_prefix[n - 1] != '/') {
+        snprintf(err, errlen, "etcd_prefix must start and end with /, like /nanobox/");
+        return -1;
+    }
+    if (c->node_lease_ttl < 2) {
+        snprintf(err, errlen, "node_lease_ttl must be 2 to 3600 seconds");
+        return -1;
+    }
+    if (c->etcd_endpoints[0] == '\0')
+        return 0;
+    if (check_endpoints(c->etcd_endpoints, err, errlen) != 0)
+        return -1;
+    if (c->node_name[0] == '\0' ||
+        (strncmp(c->node_url, "http://", 7) != 0 && strncmp(c->node_url, "https://", 8) != 0)) {
+        snprintf(err, errlen,
+                 "etcd_endpoints makes this a cluster node: node_name and node_url (http:// or "
+                 "https://, how other nodes reach this one) must be set too");
+        return -1;
+    }
+    return 0;
+}
+
 /*
  * e2b_home: "", the workspace itself, or /home/<name>. Otherwise nanobox
  * mounts a /home of its own (read-only) holding <name>, a link to the
@@ -650,6 +756,8 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
         return -1;
     }
     if (e2b_home_check(c, err, errlen) != 0)
+        return -1;
+    if (cluster_check(c, err, errlen) != 0)
         return -1;
     /* it becomes a line of the sandbox's /etc/passwd and /etc/group */
     for (p = c->sandbox_user_name; *p; p++)

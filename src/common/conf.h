@@ -17,6 +17,10 @@
 #define NB_CONF_STR 256
 /* a list of egress rules (netrule.h) in one config value */
 #define NB_CONF_LIST 1000
+/* a cluster node's name (node_name) and its etcd endpoints (etcd_endpoints) */
+#define NB_NODE_NAME_MAX 32
+#define NB_ETCD_ENDPOINTS_MAX 8
+#define NB_ETCD_URL_MAX 256
 
 struct nb_conf {
     /* identity and paths */
@@ -147,7 +151,23 @@ struct nb_conf {
     /* sandboxes E2B clients create: e2b_home is their workspace and its name
      * their user's (E2B's layout), not a link to the workspace */
     int e2b_user_home;
+
+    /* a node of a cluster (cluster.h, docs/CLUSTER.md); no etcd_endpoints: one machine alone */
+    char node_name[NB_NODE_NAME_MAX + 1]; /* "": not a cluster node; ids carry no node tag */
+    char node_url[NB_CONF_STR];           /* how fronts and other nodes reach this node's nginx */
+    char etcd_endpoints[NB_CONF_LIST];    /* "http://host:port,..." of the etcd cluster */
+    char etcd_prefix[128];                /* every key nanobox keeps in etcd starts with it */
+    unsigned node_lease_ttl;              /* seconds the node's record outlives its last renewal */
+    int node_drain;                       /* takes no new sandboxes; its own live out their TTL */
 };
+
+/* A node name (node_name): 1 to NB_NODE_NAME_MAX of a-z, 0-9 and '-', not first or last. */
+int nb_conf_node_name_ok(const char *name);
+
+/* etcd_endpoints: "http://host:port" or https:// URLs separated by commas,
+ * into out; -1 with a message for none, too many or one of another kind. */
+int nb_conf_endpoints(const char *list, char out[][NB_ETCD_URL_MAX], unsigned *n, char *err,
+                      size_t errlen);
 
 /* Fill with the built-in defaults (the values docs/CONFIG.md lists). */
 void nb_conf_defaults(struct nb_conf *c);

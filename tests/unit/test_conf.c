@@ -383,6 +383,59 @@ static void test_root_disk_keys(void **state)
     }
 }
 
+/* a cluster node: node_name, node_url and etcd_endpoints go together (cluster.h) */
+static void test_cluster_keys(void **state)
+{
+    struct nb_conf c;
+    char err[256];
+    (void)state;
+    nb_conf_defaults(&c);
+    assert_string_equal(c.node_name, "");
+    assert_string_equal(c.etcd_endpoints, "");
+    assert_string_equal(c.etcd_prefix, "/nanobox/");
+    assert_int_equal(c.node_lease_ttl, 5);
+    assert_int_equal(load("node_name = n1\nnode_url = http://10.0.0.1:8080\n"
+                          "etcd_endpoints = http://127.0.0.1:2379, https://e2:2379/\n"
+                          "node_lease_ttl = 3\nnode_drain = yes\n",
+                          &c, err, sizeof(err)),
+                     0);
+    assert_string_equal(c.node_name, "n1");
+    assert_int_equal(c.node_lease_ttl, 3);
+    assert_int_equal(c.node_drain, 1);
+    {
+        char eps[NB_ETCD_ENDPOINTS_MAX][NB_ETCD_URL_MAX];
+        unsigned n = 0;
+        assert_int_equal(nb_conf_endpoints(c.etcd_endpoints, eps, &n, err, sizeof(err)), 0);
+        assert_int_equal(n, 2);
+        assert_string_equal(eps[0], "http://127.0.0.1:2379");
+        assert_string_equal(eps[1], "https://e2:2379"); /* the trailing / dropped */
+    }
+    /* a name alone tags the ids of a machine that may join later */
+    assert_int_equal(load("node_name = solo\n", &c, err, sizeof(err)), 0);
+    static const char *const bad[] = {
+        "node_name = Upper\n",
+        "node_name = -lead\n",
+        "node_name = trail-\n",
+        "node_name = has.dot\n",
+        "node_name = abcdefghijklmnopqrstuvwxyz0123456\n", /* 33 */
+        "etcd_endpoints = http://127.0.0.1:2379\n",        /* no name, no url */
+        "node_name = n1\netcd_endpoints = http://127.0.0.1:2379\n",
+        "node_name = n1\nnode_url = ftp://x\netcd_endpoints = http://127.0.0.1:2379\n",
+        "node_name = n1\nnode_url = http://x\netcd_endpoints = 127.0.0.1:2379\n",
+        "node_name = n1\nnode_url = http://x\netcd_endpoints = ,\n",
+        "node_name = n1\nnode_url = http://x\netcd_endpoints = http://1,http://2,http://3,"
+        "http://4,http://5,http://6,http://7,http://8,http://9\n",
+        "etcd_prefix = nanobox\n",
+        "etcd_prefix = /nanobox\n",
+        "node_lease_ttl = 1\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        nb_conf_defaults(&c);
+        assert_int_equal(load(bad[i], &c, err, sizeof(err)), -1);
+        assert_true(strstr(err, "node_") != NULL || strstr(err, "etcd_") != NULL);
+    }
+}
+
 /* max_sandboxes = auto: by memory and pids, whichever gives fewer, within bounds */
 static void test_max_sandboxes_auto(void **state)
 {
@@ -422,6 +475,7 @@ int main(void)
         cmocka_unit_test(test_adaptive_warm_pool_keys),
         cmocka_unit_test(test_root_disk_keys),
         cmocka_unit_test(test_max_sandboxes_auto),
+        cmocka_unit_test(test_cluster_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

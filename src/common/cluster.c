@@ -1,0 +1,156 @@
+/*
+ * cluster.c - see cluster.h.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uuid/uuid.h>
+
+#include "cluster.h"
+#include "conf.h"
+#include "json.h"
+#include "keys.h"
+
+#define NODE_JSON_DEPTH 4
+
+void nb_node_tag(const char *name, char tag[NB_NODE_TAG_LEN + 1])
+{
+    unsigned char h[NB_KEY_HASH_LEN];
+    char in[NB_NODE_NAME_MAX + 32];
+    snprintf(in, sizeof(in), "nanobox-node:%s", name);
+    if (nb_key_hash(in, h) != 0)
+        memset(h, 0, sizeof(h));
+    for (int i = 0; i < NB_NODE_TAG_LEN / 2; i++)
+        snprintf(tag + 2 * i, 3, "%02x", h[i]);
+}
+
+static int is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+void nb_cluster_new_id(const char *tag, char id[37])
+{
+    uuid_t u;
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, id);
+    if (tag == NULL || strlen(tag) != NB_NODE_TAG_LEN)
+        return;
+    id[14] = '8'; /* version 8: RFC 9562's custom layout; the variant stays 10xx */
+    memcpy(id + 24, tag, NB_NODE_TAG_LEN);
+}
+
+int nb_cluster_id_tag(const char *id, char tag[NB_NODE_TAG_LEN + 1])
+{
+    if (strlen(id) != 36 || id[14] != '8' || id[23] != '-')
+        return 0;
+    for (int i = 0; i < NB_NODE_TAG_LEN; i++)
+        if (!is_hex(id[24 + i]))
+            return 0;
+    memcpy(tag, id + 24, NB_NODE_TAG_LEN);
+    tag[NB_NODE_TAG_LEN] = '\0';
+    return 1;
+}
+
+static void gen_key(yajl_gen g, const char *k)
+{
+    yajl_gen_string(g, (const unsigned char *)k, strlen(k));
+}
+
+static void gen_kstr(yajl_gen g, const char *k, const char *v)
+{
+    gen_key(g, k);
+    nb_json_str(g, v, strlen(v));
+}
+
+static void gen_kint(yajl_gen g, const char *k, long long v)
+{
+    gen_key(g, k);
+    yajl_gen_integer(g, v);
+}
+
+char *nb_node_info_json(const struct nb_node_info *n)
+{
+    yajl_gen g = nb_json_gen();
+    yajl_gen_map_open(g);
+    gen_kstr(g, "name", n->name);
+    gen_kstr(g, "tag", n->tag);
+    gen_kstr(g, "url", n->url);
+    gen_kstr(g, "version", n->version);
+    gen_kint(g, "slots", n->slots);
+    gen_kint(g, "free", n->free);
+    gen_kint(g, "running", n->running);
+    gen_kint(g, "memory_available", (long long)n->memory_available);
+    gen_key(g, "drain");
+    yajl_gen_bool(g, n->drain);
+    gen_kint(g, "since", n->since);
+    gen_kint(g, "heartbeat", n->heartbeat);
+    gen_key(g, "templates");
+    yajl_gen_array_open(g);
+    for (unsigned i = 0; i < n->n_templates && i < NB_NODE_TEMPLATES_MAX; i++)
+        nb_json_str(g, n->templates[i], strlen(n->templates[i]));
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    return nb_json_gen_take(g);
+}
+
+static void get_str(yajl_val v, const char *name, char *out, size_t outlen)
+{
+    const char *path[] = {name, NULL};
+    snprintf(out, outlen, "%s", nb_json_string(yajl_tree_get(v, path, yajl_t_string)));
+}
+
+static long long get_int(yajl_val v, const char *name)
+{
+    const char *path[] = {name, NULL};
+    return nb_json_int(yajl_tree_get(v, path, yajl_t_number));
+}
+
+int nb_node_info_parse(const char *text, size_t len, struct nb_node_info *n)
+{
+    const char *pt[] = {"templates", NULL}, *pd[] = {"drain", NULL};
+    char *copy = malloc(len + 1), err[64];
+    yajl_val v = NULL, t;
+    int rc;
+
+    memset(n, 0, sizeof(*n));
+    if (copy == NULL)
+        return -1;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    rc = nb_json_parse(copy, len, NODE_JSON_DEPTH, &v, err, sizeof(err));
+    free(copy);
+    if (rc != 0 || v == NULL || !YAJL_IS_OBJECT(v)) {
+        yajl_tree_free(v);
+        return -1;
+    }
+    get_str(v, "name", n->name, sizeof(n->name));
+    get_str(v, "tag", n->tag, sizeof(n->tag));
+    get_str(v, "url", n->url, sizeof(n->url));
+    get_str(v, "version", n->version, sizeof(n->version));
+    n->slots = (unsigned)get_int(v, "slots");
+    n->free = (unsigned)get_int(v, "free");
+    n->running = (unsigned)get_int(v, "running");
+    n->memory_available = (uint64_t)get_int(v, "memory_available");
+    n->drain = yajl_tree_get(v, pd, yajl_t_true) != NULL;
+    n->since = get_int(v, "since");
+    n->heartbeat = get_int(v, "heartbeat");
+    t = yajl_tree_get(v, pt, yajl_t_array);
+    for (size_t i = 0; t != NULL && i < t->u.array.len && i < NB_NODE_TEMPLATES_MAX; i++)
+        snprintf(n->templates[n->n_templates++], sizeof(n->templates[0]), "%s",
+                 nb_json_string(t->u.array.values[i]));
+    yajl_tree_free(v);
+    return nb_conf_node_name_ok(n->name) ? 0 : -1;
+}
+
+void nb_cluster_node_key(const char *prefix, const char *name, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%snodes/%s", prefix, name);
+}
+
+void nb_cluster_tag_key(const char *prefix, const char *tag, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%stags/%s", prefix, tag);
+}

@@ -1,0 +1,69 @@
+/*
+ * cluster.h - what nodes of a nanobox cluster agree on: a node's tag, the
+ * sandbox ids that carry it, the keys they use in etcd and the record a
+ * node keeps there (docs/CLUSTER.md).
+ *
+ * A sandbox id is a UUID (RFC 9562) either way, so every client, path and
+ * DNS label that takes one today takes it unchanged:
+ *
+ *   single node:   xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx   version 4, random
+ *   cluster node:  xxxxxxxx-xxxx-8xxx-Vxxx-TTTTTTTTTTTT   version 8, its
+ *                  last 12 hex digits the node's tag (V is 8, 9, a or b)
+ *
+ * The tag is the first 48 bits of SHA-256("nanobox-node:" + node_name), in
+ * hex: a front finds a sandbox's node from its id alone (nginx's map on
+ * the last group), with no lookup. 74 random bits stay in the rest.
+ */
+#ifndef NB_CLUSTER_H
+#define NB_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conf.h"
+
+#define NB_NODE_TAG_LEN 12
+#define NB_NODE_TEMPLATES_MAX 64
+
+/* tag (NB_NODE_TAG_LEN hex digits + NUL) of a node name */
+void nb_node_tag(const char *name, char tag[NB_NODE_TAG_LEN + 1]);
+
+/*
+ * A new sandbox id (36 characters + NUL): random version 4 when tag is
+ * NULL or "", else version 8 ending in tag.
+ */
+void nb_cluster_new_id(const char *tag, char id[37]);
+
+/* The node tag id carries: 1 and tag filled for a version 8 id, else 0. */
+int nb_cluster_id_tag(const char *id, char tag[NB_NODE_TAG_LEN + 1]);
+
+/*
+ * What a node says of itself in etcd, under <prefix>nodes/<name>, bound to
+ * its lease: it vanishes when the node stops renewing it.
+ */
+struct nb_node_info {
+    char name[NB_NODE_NAME_MAX + 1];
+    char tag[NB_NODE_TAG_LEN + 1];
+    char url[256];             /* how fronts and other nodes reach its nginx */
+    char version[32];          /* nanobox's */
+    unsigned slots;            /* max_sandboxes */
+    unsigned free;             /* slots a create can still take (warm ones count as free) */
+    unsigned running;          /* live sandboxes */
+    uint64_t memory_available; /* bytes, the host's MemAvailable */
+    int drain;                 /* takes no new sandboxes */
+    int64_t since;             /* unix second it joined */
+    int64_t heartbeat;         /* unix second of this record */
+    unsigned n_templates;      /* images and ready templates it can start */
+    char templates[NB_NODE_TEMPLATES_MAX][128];
+};
+
+/* The record as JSON (malloc'd, NUL-terminated). */
+char *nb_node_info_json(const struct nb_node_info *n);
+/* Parse a record (len bytes, not NUL-terminated): 0, or -1 for one it cannot read. */
+int nb_node_info_parse(const char *text, size_t len, struct nb_node_info *n);
+
+/* etcd keys: <prefix>nodes/<name> and <prefix>tags/<tag> */
+void nb_cluster_node_key(const char *prefix, const char *name, char *out, size_t outlen);
+void nb_cluster_tag_key(const char *prefix, const char *tag, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,425 @@
+/*
+ * etcd.c - see etcd.h.
+ *
+ * Each call is one POST of a JSON body to /v3/<service>/<method> of an
+ * endpoint; the answer is JSON. The gateway spells int64 fields as
+ * strings and leaves out fields that are zero (a lease that is gone
+ * answers a keepalive without "TTL"), so every number is read through
+ * jnum() and an absent one is 0.
+ */
+#include "config.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base64.h"
+#include "conf.h"
+#include "etcd.h"
+#include "json.h"
+#include "metrics.h"
+
+#define ETCD_CONNECT_TIMEOUT_MS 500
+#define ETCD_MAX_DEPTH 16
+#define ETCD_KEY_MAX 1024 /* bytes of a key we name (ours are short paths) */
+
+int nb_etcd_init(struct nb_etcd *e, const char *endpoints, long timeout_ms, size_t max_response)
+{
+    memset(e, 0, sizeof(*e));
+    if (nb_conf_endpoints(endpoints, e->endpoints, &e->n, e->err, sizeof(e->err)) != 0)
+        return -1;
+    e->timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
+    nb_buf_init(&e->resp, max_response);
+    e->curl = curl_easy_init();
+    if (e->curl == NULL) {
+        snprintf(e->err, sizeof(e->err), "cannot make a curl handle");
+        return -1;
+    }
+    return 0;
+}
+
+void nb_etcd_cleanup(struct nb_etcd *e)
+{
+    if (e->curl)
+        curl_easy_cleanup(e->curl);
+    e->curl = NULL;
+    nb_buf_free(&e->resp);
+}
+
+static size_t resp_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    struct nb_buf *b = userdata;
+    size_t n = size * nmemb;
+    return nb_buf_append(b, ptr, n) == NB_OK ? n : 0;
+}
+
+/* One POST to one endpoint: the status, or -1 when no answer came. */
+static long post_one(struct nb_etcd *e, const char *url, const char *body)
+{
+    CURL *c = e->curl;
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    long status = 0;
+    CURLcode rc;
+
+    nb_buf_reset(&e->resp);
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)ETCD_CONNECT_TIMEOUT_MS);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, e->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    hdrs = curl_slist_append(hdrs, "Expect:");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, resp_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &e->resp);
+    rc = curl_easy_perform(c);
+    curl_slist_free_all(hdrs);
+    if (rc != CURLE_OK) {
+        snprintf(e->err, sizeof(e->err), "etcd at %.120s: %s", url,
+                 rc == CURLE_WRITE_ERROR ? "answer too large" : curl_easy_strerror(rc));
+        return -1;
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+/*
+ * POST body to path on the endpoints, the last one that answered first;
+ * the parsed answer of the first 2xx in *out (the caller frees it). A 4xx
+ * is the request's fault: no other endpoint is tried. -1 with e->err.
+ */
+static int call_endpoints(struct nb_etcd *e, const char *path, const char *body, yajl_val *out);
+
+static int call(struct nb_etcd *e, const char *path, const char *body, yajl_val *out)
+{
+    int rc = call_endpoints(e, path, body, out);
+    nb_metrics_etcd(rc != 0);
+    return rc;
+}
+
+static int call_endpoints(struct nb_etcd *e, const char *path, const char *body, yajl_val *out)
+{
+    char url[NB_ETCD_URL_MAX + 64], perr[128];
+    *out = NULL;
+    if (e->curl == NULL) {
+        snprintf(e->err, sizeof(e->err), "etcd client not initialised");
+        return -1;
+    }
+    for (unsigned i = 0; i < e->n; i++) {
+        unsigned k = (e->cur + i) % e->n;
+        long status;
+        snprintf(url, sizeof(url), "%s%s", e->endpoints[k], path);
+        status = post_one(e, url, body);
+        if (status < 0)
+            continue;
+        if (status >= 200 && status < 300) {
+            if (nb_json_parse(e->resp.data ? e->resp.data : "", e->resp.len, ETCD_MAX_DEPTH, out,
+                              perr, sizeof(perr)) != 0 ||
+                *out == NULL || !YAJL_IS_OBJECT(*out)) {
+                yajl_tree_free(*out);
+                *out = NULL;
+                snprintf(e->err, sizeof(e->err),
+                         "etcd at %.120s: an answer that is not a JSON object (%.60s)", url, perr);
+                continue;
+            }
+            e->cur = k;
+            return 0;
+        }
+        {
+            const char *path_msg[] = {"message", NULL}, *path_err[] = {"error", NULL};
+            yajl_val v = NULL, m;
+            char msg[160] = "";
+            if (e->resp.len > 0 &&
+                nb_json_parse(e->resp.data, e->resp.len, ETCD_MAX_DEPTH, &v, perr, sizeof(perr)) ==
+                    0 &&
+                v != NULL) {
+                m = yajl_tree_get(v, path_msg, yajl_t_string);
+                if (m == NULL)
+                    m = yajl_tree_get(v, path_err, yajl_t_string);
+                if (m != NULL)
+                    snprintf(msg, sizeof(msg), "%s", nb_json_string(m));
+            }
+            yajl_tree_free(v);
+            snprintf(e->err, sizeof(e->err), "etcd at %.100s: HTTP %ld%s%.100s", url, status,
+                     msg[0] ? ": " : "", msg);
+        }
+        if (status >= 400 && status < 500)
+            return -1;
+    }
+    return -1;
+}
+
+/* An int64 as the gateway writes it: a string of digits or a number; absent: 0. */
+static int64_t jnum(yajl_val v, const char *name)
+{
+    const char *path[] = {name, NULL};
+    yajl_val f = v ? yajl_tree_get(v, path, yajl_t_any) : NULL;
+    if (f == NULL)
+        return 0;
+    if (YAJL_IS_STRING(f))
+        return strtoll(f->u.string, NULL, 10);
+    return nb_json_int(f);
+}
+
+static void gen_b64(yajl_gen g, const char *field, const void *data, size_t len)
+{
+    struct nb_buf b;
+    nb_buf_init(&b, len / 3 * 4 + 8);
+    nb_base64_encode(&b, data, len);
+    yajl_gen_string(g, (const unsigned char *)field, strlen(field));
+    yajl_gen_string(g, (const unsigned char *)(b.data ? b.data : ""), b.len);
+    nb_buf_free(&b);
+}
+
+static void gen_num(yajl_gen g, const char *field, int64_t v)
+{
+    char s[24];
+    snprintf(s, sizeof(s), "%lld", (long long)v);
+    yajl_gen_string(g, (const unsigned char *)field, strlen(field));
+    yajl_gen_string(g, (const unsigned char *)s, strlen(s));
+}
+
+/* {"key": k, "value": v, "lease": l} (the body of a put, alone or in a txn) */
+static void gen_put(yajl_gen g, const char *key, const void *value, size_t value_len, int64_t lease)
+{
+    yajl_gen_map_open(g);
+    gen_b64(g, "key", key, strlen(key));
+    gen_b64(g, "value", value, value_len);
+    if (lease != 0)
+        gen_num(g, "lease", lease);
+    yajl_gen_map_close(g);
+}
+
+/* "range_end" of every key that starts with key: its last byte plus one */
+static void gen_range_end(yajl_gen g, const char *key)
+{
+    char end[ETCD_KEY_MAX];
+    size_t len = strlen(key);
+    if (len == 0 || len >= sizeof(end)) {
+        gen_b64(g, "range_end", "\0", 1); /* from key on: every key */
+        return;
+    }
+    memcpy(end, key, len);
+    while (len > 0 && (unsigned char)end[len - 1] == 0xff)
+        len--;
+    if (len == 0) {
+        gen_b64(g, "range_end", "\0", 1);
+        return;
+    }
+    end[len - 1] = (char)((unsigned char)end[len - 1] + 1);
+    gen_b64(g, "range_end", end, len);
+}
+
+/* Call fn for each of the "kvs" of a range answer r; the count, or -1 (bad base64). */
+static int each_kv(struct nb_etcd *e, yajl_val r, nb_etcd_kv_fn fn, void *arg)
+{
+    const char *path[] = {"kvs", NULL};
+    yajl_val kvs = yajl_tree_get(r, path, yajl_t_array);
+    int n = 0;
+    if (kvs == NULL)
+        return 0;
+    for (size_t i = 0; i < kvs->u.array.len; i++) {
+        yajl_val kv = kvs->u.array.values[i];
+        const char *pk[] = {"key", NULL}, *pv[] = {"value", NULL};
+        const char *k = nb_json_string(yajl_tree_get(kv, pk, yajl_t_string));
+        const char *v = nb_json_string(yajl_tree_get(kv, pv, yajl_t_string));
+        struct nb_buf kb, vb;
+        struct nb_etcd_kv out;
+        int stop = 0;
+
+        nb_buf_init(&kb, strlen(k) + 4);
+        nb_buf_init(&vb, strlen(v) + 4);
+        if (nb_base64_decode(&kb, k, strlen(k)) != NB_OK ||
+            nb_base64_decode(&vb, v, strlen(v)) != NB_OK) {
+            nb_buf_free(&kb);
+            nb_buf_free(&vb);
+            snprintf(e->err, sizeof(e->err), "etcd: a key or value that is not base64");
+            return -1;
+        }
+        out.key = kb.data ? kb.data : "";
+        out.key_len = kb.len;
+        out.value = vb.data ? vb.data : "";
+        out.value_len = vb.len;
+        out.lease = jnum(kv, "lease");
+        out.mod_revision = jnum(kv, "mod_revision");
+        n++;
+        if (fn != NULL)
+            stop = fn(arg, &out);
+        nb_buf_free(&kb);
+        nb_buf_free(&vb);
+        if (stop)
+            break;
+    }
+    return n;
+}
+
+int nb_etcd_grant(struct nb_etcd *e, long ttl, int64_t *lease)
+{
+    yajl_gen g = nb_json_gen();
+    yajl_val r;
+    char *body;
+    int rc;
+
+    yajl_gen_map_open(g);
+    gen_num(g, "TTL", ttl);
+    yajl_gen_map_close(g);
+    body = nb_json_gen_take(g);
+    rc = call(e, "/v3/lease/grant", body, &r);
+    free(body);
+    if (rc != 0)
+        return -1;
+    *lease = jnum(r, "ID");
+    yajl_tree_free(r);
+    if (*lease == 0) {
+        snprintf(e->err, sizeof(e->err), "etcd granted no lease");
+        return -1;
+    }
+    return 0;
+}
+
+int nb_etcd_keepalive(struct nb_etcd *e, int64_t lease)
+{
+    const char *path[] = {"result", NULL};
+    char body[64];
+    yajl_val r;
+    int alive;
+
+    snprintf(body, sizeof(body), "{\"ID\":\"%lld\"}", (long long)lease);
+    if (call(e, "/v3/lease/keepalive", body, &r) != 0)
+        return -1;
+    /* a stream of one answer: {"result": {..., "TTL": "5"}}; no TTL: gone */
+    alive = jnum(yajl_tree_get(r, path, yajl_t_object), "TTL") > 0;
+    yajl_tree_free(r);
+    return alive;
+}
+
+int nb_etcd_revoke(struct nb_etcd *e, int64_t lease)
+{
+    char body[64];
+    yajl_val r;
+    snprintf(body, sizeof(body), "{\"ID\":\"%lld\"}", (long long)lease);
+    if (call(e, "/v3/lease/revoke", body, &r) != 0)
+        return -1;
+    yajl_tree_free(r);
+    return 0;
+}
+
+int nb_etcd_put(struct nb_etcd *e, const char *key, const void *value, size_t value_len,
+                int64_t lease)
+{
+    yajl_gen g = nb_json_gen();
+    yajl_val r;
+    char *body;
+    int rc;
+
+    gen_put(g, key, value, value_len, lease);
+    body = nb_json_gen_take(g);
+    rc = call(e, "/v3/kv/put", body, &r);
+    free(body);
+    if (rc == 0)
+        yajl_tree_free(r);
+    return rc;
+}
+
+int nb_etcd_delete(struct nb_etcd *e, const char *key)
+{
+    yajl_gen g = nb_json_gen();
+    yajl_val r;
+    char *body;
+    int rc;
+
+    yajl_gen_map_open(g);
+    gen_b64(g, "key", key, strlen(key));
+    yajl_gen_map_close(g);
+    body = nb_json_gen_take(g);
+    rc = call(e, "/v3/kv/deleterange", body, &r);
+    free(body);
+    if (rc == 0)
+        yajl_tree_free(r);
+    return rc;
+}
+
+int nb_etcd_get(struct nb_etcd *e, const char *key, int prefix, nb_etcd_kv_fn fn, void *arg)
+{
+    yajl_gen g = nb_json_gen();
+    yajl_val r;
+    char *body;
+    int n;
+
+    yajl_gen_map_open(g);
+    gen_b64(g, "key", key, strlen(key));
+    if (prefix)
+        gen_range_end(g, key);
+    yajl_gen_map_close(g);
+    body = nb_json_gen_take(g);
+    n = call(e, "/v3/kv/range", body, &r);
+    free(body);
+    if (n != 0)
+        return -1;
+    n = each_kv(e, r, fn, arg);
+    yajl_tree_free(r);
+    return n;
+}
+
+int nb_etcd_create(struct nb_etcd *e, const char *key, const void *value, size_t value_len,
+                   int64_t lease, nb_etcd_kv_fn fn, void *arg)
+{
+    const char *psucc[] = {"succeeded", NULL}, *presp[] = {"responses", NULL};
+    const char *prange[] = {"response_range", NULL};
+    const char *kw[] = {"compare", "success", "failure"};
+    yajl_gen g = nb_json_gen();
+    yajl_val r, ok, resps;
+    char *body;
+    int rc;
+
+    /* {"compare":[{"key":k,"target":"CREATE","create_revision":"0"}],
+     *  "success":[{"request_put":{...}}], "failure":[{"request_range":{"key":k}}]} */
+    yajl_gen_map_open(g);
+    yajl_gen_string(g, (const unsigned char *)kw[0], strlen(kw[0]));
+    yajl_gen_array_open(g);
+    yajl_gen_map_open(g);
+    gen_b64(g, "key", key, strlen(key));
+    yajl_gen_string(g, (const unsigned char *)"target", 6);
+    yajl_gen_string(g, (const unsigned char *)"CREATE", 6);
+    gen_num(g, "create_revision", 0);
+    yajl_gen_map_close(g);
+    yajl_gen_array_close(g);
+    yajl_gen_string(g, (const unsigned char *)kw[1], strlen(kw[1]));
+    yajl_gen_array_open(g);
+    yajl_gen_map_open(g);
+    yajl_gen_string(g, (const unsigned char *)"request_put", 11);
+    gen_put(g, key, value, value_len, lease);
+    yajl_gen_map_close(g);
+    yajl_gen_array_close(g);
+    yajl_gen_string(g, (const unsigned char *)kw[2], strlen(kw[2]));
+    yajl_gen_array_open(g);
+    yajl_gen_map_open(g);
+    yajl_gen_string(g, (const unsigned char *)"request_range", 13);
+    yajl_gen_map_open(g);
+    gen_b64(g, "key", key, strlen(key));
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    body = nb_json_gen_take(g);
+    rc = call(e, "/v3/kv/txn", body, &r);
+    free(body);
+    if (rc != 0)
+        return -1;
+    ok = yajl_tree_get(r, psucc, yajl_t_true);
+    if (ok != NULL) {
+        yajl_tree_free(r);
+        return 1;
+    }
+    resps = yajl_tree_get(r, presp, yajl_t_array);
+    rc = 0;
+    if (resps != NULL && resps->u.array.len > 0) {
+        yajl_val range = yajl_tree_get(resps->u.array.values[0], prange, yajl_t_object);
+        if (range != NULL && each_kv(e, range, fn, arg) < 0)
+            rc = -1;
+    }
+    yajl_tree_free(r);
+    return rc;
+}

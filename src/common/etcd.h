@@ -1,0 +1,78 @@
+/*
+ * etcd.h - a small client of etcd's v3 JSON gateway: the calls a cluster
+ * node makes (leases, puts, reads of a key or a prefix, a put only if the
+ * key is absent), over libcurl, as docker.h speaks to dockerd. No gRPC and
+ * no new library: the gateway takes the same requests as JSON, with keys
+ * and values in base64 and 64-bit numbers as strings (docs/CLUSTER.md).
+ *
+ * A handle holds the cluster's endpoints and one curl handle (its
+ * connections kept between calls). A call tries the endpoint that answered
+ * last, then the others in turn, once each: an endpoint that cannot be
+ * reached, times out or answers 5xx (a member without a leader) is passed
+ * over. Every answer is read into a buffer capped at max_response.
+ */
+#ifndef NB_ETCD_H
+#define NB_ETCD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "conf.h"
+
+struct nb_etcd {
+    void *curl;
+    char endpoints[NB_ETCD_ENDPOINTS_MAX][NB_ETCD_URL_MAX];
+    unsigned n;   /* endpoints */
+    unsigned cur; /* the one that answered last */
+    long timeout_ms;
+    struct nb_buf resp;
+    char err[320]; /* what the last failed call met */
+};
+
+/* One key-value pair of a read; key and value are not NUL-terminated. */
+struct nb_etcd_kv {
+    const char *key;
+    size_t key_len;
+    const char *value;
+    size_t value_len;
+    int64_t lease;        /* 0: none */
+    int64_t mod_revision; /* the store's revision of its last change */
+};
+
+/* Called for each pair a read finds; a non-zero return stops the read. */
+typedef int (*nb_etcd_kv_fn)(void *arg, const struct nb_etcd_kv *kv);
+
+/*
+ * endpoints: "http://host:port" URLs separated by commas, as
+ * nb_conf_endpoints reads them. timeout_ms bounds one try of one endpoint.
+ * -1 with e->err for a list it cannot take.
+ */
+int nb_etcd_init(struct nb_etcd *e, const char *endpoints, long timeout_ms, size_t max_response);
+void nb_etcd_cleanup(struct nb_etcd *e);
+
+/* A lease of ttl seconds: 0 and *lease, or -1. */
+int nb_etcd_grant(struct nb_etcd *e, long ttl, int64_t *lease);
+/* Renew a lease: 1 renewed, 0 it is gone (lapsed or revoked), -1 no answer. */
+int nb_etcd_keepalive(struct nb_etcd *e, int64_t lease);
+/* End a lease and every key put with it: 0 or -1. */
+int nb_etcd_revoke(struct nb_etcd *e, int64_t lease);
+
+/* Put key = value (value_len bytes), bound to lease (0: none). 0 or -1. */
+int nb_etcd_put(struct nb_etcd *e, const char *key, const void *value, size_t value_len,
+                int64_t lease);
+/* Remove key: 0 (also when absent) or -1. */
+int nb_etcd_delete(struct nb_etcd *e, const char *key);
+
+/* Read key, or every key under it when prefix: the number of pairs, or -1. */
+int nb_etcd_get(struct nb_etcd *e, const char *key, int prefix, nb_etcd_kv_fn fn, void *arg);
+
+/*
+ * Put key = value only if key is absent, in one transaction: 1 it was
+ * created; 0 it was there, and fn (if not NULL) is called with what is
+ * there; -1 no answer.
+ */
+int nb_etcd_create(struct nb_etcd *e, const char *key, const void *value, size_t value_len,
+                   int64_t lease, nb_etcd_kv_fn fn, void *arg);
+
+#endif

@@ -1,0 +1,139 @@
+/*
+ * test_cluster.c - what nodes of a cluster agree on (cluster.h): node tags,
+ * sandbox ids that carry them, the node record's JSON; and the etcd client
+ * (etcd.h) when no endpoint answers. The client against a real etcd is
+ * tests/integration/test_cluster.py's.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "cluster.h"
+#include "etcd.h"
+
+/* printf 'nanobox-node:node-a' | sha256sum: the format is pinned, not just
+ * self-consistent */
+#define NODE_A_TAG "c0633e6a8423"
+
+static void test_tag_is_the_first_48_bits_of_sha256(void **state)
+{
+    char tag[NB_NODE_TAG_LEN + 1];
+    (void)state;
+    nb_node_tag("node-a", tag);
+    assert_int_equal(strlen(tag), 12);
+    assert_string_equal(tag, NODE_A_TAG);
+    nb_node_tag("node-b", tag);
+    assert_string_not_equal(tag, NODE_A_TAG);
+}
+
+static void test_ids_carry_the_tag_or_are_plain_v4(void **state)
+{
+    char id[37], id2[37], tag[NB_NODE_TAG_LEN + 1];
+    (void)state;
+    nb_cluster_new_id(NODE_A_TAG, id);
+    assert_int_equal(strlen(id), 36);
+    assert_int_equal(id[14], '8');
+    assert_true(strchr("89ab", id[19]) != NULL);
+    assert_string_equal(id + 24, NODE_A_TAG);
+    assert_int_equal(nb_cluster_id_tag(id, tag), 1);
+    assert_string_equal(tag, NODE_A_TAG);
+    nb_cluster_new_id(NODE_A_TAG, id2);
+    assert_string_not_equal(id, id2); /* random but for the tag */
+    nb_cluster_new_id("", id);
+    assert_int_equal(id[14], '4');
+    assert_int_equal(nb_cluster_id_tag(id, tag), 0);
+    nb_cluster_new_id(NULL, id);
+    assert_int_equal(id[14], '4');
+    assert_int_equal(nb_cluster_id_tag("not-an-id", tag), 0);
+    assert_int_equal(nb_cluster_id_tag("00000000-0000-8000-8000-00000000000g", tag), 0);
+}
+
+static void test_node_record_round_trips(void **state)
+{
+    struct nb_node_info n, back;
+    char *json;
+    (void)state;
+    memset(&n, 0, sizeof(n));
+    snprintf(n.name, sizeof(n.name), "node-a");
+    snprintf(n.tag, sizeof(n.tag), "%s", NODE_A_TAG);
+    snprintf(n.url, sizeof(n.url), "http://10.0.0.1:8080");
+    snprintf(n.version, sizeof(n.version), "1.2.3");
+    n.slots = 1024;
+    n.free = 1000;
+    n.running = 24;
+    n.memory_available = 17ULL << 30;
+    n.drain = 1;
+    n.since = 1700000000;
+    n.heartbeat = 1700000123;
+    n.n_templates = 2;
+    snprintf(n.templates[0], sizeof(n.templates[0]), "nanobox");
+    snprintf(n.templates[1], sizeof(n.templates[1]), "alice/my-tpl");
+    json = nb_node_info_json(&n);
+    assert_int_equal(nb_node_info_parse(json, strlen(json), &back), 0);
+    free(json);
+    assert_string_equal(back.name, "node-a");
+    assert_string_equal(back.url, n.url);
+    assert_int_equal(back.free, 1000);
+    assert_int_equal(back.memory_available, 17ULL << 30);
+    assert_int_equal(back.drain, 1);
+    assert_int_equal(back.heartbeat, 1700000123);
+    assert_int_equal(back.n_templates, 2);
+    assert_string_equal(back.templates[1], "alice/my-tpl");
+    /* what cannot be a record is refused */
+    assert_int_equal(nb_node_info_parse("{", 1, &back), -1);
+    assert_int_equal(nb_node_info_parse("[]", 2, &back), -1);
+    assert_int_equal(nb_node_info_parse("{\"name\":\"Bad Name\"}", 19, &back), -1);
+}
+
+static void test_keys(void **state)
+{
+    char k[128];
+    (void)state;
+    nb_cluster_node_key("/nanobox/", "node-a", k, sizeof(k));
+    assert_string_equal(k, "/nanobox/nodes/node-a");
+    nb_cluster_tag_key("/nanobox/", NODE_A_TAG, k, sizeof(k));
+    assert_string_equal(k, "/nanobox/tags/" NODE_A_TAG);
+}
+
+/* no endpoint answers: every call fails at once, says where, changes nothing */
+static void test_etcd_without_an_answer(void **state)
+{
+    struct nb_etcd e;
+    int64_t lease = 0;
+    (void)state;
+    assert_int_equal(nb_etcd_init(&e, "127.0.0.1:1", 200, 4096), -1);
+    assert_non_null(strstr(e.err, "etcd_endpoints"));
+    assert_int_equal(nb_etcd_init(&e, "http://127.0.0.1:1,http://127.0.0.1:2", 200, 4096), 0);
+    assert_int_equal(nb_etcd_grant(&e, 5, &lease), -1);
+    assert_non_null(strstr(e.err, "127.0.0.1:"));
+    assert_int_equal(nb_etcd_put(&e, "/k", "v", 1, 0), -1);
+    assert_int_equal(nb_etcd_get(&e, "/k", 1, NULL, NULL), -1);
+    assert_int_equal(nb_etcd_keepalive(&e, 1), -1);
+    assert_int_equal(nb_etcd_create(&e, "/k", "v", 1, 0, NULL, NULL), -1);
+    nb_etcd_cleanup(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tag_is_the_first_48_bits_of_sha256),
+        cmocka_unit_test(test_ids_carry_the_tag_or_are_plain_v4),
+        cmocka_unit_test(test_node_record_round_trips),
+        cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_etcd_without_an_answer),
+    };
+    int rc;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
