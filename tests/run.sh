@@ -260,6 +260,8 @@ SAN_TESTS=(
     test_upgrade.py::test_reconciliation_reads_back_an_owner_missing_from_the_table
     test_service.py
     test_docker_restart.py   # (serial)
+    # a node of a cluster: its member process and the etcd client (member.c, etcd.c)
+    test_cluster.py
 )
 # Tests of the files above whose time goes to sleeps that are the test (a
 # TTL, a supervisor's back-off), to fifty containers, or to Jupyter behind

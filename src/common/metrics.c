@@ -178,6 +178,39 @@ void nb_metrics_reconciled(int64_t now)
     __atomic_store_n(&nb_metrics->reconciled, now, __ATOMIC_RELAXED);
 }
 
+void nb_metrics_member(enum nb_member_state state, int renewed, int64_t now)
+{
+    if (nb_metrics == NULL)
+        return;
+    if (state == NB_MEMBER_JOINED &&
+        __atomic_load_n(&nb_metrics->cluster.state, __ATOMIC_RELAXED) != NB_MEMBER_JOINED)
+        __atomic_store_n(&nb_metrics->cluster.joined, now, __ATOMIC_RELAXED);
+    if (renewed)
+        __atomic_store_n(&nb_metrics->cluster.renewed, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&nb_metrics->cluster.state, (uint32_t)state, __ATOMIC_RELAXED);
+}
+
+void nb_metrics_etcd(int failed)
+{
+    if (nb_metrics == NULL)
+        return;
+    add(&nb_metrics->cluster.etcd_calls, 1);
+    if (failed)
+        add(&nb_metrics->cluster.etcd_failures, 1);
+}
+
+const char *nb_metrics_member_name(enum nb_member_state state)
+{
+    static const char *const names[NB_MEMBER_N] = {
+        [NB_MEMBER_OFF] = "off",
+        [NB_MEMBER_JOINING] = "joining",
+        [NB_MEMBER_JOINED] = "member",
+        [NB_MEMBER_UNREACHABLE] = "etcd_unreachable",
+        [NB_MEMBER_CONFLICT] = "name_conflict",
+    };
+    return (unsigned)state < NB_MEMBER_N ? names[state] : "off";
+}
+
 void nb_metrics_warm_take(unsigned kind, int hit, int64_t now_ms)
 {
     struct nb_mwarm *w;
@@ -472,6 +505,19 @@ void nb_metrics_render(struct nb_buf *out, const struct nb_metrics *m)
                       "When the last reconciliation ended (unix seconds; 0: none yet).");
     nb_buf_printf(out, "nanobox_reconciliation_last_time_seconds %lld\n",
                   (long long)__atomic_load_n(&m->reconciled, __ATOMIC_RELAXED));
+
+    nb_metrics_family(out, "nanobox_cluster_member", "gauge",
+                      "1 while this node holds its lease and record in the cluster's etcd "
+                      "(docs/CLUSTER.md); 0 otherwise, and always on a single machine.");
+    nb_buf_printf(out, "nanobox_cluster_member %d\n",
+                  __atomic_load_n(&m->cluster.state, __ATOMIC_RELAXED) == NB_MEMBER_JOINED);
+    nb_metrics_family(out, "nanobox_etcd_requests_total", "counter",
+                      "Calls this node made to etcd, by result (failed: no endpoint answered).");
+    nb_buf_printf(
+        out, "nanobox_etcd_requests_total{result=\"ok\"} %llu\n",
+        (unsigned long long)(load(&m->cluster.etcd_calls) - load(&m->cluster.etcd_failures)));
+    nb_buf_printf(out, "nanobox_etcd_requests_total{result=\"failed\"} %llu\n",
+                  (unsigned long long)load(&m->cluster.etcd_failures));
 
     nb_metrics_family(out, "nanobox_workers", "gauge",
                       "nanobox-fcgi worker processes, busy (serving a request) or idle.");

@@ -129,6 +129,22 @@ struct nb_mwarm {
     uint32_t published;   /* 1 once the reaper set target */
 };
 
+/* A cluster node's membership in etcd (member.c writes it; /healthz, /metrics read it). */
+enum nb_member_state {
+    NB_MEMBER_OFF = 0,     /* no etcd_endpoints: one machine alone */
+    NB_MEMBER_JOINING,     /* starting; not yet in the cluster */
+    NB_MEMBER_JOINED,      /* its lease and record are in etcd */
+    NB_MEMBER_UNREACHABLE, /* etcd does not answer (its lease may still run) */
+    NB_MEMBER_CONFLICT,    /* its name or tag is another node's: it stays out */
+    NB_MEMBER_N
+};
+struct nb_mcluster {
+    uint32_t state;  /* enum nb_member_state */
+    int64_t joined;  /* unix seconds it last joined; 0: never */
+    int64_t renewed; /* unix seconds its lease was last renewed */
+    uint64_t etcd_calls, etcd_failures;
+};
+
 struct nb_metrics {
     int64_t started; /* unix seconds the block was made (the service's start) */
     struct nb_hist route[NB_MR_N];
@@ -145,6 +161,7 @@ struct nb_metrics {
     struct nb_merror errors[NB_METRICS_ERRORS];
     uint64_t errors_other;
     struct nb_rate_table rate; /* the keys' request rate buckets (ratelimit.h) */
+    struct nb_mcluster cluster;
 };
 
 /* The block of this process and its children; NULL: nothing is recorded. */
@@ -169,6 +186,12 @@ void nb_metrics_destroy(enum nb_mdestroy cause);
 void nb_metrics_warm(int hit);
 /* A reconciliation (reaper.c) listed the containers and judged every slot, at now. */
 void nb_metrics_reconciled(int64_t now);
+/* The member process's state; renewed: 1 when its lease was just renewed (or it joined). */
+void nb_metrics_member(enum nb_member_state state, int renewed, int64_t now);
+/* An etcd call made, and whether it failed. */
+void nb_metrics_etcd(int failed);
+/* The state's name in /healthz ("off", "joining", "member", "etcd_unreachable", "name_conflict"). */
+const char *nb_metrics_member_name(enum nb_member_state state);
 /* One take from warm pool kind at now_ms (monotonic): a hit or a miss. */
 void nb_metrics_warm_take(unsigned kind, int hit, int64_t now_ms);
 /* The reaper: kind's target now. */

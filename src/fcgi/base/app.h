@@ -5,6 +5,7 @@
 #ifndef NB_APP_H
 #define NB_APP_H
 
+#include "cluster.h"
 #include "conf.h"
 #include "docker.h"
 #include "nberr.h"
@@ -21,6 +22,8 @@ struct nb_app {
     /* the same for sandboxes with a root: unshare and setns of a user namespace
      * allowed too, for the agent's (nanobox-init, root.c); NULL: none */
     char *seccomp_root;
+    /* the node tag its sandbox ids end in (cluster.h); "": not a cluster node */
+    char node_tag[NB_NODE_TAG_LEN + 1];
 };
 
 /* An error on its way to the client: its domain code (nberr.h), a slug the

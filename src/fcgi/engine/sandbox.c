@@ -18,7 +18,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <uuid/uuid.h>
 
 #include "adopt.h"
 #include "clock.h"
@@ -300,13 +299,11 @@ int nb_sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec,
     struct nb_slot *s;
     struct nb_derr de = {0};
     uint32_t gen, slot = 0;
-    uuid_t u;
     char *json;
     int running = 0, bounded = nb_rootdisk_wanted(&a->conf, spec->image);
     pid_t pid = 0;
 
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, id);
+    nb_cluster_new_id(a->node_tag, id);
 
 retry:
     nb_table_lock(&a->table);

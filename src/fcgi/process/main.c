@@ -183,6 +183,8 @@ int main(int argc, char **argv)
         nb_error("%s", err);
         return 1;
     }
+    if (app.conf.node_name[0] != '\0')
+        nb_node_tag(app.conf.node_name, app.node_tag);
     if (nb_log_level_parse(app.conf.log_level, &level) != 0) {
         nb_error("log_level must be debug, info, warn or error");
         return 1;

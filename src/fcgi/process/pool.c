@@ -22,6 +22,7 @@
 
 #include "clock.h"
 #include "events.h"
+#include "member.h"
 #include "log.h"
 #include "metrics.h"
 #include "pool.h"
@@ -32,9 +33,11 @@
 #define IDLE_KILL_GRACE 2  /* seconds an idle worker gets to leave on shutdown */
 
 /*
- * The master's two other children, each started again if it dies (at most
- * once a second): the reaper (reaper.c) and the follower of Docker's
- * events (events.c). Each has its own Docker handle, made after the fork.
+ * The master's other children, each started again if it dies (at most
+ * once a second): the reaper (reaper.c), the follower of Docker's events
+ * (events.c) and, on a cluster node, its member in etcd (member.c). Each
+ * has its own Docker handle, made after the fork. A helper without a run
+ * function (no cluster) is not started.
  */
 struct helper {
     const char *name;
@@ -42,14 +45,14 @@ struct helper {
     pid_t pid;
     int64_t started;
 };
-#define NB_HELPERS 2
+#define NB_HELPERS 3
 
 struct pool {
     struct nb_app *app;
     int listen_fd;
     struct nb_pool_slot *slots; /* shared scoreboard, workers_max entries */
     unsigned nslots;
-    struct helper helpers[NB_HELPERS]; /* the reaper, the events follower */
+    struct helper helpers[NB_HELPERS]; /* the reaper, the events follower, the member */
 };
 
 /*
@@ -203,7 +206,7 @@ static void adjust(struct pool *p)
 
     /* a helper that keeps dying must not spin: at most one start a second */
     for (unsigned i = 0; i < NB_HELPERS; i++)
-        if (p->helpers[i].pid == 0 && now - p->helpers[i].started >= 1)
+        if (p->helpers[i].run && p->helpers[i].pid == 0 && now - p->helpers[i].started >= 1)
             helper_spawn(p, &p->helpers[i]);
     for (unsigned i = 0; i < p->nslots; i++) {
         if (p->slots[i].pid == 0)
@@ -332,6 +335,8 @@ int nb_pool_run(struct nb_app *a, int listen_fd)
     p.helpers[0].run = nb_reaper_run;
     p.helpers[1].name = "events follower";
     p.helpers[1].run = nb_events_run;
+    p.helpers[2].name = "cluster member";
+    p.helpers[2].run = a->conf.etcd_endpoints[0] ? nb_member_run : NULL;
 
     /* signals are taken synchronously with sigtimedwait; children unblock them */
     sigemptyset(&set);
@@ -343,7 +348,8 @@ int nb_pool_run(struct nb_app *a, int listen_fd)
     sigprocmask(SIG_BLOCK, &set, NULL);
 
     for (unsigned i = 0; i < NB_HELPERS; i++)
-        helper_spawn(&p, &p.helpers[i]);
+        if (p.helpers[i].run)
+            helper_spawn(&p, &p.helpers[i]);
     adjust(&p);
     publish_workers(&p);
     nb_info("serving with %u worker(s) (max %u)", a->conf.workers_min, a->conf.workers_max);

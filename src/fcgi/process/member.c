@@ -1,0 +1,285 @@
+/*
+ * member.c - see member.h.
+ *
+ * Its own process, not a job of the reaper: a reconciliation that removes
+ * a thousand containers keeps the reaper busy for minutes, and a node that
+ * serves must not look dead meanwhile. Nothing here touches the table but
+ * to count it, or Docker at all.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "cluster.h"
+#include "etcd.h"
+#include "log.h"
+#include "member.h"
+#include "metrics.h"
+#include "procstat.h"
+#include "templates.h"
+
+#define MEMBER_REWRITE_S 30        /* the record is rewritten at least this often */
+#define MEMBER_RESPONSE (1u << 20) /* bytes of one etcd answer (a node's own keys are small) */
+
+static volatile sig_atomic_t member_stop;
+
+static void member_on_term(int sig)
+{
+    (void)sig;
+    member_stop = 1;
+}
+
+struct member {
+    struct nb_app *a;
+    struct nb_etcd etcd;
+    char node_key[256], tag_key[256];
+    int64_t lease;   /* 0: none held */
+    int64_t renewed; /* unix seconds of the last renewal or join */
+    int64_t written; /* unix seconds the record was last written */
+    int64_t since;   /* unix seconds this process started */
+    char *record;    /* the last record written, heartbeat left out */
+    enum nb_member_state state;
+    char holder[256]; /* who holds our name or tag, in a conflict */
+};
+
+/* A state change, logged once when it happens. */
+static void set_state(struct member *m, enum nb_member_state st, int renewed)
+{
+    const struct nb_conf *c = &m->a->conf;
+    if (st != m->state) {
+        switch (st) {
+        case NB_MEMBER_JOINED:
+            nb_info("cluster: joined as node %s (tag %s) at %s", c->node_name, m->a->node_tag,
+                    c->node_url);
+            break;
+        case NB_MEMBER_UNREACHABLE:
+            nb_warn("cluster: etcd does not answer (%s); serving on, rejoining when it does",
+                    m->etcd.err);
+            break;
+        case NB_MEMBER_CONFLICT:
+            nb_error("cluster: %s; staying out of the cluster until it is free", m->holder);
+            break;
+        default:
+            break;
+        }
+    }
+    m->state = st;
+    nb_metrics_member(st, renewed, nb_clock_real_s());
+}
+
+static void add_template(void *arg, const struct nb_template *t)
+{
+    struct nb_node_info *n = arg;
+    if (strcmp(t->status, "ready") != 0 || n->n_templates >= NB_NODE_TEMPLATES_MAX)
+        return;
+    if (t->owner[0])
+        snprintf(n->templates[n->n_templates++], sizeof(n->templates[0]), "%.39s/%.80s", t->owner,
+                 t->name);
+    else
+        snprintf(n->templates[n->n_templates++], sizeof(n->templates[0]), "%s", t->name);
+}
+
+/* What the node says of itself now (heartbeat 0). */
+static void node_info(struct member *m, struct nb_node_info *n)
+{
+    struct nb_app *a = m->a;
+    struct nb_apierr ae;
+    uint32_t used, pooled;
+
+    memset(n, 0, sizeof(*n));
+    snprintf(n->name, sizeof(n->name), "%s", a->conf.node_name);
+    snprintf(n->tag, sizeof(n->tag), "%s", a->node_tag);
+    snprintf(n->url, sizeof(n->url), "%s", a->conf.node_url);
+    snprintf(n->version, sizeof(n->version), "%s", PACKAGE_VERSION);
+    nb_table_lock(&a->table);
+    used = nb_table_count(&a->table);
+    pooled = nb_table_count_state(&a->table, NB_SLOT_POOLED);
+    nb_table_unlock(&a->table);
+    n->slots = a->table.nslots;
+    n->free = a->table.nslots - (used - pooled);
+    n->running = used - pooled;
+    n->memory_available = nb_proc_number("/proc/meminfo", "MemAvailable:", 0) * 1024ULL;
+    n->drain = a->conf.node_drain;
+    n->since = m->since;
+    if (nb_template_list(a, NULL, add_template, n, &ae) != 0)
+        nb_debug("cluster: the node's templates cannot be listed: %s", ae.msg);
+}
+
+/* The record, heartbeat stamped, when it changed or is due; 0 or -1. */
+static int write_record(struct member *m, int force)
+{
+    struct nb_node_info n;
+    int64_t now = nb_clock_real_s();
+    char *same, *json;
+    int rc;
+
+    node_info(m, &n);
+    same = nb_node_info_json(&n);
+    if (!force && m->record != NULL && !strcmp(same, m->record) &&
+        now - m->written < MEMBER_REWRITE_S) {
+        free(same);
+        return 0;
+    }
+    n.heartbeat = now;
+    json = nb_node_info_json(&n);
+    rc = nb_etcd_put(&m->etcd, m->node_key, json, strlen(json), m->lease);
+    free(json);
+    if (rc != 0) {
+        free(same);
+        return -1;
+    }
+    free(m->record);
+    m->record = same;
+    m->written = now;
+    return 0;
+}
+
+struct held {
+    char value[256];
+    int found;
+};
+
+static int read_held(void *arg, const struct nb_etcd_kv *kv)
+{
+    struct held *h = arg;
+    snprintf(h->value, sizeof(h->value), "%.*s", (int)(kv->value_len < 255 ? kv->value_len : 255),
+             kv->value);
+    h->found = 1;
+    return 1;
+}
+
+/*
+ * Claim the tag for good, then create the record under a new lease, or
+ * take over one of our own earlier life (the same URL). 1 joined, 0 kept
+ * out (m->holder says by whom), -1 etcd did not answer.
+ */
+static int join(struct member *m)
+{
+    const struct nb_conf *c = &m->a->conf;
+    struct held h = {"", 0};
+    struct nb_node_info n, other;
+    char *json;
+    int rc;
+
+    rc = nb_etcd_create(&m->etcd, m->tag_key, c->node_name, strlen(c->node_name), 0, read_held, &h);
+    if (rc < 0)
+        return -1;
+    if (rc == 0 && strcmp(h.value, c->node_name) != 0) {
+        snprintf(m->holder, sizeof(m->holder), "node tag %s of the name %s is node %s's",
+                 m->a->node_tag, c->node_name, h.value);
+        return 0;
+    }
+    if (nb_etcd_grant(&m->etcd, c->node_lease_ttl, &m->lease) != 0)
+        return -1;
+    node_info(m, &n);
+    n.heartbeat = nb_clock_real_s();
+    json = nb_node_info_json(&n);
+    h.found = 0;
+    rc = nb_etcd_create(&m->etcd, m->node_key, json, strlen(json), m->lease, read_held, &h);
+    free(json);
+    if (rc == 0 && (nb_node_info_parse(h.value, strlen(h.value), &other) != 0 ||
+                    strcmp(other.url, c->node_url) != 0)) {
+        snprintf(m->holder, sizeof(m->holder), "the node name %s is held by a live node at %.160s",
+                 c->node_name, other.url[0] ? other.url : "(unreadable record)");
+        rc = 0;
+    } else if (rc == 0) {
+        rc = write_record(m, 1) == 0 ? 1 : -1; /* ours, from before a restart */
+    } else if (rc == 1) {
+        free(m->record);
+        m->record = NULL;
+        rc = write_record(m, 1) == 0 ? 1 : -1; /* remember what it says */
+    }
+    if (rc != 1) {
+        nb_etcd_revoke(&m->etcd, m->lease);
+        m->lease = 0;
+    }
+    return rc;
+}
+
+/* One round: join, or renew and rewrite. */
+static void round_once(struct member *m)
+{
+    const struct nb_conf *c = &m->a->conf;
+    int64_t now = nb_clock_real_s();
+    int rc;
+
+    if (m->lease == 0) {
+        rc = join(m);
+        if (rc == 1) {
+            m->renewed = now;
+            set_state(m, NB_MEMBER_JOINED, 1);
+        } else {
+            set_state(m, rc == 0 ? NB_MEMBER_CONFLICT : NB_MEMBER_UNREACHABLE, 0);
+        }
+        return;
+    }
+    rc = nb_etcd_keepalive(&m->etcd, m->lease);
+    if (rc == 1 && write_record(m, 0) == 0) {
+        m->renewed = now;
+        set_state(m, NB_MEMBER_JOINED, 1);
+        return;
+    }
+    if (rc == 0) {
+        nb_warn("cluster: the node's lease lapsed in etcd; joining again");
+        m->lease = 0;
+        set_state(m, NB_MEMBER_JOINING, 0);
+        round_once(m);
+        return;
+    }
+    /* no answer: the lease may still run out its TTL; past it, it is gone */
+    if (now - m->renewed >= (int64_t)c->node_lease_ttl)
+        m->lease = 0;
+    set_state(m, NB_MEMBER_UNREACHABLE, 0);
+}
+
+static void member_sleep(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (!member_stop && nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+void nb_member_run(struct nb_app *a)
+{
+    const struct nb_conf *c = &a->conf;
+    struct member m;
+    struct sigaction sa;
+    /* a third of the TTL: two renewals may fail before the lease lapses */
+    long period_ms = (long)c->node_lease_ttl * 1000 / 3;
+
+    nb_log_set_role("member");
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = member_on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    memset(&m, 0, sizeof(m));
+    m.a = a;
+    m.since = nb_clock_real_s();
+    m.state = NB_MEMBER_OFF;
+    nb_cluster_node_key(c->etcd_prefix, c->node_name, m.node_key, sizeof(m.node_key));
+    nb_cluster_tag_key(c->etcd_prefix, a->node_tag, m.tag_key, sizeof(m.tag_key));
+    /* one try of one endpoint fits in a period, with room for a second */
+    if (nb_etcd_init(&m.etcd, c->etcd_endpoints, period_ms / 2 > 200 ? period_ms / 2 : 200,
+                     MEMBER_RESPONSE) != 0) {
+        nb_error("cluster: %s", m.etcd.err);
+        _exit(1);
+    }
+    set_state(&m, NB_MEMBER_JOINING, 0);
+    while (!member_stop) {
+        round_once(&m);
+        member_sleep(m.state == NB_MEMBER_JOINED ? period_ms : 1000);
+    }
+    /* leaving: the record goes with the lease, at once */
+    if (m.lease != 0 && nb_etcd_revoke(&m.etcd, m.lease) == 0)
+        nb_info("cluster: left (lease revoked)");
+    nb_metrics_member(NB_MEMBER_OFF, 0, nb_clock_real_s());
+    free(m.record);
+    nb_etcd_cleanup(&m.etcd);
+    nb_docker_cleanup(&a->docker);
+    _exit(0);
+}

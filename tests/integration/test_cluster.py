@@ -1,0 +1,225 @@
+"""A nanobox node in a cluster on etcd (docs/CLUSTER.md): the node's
+membership (a lease and a record in a real 3-member etcd on loopback), the
+sandbox ids that name their node, and what the node does when etcd loses
+members or quorum. Each node is a real stack (nginx, nanobox-fcgi, Docker)."""
+import hashlib
+import json
+import os
+import re
+import signal
+import time
+
+import pytest
+
+import nbetcd
+from nbtest import wait_until
+
+TTL = 3  # node_lease_ttl of the nodes here: renewals every second
+PREFIX = "/nanobox-test/"
+
+pytestmark = pytest.mark.xdist_group("cluster")
+
+
+def tag_of(name):
+    return hashlib.sha256(f"nanobox-node:{name}".encode()).hexdigest()[:12]
+
+
+@pytest.fixture(scope="module")
+def etcd(request):
+    return nbetcd.etcd_cluster(request)
+
+
+def node_conf(etcd, name, **more):
+    conf = {"node_name": name, "node_url": f"http://{name}.nodes.test:8080",
+            "etcd_endpoints": etcd.endpoints_conf, "etcd_prefix": PREFIX,
+            "node_lease_ttl": str(TTL), "warm_pool": "0", "warm_pool_code": "0"}
+    conf.update(more)
+    return conf
+
+
+def record(etcd, name):
+    raw = etcd.get(f"{PREFIX}nodes/{name}")
+    return json.loads(raw) if raw is not None else None
+
+
+def healthz(st):
+    r = st.api.request("GET", "/healthz", auth=False, timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def wait_record(etcd, name, pred=lambda rec: rec is not None, timeout=10):
+    return wait_until(lambda: (lambda rec: rec if pred(rec) else None)(record(etcd, name)),
+                      timeout=timeout, what=f"node {name}'s record in etcd")
+
+
+def wait_member(st, timeout=10):
+    """The node says it is a member (its record is written just before it says so)."""
+    return wait_until(lambda: (lambda hz: hz if hz["node"]["cluster"] == "member" else None)(
+        healthz(st)), timeout=timeout, what=f"{st.name} to say it is a member")
+
+
+def test_a_node_joins_with_its_record_under_a_lease(etcd, make_stack):
+    st = make_stack("node-a", **node_conf(etcd, "node-a"))
+    rec = wait_record(etcd, "node-a")
+    hz = wait_member(st)
+    assert rec["name"] == "node-a" and rec["tag"] == tag_of("node-a")
+    assert rec["url"] == "http://node-a.nodes.test:8080"
+    assert rec["slots"] == hz["capacity"] and rec["free"] == hz["capacity"]
+    assert rec["running"] == 0 and rec["drain"] is False
+    assert "nanobox" in rec["templates"] and "nanobox-python" in rec["templates"]
+    assert rec["memory_available"] > 0 and rec["version"]
+    assert abs(rec["heartbeat"] - time.time()) < 60
+    # bound to a lease of node_lease_ttl seconds, kept alive
+    lease = etcd.lease_of(f"{PREFIX}nodes/node-a")
+    assert lease != 0 and 0 < etcd.lease_ttl(lease) <= TTL
+    time.sleep(TTL + 1)
+    assert etcd.lease_of(f"{PREFIX}nodes/node-a") == lease and etcd.lease_ttl(lease) > 0
+    # the tag is claimed for the name, for good
+    assert etcd.get(f"{PREFIX}tags/{tag_of('node-a')}") == b"node-a"
+    assert hz["node"] == {"name": "node-a", "tag": tag_of("node-a"),
+                          "url": "http://node-a.nodes.test:8080", "cluster": "member",
+                          "drain": False, "renewed": hz["node"]["renewed"]}
+    m = st.api.request("GET", "/metrics", timeout=10).text
+    assert re.search(r"^nanobox_cluster_member 1$", m, re.M), m
+    assert re.search(r'^nanobox_etcd_requests_total\{result="ok"\} [1-9]', m, re.M)
+
+
+def test_sandbox_ids_name_their_node_and_the_record_counts_them(etcd, make_stack, api):
+    st = make_stack("node-b", **node_conf(etcd, "node-b"))
+    wait_record(etcd, "node-b")
+    sid = st.api.create()
+    # a UUID of version 8 whose last group is the node's tag
+    assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", sid)
+    assert sid.endswith("-" + tag_of("node-b"))
+    assert len(f"65535-{sid}") <= 63  # still a DNS label with a port before it
+    assert st.api.exec(sid, "echo hi")["stdout"] == "hi\n"
+    rec = wait_record(etcd, "node-b", lambda r: r and r["running"] == 1)
+    assert rec["free"] == rec["slots"] - 1
+    # each id random but for the tag
+    other = st.api.create()
+    assert other != sid and other.endswith(tag_of("node-b"))
+    assert st.api.delete(sid).status_code == 204
+    assert st.api.delete(other).status_code == 204
+    wait_record(etcd, "node-b", lambda r: r and r["running"] == 0)
+    # a single machine (no node_name) keeps random version 4 ids
+    single = api.create()
+    assert single[14] == "4", single
+    assert "node" not in healthz(api.stack)
+
+
+def test_a_stopped_node_leaves_at_once_a_killed_one_when_its_lease_lapses(etcd, make_stack):
+    st = make_stack("node-c", **node_conf(etcd, "node-c"))
+    wait_record(etcd, "node-c")
+    st.stop_fcgi()
+    # SIGTERM revokes the lease: the record goes with it, not a TTL later
+    assert "cluster: left (lease revoked)" in open(st.log_path).read()
+    assert record(etcd, "node-c") is None
+    st.start_fcgi()
+    st.wait_healthy()
+    wait_record(etcd, "node-c")
+    # killed outright: the member first (the master's death would send it
+    # SIGTERM, and a member that gets it revokes the lease)
+    member = [p for p in st.children() if _holds_etcd_conn(p, etcd)]
+    assert len(member) == 1, member
+    os.kill(member[0], signal.SIGKILL)
+    st.crash()
+    assert record(etcd, "node-c") is not None  # nothing told etcd
+    t0 = time.monotonic()
+    wait_until(lambda: record(etcd, "node-c") is None, timeout=TTL + 3,
+               what="a killed node's record to lapse")
+    assert time.monotonic() - t0 <= TTL + 3
+    # the same node back: it joins again, under a new lease
+    st.start_fcgi()
+    st.wait_healthy()
+    wait_record(etcd, "node-c")
+    wait_member(st)
+
+
+def test_a_killed_member_process_is_restarted_and_takes_its_record_back(etcd, make_stack):
+    st = make_stack("node-d", **node_conf(etcd, "node-d"))
+    wait_record(etcd, "node-d")
+    lease = etcd.lease_of(f"{PREFIX}nodes/node-d")
+    member = [p for p in st.children() if _holds_etcd_conn(p, etcd)]
+    assert len(member) == 1, member
+    os.kill(member[0], signal.SIGKILL)
+    # the master starts it again; it takes over its own record (same URL)
+    wait_until(lambda: etcd.lease_of(f"{PREFIX}nodes/node-d") not in (0, lease), timeout=10,
+               what="the record under the new member's lease")
+    assert record(etcd, "node-d")["url"] == "http://node-d.nodes.test:8080"
+    wait_member(st)
+
+
+def _holds_etcd_conn(pid, etcd):
+    """Does process pid have a TCP connection to one of etcd's client ports?"""
+    ports = {int(u.rsplit(":", 1)[1]) for u in etcd.endpoints}
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    except OSError:
+        return False
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            cols = line.split()
+            rport = int(cols[2].split(":")[1], 16)
+            if cols[9] in inodes and rport in ports:
+                return True
+    return False
+
+
+def test_a_name_held_by_another_live_node_keeps_the_second_out(etcd, make_stack):
+    first = make_stack("node-e1", **node_conf(etcd, "node-e"))
+    wait_record(etcd, "node-e")
+    second = make_stack("node-e2", **node_conf(etcd, "node-e",
+                                                node_url="http://elsewhere.nodes.test:8080"))
+    wait_until(lambda: healthz(second)["node"]["cluster"] == "name_conflict", timeout=10,
+               what="the second node to see the conflict")
+    assert record(etcd, "node-e")["url"] == "http://node-e.nodes.test:8080"
+    assert "held by a live node at http://node-e.nodes.test:8080" in open(second.log_path).read()
+    # it serves on meanwhile
+    sid = second.api.create()
+    assert second.api.exec(sid, "true")["exit_code"] == 0
+    second.api.delete(sid)
+    # the first leaves: the name is free, and the second takes it
+    first.stop_fcgi()
+    wait_record(etcd, "node-e", lambda r: r and r["url"] == "http://elsewhere.nodes.test:8080",
+                timeout=TTL + 5)
+    wait_member(second)
+
+
+def test_one_etcd_member_lost_changes_nothing_quorum_lost_keeps_sandboxes(etcd, make_stack):
+    st = make_stack("node-f", **node_conf(etcd, "node-f"))
+    wait_record(etcd, "node-f")
+    wait_member(st)
+    sid = st.api.create()
+    etcd.stop_member(0)
+    try:
+        r0 = healthz(st)["node"]["renewed"]
+        wait_until(lambda: healthz(st)["node"]["renewed"] > r0, timeout=5,
+                   what="a renewal with one member down")
+        assert healthz(st)["node"]["cluster"] == "member"  # was one before, and stays
+        assert record(etcd, "node-f") is not None
+        etcd.stop_member(1)
+        try:
+            wait_until(lambda: healthz(st)["node"]["cluster"] == "etcd_unreachable", timeout=15,
+                       what="the node to see etcd without quorum")
+            # the node serves on: its sandboxes and new ones
+            assert st.api.exec(sid, "echo still")["stdout"] == "still\n"
+            sid2 = st.api.create()
+            assert st.api.exec(sid2, "true")["exit_code"] == 0
+            assert st.api.delete(sid2).status_code == 204
+        finally:
+            etcd.start_member(1)
+    finally:
+        etcd.start_member(0)
+    # quorum back: the node is a member again by itself
+    wait_member(st, timeout=30)
+    rec = wait_record(etcd, "node-f")
+    assert rec["running"] == 1
+    assert st.api.delete(sid).status_code == 204
