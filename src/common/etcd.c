@@ -90,6 +90,18 @@ static long post_one(struct nb_etcd *e, const char *url, const char *body)
  * the parsed answer of the first 2xx in *out (the caller frees it). A 4xx
  * is the request's fault: no other endpoint is tried. -1 with e->err.
  */
+/* An int64 as the gateway writes it: a string of digits or a number; absent: 0. */
+static int64_t jnum(yajl_val v, const char *name)
+{
+    const char *path[] = {name, NULL};
+    yajl_val f = v ? yajl_tree_get(v, path, yajl_t_any) : NULL;
+    if (f == NULL)
+        return 0;
+    if (YAJL_IS_STRING(f))
+        return strtoll(f->u.string, NULL, 10);
+    return nb_json_int(f);
+}
+
 static int call_endpoints(struct nb_etcd *e, const char *path, const char *body, yajl_val *out);
 
 static int call(struct nb_etcd *e, const char *path, const char *body, yajl_val *out)
@@ -124,6 +136,10 @@ static int call_endpoints(struct nb_etcd *e, const char *path, const char *body,
                          "etcd at %.120s: an answer that is not a JSON object (%.60s)", url, perr);
                 continue;
             }
+            {
+                const char *ph[] = {"header", NULL};
+                e->revision = jnum(yajl_tree_get(*out, ph, yajl_t_object), "revision");
+            }
             e->cur = k;
             return 0;
         }
@@ -149,18 +165,6 @@ static int call_endpoints(struct nb_etcd *e, const char *path, const char *body,
             return -1;
     }
     return -1;
-}
-
-/* An int64 as the gateway writes it: a string of digits or a number; absent: 0. */
-static int64_t jnum(yajl_val v, const char *name)
-{
-    const char *path[] = {name, NULL};
-    yajl_val f = v ? yajl_tree_get(v, path, yajl_t_any) : NULL;
-    if (f == NULL)
-        return 0;
-    if (YAJL_IS_STRING(f))
-        return strtoll(f->u.string, NULL, 10);
-    return nb_json_int(f);
 }
 
 static void gen_b64(yajl_gen g, const char *field, const void *data, size_t len)
@@ -421,5 +425,88 @@ int nb_etcd_create(struct nb_etcd *e, const char *key, const void *value, size_t
             rc = -1;
     }
     yajl_tree_free(r);
+    return rc;
+}
+
+/* The watch stream's reader: a message with "events" is a change. */
+struct watch_sink {
+    int changed;
+    int created;
+    char tail[16]; /* the end of the last chunk: a key split across two */
+};
+
+static size_t watch_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    struct watch_sink *w = userdata;
+    size_t n = size * nmemb;
+    char joined[64];
+    size_t t = strlen(w->tail), head = n < sizeof(joined) - t - 1 ? n : sizeof(joined) - t - 1;
+
+    memcpy(joined, w->tail, t);
+    memcpy(joined + t, ptr, head);
+    joined[t + head] = '\0';
+    if (memmem(ptr, n, "\"events\"", 8) != NULL || strstr(joined, "\"events\"") != NULL) {
+        w->changed = 1;
+        return 0; /* enough: end the transfer */
+    }
+    if (memmem(ptr, n, "\"created\"", 9) != NULL)
+        w->created = 1;
+    t = n < sizeof(w->tail) - 1 ? n : sizeof(w->tail) - 1;
+    memcpy(w->tail, ptr + n - t, t);
+    w->tail[t] = '\0';
+    return n;
+}
+
+int nb_etcd_watch(struct nb_etcd *e, const char *prefix, int64_t from_rev, long max_ms)
+{
+    yajl_gen g = nb_json_gen();
+    char *body, url[NB_ETCD_URL_MAX + 16];
+    struct curl_slist *hdrs;
+    int rc = -1;
+
+    yajl_gen_map_open(g);
+    yajl_gen_string(g, (const unsigned char *)"create_request", 14);
+    yajl_gen_map_open(g);
+    gen_b64(g, "key", prefix, strlen(prefix));
+    gen_range_end(g, prefix);
+    if (from_rev > 0)
+        gen_num(g, "start_revision", from_rev);
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    body = nb_json_gen_take(g);
+    for (unsigned i = 0; i < e->n && rc < 0; i++) {
+        unsigned k = (e->cur + i) % e->n;
+        struct watch_sink w = {0, 0, ""};
+        CURLcode cc;
+        CURL *c = e->curl;
+
+        snprintf(url, sizeof(url), "%s/v3/watch", e->endpoints[k]);
+        hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+        hdrs = curl_slist_append(hdrs, "Expect:");
+        curl_easy_reset(c);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)ETCD_CONNECT_TIMEOUT_MS);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, max_ms);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, watch_write);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
+        cc = curl_easy_perform(c);
+        curl_slist_free_all(hdrs);
+        if (w.changed) {
+            rc = 1;
+        } else if (cc == CURLE_OPERATION_TIMEDOUT && w.created) {
+            rc = 0; /* watched the whole time: nothing changed */
+        } else {
+            snprintf(e->err, sizeof(e->err), "etcd at %.100s: the watch ended: %s", url,
+                     curl_easy_strerror(cc));
+            continue;
+        }
+        e->cur = k;
+    }
+    free(body);
+    nb_metrics_etcd(rc < 0);
     return rc;
 }

@@ -26,6 +26,7 @@ struct nb_etcd {
     unsigned n;   /* endpoints */
     unsigned cur; /* the one that answered last */
     long timeout_ms;
+    int64_t revision; /* the store's revision in the last answer read (0: none) */
     struct nb_buf resp;
     char err[320]; /* what the last failed call met */
 };
@@ -74,5 +75,12 @@ int nb_etcd_get(struct nb_etcd *e, const char *key, int prefix, nb_etcd_kv_fn fn
  */
 int nb_etcd_create(struct nb_etcd *e, const char *key, const void *value, size_t value_len,
                    int64_t lease, nb_etcd_kv_fn fn, void *arg);
+
+/*
+ * Wait up to max_ms for a change to any key under prefix after revision
+ * from_rev (0: from now), through the gateway's watch stream: 1 a change
+ * came, 0 none came in time, -1 no endpoint would watch.
+ */
+int nb_etcd_watch(struct nb_etcd *e, const char *prefix, int64_t from_rev, long max_ms);
 
 #endif
