@@ -7,7 +7,8 @@ Who calls whom is read from the symbols each object defines and needs (nm):
 a call through a header counts, a function pointer set up at start does not.
 
   1. No cycle between the files of any program or library: nanobox-fcgi,
-     nanobox-init, nanobox-fwd, the CLI, libnanobox, libnanobox_mcp.
+     nanobox-init, nanobox-fwd, nanobox-front, the CLI, libnanobox,
+     libnanobox_mcp.
   2. nanobox-fcgi's files call downward only. Each file has a rank (its
      folder's, RANKS below, or its own in FILE_RANKS): a file may call a
      file of lower rank, or a file of its own folder where that folder
@@ -50,6 +51,7 @@ PROGRAMS = [
     ("nanobox-fcgi", "src/fcgi/*/nanobox_fcgi-*.o"),
     ("nanobox-init", "src/*/nanobox_init-*.o"),
     ("nanobox-fwd", "src/*/nanobox_fwd-*.o"),
+    ("nanobox-front", "src/front/nanobox_front-*.o"),
     ("nanobox", "src/cli/nanobox-*.o"),
     ("libnanobox", "src/common/libnanobox_a-*.o"),
     ("libnanobox_mcp", "src/mcp/libnanobox_mcp_a-*.o"),

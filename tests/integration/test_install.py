@@ -23,6 +23,7 @@ EXPECTED_FILES = [
     f"{PREFIX}/bin/nanobox",
     f"{PREFIX}/sbin/nanobox-fcgi",
     f"{PREFIX}/sbin/nanobox-fwd",
+    f"{PREFIX}/sbin/nanobox-front",
     f"{PREFIX}/libexec/nanobox/nanobox-init",
     f"{PREFIX}/share/nanobox/nanobox-seccomp.json",
     f"{PREFIX}/share/nanobox/nanobox-openapi.json",
@@ -36,7 +37,9 @@ EXPECTED_FILES = [
     f"{PREFIX}/share/nanobox/nginx/nanobox-ports.conf.in",
     f"{PREFIX}/share/nanobox/nginx/nanobox-http.conf.in",
     f"{PREFIX}/share/nanobox/nginx/nanobox-standalone.conf.in",
+    f"{PREFIX}/share/nanobox/nginx/nanobox-front.conf.in",
     f"{PREFIX}/share/nanobox/setup/render-nginx.sh",
+    f"{PREFIX}/share/nanobox/setup/render-front.sh",
     f"{PREFIX}/share/nanobox/setup/image.sh",
     f"{PREFIX}/share/nanobox/setup/common.sh",
     f"{PREFIX}/share/doc/nanobox/INSTALL.md",
@@ -47,7 +50,7 @@ EXPECTED_FILES = [
     f"{SYSCONF}/logrotate.d/nanobox",
 ]
 EXECUTABLES = [f for f in EXPECTED_FILES if "/bin/" in f or "/sbin/" in f or "/libexec/" in f
-               or f.endswith(("render-nginx.sh", "image.sh"))]
+               or f.endswith(("render-nginx.sh", "render-front.sh", "image.sh"))]
 EXPECTED_DIRS = [f"{LOCALSTATE}/lib/nanobox", f"{LOCALSTATE}/log/nanobox",
                  f"{SYSCONF}/nanobox/nginx"]
 
@@ -143,6 +146,25 @@ def test_installed_render_nginx_finds_its_templates_and_www(installed, tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tmp_path / "n2" / "www" / "index.html").read_bytes() == \
         open(f"{share}/www/index.html", "rb").read()
+
+
+def test_installed_render_front_finds_its_template(installed, tmp_path):
+    """A cluster front's config from the installed script and template,
+    which the installed nanobox-front's map lets nginx accept."""
+    if not NGINX:
+        pytest.skip("nginx is not installed")
+    _, dest = installed
+    out, prefix = tmp_path / "front", tmp_path / "prefix"
+    r = run(["bash", f"{dest}{PREFIX}/share/nanobox/setup/render-front.sh", str(out),
+             "127.0.0.1:1", str(prefix)], check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"include {out}/nodes.conf;" in (out / "nanobox-front.conf").read_text()
+    # etcd that never answers: --once still writes a map of no node, and fails
+    r = run([f"{dest}{PREFIX}/sbin/nanobox-front", "--etcd", "http://127.0.0.1:1", "--out",
+             str(out / "nodes.conf"), "--once"], check=False)
+    assert r.returncode == 1 and "etcd does not answer" in r.stderr, r.stderr
+    t = run([NGINX, "-t", "-c", str(out / "nanobox-front.conf"), "-p", f"{prefix}/"], check=False)
+    assert t.returncode == 0, t.stderr
 
 
 def test_systemd_analyze_verify_accepts_the_units(installed, tmp_path):

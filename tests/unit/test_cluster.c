@@ -19,6 +19,7 @@
 
 #include "cluster.h"
 #include "etcd.h"
+#include "frontmap.h"
 
 /* printf 'nanobox-node:node-a' | sha256sum: the format is pinned, not just
  * self-consistent */
@@ -122,6 +123,51 @@ static void test_etcd_without_an_answer(void **state)
     nb_etcd_cleanup(&e);
 }
 
+/* the front's include: an upstream per node, the takers, the map by tag */
+static void test_front_map(void **state)
+{
+    struct nb_node_info nodes[3];
+    struct nb_buf out;
+    unsigned skipped;
+    char hp[64];
+    (void)state;
+    assert_int_equal(nb_front_server("http://10.0.0.1:8080/x", hp, sizeof(hp)), 0);
+    assert_string_equal(hp, "10.0.0.1:8080");
+    assert_int_equal(nb_front_server("http://[::1]:80", hp, sizeof(hp)), 0);
+    assert_int_equal(nb_front_server("https://a:1", hp, sizeof(hp)), -1);
+    assert_int_equal(nb_front_server("http://a;b:1", hp, sizeof(hp)), -1);
+    assert_int_equal(nb_front_server("http://a b", hp, sizeof(hp)), -1);
+    assert_int_equal(nb_front_server("http://", hp, sizeof(hp)), -1);
+
+    memset(nodes, 0, sizeof(nodes));
+    snprintf(nodes[0].name, sizeof(nodes[0].name), "node-a");
+    snprintf(nodes[0].url, sizeof(nodes[0].url), "http://10.0.0.1:8080");
+    snprintf(nodes[0].tag, sizeof(nodes[0].tag), "ffffffffffff"); /* not trusted */
+    snprintf(nodes[1].name, sizeof(nodes[1].name), "b");
+    snprintf(nodes[1].url, sizeof(nodes[1].url), "http://10.0.0.2:8080");
+    nodes[1].drain = 1;
+    snprintf(nodes[2].name, sizeof(nodes[2].name), "evil");
+    snprintf(nodes[2].url, sizeof(nodes[2].url), "http://x; } server { listen 1");
+    nb_buf_init(&out, 1 << 16);
+    nb_front_map(nodes, 3, &out, &skipped);
+    assert_int_equal(skipped, 1);
+    assert_non_null(strstr(out.data, "upstream nb_node_node-a {\n    server 10.0.0.1:8080"));
+    assert_non_null(strstr(out.data, "upstream nb_node_b {\n    server 10.0.0.2:8080"));
+    assert_null(strstr(out.data, "evil"));
+    /* the drained node routes its own sandboxes but takes no new one */
+    assert_non_null(strstr(
+        out.data, "upstream nb_nodes {\n    server 10.0.0.1:8080 max_fails=0;\n    keepalive"));
+    assert_non_null(strstr(out.data, "    " NODE_A_TAG " nb_node_node-a;\n"));
+    assert_null(strstr(out.data, "ffffffffffff"));
+    assert_non_null(strstr(out.data, "\"~^[0-9a-f]{12}$\" nb_gone;"));
+    nb_buf_free(&out);
+    /* no node: nginx still starts, and the pool answers 502 */
+    nb_buf_init(&out, 1 << 16);
+    nb_front_map(NULL, 0, &out, &skipped);
+    assert_non_null(strstr(out.data, "server 127.0.0.1:1 down;"));
+    nb_buf_free(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -130,6 +176,7 @@ int main(void)
         cmocka_unit_test(test_node_record_round_trips),
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_etcd_without_an_answer),
+        cmocka_unit_test(test_front_map),
     };
     int rc;
     curl_global_init(CURL_GLOBAL_DEFAULT);
