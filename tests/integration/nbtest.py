@@ -763,7 +763,7 @@ class Stack:
             self.conf["ports_dir"] = self.ports_dir
             self.conf["port_url"] = f"{self.scheme}://{{port}}-{{id}}.{PORTS_DOMAIN}:{self.port}/"
         for k, v in (extra_conf or {}).items():
-            self.conf[k] = str(v)
+            self.conf[k] = str(v).replace("{url}", self.url)  # a node's node_url: its own
         self.api = Api(self)
         self.notes = []           # things teardown noticed
 

@@ -9,10 +9,15 @@ import re
 import signal
 import time
 
+import secrets
+import subprocess
+
 import pytest
+import requests
 
 import nbetcd
-from nbtest import wait_until
+from nbtest import BUILD, NGINX, PORTS_DOMAIN, REPO, free_port, wait_until
+from test_ports import start_http_server
 
 TTL = 3  # node_lease_ttl of the nodes here: renewals every second
 PREFIX = "/nanobox-test/"
@@ -120,9 +125,7 @@ def test_a_stopped_node_leaves_at_once_a_killed_one_when_its_lease_lapses(etcd, 
     wait_record(etcd, "node-c")
     # killed outright: the member first (the master's death would send it
     # SIGTERM, and a member that gets it revokes the lease)
-    member = [p for p in st.children() if _holds_etcd_conn(p, etcd)]
-    assert len(member) == 1, member
-    os.kill(member[0], signal.SIGKILL)
+    os.kill(member_of(st), signal.SIGKILL)
     st.crash()
     assert record(etcd, "node-c") is not None  # nothing told etcd
     t0 = time.monotonic()
@@ -140,9 +143,7 @@ def test_a_killed_member_process_is_restarted_and_takes_its_record_back(etcd, ma
     st = make_stack("node-d", **node_conf(etcd, "node-d"))
     wait_record(etcd, "node-d")
     lease = etcd.lease_of(f"{PREFIX}nodes/node-d")
-    member = [p for p in st.children() if _holds_etcd_conn(p, etcd)]
-    assert len(member) == 1, member
-    os.kill(member[0], signal.SIGKILL)
+    os.kill(member_of(st), signal.SIGKILL)
     # the master starts it again; it takes over its own record (same URL)
     wait_until(lambda: etcd.lease_of(f"{PREFIX}nodes/node-d") not in (0, lease), timeout=10,
                what="the record under the new member's lease")
@@ -150,27 +151,18 @@ def test_a_killed_member_process_is_restarted_and_takes_its_record_back(etcd, ma
     wait_member(st)
 
 
-def _holds_etcd_conn(pid, etcd):
-    """Does process pid have a TCP connection to one of etcd's client ports?"""
-    ports = {int(u.rsplit(":", 1)[1]) for u in etcd.endpoints}
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:["):
-                inodes.add(link[8:-1])
-    except OSError:
-        return False
-    with open("/proc/net/tcp") as f:
-        for line in f.readlines()[1:]:
-            cols = line.split()
-            rport = int(cols[2].split(":")[1], 16)
-            if cols[9] in inodes and rport in ports:
-                return True
-    return False
+def member_of(st):
+    """The stack's cluster member process (it names itself, as ps shows)."""
+    found = []
+    for pid in st.children():
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == "nanobox-member":
+                    found.append(pid)
+        except OSError:
+            pass
+    assert len(found) == 1, f"member processes of {st.name}: {found}"
+    return found[0]
 
 
 def test_a_name_held_by_another_live_node_keeps_the_second_out(etcd, make_stack):
@@ -223,3 +215,131 @@ def test_one_etcd_member_lost_changes_nothing_quorum_lost_keeps_sandboxes(etcd, 
     rec = wait_record(etcd, "node-f")
     assert rec["running"] == 1
     assert st.api.delete(sid).status_code == 204
+
+
+# ---- the front: nanobox-front + an nginx of render-front.sh's config
+
+class Front:
+    """A front of the cluster: nanobox-front keeping the map, and its nginx.
+    Every process is ours, stopped by pid."""
+
+    def __init__(self, etcd, tmpdir):
+        self.dir = tmpdir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.conf_dir = os.path.join(tmpdir, "conf")
+        self.prefix = os.path.join(tmpdir, "prefix")
+        os.makedirs(self.prefix, exist_ok=True)
+        os.chmod(self.prefix, 0o1777)
+        self.nodes_conf = os.path.join(self.conf_dir, "nodes.conf")
+        self.pidfile = os.path.join(self.prefix, "nginx.pid")
+        self.procs = []
+        r = subprocess.run(["bash", str(REPO / "src/setup/render-front.sh"), self.conf_dir,
+                            f"127.0.0.1:{self.port}", self.prefix], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        self.log = open(os.path.join(tmpdir, "front.log"), "ab")
+        self.procs.append(subprocess.Popen(
+            [str(BUILD / "nanobox-front"), "--etcd", etcd.endpoints_conf, "--prefix", PREFIX,
+             "--out", self.nodes_conf, "--nginx-pid", self.pidfile],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True))
+        wait_until(lambda: os.path.exists(self.nodes_conf), timeout=10,
+                   what="nanobox-front's first map")
+        self.procs.append(subprocess.Popen(
+            [NGINX, "-c", os.path.join(self.conf_dir, "nanobox-front.conf"), "-p",
+             self.prefix + "/", "-g", "daemon off;"],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True))
+        wait_until(lambda: os.path.exists(self.pidfile), timeout=10, what="the front's nginx")
+
+    def request(self, method, path, key=None, headers=None, **kw):
+        h = dict(headers or {})
+        if key:
+            h["Authorization"] = f"Bearer {key}"
+        return requests.request(method, self.url + path, headers=h, timeout=60, **kw)
+
+    def routes(self, *names):
+        """The map names these nodes (and nginx has had time to reload)."""
+        def ok():
+            try:
+                text = open(self.nodes_conf).read()
+            except OSError:
+                return False
+            return all(f"upstream nb_node_{n} " in text for n in names)
+        wait_until(ok, timeout=15, what=f"the front's map to hold {names}")
+
+    def close(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=10)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def front(etcd, tmp_path_factory):
+    f = Front(etcd, str(tmp_path_factory.mktemp("front")))
+    yield f
+    f.close()
+
+
+def test_the_front_sends_each_request_to_the_node_of_its_sandbox(etcd, front, make_stack):
+    key = secrets.token_hex(16)
+    g1 = make_stack("node-g1", **node_conf(etcd, "node-g1", node_url="{url}", api_key=key))
+    g2 = make_stack("node-g2", **node_conf(etcd, "node-g2", node_url="{url}", api_key=key))
+    g1.api_key = g2.api_key = key  # one key on both nodes (keys in etcd: next)
+    front.routes("node-g1", "node-g2")
+    s1, s2 = g1.api.create(), g2.api.create()
+    assert g1.api.get(s2).status_code == 404  # each sandbox is on one node only
+
+    def until(fn, what):
+        return wait_until(fn, timeout=10, what=what)
+
+    # the native API by path: each id reaches its own node (after nginx's reload)
+    until(lambda: front.request("GET", f"/sandbox/{s2}", key).status_code == 200,
+          "the front to route node-g2's sandbox")
+    for sid, st in ((s1, g1), (s2, g2)):
+        r = front.request("GET", f"/sandbox/{sid}", key)
+        assert r.status_code == 200 and r.json()["sandboxId"] == sid, r.text
+        r = front.request("POST", f"/sandbox/{sid}/exec", key,
+                          json={"command": f"echo {sid}"})
+        assert r.status_code == 200 and r.json()["stdout"] == f"{sid}\n", r.text
+    # E2B's control plane by path, and its data plane by header
+    r = front.request("GET", f"/sandboxes/{s2}", None, headers={"X-API-Key": f"e2b_{key}"})
+    assert r.status_code == 200 and r.json()["sandboxID"] == s2, r.text
+    # an exposed port by host, through the node's own ports server
+    token = start_http_server(g2.api, s2)
+    g2.api.open_port(s2, 8000)
+    r = front.request("GET", "/index.txt", headers={"Host": f"8000-{s2}.{PORTS_DOMAIN}"})
+    assert r.status_code == 200 and r.text == token, r.text
+    # a create names no sandbox: any node takes it, and its id says which
+    r = front.request("POST", "/sandbox", key, json={})
+    assert r.status_code == 201, r.text
+    s3 = r.json()["sandboxId"]
+    home = g1 if s3.endswith(tag_of("node-g1")) else g2
+    assert s3.endswith(tag_of("node-g1")) or s3.endswith(tag_of("node-g2"))
+    assert home.api.get(s3).status_code == 200
+    assert front.request("DELETE", f"/sandbox/{s3}", key).status_code == 204
+    # an id of a node that is not in the cluster: 503 node_unavailable, at the front
+    ghost = s1[:24] + tag_of("node-nowhere")
+    r = front.request("GET", f"/sandbox/{ghost}", key)
+    assert r.status_code == 503 and r.json()["code"] == "node_unavailable", r.text
+    # node-g2 dies: its sandboxes answer 503 node_unavailable, node-g1's go on
+    os.kill(member_of(g2), signal.SIGKILL)
+    g2.crash()
+    until(lambda: front.request("GET", f"/sandbox/{s2}", key).status_code == 503,
+          "the front to see node-g2 gone")
+    r = front.request("GET", f"/sandbox/{s2}", key)
+    assert r.json()["code"] == "node_unavailable", r.text
+    assert front.request("GET", f"/sandbox/{s1}", key).status_code == 200
+    # it comes back: its sandbox (the container outlived it) is served again
+    g2.start_fcgi()
+    g2.wait_healthy()
+    until(lambda: front.request("GET", f"/sandbox/{s2}", key).status_code == 200,
+          "the front to route node-g2 again")
+    r = front.request("POST", f"/sandbox/{s2}/exec", key, json={"command": "echo back"})
+    assert r.status_code == 200 and r.json()["stdout"] == "back\n", r.text
+    for sid, st in ((s1, g1), (s2, g2)):
+        assert st.api.delete(sid).status_code == 204

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "clock.h"
@@ -253,6 +254,8 @@ void nb_member_run(struct nb_app *a)
     long period_ms = (long)c->node_lease_ttl * 1000 / 3;
 
     nb_log_set_role("member");
+    /* ps and top name it (15 bytes at most) */
+    prctl(PR_SET_NAME, "nanobox-member");
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = member_on_term;
     sigaction(SIGTERM, &sa, NULL);
@@ -274,7 +277,9 @@ void nb_member_run(struct nb_app *a)
         round_once(&m);
         member_sleep(m.state == NB_MEMBER_JOINED ? period_ms : 1000);
     }
-    /* leaving: the record goes with the lease, at once */
+    /* leaving: the record goes with the lease, at once (a slow etcd gets
+     * longer than a renewal would: the master waits for us) */
+    m.etcd.timeout_ms = 2000;
     if (m.lease != 0 && nb_etcd_revoke(&m.etcd, m.lease) == 0)
         nb_info("cluster: left (lease revoked)");
     nb_metrics_member(NB_MEMBER_OFF, 0, nb_clock_real_s());
