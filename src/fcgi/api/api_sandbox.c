@@ -82,14 +82,14 @@ int api_healthz(struct nb_app *a, struct nb_req *r, const struct nb_route_args *
     nb_json_kv_int(g, "capacity", a->table.nslots);
     nb_json_kv_int(g, "warm", warm);
     if (a->conf.node_name[0] != '\0') {
-        /* a cluster node: who it is and whether etcd has it (member.c) */
+        /* a cluster node: who it is and whether etcd has it (member.c); not
+         * its node_url: /healthz answers anyone, and that address is internal */
         const struct nb_mcluster *mc = nb_metrics ? &nb_metrics->cluster : NULL;
         uint32_t st = mc ? __atomic_load_n(&mc->state, __ATOMIC_RELAXED) : NB_MEMBER_OFF;
         nb_json_cstr(g, "node");
         yajl_gen_map_open(g);
         nb_json_kv_str(g, "name", a->conf.node_name);
         nb_json_kv_str(g, "tag", a->node_tag);
-        nb_json_kv_str(g, "url", a->conf.node_url);
         nb_json_kv_str(g, "cluster", nb_metrics_member_name((enum nb_member_state)st));
         nb_json_kv_bool(g, "drain", a->conf.node_drain);
         if (mc != NULL)
