@@ -190,6 +190,21 @@ void nb_metrics_member(enum nb_member_state state, int renewed, int64_t now)
     __atomic_store_n(&nb_metrics->cluster.state, (uint32_t)state, __ATOMIC_RELAXED);
 }
 
+void nb_metrics_nodes(const struct nb_mnode *nodes, uint32_t n, int64_t now)
+{
+    struct nb_mcluster *c;
+    uint32_t keep = n < NB_METRICS_NODES ? n : NB_METRICS_NODES;
+    if (nb_metrics == NULL)
+        return;
+    c = &nb_metrics->cluster;
+    __atomic_add_fetch(&c->nodes_seq, 1, __ATOMIC_ACQ_REL); /* odd: being written */
+    memcpy(c->node, nodes, keep * sizeof(*nodes));
+    c->nodes_up = n;
+    c->nodes_seen = keep;
+    c->nodes_read = now;
+    __atomic_add_fetch(&c->nodes_seq, 1, __ATOMIC_ACQ_REL);
+}
+
 void nb_metrics_etcd(int failed)
 {
     if (nb_metrics == NULL)
@@ -518,6 +533,38 @@ void nb_metrics_render(struct nb_buf *out, const struct nb_metrics *m)
         (unsigned long long)(load(&m->cluster.etcd_calls) - load(&m->cluster.etcd_failures)));
     nb_buf_printf(out, "nanobox_etcd_requests_total{result=\"failed\"} %llu\n",
                   (unsigned long long)load(&m->cluster.etcd_failures));
+
+    {
+        /* the nodes' view, copied whole between two equal even sequence counts */
+        struct nb_mcluster copy;
+        int tries = 0;
+        uint32_t seq;
+        do {
+            seq = __atomic_load_n(&m->cluster.nodes_seq, __ATOMIC_ACQUIRE);
+            memcpy(&copy, &m->cluster, sizeof(copy));
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        } while (((seq & 1) || seq != __atomic_load_n(&m->cluster.nodes_seq, __ATOMIC_ACQUIRE)) &&
+                 ++tries < 100);
+        if (copy.nodes_read != 0) {
+            nb_metrics_family(out, "nanobox_cluster_nodes_up", "gauge",
+                              "Nodes whose record is in the cluster's etcd, as this node last "
+                              "read them (every few seconds).");
+            nb_buf_printf(out, "nanobox_cluster_nodes_up %u\n", copy.nodes_up);
+            nb_metrics_family(out, "nanobox_cluster_node_sandboxes", "gauge",
+                              "Live sandboxes of each node, as its record says.");
+            for (uint32_t i = 0; i < copy.nodes_seen && i < NB_METRICS_NODES; i++) {
+                copy.node[i].name[sizeof(copy.node[i].name) - 1] = '\0';
+                nb_buf_printf(out, "nanobox_cluster_node_sandboxes{node=\"%s\"} %u\n",
+                              copy.node[i].name, copy.node[i].running);
+            }
+            nb_metrics_family(out, "nanobox_cluster_node_free_slots", "gauge",
+                              "Slots a create can still take on each node, as its record says "
+                              "(0 for a drained node).");
+            for (uint32_t i = 0; i < copy.nodes_seen && i < NB_METRICS_NODES; i++)
+                nb_buf_printf(out, "nanobox_cluster_node_free_slots{node=\"%s\"} %u\n",
+                              copy.node[i].name, copy.node[i].drain ? 0 : copy.node[i].free);
+        }
+    }
 
     nb_metrics_family(out, "nanobox_workers", "gauge",
                       "nanobox-fcgi worker processes, busy (serving a request) or idle.");

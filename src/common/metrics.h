@@ -138,11 +138,23 @@ enum nb_member_state {
     NB_MEMBER_CONFLICT,    /* its name or tag is another node's: it stays out */
     NB_MEMBER_N
 };
+/* The cluster's nodes as the member last read them (every few seconds). */
+#define NB_METRICS_NODES 64
+struct nb_mnode {
+    char name[33];
+    uint32_t running, free, drain;
+};
 struct nb_mcluster {
     uint32_t state;  /* enum nb_member_state */
     int64_t joined;  /* unix seconds it last joined; 0: never */
     int64_t renewed; /* unix seconds its lease was last renewed */
     uint64_t etcd_calls, etcd_failures;
+    /* the nodes' view: a sequence count, odd while the member writes it */
+    uint32_t nodes_seq;
+    uint32_t nodes_up;   /* records in etcd (every node, past the first 64 too) */
+    uint32_t nodes_seen; /* of them in node[] */
+    int64_t nodes_read;  /* unix seconds of the read; 0: none */
+    struct nb_mnode node[NB_METRICS_NODES];
 };
 
 struct nb_metrics {
@@ -188,6 +200,9 @@ void nb_metrics_warm(int hit);
 void nb_metrics_reconciled(int64_t now);
 /* The member process's state; renewed: 1 when its lease was just renewed (or it joined). */
 void nb_metrics_member(enum nb_member_state state, int renewed, int64_t now);
+/* The member's read of every node record: n of them (the first
+ * NB_METRICS_NODES kept, in the order given). */
+void nb_metrics_nodes(const struct nb_mnode *nodes, uint32_t n, int64_t now);
 /* An etcd call made, and whether it failed. */
 void nb_metrics_etcd(int failed);
 /* The state's name in /healthz ("off", "joining", "member", "etcd_unreachable", "name_conflict"). */

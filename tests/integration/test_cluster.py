@@ -233,6 +233,13 @@ def test_the_front_sends_each_request_to_the_node_of_its_sandbox(etcd, front, ma
     front.routes("node-g1", "node-g2")
     s1, s2 = g1.api.create(), g2.api.create()
     assert g1.api.get(s2).status_code == 404  # each sandbox is on one node only
+    # each node's /metrics shows the cluster as the records say it
+    wait_until(lambda: 'nanobox_cluster_node_sandboxes{node="node-g2"} 1\n' in
+               g1.api.request("GET", "/metrics").text, timeout=20,
+               what="node-g1's metrics to count node-g2's sandbox")
+    m = g1.api.request("GET", "/metrics").text
+    assert re.search(r"^nanobox_cluster_nodes_up [2-9]", m, re.M), m
+    assert re.search(r'^nanobox_cluster_node_free_slots\{node="node-g1"\} [1-9]', m, re.M), m
 
     def until(fn, what):
         return wait_until(fn, timeout=10, what=what)

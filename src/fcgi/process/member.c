@@ -24,6 +24,7 @@
 #include "procstat.h"
 #include "templates.h"
 
+#define MEMBER_NODES_S 5           /* the nodes are read for /metrics this often */
 #define MEMBER_REWRITE_S 30        /* the record is rewritten at least this often */
 #define MEMBER_RESPONSE (1u << 20) /* bytes of one etcd answer (a node's own keys are small) */
 
@@ -39,11 +40,12 @@ struct member {
     struct nb_app *a;
     struct nb_etcd etcd;
     char node_key[256], tag_key[256];
-    int64_t lease;   /* 0: none held */
-    int64_t renewed; /* unix seconds of the last renewal or join */
-    int64_t written; /* unix seconds the record was last written */
-    int64_t since;   /* unix seconds this process started */
-    char *record;    /* the last record written, heartbeat left out */
+    int64_t lease;      /* 0: none held */
+    int64_t renewed;    /* unix seconds of the last renewal or join */
+    int64_t written;    /* unix seconds the record was last written */
+    int64_t since;      /* unix seconds this process started */
+    int64_t nodes_read; /* unix seconds the nodes were last read (metrics) */
+    char *record;       /* the last record written, heartbeat left out */
     enum nb_member_state state;
     char holder[256]; /* who holds our name or tag, in a conflict */
 };
@@ -202,6 +204,41 @@ static int join(struct member *m)
     return rc;
 }
 
+struct node_view {
+    struct nb_mnode node[NB_METRICS_NODES];
+    uint32_t count; /* records read, past NB_METRICS_NODES too */
+};
+
+static int add_mnode(void *arg, const struct nb_etcd_kv *kv)
+{
+    struct node_view *v = arg;
+    struct nb_node_info n;
+    if (nb_node_info_parse(kv->value, kv->value_len, &n) != 0)
+        return 0;
+    if (v->count < NB_METRICS_NODES) {
+        struct nb_mnode *o = &v->node[v->count];
+        snprintf(o->name, sizeof(o->name), "%s", n.name);
+        o->running = n.running;
+        o->free = n.free;
+        o->drain = (uint32_t)n.drain;
+    }
+    v->count++;
+    return 0;
+}
+
+/* Every node's record into the shared metrics (nodes up, their sandboxes). */
+static void read_nodes(struct member *m)
+{
+    struct node_view *v = calloc(1, sizeof(*v));
+    char prefix[256];
+    if (v == NULL)
+        return;
+    snprintf(prefix, sizeof(prefix), "%snodes/", m->a->conf.etcd_prefix);
+    if (nb_etcd_get(&m->etcd, prefix, 1, add_mnode, v) >= 0)
+        nb_metrics_nodes(v->node, v->count, nb_clock_real_s());
+    free(v);
+}
+
 /* One round: join, or renew and rewrite. */
 static void round_once(struct member *m)
 {
@@ -223,6 +260,10 @@ static void round_once(struct member *m)
     if (rc == 1 && write_record(m, 0) == 0) {
         m->renewed = now;
         set_state(m, NB_MEMBER_JOINED, 1);
+        if (now - m->nodes_read >= MEMBER_NODES_S) {
+            read_nodes(m);
+            m->nodes_read = now;
+        }
         return;
     }
     if (rc == 0) {
