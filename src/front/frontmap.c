@@ -57,7 +57,15 @@ void nb_front_map(const struct nb_node_info *nodes, size_t n, struct nb_buf *out
     if (takers == 0)
         nb_buf_printf(out, "    server 127.0.0.1:1 down; # no node takes sandboxes now\n");
     nb_buf_printf(out, "    keepalive 16;\n}\n");
-    nb_buf_printf(out, "map $nb_tag $nb_node {\n    default nb_nodes;\n"
+    /* every node, drained too: where an id without a node tag is looked for */
+    nb_buf_printf(out, "upstream nb_all {\n");
+    for (size_t i = 0; i < n; i++)
+        if (nb_front_server(nodes[i].url, hp, sizeof(hp)) == 0)
+            nb_buf_printf(out, "    server %s max_fails=0;\n", hp);
+    if (n - *skipped == 0)
+        nb_buf_printf(out, "    server 127.0.0.1:1 down; # no node\n");
+    nb_buf_printf(out, "    keepalive 16;\n}\n");
+    nb_buf_printf(out, "map $nb_tag $nb_node {\n    default nb_nodes;\n    legacy nb_legacy;\n"
                        "    \"~^[0-9a-f]{12}$\" nb_gone;\n");
     for (size_t i = 0; i < n; i++) {
         char tag[NB_NODE_TAG_LEN + 1];

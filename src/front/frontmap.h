@@ -22,6 +22,8 @@ int nb_front_server(const char *url, char *out, size_t outlen);
  * The include, at nginx's http {} level: an upstream per node
  * (nb_node_<name>), the pool of nodes that take new sandboxes (nb_nodes:
  * every node not drained; none: a server marked down, so nginx answers 502),
+ * every node (nb_all, where an id without a tag is looked for, $nb_tag
+ * "legacy" mapping to nb_legacy),
  * and the map from $nb_tag (the front's config finds it in the request) to
  * the upstream: a node's tag (computed from its name, which
  * nb_node_info_parse checked) to its node, another tag to nb_gone (the

@@ -290,3 +290,30 @@ def test_the_front_sends_each_request_to_the_node_of_its_sandbox(etcd, front, ma
     assert r.status_code == 200 and r.json()["stdout"] == "back\n", r.text
     for sid, st in ((s1, g1), (s2, g2)):
         assert st.api.delete(sid).status_code == 204
+
+
+def test_an_id_made_before_its_machine_joined_is_found_through_the_front(etcd, front, make_stack):
+    """A version 4 id names no node: the front tries each node until one has
+    it (a node without it answers 404 and changes nothing)."""
+    key = secrets.token_hex(16)
+    h1 = make_stack("node-h1", **node_conf(etcd, "node-h1", node_url="{url}", api_key=key))
+    h2 = make_stack("node-h2", api_key=key, warm_pool="0", warm_pool_code="0")
+    h1.api_key = h2.api_key = key
+    old = h2.api.create()
+    assert old[14] == "4"
+    # the machine joins the cluster: a restart with the cluster's keys
+    h2.stop_fcgi()
+    h2.conf.update(node_conf(etcd, "node-h2", node_url=h2.url, api_key=key))
+    h2.start_fcgi()
+    h2.wait_healthy()
+    front.routes("node-h1", "node-h2")
+    wait_until(lambda: front.request("GET", f"/sandbox/{old}", key).status_code == 200,
+               timeout=15, what="the front to find the old id")
+    for _ in range(4):  # whichever node the round robin starts at
+        r = front.request("POST", f"/sandbox/{old}/exec", key, json={"command": "echo old"})
+        assert r.status_code == 200 and r.json()["stdout"] == "old\n", r.text
+    assert h1.api.get(old).status_code == 404  # it is node-h2's alone
+    # an id of the same shape that no node has: 404 after every node said so
+    r = front.request("GET", f"/sandbox/{old[:24]}000000000000", key)
+    assert r.status_code == 404 and r.json()["code"] == "not_found", r.text
+    assert h2.api.delete(old).status_code == 204

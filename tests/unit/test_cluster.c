@@ -160,6 +160,10 @@ static void test_front_map(void **state)
     assert_non_null(strstr(out.data, "    " NODE_A_TAG " nb_node_node-a;\n"));
     assert_null(strstr(out.data, "ffffffffffff"));
     assert_non_null(strstr(out.data, "\"~^[0-9a-f]{12}$\" nb_gone;"));
+    /* an id without a tag is looked for on every node, the drained one too */
+    assert_non_null(strstr(out.data, "upstream nb_all {\n    server 10.0.0.1:8080 max_fails=0;\n"
+                                     "    server 10.0.0.2:8080 max_fails=0;\n"));
+    assert_non_null(strstr(out.data, "    legacy nb_legacy;\n"));
     nb_buf_free(&out);
     /* no node: nginx still starts, and the pool answers 502 */
     nb_buf_init(&out, 1 << 16);
