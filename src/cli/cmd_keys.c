@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/rand.h>
 
@@ -64,9 +65,14 @@ static int keys_path(const char *conf, char *out, size_t outlen)
     return CLI_OK;
 }
 
+/* the keys file's lock, from the read to the write (or the exit) */
+static int keys_lock_fd = -1;
+
 static int keys_read(const char *path, struct nb_keys *k)
 {
     char err[1200];
+    if (keys_lock_fd < 0)
+        keys_lock_fd = nb_keys_lock(path);
     if (nb_keys_load(path, k, err, sizeof(err)) != 0) {
         fprintf(stderr, "nanobox: %s\n", err);
         return CLI_FAIL;
@@ -77,7 +83,11 @@ static int keys_read(const char *path, struct nb_keys *k)
 static int keys_write(const char *path, const struct nb_keys *k)
 {
     char err[1200];
-    if (nb_keys_save(path, k, err, sizeof(err)) != 0) {
+    int rc = nb_keys_save(path, k, err, sizeof(err));
+    if (keys_lock_fd >= 0)
+        close(keys_lock_fd);
+    keys_lock_fd = -1;
+    if (rc != 0) {
         fprintf(stderr, "nanobox: %s\n", err);
         return CLI_FAIL;
     }

@@ -154,3 +154,8 @@ void nb_cluster_tag_key(const char *prefix, const char *tag, char *out, size_t o
 {
     snprintf(out, outlen, "%stags/%s", prefix, tag);
 }
+
+void nb_cluster_keys_key(const char *prefix, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%skeys/", prefix);
+}

@@ -62,8 +62,9 @@ char *nb_node_info_json(const struct nb_node_info *n);
 /* Parse a record (len bytes, not NUL-terminated): 0, or -1 for one it cannot read. */
 int nb_node_info_parse(const char *text, size_t len, struct nb_node_info *n);
 
-/* etcd keys: <prefix>nodes/<name> and <prefix>tags/<tag> */
+/* etcd keys: <prefix>nodes/<name>, <prefix>tags/<tag>, and <prefix>keys/ (the API keys) */
 void nb_cluster_node_key(const char *prefix, const char *name, char *out, size_t outlen);
 void nb_cluster_tag_key(const char *prefix, const char *tag, char *out, size_t outlen);
+void nb_cluster_keys_key(const char *prefix, char *out, size_t outlen);
 
 #endif

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -479,4 +480,22 @@ int nb_keys_save(const char *path, const struct nb_keys *k, char *err, size_t er
         return -1;
     }
     return 0;
+}
+
+int nb_keys_lock(const char *path)
+{
+    char lk[PATH_MAX];
+    int fd;
+    if (snprintf(lk, sizeof(lk), "%s.lock", path) >= (int)sizeof(lk))
+        return -1;
+    fd = open(lk, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
 }

@@ -83,4 +83,12 @@ void nb_key_quotas(const struct nb_key *key, char *buf, size_t len);
  */
 int nb_keys_save(const char *path, const struct nb_keys *k, char *err, size_t errlen);
 
+/*
+ * Hold path's lock (the file path.lock, made 0600 if missing, flock'd) for
+ * a read-modify-write of the keys file: `nanobox keys` and a cluster
+ * node's key sync take it, so neither writes over the other's change. The
+ * descriptor, to close to let go; -1 if the lock file cannot be made.
+ */
+int nb_keys_lock(const char *path);
+
 #endif

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import threading
 import time
 
 import secrets
@@ -16,6 +17,7 @@ import pytest
 import nbetcd
 from nbfront import Front
 from nbtest import PORTS_DOMAIN, wait_until
+from test_keys import KeyApi, add_key, keys_cli
 from test_ports import start_http_server
 
 TTL = 3  # node_lease_ttl of the nodes here: renewals every second
@@ -317,3 +319,67 @@ def test_an_id_made_before_its_machine_joined_is_found_through_the_front(etcd, f
     r = front.request("GET", f"/sandbox/{old[:24]}000000000000", key)
     assert r.status_code == 404 and r.json()["code"] == "not_found", r.text
     assert h2.api.delete(old).status_code == 204
+
+
+def test_a_key_added_on_one_node_works_on_every_node(etcd, make_stack):
+    """Keys live under <prefix>keys/ in etcd; each node's keys file follows.
+    A node that joins brings its own keys; an add or rm on any node reaches
+    the others by etcd's watch."""
+    k1 = make_stack("node-k1", **node_conf(etcd, "node-k1"))
+    k2 = make_stack("node-k2", warm_pool="0", warm_pool_code="0")
+    bob = add_key(k2, "bob")  # k2's own, from before it joins
+    wait_member(k1)
+    alice = add_key(k1, "alice", "--max-sandboxes", "2")
+    k2.stop_fcgi()
+    k2.conf.update(node_conf(etcd, "node-k2"))
+    k2.start_fcgi()
+    k2.wait_healthy()
+    wait_member(k2)
+    a1, a2, b1 = KeyApi(k1, alice), KeyApi(k2, alice), KeyApi(k1, bob)
+    # alice's key, added on k1, works on k2; bob's, k2's own, on k1
+    wait_until(lambda: a2.request("GET", "/sandbox").status_code == 200, timeout=5,
+               what="alice's key to work on node-k2")
+    wait_until(lambda: b1.request("GET", "/sandbox").status_code == 200, timeout=5,
+               what="bob's key to work on node-k1")
+    assert set(etcd.get_prefix(f"{PREFIX}keys/")) == {f"{PREFIX}keys/alice", f"{PREFIX}keys/bob"}
+    # with her quota on either node
+    assert "max_sandboxes=2" in etcd.get(f"{PREFIX}keys/alice").decode()
+    assert re.search(r"^alice\s+user\s+max_sandboxes=2$", keys_cli(k2, "ls").stdout, re.M)
+    # only hashes travel: the key itself is in no file and not in etcd
+    assert alice not in open(os.path.join(k2.dir, "keys")).read()
+    assert all(alice.encode() not in v for v in etcd.get_prefix(f"{PREFIX}keys/").values())
+    # a key added on k2 now, while both are members
+    carol = add_key(k2, "carol")
+    wait_until(lambda: KeyApi(k1, carol).request("GET", "/sandbox").status_code == 200,
+               timeout=5, what="carol's key, added on node-k2, to work on node-k1")
+    # removed on k2: refused on k1 too
+    keys_cli(k2, "rm", "alice")
+    wait_until(lambda: a1.request("GET", "/sandbox").status_code == 401, timeout=5,
+               what="alice's key, removed on node-k2, to stop on node-k1")
+    assert etcd.get(f"{PREFIX}keys/alice") is None
+    # the file gone on one node is not every key removed: it comes back
+    os.unlink(os.path.join(k1.dir, "keys"))
+    wait_until(lambda: os.path.exists(os.path.join(k1.dir, "keys")), timeout=5,
+               what="node-k1's keys file to come back")
+    assert b1.request("GET", "/sandbox").status_code == 200
+    # adds on both nodes at once, while the syncs run: none is lost
+    made = {}
+
+    def adds(st, names):
+        for n in names:
+            made[n] = add_key(st, n)
+    ts = [threading.Thread(target=adds, args=(k1, [f"p{i}" for i in range(6)])),
+          threading.Thread(target=adds, args=(k2, [f"q{i}" for i in range(6)]))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    want = {"bob", "carol", *made}
+    names = lambda st: set(re.findall(r"^(\S+)\s+(?:user|admin)\b", keys_cli(st, "ls").stdout,
+                                      re.M))
+    wait_until(lambda: names(k1) == want and names(k2) == want, timeout=10,
+               what="every key on both nodes")
+    assert {k.rsplit("/", 1)[1] for k in etcd.get_prefix(f"{PREFIX}keys/")} == want
+    assert KeyApi(k2, made["p5"]).request("GET", "/sandbox").status_code == 200
+    assert KeyApi(k1, made["q5"]).request("GET", "/sandbox").status_code == 200
+    etcd.delete_prefix(f"{PREFIX}keys/")

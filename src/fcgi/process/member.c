@@ -18,12 +18,14 @@
 #include "clock.h"
 #include "cluster.h"
 #include "etcd.h"
+#include "keysync.h"
 #include "log.h"
 #include "member.h"
 #include "metrics.h"
 #include "procstat.h"
 #include "templates.h"
 
+#define MEMBER_KEYS_WAIT_MS 500    /* a change of the keys file is shared within this */
 #define MEMBER_NODES_S 5           /* the nodes are read for /metrics this often */
 #define MEMBER_REWRITE_S 30        /* the record is rewritten at least this often */
 #define MEMBER_RESPONSE (1u << 20) /* bytes of one etcd answer (a node's own keys are small) */
@@ -293,6 +295,10 @@ void nb_member_run(struct nb_app *a)
     struct sigaction sa;
     /* a third of the TTL: two renewals may fail before the lease lapses */
     long period_ms = (long)c->node_lease_ttl * 1000 / 3;
+    struct nb_keysync ks;
+    char keys_prefix[256];
+    int64_t next_round = 0;
+    int changed = 0;
 
     nb_log_set_role("member");
     /* ps and top name it (15 bytes at most) */
@@ -302,6 +308,7 @@ void nb_member_run(struct nb_app *a)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     memset(&m, 0, sizeof(m));
+    memset(&ks, 0, sizeof(ks));
     m.a = a;
     m.since = nb_clock_real_s();
     m.state = NB_MEMBER_OFF;
@@ -314,10 +321,36 @@ void nb_member_run(struct nb_app *a)
         _exit(1);
     }
     set_state(&m, NB_MEMBER_JOINING, 0);
+    nb_cluster_keys_key(c->etcd_prefix, keys_prefix, sizeof(keys_prefix));
     while (!member_stop) {
-        round_once(&m);
-        member_sleep(m.state == NB_MEMBER_JOINED ? period_ms : 1000);
+        int64_t now = nb_clock_mono_ms(), wait;
+        int pull = 0;
+        if (now >= next_round) {
+            round_once(&m);
+            next_round = now + (m.state == NB_MEMBER_JOINED ? period_ms : 1000);
+            pull = 1; /* the keys too, at each renewal: a watch can miss nothing then */
+        }
+        wait = next_round - nb_clock_mono_ms();
+        if (m.state != NB_MEMBER_JOINED || c->keys_file[0] == '\0') {
+            member_sleep(wait > 0 ? (long)wait : 0);
+            continue;
+        }
+        /* the keys file <-> etcd; then wait for a change of the cluster's
+         * keys (or a short while, for a change of the file) */
+        if (nb_keysync_round(&ks, &m.etcd, c->etcd_prefix, c->keys_file, pull || changed) < 0)
+            wait = wait < MEMBER_KEYS_WAIT_MS ? wait : MEMBER_KEYS_WAIT_MS;
+        changed = 0;
+        if (wait > MEMBER_KEYS_WAIT_MS)
+            wait = MEMBER_KEYS_WAIT_MS;
+        if (wait > 0 && !member_stop) {
+            int w = nb_etcd_watch(&m.etcd, keys_prefix, ks.rev + 1, wait);
+            if (w == 1)
+                changed = 1;
+            else if (w < 0)
+                member_sleep((long)wait);
+        }
     }
+    nb_keysync_free(&ks);
     /* leaving: the record goes with the lease, at once (a slow etcd gets
      * longer than a renewal would: the master waits for us) */
     m.etcd.timeout_ms = 2000;
