@@ -383,3 +383,39 @@ def test_a_key_added_on_one_node_works_on_every_node(etcd, make_stack):
     assert KeyApi(k2, made["p5"]).request("GET", "/sandbox").status_code == 200
     assert KeyApi(k1, made["q5"]).request("GET", "/sandbox").status_code == 200
     etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+def test_what_etcd_holds_is_checked_before_a_node_or_front_uses_it(etcd, front, make_stack):
+    """etcd is the cluster's, not a tenant's; still, a record or a key line
+    that is not what nanobox writes changes nothing: a key line that does
+    not parse leaves every keys file as it was, a node record that would
+    write nginx syntax is left out of the front's map (and nginx goes on
+    serving), a record that is not JSON is skipped."""
+    st = make_stack("node-m", **node_conf(etcd, "node-m", node_url="{url}"))
+    wait_member(st)
+    alice = add_key(st, "alice")
+    wait_until(lambda: etcd.get(f"{PREFIX}keys/alice") is not None, timeout=5,
+               what="alice's key in etcd")
+    keys_text = open(os.path.join(st.dir, "keys")).read()
+    etcd.put(f"{PREFIX}keys/mallory", "mallory root 00 max_sandboxes=-1")
+    time.sleep(1.5)  # a watch's wake-up and a renewal's pull, both
+    assert open(os.path.join(st.dir, "keys")).read() == keys_text
+    assert KeyApi(st, alice).request("GET", "/sandbox").status_code == 200
+    assert "do not parse" in open(st.log_path).read()
+    etcd.delete(f"{PREFIX}keys/mallory")
+    # records no node wrote, next to a real one
+    etcd.put(f"{PREFIX}nodes/evil", json.dumps({
+        "name": "evil", "url": "http://127.0.0.1:1; } server { listen 9999; location / { return 200",
+        "tag": "000000000000"}))
+    etcd.put(f"{PREFIX}nodes/junk", "{not json")
+    front.routes("node-m")
+    wait_until(lambda: "left out" in open(os.path.join(front.dir, "front.log")).read(),
+               timeout=10, what="the front to leave the bad records out")
+    text = open(front.nodes_conf).read()
+    assert "evil" not in text and "9999" not in text and "junk" not in text
+    sid = st.api.create()
+    wait_until(lambda: front.request("GET", f"/sandbox/{sid}", st.api_key).status_code == 200,
+               timeout=10, what="the front to route node-m with the bad records there")
+    etcd.delete(f"{PREFIX}nodes/evil")
+    etcd.delete(f"{PREFIX}nodes/junk")
+    etcd.delete_prefix(f"{PREFIX}keys/")
