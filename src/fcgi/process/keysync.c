@@ -28,6 +28,9 @@ static void key_path(const char *prefix, const char *name, char *out, size_t out
     snprintf(out, outlen, "%s%s", dir, name);
 }
 
+/* the last fault of the keys in etcd, said once, not at every round it lasts */
+static char said[256];
+
 static int add_line(void *arg, const struct nb_etcd_kv *kv)
 {
     struct nb_buf *b = arg;
@@ -51,8 +54,14 @@ static int read_cluster(struct nb_etcd *e, const char *prefix, struct nb_keys *o
     }
     *rev = e->revision;
     if (nb_keys_parse(text.data ? text.data : "", text.len, out, err, sizeof(err)) != 0) {
-        nb_error("cluster keys: the keys in etcd (%s) do not parse: %s", key, err);
+        if (strcmp(said, err) != 0)
+            nb_error("cluster keys: the keys in etcd (%s) do not parse: %s; every node keeps "
+                     "the keys it has",
+                     key, err);
+        snprintf(said, sizeof(said), "%s", err);
         rc = -1;
+    } else {
+        said[0] = '\0';
     }
     nb_buf_free(&text);
     return rc;
