@@ -152,6 +152,13 @@ def test_a_killed_member_process_is_restarted_and_takes_its_record_back(etcd, ma
     wait_member(st)
 
 
+def proc_cpu(pid):
+    """Seconds of CPU process pid has used (user + system)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def member_of(st):
     """The stack's cluster member process (it names itself, as ps shows)."""
     found = []
@@ -403,6 +410,23 @@ def test_what_etcd_holds_is_checked_before_a_node_or_front_uses_it(etcd, front, 
     assert KeyApi(st, alice).request("GET", "/sandbox").status_code == 200
     assert "do not parse" in open(st.log_path).read()
     etcd.delete(f"{PREFIX}keys/mallory")
+    # the node's own file half-edited: not pushed, said once, and the member
+    # waits on etcd as before (it does not spin on it)
+    path = os.path.join(st.dir, "keys")
+    with open(path + ".edit", "w") as f:
+        f.write(keys_text + "half a line\n")
+    os.chmod(path + ".edit", 0o600)
+    os.rename(path + ".edit", path)
+    member = member_of(st)
+    cpu0 = proc_cpu(member)
+    time.sleep(3)
+    assert proc_cpu(member) - cpu0 < 0.5, "the member spins on a keys file that does not parse"
+    assert open(st.log_path).read().count("not shared until it reads again") == 1
+    assert set(etcd.get_prefix(f"{PREFIX}keys/")) == {f"{PREFIX}keys/alice"}
+    with open(path + ".edit", "w") as f:
+        f.write(keys_text)
+    os.chmod(path + ".edit", 0o600)
+    os.rename(path + ".edit", path)
     # records no node wrote, next to a real one
     etcd.put(f"{PREFIX}nodes/evil", json.dumps({
         "name": "evil", "url": "http://127.0.0.1:1; } server { listen 9999; location / { return 200",

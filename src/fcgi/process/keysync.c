@@ -28,8 +28,9 @@ static void key_path(const char *prefix, const char *name, char *out, size_t out
     snprintf(out, outlen, "%s%s", dir, name);
 }
 
-/* the last fault of the keys in etcd, said once, not at every round it lasts */
-static char said[256];
+/* the last fault of the keys in etcd, and of the file, each said once, not
+ * at every round it lasts */
+static char said[256], said_local[512];
 
 static int add_line(void *arg, const struct nb_etcd_kv *kv)
 {
@@ -126,12 +127,15 @@ int nb_keysync_round(struct nb_keysync *ks, struct nb_etcd *e, const char *prefi
         close(lock);
     if (rc != 0) {
         rc = 0;
-        nb_warn("cluster keys: %s; not shared until it reads again", err);
+        if (strcmp(said_local, err) != 0)
+            nb_warn("cluster keys: %s; not shared until it reads again", err);
+        snprintf(said_local, sizeof(said_local), "%s", err);
         ks->seen_have = have;
         if (have)
             ks->seen = st;
         return 0;
     }
+    said_local[0] = '\0';
     if (!ks->synced_ok) {
         /* joining: the node's own keys go to the cluster unless it has them */
         for (size_t i = 0; i < local.n; i++) {

@@ -343,7 +343,9 @@ void nb_member_run(struct nb_app *a)
         if (wait > MEMBER_KEYS_WAIT_MS)
             wait = MEMBER_KEYS_WAIT_MS;
         if (wait > 0 && !member_stop) {
-            int w = nb_etcd_watch(&m.etcd, keys_prefix, ks.rev + 1, wait);
+            /* from the keys read last; none read yet: from now (a watch
+             * from revision 1 would replay the history at once, and spin) */
+            int w = nb_etcd_watch(&m.etcd, keys_prefix, ks.rev ? ks.rev + 1 : 0, wait);
             if (w == 1)
                 changed = 1;
             else if (w < 0)
