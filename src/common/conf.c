@@ -283,6 +283,7 @@ static const struct key keys[] = {
     {"etcd_prefix", K_STR, F(etcd_prefix), 0},
     {"node_lease_ttl", K_UINT, F(node_lease_ttl), 3600},
     {"node_drain", K_BOOL, F(node_drain), 0},
+    {"cluster_secret", K_STR, F(cluster_secret), 0},
     {"sandbox_user", K_STR, F(sandbox_user), 0},
     {"sandbox_user_name", K_STR, F(sandbox_user_name), 0},
     {"sandbox_uid_base", K_UINT, F(sandbox_uid_base), 4000000000ULL},
@@ -620,6 +621,13 @@ static int cluster_check(const struct nb_conf *c, char *err, size_t errlen)
     }
     if (c->node_lease_ttl < 2) {
         snprintf(err, errlen, "node_lease_ttl must be 2 to 3600 seconds");
+        return -1;
+    }
+    if (c->cluster_secret[0] != '\0' &&
+        (strlen(c->cluster_secret) < 16 || c->etcd_endpoints[0] == '\0')) {
+        snprintf(err, errlen,
+                 "cluster_secret must be at least 16 characters, on a cluster node "
+                 "(etcd_endpoints set)");
         return -1;
     }
     if (c->etcd_endpoints[0] == '\0')

@@ -159,6 +159,8 @@ struct nb_conf {
     char etcd_prefix[128];                /* every key nanobox keeps in etcd starts with it */
     unsigned node_lease_ttl;              /* seconds the node's record outlives its last renewal */
     int node_drain;                       /* takes no new sandboxes; its own live out their TTL */
+    /* node-to-node calls (placement) carry it; "": creates stay on the node they reach */
+    char cluster_secret[128];
 };
 
 /* A node name (node_name): 1 to NB_NODE_NAME_MAX of a-z, 0-9 and '-', not first or last. */

@@ -205,6 +205,30 @@ void nb_metrics_nodes(const struct nb_mnode *nodes, uint32_t n, int64_t now)
     __atomic_add_fetch(&c->nodes_seq, 1, __ATOMIC_ACQ_REL);
 }
 
+int nb_metrics_nodes_copy(struct nb_mcluster *out)
+{
+    const struct nb_mcluster *c;
+    int tries = 0;
+    uint32_t seq;
+    if (nb_metrics == NULL)
+        return -1;
+    c = &nb_metrics->cluster;
+    /* copied whole between two equal even sequence counts */
+    do {
+        seq = __atomic_load_n(&c->nodes_seq, __ATOMIC_ACQUIRE);
+        memcpy(out, c, sizeof(*out));
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    } while (((seq & 1) || seq != __atomic_load_n(&c->nodes_seq, __ATOMIC_ACQUIRE)) &&
+             ++tries < 100);
+    if (tries == 100 || out->nodes_read == 0)
+        return -1;
+    for (uint32_t i = 0; i < out->nodes_seen && i < NB_METRICS_NODES; i++) {
+        out->node[i].name[sizeof(out->node[i].name) - 1] = '\0';
+        out->node[i].url[sizeof(out->node[i].url) - 1] = '\0';
+    }
+    return 0;
+}
+
 void nb_metrics_etcd(int failed)
 {
     if (nb_metrics == NULL)
@@ -535,28 +559,17 @@ void nb_metrics_render(struct nb_buf *out, const struct nb_metrics *m)
                   (unsigned long long)load(&m->cluster.etcd_failures));
 
     {
-        /* the nodes' view, copied whole between two equal even sequence counts */
         struct nb_mcluster copy;
-        int tries = 0;
-        uint32_t seq;
-        do {
-            seq = __atomic_load_n(&m->cluster.nodes_seq, __ATOMIC_ACQUIRE);
-            memcpy(&copy, &m->cluster, sizeof(copy));
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        } while (((seq & 1) || seq != __atomic_load_n(&m->cluster.nodes_seq, __ATOMIC_ACQUIRE)) &&
-                 ++tries < 100);
-        if (copy.nodes_read != 0) {
+        if (nb_metrics_nodes_copy(&copy) == 0) {
             nb_metrics_family(out, "nanobox_cluster_nodes_up", "gauge",
                               "Nodes whose record is in the cluster's etcd, as this node last "
                               "read them (every few seconds).");
             nb_buf_printf(out, "nanobox_cluster_nodes_up %u\n", copy.nodes_up);
             nb_metrics_family(out, "nanobox_cluster_node_sandboxes", "gauge",
                               "Live sandboxes of each node, as its record says.");
-            for (uint32_t i = 0; i < copy.nodes_seen && i < NB_METRICS_NODES; i++) {
-                copy.node[i].name[sizeof(copy.node[i].name) - 1] = '\0';
+            for (uint32_t i = 0; i < copy.nodes_seen && i < NB_METRICS_NODES; i++)
                 nb_buf_printf(out, "nanobox_cluster_node_sandboxes{node=\"%s\"} %u\n",
                               copy.node[i].name, copy.node[i].running);
-            }
             nb_metrics_family(out, "nanobox_cluster_node_free_slots", "gauge",
                               "Slots a create can still take on each node, as its record says "
                               "(0 for a drained node).");

@@ -142,6 +142,7 @@ enum nb_member_state {
 #define NB_METRICS_NODES 64
 struct nb_mnode {
     char name[33];
+    char url[256]; /* its node_url */
     uint32_t running, free, drain;
 };
 struct nb_mcluster {
@@ -203,6 +204,9 @@ void nb_metrics_member(enum nb_member_state state, int renewed, int64_t now);
 /* The member's read of every node record: n of them (the first
  * NB_METRICS_NODES kept, in the order given). */
 void nb_metrics_nodes(const struct nb_mnode *nodes, uint32_t n, int64_t now);
+/* A whole copy of the nodes' view (never half of one the member is
+ * writing): 0, or -1 when there is none yet. */
+int nb_metrics_nodes_copy(struct nb_mcluster *out);
 /* An etcd call made, and whether it failed. */
 void nb_metrics_etcd(int failed);
 /* The state's name in /healthz ("off", "joining", "member", "etcd_unreachable", "name_conflict"). */

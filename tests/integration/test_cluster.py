@@ -13,6 +13,7 @@ import time
 import secrets
 
 import pytest
+import requests
 
 import nbetcd
 from nbfront import Front
@@ -442,4 +443,76 @@ def test_what_etcd_holds_is_checked_before_a_node_or_front_uses_it(etcd, front, 
                timeout=10, what="the front to route node-m with the bad records there")
     etcd.delete(f"{PREFIX}nodes/evil")
     etcd.delete(f"{PREFIX}nodes/junk")
+    etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+def test_a_create_is_placed_on_the_node_with_more_room(etcd, make_stack):
+    """Placement: the better of two nodes drawn from those that take
+    sandboxes. With two, both are drawn, and the one with more free slots
+    gets the create, for the key that asked; a drained node, or one that
+    does not answer, gets none: the create is made where it arrived."""
+    secret = secrets.token_hex(16)
+    p1 = make_stack("node-p1", **node_conf(etcd, "node-p1", node_url="{url}",
+                                           cluster_secret=secret, max_sandboxes="8"))
+    p2 = make_stack("node-p2", **node_conf(etcd, "node-p2", node_url="{url}",
+                                           cluster_secret=secret, max_sandboxes="64"))
+    alice = add_key(p1, "alice")
+    a1, a2 = KeyApi(p1, alice), KeyApi(p2, alice)
+    wait_until(lambda: a2.request("GET", "/sandbox").status_code == 200, timeout=10,
+               what="alice's key on node-p2")
+
+    def sees(st, node):
+        return f'nanobox_cluster_node_free_slots{{node="{node}"}}' in \
+            st.api.request("GET", "/metrics").text
+    wait_until(lambda: sees(p1, "node-p2"), timeout=15, what="node-p1 to see node-p2")
+    # created on p1, made on p2 (more room), for alice
+    r = a1.request("POST", "/sandbox", json={})
+    assert r.status_code == 201, r.text
+    sid = r.json()["sandboxId"]
+    assert sid.endswith(tag_of("node-p2")), sid
+    assert r.json()["owner"] == "alice"
+    assert a2.get(sid).status_code == 200 and p1.api.get(sid).status_code == 404
+    out = a2.exec(sid, "echo placed")
+    assert out["stdout"] == "placed\n"
+    assert "action=create-placed on node node-p2 (HTTP 201)" in open(p1.log_path).read()
+    # bad input is the other node's to refuse, and is refused the same
+    r = a1.request("POST", "/sandbox", json={"ttl": -1})
+    assert r.status_code == 422 and r.json()["code"] == "out_of_range", r.text
+    # the cluster's headers from a client: a wrong secret passes nothing,
+    # an owner without the secret is not believed
+    r = requests.post(p2.url + "/sandbox", json={}, headers={
+        "X-Nanobox-Cluster": "guess" * 8, "X-Nanobox-Owner": "default",
+        "Authorization": f"Bearer {alice}"})
+    assert r.status_code == 401, r.text
+    r = requests.get(f"{p2.url}/sandbox", headers={"X-Nanobox-Owner": "default",
+                                                   "Authorization": f"Bearer {alice}"})
+    assert r.status_code == 200 and [s["sandboxId"] for s in r.json()["sandboxes"]] == [sid]
+    assert a2.delete(sid).status_code == 204
+    # node-p2 drained: creates stay where they arrive
+    p2.stop_fcgi()
+    p2.conf["node_drain"] = "yes"
+    p2.start_fcgi()
+    p2.wait_healthy()
+    wait_until(lambda: 'nanobox_cluster_node_free_slots{node="node-p2"} 0\n' in
+               p1.api.request("GET", "/metrics").text, timeout=15,
+               what="node-p1 to see node-p2 drained")
+    sid = a1.create()
+    assert sid.endswith(tag_of("node-p1")), sid
+    assert a1.delete(sid).status_code == 204
+    # node-p2 back, then its nanobox-fcgi gone (its record not lapsed yet):
+    # the create is made here, not failed
+    p2.stop_fcgi()
+    p2.conf["node_drain"] = "no"
+    p2.start_fcgi()
+    p2.wait_healthy()
+    wait_until(lambda: re.search(r'^nanobox_cluster_node_free_slots\{node="node-p2"\} [1-9]',
+                                 p1.api.request("GET", "/metrics").text, re.M), timeout=15,
+               what="node-p1 to see node-p2 take sandboxes again")
+    os.kill(member_of(p2), signal.SIGKILL)
+    p2.crash()
+    r = a1.request("POST", "/sandbox", json={})
+    assert r.status_code == 201, r.text
+    assert r.json()["sandboxId"].endswith(tag_of("node-p1"))
+    assert "did not take the create" in open(p1.log_path).read()
+    assert a1.delete(r.json()["sandboxId"]).status_code == 204
     etcd.delete_prefix(f"{PREFIX}keys/")

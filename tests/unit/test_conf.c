@@ -410,6 +410,11 @@ static void test_cluster_keys(void **state)
         assert_string_equal(eps[0], "http://127.0.0.1:2379");
         assert_string_equal(eps[1], "https://e2:2379"); /* the trailing / dropped */
     }
+    assert_int_equal(load("node_name = n1\nnode_url = http://x\netcd_endpoints = http://e:1\n"
+                          "cluster_secret = 0123456789abcdef\n",
+                          &c, err, sizeof(err)),
+                     0);
+    assert_string_equal(c.cluster_secret, "0123456789abcdef");
     /* a name alone tags the ids of a machine that may join later */
     assert_int_equal(load("node_name = solo\n", &c, err, sizeof(err)), 0);
     static const char *const bad[] = {
@@ -428,11 +433,16 @@ static void test_cluster_keys(void **state)
         "etcd_prefix = nanobox\n",
         "etcd_prefix = /nanobox\n",
         "node_lease_ttl = 1\n",
+        "cluster_secret = short\n",
+        "cluster_secret = 0123456789abcdef0123\n", /* no etcd_endpoints */
+        "node_name = n1\nnode_url = http://x\netcd_endpoints = http://e:1\n"
+        "cluster_secret = 15-characters!!\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         nb_conf_defaults(&c);
         assert_int_equal(load(bad[i], &c, err, sizeof(err)), -1);
-        assert_true(strstr(err, "node_") != NULL || strstr(err, "etcd_") != NULL);
+        assert_true(strstr(err, "node_") != NULL || strstr(err, "etcd_") != NULL ||
+                    strstr(err, "cluster_secret") != NULL);
     }
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "api_common.h"
+#include "placement.h"
 #include "cgstat.h"
 #include "code.h"
 #include "json.h"
@@ -443,4 +444,18 @@ int api_sandbox_cgstat(const struct nb_slot *slot, struct nb_cgstat *st, struct 
         return -1;
     }
     return 0;
+}
+
+int api_place_create(struct nb_app *a, struct nb_req *r, const char *path)
+{
+    struct nb_placed p;
+    char what[128];
+    if (nb_http_from_node(r) ||
+        nb_place_create(a, path, r->body.data, r->body.len, nb_http_key(r)->name, &p) != 1)
+        return 0;
+    nb_http_body(r, (int)p.status, p.ctype, p.body.data ? p.body.data : "", p.body.len);
+    snprintf(what, sizeof(what), "on node %s (HTTP %ld)", p.node, p.status);
+    nb_http_audit(r, "create-placed", what);
+    nb_buf_free(&p.body);
+    return 1;
 }

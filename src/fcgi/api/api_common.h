@@ -34,6 +34,14 @@ extern const struct nb_route_guard nb_api_route_guard;
  * frees it with yajl_tree_free.
  */
 int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out, struct nb_apierr *ae);
+
+/*
+ * A create (POST path) on a node of a cluster: placed on another node
+ * when placement picks one (placement.h), whose answer is then sent as
+ * it is: 1. 0: make it here (so is every create another node placed
+ * here).
+ */
+int api_place_create(struct nb_app *a, struct nb_req *r, const char *path);
 /*
  * The same; a string holding an escaped NUL (\u0000), which every field
  * would silently cut short, is refused with 400 nul_code ("bad_field" for

@@ -168,6 +168,12 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
+    /* on a cluster: the better of two nodes; a template's create stays
+     * here, where the template was built (templates on every node: next) */
+    if (f[F_TEMPLATE].val == NULL && api_place_create(a, r, "/sandbox")) {
+        rc = NB_OK;
+        goto out;
+    }
 
     snprintf(spec.image, sizeof(spec.image), "%s", c->images[0]);
     if (f[F_IMAGE].val && f[F_TEMPLATE].val) {

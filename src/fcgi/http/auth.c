@@ -39,7 +39,9 @@ int nb_http_pass_auth(struct nb_req *r)
  * gets it; for a row that allows it (GET /metrics) metrics_token passes
  * too, as an admin named "metrics". On a front's request whose clients
  * send the key behind a prefix (key_prefix), the key with that prefix
- * passes too, as does the bare key. 0 when no key passes.
+ * passes too, as does the bare key. A call from another node of the
+ * cluster passes with the cluster's secret, as the key it names. 0 when no
+ * key passes.
  */
 int nb_http_authorized(struct nb_app *a, struct nb_req *r, unsigned flags)
 {
@@ -49,6 +51,18 @@ int nb_http_authorized(struct nb_app *a, struct nb_req *r, unsigned flags)
     if (!nb_tenant_auth_on(a)) {
         nb_tenant_anyone(&r->who);
         return 1;
+    }
+    h = nb_http_param(r, "HTTP_X_NANOBOX_CLUSTER");
+    if (h != NULL) {
+        /* another node of the cluster, with a create it placed here for a
+         * key it checked (placement.h): the cluster's secret, and the key's
+         * name, whose role and quotas are this node's copy of the key. A
+         * wrong secret passes nothing, whatever else the request sends. */
+        const char *owner = nb_http_param(r, "HTTP_X_NANOBOX_OWNER");
+        r->from_node = a->conf.cluster_secret[0] != '\0' && owner != NULL &&
+                       nb_tenant_equal(h, a->conf.cluster_secret) &&
+                       nb_tenant_lookup(owner, &r->who) == 0;
+        return r->from_node;
     }
     h = nb_http_param(r, "HTTP_AUTHORIZATION");
     if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0) {
@@ -69,6 +83,11 @@ int nb_http_authorized(struct nb_app *a, struct nb_req *r, unsigned flags)
         return 1;
     }
     return 0;
+}
+
+int nb_http_from_node(const struct nb_req *r)
+{
+    return r->from_node;
 }
 
 const struct nb_key *nb_http_key(const struct nb_req *r)

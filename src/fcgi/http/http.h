@@ -80,6 +80,7 @@ struct nb_req {
     /* who sent it (tenant.h): its key's name, role and quotas; an internal
      * request is its outer request's key */
     struct nb_key who;
+    int from_node; /* another node of the cluster sent it, for who (placement.h) */
 };
 
 /* The key r was sent with (the admin "default" when the service checks none). */
@@ -90,6 +91,9 @@ const struct nb_key *nb_http_key(const struct nb_req *r);
  * an admin, owner (its ?owner=NAME filter) or NULL for all. Never fails.
  */
 const char *nb_http_list_owner(const struct nb_req *r, const char *owner);
+
+/* Did another node of the cluster send r, for a key it checked (auth.c)? */
+int nb_http_from_node(const struct nb_req *r);
 
 /* Does r see (and touch) a sandbox of owner? An admin sees all. */
 int nb_http_sees(const struct nb_req *r, const char *owner);

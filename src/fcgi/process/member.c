@@ -220,6 +220,7 @@ static int add_mnode(void *arg, const struct nb_etcd_kv *kv)
     if (v->count < NB_METRICS_NODES) {
         struct nb_mnode *o = &v->node[v->count];
         snprintf(o->name, sizeof(o->name), "%s", n.name);
+        snprintf(o->url, sizeof(o->url), "%s", n.url);
         o->running = n.running;
         o->free = n.free;
         o->drain = (uint32_t)n.drain;
