@@ -10,8 +10,9 @@ Then, interleaved sample by sample:
   (a) exec of `true`, through the front vs straight to the node
       (target: at most 1 ms added at p50);
   (b) GET /sandbox/{id}, the same;
-  (c) create (POST /sandbox, then DELETE), through the front (any node)
-      vs straight to a node;
+  (c) create (POST /sandbox, then DELETE) placed: sent to a node that
+      places it on the other (it has more free slots) vs straight to that
+      other node (target: at most 5 ms added);
   (d) etcd requests per create, read from the nodes' /metrics;
   (e) the front's map for 100 nodes: nanobox-front --once against
       100 node records, and nginx -t of the config that includes it.
@@ -108,10 +109,13 @@ def main():
     etcd = nbetcd.EtcdCluster(3, tmpdir=os.path.join(tmp, "etcd"))
     nodes, front = [], None
     try:
-        for name in ("bench-a", "bench-b"):
+        secret = secrets.token_hex(16)
+        # bench-a has fewer slots: placement sends every create made on it to bench-b
+        for name, slots in (("bench-a", "16"), ("bench-b", "64")):
             st = nbtest.Stack(name, extra_conf={
                 "node_name": name, "node_url": "{url}", "etcd_endpoints": etcd.endpoints_conf,
-                "etcd_prefix": PREFIX, "api_key": key, "warm_pool": "2", "log_level": "info"})
+                "etcd_prefix": PREFIX, "api_key": key, "warm_pool": "2", "log_level": "info",
+                "cluster_secret": secret, "max_sandboxes": slots})
             st.api_key = key
             nodes.append(st)
             st.start()
@@ -140,23 +144,31 @@ def main():
                 r = s.get(f"{base}/sandbox/{sid}")
                 out.append(ms(t0))
                 assert r.status_code == 200, r.text
+        b = nodes[1]
+        nbtest.wait_until(lambda: 'nanobox_cluster_node_free_slots{node="bench-b"}' in
+                          sd.get(f"{a.url}/metrics").text, timeout=15,
+                          what="bench-a to see bench-b")
         calls0 = sum(etcd_calls(st.url, key) for st in nodes)
-        cr_f, cr_d = [], []
+        cr_p, cr_b = [], []
         for _ in range(args.creates):
-            for s, base, out in ((sf, front.url, cr_f), (sd, a.url, cr_d)):
+            # both made on bench-b: placed there from bench-a, and straight
+            for base, out in ((a.url, cr_p), (b.url, cr_b)):
                 t0 = time.perf_counter()
-                r = s.post(f"{base}/sandbox", json={})
+                r = sd.post(f"{base}/sandbox", json={})
                 out.append(ms(t0))
                 assert r.status_code == 201, r.text
                 new = r.json()["sandboxId"]
-                s.delete(f"{base}/sandbox/{new}")
+                assert sd.get(f"{b.url}/sandbox/{new}").status_code == 200, "not on bench-b"
+                assert sd.delete(f"{b.url}/sandbox/{new}").status_code == 204
                 time.sleep(0.05)  # let the warm pools refill: measure the path, not Docker
         calls1 = sum(etcd_calls(st.url, key) for st in nodes)
         print(f"bench_cluster: 2 nodes + a front on one machine ({os.cpu_count()} cores), "
               f"n={args.n}, creates={args.creates}")
         line("exec `true`", ex_f, ex_d)
         line("GET /sandbox/{id}", get_f, get_d)
-        line("create (warm) + delete", cr_f, cr_d)
+        print(f"{'create placed from bench-a on bench-b':<34} placed p50 {p50(cr_p):7.2f} ms p95 "
+              f"{p95(cr_p):7.2f}   straight p50 {p50(cr_b):7.2f} ms p95 {p95(cr_b):7.2f}   "
+              f"added {p50(cr_p) - p50(cr_b):+6.2f} ms   ratio {p50(cr_p) / p50(cr_b):5.2f}x")
         print(f"{'etcd requests per create':<34} {(calls1 - calls0) / (2 * args.creates):.2f} "
               f"(renewals and record rewrites of both nodes over the create phase)")
         map_of_100(etcd, tmp)

@@ -475,6 +475,11 @@ def test_a_create_is_placed_on_the_node_with_more_room(etcd, make_stack):
     out = a2.exec(sid, "echo placed")
     assert out["stdout"] == "placed\n"
     assert "action=create-placed on node node-p2 (HTTP 201)" in open(p1.log_path).read()
+    # E2B's create too, in E2B's shape
+    r = requests.post(p1.url + "/v2/sandboxes", json={"templateID": "base"},
+                      headers={"X-API-Key": f"e2b_{alice}"})
+    assert r.status_code == 201 and r.json()["sandboxID"].endswith(tag_of("node-p2")), r.text
+    assert a2.delete(r.json()["sandboxID"]).status_code == 204
     # bad input is the other node's to refuse, and is refused the same
     r = a1.request("POST", "/sandbox", json={"ttl": -1})
     assert r.status_code == 422 and r.json()["code"] == "out_of_range", r.text

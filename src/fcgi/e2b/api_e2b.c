@@ -258,6 +258,17 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
         nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "template '%.100s' not found", tname);
         goto out;
     }
+    /* on a cluster: the better of two nodes, for the operator's images (a
+     * built template's create stays where it was built) */
+    for (unsigned i = 0; i < c->n_images; i++) {
+        if (strcmp(spec.image, c->images[i]) != 0)
+            continue;
+        if (api_place_create(a, r, r->path)) {
+            rc = NB_OK;
+            goto out;
+        }
+        break;
+    }
     spec.ttl = ttl;
     if (timeout != NULL && timeout_value(c, timeout, &spec.ttl, ae) != 0)
         goto out;
