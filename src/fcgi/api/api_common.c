@@ -450,7 +450,10 @@ int api_place_create(struct nb_app *a, struct nb_req *r, const char *path)
 {
     struct nb_placed p;
     char what[128];
-    if (nb_http_from_node(r) ||
+    /* not MCP's tool calls (internal requests): the session's next calls
+     * reach this node's sandboxes only (nodes that forward a foreign id:
+     * next) */
+    if (nb_http_from_node(r) || nb_http_is_internal(r) ||
         nb_place_create(a, path, r->body.data, r->body.len, nb_http_key(r)->name, &p) != 1)
         return 0;
     nb_http_body(r, (int)p.status, p.ctype, p.body.data ? p.body.data : "", p.body.len);

@@ -39,7 +39,7 @@ int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out, struct nb_a
  * A create (POST path) on a node of a cluster: placed on another node
  * when placement picks one (placement.h), whose answer is then sent as
  * it is: 1. 0: make it here (so is every create another node placed
- * here).
+ * here, and MCP's, whose next tool calls this node serves).
  */
 int api_place_create(struct nb_app *a, struct nb_req *r, const char *path);
 /*
