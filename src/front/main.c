@@ -94,14 +94,14 @@ static void reload_nginx(const char *pidfile)
         return;
     f = fopen(pidfile, "r");
     if (f == NULL || fscanf(f, "%ld", &pid) != 1 || pid <= 1) {
-        nb_warn("front: no nginx pid in %s: the new map waits for nginx's next reload", pidfile);
+        nb_warn("no nginx pid in %s: the new map waits for nginx's next reload", pidfile);
         if (f)
             fclose(f);
         return;
     }
     fclose(f);
     if (kill((pid_t)pid, SIGHUP) != 0)
-        nb_warn("front: cannot signal nginx %ld: %s", pid, strerror(errno));
+        nb_warn("cannot signal nginx %ld: %s", pid, strerror(errno));
 }
 
 /* Read the records and write the map if it changed: 0, or -1 (etcd did not answer). */
@@ -124,15 +124,15 @@ static int refresh(struct nb_etcd *e, const char *prefix, const char *out, const
     nb_buf_init(&text, 1u << 22);
     nb_front_map(ns.v, ns.n, &text, &skipped);
     if (ns.unreadable + skipped > 0)
-        nb_warn("front: %u node record(s) left out (unreadable, or a node_url that is not "
+        nb_warn("%u node record(s) left out (unreadable, or a node_url that is not "
                 "http://host:port)",
                 ns.unreadable + skipped);
     if (!same_file(out, &text)) {
         if (write_file(out, &text) != 0) {
-            nb_error("front: cannot write %s: %s", out, strerror(errno));
+            nb_error("cannot write %s: %s", out, strerror(errno));
             rc = -1;
         } else {
-            nb_info("front: %zu node(s) in the map %s", ns.n, out);
+            nb_info("%zu node(s) in the map %s", ns.n, out);
             reload_nginx(pidfile);
         }
     }
@@ -228,7 +228,7 @@ int main(int argc, char **argv)
         int64_t rev;
         if (refresh(&e, prefix, out, pidfile) != 0) {
             if (!said)
-                nb_warn("front: etcd does not answer (%s); the map stays as it is", e.err);
+                nb_warn("etcd does not answer (%s); the map stays as it is", e.err);
             said = 1;
             if (access(out, F_OK) != 0) {
                 /* nginx needs the include to start: a map of no node */
@@ -237,7 +237,7 @@ int main(int argc, char **argv)
                 nb_buf_init(&none, 4096);
                 nb_front_map(NULL, 0, &none, &skipped);
                 if (write_file(out, &none) != 0)
-                    nb_error("front: cannot write %s: %s", out, strerror(errno));
+                    nb_error("cannot write %s: %s", out, strerror(errno));
                 nb_buf_free(&none);
             }
             if (once)
@@ -246,7 +246,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (said)
-            nb_info("front: etcd answers again");
+            nb_info("etcd answers again");
         said = 0;
         if (once) {
             nb_etcd_cleanup(&e);
