@@ -106,6 +106,7 @@ int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae)
     r->envp = fcgi->envp;
     nb_http_req_start(r);
     memset(&r->who, 0, sizeof(r->who)); /* no one until a key passes */
+    r->from_node = 0;
     r->method = FCGX_GetParam("REQUEST_METHOD", fcgi->envp);
     if (r->method == NULL)
         r->method = "GET";
