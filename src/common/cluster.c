@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uuid/uuid.h>
 
 #include "cluster.h"
@@ -158,4 +159,13 @@ void nb_cluster_tag_key(const char *prefix, const char *tag, char *out, size_t o
 void nb_cluster_keys_key(const char *prefix, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%skeys/", prefix);
+}
+
+int nb_cluster_draining(const struct nb_conf *c)
+{
+    char path[NB_CONF_STR + 8];
+    if (c->node_drain)
+        return 1;
+    snprintf(path, sizeof(path), "%s.drain", c->state_file);
+    return access(path, F_OK) == 0;
 }

@@ -57,6 +57,13 @@ struct nb_node_info {
     char templates[NB_NODE_TEMPLATES_MAX][128];
 };
 
+/*
+ * Is the node drained: node_drain in its config, or the file
+ * <state_file>.drain there (made and removed while it runs:
+ * docs/CLUSTER.md, "Draining a node")?
+ */
+int nb_cluster_draining(const struct nb_conf *c);
+
 /* The record as JSON (malloc'd, NUL-terminated). */
 char *nb_node_info_json(const struct nb_node_info *n);
 /* Parse a record (len bytes, not NUL-terminated): 0, or -1 for one it cannot read. */

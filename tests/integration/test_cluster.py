@@ -83,6 +83,15 @@ def test_a_node_joins_with_its_record_under_a_lease(etcd, make_stack):
     assert lease != 0 and 0 < etcd.lease_ttl(lease) <= TTL
     time.sleep(TTL + 1)
     assert etcd.lease_of(f"{PREFIX}nodes/node-a") == lease and etcd.lease_ttl(lease) > 0
+    # drained while it runs, by a file beside its state (and undrained)
+    drain = st.conf["state_file"] + ".drain"
+    open(drain, "w").close()
+    try:
+        wait_record(etcd, "node-a", lambda r: r and r["drain"] is True, timeout=TTL + 3)
+        assert healthz(st)["node"]["drain"] is True
+    finally:
+        os.unlink(drain)
+    wait_record(etcd, "node-a", lambda r: r and r["drain"] is False, timeout=TTL + 3)
     # the tag is claimed for the name, for good
     assert etcd.get(f"{PREFIX}tags/{tag_of('node-a')}") == b"node-a"
     # not node_url: /healthz answers anyone, and that address is internal
@@ -510,6 +519,11 @@ def test_a_create_is_placed_on_the_node_with_more_room(etcd, make_stack):
                p1.api.request("GET", "/metrics").text, timeout=15,
                what="node-p1 to see node-p2 drained")
     sid = a1.create()
+    assert sid.endswith(tag_of("node-p1")), sid
+    assert a1.delete(sid).status_code == 204
+    # and a create that reaches the drained node is placed on one that is not
+    wait_until(lambda: sees(p2, "node-p1"), timeout=15, what="node-p2 to see node-p1")
+    sid = a2.create()
     assert sid.endswith(tag_of("node-p1")), sid
     assert a1.delete(sid).status_code == 204
     # node-p2 back, then its nanobox-fcgi gone (its record not lapsed yet):

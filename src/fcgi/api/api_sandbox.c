@@ -91,7 +91,7 @@ int api_healthz(struct nb_app *a, struct nb_req *r, const struct nb_route_args *
         nb_json_kv_str(g, "name", a->conf.node_name);
         nb_json_kv_str(g, "tag", a->node_tag);
         nb_json_kv_str(g, "cluster", nb_metrics_member_name((enum nb_member_state)st));
-        nb_json_kv_bool(g, "drain", a->conf.node_drain);
+        nb_json_kv_bool(g, "drain", nb_cluster_draining(&a->conf));
         if (mc != NULL)
             nb_json_kv_int(g, "renewed", __atomic_load_n(&mc->renewed, __ATOMIC_RELAXED));
         yajl_gen_map_close(g);

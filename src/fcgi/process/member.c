@@ -109,7 +109,7 @@ static void node_info(struct member *m, struct nb_node_info *n)
     n->free = a->table.nslots - (used - pooled);
     n->running = used - pooled;
     n->memory_available = nb_proc_number("/proc/meminfo", "MemAvailable:", 0) * 1024ULL;
-    n->drain = a->conf.node_drain;
+    n->drain = nb_cluster_draining(&a->conf);
     n->since = m->since;
     if (nb_template_list(a, NULL, add_template, n, &ae) != 0)
         nb_debug("cluster: the node's templates cannot be listed: %s", ae.msg);
