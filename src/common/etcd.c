@@ -428,6 +428,45 @@ int nb_etcd_create(struct nb_etcd *e, const char *key, const void *value, size_t
     return rc;
 }
 
+int nb_etcd_keep_leased(struct nb_etcd *e, const char *key, const void *value, size_t value_len,
+                        int64_t lease)
+{
+    const char *psucc[] = {"succeeded", NULL};
+    yajl_gen g = nb_json_gen();
+    yajl_val r;
+    char *body;
+    int rc;
+
+    /* {"compare":[{"key":k,"target":"LEASE","lease":"<id>"}],
+     *  "failure":[{"request_put":{...}}]} */
+    yajl_gen_map_open(g);
+    yajl_gen_string(g, (const unsigned char *)"compare", 7);
+    yajl_gen_array_open(g);
+    yajl_gen_map_open(g);
+    gen_b64(g, "key", key, strlen(key));
+    yajl_gen_string(g, (const unsigned char *)"target", 6);
+    yajl_gen_string(g, (const unsigned char *)"LEASE", 5);
+    gen_num(g, "lease", lease);
+    yajl_gen_map_close(g);
+    yajl_gen_array_close(g);
+    yajl_gen_string(g, (const unsigned char *)"failure", 7);
+    yajl_gen_array_open(g);
+    yajl_gen_map_open(g);
+    yajl_gen_string(g, (const unsigned char *)"request_put", 11);
+    gen_put(g, key, value, value_len, lease);
+    yajl_gen_map_close(g);
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    body = nb_json_gen_take(g);
+    rc = call(e, "/v3/kv/txn", body, &r);
+    free(body);
+    if (rc != 0)
+        return -1;
+    rc = yajl_tree_get(r, psucc, yajl_t_true) != NULL ? 0 : 1;
+    yajl_tree_free(r);
+    return rc;
+}
+
 /* The watch stream's reader: a message with "events" is a change. */
 struct watch_sink {
     int changed;

@@ -77,6 +77,16 @@ int nb_etcd_create(struct nb_etcd *e, const char *key, const void *value, size_t
                    int64_t lease, nb_etcd_kv_fn fn, void *arg);
 
 /*
+ * Put key = value bound to lease, unless key already is bound to lease,
+ * in one transaction: 1 it was put, 0 it was already the lease's (and is
+ * left as it is), -1 no answer. What a lease holder calls to keep its key
+ * its own: a put by anyone else (another process of the same name) takes
+ * the key to another lease, whose revoke would delete it.
+ */
+int nb_etcd_keep_leased(struct nb_etcd *e, const char *key, const void *value, size_t value_len,
+                        int64_t lease);
+
+/*
  * Wait up to max_ms for a change to any key under prefix after revision
  * from_rev (0: from now), through the gateway's watch stream: 1 a change
  * came, 0 none came in time, -1 no endpoint would watch.

@@ -161,6 +161,17 @@ def test_a_killed_member_process_is_restarted_and_takes_its_record_back(etcd, ma
                what="the record under the new member's lease")
     assert record(etcd, "node-d")["url"] == "http://node-d.nodes.test:8080"
     wait_member(st)
+    # the record put under another lease (a member of the same node not yet
+    # dead, say): the member takes it back, so that lease's end deletes nothing
+    mine = etcd.lease_of(f"{PREFIX}nodes/node-d")
+    other = etcd.grant(60)
+    etcd.put(f"{PREFIX}nodes/node-d", etcd.get(f"{PREFIX}nodes/node-d"), lease=other)
+    wait_until(lambda: etcd.lease_of(f"{PREFIX}nodes/node-d") == mine, timeout=TTL + 2,
+               what="the member to take its record back")
+    etcd.revoke(other)
+    time.sleep(TTL / 3 + 0.5)
+    assert record(etcd, "node-d") is not None
+    assert "under another lease: written again" in open(st.log_path).read()
 
 
 def proc_cpu(pid):

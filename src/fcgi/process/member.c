@@ -25,9 +25,10 @@
 #include "procstat.h"
 #include "templates.h"
 
-#define MEMBER_KEYS_WAIT_MS 500    /* a change of the keys file is shared within this */
-#define MEMBER_NODES_S 5           /* the nodes are read for /metrics this often */
-#define MEMBER_REWRITE_S 30        /* the record is rewritten at least this often */
+#define MEMBER_KEYS_WAIT_MS 500           /* a change of the keys file is shared within this */
+#define MEMBER_NODES_S 5                  /* the nodes are read for /metrics this often */
+#define MEMBER_MEMORY_STEP (256ULL << 20) /* the record's memory, rounded down to it */
+#define MEMBER_REWRITE_S 30               /* the record is rewritten at least this often */
 #define MEMBER_RESPONSE (1u << 20) /* bytes of one etcd answer (a node's own keys are small) */
 
 static volatile sig_atomic_t member_stop;
@@ -108,14 +109,22 @@ static void node_info(struct member *m, struct nb_node_info *n)
     n->slots = a->table.nslots;
     n->free = a->table.nslots - (used - pooled);
     n->running = used - pooled;
-    n->memory_available = nb_proc_number("/proc/meminfo", "MemAvailable:", 0) * 1024ULL;
+    /* in steps of MEMBER_MEMORY_STEP: MemAvailable moves at every read, and
+     * each rewrite of the record wakes every front's watch */
+    n->memory_available = nb_proc_number("/proc/meminfo", "MemAvailable:", 0) * 1024ULL /
+                          MEMBER_MEMORY_STEP * MEMBER_MEMORY_STEP;
     n->drain = nb_cluster_draining(&a->conf);
     n->since = m->since;
     if (nb_template_list(a, NULL, add_template, n, &ae) != 0)
         nb_debug("cluster: the node's templates cannot be listed: %s", ae.msg);
 }
 
-/* The record, heartbeat stamped, when it changed or is due; 0 or -1. */
+/*
+ * The record, heartbeat stamped, when it changed or is due; else only made
+ * sure it is still under this member's lease (a member of the same node
+ * that has not died yet, or a hand-made put, may have taken it to another
+ * lease, whose end would delete it). 0 or -1.
+ */
 static int write_record(struct member *m, int force)
 {
     struct nb_node_info n;
@@ -128,7 +137,13 @@ static int write_record(struct member *m, int force)
     if (!force && m->record != NULL && !strcmp(same, m->record) &&
         now - m->written < MEMBER_REWRITE_S) {
         free(same);
-        return 0;
+        n.heartbeat = m->written;
+        json = nb_node_info_json(&n);
+        rc = nb_etcd_keep_leased(&m->etcd, m->node_key, json, strlen(json), m->lease);
+        free(json);
+        if (rc == 1)
+            nb_warn("cluster: the node's record was under another lease: written again");
+        return rc < 0 ? -1 : 0;
     }
     n.heartbeat = now;
     json = nb_node_info_json(&n);
