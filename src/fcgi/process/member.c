@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "cluster.h"
@@ -316,6 +317,8 @@ void nb_member_run(struct nb_app *a)
     int64_t next_round = 0;
     int changed = 0;
 
+    pid_t master = getppid();
+
     nb_log_set_role("member");
     /* ps and top name it (15 bytes at most) */
     prctl(PR_SET_NAME, "nanobox-member");
@@ -341,6 +344,10 @@ void nb_member_run(struct nb_app *a)
     while (!member_stop) {
         int64_t now = nb_clock_mono_ms(), wait;
         int pull = 0;
+        /* the master gone without its death signal reaching us (seen once
+         * in a test): a member of no node must not keep its record alive */
+        if (getppid() != master)
+            break;
         if (now >= next_round) {
             round_once(&m);
             next_round = now + (m.state == NB_MEMBER_JOINED ? period_ms : 1000);
