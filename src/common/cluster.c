@@ -10,6 +10,7 @@
 #include <uuid/uuid.h>
 
 #include "cluster.h"
+#include "table.h"
 #include "conf.h"
 #include "json.h"
 #include "keys.h"
@@ -168,4 +169,113 @@ int nb_cluster_draining(const struct nb_conf *c)
         return 1;
     snprintf(path, sizeof(path), "%s.drain", c->state_file);
     return access(path, F_OK) == 0;
+}
+
+static const char *owner_seg(const char *owner)
+{
+    return owner != NULL && owner[0] != '\0' ? owner : "-";
+}
+
+void nb_registry_row_key(const char *prefix, const char *owner, const char *id, char *out,
+                         size_t outlen)
+{
+    snprintf(out, outlen, "%ssandboxes/%s/%s", prefix, owner_seg(owner), id);
+}
+
+void nb_registry_rows_key(const char *prefix, const char *owner, char *out, size_t outlen)
+{
+    if (owner == NULL)
+        snprintf(out, outlen, "%ssandboxes/", prefix);
+    else
+        snprintf(out, outlen, "%ssandboxes/%s/", prefix, owner_seg(owner));
+}
+
+void nb_registry_mark_key(const char *prefix, const char *tag, const char *id, char *out,
+                          size_t outlen)
+{
+    snprintf(out, outlen, "%sonnode/%s/%s", prefix, tag, id);
+}
+
+void nb_registry_guard_key(const char *prefix, const char *owner, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%sowners/%s", prefix, owner_seg(owner));
+}
+
+char *nb_registry_row(const struct nb_slot *s, const char *node)
+{
+    yajl_gen g = nb_json_gen();
+    int paused = s->state == NB_SLOT_PAUSED;
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "id", s->id);
+    nb_json_kv_str(g, "node", node);
+    nb_json_kv_str(g, "owner", s->owner);
+    nb_json_kv_str(g, "state", paused ? "paused" : "running");
+    nb_json_kv_str(g, "image", s->image);
+    nb_json_kv_int(g, "created", s->created);
+    nb_json_kv_int(g, "expires", s->expires);
+    nb_json_kv_int(g, "memory", (long long)s->memory);
+    nb_json_kv_int(g, "nano_cpus", (long long)s->nano_cpus);
+    nb_json_kv_int(g, "pids", s->pids);
+    nb_json_kv_int(g, "network", s->network_bridge);
+    nb_json_kv_int(g, "lifecycle", s->lifecycle);
+    if (paused) {
+        nb_json_kv_int(g, "paused_at", s->state_since);
+        nb_json_kv_int(g, "ttl_left", s->ttl_left);
+        nb_json_kv_int(g, "pause_expires", s->pause_expires);
+    }
+    nb_json_kv_str(g, "metadata", s->metadata[0] ? s->metadata : "{}");
+    yajl_gen_map_close(g);
+    return nb_json_gen_take(g);
+}
+
+uint64_t nb_registry_hash(const char *text, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)text[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+int nb_registry_row_parse(const char *text, size_t len, struct nb_slot *s,
+                          char node[NB_REG_NODE_MAX])
+{
+    char *copy = malloc(len + 1), err[64], state[16];
+    yajl_val v = NULL;
+    int rc;
+
+    memset(s, 0, sizeof(*s));
+    node[0] = '\0';
+    if (copy == NULL)
+        return -1;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    rc = nb_json_parse(copy, len, NODE_JSON_DEPTH, &v, err, sizeof(err));
+    free(copy);
+    if (rc != 0 || v == NULL || !YAJL_IS_OBJECT(v)) {
+        yajl_tree_free(v);
+        return -1;
+    }
+    get_str(v, "id", s->id, sizeof(s->id));
+    get_str(v, "node", node, NB_REG_NODE_MAX);
+    get_str(v, "owner", s->owner, sizeof(s->owner));
+    get_str(v, "state", state, sizeof(state));
+    get_str(v, "image", s->image, sizeof(s->image));
+    get_str(v, "metadata", s->metadata, sizeof(s->metadata));
+    s->state = !strcmp(state, "paused") ? NB_SLOT_PAUSED : NB_SLOT_RUNNING;
+    s->created = get_int(v, "created");
+    s->expires = get_int(v, "expires");
+    s->memory = (uint64_t)get_int(v, "memory");
+    s->nano_cpus = (uint64_t)get_int(v, "nano_cpus");
+    s->pids = get_int(v, "pids");
+    s->network_bridge = get_int(v, "network") != 0;
+    s->lifecycle = (uint32_t)get_int(v, "lifecycle");
+    s->state_since = get_int(v, "paused_at");
+    s->ttl_left = get_int(v, "ttl_left");
+    s->pause_expires = get_int(v, "pause_expires");
+    yajl_tree_free(v);
+    if (s->metadata[0] == '\0')
+        snprintf(s->metadata, sizeof(s->metadata), "{}");
+    return strlen(s->id) == NB_ID_LEN && state[0] != '\0' ? 0 : -1;
 }

@@ -74,4 +74,45 @@ void nb_cluster_node_key(const char *prefix, const char *name, char *out, size_t
 void nb_cluster_tag_key(const char *prefix, const char *tag, char *out, size_t outlen);
 void nb_cluster_keys_key(const char *prefix, char *out, size_t outlen);
 
+/*
+ * The sandbox registry (docs/CLUSTER.md, "One view"): every sandbox of the
+ * cluster is a row, put by the node that runs it, under no lease (a node
+ * that dies leaves its rows, shown as on a node that is down):
+ *
+ *   <prefix>sandboxes/<owner>/<id>  the row: what a list shows of it (JSON)
+ *   <prefix>onnode/<tag>/<id>       "<owner> <hash>": the node's index of
+ *                                   its rows, with the hash of each row's text
+ *   <prefix>owners/<owner>          touched by each create of an owner with
+ *                                   quotas: the transaction's guard
+ *
+ * <owner> is the key's name, or "-" for a sandbox made without keys.
+ */
+struct nb_slot;
+
+#define NB_REG_KEY_MAX 256
+#define NB_REG_NODE_MAX (NB_NODE_NAME_MAX + 1)
+
+void nb_registry_row_key(const char *prefix, const char *owner, const char *id, char *out,
+                         size_t outlen);
+/* every row of owner (NULL: of every owner) */
+void nb_registry_rows_key(const char *prefix, const char *owner, char *out, size_t outlen);
+void nb_registry_mark_key(const char *prefix, const char *tag, const char *id, char *out,
+                          size_t outlen);
+void nb_registry_guard_key(const char *prefix, const char *owner, char *out, size_t outlen);
+
+/*
+ * A live sandbox (RUNNING or PAUSED) as its row (malloc'd JSON text): the
+ * same slot always gives the same text. node: the node it runs on.
+ */
+char *nb_registry_row(const struct nb_slot *s, const char *node);
+/* 64-bit FNV-1a of a row's text, as the index keeps it */
+uint64_t nb_registry_hash(const char *text, size_t len);
+
+/*
+ * Parse a row (len bytes) back into a slot (state RUNNING or PAUSED, the
+ * fields a list shows) and its node's name: 0, or -1 for one it cannot read.
+ */
+int nb_registry_row_parse(const char *text, size_t len, struct nb_slot *s,
+                          char node[NB_REG_NODE_MAX]);
+
 #endif

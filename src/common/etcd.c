@@ -345,126 +345,179 @@ int nb_etcd_delete(struct nb_etcd *e, const char *key)
     return rc;
 }
 
-int nb_etcd_get(struct nb_etcd *e, const char *key, int prefix, nb_etcd_kv_fn fn, void *arg)
+/* the fields of a range request (alone, or as a txn's request_range) */
+static void gen_range(yajl_gen g, const struct nb_etcd_op *op)
+{
+    yajl_gen_map_open(g);
+    gen_b64(g, "key", op->key, strlen(op->key));
+    if (op->prefix)
+        gen_range_end(g, op->key);
+    if (op->limit > 0)
+        gen_num(g, "limit", op->limit);
+    if (op->count_only) {
+        yajl_gen_string(g, (const unsigned char *)"count_only", 10);
+        yajl_gen_bool(g, 1);
+    }
+    if (op->serializable) {
+        yajl_gen_string(g, (const unsigned char *)"serializable", 12);
+        yajl_gen_bool(g, 1);
+    }
+    yajl_gen_map_close(g);
+}
+
+static void gen_cstr(yajl_gen g, const char *s)
+{
+    yajl_gen_string(g, (const unsigned char *)s, strlen(s));
+}
+
+/* one op of a txn: {"request_put": {...}} and the like */
+static void gen_op(yajl_gen g, const struct nb_etcd_op *op)
+{
+    yajl_gen_map_open(g);
+    switch (op->kind) {
+    case NB_ETCD_PUT:
+        gen_cstr(g, "request_put");
+        gen_put(g, op->key, op->value, op->value_len, op->lease);
+        break;
+    case NB_ETCD_DEL:
+        gen_cstr(g, "request_delete_range");
+        yajl_gen_map_open(g);
+        gen_b64(g, "key", op->key, strlen(op->key));
+        if (op->prefix)
+            gen_range_end(g, op->key);
+        yajl_gen_map_close(g);
+        break;
+    case NB_ETCD_RANGE:
+        gen_cstr(g, "request_range");
+        gen_range(g, op);
+        break;
+    }
+    yajl_gen_map_close(g);
+}
+
+/* A range answer r into op: its pairs to op->fn, its count and more. 0 or -1. */
+static int take_range(struct nb_etcd *e, yajl_val r, struct nb_etcd_op *op)
+{
+    const char *pmore[] = {"more", NULL};
+    op->count = jnum(r, "count");
+    op->more = yajl_tree_get(r, pmore, yajl_t_true) != NULL;
+    return each_kv(e, r, op->fn, op->arg) < 0 ? -1 : 0;
+}
+
+int nb_etcd_range(struct nb_etcd *e, struct nb_etcd_op *op)
 {
     yajl_gen g = nb_json_gen();
     yajl_val r;
     char *body;
-    int n;
+    int rc;
+
+    gen_range(g, op);
+    body = nb_json_gen_take(g);
+    rc = call(e, "/v3/kv/range", body, &r);
+    free(body);
+    if (rc != 0)
+        return -1;
+    rc = take_range(e, r, op);
+    yajl_tree_free(r);
+    return rc;
+}
+
+int nb_etcd_get(struct nb_etcd *e, const char *key, int prefix, nb_etcd_kv_fn fn, void *arg)
+{
+    struct nb_etcd_op op = {
+        .kind = NB_ETCD_RANGE, .key = key, .prefix = prefix, .fn = fn, .arg = arg};
+    int n = 0;
+    if (nb_etcd_range(e, &op) != 0)
+        return -1;
+    n = op.count > INT32_MAX ? INT32_MAX : (int)op.count;
+    return n;
+}
+
+int nb_etcd_txn(struct nb_etcd *e, const struct nb_etcd_cmp *cmp, size_t ncmp,
+                struct nb_etcd_op *success, size_t nsuccess, struct nb_etcd_op *failure,
+                size_t nfailure)
+{
+    static const char *targets[] = {"MOD", "CREATE", "LEASE"};
+    static const char *fields[] = {"mod_revision", "create_revision", "lease"};
+    const char *psucc[] = {"succeeded", NULL}, *presp[] = {"responses", NULL};
+    const char *prange[] = {"response_range", NULL};
+    yajl_gen g = nb_json_gen();
+    yajl_val r, resps;
+    struct nb_etcd_op *ran;
+    size_t nran;
+    char *body;
+    int rc, ok;
 
     yajl_gen_map_open(g);
-    gen_b64(g, "key", key, strlen(key));
-    if (prefix)
-        gen_range_end(g, key);
+    gen_cstr(g, "compare");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < ncmp; i++) {
+        yajl_gen_map_open(g);
+        gen_b64(g, "key", cmp[i].key, strlen(cmp[i].key));
+        gen_cstr(g, "target");
+        gen_cstr(g, targets[cmp[i].target]);
+        gen_cstr(g, "result");
+        gen_cstr(g, "EQUAL");
+        gen_num(g, fields[cmp[i].target], cmp[i].value);
+        yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
+    gen_cstr(g, "success");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < nsuccess; i++)
+        gen_op(g, &success[i]);
+    yajl_gen_array_close(g);
+    gen_cstr(g, "failure");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < nfailure; i++)
+        gen_op(g, &failure[i]);
+    yajl_gen_array_close(g);
     yajl_gen_map_close(g);
     body = nb_json_gen_take(g);
-    n = call(e, "/v3/kv/range", body, &r);
+    rc = call(e, "/v3/kv/txn", body, &r);
     free(body);
-    if (n != 0)
+    if (rc != 0)
         return -1;
-    n = each_kv(e, r, fn, arg);
+    ok = yajl_tree_get(r, psucc, yajl_t_true) != NULL;
+    ran = ok ? success : failure;
+    nran = ok ? nsuccess : nfailure;
+    resps = yajl_tree_get(r, presp, yajl_t_array);
+    /* one response per op, in order; a range's is {"response_range": {...}} */
+    for (size_t i = 0; i < nran; i++) {
+        yajl_val one, range;
+        if (ran[i].kind != NB_ETCD_RANGE)
+            continue;
+        ran[i].count = 0;
+        ran[i].more = 0;
+        one = resps != NULL && i < resps->u.array.len ? resps->u.array.values[i] : NULL;
+        range = one != NULL ? yajl_tree_get(one, prange, yajl_t_object) : NULL;
+        if (range != NULL && take_range(e, range, &ran[i]) != 0) {
+            yajl_tree_free(r);
+            return -1;
+        }
+    }
     yajl_tree_free(r);
-    return n;
+    return ok;
 }
 
 int nb_etcd_create(struct nb_etcd *e, const char *key, const void *value, size_t value_len,
                    int64_t lease, nb_etcd_kv_fn fn, void *arg)
 {
-    const char *psucc[] = {"succeeded", NULL}, *presp[] = {"responses", NULL};
-    const char *prange[] = {"response_range", NULL};
-    const char *kw[] = {"compare", "success", "failure"};
-    yajl_gen g = nb_json_gen();
-    yajl_val r, ok, resps;
-    char *body;
-    int rc;
-
-    /* {"compare":[{"key":k,"target":"CREATE","create_revision":"0"}],
-     *  "success":[{"request_put":{...}}], "failure":[{"request_range":{"key":k}}]} */
-    yajl_gen_map_open(g);
-    yajl_gen_string(g, (const unsigned char *)kw[0], strlen(kw[0]));
-    yajl_gen_array_open(g);
-    yajl_gen_map_open(g);
-    gen_b64(g, "key", key, strlen(key));
-    yajl_gen_string(g, (const unsigned char *)"target", 6);
-    yajl_gen_string(g, (const unsigned char *)"CREATE", 6);
-    gen_num(g, "create_revision", 0);
-    yajl_gen_map_close(g);
-    yajl_gen_array_close(g);
-    yajl_gen_string(g, (const unsigned char *)kw[1], strlen(kw[1]));
-    yajl_gen_array_open(g);
-    yajl_gen_map_open(g);
-    yajl_gen_string(g, (const unsigned char *)"request_put", 11);
-    gen_put(g, key, value, value_len, lease);
-    yajl_gen_map_close(g);
-    yajl_gen_array_close(g);
-    yajl_gen_string(g, (const unsigned char *)kw[2], strlen(kw[2]));
-    yajl_gen_array_open(g);
-    yajl_gen_map_open(g);
-    yajl_gen_string(g, (const unsigned char *)"request_range", 13);
-    yajl_gen_map_open(g);
-    gen_b64(g, "key", key, strlen(key));
-    yajl_gen_map_close(g);
-    yajl_gen_map_close(g);
-    yajl_gen_array_close(g);
-    yajl_gen_map_close(g);
-    body = nb_json_gen_take(g);
-    rc = call(e, "/v3/kv/txn", body, &r);
-    free(body);
-    if (rc != 0)
-        return -1;
-    ok = yajl_tree_get(r, psucc, yajl_t_true);
-    if (ok != NULL) {
-        yajl_tree_free(r);
-        return 1;
-    }
-    resps = yajl_tree_get(r, presp, yajl_t_array);
-    rc = 0;
-    if (resps != NULL && resps->u.array.len > 0) {
-        yajl_val range = yajl_tree_get(resps->u.array.values[0], prange, yajl_t_object);
-        if (range != NULL && each_kv(e, range, fn, arg) < 0)
-            rc = -1;
-    }
-    yajl_tree_free(r);
-    return rc;
+    struct nb_etcd_cmp absent = {key, NB_ETCD_CREATE, 0};
+    struct nb_etcd_op put = {
+        .kind = NB_ETCD_PUT, .key = key, .value = value, .value_len = value_len, .lease = lease};
+    struct nb_etcd_op read = {.kind = NB_ETCD_RANGE, .key = key, .fn = fn, .arg = arg};
+    return nb_etcd_txn(e, &absent, 1, &put, 1, &read, 1);
 }
 
 int nb_etcd_keep_leased(struct nb_etcd *e, const char *key, const void *value, size_t value_len,
                         int64_t lease)
 {
-    const char *psucc[] = {"succeeded", NULL};
-    yajl_gen g = nb_json_gen();
-    yajl_val r;
-    char *body;
-    int rc;
-
-    /* {"compare":[{"key":k,"target":"LEASE","lease":"<id>"}],
-     *  "failure":[{"request_put":{...}}]} */
-    yajl_gen_map_open(g);
-    yajl_gen_string(g, (const unsigned char *)"compare", 7);
-    yajl_gen_array_open(g);
-    yajl_gen_map_open(g);
-    gen_b64(g, "key", key, strlen(key));
-    yajl_gen_string(g, (const unsigned char *)"target", 6);
-    yajl_gen_string(g, (const unsigned char *)"LEASE", 5);
-    gen_num(g, "lease", lease);
-    yajl_gen_map_close(g);
-    yajl_gen_array_close(g);
-    yajl_gen_string(g, (const unsigned char *)"failure", 7);
-    yajl_gen_array_open(g);
-    yajl_gen_map_open(g);
-    yajl_gen_string(g, (const unsigned char *)"request_put", 11);
-    gen_put(g, key, value, value_len, lease);
-    yajl_gen_map_close(g);
-    yajl_gen_array_close(g);
-    yajl_gen_map_close(g);
-    body = nb_json_gen_take(g);
-    rc = call(e, "/v3/kv/txn", body, &r);
-    free(body);
-    if (rc != 0)
-        return -1;
-    rc = yajl_tree_get(r, psucc, yajl_t_true) != NULL ? 0 : 1;
-    yajl_tree_free(r);
-    return rc;
+    struct nb_etcd_cmp ours = {key, NB_ETCD_LEASE, lease};
+    struct nb_etcd_op put = {
+        .kind = NB_ETCD_PUT, .key = key, .value = value, .value_len = value_len, .lease = lease};
+    int rc = nb_etcd_txn(e, &ours, 1, NULL, 0, &put, 1);
+    return rc < 0 ? -1 : !rc;
 }
 
 /* The watch stream's reader: a message with "events" is a change. */

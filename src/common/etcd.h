@@ -87,6 +87,46 @@ int nb_etcd_keep_leased(struct nb_etcd *e, const char *key, const void *value, s
                         int64_t lease);
 
 /*
+ * A transaction (etcd's Txn): if every compare holds, the success ops run,
+ * else the failure ops, all at one revision.
+ */
+enum nb_etcd_target { NB_ETCD_MOD, NB_ETCD_CREATE, NB_ETCD_LEASE };
+struct nb_etcd_cmp {
+    const char *key;
+    enum nb_etcd_target target; /* key's mod revision, create revision or lease */
+    int64_t value;              /* ... equals this (0: the key is absent / has none) */
+};
+enum nb_etcd_opkind { NB_ETCD_PUT, NB_ETCD_DEL, NB_ETCD_RANGE };
+struct nb_etcd_op {
+    enum nb_etcd_opkind kind;
+    const char *key;
+    const void *value; /* PUT */
+    size_t value_len;
+    int64_t lease;    /* PUT: 0 none */
+    int prefix;       /* DEL, RANGE: every key under key */
+    int count_only;   /* RANGE: only how many */
+    int serializable; /* RANGE: any member's copy, also without a quorum (maybe stale) */
+    int64_t limit;    /* RANGE: at most this many pairs (0: all) */
+    /* RANGE results: fn for each pair (it may be NULL), and what came back */
+    nb_etcd_kv_fn fn;
+    void *arg;
+    int64_t count; /* keys in the range (all of them, whatever the limit) */
+    int more;      /* the limit cut the answer short */
+};
+
+/*
+ * Run a transaction: 1 the compares held (the success ops ran), 0 they
+ * did not (the failure ops ran), -1 no answer (or a range's pairs could
+ * not be read). Range ops of the branch that ran get their results.
+ */
+int nb_etcd_txn(struct nb_etcd *e, const struct nb_etcd_cmp *cmp, size_t ncmp,
+                struct nb_etcd_op *success, size_t nsuccess, struct nb_etcd_op *failure,
+                size_t nfailure);
+
+/* A read alone: op is a RANGE; 0 (its results filled in) or -1. */
+int nb_etcd_range(struct nb_etcd *e, struct nb_etcd_op *op);
+
+/*
  * Wait up to max_ms for a change to any key under prefix after revision
  * from_rev (0: from now), through the gateway's watch stream: 1 a change
  * came, 0 none came in time, -1 no endpoint would watch.

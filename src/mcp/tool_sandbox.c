@@ -76,6 +76,9 @@ void mcp_tool_sandbox_list(struct tool_call *t)
                 mcp_put_value(&t->text, mcp_member(sb, "ttl_remaining"));
                 nb_buf_printf(&t->text, "s  network=%s  metadata=", mcp_member_str(sb, "network"));
                 mcp_put_value(&t->text, mcp_member(sb, "metadata"));
+                if (mcp_member(sb, "node") != NULL) /* a cluster's: where it runs */
+                    nb_buf_printf(&t->text, "  node=%s%s", mcp_member_str(sb, "node"),
+                                  YAJL_IS_FALSE(mcp_member(sb, "node_up")) ? " (down)" : "");
                 nb_buf_printf(&t->text, "\n");
             }
         }

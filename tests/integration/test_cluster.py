@@ -17,7 +17,7 @@ import requests
 
 import nbetcd
 from nbfront import Front
-from nbtest import PORTS_DOMAIN, wait_until
+from nbtest import PORTS_DOMAIN, docker_ps, wait_until
 from test_keys import KeyApi, add_key, keys_cli
 from test_mcp import http_call, http_initialize
 from test_ports import start_http_server
@@ -204,15 +204,19 @@ def test_a_name_held_by_another_live_node_keeps_the_second_out(etcd, make_stack)
                what="the second node to see the conflict")
     assert record(etcd, "node-e")["url"] == "http://node-e.nodes.test:8080"
     assert "held by a live node at http://node-e.nodes.test:8080" in open(second.log_path).read()
-    # it serves on meanwhile
-    sid = second.api.create()
-    assert second.api.exec(sid, "true")["exit_code"] == 0
-    second.api.delete(sid)
+    # it makes no sandbox meanwhile: its ids would name the other node
+    r = second.api.request("POST", "/sandbox", json={})
+    assert r.status_code == 503 and r.json()["code"] == "cluster_unavailable", r.text
+    assert "another node's" in r.json()["error"]
+    assert docker_ps(second.instance) == []
     # the first leaves: the name is free, and the second takes it
     first.stop_fcgi()
     wait_record(etcd, "node-e", lambda r: r and r["url"] == "http://elsewhere.nodes.test:8080",
                 timeout=TTL + 5)
     wait_member(second)
+    sid = second.api.create()
+    assert second.api.exec(sid, "true")["exit_code"] == 0
+    assert second.api.delete(sid).status_code == 204
 
 
 def test_one_etcd_member_lost_changes_nothing_quorum_lost_keeps_sandboxes(etcd, make_stack):
@@ -231,20 +235,30 @@ def test_one_etcd_member_lost_changes_nothing_quorum_lost_keeps_sandboxes(etcd, 
         try:
             wait_until(lambda: healthz(st)["node"]["cluster"] == "etcd_unreachable", timeout=15,
                        what="the node to see etcd without quorum")
-            # the node serves on: its sandboxes and new ones
+            # the node serves on: its sandboxes work, a list answers from the
+            # member left; a create would not be registered: 503, nothing made
             assert st.api.exec(sid, "echo still")["stdout"] == "still\n"
-            sid2 = st.api.create()
-            assert st.api.exec(sid2, "true")["exit_code"] == 0
-            assert st.api.delete(sid2).status_code == 204
+            assert [s["sandboxId"] for s in listed(st.api)["sandboxes"]
+                    if s["sandboxId"].endswith(tag_of("node-f"))] == [sid]
+            before = docker_ps(st.instance)
+            r = st.api.request("POST", "/sandbox", json={})
+            assert r.status_code == 503 and r.json()["code"] == "cluster_unavailable", r.text
+            r = requests.post(st.url + "/v2/sandboxes", json={"templateID": "base"},
+                              headers={"X-API-Key": f"e2b_{st.api_key}"})
+            assert r.status_code == 503, r.text
+            assert docker_ps(st.instance) == before
         finally:
             etcd.start_member(1)
     finally:
         etcd.start_member(0)
-    # quorum back: the node is a member again by itself
+    # quorum back: the node is a member again by itself, and creates work
     wait_member(st, timeout=30)
     rec = wait_record(etcd, "node-f")
     assert rec["running"] == 1
-    assert st.api.delete(sid).status_code == 204
+    sid2 = st.api.create()
+    assert st.api.exec(sid2, "true")["exit_code"] == 0
+    for s in (sid, sid2):
+        assert st.api.delete(s).status_code == 204
 
 
 # ---- the front: nanobox-front + an nginx of render-front.sh's config (nbfront.py)
@@ -554,3 +568,149 @@ def test_a_create_is_placed_on_the_node_with_more_room(etcd, make_stack):
     assert "did not take the create" in open(p1.log_path).read()
     assert a1.delete(r.json()["sandboxId"]).status_code == 204
     etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+# ---- one view: the sandbox registry in etcd (docs/CLUSTER.md, "One view")
+
+def listed(api, **query):
+    r = api.request("GET", "/sandbox" + ("?" + "&".join(f"{k}={v}" for k, v in query.items())
+                                         if query else ""))
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def rows_of(etcd, owner):
+    return {k.rsplit("/", 1)[1]: json.loads(v)
+            for k, v in etcd.get_prefix(f"{PREFIX}sandboxes/{owner}/").items()}
+
+
+def test_a_list_on_any_node_shows_every_nodes_sandboxes(etcd, make_stack):
+    """Each node registers its sandboxes in etcd; a list on any node shows
+    them all (this node's from its table, the others' rows), each with its
+    node and whether that node is up, for the key that asks only. E2B's
+    list pages through them; MCP's list names the node."""
+    v1 = make_stack("node-v1", **node_conf(etcd, "node-v1"))
+    v2 = make_stack("node-v2", **node_conf(etcd, "node-v2"))
+    alice, bob = add_key(v1, "alice"), add_key(v1, "bob")
+    a1, a2, b2 = KeyApi(v1, alice), KeyApi(v2, alice), KeyApi(v2, bob)
+    wait_until(lambda: b2.request("GET", "/sandbox").status_code == 200, timeout=10,
+               what="the keys on node-v2")
+    wait_until(lambda: "node-v1" in v2.api.request("GET", "/metrics").text, timeout=15,
+               what="node-v2 to see node-v1 up")
+    on1 = [a1.create(metadata={"n": str(i)}) for i in range(2)]
+    on2 = a2.create(metadata={"n": "2"})
+    theirs = b2.create()
+    want = {**{s: "node-v1" for s in on1}, on2: "node-v2"}
+    # registered before the create answered: no wait
+    for api in (a1, a2):
+        got = {s["sandboxId"]: s for s in listed(api)["sandboxes"]}
+        assert set(got) == set(want), got
+        for sid, node in want.items():
+            assert got[sid]["node"] == node and got[sid]["node_up"] is True
+            assert got[sid]["owner"] == "alice" and got[sid]["state"] == "running"
+            assert got[sid]["metadata"]["n"] in ("0", "1", "2")
+    assert [s["sandboxId"] for s in listed(b2)["sandboxes"]] == [theirs]
+    assert {s["sandboxId"] for s in listed(v2.api, owner="alice")["sandboxes"]} == set(want)
+    # the rows: who, where, and nothing of bob's under alice
+    rows = rows_of(etcd, "alice")
+    assert set(rows) == set(want) and rows[on2]["node"] == "node-v2"
+    assert set(rows_of(etcd, "bob")) == {theirs}
+    # a metadata filter reaches the other node's rows too
+    assert [s["sandboxId"] for s in listed(a2, **{"metadata.n": "1"})["sandboxes"]] == [on1[1]]
+    # E2B's list, two to a page, from node-v2
+    e2b = {"X-API-Key": f"e2b_{alice}"}
+    seen, token = [], None
+    for _ in range(3):
+        r = requests.get(v2.url + "/v2/sandboxes?limit=2" + (f"&nextToken={token}" if token
+                                                            else ""), headers=e2b)
+        assert r.status_code == 200, r.text
+        seen += [s["sandboxID"] for s in r.json()]
+        token = r.headers.get("X-Next-Token")
+        if not token:
+            break
+    assert sorted(seen) == sorted(want), seen
+    # MCP's list on node-v2 says where each runs
+    sess = http_initialize(v2).headers["Mcp-Session-Id"]
+    text = json.dumps(http_call(v2, sess, "sandbox_list", {}))
+    assert all(s in text for s in want) and "node=node-v1" in text, text
+    # a pause on node-v1 reaches the row within a round of its member
+    assert a1.request("POST", f"/sandbox/{on1[0]}/pause").status_code == 200
+    wait_until(lambda: {s["sandboxId"]: s["state"] for s in listed(a2)["sandboxes"]}
+               .get(on1[0]) == "paused", timeout=5, what="the pause seen on node-v2")
+    # a destroy takes its row out before it answers
+    assert a1.delete(on1[1]).status_code == 204
+    assert on1[1] not in {s["sandboxId"] for s in listed(a2)["sandboxes"]}
+    assert on1[1] not in rows_of(etcd, "alice")
+    # a row and its index entry lost (etcd restored from an older backup)
+    # come back; those of a sandbox the node does not have go
+    etcd.delete_prefix(f"{PREFIX}sandboxes/alice/{on2}")
+    etcd.delete_prefix(f"{PREFIX}onnode/{tag_of('node-v2')}/{on2}")
+    ghost = on2[:-12].replace(on2[:8], "00000000") + tag_of("node-v2")
+    etcd.put(f"{PREFIX}onnode/{tag_of('node-v2')}/{ghost}", "alice 0")
+    etcd.put(f"{PREFIX}sandboxes/alice/{ghost}", json.dumps(dict(rows[on2], id=ghost)))
+    wait_until(lambda: on2 in rows_of(etcd, "alice") and ghost not in rows_of(etcd, "alice"),
+               timeout=5, what="node-v2's member to put its rows right")
+    # node-v1 gone (its lease lapsed): its sandboxes are listed, on a node
+    # that is down; back, they are up and served again
+    os.kill(member_of(v1), signal.SIGKILL)
+    v1.crash()
+    wait_until(lambda: {s["sandboxId"]: s["node_up"] for s in listed(a2)["sandboxes"]}
+               .get(on1[0]) is False, timeout=TTL + 10, what="node-v1's rows shown as down")
+    v1.start_fcgi()
+    v1.wait_healthy()
+    wait_until(lambda: {s["sandboxId"]: s["node_up"] for s in listed(a2)["sandboxes"]}
+               .get(on1[0]) is True, timeout=15, what="node-v1's rows up again")
+    assert a1.request("POST", f"/sandbox/{on1[0]}/resume").status_code == 200
+    assert a1.exec(on1[0], "echo back")["stdout"] == "back\n"
+    for api, sid in ((a1, on1[0]), (a2, on2), (b2, theirs)):
+        assert api.delete(sid).status_code == 204
+    wait_until(lambda: not rows_of(etcd, "alice") and not rows_of(etcd, "bob"), timeout=5,
+               what="every row gone")
+    etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+def test_a_keys_quota_counts_its_sandboxes_on_every_node(etcd, make_stack):
+    """max_sandboxes is the key's over the cluster: each create is
+    registered under the key's guard in one etcd transaction, so creates on
+    two nodes at once cannot both take the last one."""
+    q1 = make_stack("node-q1", **node_conf(etcd, "node-q1"))
+    q2 = make_stack("node-q2", **node_conf(etcd, "node-q2"))
+    carl = add_key(q1, "carl", "--max-sandboxes", "2", "--max-memory", "450m")
+    c1, c2 = KeyApi(q1, carl), KeyApi(q2, carl)
+    wait_until(lambda: c2.request("GET", "/sandbox").status_code == 200, timeout=10,
+               what="carl's key on node-q2")
+    first = c1.create(memory="200m")
+    second = c2.create(memory="200m")
+    for api in (c1, c2):
+        r = api.request("POST", "/sandbox", json={})
+        assert r.status_code == 429 and r.json()["code"] == "quota", r.text
+        assert "max_sandboxes=2" in r.json()["error"] and "it has 2" in r.json()["error"]
+    assert set(rows_of(etcd, "carl")) == {first, second}
+    assert c1.delete(first).status_code == 204
+    # memory counts across nodes too: 200m there and 256m here is over 450m
+    r = c1.request("POST", "/sandbox", json={"memory": "256m"})
+    assert r.status_code == 429 and "max_memory" in r.json()["error"], r.text
+    assert "hold 209715200 bytes" in r.json()["error"], r.text
+    assert c2.delete(second).status_code == 204
+    # four at once, two on each node, for two places: exactly two are made
+    codes, made = [], []
+
+    def one(api):
+        r = api.request("POST", "/sandbox", json={"memory": "128m"})
+        codes.append(r.status_code)
+        if r.status_code == 201:
+            made.append((api, r.json()["sandboxId"]))
+    ts = [threading.Thread(target=one, args=(api,)) for api in (c1, c2, c1, c2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert sorted(codes) == [201, 201, 429, 429], codes
+    assert set(rows_of(etcd, "carl")) == {sid for _, sid in made}
+    # the undone ones left nothing behind: no container, no row
+    assert len(listed(q1.api, owner="carl")["sandboxes"]) == 2
+    for api, sid in made:
+        assert api.delete(sid).status_code == 204
+    assert not rows_of(etcd, "carl")
+    etcd.delete_prefix(f"{PREFIX}keys/")
+    etcd.delete_prefix(f"{PREFIX}owners/")

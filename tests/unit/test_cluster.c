@@ -20,6 +20,7 @@
 #include "cluster.h"
 #include "etcd.h"
 #include "frontmap.h"
+#include "table.h"
 
 /* printf 'nanobox-node:node-a' | sha256sum: the format is pinned, not just
  * self-consistent */
@@ -93,6 +94,68 @@ static void test_node_record_round_trips(void **state)
     assert_int_equal(nb_node_info_parse("{", 1, &back), -1);
     assert_int_equal(nb_node_info_parse("[]", 2, &back), -1);
     assert_int_equal(nb_node_info_parse("{\"name\":\"Bad Name\"}", 19, &back), -1);
+}
+
+/* A registry row carries what a list shows of a sandbox, and the same
+ * slot always gives the same text (the index compares hashes of it). */
+static void test_registry_row_round_trips(void **state)
+{
+    struct nb_slot s, back;
+    char node[NB_REG_NODE_MAX], key[NB_REG_KEY_MAX];
+    char *row, *again;
+    (void)state;
+    memset(&s, 0, sizeof(s));
+    snprintf(s.id, sizeof(s.id), "0a1b2c3d-0000-8000-8000-%s", NODE_A_TAG);
+    snprintf(s.owner, sizeof(s.owner), "alice");
+    snprintf(s.image, sizeof(s.image), "nanobox:latest");
+    snprintf(s.metadata, sizeof(s.metadata), "{\"a\":\"b\\\"c\"}");
+    s.state = NB_SLOT_PAUSED;
+    s.created = 1700000000;
+    s.expires = 1700000300;
+    s.memory = 256ULL << 20;
+    s.nano_cpus = 500000000;
+    s.pids = 256;
+    s.network_bridge = 1;
+    s.lifecycle = NB_LIFE_AUTO_RESUME;
+    s.state_since = 1700000100;
+    s.ttl_left = 200;
+    s.pause_expires = 1700086400;
+    row = nb_registry_row(&s, "node-a");
+    again = nb_registry_row(&s, "node-a");
+    assert_string_equal(row, again);
+    assert_true(nb_registry_hash(row, strlen(row)) == nb_registry_hash(again, strlen(again)));
+    assert_int_equal(nb_registry_row_parse(row, strlen(row), &back, node), 0);
+    assert_string_equal(node, "node-a");
+    assert_string_equal(back.id, s.id);
+    assert_string_equal(back.owner, "alice");
+    assert_string_equal(back.metadata, s.metadata);
+    assert_int_equal(back.state, NB_SLOT_PAUSED);
+    assert_true(back.created == s.created && back.expires == s.expires);
+    assert_true(back.memory == s.memory && back.nano_cpus == s.nano_cpus);
+    assert_true(back.ttl_left == 200 && back.pause_expires == s.pause_expires);
+    assert_true(back.state_since == s.state_since && back.lifecycle == s.lifecycle);
+    s.expires++; /* a change changes the text and its hash */
+    free(again);
+    again = nb_registry_row(&s, "node-a");
+    assert_string_not_equal(row, again);
+    assert_false(nb_registry_hash(row, strlen(row)) == nb_registry_hash(again, strlen(again)));
+    /* what is not a row is refused */
+    assert_int_equal(nb_registry_row_parse("{\"id\":\"x\"}", 10, &back, node), -1);
+    assert_int_equal(nb_registry_row_parse("[1]", 3, &back, node), -1);
+    assert_int_equal(nb_registry_row_parse("{", 1, &back, node), -1);
+    free(row);
+    free(again);
+    /* the keys: an owner, or "-" for none */
+    nb_registry_row_key("/nb/", "alice", s.id, key, sizeof(key));
+    assert_int_equal(strncmp(key, "/nb/sandboxes/alice/", 20), 0);
+    nb_registry_row_key("/nb/", "", s.id, key, sizeof(key));
+    assert_int_equal(strncmp(key, "/nb/sandboxes/-/", 16), 0);
+    nb_registry_rows_key("/nb/", NULL, key, sizeof(key));
+    assert_string_equal(key, "/nb/sandboxes/");
+    nb_registry_mark_key("/nb/", NODE_A_TAG, s.id, key, sizeof(key));
+    assert_int_equal(strncmp(key, "/nb/onnode/" NODE_A_TAG "/", 24), 0);
+    nb_registry_guard_key("/nb/", "alice", key, sizeof(key));
+    assert_string_equal(key, "/nb/owners/alice");
 }
 
 static void test_keys(void **state)
@@ -178,6 +241,7 @@ int main(void)
         cmocka_unit_test(test_tag_is_the_first_48_bits_of_sha256),
         cmocka_unit_test(test_ids_carry_the_tag_or_are_plain_v4),
         cmocka_unit_test(test_node_record_round_trips),
+        cmocka_unit_test(test_registry_row_round_trips),
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_etcd_without_an_answer),
         cmocka_unit_test(test_front_map),

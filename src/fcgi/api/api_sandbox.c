@@ -14,14 +14,19 @@
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
+#include "registry.h"
 #include "sandbox.h"
 #include "templates.h"
 #include "warm.h"
 
 #define MiB (1024ULL * 1024ULL)
 
-/* Writes the public view of a sandbox (the keys of docs/API.md). */
-static void sandbox_info(yajl_gen g, const struct nb_slot *s, int64_t now)
+/*
+ * Writes the public view of a sandbox (the keys of docs/API.md); on a
+ * cluster node (node not NULL) also the node it runs on and whether that
+ * node is up.
+ */
+static void sandbox_info(yajl_gen g, const struct nb_slot *s, int64_t now, const char *node, int up)
 {
     char err[64];
     yajl_val meta = NULL;
@@ -48,6 +53,10 @@ static void sandbox_info(yajl_gen g, const struct nb_slot *s, int64_t now)
     nb_json_kv_int(g, "pids", s->pids);
     nb_json_kv_str(g, "network", s->network_bridge ? "bridge" : "none");
     nb_json_kv_str(g, "owner", s->owner); /* the name of the key that created it */
+    if (node != NULL) {
+        nb_json_kv_str(g, "node", node);
+        nb_json_kv_bool(g, "node_up", up);
+    }
     nb_json_cstr(g, "metadata");
     if (nb_json_parse(s->metadata, strlen(s->metadata), 4, &meta, err, sizeof(err)) == 0 && meta)
         nb_json_tree(g, meta);
@@ -57,6 +66,12 @@ static void sandbox_info(yajl_gen g, const struct nb_slot *s, int64_t now)
     }
     yajl_tree_free(meta);
     yajl_gen_map_close(g);
+}
+
+/* This node's name in a sandbox's view: on a cluster node only. */
+static const char *self_node(const struct nb_app *a)
+{
+    return a->conf.etcd_endpoints[0] != '\0' ? a->conf.node_name : NULL;
 }
 
 int api_healthz(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
@@ -271,7 +286,7 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         goto out;
     nb_http_audit(r, "create", slot.id);
     g = nb_json_gen();
-    sandbox_info(g, &slot, nb_clock_real_s());
+    sandbox_info(g, &slot, nb_clock_real_s(), self_node(a), 1);
     nb_http_json(r, 201, g);
     yajl_gen_free(g);
     rc = NB_OK;
@@ -314,7 +329,7 @@ int api_sandbox_list(struct nb_app *a, struct nb_req *r, const struct nb_route_a
                      struct nb_apierr *ae)
 {
     struct list_filter lf;
-    struct nb_slot *copy;
+    struct nb_sandbox_list l;
     const char *owner;
     uint32_t n = 0;
     int64_t now = nb_clock_real_s();
@@ -332,29 +347,28 @@ int api_sandbox_list(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     }
     /* a user key lists its own sandboxes; an admin all, or one owner's */
     owner = nb_http_list_owner(r, lf.owner);
-    /* copy under the lock, format outside it */
-    copy = nb_xcalloc(a->table.nslots, sizeof(*copy));
-    nb_table_lock(&a->table);
-    for (uint32_t i = 0; i < a->table.nslots; i++) {
-        const struct nb_slot *s = &a->table.slots[i];
-        if (nb_slot_live(s, now) && (owner == NULL || !strcmp(s->owner, owner)))
-            copy[n++] = *s;
-    }
-    nb_table_unlock(&a->table);
+    /* this node's from its table; on a cluster node every other node's
+     * from the registry, each with its node and whether that node is up */
+    nb_registry_list(a, owner, now, &l);
 
     g = nb_json_gen();
     yajl_gen_map_open(g);
     nb_json_cstr(g, "sandboxes");
     yajl_gen_array_open(g);
-    for (uint32_t i = 0; i < n; i++)
-        if (api_metadata_matches(copy[i].metadata, (const char(*)[128])lf.keys,
-                                 (const char(*)[256])lf.values, lf.n))
-            sandbox_info(g, &copy[i], now);
+    for (uint32_t i = 0; i < l.n; i++)
+        if (api_metadata_matches(l.v[i].metadata, (const char(*)[128])lf.keys,
+                                 (const char(*)[256])lf.values, lf.n)) {
+            sandbox_info(g, &l.v[i], now, l.cluster ? l.node[i] : NULL, l.up[i]);
+            n++;
+        }
     yajl_gen_array_close(g);
+    if (l.cluster && l.partial)
+        nb_json_kv_bool(g, "partial", 1); /* the registry could not be read: this node's only */
     yajl_gen_map_close(g);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
-    free(copy);
+    nb_registry_list_free(&l);
+    (void)n;
     return NB_OK;
 }
 
@@ -366,7 +380,7 @@ int api_sandbox_get(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
     if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         return NB_ERR;
     g = nb_json_gen();
-    sandbox_info(g, &slot, nb_clock_real_s());
+    sandbox_info(g, &slot, nb_clock_real_s(), self_node(a), 1);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
     return NB_OK;
@@ -414,7 +428,7 @@ static int pause_or_resume(struct nb_app *a, struct nb_req *r, const struct nb_r
         return NB_ERR;
     nb_http_audit(r, pause ? "pause" : "resume", ra->id);
     g = nb_json_gen();
-    sandbox_info(g, &slot, nb_clock_real_s());
+    sandbox_info(g, &slot, nb_clock_real_s(), self_node(a), 1);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
     return NB_OK;

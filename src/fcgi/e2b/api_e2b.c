@@ -23,6 +23,7 @@
 #include "isolation.h"
 #include "json.h"
 #include "query.h"
+#include "registry.h"
 #include "sandbox.h"
 
 /*
@@ -461,6 +462,7 @@ int api_e2b_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
                  struct nb_apierr *ae)
 {
     struct e2b_list l;
+    struct nb_sandbox_list all;
     struct nb_slot *copy;
     uint32_t n = 0, kept = 0, shown;
     int64_t now = nb_clock_real_s();
@@ -475,15 +477,10 @@ int api_e2b_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
     if (nb_http_query(r, "owner", want, sizeof(want)) < 0)
         want[0] = '\0';
     owner = nb_http_list_owner(r, want);
-    /* copy under the lock, filter and format outside it */
-    copy = nb_xcalloc(a->table.nslots ? a->table.nslots : 1, sizeof(*copy));
-    nb_table_lock(&a->table);
-    for (uint32_t i = 0; i < a->table.nslots; i++) {
-        const struct nb_slot *s = &a->table.slots[i];
-        if (nb_slot_live(s, now) && (owner == NULL || !strcmp(s->owner, owner)))
-            copy[n++] = *s;
-    }
-    nb_table_unlock(&a->table);
+    /* this node's, and on a cluster node every other node's from the registry */
+    nb_registry_list(a, owner, now, &all);
+    copy = all.v;
+    n = all.n;
     for (uint32_t i = 0; i < n; i++)
         if (list_keep(&a->conf, &l, &copy[i]))
             copy[kept++] = copy[i];
@@ -504,7 +501,7 @@ int api_e2b_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
     yajl_gen_array_close(g);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
-    free(copy);
+    nb_registry_list_free(&all);
     return NB_OK;
 }
 

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "ports.h"
+#include "registry.h"
 #include "rootdisk.h"
 #include "sandbox.h"
 #include "snapshot.h"
@@ -470,16 +471,62 @@ fail:
     return -1;
 }
 
+/*
+ * On a cluster node the sandbox is registered before it is answered; its
+ * key's quotas count what it holds on every node. A create that lost the
+ * last unit of a quota to another node's, or that etcd would not register,
+ * is undone.
+ */
+static int registered(struct nb_app *a, const struct nb_sandbox_spec *spec,
+                      struct nb_registry_claim *c, const struct nb_slot *made, struct nb_apierr *ae)
+{
+    struct nb_apierr dae;
+    int rc = -1;
+
+    for (int tries = 0; tries < 8; tries++) {
+        struct nb_sandbox_spec again = *spec;
+        rc = nb_registry_after(a, spec->key, c, made, ae);
+        if (rc <= 0)
+            break;
+        /* another create of the key came between: judge the quotas again,
+         * with this one counted here and what came elsewhere */
+        again.elsewhere = &c->elsewhere;
+        again.memory = again.nano_cpus = 0;
+        nb_table_lock(&a->table);
+        rc = nb_sandbox_quota_judge(a, &again, 0, ae);
+        nb_table_unlock(&a->table);
+        if (rc != 0)
+            break;
+        rc = -1;
+        nb_apierr_set(ae, NB_E_UNAVAILABLE, "cluster_unavailable",
+                      "the cluster is too busy registering creates of key \"%s\": try again",
+                      spec->key != NULL ? spec->key->name : "");
+    }
+    if (rc == 0)
+        return 0;
+    if (nb_sandbox_destroy(a, made->id, &dae) != 0)
+        nb_warn("sandbox %s: not registered, and not destroyed either: %s", made->id, dae.msg);
+    return -1;
+}
+
 int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, struct nb_slot *out,
                       struct nb_apierr *ae)
 {
-    if (a->warm != NULL && a->warm->take(a, spec, out) == 0) {
-        nb_metrics_create(NB_MC_WARM);
-        return 0;
-    }
-    if (nb_sandbox_make(a, spec, NB_SLOT_RUNNING, out, ae) != 0)
+    struct nb_registry_claim claim;
+    struct nb_sandbox_spec sp = *spec;
+    enum nb_mcreate how = NB_MC_WARM;
+
+    if (nb_registry_before(a, spec->key, &claim, ae) != 0)
         return -1;
-    nb_metrics_create(NB_MC_COLD);
+    sp.elsewhere = &claim.elsewhere;
+    if (a->warm == NULL || a->warm->take(a, &sp, out) != 0) {
+        if (nb_sandbox_make(a, &sp, NB_SLOT_RUNNING, out, ae) != 0)
+            return -1;
+        how = NB_MC_COLD;
+    }
+    if (claim.on && registered(a, &sp, &claim, out, ae) != 0)
+        return -1;
+    nb_metrics_create(how);
     return 0;
 }
 
@@ -504,6 +551,12 @@ int nb_sandbox_visible(struct nb_app *a, const char *id, const char *owner, stru
 int nb_sandbox_quota_locked(struct nb_app *a, const struct nb_sandbox_spec *spec,
                             struct nb_apierr *ae)
 {
+    return nb_sandbox_quota_judge(a, spec, 1, ae);
+}
+
+int nb_sandbox_quota_judge(struct nb_app *a, const struct nb_sandbox_spec *spec, unsigned adding,
+                           struct nb_apierr *ae)
+{
     const struct nb_key *k = spec->key;
     struct nb_table_usage u;
     char q[64];
@@ -511,7 +564,12 @@ int nb_sandbox_quota_locked(struct nb_app *a, const struct nb_sandbox_spec *spec
     if (k == NULL)
         return 0;
     nb_table_usage(&a->table, k->name, &u);
-    if (k->max_sandboxes && u.sandboxes + 1 > k->max_sandboxes) {
+    if (spec->elsewhere != NULL) {
+        u.sandboxes += spec->elsewhere->sandboxes;
+        u.memory += spec->elsewhere->memory;
+        u.nano_cpus += spec->elsewhere->nano_cpus;
+    }
+    if (k->max_sandboxes && u.sandboxes + adding > k->max_sandboxes) {
         nb_apierr_set(ae, NB_E_LIMIT, "quota",
                       "quota max_sandboxes=%u of key \"%s\" reached: it has %u live sandboxes",
                       k->max_sandboxes, k->name, u.sandboxes);
@@ -770,10 +828,15 @@ int nb_sandbox_mark_destroy(struct nb_app *a, const char *id, char cid[NB_CID_LE
 
 int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
 {
-    char cid[NB_CID_LEN + 1] = "";
+    char cid[NB_CID_LEN + 1] = "", owner[NB_OWNER_LEN + 8] = "";
     uint32_t gen = 0;
     struct nb_derr de = {0};
+    struct nb_slot *s;
 
+    nb_table_lock(&a->table);
+    if ((s = nb_table_find(&a->table, id)) != NULL)
+        snprintf(owner, sizeof(owner), "%s", s->owner); /* its registry row's */
+    nb_table_unlock(&a->table);
     if (nb_sandbox_mark_destroy(a, id, cid, &gen, ae) != 0)
         return -1;
     /*
@@ -796,6 +859,7 @@ int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
         nb_apierr_docker(ae, &de, "remove the sandbox container");
         return -1;
     }
+    nb_registry_forget(a, id, owner);
     nb_info("destroyed sandbox %s", id);
     return 0;
 }

@@ -40,6 +40,8 @@ struct nb_sandbox_spec {
      * and PID 1; a failure is the hook's to log, the sandbox is kept.
      */
     void (*prepare)(struct nb_app *a, const struct nb_slot *slot);
+    /* what its key holds on the cluster's other nodes (registry.h); NULL: nothing */
+    const struct nb_table_usage *elsewhere;
 };
 
 /*
@@ -72,11 +74,16 @@ int nb_sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec,
 
 /*
  * With the table lock held: would spec->key stay within its quotas (keys.h)
- * with one more sandbox of spec's memory and CPUs? 0, or 429 "quota" naming
+ * with one more sandbox of spec's memory and CPUs, on this node and, on a
+ * cluster node, the others (spec->elsewhere)? 0, or 429 "quota" naming
  * the quota and its value. 0 when spec->key is NULL.
  */
 int nb_sandbox_quota_locked(struct nb_app *a, const struct nb_sandbox_spec *spec,
                             struct nb_apierr *ae);
+/* The same with adding sandboxes more (0: judge what is held, the new one
+ * already in the table); what spec->elsewhere holds counts too. */
+int nb_sandbox_quota_judge(struct nb_app *a, const struct nb_sandbox_spec *spec, unsigned adding,
+                           struct nb_apierr *ae);
 
 /*
  * The one ownership check (the route guard's, for every route with a

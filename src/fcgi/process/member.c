@@ -4,7 +4,7 @@
  * Its own process, not a job of the reaper: a reconciliation that removes
  * a thousand containers keeps the reaper busy for minutes, and a node that
  * serves must not look dead meanwhile. Nothing here touches the table but
- * to count it, or Docker at all.
+ * to read it, or Docker at all.
  */
 #include "config.h"
 
@@ -24,13 +24,14 @@
 #include "member.h"
 #include "metrics.h"
 #include "procstat.h"
+#include "regsync.h"
 #include "templates.h"
 
 #define MEMBER_KEYS_WAIT_MS 500           /* a change of the keys file is shared within this */
 #define MEMBER_NODES_S 5                  /* the nodes are read for /metrics this often */
 #define MEMBER_MEMORY_STEP (256ULL << 20) /* the record's memory, rounded down to it */
 #define MEMBER_REWRITE_S 30               /* the record is rewritten at least this often */
-#define MEMBER_RESPONSE (1u << 20) /* bytes of one etcd answer (a node's own keys are small) */
+#define MEMBER_RESPONSE (16u << 20) /* bytes of one etcd answer: a node's index of ~50,000 rows */
 
 static volatile sig_atomic_t member_stop;
 
@@ -283,6 +284,9 @@ static void round_once(struct member *m)
             read_nodes(m);
             m->nodes_read = now;
         }
+        /* the registry's rows of this node, as its table has them */
+        if (nb_regsync_round(m->a, &m->etcd) < 0)
+            nb_debug("cluster: the registry's rows not brought up to date: %s", m->etcd.err);
         return;
     }
     if (rc == 0) {

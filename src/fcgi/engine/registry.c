@@ -1,0 +1,335 @@
+/*
+ * registry.c - see registry.h.
+ *
+ * Each worker keeps its own etcd handle (its connection kept between
+ * calls). A create costs one etcd transaction, or two for a key with
+ * quotas (a read of what it holds elsewhere, then the put under the
+ * guard); a destroy one; a list one read (of any member's copy while
+ * etcd has no quorum, so a list still answers then).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "cluster.h"
+#include "etcd.h"
+#include "log.h"
+#include "metrics.h"
+#include "registry.h"
+
+#define REG_TIMEOUT_MS 1000      /* one try of one endpoint */
+#define REG_RESPONSE (64u << 20) /* bytes of one answer: ~80,000 rows */
+
+static struct nb_etcd reg_etcd;
+static int reg_ready;
+
+static int on(const struct nb_app *a)
+{
+    return a->conf.etcd_endpoints[0] != '\0' && a->node_tag[0] != '\0';
+}
+
+static struct nb_etcd *etcd_of(struct nb_app *a)
+{
+    if (!reg_ready) {
+        if (nb_etcd_init(&reg_etcd, a->conf.etcd_endpoints, REG_TIMEOUT_MS, REG_RESPONSE) != 0) {
+            nb_warn("registry: %s", reg_etcd.err);
+            nb_etcd_cleanup(&reg_etcd);
+            return NULL;
+        }
+        reg_ready = 1;
+    }
+    return &reg_etcd;
+}
+
+static int unavailable(struct nb_apierr *ae, const char *why)
+{
+    nb_apierr_set(ae, NB_E_UNAVAILABLE, "cluster_unavailable",
+                  "the cluster cannot take new sandboxes now (%s); existing ones keep working",
+                  why);
+    return -1;
+}
+
+/* Is a row's sandbox still live at now (its TTL, or its pause's, not over)? */
+static int row_live(const struct nb_slot *s, int64_t now)
+{
+    return s->state == NB_SLOT_PAUSED ? s->pause_expires > now : s->expires > now;
+}
+
+/* The key's rows on other nodes, summed into a usage. */
+struct usage_read {
+    struct nb_app *a;
+    int64_t now;
+    struct nb_table_usage *u;
+};
+
+static int add_usage(void *arg, const struct nb_etcd_kv *kv)
+{
+    struct usage_read *ur = arg;
+    struct nb_slot s;
+    char node[NB_REG_NODE_MAX], tag[NB_NODE_TAG_LEN + 1];
+    if (nb_registry_row_parse(kv->value, kv->value_len, &s, node) != 0 || !row_live(&s, ur->now))
+        return 0;
+    /* this node's own are counted from its table, where they are exact */
+    if (nb_cluster_id_tag(s.id, tag) && !strcmp(tag, ur->a->node_tag))
+        return 0;
+    ur->u->sandboxes++;
+    ur->u->memory += s.memory;
+    ur->u->nano_cpus += s.nano_cpus;
+    return 0;
+}
+
+static int take_guard(void *arg, const struct nb_etcd_kv *kv)
+{
+    *(int64_t *)arg = kv->mod_revision;
+    return 0;
+}
+
+/* The two reads of what a key holds elsewhere (as txn ops), filled from c. */
+static void usage_ops(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
+                      struct usage_read *ur, char *gkey, char *rkey, struct nb_etcd_op ops[2])
+{
+    nb_registry_guard_key(a->conf.etcd_prefix, k->name, gkey, NB_REG_KEY_MAX);
+    nb_registry_rows_key(a->conf.etcd_prefix, k->name, rkey, NB_REG_KEY_MAX);
+    memset(&c->elsewhere, 0, sizeof(c->elsewhere));
+    c->guard = 0;
+    ur->a = a;
+    ur->now = nb_clock_real_s();
+    ur->u = &c->elsewhere;
+    memset(ops, 0, 2 * sizeof(ops[0]));
+    ops[0].kind = NB_ETCD_RANGE;
+    ops[0].key = gkey;
+    ops[0].fn = take_guard;
+    ops[0].arg = &c->guard;
+    ops[1].kind = NB_ETCD_RANGE;
+    ops[1].key = rkey;
+    ops[1].prefix = 1;
+    ops[1].fn = add_usage;
+    ops[1].arg = ur;
+}
+
+int nb_registry_before(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
+                       struct nb_apierr *ae)
+{
+    char gkey[NB_REG_KEY_MAX], rkey[NB_REG_KEY_MAX];
+    struct nb_etcd_op ops[2];
+    struct usage_read ur;
+    struct nb_etcd *e;
+    uint32_t st;
+
+    memset(c, 0, sizeof(*c));
+    if (!on(a))
+        return 0;
+    c->on = 1;
+    st = nb_metrics != NULL ? __atomic_load_n(&nb_metrics->cluster.state, __ATOMIC_RELAXED)
+                            : NB_MEMBER_JOINED;
+    if (st == NB_MEMBER_UNREACHABLE)
+        return unavailable(ae, "etcd does not answer");
+    if (st == NB_MEMBER_CONFLICT)
+        return unavailable(ae, "this node's name is another node's");
+    if ((e = etcd_of(a)) == NULL)
+        return unavailable(ae, "no etcd client");
+    if (k == NULL || (!k->max_sandboxes && !k->max_memory && !k->max_nano_cpus))
+        return 0;
+    c->guarded = 1;
+    usage_ops(a, k, c, &ur, gkey, rkey, ops);
+    if (nb_etcd_txn(e, NULL, 0, ops, 2, NULL, 0) < 0) {
+        nb_warn("registry: cannot read what key %s holds: %s", k->name, e->err);
+        return unavailable(ae, "etcd does not answer");
+    }
+    return 0;
+}
+
+int nb_registry_after(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
+                      const struct nb_slot *made, struct nb_apierr *ae)
+{
+    char rkey[NB_REG_KEY_MAX], mkey[NB_REG_KEY_MAX], gkey[NB_REG_KEY_MAX], rows[NB_REG_KEY_MAX];
+    char mark[NB_OWNER_LEN + 40];
+    struct nb_etcd_op ops[3], reread[2];
+    struct nb_etcd_cmp cmp;
+    struct usage_read ur;
+    struct nb_etcd *e;
+    char *row;
+    int rc;
+
+    if (!c->on)
+        return 0;
+    if ((e = etcd_of(a)) == NULL)
+        return unavailable(ae, "no etcd client");
+    row = nb_registry_row(made, a->conf.node_name);
+    nb_registry_row_key(a->conf.etcd_prefix, made->owner, made->id, rkey, sizeof(rkey));
+    nb_registry_mark_key(a->conf.etcd_prefix, a->node_tag, made->id, mkey, sizeof(mkey));
+    snprintf(mark, sizeof(mark), "%s %016llx", made->owner[0] ? made->owner : "-",
+             (unsigned long long)nb_registry_hash(row, strlen(row)));
+    memset(ops, 0, sizeof(ops));
+    ops[0].kind = ops[1].kind = ops[2].kind = NB_ETCD_PUT;
+    ops[0].key = rkey;
+    ops[0].value = row;
+    ops[0].value_len = strlen(row);
+    ops[1].key = mkey;
+    ops[1].value = mark;
+    ops[1].value_len = strlen(mark);
+    if (!c->guarded) {
+        rc = nb_etcd_txn(e, NULL, 0, ops, 2, NULL, 0);
+    } else {
+        /* the guard moves with every create of the key: one that came
+         * between the read and now fails the compare, and the failure
+         * branch reads again what the key holds */
+        cmp.key = gkey;
+        cmp.target = NB_ETCD_MOD;
+        cmp.value = c->guard;
+        usage_ops(a, k, c, &ur, gkey, rows, reread); /* (c->elsewhere and c->guard reset) */
+        ops[2].key = gkey;
+        ops[2].value = made->id;
+        ops[2].value_len = strlen(made->id);
+        rc = nb_etcd_txn(e, &cmp, 1, ops, 3, reread, 2);
+    }
+    free(row);
+    if (rc < 0) {
+        nb_warn("registry: cannot register sandbox %s: %s", made->id, e->err);
+        return unavailable(ae, "etcd does not answer");
+    }
+    if (rc == 0)
+        return 1;
+    return 0;
+}
+
+void nb_registry_forget(struct nb_app *a, const char *id, const char *owner)
+{
+    char rkey[NB_REG_KEY_MAX], mkey[NB_REG_KEY_MAX];
+    struct nb_etcd_op ops[2];
+    struct nb_etcd *e;
+
+    if (!on(a) || (e = etcd_of(a)) == NULL)
+        return;
+    nb_registry_row_key(a->conf.etcd_prefix, owner, id, rkey, sizeof(rkey));
+    nb_registry_mark_key(a->conf.etcd_prefix, a->node_tag, id, mkey, sizeof(mkey));
+    memset(ops, 0, sizeof(ops));
+    ops[0].kind = ops[1].kind = NB_ETCD_DEL;
+    ops[0].key = rkey;
+    ops[1].key = mkey;
+    if (nb_etcd_txn(e, NULL, 0, ops, 2, NULL, 0) < 0)
+        nb_warn("registry: cannot take out sandbox %s (the member will): %s", id, e->err);
+}
+
+/* A list being gathered: this node's slots first, then the others' rows. */
+struct list_read {
+    struct nb_app *a;
+    int64_t now;
+    struct nb_sandbox_list *l;
+    uint32_t cap;
+    struct nb_mcluster *view; /* NULL: no view of the nodes yet */
+};
+
+static int list_grow(struct list_read *lr)
+{
+    struct nb_sandbox_list *l = lr->l;
+    uint32_t cap = lr->cap ? lr->cap * 2 : 64;
+    void *v = realloc(l->v, (size_t)cap * sizeof(*l->v));
+    if (v == NULL)
+        return -1;
+    l->v = v;
+    v = realloc(l->node, (size_t)cap * sizeof(*l->node));
+    if (v == NULL)
+        return -1;
+    l->node = v;
+    v = realloc(l->up, cap);
+    if (v == NULL)
+        return -1;
+    l->up = v;
+    lr->cap = cap;
+    return 0;
+}
+
+static int node_up(const struct list_read *lr, const char *node)
+{
+    if (lr->view == NULL)
+        return 0;
+    for (uint32_t i = 0; i < lr->view->nodes_seen && i < NB_METRICS_NODES; i++)
+        if (!strcmp(lr->view->node[i].name, node))
+            return 1;
+    return 0;
+}
+
+static int add_row(void *arg, const struct nb_etcd_kv *kv)
+{
+    struct list_read *lr = arg;
+    struct nb_sandbox_list *l = lr->l;
+    char tag[NB_NODE_TAG_LEN + 1];
+    struct nb_slot s;
+    char node[NB_REG_NODE_MAX];
+
+    if (nb_registry_row_parse(kv->value, kv->value_len, &s, node) != 0 || !row_live(&s, lr->now))
+        return 0;
+    if (nb_cluster_id_tag(s.id, tag) && !strcmp(tag, lr->a->node_tag))
+        return 0; /* this node's: from its table */
+    if (l->n == lr->cap && list_grow(lr) != 0)
+        return 1;
+    l->v[l->n] = s;
+    snprintf(l->node[l->n], sizeof(l->node[0]), "%s", node);
+    l->up[l->n] = (unsigned char)node_up(lr, node);
+    l->n++;
+    return 0;
+}
+
+void nb_registry_list(struct nb_app *a, const char *owner, int64_t now, struct nb_sandbox_list *out)
+{
+    struct list_read lr = {a, now, out, 0, NULL};
+    char rkey[NB_REG_KEY_MAX];
+    struct nb_etcd *e;
+
+    memset(out, 0, sizeof(*out));
+    out->cluster = on(a);
+    if (list_grow(&lr) != 0)
+        abort();
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        const struct nb_slot *s = &a->table.slots[i];
+        if (!nb_slot_live(s, now) || (owner != NULL && strcmp(s->owner, owner) != 0))
+            continue;
+        if (out->n == lr.cap && list_grow(&lr) != 0)
+            break;
+        out->v[out->n] = *s;
+        snprintf(out->node[out->n], sizeof(out->node[0]), "%s", a->conf.node_name);
+        out->up[out->n] = 1;
+        out->n++;
+    }
+    nb_table_unlock(&a->table);
+    if (!out->cluster)
+        return;
+    lr.view = malloc(sizeof(*lr.view));
+    if (lr.view != NULL && nb_metrics_nodes_copy(lr.view) != 0) {
+        free(lr.view);
+        lr.view = NULL;
+    }
+    nb_registry_rows_key(a->conf.etcd_prefix, owner, rkey, sizeof(rkey));
+    {
+        /* a member's read sees every create answered before it; without a
+         * quorum, any member's copy (which may be a moment behind) */
+        uint32_t st = nb_metrics != NULL
+                          ? __atomic_load_n(&nb_metrics->cluster.state, __ATOMIC_RELAXED)
+                          : NB_MEMBER_JOINED;
+        struct nb_etcd_op op = {.kind = NB_ETCD_RANGE,
+                                .key = rkey,
+                                .prefix = 1,
+                                .serializable = st == NB_MEMBER_UNREACHABLE,
+                                .fn = add_row,
+                                .arg = &lr};
+        if ((e = etcd_of(a)) == NULL || nb_etcd_range(e, &op) != 0) {
+            nb_warn("registry: cannot read the sandboxes of other nodes: %s",
+                    e != NULL ? e->err : "no etcd client");
+            out->partial = 1;
+        }
+    }
+    free(lr.view);
+}
+
+void nb_registry_list_free(struct nb_sandbox_list *l)
+{
+    free(l->v);
+    free(l->node);
+    free(l->up);
+    memset(l, 0, sizeof(*l));
+}
