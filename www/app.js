@@ -341,6 +341,7 @@
     ]);
     var meta = el("div", { className: "sb-meta" }, [
       el("span", { className: "sb-network" }),
+      el("span", { className: "sb-node", hidden: true }),
       el("span", { className: "sb-metadata" })
     ]);
     var open = el("button", { type: "button", className: "open small", text: "Open" });
@@ -365,6 +366,11 @@
     li.dataset.state = st;
     li.querySelector(".sb-ttl").textContent = fmtDuration(sb.ttl_remaining) + " left" + (st === "paused" ? " (stopped)" : "");
     li.querySelector(".sb-network").textContent = "network " + String(sb.network || "");
+    // a cluster's sandboxes say which node runs them, and whether it is up
+    var node = li.querySelector(".sb-node");
+    node.hidden = typeof sb.node !== "string";
+    node.textContent = node.hidden ? "" : "node " + sb.node + (sb.node_up === false ? " (down)" : "");
+    li.classList.toggle("node-down", sb.node_up === false);
     var md = fmtMetadata(sb.metadata);
     li.querySelector(".sb-metadata").textContent = md;
     li.querySelector(".sb-metadata").title = md;
@@ -516,6 +522,7 @@
       ["cpus", sb.cpus],
       ["pids", sb.pids],
       ["network", sb.network],
+      ["node", typeof sb.node === "string" ? sb.node + (sb.node_up === false ? " (down: its sandboxes answer 503 until it is back)" : "") : ""],
       ["metadata", fmtMetadata(sb.metadata) || "—"]
     ];
     rows.forEach(function (r) {

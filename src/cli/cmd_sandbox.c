@@ -173,33 +173,42 @@ int cmd_ls(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
     req.path = path.data;
 
     if ((rc = client_call(c, &req, &a)) == CLI_OK) {
-        static const char *const headers[] = {"ID",     "IMAGE", "EXPIRES IN",
-                                              "MEMORY", "CPUS",  "METADATA"};
+        static const char *const headers[] = {"ID",   "IMAGE",    "EXPIRES IN", "MEMORY",
+                                              "CPUS", "METADATA", "NODE"};
         yajl_val list = out_get(a.json, "sandboxes", yajl_t_array);
         struct out_table t;
+        int cluster = 0; /* a cluster's rows say their node: one column more */
 
         if (c->json) {
             client_print_raw(&a);
             goto out;
         }
-        out_table_init(&t, 6, headers);
+        for (size_t i = 0; list != NULL && i < list->u.array.len; i++)
+            cluster |= out_get(list->u.array.values[i], "node", yajl_t_string) != NULL;
+        out_table_init(&t, cluster ? 7 : 6, headers);
         for (size_t i = 0; list != NULL && i < list->u.array.len; i++) {
             yajl_val s = list->u.array.values[i];
-            char expires[32], mem[32], cpus[32],
+            char expires[32], mem[32], cpus[32], node[64],
                 *md = out_metadata(out_get(s, "metadata", yajl_t_object));
-            const char *row[6];
+            const char *row[7];
             out_duration(expires, sizeof(expires), out_int(s, "ttl_remaining", 0));
             out_size(mem, sizeof(mem), out_int(s, "memory", 0));
             out_number(cpus, sizeof(cpus), out_get(s, "cpus", yajl_t_number));
+            snprintf(node, sizeof(node), "%s%s", out_str(s, "node"),
+                     out_get(s, "node_up", yajl_t_false) != NULL ? " (down)" : "");
             row[0] = out_str(s, "sandboxId");
             row[1] = out_str(s, "image");
             row[2] = expires;
             row[3] = mem;
             row[4] = cpus;
             row[5] = md;
+            row[6] = node;
             out_table_row(&t, row);
             free(md);
         }
+        if (out_get(a.json, "partial", yajl_t_true) != NULL)
+            fprintf(stderr,
+                    "nanobox: etcd did not answer: only this node's sandboxes are listed\n");
         out_table_print(&t, stdout);
         out_table_free(&t);
     }

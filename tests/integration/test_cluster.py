@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 
@@ -18,7 +19,7 @@ import requests
 import nbetcd
 from nbfront import Front
 from nbtest import PORTS_DOMAIN, docker_ps, wait_until
-from test_keys import KeyApi, add_key, keys_cli
+from test_keys import CLI_BIN, KeyApi, add_key, keys_cli
 from test_mcp import http_call, http_initialize
 from test_ports import start_http_server
 
@@ -633,6 +634,13 @@ def test_a_list_on_any_node_shows_every_nodes_sandboxes(etcd, make_stack):
     sess = http_initialize(v2).headers["Mcp-Session-Id"]
     text = json.dumps(http_call(v2, sess, "sandbox_list", {}))
     assert all(s in text for s in want) and "node=node-v1" in text, text
+    # and `nanobox ls` has a NODE column
+    out = subprocess.run([str(CLI_BIN), "ls"], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, NANOBOX_URL=v2.url, NANOBOX_API_KEY=alice))
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"^ID\s.*\sNODE$", out.stdout, re.M), out.stdout
+    assert re.search(rf"^{on1[0]}\s.*\snode-v1$", out.stdout, re.M), out.stdout
+    assert re.search(rf"^{on2}\s.*\snode-v2$", out.stdout, re.M), out.stdout
     # a pause on node-v1 reaches the row within a round of its member
     assert a1.request("POST", f"/sandbox/{on1[0]}/pause").status_code == 200
     wait_until(lambda: {s["sandboxId"]: s["state"] for s in listed(a2)["sandboxes"]}
@@ -656,6 +664,9 @@ def test_a_list_on_any_node_shows_every_nodes_sandboxes(etcd, make_stack):
     v1.crash()
     wait_until(lambda: {s["sandboxId"]: s["node_up"] for s in listed(a2)["sandboxes"]}
                .get(on1[0]) is False, timeout=TTL + 10, what="node-v1's rows shown as down")
+    out = subprocess.run([str(CLI_BIN), "ls"], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, NANOBOX_URL=v2.url, NANOBOX_API_KEY=alice))
+    assert re.search(rf"^{on1[0]}\s.*\snode-v1 \(down\)$", out.stdout, re.M), out.stdout
     v1.start_fcgi()
     v1.wait_healthy()
     wait_until(lambda: {s["sandboxId"]: s["node_up"] for s in listed(a2)["sandboxes"]}
