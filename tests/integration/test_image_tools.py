@@ -7,6 +7,7 @@ works for the sandbox user, in a sandbox without network.
 import pytest
 
 from nbtest import IMAGE, PYTHON_IMAGE, needs_image
+from test_e2b import e2b_latest, e2b_sdk, sdk, sdk_script, step  # noqa: F401
 
 
 @pytest.fixture(params=[IMAGE, pytest.param(PYTHON_IMAGE, marks=needs_image(PYTHON_IMAGE))],
@@ -46,3 +47,19 @@ def test_curl_less_and_the_ca_bundle_are_there(api, sandbox):
     assert out[0].startswith("curl "), out
     assert out[1].startswith("less "), out
     assert out[2:4] == ["bundle", "paged"], out
+
+
+def test_the_sdks_git_works_in_the_base_image(make_stack, sdk):
+    # E2B's "base" template is the first of images: the base image under test
+    st = make_stack("git", images=",".join(dict.fromkeys((IMAGE, "nanobox:latest", "nanobox-python:latest",
+                                                           PYTHON_IMAGE))))
+    summary = sdk_script(st, sdk, "git.mjs", "e2bg-")
+    try:
+        assert step(summary, "init") == {"exit": 0}
+        assert step(summary, "user") == {"email": "sandbox@example.com"}
+        assert step(summary, "commit") == {"exit": 0, "log": "Sandbox User <sandbox@example.com> first"}
+        assert step(summary, "status") == {"branch": "main", "files": ["b.txt"]}
+        assert step(summary, "branches") == {"branches": ["feature", "main"], "currentBranch": "feature"}
+    finally:
+        for sid in summary["created"]:
+            st.api.delete(sid)
