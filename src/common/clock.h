@@ -43,4 +43,13 @@ static inline int64_t nb_clock_real_s(void)
     return (int64_t)ts.tv_sec;
 }
 
+/* Unix milliseconds (wall clock). */
+static inline int64_t nb_clock_real_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 #endif

@@ -124,6 +124,8 @@ void nb_conf_defaults(struct nb_conf *c)
     c->root_disk_max = 2048 * MiB; /* a root's writable layer (rootdisk.h) */
     c->root_disk_inodes = 131072;  /* mke2fs's own count for 2g */
     c->root_disk_check = 10;
+    c->metrics_history = 720; /* an hour of samples */
+    c->metrics_interval = 5;  /* E2B's own period */
 
     c->max_body = 1 * MiB;
     c->max_json_depth = 32;
@@ -323,6 +325,8 @@ static const struct key keys[] = {
     {"root_disk_max", K_SIZE, F(root_disk_max), 1ULL << 50},
     {"root_disk_inodes", K_UINT, F(root_disk_inodes), 1U << 30},
     {"root_disk_check", K_UINT, F(root_disk_check), 3600},
+    {"metrics_history", K_UINT, F(metrics_history), 17280},
+    {"metrics_interval", K_UINT, F(metrics_interval), 3600},
     {"template_network", K_STR, F(template_network), 0},
     {"template_subnet", K_STR, F(template_subnet), 0},
     {"template_disk_max", K_SIZE, F(template_disk_max), 1ULL << 50},
@@ -793,6 +797,10 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
     }
     if (c->root_disk_check < 1) {
         snprintf(err, errlen, "root_disk_check must be 1 to 3600 seconds");
+        return -1;
+    }
+    if (c->metrics_interval < 1) {
+        snprintf(err, errlen, "metrics_interval must be 1 to 3600 seconds");
         return -1;
     }
     return check_bridge(c, err, errlen);

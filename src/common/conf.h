@@ -122,6 +122,10 @@ struct nb_conf {
     uint64_t root_disk_max;
     unsigned root_disk_inodes;
     unsigned root_disk_check;
+    /* each sandbox's usage history (history.h): samples kept per sandbox
+     * (0: none), taken by the reaper every metrics_interval seconds */
+    unsigned metrics_history;
+    unsigned metrics_interval;
 
     /* request caps */
     size_t max_body; /* bytes of a JSON request body */

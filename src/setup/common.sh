@@ -69,10 +69,14 @@ NB_BENCH_PACKAGES=(wrk socat)
 #
 # nanobox:latest, the base: a debootstrap --variant=minbase with these.
 NB_IMAGE_PACKAGES=(python3 ca-certificates curl procps)
+# ...and these on top, in both images (apt-get install --no-install-recommends,
+# so without their docs and manual pages): what users of E2B's base template
+# rely on; E2B's SDK runs git for sbx.git.*. git brings perl.
+NB_IMAGE_TOOLS=(git less)
 # nanobox-python:latest, the data-science template: the base, plus these
 # (apt-get install --no-install-recommends in the tree): Jupyter's kernel
 # and its client (the code interpreter's bridge), the usual data stack,
-# pip and venv for the user's own packages, node and git. Build tools:
+# pip and venv for the user's own packages, node (git: the base's). Build tools:
 # build-essential and python3-dev, what `pip install` of a C extension
 # from source needs. A leaner subset would save nothing: scipy depends on
 # pythran, which brings g++ (and Boost), and git brings perl, so
@@ -86,7 +90,7 @@ NB_PYTHON_IMAGE_PACKAGES=(
     python3-numpy python3-pandas python3-matplotlib python3-scipy
     python3-pil python3-requests
     python3-pip python3-venv
-    nodejs node-typescript git
+    nodejs node-typescript
     build-essential python3-dev
 )
 

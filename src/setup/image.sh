@@ -7,10 +7,11 @@
 # base packages (common.sh: NB_IMAGE_PACKAGES), apt-get install the image's
 # own on top (NB_PYTHON_IMAGE_PACKAGES), add the unprivileged user
 # `sandbox` (uid/gid 1000, home /workspace), and `docker import` the tree.
-#   base    nanobox:latest: python3, curl, ca-certificates, procps (~1 min)
+#   base    nanobox:latest: python3, curl, ca-certificates, procps, and
+#           (apt-get, as NB_IMAGE_TOOLS) git, less (~1.5 min)
 #   python  nanobox-python:latest: the data-science template: the base +
 #           ipykernel, jupyter-client, numpy, pandas, matplotlib, scipy,
-#           pillow, requests, pip, venv, nodejs, node-typescript, git,
+#           pillow, requests, pip, venv, nodejs, node-typescript,
 #           build-essential (~2.5 min)
 #
 # Usage: image.sh [--force] [base|python|all]...   (default: all)
@@ -285,12 +286,14 @@ path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 for target in "${targets[@]}"; do
     case $target in
     base)
-        build_image "${NANOBOX_IMAGE:-nanobox:latest}" nanobox-sandbox "" : "PATH=$path"
+        build_image "${NANOBOX_IMAGE:-nanobox:latest}" nanobox-sandbox "${NB_IMAGE_TOOLS[*]}" : \
+            "PATH=$path"
         ;;
     python)
         # PATH: where `pip install` (a user install) puts scripts.
         build_image "${NANOBOX_PYTHON_IMAGE:-nanobox-python:latest}" nanobox-python \
-            "${NB_PYTHON_IMAGE_PACKAGES[*]} ${NANOBOX_PYTHON_EXTRA:-}" setup_python \
+            "${NB_IMAGE_TOOLS[*]} ${NB_PYTHON_IMAGE_PACKAGES[*]} ${NANOBOX_PYTHON_EXTRA:-}" \
+            setup_python \
             "PATH=/workspace/.local/bin:$path"
         ;;
     esac

@@ -1359,12 +1359,14 @@ def test_fs_remove_and_read_missing(fsrun):
 
 def test_get_metrics_reads_the_cgroup(fsrun):
     m = step(fsrun, "metrics")
-    assert len(m) == 1, m
-    x = m[0]
-    assert near(x["timestamp"], fsrun["startedAt"], 120), x
-    assert x["cpuCount"] >= 1 and 0 <= x["cpuUsedPct"] <= 100, x
-    assert 0 < x["memUsed"] <= x["memTotal"], x
-    assert 0 <= x["diskUsed"] <= x["diskTotal"], x
+    # its history (test_metrics_history.py): a sample every 5 s, or one now before the first
+    assert len(m) >= 1, m
+    assert [x["timestamp"] for x in m] == sorted(x["timestamp"] for x in m), m
+    for x in m:
+        assert near(x["timestamp"], fsrun["startedAt"], 120), x
+        assert x["cpuCount"] >= 1 and 0 <= x["cpuUsedPct"] <= 100, x
+        assert 0 < x["memUsed"] <= x["memTotal"], x
+        assert 0 <= x["diskUsed"] <= x["diskTotal"], x
 
 
 def test_filesystem_raw_errors_are_connect_codes(stack, api):

@@ -201,6 +201,8 @@ def test_sandbox_lifecycle_answers_match_the_spec(contract, api):
     c.call("POST", "/sandbox/{id}/timeout", ids, json={"ttl": 900}, expect=200)
     c.call("GET", "/sandbox/{id}/metrics", ids, query="?interval=50", expect=200)
     c.call("GET", "/sandbox/{id}/metrics", ids, expect=200)
+    c.call("GET", "/sandbox/{id}/metrics", ids, query="?start=0", expect=200)
+    c.call("GET", "/sandbox/{id}/metrics", ids, query="?start=9&end=8", expect=400)
     c.call("GET", "/metrics", expect=200)
     c.call("HEAD", "/metrics", expect=200)
 

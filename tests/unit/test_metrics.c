@@ -27,6 +27,7 @@
 
 #include "buf.h"
 #include "cgstat.h"
+#include "history.h"
 #include "metrics.h"
 #include "ratelimit.h"
 
@@ -559,6 +560,125 @@ static void test_filesystem_usage_of_a_mount(void **state)
     assert_int_equal(nb_cgstat_fs(proc, 0, "/tmp", &used, &size), -1);
 }
 
+/* ------------------------------------------------------------ usage history (history.h) */
+
+#define H_SLOTS 3
+#define H_CAP 4
+#define ID_A "11111111-1111-4111-8111-111111111111"
+#define ID_B "22222222-2222-4222-8222-222222222222"
+
+static void test_history_ring_keeps_the_newest_in_order(void **state)
+{
+    struct nb_history h;
+    struct nb_hsample out[8];
+    void *mem = calloc(H_SLOTS, nb_history_ring_bytes(H_CAP));
+    uint64_t disk_total;
+    (void)state;
+    assert_int_equal(sizeof(struct nb_hsample), 40);
+    assert_int_equal(NB_HRING_HEAD, 64);
+    nb_history_init(&h, mem, H_SLOTS, H_CAP, 5);
+    /* created at 1000 s; 6 samples 5 s apart, 1 s of CPU (one CPU, 20 %) between each */
+    for (int k = 0; k < 6; k++)
+        nb_history_add(&h, 1, 7, ID_A, 1000, (1005 + 5 * k) * 1000LL, (uint64_t)(k + 1) * 1000000,
+                       100 + k, 10 + k, 4096);
+    assert_int_equal(nb_history_read(&h, 1, 7, ID_A, 0, INT64_MAX, out, 8, &disk_total), H_CAP);
+    assert_int_equal(disk_total, 4096);
+    for (int k = 0; k < H_CAP; k++) {
+        assert_int_equal(out[k].t_ms, (1015 + 5 * k) * 1000LL); /* the two oldest went */
+        assert_int_equal(out[k].mem, 102 + k);
+        assert_int_equal(out[k].disk, 12 + k);
+        assert_int_equal(out[k].cpu_centi, 2000);
+    }
+    /* a range, its bounds included */
+    assert_int_equal(nb_history_read(&h, 1, 7, ID_A, 1020, 1025, out, 8, NULL), 2);
+    assert_int_equal(out[0].t_ms, 1020000);
+    assert_int_equal(nb_history_read(&h, 1, 7, ID_A, 1031, 2000, out, 8, NULL), 0);
+    /* max bounds the copy */
+    assert_int_equal(nb_history_read(&h, 1, 7, ID_A, 0, INT64_MAX, out, 1, NULL), 1);
+    /* the other slots hold nothing; out of range reads nothing */
+    assert_int_equal(nb_history_read(&h, 0, 7, ID_A, 0, INT64_MAX, out, 8, NULL), 0);
+    assert_int_equal(nb_history_read(&h, H_SLOTS, 7, ID_A, 0, INT64_MAX, out, 8, NULL), 0);
+    nb_history_add(&h, H_SLOTS, 7, ID_A, 1000, 1000, 1, 1, 1, 1); /* ignored */
+    free(mem);
+}
+
+static void test_history_first_sample_averages_since_created(void **state)
+{
+    struct nb_history h;
+    struct nb_hsample out[2];
+    void *mem = calloc(1, nb_history_ring_bytes(H_CAP));
+    (void)state;
+    nb_history_init(&h, mem, 1, H_CAP, 5);
+    /* 3 s of CPU over the 10 s since its creation: 30 % of one CPU */
+    nb_history_add(&h, 0, 1, ID_A, 1000, 1010000, 3000000, 1, 1, 1);
+    assert_int_equal(nb_history_read(&h, 0, 1, ID_A, 0, INT64_MAX, out, 2, NULL), 1);
+    assert_int_equal(out[0].cpu_centi, 3000);
+    free(mem);
+}
+
+static void test_history_of_a_reused_slot_shows_nothing_of_the_old(void **state)
+{
+    struct nb_history h;
+    struct nb_hsample out[H_CAP];
+    void *mem = calloc(H_SLOTS, nb_history_ring_bytes(H_CAP));
+    (void)state;
+    nb_history_init(&h, mem, H_SLOTS, H_CAP, 5);
+    for (int k = 0; k < 3; k++)
+        nb_history_add(&h, 2, 7, ID_A, 1000, (1005 + k) * 1000LL, 1, 111, 111, 111);
+    /* the slot's next sandbox: another generation, another id, or both */
+    assert_int_equal(nb_history_read(&h, 2, 8, ID_A, 0, INT64_MAX, out, H_CAP, NULL), 0);
+    assert_int_equal(nb_history_read(&h, 2, 7, ID_B, 0, INT64_MAX, out, H_CAP, NULL), 0);
+    assert_int_equal(nb_history_read(&h, 2, 8, ID_B, 0, INT64_MAX, out, H_CAP, NULL), 0);
+    /* its first sample starts a ring of its own */
+    nb_history_add(&h, 2, 8, ID_B, 2000, 2005000, 1, 222, 222, 222);
+    assert_int_equal(nb_history_read(&h, 2, 8, ID_B, 0, INT64_MAX, out, H_CAP, NULL), 1);
+    assert_int_equal(out[0].mem, 222);
+    assert_int_equal(nb_history_read(&h, 2, 7, ID_A, 0, INT64_MAX, out, H_CAP, NULL), 0);
+    /* cleared at its end: nothing for anyone, the memory zero */
+    nb_history_clear(&h, 2);
+    assert_int_equal(nb_history_read(&h, 2, 8, ID_B, 0, INT64_MAX, out, H_CAP, NULL), 0);
+    for (size_t b = 0; b < nb_history_ring_bytes(H_CAP); b++)
+        assert_int_equal(((unsigned char *)mem)[2 * nb_history_ring_bytes(H_CAP) + b], 0);
+    free(mem);
+}
+
+static void test_history_off_and_unmapped_do_nothing(void **state)
+{
+    struct nb_hsample out[1];
+    char err[128];
+    (void)state;
+    nb_history_add(NULL, 0, 1, ID_A, 0, 1000, 1, 1, 1, 1);
+    nb_history_clear(NULL, 0);
+    assert_int_equal(nb_history_read(NULL, 0, 1, ID_A, 0, INT64_MAX, out, 1, NULL), 0);
+    /* metrics_history = 0: nothing mapped, nothing kept */
+    assert_int_equal(nb_history_map(16, 0, 5, err, sizeof(err)), 0);
+    nb_history_add(nb_history, 0, 1, ID_A, 0, 1000, 1, 1, 1, 1);
+    assert_int_equal(nb_history_read(nb_history, 0, 1, ID_A, 0, INT64_MAX, out, 1, NULL), 0);
+    nb_history_unmap();
+    assert_null(nb_history);
+}
+
+/* A ring written by one process is read by another (MAP_SHARED), as the reaper and the workers do. */
+static void test_history_is_shared_across_a_fork(void **state)
+{
+    struct nb_hsample out[2];
+    char err[128];
+    pid_t pid;
+    int status;
+    (void)state;
+    assert_int_equal(nb_history_map(4, 8, 5, err, sizeof(err)), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        nb_history_add(nb_history, 3, 9, ID_A, 1000, 1005000, 1, 42, 43, 44);
+        _exit(0);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(nb_history_read(nb_history, 3, 9, ID_A, 0, INT64_MAX, out, 2, NULL), 1);
+    assert_int_equal(out[0].mem, 42);
+    nb_history_unmap();
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -584,6 +704,14 @@ int main(void)
         cmocka_unit_test(test_cgroup_v1),
         cmocka_unit_test(test_filesystem_usage_of_a_mount),
     };
+    const struct CMUnitTest history_tests[] = {
+        cmocka_unit_test(test_history_ring_keeps_the_newest_in_order),
+        cmocka_unit_test(test_history_first_sample_averages_since_created),
+        cmocka_unit_test(test_history_of_a_reused_slot_shows_nothing_of_the_old),
+        cmocka_unit_test(test_history_off_and_unmapped_do_nothing),
+        cmocka_unit_test(test_history_is_shared_across_a_fork),
+    };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    failed += cmocka_run_group_tests(history_tests, NULL, NULL);
     return failed + cmocka_run_group_tests(cg_tests, cg_setup, cg_teardown);
 }

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -441,6 +442,43 @@ int api_sandbox_cgstat(const struct nb_slot *slot, struct nb_cgstat *st, struct 
                        st, err, sizeof(err)) != 0) {
         nb_apierr_set(ae, NB_E_UNAVAILABLE, "metrics_unavailable",
                       "cannot read the usage of sandbox %s: %s", slot->id, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* One bound of api_metrics_range: 0 absent, 1 read into *v, -1 bad (ae set). */
+static int range_bound(struct nb_req *r, const char *key, int64_t *v, struct nb_apierr *ae)
+{
+    char text[32];
+    size_t len;
+
+    if (nb_http_query(r, key, text, sizeof(text)) != 0)
+        return 0;
+    len = strlen(text);
+    if (len == 0 || len > 10 || strspn(text, "0123456789") != len) {
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field",
+                      "%s must be a time in unix seconds: a whole number from 0 to %lld", key,
+                      API_RANGE_MAX);
+        return -1;
+    }
+    *v = strtoll(text, NULL, 10);
+    return 1;
+}
+
+int api_metrics_range(struct nb_req *r, int *given, int64_t *start, int64_t *end,
+                      struct nb_apierr *ae)
+{
+    int s, e;
+
+    *start = 0;
+    *end = INT64_MAX;
+    if ((s = range_bound(r, "start", start, ae)) < 0 || (e = range_bound(r, "end", end, ae)) < 0)
+        return -1;
+    *given = s || e;
+    if (*end < *start) {
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "end (%lld) is before start (%lld)",
+                      (long long)*end, (long long)*start);
         return -1;
     }
     return 0;

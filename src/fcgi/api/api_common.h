@@ -122,6 +122,18 @@ struct nb_slot;
 struct nb_cgstat;
 int api_sandbox_cgstat(const struct nb_slot *slot, struct nb_cgstat *st, struct nb_apierr *ae);
 
+/*
+ * The range of a usage history read (GET /sandbox/{id}/metrics, E2B's
+ * getMetrics): the query's start and end, unix seconds, each optional
+ * (*start 0, *end INT64_MAX when absent); *given: was either there. 0, or
+ * -1 with ae set (400 bad_field): not a whole number of seconds from 0 to
+ * API_RANGE_MAX, or end before start.
+ */
+#define API_RANGE_MAX 9999999999LL /* ten digits: the year 2286 */
+struct nb_req;
+int api_metrics_range(struct nb_req *r, int *given, int64_t *start, int64_t *end,
+                      struct nb_apierr *ae);
+
 /* Does a sandbox's metadata (JSON) hold every keys[i] = values[i]? 1 yes (n 0: yes), 0 no. */
 int api_metadata_matches(const char *metadata, const char (*keys)[128], const char (*values)[256],
                          unsigned n);

@@ -19,6 +19,7 @@
 #include "json.h"
 #include "metrics.h"
 #include "sandbox.h"
+#include "usage.h"
 #include "warm.h"
 
 /* Where the host shows cgroups and processes. */
@@ -327,9 +328,45 @@ static int cpu_interval(struct nb_req *r, unsigned *ms, struct nb_apierr *ae)
     return 0;
 }
 
+/*
+ * "history": the samples of the sandbox's usage history (usage.h) in
+ * [start, end], each with the CPU it used since the sample before it.
+ */
+static void history_json(struct nb_app *a, yajl_gen g, const struct nb_slot *slot, int64_t start,
+                         int64_t end)
+{
+    uint32_t cap = nb_usage_capacity();
+    struct nb_hsample *hs = nb_xcalloc(cap ? cap : 1, sizeof(*hs));
+    uint64_t disk_size = 0;
+    size_t n = nb_usage_history(a, slot, start, end, hs, cap, &disk_size);
+
+    nb_json_cstr(g, "history");
+    yajl_gen_map_open(g);
+    nb_json_kv_int(g, "interval", (long long)a->conf.metrics_interval);
+    nb_json_kv_int(g, "capacity", (long long)cap);
+    nb_json_kv_int(g, "disk_size", (long long)disk_size);
+    nb_json_cstr(g, "samples");
+    yajl_gen_array_open(g);
+    for (size_t i = 0; i < n; i++) {
+        yajl_gen_map_open(g);
+        nb_json_kv_int(g, "at", (long long)(hs[i].t_ms / 1000));
+        nb_json_kv_int(g, "at_ms", (long long)hs[i].t_ms);
+        nb_json_kv_int(g, "cpu_usec", (long long)hs[i].cpu_usec);
+        nb_json_kv_double(g, "cpu_percent", (double)hs[i].cpu_centi / 100.0);
+        nb_json_kv_int(g, "memory", (long long)hs[i].mem);
+        nb_json_kv_int(g, "disk", (long long)hs[i].disk);
+        yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    free(hs);
+}
+
 int api_sandbox_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                         struct nb_apierr *ae)
 {
+    int ranged;
+    int64_t start, end;
     struct nb_slot slot;
     struct nb_cgstat st;
     char err[256];
@@ -338,7 +375,9 @@ int api_sandbox_metrics(struct nb_app *a, struct nb_req *r, const struct nb_rout
     int64_t now = nb_clock_real_s(), alive;
     yajl_gen g;
 
-    if (cpu_interval(r, &interval, ae) != 0 || nb_sandbox_get(a, ra->id, &slot, ae) != 0)
+    if (cpu_interval(r, &interval, ae) != 0 ||
+        api_metrics_range(r, &ranged, &start, &end, ae) != 0 ||
+        nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         return NB_ERR;
     if (api_sandbox_cgstat(&slot, &st, ae) != 0)
         return NB_ERR;
@@ -399,6 +438,8 @@ int api_sandbox_metrics(struct nb_app *a, struct nb_req *r, const struct nb_rout
     kv_fs(g, "tmp", slot.init_pid, "/tmp");
     yajl_gen_map_close(g);
 
+    if (ranged)
+        history_json(a, g, &slot, start, end);
     yajl_gen_map_close(g);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);

@@ -25,6 +25,7 @@
 #include "query.h"
 #include "registry.h"
 #include "sandbox.h"
+#include "usage.h"
 
 /*
  * The envd version the facade claims. The SDK gates features on it
@@ -707,50 +708,79 @@ int api_e2b_not_implemented(struct nb_app *a, struct nb_req *r, const struct nb_
     return NB_ERR;
 }
 
+/* One of E2B's SandboxMetric: at t_ms, cpu in hundredths of a percent of one CPU. */
+static void e2b_metric(yajl_gen g, int64_t t_ms, double cpus, double centi, uint64_t mem,
+                       uint64_t mem_total, uint64_t disk, uint64_t disk_total)
+{
+    char ts[32];
+    struct tm tm;
+    time_t tt = (time_t)(t_ms / 1000);
+    double pct = centi / 100.0 / cpus;
+
+    gmtime_r(&tt, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm); /* whole seconds, as E2B's */
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "timestamp", ts);
+    nb_json_kv_int(g, "timestampUnix", (long long)(t_ms / 1000));
+    nb_json_kv_int(g, "cpuCount", (long long)(cpus < 1 ? 1 : cpus + 0.999));
+    nb_json_kv_double(g, "cpuUsedPct", pct > 100 ? 100 : pct);
+    nb_json_kv_int(g, "memUsed", (long long)mem);
+    nb_json_kv_int(g, "memTotal", (long long)mem_total);
+    nb_json_kv_int(g, "diskUsed", (long long)disk);
+    nb_json_kv_int(g, "diskTotal", (long long)disk_total);
+    yajl_gen_map_close(g);
+}
+
 /*
- * GET /sandboxes/{id}/metrics of the E2B facade (docs/E2B.md): the same
- * cgroup numbers as one sample of E2B's SandboxMetric, in an array (the
- * SDK's getMetrics() reads a series; nanobox keeps no history). CPU is
- * the average since the sandbox started, over its CPU limit.
+ * GET /sandboxes/{id}/metrics of the E2B facade (docs/E2B.md): the
+ * sandbox's usage history (usage.h) in [start, end] (unix seconds; the
+ * whole of it by default), as E2B's SandboxMetric array, oldest first.
+ * CPU is over the time since the sample before, over its CPU limit. A
+ * sandbox with no sample in the range yet, when the range holds now, gets
+ * one read from its cgroup now (CPU averaged since it started), as E2B's
+ * first sample would be.
  */
 int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae)
 {
     struct nb_slot slot;
     struct nb_cgstat st;
-    char ts[32];
-    int64_t now = nb_clock_real_s(), alive, disk_used = 0, disk_size = 0;
-    double cpus, pct = 0;
-    struct tm tm;
-    time_t tt = (time_t)now;
+    struct nb_hsample *hs;
+    uint32_t cap = nb_usage_capacity();
+    int64_t now = nb_clock_real_s(), alive, disk_used = 0, disk_size = 0, start, end;
+    uint64_t disk_total = 0;
+    double cpus, centi = 0;
+    size_t n;
+    int ranged;
     yajl_gen g;
 
-    if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
-        return NB_ERR;
-    if (api_sandbox_cgstat(&slot, &st, ae) != 0)
+    if (api_metrics_range(r, &ranged, &start, &end, ae) != 0 ||
+        nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         return NB_ERR;
     cpus = slot.nano_cpus > 0 ? (double)slot.nano_cpus / 1e9 : 1.0;
-    alive = now - slot.created;
-    if (st.cpu_usage_usec > 0 && alive > 0)
-        pct = (double)st.cpu_usage_usec / ((double)alive * 1e4) / cpus;
-    nb_cgstat_fs(NB_CGSTAT_PROC_ROOT, slot.init_pid,
-                 nb_isolation_workspace(&a->conf, slot.lifecycle), &disk_used, &disk_size);
-    gmtime_r(&tt, &tm);
-    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-
+    hs = nb_xcalloc(cap ? cap : 1, sizeof(*hs));
+    n = nb_usage_history(a, &slot, start, end, hs, cap, &disk_total);
     g = nb_json_gen();
     yajl_gen_array_open(g);
-    yajl_gen_map_open(g);
-    nb_json_kv_str(g, "timestamp", ts);
-    nb_json_kv_int(g, "timestampUnix", (long long)now);
-    nb_json_kv_int(g, "cpuCount", (long long)(cpus < 1 ? 1 : cpus + 0.999));
-    nb_json_kv_double(g, "cpuUsedPct", pct > 100 ? 100 : pct);
-    nb_json_kv_int(g, "memUsed", (long long)(st.mem_current < 0 ? 0 : st.mem_current));
-    nb_json_kv_int(g, "memTotal",
-                   (long long)(st.mem_limit > 0 ? st.mem_limit : (int64_t)slot.memory));
-    nb_json_kv_int(g, "diskUsed", (long long)(disk_used < 0 ? 0 : disk_used));
-    nb_json_kv_int(g, "diskTotal", (long long)(disk_size < 0 ? 0 : disk_size));
-    yajl_gen_map_close(g);
+    for (size_t i = 0; i < n; i++)
+        e2b_metric(g, hs[i].t_ms, cpus, (double)hs[i].cpu_centi, hs[i].mem, slot.memory, hs[i].disk,
+                   disk_total);
+    free(hs);
+    if (n == 0 && start <= now && now <= end) {
+        if (api_sandbox_cgstat(&slot, &st, ae) != 0) {
+            yajl_gen_free(g);
+            return NB_ERR;
+        }
+        alive = now - slot.created;
+        if (st.cpu_usage_usec > 0 && alive > 0)
+            centi = (double)st.cpu_usage_usec / ((double)alive * 1e4) * 100.0;
+        nb_cgstat_fs(NB_CGSTAT_PROC_ROOT, slot.init_pid,
+                     nb_isolation_workspace(&a->conf, slot.lifecycle), &disk_used, &disk_size);
+        e2b_metric(g, now * 1000, cpus, centi, st.mem_current < 0 ? 0 : (uint64_t)st.mem_current,
+                   st.mem_limit > 0 ? (uint64_t)st.mem_limit : slot.memory,
+                   disk_used < 0 ? 0 : (uint64_t)disk_used,
+                   disk_size < 0 ? 0 : (uint64_t)disk_size);
+    }
     yajl_gen_array_close(g);
     nb_http_json(r, 200, g);
     yajl_gen_free(g);

@@ -36,7 +36,7 @@ int api_e2b_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args
                   struct nb_apierr *ae);
 int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);
-/* GET /sandboxes/{id}/metrics (api_metrics.c): one sample of the cgroup's numbers */
+/* GET /sandboxes/{id}/metrics (api_e2b.c): the usage history in a range (usage.h) */
 int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae);
 /* Connect-RPC filesystem.Filesystem (api_e2b_fs.c) over files.c */

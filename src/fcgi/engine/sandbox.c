@@ -24,6 +24,7 @@
 #include "isolation.h"
 #include "json.h"
 #include "log.h"
+#include "history.h"
 #include "metrics.h"
 #include "ports.h"
 #include "registry.h"
@@ -797,6 +798,9 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
     if (bridge && nb_network_remove(a, id) != 0)
         nb_warn("sandbox %s: egress rules not removed; the next reconciliation will", id);
     nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL && s->generation == gen) /* its usage history ends with it */
+        nb_history_clear(nb_history, (uint32_t)(s - a->table.slots));
     nb_table_free(&a->table, id, gen);
     nb_table_unlock(&a->table);
     return 0;

@@ -24,6 +24,7 @@
 #include "app.h"
 #include "isolation.h"
 #include "log.h"
+#include "history.h"
 #include "metrics.h"
 #include "pool.h"
 #include "reaper.h"
@@ -221,6 +222,12 @@ int main(int argc, char **argv)
         nb_error("%s", err);
         return 1;
     }
+    /* each sandbox's usage history (history.h): one ring per slot, shared the same way */
+    if (nb_history_map(app.table.nslots, app.conf.metrics_history, app.conf.metrics_interval, err,
+                       sizeof(err)) != 0) {
+        nb_error("%s", err);
+        return 1;
+    }
     if (nb_isolation_prepare(&app, err, sizeof(err)) != 0) {
         nb_error("%s", err);
         return 1;
@@ -274,6 +281,7 @@ int main(int argc, char **argv)
         unlink(pidfile);
     nb_table_close(&app.table);
     nb_metrics_unmap();
+    nb_history_unmap();
     curl_global_cleanup();
     return rc;
 }

@@ -18,6 +18,7 @@
 #include "adopt.h"
 #include "clock.h"
 #include "diskcap.h"
+#include "history.h"
 #include "rootdisk.h"
 #include "log.h"
 #include "metrics.h"
@@ -26,6 +27,7 @@
 #include "reaper.h"
 #include "sandbox.h"
 #include "templates.h"
+#include "usage.h"
 #include "warm.h"
 
 #define REAPER_SUBTICKS 10                            /* subticks a pass (~1 s) */
@@ -404,6 +406,7 @@ int nb_reaper_reconcile(struct nb_app *a)
             break;
         case NB_RECONCILE_FREE:
             nb_warn("sandbox %s: its container is gone; freeing the slot", s->id);
+            nb_history_clear(nb_history, (uint32_t)(s - a->table.slots));
             nb_table_release(&a->table, s);
             nb_metrics_destroy(NB_MD_VANISHED);
             break;
@@ -479,6 +482,12 @@ static void job_expire(struct nb_reaper *r)
 static void job_root_disk(struct nb_reaper *r)
 {
     nb_reaper_root_disk(r->a);
+}
+
+/* each sandbox's usage history (usage.h): a sample every metrics_interval seconds */
+static void job_usage(struct nb_reaper *r)
+{
+    nb_usage_sample(r->a);
 }
 
 static void job_ports(struct nb_reaper *r)
@@ -565,6 +574,7 @@ void nb_reaper_run(struct nb_app *a)
         {"expire", REAPER_SUBTICKS, 0, job_expire, -1},
         {"root disk", REAPER_SUBTICKS * a->conf.root_disk_check, 1, job_root_disk, -1},
         {"ports", REAPER_SUBTICKS, 0, job_ports, -1},
+        {"usage", REAPER_SUBTICKS * a->conf.metrics_interval, 0, job_usage, -1},
         /* not while Docker is away: a failed create at every subtick */
         {"warm refill", 1, 1, job_warm, -1},
         {"templates", 1, 1, job_templates, nb_templates_queue_fd(&a->conf)},
