@@ -239,7 +239,8 @@ int e2b_files_find(struct nb_app *a, struct nb_req *r, const struct e2b_file_acc
         return -1;
     }
     /* the URL of E2B_SANDBOX_URL's mode names no sandbox: the one whose token signed it does */
-    if (strlen(sig) == E2B_SIGNATURE_LEN && strlen(user) <= E2B_SIGN_USER_MAX) {
+    if (strlen(sig) == E2B_SIGNATURE_LEN && strncmp(sig, "v1_", 3) == 0 &&
+        strlen(user) <= E2B_SIGN_USER_MAX) {
         nb_table_lock(&a->table);
         c = nb_xmalloc((size_t)a->table.nslots * sizeof(*c) + 1);
         for (uint32_t i = 0; i < a->table.nslots; i++) {
