@@ -193,7 +193,7 @@ int e2b_files_authorized(struct nb_app *a, struct nb_req *r, const char *id,
     nb_table_unlock(&a->table);
     if (strlen(user) > E2B_SIGN_USER_MAX ||
         !signed_by(&a->conf, owner, id, fa, user, has_exp, exp, sig)) {
-        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "invalid_signature",
+        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthenticated",
                       "invalid signature: it is not sandbox %.64s's signature of this %s of path "
                       "\"%.*s\" as user \"%.32s\"%s (the SDK's files.%s of that sandbox makes one)",
                       id, fa->operation, PATH_SHOWN(fa), user,
@@ -202,7 +202,7 @@ int e2b_files_authorized(struct nb_app *a, struct nb_req *r, const char *id,
         return -1;
     }
     if (has_exp && exp < nb_clock_real_s()) {
-        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "signature_expired",
+        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthenticated",
                       "the signature expired at %lld (unix seconds); it is %lld now",
                       (long long)exp, (long long)nb_clock_real_s());
         return -1;
@@ -260,7 +260,7 @@ int e2b_files_find(struct nb_app *a, struct nb_req *r, const struct e2b_file_acc
         free(c);
     }
     if (!found) {
-        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "invalid_signature",
+        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthenticated",
                       "invalid signature: no sandbox's signature of this %s of path \"%.*s\" "
                       "as user \"%.32s\"%s (files.%s makes one with the sandbox's envdAccessToken)",
                       fa->operation, PATH_SHOWN(fa), user,
