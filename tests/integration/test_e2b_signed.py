@@ -29,6 +29,7 @@ import requests
 
 import nbtest
 from test_e2b import access_token, e2b_error, e2b_latest, e2b_sdk, sdk, sdk_script, step  # noqa: F401
+from test_keys import keys_cli, tenants  # noqa: F401
 
 SIGNED_JS = "signed.mjs"
 
@@ -306,3 +307,29 @@ def test_unsigned_files_without_a_sandbox_say_what_is_missing(stack):
     for method in ("GET", "POST"):
         msg = e2b_error(requests.request(method, f"{stack.url}/files?path=x", timeout=30), 401)
         assert "names no sandbox" in msg and "downloadUrl" in msg, msg
+
+
+def test_file_keys_sandboxes_sign_with_their_own_tokens(tenants):
+    """A sandbox of a keys-file key: its token (create's envdAccessToken,
+    under the key's hash) signs its URLs, found on one origin among the
+    default key's too; once the key is removed its URLs open nothing."""
+    st, k = tenants
+    r = requests.post(st.url + "/sandboxes", json={"templateID": "base", "timeout": 120},
+                      headers={"X-API-KEY": "e2b_" + k["alice"].key}, timeout=120)
+    assert r.status_code == 201, r.text[:300]
+    sbx = r.json()
+    sid, tok = sbx["sandboxID"], sbx["envdAccessToken"]
+    k["alice"].created.append(sid)
+    mine = st.api.create()  # the default key's, beside it
+    put_file(st, mine, "k.txt", b"default's")
+    r = requests.post(f"{st.url}/files", params=signed_query(tok, "k.txt", "write"),
+                      files={"file": ("k.txt", b"alice's")}, timeout=30)
+    assert r.status_code == 200, r.text[:300]
+    for route in ROUTES:
+        r = request_as(st, route, sid, "GET", signed_query(tok, "k.txt", "read"))
+        assert (r.status_code, r.content) == (200, b"alice's"), (route, r.text[:300])
+    # the default key's token does not sign for alice's sandbox
+    e2b_error(request_as(st, "host", sid, "GET", signed_query(access_token(st, sid), "k.txt", "read")), 401)
+    keys_cli(st, "rm", "alice")
+    for route in ROUTES:
+        e2b_error(request_as(st, route, sid, "GET", signed_query(tok, "k.txt", "read")), 401)
