@@ -333,3 +333,20 @@ def test_file_keys_sandboxes_sign_with_their_own_tokens(tenants):
     keys_cli(st, "rm", "alice")
     for route in ROUTES:
         e2b_error(request_as(st, route, sid, "GET", signed_query(tok, "k.txt", "read")), 401)
+
+
+def test_a_paused_sandbox_is_found_and_says_it_is_paused(stack, two):
+    """One origin: a paused sandbox's signature still names it (it is live),
+    and the answer is the data plane's 409 for a paused sandbox; once
+    resumed the same URL works."""
+    sid, _ = two
+    good = signed_query(access_token(stack, sid), "signed/a.txt", "read")
+    r = requests.post(f"{stack.url}/sandboxes/{sid}/pause", headers={"X-API-KEY": f"e2b_{stack.api_key}"},
+                      json={}, timeout=60)
+    assert r.status_code == 204, r.text[:300]
+    for route in ROUTES:
+        e2b_error(request_as(stack, route, sid, "GET", good), 409)
+    r = requests.post(f"{stack.url}/sandboxes/{sid}/connect", headers={"X-API-KEY": f"e2b_{stack.api_key}"},
+                      json={"timeout": 120}, timeout=60)
+    assert r.status_code in (200, 201), r.text[:300]
+    assert request_as(stack, "origin", sid, "GET", good).content == b"first"
