@@ -249,6 +249,7 @@ SAN_TESTS=(
     # the fronts: E2B's raw HTTP and Connect RPC (api_e2b*.c, e2b_rpc.c,
     # multipart.c), MCP over HTTP and stdio (libnanobox_mcp, `nanobox mcp`)
     test_e2b.py
+    test_e2b_signed.py       # signed file URLs: the hostile ones (e2b_sign.c)
     test_mcp.py
     # the CLI: every subcommand
     test_cli.py

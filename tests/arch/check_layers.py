@@ -74,6 +74,7 @@ SIDEWAYS = {"base", "engine", "http", "process"}
 FILE_RANKS = {
     "e2b/e2b_rpc": 2,
     "e2b/e2b_route": 2,
+    "e2b/e2b_sign": 2,
     "api/api_routes": 4,
     "e2b/e2b_front": 4,
 }

@@ -8,28 +8,15 @@
 //   node domain.mjs --tag <tag> --port <nginx port> [--code]
 //
 // Test-only: the SDK names no port (https is 443), and *.<domain> has no
-// DNS here. tls.connect is wrapped so that a connection to a host under
-// E2B_DOMAIN goes to 127.0.0.1:<nginx port>, keeping the host name for SNI
-// and Host: what a wildcard DNS record and port 443 give a real setup.
-// The certificate is verified (NODE_EXTRA_CA_CERTS names the test CA).
-import tls from 'node:tls'
+// DNS here: hostroute.mjs sends those connections to nginx's loopback port.
+import { routeDomainTo } from './hostroute.mjs'
 import { suite } from './steps.mjs'
 
 const args = process.argv.slice(2)
 const tag = args[args.indexOf('--tag') + 1]
 const port = Number(args[args.indexOf('--port') + 1])
 const code = args.includes('--code')
-const domain = process.env.E2B_DOMAIN
-const connect = tls.connect
-tls.connect = function (...a) {
-  const o = a.find((x) => x !== null && typeof x === 'object')
-  if (o && typeof o.host === 'string' && o.host.endsWith('.' + domain)) {
-    o.servername = o.servername || o.host
-    o.host = '127.0.0.1'
-    o.port = port
-  }
-  return connect.apply(this, a)
-}
+routeDomainTo(process.env.E2B_DOMAIN, port)
 
 const { Sandbox } = await import(code ? '@e2b/code-interpreter' : 'e2b')
 const { steps, created, summary, step } = suite((e) => errInfo(e))

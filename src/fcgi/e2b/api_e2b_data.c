@@ -9,6 +9,10 @@
  *     POST /files[?path=P]              multipart/form-data, one part per
  *                                       file (field "file", filename = the
  *                                       path) -> [{name, type, path}]
+ *     either with &signature=S[&signature_expiration=T] instead of the
+ *     access token: the SDK's files.downloadUrl/uploadUrl, for a client
+ *     without the SDK (a browser, curl); without E2b-Sandbox-Id the
+ *     signature names the sandbox (e2b_common.c)
  *   the code interpreter (port 49999)
  *     POST   /execute                   {code, context_id?, language?,
  *                                       env_vars?} -> NDJSON lines
@@ -32,6 +36,7 @@
 #include "api_common.h"
 #include "e2b_api.h"
 #include "e2b_common.h"
+#include "e2b_sign.h"
 #include "files.h"
 #include "json.h"
 #include "multipart.h"
@@ -47,11 +52,14 @@
  * The sandbox of a data-plane request, running, into *slot: 0, or -1 with
  * ae set (404 when the request names the other port, 502 as E2B's proxy
  * says for a sandbox that is not running, 409 while paused unless it
- * resumes on its own). Every handler here goes through it.
+ * resumes on its own). Every handler here goes through it. /files passes
+ * fa: its token or its URL's signature opens it (*by_signature says which).
  */
 static int data_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-                        const char *port, struct nb_slot *slot, struct nb_apierr *ae)
+                        const char *port, const struct e2b_file_access *fa, int *by_signature,
+                        struct nb_slot *slot, struct nb_apierr *ae)
 {
+    int rc;
     if (ra->op[0] != '\0' && strcmp(ra->op, port) != 0) {
         nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "%.100s is served on port %s, not %.16s",
                       ra->arg, port, ra->op);
@@ -62,12 +70,29 @@ static int data_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_rout
         return -1;
     }
     /* the sandbox's access token: the one check for every handler of this file */
-    if (e2b_data_authorized(a, r, ra->id, ae) != 0)
+    rc = fa != NULL ? e2b_files_authorized(a, r, ra->id, fa, by_signature, ae)
+                    : e2b_data_authorized(a, r, ra->id, ae);
+    if (rc != 0)
         return -1;
     if (slot->state == NB_SLOT_PAUSED &&
         (nb_sandbox_awake(a, ra->id, ae) != 0 || nb_sandbox_get(a, ra->id, slot, ae) != 0))
         return -1;
     return 0;
+}
+
+/*
+ * The sandbox of a /files request, as data_sandbox, into fra (ra with the
+ * sandbox's id): a request that names none (E2B_SANDBOX_URL's signed URL:
+ * no E2b-Sandbox-Id, no host) is the one whose token signed its URL.
+ */
+static int files_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                         const struct e2b_file_access *fa, struct nb_route_args *fra,
+                         int *by_signature, struct nb_slot *slot, struct nb_apierr *ae)
+{
+    *fra = *ra;
+    if (ra->id[0] == '\0' && e2b_files_find(a, r, fa, fra->id, sizeof(fra->id), ae) != 0)
+        return -1;
+    return data_sandbox(a, r, fra, E2B_PORT_ENVD, fa, by_signature, slot, ae);
 }
 
 /* ?username=: the default user, "user", or "root" (files are the sandbox user's either way). */
@@ -111,25 +136,35 @@ static int dl_entry(void *arg, const struct nb_file_info *e)
     return 1;
 }
 
-/* The ?path= (raw bytes: a NUL is refused by nb_files_path) resolved into out. */
-static int query_path(struct nb_app *a, struct nb_req *r, int required, char *out, size_t outlen,
-                      int *present, struct nb_apierr *ae)
+/*
+ * The ?path= as decoded (raw bytes: a NUL is refused by nb_files_path), into
+ * q (empty when absent, as a signature takes it; *present says): 0, or -1
+ * with ae set when it is too long.
+ */
+static int query_path_raw(struct nb_req *r, struct nb_buf *q, int *present, struct nb_apierr *ae)
 {
-    struct nb_buf q;
-    int rc;
-    nb_buf_init(&q, NB_QUERY_MAX);
-    rc = nb_http_query_bytes(r, "path", &q);
-    *present = rc == 0 && q.len > 0;
-    if (rc == -2)
+    int rc = nb_http_query_bytes(r, "path", q);
+    *present = rc == 0 && q->len > 0;
+    if (rc == -2) {
         nb_apierr_set(ae, NB_E_INVALID, "bad_path", "the path is too long");
-    else if (!*present && required)
+        return -1;
+    }
+    if (rc != 0 || q->data == NULL) {
+        nb_buf_reset(q);
+        nb_buf_append(q, "", 0);
+    }
+    return 0;
+}
+
+/* The ?path= (q, present) resolved into out; absent: an error when required. */
+static int query_path(struct nb_app *a, const struct nb_buf *q, int present, int required,
+                      char *out, size_t outlen, struct nb_apierr *ae)
+{
+    if (!present && required) {
         nb_apierr_set(ae, NB_E_INVALID, "bad_path", "the query parameter \"path\" is required");
-    else if (!*present)
-        rc = 0;
-    else
-        rc = e2b_path(&a->conf, q.data, q.len, out, outlen, ae);
-    nb_buf_free(&q);
-    return rc == 0 && (*present || !required) ? 0 : -1;
+        return -1;
+    }
+    return present ? e2b_path(&a->conf, q->data, q->len, out, outlen, ae) : 0;
 }
 
 int api_e2b_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
@@ -138,18 +173,27 @@ int api_e2b_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_
     char path[NB_FILES_PATH_MAX + 1];
     struct download d = {r, 0};
     struct nb_files_sink sink = {dl_info, dl_data, dl_entry, &d, 0, 1};
+    struct nb_route_args fra;
     struct nb_slot slot;
-    int present;
+    struct nb_buf q;
+    int present, by_signature, rc = NB_ERR;
 
-    if (query_path(a, r, 1, path, sizeof(path), &present, ae) != 0 || e2b_username(r, ae) != 0 ||
-        data_sandbox(a, r, ra, E2B_PORT_ENVD, &slot, ae) != 0 ||
-        nb_files_read(a, &slot, path, &sink, ae) != 0)
-        return NB_ERR;
-    if (d.is_dir) {
-        nb_apierr_set(ae, NB_E_INVALID, "is_directory", "path '%.200s' is a directory", path);
-        return NB_ERR;
+    /* as envd: who may read first (the token, or the URL's signature of this path), then what */
+    nb_buf_init(&q, NB_QUERY_MAX);
+    if (query_path_raw(r, &q, &present, ae) == 0) {
+        struct e2b_file_access fa = {E2B_SIGN_READ, q.data, q.len};
+        if (files_sandbox(a, r, ra, &fa, &fra, &by_signature, &slot, ae) == 0 &&
+            e2b_username(r, ae) == 0 &&
+            query_path(a, &q, present, 1, path, sizeof(path), ae) == 0 &&
+            nb_files_read(a, &slot, path, &sink, ae) == 0)
+            rc = NB_OK;
     }
-    return NB_OK;
+    nb_buf_free(&q);
+    if (rc == NB_OK && d.is_dir) {
+        nb_apierr_set(ae, NB_E_INVALID, "is_directory", "path '%.200s' is a directory", path);
+        rc = NB_ERR;
+    }
+    return rc;
 }
 
 /* ---- POST /files ---- */
@@ -213,7 +257,10 @@ static int upload_part(struct nb_app *a, const struct nb_slot *slot, struct nb_m
  * Each part named "file" is written, in order, to its filename (relative:
  * under E2B's home, /home/user), or to ?path= when it has
  * none; parents are created. Parts go through as they are read: a part
- * found malformed after others were written leaves those written.
+ * found malformed after others were written leaves those written. A
+ * signed URL (files.uploadUrl) with a path writes that path and no other,
+ * as envd does: its one part goes there, whatever its filename (curl -F
+ * file=@x names it x), and a second part is refused.
  */
 int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                        struct nb_apierr *ae)
@@ -221,21 +268,33 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
     char boundary[NB_MP_BOUNDARY_MAX + 1], qpath[NB_FILES_PATH_MAX + 1];
     char path[NB_FILES_PATH_MAX + 1];
     struct nb_mp_part *part = NULL;
+    struct nb_route_args fra;
     struct nb_mp *mp = NULL;
     struct nb_slot slot;
+    struct nb_buf q;
     unsigned n_parts = 0;
     yajl_gen g = NULL;
-    int has_qpath, rc = NB_ERR;
+    int has_qpath, by_signature = 0, rc = NB_ERR;
 
+    /* as envd: who may write first (the token, or the URL's signature of this path), then what */
+    nb_buf_init(&q, NB_QUERY_MAX);
+    if (query_path_raw(r, &q, &has_qpath, ae) == 0) {
+        struct e2b_file_access fa = {E2B_SIGN_WRITE, q.data, q.len};
+        if (files_sandbox(a, r, ra, &fa, &fra, &by_signature, &slot, ae) == 0 &&
+            e2b_username(r, ae) == 0 &&
+            query_path(a, &q, has_qpath, 0, qpath, sizeof(qpath), ae) == 0)
+            rc = NB_OK;
+    }
+    nb_buf_free(&q);
+    if (rc != NB_OK)
+        return NB_ERR;
+    rc = NB_ERR;
     if (nb_mp_boundary(nb_http_param(r, "CONTENT_TYPE"), boundary, sizeof(boundary)) != 0) {
         nb_apierr_set(ae, NB_E_INVALID, "bad_multipart",
                       "the body must be multipart/form-data with a boundary: one part per file, "
                       "field \"file\", filename = the file's path");
         return NB_ERR;
     }
-    if (query_path(a, r, 0, qpath, sizeof(qpath), &has_qpath, ae) != 0 ||
-        e2b_username(r, ae) != 0 || data_sandbox(a, r, ra, E2B_PORT_ENVD, &slot, ae) != 0)
-        return NB_ERR;
 
     mp = nb_xmalloc(sizeof(*mp));
     part = nb_xmalloc(sizeof(*part));
@@ -257,7 +316,14 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
                           E2B_UPLOAD_MAX_PARTS);
             goto out;
         }
-        if (part->has_filename && part->filename_len > 0) {
+        if (by_signature && has_qpath && n_parts > 1) {
+            nb_apierr_set(ae, NB_E_INVALID, "too_many_files",
+                          "a signed upload URL writes its one path: one part named \"file\"");
+            goto out;
+        }
+        if (by_signature && has_qpath) {
+            snprintf(path, sizeof(path), "%s", qpath); /* the path signed, not the filename */
+        } else if (part->has_filename && part->filename_len > 0) {
             if (e2b_path(&a->conf, part->filename, part->filename_len, path, sizeof(path), ae) != 0)
                 goto out;
         } else if (has_qpath) {
@@ -493,7 +559,7 @@ int api_e2b_execute(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
         (f[F_CONTEXT].val != NULL &&
          context_id(nb_json_string(f[F_CONTEXT].val), &rq.context, &clang, ae) != 0) ||
         api_env_list(c, f[F_ENV].val, &env, &n_env, ae) != 0 ||
-        data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0)
+        data_sandbox(a, r, ra, E2B_PORT_CODE, NULL, NULL, &slot, ae) != 0)
         goto out;
     if (clang != NULL) {
         if (rq.language != NULL && strcmp(rq.language, clang) != 0) {
@@ -585,7 +651,7 @@ int api_e2b_contexts_list(struct nb_app *a, struct nb_req *r, const struct nb_ro
     yajl_gen g;
     int rc = NB_ERR;
 
-    if (data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0 ||
+    if (data_sandbox(a, r, ra, E2B_PORT_CODE, NULL, NULL, &slot, ae) != 0 ||
         nb_code_contexts(&slot, list_keep, &l, ae) != 0)
         goto out;
     g = nb_json_gen();
@@ -654,7 +720,7 @@ int api_e2b_contexts_create(struct nb_app *a, struct nb_req *r, const struct nb_
             goto out;
         }
     }
-    if (data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0 ||
+    if (data_sandbox(a, r, ra, E2B_PORT_CODE, NULL, NULL, &slot, ae) != 0 ||
         nb_code_create(&slot, language, cwd != NULL ? cwd : e2b_home(&a->conf), NULL, 0, keep_first,
                        &info, ae) != 0)
         goto out;
@@ -695,7 +761,8 @@ int api_e2b_context_delete(struct nb_app *a, struct nb_req *r, const struct nb_r
     char id[NB_ROUTE_CTX_MAX + 1];
     struct nb_slot slot;
     if (path_context(ra, id, sizeof(id), ae) != 0 ||
-        data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0 || nb_code_delete(&slot, id, ae) != 0)
+        data_sandbox(a, r, ra, E2B_PORT_CODE, NULL, NULL, &slot, ae) != 0 ||
+        nb_code_delete(&slot, id, ae) != 0)
         return NB_ERR;
     nb_http_no_content(r);
     return NB_OK;
@@ -711,7 +778,7 @@ int api_e2b_context_restart(struct nb_app *a, struct nb_req *r, const struct nb_
     int rc;
 
     if (path_context(ra, id, sizeof(id), ae) != 0 ||
-        data_sandbox(a, r, ra, E2B_PORT_CODE, &slot, ae) != 0)
+        data_sandbox(a, r, ra, E2B_PORT_CODE, NULL, NULL, &slot, ae) != 0)
         return NB_ERR;
     rc = nb_code_restart(&slot, id, keep_first, &info, ae);
     yajl_tree_free(info);

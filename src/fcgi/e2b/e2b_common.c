@@ -2,8 +2,9 @@
  * e2b_common.c - what the E2B front's handlers (api_e2b*.c) share, under
  * them (docs/ARCHITECTURE.md, "Layers"): the sandbox user's home and paths
  * as E2B sees them, its times, the envdAccessToken and the data plane's one
- * access check, and the Connect-RPC calls' request, sandbox and stream
- * messages (over the codec, e2b_rpc.c). No handler here, and no call to one.
+ * access check (with /files' signed URLs, over e2b_sign.c), and the
+ * Connect-RPC calls' request, sandbox and stream messages (over the codec,
+ * e2b_rpc.c). No handler here, and no call to one.
  */
 #include "config.h"
 
@@ -16,8 +17,10 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "clock.h"
 #include "e2b_common.h"
 #include "e2b_rpc.h"
+#include "e2b_sign.h"
 #include "files.h"
 #include "json.h"
 #include "sandbox.h"
@@ -112,6 +115,160 @@ int e2b_data_authorized(struct nb_app *a, struct nb_req *r, const char *id, stru
                   "connecting to sandbox %.64s returned",
                   id);
     return -1;
+}
+
+/* ---------------------------------------------------------------- signed file URLs */
+
+/* The request's access token header (envd's X-Access-Token, or the code interpreter's), or NULL. */
+static const char *token_header(const struct nb_req *r)
+{
+    const char *t = nb_http_param(r, "HTTP_X_ACCESS_TOKEN");
+    if (t == NULL || t[0] == '\0')
+        t = nb_http_param(r, "HTTP_E2B_TRAFFIC_ACCESS_TOKEN");
+    return t != NULL && t[0] != '\0' ? t : NULL;
+}
+
+/*
+ * What a signed URL says besides its path: ?signature= into sig (-1 when
+ * absent), ?username= ("" when absent), ?signature_expiration= (*has_exp
+ * 0 when absent; -1 with ae set, 400, when it is not a number).
+ */
+static int url_signature(struct nb_req *r, char *sig, size_t siglen, char *user, size_t userlen,
+                         int *has_exp, int64_t *exp, struct nb_apierr *ae)
+{
+    char v[64];
+    if (nb_http_query(r, "signature", sig, siglen) != 0)
+        return -1;
+    if (nb_http_query(r, "username", user, userlen) != 0)
+        user[0] = '\0';
+    *has_exp = nb_http_query(r, "signature_expiration", v, sizeof(v)) == 0;
+    if (*has_exp && e2b_sign_expiration(v, exp) != 0) {
+        nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                      "signature_expiration \"%.32s\" is not unix seconds", v);
+        return -2;
+    }
+    return 0;
+}
+
+/* Is sig the signature of fa's request with sandbox id's token (its owner's)? */
+static int signed_by(const struct nb_conf *c, const char *owner, const char *id,
+                     const struct e2b_file_access *fa, const char *user, int has_exp, int64_t exp,
+                     const char *sig)
+{
+    char token[E2B_TOKEN_LEN + 1], want[E2B_SIGNATURE_LEN + 1];
+    return e2b_access_token(c, owner, id, token) == 0 &&
+           e2b_sign(fa->path, fa->path_len, fa->operation, user, token, has_exp, exp, want) == 0 &&
+           e2b_sign_equal(sig, want);
+}
+
+/* A user name longer than this is no sandbox user's: no signature matches it. */
+#define E2B_SIGN_USER_MAX 128
+/* A request's path in a message: at most 200 of its bytes. */
+#define PATH_SHOWN(fa) (int)((fa)->path_len < 200 ? (fa)->path_len : 200), (fa)->path
+
+int e2b_files_authorized(struct nb_app *a, struct nb_req *r, const char *id,
+                         const struct e2b_file_access *fa, int *by_signature, struct nb_apierr *ae)
+{
+    char sig[E2B_SIGNATURE_LEN + 8], user[E2B_SIGN_USER_MAX + 2], owner[NB_OWNER_LEN + 8] = "";
+    int has_exp = 0, rc;
+    int64_t exp = 0;
+    struct nb_slot *s;
+
+    *by_signature = 0;
+    /* as envd: a token in the header decides, right or wrong; else the signature */
+    if (token_header(r) != NULL)
+        return e2b_data_authorized(a, r, id, ae);
+    rc = url_signature(r, sig, sizeof(sig), user, sizeof(user), &has_exp, &exp, ae);
+    if (rc == -2)
+        return -1;
+    if (rc != 0)
+        return e2b_data_authorized(a, r, id, ae); /* its 401, or open without a key */
+    nb_tenant_refresh(a);
+    if (!nb_tenant_auth_on(a))
+        return 0; /* no key, no tokens: nothing to sign with, nothing to check */
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL)
+        snprintf(owner, sizeof(owner), "%s", s->owner);
+    nb_table_unlock(&a->table);
+    if (strlen(user) > E2B_SIGN_USER_MAX ||
+        !signed_by(&a->conf, owner, id, fa, user, has_exp, exp, sig)) {
+        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthenticated",
+                      "invalid signature: it is not sandbox %.64s's signature of this %s of path "
+                      "\"%.*s\" as user \"%.32s\"%s (the SDK's files.%s of that sandbox makes one)",
+                      id, fa->operation, PATH_SHOWN(fa), user,
+                      has_exp ? " with this signature_expiration" : "",
+                      strcmp(fa->operation, E2B_SIGN_READ) == 0 ? "downloadUrl" : "uploadUrl");
+        return -1;
+    }
+    if (has_exp && exp < nb_clock_real_s()) {
+        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthenticated",
+                      "the signature expired at %lld (unix seconds); it is %lld now",
+                      (long long)exp, (long long)nb_clock_real_s());
+        return -1;
+    }
+    *by_signature = 1;
+    return 0;
+}
+
+/* A live sandbox's id and owner, copied out of the table. */
+struct sign_candidate {
+    char id[NB_ID_LEN + 1];
+    char owner[NB_OWNER_LEN + 8];
+};
+
+int e2b_files_find(struct nb_app *a, struct nb_req *r, const struct e2b_file_access *fa, char *id,
+                   size_t idlen, struct nb_apierr *ae)
+{
+    char sig[E2B_SIGNATURE_LEN + 8], user[E2B_SIGN_USER_MAX + 2];
+    struct sign_candidate *c = NULL;
+    uint32_t n = 0;
+    int has_exp = 0, rc, found = 0;
+    int64_t exp = 0, now = nb_clock_real_s();
+
+    rc = url_signature(r, sig, sizeof(sig), user, sizeof(user), &has_exp, &exp, ae);
+    if (rc == -2)
+        return -1;
+    nb_tenant_refresh(a);
+    if (rc != 0 || !nb_tenant_auth_on(a)) {
+        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthenticated",
+                      "this request names no sandbox: send E2b-Sandbox-Id (and X-Access-Token) "
+                      "as the SDK does, use the host <port>-<sandboxId>.<domain>, or a signed URL "
+                      "of files.downloadUrl/uploadUrl (its signature names the sandbox)%s",
+                      rc == 0 ? "; with no api_key there are no tokens, so no signed URLs" : "");
+        return -1;
+    }
+    /* the URL of E2B_SANDBOX_URL's mode names no sandbox: the one whose token signed it does */
+    if (strlen(sig) == E2B_SIGNATURE_LEN && strncmp(sig, "v1_", 3) == 0 &&
+        strlen(user) <= E2B_SIGN_USER_MAX) {
+        nb_table_lock(&a->table);
+        c = nb_xmalloc((size_t)a->table.nslots * sizeof(*c) + 1);
+        for (uint32_t i = 0; i < a->table.nslots; i++) {
+            const struct nb_slot *s = &a->table.slots[i];
+            if (!nb_slot_live(s, now))
+                continue;
+            snprintf(c[n].id, sizeof(c[n].id), "%s", s->id);
+            snprintf(c[n].owner, sizeof(c[n].owner), "%s", s->owner);
+            n++;
+        }
+        nb_table_unlock(&a->table);
+        for (uint32_t i = 0; i < n && !found; i++)
+            if (signed_by(&a->conf, c[i].owner, c[i].id, fa, user, has_exp, exp, sig)) {
+                snprintf(id, idlen, "%s", c[i].id);
+                found = 1;
+            }
+        free(c);
+    }
+    if (!found) {
+        nb_apierr_set(ae, NB_E_UNAUTHENTICATED, "unauthenticated",
+                      "invalid signature: no sandbox's signature of this %s of path \"%.*s\" "
+                      "as user \"%.32s\"%s (files.%s makes one with the sandbox's envdAccessToken)",
+                      fa->operation, PATH_SHOWN(fa), user,
+                      has_exp ? " with this signature_expiration" : "",
+                      strcmp(fa->operation, E2B_SIGN_READ) == 0 ? "downloadUrl" : "uploadUrl");
+        return -1;
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- Connect-RPC */

@@ -32,6 +32,32 @@ int e2b_access_token(const struct nb_conf *c, const char *owner, const char *id,
  * (401 "unauthenticated"). Every data-plane handler but /health calls it.
  */
 int e2b_data_authorized(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae);
+/* What a signed file URL signs besides the token: the ?path= bytes as decoded, and the operation. */
+struct e2b_file_access {
+    const char *operation; /* E2B_SIGN_READ (GET /files) or E2B_SIGN_WRITE (POST) */
+    const char *path;      /* "" when the URL has no ?path= */
+    size_t path_len;
+};
+/*
+ * envd's check of GET and POST /files for sandbox id (its validateSigning):
+ * a token header is checked as e2b_data_authorized does; without one the
+ * URL's ?signature= (files.downloadUrl/uploadUrl) must be the signature of
+ * fa, ?username= and ?signature_expiration= under id's envdAccessToken, and
+ * that expiration not past. 0 (*by_signature 1 when the signature let it
+ * in), or -1 with ae set: 401 for a wrong or expired signature, 400 for an
+ * expiration that is no number.
+ */
+int e2b_files_authorized(struct nb_app *a, struct nb_req *r, const char *id,
+                         const struct e2b_file_access *fa, int *by_signature, struct nb_apierr *ae);
+/*
+ * The sandbox a /files request that names none (E2B_SANDBOX_URL's signed
+ * URLs: no header, no host) is for: the live sandbox whose envdAccessToken
+ * made its ?signature=, into id. 0, or -1 with ae set (401: no signature,
+ * or no sandbox's). Each live sandbox's signature is computed (an HMAC and
+ * a SHA-256 each); e2b_files_authorized then checks the one found.
+ */
+int e2b_files_find(struct nb_app *a, struct nb_req *r, const struct e2b_file_access *fa, char *id,
+                   size_t idlen, struct nb_apierr *ae);
 /* The sandbox user's home as E2B's SDKs see it: e2b_home, else the workspace. */
 const char *e2b_home(const struct nb_conf *c);
 /* A path of an E2B call (relative: under e2b_home) checked as nb_files_path does. */

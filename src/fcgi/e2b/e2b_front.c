@@ -82,7 +82,8 @@ static const struct nb_route_entry e2b_routes[] = {
 /*
  * A request of the data plane names its sandbox in the headers
  * E2b-Sandbox-Id/Port, or (E2B_DOMAIN) in the host, <port>-<id>.<domain>,
- * whatever its path; the control plane by its path.
+ * whatever its path, or is envd's /files without either; the control
+ * plane by its path.
  */
 static enum nb_route e2b_match(const struct nb_req *r, struct nb_route_args *ra)
 {
@@ -95,6 +96,10 @@ static enum nb_route e2b_match(const struct nb_req *r, struct nb_route_args *ra)
         sbx = host_id;
         port = host_port;
     }
+    /* a signed URL of E2B_SANDBOX_URL's mode (files.downloadUrl/uploadUrl) names no
+     * sandbox: its handler finds the one whose token signed it (e2b_common.c) */
+    if (sbx == NULL && !strcmp(r->path, "/files"))
+        sbx = "";
     if (sbx != NULL)
         return nb_e2b_match_data(r->path, sbx, port, ra->id, sizeof(ra->id), ra->arg,
                                  sizeof(ra->arg), ra->op, sizeof(ra->op));
