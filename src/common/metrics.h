@@ -142,6 +142,7 @@ enum nb_member_state {
 #define NB_METRICS_NODES 64
 struct nb_mnode {
     char name[33];
+    char tag[13];  /* its tag (cluster.h): the last group of its sandboxes' ids */
     char url[256]; /* its node_url */
     uint32_t running, free, drain;
 };

@@ -507,7 +507,10 @@ def test_a_create_is_placed_on_the_node_with_more_room(etcd, make_stack):
     sid = r.json()["sandboxId"]
     assert sid.endswith(tag_of("node-p2")), sid
     assert r.json()["owner"] == "alice"
-    assert a2.get(sid).status_code == 200 and p1.api.get(sid).status_code == 404
+    assert a2.get(sid).status_code == 200
+    # node-p1 answers for it too: it sends the request to node-p2
+    r = p1.api.get(sid)
+    assert r.status_code == 200 and r.json()["node"] == "node-p2", r.text
     out = a2.exec(sid, "echo placed")
     assert out["stdout"] == "placed\n"
     assert "action=create-placed on node node-p2 (HTTP 201)" in open(p1.log_path).read()
@@ -725,3 +728,74 @@ def test_a_keys_quota_counts_its_sandboxes_on_every_node(etcd, make_stack):
     assert not rows_of(etcd, "carl")
     etcd.delete_prefix(f"{PREFIX}keys/")
     etcd.delete_prefix(f"{PREFIX}owners/")
+
+
+def test_every_node_is_a_front_for_the_others_sandboxes(etcd, make_stack):
+    """A request that reaches a node with another node's sandbox id is sent
+    to that node under the cluster's secret and the key's name, and its
+    answer relayed (streams as streams): one node's address reaches every
+    sandbox, MCP's tool calls included. The other node checks the owner;
+    a node that is down answers 503 node_unavailable, not 404."""
+    secret = secrets.token_hex(16)
+    f1 = make_stack("node-w1", **node_conf(etcd, "node-w1", node_url="{url}",
+                                           cluster_secret=secret))
+    f2 = make_stack("node-w2", **node_conf(etcd, "node-w2", node_url="{url}",
+                                           cluster_secret=secret))
+    alice, bob = add_key(f1, "alice"), add_key(f1, "bob")
+    a1, a2, b2 = KeyApi(f1, alice), KeyApi(f2, alice), KeyApi(f2, bob)
+    wait_until(lambda: b2.request("GET", "/sandbox").status_code == 200, timeout=10,
+               what="the keys on node-w2")
+    wait_until(lambda: "node-w1" in f2.api.request("GET", "/metrics").text, timeout=15,
+               what="node-w2 to see node-w1")
+    # made on node-w1 (a user's create through a node is placed, so ask it straight)
+    sid = a1.create(metadata={"who": "alice"})
+    assert sid.endswith(tag_of("node-w1"))
+    # through node-w2: read, exec (whole and streamed), files, pause, delete
+    r = a2.get(sid)
+    assert r.status_code == 200 and r.json()["node"] == "node-w1", r.text
+    assert a2.exec(sid, "echo through")["stdout"] == "through\n"
+    r = a2.request("POST", f"/sandbox/{sid}/exec", json={"command": "echo a; echo b >&2"},
+                   headers={"Accept": "application/x-ndjson"})
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("application/x-ndjson")
+    lines = [json.loads(x) for x in r.text.splitlines() if x]
+    assert {"type": "stdout", "data": "a\n"} in lines and {"type": "stderr", "data": "b\n"} \
+        in lines, lines
+    assert lines[-1]["type"] == "exit" and lines[-1]["exit_code"] == 0, lines
+    r = a2.request("PUT", f"/sandbox/{sid}/files?path=/workspace/f.txt", data=b"via w2",
+                   headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code in (200, 201, 204), r.text
+    assert a1.exec(sid, "cat /workspace/f.txt")["stdout"] == "via w2"
+    r = a2.request("GET", f"/sandbox/{sid}/files?path=/workspace/f.txt")
+    assert r.status_code == 200 and r.content == b"via w2"
+    # another key's request is refused by the sandbox's node, as an unknown id
+    r = b2.get(sid)
+    assert r.status_code == 404 and r.json()["code"] == "not_found", r.text
+    assert b2.exec_raw(sid, "true").status_code == 404
+    # MCP on node-w2 drives the sandbox on node-w1
+    sess = http_initialize(f2).headers["Mcp-Session-Id"]
+    res = http_call(f2, sess, "sandbox_exec", {"sandbox_id": sid, "command": "echo mcp"})
+    assert "mcp" in json.dumps(res) and not res.get("isError"), res
+    assert "action=forwarded on node node-w1" in open(f2.log_path).read()
+    # a made-up id of a node nobody runs: the node is unknown, 503
+    ghost = "0" * 8 + sid[8:-12] + "0" * 12
+    r = a2.get(ghost)
+    assert r.status_code == 503 and r.json()["code"] == "node_unavailable", r.text
+    # node-w1 gone: its sandbox answers 503 node_unavailable through node-w2
+    os.kill(member_of(f1), signal.SIGKILL)
+    f1.crash()
+    r = a2.get(sid)
+    assert r.status_code == 503 and r.json()["code"] == "node_unavailable", r.text
+    wait_until(lambda: "node-w1" not in {s["node"] for s in listed(a2)["sandboxes"]
+                                         if s["node_up"]}, timeout=TTL + 10,
+               what="node-w1 shown down")
+    r = a2.exec_raw(sid, "true")
+    assert r.status_code == 503 and r.json()["code"] == "node_unavailable", r.text
+    # back: served again through node-w2, and destroyed through it
+    f1.start_fcgi()
+    f1.wait_healthy()
+    wait_until(lambda: a2.get(sid).status_code == 200, timeout=15,
+               what="node-w1's sandbox through node-w2 again")
+    assert a2.delete(sid).status_code == 204
+    assert a1.get(sid).status_code == 404
+    assert docker_ps(f1.instance, all=False) == []
+    etcd.delete_prefix(f"{PREFIX}keys/")

@@ -29,11 +29,17 @@
  * unknown id, word for word (tests/integration/test_keys.py walks the
  * route table through `nanobox-fcgi -R`). The E2B data plane carries no
  * key: its access token is the owner's (e2b_common.c). Then one check for
- * every route that reaches the processes: not while paused.
+ * every route that reaches the processes: not while paused. On a cluster
+ * node, first: a sandbox of another node is sent there (api_forward.c),
+ * and 1 says the request is answered.
  */
 static int route_guard(struct nb_app *a, struct nb_req *r, unsigned flags,
                        const struct nb_route_args *ra, struct nb_apierr *ae)
 {
+    int fwd;
+    /* a cluster's: a sandbox of another node is that node's to serve */
+    if ((flags & NB_ROUTE_ID) && (fwd = api_forward_foreign(a, r, ra->id, ae)) != 0)
+        return fwd;
     if ((flags & NB_ROUTE_ID) && !r->who.admin &&
         nb_sandbox_visible(a, ra->id, r->who.name, ae) != 0)
         return -1;

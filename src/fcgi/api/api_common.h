@@ -138,4 +138,12 @@ int api_metrics_range(struct nb_req *r, int *given, int64_t *start, int64_t *end
 int api_metadata_matches(const char *metadata, const char (*keys)[128], const char (*values)[256],
                          unsigned n);
 
+/*
+ * api_forward.c: on a cluster node, a request naming a sandbox of another
+ * node (the tag in id) is sent to that node and its answer relayed: 1
+ * answered; 0 the sandbox is not another node's (serve it here); -1 with
+ * ae (503 node_unavailable: that node is down or unknown).
+ */
+int api_forward_foreign(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae);
+
 #endif

@@ -198,8 +198,13 @@ int nb_http_dispatch(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
         return NB_ERR;
     }
     /* the sandbox's own checks (the guard's): its key's to see, awake where the row asks */
-    if ((flags & (NB_ROUTE_ID | NB_ROUTE_AWAKE)) && http_guard->check(a, r, flags, &ra, ae) != 0)
-        return NB_ERR;
+    if (flags & (NB_ROUTE_ID | NB_ROUTE_AWAKE)) {
+        int g = http_guard->check(a, r, flags, &ra, ae);
+        if (g < 0)
+            return NB_ERR;
+        if (g > 0)
+            return NB_OK; /* the guard answered: another node's sandbox, sent there */
+    }
     if ((flags & NB_ROUTE_BULK) && http_bulk_hook != NULL && !nb_http_is_internal(r))
         http_bulk_hook();
     return row->handler(a, r, &ra, ae);

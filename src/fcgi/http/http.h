@@ -110,7 +110,8 @@ int nb_http_parse(struct nb_req *r, FCGX_Request *fcgi, struct nb_apierr *ae);
  * layer's, api_common.c). id_valid says whether a row's {id} (NB_ROUTE_ID)
  * is a sandbox id at all (else 400 bad_id, or 404 with NB_ROUTE_ID_404); check runs once
  * every check of the HTTP layer has passed, before the handler of a row
- * flagged NB_ROUTE_ID or NB_ROUTE_AWAKE: 0, or -1 with ae set.
+ * flagged NB_ROUTE_ID or NB_ROUTE_AWAKE: 0, -1 with ae set, or 1 when it
+ * answered the request itself (a cluster node sent it to the sandbox's node).
  */
 struct nb_route_guard {
     int (*id_valid)(const char *id);

@@ -237,6 +237,7 @@ static int add_mnode(void *arg, const struct nb_etcd_kv *kv)
     if (v->count < NB_METRICS_NODES) {
         struct nb_mnode *o = &v->node[v->count];
         snprintf(o->name, sizeof(o->name), "%s", n.name);
+        nb_node_tag(n.name, o->tag); /* from the name, whatever the record says */
         snprintf(o->url, sizeof(o->url), "%s", n.url);
         o->running = n.running;
         o->free = n.free;

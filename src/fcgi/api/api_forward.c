@@ -1,0 +1,231 @@
+/*
+ * api_forward.c - a node of a cluster as a front for the others
+ * (docs/CLUSTER.md, "Every node a front"): a request that names a sandbox
+ * of another node (by the tag in its id) is sent there, under the
+ * cluster's secret and the key's name, and its answer relayed as it comes
+ * (streams stay streams). So a client, or an MCP session, that reaches
+ * any node reaches every sandbox.
+ */
+#include "config.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api_common.h"
+#include "cluster.h"
+#include "log.h"
+#include "metrics.h"
+#include "placement.h"
+
+#define FWD_CONNECT_MS 1000L
+#define FWD_TIMEOUT_MS (3600L * 1000L) /* the other node ends its own long calls first */
+#define FWD_BUFFERED_MAX (64u << 20)   /* an answer that is not a stream, relayed whole */
+
+struct fwd {
+    struct nb_req *r;
+    char ctype[128];
+    char extra[512]; /* answer headers passed on: "Name: value\r\n" each */
+    long status;
+    int streaming; /* the answer is relayed as it comes */
+    int begun;     /* its status went out */
+    int gone;      /* the client left: the transfer is cut */
+    struct nb_buf body;
+};
+
+/* Answer headers worth passing on (a stream's type, a session, a port). */
+static int passed_on(const char *name, size_t len)
+{
+    static const char *const names[] = {"Mcp-Session-Id",      "X-Nanobox-Port", "X-Next-Token",
+                                        "Content-Disposition", "Retry-After",    "Allow"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strlen(names[i]) == len && strncasecmp(name, names[i], len) == 0)
+            return 1;
+    return 0;
+}
+
+static size_t fwd_header(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    struct fwd *f = userdata;
+    size_t n = size * nmemb, name_len;
+    const char *colon = memchr(ptr, ':', n), *v;
+    size_t vlen;
+
+    if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) { /* a new answer (after a 100) */
+        f->ctype[0] = f->extra[0] = '\0';
+        return n;
+    }
+    if (colon == NULL)
+        return n;
+    name_len = (size_t)(colon - ptr);
+    v = colon + 1;
+    vlen = n - name_len - 1;
+    while (vlen > 0 && (*v == ' ' || *v == '\t'))
+        v++, vlen--;
+    while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n'))
+        vlen--;
+    if (name_len == 12 && strncasecmp(ptr, "Content-Type", 12) == 0)
+        snprintf(f->ctype, sizeof(f->ctype), "%.*s", (int)vlen, v);
+    else if (passed_on(ptr, name_len)) {
+        size_t used = strlen(f->extra);
+        snprintf(f->extra + used, sizeof(f->extra) - used, "%.*s: %.*s\r\n", (int)name_len, ptr,
+                 (int)vlen, v);
+    }
+    return n;
+}
+
+/* The answer's headers, once: its status, its type, what is passed on. */
+static void begin(struct fwd *f, CURL *c)
+{
+    char *line, *save = NULL;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &f->status);
+    for (line = strtok_r(f->extra, "\r\n", &save); line != NULL;
+         line = strtok_r(NULL, "\r\n", &save)) {
+        char *colon = strchr(line, ':');
+        if (colon == NULL)
+            continue;
+        *colon = '\0';
+        nb_http_add_header(f->r, line, colon + 2);
+    }
+    f->streaming = !strncmp(f->ctype, "application/x-ndjson", 20) ||
+                   !strncmp(f->ctype, "application/octet-stream", 24) ||
+                   !strncmp(f->ctype, "text/event-stream", 17);
+    if (f->streaming)
+        nb_http_stream_begin(f->r, (int)f->status, f->ctype);
+    f->begun = 1;
+}
+
+static CURL *fwd_curl; /* one a process, its connections kept */
+
+static size_t fwd_body(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    struct fwd *f = userdata;
+    size_t n = size * nmemb;
+    if (!f->begun)
+        begin(f, fwd_curl);
+    if (f->streaming) {
+        if (nb_http_stream_bytes(f->r, ptr, n) != 0) {
+            f->gone = 1;
+            return 0; /* the client left: cut the transfer */
+        }
+        return n;
+    }
+    return nb_buf_append(&f->body, ptr, n) == NB_OK ? n : 0;
+}
+
+static int node_down(struct nb_apierr *ae, const char *id, const char *how)
+{
+    nb_apierr_set(ae, NB_E_UNAVAILABLE, "node_unavailable",
+                  "the node of sandbox %s %s: it answers again when the node is back", id, how);
+    return -1;
+}
+
+/* The node whose sandboxes carry tag, from the member's last read: its url. */
+static int node_of_tag(const char *tag, char *url, size_t urllen, char *name, size_t namelen)
+{
+    struct nb_mcluster *view = malloc(sizeof(*view));
+    int found = 0;
+    if (view == NULL)
+        return 0;
+    if (nb_metrics_nodes_copy(view) == 0)
+        for (uint32_t i = 0; i < view->nodes_seen && i < NB_METRICS_NODES && !found; i++)
+            if (!strcmp(view->node[i].tag, tag) && view->node[i].url[0] != '\0') {
+                snprintf(url, urllen, "%s", view->node[i].url);
+                snprintf(name, namelen, "%s", view->node[i].name);
+                found = 1;
+            }
+    free(view);
+    return found;
+}
+
+int api_forward_foreign(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae)
+{
+    char tag[NB_NODE_TAG_LEN + 1], base[NB_CONF_STR], node[NB_NODE_NAME_MAX + 1], h[320];
+    struct curl_slist *hdrs = NULL;
+    struct nb_buf url;
+    struct fwd f;
+    const char *v;
+    CURLcode cc;
+
+    if (a->conf.cluster_secret[0] == '\0' || a->node_tag[0] == '\0' ||
+        !nb_cluster_id_tag(id, tag) || !strcmp(tag, a->node_tag) || nb_http_from_node(r))
+        return 0; /* ours, a single machine's, or sent here by a node already */
+    if (!node_of_tag(tag, base, sizeof(base), node, sizeof(node))) {
+        return node_down(ae, id, "is down or unknown");
+    }
+    if (nb_http_read_body(r, a->conf.max_body, ae) != 0)
+        return -1;
+    if (fwd_curl == NULL && (fwd_curl = curl_easy_init()) == NULL) {
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot make a curl handle");
+        return -1;
+    }
+    memset(&f, 0, sizeof(f));
+    f.r = r;
+    nb_buf_init(&f.body, FWD_BUFFERED_MAX);
+    nb_buf_init(&url, sizeof(base) + NB_PATH_MAX + NB_QUERY_MAX);
+    nb_buf_printf(&url, "%s%s%s%s", base, r->path, r->query[0] ? "?" : "", r->query);
+    snprintf(h, sizeof(h), NB_CLUSTER_SECRET_HEADER ": %s", a->conf.cluster_secret);
+    hdrs = curl_slist_append(hdrs, h);
+    snprintf(h, sizeof(h), NB_CLUSTER_OWNER_HEADER ": %s", nb_http_key(r)->name);
+    hdrs = curl_slist_append(hdrs, h);
+    if ((v = nb_http_param(r, "CONTENT_TYPE")) != NULL && v[0] != '\0') {
+        snprintf(h, sizeof(h), "Content-Type: %.280s", v);
+        hdrs = curl_slist_append(hdrs, h);
+    }
+    if ((v = nb_http_param(r, "HTTP_ACCEPT")) != NULL && v[0] != '\0') {
+        snprintf(h, sizeof(h), "Accept: %.280s", v);
+        hdrs = curl_slist_append(hdrs, h);
+    }
+    hdrs = curl_slist_append(hdrs, "Expect:");
+    curl_easy_reset(fwd_curl);
+    curl_easy_setopt(fwd_curl, CURLOPT_URL, url.data);
+    curl_easy_setopt(fwd_curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(fwd_curl, CURLOPT_CONNECTTIMEOUT_MS, FWD_CONNECT_MS);
+    curl_easy_setopt(fwd_curl, CURLOPT_TIMEOUT_MS, FWD_TIMEOUT_MS);
+    curl_easy_setopt(fwd_curl, CURLOPT_CUSTOMREQUEST, r->method);
+    if (r->body.len > 0 || strcmp(r->method, "GET") != 0) {
+        curl_easy_setopt(fwd_curl, CURLOPT_POSTFIELDS, r->body.data ? r->body.data : "");
+        curl_easy_setopt(fwd_curl, CURLOPT_POSTFIELDSIZE, (long)r->body.len);
+    }
+    if (!strcmp(r->method, "HEAD"))
+        curl_easy_setopt(fwd_curl, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(fwd_curl, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(fwd_curl, CURLOPT_HEADERFUNCTION, fwd_header);
+    curl_easy_setopt(fwd_curl, CURLOPT_HEADERDATA, &f);
+    curl_easy_setopt(fwd_curl, CURLOPT_WRITEFUNCTION, fwd_body);
+    curl_easy_setopt(fwd_curl, CURLOPT_WRITEDATA, &f);
+    cc = curl_easy_perform(fwd_curl);
+    curl_slist_free_all(hdrs);
+    nb_buf_free(&url);
+    if (cc != CURLE_OK && !f.begun) {
+        nb_buf_free(&f.body);
+        nb_warn("forward: node %s did not answer for sandbox %s: %s", node, id,
+                curl_easy_strerror(cc));
+        return node_down(ae, id, "does not answer");
+    }
+    if (!f.begun) /* an answer without a body (204) */
+        begin(&f, fwd_curl);
+    if (!f.streaming) {
+        if (cc != CURLE_OK) {
+            nb_buf_free(&f.body);
+            nb_apierr_set(ae, NB_E_UPSTREAM, "upstream_unavailable",
+                          "the node of sandbox %s broke off its answer (%s)", id,
+                          curl_easy_strerror(cc));
+            return -1;
+        }
+        /* its nginx up but its nanobox-fcgi not: the node is down all the same */
+        if (f.status == 502 && f.body.data != NULL &&
+            memmem(f.body.data, f.body.len, "\"upstream_unavailable\"", 22) != NULL) {
+            nb_buf_free(&f.body);
+            return node_down(ae, id, "does not answer");
+        }
+        nb_http_body(r, (int)f.status, f.ctype[0] ? f.ctype : "application/json",
+                     f.body.data ? f.body.data : "", f.body.len);
+    }
+    nb_buf_free(&f.body);
+    snprintf(h, sizeof(h), "on node %s (HTTP %ld)", node, f.status);
+    nb_http_audit(r, "forwarded", h);
+    return 1;
+}
