@@ -145,6 +145,9 @@ struct nb_mnode {
     char tag[13];  /* its tag (cluster.h): the last group of its sandboxes' ids */
     char url[256]; /* its node_url */
     uint32_t running, free, drain;
+    /* its ready templates ("name", "owner/name"), by nb_registry_hash of each */
+    uint32_t n_templates;
+    uint64_t templates[64];
 };
 struct nb_mcluster {
     uint32_t state;  /* enum nb_member_state */

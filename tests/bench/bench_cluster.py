@@ -12,10 +12,16 @@ Then, interleaved sample by sample:
   (b) GET /sandbox/{id}, the same;
   (c) create (POST /sandbox, then DELETE) placed: sent to a node that
       places it on the other (it has more free slots) vs straight to that
-      other node (target: at most 5 ms added);
-  (d) etcd requests per create, read from the nodes' /metrics;
+      other node, and vs a single machine without etcd (target: at most
+      5 ms added over the single machine);
+  (d) etcd requests per create, read from the nodes' /metrics (the
+      requests of an idle spell as long subtracted: renewals, the
+      registry's rounds);
   (e) the front's map for 100 nodes: nanobox-front --once against
-      100 node records, and nginx -t of the config that includes it.
+      100 node records, and nginx -t of the config that includes it;
+  (f) GET /sandbox with 1000 sandboxes in the registry (rows of another
+      node put in etcd) vs the same list on the single machine (its own
+      few sandboxes, no etcd).
 
 Sends traffic only to loopback. Everything it starts is stopped at the end.
 
@@ -110,6 +116,11 @@ def main():
     nodes, front = [], None
     try:
         secret = secrets.token_hex(16)
+        solo = nbtest.Stack("bench-solo", extra_conf={"api_key": key, "warm_pool": "2",
+                                                      "log_level": "info"})
+        solo.api_key = key
+        nodes.append(solo)
+        solo.start()
         # bench-a has fewer slots: placement sends every create made on it to bench-b
         for name, slots in (("bench-a", "16"), ("bench-b", "64")):
             st = nbtest.Stack(name, extra_conf={
@@ -125,7 +136,7 @@ def main():
         sf, sd = requests.Session(), requests.Session()
         sf.headers.update(auth)
         sd.headers.update(auth)
-        a = nodes[0]
+        a = nodes[1]
         sid = a.api.create()
         nbtest.wait_until(lambda: sf.get(f"{front.url}/sandbox/{sid}").status_code == 200,
                           timeout=15, what="the front to route bench-a")
@@ -144,24 +155,52 @@ def main():
                 r = s.get(f"{base}/sandbox/{sid}")
                 out.append(ms(t0))
                 assert r.status_code == 200, r.text
-        b = nodes[1]
+        b = nodes[2]
         nbtest.wait_until(lambda: 'nanobox_cluster_node_free_slots{node="bench-b"}' in
                           sd.get(f"{a.url}/metrics").text, timeout=15,
                           what="bench-a to see bench-b")
-        calls0 = sum(etcd_calls(st.url, key) for st in nodes)
-        cr_p, cr_b = [], []
+        # the idle rate of etcd requests (renewals, registry rounds), over a spell
+        calls0, t_idle = sum(etcd_calls(st.url, key) for st in nodes[1:]), time.monotonic()
+        time.sleep(10)
+        idle_rate = (sum(etcd_calls(st.url, key) for st in nodes[1:]) - calls0) / \
+            (time.monotonic() - t_idle)
+        calls0, t_cr = sum(etcd_calls(st.url, key) for st in nodes[1:]), time.monotonic()
+        cr_p, cr_b, cr_s = [], [], []
         for _ in range(args.creates):
-            # both made on bench-b: placed there from bench-a, and straight
-            for base, out in ((a.url, cr_p), (b.url, cr_b)):
+            # made on bench-b (placed there from bench-a, and straight), and alone
+            for base, out, on in ((a.url, cr_p, b.url), (b.url, cr_b, b.url),
+                                  (solo.url, cr_s, solo.url)):
                 t0 = time.perf_counter()
                 r = sd.post(f"{base}/sandbox", json={})
                 out.append(ms(t0))
                 assert r.status_code == 201, r.text
                 new = r.json()["sandboxId"]
-                assert sd.get(f"{b.url}/sandbox/{new}").status_code == 200, "not on bench-b"
-                assert sd.delete(f"{b.url}/sandbox/{new}").status_code == 204
+                assert sd.get(f"{on}/sandbox/{new}").status_code == 200, "not where expected"
+                assert sd.delete(f"{on}/sandbox/{new}").status_code == 204
                 time.sleep(0.05)  # let the warm pools refill: measure the path, not Docker
-        calls1 = sum(etcd_calls(st.url, key) for st in nodes)
+        calls1 = sum(etcd_calls(st.url, key) for st in nodes[1:])
+        per_create = (calls1 - calls0 - idle_rate * (time.monotonic() - t_cr)) / \
+            (2 * args.creates)
+        # a registry of 1000 sandboxes: rows of a node that is not running
+        ghost_tag = "0badc0ffee00"
+        for i in range(1000):
+            gid = f"{i:08x}-0000-8000-8000-{ghost_tag}"
+            etcd.put(f"{PREFIX}sandboxes/default/{gid}", json.dumps({
+                "id": gid, "node": "bench-ghost", "owner": "default", "state": "running",
+                "image": "nanobox:latest", "created": int(time.time()),
+                "expires": int(time.time()) + 3600, "memory": 268435456,
+                "nano_cpus": 500000000, "pids": 128, "network": 0, "lifecycle": 0,
+                "metadata": json.dumps({"i": str(i)})}))
+        r = sd.get(f"{a.url}/sandbox")
+        assert r.status_code == 200 and len(r.json()["sandboxes"]) >= 1001, r.text[:300]
+        ls_c, ls_s = [], []
+        for _ in range(max(20, args.n // 5)):
+            for base, out in ((a.url, ls_c), (solo.url, ls_s)):
+                t0 = time.perf_counter()
+                r = sd.get(f"{base}/sandbox")
+                out.append(ms(t0))
+                assert r.status_code == 200, r.text[:300]
+        etcd.delete_prefix(f"{PREFIX}sandboxes/default/")
         print(f"bench_cluster: 2 nodes + a front on one machine ({os.cpu_count()} cores), "
               f"n={args.n}, creates={args.creates}")
         line("exec `true`", ex_f, ex_d)
@@ -169,8 +208,15 @@ def main():
         print(f"{'create placed from bench-a on bench-b':<34} placed p50 {p50(cr_p):7.2f} ms p95 "
               f"{p95(cr_p):7.2f}   straight p50 {p50(cr_b):7.2f} ms p95 {p95(cr_b):7.2f}   "
               f"added {p50(cr_p) - p50(cr_b):+6.2f} ms   ratio {p50(cr_p) / p50(cr_b):5.2f}x")
-        print(f"{'etcd requests per create':<34} {(calls1 - calls0) / (2 * args.creates):.2f} "
-              f"(renewals and record rewrites of both nodes over the create phase)")
+        print(f"{'create on bench-b vs a single machine':<34} cluster p50 {p50(cr_b):7.2f} ms "
+              f"p95 {p95(cr_b):7.2f}   single p50 {p50(cr_s):7.2f} ms p95 {p95(cr_s):7.2f}   "
+              f"added {p50(cr_b) - p50(cr_s):+6.2f} ms (placed: "
+              f"{p50(cr_p) - p50(cr_s):+6.2f} ms)")
+        print(f"{'etcd requests per create':<34} {per_create:.2f} "
+              f"(both nodes, less their idle rate of {idle_rate:.1f}/s)")
+        print(f"{'GET /sandbox, 1000 in the registry':<34} cluster p50 {p50(ls_c):7.2f} ms "
+              f"p95 {p95(ls_c):7.2f}   single machine (its own) p50 {p50(ls_s):7.2f} ms "
+              f"p95 {p95(ls_s):7.2f}")
         map_of_100(etcd, tmp)
         a.api.delete(sid)
     finally:

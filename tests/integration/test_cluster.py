@@ -799,3 +799,61 @@ def test_every_node_is_a_front_for_the_others_sandboxes(etcd, make_stack):
     assert a1.get(sid).status_code == 404
     assert docker_ps(f1.instance, all=False) == []
     etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+def test_a_template_is_built_on_every_node_and_its_creates_go_where_it_is(etcd, make_stack):
+    """A template build (and its removal) on one node is sent on to every
+    other node, each building its own; a create of a template is placed
+    only on a node that has it ready. A snapshot is one node's template:
+    its creates go to that node, wherever they arrive."""
+    from test_snapshots import snapshot
+    from test_templates import build_ready, get, wait_done
+    secret = secrets.token_hex(16)
+    t1 = make_stack("node-t1", **node_conf(etcd, "node-t1", node_url="{url}",
+                                           cluster_secret=secret, max_sandboxes="8"))
+    t2 = make_stack("node-t2", **node_conf(etcd, "node-t2", node_url="{url}",
+                                           cluster_secret=secret, max_sandboxes="64"))
+    dana = add_key(t1, "dana")
+    d1, d2 = KeyApi(t1, dana), KeyApi(t2, dana)
+    wait_until(lambda: d2.request("GET", "/sandbox").status_code == 200, timeout=10,
+               what="dana's key on node-t2")
+    wait_until(lambda: "node-t2" in t1.api.request("GET", "/metrics").text and
+               "node-t1" in t2.api.request("GET", "/metrics").text, timeout=15,
+               what="the nodes to see each other")
+    build_ready(d1, "shared")
+    t = wait_done(d2, "shared")  # built on node-t2 too, by node-t2
+    assert t["status"] == "ready" and t["owner"] == "dana", t
+    assert "action=fanned-out to node node-t2 (HTTP 202)" in open(t1.log_path).read()
+    # the records list it; a create of it from node-t1 goes to node-t2 (more room)
+    wait_until(lambda: "dana/shared" in (record(etcd, "node-t2") or {}).get("templates", []) and
+               "dana/shared" in (record(etcd, "node-t1") or {}).get("templates", []),
+               timeout=15, what="both records to list dana/shared")
+    time.sleep(6)  # a read of the records by each member (every 5 s)
+    sid = d1.create(template="shared")
+    assert sid.endswith(tag_of("node-t2")), sid
+    assert d1.exec(sid, "cat /etc/tpl-marker")["stdout"] == "hi\n"
+    assert d1.delete(sid).status_code == 204
+    # a snapshot of a sandbox on node-t1 is node-t1's alone
+    own = d1.request("POST", "/sandbox", json={}, headers={"X-Nanobox-Cluster": secret,
+                                                           "X-Nanobox-Owner": "dana"})
+    assert own.status_code == 201, own.text
+    src = own.json()["sandboxId"]
+    assert src.endswith(tag_of("node-t1"))
+    d1.exec(src, "echo kept > /workspace/kept.txt")
+    snap = snapshot(d1, src, "snap")
+    assert snap["name"] == "snap"
+    assert get(d2, "snap").status_code == 404
+    wait_until(lambda: "dana/snap" in (record(etcd, "node-t1") or {}).get("templates", []),
+               timeout=15, what="node-t1's record to list dana/snap")
+    time.sleep(6)
+    for api in (d1, d2):  # node-t1 has less room, but only it has the snapshot
+        made = api.create(template="snap")
+        assert made.endswith(tag_of("node-t1")), made
+        assert api.exec(made, "cat /workspace/kept.txt")["stdout"] == "kept\n"
+        assert api.delete(made).status_code == 204
+    assert d1.delete(src).status_code == 204
+    # removed on node-t2: gone from node-t1 too
+    assert d2.request("DELETE", "/templates/shared").status_code == 204
+    assert get(d1, "shared").status_code == 404
+    assert d1.request("DELETE", "/templates/snap").status_code == 204
+    etcd.delete_prefix(f"{PREFIX}keys/")

@@ -490,7 +490,7 @@ int api_metrics_range(struct nb_req *r, int *given, int64_t *start, int64_t *end
     return 0;
 }
 
-int api_place_create(struct nb_app *a, struct nb_req *r, const char *path)
+int api_place_create(struct nb_app *a, struct nb_req *r, const char *path, const char *template_key)
 {
     struct nb_placed p;
     char what[128];
@@ -498,7 +498,8 @@ int api_place_create(struct nb_app *a, struct nb_req *r, const char *path)
      * reach this node's sandboxes only (nodes that forward a foreign id:
      * next) */
     if (nb_http_from_node(r) || nb_http_is_internal(r) ||
-        nb_place_create(a, path, r->body.data, r->body.len, nb_http_key(r)->name, &p) != 1)
+        nb_place_create(a, path, r->body.data, r->body.len, nb_http_key(r)->name, template_key,
+                        &p) != 1)
         return 0;
     nb_http_body(r, (int)p.status, p.ctype, p.body.data ? p.body.data : "", p.body.len);
     snprintf(what, sizeof(what), "on node %s (HTTP %ld)", p.node, p.status);

@@ -41,7 +41,8 @@ int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out, struct nb_a
  * it is: 1. 0: make it here (so is every create another node placed
  * here, and MCP's, whose next tool calls this node serves).
  */
-int api_place_create(struct nb_app *a, struct nb_req *r, const char *path);
+int api_place_create(struct nb_app *a, struct nb_req *r, const char *path,
+                     const char *template_key);
 /*
  * The same; a string holding an escaped NUL (\u0000), which every field
  * would silently cut short, is refused with 400 nul_code ("bad_field" for
@@ -145,5 +146,13 @@ int api_metadata_matches(const char *metadata, const char (*keys)[128], const ch
  * ae (503 node_unavailable: that node is down or unknown).
  */
 int api_forward_foreign(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae);
+
+/*
+ * api_forward.c: on a cluster node, r (a template's build or removal, once
+ * it succeeded here) sent to every other node of the cluster, as it came,
+ * under the cluster's secret and the key's name, one after the other; each
+ * answer logged. The number of nodes that took it (2xx).
+ */
+unsigned api_fanout(struct nb_app *a, struct nb_req *r);
 
 #endif

@@ -140,13 +140,56 @@ static int node_of_tag(const char *tag, char *url, size_t urllen, char *name, si
     return found;
 }
 
+/*
+ * fwd_curl set up to send r (its method, path, query, body, Content-Type
+ * and Accept) to the node at base, under the cluster's secret and the
+ * key's name. The headers' list, for the caller to free, and the URL in
+ * *url (nb_buf_free after).
+ */
+static struct curl_slist *request_setup(CURL *c, struct nb_app *a, struct nb_req *r,
+                                        const char *base, struct nb_buf *url)
+{
+    struct curl_slist *hdrs = NULL;
+    const char *v;
+    char h[320];
+
+    nb_buf_init(url, NB_CONF_STR + NB_PATH_MAX + NB_QUERY_MAX);
+    nb_buf_printf(url, "%s%s%s%s", base, r->path, r->query[0] ? "?" : "", r->query);
+    snprintf(h, sizeof(h), NB_CLUSTER_SECRET_HEADER ": %s", a->conf.cluster_secret);
+    hdrs = curl_slist_append(hdrs, h);
+    snprintf(h, sizeof(h), NB_CLUSTER_OWNER_HEADER ": %s", nb_http_key(r)->name);
+    hdrs = curl_slist_append(hdrs, h);
+    if ((v = nb_http_param(r, "CONTENT_TYPE")) != NULL && v[0] != '\0') {
+        snprintf(h, sizeof(h), "Content-Type: %.280s", v);
+        hdrs = curl_slist_append(hdrs, h);
+    }
+    if ((v = nb_http_param(r, "HTTP_ACCEPT")) != NULL && v[0] != '\0') {
+        snprintf(h, sizeof(h), "Accept: %.280s", v);
+        hdrs = curl_slist_append(hdrs, h);
+    }
+    hdrs = curl_slist_append(hdrs, "Expect:");
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url->data);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, FWD_CONNECT_MS);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, FWD_TIMEOUT_MS);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, r->method);
+    if (r->body.len > 0 || strcmp(r->method, "GET") != 0) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, r->body.data ? r->body.data : "");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)r->body.len);
+    }
+    if (!strcmp(r->method, "HEAD"))
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    return hdrs;
+}
+
 int api_forward_foreign(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae)
 {
     char tag[NB_NODE_TAG_LEN + 1], base[NB_CONF_STR], node[NB_NODE_NAME_MAX + 1], h[320];
-    struct curl_slist *hdrs = NULL;
+    struct curl_slist *hdrs;
     struct nb_buf url;
     struct fwd f;
-    const char *v;
     CURLcode cc;
 
     if (a->conf.cluster_secret[0] == '\0' || a->node_tag[0] == '\0' ||
@@ -164,34 +207,7 @@ int api_forward_foreign(struct nb_app *a, struct nb_req *r, const char *id, stru
     memset(&f, 0, sizeof(f));
     f.r = r;
     nb_buf_init(&f.body, FWD_BUFFERED_MAX);
-    nb_buf_init(&url, sizeof(base) + NB_PATH_MAX + NB_QUERY_MAX);
-    nb_buf_printf(&url, "%s%s%s%s", base, r->path, r->query[0] ? "?" : "", r->query);
-    snprintf(h, sizeof(h), NB_CLUSTER_SECRET_HEADER ": %s", a->conf.cluster_secret);
-    hdrs = curl_slist_append(hdrs, h);
-    snprintf(h, sizeof(h), NB_CLUSTER_OWNER_HEADER ": %s", nb_http_key(r)->name);
-    hdrs = curl_slist_append(hdrs, h);
-    if ((v = nb_http_param(r, "CONTENT_TYPE")) != NULL && v[0] != '\0') {
-        snprintf(h, sizeof(h), "Content-Type: %.280s", v);
-        hdrs = curl_slist_append(hdrs, h);
-    }
-    if ((v = nb_http_param(r, "HTTP_ACCEPT")) != NULL && v[0] != '\0') {
-        snprintf(h, sizeof(h), "Accept: %.280s", v);
-        hdrs = curl_slist_append(hdrs, h);
-    }
-    hdrs = curl_slist_append(hdrs, "Expect:");
-    curl_easy_reset(fwd_curl);
-    curl_easy_setopt(fwd_curl, CURLOPT_URL, url.data);
-    curl_easy_setopt(fwd_curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(fwd_curl, CURLOPT_CONNECTTIMEOUT_MS, FWD_CONNECT_MS);
-    curl_easy_setopt(fwd_curl, CURLOPT_TIMEOUT_MS, FWD_TIMEOUT_MS);
-    curl_easy_setopt(fwd_curl, CURLOPT_CUSTOMREQUEST, r->method);
-    if (r->body.len > 0 || strcmp(r->method, "GET") != 0) {
-        curl_easy_setopt(fwd_curl, CURLOPT_POSTFIELDS, r->body.data ? r->body.data : "");
-        curl_easy_setopt(fwd_curl, CURLOPT_POSTFIELDSIZE, (long)r->body.len);
-    }
-    if (!strcmp(r->method, "HEAD"))
-        curl_easy_setopt(fwd_curl, CURLOPT_NOBODY, 1L);
-    curl_easy_setopt(fwd_curl, CURLOPT_HTTPHEADER, hdrs);
+    hdrs = request_setup(fwd_curl, a, r, base, &url);
     curl_easy_setopt(fwd_curl, CURLOPT_HEADERFUNCTION, fwd_header);
     curl_easy_setopt(fwd_curl, CURLOPT_HEADERDATA, &f);
     curl_easy_setopt(fwd_curl, CURLOPT_WRITEFUNCTION, fwd_body);
@@ -228,4 +244,49 @@ int api_forward_foreign(struct nb_app *a, struct nb_req *r, const char *id, stru
     snprintf(h, sizeof(h), "on node %s (HTTP %ld)", node, f.status);
     nb_http_audit(r, "forwarded", h);
     return 1;
+}
+
+/* A discard of an answer's body (a fan-out reads only the status). */
+static size_t fwd_discard(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    (void)ptr;
+    (void)userdata;
+    return size * nmemb;
+}
+
+unsigned api_fanout(struct nb_app *a, struct nb_req *r)
+{
+    struct nb_mcluster *view;
+    unsigned ok = 0;
+
+    if (a->conf.cluster_secret[0] == '\0' || a->node_tag[0] == '\0' || nb_http_from_node(r))
+        return 0;
+    if ((view = malloc(sizeof(*view))) == NULL || nb_metrics_nodes_copy(view) != 0 ||
+        (fwd_curl == NULL && (fwd_curl = curl_easy_init()) == NULL)) {
+        free(view);
+        return 0;
+    }
+    for (uint32_t i = 0; i < view->nodes_seen && i < NB_METRICS_NODES; i++) {
+        const struct nb_mnode *n = &view->node[i];
+        struct curl_slist *hdrs;
+        struct nb_buf url;
+        long status = 0;
+        CURLcode cc;
+        char what[128];
+
+        if (!strcmp(n->name, a->conf.node_name) || n->url[0] == '\0')
+            continue;
+        hdrs = request_setup(fwd_curl, a, r, n->url, &url);
+        curl_easy_setopt(fwd_curl, CURLOPT_WRITEFUNCTION, fwd_discard);
+        cc = curl_easy_perform(fwd_curl);
+        curl_easy_getinfo(fwd_curl, CURLINFO_RESPONSE_CODE, &status);
+        curl_slist_free_all(hdrs);
+        nb_buf_free(&url);
+        snprintf(what, sizeof(what), "to node %s (%s %ld)", n->name,
+                 cc == CURLE_OK ? "HTTP" : curl_easy_strerror(cc), status);
+        nb_http_audit(r, "fanned-out", what);
+        ok += cc == CURLE_OK && status >= 200 && status < 300;
+    }
+    free(view);
+    return ok;
 }

@@ -183,11 +183,17 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
         goto out;
     }
-    /* on a cluster: the better of two nodes; a template's create stays
-     * here, where the template was built (templates on every node: next) */
-    if (f[F_TEMPLATE].val == NULL && api_place_create(a, r, "/sandbox")) {
-        rc = NB_OK;
-        goto out;
+    /* on a cluster: the better of two nodes (of those that have the
+     * template ready: the operator's by its name, a key's as owner/name) */
+    if (f[F_TEMPLATE].val == NULL || YAJL_IS_STRING(f[F_TEMPLATE].val)) {
+        char tkey[NB_OWNER_LEN + 160];
+        const char *tn = f[F_TEMPLATE].val ? nb_json_string(f[F_TEMPLATE].val) : NULL;
+        if (tn != NULL)
+            nb_template_node_name(&a->conf, tn, nb_http_key(r)->name, tkey, sizeof(tkey));
+        if (api_place_create(a, r, "/sandbox", tn != NULL ? tkey : NULL)) {
+            rc = NB_OK;
+            goto out;
+        }
     }
 
     snprintf(spec.image, sizeof(spec.image), "%s", c->images[0]);

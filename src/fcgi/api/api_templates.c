@@ -174,6 +174,7 @@ int api_template_delete(struct nb_app *a, struct nb_req *r, const struct nb_rout
         return NB_ERR;
     nb_http_audit(r, "template-delete", ra->arg);
     nb_http_no_content(r);
+    api_fanout(a, r); /* a cluster's: gone from every node */
     return NB_OK;
 }
 
@@ -282,6 +283,8 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
     template_json(g, &t, 0, c);
     nb_http_json(r, 202, g);
     yajl_gen_free(g);
+    /* a cluster's: built on every node, so that a create of it can go to any */
+    api_fanout(a, r);
     rc = NB_OK;
 out:
     for (size_t i = 0; i < n_files; i++)

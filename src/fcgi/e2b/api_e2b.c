@@ -265,7 +265,7 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
     for (unsigned i = 0; i < c->n_images; i++) {
         if (strcmp(spec.image, c->images[i]) != 0)
             continue;
-        if (api_place_create(a, r, r->path)) {
+        if (api_place_create(a, r, r->path, NULL)) {
             rc = NB_OK;
             goto out;
         }

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "log.h"
 #include "metrics.h"
 #include "placement.h"
@@ -49,12 +50,25 @@ static size_t placed_header(char *ptr, size_t size, size_t nmemb, void *userdata
 
 static int seeded; /* each worker draws its own */
 
-/* The node a create goes to: the better of two drawn at random; -1 none. */
-static int pick(const struct nb_mcluster *view, const char *self)
+/* Does node have the template of hash h ready (h 0: no template asked)? */
+static int has_template(const struct nb_mnode *node, uint64_t h)
+{
+    if (h == 0)
+        return 1;
+    for (uint32_t i = 0; i < node->n_templates && i < 64; i++)
+        if (node->templates[i] == h)
+            return 1;
+    return 0;
+}
+
+/* The node a create goes to: the better of two drawn at random from those
+ * that take sandboxes and have the template; -1 none. */
+static int pick(const struct nb_mcluster *view, const char *self, uint64_t tpl)
 {
     int ok[NB_METRICS_NODES], n = 0, a, b;
     for (uint32_t i = 0; i < view->nodes_seen && i < NB_METRICS_NODES; i++)
-        if (!view->node[i].drain && view->node[i].free > 0 && view->node[i].url[0] != '\0')
+        if (!view->node[i].drain && view->node[i].free > 0 && view->node[i].url[0] != '\0' &&
+            has_template(&view->node[i], tpl))
             ok[n++] = (int)i;
     if (n == 0)
         return -1;
@@ -75,7 +89,7 @@ static int pick(const struct nb_mcluster *view, const char *self)
 }
 
 int nb_place_create(struct nb_app *a, const char *path, const char *body, size_t len,
-                    const char *owner, struct nb_placed *out)
+                    const char *owner, const char *template_key, struct nb_placed *out)
 {
     static CURL *curl;
     struct nb_mcluster *view;
@@ -92,7 +106,8 @@ int nb_place_create(struct nb_app *a, const char *path, const char *body, size_t
         free(view);
         return 0;
     }
-    k = pick(view, a->conf.node_name);
+    k = pick(view, a->conf.node_name,
+             template_key != NULL ? nb_registry_hash(template_key, strlen(template_key)) : 0);
     if (k < 0 || !strcmp(view->node[k].name, a->conf.node_name)) {
         free(view);
         return 0;

@@ -24,13 +24,15 @@ struct nb_placed {
 };
 
 /*
- * A create of path (POST, body of len bytes) for the key named owner: 0
+ * A create of path (POST, body of len bytes) for the key named owner, of
+ * the template template_key ("name" of the operator's, "owner/name" of a
+ * key's; NULL: none), placed only on a node that has it ready: 0
  * to make it here (no cluster_secret, no other node takes sandboxes or
  * has more room, or the one drawn did not answer or was full: the next is
  * this one); 1 when another node made it or refused it, its answer in
  * *out (nb_buf_free(&out->body) after).
  */
 int nb_place_create(struct nb_app *a, const char *path, const char *body, size_t len,
-                    const char *owner, struct nb_placed *out);
+                    const char *owner, const char *template_key, struct nb_placed *out);
 
 #endif

@@ -346,6 +346,15 @@ out:
     return rc;
 }
 
+void nb_template_node_name(const struct nb_conf *c, const char *name, const char *owner, char *out,
+                           size_t n)
+{
+    if (owner == NULL || owner[0] == '\0' || nb_tpl_conf_template(c, name) >= 0)
+        snprintf(out, n, "%s", name);
+    else
+        snprintf(out, n, "%.39s/%.80s", owner, name);
+}
+
 int nb_template_image(struct nb_app *a, const char *name, const char *viewer, char *image, size_t n,
                       struct nb_apierr *ae)
 {

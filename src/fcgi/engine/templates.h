@@ -134,6 +134,12 @@ int nb_template_list(struct nb_app *a, const char *viewer, nb_template_fn cb, vo
  */
 int nb_template_delete(struct nb_app *a, const char *name, const char *viewer, int force,
                        struct nb_apierr *ae);
+/*
+ * How a cluster node's record names a template (cluster.h): "name" for
+ * one of the operator's, "owner/name" for a key's (viewer's, or owner's).
+ */
+void nb_template_node_name(const struct nb_conf *c, const char *name, const char *owner, char *out,
+                           size_t n);
 /* The image a create with {"template": name} runs: 404 not_found, 409 not_ready. */
 int nb_template_image(struct nb_app *a, const char *name, const char *viewer, char *image, size_t n,
                       struct nb_apierr *ae);

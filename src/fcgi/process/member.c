@@ -80,16 +80,20 @@ static void set_state(struct member *m, enum nb_member_state st, int renewed)
     nb_metrics_member(st, renewed, nb_clock_real_s());
 }
 
+struct tpl_add {
+    struct nb_node_info *n;
+    const struct nb_conf *c;
+};
+
 static void add_template(void *arg, const struct nb_template *t)
 {
-    struct nb_node_info *n = arg;
+    struct tpl_add *ta = arg;
+    struct nb_node_info *n = ta->n;
     if (strcmp(t->status, "ready") != 0 || n->n_templates >= NB_NODE_TEMPLATES_MAX)
         return;
-    if (t->owner[0])
-        snprintf(n->templates[n->n_templates++], sizeof(n->templates[0]), "%.39s/%.80s", t->owner,
-                 t->name);
-    else
-        snprintf(n->templates[n->n_templates++], sizeof(n->templates[0]), "%s", t->name);
+    nb_template_node_name(ta->c, t->name, t->owner, n->templates[n->n_templates],
+                          sizeof(n->templates[0]));
+    n->n_templates++;
 }
 
 /* What the node says of itself now (heartbeat 0). */
@@ -97,6 +101,7 @@ static void node_info(struct member *m, struct nb_node_info *n)
 {
     struct nb_app *a = m->a;
     struct nb_apierr ae;
+    struct tpl_add ta;
     uint32_t used, pooled;
 
     memset(n, 0, sizeof(*n));
@@ -117,7 +122,9 @@ static void node_info(struct member *m, struct nb_node_info *n)
                           MEMBER_MEMORY_STEP * MEMBER_MEMORY_STEP;
     n->drain = nb_cluster_draining(&a->conf);
     n->since = m->since;
-    if (nb_template_list(a, NULL, add_template, n, &ae) != 0)
+    ta.n = n;
+    ta.c = &a->conf;
+    if (nb_template_list(a, NULL, add_template, &ta, &ae) != 0)
         nb_debug("cluster: the node's templates cannot be listed: %s", ae.msg);
 }
 
@@ -242,6 +249,9 @@ static int add_mnode(void *arg, const struct nb_etcd_kv *kv)
         o->running = n.running;
         o->free = n.free;
         o->drain = (uint32_t)n.drain;
+        for (unsigned t = 0; t < n.n_templates && t < 64; t++)
+            o->templates[o->n_templates++] =
+                nb_registry_hash(n.templates[t], strlen(n.templates[t]));
     }
     v->count++;
     return 0;
