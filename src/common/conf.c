@@ -283,6 +283,9 @@ static const struct key keys[] = {
     {"node_url", K_STR, F(node_url), 0},
     {"etcd_endpoints", K_STR, F(etcd_endpoints), 0},
     {"etcd_prefix", K_STR, F(etcd_prefix), 0},
+    {"etcd_cacert", K_STR, F(etcd_cacert), 0},
+    {"etcd_cert", K_STR, F(etcd_cert), 0},
+    {"etcd_key", K_STR, F(etcd_key), 0},
     {"node_lease_ttl", K_UINT, F(node_lease_ttl), 3600},
     {"node_drain", K_BOOL, F(node_drain), 0},
     {"cluster_secret", K_STR, F(cluster_secret), 0},
@@ -632,6 +635,16 @@ static int cluster_check(const struct nb_conf *c, char *err, size_t errlen)
         snprintf(err, errlen,
                  "cluster_secret must be at least 16 characters, on a cluster node "
                  "(etcd_endpoints set)");
+        return -1;
+    }
+    if ((c->etcd_cert[0] == '\0') != (c->etcd_key[0] == '\0')) {
+        snprintf(err, errlen,
+                 "etcd_cert and etcd_key go together: a client certificate and its key");
+        return -1;
+    }
+    if ((c->etcd_cacert[0] && c->etcd_cacert[0] != '/') ||
+        (c->etcd_cert[0] && c->etcd_cert[0] != '/') || (c->etcd_key[0] && c->etcd_key[0] != '/')) {
+        snprintf(err, errlen, "etcd_cacert, etcd_cert and etcd_key are absolute paths");
         return -1;
     }
     if (c->etcd_endpoints[0] == '\0')

@@ -161,8 +161,13 @@ struct nb_conf {
     char node_url[NB_CONF_STR];           /* how fronts and other nodes reach this node's nginx */
     char etcd_endpoints[NB_CONF_LIST];    /* "http://host:port,..." of the etcd cluster */
     char etcd_prefix[128];                /* every key nanobox keeps in etcd starts with it */
-    unsigned node_lease_ttl;              /* seconds the node's record outlives its last renewal */
-    int node_drain;                       /* takes no new sandboxes; its own live out their TTL */
+    /* etcd over TLS (https:// endpoints): the CA that signed its certificate,
+     * and this node's client certificate and key (PEM files); "": none */
+    char etcd_cacert[NB_CONF_STR];
+    char etcd_cert[NB_CONF_STR];
+    char etcd_key[NB_CONF_STR];
+    unsigned node_lease_ttl; /* seconds the node's record outlives its last renewal */
+    int node_drain;          /* takes no new sandboxes; its own live out their TTL */
     /* node-to-node calls (placement) carry it; "": creates stay on the node they reach */
     char cluster_secret[128];
 };

@@ -39,6 +39,33 @@ int nb_etcd_init(struct nb_etcd *e, const char *endpoints, long timeout_ms, size
     return 0;
 }
 
+void nb_etcd_set_tls(struct nb_etcd *e, const char *cacert, const char *cert, const char *key)
+{
+    snprintf(e->cacert, sizeof(e->cacert), "%s", cacert ? cacert : "");
+    snprintf(e->cert, sizeof(e->cert), "%s", cert ? cert : "");
+    snprintf(e->key, sizeof(e->key), "%s", key ? key : "");
+}
+
+int nb_etcd_init_conf(struct nb_etcd *e, const struct nb_conf *c, long timeout_ms,
+                      size_t max_response)
+{
+    if (nb_etcd_init(e, c->etcd_endpoints, timeout_ms, max_response) != 0)
+        return -1;
+    nb_etcd_set_tls(e, c->etcd_cacert, c->etcd_cert, c->etcd_key);
+    return 0;
+}
+
+/* The handle's TLS files on curl handle c. */
+static void use_tls(const struct nb_etcd *e, CURL *c)
+{
+    if (e->cacert[0])
+        curl_easy_setopt(c, CURLOPT_CAINFO, e->cacert);
+    if (e->cert[0]) {
+        curl_easy_setopt(c, CURLOPT_SSLCERT, e->cert);
+        curl_easy_setopt(c, CURLOPT_SSLKEY, e->key);
+    }
+}
+
 void nb_etcd_cleanup(struct nb_etcd *e)
 {
     if (e->curl)
@@ -74,6 +101,7 @@ static long post_one(struct nb_etcd *e, const char *url, const char *body)
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, resp_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &e->resp);
+    use_tls(e, c);
     rc = curl_easy_perform(c);
     curl_slist_free_all(hdrs);
     if (rc != CURLE_OK) {
@@ -585,6 +613,7 @@ int nb_etcd_watch(struct nb_etcd *e, const char *prefix, int64_t from_rev, long 
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, watch_write);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
+        use_tls(e, c);
         cc = curl_easy_perform(c);
         curl_slist_free_all(hdrs);
         if (w.changed) {

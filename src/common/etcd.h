@@ -29,6 +29,8 @@ struct nb_etcd {
     int64_t revision; /* the store's revision in the last answer read (0: none) */
     struct nb_buf resp;
     char err[320]; /* what the last failed call met */
+    /* TLS (https:// endpoints): CA file, client certificate and key; "": none */
+    char cacert[NB_CONF_STR], cert[NB_CONF_STR], key[NB_CONF_STR];
 };
 
 /* One key-value pair of a read; key and value are not NUL-terminated. */
@@ -51,6 +53,15 @@ typedef int (*nb_etcd_kv_fn)(void *arg, const struct nb_etcd_kv *kv);
  */
 int nb_etcd_init(struct nb_etcd *e, const char *endpoints, long timeout_ms, size_t max_response);
 void nb_etcd_cleanup(struct nb_etcd *e);
+
+/* etcd over TLS: the CA that signed the members' certificates and this
+ * client's certificate and key (PEM files; "" or NULL: none, the system's
+ * CAs and no client certificate). */
+void nb_etcd_set_tls(struct nb_etcd *e, const char *cacert, const char *cert, const char *key);
+
+/* nb_etcd_init with a config's endpoints and TLS files (etcd_cacert, ...). */
+int nb_etcd_init_conf(struct nb_etcd *e, const struct nb_conf *c, long timeout_ms,
+                      size_t max_response);
 
 /* A lease of ttl seconds: 0 and *lease, or -1. */
 int nb_etcd_grant(struct nb_etcd *e, long ttl, int64_t *lease);

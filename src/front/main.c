@@ -147,7 +147,8 @@ static void usage(FILE *f)
                "                     [--nginx-pid FILE] [--once]\n"
                "Keeps FILE, the nginx include a front routes by, in step with the cluster's\n"
                "node records in etcd; reloads the nginx of --nginx-pid when it changes.\n"
-               "  -c FILE          read etcd_endpoints and etcd_prefix from a nanobox.conf\n"
+               "  -c FILE          read etcd_endpoints, etcd_prefix and etcd's TLS files\n"
+               "                   (etcd_cacert, etcd_cert, etcd_key) from a nanobox.conf\n"
                "  --etcd URLS      etcd's client URLs, comma-separated (over -c's)\n"
                "  --prefix P       the keys' prefix (default /nanobox/)\n"
                "  --out FILE       the include to write\n"
@@ -222,6 +223,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "nanobox-front: %s\n", e.err);
         return 2;
     }
+    nb_etcd_set_tls(&e, conf.etcd_cacert, conf.etcd_cert, conf.etcd_key); /* -c's, if any */
     snprintf(key, sizeof(key), "%snodes/", prefix);
     /* SIGTERM's own action ends it: each write is a rename, never half a file */
     for (;;) {

@@ -100,8 +100,18 @@ class EtcdCluster:
     """n etcd members on loopback, started and serving when the constructor
     returns (a write through the gateway succeeded)."""
 
-    def __init__(self, n=3, tmpdir=None, timeout=REQUEST_TIMEOUT):
+    def __init__(self, n=3, tmpdir=None, timeout=REQUEST_TIMEOUT, tls=None):
+        """tls: None (plain http), or a dict of PEM files: ca (that signed
+        every certificate), cert and key (the members'), client_cert and
+        client_key (what the harness's own calls present): the members then
+        serve https and ask every client for a certificate of that CA."""
         self.etcd = need_etcd()
+        self.tls = tls
+        self.ssl = None
+        if tls:
+            import ssl
+            self.ssl = ssl.create_default_context(cafile=str(tls["ca"]))
+            self.ssl.load_cert_chain(str(tls["client_cert"]), str(tls["client_key"]))
         self.n = n
         self.timeout = timeout
         self.dir = tmpdir or tempfile.mkdtemp(prefix="nanobox-etcd-")
@@ -115,7 +125,8 @@ class EtcdCluster:
             self.peer_ports.append(nbtest.free_port())
         # a stopped member's ports are its own until close()
         nbtest.RESERVED_PORTS.update(self.client_ports + self.peer_ports)
-        self.endpoints = [f"http://127.0.0.1:{p}" for p in self.client_ports]
+        scheme = "https" if tls else "http"
+        self.endpoints = [f"{scheme}://127.0.0.1:{p}" for p in self.client_ports]
         self.endpoints_conf = ",".join(self.endpoints)
         self.peer_urls = [f"http://127.0.0.1:{p}" for p in self.peer_ports]
         self.initial_cluster = ",".join(f"{nm}={u}" for nm, u in zip(self.names, self.peer_urls))
@@ -144,6 +155,9 @@ class EtcdCluster:
                "--initial-cluster", self.initial_cluster, "--initial-cluster-state", state,
                "--initial-cluster-token", self.token,
                "--logger", "zap", "--log-outputs", "stderr"]
+        if self.tls:
+            cmd += ["--cert-file", str(self.tls["cert"]), "--key-file", str(self.tls["key"]),
+                    "--client-cert-auth", "--trusted-ca-file", str(self.tls["ca"])]
         with open(self.log_paths[i], "ab") as log:
             log.write(f"==== nbetcd: {' '.join(cmd)}\n".encode())
             log.flush()
@@ -282,7 +296,8 @@ class EtcdCluster:
                                          headers={"Content-Type": "application/json"}, method="POST")
             t0 = time.monotonic()
             try:
-                with urllib.request.urlopen(req, timeout=timeout or self.timeout) as r:
+                with urllib.request.urlopen(req, timeout=timeout or self.timeout,
+                                            context=self.ssl) as r:
                     return json.loads(r.read() or b"{}")
             except urllib.error.HTTPError as e:
                 detail = e.read()[:500].decode("utf-8", "replace")

@@ -857,3 +857,50 @@ def test_a_template_is_built_on_every_node_and_its_creates_go_where_it_is(etcd, 
     assert get(d1, "shared").status_code == 404
     assert d1.request("DELETE", "/templates/snap").status_code == 204
     etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+def test_etcd_over_tls_with_client_certificates(make_stack, certs, tmp_path):
+    """etcd serving https and asking every client for a certificate of its
+    CA: a node given the CA, its certificate and key joins and registers its
+    sandboxes; one without a client certificate is refused by etcd and
+    stays out (its creates 503), serving nothing it could not register."""
+    _, _, ca = certs
+    ca_key = os.path.join(os.path.dirname(str(ca)), "ca.key")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+    def signed(name, ext):
+        """A certificate of the test CA: (cert, key) files."""
+        crt, k = str(tmp_path / f"{name}.pem"), str(tmp_path / f"{name}.key")
+        subprocess.run(["openssl", "req", *ec, "-keyout", k, "-out", str(tmp_path / f"{name}.csr"),
+                        "-subj", f"/CN=nanobox {name}"], check=True, capture_output=True)
+        (tmp_path / f"{name}.cnf").write_text(ext)
+        subprocess.run(["openssl", "x509", "-req", "-in", str(tmp_path / f"{name}.csr"), "-CA",
+                        str(ca), "-CAkey", ca_key, "-CAcreateserial", "-days", "2", "-extfile",
+                        str(tmp_path / f"{name}.cnf"), "-out", crt], check=True,
+                       capture_output=True)
+        os.chmod(k, 0o644)  # read by whoever the processes run as
+        return crt, k
+    # etcd's gateway dials its own gRPC with the member's certificate: both uses
+    cert, key = signed("member", "subjectAltName=IP:127.0.0.1\n"
+                       "extendedKeyUsage=serverAuth,clientAuth\n")
+    ccert, ckey = signed("client", "extendedKeyUsage=clientAuth\n")
+    tls = {"ca": ca, "cert": cert, "key": key, "client_cert": ccert, "client_key": ckey}
+    with nbetcd.EtcdCluster(1, tmpdir=str(tmp_path / "etcd"), tls=tls) as etls:
+        assert etls.endpoints_conf.startswith("https://")
+        conf = node_conf(etls, "node-tls", etcd_cacert=str(ca), etcd_cert=ccert, etcd_key=ckey)
+        st = make_stack("node-tls", **conf)
+        wait_until(lambda: (lambda raw: raw and json.loads(raw))(
+            etls.get(f"{PREFIX}nodes/node-tls")), timeout=10, what="the record over TLS")
+        wait_member(st)
+        sid = st.api.create()
+        assert etls.get_prefix(f"{PREFIX}sandboxes/default/")
+        assert st.api.delete(sid).status_code == 204
+        # without a client certificate etcd refuses it: it stays out, makes nothing
+        bare = make_stack("node-bare", **node_conf(etls, "node-bare", etcd_cacert=str(ca)))
+        wait_until(lambda: healthz(bare)["node"]["cluster"] == "etcd_unreachable", timeout=10,
+                   what="the node without a certificate to be refused")
+        r = bare.api.request("POST", "/sandbox", json={})
+        assert r.status_code == 503 and r.json()["code"] == "cluster_unavailable", r.text
+        assert etls.get(f"{PREFIX}nodes/node-bare") is None
+        st.stop_fcgi()
+        bare.stop_fcgi()

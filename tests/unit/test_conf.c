@@ -415,6 +415,11 @@ static void test_cluster_keys(void **state)
                           &c, err, sizeof(err)),
                      0);
     assert_string_equal(c.cluster_secret, "0123456789abcdef");
+    assert_int_equal(load("etcd_cacert = /etc/nanobox/ca.pem\netcd_cert = /etc/nanobox/n.pem\n"
+                          "etcd_key = /etc/nanobox/n.key\n",
+                          &c, err, sizeof(err)),
+                     0);
+    assert_string_equal(c.etcd_key, "/etc/nanobox/n.key");
     /* a name alone tags the ids of a machine that may join later */
     assert_int_equal(load("node_name = solo\n", &c, err, sizeof(err)), 0);
     static const char *const bad[] = {
@@ -437,6 +442,9 @@ static void test_cluster_keys(void **state)
         "cluster_secret = 0123456789abcdef0123\n", /* no etcd_endpoints */
         "node_name = n1\nnode_url = http://x\netcd_endpoints = http://e:1\n"
         "cluster_secret = 15-characters!!\n",
+        "etcd_cert = /etc/nanobox/etcd.pem\n", /* no key */
+        "etcd_key = /etc/nanobox/etcd.key\n",  /* no certificate */
+        "etcd_cacert = ca.pem\n",              /* not absolute */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         nb_conf_defaults(&c);

@@ -34,7 +34,7 @@ static int on(const struct nb_app *a)
 static struct nb_etcd *etcd_of(struct nb_app *a)
 {
     if (!reg_ready) {
-        if (nb_etcd_init(&reg_etcd, a->conf.etcd_endpoints, REG_TIMEOUT_MS, REG_RESPONSE) != 0) {
+        if (nb_etcd_init_conf(&reg_etcd, &a->conf, REG_TIMEOUT_MS, REG_RESPONSE) != 0) {
             nb_warn("registry: %s", reg_etcd.err);
             nb_etcd_cleanup(&reg_etcd);
             return NULL;

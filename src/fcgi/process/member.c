@@ -349,8 +349,8 @@ void nb_member_run(struct nb_app *a)
     nb_cluster_node_key(c->etcd_prefix, c->node_name, m.node_key, sizeof(m.node_key));
     nb_cluster_tag_key(c->etcd_prefix, a->node_tag, m.tag_key, sizeof(m.tag_key));
     /* one try of one endpoint fits in a period, with room for a second */
-    if (nb_etcd_init(&m.etcd, c->etcd_endpoints, period_ms / 2 > 200 ? period_ms / 2 : 200,
-                     MEMBER_RESPONSE) != 0) {
+    if (nb_etcd_init_conf(&m.etcd, c, period_ms / 2 > 200 ? period_ms / 2 : 200, MEMBER_RESPONSE) !=
+        0) {
         nb_error("cluster: %s", m.etcd.err);
         _exit(1);
     }
