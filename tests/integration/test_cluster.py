@@ -38,6 +38,20 @@ def etcd(request):
     return nbetcd.etcd_cluster(request)
 
 
+@pytest.fixture(autouse=True)
+def _a_clean_cluster_state(etcd):
+    """Each test starts without the keys and registry rows an earlier one
+    (or an earlier try of the same one) left in the module's etcd."""
+    for part in ("keys/", "sandboxes/", "onnode/", "owners/"):
+        etcd.delete_prefix(PREFIX + part)
+
+
+def sees(st, node):
+    """Does st's member's last read of the records have node?"""
+    return f'nanobox_cluster_node_free_slots{{node="{node}"}}' in \
+        st.api.request("GET", "/metrics").text
+
+
 def node_conf(etcd, name, **more):
     conf = {"node_name": name, "node_url": f"http://{name}.nodes.test:8080",
             "etcd_endpoints": etcd.endpoints_conf, "etcd_prefix": PREFIX,
@@ -172,7 +186,9 @@ def test_a_killed_member_process_is_restarted_and_takes_its_record_back(etcd, ma
     etcd.revoke(other)
     time.sleep(TTL / 3 + 0.5)
     assert record(etcd, "node-d") is not None
-    assert "under another lease: written again" in open(st.log_path).read()
+    # (taken back by its check of the lease, or by a rewrite when what the
+    # record says changed meanwhile: its memory moves under a busy machine)
+    assert etcd.lease_of(f"{PREFIX}nodes/node-d") == mine
 
 
 def proc_cpu(pid):
@@ -497,9 +513,6 @@ def test_a_create_is_placed_on_the_node_with_more_room(etcd, make_stack):
     wait_until(lambda: a2.request("GET", "/sandbox").status_code == 200, timeout=10,
                what="alice's key on node-p2")
 
-    def sees(st, node):
-        return f'nanobox_cluster_node_free_slots{{node="{node}"}}' in \
-            st.api.request("GET", "/metrics").text
     wait_until(lambda: sees(p1, "node-p2"), timeout=15, what="node-p1 to see node-p2")
     # created on p1, made on p2 (more room), for alice
     r = a1.request("POST", "/sandbox", json={})
@@ -599,8 +612,8 @@ def test_a_list_on_any_node_shows_every_nodes_sandboxes(etcd, make_stack):
     a1, a2, b2 = KeyApi(v1, alice), KeyApi(v2, alice), KeyApi(v2, bob)
     wait_until(lambda: b2.request("GET", "/sandbox").status_code == 200, timeout=10,
                what="the keys on node-v2")
-    wait_until(lambda: "node-v1" in v2.api.request("GET", "/metrics").text, timeout=15,
-               what="node-v2 to see node-v1 up")
+    wait_until(lambda: sees(v2, "node-v1") and sees(v1, "node-v2"), timeout=15,
+               what="the nodes to see each other up")
     on1 = [a1.create(metadata={"n": str(i)}) for i in range(2)]
     on2 = a2.create(metadata={"n": "2"})
     theirs = b2.create()
@@ -745,8 +758,7 @@ def test_every_node_is_a_front_for_the_others_sandboxes(etcd, make_stack):
     a1, a2, b2 = KeyApi(f1, alice), KeyApi(f2, alice), KeyApi(f2, bob)
     wait_until(lambda: b2.request("GET", "/sandbox").status_code == 200, timeout=10,
                what="the keys on node-w2")
-    wait_until(lambda: "node-w1" in f2.api.request("GET", "/metrics").text, timeout=15,
-               what="node-w2 to see node-w1")
+    wait_until(lambda: sees(f2, "node-w1"), timeout=15, what="node-w2 to see node-w1")
     # made on node-w1 (a user's create through a node is placed, so ask it straight)
     sid = a1.create(metadata={"who": "alice"})
     assert sid.endswith(tag_of("node-w1"))
@@ -817,8 +829,7 @@ def test_a_template_is_built_on_every_node_and_its_creates_go_where_it_is(etcd, 
     d1, d2 = KeyApi(t1, dana), KeyApi(t2, dana)
     wait_until(lambda: d2.request("GET", "/sandbox").status_code == 200, timeout=10,
                what="dana's key on node-t2")
-    wait_until(lambda: "node-t2" in t1.api.request("GET", "/metrics").text and
-               "node-t1" in t2.api.request("GET", "/metrics").text, timeout=15,
+    wait_until(lambda: sees(t1, "node-t2") and sees(t2, "node-t1"), timeout=15,
                what="the nodes to see each other")
     build_ready(d1, "shared")
     t = wait_done(d2, "shared")  # built on node-t2 too, by node-t2
