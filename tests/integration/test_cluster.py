@@ -660,7 +660,7 @@ def test_a_list_on_any_node_shows_every_nodes_sandboxes(etcd, make_stack):
     # a pause on node-v1 reaches the row within a round of its member
     assert a1.request("POST", f"/sandbox/{on1[0]}/pause").status_code == 200
     wait_until(lambda: {s["sandboxId"]: s["state"] for s in listed(a2)["sandboxes"]}
-               .get(on1[0]) == "paused", timeout=5, what="the pause seen on node-v2")
+               .get(on1[0]) == "paused", timeout=10, what="the pause seen on node-v2")
     # a destroy takes its row out before it answers
     assert a1.delete(on1[1]).status_code == 204
     assert on1[1] not in {s["sandboxId"] for s in listed(a2)["sandboxes"]}
@@ -673,7 +673,7 @@ def test_a_list_on_any_node_shows_every_nodes_sandboxes(etcd, make_stack):
     etcd.put(f"{PREFIX}onnode/{tag_of('node-v2')}/{ghost}", "alice 0")
     etcd.put(f"{PREFIX}sandboxes/alice/{ghost}", json.dumps(dict(rows[on2], id=ghost)))
     wait_until(lambda: on2 in rows_of(etcd, "alice") and ghost not in rows_of(etcd, "alice"),
-               timeout=5, what="node-v2's member to put its rows right")
+               timeout=10, what="node-v2's member to put its rows right")
     # node-v1 gone (its lease lapsed): its sandboxes are listed, on a node
     # that is down; back, they are up and served again
     os.kill(member_of(v1), signal.SIGKILL)
@@ -691,7 +691,7 @@ def test_a_list_on_any_node_shows_every_nodes_sandboxes(etcd, make_stack):
     assert a1.exec(on1[0], "echo back")["stdout"] == "back\n"
     for api, sid in ((a1, on1[0]), (a2, on2), (b2, theirs)):
         assert api.delete(sid).status_code == 204
-    wait_until(lambda: not rows_of(etcd, "alice") and not rows_of(etcd, "bob"), timeout=5,
+    wait_until(lambda: not rows_of(etcd, "alice") and not rows_of(etcd, "bob"), timeout=10,
                what="every row gone")
     etcd.delete_prefix(f"{PREFIX}keys/")
 
@@ -915,3 +915,29 @@ def test_etcd_over_tls_with_client_certificates(make_stack, certs, tmp_path):
         assert etls.get(f"{PREFIX}nodes/node-bare") is None
         st.stop_fcgi()
         bare.stop_fcgi()
+
+
+def test_the_rows_of_a_node_gone_for_good_go_past_their_end(etcd, make_stack):
+    """A node that never comes back leaves rows: the first node by name
+    takes out those whose sandbox's end is past (by a minute), and those
+    its index lists without a row, and keeps the rest: they may still run
+    when their node returns."""
+    gone = tag_of("node-gone")
+    etcd.put(f"{PREFIX}tags/{gone}", "node-gone")
+    now = int(time.time())
+    ids = {k: f"{i:08x}-0000-8000-8000-{gone}" for i, k in enumerate(("over", "live", "rowless"))}
+    for k, sid in ids.items():
+        etcd.put(f"{PREFIX}onnode/{gone}/{sid}", "erin 0")
+        if k != "rowless":
+            etcd.put(f"{PREFIX}sandboxes/erin/{sid}", json.dumps({
+                "id": sid, "node": "node-gone", "owner": "erin", "state": "running",
+                "image": "nanobox:latest", "created": now - 7200,
+                "expires": now - 120 if k == "over" else now + 3600, "memory": 1, "nano_cpus": 1,
+                "pids": 1, "network": 0, "lifecycle": 0, "metadata": "{}"}))
+    st = make_stack("node-aaa", **node_conf(etcd, "a-first"))  # first by name
+    wait_until(lambda: set(rows_of(etcd, "erin")) == {ids["live"]} and
+               {k.rsplit("/", 1)[1] for k in etcd.get_prefix(f"{PREFIX}onnode/{gone}/")} ==
+               {ids["live"]}, timeout=20, what="the gone node's dead rows taken out")
+    assert "cluster: node node-gone is gone: 2 of its rows past their end taken out" in \
+        open(st.log_path).read()
+    etcd.delete_prefix(f"{PREFIX}tags/{gone}")

@@ -31,6 +31,7 @@
 #define MEMBER_NODES_S 5                  /* the nodes are read for /metrics this often */
 #define MEMBER_MEMORY_STEP (256ULL << 20) /* the record's memory, rounded down to it */
 #define MEMBER_REWRITE_S 30               /* the record is rewritten at least this often */
+#define MEMBER_COLLECT_S 60               /* gone nodes' rows looked at this often */
 #define MEMBER_RESPONSE (16u << 20) /* bytes of one etcd answer: a node's index of ~50,000 rows */
 
 static volatile sig_atomic_t member_stop;
@@ -50,6 +51,7 @@ struct member {
     int64_t written;    /* unix seconds the record was last written */
     int64_t since;      /* unix seconds this process started */
     int64_t nodes_read; /* unix seconds the nodes were last read (metrics) */
+    int64_t collected;  /* unix seconds gone nodes' rows were last looked at */
     char *record;       /* the last record written, heartbeat left out */
     enum nb_member_state state;
     char holder[256]; /* who holds our name or tag, in a conflict */
@@ -270,6 +272,36 @@ static void read_nodes(struct member *m)
     free(v);
 }
 
+/*
+ * The rows of nodes that are gone, past their sandboxes' end (a minute's
+ * grace), taken out by one node: the first by name of those up, so that
+ * the cluster does it once and needs no election for it.
+ */
+static void collect(struct member *m)
+{
+    struct nb_mcluster *view = malloc(sizeof(*view));
+    char(*up)[33] = NULL;
+    unsigned n = 0;
+    int first = 1;
+
+    if (view == NULL || nb_metrics_nodes_copy(view) != 0 ||
+        (up = calloc(NB_METRICS_NODES, sizeof(*up))) == NULL) {
+        free(view);
+        free(up);
+        return;
+    }
+    for (uint32_t i = 0; i < view->nodes_seen && i < NB_METRICS_NODES; i++) {
+        snprintf(up[n++], sizeof(up[0]), "%s", view->node[i].name);
+        first &= strcmp(m->a->conf.node_name, view->node[i].name) <= 0;
+    }
+    /* past the first 64 records the view is not whole: leave it to later */
+    if (first && view->nodes_up <= NB_METRICS_NODES &&
+        nb_regsync_collect(m->a, &m->etcd, (const char(*)[33])up, n, MEMBER_COLLECT_S) < 0)
+        nb_debug("cluster: gone nodes' rows not looked at: %s", m->etcd.err);
+    free(view);
+    free(up);
+}
+
 /* One round: join, or renew and rewrite. */
 static void round_once(struct member *m)
 {
@@ -298,6 +330,10 @@ static void round_once(struct member *m)
         /* the registry's rows of this node, as its table has them */
         if (nb_regsync_round(m->a, &m->etcd) < 0)
             nb_debug("cluster: the registry's rows not brought up to date: %s", m->etcd.err);
+        if (m->nodes_read != 0 && now - m->collected >= MEMBER_COLLECT_S) {
+            collect(m);
+            m->collected = now;
+        }
         return;
     }
     if (rc == 0) {

@@ -16,6 +16,7 @@
 #include "cluster.h"
 #include "log.h"
 #include "regsync.h"
+#include "table.h"
 
 #define REGSYNC_WRITES 256 /* rows put or taken out in one round, at most */
 #define REGSYNC_YOUNG_S 2  /* a sandbox this young is its creating worker's to register */
@@ -182,4 +183,128 @@ int nb_regsync_round(struct nb_app *a, struct nb_etcd *e)
     free(live);
     free(ms.v);
     return rc < 0 ? -1 : writes;
+}
+
+/* The tags of the cluster and the names they were claimed for. */
+struct tags {
+    char (*tag)[NB_NODE_TAG_LEN + 1];
+    char (*name)[NB_NODE_NAME_MAX + 1];
+    size_t n, cap;
+    size_t skip;
+};
+
+static int add_tag(void *arg, const struct nb_etcd_kv *kv)
+{
+    struct tags *ts = arg;
+    if (kv->key_len != ts->skip + NB_NODE_TAG_LEN || kv->value_len > NB_NODE_NAME_MAX)
+        return 0;
+    if (ts->n == ts->cap) {
+        size_t cap = ts->cap ? ts->cap * 2 : 16;
+        void *t = realloc(ts->tag, cap * sizeof(*ts->tag)), *nm;
+        if (t == NULL)
+            return 1;
+        ts->tag = t;
+        nm = realloc(ts->name, cap * sizeof(*ts->name));
+        if (nm == NULL)
+            return 1;
+        ts->name = nm;
+        ts->cap = cap;
+    }
+    memcpy(ts->tag[ts->n], kv->key + ts->skip, NB_NODE_TAG_LEN);
+    ts->tag[ts->n][NB_NODE_TAG_LEN] = '\0';
+    memcpy(ts->name[ts->n], kv->value, kv->value_len);
+    ts->name[ts->n][kv->value_len] = '\0';
+    ts->n++;
+    return 0;
+}
+
+/* A row read back: is its sandbox past its end by more than grace? */
+struct row_end {
+    int found;
+    int over;
+    int64_t before; /* now - grace */
+};
+
+static int judge_row(void *arg, const struct nb_etcd_kv *kv)
+{
+    struct row_end *re = arg;
+    struct nb_slot s;
+    char node[NB_REG_NODE_MAX];
+    re->found = 1;
+    if (nb_registry_row_parse(kv->value, kv->value_len, &s, node) != 0) {
+        re->over = 1; /* not a row nanobox wrote: nothing to keep */
+        return 0;
+    }
+    re->over = (s.state == NB_SLOT_PAUSED ? s.pause_expires : s.expires) < re->before;
+    return 0;
+}
+
+int nb_regsync_collect(struct nb_app *a, struct nb_etcd *e, const char (*up)[33], unsigned n_up,
+                       int64_t grace)
+{
+    char prefix[NB_REG_KEY_MAX];
+    struct tags ts = {NULL, NULL, 0, 0, 0};
+    struct nb_etcd_op op;
+    int64_t before = nb_clock_real_s() - grace;
+    int dropped = 0, rc = 0;
+
+    snprintf(prefix, sizeof(prefix), "%stags/", a->conf.etcd_prefix);
+    ts.skip = strlen(prefix);
+    memset(&op, 0, sizeof(op));
+    op.kind = NB_ETCD_RANGE;
+    op.key = prefix;
+    op.prefix = 1;
+    op.fn = add_tag;
+    op.arg = &ts;
+    if (nb_etcd_range(e, &op) != 0) {
+        rc = -1;
+        goto out;
+    }
+    for (size_t t = 0; t < ts.n && rc == 0 && dropped < REGSYNC_WRITES; t++) {
+        struct marks ms = {NULL, 0, 0, 0};
+        int live = !strcmp(ts.tag[t], a->node_tag), was = dropped;
+        for (unsigned i = 0; i < n_up && !live; i++)
+            live = !strcmp(up[i], ts.name[t]);
+        if (live)
+            continue;
+        snprintf(prefix, sizeof(prefix), "%sonnode/%s/", a->conf.etcd_prefix, ts.tag[t]);
+        ms.skip = strlen(prefix);
+        op.key = prefix;
+        op.fn = add_mark;
+        op.arg = &ms;
+        if (nb_etcd_range(e, &op) != 0)
+            rc = -1;
+        for (size_t i = 0; rc == 0 && i < ms.n && dropped < REGSYNC_WRITES; i++) {
+            char rkey[NB_REG_KEY_MAX], mkey[NB_REG_KEY_MAX];
+            struct row_end re = {0, 0, before};
+            struct nb_etcd_op get = {
+                .kind = NB_ETCD_RANGE, .key = rkey, .fn = judge_row, .arg = &re};
+            struct nb_etcd_op del[2];
+            nb_registry_row_key(a->conf.etcd_prefix, ms.v[i].owner, ms.v[i].id, rkey, sizeof(rkey));
+            if (nb_etcd_range(e, &get) != 0) {
+                rc = -1;
+                break;
+            }
+            if (re.found && !re.over)
+                continue;
+            snprintf(mkey, sizeof(mkey), "%s%s", prefix, ms.v[i].id);
+            memset(del, 0, sizeof(del));
+            del[0].kind = del[1].kind = NB_ETCD_DEL;
+            del[0].key = rkey;
+            del[1].key = mkey;
+            if (nb_etcd_txn(e, NULL, 0, del, 2, NULL, 0) < 0) {
+                rc = -1;
+                break;
+            }
+            dropped++;
+        }
+        if (dropped > was)
+            nb_info("cluster: node %s is gone: %d of its rows past their end taken out", ts.name[t],
+                    dropped - was);
+        free(ms.v);
+    }
+out:
+    free(ts.tag);
+    free(ts.name);
+    return rc < 0 ? -1 : dropped;
 }

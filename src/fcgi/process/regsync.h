@@ -19,4 +19,15 @@
  */
 int nb_regsync_round(struct nb_app *a, struct nb_etcd *e);
 
+/*
+ * The rows of nodes that are gone: for every tag under <prefix>tags/
+ * whose node has no record (not one of the up[] names, n_up of them),
+ * take out the rows its index lists whose sandbox's TTL (or pause) ended
+ * more than grace seconds ago, or that are missing. A node that comes back
+ * puts again the rows of what it still has. The number of rows taken out,
+ * or -1 when etcd did not answer.
+ */
+int nb_regsync_collect(struct nb_app *a, struct nb_etcd *e, const char (*up)[33], unsigned n_up,
+                       int64_t grace);
+
 #endif
