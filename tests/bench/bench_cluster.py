@@ -21,7 +21,12 @@ Then, interleaved sample by sample:
       100 node records, and nginx -t of the config that includes it;
   (f) GET /sandbox with 1000 sandboxes in the registry (rows of another
       node put in etcd) vs the same list on the single machine (its own
-      few sandboxes, no etcd).
+      few sandboxes, no etcd);
+  (g) with --throughput S: creates a second (create, then delete) by 32
+      clients for S seconds, through the front to the two nodes vs
+      straight to the single machine. The nodes share this machine's one
+      dockerd and its cores: the ratio says what the cluster's path costs
+      a busy machine, not what a second machine adds.
 
 Sends traffic only to loopback. Everything it starts is stopped at the end.
 
@@ -105,10 +110,38 @@ def map_of_100(etcd, tmp):
           f"({size} bytes)   nginx -t of it {t_test:7.1f} ms")
 
 
+def throughput(base, key, seconds, clients=32):
+    """Creates a second by clients each creating and deleting in a loop."""
+    import threading
+    done, stop = [0], time.monotonic() + seconds
+    lock = threading.Lock()
+
+    def client():
+        s = requests.Session()
+        s.headers["Authorization"] = f"Bearer {key}"
+        while time.monotonic() < stop:
+            r = s.post(f"{base}/sandbox", json={}, timeout=120)
+            if r.status_code != 201:
+                time.sleep(0.2)  # full for a moment: not a create
+                continue
+            s.delete(f"{base}/sandbox/{r.json()['sandboxId']}", timeout=120)
+            with lock:
+                done[0] += 1
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=client) for _ in range(clients)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return done[0] / (time.monotonic() - t0)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=200, help="samples per measurement (default 200)")
     ap.add_argument("--creates", type=int, default=30, help="create samples (default 30)")
+    ap.add_argument("--throughput", type=float, default=0,
+                    help="seconds of 32 clients creating, per side (default 0: not measured)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="nanobox-bench-cluster-")
     key = secrets.token_hex(16)
@@ -218,6 +251,11 @@ def main():
               f"p95 {p95(ls_c):7.2f}   single machine (its own) p50 {p50(ls_s):7.2f} ms "
               f"p95 {p95(ls_s):7.2f}")
         map_of_100(etcd, tmp)
+        if args.throughput > 0:
+            two = throughput(front.url, key, args.throughput)
+            one = throughput(solo.url, key, args.throughput)
+            print(f"{'creates/s, 32 clients':<34} two nodes via the front {two:6.1f}/s   "
+                  f"single machine {one:6.1f}/s   ratio {two / one:5.2f}x (one dockerd shared)")
         a.api.delete(sid)
     finally:
         if front:
