@@ -1,7 +1,8 @@
 """Two nodes of a cluster, each with its own dockerd (docs/CLUSTER.md):
 the second dockerd has its own data root, exec root (and so its own
-containerd), socket and no bridge or iptables rules of its own, so the two
-never see each other's containers. One node dies whole, its nanobox-fcgi
+containerd), socket, config file and bridge, and writes no iptables
+rules, so the two never see each other's containers. (Not --bridge=none:
+a dockerd started so deletes the host's docker0, the first dockerd's.) One node dies whole, its nanobox-fcgi
 killed and its dockerd stopped: the other's sandboxes work on, the dead
 one's answer 503 node_unavailable, lists mark it down, creates go to the
 live node; back, its sandboxes (kept by live-restore) are served again."""
@@ -32,6 +33,8 @@ class Dockerd:
         # short: the exec root holds containerd's socket (108 bytes at most)
         self.dir = tempfile.mkdtemp(prefix="nb-d2-")
         self.sock = os.path.join(self.dir, "docker.sock")
+        # a bridge of its own, which it is given (-b) and never makes or deletes
+        self.bridge = "nbd2-" + secrets.token_hex(3)
         self.host = f"unix://{self.sock}"
         self.proc = None
 
@@ -40,6 +43,10 @@ class Dockerd:
                               text=True, check=check, timeout=timeout, **kw)
 
     def start(self):
+        if not os.path.exists(f"/sys/class/net/{self.bridge}"):
+            subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
+            subprocess.run(["ip", "addr", "add", "198.18.213.1/24", "dev", self.bridge], check=True)
+            subprocess.run(["ip", "link", "set", self.bridge, "up"], check=True)
         # its own (empty) config file: not the system dockerd's /etc/docker/daemon.json
         conf = os.path.join(self.dir, "daemon.json")
         with open(conf, "w") as f:
@@ -48,7 +55,7 @@ class Dockerd:
         self.proc = subprocess.Popen(
             [DOCKERD, "--config-file", conf, "--data-root", os.path.join(self.dir, "data"),
              "--exec-root", os.path.join(self.dir, "x"), "-H", self.host,
-             "--pidfile", os.path.join(self.dir, "docker.pid"), "--bridge=none",
+             "--pidfile", os.path.join(self.dir, "docker.pid"), "--bridge", self.bridge,
              "--iptables=false", "--ip6tables=false", "--live-restore"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
@@ -87,6 +94,7 @@ class Dockerd:
             for mnt in sorted(ours, key=len, reverse=True):
                 subprocess.run(["umount", "-l", mnt], check=False)
             shutil.rmtree(self.dir, ignore_errors=True)
+            subprocess.run(["ip", "link", "del", self.bridge], check=False)
             assert not os.path.exists(self.dir), f"{self.dir} left behind"
 
 
