@@ -64,12 +64,18 @@ static int add_mark(void *arg, const struct nb_etcd_kv *kv)
     return 0;
 }
 
+static int mark_cmp(const void *x, const void *y)
+{
+    return strcmp(((const struct mark *)x)->id, ((const struct mark *)y)->id);
+}
+
+/* The index entry of id (the marks sorted by id first: a thousand
+ * sandboxes a node, looked up each round). */
 static struct mark *find_mark(struct marks *ms, const char *id)
 {
-    for (size_t i = 0; i < ms->n; i++)
-        if (!strcmp(ms->v[i].id, id))
-            return &ms->v[i];
-    return NULL;
+    struct mark key;
+    snprintf(key.id, sizeof(key.id), "%s", id);
+    return ms->n ? bsearch(&key, ms->v, ms->n, sizeof(ms->v[0]), mark_cmp) : NULL;
 }
 
 /* Put a sandbox's row and its index entry. 0 or -1. */
@@ -133,6 +139,8 @@ int nb_regsync_round(struct nb_app *a, struct nb_etcd *e)
         free(ms.v);
         return -1;
     }
+    if (ms.n > 1)
+        qsort(ms.v, ms.n, sizeof(ms.v[0]), mark_cmp);
     live = calloc(nslots ? nslots : 1, sizeof(*live));
     if (live == NULL) {
         free(ms.v);
