@@ -72,7 +72,7 @@ enum nba_frame {
     NBA_KILL = 'k',    /* host -> init: u8 signal for the command's process group */
     NBA_WINSIZE = 'w', /* host -> init: u16 cols, u16 rows: a PTY session's new window size */
     NBA_INFO = 'f',    /* fields: K kind, Z size, M mode, Y mtime, y its ns, u owner, g group,
-                          L target, m the target's mode */
+                          L target, m the target's mode, a its real path */
     NBA_DATA = 'd',    /* file bytes */
     NBA_DIRENT = 'n',  /* fields: F name (a relative path below depth 1), then as f */
     NBA_PROC =
@@ -115,6 +115,8 @@ enum nba_tag {
     NBA_T_OWNER = 'u',     /* the owner's user name, or its uid in decimal (info) */
     NBA_T_GROUP = 'g',     /* the group's name, or its gid in decimal (info) */
     NBA_T_TARGET = 'L',    /* a symlink's target, as readlink gives it (info) */
+    NBA_T_REAL = 'a',      /* a symlink's absolute path with every link followed (realpath),
+                              when it resolves (info) */
     NBA_T_WAIT = 'W',      /* empty: a query's answer waits for output or the end (query) */
     NBA_T_ROOT = 'R',      /* empty: run as root, uid 0 with no capabilities (exec; root mode) */
     NBA_T_STDIO = 'I',     /* empty: stdin, stdout, stderr came as 3 fds with the request (exec) */

@@ -25,7 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agentproto.h"
@@ -33,12 +35,13 @@
 #include "fcopy.h"
 #include "init.h"
 #include "ops.h"
+#include "root.h"
 
 /* Longest owner or group name sent; a longer one goes as its number. */
 #define FILES_NAME_MAX 64
-/* body of 'f' or 'n': F name, K, Z, M, Y, y, u, g, L, m */
+/* body of 'f' or 'n': F name, K, Z, M, Y, y, u, g, L, m, a */
 #define FILES_INFO_MAX \
-    (10 * NBA_HDR + NBA_MAX_PATH + 1 + 8 + 4 + 8 + 4 + 2 * FILES_NAME_MAX + NBA_MAX_PATH + 4)
+    (11 * NBA_HDR + NBA_MAX_PATH + 1 + 8 + 4 + 8 + 4 + 2 * FILES_NAME_MAX + 2 * NBA_MAX_PATH + 4)
 #define FILES_TMP_TRIES 16
 
 static char *path_dup(const struct init_slice *s)
@@ -114,9 +117,38 @@ static void files_names_of(struct files_names *nm, const struct stat *st)
 }
 
 /*
- * The fields K Z M Y y u g (and for a symlink L and, when it resolves, m:
- * dirfd/at, as readlinkat and fstatat take them) of st, after an optional
- * F name; returns the length.
+ * A symlink's real path (dirfd/at as for readlinkat) into out (PATH_MAX
+ * bytes), every link followed as the sandbox user may, as envd's
+ * filepath.EvalSymlinks gives it: the kernel resolves it (openat2,
+ * O_PATH) and names what it reached (/proc/self/fd). RESOLVE_NO_MAGICLINKS
+ * keeps /proc's magic links (/proc/self/cwd, /proc/1/fd/N, .../root) out
+ * of it: through them the agent would see its own open files and
+ * namespaces, not what the sandbox user sees. -1 when it does not
+ * resolve (dangling, a loop, a magic link, no right to look).
+ */
+static int files_real(int dirfd, const char *at, char *out)
+{
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
+    char fdpath[64];
+    ssize_t n;
+    int fd = (int)syscall(SYS_openat2, dirfd, at, &how, sizeof(how));
+
+    if (fd == -1)
+        return -1;
+    snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
+    n = readlink(fdpath, out, PATH_MAX - 1);
+    close(fd);
+    if (n <= 0 || out[0] != '/')
+        return -1;
+    out[n] = '\0';
+    /* an unlinked or unreachable target (" (deleted)", another root) is not a path */
+    return init_root_access(out, F_OK) == 0 ? 0 : -1;
+}
+
+/*
+ * The fields K Z M Y y u g (and for a symlink L and, when it resolves, m
+ * and a: dirfd/at, as readlinkat and fstatat take them) of st, after an
+ * optional F name; returns the length.
  */
 static size_t files_info(unsigned char *out, const char *name, const struct stat *st,
                          struct files_names *nm, int dirfd, const char *at)
@@ -146,8 +178,11 @@ static size_t files_info(unsigned char *out, const char *name, const struct stat
         if (t > 0)
             n += nba_field_put(out + n, NBA_T_TARGET, target, (uint32_t)t);
         if (fstatat(dirfd, at, &tst, 0) == 0) {
+            char real[PATH_MAX];
             nba_put_u32(v, (uint32_t)tst.st_mode);
             n += nba_field_put(out + n, NBA_T_TMODE, v, 4);
+            if (files_real(dirfd, at, real) == 0 && strlen(real) <= NBA_MAX_PATH)
+                n += nba_field_put(out + n, NBA_T_REAL, real, (uint32_t)strlen(real));
         }
     }
     return n;

@@ -70,6 +70,28 @@ await step('infoVsStat', async () => {
   for (const n of names) info[n] = entry(await s.files.getInfo(`mt/${n}`))
   return { stat: st.stdout, info }
 })
+// a symlink's target as envd gives it (filepath.EvalSymlinks: absolute,
+// every link followed; the link's own path when that fails), by getInfo and
+// by list, and `readlink -f` as the sandbox user for comparison: relative,
+// a chain, absolute, out of the home, a dangling one, a loop, one through a
+// directory the user may not search, and /proc's magic links (the agent's
+// own cwd, root and fds: never followed)
+const linkNames = ['rel', 'chain', 'abs', 'up', 'home', 'dangling', 'loop1', 'shut', 'magic', 'magicroot', 'magicfd']
+await step('linkTargets', async () => {
+  await s.commands.run('mkdir -p lt/closed && echo s > lt/closed/s && cd lt && ln -s ../tree/a.txt rel && ln -s rel chain' +
+    ' && ln -s /etc/passwd abs && ln -s ../../../../../etc up && ln -s /home/user home && ln -s nowhere dangling' +
+    ' && ln -s loop2 loop1 && ln -s loop1 loop2 && ln -s closed/s shut && chmod 000 closed' +
+    ' && ln -s /proc/self/cwd magic && ln -s /proc/1/root/etc magicroot && ln -s /proc/1/fd/0 magicfd')
+  const rf = await s.commands.run(`cd lt && for n in ${linkNames.join(' ')}; do echo "$n|$(readlink -f $n)"; done`)
+  const info = {}
+  for (const n of linkNames) {
+    const e = await s.files.getInfo(`lt/${n}`)
+    info[n] = { type: e.type, target: e.symlinkTarget }
+  }
+  const list = {}
+  for (const e of await s.files.list('lt')) list[e.name] = e.symlinkTarget ?? null
+  return { readlinkF: Object.fromEntries(rf.stdout.trim().split('\n').map((l) => l.split('|'))), info, list }
+})
 await throws('infoMissing', () => s.files.getInfo('tree/zzz'))
 await throws('infoBadPath', () => s.files.getInfo('../etc/passwd'))
 

@@ -74,6 +74,8 @@ def info(body):
         out["mtime_nsec"] = struct.unpack(">I", d["y"])[0]
     if "m" in d:
         out["target_mode"] = struct.unpack(">I", d["m"])[0]
+    if "a" in d:
+        out["real"] = d["a"].decode(errors="surrogateescape")
     if "F" in d:
         out["name"] = d["F"].decode(errors="surrogateescape")
     return out

@@ -119,6 +119,29 @@ def test_stat_mtime_to_the_nanosecond_and_a_symlinks_target_mode(agent, tmp_path
     assert by["l"]["target_mode"] == stat.S_IFREG | 0o604 and "target_mode" not in by["dangling"]
 
 
+def test_a_symlinks_real_path_every_link_followed_never_through_proc_magic(agent, tmp_path):
+    """`a`: the absolute path a symlink leads to, every link followed (E2B's symlinkTarget);
+    none when it does not resolve, or only through /proc's magic links (the agent's own
+    cwd, root, fds: not the sandbox user's view)."""
+    base = os.path.realpath(tmp_path)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_bytes(b"x")
+    (tmp_path / "viadir").symlink_to("d")
+    links = {"rel": "d/f", "chain": "rel", "parent": "viadir/f", "abs": f"{base}/d", "up": "../" * 40 + "etc",
+             "dangling": "nowhere", "loop1": "loop2", "loop2": "loop1",
+             "cwd": "/proc/self/cwd", "root": "/proc/self/root/etc", "fd": "/proc/self/fd/0"}
+    for name, to in links.items():
+        (tmp_path / name).symlink_to(to)
+    want = {"rel": f"{base}/d/f", "chain": f"{base}/d/f", "parent": f"{base}/d/f", "abs": f"{base}/d",
+            "up": os.path.realpath("/etc")}
+    got = {n: agent.stat(str(tmp_path / n)).get("real") for n in links}
+    assert got == {n: want.get(n) for n in links}, got
+    _, entries = agent.read(str(tmp_path))
+    listed = {e["name"]: e.get("real") for e in entries if e["name"] in links}
+    assert listed == got, listed
+    assert "real" not in agent.stat(str(tmp_path / "d" / "f"))  # only a symlink's
+
+
 def test_missing_path_is_enoent(agent, tmp_path):
     for call in (lambda: agent.read(str(tmp_path / "nope")), lambda: agent.stat(str(tmp_path / "nope")),
                  lambda: agent.delete(str(tmp_path / "nope"))):

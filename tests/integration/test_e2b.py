@@ -1275,7 +1275,7 @@ def test_fs_list_one_level_with_entry_info(fsrun):
     assert by["b"]["type"] == "dir" and by["b"]["permissions"] == "drwxr-xr-x" and by["b"]["mode"] == 0o755
     assert by["blob.bin"]["size"] == 300_000
     link = by["link"]
-    assert link["type"] == "symlink" and link["symlinkTarget"] == "a.txt", link
+    assert link["type"] == "symlink" and link["symlinkTarget"] == "/home/user/tree/a.txt", link
     assert link["permissions"].startswith("L"), link
 
 
@@ -1300,7 +1300,7 @@ def test_fs_exists_and_get_info(fsrun):
     d = step(fsrun, "infoDir")
     assert (d["name"], d["type"], d["path"]) == ("b", "dir", "/home/user/tree/b"), d
     link = step(fsrun, "infoLink")
-    assert (link["type"], link["symlinkTarget"]) == ("symlink", "a.txt"), link
+    assert (link["type"], link["symlinkTarget"]) == ("symlink", "/home/user/tree/a.txt"), link
     e = thrown(fsrun, "infoMissing")
     assert e["name"] == "FileNotFoundError" and "zzz" in e["message"], e
 
@@ -1325,9 +1325,31 @@ def test_fs_info_mtime_and_mode_as_envd_gives_them(fsrun):
     f, d, link, dangling = info["f"], info["d"], info["l"], info["dangling"]
     assert (f["type"], f["mode"], f["permissions"]) == ("file", 0o640, "-rw-r-----"), f
     assert (d["type"], d["mode"], d["permissions"]) == ("dir", 0o755, "drwxr-xr-x"), d
-    assert (link["mode"], link["permissions"], link["symlinkTarget"]) == (0o640, "Lrwxrwxrwx", "f"), link
+    assert (link["mode"], link["permissions"], link["symlinkTarget"]) == (0o640, "Lrwxrwxrwx", "/home/user/mt/f"), link
     assert (dangling["mode"], dangling["permissions"]) == (0, "Lrwxrwxrwx"), dangling
+    assert dangling["symlinkTarget"] == "/home/user/mt/dangling", dangling
     assert thrown(fsrun, "infoBadPath")["name"] == "InvalidArgumentError"
+
+
+def test_fs_symlink_target_as_envd_resolves_it(fsrun):
+    """A symlink's symlinkTarget is envd's filepath.EvalSymlinks of it: absolute, every link
+    followed, as the sandbox user resolves it (`readlink -f`); where that fails (dangling, a
+    loop, a directory the user may not search) the link's own path, as envd gives it. /proc's
+    magic links are not followed: they would name the agent's cwd, root and fds."""
+    r = step(fsrun, "linkTargets")
+    rf, info, listed = r["readlinkF"], r["info"], r["list"]
+    own = {n: f"/home/user/lt/{n}" for n in info}
+    want = {"rel": "/home/user/tree/a.txt", "chain": "/home/user/tree/a.txt", "abs": rf["abs"],
+            "up": "/etc", "home": "/home/user", "dangling": own["dangling"], "loop1": own["loop1"],
+            "shut": own["shut"], "magic": own["magic"], "magicroot": own["magicroot"],
+            "magicfd": own["magicfd"]}
+    assert {n: i["target"] for n, i in info.items()} == want, info
+    assert all(i["type"] == "symlink" for i in info.values()), info
+    for n in ("rel", "chain", "abs", "up", "home"):  # what the user resolves
+        assert rf[n] == want[n], (n, rf)
+    assert rf["abs"].startswith("/") and rf["abs"].endswith("passwd"), rf
+    # the listing names the same targets (resolved from the open directory)
+    assert {n: listed[n] for n in want} == want, listed
 
 
 def test_fs_make_dir_true_then_false(fsrun, stack):

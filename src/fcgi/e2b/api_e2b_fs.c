@@ -21,7 +21,9 @@
  * _SYMLINK, path (absolute), size (int64 as a string), mode (permission
  * bits; a symlink's: its target's), permissions ("-rw-r--r--", as Go
  * prints a FileMode), owner, group, modifiedTime (RFC 3339 to the
- * nanosecond), symlinkTarget?}. A relative path is in
+ * nanosecond), symlinkTarget? (a symlink's: its absolute path with every
+ * link followed, as envd's filepath.EvalSymlinks; the link's own path
+ * when that fails, as envd's)}. A relative path is in
  * the sandbox user's home (nanobox's workspace). Move crosses mounts
  * (the agent copies then deletes). The polling watcher calls
  * (CreateWatcher, GetWatcherEvents, RemoveWatcher: the Python SDK's
@@ -157,8 +159,8 @@ static void entry_json(yajl_gen g, const char *path, const struct nb_file_info *
     nb_json_kv_str(g, "owner", fi->owner);
     nb_json_kv_str(g, "group", fi->group);
     json_mtime(g, "modifiedTime", fi);
-    if (fi->kind == NB_FILE_SYMLINK && fi->target[0] != '\0')
-        nb_json_kv_str(g, "symlinkTarget", fi->target);
+    if (fi->kind == NB_FILE_SYMLINK) /* envd's EvalSymlinks, else the link's own path */
+        nb_json_kv_str(g, "symlinkTarget", fi->real[0] != '\0' ? fi->real : path);
     yajl_gen_map_close(g);
 }
 

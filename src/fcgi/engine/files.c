@@ -125,6 +125,8 @@ static void info_parse(const unsigned char *body, uint32_t len, struct nb_file_i
             field_str(fi->group, sizeof(fi->group), v, l);
         else if (tag == NBA_T_TARGET)
             field_str(fi->target, sizeof(fi->target), v, l);
+        else if (tag == NBA_T_REAL && l > 0 && v[0] == '/')
+            field_str(fi->real, sizeof(fi->real), v, l);
     }
 }
 

@@ -46,6 +46,8 @@ struct nb_file_info {
     char owner[64]; /* the owner's name in the sandbox, or its uid ("" from an older agent) */
     char group[64]; /* the group's name, or its gid */
     char target[NB_FILES_PATH_MAX + 1]; /* a symlink's target ("" otherwise) */
+    char real[NB_FILES_PATH_MAX + 1];   /* a symlink's absolute path with every link followed
+                                           ("": it does not resolve, or an older agent) */
 };
 
 /* "file", "dir", "symlink" or "other". */
