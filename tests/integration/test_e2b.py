@@ -401,8 +401,12 @@ def test_data_plane_needs_the_access_token(commands):
 
 
 def test_killed_sandbox_ends_the_stream(commands):
+    """A sandbox killed under a running command: wait() throws the SDK's TimeoutError saying
+    the sandbox was killed, as E2B's SDK test (sandboxKilledDuringRun) expects."""
     w = step(commands, "killedSandbox")["waited"]
     assert "returned" not in w, w
+    assert w["name"] == "TimeoutError", w
+    assert "sandbox was killed or reached its end of life" in w["message"], w
     assert thrown(commands, "runOnKilledSandbox")["name"] in ("TimeoutError", "SandboxNotFoundError")
 
 

@@ -108,10 +108,20 @@ static int selector_pid(yajl_val body, uint32_t *pid, struct nb_apierr *ae)
 /* A pid the agent does not know is Connect's not_found. */
 static int proc_err(struct nb_apierr *ae, uint32_t pid)
 {
-    if (ae->err == NB_E_NOT_FOUND)
+    if (ae->err == NB_E_NOT_FOUND) {
         nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "process with pid %u not found", pid);
-    else if (nb_err_is_down(ae->err))
-        ae->err = NB_E_UPSTREAM; /* the agent is gone: the sandbox is */
+    } else if (nb_err_is_down(ae->err) ||
+               (ae->err == NB_E_CONFLICT && !strcmp(ae->code, "not_running"))) {
+        /* the agent or the container is gone: the sandbox is. unavailable, as
+         * E2B's proxy answers for a dead sandbox (the SDK's TimeoutError), in
+         * the words of the SDK's own error for a sandbox killed under a call */
+        char was[sizeof(ae->msg)];
+        snprintf(was, sizeof(was), "%s", ae->msg);
+        nb_apierr_set(ae, NB_E_UPSTREAM, "unavailable",
+                      "the sandbox was killed or reached its end of life while the request "
+                      "was in flight (%.150s)",
+                      was);
+    }
     return -1;
 }
 
