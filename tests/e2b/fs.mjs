@@ -122,6 +122,16 @@ await step('remove', async () => {
 })
 await throws('readMissing', () => s.files.read('tree/a.txt'))
 
+// a path whose parents the sandbox user may not create: E2B's envd (root)
+// would make /0 and chown it to the user; nanobox writes as the user only,
+// so it refuses, and creates nothing (not /0, nothing under /etc)
+await throws('writeUnderRoot', () => s.files.write('/0/x', 'x'))
+await throws('writeUnderEtc', () => s.files.write('/etc/nb-new/x', 'x'))
+await step('writeRefusedLeftNothing', async () => ({
+  zero: await s.files.exists('/0'),
+  etc: await s.files.exists('/etc/nb-new'),
+}))
+
 await step('metrics', async () => {
   const m = await s.getMetrics()
   return m.map((x) => ({ ...x, timestamp: Math.floor(x.timestamp.getTime() / 1000) }))

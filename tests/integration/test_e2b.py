@@ -1356,6 +1356,16 @@ def test_fs_symlink_target_as_envd_resolves_it(fsrun):
     assert {n: listed[n] for n in want} == want, listed
 
 
+def test_fs_write_where_the_user_may_not_is_refused_and_says_why(fsrun):
+    """files.write('/0/x'): E2B's envd, as root, would create /0 for the user; nanobox writes
+    as the sandbox user only: 403 (the SDK's SandboxError), saying so, and nothing created."""
+    for name in ("writeUnderRoot", "writeUnderEtc"):
+        e = thrown(fsrun, name)
+        assert e["name"] == "SandboxError" and e["message"].startswith("403"), e
+        assert "as the sandbox user" in e["message"] and "E2B's envd writes as root" in e["message"], e
+    assert step(fsrun, "writeRefusedLeftNothing") == {"zero": False, "etc": False}
+
+
 def test_fs_make_dir_true_then_false(fsrun, stack):
     m = step(fsrun, "makeDir")
     assert (m["first"], m["again"], m["parent"]) == (True, False, False), m

@@ -230,6 +230,21 @@ static int body_read(void *arg, void *buf, size_t n)
     return nb_http_read_some(arg, buf, n);
 }
 
+/*
+ * A write the sandbox user may not make (files.write('/0/x'): / is
+ * read-only, or root's): E2B's envd, running as root, would create the
+ * parents and the file and chown them to the user; nanobox writes as the
+ * user only (docs/E2B.md). Say so, after the agent's own words.
+ */
+static void refused_as_user(struct nb_apierr *ae)
+{
+    struct nb_apierr was = *ae;
+    nb_apierr_set(ae, was.err, was.code,
+                  "%.200s: nanobox writes files as the sandbox user, who may not write there "
+                  "(E2B's envd writes as root)",
+                  was.msg);
+}
+
 /* Write the current part of mp to path; its entry into g. */
 static int upload_part(struct nb_app *a, const struct nb_slot *slot, struct nb_mp *mp,
                        const char *path, yajl_gen g, struct nb_apierr *ae)
@@ -243,6 +258,8 @@ static int upload_part(struct nb_app *a, const struct nb_slot *slot, struct nb_m
                        ae) != 0) {
         if (src.failed)
             *ae = src.err;
+        else if (ae->err == NB_E_FORBIDDEN)
+            refused_as_user(ae);
         return -1;
     }
     yajl_gen_map_open(g);
