@@ -56,6 +56,25 @@ await step('rootBackgroundKill', async () => {
   return { owner, killed, left }
 })
 
+// what root made and the user may not search, and PID 1's (the agent's)
+// magic links: a symlink's target never shows more than the user may
+// resolve (the link's own path); files.write where only root could write
+// is refused, root's directory not made for the user
+await step('rootLinkTargets', async () => {
+  await cmds.run('sudo mkdir -m 700 /opt/nbsecret && echo s | sudo tee /opt/nbsecret/s >/dev/null')
+  await cmds.run('mkdir -p rl && cd rl && ln -s /opt/nbsecret/s shut && ln -s /proc/1/cwd p1cwd' +
+    ' && ln -s /proc/1/root/etc p1root && ln -s /etc/passwd abs')
+  const info = {}
+  for (const n of ['shut', 'p1cwd', 'p1root', 'abs']) info[n] = (await sbx.files.getInfo(`rl/${n}`)).symlinkTarget
+  let write
+  try {
+    write = { returned: await sbx.files.write('/0/x', 'x') }
+  } catch (e) {
+    write = errInfo(e)
+  }
+  return { info, write, zero: await sbx.files.exists('/0') }
+})
+
 // a root terminal, kept in the background: connect follows it again
 await step('rootPty', async () => {
   let text = ''

@@ -1683,6 +1683,17 @@ def rootrun(sdk):
         _stop(st)
 
 
+def test_root_symlink_targets_and_writes_stay_the_users(rootrun):
+    """With a root in the sandbox, the agent (uid 0, the user's file rights) resolves a
+    symlink's target as the user: not into root's 0700 directory, not through PID 1's magic
+    links (the link's own path); files.write('/0/x') is refused (403), /0 not made."""
+    r = step(rootrun, "rootLinkTargets")
+    own = {n: f"/home/user/rl/{n}" for n in ("shut", "p1cwd", "p1root")}
+    assert r["info"] == {**own, "abs": "/etc/passwd"}, r
+    assert r["write"]["name"] == "SandboxError" and r["write"]["message"].startswith("403"), r
+    assert r["zero"] is False, r
+
+
 def test_root_and_sudo_run_as_a_root_without_capabilities_where_the_operator_allows(rootrun):
     assert step(rootrun, "asRoot")["stdout"] == "root\n0\n/root\n/root\n"
     caps = "Uid:\t0\t0\t0\t0\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\n"
