@@ -134,6 +134,10 @@ def test_a_symlinks_real_path_every_link_followed_never_through_proc_magic(agent
         (tmp_path / name).symlink_to(to)
     want = {"rel": f"{base}/d/f", "chain": f"{base}/d/f", "parent": f"{base}/d/f", "abs": f"{base}/d",
             "up": os.path.realpath("/etc")}
+    if "valgrind" in os.environ.get("NANOBOX_INIT_WRAPPER", ""):
+        # valgrind does not know openat2 (ENOSYS to the agent): then no link
+        # gets a real path, and nothing else is tried in its place
+        want = {}
     got = {n: agent.stat(str(tmp_path / n)).get("real") for n in links}
     assert got == {n: want.get(n) for n in links}, got
     _, entries = agent.read(str(tmp_path))

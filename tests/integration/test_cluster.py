@@ -304,7 +304,7 @@ def test_the_front_sends_each_request_to_the_node_of_its_sandbox(etcd, front, ma
     assert re.search(r'^nanobox_cluster_node_free_slots\{node="node-g1"\} [1-9]', m, re.M), m
 
     def until(fn, what):
-        return wait_until(fn, timeout=10, what=what)
+        return wait_until(fn, timeout=20, what=what)
 
     # the native API by path: each id reaches its own node (after nginx's reload)
     until(lambda: front.request("GET", f"/sandbox/{s2}", key).status_code == 200,
