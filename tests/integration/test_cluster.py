@@ -532,13 +532,19 @@ def test_a_create_is_placed_on_the_node_with_more_room(etcd, make_stack):
                       headers={"X-API-Key": f"e2b_{alice}"})
     assert r.status_code == 201 and r.json()["sandboxID"].endswith(tag_of("node-p2")), r.text
     assert a2.delete(r.json()["sandboxID"]).status_code == 204
-    # an MCP tool's create stays here: the session's next calls reach this node
+    # an MCP tool's create is placed too; the session's next calls on it,
+    # which reach node-p1, are sent on to node-p2
     sess = http_initialize(p1).headers["Mcp-Session-Id"]
     res = http_call(p1, sess, "sandbox_create", {})
     made = re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}",
                      json.dumps(res)).group(0)
-    assert made.endswith(tag_of("node-p1")), res
-    assert p1.api.delete(made).status_code == 204
+    assert made.endswith(tag_of("node-p2")), res
+    res = http_call(p1, sess, "sandbox_exec", {"sandbox_id": made, "command": "echo via-mcp"})
+    assert "via-mcp" in json.dumps(res) and not res.get("isError"), res
+    assert p2.api.get(made).status_code == 200
+    res = http_call(p1, sess, "sandbox_destroy", {"sandbox_id": made})
+    assert not res.get("isError"), res
+    assert p2.api.get(made).status_code == 404  # gone from node-p2 (an admin sees all)
     # bad input is the other node's to refuse, and is refused the same
     r = a1.request("POST", "/sandbox", json={"ttl": -1})
     assert r.status_code == 422 and r.json()["code"] == "out_of_range", r.text

@@ -494,12 +494,10 @@ int api_place_create(struct nb_app *a, struct nb_req *r, const char *path, const
 {
     struct nb_placed p;
     char what[128];
-    /* not MCP's tool calls (internal requests): the session's next calls
-     * reach this node's sandboxes only (nodes that forward a foreign id:
-     * next) */
-    if (nb_http_from_node(r) || nb_http_is_internal(r) ||
-        nb_place_create(a, path, r->body.data, r->body.len, nb_http_key(r)->name, template_key,
-                        &p) != 1)
+    /* MCP's tool calls too: the session's next calls on the sandbox, which
+     * reach this node, are sent on to its node (api_forward.c) */
+    if (nb_http_from_node(r) || nb_place_create(a, path, r->body.data, r->body.len,
+                                                nb_http_key(r)->name, template_key, &p) != 1)
         return 0;
     nb_http_body(r, (int)p.status, p.ctype, p.body.data ? p.body.data : "", p.body.len);
     snprintf(what, sizeof(what), "on node %s (HTTP %ld)", p.node, p.status);
