@@ -110,24 +110,34 @@ static long long get_int(yajl_val v, const char *name)
     return nb_json_int(yajl_tree_get(v, path, yajl_t_number));
 }
 
-int nb_node_info_parse(const char *text, size_t len, struct nb_node_info *n)
+/* A JSON object of len bytes (not NUL-terminated) read from etcd: the tree, or NULL. */
+static yajl_val parse_object(const char *text, size_t len)
 {
-    const char *pt[] = {"templates", NULL}, *pd[] = {"drain", NULL};
     char *copy = malloc(len + 1), err[64];
-    yajl_val v = NULL, t;
+    yajl_val v = NULL;
     int rc;
 
-    memset(n, 0, sizeof(*n));
     if (copy == NULL)
-        return -1;
+        return NULL;
     memcpy(copy, text, len);
     copy[len] = '\0';
     rc = nb_json_parse(copy, len, NODE_JSON_DEPTH, &v, err, sizeof(err));
     free(copy);
     if (rc != 0 || v == NULL || !YAJL_IS_OBJECT(v)) {
         yajl_tree_free(v);
-        return -1;
+        return NULL;
     }
+    return v;
+}
+
+int nb_node_info_parse(const char *text, size_t len, struct nb_node_info *n)
+{
+    const char *pt[] = {"templates", NULL}, *pd[] = {"drain", NULL};
+    yajl_val v, t;
+
+    memset(n, 0, sizeof(*n));
+    if ((v = parse_object(text, len)) == NULL)
+        return -1;
     get_str(v, "name", n->name, sizeof(n->name));
     get_str(v, "tag", n->tag, sizeof(n->tag));
     get_str(v, "url", n->url, sizeof(n->url));
@@ -238,25 +248,53 @@ uint64_t nb_registry_hash(const char *text, size_t len)
     return h;
 }
 
+void nb_registry_put_ops(struct nb_registry_ops *w, const char *prefix, const char *tag,
+                         const char *node, const struct nb_slot *s, struct nb_etcd_op ops[2])
+{
+    w->row = nb_registry_row(s, node);
+    nb_registry_row_key(prefix, s->owner, s->id, w->rkey, sizeof(w->rkey));
+    nb_registry_mark_key(prefix, tag, s->id, w->mkey, sizeof(w->mkey));
+    snprintf(w->mark, sizeof(w->mark), "%s %016llx", owner_seg(s->owner),
+             (unsigned long long)nb_registry_hash(w->row, strlen(w->row)));
+    memset(ops, 0, 2 * sizeof(ops[0]));
+    ops[0].kind = ops[1].kind = NB_ETCD_PUT;
+    ops[0].key = w->rkey;
+    ops[0].value = w->row;
+    ops[0].value_len = strlen(w->row);
+    ops[1].key = w->mkey;
+    ops[1].value = w->mark;
+    ops[1].value_len = strlen(w->mark);
+}
+
+void nb_registry_del_ops(struct nb_registry_ops *w, const char *prefix, const char *tag,
+                         const char *owner, const char *id, struct nb_etcd_op ops[2])
+{
+    w->row = NULL;
+    w->mark[0] = '\0';
+    nb_registry_row_key(prefix, owner, id, w->rkey, sizeof(w->rkey));
+    nb_registry_mark_key(prefix, tag, id, w->mkey, sizeof(w->mkey));
+    memset(ops, 0, 2 * sizeof(ops[0]));
+    ops[0].kind = ops[1].kind = NB_ETCD_DEL;
+    ops[0].key = w->rkey;
+    ops[1].key = w->mkey;
+}
+
+void nb_registry_ops_free(struct nb_registry_ops *w)
+{
+    free(w->row);
+    w->row = NULL;
+}
+
 int nb_registry_row_parse(const char *text, size_t len, struct nb_slot *s,
                           char node[NB_REG_NODE_MAX])
 {
-    char *copy = malloc(len + 1), err[64], state[16];
-    yajl_val v = NULL;
-    int rc;
+    char state[16];
+    yajl_val v;
 
     memset(s, 0, sizeof(*s));
     node[0] = '\0';
-    if (copy == NULL)
+    if ((v = parse_object(text, len)) == NULL)
         return -1;
-    memcpy(copy, text, len);
-    copy[len] = '\0';
-    rc = nb_json_parse(copy, len, NODE_JSON_DEPTH, &v, err, sizeof(err));
-    free(copy);
-    if (rc != 0 || v == NULL || !YAJL_IS_OBJECT(v)) {
-        yajl_tree_free(v);
-        return -1;
-    }
     get_str(v, "id", s->id, sizeof(s->id));
     get_str(v, "node", node, NB_REG_NODE_MAX);
     get_str(v, "owner", s->owner, sizeof(s->owner));

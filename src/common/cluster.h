@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "conf.h"
+#include "etcd.h"
 
 #define NB_NODE_TAG_LEN 12
 #define NB_NODE_TEMPLATES_MAX 64
@@ -105,6 +106,22 @@ void nb_registry_guard_key(const char *prefix, const char *owner, char *out, siz
  * same slot always gives the same text. node: the node it runs on.
  */
 char *nb_registry_row(const struct nb_slot *s, const char *node);
+/*
+ * The two ops that register s on the node of tag (named node): its row and
+ * its index entry ("<owner> <hash>"), into ops[0..1] as puts; or that take
+ * the row of owner's id and its entry out, as deletes. Their keys and
+ * texts live in w until nb_registry_ops_free(w).
+ */
+struct nb_registry_ops {
+    char rkey[NB_REG_KEY_MAX], mkey[NB_REG_KEY_MAX], mark[96];
+    char *row;
+};
+void nb_registry_put_ops(struct nb_registry_ops *w, const char *prefix, const char *tag,
+                         const char *node, const struct nb_slot *s, struct nb_etcd_op ops[2]);
+void nb_registry_del_ops(struct nb_registry_ops *w, const char *prefix, const char *tag,
+                         const char *owner, const char *id, struct nb_etcd_op ops[2]);
+void nb_registry_ops_free(struct nb_registry_ops *w);
+
 /* 64-bit FNV-1a of a row's text, as the index keeps it */
 uint64_t nb_registry_hash(const char *text, size_t len);
 

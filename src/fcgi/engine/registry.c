@@ -145,32 +145,19 @@ int nb_registry_before(struct nb_app *a, const struct nb_key *k, struct nb_regis
 int nb_registry_after(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
                       const struct nb_slot *made, struct nb_apierr *ae)
 {
-    char rkey[NB_REG_KEY_MAX], mkey[NB_REG_KEY_MAX], gkey[NB_REG_KEY_MAX], rows[NB_REG_KEY_MAX];
-    char mark[NB_OWNER_LEN + 40];
+    char gkey[NB_REG_KEY_MAX], rows[NB_REG_KEY_MAX];
     struct nb_etcd_op ops[3], reread[2];
+    struct nb_registry_ops w;
     struct nb_etcd_cmp cmp;
     struct usage_read ur;
     struct nb_etcd *e;
-    char *row;
     int rc;
 
     if (!c->on)
         return 0;
     if ((e = etcd_of(a)) == NULL)
         return unavailable(ae, "no etcd client");
-    row = nb_registry_row(made, a->conf.node_name);
-    nb_registry_row_key(a->conf.etcd_prefix, made->owner, made->id, rkey, sizeof(rkey));
-    nb_registry_mark_key(a->conf.etcd_prefix, a->node_tag, made->id, mkey, sizeof(mkey));
-    snprintf(mark, sizeof(mark), "%s %016llx", made->owner[0] ? made->owner : "-",
-             (unsigned long long)nb_registry_hash(row, strlen(row)));
-    memset(ops, 0, sizeof(ops));
-    ops[0].kind = ops[1].kind = ops[2].kind = NB_ETCD_PUT;
-    ops[0].key = rkey;
-    ops[0].value = row;
-    ops[0].value_len = strlen(row);
-    ops[1].key = mkey;
-    ops[1].value = mark;
-    ops[1].value_len = strlen(mark);
+    nb_registry_put_ops(&w, a->conf.etcd_prefix, a->node_tag, a->conf.node_name, made, ops);
     if (!c->guarded) {
         rc = nb_etcd_txn(e, NULL, 0, ops, 2, NULL, 0);
     } else {
@@ -181,12 +168,14 @@ int nb_registry_after(struct nb_app *a, const struct nb_key *k, struct nb_regist
         cmp.target = NB_ETCD_MOD;
         cmp.value = c->guard;
         usage_ops(a, k, c, &ur, gkey, rows, reread); /* (c->elsewhere and c->guard reset) */
+        memset(&ops[2], 0, sizeof(ops[2]));
+        ops[2].kind = NB_ETCD_PUT;
         ops[2].key = gkey;
         ops[2].value = made->id;
         ops[2].value_len = strlen(made->id);
         rc = nb_etcd_txn(e, &cmp, 1, ops, 3, reread, 2);
     }
-    free(row);
+    nb_registry_ops_free(&w);
     if (rc < 0) {
         nb_warn("registry: cannot register sandbox %s: %s", made->id, e->err);
         return unavailable(ae, "etcd does not answer");
@@ -198,18 +187,13 @@ int nb_registry_after(struct nb_app *a, const struct nb_key *k, struct nb_regist
 
 void nb_registry_forget(struct nb_app *a, const char *id, const char *owner)
 {
-    char rkey[NB_REG_KEY_MAX], mkey[NB_REG_KEY_MAX];
+    struct nb_registry_ops w;
     struct nb_etcd_op ops[2];
     struct nb_etcd *e;
 
     if (!on(a) || (e = etcd_of(a)) == NULL)
         return;
-    nb_registry_row_key(a->conf.etcd_prefix, owner, id, rkey, sizeof(rkey));
-    nb_registry_mark_key(a->conf.etcd_prefix, a->node_tag, id, mkey, sizeof(mkey));
-    memset(ops, 0, sizeof(ops));
-    ops[0].kind = ops[1].kind = NB_ETCD_DEL;
-    ops[0].key = rkey;
-    ops[1].key = mkey;
+    nb_registry_del_ops(&w, a->conf.etcd_prefix, a->node_tag, owner, id, ops);
     if (nb_etcd_txn(e, NULL, 0, ops, 2, NULL, 0) < 0)
         nb_warn("registry: cannot take out sandbox %s (the member will): %s", id, e->err);
 }

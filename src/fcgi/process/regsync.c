@@ -81,39 +81,24 @@ static struct mark *find_mark(struct marks *ms, const char *id)
 /* Put a sandbox's row and its index entry. 0 or -1. */
 static int put_row(struct nb_app *a, struct nb_etcd *e, const struct nb_slot *s)
 {
-    char rkey[NB_REG_KEY_MAX], mkey[NB_REG_KEY_MAX], mark[NB_OWNER_LEN + 40];
-    char *row = nb_registry_row(s, a->conf.node_name);
+    struct nb_registry_ops w;
     struct nb_etcd_op ops[2];
     int rc;
 
-    nb_registry_row_key(a->conf.etcd_prefix, s->owner, s->id, rkey, sizeof(rkey));
-    nb_registry_mark_key(a->conf.etcd_prefix, a->node_tag, s->id, mkey, sizeof(mkey));
-    snprintf(mark, sizeof(mark), "%s %016llx", s->owner[0] ? s->owner : "-",
-             (unsigned long long)nb_registry_hash(row, strlen(row)));
-    memset(ops, 0, sizeof(ops));
-    ops[0].kind = ops[1].kind = NB_ETCD_PUT;
-    ops[0].key = rkey;
-    ops[0].value = row;
-    ops[0].value_len = strlen(row);
-    ops[1].key = mkey;
-    ops[1].value = mark;
-    ops[1].value_len = strlen(mark);
+    nb_registry_put_ops(&w, a->conf.etcd_prefix, a->node_tag, a->conf.node_name, s, ops);
     rc = nb_etcd_txn(e, NULL, 0, ops, 2, NULL, 0);
-    free(row);
+    nb_registry_ops_free(&w);
     return rc < 0 ? -1 : 0;
 }
 
-static int drop_row(struct nb_app *a, struct nb_etcd *e, const struct mark *m)
+/* Take out the row of owner's id, and its entry in the index of the node of tag. */
+static int drop_row(struct nb_app *a, struct nb_etcd *e, const char *tag, const char *owner,
+                    const char *id)
 {
-    char rkey[NB_REG_KEY_MAX], mkey[NB_REG_KEY_MAX];
+    struct nb_registry_ops w;
     struct nb_etcd_op ops[2];
 
-    nb_registry_row_key(a->conf.etcd_prefix, m->owner, m->id, rkey, sizeof(rkey));
-    nb_registry_mark_key(a->conf.etcd_prefix, a->node_tag, m->id, mkey, sizeof(mkey));
-    memset(ops, 0, sizeof(ops));
-    ops[0].kind = ops[1].kind = NB_ETCD_DEL;
-    ops[0].key = rkey;
-    ops[1].key = mkey;
+    nb_registry_del_ops(&w, a->conf.etcd_prefix, tag, owner, id, ops);
     return nb_etcd_txn(e, NULL, 0, ops, 2, NULL, 0) < 0 ? -1 : 0;
 }
 
@@ -169,7 +154,8 @@ int nb_regsync_round(struct nb_app *a, struct nb_etcd *e)
         free(row);
         if (m != NULL && m->hash == h && !strcmp(m->owner, live[i].owner))
             continue;
-        if (m != NULL && strcmp(m->owner, live[i].owner) != 0 && drop_row(a, e, m) != 0) {
+        if (m != NULL && strcmp(m->owner, live[i].owner) != 0 &&
+            drop_row(a, e, a->node_tag, m->owner, m->id) != 0) {
             rc = -1;
             break;
         }
@@ -182,7 +168,7 @@ int nb_regsync_round(struct nb_app *a, struct nb_etcd *e)
     for (size_t i = 0; rc == 0 && i < ms.n && writes < REGSYNC_WRITES; i++) {
         if (ms.v[i].seen)
             continue;
-        if (drop_row(a, e, &ms.v[i]) != 0) {
+        if (drop_row(a, e, a->node_tag, ms.v[i].owner, ms.v[i].id) != 0) {
             rc = -1;
             break;
         }
@@ -283,11 +269,10 @@ int nb_regsync_collect(struct nb_app *a, struct nb_etcd *e, const char (*up)[33]
         if (nb_etcd_range(e, &op) != 0)
             rc = -1;
         for (size_t i = 0; rc == 0 && i < ms.n && dropped < REGSYNC_WRITES; i++) {
-            char rkey[NB_REG_KEY_MAX], mkey[NB_REG_KEY_MAX];
+            char rkey[NB_REG_KEY_MAX];
             struct row_end re = {0, 0, before};
             struct nb_etcd_op get = {
                 .kind = NB_ETCD_RANGE, .key = rkey, .fn = judge_row, .arg = &re};
-            struct nb_etcd_op del[2];
             nb_registry_row_key(a->conf.etcd_prefix, ms.v[i].owner, ms.v[i].id, rkey, sizeof(rkey));
             if (nb_etcd_range(e, &get) != 0) {
                 rc = -1;
@@ -295,12 +280,7 @@ int nb_regsync_collect(struct nb_app *a, struct nb_etcd *e, const char (*up)[33]
             }
             if (re.found && !re.over)
                 continue;
-            snprintf(mkey, sizeof(mkey), "%s%s", prefix, ms.v[i].id);
-            memset(del, 0, sizeof(del));
-            del[0].kind = del[1].kind = NB_ETCD_DEL;
-            del[0].key = rkey;
-            del[1].key = mkey;
-            if (nb_etcd_txn(e, NULL, 0, del, 2, NULL, 0) < 0) {
+            if (drop_row(a, e, ts.tag[t], ms.v[i].owner, ms.v[i].id) != 0) {
                 rc = -1;
                 break;
             }
