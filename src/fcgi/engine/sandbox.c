@@ -778,7 +778,7 @@ int nb_sandbox_awake(struct nb_app *a, const char *id, struct nb_apierr *ae)
 int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid, uint32_t gen,
                               struct nb_derr *de)
 {
-    char name[64];
+    char name[64], owner[NB_OWNER_LEN + 8] = "";
     struct nb_slot *s;
     int bridge, root;
     snprintf(name, sizeof(name), "nanobox-%s", id);
@@ -786,6 +786,8 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
     root = s != NULL && s->generation == gen && nb_rootdisk_wanted(&a->conf, s->image);
+    if (s != NULL && s->generation == gen)
+        snprintf(owner, sizeof(owner), "%s", s->owner); /* its registry row's */
     nb_table_unlock(&a->table);
     if (nb_rootdisk_remove(a, cid[0] ? cid : name, root, de) != 0)
         return -1;
@@ -803,6 +805,10 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
         nb_history_clear(nb_history, (uint32_t)(s - a->table.slots));
     nb_table_free(&a->table, id, gen);
     nb_table_unlock(&a->table);
+    /* a cluster's row, at once, whoever destroys it (a warm one, of no
+     * owner, never had one) */
+    if (owner[0] != '\0')
+        nb_registry_forget(a, id, owner);
     return 0;
 }
 
@@ -832,15 +838,9 @@ int nb_sandbox_mark_destroy(struct nb_app *a, const char *id, char cid[NB_CID_LE
 
 int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
 {
-    char cid[NB_CID_LEN + 1] = "", owner[NB_OWNER_LEN + 8] = "";
+    char cid[NB_CID_LEN + 1] = "";
     uint32_t gen = 0;
     struct nb_derr de = {0};
-    struct nb_slot *s;
-
-    nb_table_lock(&a->table);
-    if ((s = nb_table_find(&a->table, id)) != NULL)
-        snprintf(owner, sizeof(owner), "%s", s->owner); /* its registry row's */
-    nb_table_unlock(&a->table);
     if (nb_sandbox_mark_destroy(a, id, cid, &gen, ae) != 0)
         return -1;
     /*
@@ -863,7 +863,6 @@ int nb_sandbox_destroy(struct nb_app *a, const char *id, struct nb_apierr *ae)
         nb_apierr_docker(ae, &de, "remove the sandbox container");
         return -1;
     }
-    nb_registry_forget(a, id, owner);
     nb_info("destroyed sandbox %s", id);
     return 0;
 }
