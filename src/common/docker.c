@@ -397,6 +397,53 @@ static int curl_remove(struct nb_docker *d, const char *id, struct nb_derr *e)
     return -1;
 }
 
+static int curl_volume_sweep(struct nb_docker *d, const char *instance, struct nb_derr *e)
+{
+    char path[512], filter[256], err[64];
+    const char *volp[] = {"Volumes", NULL}, *namep[] = {"Name", NULL};
+    struct nb_buf b;
+    yajl_val v = NULL, vols;
+    int rc, removed = 0;
+    char *esc;
+
+    /*
+     * Docker's "dangling": no container, running or not, refers to it. Not
+     * POST /volumes/prune: Docker 20.10 never prunes a volume with driver
+     * options, and a /dev/pts volume has them. Both labels: a sandbox's
+     * own volume, never one meant to outlive it.
+     */
+    snprintf(filter, sizeof(filter),
+             "{\"dangling\":[\"true\"],\"label\":[\"nanobox.instance=%s\",\"nanobox.sandbox\"]}",
+             instance);
+    esc = curl_easy_escape(d->curl, filter, 0);
+    if (esc == NULL) {
+        derr_set(e, NB_DERR_PROTO, 0, "out of memory");
+        return -1;
+    }
+    snprintf(path, sizeof(path), "/volumes?filters=%s", esc);
+    curl_free(esc);
+    nb_buf_init(&b, d->max_response);
+    rc = docker_call(d, "GET", path, NULL, 200, 200, &b, e);
+    if (rc == 0 && nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) != 0) {
+        derr_set(e, NB_DERR_PROTO, 0, "could not read the volume list");
+        rc = -1;
+    }
+    vols = rc == 0 ? yajl_tree_get(v, volp, yajl_t_array) : NULL;
+    for (size_t i = 0; vols && i < vols->u.array.len; i++) {
+        yajl_val name = yajl_tree_get(vols->u.array.values[i], namep, yajl_t_string);
+        const char *n = name ? nb_json_string(name) : "";
+        if (!n[0] || strlen(n) > 128 || strspn(n, "0123456789abcdef") != strlen(n))
+            continue; /* an anonymous volume's name: 64 hex digits */
+        snprintf(path, sizeof(path), "/volumes/%s", n);
+        /* 409: a container took it since the listing */
+        if (docker_call(d, "DELETE", path, NULL, 204, 404, NULL, e) == 0)
+            removed++;
+    }
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    return rc == 0 ? removed : -1;
+}
+
 /* POST /containers/{id}/{what}; Docker's "is already paused" (409) / "is
  * not paused" (500 in Docker 20.10, 409 later) means the container is
  * already as asked. */
@@ -856,6 +903,7 @@ const struct nb_docker_ops nb_docker_curl_ops = {
     .image_remove = curl_image_remove,
     .image_import = curl_image_import,
     .build = curl_build,
+    .volume_sweep = curl_volume_sweep,
 };
 
 /* ---- the container calls, through the ops table (docker.h) ---- */
@@ -879,6 +927,11 @@ int nb_docker_start(struct nb_docker *d, const char *id, struct nb_derr *e)
 int nb_docker_remove(struct nb_docker *d, const char *id, struct nb_derr *e)
 {
     return d->ops->remove(d, id, e);
+}
+
+int nb_docker_volume_sweep(struct nb_docker *d, const char *instance, struct nb_derr *e)
+{
+    return d->ops->volume_sweep ? d->ops->volume_sweep(d, instance, e) : 0;
 }
 
 int nb_docker_inspect(struct nb_docker *d, const char *id, int *running, pid_t *pid,

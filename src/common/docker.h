@@ -77,6 +77,8 @@ struct nb_docker_ops {
                         const void *tar, size_t tar_len, char id[80], struct nb_derr *e);
     int (*build)(struct nb_docker *d, const struct nb_docker_build *b, nb_docker_line_fn cb,
                  void *arg, struct nb_derr *e);
+    /* volumes: reconciliation's sweep (NULL in a fake: nothing to sweep) */
+    int (*volume_sweep)(struct nb_docker *d, const char *instance, struct nb_derr *e);
 };
 
 /* The real client: libcurl to dockerd. */
@@ -110,6 +112,14 @@ int nb_docker_create(struct nb_docker *d, const char *name, const char *config_j
 int nb_docker_start(struct nb_docker *d, const char *id, struct nb_derr *e);
 /* Force-remove with volumes. A container that is already gone counts as removed. */
 int nb_docker_remove(struct nb_docker *d, const char *id, struct nb_derr *e);
+/*
+ * Remove the volumes no container uses that carry both labels
+ * nanobox.instance=instance and nanobox.sandbox: a sandbox's /dev/pts left
+ * by a removal that lost its volume (a `docker rm` without -v, a wedged
+ * dockerd). A volume meant to outlive its sandbox must not carry
+ * nanobox.sandbox. Returns how many went, or -1.
+ */
+int nb_docker_volume_sweep(struct nb_docker *d, const char *instance, struct nb_derr *e);
 /*
  * Freeze / thaw every process of a container (the cgroup freezer). One
  * already paused (for pause) or not paused (for unpause) counts as done.

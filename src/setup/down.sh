@@ -17,7 +17,8 @@
 #   --purge  also remove this instance's containers (label
 #            nanobox.instance=<instance from the config, "default">)
 #            with `docker rm -fv` (-v: the anonymous volume of each
-#            sandbox's /dev/pts goes with it), then the bridge sandboxes'
+#            sandbox's /dev/pts goes with it; such volumes left unused
+#            by an earlier removal go too), then the bridge sandboxes'
 #            kernel rules and Docker network (bridge_interface,
 #            bridge_network). Without --purge they stay: kept sandboxes
 #            keep their rules.
@@ -31,7 +32,7 @@ for arg in "$@"; do
     case $arg in
     --purge) purge=1 ;;
     -h | --help)
-        sed -n '3,23s/^# \{0,1\}//p' "$0"
+        sed -n '3,24s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *) nb_die "down.sh: unknown argument '$arg' (try --help)" ;;
@@ -123,6 +124,15 @@ if [ "$purge" -eq 1 ]; then
             fi
         done
         nb_docker_each rm -fv -- "${containers[@]}" || rc=1
+    fi
+    # the /dev/pts volumes of containers removed without theirs (a wedged
+    # dockerd, a `docker rm` without -v): a sandbox's own volumes only
+    # (not `docker volume prune`: Docker 20.10 skips volumes with options)
+    mapfile -t volumes < <(docker volume ls -q --filter dangling=true \
+        --filter "label=nanobox.instance=$instance" --filter label=nanobox.sandbox)
+    if [ "${#volumes[@]}" -gt 0 ]; then
+        nb_log "purge: removing ${#volumes[@]} unused volume(s) of this instance's sandboxes"
+        docker volume rm -- "${volumes[@]}" >/dev/null || rc=1
     fi
     if [ "$rc" -eq 0 ]; then
         iface=$(nb_conf_get "$NB_CONF" bridge_interface nanobox0)

@@ -305,15 +305,16 @@ def docker_top(name):
 REMOVE_LOCK = "/run/lock/nanobox-docker-remove.lock"
 
 
-def docker_rm(*ids):
+def docker_rm(*ids, volumes=True):
     """docker rm -fv, one container at a time under nanobox's removal lock:
     Docker 20.10.24 deadlocks when containers of one network exit at once,
-    and `docker rm` of several removes them in parallel."""
+    and `docker rm` of several removes them in parallel. volumes=False: -f
+    alone, leaving the anonymous volumes behind (as a lost removal would)."""
     with open(REMOVE_LOCK, "a+") as lock:
         for cid in ids:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                run(["docker", "rm", "-fv", cid], check=False, timeout=120)
+                run(["docker", "rm", "-fv" if volumes else "-f", cid], check=False, timeout=120)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 

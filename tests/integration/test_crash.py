@@ -12,8 +12,8 @@ import time
 import pytest
 import requests
 
-from nbtest import (in_thread, IMAGE, assert_error, docker_exists, docker_ps, parse_json, pid_alive,
-                    random_uuid, run, tail, tcp_refused, wait_reconciled, wait_until)
+from nbtest import (in_thread, IMAGE, assert_error, docker_exists, docker_ps, docker_rm, parse_json,
+                    pid_alive, random_uuid, run, tail, tcp_refused, wait_reconciled, wait_until)
 
 
 def consistent(st):
@@ -178,6 +178,50 @@ def test_restart_leaves_other_instances_containers_alone(make_stack, orphan_clea
     wait_reconciled(st.api)
     assert docker_exists(foreign), "reconciliation removed another instance's container"
     assert docker_exists(unlabelled), "reconciliation removed an unlabelled container"
+
+
+def _volumes(*filters):
+    args = ["docker", "volume", "ls", "-q"]
+    for f in filters:
+        args += ["--filter", f]
+    return set(run(args, check=False).stdout.split())
+
+
+def test_reconciliation_sweeps_the_volumes_sandboxes_left(make_stack):
+    """A sandbox's /dev/pts is an anonymous volume, labelled with its
+    instance and sandbox, removed with its container. One left behind (a
+    `docker rm` without -v, a wedged dockerd) is swept by reconciliation;
+    a live sandbox's, another instance's and an unlabelled one stay."""
+    st = make_stack("volumes")
+    api = st.api
+    live = api.create()
+    gone = api.create()
+    live_vols = _volumes(f"label=nanobox.sandbox={live}")
+    gone_vols = _volumes(f"label=nanobox.sandbox={gone}")
+    assert len(live_vols) == 1 and len(gone_vols) == 1, (live_vols, gone_vols)
+    assert live_vols <= _volumes(f"label=nanobox.instance={st.instance}")
+    made = []
+    try:
+        for labels in ([f"nanobox.instance={st.instance}", "nanobox.sandbox=x"],
+                       ["nanobox.instance=test-someone-else", "nanobox.sandbox=x"],
+                       [f"nanobox.instance={st.instance}"], []):
+            args = ["docker", "volume", "create"]
+            for lab in labels:
+                args += ["--label", lab]
+            made.append(run(args).stdout.strip())
+        ours, foreign, not_a_sandboxes, unlabelled = made
+        st.crash()
+        docker_rm(f"nanobox-{gone}", volumes=False)
+        st.start_fcgi()
+        st.wait_healthy()
+        wait_reconciled(api)
+        left = _volumes()
+        assert not (gone_vols | {ours}) & left, "unused volumes of this instance's sandboxes stayed"
+        assert live_vols <= left, "a live sandbox's /dev/pts volume was removed"
+        assert {foreign, not_a_sandboxes, unlabelled} <= left, "a volume not ours was removed"
+        assert api.exec(live, "echo ok")["stdout"] == "ok\n"
+    finally:
+        run(["docker", "volume", "rm", "-f", *made], check=False)
 
 
 def test_restart_frees_slot_whose_container_vanished(make_stack):

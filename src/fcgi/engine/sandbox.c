@@ -198,6 +198,13 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     nb_json_kv_str(g, "o", tmp);
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
+    /* whose it is: reconciliation sweeps the instance's unused ones
+     * (nb_docker_volume_prune), down.sh --purge too */
+    nb_json_cstr(g, "Labels");
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "nanobox.instance", c->instance);
+    nb_json_kv_str(g, "nanobox.sandbox", id);
+    yajl_gen_map_close(g);
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
     yajl_gen_array_close(g);

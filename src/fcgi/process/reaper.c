@@ -433,6 +433,14 @@ int nb_reaper_reconcile(struct nb_app *a)
     nb_table_unlock(&a->table);
     destroy_marked(a, list, n, "reconciled");
     free(list);
+    /* the /dev/pts volumes of containers removed without theirs */
+    int swept_volumes = nb_docker_volume_sweep(&a->docker, a->conf.instance, &de);
+    if (swept_volumes > 0) {
+        nb_info("removed %d unused volume(s) of sandboxes", swept_volumes);
+        removed += swept_volumes;
+    } else if (swept_volumes < 0) {
+        nb_warn("could not sweep unused volumes: %s", de.msg);
+    }
     if (was_failing)
         nb_info("Docker answers again: reconciled, %zu containers listed, %zu sandboxes "
                 "finished or destroyed, %d orphans removed",
