@@ -34,3 +34,13 @@ def test_e2b_paths_follow_the_build(api):
     # the native API answers as ever
     assert api.request("GET", "/healthz").status_code == 200
     assert_error(api.request("GET", "/sandbox/" + nbtest.random_uuid()), 404, "not_found")
+
+
+def test_e2b_warm_pools_follow_the_build(make_stack):
+    """E2B's layout has warm pools of its own (floor 0, listed from the
+    start); a build without the E2B front makes no E2B creates, so it lists
+    none."""
+    st = make_stack("fronts-pools", warm_pool="1")
+    layouts = {p["layout"] for p in st.api.request("GET", "/healthz").json()["pools"]}
+    assert "nanobox" in layouts, layouts
+    assert ("e2b" in layouts) == e2b_built(), layouts

@@ -4,14 +4,16 @@ never leaked across restarts."""
 
 import datetime
 import json
+import os
 import re
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
 
-from nbtest import IMAGE, docker_inspect, docker_ps, parse_json, wait_until
+from nbtest import IMAGE, docker_inspect, docker_ps, parse_json, reconciliations, wait_until
 
 
 def pooled_ids(st):
@@ -175,6 +177,40 @@ def test_a_burst_that_misses_grows_the_pool_and_the_next_is_served_warm(make_sta
     # every one of them was started before the burst
     for sid in ids:
         assert docker_created(f"nanobox-{sid}") < t0
+
+
+def reaper_pid(st):
+    """The master's child named nanobox-reaper (src/fcgi/process/reaper.c)."""
+    def comm(pid):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                return f.read().strip()
+        except OSError:
+            return ""
+    named = [p for p in st.children() if comm(p) == "nanobox-reaper"]
+    return named[0] if len(named) == 1 else None
+
+
+def test_a_restarted_reaper_keeps_what_the_pool_learned(make_stack):
+    """The sizing is the reaper's; the target it published is shared. A
+    reaper killed and respawned by the master goes on from that target
+    instead of draining the pool back to its floor."""
+    st = make_stack("poolreaper", warm_pool="1", warm_pool_max="4", warm_pool_idle="600")
+    settled(st, 1)
+    burst(st, 4, st.api.create)
+    wait_until(lambda: pools(st)["nanobox"]["target"] == 4, timeout=10, what="the target to grow to 4")
+    wait_until(lambda: pools(st)["nanobox"]["ready"] == 4, timeout=120, what="the pool to fill")
+    old = reaper_pid(st)
+    assert old, st.children()
+    before = reconciliations(st.api)
+    os.kill(old, signal.SIGKILL)
+    wait_until(lambda: reaper_pid(st) not in (None, old), timeout=15, what="a new reaper")
+    # the new one's first pass reconciles, then sizes the pools every subtick
+    wait_until(lambda: reconciliations(st.api) > before, timeout=15, what="the new reaper's first pass")
+    time.sleep(2)   # a reaper at the floor would have published 1 and begun draining
+    p = pools(st)["nanobox"]
+    assert p["target"] == 4, p
+    assert p["ready"] == 4, p
 
 
 def test_an_idle_pool_shrinks_back_to_its_floor(make_stack):

@@ -33,6 +33,21 @@ static void test_starts_at_the_floor(void **state)
     assert_int_equal(nb_warmsize_step(&w, 10, 0, 0, IDLE, 10), 3);
 }
 
+static void test_a_restarted_reaper_resumes_within_the_bounds(void **state)
+{
+    struct nb_warmsize w;
+    (void)state;
+    nb_warmsize_init(&w, 2, 8, 0, 100);
+    nb_warmsize_resume(&w, 6);
+    assert_int_equal(w.target, 6);
+    /* and shrinks from there once idle, as it would have */
+    assert_int_equal(nb_warmsize_step(&w, 0, 0, 6, IDLE, 100 + IDLE), 5);
+    nb_warmsize_resume(&w, 50); /* taught under a higher ceiling */
+    assert_int_equal(w.target, 8);
+    nb_warmsize_resume(&w, 0); /* under a higher floor */
+    assert_int_equal(w.target, 2);
+}
+
 static void test_a_burst_grows_it_by_what_it_missed(void **state)
 {
     struct nb_warmsize w;
@@ -123,6 +138,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_starts_at_the_floor),
+        cmocka_unit_test(test_a_restarted_reaper_resumes_within_the_bounds),
         cmocka_unit_test(test_a_burst_grows_it_by_what_it_missed),
         cmocka_unit_test(test_idle_shrinks_one_per_interval_to_the_floor),
         cmocka_unit_test(test_takes_keep_it_and_an_empty_pool_does_not_shrink),

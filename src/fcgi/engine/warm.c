@@ -99,8 +99,13 @@ static unsigned warm_kinds(const struct nb_conf *c, struct warm_kind k[KINDS_MAX
     int n_wt;
     int code = c->warm_pool_code > 0 && c->code_image[0] != '\0' &&
                nb_conf_image_allowed(c, c->code_image);
-    /* E2B creates have a layout of their own: pools of it beside the plain ones */
+    /* E2B creates have a layout of their own: pools of it beside the plain
+     * ones, where there is an E2B front to make such creates */
+#ifdef NB_WITH_E2B
     int e2b = c->warm_pool_e2b_max > 0 && nb_isolation_e2b_layout(c);
+#else
+    int e2b = 0;
+#endif
     unsigned n = 0;
 
     if (c->warm_pool > 0)
@@ -340,6 +345,10 @@ static void size_kinds(const struct nb_conf *c, const struct warm_kind *k, unsig
         if (strcmp(sized[i].image, k[i].image) != 0 || sized[i].layout != k[i].layout ||
             sized[i].floor != k[i].floor || sized[i].ceiling != k[i].ceiling) {
             nb_warmsize_init(&sizes[i], k[i].floor, k[i].ceiling, m.misses, now);
+            /* a restarted reaper (its sizes lost, the shared target kept) goes on
+             * from where the last one left off; a changed kind starts afresh */
+            if (!sized[i].image[0] && m.published)
+                nb_warmsize_resume(&sizes[i], m.target);
             sized[i] = k[i];
         }
         want[i] = nb_warmsize_step(&sizes[i], m.misses, m.last_take_ms, pooled[i], idle_ms, now);

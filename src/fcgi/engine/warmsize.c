@@ -17,6 +17,11 @@ void nb_warmsize_init(struct nb_warmsize *w, unsigned floor, unsigned ceiling, u
     w->quiet_since = now_ms;
 }
 
+void nb_warmsize_resume(struct nb_warmsize *w, unsigned target)
+{
+    w->target = target < w->floor ? w->floor : target > w->ceiling ? w->ceiling : target;
+}
+
 unsigned nb_warmsize_step(struct nb_warmsize *w, uint64_t misses, int64_t last_take_ms,
                           unsigned ready, int64_t idle_ms, int64_t now_ms)
 {

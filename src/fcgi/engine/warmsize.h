@@ -35,6 +35,12 @@ void nb_warmsize_init(struct nb_warmsize *w, unsigned floor, unsigned ceiling, u
                       int64_t now_ms);
 
 /*
+ * Carry on from target, what an earlier reaper had taught the pool (a
+ * reaper restarted by the master), kept within the floor and the ceiling.
+ */
+void nb_warmsize_resume(struct nb_warmsize *w, unsigned target);
+
+/*
  * One step at now_ms: misses is the pool's miss counter, last_take_ms the
  * time of its last take (hit or miss; 0: none yet), ready how many of its
  * sandboxes are ready, idle_ms the idle interval. New misses grow the

@@ -12,6 +12,7 @@
 
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -57,6 +58,7 @@ void nb_events_run(struct nb_app *a)
     int failing = 0;
 
     nb_log_set_role("events");
+    prctl(PR_SET_NAME, "nanobox-events"); /* ps and top name it */
     /* SIGTERM keeps its default action (it ends the process) but is held
      * off while an event is handled (on_event) */
     signal(SIGTERM, SIG_DFL);

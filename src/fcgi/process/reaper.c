@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "adopt.h"
@@ -594,6 +595,7 @@ void nb_reaper_run(struct nb_app *a)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     nb_log_set_role("reaper");
+    prctl(PR_SET_NAME, "nanobox-reaper"); /* ps and top name it */
     while (!reaper_stop) {
         nb_reaper_subtick(&r);
         nb_reaper_wait(&r, REAPER_SUBTICK_US);
