@@ -950,11 +950,12 @@ def test_the_rows_of_a_node_gone_for_good_go_past_their_end(etcd, make_stack):
     etcd.delete_prefix(f"{PREFIX}tags/{gone}")
 
 
-def test_the_e2b_sdk_works_through_the_front(etcd, front, make_stack, e2b_sdk):
+def test_the_e2b_sdk_and_mcp_work_through_the_front(etcd, front, make_stack, e2b_sdk):
     """The official E2B SDK pointed at the front alone (E2B_API_URL and
     E2B_SANDBOX_URL): its creates are placed on both nodes, each sandbox's
     commands and files reach its own node, its list pages over the whole
-    cluster, and its kills end them where they run."""
+    cluster, and its kills end them where they run. An MCP client through
+    the front likewise."""
     from test_e2b import sdk_script, step
     secret = secrets.token_hex(16)
     n1 = make_stack("node-e1", **node_conf(etcd, "node-e1", node_url="{url}", cluster_secret=secret))
@@ -982,6 +983,26 @@ def test_the_e2b_sdk_works_through_the_front(etcd, front, make_stack, e2b_sdk):
         assert step(s, "listAfterKill") == {"ids": []}
         for st in (n1, n2):
             assert docker_ps(st.instance) == [], f"{st.name} kept a killed sandbox's container"
+        # an MCP client through the front too: its session's calls all reach
+        # the node that holds it (its id names it), which drives the
+        # sandboxes of both nodes; its own creates are made there (a tie of
+        # free slots stays where it is)
+        made = [KeyApi(n1, alice).create(), KeyApi(n2, alice).create()]
+        s["created"] += made
+        sess = http_initialize(ViaFront).headers["Mcp-Session-Id"]
+        assert sess[-12:] in (tag_of("node-e1"), tag_of("node-e2")), sess
+        for _ in range(2):
+            res = http_call(ViaFront, sess, "sandbox_create", {})
+            made.append(re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}",
+                                  json.dumps(res)).group(0))
+            s["created"].append(made[-1])
+        for sid in made:
+            res = http_call(ViaFront, sess, "sandbox_exec", {"sandbox_id": sid, "command": f"echo {sid}"})
+            assert f"{sid}\\n" in json.dumps(res) and not res.get("isError"), res
+            res = http_call(ViaFront, sess, "sandbox_destroy", {"sandbox_id": sid})
+            assert not res.get("isError"), res
+        for st in (n1, n2):
+            assert docker_ps(st.instance) == [], f"{st.name} kept a destroyed sandbox's container"
     finally:
         for sid in s["created"]:
             for st in (n1, n2):
