@@ -5,7 +5,7 @@ render-nginx.sh --tls-cert/--tls-key --tls-listen serves the API and the
 certificate of a throwaway CA (conftest.py, certs), on an https address of
 its own.
 
-- The E2B SDK pointed by E2B_DOMAIN alone (no E2B_API_URL, no
+- The E2B SDK (both pins: tests/e2b, tests/e2b-latest) pointed by E2B_DOMAIN alone (no E2B_API_URL, no
   E2B_SANDBOX_URL): the API at https://api.<domain>, envd and the code
   interpreter at https://49983-<id>.<domain> and 49999-...: commands, files,
   runCode, streaming through TLS; the same hosts over plain http.
@@ -17,12 +17,13 @@ its own.
 """
 
 import json
+import sys
 import shutil
 
 import pytest
 
 import nbtest
-from test_e2b import access_token, e2b_sdk, sdk_script, step  # noqa: F401 (e2b_sdk: a fixture)
+from test_e2b import access_token, e2b_latest, e2b_sdk, sdk_script, step  # noqa: F401 (fixtures)
 from test_keys import add_key
 
 CURL = shutil.which("curl")
@@ -62,11 +63,13 @@ def both_stack(make_stack, certs, name, **conf):
     return st
 
 
-def test_e2b_domain_alone_over_https_and_plain_http_beside_it(make_stack, e2b_sdk, certs):  # noqa: F811
+@pytest.mark.parametrize("pin", ["pinned", "latest"])
+def test_e2b_domain_alone_over_https_and_plain_http_beside_it(make_stack, certs, pin, request):
     _, _, ca = certs
+    sdk = request.getfixturevalue("e2b_sdk" if pin == "pinned" else "e2b_latest")
     st = both_stack(make_stack, certs, "e2btls", ports_on_demand="yes")
     code = nbtest.image_present(nbtest.PYTHON_IMAGE)
-    s = sdk_script(st, e2b_sdk, "domain.mjs", "e2b-", code=code,
+    s = sdk_script(st, sdk, "domain.mjs", "e2b-", code=code,
                    env_over={"E2B_SANDBOX_URL": None, "E2B_API_URL": None, "E2B_DOMAIN": DOMAIN,
                              "NODE_EXTRA_CA_CERTS": str(ca)},
                    args_more=["--port", str(st.tls_port)])
@@ -87,6 +90,7 @@ def test_e2b_domain_alone_over_https_and_plain_http_beside_it(make_stack, e2b_sd
     assert step(s, "getHostFetch") == {"status": 200, "text": "on demand", "again": 200}
     assert step(s, "kill") == {"killed": True}
     assert step(s, "isRunningAfterKill") == {"running": False}
+    assert ("runCode" in s["steps"]) == code, sorted(s["steps"])
 
     # plain http keeps working beside it: the API, and the same port hosts
     sid = st.api.create()
@@ -198,6 +202,7 @@ def test_another_keys_sandbox_by_host_is_refused_over_tls_as_over_http(make_stac
 
         plain = calls("http", st.port, None)
         tls = calls("https", st.tls_port, ca)
+        print(f"another key's sandbox by host: {tls}", file=sys.stderr)
         assert tls == plain, (tls, plain)
         assert tls["alice token list"] == "200" and tls["alice token file"] == "200", tls
         refused = {k: v for k, v in tls.items() if not k.startswith("alice")}
