@@ -14,11 +14,16 @@ its own.
   address, https on the http one: each fails as it should.
 - Another key's sandbox by host name over TLS is refused exactly as over
   plain http.
+- A cluster's front ending TLS (render-front.sh); both renders refuse bad
+  TLS settings before nginx sees them.
 """
 
 import json
-import sys
+import os
 import shutil
+import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -218,9 +223,6 @@ def test_a_front_terminates_tls_for_the_port_hosts(make_stack, certs, tmp_path):
     ends TLS with the wildcard certificate and sends plain http to the node
     with the client's Host, so E2B's data plane by host name works through
     it (a map of one node, written here as nanobox-front would)."""
-    import os
-    import signal
-    import subprocess
     cert, key, ca = certs
     st = make_stack("e2btlsfront")
     sid = st.api.create()
@@ -258,3 +260,47 @@ def test_a_front_terminates_tls_for_the_port_hosts(make_stack, certs, tmp_path):
         os.kill(proc.pid, signal.SIGQUIT)
         proc.wait(timeout=20)
         log.close()
+
+
+def test_render_checks_the_tls_settings_before_nginx(certs, tmp_path):
+    """render-nginx.sh (and render-front.sh) stop with an error naming the
+    setting: one of the pair alone, a relative path, a missing file, a file
+    of the wrong kind, --tls-listen without a certificate; a certificate
+    that does not name *.<ports domain> is only a warning."""
+    cert, key, _ = certs
+    render = str(nbtest.RENDER_NGINX)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOX_")}
+    env["NANOBOX_NGINX_TEST"] = "0"
+
+    def run(*opts, script=render, pos=None):
+        pos = pos or [str(tmp_path / "out"), "/run/x.sock", "127.0.0.1:1", str(tmp_path / "prefix")]
+        return subprocess.run(["bash", script, *opts, *pos], capture_output=True, text=True, env=env)
+
+    for opts, says in ((["--tls-cert", str(cert)], "--tls-cert and --tls-key go together"),
+                       (["--tls-key", str(key)], "--tls-cert and --tls-key go together"),
+                       (["--tls-listen", "443"], "--tls-listen needs --tls-cert and --tls-key"),
+                       (["--tls-cert", "cert.pem", "--tls-key", str(key)], "must be an absolute path"),
+                       (["--tls-cert", str(tmp_path / "none.pem"), "--tls-key", str(key)], "no such file"),
+                       (["--tls-cert", str(key), "--tls-key", str(key)], "no PEM 'CERTIFICATE' block"),
+                       (["--tls-cert", str(cert), "--tls-key", str(cert)], "no PEM 'PRIVATE KEY' block"),
+                       (["--tls-cert", str(cert), "--tls-key", str(key), "--tls-listen", "127.0.0.1:1"],
+                        "is LISTEN itself")):
+        r = run(*opts)
+        assert r.returncode == 2 and says in r.stderr, (opts, r.returncode, r.stderr)
+    r = run("--ports-domain", "sbx.example.com", "--tls-cert", str(cert), "--tls-key", str(key))
+    assert r.returncode == 0 and "does not name *.sbx.example.com" in r.stderr, r.stderr
+    r = run("--tls-cert", str(cert), "--tls-key", str(key))
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+
+    front = str(nbtest.REPO / "src/setup/render-front.sh")
+    pos = [str(tmp_path / "front"), "127.0.0.1:1", str(tmp_path / "fprefix")]
+    for opts, says in ((["--tls-cert", str(cert)], "--tls-cert and --tls-key go together"),
+                       (["--tls-listen", "443"], "--tls-listen needs --tls-cert and --tls-key"),
+                       (["--tls-cert", "cert.pem", "--tls-key", str(key)], "absolute paths"),
+                       (["--tls-cert", str(tmp_path / "none.pem"), "--tls-key", str(key)], "no such file")):
+        r = run(*opts, script=front, pos=pos)
+        assert r.returncode == 2 and says in r.stderr, (opts, r.returncode, r.stderr)
+    # no TLS asked: none rendered
+    r = run(script=front, pos=pos)
+    text = (tmp_path / "front/nanobox-front.conf").read_text()
+    assert r.returncode == 0 and "ssl_certificate " not in text and " ssl" not in text, r.stderr
