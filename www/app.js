@@ -1027,7 +1027,7 @@
    * into this page as HTML: text as text, images as <img> of a data: URL,
    * HTML inside an <iframe sandbox=""> (no scripts, an origin of its own). */
 
-  var DEFAULT_SESSIONS = ["python", "javascript", "bash"];
+  var DEFAULT_SESSIONS = ["python", "javascript", "typescript", "bash"];
 
   /* The selected session as the API takes it: a language's own, or a context's id. */
   function codeTarget() {

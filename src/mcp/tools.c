@@ -142,10 +142,11 @@ static const struct mcp_arg snapshot_args[] = {
     ARG_END};
 
 static const struct mcp_arg run_args[] = {
-    {"language", NB_JT_STRING, 0, "python|sh|javascript|bash",
+    {"language", NB_JT_STRING, 0, "python|sh|javascript|typescript|bash",
      "Without sandbox_id: \"python\" (python3 -c CODE, the default) or \"sh\" (/bin/sh -c "
-     "CODE). With sandbox_id: \"python\" (the default), \"javascript\" (node) or \"bash\" "
-     "(\"sh\" means bash there); leave it out when context names a session."},
+     "CODE). With sandbox_id: \"python\" (the default), \"javascript\" (node), "
+     "\"typescript\" (node, its types erased) or \"bash\" (\"sh\" means bash there); leave "
+     "it out when context names a session."},
     {"code", NB_JT_STRING, 1, NULL,
      "The source text: a whole program, or with sandbox_id the next cell of the session."},
     {"timeout", NB_JT_NUMBER, 0, NULL,
@@ -160,8 +161,8 @@ static const struct mcp_arg run_args[] = {
      "nanobox-python:latest)."},
     {"context", NB_JT_STRING, 0, NULL,
      "With sandbox_id: the session to run in (its id, e.g. \"ctx-…\"); default: the "
-     "language's own session (\"python\", \"javascript\" or \"bash\"), created on first "
-     "use."},
+     "language's own session (\"python\", \"javascript\", \"typescript\" or \"bash\"), "
+     "created on first use."},
     ARG_END};
 
 static const struct mcp_arg timeout_args[] = {

@@ -170,7 +170,8 @@ def test_sdk_lists_the_tools_with_schemas_and_descriptions(run):
     assert set(exec_schema["required"]) == {"sandbox_id", "command"}
     assert exec_schema["properties"]["timeout"]["type"] == "number"
     run_schema = tools["run_code"]["inputSchema"]
-    assert run_schema["properties"]["language"]["enum"] == ["python", "sh", "javascript", "bash"]
+    assert run_schema["properties"]["language"]["enum"] == ["python", "sh", "javascript", "typescript",
+                                                            "bash"]
     assert run_schema["required"] == ["code"]
     assert {"sandbox_id", "context"} <= set(run_schema["properties"])
     assert tools["sandbox_destroy"]["annotations"]["destructiveHint"] is True
@@ -779,6 +780,26 @@ def test_http_run_code_runs_once(stack):
     assert r.status_code == 200, r.text
     res = r.json()["result"]
     assert res["isError"] is False and res["structuredContent"]["stdout"] == "42\n", res
+
+
+def test_http_run_code_typescript_in_a_sandbox_keeps_its_state(stack, api):
+    """run_code's typescript: the sandbox's own typescript session, its
+    types erased, what a cell declares there for the next one."""
+    if not nbtest.image_present(nbtest.PYTHON_IMAGE):
+        pytest.skip(f"{nbtest.PYTHON_IMAGE} not built")
+    sid = http_initialize(stack).headers["Mcp-Session-Id"]
+    box = api.create(image=nbtest.PYTHON_IMAGE)
+    r = http_call(stack, sid, "run_code", {
+        "sandbox_id": box, "language": "typescript", "timeout": 60,
+        "code": "const n: number = 6\ninterface P { x: number }\nconst p: P = { x: 7 }"})
+    assert r["isError"] is False, r
+    r = http_call(stack, sid, "run_code", {"sandbox_id": box, "language": "typescript",
+                                           "code": "console.log(n * p.x)"})
+    assert r["isError"] is False and r["structuredContent"]["stdout"] == "42\n", r
+    # a type error is not checked (types are erased), a syntax error is an error
+    r = http_call(stack, sid, "run_code", {"sandbox_id": box, "language": "typescript",
+                                           "code": "const q: = 1"})
+    assert r["isError"] is True, r
 
 
 def test_http_run_code_a_big_chart_reads_as_its_brief(stack, api):

@@ -131,6 +131,12 @@ async function codeScenario(page) {
   summary.after_interrupt = await runCell("print(x)");
   step("interrupted");
 
+  // the sandbox's typescript session, picked from the list: types erased, state kept
+  await page.selectOption("#code-context", "typescript");
+  summary.ts_set = await runCell("interface P { x: number }\nconst p: P = { x: 6 }");
+  summary.ts_get = await runCell("console.log(p.x * 7)");
+  step("typescript");
+
   await api("DELETE", `/sandbox/${sid}`);
 }
 
