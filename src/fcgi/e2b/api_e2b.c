@@ -256,7 +256,8 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
         goto out;
     if (tpl != NULL)
         tname = nb_json_string(tpl);
-    if (image_of(c, tname, spec.image, sizeof(spec.image)) != 0) {
+    if (image_of(c, tname, spec.image, sizeof(spec.image)) != 0 &&
+        e2b_snapshot_image(a, r, tname, spec.image, sizeof(spec.image)) != 0) {
         nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "template '%.100s' not found", tname);
         goto out;
     }
@@ -785,4 +786,10 @@ int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
     return NB_OK;
+}
+
+/* E2B's Sandbox object, for the other files of the facade (e2b_api.h). */
+void e2b_sandbox_object(yajl_gen g, const struct nb_conf *c, const struct nb_slot *s)
+{
+    sandbox_json(g, c, s);
 }
