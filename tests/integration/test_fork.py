@@ -152,3 +152,27 @@ def test_fork_keeps_what_a_root_wrote_into_its_image(make_stack):
     assert scratch(st) == []
     name = "f-" + secrets.token_hex(3)
     assert name not in {t["name"] for t in parse_json(api.request("GET", "/templates"))["templates"]}
+
+
+def test_cli_fork_and_the_mcp_tool(api, stack, tmp_path):
+    from test_cli import Cli
+    from test_mcp import http_call, http_initialize
+    sid = api.create(metadata={"m": "1"})
+    api.exec(sid, "echo via-tools > /workspace/x")
+    cli = Cli(stack, api, tmp_path)
+    r = cli.ok("fork", sid, "--count", "2", "--ttl", "60")
+    kids = r.stdout.split()
+    api.created.extend(kids)
+    assert len(kids) == 2 and all(nbtest.UUID_RE.match(k) for k in kids), r.stdout
+    assert api.exec(kids[1], "cat /workspace/x")["stdout"] == "via-tools\n"
+    r = cli.run("fork", sid, "--count", "0")
+    assert r.returncode == 2, r.stderr
+    session = http_initialize(stack).headers["Mcp-Session-Id"]
+    res = http_call(stack, session, "sandbox_fork", {"sandbox_id": sid, "count": 1})
+    assert not res.get("isError"), res
+    kid = res["structuredContent"]["sandboxes"][0]["sandboxId"]
+    api.created.append(kid)
+    assert kid in res["content"][0]["text"] and "not copied" in res["content"][0]["text"]
+    assert api.exec(kid, "cat /workspace/x")["stdout"] == "via-tools\n"
+    res = http_call(stack, session, "sandbox_fork", {"sandbox_id": kids[0], "count": 99})
+    assert res.get("isError") and "fork_max" in res["content"][0]["text"], res

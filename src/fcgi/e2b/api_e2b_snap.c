@@ -3,9 +3,9 @@
  * SDK calls them, over nanobox's snapshot engine (snapshot.h) and fork
  * (fork.h): sbx.createSnapshot() is POST /sandboxes/{id}/snapshots,
  * Sandbox.listSnapshots() GET /snapshots, Sandbox.deleteSnapshot()
- * DELETE /templates/{templateID}, Sandbox.create(snapshotId) a create
- * whose templateID names the snapshot, sbx.fork() POST
- * /sandboxes/{id}/fork. An E2B snapshot is a nanobox template of kind
+ * DELETE /templates/{templateID}; Sandbox.create(snapshotId) is a create
+ * whose templateID names the snapshot (e2b_snapshot_image), and sbx.fork()
+ * api_e2b.c's api_e2b_fork. An E2B snapshot is a nanobox template of kind
  * "snapshot"; its snapshotID is the template's name, and, as every
  * template, it is its key's own: another key's is not found.
  */
@@ -17,22 +17,20 @@
 
 #include "api_common.h"
 #include "e2b_api.h"
-#include "fork.h"
 #include "json.h"
 #include "snapshot.h"
 #include "templates.h"
 
 /* E2B's page size of the snapshot list: 100 by default and at most. */
 #define SNAP_LIST_MAX 100
-/* E2B's timeout of a fork when the body names none (SandboxForkRequest's default). */
-#define FORK_DEFAULT_TIMEOUT 15
 
 /* The string or integer at key of the body object; NULL when absent or null. */
 static yajl_val body_get(yajl_val body, const char *key, yajl_type t, struct nb_apierr *ae,
                          int *bad)
 {
     const char *path[] = {key, NULL};
-    yajl_val v = body != NULL && YAJL_IS_OBJECT(body) ? yajl_tree_get(body, path, yajl_t_any) : NULL;
+    yajl_val v =
+        body != NULL && YAJL_IS_OBJECT(body) ? yajl_tree_get(body, path, yajl_t_any) : NULL;
     if (v == NULL || YAJL_IS_NULL(v))
         return NULL;
     if ((t == yajl_t_string && YAJL_IS_STRING(v)) || (t == yajl_t_number && YAJL_IS_INTEGER(v)))
@@ -77,69 +75,6 @@ int api_e2b_snapshot_create(struct nb_app *a, struct nb_req *r, const struct nb_
     yajl_gen_free(g);
     rc = NB_OK;
 out:
-    yajl_tree_free(body);
-    return rc;
-}
-
-/*
- * POST /sandboxes/{id}/fork {timeout?, count?}: 201, one SandboxForkResult
- * ({"sandbox": Sandbox}) per fork. nanobox's fork is all or nothing: a
- * fork that cannot start fails the whole call (its error, nothing made).
- */
-int api_e2b_fork(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-                 struct nb_apierr *ae)
-{
-    const struct nb_conf *c = &a->conf;
-    struct nb_slot *made = NULL;
-    yajl_val body = NULL, tv, cv;
-    long long timeout = FORK_DEFAULT_TIMEOUT, count = 1;
-    yajl_gen g;
-    int bad = 0, rc = NB_ERR;
-
-    if (api_read_json(a, r, &body, ae) != 0)
-        return NB_ERR;
-    tv = body_get(body, "timeout", yajl_t_number, ae, &bad);
-    cv = bad ? NULL : body_get(body, "count", yajl_t_number, ae, &bad);
-    if (bad)
-        goto out;
-    if (tv != NULL)
-        timeout = YAJL_GET_INTEGER(tv);
-    if (cv != NULL)
-        count = YAJL_GET_INTEGER(cv);
-    if (timeout < 1 || timeout > (long long)c->max_ttl) {
-        nb_apierr_set(ae, NB_E_INVALID, "out_of_range",
-                      "timeout must be between 1 and %u seconds (the operator's max_ttl)",
-                      c->max_ttl);
-        goto out;
-    }
-    if (count < 1 || count > (long long)c->fork_max) {
-        nb_apierr_set(ae, NB_E_INVALID, "out_of_range",
-                      "count must be between 1 and %u (the operator's fork_max)", c->fork_max);
-        goto out;
-    }
-    made = nb_xcalloc((size_t)count, sizeof(*made));
-    if (nb_sandbox_fork(a, ra->id, (unsigned)count, (unsigned)timeout, nb_http_key(r), made, ae) !=
-        0) {
-        /* a full machine is E2B's concurrency limit: its SDK says RateLimitError */
-        if (ae->err == NB_E_CAPACITY)
-            ae->err = NB_E_LIMIT;
-        goto out;
-    }
-    g = nb_json_gen();
-    yajl_gen_array_open(g);
-    for (long long i = 0; i < count; i++) {
-        nb_http_audit(r, "fork", made[i].id);
-        yajl_gen_map_open(g);
-        nb_json_cstr(g, "sandbox");
-        e2b_sandbox_object(g, c, &made[i]);
-        yajl_gen_map_close(g);
-    }
-    yajl_gen_array_close(g);
-    nb_http_json(r, 201, g);
-    yajl_gen_free(g);
-    rc = NB_OK;
-out:
-    free(made);
     yajl_tree_free(body);
     return rc;
 }
@@ -224,11 +159,4 @@ int api_e2b_snapshot_delete(struct nb_app *a, struct nb_req *r, const struct nb_
     nb_http_audit(r, "template-delete", ra->arg);
     nb_http_no_content(r);
     return NB_OK;
-}
-
-int e2b_snapshot_image(struct nb_app *a, struct nb_req *r, const char *tpl, char *out,
-                       size_t outlen)
-{
-    struct nb_apierr ign = {0};
-    return nb_template_image(a, tpl, nb_http_key(r)->name, out, outlen, &ign);
 }

@@ -7,8 +7,6 @@
 #ifndef NB_E2B_API_H
 #define NB_E2B_API_H
 
-#include <yajl/yajl_gen.h>
-
 #include "app.h"
 #include "http.h"
 #include "route.h"
@@ -42,8 +40,9 @@ int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
 int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae);
 /*
- * Snapshots and fork (api_e2b_snap.c): POST /sandboxes/{id}/snapshots and
- * /fork, GET /snapshots, DELETE /templates/{templateID} (ra->arg)
+ * Snapshots (api_e2b_snap.c): POST /sandboxes/{id}/snapshots, GET
+ * /snapshots, DELETE /templates/{templateID} (ra->arg); fork (api_e2b.c):
+ * POST /sandboxes/{id}/fork
  */
 int api_e2b_snapshot_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                             struct nb_apierr *ae);
@@ -53,14 +52,6 @@ int api_e2b_snapshots_list(struct nb_app *a, struct nb_req *r, const struct nb_r
                            struct nb_apierr *ae);
 int api_e2b_snapshot_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                             struct nb_apierr *ae);
-/*
- * The image of a templateID that names one of the key's snapshots (or
- * other ready templates): 0 with it in out, else -1 (ae untouched).
- */
-int e2b_snapshot_image(struct nb_app *a, struct nb_req *r, const char *tpl, char *out,
-                       size_t outlen);
-/* E2B's Sandbox object of s (api_e2b.c), for a fork's answer */
-void e2b_sandbox_object(yajl_gen g, const struct nb_conf *c, const struct nb_slot *s);
 /* Connect-RPC filesystem.Filesystem (api_e2b_fs.c) over files.c */
 int api_e2b_fs_stat(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae);

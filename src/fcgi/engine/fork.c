@@ -166,7 +166,8 @@ int nb_sandbox_fork(struct nb_app *a, const char *id, unsigned count, unsigned t
     spec.network_bridge = (int)src.network_bridge;
     spec.ttl = ttl;
     snprintf(spec.metadata, sizeof(spec.metadata), "%s", src.metadata);
-    spec.lifecycle = src.lifecycle & (NB_LIFE_AUTO_RESUME | NB_LIFE_PAUSE_ON_TIMEOUT | NB_LIFE_E2B_HOME);
+    spec.lifecycle =
+        src.lifecycle & (NB_LIFE_AUTO_RESUME | NB_LIFE_PAUSE_ON_TIMEOUT | NB_LIFE_E2B_HOME);
     spec.key = key;
     /* nothing is made for a key that cannot hold them all */
     if (quota_for(a, &spec, count, ae) != 0)

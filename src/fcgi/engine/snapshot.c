@@ -732,8 +732,8 @@ int nb_snapshot_capture(struct nb_app *a, const struct nb_slot *src, const char 
                           archive_error_string(ar));
             rc = -1;
         } else {
-            rc = layer_upper(ar, upper, a->conf.snapshot_max > used ? a->conf.snapshot_max - used : 0,
-                             ae);
+            rc = layer_upper(ar, upper,
+                             a->conf.snapshot_max > used ? a->conf.snapshot_max - used : 0, ae);
             if (archive_write_close(ar) != ARCHIVE_OK && rc == 0) {
                 nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot write the fork's layer: %s",
                               archive_error_string(ar));
@@ -752,7 +752,8 @@ static int open_dir_at(int dirfd, const char *rel)
     char buf[PATH_MAX], *save = NULL;
     int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     snprintf(buf, sizeof(buf), "%s", rel);
-    for (char *c = strtok_r(buf, "/", &save); c != NULL && fd >= 0; c = strtok_r(NULL, "/", &save)) {
+    for (char *c = strtok_r(buf, "/", &save); c != NULL && fd >= 0;
+         c = strtok_r(NULL, "/", &save)) {
         int next = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         close(fd);
         fd = next;
@@ -824,8 +825,8 @@ static int apply_whiteout(int root, const char *path, char *err, size_t errlen)
 static int mounted(const char *path, const char *ws)
 {
     static const char *const top[] = {"tmp", "dev", "proc", "sys", "home", ".nanobox", NULL};
-    static const char *const files[] = {"etc/passwd", "etc/group",         "etc/hostname",
-                                        "etc/hosts",  "etc/resolv.conf",   "usr/local/bin/sudo",
+    static const char *const files[] = {"etc/passwd", "etc/group",       "etc/hostname",
+                                        "etc/hosts",  "etc/resolv.conf", "usr/local/bin/sudo",
                                         NULL};
     size_t n;
     while (*ws == '/')
