@@ -118,7 +118,6 @@ def main():
             cfg = raw_config(args.image)
             del cfg["HostConfig"]["Tmpfs"]["/workspace"]  # the files in the writable layer
             cfg["HostConfig"]["ReadonlyRootfs"] = False
-            cfg["User"] = "0:0"
             cid = docker_api("POST", f"/containers/create?name=nbbench-{uuid.uuid4()}", cfg)["Id"]
             made_ctr.append(cid)
             docker_api("POST", f"/containers/{cid}/start")
