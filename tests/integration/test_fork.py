@@ -139,14 +139,20 @@ def test_fork_keeps_what_a_root_wrote_into_its_image(make_stack):
     sid = api.create()
     res = api.exec(sid, "sudo sh -c 'set -e; rm /etc/debian_version; rm -r /usr/share/doc/bash; "
                         "mkdir /usr/share/doc/bash; echo new > /usr/share/doc/bash/only; "
-                        "echo mine > /opt/fromroot; chmod 0640 /opt/fromroot' && "
+                        "echo mine > /opt/fromroot; chmod 0640 /opt/fromroot; "
+                        # files named as whiteouts of "." and "..": never a way out of
+                        # the image (from the container's root, ".." is the host's)
+                        "touch /.wh... /.wh.. /opt/.wh... /opt/.wh..' && "
                         "echo user-file > /workspace/u.txt")
     assert res["exit_code"] == 0, res
     kid = forked(api, sid)["sandboxes"][0]["sandboxId"]
     res = api.exec(kid, "test -e /etc/debian_version && echo present; ls -A /usr/share/doc/bash; "
                         "sudo stat -c '%U %a %s' /opt/fromroot; cat /workspace/u.txt; "
-                        "ls -A / /etc /usr/share/doc | grep -c '^\\.wh\\.'")
-    assert res["stdout"] == "only\nroot 640 5\nuser-file\n0\n", res
+                        "ls -A /etc /usr/share/doc | grep -c '^\\.wh\\.'; ls /opt /bin | wc -l")
+    assert res["stdout"].startswith("only\nroot 640 5\nuser-file\n0\n"), res
+    assert int(res["stdout"].split()[-1]) > 10, res  # /opt and /bin there, nothing removed
+    # the parent's container is whole (its overlay directories are the host's)
+    assert api.exec(sid, "ls /bin | wc -l")["stdout"].strip() != "0"
     # the fork has the parent's root too (same image, same template)
     assert api.exec(kid, "sudo id -u")["stdout"] == "0\n"
     assert scratch(st) == []

@@ -754,7 +754,9 @@ static int open_dir_at(int dirfd, const char *rel)
     snprintf(buf, sizeof(buf), "%s", rel);
     for (char *c = strtok_r(buf, "/", &save); c != NULL && fd >= 0;
          c = strtok_r(NULL, "/", &save)) {
-        int next = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int next = !strcmp(c, ".") || !strcmp(c, "..")
+                       ? -1
+                       : openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         close(fd);
         fd = next;
     }
@@ -809,7 +811,11 @@ static int apply_whiteout(int root, const char *path, char *err, size_t errlen)
         if (d != NULL)
             closedir(d);
     } else {
-        rc = remove_tree(fd, base + strlen(WHITEOUT), 0);
+        const char *gone = base + strlen(WHITEOUT);
+        /* a file a root named ".wh..": never a way out of the directory (from
+         * the container's root, ".." is the host's) */
+        if (gone[0] != '\0' && strcmp(gone, ".") != 0 && strcmp(gone, "..") != 0)
+            rc = remove_tree(fd, gone, 0);
     }
     close(fd);
     if (rc != 0)
