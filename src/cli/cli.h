@@ -98,6 +98,7 @@ int cmd_kill(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 /* cmd_template.c */
 int cmd_template(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_snapshot(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_fork(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 
 /* cmd_mcp.c */
 int cmd_mcp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);

@@ -64,6 +64,12 @@ static const struct cli_cmd commands[] = {
      "filesystem is its image, read-only) become template N: \"nanobox create\n"
      "--template N\" starts a sandbox with them. The sandbox is frozen for the copy\n"
      "and then runs on (a paused one stays paused). Prints the template's name.\n"},
+    {"fork", cmd_fork, "nanobox fork ID [--count N] [--ttl S]", "copy a sandbox into N new ones",
+     "  --count N         how many (default 1, at most the server's fork_max)\n"
+     "  --ttl S           each one's TTL in seconds (default the server's default_ttl)\n"
+     "Each new sandbox gets the files of ID (/workspace, /tmp, and what a root wrote\n"
+     "into its image), its env and its metadata; its processes are not copied (they\n"
+     "start afresh). ID is frozen for the copy and then runs on. Prints the new ids.\n"},
     {"exec", cmd_exec,
      "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--stdin FILE|-] [--sh] [-d]\n"
      "             [-u root] [--] COMMAND...",

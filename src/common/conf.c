@@ -121,6 +121,7 @@ void nb_conf_defaults(struct nb_conf *c)
     c->template_builds_max = 2;
     c->template_context_max = 64 * MiB;
     c->snapshot_max = 1024 * MiB;
+    c->fork_max = 10;
     c->root_disk_max = 2048 * MiB; /* a root's writable layer (rootdisk.h) */
     c->root_disk_inodes = 131072;  /* mke2fs's own count for 2g */
     c->root_disk_check = 10;
@@ -338,6 +339,7 @@ static const struct key keys[] = {
     {"template_builds_max", K_UINT, F(template_builds_max), 64},
     {"template_context_max", K_SIZE, F(template_context_max), 1ULL << 32},
     {"snapshot_max", K_SIZE, F(snapshot_max), 1ULL << 40},
+    {"fork_max", K_UINT, F(fork_max), 1000},
     {"warm_pool_template", K_STR, F(warm_pool_template), 0},
     {"max_body", K_SIZE, F(max_body), 1ULL << 32},
     {"max_json_depth", K_UINT, F(max_json_depth), 1024},

@@ -111,6 +111,7 @@ struct nb_conf {
     size_t template_context_max;      /* bytes of a build context (Dockerfile + files, as tar) */
     /* snapshots (snapshot.c) */
     uint64_t snapshot_max; /* bytes of /workspace + /tmp a snapshot may take */
+    unsigned fork_max;     /* sandboxes one fork may make (fork.c) */
     /* warm pools of templates (warm.c): "name:N, name2:M" */
     char warm_pool_template[NB_CONF_LIST];
     /* templates whose sandboxes have a root (sudo): names, or "*" for all */

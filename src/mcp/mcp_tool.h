@@ -134,6 +134,7 @@ void mcp_tool_sandbox_destroy(struct tool_call *t);
 void mcp_tool_sandbox_pause(struct tool_call *t);
 void mcp_tool_sandbox_resume(struct tool_call *t);
 void mcp_tool_sandbox_snapshot(struct tool_call *t);
+void mcp_tool_sandbox_fork(struct tool_call *t);
 void mcp_tool_run_code(struct tool_call *t);
 void mcp_tool_sandbox_set_timeout(struct tool_call *t);
 void mcp_tool_sandbox_start_process(struct tool_call *t);

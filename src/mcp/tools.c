@@ -141,6 +141,13 @@ static const struct mcp_arg snapshot_args[] = {
      "snap-<the sandbox id's first 8>-<time>)."},
     ARG_END};
 
+static const struct mcp_arg fork_args[] = {
+    ARG_SANDBOX_ID,
+    {"count", NB_JT_INT, 0, NULL, "How many copies to make (default 1; at most ${fork_max|10})."},
+    {"ttl", NB_JT_INT, 0, NULL,
+     "Seconds each copy lives (default: ${default_ttl}; at most ${max_ttl})."},
+    ARG_END};
+
 static const struct mcp_arg run_args[] = {
     {"language", NB_JT_STRING, 0, "python|sh|javascript|typescript|bash",
      "Without sandbox_id: \"python\" (python3 -c CODE, the default) or \"sh\" (/bin/sh -c "
@@ -278,6 +285,7 @@ static const char os_state[] = OS(P_STR("sandboxId") "," P_STR("state") "," P_IN
 static const char os_snapshot[] = OS(P_STR("name") "," P_STR("status") "," P_STR("kind") ","
     P_STR("image") "," P_STR("parent") "," P_STR("parent_template") "," P_INT("size") ","
     P_INT("created_at"), "\"name\"");
+static const char os_fork[] = OS(P_STR("parent") "," P_ARR("sandboxes"), "\"sandboxes\"");
 static const char os_run[] = OS(P_INT("exit_code") "," P_BOOL("timed_out") "," P_BOOL("truncated")
     "," P_STR("stdout") "," P_STR("stderr") "," P_STR("status") "," P_STR("context") ","
     P_ARR("results"), "");
@@ -354,6 +362,12 @@ const struct mcp_tool mcp_tools[] = {
      "returned name starts a sandbox with them. The sandbox keeps running (a paused one stays "
      "paused); running processes and memory are not saved.",
      snapshot_args, 0, mcp_tool_sandbox_snapshot, os_snapshot},
+    {"sandbox_fork", "Fork a sandbox",
+     "Copy a sandbox into count new ones in one call, to try several approaches from the same "
+     "state: each gets its files (${workspace} and /tmp, and what a root installed), its env "
+     "and metadata, and returns its own sandbox id. Running processes are not copied: start "
+     "servers again in each copy. The sandbox itself keeps running.",
+     fork_args, 0, mcp_tool_sandbox_fork, os_fork},
     {"run_code", "Run code",
      "Run code and return what it printed. Without sandbox_id: a Python or shell program runs "
      "once in a fresh sandbox that is destroyed afterwards; the answer has its exit code, "

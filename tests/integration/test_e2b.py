@@ -609,7 +609,7 @@ def test_ids_that_are_not_ours_are_404(stack):
 
 def test_unimplemented_is_501_in_e2b_shape(stack, api):
     sid = api.create()
-    for method, path in (("GET", f"/sandboxes/{sid}/logs"), ("POST", f"/sandboxes/{sid}/snapshots"),
+    for method, path in (("GET", f"/sandboxes/{sid}/logs"), ("POST", f"/sandboxes/{sid}/refreshes"),
                          ("GET", f"/v2/sandboxes/{sid}/logs")):
         e2b_error(e2b(stack, method, path, json={} if method == "POST" else None), 501)
     e2b_error(e2b(stack, "PUT", f"/sandboxes/{sid}"), 405)

@@ -42,7 +42,7 @@ SDK_TIMEOUT = 300
 
 TOOLS = {"sandbox_create", "sandbox_exec", "sandbox_write_file", "sandbox_read_file",
          "sandbox_list_files", "sandbox_open_port", "sandbox_list", "sandbox_destroy",
-         "sandbox_pause", "sandbox_resume", "sandbox_snapshot", "run_code", "sandbox_set_timeout",
+         "sandbox_pause", "sandbox_resume", "sandbox_snapshot", "sandbox_fork", "run_code", "sandbox_set_timeout",
          "sandbox_start_process", "sandbox_list_processes", "sandbox_read_process_output",
          "sandbox_write_process_stdin", "sandbox_kill_process", "sandbox_delete_file",
          "sandbox_make_dir", "sandbox_move_file", "sandbox_list_ports", "sandbox_close_port"}

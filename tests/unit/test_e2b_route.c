@@ -150,11 +150,37 @@ static void test_e2b_path_matches_its_shape(void **state)
     assert_null(nb_e2b_path(NB_ROUTE_SANDBOX));
 }
 
+/* E2B's snapshot paths beside /sandboxes: /snapshots and /templates/{templateID}. */
+static void test_e2b_snapshot_paths(void **state)
+{
+    char arg[64], big[200];
+    (void)state;
+    assert_int_equal(nb_e2b_match_snapshots("/snapshots", arg, sizeof(arg)), NB_E2B_SNAPSHOTS);
+    assert_string_equal(arg, "");
+    assert_int_equal(nb_e2b_match_snapshots("/snapshots/", arg, sizeof(arg)), NB_E2B_SNAPSHOTS);
+    assert_int_equal(nb_e2b_match_snapshots("/templates/snap-1", arg, sizeof(arg)),
+                     NB_E2B_TEMPLATE);
+    assert_string_equal(arg, "snap-1");
+    assert_string_equal(nb_e2b_path(NB_E2B_TEMPLATE), "/templates/{templateID}");
+    assert_string_equal(nb_e2b_path(NB_E2B_SNAPSHOTS), "/snapshots");
+    /* not the front's: nanobox's own and E2B's other template paths */
+    assert_int_equal(nb_e2b_match_snapshots("/templates", arg, sizeof(arg)), NB_ROUTE_NONE);
+    assert_int_equal(nb_e2b_match_snapshots("/templates/", arg, sizeof(arg)), NB_ROUTE_NONE);
+    assert_int_equal(nb_e2b_match_snapshots("/templates/aliases/base", arg, sizeof(arg)),
+                     NB_ROUTE_NONE);
+    assert_int_equal(nb_e2b_match_snapshots("/snapshotsx", arg, sizeof(arg)), NB_ROUTE_NONE);
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    memcpy(big, "/templates/", 11);
+    assert_int_equal(nb_e2b_match_snapshots(big, arg, sizeof(arg)), NB_ROUTE_NONE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_e2b_paths),
         cmocka_unit_test(test_e2b_path_matches_its_shape),
+        cmocka_unit_test(test_e2b_snapshot_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -818,6 +818,7 @@ static void test_tools_list_names_every_tool_with_an_output_schema(void **state)
                                         "sandbox_pause",
                                         "sandbox_resume",
                                         "sandbox_snapshot",
+                                        "sandbox_fork",
                                         "run_code",
                                         "sandbox_set_timeout",
                                         "sandbox_start_process",

@@ -11,6 +11,7 @@
 
 #include "api.h"
 #include "clock.h"
+#include "fork.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -528,6 +529,64 @@ int api_sandbox_network(struct nb_app *a, struct nb_req *r, const struct nb_rout
     yajl_gen_free(g);
     rc = NB_OK;
 out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* POST /sandbox/{id}/fork {count?, ttl?}: 201 {"sandboxes": [...]}, the new ones. */
+int api_sandbox_fork(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_jfield f[] = {{"count", NB_JT_INT, NULL}, {"ttl", NB_JT_INT, NULL}};
+    struct nb_slot *made = NULL;
+    char err[256];
+    yajl_val body = NULL;
+    long long count = 1, ttl = c->default_ttl;
+    int64_t now;
+    yajl_gen g;
+    int rc = NB_ERR;
+
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
+    if (nb_json_fields(body, f, 2, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
+        goto out;
+    }
+    if (f[0].val != NULL)
+        count = nb_json_int(f[0].val);
+    if (count < 1 || count > (long long)c->fork_max) {
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
+                      "count must be between 1 and %u (the operator's fork_max)", c->fork_max);
+        goto out;
+    }
+    if (f[1].val != NULL)
+        ttl = nb_json_int(f[1].val);
+    if (ttl <= 0 || ttl > (long long)c->max_ttl) {
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
+                      "ttl must be between 1 and %u seconds (max_ttl)", c->max_ttl);
+        goto out;
+    }
+    made = nb_xcalloc((size_t)count, sizeof(*made));
+    if (nb_sandbox_fork(a, ra->id, (unsigned)count, (unsigned)ttl, nb_http_key(r), made, ae) != 0)
+        goto out;
+    now = nb_clock_real_s();
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "parent", ra->id);
+    nb_json_cstr(g, "sandboxes");
+    yajl_gen_array_open(g);
+    for (long long i = 0; i < count; i++) {
+        nb_http_audit(r, "fork", made[i].id);
+        sandbox_info(g, &made[i], now, self_node(a), 1);
+    }
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 201, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
+out:
+    free(made);
     yajl_tree_free(body);
     return rc;
 }

@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "e2b_api.h"
 #include "e2b_common.h"
+#include "fork.h"
 #include "isolation.h"
 #include "json.h"
 #include "query.h"
@@ -256,7 +257,8 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
         goto out;
     if (tpl != NULL)
         tname = nb_json_string(tpl);
-    if (image_of(c, tname, spec.image, sizeof(spec.image)) != 0) {
+    if (image_of(c, tname, spec.image, sizeof(spec.image)) != 0 &&
+        e2b_snapshot_image(a, r, tname, spec.image, sizeof(spec.image)) != 0) {
         nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "template '%.100s' not found", tname);
         goto out;
     }
@@ -785,4 +787,69 @@ int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
     return NB_OK;
+}
+
+/* E2B's timeout of a fork when the body names none (SandboxForkRequest's default). */
+#define FORK_DEFAULT_TIMEOUT 15
+
+/*
+ * POST /sandboxes/{id}/fork {timeout?, count?}: 201, one SandboxForkResult
+ * ({"sandbox": Sandbox}) per fork. nanobox's fork is all or nothing: a
+ * fork that cannot start fails the whole call (its error, nothing made).
+ */
+int api_e2b_fork(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                 struct nb_apierr *ae)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_slot *made = NULL;
+    yajl_val body = NULL, tv, cv;
+    long long timeout = FORK_DEFAULT_TIMEOUT, count = 1;
+    yajl_gen g;
+    int rc = NB_ERR;
+
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
+    if (body_field(body, "timeout", NB_JT_INT, &tv, ae) != 0 ||
+        body_field(body, "count", NB_JT_INT, &cv, ae) != 0)
+        goto out;
+    if (tv != NULL)
+        timeout = YAJL_GET_INTEGER(tv);
+    if (cv != NULL)
+        count = YAJL_GET_INTEGER(cv);
+    if (timeout < 1 || timeout > (long long)c->max_ttl) {
+        nb_apierr_set(ae, NB_E_INVALID, "out_of_range",
+                      "timeout must be between 1 and %u seconds (the operator's max_ttl)",
+                      c->max_ttl);
+        goto out;
+    }
+    if (count < 1 || count > (long long)c->fork_max) {
+        nb_apierr_set(ae, NB_E_INVALID, "out_of_range",
+                      "count must be between 1 and %u (the operator's fork_max)", c->fork_max);
+        goto out;
+    }
+    made = nb_xcalloc((size_t)count, sizeof(*made));
+    if (nb_sandbox_fork(a, ra->id, (unsigned)count, (unsigned)timeout, nb_http_key(r), made, ae) !=
+        0) {
+        /* a full machine is E2B's concurrency limit: its SDK says RateLimitError */
+        if (ae->err == NB_E_CAPACITY)
+            ae->err = NB_E_LIMIT;
+        goto out;
+    }
+    g = nb_json_gen();
+    yajl_gen_array_open(g);
+    for (long long i = 0; i < count; i++) {
+        nb_http_audit(r, "fork", made[i].id);
+        yajl_gen_map_open(g);
+        nb_json_cstr(g, "sandbox");
+        sandbox_json(g, c, &made[i]);
+        yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
+    nb_http_json(r, 201, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
+out:
+    free(made);
+    yajl_tree_free(body);
+    return rc;
 }

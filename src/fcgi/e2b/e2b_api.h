@@ -39,6 +39,19 @@ int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
 /* GET /sandboxes/{id}/metrics (api_e2b.c): the usage history in a range (usage.h) */
 int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae);
+/*
+ * Snapshots (api_e2b_snap.c): POST /sandboxes/{id}/snapshots, GET
+ * /snapshots, DELETE /templates/{templateID} (ra->arg); fork (api_e2b.c):
+ * POST /sandboxes/{id}/fork
+ */
+int api_e2b_snapshot_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                            struct nb_apierr *ae);
+int api_e2b_fork(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                 struct nb_apierr *ae);
+int api_e2b_snapshots_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                           struct nb_apierr *ae);
+int api_e2b_snapshot_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                            struct nb_apierr *ae);
 /* Connect-RPC filesystem.Filesystem (api_e2b_fs.c) over files.c */
 int api_e2b_fs_stat(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae);

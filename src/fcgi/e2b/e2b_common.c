@@ -24,6 +24,7 @@
 #include "files.h"
 #include "json.h"
 #include "sandbox.h"
+#include "templates.h"
 #include "tenant.h"
 
 const char *e2b_home(const struct nb_conf *c)
@@ -359,4 +360,11 @@ int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g)
     nb_buf_free(&b);
     yajl_gen_free(g);
     return rc;
+}
+
+int e2b_snapshot_image(struct nb_app *a, struct nb_req *r, const char *tpl, char *out,
+                       size_t outlen)
+{
+    struct nb_apierr ign = {0};
+    return nb_template_image(a, tpl, nb_http_key(r)->name, out, outlen, &ign);
 }

@@ -81,4 +81,11 @@ yajl_val e2b_rpc_member(yajl_val obj, const char *key, const char *alt);
 /* A server stream's next message, as built in g (freed), in its envelope: 0, or -1 when the client left. */
 int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g);
 
+/*
+ * The image of a templateID that names one of the key's snapshots (or its
+ * other ready templates, templates.h): 0 with it in out, else -1.
+ */
+int e2b_snapshot_image(struct nb_app *a, struct nb_req *r, const char *tpl, char *out,
+                       size_t outlen);
+
 #endif

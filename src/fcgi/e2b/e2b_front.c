@@ -39,7 +39,12 @@ static const struct nb_route_entry e2b_routes[] = {
     {NB_E2B_OP, "pause", "POST", ID | ID_404, NB_MR_OTHER, api_e2b_pause},
     {NB_E2B_OP, "resume", "POST", ID | ID_404, NB_MR_OTHER, api_e2b_resume},
     {NB_E2B_OP, "metrics", "GET", ID | ID_404, NB_MR_OTHER, api_e2b_metrics},
-    /* logs, snapshots, fork, network, refreshes...: 501 in E2B's shape */
+    /* snapshots and fork (api_e2b_snap.c), over the snapshot and fork engines */
+    {NB_E2B_OP, "snapshots", "POST", ID | ID_404, NB_MR_OTHER, api_e2b_snapshot_create},
+    {NB_E2B_OP, "fork", "POST", ID | ID_404, NB_MR_OTHER, api_e2b_fork},
+    {NB_E2B_SNAPSHOTS, "", "GET", 0, NB_MR_OTHER, api_e2b_snapshots_list},
+    {NB_E2B_TEMPLATE, "", "DELETE", 0, NB_MR_OTHER, api_e2b_snapshot_delete},
+    /* logs, network, refreshes...: 501 in E2B's shape */
     {NB_E2B_OP, "*", "*", ID | ID_404, NB_MR_OTHER, api_e2b_not_implemented},
     /* the v2 paths of e2b 2.50 on: connect; logs is 501 as above */
     {NB_E2B_V2_OP, "connect", "POST", ID | ID_404, NB_MR_OTHER, api_e2b_connect_v2},
@@ -79,6 +84,13 @@ static const struct nb_route_entry e2b_routes[] = {
     {NB_E2B_DATA, "*", "*", PUBLIC, NB_MR_OTHER, api_e2b_not_implemented},
 };
 
+/* Does r carry E2B's key style, "X-API-KEY: e2b_..." (and no native Authorization)? */
+static int e2b_keyed(const struct nb_req *r)
+{
+    const char *k = nb_http_param(r, "HTTP_X_API_KEY");
+    return k != NULL && !strncmp(k, "e2b_", 4) && nb_http_param(r, "HTTP_AUTHORIZATION") == NULL;
+}
+
 /*
  * A request of the data plane names its sandbox in the headers
  * E2b-Sandbox-Id/Port, or (E2B_DOMAIN) in the host, <port>-<id>.<domain>,
@@ -103,6 +115,14 @@ static enum nb_route e2b_match(const struct nb_req *r, struct nb_route_args *ra)
     if (sbx != NULL)
         return nb_e2b_match_data(r->path, sbx, port, ra->id, sizeof(ra->id), ra->arg,
                                  sizeof(ra->arg), ra->op, sizeof(ra->op));
+    if (e2b_keyed(r)) {
+        /* snapshots' paths beside nanobox's own /templates: E2B's by its key */
+        enum nb_route shape = nb_e2b_match_snapshots(r->path, ra->arg, sizeof(ra->arg));
+        if (shape != NB_ROUTE_NONE) {
+            ra->id[0] = ra->op[0] = '\0';
+            return shape;
+        }
+    }
     return nb_e2b_match_path(r->path, ra->id, sizeof(ra->id), ra->arg, sizeof(ra->arg), ra->op,
                              sizeof(ra->op));
 }

@@ -77,6 +77,21 @@ enum nb_route nb_e2b_match_data(const char *path, const char *sandbox_id, const 
     return NB_E2B_DATA;
 }
 
+enum nb_route nb_e2b_match_snapshots(const char *path, char *arg, size_t arglen)
+{
+    size_t n;
+    arg[0] = '\0';
+    if (!strcmp(path, "/snapshots") || !strcmp(path, "/snapshots/"))
+        return NB_E2B_SNAPSHOTS;
+    if (strncmp(path, "/templates/", 11) != 0)
+        return NB_ROUTE_NONE;
+    n = strlen(path + 11);
+    if (n == 0 || n >= arglen || strchr(path + 11, '/') != NULL)
+        return NB_ROUTE_NONE;
+    memcpy(arg, path + 11, n + 1);
+    return NB_E2B_TEMPLATE;
+}
+
 /* The code interpreter's /contexts/<ctx>[/restart] as a row's sub; else the path as it is. */
 static const char *data_sub(const char *path)
 {
@@ -117,6 +132,10 @@ const char *nb_e2b_path(enum nb_route shape)
         return "/sandboxes/*";
     case NB_E2B_DATA:
         return "";
+    case NB_E2B_SNAPSHOTS:
+        return "/snapshots";
+    case NB_E2B_TEMPLATE:
+        return "/templates/{templateID}";
     default:
         return NULL;
     }

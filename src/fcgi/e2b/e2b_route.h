@@ -20,6 +20,8 @@
 #define NB_E2B_V2_OP (NB_ROUTE_FRONT + 4)     /* /v2/sandboxes/{id}/{op} (arg: the op) */
 #define NB_E2B_OTHER (NB_ROUTE_FRONT + 5)     /* anything else under /sandboxes or /v2/sandboxes */
 #define NB_E2B_DATA (NB_ROUTE_FRONT + 6)      /* a data-plane request (nb_e2b_match_data) */
+#define NB_E2B_SNAPSHOTS (NB_ROUTE_FRONT + 7) /* /snapshots (nb_e2b_match_snapshots) */
+#define NB_E2B_TEMPLATE (NB_ROUTE_FRONT + 8)  /* /templates/{templateID} (arg: the id) */
 
 /*
  * The control plane: /sandboxes[/{id}[/{op}]], /v2/sandboxes and
@@ -49,6 +51,15 @@ enum nb_route nb_e2b_match_data(const char *path, const char *sandbox_id, const 
  * id), 1 with them in id and port; else 0.
  */
 int nb_e2b_host(const char *host, char *id, size_t idlen, char *port, size_t portlen);
+
+/*
+ * E2B's snapshot calls outside /sandboxes, for a request with E2B's key
+ * (the caller checks): GET /snapshots (listSnapshots) is NB_E2B_SNAPSHOTS,
+ * /templates/{templateID} (deleteSnapshot's DELETE) NB_E2B_TEMPLATE with
+ * the id in arg (cut paths, and ids with a '/', are NB_ROUTE_NONE). Every
+ * other path is NB_ROUTE_NONE.
+ */
+enum nb_route nb_e2b_match_snapshots(const char *path, char *arg, size_t arglen);
 
 /*
  * The sub-route of one of the front's shapes (route.h, nb_route_sub): for

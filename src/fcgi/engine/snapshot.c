@@ -445,6 +445,41 @@ out:
 
 /* ---- the call ---- */
 
+/*
+ * Freeze a running sandbox (docker pause) while its files are read: one
+ * consistent state, and nothing moves under the walk. *froze: whether it
+ * was (a paused one is read as it is).
+ */
+static int freeze(struct nb_app *a, const struct nb_slot *slot, int *froze, struct nb_apierr *ae)
+{
+    struct nb_derr de = {0};
+    *froze = 0;
+    if (slot->state != NB_SLOT_RUNNING)
+        return 0;
+    if (nb_docker_pause(&a->docker, slot->container_id, &de) != 0) {
+        nb_apierr_docker(ae, &de, "freeze the sandbox for its snapshot");
+        return -1;
+    }
+    *froze = 1;
+    return 0;
+}
+
+/* Thaw what freeze froze, unless a pause was asked for meanwhile (the slot says so first). */
+static void thaw(struct nb_app *a, const struct nb_slot *slot, int froze)
+{
+    struct nb_derr de = {0};
+    struct nb_slot *s;
+    int paused_since;
+    if (!froze)
+        return;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, slot->id);
+    paused_since = s != NULL && s->generation == slot->generation && s->state == NB_SLOT_PAUSED;
+    nb_table_unlock(&a->table);
+    if (!paused_since && nb_docker_unpause(&a->docker, slot->container_id, &de) != 0)
+        nb_warn("sandbox %s: cannot thaw it after its snapshot: %s", slot->id, de.msg);
+}
+
 int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const char *owner,
                      unsigned max_templates, struct nb_template *out, struct nb_apierr *ae)
 {
@@ -509,28 +544,13 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     nb_template_work_path(&a->conf, sub, ctx, sizeof(ctx));
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    /* frozen while read: one consistent state, and nothing moves under the walk */
-    if (slot.state == NB_SLOT_RUNNING) {
-        if (nb_docker_pause(&a->docker, slot.container_id, &de) != 0) {
-            nb_apierr_docker(ae, &de, "freeze the sandbox for its snapshot");
-            goto out;
-        }
-        froze = 1;
-    }
+    if (freeze(a, &slot, &froze, ae) != 0)
+        goto out;
     rc = capture(&a->conf, nb_isolation_workspace(&a->conf, slot.lifecycle), slot.init_pid, snap,
                  ae);
     if (rc == 0 && upper[0])
         rc = write_layer(ctx, snap, upper, a->conf.snapshot_max, ae);
-    if (froze) {
-        int paused_since;
-        /* a pause asked for meanwhile keeps it frozen: the slot says so first */
-        nb_table_lock(&a->table);
-        s = nb_table_find(&a->table, id);
-        paused_since = s != NULL && s->generation == slot.generation && s->state == NB_SLOT_PAUSED;
-        nb_table_unlock(&a->table);
-        if (!paused_since && nb_docker_unpause(&a->docker, slot.container_id, &de) != 0)
-            nb_warn("sandbox %s: cannot thaw it after its snapshot: %s", id, de.msg);
-    }
+    thaw(a, &slot, froze);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (rc != 0)
         goto out;
@@ -669,6 +689,270 @@ int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, const
     if (here >= 0)
         close(here);
     close(tarfd);
+    close(root);
+    return rc;
+}
+
+/* ---- fork: the same files, with no image ---- */
+
+int nb_snapshot_capture(struct nb_app *a, const struct nb_slot *src, const char *files_tar,
+                        const char *root_tar, int *has_root, struct nb_apierr *ae)
+{
+    struct nb_derr de = {0};
+    char upper[PATH_MAX] = "";
+    struct stat st;
+    int64_t size_rw;
+    int froze = 0, rc;
+
+    *has_root = nb_template_root(&a->conf, src->image);
+    if (*has_root) {
+        if (nb_docker_rw_layer(&a->docker, src->container_id, 0, upper, sizeof(upper), &size_rw,
+                               &de) != 0) {
+            nb_apierr_docker(ae, &de, "find the sandbox's writable layer");
+            return -1;
+        }
+        if (upper[0] == '\0') {
+            nb_apierr_set(ae, NB_E_UNSUPPORTED, "not_implemented",
+                          "a fork of a sandbox with a root needs Docker's overlay2 storage "
+                          "driver, which this engine does not use");
+            return -1;
+        }
+    }
+    if (freeze(a, src, &froze, ae) != 0)
+        return -1;
+    rc = capture(&a->conf, nb_isolation_workspace(&a->conf, src->lifecycle), src->init_pid,
+                 files_tar, ae);
+    if (rc == 0 && *has_root) {
+        /* what root wrote into its image, whiteouts as a layer's, within what is left of the cap */
+        struct archive *ar = archive_write_new();
+        uint64_t used = stat(files_tar, &st) == 0 ? (uint64_t)st.st_size : 0;
+        archive_write_set_format_pax_restricted(ar);
+        if (archive_write_open_filename(ar, root_tar) != ARCHIVE_OK) {
+            nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot write the fork's layer: %s",
+                          archive_error_string(ar));
+            rc = -1;
+        } else {
+            rc = layer_upper(ar, upper,
+                             a->conf.snapshot_max > used ? a->conf.snapshot_max - used : 0, ae);
+            if (archive_write_close(ar) != ARCHIVE_OK && rc == 0) {
+                nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot write the fork's layer: %s",
+                              archive_error_string(ar));
+                rc = -1;
+            }
+        }
+        archive_write_free(ar);
+    }
+    thaw(a, src, froze);
+    return rc;
+}
+
+/* The directory rel (relative, "" for dirfd itself) under dirfd, no symlink followed; -1 if none. */
+static int open_dir_at(int dirfd, const char *rel)
+{
+    char buf[PATH_MAX], *save = NULL;
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    snprintf(buf, sizeof(buf), "%s", rel);
+    for (char *c = strtok_r(buf, "/", &save); c != NULL && fd >= 0;
+         c = strtok_r(NULL, "/", &save)) {
+        int next = !strcmp(c, ".") || !strcmp(c, "..")
+                       ? -1
+                       : openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        close(fd);
+        fd = next;
+    }
+    return fd;
+}
+
+/* Remove name under dirfd, a directory with all it holds; one that is not there is removed. */
+static int remove_tree(int dirfd, const char *name, int depth)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (S_ISDIR(st.st_mode)) {
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
+        DIR *d;
+        struct dirent *de;
+        if (fd < 0 || depth > DEPTH_MAX || (d = fdopendir(fd)) == NULL) {
+            if (fd >= 0)
+                close(fd);
+            return -1;
+        }
+        while (rc == 0 && (de = readdir(d)) != NULL)
+            if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                rc = remove_tree(fd, de->d_name, depth + 1);
+        closedir(d);
+        if (rc != 0)
+            return -1;
+        return unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -1;
+    }
+    return unlinkat(dirfd, name, 0) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* A whiteout of the layer at path (dir/.wh.name, or dir/.wh..wh..opq) applied under root. */
+static int apply_whiteout(int root, const char *path, char *err, size_t errlen)
+{
+    char dir[PATH_MAX];
+    const char *base = strrchr(path, '/');
+    int fd, rc = 0;
+    snprintf(dir, sizeof(dir), "%.*s", base ? (int)(base - path) : 0, path);
+    base = base ? base + 1 : path;
+    if ((fd = open_dir_at(root, dir)) < 0)
+        return 0; /* its directory is not there: nothing to hide */
+    if (!strcmp(base, OPAQUE)) {
+        /* the directory hides what the image had in it */
+        DIR *d = fdopendir(dup(fd));
+        struct dirent *de;
+        if (d == NULL)
+            rc = -1;
+        while (d != NULL && rc == 0 && (de = readdir(d)) != NULL)
+            if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                rc = remove_tree(fd, de->d_name, 0);
+        if (d != NULL)
+            closedir(d);
+    } else {
+        const char *gone = base + strlen(WHITEOUT);
+        /* a file a root named ".wh..": never a way out of the directory (from
+         * the container's root, ".." is the host's) */
+        if (gone[0] != '\0' && strcmp(gone, ".") != 0 && strcmp(gone, "..") != 0)
+            rc = remove_tree(fd, gone, 0);
+    }
+    close(fd);
+    if (rc != 0)
+        snprintf(err, errlen, "cannot remove what %s hides: %s", path, strerror(errno));
+    return rc;
+}
+
+/*
+ * The container's own mounts, which its image's layer never held: the
+ * tmpfs mounts (their files are the other tar's), and the files nanobox
+ * binds read-only (sandbox.c). Their entries in a layer are skipped.
+ */
+static int mounted(const char *path, const char *ws)
+{
+    static const char *const top[] = {"tmp", "dev", "proc", "sys", "home", ".nanobox", NULL};
+    static const char *const files[] = {"etc/passwd", "etc/group",       "etc/hostname",
+                                        "etc/hosts",  "etc/resolv.conf", "usr/local/bin/sudo",
+                                        NULL};
+    size_t n;
+    while (*ws == '/')
+        ws++;
+    n = strlen(ws);
+    if (n > 0 && !strncmp(path, ws, n) && (path[n] == '\0' || path[n] == '/'))
+        return 1;
+    for (unsigned i = 0; top[i] != NULL; i++) {
+        size_t k = strlen(top[i]);
+        if (!strncmp(path, top[i], k) && (path[k] == '\0' || path[k] == '/'))
+            return 1;
+    }
+    for (unsigned i = 0; files[i] != NULL; i++)
+        if (!strcmp(path, files[i]))
+            return 1;
+    return 0;
+}
+
+/* The layer tar at fd applied on the image under root (the current directory): owners as they were. */
+static int apply_layer(int root, int fd, const char *ws, char *err, size_t errlen)
+{
+    struct archive *r = archive_read_new(), *w = archive_write_disk_new();
+    struct archive_entry *e;
+    int rc = 0, st;
+
+    archive_read_support_format_tar(r);
+    archive_write_disk_set_options(w, ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
+                                          ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                                          ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+                                          ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
+    if (archive_read_open_fd(r, fd, CHUNK) != ARCHIVE_OK) {
+        snprintf(err, errlen, "%s", archive_error_string(r));
+        rc = -1;
+    }
+    while (rc == 0 && (st = archive_read_next_header(r, &e)) != ARCHIVE_EOF) {
+        const char *path, *base;
+        const void *blk;
+        size_t sz;
+        la_int64_t off;
+        if (st != ARCHIVE_OK && st != ARCHIVE_WARN) {
+            snprintf(err, errlen, "%s", archive_error_string(r));
+            rc = -1;
+            break;
+        }
+        path = archive_entry_pathname(e);
+        base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        if (mounted(path, ws) || archive_entry_hardlink(e) != NULL)
+            continue;
+        if (!strncmp(base, WHITEOUT, strlen(WHITEOUT))) {
+            rc = apply_whiteout(root, path, err, errlen);
+            continue;
+        }
+        if (archive_write_header(w, e) != ARCHIVE_OK) {
+            snprintf(err, errlen, "%s: %s", path, archive_error_string(w));
+            rc = -1;
+            break;
+        }
+        while ((st = archive_read_data_block(r, &blk, &sz, &off)) == ARCHIVE_OK)
+            if (archive_write_data_block(w, blk, sz, off) != ARCHIVE_OK) {
+                st = ARCHIVE_FATAL;
+                break;
+            }
+        if (st != ARCHIVE_EOF || archive_write_finish_entry(w) != ARCHIVE_OK) {
+            snprintf(err, errlen, "%s: %s", path,
+                     archive_error_string(w) ? archive_error_string(w) : archive_error_string(r));
+            rc = -1;
+        }
+    }
+    if (archive_write_close(w) != ARCHIVE_OK && rc == 0) {
+        snprintf(err, errlen, "%s", archive_error_string(w));
+        rc = -1;
+    }
+    archive_write_free(w);
+    archive_read_free(r);
+    return rc;
+}
+
+int nb_snapshot_apply(const struct nb_conf *c, uint32_t slot, pid_t pid, const char *ws,
+                      const char *files_tar, const char *root_tar, char *err, size_t errlen)
+{
+    char proot[64];
+    unsigned long uid, gid;
+    int root, here, fd, rc = -1;
+
+    snprintf(proot, sizeof(proot), "/proc/%d/root", (int)pid);
+    root = open(proot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0) {
+        snprintf(err, errlen, "cannot reach the sandbox's files: %s", strerror(errno));
+        return -1;
+    }
+    here = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (here < 0 || fchdir(root) != 0) {
+        snprintf(err, errlen, "cannot enter the sandbox's root: %s", strerror(errno));
+        goto out;
+    }
+    if (root_tar != NULL) {
+        if ((fd = open(root_tar, O_RDONLY | O_CLOEXEC)) < 0) {
+            snprintf(err, errlen, "cannot open the fork's layer: %s", strerror(errno));
+            goto back;
+        }
+        rc = apply_layer(root, fd, ws, err, errlen);
+        close(fd);
+        if (rc != 0)
+            goto back;
+        rc = -1;
+    }
+    if ((fd = open(files_tar, O_RDONLY | O_CLOEXEC)) < 0) {
+        snprintf(err, errlen, "cannot open the fork's files: %s", strerror(errno));
+        goto back;
+    }
+    nb_isolation_ids(c, slot, &uid, &gid);
+    rc = unpack(ws, fd, uid, gid, err, errlen);
+    close(fd);
+back:
+    if (fchdir(here) != 0)
+        nb_warn("fork: cannot return to the working directory");
+out:
+    if (here >= 0)
+        close(here);
     close(root);
     return rc;
 }

@@ -45,4 +45,25 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
 int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, const char *ws,
                         char *err, size_t errlen);
 
+/*
+ * A fork's half of a snapshot, with no image: the files of the live
+ * sandbox src (a copy of its slot) into the tar file files_tar (its
+ * /workspace and /tmp, as a snapshot's NB_SNAPSHOT_TAR) and, for a sandbox
+ * with a root (*has_root), what root wrote into its image (its overlay
+ * upper directory, deletions as a layer's whiteouts) into root_tar. Read
+ * frozen, as nb_snapshot_take; snapshot_max caps the two together (413
+ * too_large). 0, or -1 with ae; the caller removes the files.
+ */
+int nb_snapshot_capture(struct nb_app *a, const struct nb_slot *src, const char *files_tar,
+                        const char *root_tar, int *has_root, struct nb_apierr *ae);
+
+/*
+ * Those files into a fresh sandbox (slot index slot, PID 1 pid, workspace
+ * ws) of the same image: root_tar (when not NULL) applied on its image,
+ * owners kept and whiteouts removing, then files_tar into its tmpfs
+ * mounts owned by the slot's uid. 0, or -1 with err.
+ */
+int nb_snapshot_apply(const struct nb_conf *c, uint32_t slot, pid_t pid, const char *ws,
+                      const char *files_tar, const char *root_tar, char *err, size_t errlen);
+
 #endif
