@@ -167,7 +167,7 @@ def test_keep_memory_must_be_a_boolean(api):
     assert parse_json(api.get(sid))["state"] == "running"
     for bad in (5, -1, "60", True):
         r = api.request("POST", "/sandbox", json={"idle_pause": bad})
-        assert r.status_code == 400, r.text
+        assert r.status_code in (400, 422), r.text
 
 
 def test_on_timeout_pause_without_memory(api):
@@ -175,7 +175,8 @@ def test_on_timeout_pause_without_memory(api):
     api.exec(sid, "echo kept > /workspace/f")
     wait_until(lambda: parse_json(api.get(sid)).get("memory_released") is True, timeout=20,
                what="the sandbox paused without memory at its TTL")
-    assert containers_of(sid) == []
+    # the slot forgets the container first, then it goes
+    wait_until(lambda: containers_of(sid) == [], timeout=15, what="its container removed")
     got = ok(resume(api, sid))
     assert got["ttl_remaining"] >= 590, got  # default_ttl: its own was spent
     assert api.exec(sid, "cat /workspace/f")["stdout"] == "kept\n"

@@ -1,0 +1,52 @@
+"""E2B's pause without memory (docs/E2B.md): the official SDKs (pinned and
+newest) pause a sandbox with pause({keepMemory: false}) and create one
+whose timeout pauses it that way (lifecycle.onTimeout {action: 'pause',
+keepMemory: false}); nanobox saves its files, removes its container, and
+boots a new one from the files on connect. tests/e2b/pausecold.mjs."""
+
+import subprocess
+
+import pytest
+
+from test_e2b import e2b_latest, e2b_sdk, sdk, sdk_script, step, thrown  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def pauserun(stack, sdk):  # noqa: F811
+    summary = sdk_script(stack, sdk, "pausecold.mjs", "e2bpc-")
+    yield summary
+    for sid in summary["created"]:
+        stack.api.delete(sid)
+
+
+def leftovers(sid):
+    ps = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=nanobox.sandbox={sid}"],
+                        capture_output=True, text=True, check=True).stdout.split()
+    im = subprocess.run(["docker", "images", "-q", "--filter", f"label=nanobox.paused={sid}"],
+                        capture_output=True, text=True, check=True).stdout.split()
+    return ps + im
+
+
+def test_pause_without_memory_then_connect(pauserun):
+    p = step(pauserun, "pauseWithoutMemory")
+    assert p["state"] == "paused", p
+    assert p["native"] == {"state": "paused", "memory_released": True}, p
+    assert step(pauserun, "isRunningWhilePaused") == {"running": False}
+    c = step(pauserun, "connectBootsFromFiles")
+    assert c["state"] == "running" and c["native"]["memory_released"] is None, c
+    assert c["stdout"] == "kept in the workspace\nkept in tmp\nyes", c
+
+
+def test_lifecycle_pause_without_memory(pauserun):
+    b = step(pauserun, "autoPauseWithoutMemory")
+    assert b["state"] == "paused" and b["native"]["memory_released"] is True, b
+    assert b["text"] == "b kept" and b["after"] == "running", b
+    t = thrown(pauserun, "autoResumeWithoutMemory")
+    assert "keepMemory" in t["message"], t
+
+
+def test_nothing_left_after_kill(pauserun):
+    step(pauserun, "kill")
+    assert step(pauserun, "killedNative")["status"] == 404
+    for sid in pauserun["created"]:
+        assert leftovers(sid) == [], sid
