@@ -443,8 +443,7 @@ static int no_fields(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
 }
 
 /* The body of pause: none, or {"keep_memory": bool} (true when absent). */
-static int pause_fields(struct nb_app *a, struct nb_req *r, int *keep_memory,
-                        struct nb_apierr *ae)
+static int pause_fields(struct nb_app *a, struct nb_req *r, int *keep_memory, struct nb_apierr *ae)
 {
     struct nb_jfield f[] = {{"keep_memory", NB_JT_BOOL, NULL}};
     char err[256];

@@ -300,9 +300,9 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
  * on failure) and its PID 1 into *pid. 0, or -1 with ae (de: Docker's
  * error, de->unsent when the create never reached dockerd).
  */
-static int boot(struct nb_app *a, const struct nb_sandbox_spec *spec, const char *id,
-                uint32_t slot, int64_t created, int64_t expires, int pooled, char cid[65],
-                pid_t *pid, struct nb_derr *de, struct nb_apierr *ae)
+static int boot(struct nb_app *a, const struct nb_sandbox_spec *spec, const char *id, uint32_t slot,
+                int64_t created, int64_t expires, int pooled, char cid[65], pid_t *pid,
+                struct nb_derr *de, struct nb_apierr *ae)
 {
     char name[64];
     char *json;

@@ -126,8 +126,7 @@ void nb_reaper_expire(struct nb_app *a)
         if (s->state == NB_SLOT_RUNNING && (s->lifecycle & NB_LIFE_PAUSE_ON_TIMEOUT)) {
             d = &pause[npause++];
             d->cold = (s->lifecycle & NB_LIFE_PAUSE_COLD) != 0;
-        }
-        else if (nb_table_mark_destroying(&a->table, s, (enum nb_slot_state)s->state, now) == 0)
+        } else if (nb_table_mark_destroying(&a->table, s, (enum nb_slot_state)s->state, now) == 0)
             d = &list[n++];
         else
             continue;
