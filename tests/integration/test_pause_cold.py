@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from nbtest import assert_error, docker_exists, parse_json, wait_until
+from nbtest import assert_error, docker_exists, parse_json, random_uuid, wait_until
 from test_keys import tenants  # noqa: F401 - a fixture
 
 
@@ -234,3 +234,26 @@ def test_a_snapshot_of_a_released_sandbox_is_409(api, keep):
         api.request("DELETE", f"/templates/{parse_json(r)['name']}")
     else:
         assert_error(r, 409, "paused")
+
+
+def test_reconciliation_removes_pause_images_no_sandbox_uses(make_stack):
+    """A pause image whose sandbox is gone (its table lost, or removed while
+    nanobox was down) is removed by the next reconciliation; one in use stays."""
+    st = make_stack("pausesweep")
+    api = st.api
+    sid = api.create(ttl=600)
+    ok(pause(api, sid, keep_memory=False))
+    ghost = random_uuid()
+    subprocess.run(["docker", "build", "-q", "-t", f"nanobox-pause-{st.instance}:{ghost}",
+                    "--label", f"nanobox.instance={st.instance}", "--label", "nanobox.kind=pause",
+                    "--label", f"nanobox.paused={ghost}", "-"],
+                   input="FROM nanobox:latest\n", text=True, check=True, capture_output=True)
+    try:
+        assert len(pause_images(ghost)) == 1
+        st.restart()  # the start-up reconciliation
+        wait_until(lambda: pause_images(ghost) == [], timeout=20, what="the orphan image removed")
+        assert len(pause_images(sid)) == 1  # its sandbox's stays
+        ok(resume(api, sid))
+    finally:
+        subprocess.run(["docker", "rmi", "-f", f"nanobox-pause-{st.instance}:{ghost}"],
+                       capture_output=True)

@@ -34,6 +34,7 @@
 #include "snapshot.h"
 #include "table.h"
 #include "templates.h"
+#include "url.h"
 
 #define DEPTH_MAX 128
 #define CHUNK (256 * 1024)
@@ -716,6 +717,64 @@ int nb_snapshot_drop(struct nb_app *a, const char *id)
         return -1;
     }
     return 0;
+}
+
+/* Is the pause image of sandbox id (lock held) one that no slot will use? */
+static int pause_image_orphan(struct nb_app *a, const char *id)
+{
+    const struct nb_slot *s = nb_table_find(&a->table, id);
+    return s == NULL || !(s->lifecycle & (NB_LIFE_PAUSE_IMAGE | NB_LIFE_BUSY));
+}
+
+int nb_snapshot_sweep(struct nb_app *a)
+{
+    struct nb_derr de = {0};
+    struct nb_buf b, path;
+    char filter[256], err[64];
+    const char *lp[] = {"Labels", "nanobox.paused", NULL};
+    yajl_val v = NULL;
+    long status = 0;
+    int removed = 0;
+
+    if (a->docker.ops != &nb_docker_curl_ops)
+        return 0; /* a Docker of another kind (the unit tests' fake) has no images to list */
+    snprintf(filter, sizeof(filter), "{\"label\":[\"nanobox.instance=%s\",\"nanobox.kind=pause\"]}",
+             a->conf.instance);
+    nb_buf_init(&path, 1024);
+    nb_buf_printf(&path, "/images/json?filters=");
+    nb_url_escape(&path, filter);
+    nb_buf_init(&b, 4u << 20);
+    if (nb_docker_request(&a->docker, "GET", path.data, NULL, 30000, &status, &b, &de) != 0 ||
+        status != 200 || nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) != 0 ||
+        !YAJL_IS_ARRAY(v)) {
+        nb_debug("pause images: cannot list them (%ld): %s", status, de.msg);
+        removed = -1;
+    }
+    for (size_t i = 0; removed >= 0 && i < v->u.array.len; i++) {
+        yajl_val im = v->u.array.values[i], idv = yajl_tree_get(im, lp, yajl_t_string);
+        const char *idp[] = {"Id", NULL};
+        yajl_val iid = yajl_tree_get(im, idp, yajl_t_string);
+        int orphan;
+        if (idv == NULL || iid == NULL)
+            continue;
+        nb_table_lock(&a->table);
+        orphan = pause_image_orphan(a, idv->u.string);
+        nb_table_unlock(&a->table);
+        if (!orphan)
+            continue;
+        if (nb_docker_image_remove(&a->docker, iid->u.string, 0, &de) == 0) {
+            nb_info("removed the pause image %.19s of sandbox %s, which is gone", iid->u.string,
+                    idv->u.string);
+            removed++;
+        } else {
+            nb_debug("pause image %.19s of sandbox %s: not removed: %s", iid->u.string,
+                     idv->u.string, de.msg);
+        }
+    }
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    nb_buf_free(&path);
+    return removed;
 }
 
 /* ---- restore ---- */

@@ -60,5 +60,11 @@ int nb_snapshot_save(struct nb_app *a, const struct nb_slot *slot, struct nb_api
 void nb_snapshot_pause_ref(const struct nb_conf *c, const char *id, char *out, size_t outlen);
 /* Remove sandbox id's pause image (none counts as removed). 0, or -1 (logged). */
 int nb_snapshot_drop(struct nb_app *a, const char *id);
+/*
+ * Reconciliation's: remove the pause images of this instance that no slot
+ * uses (their sandbox gone while nanobox was down, or a table lost): the
+ * count removed, or -1 if Docker could not list them.
+ */
+int nb_snapshot_sweep(struct nb_app *a);
 
 #endif

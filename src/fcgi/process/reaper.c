@@ -26,6 +26,7 @@
 #include "ports.h"
 #include "reaper.h"
 #include "sandbox.h"
+#include "snapshot.h"
 #include "templates.h"
 #include "usage.h"
 #include "warm.h"
@@ -474,6 +475,9 @@ int nb_reaper_reconcile(struct nb_app *a)
     nb_table_unlock(&a->table);
     destroy_marked(a, list, n, "reconciled");
     free(list);
+    /* after the slots: the pause images no released sandbox uses any more */
+    if (nb_snapshot_sweep(a) > 0)
+        removed++;
     if (was_failing)
         nb_info("Docker answers again: reconciled, %zu containers listed, %zu sandboxes "
                 "finished or destroyed, %d orphans removed",
