@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from test_e2b import e2b_latest, e2b_sdk, sdk, sdk_script, step, thrown  # noqa: F401
+from test_e2b import e2b, e2b_error, e2b_latest, e2b_sdk, sdk, sdk_script, step, thrown  # noqa: F401
 
 
 @pytest.fixture(scope="module")
@@ -50,3 +50,38 @@ def test_nothing_left_after_kill(pauserun):
     assert step(pauserun, "killedNative")["status"] == 404
     for sid in pauserun["created"]:
         assert leftovers(sid) == [], sid
+
+
+def test_pause_without_memory_raw(stack, api):
+    sid = api.create()
+    api.exec(sid, "echo raw > /workspace/f")
+    e2b_error(e2b(stack, "POST", f"/sandboxes/{sid}/pause", json={"memory": "no"}), 400)
+    assert e2b(stack, "POST", f"/sandboxes/{sid}/pause", json={"memory": False}).status_code == 204
+    got = api.get(sid).json()
+    assert got["state"] == "paused" and got["memory_released"] is True, got
+    e2b_error(e2b(stack, "POST", f"/sandboxes/{sid}/pause", json={"memory": False}), 409)
+    # v2 connect with {"memory": false} (onResume: 'reboot') boots it from its files
+    r = e2b(stack, "POST", f"/v2/sandboxes/{sid}/connect", json={"timeout": 60, "memory": False})
+    assert r.status_code == 201, r.text[:300]
+    assert api.exec(sid, "cat /workspace/f")["stdout"] == "raw\n"
+    # and the older resume call, after a second pause
+    assert e2b(stack, "POST", f"/sandboxes/{sid}/pause", json={"memory": False}).status_code == 204
+    r = e2b(stack, "POST", f"/sandboxes/{sid}/resume", json={"timeout": 60})
+    assert r.status_code == 201 and r.json()["sandboxID"] == sid, r.text[:300]
+    assert api.get(sid).json()["state"] == "running"
+    # a pause with memory still refuses the reboot, as before
+    assert e2b(stack, "POST", f"/sandboxes/{sid}/pause", json={}).status_code == 204
+    r = e2b(stack, "POST", f"/v2/sandboxes/{sid}/connect", json={"timeout": 60, "memory": False})
+    assert r.status_code == 501, r.text[:300]
+
+
+def test_create_with_auto_pause_memory_false_raw(stack, api):
+    r = e2b(stack, "POST", "/sandboxes", json={"templateID": "base", "timeout": 120, "autoPause": True,
+                                               "autoPauseMemory": False})
+    assert r.status_code == 201, r.text[:300]
+    sid = r.json()["sandboxID"]
+    api.created.append(sid)
+    got = api.get(sid).json()
+    assert got["on_timeout"] == "pause" and got["pause_keep_memory"] is False, got
+    r = e2b(stack, "POST", "/sandboxes", json={"templateID": "base", "autoPauseMemory": "x"})
+    e2b_error(r, 400)

@@ -257,3 +257,25 @@ def test_reconciliation_removes_pause_images_no_sandbox_uses(make_stack):
     finally:
         subprocess.run(["docker", "rmi", "-f", f"nanobox-pause-{st.instance}:{ghost}"],
                        capture_output=True)
+
+
+def test_a_roots_writes_into_its_image_survive_two_pauses(make_stack):
+    """A sandbox with a root (root_templates): what root wrote into the image
+    comes back after a pause without memory, and after a second one that
+    wrote more (the second save builds on the first pause's image)."""
+    st = make_stack("pausecoldroot", root_templates="nanobox")
+    api = st.api
+    sid = api.create(ttl=600)
+    assert api.exec(sid, "sudo sh -c 'echo one > /opt/one && rm /etc/debian_version'")["exit_code"] == 0
+    api.exec(sid, "echo ws > /workspace/w")
+    ok(pause(api, sid, keep_memory=False))
+    ok(resume(api, sid))
+    res = api.exec(sid, "cat /opt/one /workspace/w; test -e /etc/debian_version || echo gone")
+    assert res["stdout"] == "one\nws\ngone\n", res
+    assert api.exec(sid, "sudo sh -c 'echo two > /opt/two'")["exit_code"] == 0
+    ok(pause(api, sid, keep_memory=False))
+    ok(resume(api, sid))
+    res = api.exec(sid, "cat /opt/one /opt/two /workspace/w; test -e /etc/debian_version || echo gone")
+    assert res["stdout"] == "one\ntwo\nws\ngone\n", res
+    assert api.delete(sid).status_code == 204
+    assert containers_of(sid) == [] and pause_images(sid) == []

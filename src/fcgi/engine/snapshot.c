@@ -694,7 +694,10 @@ int nb_snapshot_save(struct nb_app *a, const struct nb_slot *slot, struct nb_api
     nb_snapshot_pause_ref(&a->conf, slot->id, ref, sizeof(ref));
     snprintf(cname, sizeof(cname), "nanobox-pausing-%s", slot->id);
     snprintf(what, sizeof(what), "sandbox %s", slot->id);
-    if (commit_layer(a, slot->image, ctx, ref, cname, commit, what, ae) != 0)
+    /* the tar holds all of the tmpfs mounts: on its template's image; but a root's writes
+     * before an earlier pause are in that pause's image, which its container runs from */
+    if (commit_layer(a, upper[0] && (slot->lifecycle & NB_LIFE_PAUSE_IMAGE) ? ref : slot->image,
+                     ctx, ref, cname, commit, what, ae) != 0)
         goto out;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     nb_info("sandbox %s: files saved for a pause without memory in %.0f ms", slot->id,
