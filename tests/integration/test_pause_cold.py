@@ -279,3 +279,26 @@ def test_a_roots_writes_into_its_image_survive_two_pauses(make_stack):
     assert res["stdout"] == "one\ntwo\nws\ngone\n", res
     assert api.delete(sid).status_code == 204
     assert containers_of(sid) == [] and pause_images(sid) == []
+
+
+def test_concurrent_calls_boot_one_container(api):
+    """Calls that auto-resume a released sandbox at once: one boots it, the
+    others wait for that resume (no second container); a destroy meanwhile
+    leaves nothing."""
+    from concurrent.futures import ThreadPoolExecutor
+    sid = api.create(ttl=600, auto_resume=True)
+    api.exec(sid, "echo once > /workspace/f")
+    ok(pause(api, sid, keep_memory=False))
+    with ThreadPoolExecutor(4) as ex:
+        outs = list(ex.map(lambda _: api.exec(sid, "cat /workspace/f")["stdout"], range(4)))
+    assert outs == ["once\n"] * 4, outs
+    assert len(containers_of(sid)) == 1
+    # a pause and a destroy at once: whichever wins, nothing is left
+    with ThreadPoolExecutor(2) as ex:
+        p = ex.submit(pause, api, sid, keep_memory=False)
+        time.sleep(0.05)
+        d = ex.submit(api.delete, sid)
+        assert p.result().status_code in (200, 404) and d.result().status_code in (204, 404)
+    wait_until(lambda: api.get(sid).status_code == 404, timeout=20, what="the sandbox gone")
+    wait_until(lambda: containers_of(sid) == [] and pause_images(sid) == [], timeout=20,
+               what="its container and image gone")

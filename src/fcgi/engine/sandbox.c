@@ -769,8 +769,10 @@ int nb_sandbox_pause_how(struct nb_app *a, const char *id, int keep_memory, stru
     }
     if (rc != 0) {
         /* as it was: running (thawed) with its TTL, or paused with its memory */
+        int gone;
         nb_table_lock(&a->table);
         s = same_slot(a, id, copy.generation);
+        gone = s == NULL || s->state == NB_SLOT_DESTROYING;
         if (s != NULL) {
             s->lifecycle &= ~NB_LIFE_BUSY;
             if (was_running && s->state == NB_SLOT_PAUSED &&
@@ -778,10 +780,14 @@ int nb_sandbox_pause_how(struct nb_app *a, const char *id, int keep_memory, stru
                 s->expires = expires;
         }
         nb_table_unlock(&a->table);
-        if (was_running) {
+        if (was_running && !gone) {
             if (nb_docker_unpause(&a->docker, copy.container_id, &de) != 0)
                 nb_warn("sandbox %s: cannot thaw it after a failed pause: %s", id, de.msg);
             nb_ports_mark_paused(&a->conf, id, 0);
+        }
+        if (gone) {
+            nb_snapshot_drop(a, id); /* destroyed meanwhile (what it saved, if anything) */
+            return not_found(ae, id);
         }
         nb_warn("sandbox %s: a pause without memory failed, it keeps %s: %s", id,
                 was_running ? "running" : "its memory", ae->msg);
@@ -790,12 +796,18 @@ int nb_sandbox_pause_how(struct nb_app *a, const char *id, int keep_memory, stru
     /* the slot forgets the container before it goes: its removal's event is no sandbox's */
     nb_table_lock(&a->table);
     s = same_slot(a, id, copy.generation);
-    if (s != NULL) {
+    if (s != NULL && s->state == NB_SLOT_PAUSED) {
         s->lifecycle |= NB_LIFE_RELEASED | NB_LIFE_PAUSE_IMAGE;
         s->container_id[0] = '\0';
         s->init_pid = 0;
+    } else {
+        s = NULL; /* destroyed meanwhile: its destroy removes the container */
     }
     nb_table_unlock(&a->table);
+    if (s == NULL) {
+        nb_snapshot_drop(a, id);
+        return not_found(ae, id);
+    }
     nb_ports_stop_all(a, id);
     nb_ports_mark_paused(&a->conf, id, 1);
     if (nb_rootdisk_remove(a, copy.container_id, nb_rootdisk_wanted(&a->conf, copy.image), &de) !=
@@ -812,10 +824,8 @@ int nb_sandbox_pause_how(struct nb_app *a, const char *id, int keep_memory, stru
             *out = *s;
     }
     nb_table_unlock(&a->table);
-    if (s == NULL) {
-        nb_snapshot_drop(a, id); /* destroyed meanwhile: its image goes too */
-        return not_found(ae, id);
-    }
+    if (s == NULL)
+        return not_found(ae, id); /* destroyed meanwhile: its destroy removed the image */
     nb_adopt_lease_note(a, id);
     nb_info("paused sandbox %s, its memory released", id);
     return 0;
