@@ -8,6 +8,7 @@ CRIU). The idle pause (idle_pause) pauses that way after idle seconds.
 Checked from outside: Docker's containers and images (label
 nanobox.paused), /metrics, and the sandbox's own view after a resume."""
 
+import os
 import subprocess
 import time
 
@@ -302,3 +303,27 @@ def test_concurrent_calls_boot_one_container(api):
     wait_until(lambda: api.get(sid).status_code == 404, timeout=20, what="the sandbox gone")
     wait_until(lambda: containers_of(sid) == [] and pause_images(sid) == [], timeout=20,
                what="its container and image gone")
+
+
+def test_a_released_sandbox_is_adopted_by_a_fresh_table(make_stack):
+    """A state table of another layout (an upgrade) or lost: a sandbox paused
+    without its memory has no container to adopt from; its pause image
+    carries its labels and its lease its TTLs, so it is adopted paused."""
+    st = make_stack("pausecoldadopt")
+    api = st.api
+    sid = api.create(ttl=800, metadata={"k": "v"}, auto_resume=True)
+    api.exec(sid, "echo adopted > /workspace/f")
+    before = ok(pause(api, sid, keep_memory=False))
+    assert st.stop_fcgi()
+    os.unlink(st.state)  # lost: a fresh table, adoption pending
+    st.start_fcgi()
+    st.wait_healthy()
+    wait_until(lambda: api.get(sid).status_code == 200, timeout=20, what="the sandbox adopted")
+    after = parse_json(api.get(sid))
+    assert after["state"] == "paused" and after["memory_released"] is True, after
+    for k in ("ttl_remaining", "pause_expires_at", "metadata", "owner", "auto_resume", "memory"):
+        assert after[k] == before[k], (k, before, after)
+    assert len(pause_images(sid)) == 1  # kept, not swept
+    assert api.exec(sid, "cat /workspace/f")["stdout"] == "adopted\n"  # auto_resume boots it
+    assert api.delete(sid).status_code == 204
+    assert containers_of(sid) == [] and pause_images(sid) == []

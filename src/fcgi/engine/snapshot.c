@@ -608,19 +608,27 @@ void nb_snapshot_pause_ref(const struct nb_conf *c, const char *id, char *out, s
     snprintf(out, outlen, "nanobox-pause-%s:%s", c->instance, id);
 }
 
-/* The Env of container cid's config (its create's, HOME and the request's) into g, as an array. */
-static int container_env(struct nb_app *a, const char *cid, yajl_gen g, struct nb_apierr *ae)
+/*
+ * Into the open map g: "Labels", the nanobox.* labels of container cid (its
+ * slot's, for adoption: adopt.c reads a pause image's as a container's)
+ * with those of a pause image over them, and "Env", its config's Env (its
+ * create's HOME and the request's), which the table does not keep.
+ */
+static int container_conf(struct nb_app *a, const struct nb_slot *slot, yajl_gen g,
+                          struct nb_apierr *ae)
 {
+    static const char *const mine[] = {"nanobox.instance",   "nanobox.kind",     "nanobox.paused",
+                                       "nanobox.created_at", "nanobox.template", "nanobox.owner"};
     struct nb_derr de = {0};
     struct nb_buf b;
-    char path[128], err[64];
-    const char *ep[] = {"Config", "Env", NULL};
-    yajl_val v = NULL, env;
+    char path[128], err[64], num[32];
+    const char *ep[] = {"Config", "Env", NULL}, *lp[] = {"Config", "Labels", NULL};
+    yajl_val v = NULL, env, lab;
     long status = 0;
     int rc = -1;
 
     nb_buf_init(&b, 4u << 20);
-    snprintf(path, sizeof(path), "/containers/%s/json", cid);
+    snprintf(path, sizeof(path), "/containers/%s/json", slot->container_id);
     if (nb_docker_request(&a->docker, "GET", path, NULL, 30000, &status, &b, &de) != 0 ||
         status != 200) {
         if (status != 0)
@@ -635,6 +643,26 @@ static int container_env(struct nb_app *a, const char *cid, yajl_gen g, struct n
         nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error", "could not read the container's config");
         goto out;
     }
+    nb_json_cstr(g, "Labels");
+    yajl_gen_map_open(g);
+    lab = yajl_tree_get(v, lp, yajl_t_object);
+    for (size_t i = 0; lab != NULL && i < lab->u.object.len; i++) {
+        const char *k = lab->u.object.keys[i];
+        size_t m = 0;
+        while (m < sizeof(mine) / sizeof(mine[0]) && strcmp(k, mine[m]) != 0)
+            m++;
+        if (m == sizeof(mine) / sizeof(mine[0]) && !strncmp(k, "nanobox.", 8) &&
+            YAJL_IS_STRING(lab->u.object.values[i]))
+            nb_json_kv_str(g, k, lab->u.object.values[i]->u.string);
+    }
+    nb_json_kv_str(g, "nanobox.instance", a->conf.instance);
+    nb_json_kv_str(g, "nanobox.kind", "pause");
+    nb_json_kv_str(g, "nanobox.paused", slot->id);
+    nb_json_kv_str(g, "nanobox.owner", slot->owner); /* a warm one's label has none */
+    snprintf(num, sizeof(num), "%lld", (long long)nb_clock_real_s());
+    nb_json_kv_str(g, "nanobox.created_at", num);
+    yajl_gen_map_close(g);
+    nb_json_cstr(g, "Env");
     yajl_gen_array_open(g);
     env = yajl_tree_get(v, ep, yajl_t_array);
     for (size_t i = 0; env != NULL && i < env->u.array.len; i++)
@@ -651,7 +679,7 @@ out:
 int nb_snapshot_save(struct nb_app *a, const struct nb_slot *slot, struct nb_apierr *ae)
 {
     char ref[160], cname[96], what[96], snap[PATH_MAX], ctx[PATH_MAX], sub[96],
-        upper[PATH_MAX] = "", num[32];
+        upper[PATH_MAX] = "";
     char *commit = NULL;
     struct timespec t0, t1;
     yajl_gen g;
@@ -660,22 +688,9 @@ int nb_snapshot_save(struct nb_app *a, const struct nb_slot *slot, struct nb_api
     if (rw_upper(a, slot, upper, sizeof(upper), ae) != 0)
         return -1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    /* the slot's own labels (adopt.c reads a container's) and the create's Env: what a resume
-     * needs that the table does not keep */
     g = nb_json_gen();
     yajl_gen_map_open(g);
-    nb_json_cstr(g, "Labels");
-    yajl_gen_map_open(g);
-    nb_json_kv_str(g, "nanobox.instance", a->conf.instance);
-    nb_json_kv_str(g, "nanobox.kind", "pause");
-    nb_json_kv_str(g, "nanobox.paused", slot->id);
-    nb_json_kv_str(g, "nanobox.owner", slot->owner);
-    nb_json_kv_str(g, "nanobox.image", slot->image);
-    snprintf(num, sizeof(num), "%lld", (long long)nb_clock_real_s());
-    nb_json_kv_str(g, "nanobox.created_at", num);
-    yajl_gen_map_close(g);
-    nb_json_cstr(g, "Env");
-    if (container_env(a, slot->container_id, g, ae) != 0) {
+    if (container_conf(a, slot, g, ae) != 0) {
         yajl_gen_free(g);
         return -1;
     }
@@ -722,22 +737,15 @@ int nb_snapshot_drop(struct nb_app *a, const char *id)
     return 0;
 }
 
-/* Is the pause image of sandbox id (lock held) one that no slot will use? */
-static int pause_image_orphan(struct nb_app *a, const char *id)
-{
-    const struct nb_slot *s = nb_table_find(&a->table, id);
-    return s == NULL || !(s->lifecycle & (NB_LIFE_PAUSE_IMAGE | NB_LIFE_BUSY));
-}
-
-int nb_snapshot_sweep(struct nb_app *a)
+int nb_snapshot_pause_images(struct nb_app *a, nb_pause_image_fn cb, void *arg)
 {
     struct nb_derr de = {0};
     struct nb_buf b, path;
     char filter[256], err[64];
-    const char *lp[] = {"Labels", "nanobox.paused", NULL};
+    const char *lp[] = {"Labels", NULL}, *pp[] = {"nanobox.paused", NULL}, *ip[] = {"Id", NULL};
     yajl_val v = NULL;
     long status = 0;
-    int removed = 0;
+    int n = 0;
 
     if (a->docker.ops != &nb_docker_curl_ops)
         return 0; /* a Docker of another kind (the unit tests' fake) has no images to list */
@@ -751,33 +759,45 @@ int nb_snapshot_sweep(struct nb_app *a)
         status != 200 || nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) != 0 ||
         !YAJL_IS_ARRAY(v)) {
         nb_debug("pause images: cannot list them (%ld): %s", status, de.msg);
-        removed = -1;
+        n = -1;
     }
-    for (size_t i = 0; removed >= 0 && i < v->u.array.len; i++) {
-        yajl_val im = v->u.array.values[i], idv = yajl_tree_get(im, lp, yajl_t_string);
-        const char *idp[] = {"Id", NULL};
-        yajl_val iid = yajl_tree_get(im, idp, yajl_t_string);
-        int orphan;
-        if (idv == NULL || iid == NULL)
+    for (size_t i = 0; n >= 0 && i < v->u.array.len; i++) {
+        yajl_val im = v->u.array.values[i], lab = yajl_tree_get(im, lp, yajl_t_object);
+        yajl_val sid = yajl_tree_get(lab, pp, yajl_t_string),
+                 iid = yajl_tree_get(im, ip, yajl_t_string);
+        if (lab == NULL || sid == NULL || iid == NULL)
             continue;
-        nb_table_lock(&a->table);
-        orphan = pause_image_orphan(a, idv->u.string);
-        nb_table_unlock(&a->table);
-        if (!orphan)
-            continue;
-        if (nb_docker_image_remove(&a->docker, iid->u.string, 0, &de) == 0) {
-            nb_info("removed the pause image %.19s of sandbox %s, which is gone", iid->u.string,
-                    idv->u.string);
-            removed++;
-        } else {
-            nb_debug("pause image %.19s of sandbox %s: not removed: %s", iid->u.string,
-                     idv->u.string, de.msg);
-        }
+        cb(arg, sid->u.string, iid->u.string, lab);
+        n++;
     }
     yajl_tree_free(v);
     nb_buf_free(&b);
     nb_buf_free(&path);
-    return removed;
+    return n;
+}
+
+static void sweep_one(void *arg, const char *sid, const char *image_id, const void *labels)
+{
+    struct nb_app *a = arg;
+    struct nb_derr de = {0};
+    const struct nb_slot *s;
+    int orphan;
+    (void)labels;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, sid);
+    orphan = s == NULL || !(s->lifecycle & (NB_LIFE_PAUSE_IMAGE | NB_LIFE_BUSY));
+    nb_table_unlock(&a->table);
+    if (!orphan)
+        return;
+    if (nb_docker_image_remove(&a->docker, image_id, 0, &de) == 0)
+        nb_info("removed the pause image %.19s of sandbox %s, which is gone", image_id, sid);
+    else
+        nb_debug("pause image %.19s of sandbox %s: not removed: %s", image_id, sid, de.msg);
+}
+
+int nb_snapshot_sweep(struct nb_app *a)
+{
+    return nb_snapshot_pause_images(a, sweep_one, a);
 }
 
 /* ---- restore ---- */

@@ -61,10 +61,15 @@ void nb_snapshot_pause_ref(const struct nb_conf *c, const char *id, char *out, s
 /* Remove sandbox id's pause image (none counts as removed). 0, or -1 (logged). */
 int nb_snapshot_drop(struct nb_app *a, const char *id);
 /*
- * Reconciliation's: remove the pause images of this instance that no slot
- * uses (their sandbox gone while nanobox was down, or a table lost): the
- * count removed, or -1 if Docker could not list them.
+ * Reconciliation's, after adoption: remove the pause images of this
+ * instance that no slot uses (their sandbox gone while nanobox was down,
+ * or one a fresh table could not adopt). The count listed, or -1 if
+ * Docker could not list them.
  */
 int nb_snapshot_sweep(struct nb_app *a);
+/* Each pause image of this instance: its sandbox's id, its image id, its labels (a yajl_val). */
+typedef void (*nb_pause_image_fn)(void *arg, const char *sandbox_id, const char *image_id,
+                                  const void *labels);
+int nb_snapshot_pause_images(struct nb_app *a, nb_pause_image_fn cb, void *arg);
 
 #endif

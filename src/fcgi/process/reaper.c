@@ -476,8 +476,7 @@ int nb_reaper_reconcile(struct nb_app *a)
     destroy_marked(a, list, n, "reconciled");
     free(list);
     /* after the slots: the pause images no released sandbox uses any more */
-    if (nb_snapshot_sweep(a) > 0)
-        removed++;
+    nb_snapshot_sweep(a);
     if (was_failing)
         nb_info("Docker answers again: reconciled, %zu containers listed, %zu sandboxes "
                 "finished or destroyed, %d orphans removed",
