@@ -51,9 +51,11 @@ static const struct cli_cmd commands[] = {
      "sandbox instead; nothing is destroyed unless every argument is a sandbox ID.\n"},
     {"ttl", cmd_ttl, "nanobox ttl ID SECONDS", "set a sandbox to expire SECONDS from now",
      "The new expiry replaces the old one: a small SECONDS shortens the sandbox's life.\n"},
-    {"pause", cmd_pause, "nanobox pause ID", "freeze every process of a sandbox",
+    {"pause", cmd_pause, "nanobox pause ID [--no-memory]", "freeze every process of a sandbox",
      "Its memory, processes and open files stay; its TTL stops and its pause TTL\n"
-     "(the server's max_pause) starts. Pausing a paused sandbox changes nothing.\n"},
+     "(the server's max_pause) starts. Pausing a paused sandbox changes nothing.\n"
+     "--no-memory: save its files instead and remove its container, releasing its\n"
+     "memory; a resume boots it again from the files (its processes are gone).\n"},
     {"resume", cmd_resume, "nanobox resume ID", "thaw a paused sandbox",
      "Its processes go on where they were, with the TTL it had left.\n"
      "Resuming a running sandbox changes nothing.\n"},

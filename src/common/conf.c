@@ -308,6 +308,7 @@ static const struct key keys[] = {
     {"default_ttl", K_UINT, F(default_ttl), 10 * 365 * 86400ULL},
     {"max_ttl", K_UINT, F(max_ttl), 10 * 365 * 86400ULL},
     {"max_pause", K_UINT, F(max_pause), 10 * 365 * 86400ULL},
+    {"idle_pause", K_UINT, F(idle_pause), 10 * 365 * 86400ULL},
     {"exec_timeout", K_UINT, F(exec_timeout), 86400},
     {"exec_timeout_max", K_UINT, F(exec_timeout_max), 86400},
     {"max_output", K_SIZE, F(max_output), 1ULL << 32},

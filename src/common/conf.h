@@ -78,6 +78,7 @@ struct nb_conf {
     unsigned default_ttl;
     unsigned max_ttl;
     unsigned max_pause;      /* seconds a paused sandbox is kept before it is destroyed */
+    unsigned idle_pause;     /* idle seconds before a pause without memory; 0: none (default) */
     unsigned warm_pool;      /* sandboxes of the defaults kept started; 0: none */
     unsigned warm_pool_code; /* sandboxes of code_image kept started, kernel running; 0: none */
     /* the adaptive pools (warm.c, warmsize.h): warm_pool and warm_pool_code are floors */

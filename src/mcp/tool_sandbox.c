@@ -114,8 +114,15 @@ static void pause_or_resume(struct tool_call *t, const char *op)
     struct mcp_answer a;
     struct nb_buf path;
 
+    /* pause's keep_memory false: its files saved, its memory released */
+    const char *body =
+        mcp_arg_val(t, "keep_memory") != NULL && YAJL_IS_FALSE(mcp_arg_val(t, "keep_memory"))
+            ? "{\"keep_memory\":false}"
+            : NULL;
+
     mcp_sandbox_path(&path, t, op);
-    if (mcp_api_call(t, "POST", path.data, NULL, 0, NULL, &a) == 0) {
+    if (mcp_api_call(t, "POST", path.data, body, body ? strlen(body) : 0,
+                     body ? "application/json" : NULL, &a) == 0) {
         nb_buf_printf(&t->text, "Sandbox %s is %s; ttl_remaining: ", mcp_arg_str(t, "sandbox_id"),
                       mcp_member_str(a.json, "state"));
         mcp_put_value(&t->text, mcp_member(a.json, "ttl_remaining"));

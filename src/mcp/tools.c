@@ -134,6 +134,14 @@ static const struct mcp_arg list_args[] = {
 
 static const struct mcp_arg destroy_args[] = {ARG_SANDBOX_ID, ARG_END};
 
+static const struct mcp_arg pause_args[] = {
+    ARG_SANDBOX_ID,
+    {"keep_memory", NB_JT_BOOL, 0, NULL,
+     "false: release its memory instead of freezing it: its files are saved and its container "
+     "removed; sandbox_resume boots it again from the files, its processes gone (default "
+     "true)."},
+    ARG_END};
+
 static const struct mcp_arg snapshot_args[] = {
     ARG_SANDBOX_ID,
     {"name", NB_JT_STRING, 0, NULL,
@@ -351,7 +359,7 @@ const struct mcp_tool mcp_tools[] = {
      "paused longer than ${max_pause} is destroyed. Commands, files and code calls fail while "
      "it is paused unless it was created with auto_resume. Pausing a paused sandbox changes "
      "nothing.",
-     destroy_args, HINT_IDEMPOTENT, mcp_tool_sandbox_pause, os_state},
+     pause_args, HINT_IDEMPOTENT, mcp_tool_sandbox_pause, os_state},
     {"sandbox_resume", "Resume a sandbox",
      "Thaw a paused sandbox: its processes go on where they were, with the ttl it had left. "
      "Resuming a running sandbox changes nothing.",

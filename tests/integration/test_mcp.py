@@ -772,6 +772,19 @@ def test_http_pause_and_resume(stack, api):
     assert r["structuredContent"]["stdout"] == "on\n", r
 
 
+def test_http_pause_without_memory(stack, api):
+    """sandbox_pause with keep_memory false: its files saved, its container gone; resume boots it."""
+    sid = http_initialize(stack).headers["Mcp-Session-Id"]
+    box = api.create()
+    api.exec(box, "echo kept > /workspace/f")
+    r = http_call(stack, sid, "sandbox_pause", {"sandbox_id": box, "keep_memory": False})
+    assert r["isError"] is False and r["structuredContent"]["memory_released"] is True, r
+    assert not nbtest.docker_exists(f"nanobox-{box}")
+    r = http_call(stack, sid, "sandbox_resume", {"sandbox_id": box})
+    assert r["isError"] is False and r["structuredContent"]["state"] == "running", r
+    assert api.exec(box, "cat /workspace/f")["stdout"] == "kept\n"
+
+
 def test_http_run_code_runs_once(stack):
     r = mcp_http(stack, {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
                          "params": {"name": "run_code", "arguments": {"language": "python",

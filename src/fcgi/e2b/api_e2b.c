@@ -240,7 +240,7 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
     const struct nb_conf *c = &a->conf;
     struct nb_sandbox_spec spec;
     struct nb_slot slot;
-    yajl_val body = NULL, tpl, timeout, meta, envs, inet, autopause, autoresume;
+    yajl_val body = NULL, tpl, timeout, meta, envs, inet, autopause, autoresume, automem;
     const char *tname = E2B_TEMPLATE_BASE;
     int rc = NB_ERR;
 
@@ -253,7 +253,8 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
         body_field(body, "envVars", NB_JT_OBJECT, &envs, ae) != 0 ||
         body_field(body, "allow_internet_access", NB_JT_BOOL, &inet, ae) != 0 ||
         body_field(body, "autoPause", NB_JT_BOOL, &autopause, ae) != 0 ||
-        body_field(body, "autoResume", NB_JT_OBJECT, &autoresume, ae) != 0)
+        body_field(body, "autoResume", NB_JT_OBJECT, &autoresume, ae) != 0 ||
+        body_field(body, "autoPauseMemory", NB_JT_BOOL, &automem, ae) != 0)
         goto out;
     if (tpl != NULL)
         tname = nb_json_string(tpl);
@@ -279,6 +280,10 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
     /* lifecycle: {onTimeout: 'pause', autoResume} */
     if (autopause != NULL && YAJL_IS_TRUE(autopause))
         spec.lifecycle |= NB_LIFE_PAUSE_ON_TIMEOUT;
+    /* onTimeout: {action: 'pause', keepMemory: false}: a filesystem-only pause */
+    if (automem != NULL && YAJL_IS_FALSE(automem))
+        spec.lifecycle |= NB_LIFE_PAUSE_COLD;
+    spec.idle_pause = c->idle_pause;
     if (autoresume != NULL) {
         const char *path[] = {"enabled", NULL};
         if (YAJL_IS_TRUE(yajl_tree_get(autoresume, path, yajl_t_true)))
@@ -602,9 +607,9 @@ static int wake(struct nb_app *a, const char *id, unsigned ttl, struct nb_slot *
  * /sandboxes/{id}/connect) needs the timeout. v2 (POST
  * /v2/sandboxes/{id}/connect, e2b 2.50 on) has an optional body: no
  * timeout is E2B's 300 s, and {"memory": false} (the SDK's onResume:
- * 'reboot') would resume a paused sandbox from its disk alone: nanobox's
- * pause keeps the memory and cannot boot afresh, so that is 501 and the
- * sandbox stays paused.
+ * 'reboot') resumes a paused sandbox from its disk alone: one paused
+ * without its memory boots afresh anyway; one paused with it cannot drop
+ * it, so that is 501 and the sandbox stays paused.
  */
 static int connect_sandbox(struct nb_app *a, struct nb_req *r, const char *id, int v2,
                            struct nb_apierr *ae)
@@ -617,7 +622,7 @@ static int connect_sandbox(struct nb_app *a, struct nb_req *r, const char *id, i
     if (!memory) {
         if (nb_sandbox_get(a, id, &slot, ae) != 0)
             return NB_ERR;
-        if (slot.state == NB_SLOT_PAUSED) {
+        if (slot.state == NB_SLOT_PAUSED && !(slot.lifecycle & NB_LIFE_RELEASED)) {
             nb_apierr_set(ae, NB_E_UNSUPPORTED, "not_implemented",
                           "resuming without memory (onResume: 'reboot') is not supported by "
                           "nanobox: a paused sandbox resumes with its memory");
@@ -666,11 +671,17 @@ int api_e2b_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args
                   struct nb_apierr *ae)
 {
     struct nb_slot slot;
-    yajl_val body = NULL;
+    yajl_val body = NULL, mem;
+    int keep_memory;
 
-    /* {"memory": bool}: nanobox's pause always keeps the memory */
+    /* {"memory": false} (the SDK's pause({keepMemory: false})): its files only, memory released */
     if (api_read_json(a, r, &body, ae) != 0)
         return NB_ERR;
+    if (body_field(body, "memory", NB_JT_BOOL, &mem, ae) != 0) {
+        yajl_tree_free(body);
+        return NB_ERR;
+    }
+    keep_memory = mem == NULL || YAJL_IS_TRUE(mem);
     yajl_tree_free(body);
     if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         return NB_ERR;
@@ -678,7 +689,7 @@ int api_e2b_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args
         nb_apierr_set(ae, NB_E_CONFLICT, "conflict", "sandbox %s is already paused", ra->id);
         return NB_ERR;
     }
-    if (nb_sandbox_pause(a, ra->id, NULL, ae) != 0)
+    if (nb_sandbox_pause_how(a, ra->id, keep_memory, NULL, ae) != 0)
         return NB_ERR;
     nb_http_audit(r, "pause", ra->id);
     nb_http_no_content(r);

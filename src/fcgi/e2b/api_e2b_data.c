@@ -77,6 +77,7 @@ static int data_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_rout
     if (slot->state == NB_SLOT_PAUSED &&
         (nb_sandbox_awake(a, ra->id, ae) != 0 || nb_sandbox_get(a, ra->id, slot, ae) != 0))
         return -1;
+    nb_sandbox_touch(a, ra->id); /* envd's calls: not idle (the idle pause) */
     return 0;
 }
 

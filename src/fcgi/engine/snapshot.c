@@ -25,13 +25,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "clock.h"
+#include "docker.h"
 #include "isolation.h"
 #include "json.h"
 #include "log.h"
 #include "snapshot.h"
 #include "table.h"
 #include "templates.h"
+#include "url.h"
 
 #define DEPTH_MAX 128
 #define CHUNK (256 * 1024)
@@ -377,13 +380,18 @@ out:
  * worker dies, the templates' sweep removes it by its name with the
  * snapshot's record (NB_SNAPSHOT_CTR).
  */
-static int commit_image(struct nb_app *a, const char *name, const char *owner, const char *image,
-                        const char *layer, const char *parent, const char *parent_tpl,
-                        int64_t created_at, struct nb_apierr *ae)
+/*
+ * Image ref: a container cname of image (created, never started), the
+ * layer extracted into it, committed with commit ({"Labels": ...}, and
+ * what else Docker's commit takes) merged over its config; the container
+ * then goes (what: for the warning if it cannot).
+ */
+static int commit_layer(struct nb_app *a, const char *image, const char *layer, const char *ref,
+                        const char *cname, const char *commit, const char *what,
+                        struct nb_apierr *ae)
 {
     struct nb_derr de = {0};
-    char ref[128], ts[32], cname[128], cid[65] = "", key[NB_TPL_KEY_LEN + 1];
-    char *cfg, *labels;
+    char cid[65] = "", *cfg;
     long timeout_ms = (long)a->conf.template_timeout * 1000L;
     yajl_gen g = nb_json_gen();
     int rc = -1;
@@ -402,7 +410,35 @@ static int commit_image(struct nb_app *a, const char *name, const char *owner, c
     yajl_gen_map_close(g);
     cfg = nb_json_gen_take(g);
 
-    g = nb_json_gen();
+    if (nb_docker_create(&a->docker, cname, cfg, cid, &de) != 0) {
+        nb_apierr_docker(ae, &de, "make the snapshot's container");
+        goto out;
+    }
+    if (nb_docker_put_archive(&a->docker, cid, "/", layer, timeout_ms, &de) != 0) {
+        nb_apierr_docker(ae, &de, "copy the snapshot into its image");
+        goto out;
+    }
+    if (nb_docker_commit(&a->docker, cid, ref, commit, timeout_ms, &de) != 0) {
+        nb_apierr_docker(ae, &de, "commit the snapshot's image");
+        goto out;
+    }
+    rc = 0;
+out:
+    if (cid[0] && nb_docker_remove(&a->docker, cid, &de) != 0)
+        nb_warn("%s: cannot remove the snapshot's container %.12s: %s", what, cid, de.msg);
+    free(cfg);
+    return rc;
+}
+
+static int commit_image(struct nb_app *a, const char *name, const char *owner, const char *image,
+                        const char *layer, const char *parent, const char *parent_tpl,
+                        int64_t created_at, struct nb_apierr *ae)
+{
+    char ref[128], ts[32], cname[128], what[128], key[NB_TPL_KEY_LEN + 1];
+    char *labels;
+    yajl_gen g = nb_json_gen();
+    int rc;
+
     yajl_gen_map_open(g);
     nb_json_cstr(g, "Labels");
     yajl_gen_map_open(g);
@@ -422,23 +458,8 @@ static int commit_image(struct nb_app *a, const char *name, const char *owner, c
     nb_template_ref(&a->conf, owner, name, ref, sizeof(ref));
     nb_template_key(&a->conf, owner, name, key);
     snprintf(cname, sizeof(cname), NB_SNAPSHOT_CTR "%s", key);
-    if (nb_docker_create(&a->docker, cname, cfg, cid, &de) != 0) {
-        nb_apierr_docker(ae, &de, "make the snapshot's container");
-        goto out;
-    }
-    if (nb_docker_put_archive(&a->docker, cid, "/", layer, timeout_ms, &de) != 0) {
-        nb_apierr_docker(ae, &de, "copy the snapshot into its image");
-        goto out;
-    }
-    if (nb_docker_commit(&a->docker, cid, ref, labels, timeout_ms, &de) != 0) {
-        nb_apierr_docker(ae, &de, "commit the snapshot's image");
-        goto out;
-    }
-    rc = 0;
-out:
-    if (cid[0] && nb_docker_remove(&a->docker, cid, &de) != 0)
-        nb_warn("template %s: cannot remove the snapshot's container %.12s: %s", name, cid, de.msg);
-    free(cfg);
+    snprintf(what, sizeof(what), "template %s", name);
+    rc = commit_layer(a, image, layer, ref, cname, labels, what, ae);
     free(labels);
     return rc;
 }
@@ -480,6 +501,32 @@ static void thaw(struct nb_app *a, const struct nb_slot *slot, int froze)
         nb_warn("sandbox %s: cannot thaw it after its snapshot: %s", slot->id, de.msg);
 }
 
+/*
+ * The overlay upper directory of the container of slot, whose root writes
+ * into its image, into upper ("" for a sandbox without a root: it wrote
+ * nothing there). 0, or -1 with ae.
+ */
+static int rw_upper(struct nb_app *a, const struct nb_slot *slot, char *upper, size_t len,
+                    struct nb_apierr *ae)
+{
+    struct nb_derr de = {0};
+    int64_t size_rw;
+    upper[0] = '\0';
+    if (!nb_template_root(&a->conf, slot->image))
+        return 0;
+    if (nb_docker_rw_layer(&a->docker, slot->container_id, 0, upper, len, &size_rw, &de) != 0) {
+        nb_apierr_docker(ae, &de, "find the sandbox's writable layer");
+        return -1;
+    }
+    if (upper[0] == '\0') {
+        nb_apierr_set(ae, NB_E_UNSUPPORTED, "not_implemented",
+                      "a snapshot of a sandbox with a root needs Docker's overlay2 storage "
+                      "driver, which this engine does not use");
+        return -1;
+    }
+    return 0;
+}
+
 int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const char *owner,
                      unsigned max_templates, struct nb_template *out, struct nb_apierr *ae)
 {
@@ -488,7 +535,7 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     char nm[NB_TPL_NAME_MAX + 1], parent_tpl[128], rec_id[80] = "", snap[PATH_MAX], ctx[PATH_MAX],
                                                    sub[128], upper[PATH_MAX] = "",
                                                    key[NB_TPL_KEY_LEN + 1];
-    int64_t now = nb_clock_real_s(), size_rw;
+    int64_t now = nb_clock_real_s();
     int found = 0, froze = 0, rc = -1;
     struct timespec t0, t1, t2;
 
@@ -502,6 +549,11 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     if (!found) {
         nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
                       "no sandbox %s (it may have expired or been destroyed)", id);
+        return -1;
+    }
+    if (slot.lifecycle & (NB_LIFE_RELEASED | NB_LIFE_BUSY)) {
+        nb_apierr_set(ae, NB_E_CONFLICT, "paused",
+                      "sandbox %s is paused without its memory: resume it first", id);
         return -1;
     }
     if (name && name[0] && (strlen(name) > NB_TPL_NAME_MAX || !nb_template_name_ok(name))) {
@@ -521,19 +573,8 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     /* a root's writes into its image are in the container's overlay upper
      * directory, read while frozen like the tmpfs mounts (other sandboxes'
      * images are read-only: they wrote nothing there) */
-    if (nb_template_root(&a->conf, slot.image)) {
-        if (nb_docker_rw_layer(&a->docker, slot.container_id, 0, upper, sizeof(upper), &size_rw,
-                               &de) != 0) {
-            nb_apierr_docker(ae, &de, "find the sandbox's writable layer");
-            return -1;
-        }
-        if (upper[0] == '\0') {
-            nb_apierr_set(ae, NB_E_UNSUPPORTED, "not_implemented",
-                          "a snapshot of a sandbox with a root needs Docker's overlay2 storage "
-                          "driver, which this engine does not use");
-            return -1;
-        }
-    }
+    if (rw_upper(a, &slot, upper, sizeof(upper), ae) != 0)
+        return -1;
     nb_template_name_of(a, slot.image, parent_tpl, sizeof(parent_tpl));
     if (nb_template_claim(a, nm, owner, max_templates, id, parent_tpl, now, rec_id, ae) != 0)
         return -1;
@@ -578,6 +619,205 @@ out:
     unlink(snap);
     unlink(ctx);
     return rc;
+}
+
+/* ---- a pause that releases the memory ---- */
+
+void nb_snapshot_pause_ref(const struct nb_conf *c, const char *id, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "nanobox-pause-%s:%s", c->instance, id);
+}
+
+/*
+ * Into the open map g: "Labels", the nanobox.* labels of container cid (its
+ * slot's, for adoption: adopt.c reads a pause image's as a container's)
+ * with those of a pause image over them, and "Env", its config's Env (its
+ * create's HOME and the request's), which the table does not keep.
+ */
+static int container_conf(struct nb_app *a, const struct nb_slot *slot, yajl_gen g,
+                          struct nb_apierr *ae)
+{
+    static const char *const mine[] = {"nanobox.instance",   "nanobox.kind",     "nanobox.paused",
+                                       "nanobox.created_at", "nanobox.template", "nanobox.owner"};
+    struct nb_derr de = {0};
+    struct nb_buf b;
+    char path[128], err[64], num[32];
+    const char *ep[] = {"Config", "Env", NULL}, *lp[] = {"Config", "Labels", NULL};
+    yajl_val v = NULL, env, lab;
+    long status = 0;
+    int rc = -1;
+
+    nb_buf_init(&b, 4u << 20);
+    snprintf(path, sizeof(path), "/containers/%s/json", slot->container_id);
+    if (nb_docker_request(&a->docker, "GET", path, NULL, 30000, &status, &b, &de) != 0 ||
+        status != 200) {
+        if (status != 0)
+            nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error",
+                          "could not read the sandbox container's config (Docker answered %ld)",
+                          status);
+        else
+            nb_apierr_docker(ae, &de, "read the sandbox container's config");
+        goto out;
+    }
+    if (nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error", "could not read the container's config");
+        goto out;
+    }
+    nb_json_cstr(g, "Labels");
+    yajl_gen_map_open(g);
+    lab = yajl_tree_get(v, lp, yajl_t_object);
+    for (size_t i = 0; lab != NULL && i < lab->u.object.len; i++) {
+        const char *k = lab->u.object.keys[i];
+        size_t m = 0;
+        while (m < sizeof(mine) / sizeof(mine[0]) && strcmp(k, mine[m]) != 0)
+            m++;
+        if (m == sizeof(mine) / sizeof(mine[0]) && !strncmp(k, "nanobox.", 8) &&
+            YAJL_IS_STRING(lab->u.object.values[i]))
+            nb_json_kv_str(g, k, lab->u.object.values[i]->u.string);
+    }
+    nb_json_kv_str(g, "nanobox.instance", a->conf.instance);
+    nb_json_kv_str(g, "nanobox.kind", "pause");
+    nb_json_kv_str(g, "nanobox.paused", slot->id);
+    nb_json_kv_str(g, "nanobox.owner", slot->owner); /* a warm one's label has none */
+    snprintf(num, sizeof(num), "%lld", (long long)nb_clock_real_s());
+    nb_json_kv_str(g, "nanobox.created_at", num);
+    yajl_gen_map_close(g);
+    nb_json_cstr(g, "Env");
+    yajl_gen_array_open(g);
+    env = yajl_tree_get(v, ep, yajl_t_array);
+    for (size_t i = 0; env != NULL && i < env->u.array.len; i++)
+        if (YAJL_IS_STRING(env->u.array.values[i]))
+            nb_json_cstr(g, env->u.array.values[i]->u.string);
+    yajl_gen_array_close(g);
+    rc = 0;
+out:
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    return rc;
+}
+
+int nb_snapshot_save(struct nb_app *a, const struct nb_slot *slot, struct nb_apierr *ae)
+{
+    char ref[160], cname[96], what[96], snap[PATH_MAX], ctx[PATH_MAX], sub[96],
+        upper[PATH_MAX] = "";
+    char *commit = NULL;
+    struct timespec t0, t1;
+    yajl_gen g;
+    int rc = -1;
+
+    if (rw_upper(a, slot, upper, sizeof(upper), ae) != 0)
+        return -1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    if (container_conf(a, slot, g, ae) != 0) {
+        yajl_gen_free(g);
+        return -1;
+    }
+    yajl_gen_map_close(g);
+    commit = nb_json_gen_take(g);
+
+    snprintf(sub, sizeof(sub), "pause-%s.tar", slot->id);
+    nb_template_work_path(&a->conf, sub, snap, sizeof(snap));
+    snprintf(sub, sizeof(sub), "pause-%s.layer.tar", slot->id);
+    nb_template_work_path(&a->conf, sub, ctx, sizeof(ctx));
+    if (capture(&a->conf, nb_isolation_workspace(&a->conf, slot->lifecycle), slot->init_pid, snap,
+                ae) != 0 ||
+        write_layer(ctx, snap, upper[0] ? upper : NULL, a->conf.snapshot_max, ae) != 0)
+        goto out;
+    unlink(snap);
+    nb_snapshot_pause_ref(&a->conf, slot->id, ref, sizeof(ref));
+    snprintf(cname, sizeof(cname), "nanobox-pausing-%s", slot->id);
+    snprintf(what, sizeof(what), "sandbox %s", slot->id);
+    /* the tar holds all of the tmpfs mounts: on its template's image; but a root's writes
+     * before an earlier pause are in that pause's image, which its container runs from */
+    if (commit_layer(a, upper[0] && (slot->lifecycle & NB_LIFE_PAUSE_IMAGE) ? ref : slot->image,
+                     ctx, ref, cname, commit, what, ae) != 0)
+        goto out;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    nb_info("sandbox %s: files saved for a pause without memory in %.0f ms", slot->id,
+            (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    rc = 0;
+out:
+    free(commit);
+    unlink(snap);
+    unlink(ctx);
+    return rc;
+}
+
+int nb_snapshot_drop(struct nb_app *a, const char *id)
+{
+    struct nb_derr de = {0};
+    char ref[160];
+    nb_snapshot_pause_ref(&a->conf, id, ref, sizeof(ref));
+    if (nb_docker_image_remove(&a->docker, ref, 1, &de) != 0) {
+        nb_warn("sandbox %s: cannot remove its pause image %s: %s", id, ref, de.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int nb_snapshot_pause_images(struct nb_app *a, nb_pause_image_fn cb, void *arg)
+{
+    struct nb_derr de = {0};
+    struct nb_buf b, path;
+    char filter[256], err[64];
+    const char *lp[] = {"Labels", NULL}, *pp[] = {"nanobox.paused", NULL}, *ip[] = {"Id", NULL};
+    yajl_val v = NULL;
+    long status = 0;
+    int n = 0;
+
+    if (a->docker.ops != &nb_docker_curl_ops)
+        return 0; /* a Docker of another kind (the unit tests' fake) has no images to list */
+    snprintf(filter, sizeof(filter), "{\"label\":[\"nanobox.instance=%s\",\"nanobox.kind=pause\"]}",
+             a->conf.instance);
+    nb_buf_init(&path, 1024);
+    nb_buf_printf(&path, "/images/json?filters=");
+    nb_url_escape(&path, filter);
+    nb_buf_init(&b, 4u << 20);
+    if (nb_docker_request(&a->docker, "GET", path.data, NULL, 30000, &status, &b, &de) != 0 ||
+        status != 200 || nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) != 0 ||
+        !YAJL_IS_ARRAY(v)) {
+        nb_debug("pause images: cannot list them (%ld): %s", status, de.msg);
+        n = -1;
+    }
+    for (size_t i = 0; n >= 0 && i < v->u.array.len; i++) {
+        yajl_val im = v->u.array.values[i], lab = yajl_tree_get(im, lp, yajl_t_object);
+        yajl_val sid = yajl_tree_get(lab, pp, yajl_t_string),
+                 iid = yajl_tree_get(im, ip, yajl_t_string);
+        if (lab == NULL || sid == NULL || iid == NULL)
+            continue;
+        cb(arg, sid->u.string, iid->u.string, lab);
+        n++;
+    }
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    nb_buf_free(&path);
+    return n;
+}
+
+static void sweep_one(void *arg, const char *sid, const char *image_id, const void *labels)
+{
+    struct nb_app *a = arg;
+    struct nb_derr de = {0};
+    const struct nb_slot *s;
+    int orphan;
+    (void)labels;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, sid);
+    orphan = s == NULL || !(s->lifecycle & (NB_LIFE_PAUSE_IMAGE | NB_LIFE_BUSY));
+    nb_table_unlock(&a->table);
+    if (!orphan)
+        return;
+    if (nb_docker_image_remove(&a->docker, image_id, 0, &de) == 0)
+        nb_info("removed the pause image %.19s of sandbox %s, which is gone", image_id, sid);
+    else
+        nb_debug("pause image %.19s of sandbox %s: not removed: %s", image_id, sid, de.msg);
+}
+
+int nb_snapshot_sweep(struct nb_app *a)
+{
+    return nb_snapshot_pause_images(a, sweep_one, a);
 }
 
 /* ---- restore ---- */

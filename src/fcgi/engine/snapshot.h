@@ -66,4 +66,31 @@ int nb_snapshot_capture(struct nb_app *a, const struct nb_slot *src, const char 
 int nb_snapshot_apply(const struct nb_conf *c, uint32_t slot, pid_t pid, const char *ws,
                       const char *files_tar, const char *root_tar, char *err, size_t errlen);
 
+/*
+ * A pause that releases the memory (sandbox.h): the files of the sandbox of
+ * slot (frozen by the caller; workspace, /tmp and, with a root, what it
+ * wrote into its image, within snapshot_max: 413 too_large) as its pause
+ * image (nb_snapshot_pause_ref), made the way a snapshot's is, with the
+ * container's Env and labels nanobox.kind "pause" and nanobox.paused <id>.
+ * It is no template: no name, no quota, not listed. A container of that
+ * image gets its files back at its start (nb_snapshot_restore). 0, or -1
+ * with ae; nothing is left behind on failure.
+ */
+int nb_snapshot_save(struct nb_app *a, const struct nb_slot *slot, struct nb_apierr *ae);
+/* The pause image of sandbox id: nanobox-pause-<instance>:<id>. */
+void nb_snapshot_pause_ref(const struct nb_conf *c, const char *id, char *out, size_t outlen);
+/* Remove sandbox id's pause image (none counts as removed). 0, or -1 (logged). */
+int nb_snapshot_drop(struct nb_app *a, const char *id);
+/*
+ * Reconciliation's, after adoption: remove the pause images of this
+ * instance that no slot uses (their sandbox gone while nanobox was down,
+ * or one a fresh table could not adopt). The count listed, or -1 if
+ * Docker could not list them.
+ */
+int nb_snapshot_sweep(struct nb_app *a);
+/* Each pause image of this instance: its sandbox's id, its image id, its labels (a yajl_val). */
+typedef void (*nb_pause_image_fn)(void *arg, const char *sandbox_id, const char *image_id,
+                                  const void *labels);
+int nb_snapshot_pause_images(struct nb_app *a, nb_pause_image_fn cb, void *arg);
+
 #endif
