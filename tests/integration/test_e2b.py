@@ -179,7 +179,7 @@ def test_get_info_shows_template_metadata_state_and_timeout(run):
     assert near(i["endsIn"], 120), i
     assert i["cpuCount"] >= 1
     assert i["memoryMB"] == nbtest.DEFAULT_MEMORY // (1024 * 1024)
-    assert i["envdVersion"] == "0.5.6"
+    assert i["envdVersion"] == "0.6.4"
     assert i["lifecycle"] == {"onTimeout": "kill", "autoResume": False}
 
 
@@ -520,7 +520,7 @@ def test_create_get_kill_raw(stack, api):
     body = r.json()
     sid = body["sandboxID"]
     api.created.append(sid)
-    assert body["templateID"] == "base" and body["envdVersion"] == "0.5.6" and body["clientID"]
+    assert body["templateID"] == "base" and body["envdVersion"] == "0.6.4" and body["clientID"]
     # the same sandbox, natively
     native = api.get(sid).json()
     assert native["metadata"] == {"k": "v"} and native["image"] == nbtest.IMAGE
@@ -558,7 +558,7 @@ def test_v2_create_and_connect_raw(stack, api):
     body = r.json()
     sid = body["sandboxID"]
     api.created.append(sid)
-    assert body["envdAccessToken"] and body["envdVersion"] == "0.5.6"
+    assert body["envdAccessToken"] and body["envdVersion"] == "0.6.4"
     native = api.get(sid).json()
     assert native["metadata"] == {"v": "2"} and near(native["ttl_remaining"], 300)
     # connect: no body at all, or no timeout, is 300 s; it never shortens

@@ -28,9 +28,11 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "code.h"
 #include "api_common.h"
@@ -245,29 +247,147 @@ static void refused_as_user(struct nb_apierr *ae)
                   was.msg);
 }
 
-/* Write the current part of mp to path; its entry into g. */
-static int upload_part(struct nb_app *a, const struct nb_slot *slot, struct nb_mp *mp,
-                       const char *path, yajl_gen g, struct nb_apierr *ae)
+/* Write path from src (its failure in *src_failed, *src_err); its entry into g. */
+static int upload_write(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                        const struct nb_file_meta *meta, nb_files_source_fn src, void *src_arg,
+                        const int *src_failed, const struct nb_apierr *src_err, yajl_gen g,
+                        struct nb_apierr *ae)
 {
-    struct part_source src = {mp, 0, a->conf.max_file, 0, {0}};
-    struct nb_file_info fi;
+    struct nb_file_info *fi = nb_xmalloc(sizeof(*fi));
     const char *base = strrchr(path, '/');
     int have_info;
 
-    if (nb_files_write(a, slot, path, 0644, NB_FILES_SIZE_UNKNOWN, part_read, &src, &fi, &have_info,
-                       ae) != 0) {
-        if (src.failed)
-            *ae = src.err;
+    if (nb_files_write_meta(a, slot, path, 0644, meta, NB_FILES_SIZE_UNKNOWN, src, src_arg, fi,
+                            &have_info, ae) != 0) {
+        if (*src_failed)
+            *ae = *src_err;
         else if (ae->err == NB_E_FORBIDDEN)
             refused_as_user(ae);
+        free(fi);
         return -1;
     }
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "name", base != NULL && base[1] != '\0' ? base + 1 : path);
     nb_json_kv_str(g, "type", "file");
     nb_json_kv_str(g, "path", path);
+    if (have_info)
+        e2b_json_metadata(g, &fi->meta);
     yajl_gen_map_close(g);
+    free(fi);
     return 0;
+}
+
+/* Write the current part of mp to path; its entry into g. */
+static int upload_part(struct nb_app *a, const struct nb_slot *slot, struct nb_mp *mp,
+                       const char *path, const struct nb_file_meta *meta, yajl_gen g,
+                       struct nb_apierr *ae)
+{
+    struct part_source src = {mp, 0, a->conf.max_file, 0, {0}};
+    return upload_write(a, slot, path, meta, part_read, &src, &src.failed, &src.err, g, ae);
+}
+
+/* An application/octet-stream body's bytes (envd >= 0.5.7), within max_file. */
+struct raw_source {
+    struct nb_req *r;
+    uint64_t bytes, cap;
+    int failed;
+    struct nb_apierr err;
+};
+
+static int raw_read(void *arg, void *buf, size_t n)
+{
+    struct raw_source *s = arg;
+    int k = nb_http_read_some(s->r, buf, n);
+    if (k < 0) {
+        nb_apierr_set(&s->err, NB_E_INVALID, "short_body", "the body broke off");
+        s->failed = 1;
+        return -1;
+    }
+    s->bytes += (uint64_t)k;
+    if (s->bytes > s->cap) {
+        nb_apierr_set(&s->err, NB_E_TOO_LARGE, "too_large",
+                      "a file is larger than %llu bytes (max_file)", (unsigned long long)s->cap);
+        s->failed = 1;
+        return -1;
+    }
+    return k;
+}
+
+/*
+ * The X-Metadata-<key>: <value> headers (envd >= 0.6.2) into m, each
+ * key as FastCGI names its header (HTTP_X_METADATA_MY_KEY is "my-key"):
+ * header names are case-insensitive, so keys come lowercase. Held to the
+ * agent protocol's rules and caps (NBA_META_*): 400 past them.
+ */
+#define META_PARAM "HTTP_X_METADATA_"
+static int upload_meta(const struct nb_req *r, struct nb_file_meta *m, struct nb_apierr *ae)
+{
+    m->n = 0;
+    m->len = 0;
+    for (char **e = r->envp; e != NULL && *e != NULL; e++) {
+        char key[NBA_META_KEY_MAX + 1];
+        const char *name = *e + strlen(META_PARAM), *eq;
+        size_t klen;
+        if (strncmp(*e, META_PARAM, strlen(META_PARAM)) != 0 || (eq = strchr(name, '=')) == NULL)
+            continue;
+        klen = (size_t)(eq - name);
+        for (size_t i = 0; i < klen && i < NBA_META_KEY_MAX; i++)
+            key[i] = name[i] == '_' ? '-' : (char)tolower((unsigned char)name[i]);
+        if (klen > NBA_META_KEY_MAX ||
+            nb_file_meta_add(m, key, klen, eq + 1, strlen(eq + 1)) != 0) {
+            nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                          "file metadata is at most %d entries, %d bytes of keys and values: a key "
+                          "1 to %d token characters naming no xattr namespace (user., trusted., "
+                          "security., system.), given once; a value at most %d printable ASCII "
+                          "bytes (X-Metadata-%.*s)",
+                          NBA_META_MAX, NBA_META_BYTES, NBA_META_KEY_MAX, NBA_META_VALUE_MAX,
+                          (int)(klen < 64 ? klen : 64), name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Is the body application/octet-stream (one file, its bytes: envd >= 0.5.7)? */
+static int octet_stream(const struct nb_req *r)
+{
+    const char *ct = nb_http_param(r, "CONTENT_TYPE");
+    size_t n = strlen("application/octet-stream");
+    return ct != NULL && strncasecmp(ct, "application/octet-stream", n) == 0 &&
+           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* One file from an application/octet-stream body to ?path= (required). */
+static int upload_raw(struct nb_app *a, struct nb_req *r, const struct nb_slot *slot,
+                      const char *qpath, int has_qpath, const struct nb_file_meta *meta,
+                      struct nb_apierr *ae)
+{
+    struct raw_source src = {r, 0, a->conf.max_file, 0, {0}};
+    const char *ce = nb_http_param(r, "HTTP_CONTENT_ENCODING");
+    yajl_gen g;
+
+    if (!has_qpath) {
+        nb_apierr_set(ae, NB_E_INVALID, "bad_path",
+                      "an application/octet-stream upload names its file in ?path=");
+        return NB_ERR;
+    }
+    if (ce != NULL && ce[0] != '\0' && strcasecmp(ce, "identity") != 0) {
+        nb_apierr_set(ae, NB_E_INVALID, "unsupported_encoding",
+                      "nanobox takes uploads unencoded: Content-Encoding %.40s is not supported "
+                      "(write without gzip)",
+                      ce);
+        return NB_ERR;
+    }
+    g = nb_json_gen();
+    yajl_gen_array_open(g);
+    if (upload_write(a, slot, qpath, meta, raw_read, &src, &src.failed, &src.err, g, ae) != 0) {
+        yajl_gen_free(g);
+        return NB_ERR;
+    }
+    yajl_gen_array_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    return NB_OK;
 }
 
 /*
@@ -285,6 +405,7 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
     char boundary[NB_MP_BOUNDARY_MAX + 1], qpath[NB_FILES_PATH_MAX + 1];
     char path[NB_FILES_PATH_MAX + 1];
     struct nb_mp_part *part = NULL;
+    struct nb_file_meta *meta = NULL;
     struct nb_route_args fra;
     struct nb_mp *mp = NULL;
     struct nb_slot slot;
@@ -306,11 +427,19 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (rc != NB_OK)
         return NB_ERR;
     rc = NB_ERR;
+    meta = nb_xmalloc(sizeof(*meta));
+    if (upload_meta(r, meta, ae) != 0)
+        goto out;
+    if (octet_stream(r)) {
+        rc = upload_raw(a, r, &slot, qpath, has_qpath, meta, ae);
+        goto out;
+    }
     if (nb_mp_boundary(nb_http_param(r, "CONTENT_TYPE"), boundary, sizeof(boundary)) != 0) {
         nb_apierr_set(ae, NB_E_INVALID, "bad_multipart",
                       "the body must be multipart/form-data with a boundary: one part per file, "
-                      "field \"file\", filename = the file's path");
-        return NB_ERR;
+                      "field \"file\", filename = the file's path (or application/octet-stream: "
+                      "one file, ?path=)");
+        goto out;
     }
 
     mp = nb_xmalloc(sizeof(*mp));
@@ -351,7 +480,7 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
                 "part %u has no filename (the file's path) and there is no ?path=", n_parts);
             goto out;
         }
-        if (upload_part(a, &slot, mp, path, g, ae) != 0)
+        if (upload_part(a, &slot, mp, path, meta, g, ae) != 0)
             goto out;
     }
     if (n_parts == 0) {
@@ -366,6 +495,7 @@ out:
         yajl_gen_free(g);
     free(part);
     free(mp);
+    free(meta);
     return rc;
 }
 

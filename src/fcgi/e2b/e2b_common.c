@@ -360,3 +360,16 @@ int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g)
     yajl_gen_free(g);
     return rc;
 }
+
+void e2b_json_metadata(yajl_gen g, const struct nb_file_meta *m)
+{
+    size_t pos = 0;
+    const char *k, *v;
+    if (m->n == 0)
+        return;
+    nb_json_cstr(g, "metadata");
+    yajl_gen_map_open(g);
+    while (nb_file_meta_next(m, &pos, &k, &v))
+        nb_json_kv_str(g, k, v);
+    yajl_gen_map_close(g);
+}
