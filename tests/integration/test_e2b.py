@@ -1393,6 +1393,37 @@ def test_fs_remove_and_read_missing(fsrun):
     assert e["name"] == "FileNotFoundError", e
 
 
+def test_fs_metadata_is_the_files_user_xattrs(fsrun):
+    """files.write's metadata (envd >= 0.6.2): the X-Metadata-* headers
+    become user.<key> xattrs, reported by write, getInfo and list, with
+    those set in the sandbox; multipart and octet-stream, workspace and tmpfs."""
+    md = {"owner-id": "42", "note": "a b c"}
+    s = step(fsrun, "metadataWrite")
+    assert s["written"] == md and s["plain"] is None, s
+    assert s["info"] == {**md, "from-shell": "yes"} == s["list"]["a.txt"], s
+    assert s["xattrs"] == {"user.owner-id": "42", "user.note": "a b c", "user.from-shell": "yes"}, s
+    s = step(fsrun, "metadataOctetStream")
+    assert s["stream"] == {"path": "/home/user/meta/stream.txt", "metadata": {"k": "v"}, "text": "streamed"}, s
+    assert s["tmp"] == {"metadata": {"where": "tmp"}, "info": {"where": "tmp"}, "text": "on tmpfs"}, s
+
+
+def test_fs_hostile_metadata_is_refused_and_writes_nothing(fsrun):
+    # keys naming another xattr namespace never arrive (nginx drops header names with a
+    # dot; the agent would refuse them: tests/init): only user.<key> is ever set
+    s = step(fsrun, "metadataNamespacedKeys")
+    assert s == {"metadata": {"ok": "1"}, "xattrs": {"user.ok": "1"}}, s
+    for name in ("metadataLongKey", "metadataLongValue", "metadataTooMany"):
+        assert thrown(fsrun, name)["name"] == "InvalidArgumentError", (name, thrown(fsrun, name))
+    assert "X-Metadata-" in thrown(fsrun, "metadataLongValue")["message"]
+    assert thrown(fsrun, "metadataUnderEtc")["name"] in ("SandboxError", "AuthenticationError",
+                                                         "InvalidArgumentError"), thrown(fsrun, "metadataUnderEtc")
+    assert step(fsrun, "metadataRefusedLeftNothing") == {"t": False, "etc": False}
+    # a symlink out is replaced by the file, never followed: /etc/passwd untouched
+    s = step(fsrun, "metadataSymlinkOut")
+    assert s["type"] == "file" and s["metadata"] == {"k": "v"}, s
+    assert s["out"][:3] == ["1", "mine", "root:"] and s["passwdXattrs"] == {}, s
+
+
 def test_get_metrics_reads_the_cgroup(fsrun):
     m = step(fsrun, "metrics")
     # its history (test_metrics_history.py): a sample every 5 s, or one now before the first
@@ -1497,6 +1528,31 @@ def test_watches_left_no_inotify_fd(watchrun):
                 pass
         return n
     nbtest.wait_until(lambda: n_inotify() == 0, 10, 0.1, what="the agent to drop its watches")
+
+
+def test_watch_events_carry_the_entry_when_asked(watchrun):
+    """includeEntry (envd >= 0.6.3): each event's EntryInfo as the path is
+    then (with its metadata); a removed one has none."""
+    s = step(watchrun, "watchIncludeEntry")
+    assert s["all"], s["events"]
+    by = {}
+    for e in s["events"]:
+        by.setdefault(e["type"], e)
+    assert by["create"]["name"] == "entry.txt" and by["remove"]["entry"] is None, s
+    written = [e["entry"] for e in s["events"] if e["type"] == "write" and e["entry"]]
+    assert written and written[-1]["path"] == "/home/user/watched/entry.txt", s
+    assert written[-1]["type"] == "file" and written[-1]["size"] == 5, s
+    assert written[-1]["metadata"] == {"k": "v"}, s
+
+
+def test_watch_on_proc_and_sys_is_harmless(watchrun):
+    """allowNetworkMounts (envd >= 0.6.4) is taken; any directory the user
+    may read is watched, /proc and /sys too: no events, nothing breaks."""
+    s = step(watchrun, "watchProcAndSys")
+    assert s["alive"] == "ok", s
+    for p in ("/proc", "/proc/1", "/sys/fs/cgroup"):
+        assert s[p].get("started") or s[p]["name"] in ("InvalidArgumentError", "FileNotFoundError",
+                                                      "SandboxError"), (p, s[p])
 
 
 def test_watch_dir_raw_stream(envd):
