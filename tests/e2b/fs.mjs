@@ -160,10 +160,12 @@ await step('metadataOctetStream', async () => {
   const stream = new ReadableStream({ start (c) { c.enqueue(new TextEncoder().encode('streamed')); c.close() } })
   const a = await s.files.write('meta/stream.txt', stream, { metadata: { k: 'v' } })
   const b = await s.files.write('/tmp/meta-tmp.txt', 'on tmpfs', { useOctetStream: true, metadata: { where: 'tmp' } })
+  const gz = await s.files.write('meta/gz.txt', 'zipped '.repeat(1000), { gzip: true, metadata: { z: '1' } })
   return {
     stream: { path: a.path, metadata: a.metadata ?? null, text: await s.files.read('meta/stream.txt') },
     tmp: { metadata: b.metadata ?? null, info: (await s.files.getInfo('/tmp/meta-tmp.txt')).metadata ?? null, text: await s.files.read('/tmp/meta-tmp.txt') },
     tmpFs: (await s.commands.run('stat -f -c %T /tmp')).stdout.trim(),
+    gzip: { metadata: gz.metadata ?? null, ok: (await s.files.read('meta/gz.txt')) === 'zipped '.repeat(1000) },
   }
 })
 // hostile metadata: namespaces other than user., keys and values past the

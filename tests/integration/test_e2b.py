@@ -1192,6 +1192,37 @@ def test_upload_raw_with_query_path_and_user(stack, api):
     e2b_error(e2b(stack, "GET", "/files", key=None, headers=dp(sid, stack=stack)), 400)
 
 
+def test_upload_octet_stream_gzip_and_metadata_headers(stack, api):
+    """envd >= 0.5.7's application/octet-stream upload (one file at ?path=,
+    plain or Content-Encoding: gzip) and >= 0.6.2's X-Metadata-* headers,
+    as the SDK sends them; what is refused writes nothing."""
+    import gzip
+    sid = api.create()
+    h = {**dp(sid, stack=stack), "Content-Type": "application/octet-stream"}
+    r = e2b(stack, "POST", "/files?path=o/a.bin", key=None, data=b"\x00raw",
+            headers={**h, "X-Metadata-Note": "hi there", "X-Metadata-Owner-Id": "7"})
+    assert r.status_code == 200 and r.json() == [{
+        "name": "a.bin", "type": "file", "path": "/home/user/o/a.bin",
+        "metadata": {"note": "hi there", "owner-id": "7"}}], r.text[:300]
+    data = os.urandom(1000) * 300
+    r = e2b(stack, "POST", "/files?path=o/z.bin", key=None, data=gzip.compress(data),
+            headers={**h, "Content-Encoding": "gzip"})
+    assert r.status_code == 200, r.text[:300]
+    r = e2b(stack, "GET", "/files?path=o/z.bin", key=None, headers=dp(sid, stack=stack))
+    assert r.status_code == 200 and r.content == data
+    for path, extra, body, says in (
+            ("/files", {}, b"x", "?path="),
+            ("/files?path=o/bad", {"Content-Encoding": "gzip"}, b"not gzip at all", "not gzip"),
+            ("/files?path=o/bad", {"Content-Encoding": "br"}, b"x", "not supported"),
+            ("/files?path=o/bad", {"X-Metadata-" + "k" * 129: "v"}, b"x", "X-Metadata-"),
+            ("/files?path=o/bad", {"X-Metadata-K": "v" * 1025}, b"x", "X-Metadata-k"),
+            ("/files?path=o/bad", {f"X-Metadata-K{i}": "v" for i in range(17)}, b"x", "16 entries")):
+        r = e2b(stack, "POST", path, key=None, data=body, headers={**h, **extra})
+        assert says in e2b_error(r, 400), (path, list(extra)[:1], r.text[:300])
+    r = e2b(stack, "GET", "/files?path=o/bad", key=None, headers=dp(sid, stack=stack))
+    assert r.status_code == 404, r.text[:300]
+
+
 def test_data_plane_wrong_port_and_gone_sandbox(stack, api):
     sid = api.create()
     e2b_error(e2b(stack, "GET", "/files?path=x", key=None, headers=dp(sid, "49999", stack=stack)), 404)
@@ -1405,6 +1436,7 @@ def test_fs_metadata_is_the_files_user_xattrs(fsrun):
     s = step(fsrun, "metadataOctetStream")
     assert s["stream"] == {"path": "/home/user/meta/stream.txt", "metadata": {"k": "v"}, "text": "streamed"}, s
     assert s["tmp"] == {"metadata": {"where": "tmp"}, "info": {"where": "tmp"}, "text": "on tmpfs"}, s
+    assert s["gzip"] == {"metadata": {"z": "1"}, "ok": True}, s  # octet-stream, Content-Encoding: gzip
 
 
 def test_fs_hostile_metadata_is_refused_and_writes_nothing(fsrun):

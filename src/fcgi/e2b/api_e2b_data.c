@@ -34,6 +34,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include <archive.h>
+#include <archive_entry.h>
+
 #include "code.h"
 #include "api_common.h"
 #include "e2b_api.h"
@@ -200,6 +203,19 @@ int api_e2b_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_
 
 /* ---- POST /files ---- */
 
+/* k more bytes of a file (max_file is cap): k, or -1 with *err set past the cap. */
+static int held_to_cap(uint64_t *bytes, uint64_t cap, int k, int *failed, struct nb_apierr *err)
+{
+    *bytes += (uint64_t)k;
+    if (*bytes > cap) {
+        nb_apierr_set(err, NB_E_TOO_LARGE, "too_large",
+                      "a file is larger than %llu bytes (max_file)", (unsigned long long)cap);
+        *failed = 1;
+        return -1;
+    }
+    return k;
+}
+
 /* One part's bytes as the files engine's source: within max_file, malformed input said. */
 struct part_source {
     struct nb_mp *mp;
@@ -217,14 +233,7 @@ static int part_read(void *arg, void *buf, size_t n)
         s->failed = 1;
         return -1;
     }
-    s->bytes += (uint64_t)k;
-    if (s->bytes > s->cap) {
-        nb_apierr_set(&s->err, NB_E_TOO_LARGE, "too_large",
-                      "a file is larger than %llu bytes (max_file)", (unsigned long long)s->cap);
-        s->failed = 1;
-        return -1;
-    }
-    return k;
+    return held_to_cap(&s->bytes, s->cap, k, &s->failed, &s->err);
 }
 
 static int body_read(void *arg, void *buf, size_t n)
@@ -303,14 +312,58 @@ static int raw_read(void *arg, void *buf, size_t n)
         s->failed = 1;
         return -1;
     }
-    s->bytes += (uint64_t)k;
-    if (s->bytes > s->cap) {
-        nb_apierr_set(&s->err, NB_E_TOO_LARGE, "too_large",
-                      "a file is larger than %llu bytes (max_file)", (unsigned long long)s->cap);
-        s->failed = 1;
+    return held_to_cap(&s->bytes, s->cap, k, &s->failed, &s->err);
+}
+
+/*
+ * A gzip body (Content-Encoding: gzip, the SDK's write with gzip: true)
+ * inflated as it comes, by libarchive's gzip filter; the bytes it gives
+ * are held to max_file as a plain body's (raw), so a small bomb stops there.
+ */
+#define GZ_IN 65536
+struct gz_source {
+    struct raw_source *raw;
+    struct archive *ar;
+    int started;
+    char in[GZ_IN];
+};
+
+static la_ssize_t gz_in(struct archive *ar, void *arg, const void **buf)
+{
+    struct gz_source *g = arg;
+    int k = nb_http_read_some(g->raw->r, g->in, sizeof(g->in));
+    (void)ar;
+    if (k < 0) {
+        nb_apierr_set(&g->raw->err, NB_E_INVALID, "short_body", "the body broke off");
+        g->raw->failed = 1;
         return -1;
     }
+    *buf = g->in;
     return k;
+}
+
+static int gz_read(void *arg, void *buf, size_t n)
+{
+    struct gz_source *g = arg;
+    struct raw_source *s = g->raw;
+    la_ssize_t k;
+    if (!g->started) {
+        struct archive_entry *e;
+        if (archive_read_next_header(g->ar, &e) != ARCHIVE_OK ||
+            archive_filter_code(g->ar, 0) != ARCHIVE_FILTER_GZIP)
+            goto bad;
+        g->started = 1;
+    }
+    k = archive_read_data(g->ar, buf, n);
+    if (k < 0)
+        goto bad;
+    return held_to_cap(&s->bytes, s->cap, (int)k, &s->failed, &s->err);
+bad:
+    if (!s->failed)
+        nb_apierr_set(&s->err, NB_E_INVALID, "bad_gzip",
+                      "the body is not gzip (Content-Encoding: gzip)");
+    s->failed = 1;
+    return -1;
 }
 
 /*
@@ -364,7 +417,9 @@ static int upload_raw(struct nb_app *a, struct nb_req *r, const struct nb_slot *
 {
     struct raw_source src = {r, 0, a->conf.max_file, 0, {0}};
     const char *ce = nb_http_param(r, "HTTP_CONTENT_ENCODING");
+    struct gz_source *gz = NULL;
     yajl_gen g;
+    int rc;
 
     if (!has_qpath) {
         nb_apierr_set(ae, NB_E_INVALID, "bad_path",
@@ -372,15 +427,38 @@ static int upload_raw(struct nb_app *a, struct nb_req *r, const struct nb_slot *
         return NB_ERR;
     }
     if (ce != NULL && ce[0] != '\0' && strcasecmp(ce, "identity") != 0) {
-        nb_apierr_set(ae, NB_E_INVALID, "unsupported_encoding",
-                      "nanobox takes uploads unencoded: Content-Encoding %.40s is not supported "
-                      "(write without gzip)",
-                      ce);
-        return NB_ERR;
+        if (strcasecmp(ce, "gzip") != 0) {
+            nb_apierr_set(ae, NB_E_INVALID, "unsupported_encoding",
+                          "Content-Encoding %.40s is not supported (gzip or none)", ce);
+            return NB_ERR;
+        }
+        gz = nb_xmalloc(sizeof(*gz));
+        gz->raw = &src;
+        gz->started = 0;
+        gz->ar = archive_read_new();
+        archive_read_support_filter_gzip(gz->ar);
+        archive_read_support_format_raw(gz->ar);
+        if (archive_read_open(gz->ar, gz, NULL, gz_in, NULL) != ARCHIVE_OK) {
+            if (src.failed)
+                *ae = src.err;
+            else
+                nb_apierr_set(ae, NB_E_INVALID, "bad_gzip",
+                              "the body is not gzip (Content-Encoding: gzip)");
+            archive_read_free(gz->ar);
+            free(gz);
+            return NB_ERR;
+        }
     }
     g = nb_json_gen();
     yajl_gen_array_open(g);
-    if (upload_write(a, slot, qpath, meta, raw_read, &src, &src.failed, &src.err, g, ae) != 0) {
+    rc = gz != NULL
+             ? upload_write(a, slot, qpath, meta, gz_read, gz, &src.failed, &src.err, g, ae)
+             : upload_write(a, slot, qpath, meta, raw_read, &src, &src.failed, &src.err, g, ae);
+    if (gz != NULL) {
+        archive_read_free(gz->ar);
+        free(gz);
+    }
+    if (rc != 0) {
         yajl_gen_free(g);
         return NB_ERR;
     }
