@@ -394,7 +394,7 @@ static int upload_meta(const struct nb_req *r, struct nb_file_meta *m, struct nb
                           "security., system.), given once; a value at most %d printable ASCII "
                           "bytes (X-Metadata-%.*s)",
                           NBA_META_MAX, NBA_META_BYTES, NBA_META_KEY_MAX, NBA_META_VALUE_MAX,
-                          (int)(klen < 64 ? klen : 64), name);
+                          (int)(klen < 64 ? klen : 64), key);
             return -1;
         }
     }
