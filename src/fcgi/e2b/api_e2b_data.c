@@ -8,7 +8,12 @@
  *     GET  /files?path=P[&username=U]   the file's bytes, streamed
  *     POST /files[?path=P]              multipart/form-data, one part per
  *                                       file (field "file", filename = the
- *                                       path) -> [{name, type, path}]
+ *                                       path), or application/octet-stream
+ *                                       (envd >= 0.5.7: one file, ?path=,
+ *                                       gzip or not); X-Metadata-<key>
+ *                                       headers: the files' user metadata
+ *                                       (>= 0.6.2) -> [{name, type, path,
+ *                                       metadata?}]
  *     either with &signature=S[&signature_expiration=T] instead of the
  *     access token: the SDK's files.downloadUrl/uploadUrl, for a client
  *     without the SDK (a browser, curl); without E2b-Sandbox-Id the

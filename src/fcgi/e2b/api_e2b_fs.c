@@ -10,7 +10,8 @@
  *   Move     {source, destination}    -> {entry} (the destination's)
  *   Remove   {path}                   -> {} (a directory with all it holds;
  *                                          a missing path is no error)
- *   WatchDir {path, recursive} (stream)  -> start, filesystem {name, type}*,
+ *   WatchDir {path, recursive, includeEntry, allowNetworkMounts} (stream)
+ *                                     -> start, filesystem {name, type, entry?}*,
  *                                          keepalive*; until the client leaves
  *                                          or its Connect-Timeout-Ms passes
  *   CreateWatcher {path, recursive}   -> {watcherId}
@@ -23,7 +24,8 @@
  * prints a FileMode), owner, group, modifiedTime (RFC 3339 to the
  * nanosecond), symlinkTarget? (a symlink's: its absolute path with every
  * link followed, as envd's filepath.EvalSymlinks; the link's own path
- * when that fails, as envd's)}. A relative path is in
+ * when that fails, as envd's), metadata? (a file's or directory's user.*
+ * xattrs, envd >= 0.6.2)}. A relative path is in
  * the sandbox user's home (nanobox's workspace). Move crosses mounts
  * (the agent copies then deletes). The polling watcher calls
  * (CreateWatcher, GetWatcherEvents, RemoveWatcher: the Python SDK's
