@@ -30,10 +30,12 @@
 
 /*
  * The envd version the facade claims. The SDK gates features on it
- * (src/envd/versions.ts): 0.5.6 keeps it on what the data plane serves
- * (multipart uploads, no file metadata, CloseStdin).
+ * (src/envd/versions.ts and filesystem/index.ts): 0.6.4 is the newest it
+ * gates on, and the data plane serves each: octet-stream uploads (0.5.7),
+ * file metadata (0.6.2), entries in watch events (0.6.3), watches on
+ * network mounts (0.6.4) (docs/E2B.md, the envd version).
  */
-#define E2B_ENVD_VERSION "0.5.6"
+#define E2B_ENVD_VERSION "0.6.4"
 /* E2B's deprecated clientID: the same for every sandbox. */
 #define E2B_CLIENT_ID "nanobox"
 /* The template names E2B's SDKs default to. */

@@ -368,3 +368,16 @@ int e2b_snapshot_image(struct nb_app *a, struct nb_req *r, const char *tpl, char
     struct nb_apierr ign = {0};
     return nb_template_image(a, tpl, nb_http_key(r)->name, out, outlen, &ign);
 }
+
+void e2b_json_metadata(yajl_gen g, const struct nb_file_meta *m)
+{
+    size_t pos = 0;
+    const char *k, *v;
+    if (m->n == 0)
+        return;
+    nb_json_cstr(g, "metadata");
+    yajl_gen_map_open(g);
+    while (nb_file_meta_next(m, &pos, &k, &v))
+        nb_json_kv_str(g, k, v);
+    yajl_gen_map_close(g);
+}

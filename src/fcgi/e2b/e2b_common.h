@@ -65,6 +65,9 @@ int e2b_path(const struct nb_conf *c, const char *raw, size_t len, char *out, si
              struct nb_apierr *ae);
 /* t (unix seconds) as RFC 3339 in UTC under key, as E2B writes its times. */
 void e2b_json_time(yajl_gen g, const char *key, int64_t t);
+/* "metadata": {key: value...} of a file's user metadata, when it has any (envd >= 0.6.2). */
+struct nb_file_meta;
+void e2b_json_metadata(yajl_gen g, const struct nb_file_meta *m);
 /*
  * The Connect-RPC helpers every envd service uses:
  * the running sandbox a call names, once its access token is checked
