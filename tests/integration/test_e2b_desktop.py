@@ -149,7 +149,8 @@ def test_mouse_moves_clicks_and_drags(desk):
 def test_typing_into_a_terminal_reaches_it(desk):
     t = step(desk, "terminal")
     assert t["windows"] >= 1 and t["typed"].startswith("typed-"), t
-    assert t["title"] == "title-" + t["typed"], t
+    # xfce4-terminal puts the title the shell set after its own
+    assert t["title"].endswith("title-" + t["typed"]), t
     assert t["focusedIsTerminal"], t
     shot = step(desk, "secondScreenshot")
     assert shot["png"] and shot["differs"], shot
@@ -201,11 +202,12 @@ def test_another_key_cannot_reach_or_open_the_desktops_ports(desk, dstack):
     for port in (5900, 6080):
         r = other.open_port_raw(sid, port, 60)
         assert r.status_code == 404, (port, r.status_code, r.text)
-    # E2B's data plane with the other key: no command runs there either
-    r = requests.post(f"{dstack.url}/process.Process/Start", headers={
-        "E2b-Sandbox-Id": sid, "X-API-Key": f"e2b_{other.key}", "Content-Type": "application/json"},
-        data="{}", timeout=10)
-    assert r.status_code in (401, 403, 404), (r.status_code, r.text)
+    # E2B's data plane (the SDK's screenshot read, the VNC password file)
+    # takes the sandbox's access token: the other key is not one
+    for token in (other.key, f"e2b_{other.key}"):
+        r = requests.get(f"{dstack.url}/files", params={"path": "/home/user/.vnc/passwd"}, timeout=10,
+                         headers={"E2b-Sandbox-Id": sid, "X-Access-Token": token})
+        assert r.status_code in (401, 403), (r.status_code, r.text)
 
 
 def test_vnc_is_not_on_the_host_or_another_sandbox(desk, dstack):
