@@ -266,3 +266,43 @@ def test_desktop_template_without_its_image_is_e2bs_not_found(make_stack):
         assert r.status_code == 404, (r.status_code, r.text)
         body = r.json()
         assert body["code"] == 404 and says in body["message"], body
+
+
+# ------------------------------------------------------------ the console
+
+def test_console_shows_the_screen_live_and_drives_it(dstack):
+    """The web console's Screen card (www/app.js) on a desktop sandbox:
+    screenshots shown live, a click view-only changes nothing, then
+    interactive: the click is the pointer there and keys typed on the
+    picture reach the terminal under it."""
+    st = dstack
+    r = requests.post(f"{st.url}/sandboxes", json={"templateID": "desktop", "timeout": 300},
+                      headers={"X-API-Key": f"e2b_{st.api_key}"}, timeout=60)
+    assert r.status_code == 201, (r.status_code, r.text)
+    sid = r.json()["sandboxID"]
+    st.api.created.append(sid)
+    up = st.api.exec(sid, "setsid nohup Xvfb :0 -screen 0 640x480x24 -nolisten tcp >/tmp/xvfb.log 2>&1 </dev/null & "
+                          "for i in $(seq 50); do DISPLAY=:0 xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done; "
+                          "DISPLAY=:0 setsid nohup xfce4-terminal --disable-server --geometry=80x24+0+0 "
+                          "-x sh -c 'cat > /tmp/keys.txt' >/tmp/term.log 2>&1 </dev/null & "
+                          "for i in $(seq 100); do DISPLAY=:0 xdotool search --class xfce4-terminal >/dev/null && exit 0; "
+                          "sleep 0.1; done; exit 1", timeout=30)
+    assert up["exit_code"] == 0, up
+    node = nbtest.node_package(WWW_TESTS, "playwright-core")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.fail("the console test needs chromium (tests/run.sh installs it: apt install chromium)")
+    r = subprocess.run([node, str(WWW_TESTS / "console.mjs"), "--url", st.url, "--key", st.api_key,
+                        "--chromium", chromium, "--part", "screen", "--sandbox", sid],
+                       cwd=WWW_TESTS, capture_output=True, text=True, timeout=300)
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    assert r.returncode == 0 and lines, f"console.mjs -> {r.returncode}\n{r.stderr[-4000:]}\n{r.stdout[-2000:]}"
+    s = json.loads(lines[-1])
+    assert s["screen_state"] == "live" and s["screen_size"] == {"width": 640, "height": 480}, s
+    assert s["view_only_pointer_unchanged"], s
+    want = s["pointer"]["want"]
+    got = [int(v.split(":")[1]) for v in s["pointer"]["got"].split()[:2]]
+    assert abs(got[0] - want[0]) <= 1 and abs(got[1] - want[1]) <= 1, s["pointer"]
+    assert s["typed"] == "hi there\n", s
+    assert s["shots_later"] == s["shots_after_stop"], s
+    st.api.delete(sid)
