@@ -19,6 +19,7 @@ nothing is reachable until the owner opens it.
 import json
 import os
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
@@ -306,3 +307,58 @@ def test_console_shows_the_screen_live_and_drives_it(dstack):
     assert s["typed"] == "hi there\n", s
     assert s["shots_later"] == s["shots_after_stop"], s
     st.api.delete(sid)
+
+
+BANNER_PY = """
+import socket, sys
+try:
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+    s.settimeout(3)
+    print("RFB" if s.recv(12).startswith(b"RFB") else "other")
+except socket.timeout:
+    print("timeout")
+except OSError as e:
+    print(type(e).__name__, e.errno)
+"""
+
+
+def sandbox_banner(api, sid, host, port):
+    """What a TCP connection from inside sid to host:port first reads: RFB
+    (a VNC server), other, timeout or the error's name and errno."""
+    out = api.exec(sid, shlex.join(["python3", "-c", BANNER_PY, host, str(port)]), timeout=15)
+    return out["stdout"].strip()
+
+
+def test_bridge_desktops_vnc_is_not_reachable_from_another_sandbox(desktop_image):
+    """A desktop with the internet (E2B's default: a bridge sandbox where
+    the operator allows one) and x11vnc on all its addresses, as the SDK
+    starts it: another bridge sandbox cannot connect to its 5900 or 6080
+    (the bridge network drops traffic between sandboxes)."""
+    import nbnet
+    st = nbnet.start_bridge_stack("e2bdesk-bridge", **{k: v for k, v in DESKTOP_CONF.items()
+                                                       if not k.startswith("ports_on_demand")})
+    try:
+        api = st.api
+        r = requests.post(f"{st.url}/sandboxes", json={"templateID": "desktop", "timeout": 300},
+                          headers={"X-API-Key": f"e2b_{st.api_key}"}, timeout=60)
+        assert r.status_code == 201, (r.status_code, r.text)
+        sid = r.json()["sandboxID"]
+        api.created.append(sid)
+        assert api.get(sid).json()["network"] == "bridge"
+        api.exec(sid, "printf '%s\\n' 'Xvfb :0 -screen 0 640x480x24 -nolisten tcp & sleep 1' "
+                      "'x11vnc -display :0 -forever -shared -rfbport 5900 -nopw -bg -o /tmp/x11vnc.log' "
+                      "'cd /opt/noVNC/utils && ./novnc_proxy --vnc localhost:5900 --listen 6080 --web /opt/noVNC' "
+                      "> /tmp/desk.sh")
+        start_in_sandbox(api, sid, "sh /tmp/desk.sh", 6080, "novnc")
+        ip = api.exec(sid, "python3 -c \"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                           "s.connect(('192.0.2.1', 9)); print(s.getsockname()[0])\"")["stdout"].strip()
+        # x11vnc answers on that address, not only on loopback
+        assert sandbox_banner(api, sid, ip, 5900).startswith("RFB"), ip
+        other = api.create(network="bridge", ttl=300)
+        for port in (5900, 6080):
+            got = sandbox_banner(api, other, ip, port)
+            print(f"another bridge sandbox to the desktop's {ip}:{port}: {got}")
+            # dropped, refused or unreachable: never a connection
+            assert got.split()[0] in ("timeout", "ConnectionRefusedError", "OSError"), (port, got)
+    finally:
+        nbnet.stop_bridge_stack(st)
