@@ -8,7 +8,7 @@
 // title), windows, open(), and stream.start() whose URL
 // tests/integration/test_e2b_desktop.py then loads in headless Chromium.
 //
-//   node desktop.mjs --tag <unique tag> [--keep]
+//   node desktop.mjs --tag <unique tag> [--keep] [--auth]
 //
 // Its sandbox carries metadata {suite: tag}; with --keep it is left
 // running (the summary's "created") for the driver to load the stream and
@@ -59,6 +59,19 @@ await step('create', async () => {
 summary.createMs = Date.now() - t0
 if (!sbx) {
   console.log(JSON.stringify(summary))
+  process.exit(0)
+}
+
+// --auth: only a stream with noVNC's password (requireAuth), for the driver
+// to load with the key and without it
+if (args.includes('--auth')) {
+  await step('streamAuth', async () => {
+    await sbx.stream.start({ requireAuth: true })
+    const authKey = sbx.stream.getAuthKey()
+    return { keyLength: authKey.length, url: sbx.stream.getUrl({ authKey }), urlWithoutKey: sbx.stream.getUrl() }
+  })
+  console.log(JSON.stringify(summary))
+  if (!keep) await sbx.kill()
   process.exit(0)
 }
 

@@ -62,7 +62,7 @@ def dstack(desktop_image):
     yield from module_stack("e2bdesk", DESKTOP_CONF)
 
 
-def run_desktop(st, sdk_dir, node):
+def run_desktop(st, sdk_dir, node, *more):
     """desktop.mjs --keep against st with the SDK of sdk_dir: its summary.
     E2B_DOMAIN names the stack's ports domain, so that getHost (and the
     stream's URL) are nanobox's port hosts."""
@@ -70,7 +70,7 @@ def run_desktop(st, sdk_dir, node):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
     env.update(E2B_API_URL=st.url, E2B_SANDBOX_URL=st.url, E2B_API_KEY=f"e2b_{st.api_key}",
                E2B_DOMAIN=nbtest.PORTS_DOMAIN)
-    r = subprocess.run([node, str(sdk_dir / "desktop.mjs"), "--tag", tag, "--keep"], cwd=sdk_dir, env=env,
+    r = subprocess.run([node, str(sdk_dir / "desktop.mjs"), "--tag", tag, "--keep", *more], cwd=sdk_dir, env=env,
                        capture_output=True, text=True, timeout=SCRIPT_TIMEOUT)
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     assert r.returncode == 0 and lines, (f"desktop.mjs -> {r.returncode}\nstdout: {r.stdout[-3000:]}\n"
@@ -88,12 +88,13 @@ def stream_on_stack(st, url):
     return f"http://{u.hostname}:{st.port}{u.path}?{u.query}"
 
 
-def novnc(url):
+def novnc(url, wait_ms=30000):
     node = nbtest.node_package(WWW_TESTS, "playwright-core")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.fail("the stream test needs chromium (tests/run.sh installs it: apt install chromium)")
-    r = subprocess.run([node, str(WWW_TESTS / "novnc.mjs"), "--url", url, "--chromium", chromium],
+    r = subprocess.run([node, str(WWW_TESTS / "novnc.mjs"), "--url", url, "--chromium", chromium,
+                        "--wait", str(wait_ms)],
                        cwd=WWW_TESTS, capture_output=True, text=True, timeout=180)
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     assert r.returncode == 0 and lines, f"novnc.mjs -> {r.returncode}\n{r.stderr[-4000:]}\n{r.stdout[-2000:]}"
@@ -178,6 +179,23 @@ def test_stream_opens_a_live_novnc_view_in_chromium(desk, dstack):
     assert got["canvas"] == {"width": 800, "height": 600}, got
     ro = novnc(stream_on_stack(dstack, st["viewOnly"]))
     assert ro["connected"] and ro["viewOnly"] is True, ro
+
+
+def test_stream_with_require_auth_needs_its_key(dstack):
+    """stream.start({requireAuth: true}): x11vnc takes a password, which
+    the SDK's getUrl({authKey}) puts in the URL: with it noVNC connects,
+    without it noVNC is left asking for one."""
+    s = run_desktop(dstack, E2B_DIR, nbtest.node_package(E2B_DIR, "@e2b/desktop"), "--auth")
+    try:
+        st = step(s, "streamAuth")
+        assert st["keyLength"] > 0 and "password=" in st["url"] and "password" not in st["urlWithoutKey"], st
+        with_key = novnc(stream_on_stack(dstack, st["url"]))
+        assert with_key["connected"], with_key
+        without = novnc(stream_on_stack(dstack, st["urlWithoutKey"]), wait_ms=8000)
+        assert not without["connected"] and "Credentials are required" in without["statusText"], without
+    finally:
+        for sid in s["created"]:
+            dstack.api.delete(sid)
 
 
 # ---------------------------------------------------------------- tenants

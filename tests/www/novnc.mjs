@@ -6,7 +6,7 @@
 // desktop; the canvas is the screen's size. tests/integration/test_e2b_desktop.py
 // runs it and asserts on the JSON it prints as its last line.
 //
-//   node novnc.mjs --url URL --chromium /usr/bin/chromium [--click]
+//   node novnc.mjs --url URL --chromium /usr/bin/chromium [--wait MS]
 import { chromium } from 'playwright-core'
 
 const args = Object.fromEntries(
@@ -20,7 +20,7 @@ try {
   out.status = resp?.status()
   out.title = await page.title()
   try {
-    await page.waitForSelector('html.noVNC_connected', { timeout: 30_000 })
+    await page.waitForSelector('html.noVNC_connected', { timeout: Number(args.wait || 30000) })
     out.connected = true
   } catch (e) {
     out.connected = false
