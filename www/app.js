@@ -1476,7 +1476,7 @@
         if (sess.stopped) return null;
         if (!r || r.exit_code !== 0) {
           throw new ApiError(0, "no_display", "no screen on display :0 in this sandbox: a desktop sandbox " +
-            "(template desktop) has one once E2B's desktop SDK started it" +
+            "(template desktop) has one once E2B's desktop SDK or nanobox-desktop-start started it" +
             (r && r.stderr ? " (" + String(r.stderr).trim().slice(0, 200) + ")" : ""));
         }
         return call("GET", filesUrl(id, SCREEN_FILE)).then(function (res) { return res.arrayBuffer(); });

@@ -204,6 +204,38 @@ EOF
     if [ ! -s "$rootfs/etc/machine-id" ]; then
         chroot "$rootfs" dbus-uuidgen >"$rootfs/etc/machine-id"
     fi
+    # what the SDK's create runs, for a desktop driven without it (nanobox's
+    # API, the console): nothing starts a display with the sandbox, since
+    # the SDK starts its own at the resolution it was asked for
+    cat >"$rootfs/usr/local/bin/nanobox-desktop-start" <<'EOF'
+#!/bin/sh
+# nanobox-desktop-start [WIDTHxHEIGHT] [DISPLAY]: Xvfb and an xfce4 session
+# as E2B's desktop SDK starts them (src/setup/image.sh, setup_desktop);
+# returns once the window manager runs. Default 1024x768 on :0.
+size=${1:-1024x768}
+display=${2:-:0}
+export DISPLAY="$display"
+if ! xdpyinfo >/dev/null 2>&1; then
+    setsid nohup Xvfb "$display" -ac -screen 0 "${size}x24" -retro -dpi 96 \
+        -nolisten tcp -nolisten unix >/tmp/xvfb.log 2>&1 </dev/null &
+    i=0
+    until xdpyinfo >/dev/null 2>&1; do
+        i=$((i + 1))
+        [ "$i" -lt 100 ] || { echo "Xvfb did not start: /tmp/xvfb.log" >&2; exit 1; }
+        sleep 0.1
+    done
+fi
+if ! pgrep -x xfce4-session >/dev/null; then
+    setsid nohup startxfce4 >/tmp/xfce4.log 2>&1 </dev/null &
+fi
+i=0
+until pgrep -x xfwm4 >/dev/null && pgrep -x xfdesktop >/dev/null; do
+    i=$((i + 1))
+    [ "$i" -lt 300 ] || { echo "xfce4 did not start: /tmp/xfce4.log" >&2; exit 1; }
+    sleep 0.1
+done
+EOF
+    chmod 0755 "$rootfs/usr/local/bin/nanobox-desktop-start"
 }
 
 # apt_install ROOTFS PACKAGE...: apt-get install --no-install-recommends in

@@ -380,3 +380,22 @@ def test_bridge_desktops_vnc_is_not_reachable_from_another_sandbox(desktop_image
             assert got.split()[0] in ("timeout", "ConnectionRefusedError", "OSError"), (port, got)
     finally:
         nbnet.stop_bridge_stack(st)
+
+
+def test_a_desktop_started_without_the_sdk(dstack):
+    """nanobox-desktop-start in the image: what the SDK's create starts
+    (Xvfb at a size, xfce4), for nanobox's own API and the console; a
+    second run finds it running."""
+    st = dstack
+    r = requests.post(f"{st.url}/sandboxes", json={"templateID": "desktop", "timeout": 300},
+                      headers={"X-API-Key": f"e2b_{st.api_key}"}, timeout=60)
+    assert r.status_code == 201, (r.status_code, r.text)
+    sid = r.json()["sandboxID"]
+    st.api.created.append(sid)
+    for _ in range(2):
+        up = st.api.exec(sid, "nanobox-desktop-start 640x480", timeout=60)
+        assert up["exit_code"] == 0, up
+    got = st.api.exec(sid, "DISPLAY=:0 xdpyinfo | grep dimensions; pgrep -c -x xfwm4; pgrep -c -x Xvfb")
+    lines = got["stdout"].split("\n")
+    assert "640x480 pixels" in lines[0] and lines[1:3] == ["1", "1"], got
+    st.api.delete(sid)
