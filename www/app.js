@@ -1464,7 +1464,7 @@
     var id = state.openId;
     if (!id) return;
     stopScreen();
-    var sess = { id: id, stopped: false, shots: 0 };
+    var sess = { id: id, stopped: false, shots: 0, input: Promise.resolve() };
     state.screen = sess;
     $("screen-show").disabled = true;
     $("screen-stop").disabled = false;
@@ -1515,6 +1515,16 @@
 
   function screenInteractive() { return state.screen !== null && $("screen-interactive").checked; }
 
+  /* clicks and keys go one after the other, in the order they came: each
+   * is an exec of its own, and two under way at once could swap */
+  function screenInput(command) {
+    var sess = state.screen;
+    sess.input = sess.input.then(function () {
+      if (sess.stopped) return null;
+      return screenExec(sess.id, command);
+    }).catch(function (err) { showError(err); });
+  }
+
   /* a pointer event on the picture: the screen's pixel under it */
   function screenPoint(e) {
     var img = $("screen"), r = img.getBoundingClientRect();
@@ -1526,21 +1536,20 @@
     if (!screenInteractive()) return;
     e.preventDefault();
     $("screen").focus();
-    var p = screenPoint(e), id = state.screen.id;
-    screenExec(id, "xdotool mousemove --sync " + p[0] + " " + p[1] + " click " + button)
-      .catch(function (err) { showError(err); });
+    var p = screenPoint(e);
+    screenInput("xdotool mousemove --sync " + p[0] + " " + p[1] + " click " + button);
   }
 
   function screenKey(e) {
     if (!screenInteractive()) return;
-    var id = state.screen.id, cmd;
+    var cmd;
     var mods = (e.ctrlKey ? "ctrl+" : "") + (e.altKey ? "alt+" : "") + (e.metaKey ? "super+" : "");
     if (SCREEN_KEYS[e.key]) cmd = "xdotool key " + mods + (e.shiftKey && mods ? "shift+" : "") + SCREEN_KEYS[e.key];
     else if (e.key.length === 1 && mods) cmd = "xdotool key " + mods + shellQuote(e.key.toLowerCase());
     else if (e.key.length === 1) cmd = "xdotool type -- " + shellQuote(e.key);
     else return; /* a modifier alone */
     e.preventDefault();
-    screenExec(id, cmd).catch(function (err) { showError(err); });
+    screenInput(cmd);
   }
 
   /* ----------------------------------------------------------------- ports */

@@ -304,8 +304,9 @@ def test_console_shows_the_screen_live_and_drives_it(dstack):
                           "for i in $(seq 50); do DISPLAY=:0 xdpyinfo >/dev/null 2>&1 && break; sleep 0.1; done; "
                           "DISPLAY=:0 setsid nohup xfce4-terminal --disable-server --geometry=80x24+0+0 "
                           "-x sh -c 'cat > /tmp/keys.txt' >/tmp/term.log 2>&1 </dev/null & "
-                          "for i in $(seq 100); do DISPLAY=:0 xdotool search --class xfce4-terminal >/dev/null && exit 0; "
-                          "sleep 0.1; done; exit 1", timeout=30)
+                          "for i in $(seq 300); do DISPLAY=:0 xdotool search --class xfce4-terminal >/dev/null && exit 0; "
+                          "sleep 0.1; done; cat /tmp/xvfb.log /tmp/term.log; ps -eo pid,stat,etime,args; exit 1",
+                     timeout=60)
     assert up["exit_code"] == 0, up
     node = nbtest.node_package(WWW_TESTS, "playwright-core")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")

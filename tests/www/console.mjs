@@ -542,7 +542,7 @@ async function screenScenario(page) {
   await page.keyboard.type("hi there", { delay: 30 });
   await page.keyboard.press("Enter");
   let typed = "";
-  for (let i = 0; i < 50 && !typed.includes("\n"); i++) {
+  for (let i = 0; i < 150 && !typed.includes("\n"); i++) {
     typed = (await api("POST", `/sandbox/${sid}/exec`, { command: "cat /tmp/keys.txt 2>/dev/null" })).json().stdout;
     await page.waitForTimeout(100);
   }
