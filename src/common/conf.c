@@ -108,6 +108,7 @@ void nb_conf_defaults(struct nb_conf *c)
     c->warm_pool_parallel = 2;
     c->code_max_bytes = 1 * MiB;
     snprintf(c->code_image, sizeof(c->code_image), "nanobox-python:latest");
+    snprintf(c->desktop_image, sizeof(c->desktop_image), "nanobox-desktop:latest");
     snprintf(c->etcd_prefix, sizeof(c->etcd_prefix), "/nanobox/");
     c->node_lease_ttl = 5;
 
@@ -325,6 +326,7 @@ static const struct key keys[] = {
     /* a cell goes to the sandbox in one agent frame (at most 1 MiB) */
     {"code_max_bytes", K_SIZE, F(code_max_bytes), MiB},
     {"code_image", K_STR, F(code_image), 0},
+    {"desktop_image", K_STR, F(desktop_image), 0},
     {"template_from", K_STR, F(template_from), 0},
     {"root_templates", K_STR, F(root_templates), 0},
     {"root_disk_max", K_SIZE, F(root_disk_max), 1ULL << 50},

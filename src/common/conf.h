@@ -97,8 +97,9 @@ struct nb_conf {
     size_t max_file;   /* bytes of one file written through the files API */
 
     /* code interpreter (POST /sandbox/{id}/code) */
-    size_t code_max_bytes; /* bytes of one cell's code */
-    char code_image[128];  /* the image the code warm pool holds */
+    size_t code_max_bytes;   /* bytes of one cell's code */
+    char code_image[128];    /* the image the code warm pool holds */
+    char desktop_image[128]; /* E2B's "desktop" template, when built; empty: none */
 
     /* templates (templates.c): builds from a Dockerfile */
     char template_from[NB_CONF_LIST]; /* allowed FROM images; empty: the images above */

@@ -41,6 +41,8 @@
 /* The template names E2B's SDKs default to. */
 #define E2B_TEMPLATE_BASE "base"
 #define E2B_TEMPLATE_CODE "code-interpreter-v1"
+/* @e2b/desktop's: desktop_image, where it is built (image.sh desktop) */
+#define E2B_TEMPLATE_DESKTOP "desktop"
 /* E2B's timeout when a v2 create or connect names none (its API's default). */
 #define E2B_DEFAULT_TIMEOUT 300
 /* E2B's page size: 100 by default and at most. */
@@ -48,17 +50,24 @@
 
 #define MiB (1024ULL * 1024ULL)
 
-/* The template name an image is shown as: E2B's two defaults, else the image. */
+/* The template name an image is shown as: E2B's three defaults, else the image. */
 static const char *template_of(const struct nb_conf *c, const char *image)
 {
     if (!strcmp(image, c->images[0]))
         return E2B_TEMPLATE_BASE;
     if (!strcmp(image, c->code_image))
         return E2B_TEMPLATE_CODE;
+    if (c->desktop_image[0] && !strcmp(image, c->desktop_image))
+        return E2B_TEMPLATE_DESKTOP;
     return image;
 }
 
-/* The image of a templateID: base, code-interpreter-v1, or an allowed image by name. */
+/*
+ * The image of a templateID: base, code-interpreter-v1, desktop, or an
+ * allowed image by name. desktop is desktop_image without its being in
+ * `images`: it is allowed where it is built, which the create finds out
+ * (desktop_missing).
+ */
 static int image_of(const struct nb_conf *c, const char *tpl, char *out, size_t outlen)
 {
     const char *img = tpl;
@@ -66,7 +75,9 @@ static int image_of(const struct nb_conf *c, const char *tpl, char *out, size_t 
         img = c->images[0];
     else if (!strcmp(tpl, E2B_TEMPLATE_CODE))
         img = c->code_image;
-    if (!nb_conf_image_allowed(c, img))
+    else if (!strcmp(tpl, E2B_TEMPLATE_DESKTOP) && c->desktop_image[0])
+        img = c->desktop_image;
+    if (img != c->desktop_image && !nb_conf_image_allowed(c, img))
         return -1;
     snprintf(out, outlen, "%s", img);
     return 0;
@@ -236,6 +247,21 @@ static unsigned default_timeout(const struct nb_conf *c)
     return c->max_ttl < E2B_DEFAULT_TIMEOUT ? (unsigned)c->max_ttl : E2B_DEFAULT_TIMEOUT;
 }
 
+/*
+ * The desktop template on a host where its image is not built: E2B's
+ * unknown template (404), saying how to build it, rather than the
+ * engine's 503 image_missing.
+ */
+static void desktop_missing(const struct nb_conf *c, const char *image, struct nb_apierr *ae)
+{
+    if (!c->desktop_image[0] || strcmp(image, c->desktop_image) != 0 ||
+        strcmp(ae->code, "image_missing") != 0)
+        return;
+    nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                  "template '" E2B_TEMPLATE_DESKTOP "' not found: its image %.128s is not built on "
+                  "this host (src/setup/image.sh desktop)",
+                  image);
+}
 /* E2B's NewSandbox (v1) and NewSandboxV2: the same fields; ttl when it names no timeout. */
 static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_apierr *ae)
 {
@@ -307,6 +333,7 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
         /* a full machine is E2B's concurrency limit: its SDK says RateLimitError */
         if (ae->err == NB_E_CAPACITY)
             ae->err = NB_E_LIMIT;
+        desktop_missing(c, spec.image, ae);
         goto out;
     }
     rc = answer_sandbox(a, r, 201, &slot);
