@@ -91,6 +91,29 @@ int api_e2b_context_delete(struct nb_app *a, struct nb_req *r, const struct nb_r
                            struct nb_apierr *ae);
 int api_e2b_context_restart(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                             struct nb_apierr *ae);
+/*
+ * E2B's template API (api_e2b_tpl.c) over the template builder
+ * (templates.h): the v3 build flow, the upload links, aliases, delete.
+ */
+int api_e2b_tpl_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_e2b_tpl_file_link(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                          struct nb_apierr *ae);
+/* the upload itself: public, its signature checked (the SDK sends no key there) */
+int api_e2b_tpl_file_put(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                         struct nb_apierr *ae);
+int api_e2b_tpl_build(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
+int api_e2b_tpl_status(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_e2b_tpl_alias(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
+int api_e2b_tpl_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_e2b_tpl_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae);
+/* The image of owner's own built template tpl (a create's templateID): 0, or -1. */
+int e2b_tpl_image(struct nb_app *a, const char *owner, const char *tpl, char *image, size_t n);
 int api_e2b_not_implemented(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                             struct nb_apierr *ae);
 

@@ -20,6 +20,25 @@
 #define NB_E2B_V2_OP (NB_ROUTE_FRONT + 4)     /* /v2/sandboxes/{id}/{op} (arg: the op) */
 #define NB_E2B_OTHER (NB_ROUTE_FRONT + 5)     /* anything else under /sandboxes or /v2/sandboxes */
 #define NB_E2B_DATA (NB_ROUTE_FRONT + 6)      /* a data-plane request (nb_e2b_match_data) */
+/* E2B's template API (nb_e2b_match_tpl), further on: others' shapes come before */
+#define NB_E2B_TPL_V3 (NB_ROUTE_FRONT + 32)     /* /v3/templates */
+#define NB_E2B_TPL_BUILD (NB_ROUTE_FRONT + 33)  /* /v2/templates/{id}/builds/{buildID} */
+#define NB_E2B_TPL_STATUS (NB_ROUTE_FRONT + 34) /* /templates/{id}/builds/{buildID}/status */
+#define NB_E2B_TPL_FILES (NB_ROUTE_FRONT + 35)  /* /templates/{id}/files/{hash} */
+#define NB_E2B_TPL_ALIAS (NB_ROUTE_FRONT + 36)  /* /templates/aliases/{alias} */
+#define NB_E2B_TPL_ONE (NB_ROUTE_FRONT + 37)    /* /templates/{id} (an E2B key's) */
+#define NB_E2B_TPL_LIST (NB_ROUTE_FRONT + 38)   /* /templates (an E2B key's) */
+#define NB_E2B_TPL_OTHER (NB_ROUTE_FRONT + 39)  /* anything else of the above's */
+
+/*
+ * E2B's template paths. /v3/templates..., /v2/templates/...,
+ * /templates/{id}/files/... and /templates/{id}/builds/... are E2B's
+ * whoever asks (the native API has none); /templates, /templates/{id} and
+ * /templates/aliases/{alias} are E2B's only when e2b_key (the request
+ * sends "X-API-KEY: e2b_..."), else the native API's. NB_ROUTE_NONE for
+ * what is not E2B's. The handlers read their ids off the path.
+ */
+enum nb_route nb_e2b_match_tpl(const char *path, int e2b_key);
 
 /*
  * The control plane: /sandboxes[/{id}[/{op}]], /v2/sandboxes and
