@@ -518,6 +518,7 @@ int api_e2b_tpl_file_put(struct nb_app *a, struct nb_req *r, const struct nb_rou
         unlink(tmp);
         goto fail;
     }
+    nb_http_add_header(r, "Content-Length", "0");
     nb_http_body(r, 200, NULL, NULL, 0);
     return NB_OK;
 fail:
@@ -929,6 +930,8 @@ int api_e2b_tpl_build(struct nb_app *a, struct nb_req *r, const struct nb_route_
     rq.n_files = x->n;
     if (nb_template_submit(a, &rq, &t, ae) != 0)
         goto out;
+    /* openapi-fetch (the SDK's client) reads a body unless Content-Length says 0 */
+    nb_http_add_header(r, "Content-Length", "0");
     nb_http_body(r, 202, NULL, NULL, 0);
     rc = NB_OK;
 out:
