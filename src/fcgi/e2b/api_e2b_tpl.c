@@ -183,18 +183,6 @@ static void not_found(struct nb_apierr *ae, const char *what, const char *id)
     nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "%s '%.100s' not found", what, id);
 }
 
-/* ---- the image a create of templateID runs (api_e2b.c) ---- */
-
-int e2b_tpl_image(struct nb_app *a, const char *owner, const char *tpl, char *image, size_t n)
-{
-    struct nb_apierr ae;
-    struct nb_template t;
-    int built;
-    if (!own_template(a, owner, tpl, &t, &built) || !built)
-        return -1;
-    return nb_template_image(a, tpl, owner, image, n, &ae);
-}
-
 /* ---- POST /v3/templates ---- */
 
 int api_e2b_tpl_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,

@@ -112,8 +112,6 @@ int api_e2b_tpl_delete(struct nb_app *a, struct nb_req *r, const struct nb_route
                        struct nb_apierr *ae);
 int api_e2b_tpl_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                      struct nb_apierr *ae);
-/* The image of owner's own built template tpl (a create's templateID): 0, or -1. */
-int e2b_tpl_image(struct nb_app *a, const char *owner, const char *tpl, char *image, size_t n);
 int api_e2b_not_implemented(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                             struct nb_apierr *ae);
 

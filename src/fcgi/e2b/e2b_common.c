@@ -24,6 +24,7 @@
 #include "files.h"
 #include "json.h"
 #include "sandbox.h"
+#include "templates.h"
 #include "tenant.h"
 
 const char *e2b_home(const struct nb_conf *c)
@@ -359,4 +360,14 @@ int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g)
     nb_buf_free(&b);
     yajl_gen_free(g);
     return rc;
+}
+
+int e2b_tpl_image(struct nb_app *a, const char *owner, const char *tpl, char *image, size_t n)
+{
+    struct nb_apierr ae;
+    struct nb_template t;
+    if (!nb_template_name_ok(tpl) || nb_template_get(a, tpl, owner, &t, &ae) != 0 ||
+        !strcmp(t.kind, "image"))
+        return -1;
+    return nb_template_image(a, tpl, owner, image, n, &ae);
 }

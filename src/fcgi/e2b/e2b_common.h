@@ -81,4 +81,11 @@ yajl_val e2b_rpc_member(yajl_val obj, const char *key, const char *alt);
 /* A server stream's next message, as built in g (freed), in its envelope: 0, or -1 when the client left. */
 int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g);
 
+/*
+ * The image of owner's own built template tpl (a create's templateID, E2B's
+ * template API's, api_e2b_tpl.c): 0, or -1 when owner has none of that name
+ * (the operator's images are image_of's, api_e2b.c).
+ */
+int e2b_tpl_image(struct nb_app *a, const char *owner, const char *tpl, char *image, size_t n);
+
 #endif
