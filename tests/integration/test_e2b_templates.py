@@ -346,3 +346,53 @@ def test_json_of_status(stack):
     assert any("will-fail" in x for x in done["logs"]), done
     json.dumps(done)
     a.delete(nm)
+
+
+# -------------------------------------------------------------- E2B's CLI
+
+E2B_CLI_DIR = nbtest.REPO / "tests" / "e2b-cli"
+
+
+def test_cli_template_create_list_delete(stack, tmp_path):
+    """`e2b template create` (npm @e2b/cli, pinned in tests/e2b-cli): a
+    Dockerfile read by the CLI into the SDK's steps, built here; a sandbox
+    of it; `template list` and `template delete`. The CLI needs nothing but
+    E2B_API_URL and E2B_API_KEY (its `auth login` is e2b.dev's)."""
+    node = nbtest.node_package(E2B_CLI_DIR, "@e2b/cli")
+    cli = E2B_CLI_DIR / "node_modules" / "@e2b" / "cli" / "dist" / "index.js"
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "greeting.txt").write_text("hello from the CLI\n")
+    (ctx / "Dockerfile").write_text(f"FROM {BASE}\nRUN echo cli-built > /etc/cli-marker\n"
+                                    "COPY greeting.txt /opt/greeting.txt\n")
+    nm = name()
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
+    env.update(E2B_API_URL=stack.url, E2B_SANDBOX_URL=stack.url, E2B_API_KEY=f"e2b_{stack.api_key}",
+               HOME=str(tmp_path), NO_COLOR="1", CI="1")
+
+    def run(*args):
+        r = __import__("subprocess").run([node, str(cli), *args], cwd=ctx, env=env, capture_output=True,
+                                         text=True, timeout=300)
+        return r.returncode, r.stdout + r.stderr
+
+    rc, out = run("template", "create", nm, "-p", str(ctx), "-d", "Dockerfile")
+    assert rc == 0, out
+    a = E2bTpl(stack, stack.api_key)
+    assert a.alias(nm).json() == {"templateID": nm, "public": False}
+    r = requests.post(f"{stack.url}/sandboxes", headers=a.h, json={"templateID": nm}, timeout=120)
+    assert r.status_code == 201, r.text
+    sid = r.json()["sandboxID"]
+    try:
+        out_ = stack.api.exec(sid, "cat /etc/cli-marker /opt/greeting.txt")
+        assert out_["stdout"] == "cli-built\nhello from the CLI\n", out_
+    finally:
+        stack.api.delete(sid)
+    rc, out = run("template", "list", "-f", "json")
+    assert rc == 0 and nm in out, out
+    rc, out = run("template", "delete", nm, "-y")
+    assert rc == 0, out
+    assert a.alias(nm).status_code == 404
+    # a Dockerfile FROM an image the operator does not have: refused, in words
+    (ctx / "Dockerfile").write_text("FROM ubuntu:22.04\nRUN true\n")
+    rc, out = run("template", "create", name(), "-p", str(ctx), "-d", "Dockerfile")
+    assert rc != 0 and "not allowed" in out, out
