@@ -240,6 +240,23 @@ def test_not_a_tar_is_refused(stack):
     a.delete(nm)
 
 
+def test_upload_of_too_many_entries_is_refused(stack):
+    """Directories count too: a gzip'd stream of headers is no build context."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for i in range(4100):
+            info = tarfile.TarInfo(f"d{i}")
+            info.type = tarfile.DIRTYPE
+            t.addfile(info)
+    a = E2bTpl(stack, stack.api_key)
+    nm = name()
+    a.create(nm)
+    h, r = a.upload(nm, gzip.compress(buf.getvalue()))
+    assert "4096 entries" in e2b_error(r, 400)
+    assert a.link(nm, h).json()["present"] is False
+    a.delete(nm)
+
+
 def test_upload_over_the_cap_is_413(make_stack):
     st = make_stack("e2btpl-cap", template_context_max="8k")
     a = E2bTpl(st, st.api_key)

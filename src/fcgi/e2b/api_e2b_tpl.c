@@ -43,6 +43,8 @@
 #define E2B_UPLOAD_TTL 3600
 /* files of one build's context, all uploads together */
 #define E2B_FILES_MAX 1024
+/* entries of one upload, directories included */
+#define E2B_ENTRIES_MAX 4096
 #define E2B_STEPS_MAX 256
 #define E2B_HASH_LEN 64
 
@@ -377,6 +379,7 @@ static int tar_walk(const void *data, size_t len, size_t max, tar_file_fn cb, vo
     struct archive_entry *e;
     char *buf = NULL;
     int rc = -1, st;
+    unsigned entries = 0;
     archive_read_support_filter_gzip(ar);
     archive_read_support_format_tar(ar);
     if (archive_read_open_memory(ar, data, len) != ARCHIVE_OK) {
@@ -386,6 +389,12 @@ static int tar_walk(const void *data, size_t len, size_t max, tar_file_fn cb, vo
     }
     while ((st = archive_read_next_header(ar, &e)) == ARCHIVE_OK) {
         const char *raw = archive_entry_pathname(e), *path;
+        /* directories too: a gzip'd stream of millions of headers is no context */
+        if (++entries > E2B_ENTRIES_MAX) {
+            nb_apierr_set(ae, NB_E_INVALID, "bad_upload", "over %d entries in one upload",
+                          E2B_ENTRIES_MAX);
+            goto out;
+        }
         la_int64_t size = archive_entry_size(e);
         mode_t type = archive_entry_filetype(e);
         if (raw == NULL || entry_path(raw, &path) != 0) {
