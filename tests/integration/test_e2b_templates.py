@@ -413,3 +413,23 @@ def test_cli_template_create_list_delete(stack, tmp_path):
     (ctx / "Dockerfile").write_text("FROM ubuntu:22.04\nRUN true\n")
     rc, out = run("template", "create", name(), "-p", str(ctx), "-d", "Dockerfile")
     assert rc != 0 and "not allowed" in out, out
+
+
+def test_rebuild_of_an_alias_replaces_it(stack):
+    """Template.build of an alias the key has: the new build replaces the old."""
+    a = E2bTpl(stack, stack.api_key)
+    nm = name()
+    for word in ("first", "second"):
+        t = a.create(nm)
+        r = a.build(nm, t["buildID"], {"fromImage": BASE, "steps": [
+            {"type": "RUN", "args": [f"echo {word} > /etc/which"]}]})
+        assert r.status_code == 202, r.text
+        assert a.wait(nm, t["buildID"])["status"] == "ready"
+    r = requests.post(f"{stack.url}/sandboxes", headers=a.h, json={"templateID": nm}, timeout=120)
+    assert r.status_code == 201, r.text
+    sid = r.json()["sandboxID"]
+    try:
+        assert stack.api.exec(sid, "cat /etc/which")["stdout"] == "second\n"
+    finally:
+        stack.api.delete(sid)
+    assert a.delete(nm).status_code == 204
