@@ -195,6 +195,8 @@ def test_e2b_paths_answer_e2b_shaped(stack):
     assert a.alias("code-interpreter-v1").json()["public"] is True
     e2b_error(a.alias("no-such-" + secrets.token_hex(3)), 404)
     e2b_error(a.delete("base"), 403)
+    for taken in ("base", "code-interpreter-v1", "nanobox"):
+        e2b_error(a.req("POST", "/v3/templates", json={"name": taken}), 409)
     e2b_error(a.status("nope", "x"), 404)
     e2b_error(a.req("GET", "/v2/templates/x/y"), 501)
     lst = a.req("GET", "/templates").json()
@@ -268,6 +270,15 @@ def test_upload_over_the_cap_is_413(make_stack):
     h, r = a.upload(nm, tar_of([("big.bin", b"\0" * 65536)]))
     e2b_error(r, 413)
     assert a.link(nm, h).json()["present"] is False
+    # the key's kept uploads hold at most 4 x template_context_max: the oldest go first
+    kept = []
+    for _ in range(5):
+        h, r = a.upload(nm, tar_of([("f.bin", secrets.token_bytes(7500))]))
+        assert r.status_code == 200, r.text
+        kept.append(h)
+        time.sleep(1.1)  # mtimes a second apart: the order is the uploads'
+    present = [a.link(nm, x).json()["present"] for x in kept]
+    assert present == [False, True, True, True, True], present
 
 
 # --------------------------------------------------------------- the steps

@@ -21,6 +21,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -43,6 +44,8 @@
 #define E2B_UPLOAD_TTL 3600
 /* files of one build's context, all uploads together */
 #define E2B_FILES_MAX 1024
+/* a key's kept uploads together: at most this many times template_context_max */
+#define E2B_UPLOADS_KEPT 4
 /* entries of one upload, directories included */
 #define E2B_ENTRIES_MAX 4096
 #define E2B_STEPS_MAX 256
@@ -217,7 +220,7 @@ int api_e2b_tpl_create(struct nb_app *a, struct nb_req *r, const struct nb_route
                       "template tags are not supported by nanobox: build without tags");
         goto out;
     }
-    if (conf_name(c, name)) {
+    if (conf_name(c, name) || !strcmp(name, E2B_TPL_BASE) || !strcmp(name, E2B_TPL_CODE)) {
         nb_apierr_set(ae, NB_E_CONFLICT, "name_taken",
                       "'%.100s' is one of the operator's templates", name);
         goto out;
@@ -458,6 +461,63 @@ out:
     return rc;
 }
 
+/* one of the owner's kept uploads */
+struct kept {
+    char name[256];
+    time_t mtime;
+    size_t size;
+};
+
+static int kept_older(const void *x, const void *y)
+{
+    const struct kept *a = x, *b = y;
+    return a->mtime < b->mtime ? -1 : a->mtime > b->mtime;
+}
+
+/*
+ * Room for an upload of len bytes among the owner's kept ones: they hold at
+ * most E2B_UPLOADS_KEPT x template_context_max together; the oldest go
+ * first (the SDK uploads again what it is told is not present).
+ */
+static void uploads_make_room(const struct nb_conf *c, const char *owner, size_t len)
+{
+    char dir[PATH_MAX], prefix[64], key[NB_TPL_KEY_LEN + 1];
+    struct kept *k = NULL;
+    size_t n = 0, cap = 0, total = 0, limit = E2B_UPLOADS_KEPT * c->template_context_max;
+    struct dirent *de;
+    DIR *d;
+    e2b_dir(c, dir, sizeof(dir));
+    nb_template_key(c, owner, "", key);
+    snprintf(prefix, sizeof(prefix), "u-%s-", key);
+    d = opendir(dir);
+    if (d == NULL)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        struct stat st;
+        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (n == cap) {
+            struct kept *nk = realloc(k, (cap = cap ? cap * 2 : 16) * sizeof(*k));
+            if (nk == NULL)
+                break;
+            k = nk;
+        }
+        snprintf(k[n].name, sizeof(k[n].name), "%s", de->d_name);
+        k[n].mtime = st.st_mtime;
+        k[n].size = (size_t)st.st_size;
+        total += k[n].size;
+        n++;
+    }
+    if (k != NULL)
+        qsort(k, n, sizeof(*k), kept_older);
+    for (size_t i = 0; i < n && total + len > limit; i++)
+        if (unlinkat(dirfd(d), k[i].name, 0) == 0)
+            total -= k[i].size;
+    closedir(d);
+    free(k);
+}
+
 int api_e2b_tpl_file_put(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                          struct nb_apierr *ae)
 {
@@ -497,6 +557,7 @@ int api_e2b_tpl_file_put(struct nb_app *a, struct nb_req *r, const struct nb_rou
         return NB_ERR;
     if (ensure_dir(c) != 0)
         goto fail;
+    uploads_make_room(c, owner, r->body.len);
     upload_path(c, owner, hash, p, sizeof(p));
     snprintf(tmp, sizeof(tmp), "%s.%d", p, (int)getpid());
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
