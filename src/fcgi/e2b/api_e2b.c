@@ -286,8 +286,9 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
         goto out;
     if (tpl != NULL)
         tname = nb_json_string(tpl);
+    /* E2B's defaults, an allowed image, or the key's own template (api_e2b_tpl.c) */
     if (image_of(c, tname, spec.image, sizeof(spec.image)) != 0 &&
-        e2b_snapshot_image(a, r, tname, spec.image, sizeof(spec.image)) != 0) {
+        e2b_tpl_image(a, nb_http_key(r)->name, tname, spec.image, sizeof(spec.image)) != 0) {
         nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "template '%.100s' not found", tname);
         goto out;
     }

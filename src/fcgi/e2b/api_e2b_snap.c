@@ -2,10 +2,10 @@
  * api_e2b_snap.c - E2B's snapshots and fork (docs/E2B.md), as the official
  * SDK calls them, over nanobox's snapshot engine (snapshot.h) and fork
  * (fork.h): sbx.createSnapshot() is POST /sandboxes/{id}/snapshots,
- * Sandbox.listSnapshots() GET /snapshots, Sandbox.deleteSnapshot()
- * DELETE /templates/{templateID}; Sandbox.create(snapshotId) is a create
- * whose templateID names the snapshot (e2b_snapshot_image), and sbx.fork()
- * api_e2b.c's api_e2b_fork. An E2B snapshot is a nanobox template of kind
+ * Sandbox.listSnapshots() GET /snapshots (Sandbox.deleteSnapshot()'s
+ * DELETE /templates/{templateID} is the template API's, api_e2b_tpl.c);
+ * Sandbox.create(snapshotId) is a create whose templateID names the
+ * snapshot (e2b_tpl_image), and sbx.fork() api_e2b.c's api_e2b_fork. An E2B snapshot is a nanobox template of kind
  * "snapshot"; its snapshotID is the template's name, and, as every
  * template, it is its key's own: another key's is not found.
  */
@@ -147,16 +147,5 @@ int api_e2b_snapshots_list(struct nb_app *a, struct nb_req *r, const struct nb_r
         nb_http_add_header(r, "X-Next-Token", l.last);
     nb_http_json(r, 200, l.g);
     yajl_gen_free(l.g);
-    return NB_OK;
-}
-
-/* DELETE /templates/{templateID}: the SDK's deleteSnapshot; 204, 404 when not the key's. */
-int api_e2b_snapshot_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-                            struct nb_apierr *ae)
-{
-    if (nb_template_delete(a, ra->arg, nb_http_key(r)->name, 0, ae) != 0)
-        return NB_ERR;
-    nb_http_audit(r, "template-delete", ra->arg);
-    nb_http_no_content(r);
     return NB_OK;
 }

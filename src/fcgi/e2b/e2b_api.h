@@ -50,8 +50,6 @@ int api_e2b_fork(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
                  struct nb_apierr *ae);
 int api_e2b_snapshots_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                            struct nb_apierr *ae);
-int api_e2b_snapshot_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
-                            struct nb_apierr *ae);
 /* Connect-RPC filesystem.Filesystem (api_e2b_fs.c) over files.c */
 int api_e2b_fs_stat(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae);
@@ -104,6 +102,27 @@ int api_e2b_context_delete(struct nb_app *a, struct nb_req *r, const struct nb_r
                            struct nb_apierr *ae);
 int api_e2b_context_restart(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                             struct nb_apierr *ae);
+/*
+ * E2B's template API (api_e2b_tpl.c) over the template builder
+ * (templates.h): the v3 build flow, the upload links, aliases, delete.
+ */
+int api_e2b_tpl_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_e2b_tpl_file_link(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                          struct nb_apierr *ae);
+/* the upload itself: public, its signature checked (the SDK sends no key there) */
+int api_e2b_tpl_file_put(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                         struct nb_apierr *ae);
+int api_e2b_tpl_build(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
+int api_e2b_tpl_status(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_e2b_tpl_alias(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
+int api_e2b_tpl_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_e2b_tpl_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae);
 int api_e2b_not_implemented(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                             struct nb_apierr *ae);
 

@@ -362,13 +362,6 @@ int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g)
     return rc;
 }
 
-int e2b_snapshot_image(struct nb_app *a, struct nb_req *r, const char *tpl, char *out,
-                       size_t outlen)
-{
-    struct nb_apierr ign = {0};
-    return nb_template_image(a, tpl, nb_http_key(r)->name, out, outlen, &ign);
-}
-
 void e2b_json_metadata(yajl_gen g, const struct nb_file_meta *m)
 {
     size_t pos = 0;
@@ -380,4 +373,14 @@ void e2b_json_metadata(yajl_gen g, const struct nb_file_meta *m)
     while (nb_file_meta_next(m, &pos, &k, &v))
         nb_json_kv_str(g, k, v);
     yajl_gen_map_close(g);
+}
+
+int e2b_tpl_image(struct nb_app *a, const char *owner, const char *tpl, char *image, size_t n)
+{
+    struct nb_apierr ae;
+    struct nb_template t;
+    if (!nb_template_name_ok(tpl) || nb_template_get(a, tpl, owner, &t, &ae) != 0 ||
+        !strcmp(t.kind, "image"))
+        return -1;
+    return nb_template_image(a, tpl, owner, image, n, &ae);
 }

@@ -85,10 +85,10 @@ yajl_val e2b_rpc_member(yajl_val obj, const char *key, const char *alt);
 int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g);
 
 /*
- * The image of a templateID that names one of the key's snapshots (or its
- * other ready templates, templates.h): 0 with it in out, else -1.
+ * The image of owner's own built template tpl (a create's templateID, E2B's
+ * template API's, api_e2b_tpl.c): 0, or -1 when owner has none of that name
+ * (the operator's images are image_of's, api_e2b.c).
  */
-int e2b_snapshot_image(struct nb_app *a, struct nb_req *r, const char *tpl, char *out,
-                       size_t outlen);
+int e2b_tpl_image(struct nb_app *a, const char *owner, const char *tpl, char *image, size_t n);
 
 #endif

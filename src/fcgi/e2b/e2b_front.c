@@ -43,7 +43,6 @@ static const struct nb_route_entry e2b_routes[] = {
     {NB_E2B_OP, "snapshots", "POST", ID | ID_404, NB_MR_OTHER, api_e2b_snapshot_create},
     {NB_E2B_OP, "fork", "POST", ID | ID_404, NB_MR_OTHER, api_e2b_fork},
     {NB_E2B_SNAPSHOTS, "", "GET", 0, NB_MR_OTHER, api_e2b_snapshots_list},
-    {NB_E2B_TEMPLATE, "", "DELETE", 0, NB_MR_OTHER, api_e2b_snapshot_delete},
     /* logs, network, refreshes...: 501 in E2B's shape */
     {NB_E2B_OP, "*", "*", ID | ID_404, NB_MR_OTHER, api_e2b_not_implemented},
     /* the v2 paths of e2b 2.50 on: connect; logs is 501 as above */
@@ -82,6 +81,17 @@ static const struct nb_route_entry e2b_routes[] = {
     {NB_E2B_DATA, "/contexts/{ctx}", "DELETE", PUBLIC, NB_MR_OTHER, api_e2b_context_delete},
     {NB_E2B_DATA, "/contexts/{ctx}/restart", "POST", PUBLIC, NB_MR_OTHER, api_e2b_context_restart},
     {NB_E2B_DATA, "*", "*", PUBLIC, NB_MR_OTHER, api_e2b_not_implemented},
+    /* E2B's template API (api_e2b_tpl.c); the upload link's PUT is signed, not keyed */
+    {NB_E2B_TPL_V3, "", "POST", 0, NB_MR_OTHER, api_e2b_tpl_create},
+    {NB_E2B_TPL_FILES, "", "GET", 0, NB_MR_OTHER, api_e2b_tpl_file_link},
+    {NB_E2B_TPL_FILES, "", "PUT", PUBLIC | BULK, NB_MR_OTHER, api_e2b_tpl_file_put},
+    {NB_E2B_TPL_BUILD, "", "POST", 0, NB_MR_OTHER, api_e2b_tpl_build},
+    {NB_E2B_TPL_STATUS, "", "GET", 0, NB_MR_OTHER, api_e2b_tpl_status},
+    {NB_E2B_TPL_ALIAS, "", "GET", 0, NB_MR_OTHER, api_e2b_tpl_alias},
+    {NB_E2B_TPL_ONE, "", "DELETE", 0, NB_MR_OTHER, api_e2b_tpl_delete},
+    {NB_E2B_TPL_LIST, "", "GET", 0, NB_MR_OTHER, api_e2b_tpl_list},
+    {NB_E2B_TPL_ONE, "*", "*", 0, NB_MR_OTHER, api_e2b_not_implemented},
+    {NB_E2B_TPL_OTHER, "*", "*", 0, NB_MR_OTHER, api_e2b_not_implemented},
 };
 
 /* Does r carry E2B's key style, "X-API-KEY: e2b_..." (and no native Authorization)? */
@@ -101,7 +111,9 @@ static enum nb_route e2b_match(const struct nb_req *r, struct nb_route_args *ra)
 {
     const char *sbx = nb_http_param(r, "HTTP_E2B_SANDBOX_ID");
     const char *port = nb_http_param(r, "HTTP_E2B_SANDBOX_PORT");
+    const char *key = nb_http_param(r, "HTTP_X_API_KEY");
     char host_id[40], host_port[8];
+    enum nb_route tpl;
 
     if (sbx == NULL && nb_e2b_host(nb_http_param(r, "HTTP_HOST"), host_id, sizeof(host_id),
                                    host_port, sizeof(host_port))) {
@@ -112,6 +124,10 @@ static enum nb_route e2b_match(const struct nb_req *r, struct nb_route_args *ra)
      * sandbox: its handler finds the one whose token signed it (e2b_common.c) */
     if (sbx == NULL && !strcmp(r->path, "/files"))
         sbx = "";
+    /* E2B's template paths: /templates itself only for an E2B key (else the native API's) */
+    tpl = nb_e2b_match_tpl(r->path, key != NULL && !strncmp(key, "e2b_", 4));
+    if (sbx == NULL && tpl != NB_ROUTE_NONE)
+        return tpl;
     if (sbx != NULL)
         return nb_e2b_match_data(r->path, sbx, port, ra->id, sizeof(ra->id), ra->arg,
                                  sizeof(ra->arg), ra->op, sizeof(ra->op));
