@@ -164,6 +164,16 @@ if (withCode) {
     const e = ex(await c.runCode('1 + 1', { timeoutMs: 20_000 }))
     return { ...e, ms: Date.now() - t0 }
   })
+
+  // the sandbox killed under a running cell: the SDK's own "killed" error
+  // (E2B's code-interpreter test sandboxKilledDuringRun), not a silent end
+  const k = await CodeSandbox.create({ metadata: { suite: tag, n: 'killed' }, timeoutMs: 300_000 })
+  created.push(k.sandboxId)
+  await k.runCode('1')
+  await throws('killedDuringRun', async () => {
+    setTimeout(() => { CodeSandbox.kill(k.sandboxId).catch(() => {}) }, 2000)
+    return ex(await k.runCode('import time\nprint("started", flush=True)\ntime.sleep(30)', { timeoutMs: 60_000 }))
+  })
 }
 
 // the sandboxes stay for the test to look at through the native API; its

@@ -988,6 +988,15 @@ def test_an_aborted_run_interrupts_the_kernel(data):
     assert a["text"] == "2" and a["ms"] < 10_000, a
 
 
+def test_a_sandbox_killed_during_a_run_is_the_sdks_killed_error(data):
+    """runCode under which the sandbox is killed throws the SDK's
+    TimeoutError that says the sandbox was killed (its connection was
+    broken off, and isRunning() says it is gone), as E2B's own test expects."""
+    needs_code(data)
+    e = thrown(data, "killedDuringRun")
+    assert e["name"] == "TimeoutError" and "killed while the request was in progress" in e["message"], e
+
+
 # --------------------------- charts and DataFrames through @e2b/code-interpreter
 
 def code_script(stack, sdk, script, prefix):

@@ -807,8 +807,15 @@ int api_e2b_execute(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
     rq.n_env = n_env;
     rq.on_event = execute_event;
     rq.ctx = &k;
-    if (api_code_exec(a, r, &slot, &rq, ae) != 0)
-        goto out;
+    if (api_code_exec(a, r, &slot, &rq, ae) != 0) {
+        if (strcmp(ae->code, "not_running") != 0)
+            goto out;
+        /* the sandbox died under the run: E2B's SDK tells that from a
+         * connection broken off (then isRunning() false), not an answer */
+        if (!k.began)
+            nb_http_stream_begin(r, 200, "application/x-ndjson");
+        nb_http_break_off(r);
+    }
     rc = NB_OK;
 out:
     if (k.g != NULL)

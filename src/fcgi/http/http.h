@@ -67,6 +67,7 @@ struct nb_req {
     int answered;                 /* the status went out */
     int stream;                   /* HTTP_STREAM_* once a streamed answer began */
     int gone;                     /* a write failed: the client left (or the capture is full) */
+    int broken;                   /* nb_http_break_off: the connection ends, not the answer */
     const struct nb_front *front; /* the front that claimed it; NULL: the native API */
     const char *stream_ctype;     /* its stream's content type, once one began */
     struct {
@@ -299,5 +300,14 @@ void nb_http_stream_begin(struct nb_req *r, int status, const char *ctype);
 int nb_http_stream_line(struct nb_req *r, yajl_gen g);
 /* Raw bytes of a streamed body (files); -1 when the client is gone. */
 int nb_http_stream_bytes(struct nb_req *r, const void *data, size_t len);
+/*
+ * Break off r's streamed answer instead of ending it: what was written is
+ * flushed, then the FastCGI connection is shut down with no end of
+ * request, so nginx drops the client's connection mid-body (no last
+ * chunk). For a client that must tell "the server died under me" from an
+ * answer that ended (E2B's /execute when the sandbox is killed). An
+ * internal request's answer is left to end as usual.
+ */
+void nb_http_break_off(struct nb_req *r);
 
 #endif

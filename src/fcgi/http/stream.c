@@ -129,3 +129,11 @@ int nb_http_stream_line(struct nb_req *r, yajl_gen g)
     yajl_gen_reset(g, NULL); /* ready for the next line's value */
     return nb_http_stream_bytes(r, NULL, 0);
 }
+
+void nb_http_break_off(struct nb_req *r)
+{
+    if (r->fcgi == NULL || r->outer != NULL)
+        return;
+    FCGX_FFlush(r->fcgi->out);
+    r->broken = 1;
+}

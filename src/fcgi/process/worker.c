@@ -99,6 +99,21 @@ static void worker_on_term(int sig)
     FCGX_ShutdownPending();
 }
 
+/*
+ * End a FastCGI connection so that nginx breaks off the client's answer
+ * (nb_http_break_off): its stdout is flushed already; a record header of
+ * no FastCGI version makes nginx give up on the upstream with an error,
+ * and an answer whose header went out is then cut (no last chunk), where
+ * a plain close would read as its end (fastcgi_keep_conn off).
+ */
+static void break_off(int fd)
+{
+    static const unsigned char bad[8] = {0};
+    if (write(fd, bad, sizeof(bad)) != (ssize_t)sizeof(bad))
+        nb_warn("breaking off an answer: %s", strerror(errno));
+    shutdown(fd, SHUT_RDWR);
+}
+
 void nb_worker_routes(void)
 {
     nb_http_set_routes(nb_api_routes, nb_api_n_routes, &nb_api_route_guard);
@@ -187,6 +202,8 @@ void nb_worker_run(struct nb_app *a, int listen_fd, struct nb_pool_slot *me,
         /* a write gave up (WORKER_SEND_TIMEOUT_S): Finish must not wait again */
         if (FCGX_GetError(fr.out) != 0)
             shutdown(fr.ipcFd, SHUT_RDWR);
+        else if (req.broken)
+            break_off(fr.ipcFd);
         FCGX_Finish_r(&fr);
         nb_http_run_after(a, &req);
         me->served++;
