@@ -834,8 +834,15 @@ static int map_path(const char *ws, const char *in, char *out, size_t outlen)
     return 0;
 }
 
-static int unpack(const char *ws, int tarfd, unsigned long uid, unsigned long gid, char *err,
-                  size_t errlen)
+/*
+ * Each entry of the tar at fd, as fn(arg, entry) says (1: written to the
+ * disk as it then is, relative to the current directory, owners and
+ * modes kept; 0: skipped; -1: stop, err set), libarchive's secure
+ * extraction refusing symlinks, ".." and absolute paths on the way.
+ */
+typedef int (*extract_fn)(void *arg, struct archive_entry *e, char *err, size_t errlen);
+
+static int extract(int fd, extract_fn fn, void *arg, char *err, size_t errlen)
 {
     struct archive *r = archive_read_new(), *w = archive_write_disk_new();
     struct archive_entry *e;
@@ -846,28 +853,26 @@ static int unpack(const char *ws, int tarfd, unsigned long uid, unsigned long gi
                                           ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
                                           ARCHIVE_EXTRACT_SECURE_NODOTDOT |
                                           ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
-    if (archive_read_open_fd(r, tarfd, CHUNK) != ARCHIVE_OK) {
+    if (archive_read_open_fd(r, fd, CHUNK) != ARCHIVE_OK) {
         snprintf(err, errlen, "%s", archive_error_string(r));
         rc = -1;
     }
     while (rc == 0 && (st = archive_read_next_header(r, &e)) != ARCHIVE_EOF) {
-        char path[PATH_MAX];
         const void *blk;
         size_t sz;
         la_int64_t off;
+        int want;
         if (st != ARCHIVE_OK && st != ARCHIVE_WARN) {
             snprintf(err, errlen, "%s", archive_error_string(r));
             rc = -1;
             break;
         }
-        if (!map_path(ws, archive_entry_pathname(e), path, sizeof(path)) ||
-            archive_entry_hardlink(e) != NULL)
-            continue; /* the snapshot writes none of these */
-        archive_entry_set_pathname(e, path);
-        archive_entry_set_uid(e, (la_int64_t)uid);
-        archive_entry_set_gid(e, (la_int64_t)gid);
+        if ((want = fn(arg, e, err, errlen)) <= 0) {
+            rc = want;
+            continue;
+        }
         if (archive_write_header(w, e) != ARCHIVE_OK) {
-            snprintf(err, errlen, "%s: %s", path, archive_error_string(w));
+            snprintf(err, errlen, "%s: %s", archive_entry_pathname(e), archive_error_string(w));
             rc = -1;
             break;
         }
@@ -877,7 +882,7 @@ static int unpack(const char *ws, int tarfd, unsigned long uid, unsigned long gi
                 break;
             }
         if (st != ARCHIVE_EOF || archive_write_finish_entry(w) != ARCHIVE_OK) {
-            snprintf(err, errlen, "%s: %s", path,
+            snprintf(err, errlen, "%s: %s", archive_entry_pathname(e),
                      archive_error_string(w) ? archive_error_string(w) : archive_error_string(r));
             rc = -1;
         }
@@ -890,6 +895,34 @@ static int unpack(const char *ws, int tarfd, unsigned long uid, unsigned long gi
     archive_write_free(w);
     archive_read_free(r);
     return rc;
+}
+
+struct unpack_arg {
+    const char *ws;
+    unsigned long uid, gid;
+};
+
+/* A snapshot's entry: under the workspace or /tmp, owned by the slot's uid. */
+static int unpack_entry(void *arg, struct archive_entry *e, char *err, size_t errlen)
+{
+    const struct unpack_arg *u = arg;
+    char path[PATH_MAX];
+    (void)err;
+    (void)errlen;
+    if (!map_path(u->ws, archive_entry_pathname(e), path, sizeof(path)) ||
+        archive_entry_hardlink(e) != NULL)
+        return 0; /* the snapshot writes none of these */
+    archive_entry_set_pathname(e, path);
+    archive_entry_set_uid(e, (la_int64_t)u->uid);
+    archive_entry_set_gid(e, (la_int64_t)u->gid);
+    return 1;
+}
+
+static int unpack(const char *ws, int tarfd, unsigned long uid, unsigned long gid, char *err,
+                  size_t errlen)
+{
+    struct unpack_arg u = {ws, uid, gid};
+    return extract(tarfd, unpack_entry, &u, err, errlen);
 }
 
 int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, const char *ws,
@@ -1091,64 +1124,29 @@ static int mounted(const char *path, const char *ws)
     return 0;
 }
 
+struct layer_arg {
+    int root;
+    const char *ws;
+};
+
+/* A layer's entry: not under the tmpfs mounts; a whiteout removes what it names. */
+static int apply_entry(void *arg, struct archive_entry *e, char *err, size_t errlen)
+{
+    const struct layer_arg *l = arg;
+    const char *path = archive_entry_pathname(e), *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (mounted(path, l->ws) || archive_entry_hardlink(e) != NULL)
+        return 0;
+    if (!strncmp(base, WHITEOUT, strlen(WHITEOUT)))
+        return apply_whiteout(l->root, path, err, errlen) == 0 ? 0 : -1;
+    return 1;
+}
+
 /* The layer tar at fd applied on the image under root (the current directory): owners as they were. */
 static int apply_layer(int root, int fd, const char *ws, char *err, size_t errlen)
 {
-    struct archive *r = archive_read_new(), *w = archive_write_disk_new();
-    struct archive_entry *e;
-    int rc = 0, st;
-
-    archive_read_support_format_tar(r);
-    archive_write_disk_set_options(w, ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
-                                          ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                          ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-                                          ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
-    if (archive_read_open_fd(r, fd, CHUNK) != ARCHIVE_OK) {
-        snprintf(err, errlen, "%s", archive_error_string(r));
-        rc = -1;
-    }
-    while (rc == 0 && (st = archive_read_next_header(r, &e)) != ARCHIVE_EOF) {
-        const char *path, *base;
-        const void *blk;
-        size_t sz;
-        la_int64_t off;
-        if (st != ARCHIVE_OK && st != ARCHIVE_WARN) {
-            snprintf(err, errlen, "%s", archive_error_string(r));
-            rc = -1;
-            break;
-        }
-        path = archive_entry_pathname(e);
-        base = strrchr(path, '/');
-        base = base ? base + 1 : path;
-        if (mounted(path, ws) || archive_entry_hardlink(e) != NULL)
-            continue;
-        if (!strncmp(base, WHITEOUT, strlen(WHITEOUT))) {
-            rc = apply_whiteout(root, path, err, errlen);
-            continue;
-        }
-        if (archive_write_header(w, e) != ARCHIVE_OK) {
-            snprintf(err, errlen, "%s: %s", path, archive_error_string(w));
-            rc = -1;
-            break;
-        }
-        while ((st = archive_read_data_block(r, &blk, &sz, &off)) == ARCHIVE_OK)
-            if (archive_write_data_block(w, blk, sz, off) != ARCHIVE_OK) {
-                st = ARCHIVE_FATAL;
-                break;
-            }
-        if (st != ARCHIVE_EOF || archive_write_finish_entry(w) != ARCHIVE_OK) {
-            snprintf(err, errlen, "%s: %s", path,
-                     archive_error_string(w) ? archive_error_string(w) : archive_error_string(r));
-            rc = -1;
-        }
-    }
-    if (archive_write_close(w) != ARCHIVE_OK && rc == 0) {
-        snprintf(err, errlen, "%s", archive_error_string(w));
-        rc = -1;
-    }
-    archive_write_free(w);
-    archive_read_free(r);
-    return rc;
+    struct layer_arg l = {root, ws};
+    return extract(fd, apply_entry, &l, err, errlen);
 }
 
 int nb_snapshot_apply(const struct nb_conf *c, uint32_t slot, pid_t pid, const char *ws,
