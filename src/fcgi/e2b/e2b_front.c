@@ -77,6 +77,11 @@ static const struct nb_route_entry e2b_routes[] = {
     {NB_E2B_DATA, "/contexts/{ctx}", "DELETE", PUBLIC, NB_MR_OTHER, api_e2b_context_delete},
     {NB_E2B_DATA, "/contexts/{ctx}/restart", "POST", PUBLIC, NB_MR_OTHER, api_e2b_context_restart},
     {NB_E2B_DATA, "*", "*", PUBLIC, NB_MR_OTHER, api_e2b_not_implemented},
+    /* volumes (api_e2b_volumes.c): the native API's, for a key with E2B's prefix */
+    {NB_E2B_VOLUMES, "", "GET", 0, NB_MR_OTHER, api_e2b_volumes_list},
+    {NB_E2B_VOLUMES, "", "POST", 0, NB_MR_OTHER, api_e2b_volumes_create},
+    {NB_E2B_VOLUME, "", "GET", 0, NB_MR_OTHER, api_e2b_volume_get},
+    {NB_E2B_VOLUME, "", "DELETE", 0, NB_MR_OTHER, api_e2b_volume_delete},
 };
 
 /*
@@ -100,6 +105,14 @@ static enum nb_route e2b_match(const struct nb_req *r, struct nb_route_args *ra)
      * sandbox: its handler finds the one whose token signed it (e2b_common.c) */
     if (sbx == NULL && !strcmp(r->path, "/files"))
         sbx = "";
+    if (sbx == NULL) {
+        enum nb_route v = nb_e2b_match_volume(r->path, nb_http_param(r, "HTTP_X_API_KEY"), ra->arg,
+                                              sizeof(ra->arg));
+        if (v != NB_ROUTE_NONE) {
+            ra->id[0] = ra->op[0] = '\0';
+            return v;
+        }
+    }
     if (sbx != NULL)
         return nb_e2b_match_data(r->path, sbx, port, ra->id, sizeof(ra->id), ra->arg,
                                  sizeof(ra->arg), ra->op, sizeof(ra->op));

@@ -20,6 +20,9 @@
 #define NB_E2B_V2_OP (NB_ROUTE_FRONT + 4)     /* /v2/sandboxes/{id}/{op} (arg: the op) */
 #define NB_E2B_OTHER (NB_ROUTE_FRONT + 5)     /* anything else under /sandboxes or /v2/sandboxes */
 #define NB_E2B_DATA (NB_ROUTE_FRONT + 6)      /* a data-plane request (nb_e2b_match_data) */
+/* E2B's volume API (nb_e2b_match_volume); high numbers: other shapes come before them */
+#define NB_E2B_VOLUMES (NB_ROUTE_FRONT + 20) /* /volumes */
+#define NB_E2B_VOLUME (NB_ROUTE_FRONT + 21)  /* /volumes/{volumeID} (arg: the id) */
 
 /*
  * The control plane: /sandboxes[/{id}[/{op}]], /v2/sandboxes and
@@ -65,5 +68,13 @@ const char *nb_e2b_sub(enum nb_route shape, const struct nb_route_args *ra);
  * for a shape not the front's.
  */
 const char *nb_e2b_path(enum nb_route shape);
+
+/*
+ * /volumes and /volumes/{volumeID} when key, the request's X-API-Key, has
+ * E2B's prefix "e2b_" (the native API serves the same paths for its own
+ * keys): NB_E2B_VOLUMES or NB_E2B_VOLUME (arg: the id); else
+ * NB_ROUTE_NONE.
+ */
+enum nb_route nb_e2b_match_volume(const char *path, const char *key, char *arg, size_t arglen);
 
 #endif

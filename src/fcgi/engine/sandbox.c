@@ -207,6 +207,18 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
+    /* its owner's persistent volumes (volume.h): NoCopy, the image's files stay out */
+    for (unsigned i = 0; i < s->n_volumes; i++) {
+        yajl_gen_map_open(g);
+        nb_json_kv_str(g, "Type", "volume");
+        nb_json_kv_str(g, "Source", s->volumes[i].docker);
+        nb_json_kv_str(g, "Target", s->volumes[i].path);
+        nb_json_cstr(g, "VolumeOptions");
+        yajl_gen_map_open(g);
+        nb_json_kv_bool(g, "NoCopy", 1);
+        yajl_gen_map_close(g);
+        yajl_gen_map_close(g);
+    }
     yajl_gen_array_close(g);
     /* open files are per process: bound them, pids bounds the processes */
     nb_json_cstr(g, "Ulimits");
@@ -527,7 +539,7 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
     if (nb_registry_before(a, spec->key, &claim, ae) != 0)
         return -1;
     sp.elsewhere = &claim.elsewhere;
-    if (a->warm == NULL || a->warm->take(a, &sp, out) != 0) {
+    if (a->warm == NULL || sp.n_volumes > 0 || a->warm->take(a, &sp, out) != 0) {
         if (nb_sandbox_make(a, &sp, NB_SLOT_RUNNING, out, ae) != 0)
             return -1;
         how = NB_MC_COLD;

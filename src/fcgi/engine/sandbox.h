@@ -12,6 +12,7 @@
 #include "app.h"
 #include "keys.h"
 #include "network.h"
+#include "volume.h"
 
 /* Where nanobox-init appears inside every sandbox (a read-only bind mount). */
 #define NB_INIT_MOUNT "/.nanobox/init"
@@ -42,6 +43,10 @@ struct nb_sandbox_spec {
     void (*prepare)(struct nb_app *a, const struct nb_slot *slot);
     /* what its key holds on the cluster's other nodes (registry.h); NULL: nothing */
     const struct nb_table_usage *elsewhere;
+    /* its owner's persistent volumes, checked and ready (nb_volume_prepare);
+     * a create with any never takes a warm sandbox */
+    const struct nb_volume_mount *volumes;
+    unsigned n_volumes;
 };
 
 /*
