@@ -300,3 +300,28 @@ def test_e2b_keys_see_the_same_volumes_in_e2bs_shape(vstack, tenants, keys):
     assert r.status_code == 404 and parse_json(r)["code"] == 404, r.text
     assert a.delete(sid).status_code == 204
     assert e.request("DELETE", f"/volumes/{v['volumeID']}").status_code == 204
+
+
+def cli(st, key, *args, check=True):
+    e = dict(os.environ, NANOBOX_URL=st.url, NANOBOX_API_KEY=key)
+    r = subprocess.run([str(CLI_BIN), *args], capture_output=True, text=True, timeout=120, env=e)
+    if check:
+        assert r.returncode == 0, (args, r.returncode, r.stdout, r.stderr)
+    return r
+
+
+def test_the_cli(vstack, tenants, keys):
+    a = tenants["alice"]
+    assert cli(vstack, keys["alice"], "volume", "create", "cv", "--size", "16m").stdout == "cv\n"
+    out = cli(vstack, keys["alice"], "volume", "ls").stdout
+    assert re.search(r"^cv\s+[0-9a-f]{16}\s+16", out, re.M), out
+    assert cli(vstack, keys["bob"], "volume", "ls").stdout.count("\n") <= 1  # headers only
+    sid = cli(vstack, keys["alice"], "create", "--volume", "cv:/data").stdout.strip()
+    a.created.append(sid)
+    assert a.exec(sid, "echo c > /data/c && cat /data/c")["stdout"] == "c\n"
+    r = cli(vstack, keys["alice"], "volume", "rm", "cv", check=False)
+    assert r.returncode == 1 and "mounted" in r.stderr, r
+    r = cli(vstack, keys["alice"], "create", "--volume", "cv", check=False)
+    assert r.returncode == 2, r
+    assert a.delete(sid).status_code == 204
+    assert cli(vstack, keys["alice"], "volume", "rm", "cv").stdout == "cv\n"
