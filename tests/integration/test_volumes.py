@@ -325,3 +325,43 @@ def test_the_cli(vstack, tenants, keys):
     assert r.returncode == 2, r
     assert a.delete(sid).status_code == 204
     assert cli(vstack, keys["alice"], "volume", "rm", "cv").stdout == "cv\n"
+
+
+def test_the_mcp_tools(tenants):
+    a, b = tenants["alice"], tenants["bob"]
+
+    def session(api):
+        r = api.request("POST", "/mcp", headers={"Accept": "application/json, text/event-stream"},
+                        json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                         "clientInfo": {"name": "t", "version": "1"}}})
+        assert r.status_code == 200, r.text[:300]
+        return r.headers["Mcp-Session-Id"]
+
+    def call(api, sess, name, args):
+        r = api.request("POST", "/mcp", headers={"Accept": "application/json, text/event-stream",
+                                                 "Mcp-Session-Id": sess},
+                        json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                              "params": {"name": name, "arguments": args}})
+        assert r.status_code == 200, r.text[:300]
+        return r.json()["result"]
+
+    sa, sb = session(a), session(b)
+    res = call(a, sa, "volume_create", {"name": "mv", "size": "16m"})
+    assert not res.get("isError") and res["structuredContent"]["name"] == "mv", res
+    res = call(a, sa, "volume_list", {})
+    assert [v["name"] for v in res["structuredContent"]["volumes"]] == ["mv"], res
+    assert call(b, sb, "volume_list", {})["structuredContent"]["volumes"] == []
+    res = call(a, sa, "sandbox_create", {"volumes": [{"name": "mv", "path": "/data"}]})
+    assert not res.get("isError"), res
+    sid = res["structuredContent"]["sandboxId"]
+    a.created.append(sid)
+    assert a.exec(sid, "touch /data/x && ls /data")["stdout"] == "x\n"
+    res = call(b, sb, "sandbox_create", {"volumes": [{"name": "mv", "path": "/data"}]})
+    assert res.get("isError"), res
+    assert call(b, sb, "volume_delete", {"name": "mv"}).get("isError")
+    res = call(a, sa, "volume_delete", {"name": "mv"})
+    assert res.get("isError") and "mounted" in json.dumps(res), res
+    assert a.delete(sid).status_code == 204
+    res = call(a, sa, "volume_delete", {"name": "mv"})
+    assert not res.get("isError") and res["structuredContent"]["deleted"] is True, res
