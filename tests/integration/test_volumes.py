@@ -365,3 +365,43 @@ def test_the_mcp_tools(tenants):
     assert a.delete(sid).status_code == 204
     res = call(a, sa, "volume_delete", {"name": "mv"})
     assert not res.get("isError") and res["structuredContent"]["deleted"] is True, res
+
+
+@pytest.mark.parametrize("pin", ["e2b", "e2b-latest"])
+def test_the_e2b_sdk(vstack, pin, tmp_path):
+    """tests/e2b/volumes.mjs with the pinned and the newest SDK (test_e2b.py's way)."""
+    import secrets
+    import shutil
+    pkg = nbtest.REPO / "tests" / pin
+    node = nbtest.node_package(pkg, "e2b")
+    d = nbtest.REPO / "tests" / "e2b"
+    if pin != "e2b":  # ESM resolves "e2b" next to the script: a copy beside that node_modules
+        for f in ("volumes.mjs", "steps.mjs"):
+            shutil.copy(d / f, tmp_path / f)
+        (tmp_path / "node_modules").symlink_to(pkg / "node_modules", target_is_directory=True)
+        d = tmp_path
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NANOBOX_"))}
+    env.update(E2B_API_URL=vstack.url, E2B_SANDBOX_URL=vstack.url, E2B_API_KEY=f"e2b_{vstack.api_key}")
+    r = subprocess.run([node, str(d / "volumes.mjs"), "--tag", secrets.token_hex(4)], cwd=d, env=env,
+                       capture_output=True, text=True, timeout=300)
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    assert r.returncode == 0 and lines, (r.stdout[-3000:], r.stderr[-3000:])
+    summary = json.loads(lines[-1])
+    for sid in summary["created"]:
+        vstack.api.delete(sid)
+    s = summary["steps"]
+    assert s["create"] == {"name": s["create"]["name"], "idLength": 16}, s
+    assert s["list"] == [True] and s["getInfo"]["same"] is True and s["connect"]["name"] == s["create"]["name"], s
+    assert s["getInfoUnknown"]["name"] == "VolumeNotFoundError", s
+    assert s["destroyUnknown"] == {"destroyed": False}, s
+    assert s["createTwice"]["name"] == "VolumeError" and "exists" in s["createTwice"]["message"], s
+    assert s["writeThrough"]["w"] == "kept\n", s
+    assert s["writeThrough"]["busy"]["name"] == "VolumeError" and "mounted" in s["writeThrough"]["busy"]["message"], s
+    assert s["readBack"] == {"r": "kept\n"}, s
+    # the SDK's class for a 400 and a 404 of create: its message has E2B's {code, message}
+    assert s["badPath"]["message"].startswith("400: ") and "/proc" in s["badPath"]["message"], s
+    assert "404" in s["unknownVolume"]["message"] and "no-such-volume" in s["unknownVolume"]["message"], s
+    assert "thrown" not in s["destroy"] and s["destroy"] == {"destroyed": True}, s
+    assert s["gone"] == 0, s
+    # the content API goes to https://api.<E2B_DOMAIN> (or E2B_VOLUME_API_URL): nothing answers there
+    assert "thrown" not in s["contentApi"] and s["contentApi"].get("name"), s
