@@ -158,6 +158,7 @@ static const struct cli_cmd commands[] = {
     {"keys", cmd_keys,
      "nanobox keys add NAME [--role user|admin] [--max-sandboxes N] [--max-memory SIZE]\n"
      "                 [--max-cpus N] [--max-ports N] [--max-templates N] [--rate R]\n"
+     "                 [--max-volumes N] [--max-volume-bytes SIZE]\n"
      "       nanobox keys ls\n"
      "       nanobox keys rm NAME [--destroy]",
      "add, list, remove API keys (on the server's host: edits its keys file)",
@@ -170,6 +171,9 @@ static const struct cli_cmd commands[] = {
      "  --max-ports N     (add) open ports over its sandboxes\n"
      "  --max-templates N (add) templates it builds\n"
      "  --rate R          (add) its nginx rate class, as limit_req writes it (10r/s)\n"
+     "  --max-volumes N   (add) persistent volumes it makes (default: volume_max_count)\n"
+     "  --max-volume-bytes SIZE\n"
+     "                    (add) their sizes together (default: volume_quota)\n"
      "  --destroy         (rm) also destroy its live sandboxes now, with this CLI's key\n"
      "add prints the new key once (64 hex digits); the file keeps only its SHA-256.\n"
      "The service reads the file again on its next request: no restart, no signal.\n"},

@@ -37,9 +37,9 @@ class KeyApi(nbtest.Api):
         return h
 
 
-def add_key(st, name):
+def add_key(st, name, *opts):
     e = dict(os.environ, NANOBOX_URL=st.url, NANOBOX_API_KEY=st.api_key)
-    r = subprocess.run([str(CLI_BIN), "keys", "add", name, "--config", st.conf_path],
+    r = subprocess.run([str(CLI_BIN), "keys", "add", name, *opts, "--config", st.conf_path],
                        capture_output=True, text=True, timeout=60, env=e)
     assert r.returncode == 0, (r.stdout, r.stderr)
     return r.stdout.strip()
@@ -53,7 +53,9 @@ def vstack():
 
 @pytest.fixture(scope="module")
 def keys(vstack):
-    return {n: add_key(vstack, n) for n in ("alice", "bob")}
+    keys = {n: add_key(vstack, n) for n in ("alice", "bob")}
+    keys["carol"] = add_key(vstack, "carol", "--max-volumes", "1", "--max-volume-bytes", "40m")
+    return keys
 
 
 @pytest.fixture
@@ -236,6 +238,13 @@ def test_quota_is_429(tenants):
     err(a.request("POST", "/volumes", json={"name": "q4", "size": "16m"}), 429)  # 3 volumes
     assert volumes(tenants["bob"]) == []
     make_volume(tenants["bob"], "q1")  # bob's quota is his own
+    # a key's own quotas (keys file: max_volumes, max_volume_bytes) replace the config's
+    c = tenants["carol"]
+    r = c.request("POST", "/volumes", json={"name": "c1", "size": "48m"})
+    assert err(r, 429) == "quota" and "max_volume_bytes" in r.json()["error"], r.text
+    make_volume(c, "c1", "32m")
+    r = c.request("POST", "/volumes", json={"name": "c2", "size": "16m"})
+    assert err(r, 429) == "quota" and "max_volumes=1" in r.json()["error"], r.text
 
 
 def test_survives_a_service_restart(vstack, tenants):

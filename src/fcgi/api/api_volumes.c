@@ -73,7 +73,7 @@ int api_volumes_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         nb_apierr_set(ae, NB_E_INVALID, "bad_field", "size is bytes or a size like \"512m\"");
         goto out;
     }
-    if (nb_volume_create(a, nb_http_key(r)->name, nb_json_string(f[0].val), size, &v, ae) != 0)
+    if (nb_volume_create(a, nb_http_key(r), nb_json_string(f[0].val), size, &v, ae) != 0)
         goto out;
     nb_http_audit(r, "volume_create", v.name);
     g = nb_json_gen();

@@ -63,7 +63,7 @@ int api_e2b_volumes_create(struct nb_app *a, struct nb_req *r, const struct nb_r
         goto out;
     }
     /* E2B's create names no size: the operator's volume_size_default */
-    if (nb_volume_create(a, nb_http_key(r)->name, nb_json_string(name), 0, &v, ae) != 0)
+    if (nb_volume_create(a, nb_http_key(r), nb_json_string(name), 0, &v, ae) != 0)
         goto out;
     nb_http_audit(r, "volume_create", v.name);
     g = nb_json_gen();

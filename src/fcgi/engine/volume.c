@@ -218,10 +218,13 @@ static void new_id(char id[NB_VOLUME_ID_LEN + 1])
         snprintf(id + 2 * i, 3, "%02x", raw[i]);
 }
 
-int nb_volume_create(struct nb_app *a, const char *owner, const char *name, uint64_t size,
+int nb_volume_create(struct nb_app *a, const struct nb_key *key, const char *name, uint64_t size,
                      struct nb_volume *out, struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
+    const char *owner = key->name;
+    unsigned max_count = key->max_volumes ? key->max_volumes : c->volume_max_count;
+    uint64_t max_bytes = key->max_volume_bytes ? key->max_volume_bytes : c->volume_quota;
     char img[NB_CONF_STR + 64], dir[NB_CONF_STR + 64], tmp[64], err[512];
     struct nb_volume *v;
     struct nb_buf b;
@@ -260,15 +263,16 @@ int nb_volume_create(struct nb_app *a, const char *owner, const char *name, uint
         }
     }
     free(v);
-    if (c->volume_max_count && n >= c->volume_max_count) {
-        nb_apierr_set(ae, NB_E_LIMIT, "quota", "quota volume_max_count=%u reached: %zu volumes",
-                      c->volume_max_count, n);
+    if (max_count && n >= max_count) {
+        nb_apierr_set(ae, NB_E_LIMIT, "quota", "quota %s=%u of key \"%s\" reached: %zu volumes",
+                      key->max_volumes ? "max_volumes" : "volume_max_count", max_count, owner, n);
         goto unlock;
     }
-    if (c->volume_quota && held + size > c->volume_quota) {
+    if (max_bytes && held + size > max_bytes) {
         nb_apierr_set(ae, NB_E_LIMIT, "quota",
-                      "quota volume_quota=%llu bytes: %llu held, %llu more asked",
-                      (unsigned long long)c->volume_quota, (unsigned long long)held,
+                      "quota %s=%llu of key \"%s\": its volumes hold %llu bytes, %llu more asked",
+                      key->max_volume_bytes ? "max_volume_bytes" : "volume_quota",
+                      (unsigned long long)max_bytes, owner, (unsigned long long)held,
                       (unsigned long long)size);
         goto unlock;
     }

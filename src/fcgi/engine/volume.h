@@ -22,6 +22,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "app.h"
+#include "keys.h"
 
 #define NB_VOLUME_NAME_MAX 63 /* [A-Za-z0-9][A-Za-z0-9_.-]* */
 #define NB_VOLUME_ID_LEN 16   /* hex */
@@ -47,11 +48,13 @@ int nb_volume_name_valid(const char *name);
 
 /*
  * Make owner's volume name of size bytes (0: volume_size_default). 400
- * bad name, 413 over volume_size_max, 409 exists, 429 quota
- * (volume_max_count, volume_quota of the owner), 5xx from Docker or the
- * file system's set-up.
+ * bad name, 413 over volume_size_max, 409 exists, 429 quota: the owner's
+ * volumes and their bytes, at most key's max_volumes and
+ * max_volume_bytes (keys.h), or where the key sets none the config's
+ * volume_max_count and volume_quota. 5xx from Docker or the file
+ * system's set-up.
  */
-int nb_volume_create(struct nb_app *a, const char *owner, const char *name, uint64_t size,
+int nb_volume_create(struct nb_app *a, const struct nb_key *key, const char *name, uint64_t size,
                      struct nb_volume *out, struct nb_apierr *ae);
 
 /* owner's volumes into *out (malloc'd, *n of them). */
