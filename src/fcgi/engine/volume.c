@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -205,15 +206,15 @@ int nb_volume_get(struct nb_app *a, const char *owner, const char *key, struct n
 static void new_id(char id[NB_VOLUME_ID_LEN + 1])
 {
     unsigned char raw[NB_VOLUME_ID_LEN / 2];
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || read(fd, raw, sizeof(raw)) != (ssize_t)sizeof(raw)) {
-        /* never expected; the clock then, still unique enough per instance */
+    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+        /* never expected: the clock's nanoseconds and the pid, unique enough in one instance */
         struct timespec ts;
+        uint32_t x[2];
         clock_gettime(CLOCK_REALTIME, &ts);
-        memcpy(raw, &ts.tv_nsec, sizeof(raw) < sizeof(ts.tv_nsec) ? sizeof(raw) : 4);
+        x[0] = (uint32_t)ts.tv_nsec ^ (uint32_t)ts.tv_sec;
+        x[1] = (uint32_t)getpid() ^ (uint32_t)(ts.tv_sec >> 8);
+        memcpy(raw, x, sizeof(raw));
     }
-    if (fd >= 0)
-        close(fd);
     for (size_t i = 0; i < sizeof(raw); i++)
         snprintf(id + 2 * i, 3, "%02x", raw[i]);
 }
