@@ -59,8 +59,13 @@ def main():
             assert r.status_code == 201, r.text
             r = timed("DELETE /volumes", lambda: api.request("DELETE", f"/volumes/v{i}"))
             assert r.status_code == 204, r.text
-        api.request("DELETE", "/volumes/bench")
     finally:
+        api = nbtest.Api(st)
+        api.cleanup()
+        for sid in api.list_ids():
+            api.delete(sid)
+        for v in api.request("GET", "/volumes").json().get("volumes", []):
+            api.request("DELETE", f"/volumes/{v['name']}")  # a volume outlives the stack otherwise
         st.stop()
         st.remove_tmp()
     for what, v in times.items():
