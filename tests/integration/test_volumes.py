@@ -47,8 +47,21 @@ def add_key(st, name, *opts):
 
 @pytest.fixture(scope="module")
 def vstack():
-    yield from module_stack("volumes", {"volume_size_max": "64m", "volume_size_default": "32m",
-                                        "volume_max_count": 3, "volume_quota": "100m"})
+    gen = module_stack("volumes", {"volume_size_max": "64m", "volume_size_default": "32m",
+                                   "volume_max_count": 3, "volume_quota": "100m"})
+    st = next(gen)
+    yield st
+    # what a failed test left: volumes outlive their stack by design
+    st.api.cleanup()
+    subprocess.run(["docker", "rm", "-fv", *subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=nanobox.instance={st.instance}"],
+        capture_output=True, text=True).stdout.split()], capture_output=True)
+    for name in docker_volumes(st):
+        subprocess.run(["docker", "volume", "rm", "-f", name], capture_output=True)
+    for line in leftovers(st):
+        if " ext4 " in line:
+            subprocess.run(["umount", "-l", line.split()[4]], capture_output=True)
+    next(gen, None)
 
 
 @pytest.fixture(scope="module")
