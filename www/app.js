@@ -25,6 +25,7 @@
     execCtl: null,       /* AbortController of the running exec */
     codeCtl: null,       /* AbortController of the running code cell */
     term: null,          /* the terminal session (openTerminal) */
+    screen: null,        /* the screen being shown (startScreen) */
     cwd: "/workspace",   /* the directory the file table shows */
     sandboxes: [],       /* the last list shown, newest first */
     logCtl: null,        /* AbortController of the build log being followed */
@@ -435,7 +436,7 @@
   }
 
   function destroySandbox(id) {
-    if (id === state.openId) { stopExec(); stopCode(); stopTerminal(true); }
+    if (id === state.openId) { stopExec(); stopCode(); stopTerminal(true); stopScreen(); }
     return call("DELETE", sbPath(id)).then(function () {
       if (id === state.openId) closeDetail();
       var li = findListItem(id);
@@ -453,7 +454,7 @@
   /* ------------------------------------------------------------ the detail */
 
   function openSandbox(id, known) {
-    if (state.openId && state.openId !== id) { stopExec(); stopCode(); stopTerminal(true); }
+    if (state.openId && state.openId !== id) { stopExec(); stopCode(); stopTerminal(true); stopScreen(); }
     var switching = state.openId !== id;
     state.openId = id;
     state.openedAt = Date.now();
@@ -495,6 +496,7 @@
     stopExec();
     stopCode();
     stopTerminal(true);
+    stopScreen();
     state.openId = "";
     $("detail").removeAttribute("data-sandbox-id");
     $("detail-body").hidden = true;
@@ -1038,7 +1040,7 @@
    * into this page as HTML: text as text, images as <img> of a data: URL,
    * HTML inside an <iframe sandbox=""> (no scripts, an origin of its own). */
 
-  var DEFAULT_SESSIONS = ["python", "javascript", "bash"];
+  var DEFAULT_SESSIONS = ["python", "javascript", "typescript", "bash"];
 
   /* The selected session as the API takes it: a language's own, or a context's id. */
   function codeTarget() {
@@ -1440,6 +1442,127 @@
     });
   }
 
+  /* ---------------------------------------------------------------- screen */
+
+  /* A desktop sandbox's screen (display :0, which E2B's desktop SDK or any
+   * Xvfb started): screenshots taken by exec (scrot) and read through the
+   * files API, one after the other, into an <img> (a data: URL: the
+   * console's CSP allows no other origin, so noVNC's page on the port host
+   * cannot be framed here). Interactive: a click on the picture is the
+   * pointer there (xdotool mousemove + click), keys typed on it are
+   * xdotool type/key. Nothing is opened: no port, no VNC server. */
+  var SCREEN_FILE = "/tmp/.nanobox-console-screen.png";
+  var SCREEN_GAP_MS = 300;
+  var SCREEN_KEYS = {
+    Enter: "Return", Backspace: "BackSpace", Tab: "Tab", Escape: "Escape", Delete: "Delete",
+    Home: "Home", End: "End", PageUp: "Prior", PageDown: "Next", Insert: "Insert",
+    ArrowLeft: "Left", ArrowRight: "Right", ArrowUp: "Up", ArrowDown: "Down", " ": "space",
+    F1: "F1", F2: "F2", F3: "F3", F4: "F4", F5: "F5", F6: "F6", F7: "F7", F8: "F8",
+    F9: "F9", F10: "F10", F11: "F11", F12: "F12"
+  };
+
+  function shellQuote(t) {
+    return "'" + String(t).replace(/'/g, "'\\''") + "'";
+  }
+
+  function screenExec(id, command) {
+    return callJSON("POST", sbPath(id, "/exec"), { json: { command: "DISPLAY=:0 " + command, timeout: 10 } });
+  }
+
+  function screenState(text) { $("screen-state").textContent = text; }
+
+  function startScreen() {
+    var id = state.openId;
+    if (!id) return;
+    stopScreen();
+    var sess = { id: id, stopped: false, shots: 0, input: Promise.resolve() };
+    state.screen = sess;
+    $("screen-show").disabled = true;
+    $("screen-stop").disabled = false;
+    screenState("starting…");
+    var img = $("screen");
+    var next = function () {
+      if (sess.stopped) return;
+      screenExec(id, "scrot --pointer --overwrite " + SCREEN_FILE).then(function (r) {
+        if (sess.stopped) return null;
+        if (!r || r.exit_code !== 0) {
+          throw new ApiError(0, "no_display", "no screen on display :0 in this sandbox: a desktop sandbox " +
+            "(template desktop) has one once E2B's desktop SDK or nanobox-desktop-start started it" +
+            (r && r.stderr ? " (" + String(r.stderr).trim().slice(0, 200) + ")" : ""));
+        }
+        return call("GET", filesUrl(id, SCREEN_FILE)).then(function (res) { return res.arrayBuffer(); });
+      }).then(function (buf) {
+        if (sess.stopped || !buf) return;
+        var bytes = new Uint8Array(buf), bin = "";
+        for (var i = 0; i < bytes.length; i += 0x8000)
+          bin += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+        img.src = "data:image/png;base64," + btoa(bin);
+        img.hidden = false;
+        sess.shots++;
+        img.dataset.shots = String(sess.shots);
+        screenState("live");
+        sess.timer = setTimeout(next, SCREEN_GAP_MS);
+      }).catch(function (e) {
+        if (sess.stopped) return;
+        stopScreen();
+        screenState("stopped");
+        showError(e);
+      });
+    };
+    next();
+  }
+
+  function stopScreen() {
+    var sess = state.screen;
+    if (sess) {
+      sess.stopped = true;
+      clearTimeout(sess.timer);
+    }
+    state.screen = null;
+    $("screen-show").disabled = false;
+    $("screen-stop").disabled = true;
+    screenState("");
+  }
+
+  function screenInteractive() { return state.screen !== null && $("screen-interactive").checked; }
+
+  /* clicks and keys go one after the other, in the order they came: each
+   * is an exec of its own, and two under way at once could swap */
+  function screenInput(command) {
+    var sess = state.screen;
+    sess.input = sess.input.then(function () {
+      if (sess.stopped) return null;
+      return screenExec(sess.id, command);
+    }).catch(function (err) { showError(err); });
+  }
+
+  /* a pointer event on the picture: the screen's pixel under it */
+  function screenPoint(e) {
+    var img = $("screen"), r = img.getBoundingClientRect();
+    var sx = img.naturalWidth / (r.width || 1), sy = img.naturalHeight / (r.height || 1);
+    return [Math.max(0, Math.round((e.clientX - r.left) * sx)), Math.max(0, Math.round((e.clientY - r.top) * sy))];
+  }
+
+  function screenClick(e, button) {
+    if (!screenInteractive()) return;
+    e.preventDefault();
+    $("screen").focus();
+    var p = screenPoint(e);
+    screenInput("xdotool mousemove --sync " + p[0] + " " + p[1] + " click " + button);
+  }
+
+  function screenKey(e) {
+    if (!screenInteractive()) return;
+    var cmd;
+    var mods = (e.ctrlKey ? "ctrl+" : "") + (e.altKey ? "alt+" : "") + (e.metaKey ? "super+" : "");
+    if (SCREEN_KEYS[e.key]) cmd = "xdotool key " + mods + (e.shiftKey && mods ? "shift+" : "") + SCREEN_KEYS[e.key];
+    else if (e.key.length === 1 && mods) cmd = "xdotool key " + mods + shellQuote(e.key.toLowerCase());
+    else if (e.key.length === 1) cmd = "xdotool type -- " + shellQuote(e.key);
+    else return; /* a modifier alone */
+    e.preventDefault();
+    screenInput(cmd);
+  }
+
   /* ----------------------------------------------------------------- ports */
 
   function refreshPorts(id) {
@@ -1782,6 +1905,19 @@
       if (p) p.catch(function (err) { showError(err); });
     });
     $("term-close").addEventListener("click", function () { stopTerminal(false); });
+    $("screen-form").addEventListener("submit", function (e) {
+      e.preventDefault();
+      clearError();
+      startScreen();
+    });
+    $("screen-stop").addEventListener("click", stopScreen);
+    $("screen-interactive").addEventListener("change", function () {
+      $("screen").dataset.interactive = $("screen-interactive").checked ? "1" : "0";
+    });
+    $("screen").addEventListener("click", function (e) { screenClick(e, 1); });
+    $("screen").addEventListener("auxclick", function (e) { if (e.button === 1) screenClick(e, 2); });
+    $("screen").addEventListener("contextmenu", function (e) { screenClick(e, 3); });
+    $("screen").addEventListener("keydown", screenKey);
     $("code-form").addEventListener("submit", function (e) {
       e.preventDefault();
       clearError();

@@ -100,6 +100,7 @@ int cmd_volume(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
 /* cmd_template.c */
 int cmd_template(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_snapshot(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
+int cmd_fork(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 
 /* cmd_mcp.c */
 int cmd_mcp(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);

@@ -481,9 +481,12 @@ static int pause_or_resume(struct client *c, const struct cli_cmd *cmd, int argc
     struct client_answer a = {0};
     struct nb_buf path = {0};
     char id[CLI_UUID_LEN + 1], sub[16];
-    int rc;
+    int rc, no_memory = 0;
+    /* pause's --no-memory: its files saved, its container removed (docs/API.md) */
+    const struct args_opt opts[] = {{"--no-memory", ARG_FLAG, &no_memory}};
 
-    if ((rc = args_parse(c, cmd, argc, argv, NULL, 0, &pos)) != ARGS_GO_ON)
+    if ((rc = args_parse(c, cmd, argc, argv, opts, !strcmp(op, "pause") ? 1 : 0, &pos)) !=
+        ARGS_GO_ON)
         goto out;
     if (pos.n != 1) {
         rc = cli_usage_error(
@@ -496,6 +499,8 @@ static int pause_or_resume(struct client *c, const struct cli_cmd *cmd, int argc
     snprintf(sub, sizeof(sub), "/%s", op);
     sandbox_path(&path, id, sub);
     req.path = path.data;
+    if (no_memory)
+        req.body = "{\"keep_memory\":false}";
     if ((rc = client_call(c, &req, &a)) == CLI_OK) {
         char left[32];
 

@@ -345,3 +345,60 @@ out:
     free(pos.v);
     return rc;
 }
+
+/* "fork ID [--count N] [--ttl S]": POST /sandbox/{id}/fork; prints each new sandbox's id. */
+int cmd_fork(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
+{
+    const char *count_s = NULL, *ttl_s = NULL;
+    const struct args_opt opts[] = {{"--count", ARG_VALUE, &count_s}, {"--ttl", ARG_VALUE, &ttl_s}};
+    struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
+    /* N creates and a copy of the files each: as long as a build may take */
+    struct client_req req = {.method = "POST", .timeout = 0};
+    struct client_answer a = {0};
+    struct nb_buf path = {0};
+    char id[37], *body = NULL;
+    long count = 0, ttl = 0;
+    yajl_gen g;
+    int rc;
+
+    if ((rc = args_parse(c, cmd, argc, argv, opts, 2, &pos)) != ARGS_GO_ON)
+        goto out;
+    if (pos.n != 1) {
+        rc = cli_usage_error(
+            cmd, pos.n == 0 ? "which sandbox? give its ID" : "one ID at a time (got %d arguments)",
+            pos.n);
+        goto out;
+    }
+    if ((count_s != NULL && args_long(cmd, "--count", count_s, 1, 1L << 20, &count) != 0) ||
+        (ttl_s != NULL && args_long(cmd, "--ttl", ttl_s, 1, 1L << 30, &ttl) != 0)) {
+        rc = CLI_USAGE;
+        goto out;
+    }
+    if ((rc = sandbox_resolve_id(c, cmd, pos.v[0], id)) != CLI_OK)
+        goto out;
+    sandbox_path(&path, id, "/fork");
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    if (count_s != NULL)
+        nb_json_kv_int(g, "count", count);
+    if (ttl_s != NULL)
+        nb_json_kv_int(g, "ttl", ttl);
+    yajl_gen_map_close(g);
+    req.body = body = nb_json_gen_take(g);
+    req.path = path.data;
+    if ((rc = client_call(c, &req, &a)) == CLI_OK) {
+        yajl_val list = out_get(a.json, "sandboxes", yajl_t_array);
+        if (c->json) {
+            client_print_raw(&a);
+            goto out;
+        }
+        for (size_t i = 0; list != NULL && YAJL_IS_ARRAY(list) && i < list->u.array.len; i++)
+            printf("%s\n", out_str(list->u.array.values[i], "sandboxId"));
+    }
+out:
+    client_answer_free(&a);
+    nb_buf_free(&path);
+    free(body);
+    free(pos.v);
+    return rc;
+}

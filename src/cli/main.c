@@ -53,9 +53,11 @@ static const struct cli_cmd commands[] = {
      "sandbox instead; nothing is destroyed unless every argument is a sandbox ID.\n"},
     {"ttl", cmd_ttl, "nanobox ttl ID SECONDS", "set a sandbox to expire SECONDS from now",
      "The new expiry replaces the old one: a small SECONDS shortens the sandbox's life.\n"},
-    {"pause", cmd_pause, "nanobox pause ID", "freeze every process of a sandbox",
+    {"pause", cmd_pause, "nanobox pause ID [--no-memory]", "freeze every process of a sandbox",
      "Its memory, processes and open files stay; its TTL stops and its pause TTL\n"
-     "(the server's max_pause) starts. Pausing a paused sandbox changes nothing.\n"},
+     "(the server's max_pause) starts. Pausing a paused sandbox changes nothing.\n"
+     "--no-memory: save its files instead and remove its container, releasing its\n"
+     "memory; a resume boots it again from the files (its processes are gone).\n"},
     {"resume", cmd_resume, "nanobox resume ID", "thaw a paused sandbox",
      "Its processes go on where they were, with the TTL it had left.\n"
      "Resuming a running sandbox changes nothing.\n"},
@@ -66,6 +68,12 @@ static const struct cli_cmd commands[] = {
      "filesystem is its image, read-only) become template N: \"nanobox create\n"
      "--template N\" starts a sandbox with them. The sandbox is frozen for the copy\n"
      "and then runs on (a paused one stays paused). Prints the template's name.\n"},
+    {"fork", cmd_fork, "nanobox fork ID [--count N] [--ttl S]", "copy a sandbox into N new ones",
+     "  --count N         how many (default 1, at most the server's fork_max)\n"
+     "  --ttl S           each one's TTL in seconds (default the server's default_ttl)\n"
+     "Each new sandbox gets the files of ID (/workspace, /tmp, and what a root wrote\n"
+     "into its image), its env and its metadata; its processes are not copied (they\n"
+     "start afresh). ID is frozen for the copy and then runs on. Prints the new ids.\n"},
     {"exec", cmd_exec,
      "nanobox exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--stdin FILE|-] [--sh] [-d]\n"
      "             [-u root] [--] COMMAND...",

@@ -6,6 +6,7 @@
 #include "agentproto.h"
 
 #include <string.h>
+#include <strings.h>
 
 uint32_t nba_get_u32(const unsigned char *p)
 {
@@ -101,6 +102,37 @@ int nba_path_ok(const char *path, size_t len)
         clen = i - start;
         if ((clen == 1 && path[start] == '.') ||
             (clen == 2 && path[start] == '.' && path[start + 1] == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+int nba_meta_key_ok(const char *key, size_t len)
+{
+    static const char *const namespaces[] = {"user.", "trusted.", "security.", "system."};
+    if (len == 0 || len > NBA_META_KEY_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)key[i];
+        /* RFC 9110's tchar: what an X-Metadata-<key> header name may hold */
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL)))
+            return 0;
+    }
+    for (size_t k = 0; k < sizeof(namespaces) / sizeof(namespaces[0]); k++) {
+        size_t n = strlen(namespaces[k]);
+        if (len >= n && strncasecmp(key, namespaces[k], n) == 0)
+            return 0;
+    }
+    return 1;
+}
+
+int nba_meta_value_ok(const char *value, size_t len)
+{
+    if (len > NBA_META_VALUE_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        if ((unsigned char)value[i] < 0x20 || (unsigned char)value[i] > 0x7e)
             return 0;
     }
     return 1;

@@ -36,7 +36,8 @@
 #define NBA_CAP_QUERY_WAIT "query-wait" /* Q with W: the answer waits for output or the end */
 #define NBA_CAP_BG_PTY "bg-pty"         /* X with B and Y: a PTY kept in the background */
 #define NBA_CAP_BG_CLOSE "bg-close"     /* X with B and Z: stdin closed at the start */
-#define NBA_CAPS NBA_CAP_QUERY_WAIT " " NBA_CAP_BG_PTY " " NBA_CAP_BG_CLOSE
+#define NBA_CAP_META "meta"             /* U with x; f and n carry x (user metadata, xattrs) */
+#define NBA_CAPS NBA_CAP_QUERY_WAIT " " NBA_CAP_BG_PTY " " NBA_CAP_BG_CLOSE " " NBA_CAP_META
 
 /* Requests: the first frame a host sends on a connection. */
 enum nba_req {
@@ -48,7 +49,7 @@ enum nba_req {
     NBA_PSIGNAL = 'S', /* fields P N -> . */
     NBA_FREAD = 'R',   /* fields F H -> f (d* | n*) . */
     NBA_FSTAT = 'T',   /* fields F -> f . */
-    NBA_FWRITE = 'U',  /* fields F M -> (host sends d* .) -> f . */
+    NBA_FWRITE = 'U',  /* fields F M x* -> (host sends d* .) -> f . */
     NBA_FDELETE = 'D', /* fields F r -> . */
     NBA_FMKDIR = 'N',  /* fields F -> . */
     NBA_FMOVE = 'V',   /* fields F G -> . */
@@ -72,7 +73,7 @@ enum nba_frame {
     NBA_KILL = 'k',    /* host -> init: u8 signal for the command's process group */
     NBA_WINSIZE = 'w', /* host -> init: u16 cols, u16 rows: a PTY session's new window size */
     NBA_INFO = 'f',    /* fields: K kind, Z size, M mode, Y mtime, y its ns, u owner, g group,
-                          L target, m the target's mode, a its real path */
+                          L target, m the target's mode, a its real path, x* metadata */
     NBA_DATA = 'd',    /* file bytes */
     NBA_DIRENT = 'n',  /* fields: F name (a relative path below depth 1), then as f */
     NBA_PROC =
@@ -121,7 +122,26 @@ enum nba_tag {
     NBA_T_ROOT = 'R',      /* empty: run as root, uid 0 with no capabilities (exec; root mode) */
     NBA_T_STDIO = 'I',     /* empty: stdin, stdout, stderr came as 3 fds with the request (exec) */
     NBA_T_TTY = 't',       /* empty: the background process runs on a PTY (proc) */
+    NBA_T_META = 'x',      /* "key\0value": user metadata, the xattr "user.<key>" (write,
+                              repeated; info, repeated; agents with NBA_CAP_META only) */
 };
+
+/*
+ * User metadata on a file (E2B's files.write metadata): each entry the
+ * xattr "user.<key>". A key is 1..NBA_META_KEY_MAX bytes of HTTP token
+ * characters and does not itself name an xattr namespace ("user.",
+ * "trusted.", "security.", "system."); a value is 0..NBA_META_VALUE_MAX
+ * printable ASCII bytes. At most NBA_META_MAX entries, NBA_META_BYTES of
+ * keys and values, per file; what an info reports is held to the same
+ * rules (an xattr set another way that breaks them is left out).
+ */
+#define NBA_META_MAX 16
+#define NBA_META_KEY_MAX 128
+#define NBA_META_VALUE_MAX 1024
+#define NBA_META_BYTES 4096
+/* Is key[0..len) a metadata key? value[0..len) a metadata value? */
+int nba_meta_key_ok(const char *key, size_t len);
+int nba_meta_value_ok(const char *value, size_t len);
 
 /* Exec with I: the fds passed (SCM_RIGHTS) with the request frame. */
 #define NBA_STDIO_FDS 3

@@ -108,6 +108,7 @@ void nb_conf_defaults(struct nb_conf *c)
     c->warm_pool_parallel = 2;
     c->code_max_bytes = 1 * MiB;
     snprintf(c->code_image, sizeof(c->code_image), "nanobox-python:latest");
+    snprintf(c->desktop_image, sizeof(c->desktop_image), "nanobox-desktop:latest");
     snprintf(c->etcd_prefix, sizeof(c->etcd_prefix), "/nanobox/");
     c->node_lease_ttl = 5;
 
@@ -121,6 +122,7 @@ void nb_conf_defaults(struct nb_conf *c)
     c->template_builds_max = 2;
     c->template_context_max = 64 * MiB;
     c->snapshot_max = 1024 * MiB;
+    c->fork_max = 10;
     c->root_disk_max = 2048 * MiB; /* a root's writable layer (rootdisk.h) */
     c->root_disk_inodes = 131072;  /* mke2fs's own count for 2g */
     c->root_disk_check = 10;
@@ -311,6 +313,7 @@ static const struct key keys[] = {
     {"default_ttl", K_UINT, F(default_ttl), 10 * 365 * 86400ULL},
     {"max_ttl", K_UINT, F(max_ttl), 10 * 365 * 86400ULL},
     {"max_pause", K_UINT, F(max_pause), 10 * 365 * 86400ULL},
+    {"idle_pause", K_UINT, F(idle_pause), 10 * 365 * 86400ULL},
     {"exec_timeout", K_UINT, F(exec_timeout), 86400},
     {"exec_timeout_max", K_UINT, F(exec_timeout_max), 86400},
     {"max_output", K_SIZE, F(max_output), 1ULL << 32},
@@ -327,6 +330,7 @@ static const struct key keys[] = {
     /* a cell goes to the sandbox in one agent frame (at most 1 MiB) */
     {"code_max_bytes", K_SIZE, F(code_max_bytes), MiB},
     {"code_image", K_STR, F(code_image), 0},
+    {"desktop_image", K_STR, F(desktop_image), 0},
     {"template_from", K_STR, F(template_from), 0},
     {"root_templates", K_STR, F(root_templates), 0},
     {"root_disk_max", K_SIZE, F(root_disk_max), 1ULL << 50},
@@ -347,6 +351,7 @@ static const struct key keys[] = {
     {"template_builds_max", K_UINT, F(template_builds_max), 64},
     {"template_context_max", K_SIZE, F(template_context_max), 1ULL << 32},
     {"snapshot_max", K_SIZE, F(snapshot_max), 1ULL << 40},
+    {"fork_max", K_UINT, F(fork_max), 1000},
     {"warm_pool_template", K_STR, F(warm_pool_template), 0},
     {"max_body", K_SIZE, F(max_body), 1ULL << 32},
     {"max_json_depth", K_UINT, F(max_json_depth), 1024},

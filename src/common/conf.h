@@ -78,6 +78,7 @@ struct nb_conf {
     unsigned default_ttl;
     unsigned max_ttl;
     unsigned max_pause;      /* seconds a paused sandbox is kept before it is destroyed */
+    unsigned idle_pause;     /* idle seconds before a pause without memory; 0: none (default) */
     unsigned warm_pool;      /* sandboxes of the defaults kept started; 0: none */
     unsigned warm_pool_code; /* sandboxes of code_image kept started, kernel running; 0: none */
     /* the adaptive pools (warm.c, warmsize.h): warm_pool and warm_pool_code are floors */
@@ -96,8 +97,9 @@ struct nb_conf {
     size_t max_file;   /* bytes of one file written through the files API */
 
     /* code interpreter (POST /sandbox/{id}/code) */
-    size_t code_max_bytes; /* bytes of one cell's code */
-    char code_image[128];  /* the image the code warm pool holds */
+    size_t code_max_bytes;   /* bytes of one cell's code */
+    char code_image[128];    /* the image the code warm pool holds */
+    char desktop_image[128]; /* E2B's "desktop" template, when built; empty: none */
 
     /* templates (templates.c): builds from a Dockerfile */
     char template_from[NB_CONF_LIST]; /* allowed FROM images; empty: the images above */
@@ -111,6 +113,7 @@ struct nb_conf {
     size_t template_context_max;      /* bytes of a build context (Dockerfile + files, as tar) */
     /* snapshots (snapshot.c) */
     uint64_t snapshot_max; /* bytes of /workspace + /tmp a snapshot may take */
+    unsigned fork_max;     /* sandboxes one fork may make (fork.c) */
     /* warm pools of templates (warm.c): "name:N, name2:M" */
     char warm_pool_template[NB_CONF_LIST];
     /* templates whose sandboxes have a root (sudo): names, or "*" for all */

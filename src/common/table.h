@@ -49,6 +49,16 @@ enum nb_slot_state {
 #define NB_LIFE_AUTO_RESUME 1u      /* a call that needs it running resumes it */
 #define NB_LIFE_PAUSE_ON_TIMEOUT 2u /* its TTL's end pauses it instead of destroying it */
 #define NB_LIFE_E2B_HOME 4u         /* E2B's layout: its user and workspace are e2b_home's */
+/* PAUSED with its memory released: no container, its files in its pause
+ * image (snapshot.h); a resume boots a new container from them */
+#define NB_LIFE_RELEASED 8u
+/* a pause that releases the memory, or the resume of one, is under way
+ * (transient: another pause or resume waits for it) */
+#define NB_LIFE_BUSY 16u
+/* its timeout's pause (NB_LIFE_PAUSE_ON_TIMEOUT) releases the memory */
+#define NB_LIFE_PAUSE_COLD 32u
+/* it has a pause image (snapshot.h; its container may run from it): removed with it */
+#define NB_LIFE_PAUSE_IMAGE 64u
 
 struct nb_port {
     uint16_t sandboxport; /* 0: unused */
@@ -82,6 +92,11 @@ struct nb_slot {
     int64_t pause_expires; /* PAUSED: unix seconds its pause ends (it is destroyed) */
     /* the name of the API key that created it (keys.h); "" while warm, or made before owners */
     char owner[NB_OWNER_LEN + 8];
+    /* the idle pause: unix seconds of the last API call naming it (set by
+     * the route guard), and the idle seconds after which the reaper pauses
+     * it, releasing its memory (0: never) */
+    int64_t last_active;
+    int64_t idle_pause;
 };
 
 struct nb_table_header {

@@ -28,6 +28,7 @@
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "agentproto.h"
@@ -39,9 +40,10 @@
 
 /* Longest owner or group name sent; a longer one goes as its number. */
 #define FILES_NAME_MAX 64
-/* body of 'f' or 'n': F name, K, Z, M, Y, y, u, g, L, m, a */
-#define FILES_INFO_MAX \
-    (11 * NBA_HDR + NBA_MAX_PATH + 1 + 8 + 4 + 8 + 4 + 2 * FILES_NAME_MAX + 2 * NBA_MAX_PATH + 4)
+/* body of 'f' or 'n': F name, K, Z, M, Y, y, u, g, L, m, a, x* */
+#define FILES_INFO_MAX                                                                             \
+    (11 * NBA_HDR + NBA_MAX_PATH + 1 + 8 + 4 + 8 + 4 + 2 * FILES_NAME_MAX + 2 * NBA_MAX_PATH + 4 + \
+     NBA_META_MAX * (NBA_HDR + 1) + NBA_META_BYTES)
 #define FILES_TMP_TRIES 16
 
 static char *path_dup(const struct init_slice *s)
@@ -146,12 +148,51 @@ static int files_real(int dirfd, const char *at, char *out)
 }
 
 /*
+ * The x fields of a file's user metadata (its "user.<key>" xattrs), read
+ * from fd, or from path when fd is -1 (a symlink not followed); those
+ * that break the rules of NBA_META_* are left out, and those past its
+ * caps. Returns the length.
+ */
+static size_t files_meta(unsigned char *out, int fd, const char *path)
+{
+    static char names[XATTR_LIST_MAX]; /* one request at a time runs here */
+    char field[NBA_META_KEY_MAX + 1 + NBA_META_VALUE_MAX];
+    size_t n = 0, total = 0;
+    unsigned count = 0;
+    ssize_t len =
+        fd != -1 ? flistxattr(fd, names, sizeof(names)) : llistxattr(path, names, sizeof(names));
+
+    for (ssize_t i = 0; i < len && count < NBA_META_MAX;) {
+        const char *name = names + i;
+        size_t nlen = strnlen(name, (size_t)(len - i)), klen = nlen - 5;
+        ssize_t vlen;
+        i += (ssize_t)nlen + 1;
+        if (nlen <= 5 || strncmp(name, "user.", 5) != 0 || !nba_meta_key_ok(name + 5, klen))
+            continue;
+        memcpy(field, name + 5, klen);
+        field[klen] = '\0';
+        vlen = fd != -1 ? fgetxattr(fd, name, field + klen + 1, NBA_META_VALUE_MAX)
+                        : lgetxattr(path, name, field + klen + 1, NBA_META_VALUE_MAX);
+        if (vlen < 0 || !nba_meta_value_ok(field + klen + 1, (size_t)vlen))
+            continue; /* gone meanwhile, too long (ERANGE), or not text */
+        if (total + klen + (size_t)vlen > NBA_META_BYTES)
+            break;
+        total += klen + (size_t)vlen;
+        count++;
+        n += nba_field_put(out + n, NBA_T_META, field, (uint32_t)(klen + 1 + (size_t)vlen));
+    }
+    return n;
+}
+
+/*
  * The fields K Z M Y y u g (and for a symlink L and, when it resolves, m
  * and a: dirfd/at, as readlinkat and fstatat take them) of st, after an
- * optional F name; returns the length.
+ * optional F name, then a file's or a directory's metadata from xfd or
+ * xpath (files_meta; neither: none); returns the length.
  */
 static size_t files_info(unsigned char *out, const char *name, const struct stat *st,
-                         struct files_names *nm, int dirfd, const char *at)
+                         struct files_names *nm, int dirfd, const char *at, int xfd,
+                         const char *xpath)
 {
     unsigned char v[8];
     uint8_t kind = files_kind(st->st_mode);
@@ -185,16 +226,21 @@ static size_t files_info(unsigned char *out, const char *name, const struct stat
                 n += nba_field_put(out + n, NBA_T_REAL, real, (uint32_t)strlen(real));
         }
     }
+    if ((S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) && (xfd != -1 || xpath != NULL))
+        n += files_meta(out + n, xfd, xpath);
     return n;
 }
 
-/* The info frame of path (a symlink's target read when it is one). */
-static void files_send_info(struct init_conn *c, const struct stat *st, const char *path)
+/* The info frame of path (a symlink's target read when it is one), with
+ * the metadata of xfd or xpath (files_info). */
+static void files_send_info(struct init_conn *c, const struct stat *st, const char *path, int xfd,
+                            const char *xpath)
 {
     static unsigned char body[FILES_INFO_MAX]; /* one connection at a time runs here */
     struct files_names nm = {0};
 
-    init_reply_send(c, NBA_INFO, body, (uint32_t)files_info(body, NULL, st, &nm, AT_FDCWD, path));
+    init_reply_send(c, NBA_INFO, body,
+                    (uint32_t)files_info(body, NULL, st, &nm, AT_FDCWD, path, xfd, xpath));
 }
 
 static void files_ok(struct init_conn *c)
@@ -222,6 +268,7 @@ struct files_read {
     size_t prefix_len[NBA_MAX_DEPTH]; /* rel's length at each level */
     unsigned ndirs, depth;
     char rel[NBA_MAX_PATH + 1]; /* the relative path of dirs[ndirs - 1] ("" for the first) */
+    char *top;                  /* the path asked for (an entry's metadata is read by path) */
     struct files_names names;
     unsigned char body[FILES_INFO_MAX];
 };
@@ -232,6 +279,7 @@ static void files_read_close(struct files_read *fr)
         close(fr->fd);
     while (fr->ndirs > 0)
         closedir(fr->dirs[--fr->ndirs]);
+    free(fr->top);
     free(fr);
 }
 
@@ -261,7 +309,7 @@ static void files_read_descend(struct files_read *fr, const char *name, const ch
 /* One directory entry; 0 sent or skipped, 1 no room, -1 at the end (errno set on an error). */
 static int files_read_dirent(struct init_conn *c, struct files_read *fr)
 {
-    char rel[NBA_MAX_PATH + 1];
+    char rel[NBA_MAX_PATH + 1], full[NBA_MAX_PATH + 1];
     struct dirent *de;
     struct stat st;
     DIR *top;
@@ -291,8 +339,11 @@ static int files_read_dirent(struct init_conn *c, struct files_read *fr)
                        : snprintf(rel, sizeof(rel), "%s/%s", fr->rel, de->d_name);
     if (n < 0 || (size_t)n >= sizeof(rel))
         return 0; /* deeper than a path may be long */
+    /* its metadata by its full path; one too long to name has none */
+    n = snprintf(full, sizeof(full), "%s%s%s", fr->top, strcmp(fr->top, "/") ? "/" : "", rel);
     init_reply_send(c, NBA_DIRENT, fr->body,
-                    (uint32_t)files_info(fr->body, rel, &st, &fr->names, dirfd(top), de->d_name));
+                    (uint32_t)files_info(fr->body, rel, &st, &fr->names, dirfd(top), de->d_name, -1,
+                                         n > 0 && (size_t)n < sizeof(full) ? full : NULL));
     if (S_ISDIR(st.st_mode))
         files_read_descend(fr, de->d_name, rel);
     return 0;
@@ -396,13 +447,14 @@ void init_files_read(struct init_conn *c, const struct init_request *r)
         free(fr);
         return;
     }
-    free(path);
+    fr->top = path;
     fr->fd = -1;
     fr->depth = r->depth > 0 ? r->depth : 1;
     if (S_ISDIR(st.st_mode)) {
         fr->dirs[0] = fdopendir(fd);
         if (fr->dirs[0] == NULL) {
             close(fd);
+            free(fr->top);
             free(fr);
             init_reply_error(c, ENOMEM, "out of memory");
             return;
@@ -412,7 +464,7 @@ void init_files_read(struct init_conn *c, const struct init_request *r)
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
         fr->fd = fd;
     }
-    files_send_info(c, &st, NULL);
+    files_send_info(c, &st, NULL, fr->ndirs > 0 ? dirfd(fr->dirs[0]) : fr->fd, NULL);
     c->ops = &files_read_ops;
     c->op = fr;
     files_read_pump(c);
@@ -432,7 +484,7 @@ void init_files_stat(struct init_conn *c, const struct init_request *r)
     if (lstat(path, &st) == -1) {
         files_errno(c, errno, "stat", path);
     } else {
-        files_send_info(c, &st, path);
+        files_send_info(c, &st, path, -1, path);
         files_ok(c);
     }
     free(path);
@@ -586,7 +638,7 @@ static void files_upload_commit(struct init_conn *c, struct files_upload *u)
         files_upload_fail(c, u, errno, "stat");
         return;
     }
-    files_send_info(c, &st, NULL);
+    files_send_info(c, &st, NULL, -1, u->path);
     files_ok(c);
     files_upload_free(u, 0);
 }
@@ -674,6 +726,21 @@ static int files_upload_tmp(struct files_upload *u)
     return EEXIST;
 }
 
+/* The metadata asked for (checked: request.c) onto the temporary file; 0 or an errno. */
+static int files_upload_meta(struct files_upload *u, const struct init_request *r)
+{
+    for (uint32_t i = 0; i < r->nmeta; i++) {
+        char name[5 + NBA_META_KEY_MAX + 1];
+        const char *v = (const char *)r->meta[i].p;
+        size_t klen = (size_t)((const char *)memchr(v, '\0', r->meta[i].len) - v); /* checked */
+        memcpy(name, "user.", 5);
+        memcpy(name + 5, v, klen + 1);
+        if (fsetxattr(u->fd, name, v + klen + 1, r->meta[i].len - klen - 1, 0) == -1)
+            return errno == ENOTSUP ? EOPNOTSUPP : errno;
+    }
+    return 0;
+}
+
 void init_files_write(struct init_conn *c, const struct init_request *r)
 {
     struct files_upload *u = calloc(1, sizeof(*u));
@@ -689,6 +756,12 @@ void init_files_write(struct init_conn *c, const struct init_request *r)
     e = files_upload_prepare(u->path);
     if (e == 0)
         e = files_upload_tmp(u);
+    if (e == 0 && (e = files_upload_meta(u, r)) != 0) {
+        init_reply_error(c, e, "metadata on %s: %s%s", u->path, strerror(e),
+                         e == EOPNOTSUPP ? " (this filesystem keeps no user xattrs)" : "");
+        files_upload_free(u, 1);
+        return;
+    }
     if (e != 0) {
         init_reply_error(c, e, "write %s: %s", u->path, strerror(e));
         free(u->tmp);

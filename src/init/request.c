@@ -29,6 +29,7 @@ enum field_kind {
     FK_PATH,  /* nba_path_ok */
     FK_ARG,   /* argv entry */
     FK_ENV,   /* NAME=value */
+    FK_META,  /* "key\0value" (nba_meta_key_ok, nba_meta_value_ok) */
 };
 
 #define FR_REQUIRED 1u
@@ -96,6 +97,7 @@ static const struct field_rule fread_fields[] = {
 static const struct field_rule fwrite_fields[] = {
     {NBA_T_PATH, FK_PATH, FR_REQUIRED},
     {NBA_T_MAXOUT, FK_U32, 0},
+    {NBA_T_META, FK_META, FR_REPEAT},
     {0, 0, 0},
 };
 static const struct field_rule fdelete_fields[] = {
@@ -206,6 +208,15 @@ static int check_value(uint8_t type, const struct field_rule *f, const unsigned 
         if (eq == NULL || eq == v)
             return fail(err, errlen, EINVAL, "an environment entry must be NAME=value");
         return 0;
+    case FK_META:
+        eq = memchr(v, '\0', len);
+        if (eq == NULL || !nba_meta_key_ok((const char *)v, (size_t)(eq - v)) ||
+            !nba_meta_value_ok((const char *)eq + 1, len - (uint32_t)(eq - v) - 1))
+            return fail(err, errlen, EINVAL,
+                        "metadata is key\\0value: a key of 1 to %d token characters naming no "
+                        "xattr namespace, a value of at most %d printable ASCII bytes",
+                        NBA_META_KEY_MAX, NBA_META_VALUE_MAX);
+        return 0;
     default:
         return 0;
     }
@@ -220,6 +231,7 @@ static int check_fields(const struct request_rule *rr, const unsigned char *body
     const unsigned char *v;
     uint32_t vlen;
     unsigned char seen[256] = {0};
+    uint32_t nmeta = 0, meta_bytes = 0;
     int rc;
 
     *nargv = *nenv = 0;
@@ -239,6 +251,13 @@ static int check_fields(const struct request_rule *rr, const unsigned char *body
             return fail(err, errlen, EINVAL, "more than %d argv entries", NBA_MAX_ARGS);
         if (tag == NBA_T_ENV && rr->type == NBA_EXEC && ++*nenv > NBA_MAX_ENV)
             return fail(err, errlen, EINVAL, "more than %d environment entries", NBA_MAX_ENV);
+        if (tag == NBA_T_META) {
+            meta_bytes += vlen - 1; /* the key and the value, the NUL between them not */
+            if (++nmeta > NBA_META_MAX || meta_bytes > NBA_META_BYTES)
+                return fail(err, errlen, EINVAL,
+                            "metadata is at most %d entries of %d bytes of keys and values",
+                            NBA_META_MAX, NBA_META_BYTES);
+        }
     }
     if (rc == -1)
         return fail(err, errlen, EPROTO, "a field of request '%c' runs past its body", rr->type);
@@ -280,6 +299,9 @@ static int fill_fields(struct init_request *r, const unsigned char *body, uint32
             break;
         case NBA_T_DATA:
             r->data = s;
+            break;
+        case NBA_T_META:
+            r->meta[r->nmeta++] = s; /* at most NBA_META_MAX: counted by check_fields */
             break;
         case NBA_T_TIMEOUT:
             r->timeout_ms = nba_get_u32(v);

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agentproto.h"
+
 struct init_slice {
     const unsigned char *p;
     uint32_t len;
@@ -24,10 +26,12 @@ struct init_request {
     uint32_t nargv;
     struct init_slice *env; /* E: "NAME=value", NAME not empty, no NUL */
     uint32_t nenv;
-    struct init_slice cwd;     /* C: a path (nba_path_ok); len 0 when absent */
-    struct init_slice path;    /* F */
-    struct init_slice dest;    /* G */
-    struct init_slice data;    /* D */
+    struct init_slice cwd;                /* C: a path (nba_path_ok); len 0 when absent */
+    struct init_slice path;               /* F */
+    struct init_slice dest;               /* G */
+    struct init_slice data;               /* D */
+    struct init_slice meta[NBA_META_MAX]; /* x of a write: "key\0value", checked */
+    uint32_t nmeta;
     uint32_t timeout_ms;       /* T: 0 = none */
     uint32_t maxout;           /* M of exec: INIT_DEFAULT_MAXOUT when absent; of a watch:
                                   its most directories, NBA_WATCH_DIRS_DEFAULT when absent */

@@ -76,6 +76,8 @@ static int put_setting(struct nb_buf *b, const char *name, size_t len, const str
         mcp_put_seconds(b, c->exec_timeout_max);
     else if (IS("max_pause"))
         mcp_put_seconds(b, c->max_pause);
+    else if (IS("fork_max"))
+        nb_buf_printf(b, "%u", c->fork_max);
     else if (IS("max_port_duration"))
         mcp_put_seconds(b, c->max_port_duration);
     else if (IS("port_duration"))

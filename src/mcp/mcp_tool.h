@@ -134,6 +134,7 @@ void mcp_tool_sandbox_destroy(struct tool_call *t);
 void mcp_tool_sandbox_pause(struct tool_call *t);
 void mcp_tool_sandbox_resume(struct tool_call *t);
 void mcp_tool_sandbox_snapshot(struct tool_call *t);
+void mcp_tool_sandbox_fork(struct tool_call *t);
 void mcp_tool_volume_create(struct tool_call *t);
 void mcp_tool_volume_list(struct tool_call *t);
 void mcp_tool_volume_delete(struct tool_call *t);

@@ -1,7 +1,7 @@
 /*
  * tool_sandbox.c - the MCP tools of a sandbox's life: sandbox_create,
  * sandbox_list, sandbox_destroy, sandbox_pause, sandbox_resume,
- * sandbox_snapshot and sandbox_set_timeout.
+ * sandbox_snapshot, sandbox_fork and sandbox_set_timeout.
  */
 #include "config.h"
 
@@ -114,8 +114,15 @@ static void pause_or_resume(struct tool_call *t, const char *op)
     struct mcp_answer a;
     struct nb_buf path;
 
+    /* pause's keep_memory false: its files saved, its memory released */
+    const char *body =
+        mcp_arg_val(t, "keep_memory") != NULL && YAJL_IS_FALSE(mcp_arg_val(t, "keep_memory"))
+            ? "{\"keep_memory\":false}"
+            : NULL;
+
     mcp_sandbox_path(&path, t, op);
-    if (mcp_api_call(t, "POST", path.data, NULL, 0, NULL, &a) == 0) {
+    if (mcp_api_call(t, "POST", path.data, body, body ? strlen(body) : 0,
+                     body ? "application/json" : NULL, &a) == 0) {
         nb_buf_printf(&t->text, "Sandbox %s is %s; ttl_remaining: ", mcp_arg_str(t, "sandbox_id"),
                       mcp_member_str(a.json, "state"));
         mcp_put_value(&t->text, mcp_member(a.json, "ttl_remaining"));
@@ -161,6 +168,30 @@ void mcp_tool_sandbox_snapshot(struct tool_call *t)
                       "\"%s\" starts from it.",
                       mcp_arg_str(t, "sandbox_id"), mcp_member_str(a.json, "name"),
                       mcp_member_str(a.json, "name"));
+        mcp_keep_structured(t, &a, NULL);
+    }
+    mcp_answer_free(&a);
+    nb_buf_free(&path);
+    free(body);
+}
+
+/* POST /sandbox/{id}/fork: the new sandboxes. */
+void mcp_tool_sandbox_fork(struct tool_call *t)
+{
+    struct mcp_answer a;
+    struct nb_buf path;
+    char *body = mcp_body_from_args(t, "sandbox_id");
+    yajl_val list;
+
+    mcp_sandbox_path(&path, t, "/fork");
+    if (mcp_api_call(t, "POST", path.data, body, strlen(body), "application/json", &a) == 0) {
+        list = mcp_member(a.json, "sandboxes");
+        nb_buf_printf(&t->text, "Forked sandbox %s into", mcp_arg_str(t, "sandbox_id"));
+        for (size_t i = 0; list != NULL && YAJL_IS_ARRAY(list) && i < list->u.array.len; i++)
+            nb_buf_printf(&t->text, "%s %s", i ? "," : "",
+                          mcp_member_str(list->u.array.values[i], "sandboxId"));
+        nb_buf_printf(&t->text, ": each has its files, env and metadata; its processes were "
+                                "not copied (start them again).");
         mcp_keep_structured(t, &a, NULL);
     }
     mcp_answer_free(&a);

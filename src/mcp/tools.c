@@ -139,6 +139,13 @@ static const struct mcp_arg list_args[] = {
 static const struct mcp_arg destroy_args[] = {ARG_SANDBOX_ID, ARG_END};
 
 static const struct mcp_arg no_args[] = {ARG_END};
+static const struct mcp_arg pause_args[] = {
+    ARG_SANDBOX_ID,
+    {"keep_memory", NB_JT_BOOL, 0, NULL,
+     "false: release its memory instead of freezing it: its files are saved and its container "
+     "removed; sandbox_resume boots it again from the files, its processes gone (default "
+     "true)."},
+    ARG_END};
 
 static const struct mcp_arg snapshot_args[] = {
     ARG_SANDBOX_ID,
@@ -147,11 +154,19 @@ static const struct mcp_arg snapshot_args[] = {
      "snap-<the sandbox id's first 8>-<time>)."},
     ARG_END};
 
+static const struct mcp_arg fork_args[] = {
+    ARG_SANDBOX_ID,
+    {"count", NB_JT_INT, 0, NULL, "How many copies to make (default 1; at most ${fork_max|10})."},
+    {"ttl", NB_JT_INT, 0, NULL,
+     "Seconds each copy lives (default: ${default_ttl}; at most ${max_ttl})."},
+    ARG_END};
+
 static const struct mcp_arg run_args[] = {
-    {"language", NB_JT_STRING, 0, "python|sh|javascript|bash",
+    {"language", NB_JT_STRING, 0, "python|sh|javascript|typescript|bash",
      "Without sandbox_id: \"python\" (python3 -c CODE, the default) or \"sh\" (/bin/sh -c "
-     "CODE). With sandbox_id: \"python\" (the default), \"javascript\" (node) or \"bash\" "
-     "(\"sh\" means bash there); leave it out when context names a session."},
+     "CODE). With sandbox_id: \"python\" (the default), \"javascript\" (node), "
+     "\"typescript\" (node, its types erased) or \"bash\" (\"sh\" means bash there); leave "
+     "it out when context names a session."},
     {"code", NB_JT_STRING, 1, NULL,
      "The source text: a whole program, or with sandbox_id the next cell of the session."},
     {"timeout", NB_JT_NUMBER, 0, NULL,
@@ -166,8 +181,8 @@ static const struct mcp_arg run_args[] = {
      "nanobox-python:latest)."},
     {"context", NB_JT_STRING, 0, NULL,
      "With sandbox_id: the session to run in (its id, e.g. \"ctx-…\"); default: the "
-     "language's own session (\"python\", \"javascript\" or \"bash\"), created on first "
-     "use."},
+     "language's own session (\"python\", \"javascript\", \"typescript\" or \"bash\"), "
+     "created on first use."},
     ARG_END};
 
 static const struct mcp_arg timeout_args[] = {
@@ -297,6 +312,7 @@ static const char os_state[] = OS(P_STR("sandboxId") "," P_STR("state") "," P_IN
 static const char os_snapshot[] = OS(P_STR("name") "," P_STR("status") "," P_STR("kind") ","
     P_STR("image") "," P_STR("parent") "," P_STR("parent_template") "," P_INT("size") ","
     P_INT("created_at"), "\"name\"");
+static const char os_fork[] = OS(P_STR("parent") "," P_ARR("sandboxes"), "\"sandboxes\"");
 static const char os_run[] = OS(P_INT("exit_code") "," P_BOOL("timed_out") "," P_BOOL("truncated")
     "," P_STR("stdout") "," P_STR("stderr") "," P_STR("status") "," P_STR("context") ","
     P_ARR("results"), "");
@@ -367,7 +383,7 @@ const struct mcp_tool mcp_tools[] = {
      "paused longer than ${max_pause} is destroyed. Commands, files and code calls fail while "
      "it is paused unless it was created with auto_resume. Pausing a paused sandbox changes "
      "nothing.",
-     destroy_args, HINT_IDEMPOTENT, mcp_tool_sandbox_pause, os_state},
+     pause_args, HINT_IDEMPOTENT, mcp_tool_sandbox_pause, os_state},
     {"sandbox_resume", "Resume a sandbox",
      "Thaw a paused sandbox: its processes go on where they were, with the ttl it had left. "
      "Resuming a running sandbox changes nothing.",
@@ -378,6 +394,12 @@ const struct mcp_tool mcp_tools[] = {
      "returned name starts a sandbox with them. The sandbox keeps running (a paused one stays "
      "paused); running processes and memory are not saved.",
      snapshot_args, 0, mcp_tool_sandbox_snapshot, os_snapshot},
+    {"sandbox_fork", "Fork a sandbox",
+     "Copy a sandbox into count new ones in one call, to try several approaches from the same "
+     "state: each gets its files (${workspace} and /tmp, and what a root installed), its env "
+     "and metadata, and returns its own sandbox id. Running processes are not copied: start "
+     "servers again in each copy. The sandbox itself keeps running.",
+     fork_args, 0, mcp_tool_sandbox_fork, os_fork},
     {"run_code", "Run code",
      "Run code and return what it printed. Without sandbox_id: a Python or shell program runs "
      "once in a fresh sandbox that is destroyed afterwards; the answer has its exit code, "

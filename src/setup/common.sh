@@ -93,6 +93,20 @@ NB_PYTHON_IMAGE_PACKAGES=(
     nodejs node-typescript
     build-essential python3-dev
 )
+# nanobox-desktop:latest, the computer-use template (image.sh desktop, on
+# demand), on top of the base image: what E2B's @e2b/desktop SDK runs by
+# name (Xvfb and xdpyinfo, startxfce4 and its session bus, xdotool,
+# scrot, xrandr, x11vnc, noVNC's novnc_proxy and websockify, netstat,
+# xdg-open, gtk-launch), a terminal, a browser and fonts. xfce4 as E2B's
+# own template has it: the SDK starts `startxfce4`, so a lighter window
+# manager would need a shim of that name.
+NB_DESKTOP_IMAGE_PACKAGES=(
+    xvfb xauth x11-utils x11-xserver-utils
+    xfce4 xfce4-terminal dbus-x11 adwaita-icon-theme
+    xdotool scrot x11vnc novnc websockify net-tools
+    xdg-utils libgtk-3-bin firefox-esr
+    fonts-dejavu-core fonts-liberation2
+)
 
 # Where up.sh puts a running nanobox (down.sh reads the same). Overridable
 # from the environment only so that the scripts can be tried in a temp dir.

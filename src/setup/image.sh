@@ -13,14 +13,20 @@
 #           ipykernel, jupyter-client, numpy, pandas, matplotlib, scipy,
 #           pillow, requests, pip, venv, nodejs, node-typescript,
 #           build-essential (~2.5 min)
+#   desktop nanobox-desktop:latest, on demand only (not in `all`): the
+#           computer-use template E2B's @e2b/desktop SDK drives: the base
+#           image (built first if missing) + Xvfb, xfce4, xdotool, scrot,
+#           x11vnc, noVNC + websockify (at /opt/noVNC, where the SDK looks),
+#           firefox-esr, fonts (NB_DESKTOP_IMAGE_PACKAGES)
 #
-# Usage: image.sh [--force] [base|python|all]...   (default: all)
+# Usage: image.sh [--force] [base|python|desktop|all]...   (default: all)
 #   Builds each image named unless it exists, built by this recipe (a
 #   label holds the recipe's hash); --force rebuilds.
 # Environment:
 #   NANOBOX_MIRROR        Debian mirror (default http://deb.debian.org/debian)
 #   NANOBOX_IMAGE         name of the base image (default nanobox:latest)
 #   NANOBOX_PYTHON_IMAGE  name of the python image (default nanobox-python:latest)
+#   NANOBOX_DESKTOP_IMAGE name of the desktop image (default nanobox-desktop:latest)
 #   NANOBOX_PYTHON_EXTRA  more Debian packages for the python image,
 #                         comma-separated (docs/CONFIG.md, "Sandbox images")
 #   TMPDIR                where the rootfs is built (default /var/tmp;
@@ -38,10 +44,10 @@ targets=()
 for arg in "$@"; do
     case $arg in
     --force) force=1 ;;
-    base | python) targets+=("$arg") ;;
+    base | python | desktop) targets+=("$arg") ;;
     all) targets+=(base python) ;;
     -h | --help)
-        sed -n '3,25s/^# \{0,1\}//p' "$0"
+        sed -n '3,32s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *) nb_die "image.sh: unknown argument '$arg' (try --help)" ;;
@@ -70,6 +76,8 @@ image_current() {
 
 # Set by build_image for cleanup: the tree being built, if any.
 workdir=
+# The image build_image starts from (export_image); empty: debootstrap.
+from_image=
 
 # On every exit path: unmount whatever a failed debootstrap left mounted
 # (proc, sys...) so that rm cannot descend into the host's /proc, then
@@ -163,6 +171,73 @@ disable-pip-version-check = true
 EOF
 }
 
+# The desktop template's own settings (E2B's @e2b/desktop SDK runs
+# `cd /opt/noVNC/utils && ./novnc_proxy --vnc localhost:5900 --listen 6080
+# --web /opt/noVNC`, Xvfb, startxfce4, xdotool, scrot, xrandr, xdg-open and
+# gtk-launch by name; it starts them itself, the image only holds them):
+# - /opt/noVNC: Debian's noVNC (its novnc_proxy finds the system
+#   websockify), with index.html as E2B's fork has it;
+# - the terminal and the browser E2B's image sets: xfce4-terminal as
+#   x-terminal-emulator (apt's alternative already), firefox-esr as
+#   x-www-browser and the handler of http(s) links xdg-open uses;
+# - no screen saver, locker or power manager is installed (no
+#   recommends), so the screen never blanks under an agent;
+# - a machine id for dbus-launch (startxfce4's session bus): one for every
+#   sandbox of the image, as in any image built once.
+setup_desktop() {
+    local rootfs=$1
+    nb_log "image: desktop template settings (/opt/noVNC, browser, machine id)"
+    mkdir -p "$rootfs/opt"
+    ln -sfn /usr/share/novnc "$rootfs/opt/noVNC"
+    [ -e "$rootfs/usr/share/novnc/index.html" ] ||
+        ln -s vnc.html "$rootfs/usr/share/novnc/index.html"
+    [ -x "$rootfs/usr/share/novnc/utils/novnc_proxy" ] ||
+        nb_die "image: the novnc package has no utils/novnc_proxy"
+    chroot "$rootfs" update-alternatives --set x-www-browser /usr/bin/firefox-esr >/dev/null
+    mkdir -p "$rootfs/etc/xdg"
+    cat >"$rootfs/etc/xdg/mimeapps.list" <<'EOF'
+[Default Applications]
+x-scheme-handler/http=firefox-esr.desktop
+x-scheme-handler/https=firefox-esr.desktop
+text/html=firefox-esr.desktop
+EOF
+    if [ ! -s "$rootfs/etc/machine-id" ]; then
+        chroot "$rootfs" dbus-uuidgen >"$rootfs/etc/machine-id"
+    fi
+    # what the SDK's create runs, for a desktop driven without it (nanobox's
+    # API, the console): nothing starts a display with the sandbox, since
+    # the SDK starts its own at the resolution it was asked for
+    cat >"$rootfs/usr/local/bin/nanobox-desktop-start" <<'EOF'
+#!/bin/sh
+# nanobox-desktop-start [WIDTHxHEIGHT] [DISPLAY]: Xvfb and an xfce4 session
+# as E2B's desktop SDK starts them (src/setup/image.sh, setup_desktop);
+# returns once the window manager runs. Default 1024x768 on :0.
+size=${1:-1024x768}
+display=${2:-:0}
+export DISPLAY="$display"
+if ! xdpyinfo >/dev/null 2>&1; then
+    setsid nohup Xvfb "$display" -ac -screen 0 "${size}x24" -retro -dpi 96 \
+        -nolisten tcp -nolisten unix >/tmp/xvfb.log 2>&1 </dev/null &
+    i=0
+    until xdpyinfo >/dev/null 2>&1; do
+        i=$((i + 1))
+        [ "$i" -lt 100 ] || { echo "Xvfb did not start: /tmp/xvfb.log" >&2; exit 1; }
+        sleep 0.1
+    done
+fi
+if ! pgrep -x xfce4-session >/dev/null; then
+    setsid nohup startxfce4 >/tmp/xfce4.log 2>&1 </dev/null &
+fi
+i=0
+until pgrep -x xfwm4 >/dev/null && pgrep -x xfdesktop >/dev/null; do
+    i=$((i + 1))
+    [ "$i" -lt 300 ] || { echo "xfce4 did not start: /tmp/xfce4.log" >&2; exit 1; }
+    sleep 0.1
+done
+EOF
+    chmod 0755 "$rootfs/usr/local/bin/nanobox-desktop-start"
+}
+
 # apt_install ROOTFS PACKAGE...: apt-get install --no-install-recommends in
 # the tree debootstrap made (its sources.list names the mirror). apt, not
 # debootstrap's --include, for anything past the base: debootstrap's own
@@ -210,7 +285,9 @@ build_image() {
     local -a env_opts=()
     for e in "$@"; do env_opts+=(-c "ENV $e"); done
 
-    recipe=$(recipe_hash "$image" "$title" "$base" "$extra" "$setup" "$@")
+    # a derived image's recipe holds its base's id: a rebuilt base rebuilds it
+    recipe=$(recipe_hash "$image" "$title" "$base" "$extra" "$setup" "$@" \
+        ${from_image:+"$(docker image inspect -f '{{.Id}}' "$from_image")"})
     if [ "$force" -eq 0 ] && image_current "$image" "$recipe"; then
         nb_log "image: $image already exists (--force rebuilds it)"
         return 0
@@ -229,19 +306,25 @@ build_image() {
 
     workdir=$(mktemp -d "${TMPDIR:-/var/tmp}/nanobox-image.XXXXXX")
     rootfs=$workdir/rootfs
-    nb_log "image: $image: debootstrap --variant=minbase $suite into $rootfs from $mirror"
     started=$SECONDS
-    debootstrap --variant=minbase --include="$base" "$suite" "$rootfs" "$mirror"
-    nb_log "image: debootstrap done in $((SECONDS - started))s"
+    if [ -n "$from_image" ]; then
+        export_image "$from_image" "$rootfs"
+    else
+        nb_log "image: $image: debootstrap --variant=minbase $suite into $rootfs from $mirror"
+        debootstrap --variant=minbase --include="$base" "$suite" "$rootfs" "$mirror"
+        nb_log "image: debootstrap done in $((SECONDS - started))s"
+    fi
     if [ -n "${extra// /}" ]; then
         # shellcheck disable=SC2086  # a list of package names
         apt_install "$rootfs" $extra
         nb_log "image: apt-get done in $((SECONDS - started))s"
     fi
 
-    add_user "$rootfs"
-    profile_no_fork "$rootfs"
-    apt_as_root "$rootfs"
+    if [ -z "$from_image" ]; then # a derived image has its base's
+        add_user "$rootfs"
+        profile_no_fork "$rootfs"
+        apt_as_root "$rootfs"
+    fi
     "$setup" "$rootfs"
 
     nb_log "image: cleaning apt caches"
@@ -254,7 +337,7 @@ build_image() {
     # labels, and nanobox.* labels on containers mean "a sandbox" to the server.
     tar -C "$rootfs" --numeric-owner -c . |
         docker import \
-            -m "nanobox sandbox: debootstrap --variant=minbase $suite + $base${extra:+ + $extra}" \
+            -m "nanobox sandbox: ${from_image:-debootstrap --variant=minbase $suite + $base}${extra:+ + $extra}" \
             "${env_opts[@]}" \
             -c "LABEL org.opencontainers.image.title=$title" \
             -c "LABEL org.opencontainers.image.base.name=debian:$suite" \
@@ -265,6 +348,28 @@ build_image() {
     workdir=
     flock -u 9
     nb_log "image: $image ready ($(docker image inspect -f '{{.Id}} {{.Size}}' "$image") bytes, $((SECONDS - started))s in all)"
+}
+
+# export_image IMAGE ROOTFS: the tree of IMAGE (a derived image starts
+# from it rather than from debootstrap): a container created, never
+# started, exported and removed. Its label is not nanobox.*: that means
+# "a sandbox" to nanobox-fcgi's reconciliation.
+export_image() {
+    local from=$1 rootfs=$2 cid
+    nb_log "image: starting from $from's tree"
+    cid=$(docker create --label org.opencontainers.image.ref.name=nanobox-image-build \
+        --entrypoint /bin/true "$from")
+    mkdir -p "$rootfs"
+    if ! docker export "$cid" | tar -C "$rootfs" --numeric-owner -x; then
+        docker rm -f "$cid" >/dev/null || true
+        nb_die "image: exporting $from failed"
+    fi
+    docker rm -f "$cid" >/dev/null
+    # Docker's own file in every container's tree: not the image's. The
+    # names Docker mounts over come out empty: apt needs the host's
+    # resolver, as debootstrap copies it
+    rm -f "$rootfs/.dockerenv"
+    cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
 }
 
 join_commas() {
@@ -288,6 +393,18 @@ for target in "${targets[@]}"; do
     base)
         build_image "${NANOBOX_IMAGE:-nanobox:latest}" nanobox-sandbox "${NB_IMAGE_TOOLS[*]}" : \
             "PATH=$path"
+        ;;
+    desktop)
+        # derived from the base image, built first only when missing: one
+        # of another recipe stays (the desktop's recipe holds its id)
+        if ! image_exists "${NANOBOX_IMAGE:-nanobox:latest}"; then
+            build_image "${NANOBOX_IMAGE:-nanobox:latest}" nanobox-sandbox \
+                "${NB_IMAGE_TOOLS[*]}" : "PATH=$path"
+        fi
+        from_image=${NANOBOX_IMAGE:-nanobox:latest}
+        build_image "${NANOBOX_DESKTOP_IMAGE:-nanobox-desktop:latest}" nanobox-desktop \
+            "${NB_DESKTOP_IMAGE_PACKAGES[*]}" setup_desktop "PATH=$path"
+        from_image=
         ;;
     python)
         # PATH: where `pip install` (a user install) puts scripts.

@@ -4,7 +4,7 @@
 #
 # Usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN]
 #                        [--ports-listen LISTEN] [--www-dir DIR]
-#                        [--tls-cert FILE --tls-key FILE]
+#                        [--tls-cert FILE --tls-key FILE [--tls-listen LISTEN]]
 #                        [--rate RATE] [--rate-burst N]
 #                        OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]
 #   OUTDIR       where to write nanobox.conf (the API snippet to include
@@ -44,12 +44,19 @@
 #                          out of reach of nginx's www-data workers.
 #
 # TLS (docs/NGINX.md, "TLS"), as options or from the environment (an option
-# wins): the standalone's server and the ports server then speak https only
-# (LISTEN gets "ssl", and so does the ports listen when it is not given),
-# with this certificate set at http {} level for both. Its names must
-# cover the API's host and *.DOMAIN (a wildcard).
+# wins): this certificate, set at http {} level for the standalone's
+# server and the ports servers. Its names must cover the API's host and
+# *.DOMAIN (a wildcard). Both or neither; absolute paths, readable here
+# (nginx's master reads them as the user that renders).
 #   --tls-cert FILE        NANOBOX_TLS_CERT      certificate chain (PEM)
 #   --tls-key FILE         NANOBOX_TLS_KEY       its private key (PEM)
+#   --tls-listen LISTEN    NANOBOX_TLS_LISTEN    an https address of its own,
+#                          e.g. 443 or 0.0.0.0:443: every server (the API's,
+#                          the ports') listens there with ssl besides its
+#                          plain-http LISTEN (and ports listen), which keep
+#                          working. Not given: LISTEN itself gets "ssl" (and
+#                          so does the ports listen when it is not given),
+#                          https only.
 #
 # The request rate of the API's locations (nginx's limit_req, docs/NGINX.md
 # "Request rate"): one bucket per API key as sent, or per client address
@@ -83,7 +90,7 @@ die() {
     exit 2
 }
 
-usage="usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN] [--ports-listen LISTEN] [--www-dir DIR] [--tls-cert FILE --tls-key FILE] [--rate RATE] [--rate-burst N] OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]"
+usage="usage: render-nginx.sh [--ports-dir DIR] [--ports-domain DOMAIN] [--ports-listen LISTEN] [--www-dir DIR] [--tls-cert FILE --tls-key FILE [--tls-listen LISTEN]] [--rate RATE] [--rate-burst N] OUTDIR FCGI_SOCKET LISTEN PREFIX [PIDFILE]"
 
 ports_dir=${NANOBOX_PORTS_DIR:-/run/nanobox/ports}
 ports_domain=${NANOBOX_PORTS_DOMAIN:-sandbox.localhost}
@@ -91,11 +98,12 @@ ports_listen=${NANOBOX_PORTS_LISTEN:-}
 www_dir=${NANOBOX_WWW_DIR:-}
 tls_cert=${NANOBOX_TLS_CERT:-}
 tls_key=${NANOBOX_TLS_KEY:-}
+tls_listen=${NANOBOX_TLS_LISTEN:-}
 rate=${NANOBOX_RATE:-200r/s}
 rate_burst=${NANOBOX_RATE_BURST:-1000}
 while [ "$#" -gt 0 ]; do
     case $1 in
-    --ports-dir | --ports-domain | --ports-listen | --www-dir | --tls-cert | --tls-key | --rate | --rate-burst)
+    --ports-dir | --ports-domain | --ports-listen | --www-dir | --tls-cert | --tls-key | --tls-listen | --rate | --rate-burst)
         [ "$#" -ge 2 ] || die "$1 needs a value; $usage"
         case $1 in
         --ports-dir) ports_dir=$2 ;;
@@ -104,12 +112,13 @@ while [ "$#" -gt 0 ]; do
         --www-dir) www_dir=$2 ;;
         --tls-cert) tls_cert=$2 ;;
         --tls-key) tls_key=$2 ;;
+        --tls-listen) tls_listen=$2 ;;
         --rate) rate=$2 ;;
         --rate-burst) rate_burst=$2 ;;
         esac
         shift 2
         ;;
-    --ports-dir=* | --ports-domain=* | --ports-listen=* | --www-dir=* | --tls-cert=* | --tls-key=* | --rate=* | --rate-burst=*)
+    --ports-dir=* | --ports-domain=* | --ports-listen=* | --www-dir=* | --tls-cert=* | --tls-key=* | --tls-listen=* | --rate=* | --rate-burst=*)
         case $1 in
         --ports-dir=*) ports_dir=${1#*=} ;;
         --ports-domain=*) ports_domain=${1#*=} ;;
@@ -117,6 +126,7 @@ while [ "$#" -gt 0 ]; do
         --www-dir=*) www_dir=${1#*=} ;;
         --tls-cert=*) tls_cert=${1#*=} ;;
         --tls-key=*) tls_key=${1#*=} ;;
+        --tls-listen=*) tls_listen=${1#*=} ;;
         --rate=*) rate=${1#*=} ;;
         --rate-burst=*) rate_burst=${1#*=} ;;
         esac
@@ -144,6 +154,16 @@ check_word() {
 check_abs() {
     check_word "$1" "$2"
     case $2 in /*) ;; *) die "$1 must be an absolute path, not '$2'" ;; esac
+}
+
+# check_tls_file WHAT FILE PEMTYPE: an absolute path nginx can read, that
+# holds a PEM block of that type (a clear error now rather than nginx's at
+# its start).
+check_tls_file() {
+    check_abs "$1" "$2"
+    [ -f "$2" ] || die "$1 $2: no such file"
+    [ -r "$2" ] || die "$1 $2: not readable by $(id -un), the user nginx's master reads it as"
+    grep -q -- "-----BEGIN .*$3-----" "$2" || die "$1 $2: no PEM '$3' block in it"
 }
 
 mkdir -p "$outdir" "$prefix" "$(dirname "$pidfile")"
@@ -183,19 +203,31 @@ else
 fi
 check_abs 'www dir' "$www_dir"
 tls_lines="# no TLS (render-nginx.sh --tls-cert/--tls-key: docs/NGINX.md)"
+tls_listen_line="# no https address of its own (render-nginx.sh --tls-listen)"
+ports_tls_listen_line=$tls_listen_line
 if [ -n "$tls_cert$tls_key" ]; then
     if [ -z "$tls_cert" ] || [ -z "$tls_key" ]; then
-        die "--tls-cert and --tls-key go together"
+        die "--tls-cert and --tls-key go together (NANOBOX_TLS_CERT, NANOBOX_TLS_KEY)"
     fi
-    check_abs 'TLS certificate' "$tls_cert"
-    check_abs 'TLS key' "$tls_key"
+    check_tls_file 'TLS certificate (--tls-cert, NANOBOX_TLS_CERT)' "$tls_cert" CERTIFICATE
+    check_tls_file 'TLS key (--tls-key, NANOBOX_TLS_KEY)' "$tls_key" 'PRIVATE KEY'
     tls_lines="ssl_certificate $tls_cert;
     ssl_certificate_key $tls_key;
     ssl_protocols TLSv1.2 TLSv1.3;
     ssl_session_cache shared:nanobox_tls:10m;
     ssl_session_timeout 1h;"
-    ports_listen=${ports_listen:-$listen ssl}
-    listen="$listen ssl"
+    if [ -n "$tls_listen" ]; then
+        # an https address beside the plain one: both keep answering
+        check_word 'TLS listen (--tls-listen, NANOBOX_TLS_LISTEN)' "$tls_listen"
+        [ "$tls_listen" != "$listen" ] || die "--tls-listen $tls_listen is LISTEN itself: leave it out for https only there"
+        tls_listen_line="listen $tls_listen ssl default_server;"
+        ports_tls_listen_line="listen $tls_listen ssl;"
+    else
+        ports_listen=${ports_listen:-$listen ssl}
+        listen="$listen ssl"
+    fi
+elif [ -n "$tls_listen" ]; then
+    die "--tls-listen needs --tls-cert and --tls-key (NANOBOX_TLS_CERT, NANOBOX_TLS_KEY)"
 fi
 ports_listen=${ports_listen:-$listen}
 # The listen parameters: blank-separated words ("443 ssl", "[::]:80").
@@ -214,6 +246,14 @@ if ! [[ $ports_domain =~ ^$label(\.$label)*$ ]] || [ "${#ports_domain}" -gt 253 
     die "ports domain '$ports_domain' is not a DNS name like sandbox.example.org"
 fi
 ports_domain_re=${ports_domain//./\\.}
+# A certificate that does not name *.DOMAIN works for the API only: say so
+# (openssl's -checkhost, when the CLI is here), without refusing it.
+if [ -n "$tls_cert" ] && command -v openssl >/dev/null &&
+    openssl x509 -noout -in "$tls_cert" -checkhost "49983-00000000-0000-0000-0000-000000000000.$ports_domain" 2>/dev/null |
+    grep -q 'does NOT match'; then
+    printf 'render-nginx.sh: warning: %s does not name *.%s: clients that verify it will refuse the port hosts (<port>-<id>.%s)\n' \
+        "$tls_cert" "$ports_domain" "$ports_domain" >&2
+fi
 
 # The request rate: limit_req in each keyed location of the snippet, its
 # zone in nanobox-http.conf; "off" leaves both out.
@@ -269,6 +309,8 @@ render() {
     text=${text//@NGINX_DIR@/"$outdir"}
     text=${text//@WWW@/"$www_dir"}
     text=${text//@TLS@/"$tls_lines"}
+    text=${text//@TLS_LISTEN_LINE@/"$tls_listen_line"}
+    text=${text//@PORTS_TLS_LISTEN_LINE@/"$ports_tls_listen_line"}
     text=${text//@HTTP_SNIPPET@/"$outdir/nanobox-http.conf"}
     text=${text//@LIMIT_REQ@/"$limit_req"}
     text=${text//@PORTS_LIMIT_REQ@/"$ports_limit_req"}

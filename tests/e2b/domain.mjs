@@ -1,9 +1,11 @@
 // domain.mjs - the E2B SDK's other mode, E2B_DOMAIN, against nanobox: no
-// E2B_SANDBOX_URL, so the SDK sends its data plane to
+// E2B_SANDBOX_URL (and, when E2B_API_URL is unset too, the API at
+// https://api.<E2B_DOMAIN>), so the SDK sends its data plane to
 // https://<port>-<sandboxId>.<E2B_DOMAIN> (envd on 49983, the code
 // interpreter on 49999), which nginx routes by host name as it does the
 // sandboxes' exposed ports. tests/integration/test_e2b.py runs it against
-// a TLS stack and asserts on the JSON summary it prints as its last line.
+// a TLS stack, test_e2b_tls.py against one that serves http and https at
+// once; both assert on the JSON summary it prints as its last line.
 //
 //   node domain.mjs --tag <tag> --port <nginx port> [--code]
 //
@@ -34,7 +36,27 @@ await step('files', async () => {
   await sbx.files.write('d/x.txt', 'over the domain')
   return { text: await sbx.files.read('d/x.txt'), list: (await sbx.files.list('d')).map((e) => e.path) }
 })
+// streaming through TLS: commands.run streams over Connect, each line as
+// the command prints it, long before it ends
+await step('stream', async () => {
+  const t0 = Date.now()
+  const at = []
+  const r = await sbx.commands.run('for i in 1 2 3 4; do echo line$i; sleep 0.5; done', {
+    onStdout: (d) => at.push(Date.now() - t0)
+  })
+  const total = Date.now() - t0
+  return { stdout: r.stdout, chunks: at.length, early: at.length > 0 && at[0] < total - 1000 }
+})
 if (code) {
+  await step('runCodeStream', async () => {
+    const t0 = Date.now()
+    const at = []
+    await sbx.runCode('import time\nfor i in range(4):\n    print(i, flush=True)\n    time.sleep(0.5)', {
+      onStdout: () => at.push(Date.now() - t0)
+    })
+    const total = Date.now() - t0
+    return { chunks: at.length, early: at.length > 0 && at[0] < total - 1000 }
+  })
   await step('runCode', async () => {
     const ex = await sbx.runCode('import os\nprint(open("d/x.txt").read())\n6 * 7')
     return { stdout: ex.logs.stdout, text: ex.text, error: ex.error ?? null }

@@ -137,4 +137,57 @@ await step('metrics', async () => {
   return m.map((x) => ({ ...x, timestamp: Math.floor(x.timestamp.getTime() / 1000) }))
 })
 
+// file metadata (envd >= 0.6.2, which nanobox reports): X-Metadata-*
+// headers on the upload become the file's user.* xattrs in the sandbox,
+// reported by write, getInfo and list; over multipart and octet-stream,
+// in the workspace and on /tmp (tmpfs)
+const md = { 'owner-id': '42', note: 'a b c' }
+const xattrs = (p) => s.commands.run(`python3 -c "import os,sys,json; p=sys.argv[1]; print(json.dumps({n: os.getxattr(p, n).decode() for n in os.listxattr(p)}))" ${p}`)
+await step('metadataWrite', async () => {
+  const w = await s.files.write('meta/a.txt', 'alpha', { metadata: md })
+  await s.commands.run("python3 -c \"import os; os.setxattr('meta/a.txt', 'user.from-shell', b'yes')\"")
+  const list = {}
+  for (const e of await s.files.list('meta')) list[e.name] = e.metadata ?? null
+  return {
+    written: w.metadata ?? null,
+    info: (await s.files.getInfo('meta/a.txt')).metadata ?? null,
+    list,
+    xattrs: JSON.parse((await xattrs('meta/a.txt')).stdout),
+    plain: (await s.files.write('meta/plain.txt', 'p')).metadata ?? null,
+  }
+})
+await step('metadataOctetStream', async () => {
+  const stream = new ReadableStream({ start (c) { c.enqueue(new TextEncoder().encode('streamed')); c.close() } })
+  const a = await s.files.write('meta/stream.txt', stream, { metadata: { k: 'v' } })
+  const b = await s.files.write('/tmp/meta-tmp.txt', 'on tmpfs', { useOctetStream: true, metadata: { where: 'tmp' } })
+  const gz = await s.files.write('meta/gz.txt', 'zipped '.repeat(1000), { gzip: true, metadata: { z: '1' } })
+  return {
+    stream: { path: a.path, metadata: a.metadata ?? null, text: await s.files.read('meta/stream.txt') },
+    tmp: { metadata: b.metadata ?? null, info: (await s.files.getInfo('/tmp/meta-tmp.txt')).metadata ?? null, text: await s.files.read('/tmp/meta-tmp.txt') },
+    tmpFs: (await s.commands.run('stat -f -c %T /tmp')).stdout.trim(),
+    gzip: { metadata: gz.metadata ?? null, ok: (await s.files.read('meta/gz.txt')) === 'zipped '.repeat(1000) },
+  }
+})
+// hostile metadata: namespaces other than user., keys and values past the
+// caps, too many keys, a path the user may not write, a symlink out
+// (a header name with a dot or an underscore never passes nginx: such a key is dropped)
+await step('metadataNamespacedKeys', async () => {
+  const w = await s.files.write('meta/ns.txt', 'x', { metadata: { 'trusted.overlay.opaque': 'y', 'security.capability': 'y', 'user.x': 'y', ok: '1' } })
+  return { metadata: w.metadata ?? null, xattrs: JSON.parse((await xattrs('meta/ns.txt')).stdout) }
+})
+await throws('metadataLongKey', () => s.files.write('meta/t.txt', 'x', { metadata: { ['k'.repeat(129)]: 'v' } }))
+await throws('metadataLongValue', () => s.files.write('meta/t.txt', 'x', { metadata: { k: 'v'.repeat(1025) } }))
+await throws('metadataTooMany', () => s.files.write('meta/t.txt', 'x', { metadata: Object.fromEntries([...Array(17).keys()].map((i) => [`k${i}`, 'v'])) }))
+await throws('metadataUnderEtc', () => s.files.write('/etc/nb-meta.txt', 'x', { metadata: { k: 'v' } }))
+await step('metadataRefusedLeftNothing', async () => ({
+  t: await s.files.exists('meta/t.txt'),
+  etc: await s.files.exists('/etc/nb-meta.txt'),
+}))
+await step('metadataSymlinkOut', async () => {
+  await s.commands.run('ln -sf /etc/passwd meta/pw')
+  const w = await s.files.write('meta/pw', 'mine', { metadata: { k: 'v' } })
+  const r = await s.commands.run('test -L meta/pw; echo $?; cat meta/pw; echo; head -c 5 /etc/passwd')
+  return { type: w.type, metadata: w.metadata ?? null, out: r.stdout.split('\n'), passwdXattrs: JSON.parse((await xattrs('/etc/passwd')).stdout) }
+})
+
 console.log(JSON.stringify(summary))

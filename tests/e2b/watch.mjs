@@ -75,4 +75,34 @@ await step('renameAcrossMounts', async () => {
   return { path: moved.path, type: moved.type, out: r.stdout.split('\n').slice(0, 4) }
 })
 
+// entry info in watch events (envd >= 0.6.3) and watches on any mount
+// (envd >= 0.6.4's allowNetworkMounts): /proc and /sys are watched
+// harmlessly, as any directory the user may read
+await step('watchIncludeEntry', async () => {
+  const events = []
+  const h = await s.files.watchDir('watched', (e) => events.push({ name: e.name, type: e.type, entry: e.entry ? { type: e.entry.type, path: e.entry.path, size: e.entry.size, metadata: e.entry.metadata ?? null } : null }), { includeEntry: true, allowNetworkMounts: true })
+  await s.files.write('watched/entry.txt', 'five!', { metadata: { k: 'v' } })
+  await s.commands.run('rm watched/entry.txt')
+  const all = await until(events, (ev) => has(ev, 'remove', 'entry.txt'))
+  await h.stop()
+  return { all, events }
+})
+await step('watchProcAndSys', async () => {
+  const out = {}
+  for (const p of ['/proc', '/proc/1', '/sys/fs/cgroup']) {
+    try {
+      const events = []
+      const h = await s.files.watchDir(p, (e) => events.push(e.name), { allowNetworkMounts: true })
+      await s.commands.run('true')
+      await sleep(200)
+      await h.stop()
+      out[p] = { started: true, events: events.length }
+    } catch (e) {
+      out[p] = errInfo(e)
+    }
+  }
+  out.alive = (await s.commands.run('echo ok')).stdout.trim()
+  return out
+})
+
 console.log(JSON.stringify(summary))

@@ -178,6 +178,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(path, data, n);
     path[n] = '\0';
+    /* E2B's template paths: a pure function of the path and the key's kind, whose
+     * answer is one of its shapes; with an E2B key it claims at least what it does without */
+    {
+        int t0 = (int)nb_e2b_match_tpl(path, 0), t1 = (int)nb_e2b_match_tpl(path, 1);
+        if ((t0 != NB_ROUTE_NONE && (t0 < NB_E2B_TPL_V3 || t0 > NB_E2B_TPL_OTHER)) ||
+            (t1 != NB_ROUTE_NONE && (t1 < NB_E2B_TPL_V3 || t1 > NB_E2B_TPL_OTHER)) ||
+            (t0 != NB_ROUTE_NONE && t1 != t0))
+            abort();
+    }
     rt = match(path, ID_LEN, ARG_LEN, OP_LEN);
     /* the same path with the smallest buffers: cut, or no route, never past them */
     if (match(path, 1, 1, 1) != rt && rt != NB_ROUTE_PORT && rt != NB_ROUTE_PROCS &&

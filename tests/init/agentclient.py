@@ -78,6 +78,9 @@ def info(body):
         out["real"] = d["a"].decode(errors="surrogateescape")
     if "F" in d:
         out["name"] = d["F"].decode(errors="surrogateescape")
+    meta = [v.split(b"\0", 1) for tag, v in parse_fields(body) if tag == "x"]
+    if meta:
+        out["meta"] = {k.decode(): v.decode() for k, v in meta}
     return out
 
 
@@ -276,8 +279,12 @@ class Agent:
             c.expect_eof()
             return (i, entries) if i["kind"] == "d" else (i, b"".join(data))
 
-    def write(self, path, data, mode=None):
+    def write(self, path, data, mode=None, meta=None):
+        """meta: {key: value} (x fields), or raw "key\\0value" bytes in a list."""
         fl = [field("F", path)] + ([field("M", u32(mode))] if mode is not None else [])
+        if isinstance(meta, dict):
+            meta = [k.encode() + b"\0" + v.encode() for k, v in meta.items()]
+        fl += [field("x", m) for m in meta or []]
         with self.request("U", *fl) as c:
             for i in range(0, len(data), CHUNK):
                 c.send("d", data[i:i + CHUNK])

@@ -261,3 +261,69 @@ def test_mode_beyond_07777_is_einval(agent, tmp_path):
     with agent.request("U", field("F", str(tmp_path / "m")), field("M", u32(0o10000))) as c:
         t, body = c.recv()
         assert t == "!" and int.from_bytes(body[:4], "big") == 22
+
+
+# --- user metadata (x): the xattrs "user.<key>" ---------------------------
+
+def test_write_with_metadata_sets_user_xattrs_and_every_info_reports_them(agent, tmp_path):
+    d = tmp_path / "m"
+    target = d / "f.txt"
+    info = agent.write(str(target), b"hi", meta={"owner-id": "42", "note": "a b c"})
+    assert info["meta"] == {"owner-id": "42", "note": "a b c"}
+    assert os.getxattr(target, "user.owner-id") == b"42"
+    assert agent.stat(str(target))["meta"] == {"owner-id": "42", "note": "a b c"}
+    i, _ = agent.read(str(target))
+    assert i["meta"]["note"] == "a b c"
+    _, entries = agent.read(str(d))
+    assert entries[0]["meta"] == {"owner-id": "42", "note": "a b c"}
+    # set another way: reported when it keeps to the rules, left out when not
+    os.setxattr(d, "user.dir-tag", b"x")
+    os.setxattr(target, "user.binary", b"\x00\xff")
+    assert agent.stat(str(d))["meta"] == {"dir-tag": "x"}
+    assert "binary" not in agent.stat(str(target))["meta"]
+    # a rewrite replaces the file, and its metadata with it
+    assert "meta" not in agent.write(str(target), b"again")
+    assert "meta" not in agent.stat(str(target))
+
+
+@pytest.mark.parametrize("raw", [
+    b"trusted.x\0v", b"security.selinux\0v", b"system.posix_acl_access\0v", b"user.x\0v",
+    b"USER.x\0v", b"\0v", b"k", b"bad key\0v", b"k\0line\nbreak", b"k\0\x80",
+    b"k" * 129 + b"\0v", b"k\0" + b"v" * 1025,
+])
+def test_bad_metadata_is_refused_before_anything_is_written(agent, tmp_path, raw):
+    target = tmp_path / "refused.txt"
+    with pytest.raises(AgentError) as e:
+        agent.write(str(target), b"x", meta=[raw])
+    assert e.value.errno == 22
+    assert not target.exists()
+    assert agent.ping()
+
+
+def test_metadata_past_its_caps_is_refused(agent, tmp_path):
+    target = tmp_path / "many.txt"
+    with pytest.raises(AgentError) as e:  # 17 entries
+        agent.write(str(target), b"x", meta={f"k{i}": "v" for i in range(17)})
+    assert e.value.errno == 22
+    with pytest.raises(AgentError) as e:  # 5 x (1 + 1000) bytes > 4096
+        agent.write(str(target), b"x", meta={f"{i}": "v" * 1000 for i in range(5)})
+    assert e.value.errno == 22
+    assert not target.exists()
+    info = agent.write(str(target), b"x", meta={f"k{i:02}": "v" for i in range(16)})
+    assert len(info["meta"]) == 16
+
+
+def test_metadata_write_through_a_symlink_replaces_the_link_not_its_target(agent, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"keep")
+    link = tmp_path / "link"
+    link.symlink_to(outside)
+    info = agent.write(str(link), b"new", meta={"k": "v"})
+    assert info["meta"] == {"k": "v"}
+    assert not link.is_symlink() and link.read_bytes() == b"new"
+    assert outside.read_bytes() == b"keep"
+    assert os.listxattr(outside) == []
+    # a symlink's own info has no metadata (the kernel keeps none on links)
+    link2 = tmp_path / "link2"
+    link2.symlink_to(link)
+    assert "meta" not in agent.stat(str(link2))

@@ -87,6 +87,7 @@ SLOW_FIRST = [
     "test_e2b.py::*@e2b-*",                 # the other SDK scripts
     "test_template_python.py::*",           # pip builds and Jupyter in the python image
     "test_upgrade.py::*",
+    "test_e2b_desktop.py::*",               # xfce4 desktops, the SDK, chromium (and the image when missing)
     "test_www.py::*",                       # chromium
     "test_openapi.py::*",
 ]

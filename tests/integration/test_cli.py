@@ -181,6 +181,19 @@ def test_pause_and_resume(cli, api):
     assert r.returncode == 2 and "which sandbox?" in r.stderr, r.stderr
 
 
+def test_pause_without_memory(cli, api):
+    sid = cli.create("--ttl", "600")
+    api.exec(sid, "echo kept > /workspace/f")
+    out = cli.ok("pause", sid, "--no-memory").stdout
+    assert out.startswith(f"{sid} paused ("), out
+    assert nbtest.parse_json(api.get(sid))["memory_released"] is True
+    assert not nbtest.docker_exists(f"nanobox-{sid}")
+    assert cli.ok("resume", sid).stdout.startswith(f"{sid} running (")
+    assert api.exec(sid, "cat /workspace/f")["stdout"] == "kept\n"
+    r = cli.run("resume", sid, "--no-memory")
+    assert r.returncode == 2, r.stderr  # resume takes no such option
+
+
 def test_on_timeout_pause_is_sent_and_a_bad_word_is_a_usage_error(cli, api):
     sid = cli.create("--ttl", "600", "--on-timeout", "pause")
     assert nbtest.parse_json(api.get(sid))["on_timeout"] == "pause"

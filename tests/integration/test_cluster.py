@@ -20,6 +20,7 @@ import nbetcd
 from nbfront import Front
 from nbtest import PORTS_DOMAIN, docker_ps, wait_until
 from test_keys import CLI_BIN, KeyApi, add_key, keys_cli
+from test_e2b import e2b_sdk  # noqa: F401 - the pinned SDK, a fixture
 from test_mcp import http_call, http_initialize
 from test_ports import start_http_server
 
@@ -947,3 +948,62 @@ def test_the_rows_of_a_node_gone_for_good_go_past_their_end(etcd, make_stack):
     assert "cluster: node node-gone is gone: 2 of its rows past their end taken out" in \
         open(st.log_path).read()
     etcd.delete_prefix(f"{PREFIX}tags/{gone}")
+
+
+def test_the_e2b_sdk_and_mcp_work_through_the_front(etcd, front, make_stack, e2b_sdk):
+    """The official E2B SDK pointed at the front alone (E2B_API_URL and
+    E2B_SANDBOX_URL): its creates are placed on both nodes, each sandbox's
+    commands and files reach its own node, its list pages over the whole
+    cluster, and its kills end them where they run. An MCP client through
+    the front likewise."""
+    from test_e2b import sdk_script, step
+    secret = secrets.token_hex(16)
+    n1 = make_stack("node-e1", **node_conf(etcd, "node-e1", node_url="{url}", cluster_secret=secret))
+    n2 = make_stack("node-e2", **node_conf(etcd, "node-e2", node_url="{url}", cluster_secret=secret))
+    alice = add_key(n1, "alice")
+    wait_until(lambda: KeyApi(n2, alice).request("GET", "/sandbox").status_code == 200,
+               timeout=10, what="alice's key on node-e2")
+    wait_until(lambda: sees(n1, "node-e2") and sees(n2, "node-e1"), timeout=15,
+               what="each node to see the other")
+    front.routes("node-e1", "node-e2")
+
+    class ViaFront:
+        url, api_key = front.url, alice
+    s = sdk_script(ViaFront, e2b_sdk, "cluster.mjs", "cluster-", args_more=["--count", "4"])
+    try:
+        ids = step(s, "create")["ids"]
+        assert len(ids) == 4
+        tags = {sid[-12:] for sid in ids}
+        assert tags == {tag_of("node-e1"), tag_of("node-e2")}, ids   # placed on both
+        assert step(s, "commands") == {"ok": [True] * 4}
+        assert step(s, "files") == {"ok": [True] * 4}
+        assert step(s, "getInfo") == {"ok": [True] * 4}
+        assert step(s, "list") == {"ids": sorted(ids), "pages": 2}
+        assert step(s, "kill") == {"killed": [True] * 4}
+        assert step(s, "listAfterKill") == {"ids": []}
+        for st in (n1, n2):
+            assert docker_ps(st.instance) == [], f"{st.name} kept a killed sandbox's container"
+        # an MCP client through the front too: its session's calls all reach
+        # the node that holds it (its id names it), which drives the
+        # sandboxes of both nodes; its own creates are made there (a tie of
+        # free slots stays where it is)
+        made = [KeyApi(n1, alice).create(), KeyApi(n2, alice).create()]
+        s["created"] += made
+        sess = http_initialize(ViaFront).headers["Mcp-Session-Id"]
+        assert sess[-12:] in (tag_of("node-e1"), tag_of("node-e2")), sess
+        for _ in range(2):
+            res = http_call(ViaFront, sess, "sandbox_create", {})
+            made.append(re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}",
+                                  json.dumps(res)).group(0))
+            s["created"].append(made[-1])
+        for sid in made:
+            res = http_call(ViaFront, sess, "sandbox_exec", {"sandbox_id": sid, "command": f"echo {sid}"})
+            assert f"{sid}\\n" in json.dumps(res) and not res.get("isError"), res
+            res = http_call(ViaFront, sess, "sandbox_destroy", {"sandbox_id": sid})
+            assert not res.get("isError"), res
+        for st in (n1, n2):
+            assert docker_ps(st.instance) == [], f"{st.name} kept a destroyed sandbox's container"
+    finally:
+        for sid in s["created"]:
+            for st in (n1, n2):
+                KeyApi(st, alice).delete(sid)

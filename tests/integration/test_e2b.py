@@ -179,7 +179,7 @@ def test_get_info_shows_template_metadata_state_and_timeout(run):
     assert near(i["endsIn"], 120), i
     assert i["cpuCount"] >= 1
     assert i["memoryMB"] == nbtest.DEFAULT_MEMORY // (1024 * 1024)
-    assert i["envdVersion"] == "0.5.6"
+    assert i["envdVersion"] == "0.6.4"
     assert i["lifecycle"] == {"onTimeout": "kill", "autoResume": False}
 
 
@@ -520,7 +520,7 @@ def test_create_get_kill_raw(stack, api):
     body = r.json()
     sid = body["sandboxID"]
     api.created.append(sid)
-    assert body["templateID"] == "base" and body["envdVersion"] == "0.5.6" and body["clientID"]
+    assert body["templateID"] == "base" and body["envdVersion"] == "0.6.4" and body["clientID"]
     # the same sandbox, natively
     native = api.get(sid).json()
     assert native["metadata"] == {"k": "v"} and native["image"] == nbtest.IMAGE
@@ -558,7 +558,7 @@ def test_v2_create_and_connect_raw(stack, api):
     body = r.json()
     sid = body["sandboxID"]
     api.created.append(sid)
-    assert body["envdAccessToken"] and body["envdVersion"] == "0.5.6"
+    assert body["envdAccessToken"] and body["envdVersion"] == "0.6.4"
     native = api.get(sid).json()
     assert native["metadata"] == {"v": "2"} and near(native["ttl_remaining"], 300)
     # connect: no body at all, or no timeout, is 300 s; it never shortens
@@ -609,7 +609,7 @@ def test_ids_that_are_not_ours_are_404(stack):
 
 def test_unimplemented_is_501_in_e2b_shape(stack, api):
     sid = api.create()
-    for method, path in (("GET", f"/sandboxes/{sid}/logs"), ("POST", f"/sandboxes/{sid}/snapshots"),
+    for method, path in (("GET", f"/sandboxes/{sid}/logs"), ("POST", f"/sandboxes/{sid}/refreshes"),
                          ("GET", f"/v2/sandboxes/{sid}/logs")):
         e2b_error(e2b(stack, method, path, json={} if method == "POST" else None), 501)
     e2b_error(e2b(stack, "PUT", f"/sandboxes/{sid}"), 405)
@@ -1192,6 +1192,37 @@ def test_upload_raw_with_query_path_and_user(stack, api):
     e2b_error(e2b(stack, "GET", "/files", key=None, headers=dp(sid, stack=stack)), 400)
 
 
+def test_upload_octet_stream_gzip_and_metadata_headers(stack, api):
+    """envd >= 0.5.7's application/octet-stream upload (one file at ?path=,
+    plain or Content-Encoding: gzip) and >= 0.6.2's X-Metadata-* headers,
+    as the SDK sends them; what is refused writes nothing."""
+    import gzip
+    sid = api.create()
+    h = {**dp(sid, stack=stack), "Content-Type": "application/octet-stream"}
+    r = e2b(stack, "POST", "/files?path=o/a.bin", key=None, data=b"\x00raw",
+            headers={**h, "X-Metadata-Note": "hi there", "X-Metadata-Owner-Id": "7"})
+    assert r.status_code == 200 and r.json() == [{
+        "name": "a.bin", "type": "file", "path": "/home/user/o/a.bin",
+        "metadata": {"note": "hi there", "owner-id": "7"}}], r.text[:300]
+    data = os.urandom(1000) * 300
+    r = e2b(stack, "POST", "/files?path=o/z.bin", key=None, data=gzip.compress(data),
+            headers={**h, "Content-Encoding": "gzip"})
+    assert r.status_code == 200, r.text[:300]
+    r = e2b(stack, "GET", "/files?path=o/z.bin", key=None, headers=dp(sid, stack=stack))
+    assert r.status_code == 200 and r.content == data
+    for path, extra, body, says in (
+            ("/files", {}, b"x", "?path="),
+            ("/files?path=o/bad", {"Content-Encoding": "gzip"}, b"not gzip at all", "not gzip"),
+            ("/files?path=o/bad", {"Content-Encoding": "br"}, b"x", "not supported"),
+            ("/files?path=o/bad", {"X-Metadata-" + "k" * 129: "v"}, b"x", "X-Metadata-"),
+            ("/files?path=o/bad", {"X-Metadata-K": "v" * 1025}, b"x", "X-Metadata-k"),
+            ("/files?path=o/bad", {f"X-Metadata-K{i}": "v" for i in range(17)}, b"x", "16 entries")):
+        r = e2b(stack, "POST", path, key=None, data=body, headers={**h, **extra})
+        assert says in e2b_error(r, 400), (path, list(extra)[:1], r.text[:300])
+    r = e2b(stack, "GET", "/files?path=o/bad", key=None, headers=dp(sid, stack=stack))
+    assert r.status_code == 404, r.text[:300]
+
+
 def test_data_plane_wrong_port_and_gone_sandbox(stack, api):
     sid = api.create()
     e2b_error(e2b(stack, "GET", "/files?path=x", key=None, headers=dp(sid, "49999", stack=stack)), 404)
@@ -1393,6 +1424,38 @@ def test_fs_remove_and_read_missing(fsrun):
     assert e["name"] == "FileNotFoundError", e
 
 
+def test_fs_metadata_is_the_files_user_xattrs(fsrun):
+    """files.write's metadata (envd >= 0.6.2): the X-Metadata-* headers
+    become user.<key> xattrs, reported by write, getInfo and list, with
+    those set in the sandbox; multipart and octet-stream, workspace and tmpfs."""
+    md = {"owner-id": "42", "note": "a b c"}
+    s = step(fsrun, "metadataWrite")
+    assert s["written"] == md and s["plain"] is None, s
+    assert s["info"] == {**md, "from-shell": "yes"} == s["list"]["a.txt"], s
+    assert s["xattrs"] == {"user.owner-id": "42", "user.note": "a b c", "user.from-shell": "yes"}, s
+    s = step(fsrun, "metadataOctetStream")
+    assert s["stream"] == {"path": "/home/user/meta/stream.txt", "metadata": {"k": "v"}, "text": "streamed"}, s
+    assert s["tmp"] == {"metadata": {"where": "tmp"}, "info": {"where": "tmp"}, "text": "on tmpfs"}, s
+    assert s["gzip"] == {"metadata": {"z": "1"}, "ok": True}, s  # octet-stream, Content-Encoding: gzip
+
+
+def test_fs_hostile_metadata_is_refused_and_writes_nothing(fsrun):
+    # keys naming another xattr namespace never arrive (nginx drops header names with a
+    # dot; the agent would refuse them: tests/init): only user.<key> is ever set
+    s = step(fsrun, "metadataNamespacedKeys")
+    assert s == {"metadata": {"ok": "1"}, "xattrs": {"user.ok": "1"}}, s
+    for name in ("metadataLongKey", "metadataLongValue", "metadataTooMany"):
+        assert thrown(fsrun, name)["name"] == "InvalidArgumentError", (name, thrown(fsrun, name))
+    assert "X-Metadata-" in thrown(fsrun, "metadataLongValue")["message"]
+    assert thrown(fsrun, "metadataUnderEtc")["name"] in ("SandboxError", "AuthenticationError",
+                                                         "InvalidArgumentError"), thrown(fsrun, "metadataUnderEtc")
+    assert step(fsrun, "metadataRefusedLeftNothing") == {"t": False, "etc": False}
+    # a symlink out is replaced by the file, never followed: /etc/passwd untouched
+    s = step(fsrun, "metadataSymlinkOut")
+    assert s["type"] == "file" and s["metadata"] == {"k": "v"}, s
+    assert s["out"][:3] == ["1", "mine", "root:"] and s["passwdXattrs"] == {}, s
+
+
 def test_get_metrics_reads_the_cgroup(fsrun):
     m = step(fsrun, "metrics")
     # its history (test_metrics_history.py): a sample every 5 s, or one now before the first
@@ -1497,6 +1560,31 @@ def test_watches_left_no_inotify_fd(watchrun):
                 pass
         return n
     nbtest.wait_until(lambda: n_inotify() == 0, 10, 0.1, what="the agent to drop its watches")
+
+
+def test_watch_events_carry_the_entry_when_asked(watchrun):
+    """includeEntry (envd >= 0.6.3): each event's EntryInfo as the path is
+    then (with its metadata); a removed one has none."""
+    s = step(watchrun, "watchIncludeEntry")
+    assert s["all"], s["events"]
+    by = {}
+    for e in s["events"]:
+        by.setdefault(e["type"], e)
+    assert by["create"]["name"] == "entry.txt" and by["remove"]["entry"] is None, s
+    written = [e["entry"] for e in s["events"] if e["type"] == "write" and e["entry"]]
+    assert written and written[-1]["path"] == "/home/user/watched/entry.txt", s
+    assert written[-1]["type"] == "file" and written[-1]["size"] == 5, s
+    assert written[-1]["metadata"] == {"k": "v"}, s
+
+
+def test_watch_on_proc_and_sys_is_harmless(watchrun):
+    """allowNetworkMounts (envd >= 0.6.4) is taken; any directory the user
+    may read is watched, /proc and /sys too: no events, nothing breaks."""
+    s = step(watchrun, "watchProcAndSys")
+    assert s["alive"] == "ok", s
+    for p in ("/proc", "/proc/1", "/sys/fs/cgroup"):
+        assert s[p].get("started") or s[p]["name"] in ("InvalidArgumentError", "FileNotFoundError",
+                                                      "SandboxError"), (p, s[p])
 
 
 def test_watch_dir_raw_stream(envd):

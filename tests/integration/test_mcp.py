@@ -42,7 +42,7 @@ SDK_TIMEOUT = 300
 
 TOOLS = {"sandbox_create", "sandbox_exec", "sandbox_write_file", "sandbox_read_file",
          "sandbox_list_files", "sandbox_open_port", "sandbox_list", "sandbox_destroy",
-         "sandbox_pause", "sandbox_resume", "sandbox_snapshot", "run_code", "sandbox_set_timeout",
+         "sandbox_pause", "sandbox_resume", "sandbox_snapshot", "sandbox_fork", "run_code", "sandbox_set_timeout",
          "sandbox_start_process", "sandbox_list_processes", "sandbox_read_process_output",
          "sandbox_write_process_stdin", "sandbox_kill_process", "sandbox_delete_file",
          "sandbox_make_dir", "sandbox_move_file", "sandbox_list_ports", "sandbox_close_port",
@@ -171,7 +171,8 @@ def test_sdk_lists_the_tools_with_schemas_and_descriptions(run):
     assert set(exec_schema["required"]) == {"sandbox_id", "command"}
     assert exec_schema["properties"]["timeout"]["type"] == "number"
     run_schema = tools["run_code"]["inputSchema"]
-    assert run_schema["properties"]["language"]["enum"] == ["python", "sh", "javascript", "bash"]
+    assert run_schema["properties"]["language"]["enum"] == ["python", "sh", "javascript", "typescript",
+                                                            "bash"]
     assert run_schema["required"] == ["code"]
     assert {"sandbox_id", "context"} <= set(run_schema["properties"])
     assert tools["sandbox_destroy"]["annotations"]["destructiveHint"] is True
@@ -772,6 +773,19 @@ def test_http_pause_and_resume(stack, api):
     assert r["structuredContent"]["stdout"] == "on\n", r
 
 
+def test_http_pause_without_memory(stack, api):
+    """sandbox_pause with keep_memory false: its files saved, its container gone; resume boots it."""
+    sid = http_initialize(stack).headers["Mcp-Session-Id"]
+    box = api.create()
+    api.exec(box, "echo kept > /workspace/f")
+    r = http_call(stack, sid, "sandbox_pause", {"sandbox_id": box, "keep_memory": False})
+    assert r["isError"] is False and r["structuredContent"]["memory_released"] is True, r
+    assert not nbtest.docker_exists(f"nanobox-{box}")
+    r = http_call(stack, sid, "sandbox_resume", {"sandbox_id": box})
+    assert r["isError"] is False and r["structuredContent"]["state"] == "running", r
+    assert api.exec(box, "cat /workspace/f")["stdout"] == "kept\n"
+
+
 def test_http_run_code_runs_once(stack):
     r = mcp_http(stack, {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
                          "params": {"name": "run_code", "arguments": {"language": "python",
@@ -780,6 +794,26 @@ def test_http_run_code_runs_once(stack):
     assert r.status_code == 200, r.text
     res = r.json()["result"]
     assert res["isError"] is False and res["structuredContent"]["stdout"] == "42\n", res
+
+
+def test_http_run_code_typescript_in_a_sandbox_keeps_its_state(stack, api):
+    """run_code's typescript: the sandbox's own typescript session, its
+    types erased, what a cell declares there for the next one."""
+    if not nbtest.image_present(nbtest.PYTHON_IMAGE):
+        pytest.skip(f"{nbtest.PYTHON_IMAGE} not built")
+    sid = http_initialize(stack).headers["Mcp-Session-Id"]
+    box = api.create(image=nbtest.PYTHON_IMAGE)
+    r = http_call(stack, sid, "run_code", {
+        "sandbox_id": box, "language": "typescript", "timeout": 60,
+        "code": "const n: number = 6\ninterface P { x: number }\nconst p: P = { x: 7 }"})
+    assert r["isError"] is False, r
+    r = http_call(stack, sid, "run_code", {"sandbox_id": box, "language": "typescript",
+                                           "code": "console.log(n * p.x)"})
+    assert r["isError"] is False and r["structuredContent"]["stdout"] == "42\n", r
+    # a type error is not checked (types are erased), a syntax error is an error
+    r = http_call(stack, sid, "run_code", {"sandbox_id": box, "language": "typescript",
+                                           "code": "const q: = 1"})
+    assert r["isError"] is True, r
 
 
 def test_http_run_code_a_big_chart_reads_as_its_brief(stack, api):

@@ -45,11 +45,13 @@ def pool_stack(make_stack):
 
 def limits(info):
     """The container's limits, with what is the slot's own (its uid, the
-    directory of its passwd and group) written the same for every slot."""
+    directory of its passwd and group) and the sandbox's own (its id, on its
+    /dev/pts volume's label) written the same for every slot."""
     hc = info["HostConfig"]
     keys = ("Memory", "MemorySwap", "NanoCpus", "PidsLimit", "CapDrop", "SecurityOpt",
             "ReadonlyRootfs", "NetworkMode", "Tmpfs", "Binds", "Mounts", "Ulimits")
     text = json.dumps({k: hc.get(k) for k in keys})
+    text = text.replace(info["Config"]["Labels"]["nanobox.sandbox"], "ID")
     uid = info["Config"]["User"].split(":")[0]
     text = re.sub(r"/slots/[0-9]+/", "/slots/N/", text.replace(f"={uid}", "=UID"))
     return json.loads(text)

@@ -172,6 +172,8 @@ def test_a_person_runs_code_cells_in_the_console(stack, api, browser_env):
         assert "tick" in summary["cell_interrupted"]["out"], summary
         assert summary["interrupt_ms"] < 15000, summary
         assert summary["after_interrupt"] == {"status": "ok", "out": "41\n"}, summary
+        assert summary["ts_set"] == {"status": "ok", "out": ""}, summary
+        assert summary["ts_get"] == {"status": "ok", "out": "42\n"}, summary
     finally:
         if sid:
             api.request("DELETE", f"/sandbox/{sid}")

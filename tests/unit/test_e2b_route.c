@@ -150,11 +150,69 @@ static void test_e2b_path_matches_its_shape(void **state)
     assert_null(nb_e2b_path(NB_ROUTE_SANDBOX));
 }
 
+/* E2B's snapshot list beside /sandboxes: /snapshots. */
+static void test_e2b_snapshot_paths(void **state)
+{
+    char arg[64], big[200];
+    (void)state;
+    assert_int_equal(nb_e2b_match_snapshots("/snapshots", arg, sizeof(arg)), NB_E2B_SNAPSHOTS);
+    assert_string_equal(arg, "");
+    assert_int_equal(nb_e2b_match_snapshots("/snapshots/", arg, sizeof(arg)), NB_E2B_SNAPSHOTS);
+    /* deleteSnapshot's /templates/{id} is the template API's (nb_e2b_match_tpl) */
+    assert_int_equal(nb_e2b_match_snapshots("/templates/snap-1", arg, sizeof(arg)), NB_ROUTE_NONE);
+    assert_string_equal(nb_e2b_path(NB_E2B_SNAPSHOTS), "/snapshots");
+    /* not the front's: nanobox's own and E2B's other template paths */
+    assert_int_equal(nb_e2b_match_snapshots("/templates", arg, sizeof(arg)), NB_ROUTE_NONE);
+    assert_int_equal(nb_e2b_match_snapshots("/templates/", arg, sizeof(arg)), NB_ROUTE_NONE);
+    assert_int_equal(nb_e2b_match_snapshots("/templates/aliases/base", arg, sizeof(arg)),
+                     NB_ROUTE_NONE);
+    assert_int_equal(nb_e2b_match_snapshots("/snapshotsx", arg, sizeof(arg)), NB_ROUTE_NONE);
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    memcpy(big, "/templates/", 11);
+    assert_int_equal(nb_e2b_match_snapshots(big, arg, sizeof(arg)), NB_ROUTE_NONE);
+}
+
+/* E2B's template paths: which are E2B's whoever asks, which only for an E2B key. */
+static void test_e2b_template_paths(void **state)
+{
+    const char *h = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    char p[256];
+    (void)state;
+    assert_int_equal(nb_e2b_match_tpl("/v3/templates", 0), NB_E2B_TPL_V3);
+    assert_int_equal(nb_e2b_match_tpl("/v3/templates/", 0), NB_E2B_TPL_V3);
+    assert_int_equal(nb_e2b_match_tpl("/v3/templates/x", 0), NB_E2B_TPL_OTHER);
+    assert_int_equal(nb_e2b_match_tpl("/v3/templatesx", 0), NB_ROUTE_NONE);
+    assert_int_equal(nb_e2b_match_tpl("/v2/templates/t/builds/b", 0), NB_E2B_TPL_BUILD);
+    assert_int_equal(nb_e2b_match_tpl("/v2/templates/t/builds", 0), NB_E2B_TPL_OTHER);
+    assert_int_equal(nb_e2b_match_tpl("/v2/templates/t/x/b", 0), NB_E2B_TPL_OTHER);
+    snprintf(p, sizeof(p), "/templates/t/files/%s", h);
+    assert_int_equal(nb_e2b_match_tpl(p, 0), NB_E2B_TPL_FILES);
+    assert_int_equal(nb_e2b_match_tpl("/templates/t/filesx/h", 0), NB_ROUTE_NONE);
+    assert_int_equal(nb_e2b_match_tpl("/templates/t/builds/b/status", 0), NB_E2B_TPL_STATUS);
+    assert_int_equal(nb_e2b_match_tpl("/templates/t/builds/b/statusx", 0), NB_ROUTE_NONE);
+    /* the native API's without an E2B key */
+    assert_int_equal(nb_e2b_match_tpl("/templates", 0), NB_ROUTE_NONE);
+    assert_int_equal(nb_e2b_match_tpl("/templates/t", 0), NB_ROUTE_NONE);
+    assert_int_equal(nb_e2b_match_tpl("/templates/t/logs", 0), NB_ROUTE_NONE);
+    assert_int_equal(nb_e2b_match_tpl("/templates/aliases/base", 0), NB_ROUTE_NONE);
+    /* E2B's with one */
+    assert_int_equal(nb_e2b_match_tpl("/templates", 1), NB_E2B_TPL_LIST);
+    assert_int_equal(nb_e2b_match_tpl("/templates/t", 1), NB_E2B_TPL_ONE);
+    assert_int_equal(nb_e2b_match_tpl("/templates/aliases/base", 1), NB_E2B_TPL_ALIAS);
+    assert_int_equal(nb_e2b_match_tpl("/templates/t/logs", 1), NB_E2B_TPL_OTHER);
+    assert_int_equal(nb_e2b_match_tpl("/templatesx", 1), NB_ROUTE_NONE);
+    assert_int_equal(nb_e2b_match_tpl("/sandboxes", 1), NB_ROUTE_NONE);
+    assert_string_equal(nb_e2b_path(NB_E2B_TPL_FILES), "/templates/{id}/files/{hash}");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_e2b_paths),
         cmocka_unit_test(test_e2b_path_matches_its_shape),
+        cmocka_unit_test(test_e2b_snapshot_paths),
+        cmocka_unit_test(test_e2b_template_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1045,6 +1045,54 @@ static void test_judge_rules(void **state)
     assert_int_equal(nb_reaper_judge(&s, NULL, 0, t), NB_RECONCILE_KEEP);
 }
 
+/* A sandbox paused without its memory has no container: kept, and a container of it is an orphan */
+static void test_released_pause_rules(void **state)
+{
+    struct nb_docker_ctr c;
+    struct nb_slot s;
+    const int64_t t = 1000;
+
+    (void)state;
+    memset(&c, 0, sizeof(c));
+    snprintf(c.id, sizeof(c.id), "%s", "aaaa");
+    memset(&s, 0, sizeof(s));
+    s.state = NB_SLOT_PAUSED;
+    s.state_since = t - 10;
+    s.lifecycle = NB_LIFE_RELEASED | NB_LIFE_PAUSE_IMAGE;
+    assert_int_equal(nb_reaper_judge(&s, NULL, 0, t), NB_RECONCILE_KEEP);
+    assert_true(nb_reaper_orphan(&c, &s)); /* a container left by its pause */
+    s.lifecycle |= NB_LIFE_BUSY;           /* its resume: the new container is protected */
+    assert_int_equal(nb_reaper_judge(&s, NULL, 0, t), NB_RECONCILE_KEEP);
+    assert_false(nb_reaper_orphan(&c, &s));
+    s.lifecycle = NB_LIFE_BUSY; /* its save: the frozen container is its own */
+    snprintf(s.container_id, sizeof(s.container_id), "%s", "aaaa");
+    assert_int_equal(nb_reaper_judge(&s, NULL, 0, t), NB_RECONCILE_KEEP);
+    assert_false(nb_reaper_orphan(&c, &s));
+    s.lifecycle = 0; /* paused with its memory: judged on its container as before */
+    assert_int_equal(nb_reaper_judge(&s, NULL, 0, t), NB_RECONCILE_FREE);
+}
+
+/* Idle: running, an idle_pause, and no call since it began to run or was last named */
+static void test_idle_rule(void **state)
+{
+    struct nb_slot s;
+    (void)state;
+    memset(&s, 0, sizeof(s));
+    s.state = NB_SLOT_RUNNING;
+    s.state_since = 1000;
+    assert_false(nb_reaper_idle(&s, 5000)); /* no idle_pause: never */
+    s.idle_pause = 60;
+    assert_false(nb_reaper_idle(&s, 1059));
+    assert_true(nb_reaper_idle(&s, 1060));
+    s.last_active = 1050; /* a call */
+    assert_false(nb_reaper_idle(&s, 1100));
+    assert_true(nb_reaper_idle(&s, 1110));
+    s.state_since = 1200; /* resumed since */
+    assert_false(nb_reaper_idle(&s, 1210));
+    s.state = NB_SLOT_PAUSED;
+    assert_false(nb_reaper_idle(&s, 99999));
+}
+
 static void test_orphan_rule(void **state)
 {
     struct nb_docker_ctr c;
@@ -2606,6 +2654,8 @@ int main(void)
         cmocka_unit_test(test_reaper_wait_runs_a_woken_job_at_once),
         T(test_judge_rules),
         T(test_orphan_rule),
+        T(test_released_pause_rules),
+        T(test_idle_rule),
         T(test_reconcile_removes_orphan_containers),
         T(test_reconcile_spares_the_container_of_a_live_create),
         T(test_reconcile_frees_a_slot_whose_container_vanished),

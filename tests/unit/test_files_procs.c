@@ -108,6 +108,53 @@ static unsigned caps_of(const char *pong)
     return nb_agent_caps_parse((const unsigned char *)pong, (uint32_t)strlen(pong));
 }
 
+/* User metadata (E2B's files.write metadata): the agent's rules, held on the host too. */
+static void test_file_meta_keeps_to_its_rules_and_caps(void **state)
+{
+    static struct nb_file_meta m;
+    static const char *const bad_keys[] = {"",        "user.x", "USER.x", "trusted.x", "Security.y",
+                                           "system.", "a b",    "a\"b",   "a/b",       "a=b"};
+    char key[NBA_META_KEY_MAX + 2], value[NBA_META_VALUE_MAX + 2];
+    const char *k, *v;
+    size_t pos = 0;
+    (void)state;
+    memset(&m, 0, sizeof(m));
+    for (size_t i = 0; i < sizeof(bad_keys) / sizeof(bad_keys[0]); i++)
+        assert_int_equal(nb_file_meta_add(&m, bad_keys[i], strlen(bad_keys[i]), "v", 1), -1);
+    assert_int_equal(nb_file_meta_add(&m, "k", 1, "line\nbreak", 10), -1);
+    assert_int_equal(nb_file_meta_add(&m, "k", 1, "nul\0", 4), -1);
+    memset(key, 'k', sizeof(key));
+    memset(value, 'v', sizeof(value));
+    assert_int_equal(nb_file_meta_add(&m, key, NBA_META_KEY_MAX + 1, "v", 1), -1);
+    assert_int_equal(nb_file_meta_add(&m, "k", 1, value, NBA_META_VALUE_MAX + 1), -1);
+    assert_int_equal(m.n, 0);
+    assert_int_equal(nb_file_meta_add(&m, "owner-id", 8, "42", 2), 0);
+    assert_int_equal(nb_file_meta_add(&m, "empty", 5, "", 0), 0);
+    assert_int_equal(nb_file_meta_add(&m, "owner-id", 8, "43", 2), -1); /* given twice */
+    assert_int_equal(nb_file_meta_next(&m, &pos, &k, &v), 1);
+    assert_string_equal(k, "owner-id");
+    assert_string_equal(v, "42");
+    assert_int_equal(nb_file_meta_next(&m, &pos, &k, &v), 1);
+    assert_string_equal(k, "empty");
+    assert_string_equal(v, "");
+    assert_int_equal(nb_file_meta_next(&m, &pos, &k, &v), 0);
+    /* the caps: 16 entries, 4096 bytes of keys and values */
+    memset(&m, 0, sizeof(m));
+    for (int i = 0; i < 4; i++) {
+        key[0] = (char)('a' + i);
+        assert_int_equal(nb_file_meta_add(&m, key, 1, value, NBA_META_VALUE_MAX - 1), 0);
+    }
+    key[0] = 'z';
+    assert_int_equal(nb_file_meta_add(&m, key, 1, value, 5), -1); /* 4096 + 6 */
+    memset(&m, 0, sizeof(m));
+    for (int i = 0; i < NBA_META_MAX; i++) {
+        char kk[4];
+        snprintf(kk, sizeof(kk), "k%d", i);
+        assert_int_equal(nb_file_meta_add(&m, kk, strlen(kk), "v", 1), 0);
+    }
+    assert_int_equal(nb_file_meta_add(&m, "one-more", 8, "v", 1), -1);
+}
+
 /* The pong names what the agent does beyond version 1; an older agent names nothing. */
 static void test_agent_caps_come_from_the_pong(void **state)
 {
@@ -168,6 +215,7 @@ int main(void)
         cmocka_unit_test(test_files_path_refuses_what_could_escape),
         cmocka_unit_test(test_agent_errno_maps_to_status_and_code),
         cmocka_unit_test(test_agent_caps_come_from_the_pong),
+        cmocka_unit_test(test_file_meta_keeps_to_its_rules_and_caps),
         cmocka_unit_test(test_signal_names),
         cmocka_unit_test(test_process_command_line_walk),
     };

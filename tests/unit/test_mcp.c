@@ -406,7 +406,7 @@ static void test_bad_arguments_are_an_error_result_without_api_call(void **state
     assert_string_equal(fx->api.method, ""); /* no call made */
     text = call_tool(fx, "run_code", "{\"language\":\"perl\",\"code\":\"1\"}", &is_error);
     assert_true(is_error);
-    assert_non_null(strstr(text, "must be one of python, sh, javascript, bash"));
+    assert_non_null(strstr(text, "must be one of python, sh, javascript, typescript, bash"));
     assert_string_equal(fx->api.method, "");
 }
 
@@ -818,6 +818,7 @@ static void test_tools_list_names_every_tool_with_an_output_schema(void **state)
                                         "sandbox_pause",
                                         "sandbox_resume",
                                         "sandbox_snapshot",
+                                        "sandbox_fork",
                                         "run_code",
                                         "sandbox_set_timeout",
                                         "sandbox_start_process",

@@ -29,7 +29,7 @@ const SHOTS = args.shots || "";
 // --part terminal: the terminal in sandbox --sandbox; --vim: how to run vim there
 const T = 30000; // ms for any one step
 if (!URL_ || !KEY) {
-  console.error("usage: node console.mjs --url URL --key KEY [--chromium PATH] [--part console|code|manage|templates|snapshot|layout|terminal|volumes]\n" +
+  console.error("usage: node console.mjs --url URL --key KEY [--chromium PATH] [--part console|code|manage|templates|snapshot|layout|terminal|screen|volumes]\n" +
     "  [--python-image I] [--template-name N --base-image I] [--shots DIR] [--sandbox ID [--vim CMD]]");
   process.exit(2);
 }
@@ -130,6 +130,12 @@ async function codeScenario(page) {
   summary.cell_interrupted = await page.$eval(lastCell, (c) => ({ status: c.dataset.status, out: c.querySelector(".cell-out").textContent }));
   summary.after_interrupt = await runCell("print(x)");
   step("interrupted");
+
+  // the sandbox's typescript session, picked from the list: types erased, state kept
+  await page.selectOption("#code-context", "typescript");
+  summary.ts_set = await runCell("interface P { x: number }\nconst p: P = { x: 6 }");
+  summary.ts_get = await runCell("console.log(p.x * 7)");
+  step("typescript");
 
   await api("DELETE", `/sandbox/${sid}`);
 }
@@ -530,6 +536,60 @@ const typeLine = async (page, line) => {
   await page.keyboard.press("Enter");
 };
 
+// The screen of a desktop sandbox (--sandbox, whose display :0 runs with a
+// terminal at its top left writing what it reads to /tmp/keys.txt): shown
+// live, then interactive: a click on the picture moves the pointer there,
+// keys typed on it reach the terminal.
+async function screenScenario(page) {
+  const sid = args.sandbox;
+  if (!sid) throw new Error("--part screen needs --sandbox ID");
+  summary.sandboxId = sid;
+  await page.click(`#sandboxes [data-sandbox-id='${sid}'] button.open`);
+  await page.waitForSelector(`#detail[data-sandbox-id='${sid}']`, { timeout: T });
+  await page.click("#screen-show");
+  await page.waitForFunction(() => Number(document.querySelector("#screen").dataset.shots || 0) >= 3, null, { timeout: T });
+  summary.screen_state = (await page.textContent("#screen-state")).trim();
+  summary.screen_size = await page.$eval("#screen", (i) => ({ width: i.naturalWidth, height: i.naturalHeight }));
+  step("screen live");
+
+  // view-only: a click changes nothing
+  const where = async () => (await api("POST", `/sandbox/${sid}/exec`, { command: "DISPLAY=:0 xdotool getmouselocation" })).json().stdout;
+  const box = await page.$eval("#screen", (i) => { const r = i.getBoundingClientRect(); return { x: r.left, y: r.top, w: r.width, h: r.height }; });
+  const before = await where();
+  await page.mouse.click(box.x + box.w / 2, box.y + box.h / 2);
+  await page.waitForTimeout(500);
+  summary.view_only_pointer_unchanged = (await where()) === before;
+
+  await page.check("#screen-interactive");
+  // a point on the picture, as a fraction of it: the same fraction of the screen
+  await page.mouse.click(box.x + box.w * 0.25, box.y + box.h * 0.2);
+  const want = [Math.round(summary.screen_size.width * 0.25), Math.round(summary.screen_size.height * 0.2)];
+  let got = "";
+  for (let i = 0; i < 50 && !got.includes(`x:${want[0]} y:${want[1]}`); i++) {
+    // rounding of the page's layout: a pixel either way
+    got = await where();
+    const m = got.match(/x:(\d+) y:(\d+)/);
+    if (m && Math.abs(Number(m[1]) - want[0]) <= 1 && Math.abs(Number(m[2]) - want[1]) <= 1) break;
+    await page.waitForTimeout(100);
+  }
+  summary.pointer = { want, got: got.trim() };
+  step("clicked");
+  await page.keyboard.type("hi there", { delay: 30 });
+  await page.keyboard.press("Enter");
+  let typed = "";
+  for (let i = 0; i < 150 && !typed.includes("\n"); i++) {
+    typed = (await api("POST", `/sandbox/${sid}/exec`, { command: "cat /tmp/keys.txt 2>/dev/null" })).json().stdout;
+    await page.waitForTimeout(100);
+  }
+  summary.typed = typed;
+  step("typed");
+  await page.click("#screen-stop");
+  summary.shots_after_stop = await page.$eval("#screen", (i) => Number(i.dataset.shots));
+  await page.waitForTimeout(1000);
+  summary.shots_later = await page.$eval("#screen", (i) => Number(i.dataset.shots));
+  step("stopped");
+}
+
 async function terminalScenario(page) {
   const sid = args.sandbox;
   if (!sid) throw new Error("--part terminal needs --sandbox ID");
@@ -690,6 +750,8 @@ try {
     await layoutScenario(browser);
   } else if (PART === "terminal") {
     await terminalScenario(page);
+  } else if (PART === "screen") {
+    await screenScenario(page);
   } else if (PART === "volumes") {
     await volumesScenario(page);
   } else {

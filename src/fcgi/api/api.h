@@ -149,6 +149,9 @@ int api_template_delete(struct nb_app *a, struct nb_req *r, const struct nb_rout
 /* POST /sandbox/{id}/snapshot (api_templates.c) */
 int api_sandbox_snapshot(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                          struct nb_apierr *ae);
+/* POST /sandbox/{id}/fork (api_sandbox.c) */
+int api_sandbox_fork(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae);
 int api_template_logs(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                       struct nb_apierr *ae);
 

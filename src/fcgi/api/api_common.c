@@ -43,6 +43,8 @@ static int route_guard(struct nb_app *a, struct nb_req *r, unsigned flags,
     if ((flags & NB_ROUTE_ID) && !r->who.admin &&
         nb_sandbox_visible(a, ra->id, r->who.name, ae) != 0)
         return -1;
+    if (flags & NB_ROUTE_ID)
+        nb_sandbox_touch(a, ra->id); /* a call naming it: not idle (the idle pause) */
     if ((flags & NB_ROUTE_AWAKE) && nb_sandbox_awake(a, ra->id, ae) != 0)
         return -1;
     return 0;

@@ -277,7 +277,8 @@ int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
     } else {
         if (s.last == MCP_MSG_INITIALIZE) {
             /* no session file: serve on statelessly rather than fail the client */
-            if (nb_mcp_session_new(&a->conf, nb_http_key(r)->name, s.version, new_sid, ae) == 0)
+            if (nb_mcp_session_new(&a->conf, a->node_tag, nb_http_key(r)->name, s.version, new_sid,
+                                   ae) == 0)
                 nb_http_add_header(r, "Mcp-Session-Id", new_sid);
             else
                 nb_warn("MCP initialize answered without a session: %s", ae->msg);

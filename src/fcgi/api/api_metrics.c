@@ -102,6 +102,57 @@ static void census_take(struct nb_app *a, struct census *c)
     nb_table_unlock(&a->table);
 }
 
+/*
+ * Paused sandboxes by whether they keep their memory, and the memory they
+ * hold: a frozen one its cgroup's (memory.current, read from the host), a
+ * released one none (no container; its files are in its pause image).
+ */
+static void render_paused(struct nb_app *a, struct nb_buf *out)
+{
+    struct held {
+        pid_t pid;
+        char cid[NB_CID_LEN + 1];
+    } *h = nb_xcalloc((size_t)a->table.nslots + 1, sizeof(*h));
+    unsigned kept = 0, released = 0;
+    uint64_t bytes = 0;
+
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots; i++) {
+        const struct nb_slot *s = &a->table.slots[i];
+        if (s->state != NB_SLOT_PAUSED)
+            continue;
+        if (s->lifecycle & NB_LIFE_RELEASED) {
+            released++;
+            continue;
+        }
+        h[kept].pid = s->init_pid;
+        snprintf(h[kept].cid, sizeof(h[kept].cid), "%s", s->container_id);
+        kept++;
+    }
+    nb_table_unlock(&a->table);
+    for (unsigned i = 0; i < kept; i++) {
+        struct nb_cgstat st;
+        char err[128];
+        if (h[i].pid > 0 &&
+            nb_cgstat_read(NB_CGSTAT_PROC_ROOT, NB_CGSTAT_CG_ROOT, h[i].pid, h[i].cid, &st, err,
+                           sizeof(err)) == 0 &&
+            st.mem_current > 0)
+            bytes += (uint64_t)st.mem_current;
+    }
+    free(h);
+    nb_metrics_family(out, "nanobox_paused_sandboxes", "gauge",
+                      "Paused sandboxes: memory=\"kept\" frozen (docker pause), \"released\" "
+                      "paused without their memory (files saved, no container).");
+    nb_buf_printf(out, "nanobox_paused_sandboxes{memory=\"kept\"} %u\n", kept);
+    nb_buf_printf(out, "nanobox_paused_sandboxes{memory=\"released\"} %u\n", released);
+    nb_metrics_family(out, "nanobox_paused_memory_bytes", "gauge",
+                      "Memory the paused sandboxes hold (their cgroups' memory.current); "
+                      "released ones hold none.");
+    nb_buf_printf(out, "nanobox_paused_memory_bytes{memory=\"kept\"} %llu\n",
+                  (unsigned long long)bytes);
+    nb_buf_printf(out, "nanobox_paused_memory_bytes{memory=\"released\"} 0\n");
+}
+
 /* What each key's live sandboxes hold (their owner in the table; "" warm or made before owners). */
 struct key_use {
     char owner[NB_OWNER_LEN + 8];
@@ -257,6 +308,7 @@ static void render_table(struct nb_app *a, struct nb_buf *out)
     nb_metrics_family(out, "nanobox_build_info", "gauge", "The running nanobox's version.");
     nb_buf_printf(out, "nanobox_build_info{version=\"%s\"} 1\n", PACKAGE_VERSION);
     render_keys(a, out);
+    render_paused(a, out);
     free(c.rows);
 }
 

@@ -83,6 +83,8 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_TEMPLATE, "{name}/{op}", NULL, 0, NB_MR_OTHER, NULL},
     /* a snapshot: a running or paused sandbox's files as a new template */
     {NB_ROUTE_SNAPSHOT, "", "POST", ID, NB_MR_OTHER, api_sandbox_snapshot},
+    /* a fork: its files, env and metadata into N new sandboxes */
+    {NB_ROUTE_FORK, "", "POST", ID, NB_MR_OTHER, api_sandbox_fork},
     /* persistent volumes, each its key's (volume.h); {name} checked by the engine */
     {NB_ROUTE_VOLUMES, "", "GET", 0, NB_MR_OTHER, api_volumes_list},
     {NB_ROUTE_VOLUMES, "", "POST", 0, NB_MR_OTHER, api_volumes_create},

@@ -11,6 +11,7 @@
 
 #include "api.h"
 #include "clock.h"
+#include "fork.h"
 #include "isolation.h"
 #include "json.h"
 #include "log.h"
@@ -47,7 +48,11 @@ static void sandbox_info(yajl_gen g, const struct nb_slot *s, int64_t now, const
     if (paused) {
         nb_json_kv_int(g, "paused_at", s->state_since);
         nb_json_kv_int(g, "pause_expires_at", s->pause_expires);
+        /* paused without its memory: no container, its files saved; a resume boots afresh */
+        nb_json_kv_bool(g, "memory_released", (s->lifecycle & NB_LIFE_RELEASED) != 0);
     }
+    nb_json_kv_bool(g, "pause_keep_memory", (s->lifecycle & NB_LIFE_PAUSE_COLD) == 0);
+    nb_json_kv_int(g, "idle_pause", s->idle_pause);
     nb_json_kv_bool(g, "auto_resume", (s->lifecycle & NB_LIFE_AUTO_RESUME) != 0);
     nb_json_kv_str(g, "on_timeout", s->lifecycle & NB_LIFE_PAUSE_ON_TIMEOUT ? "pause" : "destroy");
     nb_json_kv_int(g, "memory", (long long)s->memory);
@@ -157,6 +162,8 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         {"template", NB_JT_STRING, NULL},
         {"on_timeout", NB_JT_STRING, NULL},
         {"volumes", NB_JT_ARRAY, NULL},
+        {"idle_pause", NB_JT_INT, NULL},
+        {"pause_keep_memory", NB_JT_BOOL, NULL},
     };
     enum {
         F_IMAGE,
@@ -170,7 +177,9 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         F_AUTO_RESUME,
         F_TEMPLATE,
         F_ON_TIMEOUT,
-        F_VOLUMES
+        F_VOLUMES,
+        F_IDLE_PAUSE,
+        F_PAUSE_KEEP_MEMORY
     };
     struct nb_volume_mount vm[NB_VOLUMES_PER_SANDBOX];
     int vlock = -1;
@@ -293,6 +302,20 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
             nb_apierr_set(ae, NB_E_INVALID, "bad_field", "on_timeout is \"destroy\" or \"pause\"");
             goto out;
         }
+    }
+
+    if (f[F_PAUSE_KEEP_MEMORY].val != NULL && YAJL_IS_FALSE(f[F_PAUSE_KEEP_MEMORY].val))
+        spec.lifecycle |= NB_LIFE_PAUSE_COLD;
+    spec.idle_pause = c->idle_pause;
+    if (f[F_IDLE_PAUSE].val != NULL) {
+        long long idle = nb_json_int(f[F_IDLE_PAUSE].val);
+        if (idle != 0 && (idle < 60 || idle > (long long)c->max_ttl)) {
+            nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
+                          "idle_pause is 0 (never) or between 60 and %u seconds (max_ttl)",
+                          c->max_ttl);
+            goto out;
+        }
+        spec.idle_pause = idle;
     }
 
     spec.key = nb_http_key(r); /* its owner, and whose quotas it counts against */
@@ -433,16 +456,36 @@ static int no_fields(struct nb_app *a, struct nb_req *r, struct nb_apierr *ae)
     return rc;
 }
 
+/* The body of pause: none, or {"keep_memory": bool} (true when absent). */
+static int pause_fields(struct nb_app *a, struct nb_req *r, int *keep_memory, struct nb_apierr *ae)
+{
+    struct nb_jfield f[] = {{"keep_memory", NB_JT_BOOL, NULL}};
+    char err[256];
+    yajl_val body = NULL;
+    int rc = 0;
+
+    if (api_read_json(a, r, &body, ae) != 0)
+        return -1;
+    if (nb_json_fields(body, f, 1, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
+        rc = -1;
+    }
+    *keep_memory = f[0].val == NULL || YAJL_IS_TRUE(f[0].val);
+    yajl_tree_free(body);
+    return rc;
+}
+
 /* POST /sandbox/{id}/pause and /resume: the sandbox as it is after (200 even if it already was). */
 static int pause_or_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                            struct nb_apierr *ae, int pause)
 {
     struct nb_slot slot;
     yajl_gen g;
+    int keep_memory = 1;
 
-    if (no_fields(a, r, ae) != 0)
+    if ((pause ? pause_fields(a, r, &keep_memory, ae) : no_fields(a, r, ae)) != 0)
         return NB_ERR;
-    if ((pause ? nb_sandbox_pause(a, ra->id, &slot, ae)
+    if ((pause ? nb_sandbox_pause_how(a, ra->id, keep_memory, &slot, ae)
                : nb_sandbox_resume(a, ra->id, &slot, ae)) != 0)
         return NB_ERR;
     nb_http_audit(r, pause ? "pause" : "resume", ra->id);
@@ -541,6 +584,64 @@ int api_sandbox_network(struct nb_app *a, struct nb_req *r, const struct nb_rout
     yajl_gen_free(g);
     rc = NB_OK;
 out:
+    yajl_tree_free(body);
+    return rc;
+}
+
+/* POST /sandbox/{id}/fork {count?, ttl?}: 201 {"sandboxes": [...]}, the new ones. */
+int api_sandbox_fork(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_jfield f[] = {{"count", NB_JT_INT, NULL}, {"ttl", NB_JT_INT, NULL}};
+    struct nb_slot *made = NULL;
+    char err[256];
+    yajl_val body = NULL;
+    long long count = 1, ttl = c->default_ttl;
+    int64_t now;
+    yajl_gen g;
+    int rc = NB_ERR;
+
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
+    if (nb_json_fields(body, f, 2, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, NB_E_INVALID, "bad_field", "%s", err);
+        goto out;
+    }
+    if (f[0].val != NULL)
+        count = nb_json_int(f[0].val);
+    if (count < 1 || count > (long long)c->fork_max) {
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
+                      "count must be between 1 and %u (the operator's fork_max)", c->fork_max);
+        goto out;
+    }
+    if (f[1].val != NULL)
+        ttl = nb_json_int(f[1].val);
+    if (ttl <= 0 || ttl > (long long)c->max_ttl) {
+        nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
+                      "ttl must be between 1 and %u seconds (max_ttl)", c->max_ttl);
+        goto out;
+    }
+    made = nb_xcalloc((size_t)count, sizeof(*made));
+    if (nb_sandbox_fork(a, ra->id, (unsigned)count, (unsigned)ttl, nb_http_key(r), made, ae) != 0)
+        goto out;
+    now = nb_clock_real_s();
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "parent", ra->id);
+    nb_json_cstr(g, "sandboxes");
+    yajl_gen_array_open(g);
+    for (long long i = 0; i < count; i++) {
+        nb_http_audit(r, "fork", made[i].id);
+        sandbox_info(g, &made[i], now, self_node(a), 1);
+    }
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    nb_http_json(r, 201, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
+out:
+    free(made);
     yajl_tree_free(body);
     return rc;
 }

@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "e2b_api.h"
 #include "e2b_common.h"
+#include "fork.h"
 #include "isolation.h"
 #include "json.h"
 #include "query.h"
@@ -29,15 +30,19 @@
 
 /*
  * The envd version the facade claims. The SDK gates features on it
- * (src/envd/versions.ts): 0.5.6 keeps it on what the data plane serves
- * (multipart uploads, no file metadata, CloseStdin).
+ * (src/envd/versions.ts and filesystem/index.ts): 0.6.4 is the newest it
+ * gates on, and the data plane serves each: octet-stream uploads (0.5.7),
+ * file metadata (0.6.2), entries in watch events (0.6.3), watches on
+ * network mounts (0.6.4) (docs/E2B.md, the envd version).
  */
-#define E2B_ENVD_VERSION "0.5.6"
+#define E2B_ENVD_VERSION "0.6.4"
 /* E2B's deprecated clientID: the same for every sandbox. */
 #define E2B_CLIENT_ID "nanobox"
 /* The template names E2B's SDKs default to. */
 #define E2B_TEMPLATE_BASE "base"
 #define E2B_TEMPLATE_CODE "code-interpreter-v1"
+/* @e2b/desktop's: desktop_image, where it is built (image.sh desktop) */
+#define E2B_TEMPLATE_DESKTOP "desktop"
 /* E2B's timeout when a v2 create or connect names none (its API's default). */
 #define E2B_DEFAULT_TIMEOUT 300
 /* E2B's page size: 100 by default and at most. */
@@ -45,17 +50,24 @@
 
 #define MiB (1024ULL * 1024ULL)
 
-/* The template name an image is shown as: E2B's two defaults, else the image. */
+/* The template name an image is shown as: E2B's three defaults, else the image. */
 static const char *template_of(const struct nb_conf *c, const char *image)
 {
     if (!strcmp(image, c->images[0]))
         return E2B_TEMPLATE_BASE;
     if (!strcmp(image, c->code_image))
         return E2B_TEMPLATE_CODE;
+    if (c->desktop_image[0] && !strcmp(image, c->desktop_image))
+        return E2B_TEMPLATE_DESKTOP;
     return image;
 }
 
-/* The image of a templateID: base, code-interpreter-v1, or an allowed image by name. */
+/*
+ * The image of a templateID: base, code-interpreter-v1, desktop, or an
+ * allowed image by name. desktop is desktop_image without its being in
+ * `images`: it is allowed where it is built, which the create finds out
+ * (desktop_missing).
+ */
 static int image_of(const struct nb_conf *c, const char *tpl, char *out, size_t outlen)
 {
     const char *img = tpl;
@@ -63,7 +75,9 @@ static int image_of(const struct nb_conf *c, const char *tpl, char *out, size_t 
         img = c->images[0];
     else if (!strcmp(tpl, E2B_TEMPLATE_CODE))
         img = c->code_image;
-    if (!nb_conf_image_allowed(c, img))
+    else if (!strcmp(tpl, E2B_TEMPLATE_DESKTOP) && c->desktop_image[0])
+        img = c->desktop_image;
+    if (img != c->desktop_image && !nb_conf_image_allowed(c, img))
         return -1;
     snprintf(out, outlen, "%s", img);
     return 0;
@@ -233,13 +247,28 @@ static unsigned default_timeout(const struct nb_conf *c)
     return c->max_ttl < E2B_DEFAULT_TIMEOUT ? (unsigned)c->max_ttl : E2B_DEFAULT_TIMEOUT;
 }
 
+/*
+ * The desktop template on a host where its image is not built: E2B's
+ * unknown template (404), saying how to build it, rather than the
+ * engine's 503 image_missing.
+ */
+static void desktop_missing(const struct nb_conf *c, const char *image, struct nb_apierr *ae)
+{
+    if (!c->desktop_image[0] || strcmp(image, c->desktop_image) != 0 ||
+        strcmp(ae->code, "image_missing") != 0)
+        return;
+    nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                  "template '" E2B_TEMPLATE_DESKTOP "' not found: its image %.128s is not built on "
+                  "this host (src/setup/image.sh desktop)",
+                  image);
+}
 /* E2B's NewSandbox (v1) and NewSandboxV2: the same fields; ttl when it names no timeout. */
 static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_sandbox_spec spec;
     struct nb_slot slot;
-    yajl_val body = NULL, tpl, timeout, meta, envs, inet, autopause, autoresume, vmounts;
+    yajl_val body = NULL, tpl, timeout, meta, envs, inet, autopause, autoresume, automem, vmounts;
     const char *tname = E2B_TEMPLATE_BASE, *vpath[] = {"volumeMounts", NULL};
     struct nb_volume_mount vm[NB_VOLUMES_PER_SANDBOX];
     int rc = NB_ERR, vlock = -1;
@@ -253,12 +282,15 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
         body_field(body, "envVars", NB_JT_OBJECT, &envs, ae) != 0 ||
         body_field(body, "allow_internet_access", NB_JT_BOOL, &inet, ae) != 0 ||
         body_field(body, "autoPause", NB_JT_BOOL, &autopause, ae) != 0 ||
-        body_field(body, "autoResume", NB_JT_OBJECT, &autoresume, ae) != 0)
+        body_field(body, "autoResume", NB_JT_OBJECT, &autoresume, ae) != 0 ||
+        body_field(body, "autoPauseMemory", NB_JT_BOOL, &automem, ae) != 0)
         goto out;
     vmounts = yajl_tree_get(body, vpath, yajl_t_any); /* [{name, path}] (volume.h) */
     if (tpl != NULL)
         tname = nb_json_string(tpl);
-    if (image_of(c, tname, spec.image, sizeof(spec.image)) != 0) {
+    /* E2B's defaults, an allowed image, or the key's own template (api_e2b_tpl.c) */
+    if (image_of(c, tname, spec.image, sizeof(spec.image)) != 0 &&
+        e2b_tpl_image(a, nb_http_key(r)->name, tname, spec.image, sizeof(spec.image)) != 0) {
         nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "template '%.100s' not found", tname);
         goto out;
     }
@@ -279,6 +311,10 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
     /* lifecycle: {onTimeout: 'pause', autoResume} */
     if (autopause != NULL && YAJL_IS_TRUE(autopause))
         spec.lifecycle |= NB_LIFE_PAUSE_ON_TIMEOUT;
+    /* onTimeout: {action: 'pause', keepMemory: false}: a filesystem-only pause */
+    if (automem != NULL && YAJL_IS_FALSE(automem))
+        spec.lifecycle |= NB_LIFE_PAUSE_COLD;
+    spec.idle_pause = c->idle_pause;
     if (autoresume != NULL) {
         const char *path[] = {"enabled", NULL};
         if (YAJL_IS_TRUE(yajl_tree_get(autoresume, path, yajl_t_true)))
@@ -304,6 +340,7 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
         /* a full machine is E2B's concurrency limit: its SDK says RateLimitError */
         if (ae->err == NB_E_CAPACITY)
             ae->err = NB_E_LIMIT;
+        desktop_missing(c, spec.image, ae);
         goto out;
     }
     rc = answer_sandbox(a, r, 201, &slot);
@@ -607,9 +644,9 @@ static int wake(struct nb_app *a, const char *id, unsigned ttl, struct nb_slot *
  * /sandboxes/{id}/connect) needs the timeout. v2 (POST
  * /v2/sandboxes/{id}/connect, e2b 2.50 on) has an optional body: no
  * timeout is E2B's 300 s, and {"memory": false} (the SDK's onResume:
- * 'reboot') would resume a paused sandbox from its disk alone: nanobox's
- * pause keeps the memory and cannot boot afresh, so that is 501 and the
- * sandbox stays paused.
+ * 'reboot') resumes a paused sandbox from its disk alone: one paused
+ * without its memory boots afresh anyway; one paused with it cannot drop
+ * it, so that is 501 and the sandbox stays paused.
  */
 static int connect_sandbox(struct nb_app *a, struct nb_req *r, const char *id, int v2,
                            struct nb_apierr *ae)
@@ -622,7 +659,7 @@ static int connect_sandbox(struct nb_app *a, struct nb_req *r, const char *id, i
     if (!memory) {
         if (nb_sandbox_get(a, id, &slot, ae) != 0)
             return NB_ERR;
-        if (slot.state == NB_SLOT_PAUSED) {
+        if (slot.state == NB_SLOT_PAUSED && !(slot.lifecycle & NB_LIFE_RELEASED)) {
             nb_apierr_set(ae, NB_E_UNSUPPORTED, "not_implemented",
                           "resuming without memory (onResume: 'reboot') is not supported by "
                           "nanobox: a paused sandbox resumes with its memory");
@@ -671,11 +708,17 @@ int api_e2b_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args
                   struct nb_apierr *ae)
 {
     struct nb_slot slot;
-    yajl_val body = NULL;
+    yajl_val body = NULL, mem;
+    int keep_memory;
 
-    /* {"memory": bool}: nanobox's pause always keeps the memory */
+    /* {"memory": false} (the SDK's pause({keepMemory: false})): its files only, memory released */
     if (api_read_json(a, r, &body, ae) != 0)
         return NB_ERR;
+    if (body_field(body, "memory", NB_JT_BOOL, &mem, ae) != 0) {
+        yajl_tree_free(body);
+        return NB_ERR;
+    }
+    keep_memory = mem == NULL || YAJL_IS_TRUE(mem);
     yajl_tree_free(body);
     if (nb_sandbox_get(a, ra->id, &slot, ae) != 0)
         return NB_ERR;
@@ -683,7 +726,7 @@ int api_e2b_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args
         nb_apierr_set(ae, NB_E_CONFLICT, "conflict", "sandbox %s is already paused", ra->id);
         return NB_ERR;
     }
-    if (nb_sandbox_pause(a, ra->id, NULL, ae) != 0)
+    if (nb_sandbox_pause_how(a, ra->id, keep_memory, NULL, ae) != 0)
         return NB_ERR;
     nb_http_audit(r, "pause", ra->id);
     nb_http_no_content(r);
@@ -792,4 +835,69 @@ int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_ar
     nb_http_json(r, 200, g);
     yajl_gen_free(g);
     return NB_OK;
+}
+
+/* E2B's timeout of a fork when the body names none (SandboxForkRequest's default). */
+#define FORK_DEFAULT_TIMEOUT 15
+
+/*
+ * POST /sandboxes/{id}/fork {timeout?, count?}: 201, one SandboxForkResult
+ * ({"sandbox": Sandbox}) per fork. nanobox's fork is all or nothing: a
+ * fork that cannot start fails the whole call (its error, nothing made).
+ */
+int api_e2b_fork(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                 struct nb_apierr *ae)
+{
+    const struct nb_conf *c = &a->conf;
+    struct nb_slot *made = NULL;
+    yajl_val body = NULL, tv, cv;
+    long long timeout = FORK_DEFAULT_TIMEOUT, count = 1;
+    yajl_gen g;
+    int rc = NB_ERR;
+
+    if (api_read_json(a, r, &body, ae) != 0)
+        return NB_ERR;
+    if (body_field(body, "timeout", NB_JT_INT, &tv, ae) != 0 ||
+        body_field(body, "count", NB_JT_INT, &cv, ae) != 0)
+        goto out;
+    if (tv != NULL)
+        timeout = YAJL_GET_INTEGER(tv);
+    if (cv != NULL)
+        count = YAJL_GET_INTEGER(cv);
+    if (timeout < 1 || timeout > (long long)c->max_ttl) {
+        nb_apierr_set(ae, NB_E_INVALID, "out_of_range",
+                      "timeout must be between 1 and %u seconds (the operator's max_ttl)",
+                      c->max_ttl);
+        goto out;
+    }
+    if (count < 1 || count > (long long)c->fork_max) {
+        nb_apierr_set(ae, NB_E_INVALID, "out_of_range",
+                      "count must be between 1 and %u (the operator's fork_max)", c->fork_max);
+        goto out;
+    }
+    made = nb_xcalloc((size_t)count, sizeof(*made));
+    if (nb_sandbox_fork(a, ra->id, (unsigned)count, (unsigned)timeout, nb_http_key(r), made, ae) !=
+        0) {
+        /* a full machine is E2B's concurrency limit: its SDK says RateLimitError */
+        if (ae->err == NB_E_CAPACITY)
+            ae->err = NB_E_LIMIT;
+        goto out;
+    }
+    g = nb_json_gen();
+    yajl_gen_array_open(g);
+    for (long long i = 0; i < count; i++) {
+        nb_http_audit(r, "fork", made[i].id);
+        yajl_gen_map_open(g);
+        nb_json_cstr(g, "sandbox");
+        sandbox_json(g, c, &made[i]);
+        yajl_gen_map_close(g);
+    }
+    yajl_gen_array_close(g);
+    nb_http_json(r, 201, g);
+    yajl_gen_free(g);
+    rc = NB_OK;
+out:
+    free(made);
+    yajl_tree_free(body);
+    return rc;
 }

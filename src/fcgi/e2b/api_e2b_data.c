@@ -8,7 +8,12 @@
  *     GET  /files?path=P[&username=U]   the file's bytes, streamed
  *     POST /files[?path=P]              multipart/form-data, one part per
  *                                       file (field "file", filename = the
- *                                       path) -> [{name, type, path}]
+ *                                       path), or application/octet-stream
+ *                                       (envd >= 0.5.7: one file, ?path=,
+ *                                       gzip or not); X-Metadata-<key>
+ *                                       headers: the files' user metadata
+ *                                       (>= 0.6.2) -> [{name, type, path,
+ *                                       metadata?}]
  *     either with &signature=S[&signature_expiration=T] instead of the
  *     access token: the SDK's files.downloadUrl/uploadUrl, for a client
  *     without the SDK (a browser, curl); without E2b-Sandbox-Id the
@@ -28,9 +33,14 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include <archive.h>
+#include <archive_entry.h>
 
 #include "code.h"
 #include "api_common.h"
@@ -77,6 +87,7 @@ static int data_sandbox(struct nb_app *a, struct nb_req *r, const struct nb_rout
     if (slot->state == NB_SLOT_PAUSED &&
         (nb_sandbox_awake(a, ra->id, ae) != 0 || nb_sandbox_get(a, ra->id, slot, ae) != 0))
         return -1;
+    nb_sandbox_touch(a, ra->id); /* envd's calls: not idle (the idle pause) */
     return 0;
 }
 
@@ -198,6 +209,19 @@ int api_e2b_files_get(struct nb_app *a, struct nb_req *r, const struct nb_route_
 
 /* ---- POST /files ---- */
 
+/* k more bytes of a file (max_file is cap): k, or -1 with *err set past the cap. */
+static int held_to_cap(uint64_t *bytes, uint64_t cap, int k, int *failed, struct nb_apierr *err)
+{
+    *bytes += (uint64_t)k;
+    if (*bytes > cap) {
+        nb_apierr_set(err, NB_E_TOO_LARGE, "too_large",
+                      "a file is larger than %llu bytes (max_file)", (unsigned long long)cap);
+        *failed = 1;
+        return -1;
+    }
+    return k;
+}
+
 /* One part's bytes as the files engine's source: within max_file, malformed input said. */
 struct part_source {
     struct nb_mp *mp;
@@ -215,14 +239,7 @@ static int part_read(void *arg, void *buf, size_t n)
         s->failed = 1;
         return -1;
     }
-    s->bytes += (uint64_t)k;
-    if (s->bytes > s->cap) {
-        nb_apierr_set(&s->err, NB_E_TOO_LARGE, "too_large",
-                      "a file is larger than %llu bytes (max_file)", (unsigned long long)s->cap);
-        s->failed = 1;
-        return -1;
-    }
-    return k;
+    return held_to_cap(&s->bytes, s->cap, k, &s->failed, &s->err);
 }
 
 static int body_read(void *arg, void *buf, size_t n)
@@ -245,29 +262,216 @@ static void refused_as_user(struct nb_apierr *ae)
                   was.msg);
 }
 
-/* Write the current part of mp to path; its entry into g. */
-static int upload_part(struct nb_app *a, const struct nb_slot *slot, struct nb_mp *mp,
-                       const char *path, yajl_gen g, struct nb_apierr *ae)
+/* Write path from src (its failure in *src_failed, *src_err); its entry into g. */
+static int upload_write(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                        const struct nb_file_meta *meta, nb_files_source_fn src, void *src_arg,
+                        const int *src_failed, const struct nb_apierr *src_err, yajl_gen g,
+                        struct nb_apierr *ae)
 {
-    struct part_source src = {mp, 0, a->conf.max_file, 0, {0}};
-    struct nb_file_info fi;
+    struct nb_file_info *fi = nb_xmalloc(sizeof(*fi));
     const char *base = strrchr(path, '/');
     int have_info;
 
-    if (nb_files_write(a, slot, path, 0644, NB_FILES_SIZE_UNKNOWN, part_read, &src, &fi, &have_info,
-                       ae) != 0) {
-        if (src.failed)
-            *ae = src.err;
+    if (nb_files_write_meta(a, slot, path, 0644, meta, NB_FILES_SIZE_UNKNOWN, src, src_arg, fi,
+                            &have_info, ae) != 0) {
+        if (*src_failed)
+            *ae = *src_err;
         else if (ae->err == NB_E_FORBIDDEN)
             refused_as_user(ae);
+        free(fi);
         return -1;
     }
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "name", base != NULL && base[1] != '\0' ? base + 1 : path);
     nb_json_kv_str(g, "type", "file");
     nb_json_kv_str(g, "path", path);
+    if (have_info)
+        e2b_json_metadata(g, &fi->meta);
     yajl_gen_map_close(g);
+    free(fi);
     return 0;
+}
+
+/* Write the current part of mp to path; its entry into g. */
+static int upload_part(struct nb_app *a, const struct nb_slot *slot, struct nb_mp *mp,
+                       const char *path, const struct nb_file_meta *meta, yajl_gen g,
+                       struct nb_apierr *ae)
+{
+    struct part_source src = {mp, 0, a->conf.max_file, 0, {0}};
+    return upload_write(a, slot, path, meta, part_read, &src, &src.failed, &src.err, g, ae);
+}
+
+/* An application/octet-stream body's bytes (envd >= 0.5.7), within max_file. */
+struct raw_source {
+    struct nb_req *r;
+    uint64_t bytes, cap;
+    int failed;
+    struct nb_apierr err;
+};
+
+static int raw_read(void *arg, void *buf, size_t n)
+{
+    struct raw_source *s = arg;
+    int k = nb_http_read_some(s->r, buf, n);
+    if (k < 0) {
+        nb_apierr_set(&s->err, NB_E_INVALID, "short_body", "the body broke off");
+        s->failed = 1;
+        return -1;
+    }
+    return held_to_cap(&s->bytes, s->cap, k, &s->failed, &s->err);
+}
+
+/*
+ * A gzip body (Content-Encoding: gzip, the SDK's write with gzip: true)
+ * inflated as it comes, by libarchive's gzip filter; the bytes it gives
+ * are held to max_file as a plain body's (raw), so a small bomb stops there.
+ */
+#define GZ_IN 65536
+struct gz_source {
+    struct raw_source *raw;
+    struct archive *ar;
+    int started;
+    char in[GZ_IN];
+};
+
+static la_ssize_t gz_in(struct archive *ar, void *arg, const void **buf)
+{
+    struct gz_source *g = arg;
+    int k = nb_http_read_some(g->raw->r, g->in, sizeof(g->in));
+    (void)ar;
+    if (k < 0) {
+        nb_apierr_set(&g->raw->err, NB_E_INVALID, "short_body", "the body broke off");
+        g->raw->failed = 1;
+        return -1;
+    }
+    *buf = g->in;
+    return k;
+}
+
+static int gz_read(void *arg, void *buf, size_t n)
+{
+    struct gz_source *g = arg;
+    struct raw_source *s = g->raw;
+    la_ssize_t k;
+    if (!g->started) {
+        struct archive_entry *e;
+        if (archive_read_next_header(g->ar, &e) != ARCHIVE_OK ||
+            archive_filter_code(g->ar, 0) != ARCHIVE_FILTER_GZIP)
+            goto bad;
+        g->started = 1;
+    }
+    k = archive_read_data(g->ar, buf, n);
+    if (k < 0)
+        goto bad;
+    return held_to_cap(&s->bytes, s->cap, (int)k, &s->failed, &s->err);
+bad:
+    if (!s->failed)
+        nb_apierr_set(&s->err, NB_E_INVALID, "bad_gzip",
+                      "the body is not gzip (Content-Encoding: gzip)");
+    s->failed = 1;
+    return -1;
+}
+
+/*
+ * The X-Metadata-<key>: <value> headers (envd >= 0.6.2) into m, each
+ * key as FastCGI names its header (HTTP_X_METADATA_MY_KEY is "my-key"):
+ * header names are case-insensitive, so keys come lowercase. Held to the
+ * agent protocol's rules and caps (NBA_META_*): 400 past them.
+ */
+#define META_PARAM "HTTP_X_METADATA_"
+static int upload_meta(const struct nb_req *r, struct nb_file_meta *m, struct nb_apierr *ae)
+{
+    m->n = 0;
+    m->len = 0;
+    for (char **e = r->envp; e != NULL && *e != NULL; e++) {
+        char key[NBA_META_KEY_MAX + 1];
+        const char *name = *e + strlen(META_PARAM), *eq;
+        size_t klen;
+        if (strncmp(*e, META_PARAM, strlen(META_PARAM)) != 0 || (eq = strchr(name, '=')) == NULL)
+            continue;
+        klen = (size_t)(eq - name);
+        for (size_t i = 0; i < klen && i < NBA_META_KEY_MAX; i++)
+            key[i] = name[i] == '_' ? '-' : (char)tolower((unsigned char)name[i]);
+        if (klen > NBA_META_KEY_MAX ||
+            nb_file_meta_add(m, key, klen, eq + 1, strlen(eq + 1)) != 0) {
+            nb_apierr_set(ae, NB_E_INVALID, "invalid_argument",
+                          "file metadata is at most %d entries, %d bytes of keys and values: a key "
+                          "1 to %d token characters naming no xattr namespace (user., trusted., "
+                          "security., system.), given once; a value at most %d printable ASCII "
+                          "bytes (X-Metadata-%.*s)",
+                          NBA_META_MAX, NBA_META_BYTES, NBA_META_KEY_MAX, NBA_META_VALUE_MAX,
+                          (int)(klen < 64 ? klen : 64), key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Is the body application/octet-stream (one file, its bytes: envd >= 0.5.7)? */
+static int octet_stream(const struct nb_req *r)
+{
+    const char *ct = nb_http_param(r, "CONTENT_TYPE");
+    size_t n = strlen("application/octet-stream");
+    return ct != NULL && strncasecmp(ct, "application/octet-stream", n) == 0 &&
+           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* One file from an application/octet-stream body to ?path= (required). */
+static int upload_raw(struct nb_app *a, struct nb_req *r, const struct nb_slot *slot,
+                      const char *qpath, int has_qpath, const struct nb_file_meta *meta,
+                      struct nb_apierr *ae)
+{
+    struct raw_source src = {r, 0, a->conf.max_file, 0, {0}};
+    const char *ce = nb_http_param(r, "HTTP_CONTENT_ENCODING");
+    struct gz_source *gz = NULL;
+    yajl_gen g;
+    int rc;
+
+    if (!has_qpath) {
+        nb_apierr_set(ae, NB_E_INVALID, "bad_path",
+                      "an application/octet-stream upload names its file in ?path=");
+        return NB_ERR;
+    }
+    if (ce != NULL && ce[0] != '\0' && strcasecmp(ce, "identity") != 0) {
+        if (strcasecmp(ce, "gzip") != 0) {
+            nb_apierr_set(ae, NB_E_INVALID, "unsupported_encoding",
+                          "Content-Encoding %.40s is not supported (gzip or none)", ce);
+            return NB_ERR;
+        }
+        gz = nb_xmalloc(sizeof(*gz));
+        gz->raw = &src;
+        gz->started = 0;
+        gz->ar = archive_read_new();
+        archive_read_support_filter_gzip(gz->ar);
+        archive_read_support_format_raw(gz->ar);
+        if (archive_read_open(gz->ar, gz, NULL, gz_in, NULL) != ARCHIVE_OK) {
+            if (src.failed)
+                *ae = src.err;
+            else
+                nb_apierr_set(ae, NB_E_INVALID, "bad_gzip",
+                              "the body is not gzip (Content-Encoding: gzip)");
+            archive_read_free(gz->ar);
+            free(gz);
+            return NB_ERR;
+        }
+    }
+    g = nb_json_gen();
+    yajl_gen_array_open(g);
+    rc = gz != NULL
+             ? upload_write(a, slot, qpath, meta, gz_read, gz, &src.failed, &src.err, g, ae)
+             : upload_write(a, slot, qpath, meta, raw_read, &src, &src.failed, &src.err, g, ae);
+    if (gz != NULL) {
+        archive_read_free(gz->ar);
+        free(gz);
+    }
+    if (rc != 0) {
+        yajl_gen_free(g);
+        return NB_ERR;
+    }
+    yajl_gen_array_close(g);
+    nb_http_json(r, 200, g);
+    yajl_gen_free(g);
+    return NB_OK;
 }
 
 /*
@@ -285,6 +489,7 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
     char boundary[NB_MP_BOUNDARY_MAX + 1], qpath[NB_FILES_PATH_MAX + 1];
     char path[NB_FILES_PATH_MAX + 1];
     struct nb_mp_part *part = NULL;
+    struct nb_file_meta *meta = NULL;
     struct nb_route_args fra;
     struct nb_mp *mp = NULL;
     struct nb_slot slot;
@@ -306,11 +511,19 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (rc != NB_OK)
         return NB_ERR;
     rc = NB_ERR;
+    meta = nb_xmalloc(sizeof(*meta));
+    if (upload_meta(r, meta, ae) != 0)
+        goto out;
+    if (octet_stream(r)) {
+        rc = upload_raw(a, r, &slot, qpath, has_qpath, meta, ae);
+        goto out;
+    }
     if (nb_mp_boundary(nb_http_param(r, "CONTENT_TYPE"), boundary, sizeof(boundary)) != 0) {
         nb_apierr_set(ae, NB_E_INVALID, "bad_multipart",
                       "the body must be multipart/form-data with a boundary: one part per file, "
-                      "field \"file\", filename = the file's path");
-        return NB_ERR;
+                      "field \"file\", filename = the file's path (or application/octet-stream: "
+                      "one file, ?path=)");
+        goto out;
     }
 
     mp = nb_xmalloc(sizeof(*mp));
@@ -351,7 +564,7 @@ int api_e2b_files_post(struct nb_app *a, struct nb_req *r, const struct nb_route
                 "part %u has no filename (the file's path) and there is no ?path=", n_parts);
             goto out;
         }
-        if (upload_part(a, &slot, mp, path, g, ae) != 0)
+        if (upload_part(a, &slot, mp, path, meta, g, ae) != 0)
             goto out;
     }
     if (n_parts == 0) {
@@ -366,6 +579,7 @@ out:
         yajl_gen_free(g);
     free(part);
     free(mp);
+    free(meta);
     return rc;
 }
 

@@ -10,7 +10,8 @@
  *   Move     {source, destination}    -> {entry} (the destination's)
  *   Remove   {path}                   -> {} (a directory with all it holds;
  *                                          a missing path is no error)
- *   WatchDir {path, recursive} (stream)  -> start, filesystem {name, type}*,
+ *   WatchDir {path, recursive, includeEntry, allowNetworkMounts} (stream)
+ *                                     -> start, filesystem {name, type, entry?}*,
  *                                          keepalive*; until the client leaves
  *                                          or its Connect-Timeout-Ms passes
  *   CreateWatcher {path, recursive}   -> {watcherId}
@@ -23,7 +24,8 @@
  * prints a FileMode), owner, group, modifiedTime (RFC 3339 to the
  * nanosecond), symlinkTarget? (a symlink's: its absolute path with every
  * link followed, as envd's filepath.EvalSymlinks; the link's own path
- * when that fails, as envd's)}. A relative path is in
+ * when that fails, as envd's), metadata? (a file's or directory's user.*
+ * xattrs, envd >= 0.6.2)}. A relative path is in
  * the sandbox user's home (nanobox's workspace). Move crosses mounts
  * (the agent copies then deletes). The polling watcher calls
  * (CreateWatcher, GetWatcherEvents, RemoveWatcher: the Python SDK's
@@ -161,6 +163,7 @@ static void entry_json(yajl_gen g, const char *path, const struct nb_file_info *
     json_mtime(g, "modifiedTime", fi);
     if (fi->kind == NB_FILE_SYMLINK) /* envd's EvalSymlinks, else the link's own path */
         nb_json_kv_str(g, "symlinkTarget", fi->real[0] != '\0' ? fi->real : path);
+    e2b_json_metadata(g, &fi->meta);
     yajl_gen_map_close(g);
 }
 
@@ -424,6 +427,11 @@ struct fs_watch {
     int64_t deadline; /* monotonic ms; 0: none */
     int64_t keepalive_ms, last_sent;
     int deadline_hit, stopping;
+    /* include_entry (envd >= 0.6.3): each event's EntryInfo, stat'ed as it comes */
+    int include_entry;
+    struct nb_app *a;
+    const struct nb_slot *slot;
+    const char *dir;
 };
 
 /* One WatchDirResponse, {"<kind>": {...}} as built in g, in its envelope; -1: the client left. */
@@ -468,8 +476,35 @@ static int watch_started(void *arg, unsigned dirs)
     return watch_send_empty(w, "start");
 }
 
-/* A FilesystemEvent {name, type} into g; 0, or -1 for an overflow (envd has no such event). */
-static int fs_event_json(yajl_gen g, enum nb_watch_event ev, const char *name)
+/*
+ * The entry of an event's name under w's directory into g, when w asks
+ * for entries; one gone by now (removed, renamed away) has none, as in
+ * envd. The stat is the agent's, with the sandbox user's rights.
+ */
+static void watch_entry_json(const struct fs_watch *w, yajl_gen g, const char *name)
+{
+    char *full;
+    struct nb_file_info *fi;
+    struct nb_apierr ae = {0};
+    int n;
+    if (w == NULL || !w->include_entry)
+        return;
+    full = nb_xmalloc(NB_FILES_PATH_MAX + 1);
+    fi = nb_xmalloc(sizeof(*fi));
+    n = snprintf(full, NB_FILES_PATH_MAX + 1, "%s%s%s", w->dir, strcmp(w->dir, "/") ? "/" : "",
+                 name);
+    if (n > 0 && n <= NB_FILES_PATH_MAX && nb_files_stat(w->a, w->slot, full, fi, &ae) == 0) {
+        nb_json_cstr(g, "entry");
+        entry_json(g, full, fi);
+    }
+    free(fi);
+    free(full);
+}
+
+/* A FilesystemEvent {name, type, entry?} into g; 0, or -1 for an overflow (envd has no such
+ * event). w: the watch that asks for entries, or NULL. */
+static int fs_event_json(yajl_gen g, enum nb_watch_event ev, const char *name,
+                         const struct fs_watch *w)
 {
     static const char *const types[] = {"EVENT_TYPE_CREATE", "EVENT_TYPE_WRITE",
                                         "EVENT_TYPE_REMOVE", "EVENT_TYPE_RENAME",
@@ -479,6 +514,8 @@ static int fs_event_json(yajl_gen g, enum nb_watch_event ev, const char *name)
     yajl_gen_map_open(g);
     nb_json_kv_str(g, "name", name);
     nb_json_kv_str(g, "type", types[ev]);
+    if (ev != NB_WATCH_REMOVE)
+        watch_entry_json(w, g, name);
     yajl_gen_map_close(g);
     return 0;
 }
@@ -494,7 +531,7 @@ static int watch_fs_event(void *arg, enum nb_watch_event ev, const char *name)
     g = nb_json_gen();
     yajl_gen_map_open(g);
     nb_json_cstr(g, "filesystem");
-    fs_event_json(g, ev, name);
+    fs_event_json(g, ev, name, w);
     yajl_gen_map_close(g);
     return watch_send(w, g);
 }
@@ -515,11 +552,11 @@ int api_e2b_fs_watch(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     char path[NB_FILES_PATH_MAX + 1];
     const char *ka = nb_http_param(r, "HTTP_KEEPALIVE_PING_INTERVAL");
     long secs = ka != NULL ? strtol(ka, NULL, 10) : WATCH_KEEPALIVE_S;
-    struct fs_watch w = {r, 0, 0, 0, 0, 0};
+    struct fs_watch w = {r, 0, 0, 0, 0, 0, 0, a, NULL, NULL};
     struct nb_files_watch_sink sink = {
         watch_started, watch_fs_event, watch_tick, &w, -1, WATCH_TICK_MS, 0};
     struct nb_slot slot;
-    yajl_val body = NULL, rec;
+    yajl_val body = NULL, rec, inc;
     int64_t timeout_ms;
     int rc = NB_ERR;
 
@@ -532,6 +569,12 @@ int api_e2b_fs_watch(struct nb_app *a, struct nb_req *r, const struct nb_route_a
         goto out;
     }
     rec = e2b_rpc_member(body, "recursive", NULL);
+    /* allowNetworkMounts (envd >= 0.6.4) needs nothing: any directory the user may read is
+     * watched (docs/E2B.md) */
+    inc = e2b_rpc_member(body, "includeEntry", "include_entry");
+    w.include_entry = inc != NULL && YAJL_IS_TRUE(inc);
+    w.slot = &slot;
+    w.dir = path;
     w.deadline = timeout_ms > 0 ? nb_clock_mono_ms() + timeout_ms : 0;
     w.keepalive_ms = (secs < 1 || secs > WATCH_KEEPALIVE_MAX_S ? WATCH_KEEPALIVE_S : secs) * 1000L;
     sink.client_fd = nb_http_client_fd(r);
@@ -632,7 +675,7 @@ out:
 
 static int watcher_event_json(void *arg, enum nb_watch_event ev, const char *name)
 {
-    fs_event_json(arg, ev, name);
+    fs_event_json(arg, ev, name, NULL);
     return 0;
 }
 

@@ -48,6 +48,17 @@ int api_e2b_volume_delete(struct nb_app *a, struct nb_req *r, const struct nb_ro
 /* GET /sandboxes/{id}/metrics (api_e2b.c): the usage history in a range (usage.h) */
 int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae);
+/*
+ * Snapshots (api_e2b_snap.c): POST /sandboxes/{id}/snapshots, GET
+ * /snapshots, DELETE /templates/{templateID} (ra->arg); fork (api_e2b.c):
+ * POST /sandboxes/{id}/fork
+ */
+int api_e2b_snapshot_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                            struct nb_apierr *ae);
+int api_e2b_fork(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                 struct nb_apierr *ae);
+int api_e2b_snapshots_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                           struct nb_apierr *ae);
 /* Connect-RPC filesystem.Filesystem (api_e2b_fs.c) over files.c */
 int api_e2b_fs_stat(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae);
@@ -100,6 +111,27 @@ int api_e2b_context_delete(struct nb_app *a, struct nb_req *r, const struct nb_r
                            struct nb_apierr *ae);
 int api_e2b_context_restart(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                             struct nb_apierr *ae);
+/*
+ * E2B's template API (api_e2b_tpl.c) over the template builder
+ * (templates.h): the v3 build flow, the upload links, aliases, delete.
+ */
+int api_e2b_tpl_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_e2b_tpl_file_link(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                          struct nb_apierr *ae);
+/* the upload itself: public, its signature checked (the SDK sends no key there) */
+int api_e2b_tpl_file_put(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                         struct nb_apierr *ae);
+int api_e2b_tpl_build(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
+int api_e2b_tpl_status(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_e2b_tpl_alias(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
+int api_e2b_tpl_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_e2b_tpl_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae);
 int api_e2b_not_implemented(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                             struct nb_apierr *ae);
 

@@ -24,6 +24,7 @@
 #include "files.h"
 #include "json.h"
 #include "sandbox.h"
+#include "templates.h"
 #include "tenant.h"
 
 const char *e2b_home(const struct nb_conf *c)
@@ -359,4 +360,27 @@ int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g)
     nb_buf_free(&b);
     yajl_gen_free(g);
     return rc;
+}
+
+void e2b_json_metadata(yajl_gen g, const struct nb_file_meta *m)
+{
+    size_t pos = 0;
+    const char *k, *v;
+    if (m->n == 0)
+        return;
+    nb_json_cstr(g, "metadata");
+    yajl_gen_map_open(g);
+    while (nb_file_meta_next(m, &pos, &k, &v))
+        nb_json_kv_str(g, k, v);
+    yajl_gen_map_close(g);
+}
+
+int e2b_tpl_image(struct nb_app *a, const char *owner, const char *tpl, char *image, size_t n)
+{
+    struct nb_apierr ae;
+    struct nb_template t;
+    if (!nb_template_name_ok(tpl) || nb_template_get(a, tpl, owner, &t, &ae) != 0 ||
+        !strcmp(t.kind, "image"))
+        return -1;
+    return nb_template_image(a, tpl, owner, image, n, &ae);
 }

@@ -65,6 +65,9 @@ int e2b_path(const struct nb_conf *c, const char *raw, size_t len, char *out, si
              struct nb_apierr *ae);
 /* t (unix seconds) as RFC 3339 in UTC under key, as E2B writes its times. */
 void e2b_json_time(yajl_gen g, const char *key, int64_t t);
+/* "metadata": {key: value...} of a file's user metadata, when it has any (envd >= 0.6.2). */
+struct nb_file_meta;
+void e2b_json_metadata(yajl_gen g, const struct nb_file_meta *m);
 /*
  * The Connect-RPC helpers every envd service uses:
  * the running sandbox a call names, once its access token is checked
@@ -80,5 +83,12 @@ int e2b_rpc_request(struct nb_app *a, struct nb_req *r, int stream, yajl_val *ou
 yajl_val e2b_rpc_member(yajl_val obj, const char *key, const char *alt);
 /* A server stream's next message, as built in g (freed), in its envelope: 0, or -1 when the client left. */
 int e2b_rpc_stream_send(struct nb_req *r, yajl_gen g);
+
+/*
+ * The image of owner's own built template tpl (a create's templateID, E2B's
+ * template API's, api_e2b_tpl.c): 0, or -1 when owner has none of that name
+ * (the operator's images are image_of's, api_e2b.c).
+ */
+int e2b_tpl_image(struct nb_app *a, const char *owner, const char *tpl, char *image, size_t n);
 
 #endif

@@ -39,7 +39,11 @@ static const struct nb_route_entry e2b_routes[] = {
     {NB_E2B_OP, "pause", "POST", ID | ID_404, NB_MR_OTHER, api_e2b_pause},
     {NB_E2B_OP, "resume", "POST", ID | ID_404, NB_MR_OTHER, api_e2b_resume},
     {NB_E2B_OP, "metrics", "GET", ID | ID_404, NB_MR_OTHER, api_e2b_metrics},
-    /* logs, snapshots, fork, network, refreshes...: 501 in E2B's shape */
+    /* snapshots and fork (api_e2b_snap.c), over the snapshot and fork engines */
+    {NB_E2B_OP, "snapshots", "POST", ID | ID_404, NB_MR_OTHER, api_e2b_snapshot_create},
+    {NB_E2B_OP, "fork", "POST", ID | ID_404, NB_MR_OTHER, api_e2b_fork},
+    {NB_E2B_SNAPSHOTS, "", "GET", 0, NB_MR_OTHER, api_e2b_snapshots_list},
+    /* logs, network, refreshes...: 501 in E2B's shape */
     {NB_E2B_OP, "*", "*", ID | ID_404, NB_MR_OTHER, api_e2b_not_implemented},
     /* the v2 paths of e2b 2.50 on: connect; logs is 501 as above */
     {NB_E2B_V2_OP, "connect", "POST", ID | ID_404, NB_MR_OTHER, api_e2b_connect_v2},
@@ -82,7 +86,25 @@ static const struct nb_route_entry e2b_routes[] = {
     {NB_E2B_VOLUMES, "", "POST", 0, NB_MR_OTHER, api_e2b_volumes_create},
     {NB_E2B_VOLUME, "", "GET", 0, NB_MR_OTHER, api_e2b_volume_get},
     {NB_E2B_VOLUME, "", "DELETE", 0, NB_MR_OTHER, api_e2b_volume_delete},
+    /* E2B's template API (api_e2b_tpl.c); the upload link's PUT is signed, not keyed */
+    {NB_E2B_TPL_V3, "", "POST", 0, NB_MR_OTHER, api_e2b_tpl_create},
+    {NB_E2B_TPL_FILES, "", "GET", 0, NB_MR_OTHER, api_e2b_tpl_file_link},
+    {NB_E2B_TPL_FILES, "", "PUT", PUBLIC | BULK, NB_MR_OTHER, api_e2b_tpl_file_put},
+    {NB_E2B_TPL_BUILD, "", "POST", 0, NB_MR_OTHER, api_e2b_tpl_build},
+    {NB_E2B_TPL_STATUS, "", "GET", 0, NB_MR_OTHER, api_e2b_tpl_status},
+    {NB_E2B_TPL_ALIAS, "", "GET", 0, NB_MR_OTHER, api_e2b_tpl_alias},
+    {NB_E2B_TPL_ONE, "", "DELETE", 0, NB_MR_OTHER, api_e2b_tpl_delete},
+    {NB_E2B_TPL_LIST, "", "GET", 0, NB_MR_OTHER, api_e2b_tpl_list},
+    {NB_E2B_TPL_ONE, "*", "*", 0, NB_MR_OTHER, api_e2b_not_implemented},
+    {NB_E2B_TPL_OTHER, "*", "*", 0, NB_MR_OTHER, api_e2b_not_implemented},
 };
+
+/* Does r carry E2B's key style, "X-API-KEY: e2b_..." (and no native Authorization)? */
+static int e2b_keyed(const struct nb_req *r)
+{
+    const char *k = nb_http_param(r, "HTTP_X_API_KEY");
+    return k != NULL && !strncmp(k, "e2b_", 4) && nb_http_param(r, "HTTP_AUTHORIZATION") == NULL;
+}
 
 /*
  * A request of the data plane names its sandbox in the headers
@@ -94,7 +116,9 @@ static enum nb_route e2b_match(const struct nb_req *r, struct nb_route_args *ra)
 {
     const char *sbx = nb_http_param(r, "HTTP_E2B_SANDBOX_ID");
     const char *port = nb_http_param(r, "HTTP_E2B_SANDBOX_PORT");
+    const char *key = nb_http_param(r, "HTTP_X_API_KEY");
     char host_id[40], host_port[8];
+    enum nb_route tpl;
 
     if (sbx == NULL && nb_e2b_host(nb_http_param(r, "HTTP_HOST"), host_id, sizeof(host_id),
                                    host_port, sizeof(host_port))) {
@@ -113,9 +137,21 @@ static enum nb_route e2b_match(const struct nb_req *r, struct nb_route_args *ra)
             return v;
         }
     }
+    /* E2B's template paths: /templates itself only for an E2B key (else the native API's) */
+    tpl = nb_e2b_match_tpl(r->path, key != NULL && !strncmp(key, "e2b_", 4));
+    if (sbx == NULL && tpl != NB_ROUTE_NONE)
+        return tpl;
     if (sbx != NULL)
         return nb_e2b_match_data(r->path, sbx, port, ra->id, sizeof(ra->id), ra->arg,
                                  sizeof(ra->arg), ra->op, sizeof(ra->op));
+    if (e2b_keyed(r)) {
+        /* snapshots' paths beside nanobox's own /templates: E2B's by its key */
+        enum nb_route shape = nb_e2b_match_snapshots(r->path, ra->arg, sizeof(ra->arg));
+        if (shape != NB_ROUTE_NONE) {
+            ra->id[0] = ra->op[0] = '\0';
+            return shape;
+        }
+    }
     return nb_e2b_match_path(r->path, ra->id, sizeof(ra->id), ra->arg, sizeof(ra->arg), ra->op,
                              sizeof(ra->op));
 }

@@ -93,6 +93,15 @@ enum nb_route nb_e2b_match_data(const char *path, const char *sandbox_id, const 
     return NB_E2B_DATA;
 }
 
+enum nb_route nb_e2b_match_snapshots(const char *path, char *arg, size_t arglen)
+{
+    arg[0] = '\0';
+    (void)arglen;
+    if (!strcmp(path, "/snapshots") || !strcmp(path, "/snapshots/"))
+        return NB_E2B_SNAPSHOTS;
+    return NB_ROUTE_NONE;
+}
+
 /* The code interpreter's /contexts/<ctx>[/restart] as a row's sub; else the path as it is. */
 static const char *data_sub(const char *path)
 {
@@ -133,6 +142,24 @@ const char *nb_e2b_path(enum nb_route shape)
         return "/sandboxes/*";
     case NB_E2B_DATA:
         return "";
+    case NB_E2B_SNAPSHOTS:
+        return "/snapshots";
+    case NB_E2B_TPL_V3:
+        return "/v3/templates";
+    case NB_E2B_TPL_BUILD:
+        return "/v2/templates/{id}/builds/{buildID}";
+    case NB_E2B_TPL_STATUS:
+        return "/templates/{id}/builds/{buildID}/status";
+    case NB_E2B_TPL_FILES:
+        return "/templates/{id}/files/{hash}";
+    case NB_E2B_TPL_ALIAS:
+        return "/templates/aliases/{alias}";
+    case NB_E2B_TPL_ONE:
+        return "/templates/{id}";
+    case NB_E2B_TPL_LIST:
+        return "/templates";
+    case NB_E2B_TPL_OTHER:
+        return "/templates/*";
     case NB_E2B_VOLUMES:
         return "/volumes";
     case NB_E2B_VOLUME:
@@ -140,4 +167,49 @@ const char *nb_e2b_path(enum nb_route shape)
     default:
         return NULL;
     }
+}
+
+/* The number of segments of path below prefix ("" after a trailing '/' counts), or -1. */
+static int tpl_segs(const char *path, const char *prefix, const char **seg2, const char **seg3)
+{
+    size_t pl = strlen(prefix);
+    const char *p;
+    int n = 1;
+    *seg2 = *seg3 = "";
+    if (strncmp(path, prefix, pl) != 0 || (path[pl] != '\0' && path[pl] != '/'))
+        return -1;
+    p = path + pl;
+    if (*p == '\0' || !strcmp(p, "/"))
+        return 0;
+    for (p++; (p = strchr(p, '/')) != NULL; p++) {
+        n++;
+        if (n == 2)
+            *seg2 = p + 1;
+        if (n == 3)
+            *seg3 = p + 1;
+    }
+    return n;
+}
+
+enum nb_route nb_e2b_match_tpl(const char *path, int e2b_key)
+{
+    const char *s2, *s3;
+    int n;
+    if ((n = tpl_segs(path, "/v3/templates", &s2, &s3)) >= 0)
+        return n == 0 ? NB_E2B_TPL_V3 : NB_E2B_TPL_OTHER;
+    if ((n = tpl_segs(path, "/v2/templates", &s2, &s3)) >= 0)
+        return n == 3 && !strncmp(s2, "builds/", 7) ? NB_E2B_TPL_BUILD : NB_E2B_TPL_OTHER;
+    if ((n = tpl_segs(path, "/templates", &s2, &s3)) < 0)
+        return NB_ROUTE_NONE;
+    if (n == 3 && !strncmp(s2, "files/", 6) && s3 - s2 == 6)
+        return NB_E2B_TPL_FILES;
+    if (n == 4 && !strncmp(s2, "builds/", 7) && !strcmp(s3 + strcspn(s3, "/"), "/status"))
+        return NB_E2B_TPL_STATUS;
+    if (!e2b_key)
+        return NB_ROUTE_NONE;
+    if (n == 2 && !strncmp(path, "/templates/aliases/", 19))
+        return NB_E2B_TPL_ALIAS;
+    if (n == 0)
+        return NB_E2B_TPL_LIST;
+    return n == 1 ? NB_E2B_TPL_ONE : NB_E2B_TPL_OTHER;
 }

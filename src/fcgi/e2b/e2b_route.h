@@ -20,6 +20,26 @@
 #define NB_E2B_V2_OP (NB_ROUTE_FRONT + 4)     /* /v2/sandboxes/{id}/{op} (arg: the op) */
 #define NB_E2B_OTHER (NB_ROUTE_FRONT + 5)     /* anything else under /sandboxes or /v2/sandboxes */
 #define NB_E2B_DATA (NB_ROUTE_FRONT + 6)      /* a data-plane request (nb_e2b_match_data) */
+#define NB_E2B_SNAPSHOTS (NB_ROUTE_FRONT + 7) /* /snapshots (nb_e2b_match_snapshots) */
+/* E2B's template API (nb_e2b_match_tpl), further on: others' shapes come before */
+#define NB_E2B_TPL_V3 (NB_ROUTE_FRONT + 32)     /* /v3/templates */
+#define NB_E2B_TPL_BUILD (NB_ROUTE_FRONT + 33)  /* /v2/templates/{id}/builds/{buildID} */
+#define NB_E2B_TPL_STATUS (NB_ROUTE_FRONT + 34) /* /templates/{id}/builds/{buildID}/status */
+#define NB_E2B_TPL_FILES (NB_ROUTE_FRONT + 35)  /* /templates/{id}/files/{hash} */
+#define NB_E2B_TPL_ALIAS (NB_ROUTE_FRONT + 36)  /* /templates/aliases/{alias} */
+#define NB_E2B_TPL_ONE (NB_ROUTE_FRONT + 37)    /* /templates/{id} (an E2B key's) */
+#define NB_E2B_TPL_LIST (NB_ROUTE_FRONT + 38)   /* /templates (an E2B key's) */
+#define NB_E2B_TPL_OTHER (NB_ROUTE_FRONT + 39)  /* anything else of the above's */
+
+/*
+ * E2B's template paths. /v3/templates..., /v2/templates/...,
+ * /templates/{id}/files/... and /templates/{id}/builds/... are E2B's
+ * whoever asks (the native API has none); /templates, /templates/{id} and
+ * /templates/aliases/{alias} are E2B's only when e2b_key (the request
+ * sends "X-API-KEY: e2b_..."), else the native API's. NB_ROUTE_NONE for
+ * what is not E2B's. The handlers read their ids off the path.
+ */
+enum nb_route nb_e2b_match_tpl(const char *path, int e2b_key);
 /* E2B's volume API (nb_e2b_match_volume); high numbers: other shapes come before them */
 #define NB_E2B_VOLUMES (NB_ROUTE_FRONT + 20) /* /volumes */
 #define NB_E2B_VOLUME (NB_ROUTE_FRONT + 21)  /* /volumes/{volumeID} (arg: the id) */
@@ -52,6 +72,15 @@ enum nb_route nb_e2b_match_data(const char *path, const char *sandbox_id, const 
  * id), 1 with them in id and port; else 0.
  */
 int nb_e2b_host(const char *host, char *id, size_t idlen, char *port, size_t portlen);
+
+/*
+ * E2B's snapshot list outside /sandboxes, for a request with E2B's key
+ * (the caller checks): GET /snapshots (listSnapshots) is NB_E2B_SNAPSHOTS.
+ * deleteSnapshot's DELETE /templates/{templateID} is the template API's
+ * (nb_e2b_match_tpl: a snapshot is one of the key's templates). Every
+ * other path is NB_ROUTE_NONE.
+ */
+enum nb_route nb_e2b_match_snapshots(const char *path, char *arg, size_t arglen);
 
 /*
  * The sub-route of one of the front's shapes (route.h, nb_route_sub): for

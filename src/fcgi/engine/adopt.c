@@ -26,6 +26,7 @@
 #include "json.h"
 #include "log.h"
 #include "ports.h"
+#include "snapshot.h"
 
 #define LEASE_MAX 4096
 
@@ -365,6 +366,66 @@ static int adopt_forwarders(struct nb_app *a)
     return taken;
 }
 
+struct released {
+    struct nb_app *a;
+    int64_t now;
+    int adopted;
+};
+
+/*
+ * A sandbox paused without its memory has no container: its pause image
+ * carries its container's labels (snapshot.c), read as a listed paused
+ * container's, and its lease its TTLs. Adopted PAUSED, released.
+ */
+static void adopt_released(void *arg, const char *sid, const char *image_id, const void *labels)
+{
+    struct released *r = arg;
+    struct nb_app *a = r->a;
+    struct nb_docker_ctr c;
+    struct nb_lease lease, *lp = NULL;
+    enum nb_slot_state to;
+    struct nb_slot slot;
+    char why[160], text[LEASE_MAX];
+    size_t len;
+    int known, rc;
+
+    memset(&c, 0, sizeof(c));
+    nb_docker_ctr_labels(&c, labels);
+    if (!id_shaped(sid) || strcmp(c.sandbox, sid) != 0)
+        return; /* not one this nanobox's pause made */
+    nb_table_lock(&a->table);
+    known = nb_table_find(&a->table, sid) != NULL;
+    nb_table_unlock(&a->table);
+    if (known)
+        return;
+    c.running = c.paused = 1; /* as a frozen one: no pid, no container */
+    c.id[0] = '\0';
+    if (c.slot >= 0 && (uint64_t)c.slot < a->table.nslots &&
+        lease_read(&a->conf, (uint32_t)c.slot, text, sizeof(text), &len) == 0 &&
+        nb_adopt_lease_parse(text, len, &lease) == 0 && strcmp(lease.id, sid) == 0)
+        lp = &lease;
+    if (nb_adopt_slot(&c, lp, 1, a->table.nslots, a->conf.max_pause, r->now, &slot, &to, why,
+                      sizeof(why)) != 0) {
+        nb_warn("adoption: sandbox %s paused without memory (image %.19s) not adopted: %s; "
+                "reconciliation removes its image",
+                sid, image_id, why);
+        return;
+    }
+    slot.init_pid = 0;
+    slot.lifecycle |= NB_LIFE_RELEASED | NB_LIFE_PAUSE_IMAGE;
+    nb_table_lock(&a->table);
+    rc = nb_table_adopt(&a->table, (uint32_t)c.slot, &slot, NB_SLOT_PAUSED, r->now);
+    nb_table_unlock(&a->table);
+    if (rc != 0) {
+        nb_warn("adoption: sandbox %s: its slot %lld is taken; reconciliation removes its image",
+                sid, (long long)c.slot);
+        return;
+    }
+    nb_info("adopted sandbox %s (paused without memory, image %.19s, slot %lld, owner \"%s\")", sid,
+            image_id, (long long)c.slot, slot.owner);
+    r->adopted++;
+}
+
 int nb_adopt_run(struct nb_app *a, const struct nb_docker_ctr *list, size_t n)
 {
     int64_t now = nb_clock_real_s();
@@ -423,6 +484,11 @@ int nb_adopt_run(struct nb_app *a, const struct nb_docker_ctr *list, size_t n)
                 slot.owner[0] ? "" : ": admin-only", to == NB_SLOT_PAUSED ? "paused" : "running",
                 (long long)(slot.expires - now));
         adopted++;
+    }
+    {
+        struct released r = {a, now, 0};
+        nb_snapshot_pause_images(a, adopt_released, &r);
+        adopted += r.adopted;
     }
     ports = adopt_forwarders(a);
     nb_table_lock(&a->table);

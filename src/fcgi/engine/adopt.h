@@ -8,7 +8,8 @@
  * its create gave it (sandbox.c: slot index, expiry, owner, image, limits,
  * network, auto_resume, metadata), overridden by its slot's lease file for
  * what changed since (a warm sandbox's hand-out, an extended TTL), its
- * state (running or paused) and its PID 1. Open ports are taken back from
+ * state (running or paused) and its PID 1; a sandbox paused without its
+ * memory from its pause image's labels (snapshot.h). Open ports are taken back from
  * the forwarders still running (their command lines say everything). What
  * cannot be adopted is left to reconciliation, which removes it as an
  * orphan.

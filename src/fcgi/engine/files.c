@@ -94,6 +94,37 @@ static void field_str(char *out, size_t outlen, const unsigned char *v, uint32_t
     out[n] = '\0';
 }
 
+int nb_file_meta_add(struct nb_file_meta *m, const char *key, size_t klen, const char *value,
+                     size_t vlen)
+{
+    size_t pos = 0, used = m->len - 2 * m->n; /* keys and values, without their NULs */
+    const char *k, *v;
+    if (!nba_meta_key_ok(key, klen) || !nba_meta_value_ok(value, vlen) || m->n >= NBA_META_MAX ||
+        used + klen + vlen > NBA_META_BYTES || memchr(value, '\0', vlen) != NULL)
+        return -1;
+    while (nb_file_meta_next(m, &pos, &k, &v))
+        if (strlen(k) == klen && memcmp(k, key, klen) == 0)
+            return -1;
+    memcpy(m->data + m->len, key, klen);
+    m->data[m->len + klen] = '\0';
+    memcpy(m->data + m->len + klen + 1, value, vlen);
+    m->data[m->len + klen + 1 + vlen] = '\0';
+    m->len += klen + vlen + 2;
+    m->n++;
+    return 0;
+}
+
+int nb_file_meta_next(const struct nb_file_meta *m, size_t *pos, const char **key,
+                      const char **value)
+{
+    if (*pos >= m->len)
+        return 0;
+    *key = m->data + *pos;
+    *value = *key + strlen(*key) + 1;
+    *pos = (size_t)(*value - m->data) + strlen(*value) + 1;
+    return 1;
+}
+
 /* An info ('f') or entry ('n') frame's fields into fi. */
 static void info_parse(const unsigned char *body, uint32_t len, struct nb_file_info *fi)
 {
@@ -127,6 +158,13 @@ static void info_parse(const unsigned char *body, uint32_t len, struct nb_file_i
             field_str(fi->target, sizeof(fi->target), v, l);
         else if (tag == NBA_T_REAL && l > 0 && v[0] == '/')
             field_str(fi->real, sizeof(fi->real), v, l);
+        else if (tag == NBA_T_META) {
+            const unsigned char *nul = memchr(v, '\0', l);
+            /* the agent holds to the rules; one that does not loses the entry */
+            if (nul != NULL)
+                (void)nb_file_meta_add(&fi->meta, (const char *)v, (size_t)(nul - v),
+                                       (const char *)nul + 1, l - (size_t)(nul - v) - 1);
+        }
     }
 }
 
@@ -280,17 +318,36 @@ int nb_files_write(struct nb_app *a, const struct nb_slot *slot, const char *pat
                    uint64_t size, nb_files_source_fn src, void *src_arg, struct nb_file_info *out,
                    int *have_info, struct nb_apierr *ae)
 {
+    return nb_files_write_meta(a, slot, path, mode, NULL, size, src, src_arg, out, have_info, ae);
+}
+
+int nb_files_write_meta(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                        uint32_t mode, const struct nb_file_meta *meta, uint64_t size,
+                        nb_files_source_fn src, void *src_arg, struct nb_file_info *out,
+                        int *have_info, struct nb_apierr *ae)
+{
     struct nb_agent ag;
     struct nb_buf f;
     int rc = -1;
 
     (void)a;
     *have_info = 0;
+    if (meta != NULL && meta->n > 0 && !(nb_agent_caps(slot) & NB_AGENT_CAP_META)) {
+        nb_apierr_set(ae, NB_E_INVALID, "metadata_unsupported",
+                      "this sandbox's agent predates file metadata: recreate the sandbox");
+        return -1;
+    }
     if (files_connect(slot, &ag, ae) != 0)
         return -1;
     nb_buf_init(&f, NBA_MAX_BODY);
     nb_agent_field_str(&f, NBA_T_PATH, path);
     nb_agent_field_u32(&f, NBA_T_MAXOUT, mode);
+    if (meta != NULL) {
+        size_t pos = 0;
+        const char *k, *v;
+        while (nb_file_meta_next(meta, &pos, &k, &v))
+            nb_agent_field(&f, NBA_T_META, k, (uint32_t)(v + strlen(v) - k)); /* key\0value */
+    }
     nb_agent_queue(&ag, NBA_FWRITE, f.data, f.len);
     nb_buf_free(&f);
 

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agentproto.h"
 #include "app.h"
 
 /* Longest path inside a sandbox, NUL excluded (the agent protocol's cap). */
@@ -33,6 +34,23 @@ enum nb_file_kind {
 /* Most levels a listing descends (nb_files_sink's depth). */
 #define NB_FILES_MAX_DEPTH 32
 
+/*
+ * A file's user metadata (E2B's files.write metadata; the xattrs
+ * "user.<key>" in the sandbox): n entries, packed "key\0value\0" in
+ * data[0..len), held to the agent protocol's rules and caps (NBA_META_*).
+ */
+struct nb_file_meta {
+    unsigned n;
+    size_t len;
+    char data[NBA_META_BYTES + 2 * NBA_META_MAX];
+};
+/* Add an entry: 0, or -1 (a bad key or value, a key given twice, or past the caps). */
+int nb_file_meta_add(struct nb_file_meta *m, const char *key, size_t klen, const char *value,
+                     size_t vlen);
+/* The entry after *pos (start at 0): 1 with *key and *value set, 0 at the end. */
+int nb_file_meta_next(const struct nb_file_meta *m, size_t *pos, const char **key,
+                      const char **value);
+
 /* A path's (or a directory entry's) stat as the agent reports it (lstat: links not followed). */
 struct nb_file_info {
     char name[NB_FILES_PATH_MAX + 1]; /* the entry's name, below depth 1 its relative path
@@ -48,6 +66,7 @@ struct nb_file_info {
     char target[NB_FILES_PATH_MAX + 1]; /* a symlink's target ("" otherwise) */
     char real[NB_FILES_PATH_MAX + 1];   /* a symlink's absolute path with every link followed
                                            ("": it does not resolve, or an older agent) */
+    struct nb_file_meta meta; /* a file's or directory's user metadata (none: an older agent) */
 };
 
 /* "file", "dir", "symlink" or "other". */
@@ -105,6 +124,16 @@ typedef int (*nb_files_source_fn)(void *arg, void *buf, size_t n);
 int nb_files_write(struct nb_app *a, const struct nb_slot *slot, const char *path, uint32_t mode,
                    uint64_t size, nb_files_source_fn src, void *src_arg, struct nb_file_info *out,
                    int *have_info, struct nb_apierr *ae);
+/*
+ * The same, the new file given the user metadata meta (NULL or empty:
+ * none). A sandbox whose agent predates metadata (NB_AGENT_CAP_META) is
+ * 400 metadata_unsupported, before anything is written; so is a
+ * filesystem that keeps no user xattrs.
+ */
+int nb_files_write_meta(struct nb_app *a, const struct nb_slot *slot, const char *path,
+                        uint32_t mode, const struct nb_file_meta *meta, uint64_t size,
+                        nb_files_source_fn src, void *src_arg, struct nb_file_info *out,
+                        int *have_info, struct nb_apierr *ae);
 
 /* path's own info (a symlink is not followed: kind NB_FILE_SYMLINK and its target). */
 int nb_files_stat(struct nb_app *a, const struct nb_slot *slot, const char *path,

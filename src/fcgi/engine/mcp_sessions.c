@@ -17,9 +17,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <uuid/uuid.h>
 
 #include "clock.h"
+#include "cluster.h"
 #include "log.h"
 #include "mcp_sessions.h"
 #include "sandbox.h"
@@ -202,13 +202,13 @@ static struct store_slot *slot_find(struct store_file *f, const char *id, const 
     return NULL;
 }
 
-int nb_mcp_session_new(const struct nb_conf *c, const char *owner, const char *version,
-                       char id[NB_MCP_SESSION_ID_LEN + 1], struct nb_apierr *ae)
+int nb_mcp_session_new(const struct nb_conf *c, const char *tag, const char *owner,
+                       const char *version, char id[NB_MCP_SESSION_ID_LEN + 1],
+                       struct nb_apierr *ae)
 {
     struct store_file *f = store_lock(c, ae);
     struct store_slot *pick = NULL;
     int64_t now = nb_clock_real_s();
-    uuid_t u;
 
     if (f == NULL)
         return -1;
@@ -224,8 +224,7 @@ int nb_mcp_session_new(const struct nb_conf *c, const char *owner, const char *v
     if (pick->id[0] != '\0' && !expired(pick, now))
         nb_info("MCP session %s evicted (idle %llds): %d sessions are open", pick->id,
                 (long long)(now - pick->last_used), NB_MCP_SESSIONS);
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, id);
+    nb_cluster_new_id(tag, id);
     memset(pick, 0, sizeof(*pick));
     memcpy(pick->id, id, NB_MCP_SESSION_ID_LEN + 1);
     snprintf(pick->version, sizeof(pick->version), "%s", version);

@@ -30,9 +30,15 @@
  * another key, find and end do not know it.
  */
 
-/* A new session of owner speaking version: its id in id. -1 with ae set if the file fails. */
-int nb_mcp_session_new(const struct nb_conf *c, const char *owner, const char *version,
-                       char id[NB_MCP_SESSION_ID_LEN + 1], struct nb_apierr *ae);
+/*
+ * A new session of owner speaking version: its id in id, naming the node
+ * of tag (a cluster node's tag, "" alone: nb_cluster_new_id) so that a
+ * front sends the session's requests to the node that holds it. -1 with
+ * ae set if the file fails.
+ */
+int nb_mcp_session_new(const struct nb_conf *c, const char *tag, const char *owner,
+                       const char *version, char id[NB_MCP_SESSION_ID_LEN + 1],
+                       struct nb_apierr *ae);
 
 /*
  * Look session id up and mark it used: 1 with its version in version, 0 when

@@ -89,7 +89,7 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
 
     nb_isolation_ids(c, slot, &uid, &gid);
     yajl_gen_map_open(g);
-    nb_json_kv_str(g, "Image", s->image);
+    nb_json_kv_str(g, "Image", s->run_image != NULL ? s->run_image : s->image);
     /* PID 1 is the agent, whatever the image would have run */
     nb_json_cstr(g, "Entrypoint");
     yajl_gen_array_open(g);
@@ -312,6 +312,82 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     return nb_json_gen_take(g);
 }
 
+/*
+ * Create and start sandbox id's container for spec in table slot number
+ * slot (its uid, address and bind files), its snapshot's files restored;
+ * its id into cid (set as soon as Docker made it, for the caller to remove
+ * on failure) and its PID 1 into *pid. 0, or -1 with ae (de: Docker's
+ * error, de->unsent when the create never reached dockerd).
+ */
+static int boot(struct nb_app *a, const struct nb_sandbox_spec *spec, const char *id, uint32_t slot,
+                int64_t created, int64_t expires, int pooled, char cid[65], pid_t *pid,
+                struct nb_derr *de, struct nb_apierr *ae)
+{
+    char name[64];
+    char *json;
+    int running = 0, bounded = nb_rootdisk_wanted(&a->conf, spec->image), rc = -1;
+
+    snprintf(name, sizeof(name), "nanobox-%s", id);
+    json = container_config(a, spec, id, slot, created, expires, pooled);
+    if (nb_docker_create(&a->docker, name, json, cid, de) != 0) {
+        if (de->kind == NB_DERR_HTTP && de->status == 404)
+            nb_apierr_set(
+                ae, NB_E_UNAVAILABLE, "image_missing",
+                "image %s is not on the Docker host (build it with src/setup/image.sh): %s",
+                spec->image, de->msg);
+        else
+            nb_apierr_docker(ae, de, "create the sandbox container");
+        goto out;
+    }
+    if (bounded) {
+        /* before the start: the first write already meets the bound */
+        char err[512];
+        if (nb_rootdisk_attach(a, cid, err, sizeof(err)) != 0) {
+            nb_apierr_set(ae, NB_E_INTERNAL, "internal", "could not bound the sandbox's disk: %s",
+                          err);
+            goto out;
+        }
+    }
+    if (nb_docker_start(&a->docker, cid, de) != 0) {
+        nb_apierr_docker(ae, de, "start the sandbox container");
+        if (ae->err == NB_E_NOT_FOUND || ae->err == NB_E_CONFLICT)
+            nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error",
+                          "could not start the sandbox container: %s", de->msg);
+        goto out;
+    }
+    if (nb_docker_inspect(&a->docker, cid, &running, pid, de) != 0) {
+        nb_apierr_docker(ae, de, "inspect the sandbox container"); /* 503 if Docker went away */
+        goto out;
+    }
+    if (!running) {
+        nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error", "the sandbox container did not stay up");
+        goto out;
+    }
+    if (bounded) {
+        char err[512];
+        if (nb_rootdisk_verify(&a->conf, *pid, err, sizeof(err)) != 0) {
+            nb_apierr_set(ae, NB_E_INTERNAL, "internal", "could not bound the sandbox's disk: %s",
+                          err);
+            goto out;
+        }
+    }
+    {
+        /* a snapshot's image: its /workspace and /tmp back into the fresh tmpfs mounts */
+        char err[256];
+        if (nb_snapshot_restore(&a->conf, slot, *pid,
+                                nb_isolation_workspace(&a->conf, spec->lifecycle), err,
+                                sizeof(err)) != 0) {
+            nb_apierr_set(ae, NB_E_INTERNAL, "internal",
+                          "could not restore the snapshot's files: %s", err);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    free(json);
+    return rc;
+}
+
 int nb_sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec,
                     enum nb_slot_state final_state, struct nb_slot *out, struct nb_apierr *ae)
 {
@@ -320,8 +396,7 @@ int nb_sandbox_make(struct nb_app *a, const struct nb_sandbox_spec *spec,
     struct nb_slot *s;
     struct nb_derr de = {0};
     uint32_t gen, slot = 0;
-    char *json;
-    int running = 0, bounded = nb_rootdisk_wanted(&a->conf, spec->image);
+    int bounded = nb_rootdisk_wanted(&a->conf, spec->image);
     pid_t pid = 0;
 
     nb_cluster_new_id(a->node_tag, id);
@@ -346,6 +421,7 @@ retry:
         snprintf(s->image, sizeof(s->image), "%s", spec->image);
         snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
         s->lifecycle = spec->lifecycle;
+        s->idle_pause = spec->idle_pause;
     }
     nb_table_unlock(&a->table);
     if (s == NULL && final_state == NB_SLOT_RUNNING && a->warm != NULL && a->warm->evict(a) == 0)
@@ -378,62 +454,9 @@ retry:
             return -1;
         }
     }
-    json = container_config(a, spec, id, slot, now, expires, final_state == NB_SLOT_POOLED);
-    if (nb_docker_create(&a->docker, name, json, cid, &de) != 0) {
-        if (de.kind == NB_DERR_HTTP && de.status == 404)
-            nb_apierr_set(
-                ae, NB_E_UNAVAILABLE, "image_missing",
-                "image %s is not on the Docker host (build it with src/setup/image.sh): %s",
-                spec->image, de.msg);
-        else
-            nb_apierr_docker(ae, &de, "create the sandbox container");
+    if (boot(a, spec, id, slot, now, expires, final_state == NB_SLOT_POOLED, cid, &pid, &de, ae) !=
+        0)
         goto fail;
-    }
-    if (bounded) {
-        /* before the start: the first write already meets the bound */
-        char err[512];
-        if (nb_rootdisk_attach(a, cid, err, sizeof(err)) != 0) {
-            nb_apierr_set(ae, NB_E_INTERNAL, "internal", "could not bound the sandbox's disk: %s",
-                          err);
-            goto fail;
-        }
-    }
-    if (nb_docker_start(&a->docker, cid, &de) != 0) {
-        nb_apierr_docker(ae, &de, "start the sandbox container");
-        if (ae->err == NB_E_NOT_FOUND || ae->err == NB_E_CONFLICT)
-            nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error",
-                          "could not start the sandbox container: %s", de.msg);
-        goto fail;
-    }
-    if (nb_docker_inspect(&a->docker, cid, &running, &pid, &de) != 0) {
-        nb_apierr_docker(ae, &de, "inspect the sandbox container"); /* 503 if Docker went away */
-        goto fail;
-    }
-    if (!running) {
-        nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error", "the sandbox container did not stay up");
-        goto fail;
-    }
-    if (bounded) {
-        char err[512];
-        if (nb_rootdisk_verify(&a->conf, pid, err, sizeof(err)) != 0) {
-            nb_apierr_set(ae, NB_E_INTERNAL, "internal", "could not bound the sandbox's disk: %s",
-                          err);
-            goto fail;
-        }
-    }
-    {
-        /* a snapshot's image: its /workspace and /tmp back into the fresh tmpfs mounts */
-        char err[256];
-        if (nb_snapshot_restore(&a->conf, slot, pid,
-                                nb_isolation_workspace(&a->conf, spec->lifecycle), err,
-                                sizeof(err)) != 0) {
-            nb_apierr_set(ae, NB_E_INTERNAL, "internal",
-                          "could not restore the snapshot's files: %s", err);
-            goto fail;
-        }
-    }
-    free(json);
-    json = NULL;
 
     if (spec->prepare != NULL) {
         struct nb_slot ready;
@@ -471,8 +494,6 @@ retry:
     return 0;
 
 fail:
-    free(json);
-    json = NULL;
     /* a create that never reached dockerd left nothing behind to remove */
     if (!(cid[0] == '\0' && de.unsent) &&
         nb_rootdisk_remove(a, cid[0] ? cid : name, bounded, &de) != 0) {
@@ -543,6 +564,13 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
         if (nb_sandbox_make(a, &sp, NB_SLOT_RUNNING, out, ae) != 0)
             return -1;
         how = NB_MC_COLD;
+    } else if (sp.idle_pause != 0) {
+        struct nb_slot *s;
+        nb_table_lock(&a->table);
+        s = nb_table_find(&a->table, out->id);
+        if (s != NULL && s->generation == out->generation)
+            s->idle_pause = out->idle_pause = sp.idle_pause;
+        nb_table_unlock(&a->table);
     }
     if (claim.on && registered(a, &sp, &claim, out, ae) != 0)
         return -1;
@@ -669,6 +697,241 @@ int nb_sandbox_extend_min(struct nb_app *a, const char *id, unsigned ttl, int64_
     return extend(a, id, ttl, 1, expires, ae);
 }
 
+/*
+ * With the table lock held: the slot of id once no pause or resume that
+ * releases or brings back its memory is under way (NB_LIFE_BUSY; the lock
+ * is dropped while waiting, at most BUSY_WAIT_MS), or NULL.
+ */
+#define BUSY_WAIT_MS 300000
+static struct nb_slot *settled(struct nb_app *a, const char *id)
+{
+    struct nb_slot *s = nb_table_find(&a->table, id);
+    for (int waited = 0; s != NULL && (s->lifecycle & NB_LIFE_BUSY) && waited < BUSY_WAIT_MS;
+         waited += 50) {
+        nb_table_unlock(&a->table);
+        usleep(50 * 1000);
+        nb_table_lock(&a->table);
+        s = nb_table_find(&a->table, id);
+    }
+    return s;
+}
+
+/* The slot of id if it still has generation gen (lock held), else NULL. */
+static struct nb_slot *same_slot(struct nb_app *a, const char *id, uint32_t gen)
+{
+    struct nb_slot *s = nb_table_find(&a->table, id);
+    return s != NULL && s->generation == gen ? s : NULL;
+}
+
+void nb_sandbox_touch(struct nb_app *a, const char *id)
+{
+    struct nb_slot *s;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL)
+        s->last_active = nb_clock_real_s();
+    nb_table_unlock(&a->table);
+}
+
+int nb_sandbox_pause_how(struct nb_app *a, const char *id, int keep_memory, struct nb_slot *out,
+                         struct nb_apierr *ae)
+{
+    struct nb_derr de = {0};
+    struct nb_slot *s, copy;
+    char prev[80] = "";
+    int64_t now = nb_clock_real_s(), expires = 0;
+    int found = 0, was_running = 0, rc;
+
+    if (keep_memory)
+        return nb_sandbox_pause(a, id, out, ae);
+    nb_table_lock(&a->table);
+    s = settled(a, id);
+    if (nb_slot_live(s, now) && !(s->lifecycle & (NB_LIFE_RELEASED | NB_LIFE_BUSY))) {
+        was_running = s->state == NB_SLOT_RUNNING;
+        if (was_running) {
+            expires = s->expires;
+            nb_table_pause(&a->table, s, now, now + (int64_t)a->conf.max_pause);
+            if (expires <= now)
+                s->ttl_left = (int64_t)a->conf.default_ttl;
+        }
+        s->lifecycle |= NB_LIFE_BUSY;
+        copy = *s;
+        found = 1;
+    } else if (nb_slot_live(s, now)) {
+        found = 2; /* released already */
+        copy = *s;
+    }
+    nb_table_unlock(&a->table);
+    if (!found)
+        return not_found(ae, id);
+    if (found == 2) {
+        if (out != NULL)
+            *out = copy;
+        return 0;
+    }
+    nb_ports_mark_paused(&a->conf, id, 1);
+    /* frozen while its files are read, as a snapshot is */
+    if (nb_docker_pause(&a->docker, copy.container_id, &de) != 0) {
+        nb_apierr_docker(ae, &de, "pause the sandbox container");
+        rc = -1;
+    } else {
+        /* the image a resumed one runs: replaced by the new one, removed after its container */
+        if (copy.lifecycle & NB_LIFE_PAUSE_IMAGE) {
+            struct nb_docker_image im;
+            char ref[160];
+            nb_snapshot_pause_ref(&a->conf, id, ref, sizeof(ref));
+            memset(&im, 0, sizeof(im));
+            if (nb_docker_image_inspect(&a->docker, ref, &im, &de) == 0)
+                snprintf(prev, sizeof(prev), "%s", im.id);
+        }
+        rc = nb_snapshot_save(a, &copy, ae);
+    }
+    if (rc != 0) {
+        /* as it was: running (thawed) with its TTL, or paused with its memory */
+        int gone;
+        nb_table_lock(&a->table);
+        s = same_slot(a, id, copy.generation);
+        gone = s == NULL || s->state == NB_SLOT_DESTROYING;
+        if (s != NULL) {
+            s->lifecycle &= ~NB_LIFE_BUSY;
+            if (was_running && s->state == NB_SLOT_PAUSED &&
+                nb_table_resume(&a->table, s, nb_clock_real_s()) == 0)
+                s->expires = expires;
+        }
+        nb_table_unlock(&a->table);
+        if (was_running && !gone) {
+            if (nb_docker_unpause(&a->docker, copy.container_id, &de) != 0)
+                nb_warn("sandbox %s: cannot thaw it after a failed pause: %s", id, de.msg);
+            nb_ports_mark_paused(&a->conf, id, 0);
+        }
+        if (gone) {
+            nb_snapshot_drop(a, id); /* destroyed meanwhile (what it saved, if anything) */
+            return not_found(ae, id);
+        }
+        nb_warn("sandbox %s: a pause without memory failed, it keeps %s: %s", id,
+                was_running ? "running" : "its memory", ae->msg);
+        return -1;
+    }
+    /* the slot forgets the container before it goes: its removal's event is no sandbox's */
+    nb_table_lock(&a->table);
+    s = same_slot(a, id, copy.generation);
+    if (s != NULL && s->state == NB_SLOT_PAUSED) {
+        s->lifecycle |= NB_LIFE_RELEASED | NB_LIFE_PAUSE_IMAGE;
+        s->container_id[0] = '\0';
+        s->init_pid = 0;
+    } else {
+        s = NULL; /* destroyed meanwhile: its destroy removes the container */
+    }
+    nb_table_unlock(&a->table);
+    if (s == NULL) {
+        nb_snapshot_drop(a, id);
+        return not_found(ae, id);
+    }
+    nb_ports_stop_all(a, id);
+    nb_ports_mark_paused(&a->conf, id, 1);
+    if (nb_rootdisk_remove(a, copy.container_id, nb_rootdisk_wanted(&a->conf, copy.image), &de) !=
+        0)
+        nb_warn("sandbox %s: container %.12s not removed after its pause (%s): reconciliation will",
+                id, copy.container_id, de.msg);
+    else if (prev[0] && nb_docker_image_remove(&a->docker, prev, 0, &de) != 0)
+        nb_warn("sandbox %s: cannot remove its previous pause image %.19s: %s", id, prev, de.msg);
+    nb_table_lock(&a->table);
+    s = same_slot(a, id, copy.generation);
+    if (s != NULL) {
+        s->lifecycle &= ~NB_LIFE_BUSY;
+        if (out != NULL)
+            *out = *s;
+    }
+    nb_table_unlock(&a->table);
+    if (s == NULL)
+        return not_found(ae, id); /* destroyed meanwhile: its destroy removed the image */
+    nb_adopt_lease_note(a, id);
+    nb_info("paused sandbox %s, its memory released", id);
+    return 0;
+}
+
+/* The resume of a sandbox paused without its memory (nb_sandbox_resume). */
+static int resume_cold(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae)
+{
+    struct nb_sandbox_spec spec;
+    struct nb_key owner;
+    struct nb_derr de = {0};
+    struct nb_slot *s, copy;
+    char ref[160], cid[65] = "", name[64];
+    int64_t now = nb_clock_real_s();
+    uint32_t slot = 0;
+    pid_t pid = 0;
+    int found = 0;
+    struct timespec t0, t1;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    nb_table_lock(&a->table);
+    s = settled(a, id);
+    if (nb_slot_live(s, now) && (s->lifecycle & NB_LIFE_RELEASED)) {
+        s->lifecycle |= NB_LIFE_BUSY;
+        copy = *s;
+        slot = (uint32_t)(s - a->table.slots);
+        found = 1;
+    } else if (nb_slot_live(s, now)) {
+        found = 2; /* resumed meanwhile */
+    }
+    nb_table_unlock(&a->table);
+    if (found != 1)
+        return found == 2 ? nb_sandbox_resume(a, id, out, ae) : not_found(ae, id);
+
+    memset(&spec, 0, sizeof(spec));
+    memset(&owner, 0, sizeof(owner));
+    snprintf(owner.name, sizeof(owner.name), "%.*s", (int)sizeof(owner.name) - 1, copy.owner);
+    snprintf(spec.image, sizeof(spec.image), "%s", copy.image);
+    spec.memory = copy.memory;
+    spec.nano_cpus = copy.nano_cpus;
+    spec.pids = copy.pids;
+    spec.network_bridge = (int)copy.network_bridge; /* its chain stayed */
+    snprintf(spec.metadata, sizeof(spec.metadata), "%s", copy.metadata);
+    spec.lifecycle = copy.lifecycle & ~(NB_LIFE_RELEASED | NB_LIFE_BUSY);
+    spec.key = &owner; /* its owner label, for adoption */
+    nb_snapshot_pause_ref(&a->conf, id, ref, sizeof(ref));
+    spec.run_image = ref; /* its files and env */
+    if (boot(a, &spec, id, slot, copy.created, now + copy.ttl_left, 0, cid, &pid, &de, ae) != 0) {
+        snprintf(name, sizeof(name), "nanobox-%s", id);
+        if (!(cid[0] == '\0' && de.unsent) &&
+            nb_rootdisk_remove(a, cid[0] ? cid : name, nb_rootdisk_wanted(&a->conf, spec.image),
+                               &de) != 0)
+            nb_warn("sandbox %s: container not removed after a failed resume: %s", id, de.msg);
+        nb_table_lock(&a->table);
+        s = same_slot(a, id, copy.generation);
+        if (s != NULL)
+            s->lifecycle &= ~NB_LIFE_BUSY;
+        nb_table_unlock(&a->table);
+        nb_warn("sandbox %s: resume failed, it stays paused: %s", id, ae->msg);
+        return -1;
+    }
+    nb_table_lock(&a->table);
+    s = same_slot(a, id, copy.generation);
+    found = s != NULL && s->state == NB_SLOT_PAUSED;
+    if (found) {
+        snprintf(s->container_id, sizeof(s->container_id), "%s", cid);
+        s->init_pid = pid;
+        s->lifecycle &= ~(NB_LIFE_RELEASED | NB_LIFE_BUSY);
+        nb_table_resume(&a->table, s, nb_clock_real_s());
+        if (out != NULL)
+            *out = *s;
+    }
+    nb_table_unlock(&a->table);
+    if (!found) {
+        /* destroyed meanwhile */
+        nb_rootdisk_remove(a, cid, nb_rootdisk_wanted(&a->conf, spec.image), &de);
+        nb_snapshot_drop(a, id);
+        return not_found(ae, id);
+    }
+    nb_ports_mark_paused(&a->conf, id, 0);
+    nb_adopt_lease_note(a, id);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    nb_info("resumed sandbox %s from its files in %.0f ms (container %.12s)", id,
+            (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6, cid);
+    return 0;
+}
+
 int nb_sandbox_pause(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae)
 {
     char cid[NB_CID_LEN + 1];
@@ -680,7 +943,14 @@ int nb_sandbox_pause(struct nb_app *a, const char *id, struct nb_slot *out, stru
 
     /* the slot first: from here on no call reaches the frozen processes */
     nb_table_lock(&a->table);
-    s = nb_table_find(&a->table, id);
+    s = settled(a, id);
+    if (nb_slot_live(s, now) && (s->lifecycle & NB_LIFE_RELEASED)) {
+        /* paused without its memory: no container to freeze */
+        if (out != NULL)
+            *out = *s;
+        nb_table_unlock(&a->table);
+        return 0;
+    }
     if (nb_slot_live(s, now)) {
         was_running = s->state == NB_SLOT_RUNNING;
         if (was_running) {
@@ -737,7 +1007,11 @@ int nb_sandbox_resume(struct nb_app *a, const char *id, struct nb_slot *out, str
     int found = 0, was_paused = 0;
 
     nb_table_lock(&a->table);
-    s = nb_table_find(&a->table, id);
+    s = settled(a, id);
+    if (nb_slot_live(s, nb_clock_real_s()) && (s->lifecycle & NB_LIFE_RELEASED)) {
+        nb_table_unlock(&a->table);
+        return resume_cold(a, id, out, ae);
+    }
     if (nb_slot_live(s, nb_clock_real_s())) {
         was_paused = s->state == NB_SLOT_PAUSED;
         gen = s->generation;
@@ -799,17 +1073,22 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
 {
     char name[64], owner[NB_OWNER_LEN + 8] = "";
     struct nb_slot *s;
-    int bridge, root;
+    int bridge, root, pause_image = 0;
     snprintf(name, sizeof(name), "nanobox-%s", id);
     nb_ports_stop_all(a, id);
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
     root = s != NULL && s->generation == gen && nb_rootdisk_wanted(&a->conf, s->image);
-    if (s != NULL && s->generation == gen)
+    if (s != NULL && s->generation == gen) {
         snprintf(owner, sizeof(owner), "%s", s->owner); /* its registry row's */
+        pause_image = (s->lifecycle & NB_LIFE_PAUSE_IMAGE) != 0;
+    }
     nb_table_unlock(&a->table);
     if (nb_rootdisk_remove(a, cid[0] ? cid : name, root, de) != 0)
         return -1;
+    /* after its container, which may run from it */
+    if (pause_image)
+        nb_snapshot_drop(a, id);
     nb_ports_mark_paused(&a->conf, id, 0);
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);

@@ -43,6 +43,10 @@ struct nb_sandbox_spec {
     void (*prepare)(struct nb_app *a, const struct nb_slot *slot);
     /* what its key holds on the cluster's other nodes (registry.h); NULL: nothing */
     const struct nb_table_usage *elsewhere;
+    /* idle seconds after which the reaper pauses it, releasing its memory; 0: never */
+    int64_t idle_pause;
+    /* the image its container runs, NULL: image (a resume's: its pause image) */
+    const char *run_image;
     /* its owner's persistent volumes, checked and ready (nb_volume_prepare);
      * a create with any never takes a warm sandbox */
     const struct nb_volume_mount *volumes;
@@ -143,8 +147,29 @@ int nb_sandbox_finish_destroy(struct nb_app *a, const char *id, const char *cid,
 int nb_sandbox_pause(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae);
 
 /*
+ * The same, keep_memory 0: a pause that releases the memory. The sandbox
+ * is frozen, its files (workspace, /tmp, what its root wrote into its
+ * image) saved by the snapshot engine as its pause image (snapshot.h), its
+ * container (and its open ports) removed; the slot stays PAUSED with
+ * NB_LIFE_RELEASED: id, owner, metadata, env (in the image), TTL and pause
+ * TTL, limits, network and egress rules. Its processes do not survive (no
+ * CRIU): a resume boots a new container from the files. A save that fails
+ * (413 too_large over snapshot_max, a Docker error) leaves it running as
+ * it was. A pause of a paused sandbox with memory releases it; of a
+ * released one changes nothing.
+ */
+int nb_sandbox_pause_how(struct nb_app *a, const char *id, int keep_memory, struct nb_slot *out,
+                         struct nb_apierr *ae);
+
+/* Note an API call naming id (the idle pause's clock). */
+void nb_sandbox_touch(struct nb_app *a, const char *id);
+
+/*
  * Resume: thaw it (docker unpause); its TTL goes on with what was left.
- * Resuming a running sandbox changes nothing. As nb_sandbox_pause.
+ * Resuming a running sandbox changes nothing. As nb_sandbox_pause. One
+ * paused without its memory gets a new container of its pause image under
+ * the same id and slot (so the same uid and address), its files restored
+ * before this returns; the pause image is removed then.
  */
 int nb_sandbox_resume(struct nb_app *a, const char *id, struct nb_slot *out, struct nb_apierr *ae);
 

@@ -25,13 +25,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "clock.h"
+#include "docker.h"
 #include "isolation.h"
 #include "json.h"
 #include "log.h"
 #include "snapshot.h"
 #include "table.h"
 #include "templates.h"
+#include "url.h"
 
 #define DEPTH_MAX 128
 #define CHUNK (256 * 1024)
@@ -377,13 +380,18 @@ out:
  * worker dies, the templates' sweep removes it by its name with the
  * snapshot's record (NB_SNAPSHOT_CTR).
  */
-static int commit_image(struct nb_app *a, const char *name, const char *owner, const char *image,
-                        const char *layer, const char *parent, const char *parent_tpl,
-                        int64_t created_at, struct nb_apierr *ae)
+/*
+ * Image ref: a container cname of image (created, never started), the
+ * layer extracted into it, committed with commit ({"Labels": ...}, and
+ * what else Docker's commit takes) merged over its config; the container
+ * then goes (what: for the warning if it cannot).
+ */
+static int commit_layer(struct nb_app *a, const char *image, const char *layer, const char *ref,
+                        const char *cname, const char *commit, const char *what,
+                        struct nb_apierr *ae)
 {
     struct nb_derr de = {0};
-    char ref[128], ts[32], cname[128], cid[65] = "", key[NB_TPL_KEY_LEN + 1];
-    char *cfg, *labels;
+    char cid[65] = "", *cfg;
     long timeout_ms = (long)a->conf.template_timeout * 1000L;
     yajl_gen g = nb_json_gen();
     int rc = -1;
@@ -402,7 +410,35 @@ static int commit_image(struct nb_app *a, const char *name, const char *owner, c
     yajl_gen_map_close(g);
     cfg = nb_json_gen_take(g);
 
-    g = nb_json_gen();
+    if (nb_docker_create(&a->docker, cname, cfg, cid, &de) != 0) {
+        nb_apierr_docker(ae, &de, "make the snapshot's container");
+        goto out;
+    }
+    if (nb_docker_put_archive(&a->docker, cid, "/", layer, timeout_ms, &de) != 0) {
+        nb_apierr_docker(ae, &de, "copy the snapshot into its image");
+        goto out;
+    }
+    if (nb_docker_commit(&a->docker, cid, ref, commit, timeout_ms, &de) != 0) {
+        nb_apierr_docker(ae, &de, "commit the snapshot's image");
+        goto out;
+    }
+    rc = 0;
+out:
+    if (cid[0] && nb_docker_remove(&a->docker, cid, &de) != 0)
+        nb_warn("%s: cannot remove the snapshot's container %.12s: %s", what, cid, de.msg);
+    free(cfg);
+    return rc;
+}
+
+static int commit_image(struct nb_app *a, const char *name, const char *owner, const char *image,
+                        const char *layer, const char *parent, const char *parent_tpl,
+                        int64_t created_at, struct nb_apierr *ae)
+{
+    char ref[128], ts[32], cname[128], what[128], key[NB_TPL_KEY_LEN + 1];
+    char *labels;
+    yajl_gen g = nb_json_gen();
+    int rc;
+
     yajl_gen_map_open(g);
     nb_json_cstr(g, "Labels");
     yajl_gen_map_open(g);
@@ -422,28 +458,74 @@ static int commit_image(struct nb_app *a, const char *name, const char *owner, c
     nb_template_ref(&a->conf, owner, name, ref, sizeof(ref));
     nb_template_key(&a->conf, owner, name, key);
     snprintf(cname, sizeof(cname), NB_SNAPSHOT_CTR "%s", key);
-    if (nb_docker_create(&a->docker, cname, cfg, cid, &de) != 0) {
-        nb_apierr_docker(ae, &de, "make the snapshot's container");
-        goto out;
-    }
-    if (nb_docker_put_archive(&a->docker, cid, "/", layer, timeout_ms, &de) != 0) {
-        nb_apierr_docker(ae, &de, "copy the snapshot into its image");
-        goto out;
-    }
-    if (nb_docker_commit(&a->docker, cid, ref, labels, timeout_ms, &de) != 0) {
-        nb_apierr_docker(ae, &de, "commit the snapshot's image");
-        goto out;
-    }
-    rc = 0;
-out:
-    if (cid[0] && nb_docker_remove(&a->docker, cid, &de) != 0)
-        nb_warn("template %s: cannot remove the snapshot's container %.12s: %s", name, cid, de.msg);
-    free(cfg);
+    snprintf(what, sizeof(what), "template %s", name);
+    rc = commit_layer(a, image, layer, ref, cname, labels, what, ae);
     free(labels);
     return rc;
 }
 
 /* ---- the call ---- */
+
+/*
+ * Freeze a running sandbox (docker pause) while its files are read: one
+ * consistent state, and nothing moves under the walk. *froze: whether it
+ * was (a paused one is read as it is).
+ */
+static int freeze(struct nb_app *a, const struct nb_slot *slot, int *froze, struct nb_apierr *ae)
+{
+    struct nb_derr de = {0};
+    *froze = 0;
+    if (slot->state != NB_SLOT_RUNNING)
+        return 0;
+    if (nb_docker_pause(&a->docker, slot->container_id, &de) != 0) {
+        nb_apierr_docker(ae, &de, "freeze the sandbox for its snapshot");
+        return -1;
+    }
+    *froze = 1;
+    return 0;
+}
+
+/* Thaw what freeze froze, unless a pause was asked for meanwhile (the slot says so first). */
+static void thaw(struct nb_app *a, const struct nb_slot *slot, int froze)
+{
+    struct nb_derr de = {0};
+    struct nb_slot *s;
+    int paused_since;
+    if (!froze)
+        return;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, slot->id);
+    paused_since = s != NULL && s->generation == slot->generation && s->state == NB_SLOT_PAUSED;
+    nb_table_unlock(&a->table);
+    if (!paused_since && nb_docker_unpause(&a->docker, slot->container_id, &de) != 0)
+        nb_warn("sandbox %s: cannot thaw it after its snapshot: %s", slot->id, de.msg);
+}
+
+/*
+ * The overlay upper directory of the container of slot, whose root writes
+ * into its image, into upper ("" for a sandbox without a root: it wrote
+ * nothing there). 0, or -1 with ae.
+ */
+static int rw_upper(struct nb_app *a, const struct nb_slot *slot, char *upper, size_t len,
+                    struct nb_apierr *ae)
+{
+    struct nb_derr de = {0};
+    int64_t size_rw;
+    upper[0] = '\0';
+    if (!nb_template_root(&a->conf, slot->image))
+        return 0;
+    if (nb_docker_rw_layer(&a->docker, slot->container_id, 0, upper, len, &size_rw, &de) != 0) {
+        nb_apierr_docker(ae, &de, "find the sandbox's writable layer");
+        return -1;
+    }
+    if (upper[0] == '\0') {
+        nb_apierr_set(ae, NB_E_UNSUPPORTED, "not_implemented",
+                      "a snapshot of a sandbox with a root needs Docker's overlay2 storage "
+                      "driver, which this engine does not use");
+        return -1;
+    }
+    return 0;
+}
 
 int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const char *owner,
                      unsigned max_templates, struct nb_template *out, struct nb_apierr *ae)
@@ -453,7 +535,7 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     char nm[NB_TPL_NAME_MAX + 1], parent_tpl[128], rec_id[80] = "", snap[PATH_MAX], ctx[PATH_MAX],
                                                    sub[128], upper[PATH_MAX] = "",
                                                    key[NB_TPL_KEY_LEN + 1];
-    int64_t now = nb_clock_real_s(), size_rw;
+    int64_t now = nb_clock_real_s();
     int found = 0, froze = 0, rc = -1;
     struct timespec t0, t1, t2;
 
@@ -467,6 +549,11 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     if (!found) {
         nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
                       "no sandbox %s (it may have expired or been destroyed)", id);
+        return -1;
+    }
+    if (slot.lifecycle & (NB_LIFE_RELEASED | NB_LIFE_BUSY)) {
+        nb_apierr_set(ae, NB_E_CONFLICT, "paused",
+                      "sandbox %s is paused without its memory: resume it first", id);
         return -1;
     }
     if (name && name[0] && (strlen(name) > NB_TPL_NAME_MAX || !nb_template_name_ok(name))) {
@@ -486,19 +573,8 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     /* a root's writes into its image are in the container's overlay upper
      * directory, read while frozen like the tmpfs mounts (other sandboxes'
      * images are read-only: they wrote nothing there) */
-    if (nb_template_root(&a->conf, slot.image)) {
-        if (nb_docker_rw_layer(&a->docker, slot.container_id, 0, upper, sizeof(upper), &size_rw,
-                               &de) != 0) {
-            nb_apierr_docker(ae, &de, "find the sandbox's writable layer");
-            return -1;
-        }
-        if (upper[0] == '\0') {
-            nb_apierr_set(ae, NB_E_UNSUPPORTED, "not_implemented",
-                          "a snapshot of a sandbox with a root needs Docker's overlay2 storage "
-                          "driver, which this engine does not use");
-            return -1;
-        }
-    }
+    if (rw_upper(a, &slot, upper, sizeof(upper), ae) != 0)
+        return -1;
     nb_template_name_of(a, slot.image, parent_tpl, sizeof(parent_tpl));
     if (nb_template_claim(a, nm, owner, max_templates, id, parent_tpl, now, rec_id, ae) != 0)
         return -1;
@@ -509,28 +585,13 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     nb_template_work_path(&a->conf, sub, ctx, sizeof(ctx));
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    /* frozen while read: one consistent state, and nothing moves under the walk */
-    if (slot.state == NB_SLOT_RUNNING) {
-        if (nb_docker_pause(&a->docker, slot.container_id, &de) != 0) {
-            nb_apierr_docker(ae, &de, "freeze the sandbox for its snapshot");
-            goto out;
-        }
-        froze = 1;
-    }
+    if (freeze(a, &slot, &froze, ae) != 0)
+        goto out;
     rc = capture(&a->conf, nb_isolation_workspace(&a->conf, slot.lifecycle), slot.init_pid, snap,
                  ae);
     if (rc == 0 && upper[0])
         rc = write_layer(ctx, snap, upper, a->conf.snapshot_max, ae);
-    if (froze) {
-        int paused_since;
-        /* a pause asked for meanwhile keeps it frozen: the slot says so first */
-        nb_table_lock(&a->table);
-        s = nb_table_find(&a->table, id);
-        paused_since = s != NULL && s->generation == slot.generation && s->state == NB_SLOT_PAUSED;
-        nb_table_unlock(&a->table);
-        if (!paused_since && nb_docker_unpause(&a->docker, slot.container_id, &de) != 0)
-            nb_warn("sandbox %s: cannot thaw it after its snapshot: %s", id, de.msg);
-    }
+    thaw(a, &slot, froze);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (rc != 0)
         goto out;
@@ -558,6 +619,205 @@ out:
     unlink(snap);
     unlink(ctx);
     return rc;
+}
+
+/* ---- a pause that releases the memory ---- */
+
+void nb_snapshot_pause_ref(const struct nb_conf *c, const char *id, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "nanobox-pause-%s:%s", c->instance, id);
+}
+
+/*
+ * Into the open map g: "Labels", the nanobox.* labels of container cid (its
+ * slot's, for adoption: adopt.c reads a pause image's as a container's)
+ * with those of a pause image over them, and "Env", its config's Env (its
+ * create's HOME and the request's), which the table does not keep.
+ */
+static int container_conf(struct nb_app *a, const struct nb_slot *slot, yajl_gen g,
+                          struct nb_apierr *ae)
+{
+    static const char *const mine[] = {"nanobox.instance",   "nanobox.kind",     "nanobox.paused",
+                                       "nanobox.created_at", "nanobox.template", "nanobox.owner"};
+    struct nb_derr de = {0};
+    struct nb_buf b;
+    char path[128], err[64], num[32];
+    const char *ep[] = {"Config", "Env", NULL}, *lp[] = {"Config", "Labels", NULL};
+    yajl_val v = NULL, env, lab;
+    long status = 0;
+    int rc = -1;
+
+    nb_buf_init(&b, 4u << 20);
+    snprintf(path, sizeof(path), "/containers/%s/json", slot->container_id);
+    if (nb_docker_request(&a->docker, "GET", path, NULL, 30000, &status, &b, &de) != 0 ||
+        status != 200) {
+        if (status != 0)
+            nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error",
+                          "could not read the sandbox container's config (Docker answered %ld)",
+                          status);
+        else
+            nb_apierr_docker(ae, &de, "read the sandbox container's config");
+        goto out;
+    }
+    if (nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error", "could not read the container's config");
+        goto out;
+    }
+    nb_json_cstr(g, "Labels");
+    yajl_gen_map_open(g);
+    lab = yajl_tree_get(v, lp, yajl_t_object);
+    for (size_t i = 0; lab != NULL && i < lab->u.object.len; i++) {
+        const char *k = lab->u.object.keys[i];
+        size_t m = 0;
+        while (m < sizeof(mine) / sizeof(mine[0]) && strcmp(k, mine[m]) != 0)
+            m++;
+        if (m == sizeof(mine) / sizeof(mine[0]) && !strncmp(k, "nanobox.", 8) &&
+            YAJL_IS_STRING(lab->u.object.values[i]))
+            nb_json_kv_str(g, k, lab->u.object.values[i]->u.string);
+    }
+    nb_json_kv_str(g, "nanobox.instance", a->conf.instance);
+    nb_json_kv_str(g, "nanobox.kind", "pause");
+    nb_json_kv_str(g, "nanobox.paused", slot->id);
+    nb_json_kv_str(g, "nanobox.owner", slot->owner); /* a warm one's label has none */
+    snprintf(num, sizeof(num), "%lld", (long long)nb_clock_real_s());
+    nb_json_kv_str(g, "nanobox.created_at", num);
+    yajl_gen_map_close(g);
+    nb_json_cstr(g, "Env");
+    yajl_gen_array_open(g);
+    env = yajl_tree_get(v, ep, yajl_t_array);
+    for (size_t i = 0; env != NULL && i < env->u.array.len; i++)
+        if (YAJL_IS_STRING(env->u.array.values[i]))
+            nb_json_cstr(g, env->u.array.values[i]->u.string);
+    yajl_gen_array_close(g);
+    rc = 0;
+out:
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    return rc;
+}
+
+int nb_snapshot_save(struct nb_app *a, const struct nb_slot *slot, struct nb_apierr *ae)
+{
+    char ref[160], cname[96], what[96], snap[PATH_MAX], ctx[PATH_MAX], sub[96],
+        upper[PATH_MAX] = "";
+    char *commit = NULL;
+    struct timespec t0, t1;
+    yajl_gen g;
+    int rc = -1;
+
+    if (rw_upper(a, slot, upper, sizeof(upper), ae) != 0)
+        return -1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    g = nb_json_gen();
+    yajl_gen_map_open(g);
+    if (container_conf(a, slot, g, ae) != 0) {
+        yajl_gen_free(g);
+        return -1;
+    }
+    yajl_gen_map_close(g);
+    commit = nb_json_gen_take(g);
+
+    snprintf(sub, sizeof(sub), "pause-%s.tar", slot->id);
+    nb_template_work_path(&a->conf, sub, snap, sizeof(snap));
+    snprintf(sub, sizeof(sub), "pause-%s.layer.tar", slot->id);
+    nb_template_work_path(&a->conf, sub, ctx, sizeof(ctx));
+    if (capture(&a->conf, nb_isolation_workspace(&a->conf, slot->lifecycle), slot->init_pid, snap,
+                ae) != 0 ||
+        write_layer(ctx, snap, upper[0] ? upper : NULL, a->conf.snapshot_max, ae) != 0)
+        goto out;
+    unlink(snap);
+    nb_snapshot_pause_ref(&a->conf, slot->id, ref, sizeof(ref));
+    snprintf(cname, sizeof(cname), "nanobox-pausing-%s", slot->id);
+    snprintf(what, sizeof(what), "sandbox %s", slot->id);
+    /* the tar holds all of the tmpfs mounts: on its template's image; but a root's writes
+     * before an earlier pause are in that pause's image, which its container runs from */
+    if (commit_layer(a, upper[0] && (slot->lifecycle & NB_LIFE_PAUSE_IMAGE) ? ref : slot->image,
+                     ctx, ref, cname, commit, what, ae) != 0)
+        goto out;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    nb_info("sandbox %s: files saved for a pause without memory in %.0f ms", slot->id,
+            (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    rc = 0;
+out:
+    free(commit);
+    unlink(snap);
+    unlink(ctx);
+    return rc;
+}
+
+int nb_snapshot_drop(struct nb_app *a, const char *id)
+{
+    struct nb_derr de = {0};
+    char ref[160];
+    nb_snapshot_pause_ref(&a->conf, id, ref, sizeof(ref));
+    if (nb_docker_image_remove(&a->docker, ref, 1, &de) != 0) {
+        nb_warn("sandbox %s: cannot remove its pause image %s: %s", id, ref, de.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int nb_snapshot_pause_images(struct nb_app *a, nb_pause_image_fn cb, void *arg)
+{
+    struct nb_derr de = {0};
+    struct nb_buf b, path;
+    char filter[256], err[64];
+    const char *lp[] = {"Labels", NULL}, *pp[] = {"nanobox.paused", NULL}, *ip[] = {"Id", NULL};
+    yajl_val v = NULL;
+    long status = 0;
+    int n = 0;
+
+    if (a->docker.ops != &nb_docker_curl_ops)
+        return 0; /* a Docker of another kind (the unit tests' fake) has no images to list */
+    snprintf(filter, sizeof(filter), "{\"label\":[\"nanobox.instance=%s\",\"nanobox.kind=pause\"]}",
+             a->conf.instance);
+    nb_buf_init(&path, 1024);
+    nb_buf_printf(&path, "/images/json?filters=");
+    nb_url_escape(&path, filter);
+    nb_buf_init(&b, 4u << 20);
+    if (nb_docker_request(&a->docker, "GET", path.data, NULL, 30000, &status, &b, &de) != 0 ||
+        status != 200 || nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) != 0 ||
+        !YAJL_IS_ARRAY(v)) {
+        nb_debug("pause images: cannot list them (%ld): %s", status, de.msg);
+        n = -1;
+    }
+    for (size_t i = 0; n >= 0 && i < v->u.array.len; i++) {
+        yajl_val im = v->u.array.values[i], lab = yajl_tree_get(im, lp, yajl_t_object);
+        yajl_val sid = yajl_tree_get(lab, pp, yajl_t_string),
+                 iid = yajl_tree_get(im, ip, yajl_t_string);
+        if (lab == NULL || sid == NULL || iid == NULL)
+            continue;
+        cb(arg, sid->u.string, iid->u.string, lab);
+        n++;
+    }
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    nb_buf_free(&path);
+    return n;
+}
+
+static void sweep_one(void *arg, const char *sid, const char *image_id, const void *labels)
+{
+    struct nb_app *a = arg;
+    struct nb_derr de = {0};
+    const struct nb_slot *s;
+    int orphan;
+    (void)labels;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, sid);
+    orphan = s == NULL || !(s->lifecycle & (NB_LIFE_PAUSE_IMAGE | NB_LIFE_BUSY));
+    nb_table_unlock(&a->table);
+    if (!orphan)
+        return;
+    if (nb_docker_image_remove(&a->docker, image_id, 0, &de) == 0)
+        nb_info("removed the pause image %.19s of sandbox %s, which is gone", image_id, sid);
+    else
+        nb_debug("pause image %.19s of sandbox %s: not removed: %s", image_id, sid, de.msg);
+}
+
+int nb_snapshot_sweep(struct nb_app *a)
+{
+    return nb_snapshot_pause_images(a, sweep_one, a);
 }
 
 /* ---- restore ---- */
@@ -669,6 +929,270 @@ int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, const
     if (here >= 0)
         close(here);
     close(tarfd);
+    close(root);
+    return rc;
+}
+
+/* ---- fork: the same files, with no image ---- */
+
+int nb_snapshot_capture(struct nb_app *a, const struct nb_slot *src, const char *files_tar,
+                        const char *root_tar, int *has_root, struct nb_apierr *ae)
+{
+    struct nb_derr de = {0};
+    char upper[PATH_MAX] = "";
+    struct stat st;
+    int64_t size_rw;
+    int froze = 0, rc;
+
+    *has_root = nb_template_root(&a->conf, src->image);
+    if (*has_root) {
+        if (nb_docker_rw_layer(&a->docker, src->container_id, 0, upper, sizeof(upper), &size_rw,
+                               &de) != 0) {
+            nb_apierr_docker(ae, &de, "find the sandbox's writable layer");
+            return -1;
+        }
+        if (upper[0] == '\0') {
+            nb_apierr_set(ae, NB_E_UNSUPPORTED, "not_implemented",
+                          "a fork of a sandbox with a root needs Docker's overlay2 storage "
+                          "driver, which this engine does not use");
+            return -1;
+        }
+    }
+    if (freeze(a, src, &froze, ae) != 0)
+        return -1;
+    rc = capture(&a->conf, nb_isolation_workspace(&a->conf, src->lifecycle), src->init_pid,
+                 files_tar, ae);
+    if (rc == 0 && *has_root) {
+        /* what root wrote into its image, whiteouts as a layer's, within what is left of the cap */
+        struct archive *ar = archive_write_new();
+        uint64_t used = stat(files_tar, &st) == 0 ? (uint64_t)st.st_size : 0;
+        archive_write_set_format_pax_restricted(ar);
+        if (archive_write_open_filename(ar, root_tar) != ARCHIVE_OK) {
+            nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot write the fork's layer: %s",
+                          archive_error_string(ar));
+            rc = -1;
+        } else {
+            rc = layer_upper(ar, upper,
+                             a->conf.snapshot_max > used ? a->conf.snapshot_max - used : 0, ae);
+            if (archive_write_close(ar) != ARCHIVE_OK && rc == 0) {
+                nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot write the fork's layer: %s",
+                              archive_error_string(ar));
+                rc = -1;
+            }
+        }
+        archive_write_free(ar);
+    }
+    thaw(a, src, froze);
+    return rc;
+}
+
+/* The directory rel (relative, "" for dirfd itself) under dirfd, no symlink followed; -1 if none. */
+static int open_dir_at(int dirfd, const char *rel)
+{
+    char buf[PATH_MAX], *save = NULL;
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    snprintf(buf, sizeof(buf), "%s", rel);
+    for (char *c = strtok_r(buf, "/", &save); c != NULL && fd >= 0;
+         c = strtok_r(NULL, "/", &save)) {
+        int next = !strcmp(c, ".") || !strcmp(c, "..")
+                       ? -1
+                       : openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        close(fd);
+        fd = next;
+    }
+    return fd;
+}
+
+/* Remove name under dirfd, a directory with all it holds; one that is not there is removed. */
+static int remove_tree(int dirfd, const char *name, int depth)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (S_ISDIR(st.st_mode)) {
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
+        DIR *d;
+        struct dirent *de;
+        if (fd < 0 || depth > DEPTH_MAX || (d = fdopendir(fd)) == NULL) {
+            if (fd >= 0)
+                close(fd);
+            return -1;
+        }
+        while (rc == 0 && (de = readdir(d)) != NULL)
+            if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                rc = remove_tree(fd, de->d_name, depth + 1);
+        closedir(d);
+        if (rc != 0)
+            return -1;
+        return unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -1;
+    }
+    return unlinkat(dirfd, name, 0) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* A whiteout of the layer at path (dir/.wh.name, or dir/.wh..wh..opq) applied under root. */
+static int apply_whiteout(int root, const char *path, char *err, size_t errlen)
+{
+    char dir[PATH_MAX];
+    const char *base = strrchr(path, '/');
+    int fd, rc = 0;
+    snprintf(dir, sizeof(dir), "%.*s", base ? (int)(base - path) : 0, path);
+    base = base ? base + 1 : path;
+    if ((fd = open_dir_at(root, dir)) < 0)
+        return 0; /* its directory is not there: nothing to hide */
+    if (!strcmp(base, OPAQUE)) {
+        /* the directory hides what the image had in it */
+        DIR *d = fdopendir(dup(fd));
+        struct dirent *de;
+        if (d == NULL)
+            rc = -1;
+        while (d != NULL && rc == 0 && (de = readdir(d)) != NULL)
+            if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                rc = remove_tree(fd, de->d_name, 0);
+        if (d != NULL)
+            closedir(d);
+    } else {
+        const char *gone = base + strlen(WHITEOUT);
+        /* a file a root named ".wh..": never a way out of the directory (from
+         * the container's root, ".." is the host's) */
+        if (gone[0] != '\0' && strcmp(gone, ".") != 0 && strcmp(gone, "..") != 0)
+            rc = remove_tree(fd, gone, 0);
+    }
+    close(fd);
+    if (rc != 0)
+        snprintf(err, errlen, "cannot remove what %s hides: %s", path, strerror(errno));
+    return rc;
+}
+
+/*
+ * The container's own mounts, which its image's layer never held: the
+ * tmpfs mounts (their files are the other tar's), and the files nanobox
+ * binds read-only (sandbox.c). Their entries in a layer are skipped.
+ */
+static int mounted(const char *path, const char *ws)
+{
+    static const char *const top[] = {"tmp", "dev", "proc", "sys", "home", ".nanobox", NULL};
+    static const char *const files[] = {"etc/passwd", "etc/group",       "etc/hostname",
+                                        "etc/hosts",  "etc/resolv.conf", "usr/local/bin/sudo",
+                                        NULL};
+    size_t n;
+    while (*ws == '/')
+        ws++;
+    n = strlen(ws);
+    if (n > 0 && !strncmp(path, ws, n) && (path[n] == '\0' || path[n] == '/'))
+        return 1;
+    for (unsigned i = 0; top[i] != NULL; i++) {
+        size_t k = strlen(top[i]);
+        if (!strncmp(path, top[i], k) && (path[k] == '\0' || path[k] == '/'))
+            return 1;
+    }
+    for (unsigned i = 0; files[i] != NULL; i++)
+        if (!strcmp(path, files[i]))
+            return 1;
+    return 0;
+}
+
+/* The layer tar at fd applied on the image under root (the current directory): owners as they were. */
+static int apply_layer(int root, int fd, const char *ws, char *err, size_t errlen)
+{
+    struct archive *r = archive_read_new(), *w = archive_write_disk_new();
+    struct archive_entry *e;
+    int rc = 0, st;
+
+    archive_read_support_format_tar(r);
+    archive_write_disk_set_options(w, ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
+                                          ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                                          ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+                                          ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
+    if (archive_read_open_fd(r, fd, CHUNK) != ARCHIVE_OK) {
+        snprintf(err, errlen, "%s", archive_error_string(r));
+        rc = -1;
+    }
+    while (rc == 0 && (st = archive_read_next_header(r, &e)) != ARCHIVE_EOF) {
+        const char *path, *base;
+        const void *blk;
+        size_t sz;
+        la_int64_t off;
+        if (st != ARCHIVE_OK && st != ARCHIVE_WARN) {
+            snprintf(err, errlen, "%s", archive_error_string(r));
+            rc = -1;
+            break;
+        }
+        path = archive_entry_pathname(e);
+        base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        if (mounted(path, ws) || archive_entry_hardlink(e) != NULL)
+            continue;
+        if (!strncmp(base, WHITEOUT, strlen(WHITEOUT))) {
+            rc = apply_whiteout(root, path, err, errlen);
+            continue;
+        }
+        if (archive_write_header(w, e) != ARCHIVE_OK) {
+            snprintf(err, errlen, "%s: %s", path, archive_error_string(w));
+            rc = -1;
+            break;
+        }
+        while ((st = archive_read_data_block(r, &blk, &sz, &off)) == ARCHIVE_OK)
+            if (archive_write_data_block(w, blk, sz, off) != ARCHIVE_OK) {
+                st = ARCHIVE_FATAL;
+                break;
+            }
+        if (st != ARCHIVE_EOF || archive_write_finish_entry(w) != ARCHIVE_OK) {
+            snprintf(err, errlen, "%s: %s", path,
+                     archive_error_string(w) ? archive_error_string(w) : archive_error_string(r));
+            rc = -1;
+        }
+    }
+    if (archive_write_close(w) != ARCHIVE_OK && rc == 0) {
+        snprintf(err, errlen, "%s", archive_error_string(w));
+        rc = -1;
+    }
+    archive_write_free(w);
+    archive_read_free(r);
+    return rc;
+}
+
+int nb_snapshot_apply(const struct nb_conf *c, uint32_t slot, pid_t pid, const char *ws,
+                      const char *files_tar, const char *root_tar, char *err, size_t errlen)
+{
+    char proot[64];
+    unsigned long uid, gid;
+    int root, here, fd, rc = -1;
+
+    snprintf(proot, sizeof(proot), "/proc/%d/root", (int)pid);
+    root = open(proot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0) {
+        snprintf(err, errlen, "cannot reach the sandbox's files: %s", strerror(errno));
+        return -1;
+    }
+    here = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (here < 0 || fchdir(root) != 0) {
+        snprintf(err, errlen, "cannot enter the sandbox's root: %s", strerror(errno));
+        goto out;
+    }
+    if (root_tar != NULL) {
+        if ((fd = open(root_tar, O_RDONLY | O_CLOEXEC)) < 0) {
+            snprintf(err, errlen, "cannot open the fork's layer: %s", strerror(errno));
+            goto back;
+        }
+        rc = apply_layer(root, fd, ws, err, errlen);
+        close(fd);
+        if (rc != 0)
+            goto back;
+        rc = -1;
+    }
+    if ((fd = open(files_tar, O_RDONLY | O_CLOEXEC)) < 0) {
+        snprintf(err, errlen, "cannot open the fork's files: %s", strerror(errno));
+        goto back;
+    }
+    nb_isolation_ids(c, slot, &uid, &gid);
+    rc = unpack(ws, fd, uid, gid, err, errlen);
+    close(fd);
+back:
+    if (fchdir(here) != 0)
+        nb_warn("fork: cannot return to the working directory");
+out:
+    if (here >= 0)
+        close(here);
     close(root);
     return rc;
 }

@@ -82,6 +82,8 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         return NB_ROUTE_RESUME;
     if (!strcmp(slash, "/snapshot"))
         return NB_ROUTE_SNAPSHOT;
+    if (!strcmp(slash, "/fork"))
+        return NB_ROUTE_FORK;
     if (!strcmp(slash, "/metrics"))
         return NB_ROUTE_USAGE;
     if (!strcmp(slash, "/exec"))

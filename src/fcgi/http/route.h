@@ -56,6 +56,7 @@
     /* /{name}[/logs] (arg: the name, op: logs); its sub makes the path */             \
     X(TEMPLATE, "/templates")                                                          \
     X(SNAPSHOT, "/sandbox/{id}/snapshot")                                              \
+    X(FORK, "/sandbox/{id}/fork")                                                      \
     X(OPENAPI, "/openapi.json")                                                        \
     X(VOLUMES, "/volumes")                                                             \
     /* arg: the volume's name or id */                                                 \

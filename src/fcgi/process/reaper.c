@@ -27,6 +27,7 @@
 #include "ports.h"
 #include "reaper.h"
 #include "sandbox.h"
+#include "snapshot.h"
 #include "templates.h"
 #include "usage.h"
 #include "warm.h"
@@ -51,6 +52,7 @@ struct doomed {
     char cid[NB_CID_LEN + 1];
     uint32_t gen;
     enum nb_mdestroy cause; /* what GET /metrics counts it as */
+    int cold;               /* a pause at its timeout releases its memory */
 };
 
 /* Remove the containers of slots already marked DESTROYING by us. */
@@ -90,7 +92,8 @@ static void pause_at_timeout(struct nb_app *a, struct doomed *list, size_t n)
     for (size_t i = 0; i < n; i++) {
         struct nb_apierr ae = {0};
         struct nb_slot *s;
-        if (nb_sandbox_pause(a, list[i].id, NULL, &ae) == 0 || ae.err == NB_E_NOT_FOUND)
+        if (nb_sandbox_pause_how(a, list[i].id, !list[i].cold, NULL, &ae) == 0 ||
+            ae.err == NB_E_NOT_FOUND)
             continue; /* paused, or gone meanwhile */
         nb_warn("sandbox %s: cannot pause it at its timeout (%s): destroying it", list[i].id,
                 ae.msg);
@@ -120,9 +123,12 @@ void nb_reaper_expire(struct nb_app *a)
         struct doomed *d;
         if (!nb_reaper_expired(s, now))
             continue;
-        if (s->state == NB_SLOT_RUNNING && (s->lifecycle & NB_LIFE_PAUSE_ON_TIMEOUT))
+        if (s->state == NB_SLOT_PAUSED && (s->lifecycle & NB_LIFE_BUSY))
+            continue; /* its pause or resume ends first */
+        if (s->state == NB_SLOT_RUNNING && (s->lifecycle & NB_LIFE_PAUSE_ON_TIMEOUT)) {
             d = &pause[npause++];
-        else if (nb_table_mark_destroying(&a->table, s, (enum nb_slot_state)s->state, now) == 0)
+            d->cold = (s->lifecycle & NB_LIFE_PAUSE_COLD) != 0;
+        } else if (nb_table_mark_destroying(&a->table, s, (enum nb_slot_state)s->state, now) == 0)
             d = &list[n++];
         else
             continue;
@@ -136,6 +142,35 @@ void nb_reaper_expire(struct nb_app *a)
     pause_at_timeout(a, pause, npause);
     free(list);
     free(pause);
+}
+
+int nb_reaper_idle(const struct nb_slot *s, int64_t now)
+{
+    int64_t since = s->last_active > s->state_since ? s->last_active : s->state_since;
+    return s->state == NB_SLOT_RUNNING && s->idle_pause > 0 && now - since >= s->idle_pause;
+}
+
+void nb_reaper_idle_pause(struct nb_app *a)
+{
+    char ids[NB_REAPER_IDLE_BATCH][NB_ID_LEN + 1];
+    size_t n = 0;
+    int64_t now = nb_clock_real_s();
+
+    nb_table_lock(&a->table);
+    for (uint32_t i = 0; i < a->table.nslots && n < NB_REAPER_IDLE_BATCH; i++)
+        if (nb_reaper_idle(&a->table.slots[i], now))
+            snprintf(ids[n++], sizeof(ids[0]), "%s", a->table.slots[i].id);
+    nb_table_unlock(&a->table);
+    for (size_t i = 0; i < n; i++) {
+        struct nb_apierr ae = {0};
+        if (nb_sandbox_pause_how(a, ids[i], 0, NULL, &ae) == 0) {
+            nb_info("sandbox %s: idle, paused without its memory", ids[i]);
+            continue;
+        }
+        /* it keeps running; its idle clock starts again so it is not retried at every pass */
+        nb_warn("sandbox %s: idle, but cannot pause it: %s", ids[i], ae.msg);
+        nb_sandbox_touch(a, ids[i]);
+    }
 }
 
 /*
@@ -295,7 +330,11 @@ static int owner_alive(pid_t pid)
 
 int nb_reaper_orphan(const struct nb_docker_ctr *c, const struct nb_slot *s)
 {
-    /* a CREATING slot has no container id yet: it protects its sandbox id's container */
+    /* a CREATING slot has no container id yet: it protects its sandbox id's container; so
+     * does a paused one while its memory is released or brought back (BUSY), not after */
+    if (s != NULL && s->state == NB_SLOT_PAUSED &&
+        (s->lifecycle & (NB_LIFE_RELEASED | NB_LIFE_BUSY)) == NB_LIFE_RELEASED)
+        return 1;
     return s == NULL || (s->container_id[0] && strcmp(s->container_id, c->id) != 0);
 }
 
@@ -306,6 +345,9 @@ enum nb_reconcile nb_reaper_judge(const struct nb_slot *s, const struct nb_docke
     case NB_SLOT_RUNNING:
     case NB_SLOT_POOLED:
     case NB_SLOT_PAUSED: /* a paused container counts as up: it stays paused */
+        /* paused without its memory: it has no container, its files are in its pause image */
+        if (s->state == NB_SLOT_PAUSED && (s->lifecycle & (NB_LIFE_RELEASED | NB_LIFE_BUSY)))
+            return NB_RECONCILE_KEEP;
         if (s->state_since >= listed_at)
             return NB_RECONCILE_KEEP; /* became RUNNING after the listing: not judged on it */
         if (ctr == NULL)
@@ -442,6 +484,8 @@ int nb_reaper_reconcile(struct nb_app *a)
     } else if (swept_volumes < 0) {
         nb_warn("could not sweep unused volumes: %s", de.msg);
     }
+    /* after the slots: the pause images no released sandbox uses any more */
+    nb_snapshot_sweep(a);
     if (was_failing)
         nb_info("Docker answers again: reconciled, %zu containers listed, %zu sandboxes "
                 "finished or destroyed, %d orphans removed",
@@ -486,6 +530,7 @@ static void job_docker(struct nb_reaper *r)
 static void job_expire(struct nb_reaper *r)
 {
     nb_reaper_expire(r->a);
+    nb_reaper_idle_pause(r->a);
 }
 
 static void job_root_disk(struct nb_reaper *r)

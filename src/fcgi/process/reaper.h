@@ -34,6 +34,16 @@ int nb_reaper_expired(const struct nb_slot *s, int64_t now);
 /* Rule 1: is listed container c an orphan, given the slot its label names (NULL: none)? */
 int nb_reaper_orphan(const struct nb_docker_ctr *c, const struct nb_slot *s);
 
+/*
+ * Idle (the idle pause, sandbox.h): a RUNNING sandbox with an idle_pause
+ * that no API call named (last_active) for that long since it last began
+ * to run.
+ */
+int nb_reaper_idle(const struct nb_slot *s, int64_t now);
+/* Pause the idle sandboxes without their memory, at most NB_REAPER_IDLE_BATCH a pass. */
+#define NB_REAPER_IDLE_BATCH 8
+void nb_reaper_idle_pause(struct nb_app *a);
+
 enum nb_reconcile {
     NB_RECONCILE_KEEP,    /* nothing to do */
     NB_RECONCILE_FREE,    /* rule 2: its container vanished: free the slot */
