@@ -427,3 +427,18 @@ def test_the_e2b_sdk(vstack, pin, tmp_path):
     assert s["gone"] == 0, s
     # the content API goes to https://api.<E2B_DOMAIN> (or E2B_VOLUME_API_URL): nothing answers there
     assert "thrown" not in s["contentApi"] and s["contentApi"].get("name"), s
+
+
+def test_a_pause_without_memory_keeps_the_memory_of_a_sandbox_with_volumes(tenants):
+    """Its container (and so its volume's mount) stays: a pause that would
+    remove it pauses with the memory instead, and the volume stays in use."""
+    a = tenants["alice"]
+    make_volume(a, "pz")
+    sid = a.create(volumes=[{"name": "pz", "path": "/data"}])
+    a.exec(sid, "echo before > /data/p")
+    r = a.request("POST", f"/sandbox/{sid}/pause", json={"keep_memory": False})
+    assert r.status_code == 200 and parse_json(r)["state"] == "paused", r.text
+    assert subprocess.run(["docker", "inspect", f"nanobox-{sid}"], capture_output=True).returncode == 0
+    assert err(a.request("DELETE", "/volumes/pz"), 409) == "in_use"
+    assert a.request("POST", f"/sandbox/{sid}/resume").status_code == 200
+    assert a.exec(sid, "cat /data/p")["stdout"] == "before\n"

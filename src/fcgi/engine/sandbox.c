@@ -420,7 +420,7 @@ retry:
         s->network_bridge = (uint32_t)spec->network_bridge;
         snprintf(s->image, sizeof(s->image), "%s", spec->image);
         snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
-        s->lifecycle = spec->lifecycle;
+        s->lifecycle = spec->lifecycle | (spec->n_volumes > 0 ? NB_LIFE_VOLUMES : 0);
         s->idle_pause = spec->idle_pause;
     }
     nb_table_unlock(&a->table);
@@ -742,6 +742,11 @@ int nb_sandbox_pause_how(struct nb_app *a, const char *id, int keep_memory, stru
     int64_t now = nb_clock_real_s(), expires = 0;
     int found = 0, was_running = 0, rc;
 
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL && (s->lifecycle & NB_LIFE_VOLUMES))
+        keep_memory = 1; /* NB_LIFE_VOLUMES: its volumes stay mounted */
+    nb_table_unlock(&a->table);
     if (keep_memory)
         return nb_sandbox_pause(a, id, out, ae);
     nb_table_lock(&a->table);
