@@ -386,6 +386,7 @@
     var image = $("create-image").value.trim();
     var template = $("create-template").value.trim();
     var md = $("create-metadata").value.trim();
+    var vols = $("create-volumes").value.trim();
     if (image !== "") body.image = image;
     if (template !== "") body.template = template;
     if (ttl !== "") body.ttl = Number(ttl);
@@ -400,6 +401,16 @@
         var eq = pair.indexOf("=");
         if (eq <= 0) throw new ApiError(0, "", "metadata: write key=value pairs separated by commas");
         body.metadata[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
+      });
+    }
+    if (vols !== "") {
+      /* "name:/path, ...": the key's persistent volumes (GET /volumes) */
+      body.volumes = vols.split(",").map(function (pair) {
+        pair = pair.trim();
+        var colon = pair.indexOf(":");
+        if (colon <= 0 || pair.charAt(colon + 1) !== "/")
+          throw new ApiError(0, "", "volumes: write name:/path pairs separated by commas");
+        return { name: pair.slice(0, colon), path: pair.slice(colon + 1) };
       });
     }
     return callJSON("POST", "/sandbox", { json: body }).then(function (sb) {
@@ -1623,8 +1634,31 @@
    * form, and the build log followed as it is written (?follow=1). */
 
   function refreshTemplates() {
-    return callJSON("GET", "/templates").then(function (j) {
+    return Promise.all([callJSON("GET", "/templates").then(function (j) {
       renderTemplates(Array.isArray(j && j.templates) ? j.templates : []);
+    }), refreshVolumes()]);
+  }
+
+  /* The key's persistent volumes (GET /volumes): listed, named in the create form's list. */
+  function refreshVolumes() {
+    return callJSON("GET", "/volumes").then(function (j) {
+      var list = Array.isArray(j && j.volumes) ? j.volumes : [];
+      var ul = $("volumes");
+      var names = $("volume-names");
+      ul.textContent = "";
+      names.textContent = "";
+      if (list.length === 0) ul.appendChild(el("li", { className: "muted empty", text: "No volumes." }));
+      list.forEach(function (v) {
+        var name = String(v.name || "");
+        names.appendChild(el("option", { value: name + ":/data" }));
+        ul.appendChild(el("li", { className: "template volume", dataset: { volume: name } }, [
+          el("div", { className: "tpl-top" }, [el("strong", { className: "tpl-name mono", text: name })]),
+          el("div", { className: "tpl-meta" }, [
+            el("span", { className: "tpl-facts", text: fmtBytes(v.size || 0) + (v.created_at ? " · " + fmtTime(v.created_at) : "") }),
+            el("code", { className: "tpl-image", title: "its volumeID", text: String(v.volumeID || "") })
+          ])
+        ]));
+      });
     });
   }
 

@@ -95,6 +95,8 @@ int cmd_ps(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_logs(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_kill(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 
+/* cmd_volume.c */
+int cmd_volume(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 /* cmd_template.c */
 int cmd_template(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);
 int cmd_snapshot(struct client *c, const struct cli_cmd *cmd, int argc, char **argv);

@@ -118,6 +118,10 @@ static int set_quota(const struct cli_cmd *cmd, struct nb_key *k, const char *na
         k->max_ports = one.v[0].max_ports;
     else if (!strcmp(name, "max_templates"))
         k->max_templates = one.v[0].max_templates;
+    else if (!strcmp(name, "max_volumes"))
+        k->max_volumes = one.v[0].max_volumes;
+    else if (!strcmp(name, "max_volume_bytes"))
+        k->max_volume_bytes = one.v[0].max_volume_bytes;
     else
         memcpy(k->rate, one.v[0].rate, sizeof(k->rate));
     nb_keys_free(&one);
@@ -126,14 +130,15 @@ static int set_quota(const struct cli_cmd *cmd, struct nb_key *k, const char *na
 
 static int keys_add(struct client *c, const struct cli_cmd *cmd, int argc, char **argv)
 {
-    const char *conf = NULL, *role = "user", *q[6] = {NULL};
-    static const char *qn[6] = {"max_sandboxes", "max_memory",    "max_cpus",
-                                "max_ports",     "max_templates", "rate"};
+    const char *conf = NULL, *role = "user", *q[8] = {NULL};
+    static const char *qn[8] = {"max_sandboxes", "max_memory", "max_cpus",    "max_ports",
+                                "max_templates", "rate",       "max_volumes", "max_volume_bytes"};
     const struct args_opt opts[] = {
         {"--config", ARG_VALUE, &conf},        {"--role", ARG_VALUE, &role},
         {"--max-sandboxes", ARG_VALUE, &q[0]}, {"--max-memory", ARG_VALUE, &q[1]},
         {"--max-cpus", ARG_VALUE, &q[2]},      {"--max-ports", ARG_VALUE, &q[3]},
         {"--max-templates", ARG_VALUE, &q[4]}, {"--rate", ARG_VALUE, &q[5]},
+        {"--max-volumes", ARG_VALUE, &q[6]},   {"--max-volume-bytes", ARG_VALUE, &q[7]},
     };
     struct args_pos pos = {.v = argv, .stop_after = -1};
     char path[NB_CONF_STR + 16], keyhex[65];
@@ -156,7 +161,7 @@ static int keys_add(struct client *c, const struct cli_cmd *cmd, int argc, char 
         nk.admin = 1;
     else if (strcmp(role, "user") != 0)
         return cli_usage_error(cmd, "--role is user or admin");
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 8; i++)
         if (set_quota(cmd, &nk, qn[i], q[i]) != 0)
             return CLI_USAGE;
     if ((rc = keys_path(conf, path, sizeof(path))) != CLI_OK ||

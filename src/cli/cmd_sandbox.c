@@ -29,7 +29,7 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
 {
     const char *image = NULL, *ttl_s = NULL, *memory_s = NULL, *cpus_s = NULL, *pids_s = NULL,
                *network = NULL, *template = NULL, *on_timeout = NULL;
-    struct args_list env = {0}, meta = {0};
+    struct args_list env = {0}, meta = {0}, vols = {0};
     int auto_resume = 0;
     const struct args_opt opts[] = {
         {"--image", ARG_VALUE, &image},
@@ -43,6 +43,7 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
         {"--auto-resume", ARG_FLAG, &auto_resume},
         {"--template", ARG_VALUE, &template},
         {"--on-timeout", ARG_VALUE, &on_timeout},
+        {"--volume", ARG_LIST, &vols},
     };
     struct args_pos pos = {.v = nb_xcalloc((size_t)argc, sizeof(char *)), .stop_after = -1};
     struct client_req req = {.method = "POST", .path = "/sandbox", .timeout = CLIENT_CALL_TIMEOUT};
@@ -89,6 +90,13 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
     for (size_t i = 0; i < meta.n; i++)
         if (args_kv(cmd, "--meta", meta.v[i]) != 0)
             goto out;
+    for (size_t i = 0; i < vols.n; i++) {
+        const char *colon = strchr(vols.v[i], ':');
+        if (colon == NULL || colon == vols.v[i] || colon[1] != '/') {
+            cli_usage_error(cmd, "--volume must be NAME:/PATH, not \"%s\"", vols.v[i]);
+            goto out;
+        }
+    }
 
     g = nb_json_gen();
     yajl_gen_map_open(g);
@@ -112,6 +120,20 @@ int cmd_create(struct client *c, const struct cli_cmd *cmd, int argc, char **arg
         nb_json_kv_str(g, "on_timeout", on_timeout);
     args_kv_map(g, "env", &env);
     args_kv_map(g, "metadata", &meta);
+    if (vols.n > 0) {
+        /* [{name, path}]: the key's persistent volumes (nanobox volume ls) */
+        nb_json_cstr(g, "volumes");
+        yajl_gen_array_open(g);
+        for (size_t i = 0; i < vols.n; i++) {
+            const char *colon = strchr(vols.v[i], ':');
+            yajl_gen_map_open(g);
+            nb_json_cstr(g, "name");
+            nb_json_str(g, vols.v[i], (size_t)(colon - vols.v[i]));
+            nb_json_kv_str(g, "path", colon + 1);
+            yajl_gen_map_close(g);
+        }
+        yajl_gen_array_close(g);
+    }
     yajl_gen_map_close(g);
     req.body = body = nb_json_gen_take(g);
 
@@ -127,6 +149,7 @@ out:
     free(pos.v);
     args_list_free(&env);
     args_list_free(&meta);
+    args_list_free(&vols);
     return rc;
 }
 

@@ -22,7 +22,7 @@ static const struct cli_cmd commands[] = {
     {"create", cmd_create,
      "nanobox create [--image I | --template T] [--ttl S] [--memory 128m] [--cpus 0.5]\n"
      "               [--pids N] [--env K=V]... [--meta K=V]... [--network none|bridge]\n"
-     "               [--auto-resume] [--on-timeout destroy|pause]",
+     "               [--auto-resume] [--on-timeout destroy|pause] [--volume NAME:/PATH]...",
      "create a sandbox and print its id",
      "  --image I         image to run (one of the server's allowed images)\n"
      "  --template T      template to start from (nanobox template ls)\n"
@@ -35,6 +35,8 @@ static const struct cli_cmd commands[] = {
      "  --network MODE    none (default) or bridge, if the server allows it\n"
      "  --auto-resume     once paused, the first exec/files/code call resumes it\n"
      "  --on-timeout W    what the end of its TTL does: destroy (default) or pause\n"
+     "  --volume N:/P     mount your persistent volume N at /P (repeatable;\n"
+     "                    nanobox volume create)\n"
      "Prints the new sandbox's id; with --json, the whole answer.\n"},
     {"ls", cmd_ls, "nanobox ls [--meta K=V]...\n       nanobox ls ID [PATH]",
      "list live sandboxes, or the files of a sandbox's directory",
@@ -164,6 +166,7 @@ static const struct cli_cmd commands[] = {
     {"keys", cmd_keys,
      "nanobox keys add NAME [--role user|admin] [--max-sandboxes N] [--max-memory SIZE]\n"
      "                 [--max-cpus N] [--max-ports N] [--max-templates N] [--rate R]\n"
+     "                 [--max-volumes N] [--max-volume-bytes SIZE]\n"
      "       nanobox keys ls\n"
      "       nanobox keys rm NAME [--destroy]",
      "add, list, remove API keys (on the server's host: edits its keys file)",
@@ -176,9 +179,23 @@ static const struct cli_cmd commands[] = {
      "  --max-ports N     (add) open ports over its sandboxes\n"
      "  --max-templates N (add) templates it builds\n"
      "  --rate R          (add) its nginx rate class, as limit_req writes it (10r/s)\n"
+     "  --max-volumes N   (add) persistent volumes it makes (default: volume_max_count)\n"
+     "  --max-volume-bytes SIZE\n"
+     "                    (add) their sizes together (default: volume_quota)\n"
      "  --destroy         (rm) also destroy its live sandboxes now, with this CLI's key\n"
      "add prints the new key once (64 hex digits); the file keeps only its SHA-256.\n"
      "The service reads the file again on its next request: no restart, no signal.\n"},
+    {"volume", cmd_volume,
+     "nanobox volume create NAME [--size 1g]\n"
+     "       nanobox volume ls\n"
+     "       nanobox volume rm NAME...",
+     "make, list, remove persistent volumes (mounted with create --volume)",
+     "  --size SIZE       (create) what it may hold, enforced by the kernel: bytes, or\n"
+     "                    512m, 1g (default and most: the server's volume_size_default\n"
+     "                    and volume_size_max)\n"
+     "A volume is your key's own: its files outlive the sandboxes that mount it, and\n"
+     "several of your sandboxes may mount it at once. rm refuses one a sandbox has\n"
+     "mounted. Exit status 1 if any could not be made or removed.\n"},
     {"template", cmd_template,
      "nanobox template build NAME -f DOCKERFILE [--file PATH=LOCALPATH]... [--memory 1g]\n"
      "                          [--cpus 1] [--follow]\n"

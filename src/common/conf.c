@@ -126,6 +126,10 @@ void nb_conf_defaults(struct nb_conf *c)
     c->root_disk_max = 2048 * MiB; /* a root's writable layer (rootdisk.h) */
     c->root_disk_inodes = 131072;  /* mke2fs's own count for 2g */
     c->root_disk_check = 10;
+    c->volume_size_max = 10240 * MiB;
+    c->volume_size_default = 1024 * MiB;
+    c->volume_max_count = 16;
+    c->volume_quota = 20480 * MiB;
     c->metrics_history = 720; /* an hour of samples */
     c->metrics_interval = 5;  /* E2B's own period */
 
@@ -332,6 +336,11 @@ static const struct key keys[] = {
     {"root_disk_max", K_SIZE, F(root_disk_max), 1ULL << 50},
     {"root_disk_inodes", K_UINT, F(root_disk_inodes), 1U << 30},
     {"root_disk_check", K_UINT, F(root_disk_check), 3600},
+    {"volume_dir", K_STR, F(volume_dir), 0},
+    {"volume_size_max", K_SIZE, F(volume_size_max), 1ULL << 50},
+    {"volume_size_default", K_SIZE, F(volume_size_default), 1ULL << 50},
+    {"volume_max_count", K_UINT, F(volume_max_count), 100000},
+    {"volume_quota", K_SIZE, F(volume_quota), 1ULL << 50},
     {"metrics_history", K_UINT, F(metrics_history), 17280},
     {"metrics_interval", K_UINT, F(metrics_interval), 3600},
     {"template_network", K_STR, F(template_network), 0},
@@ -807,6 +816,13 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
     }
     if (c->root_disk_max != 0 && c->root_disk_max < 16 * MiB) {
         snprintf(err, errlen, "root_disk_max must be 0 (no bound) or at least 16m");
+        return -1;
+    }
+    if (c->volume_size_max < 16 * MiB || c->volume_size_default < 16 * MiB ||
+        c->volume_size_default > c->volume_size_max) {
+        snprintf(err, errlen,
+                 "volume_size_max and volume_size_default must be at least 16m, the default "
+                 "at most the max");
         return -1;
     }
     if (c->root_disk_inodes < 256) {

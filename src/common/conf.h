@@ -125,6 +125,14 @@ struct nb_conf {
     uint64_t root_disk_max;
     unsigned root_disk_inodes;
     unsigned root_disk_check;
+    /* persistent volumes (volume.h): where their file systems live ("":
+     * "volumes" next to the state file), the largest and the default size
+     * of one, and what one owner (API key) may hold: volumes and bytes */
+    char volume_dir[NB_CONF_STR];
+    uint64_t volume_size_max;
+    uint64_t volume_size_default;
+    unsigned volume_max_count;
+    uint64_t volume_quota;
     /* each sandbox's usage history (history.h): samples kept per sandbox
      * (0: none), taken by the reaper every metrics_interval seconds */
     unsigned metrics_history;

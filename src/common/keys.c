@@ -141,6 +141,10 @@ static int parse_quota(struct nb_key *k, const char *word, char *msg, size_t msg
         return 0;
     if (IS("max_templates") && parse_count(v, &k->max_templates) == 0)
         return 0;
+    if (IS("max_volumes") && parse_count(v, &k->max_volumes) == 0)
+        return 0;
+    if (IS("max_volume_bytes") && nb_parse_size(v, &k->max_volume_bytes) == 0)
+        return 0;
     if (IS("max_memory") && nb_parse_size(v, &k->max_memory) == 0)
         return 0;
     if (IS("max_cpus") && parse_cpus(v, &k->max_nano_cpus) == 0)
@@ -150,12 +154,12 @@ static int parse_quota(struct nb_key *k, const char *word, char *msg, size_t msg
         return 0;
     }
     if (IS("max_sandboxes") || IS("max_ports") || IS("max_templates") || IS("max_memory") ||
-        IS("max_cpus") || IS("rate"))
+        IS("max_cpus") || IS("rate") || IS("max_volumes") || IS("max_volume_bytes"))
         kerr(msg, msglen, "bad value \"%.40s\" for %.*s", v, (int)kl, word);
     else
         kerr(msg, msglen,
              "unknown quota \"%.*s\" (max_sandboxes, max_memory, max_cpus, max_ports, "
-             "max_templates, rate)",
+             "max_templates, max_volumes, max_volume_bytes, rate)",
              (int)(kl > 40 ? 40 : kl), word);
 #undef IS
     return -1;
@@ -430,6 +434,12 @@ void nb_key_quotas(const struct nb_key *key, char *buf, size_t len)
         ADD("max_ports=%u", key->max_ports);
     if (key->max_templates)
         ADD("max_templates=%u", key->max_templates);
+    if (key->max_volumes)
+        ADD("max_volumes=%u", key->max_volumes);
+    if (key->max_volume_bytes) {
+        fmt_size(key->max_volume_bytes, v, sizeof(v));
+        ADD("max_volume_bytes=%s", v);
+    }
     if (key->rate[0])
         ADD("rate=%s", key->rate);
 #undef ADD

@@ -32,6 +32,8 @@ struct nb_key {
     uint64_t max_nano_cpus;     /* CPUs (1e9 = one), summed over its live sandboxes */
     unsigned max_ports;         /* open ports over its sandboxes */
     unsigned max_templates;     /* templates it owns */
+    unsigned max_volumes;       /* persistent volumes it owns; 0: the config's volume_max_count */
+    uint64_t max_volume_bytes;  /* bytes summed over its volumes; 0: the config's volume_quota */
     char rate[NB_KEY_RATE_MAX]; /* the nginx rate class ("10r/s"); "" none */
 };
 

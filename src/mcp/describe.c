@@ -84,6 +84,10 @@ static int put_setting(struct nb_buf *b, const char *name, size_t len, const str
         mcp_put_seconds(b, mcp_port_duration(s));
     else if (IS("memory"))
         put_bytes(b, c->memory);
+    else if (IS("volume_size_default"))
+        put_bytes(b, c->volume_size_default);
+    else if (IS("volume_size_max"))
+        put_bytes(b, c->volume_size_max);
     else if (IS("max_output"))
         put_bytes(b, c->max_output);
     else if (IS("cpus"))

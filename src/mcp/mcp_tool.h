@@ -13,7 +13,7 @@
  *                  argument lists, and the arguments checked against them
  *   tool_*.c       the tools, one file per group: sandbox (lifecycle),
  *                  exec (commands and background processes), files,
- *                  code (run_code), ports
+ *                  code (run_code), ports, volumes
  *   call.c         one tool call: its arguments, its result (text, images,
  *                  structuredContent), its API calls and their errors
  *   progress.c     a long call's progress notifications and cancellation
@@ -36,7 +36,7 @@
 #include "json.h"
 #include "mcp.h"
 
-#define MCP_MAX_ARGS 11               /* arguments of the widest tool (sandbox_create) */
+#define MCP_MAX_ARGS 12               /* arguments of the widest tool (sandbox_create) */
 #define MCP_DEFAULT_PORT_DURATION 600 /* sandbox_open_port without duration, seconds */
 #define MCP_WORKSPACE "/workspace"    /* the workspace when the config is unknown */
 
@@ -135,6 +135,9 @@ void mcp_tool_sandbox_pause(struct tool_call *t);
 void mcp_tool_sandbox_resume(struct tool_call *t);
 void mcp_tool_sandbox_snapshot(struct tool_call *t);
 void mcp_tool_sandbox_fork(struct tool_call *t);
+void mcp_tool_volume_create(struct tool_call *t);
+void mcp_tool_volume_list(struct tool_call *t);
+void mcp_tool_volume_delete(struct tool_call *t);
 void mcp_tool_run_code(struct tool_call *t);
 void mcp_tool_sandbox_set_timeout(struct tool_call *t);
 void mcp_tool_sandbox_start_process(struct tool_call *t);

@@ -77,6 +77,10 @@ static const struct mcp_arg create_args[] = {
      "What the end of its ttl does: \"destroy\" (default) removes the sandbox and its "
      "files; \"pause\" pauses it instead (as sandbox_pause), keeping its processes and "
      "files until sandbox_resume gives it ${default_ttl} more."},
+    {"volumes", NB_JT_ARRAY, 0, NULL,
+     "Persistent volumes of yours to mount, as [{\"name\": \"NAME\", \"path\": \"/data\"}] "
+     "(volume_create makes one, volume_list lists them): their files outlive the sandbox and "
+     "are shared by every sandbox of yours that mounts them."},
     ARG_END};
 
 static const struct mcp_arg exec_args[] = {
@@ -134,6 +138,7 @@ static const struct mcp_arg list_args[] = {
 
 static const struct mcp_arg destroy_args[] = {ARG_SANDBOX_ID, ARG_END};
 
+static const struct mcp_arg no_args[] = {ARG_END};
 static const struct mcp_arg pause_args[] = {
     ARG_SANDBOX_ID,
     {"keep_memory", NB_JT_BOOL, 0, NULL,
@@ -257,6 +262,20 @@ static const struct mcp_arg move_args[] = {
     {"to", NB_JT_STRING, 1, NULL, "Its new path (an existing file there is replaced)."},
     ARG_END};
 
+static const struct mcp_arg volume_create_args[] = {
+    {"name", NB_JT_STRING, 1, NULL,
+     "The volume's name: 1 to 63 of A-Z, a-z, 0-9, _, . and -, the first a letter or digit "
+     "(yours alone: another key's volumes are not seen)."},
+    {"size", NB_JT_INT | NB_JT_STRING, 0, NULL,
+     "What it may hold: bytes, or a size like \"512m\" (default ${volume_size_default|the server's "
+     "volume_size_default}, at "
+     "most ${volume_size_max|the server's volume_size_max}); a write past it fails with \"No space "
+     "left on device\"."},
+    ARG_END};
+
+static const struct mcp_arg volume_delete_args[] = {
+    {"name", NB_JT_STRING, 1, NULL, "The volume's name (or its volumeID)."}, ARG_END};
+
 static const struct mcp_arg close_port_args[] = {
     ARG_SANDBOX_ID,
     {"port", NB_JT_INT, 1, NULL, "The sandbox port to close, as sandbox_open_port opened it."},
@@ -310,6 +329,11 @@ static const char os_delete[] = OS(P_STR("path") "," P_BOOL("deleted"), "\"path\
 static const char os_mkdir[] = OS(P_STR("path"), "\"path\"");
 static const char os_move[] = OS(P_STR("from") "," P_STR("path"), "\"path\"");
 static const char os_ports[] = OS(P_ARR("ports"), "\"ports\"");
+static const char os_volume[] = OS(P_STR("name") "," P_STR("volumeID") "," P_INT("size") ","
+    P_INT("created_at"), "\"name\",\"volumeID\"");
+static const char os_volumes[] = OS(P_ARR("volumes"), "\"volumes\"");
+static const char os_volume_delete[] = OS(P_STR("name") "," P_BOOL("deleted"),
+    "\"name\",\"deleted\"");
 static const char os_close[] = OS(P_INT("sandboxport") "," P_BOOL("closed"),
     "\"sandboxport\",\"closed\"");
 /* clang-format on */
@@ -433,6 +457,17 @@ const struct mcp_tool mcp_tools[] = {
     {"sandbox_close_port", "Close a sandbox port",
      "Close a port opened with sandbox_open_port now: its URL and host port stop answering.",
      close_port_args, HINT_DESTRUCTIVE | HINT_IDEMPOTENT, mcp_tool_sandbox_close_port, os_close},
+    {"volume_create", "Create a persistent volume",
+     "Create a persistent volume: a directory of its own size whose files outlive sandboxes. "
+     "Mount it with sandbox_create's volumes argument; several of your sandboxes may mount it "
+     "at once and see each other's files.",
+     volume_create_args, 0, mcp_tool_volume_create, os_volume},
+    {"volume_list", "List persistent volumes", "List your persistent volumes: name, id and size.",
+     no_args, HINT_READ_ONLY, mcp_tool_volume_list, os_volumes},
+    {"volume_delete", "Delete a persistent volume",
+     "Delete a persistent volume and every file in it. Refused while a sandbox has it mounted "
+     "(destroy the sandbox first).",
+     volume_delete_args, HINT_DESTRUCTIVE, mcp_tool_volume_delete, os_volume_delete},
 };
 
 const size_t mcp_n_tools = sizeof(mcp_tools) / sizeof(mcp_tools[0]);
@@ -481,6 +516,12 @@ void mcp_gen_input_schema(yajl_gen g, const struct mcp_tool *tool, const struct 
         nb_json_cstr(g, a->name);
         yajl_gen_map_open(g);
         gen_type(g, a->types);
+        if (a->types & NB_JT_ARRAY) {
+            nb_json_cstr(g, "items");
+            yajl_gen_map_open(g);
+            nb_json_kv_str(g, "type", "object");
+            yajl_gen_map_close(g);
+        }
         if (a->types & NB_JT_OBJECT) {
             nb_json_cstr(g, "additionalProperties");
             yajl_gen_map_open(g);

@@ -45,7 +45,8 @@ TOOLS = {"sandbox_create", "sandbox_exec", "sandbox_write_file", "sandbox_read_f
          "sandbox_pause", "sandbox_resume", "sandbox_snapshot", "sandbox_fork", "run_code", "sandbox_set_timeout",
          "sandbox_start_process", "sandbox_list_processes", "sandbox_read_process_output",
          "sandbox_write_process_stdin", "sandbox_kill_process", "sandbox_delete_file",
-         "sandbox_make_dir", "sandbox_move_file", "sandbox_list_ports", "sandbox_close_port"}
+         "sandbox_make_dir", "sandbox_move_file", "sandbox_list_ports", "sandbox_close_port",
+         "volume_create", "volume_list", "volume_delete"}
 VERSIONS = ["2025-06-18", "2025-03-26", "2024-11-05"]
 LATEST = VERSIONS[0]
 MAX_MESSAGE = 4 * 1024 * 1024

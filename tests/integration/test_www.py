@@ -245,6 +245,21 @@ def test_a_template_is_built_from_the_console_and_a_sandbox_started_from_it(stac
         api.request("DELETE", f"/templates/{name}?force=1")
 
 
+def test_volumes_are_listed_and_mounted_from_the_console(stack, api, browser_env):
+    name = "www-" + secrets.token_hex(4)
+    ok, out, s = run_part(stack, browser_env, "volumes", "--template-name", name)
+    try:
+        assert ok, out
+        assert s["page_errors"] == [], s["page_errors"]
+        assert name in s["volume_item"] and "16" in s["volume_item"], s
+        df, ls = s["df"].splitlines()
+        assert df.endswith(" /data") and int(df.split()[1]) <= 16 * 1024 and ls == "ok", s
+        assert "name:/path" in s["bad_error"] and s["sandboxes_after_bad"] == 1, s
+    finally:
+        delete_all(api, s)
+        api.request("DELETE", f"/volumes/{name}")
+
+
 def test_a_sandbox_is_snapshotted_from_the_console_and_a_sandbox_started_from_it(stack, api, browser_env,
                                                                                 tmp_path):
     name = "www-snap-" + secrets.token_hex(4)

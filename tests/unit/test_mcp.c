@@ -830,7 +830,10 @@ static void test_tools_list_names_every_tool_with_an_output_schema(void **state)
                                         "sandbox_make_dir",
                                         "sandbox_move_file",
                                         "sandbox_list_ports",
-                                        "sandbox_close_port"};
+                                        "sandbox_close_port",
+                                        "volume_create",
+                                        "volume_list",
+                                        "volume_delete"};
     struct fixture *fx = *state;
     yajl_val list;
 

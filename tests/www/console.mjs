@@ -29,7 +29,7 @@ const SHOTS = args.shots || "";
 // --part terminal: the terminal in sandbox --sandbox; --vim: how to run vim there
 const T = 30000; // ms for any one step
 if (!URL_ || !KEY) {
-  console.error("usage: node console.mjs --url URL --key KEY [--chromium PATH] [--part console|code|manage|templates|snapshot|layout|terminal|screen]\n" +
+  console.error("usage: node console.mjs --url URL --key KEY [--chromium PATH] [--part console|code|manage|templates|snapshot|layout|terminal|screen|volumes]\n" +
     "  [--python-image I] [--template-name N --base-image I] [--shots DIR] [--sandbox ID [--vim CMD]]");
   process.exit(2);
 }
@@ -224,6 +224,35 @@ async function manageScenario(page) {
 // The Templates page: a Dockerfile built from the form, its log streaming
 // in, "ready", a sandbox created from it, the template deleted (after a
 // confirmation, declined once).
+// The Volumes card (Templates page): a volume made through the API listed
+// there, and mounted from the create form's Volumes field (name:/path); a
+// malformed field is refused before any request.
+async function volumesScenario(page) {
+  if (!TEMPLATE) throw new Error("--part volumes needs --template-name (the volume's name)");
+  const r = await api("POST", "/volumes", { name: TEMPLATE, size: "16m" });
+  if (r.status !== 201) throw new Error(`POST /volumes -> ${r.status} ${r.text}`);
+  await page.click("#nav-templates");
+  await page.waitForSelector(`#volumes [data-volume='${TEMPLATE}']`, { timeout: T });
+  summary.volume_item = (await page.textContent(`#volumes [data-volume='${TEMPLATE}']`)).trim();
+  step("volume listed");
+  await page.click("#nav-sandboxes");
+  await page.waitForSelector("#view-sandboxes:not([hidden])", { timeout: T });
+  await page.fill("#create-volumes", `${TEMPLATE}:/data`);
+  await page.click("#create");
+  await page.waitForFunction(() => document.querySelector("#detail").dataset.sandboxId, null, { timeout: 120000 });
+  const sid = await page.getAttribute("#detail", "data-sandbox-id");
+  summary.sandboxIds.push(sid);
+  const ex = (await api("POST", `/sandbox/${sid}/exec`, { command: "df -k /data | tail -1; touch /data/ok && ls /data" })).json();
+  summary.df = ex.stdout;
+  step("mounted from the form");
+  await page.fill("#create-volumes", "nope");
+  await page.click("#create");
+  await page.waitForFunction(() => /name:\/path/.test(document.querySelector("#error").textContent), null, { timeout: T });
+  summary.bad_error = (await page.textContent("#error")).trim();
+  summary.sandboxes_after_bad = (await api("GET", "/sandbox")).json().sandboxes.length;
+  step("a bad field refused");
+}
+
 async function templatesScenario(page) {
   if (!TEMPLATE) throw new Error("--part templates needs --template-name");
   await page.click("#nav-templates");
@@ -723,6 +752,8 @@ try {
     await terminalScenario(page);
   } else if (PART === "screen") {
     await screenScenario(page);
+  } else if (PART === "volumes") {
+    await volumesScenario(page);
   } else {
     // create
     const before = new Set(await page.$$eval("#sandboxes [data-sandbox-id]", (els) => els.map((e) => e.dataset.sandboxId)));

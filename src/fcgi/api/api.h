@@ -128,6 +128,15 @@ int api_mcp_post(struct nb_app *a, struct nb_req *r, const struct nb_route_args 
                  struct nb_apierr *ae);
 int api_mcp_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);
+/* volumes (api_volumes.c): ra->arg is the {name} (or the volume's id) */
+int api_volumes_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                     struct nb_apierr *ae);
+int api_volumes_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_volume_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                   struct nb_apierr *ae);
+int api_volume_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                      struct nb_apierr *ae);
 /* templates (api_templates.c): ra->arg is the {name} */
 int api_templates_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                        struct nb_apierr *ae);

@@ -85,6 +85,11 @@ const struct nb_route_entry nb_api_routes[] = {
     {NB_ROUTE_SNAPSHOT, "", "POST", ID, NB_MR_OTHER, api_sandbox_snapshot},
     /* a fork: its files, env and metadata into N new sandboxes */
     {NB_ROUTE_FORK, "", "POST", ID, NB_MR_OTHER, api_sandbox_fork},
+    /* persistent volumes, each its key's (volume.h); {name} checked by the engine */
+    {NB_ROUTE_VOLUMES, "", "GET", 0, NB_MR_OTHER, api_volumes_list},
+    {NB_ROUTE_VOLUMES, "", "POST", 0, NB_MR_OTHER, api_volumes_create},
+    {NB_ROUTE_VOLUME, "", "GET", 0, NB_MR_OTHER, api_volume_get},
+    {NB_ROUTE_VOLUME, "", "DELETE", 0, NB_MR_OTHER, api_volume_delete},
 };
 
 const size_t nb_api_n_routes = sizeof(nb_api_routes) / sizeof(nb_api_routes[0]);

@@ -12,12 +12,14 @@
 #include "api.h"
 #include "clock.h"
 #include "fork.h"
+#include "isolation.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
 #include "registry.h"
 #include "sandbox.h"
 #include "templates.h"
+#include "volume.h"
 #include "warm.h"
 
 #define MiB (1024ULL * 1024ULL)
@@ -159,6 +161,7 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         {"auto_resume", NB_JT_BOOL, NULL},
         {"template", NB_JT_STRING, NULL},
         {"on_timeout", NB_JT_STRING, NULL},
+        {"volumes", NB_JT_ARRAY, NULL},
         {"idle_pause", NB_JT_INT, NULL},
         {"pause_keep_memory", NB_JT_BOOL, NULL},
     };
@@ -174,9 +177,12 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         F_AUTO_RESUME,
         F_TEMPLATE,
         F_ON_TIMEOUT,
+        F_VOLUMES,
         F_IDLE_PAUSE,
         F_PAUSE_KEEP_MEMORY
     };
+    struct nb_volume_mount vm[NB_VOLUMES_PER_SANDBOX];
+    int vlock = -1;
     struct nb_sandbox_spec spec;
     struct nb_slot slot;
     char err[256];
@@ -194,7 +200,9 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     }
     /* on a cluster: the better of two nodes (of those that have the
      * template ready: the operator's by its name, a key's as owner/name) */
-    if (f[F_TEMPLATE].val == NULL || YAJL_IS_STRING(f[F_TEMPLATE].val)) {
+    /* volumes are this node's: a create that mounts any stays here */
+    if (f[F_VOLUMES].val == NULL &&
+        (f[F_TEMPLATE].val == NULL || YAJL_IS_STRING(f[F_TEMPLATE].val))) {
         char tkey[NB_OWNER_LEN + 160];
         const char *tn = f[F_TEMPLATE].val ? nb_json_string(f[F_TEMPLATE].val) : NULL;
         if (tn != NULL)
@@ -311,6 +319,10 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     }
 
     spec.key = nb_http_key(r); /* its owner, and whose quotas it counts against */
+    spec.volumes = vm;
+    if (nb_volume_prepare_json(a, spec.key->name, nb_isolation_workspace(c, spec.lifecycle),
+                               f[F_VOLUMES].val, vm, &spec.n_volumes, &vlock, ae) != 0)
+        goto out;
     if (nb_sandbox_create(a, &spec, &slot, ae) != 0)
         goto out;
     nb_http_audit(r, "create", slot.id);
@@ -320,6 +332,7 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     yajl_gen_free(g);
     rc = NB_OK;
 out:
+    nb_volume_release(vlock);
     api_env_free(spec.env, spec.n_env);
     yajl_tree_free(body);
     return rc;

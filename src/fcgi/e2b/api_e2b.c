@@ -268,9 +268,10 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
     const struct nb_conf *c = &a->conf;
     struct nb_sandbox_spec spec;
     struct nb_slot slot;
-    yajl_val body = NULL, tpl, timeout, meta, envs, inet, autopause, autoresume, automem;
-    const char *tname = E2B_TEMPLATE_BASE;
-    int rc = NB_ERR;
+    yajl_val body = NULL, tpl, timeout, meta, envs, inet, autopause, autoresume, automem, vmounts;
+    const char *tname = E2B_TEMPLATE_BASE, *vpath[] = {"volumeMounts", NULL};
+    struct nb_volume_mount vm[NB_VOLUMES_PER_SANDBOX];
+    int rc = NB_ERR, vlock = -1;
 
     memset(&spec, 0, sizeof(spec));
     if (api_read_json(a, r, &body, ae) != 0)
@@ -284,6 +285,7 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
         body_field(body, "autoResume", NB_JT_OBJECT, &autoresume, ae) != 0 ||
         body_field(body, "autoPauseMemory", NB_JT_BOOL, &automem, ae) != 0)
         goto out;
+    vmounts = yajl_tree_get(body, vpath, yajl_t_any); /* [{name, path}] (volume.h) */
     if (tpl != NULL)
         tname = nb_json_string(tpl);
     /* E2B's defaults, an allowed image, or the key's own template (api_e2b_tpl.c) */
@@ -297,7 +299,7 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
     for (unsigned i = 0; i < c->n_images; i++) {
         if (strcmp(spec.image, c->images[i]) != 0)
             continue;
-        if (api_place_create(a, r, r->path, NULL)) {
+        if (vmounts == NULL && api_place_create(a, r, r->path, NULL)) {
             rc = NB_OK;
             goto out;
         }
@@ -330,6 +332,10 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
         api_env_list(c, envs, &spec.env, &spec.n_env, ae) != 0)
         goto out;
     spec.key = nb_http_key(r); /* its owner, and whose quotas it counts against */
+    spec.volumes = vm;
+    if (nb_volume_prepare_json(a, spec.key->name, nb_isolation_workspace(c, spec.lifecycle),
+                               vmounts, vm, &spec.n_volumes, &vlock, ae) != 0)
+        goto out;
     if (nb_sandbox_create(a, &spec, &slot, ae) != 0) {
         /* a full machine is E2B's concurrency limit: its SDK says RateLimitError */
         if (ae->err == NB_E_CAPACITY)
@@ -339,6 +345,7 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
     }
     rc = answer_sandbox(a, r, 201, &slot);
 out:
+    nb_volume_release(vlock);
     api_env_free(spec.env, spec.n_env);
     yajl_tree_free(body);
     return rc;

@@ -36,6 +36,15 @@ int api_e2b_pause(struct nb_app *a, struct nb_req *r, const struct nb_route_args
                   struct nb_apierr *ae);
 int api_e2b_resume(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                    struct nb_apierr *ae);
+/* E2B's volume API (api_e2b_volumes.c): ra->arg is the {volumeID} */
+int api_e2b_volumes_list(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                         struct nb_apierr *ae);
+int api_e2b_volumes_create(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                           struct nb_apierr *ae);
+int api_e2b_volume_get(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                       struct nb_apierr *ae);
+int api_e2b_volume_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
+                          struct nb_apierr *ae);
 /* GET /sandboxes/{id}/metrics (api_e2b.c): the usage history in a range (usage.h) */
 int api_e2b_metrics(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                     struct nb_apierr *ae);

@@ -81,6 +81,11 @@ static const struct nb_route_entry e2b_routes[] = {
     {NB_E2B_DATA, "/contexts/{ctx}", "DELETE", PUBLIC, NB_MR_OTHER, api_e2b_context_delete},
     {NB_E2B_DATA, "/contexts/{ctx}/restart", "POST", PUBLIC, NB_MR_OTHER, api_e2b_context_restart},
     {NB_E2B_DATA, "*", "*", PUBLIC, NB_MR_OTHER, api_e2b_not_implemented},
+    /* volumes (api_e2b_volumes.c): the native API's, for a key with E2B's prefix */
+    {NB_E2B_VOLUMES, "", "GET", 0, NB_MR_OTHER, api_e2b_volumes_list},
+    {NB_E2B_VOLUMES, "", "POST", 0, NB_MR_OTHER, api_e2b_volumes_create},
+    {NB_E2B_VOLUME, "", "GET", 0, NB_MR_OTHER, api_e2b_volume_get},
+    {NB_E2B_VOLUME, "", "DELETE", 0, NB_MR_OTHER, api_e2b_volume_delete},
     /* E2B's template API (api_e2b_tpl.c); the upload link's PUT is signed, not keyed */
     {NB_E2B_TPL_V3, "", "POST", 0, NB_MR_OTHER, api_e2b_tpl_create},
     {NB_E2B_TPL_FILES, "", "GET", 0, NB_MR_OTHER, api_e2b_tpl_file_link},
@@ -124,6 +129,14 @@ static enum nb_route e2b_match(const struct nb_req *r, struct nb_route_args *ra)
      * sandbox: its handler finds the one whose token signed it (e2b_common.c) */
     if (sbx == NULL && !strcmp(r->path, "/files"))
         sbx = "";
+    if (sbx == NULL) {
+        enum nb_route v = nb_e2b_match_volume(r->path, nb_http_param(r, "HTTP_X_API_KEY"), ra->arg,
+                                              sizeof(ra->arg));
+        if (v != NB_ROUTE_NONE) {
+            ra->id[0] = ra->op[0] = '\0';
+            return v;
+        }
+    }
     /* E2B's template paths: /templates itself only for an E2B key (else the native API's) */
     tpl = nb_e2b_match_tpl(r->path, key != NULL && !strncmp(key, "e2b_", 4));
     if (sbx == NULL && tpl != NB_ROUTE_NONE)

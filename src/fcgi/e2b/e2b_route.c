@@ -49,6 +49,22 @@ enum nb_route nb_e2b_match_path(const char *path, char *id, size_t idlen, char *
     return v2 ? NB_E2B_V2_OP : NB_E2B_OP;
 }
 
+enum nb_route nb_e2b_match_volume(const char *path, const char *key, char *arg, size_t arglen)
+{
+    size_t n;
+    if (key == NULL || strncmp(key, "e2b_", 4) != 0 || strncmp(path, "/volumes", 8) != 0)
+        return NB_ROUTE_NONE;
+    if (!strcmp(path + 8, "") || !strcmp(path + 8, "/"))
+        return NB_E2B_VOLUMES;
+    if (path[8] != '/')
+        return NB_ROUTE_NONE;
+    n = strlen(path + 9);
+    if (n == 0 || n >= arglen || strchr(path + 9, '/') != NULL)
+        return NB_ROUTE_NONE;
+    memcpy(arg, path + 9, n + 1);
+    return NB_E2B_VOLUME;
+}
+
 int nb_e2b_host(const char *host, char *id, size_t idlen, char *port, size_t portlen)
 {
     size_t n;
@@ -144,6 +160,10 @@ const char *nb_e2b_path(enum nb_route shape)
         return "/templates";
     case NB_E2B_TPL_OTHER:
         return "/templates/*";
+    case NB_E2B_VOLUMES:
+        return "/volumes";
+    case NB_E2B_VOLUME:
+        return "/volumes/{volumeID}";
     default:
         return NULL;
     }

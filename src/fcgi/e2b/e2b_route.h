@@ -40,6 +40,9 @@
  * what is not E2B's. The handlers read their ids off the path.
  */
 enum nb_route nb_e2b_match_tpl(const char *path, int e2b_key);
+/* E2B's volume API (nb_e2b_match_volume); high numbers: other shapes come before them */
+#define NB_E2B_VOLUMES (NB_ROUTE_FRONT + 20) /* /volumes */
+#define NB_E2B_VOLUME (NB_ROUTE_FRONT + 21)  /* /volumes/{volumeID} (arg: the id) */
 
 /*
  * The control plane: /sandboxes[/{id}[/{op}]], /v2/sandboxes and
@@ -94,5 +97,13 @@ const char *nb_e2b_sub(enum nb_route shape, const struct nb_route_args *ra);
  * for a shape not the front's.
  */
 const char *nb_e2b_path(enum nb_route shape);
+
+/*
+ * /volumes and /volumes/{volumeID} when key, the request's X-API-Key, has
+ * E2B's prefix "e2b_" (the native API serves the same paths for its own
+ * keys): NB_E2B_VOLUMES or NB_E2B_VOLUME (arg: the id); else
+ * NB_ROUTE_NONE.
+ */
+enum nb_route nb_e2b_match_volume(const char *path, const char *key, char *arg, size_t arglen);
 
 #endif

@@ -25,6 +25,7 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -45,6 +46,15 @@ int nb_rootdisk_wanted(const struct nb_conf *c, const char *image)
 {
     return c->root_disk_max > 0 && nb_template_root(c, image);
 }
+
+/* getdents64's record (no libc: the child must not malloc, as opendir does) */
+struct rd_dirent {
+    uint64_t ino;
+    int64_t off;
+    unsigned short reclen;
+    unsigned char type;
+    char name[];
+};
 
 /* ---- in the child ---------------------------------------------------------------- */
 
@@ -227,6 +237,31 @@ static int loop_bind(struct child_err *ce, int img, int *num)
     return -1;
 }
 
+/*
+ * The ext4 file system in the file img, mounted detached (an O_PATH fd of
+ * the mount, for move_mount) through a loop device that the mount holds:
+ * on its last unmount the device unbinds itself. attr: MOUNT_ATTR_* flags.
+ */
+static int fs_mount(struct child_err *ce, int img, unsigned attr)
+{
+    char dev[32];
+    int loop, num, fsfd, mnt;
+    loop = loop_bind(ce, img, &num);
+    snprintf(dev, sizeof(dev), "/dev/loop%d", num);
+    fsfd = fsopen("ext4", FSOPEN_CLOEXEC);
+    if (fsfd < 0 || fsconfig(fsfd, FSCONFIG_SET_STRING, "source", dev, 0) != 0 ||
+        fsconfig(fsfd, FSCONFIG_SET_FLAG, "discard", NULL, 0) != 0 ||
+        fsconfig(fsfd, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) != 0 ||
+        fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0)
+        cfail(ce, errno, "cannot mount the file system (%s)", dev);
+    mnt = fsmount(fsfd, FSMOUNT_CLOEXEC, attr);
+    if (mnt < 0)
+        cfail(ce, errno, "fsmount");
+    close(fsfd);
+    close(loop);
+    return mnt;
+}
+
 /* Copy directory src's entries into dst (the layer's few: link, lower, diff/, work/). */
 static void copy_tree(struct child_err *ce, int src, int dst, int depth)
 {
@@ -236,13 +271,7 @@ static void copy_tree(struct child_err *ce, int src, int dst, int depth)
         cfail(ce, 0, "the container's layer is deeper than expected");
     while ((n = syscall(SYS_getdents64, src, buf, sizeof(buf))) > 0) {
         for (long off = 0; off < n;) {
-            struct dirent_ {
-                uint64_t ino;
-                int64_t off;
-                unsigned short reclen;
-                unsigned char type;
-                char name[];
-            } *d = (struct dirent_ *)(void *)(buf + off);
+            struct rd_dirent *d = (struct rd_dirent *)(void *)(buf + off);
             struct stat st;
             off += d->reclen;
             if (!strcmp(d->name, ".") || !strcmp(d->name, ".."))
@@ -296,9 +325,9 @@ static void copy_tree(struct child_err *ce, int src, int dst, int depth)
 static void child_attach(struct child_err *ce, const char *layer, uint64_t bytes,
                          unsigned long inodes)
 {
-    char parent[PATH_MAX], dev[32];
+    char parent[PATH_MAX];
     struct stat ls;
-    int lfd, img, loop, num, fsfd, mnt, root, mounted;
+    int lfd, img, mnt, root, mounted;
     const char *slash;
 
     docker_mount_ns(ce);
@@ -318,21 +347,8 @@ static void child_attach(struct child_err *ce, const char *layer, uint64_t bytes
     if (ftruncate(img, (off_t)bytes) != 0)
         cfail(ce, errno, "size the layer's file system");
     make_fs(ce, img, inodes);
-    loop = loop_bind(ce, img, &num);
-    close(img); /* the loop device holds it */
-    snprintf(dev, sizeof(dev), "/dev/loop%d", num);
-    fsfd = fsopen("ext4", FSOPEN_CLOEXEC);
-    if (fsfd < 0 || fsconfig(fsfd, FSCONFIG_SET_STRING, "source", dev, 0) != 0 ||
-        fsconfig(fsfd, FSCONFIG_SET_FLAG, "discard", NULL, 0) != 0 ||
-        fsconfig(fsfd, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) != 0 ||
-        fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0)
-        cfail(ce, errno, "cannot mount the layer's file system (%s)", dev);
-    mnt = fsmount(fsfd, FSMOUNT_CLOEXEC, 0);
-    if (mnt < 0)
-        cfail(ce, errno, "fsmount");
-    close(fsfd);
-    /* the mount holds the device now: on its last close it unbinds itself */
-    close(loop);
+    mnt = fs_mount(ce, img, 0);
+    close(img);                                                  /* the loop device holds it */
     root = openat(mnt, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* mnt is an O_PATH */
     if (root < 0)
         cfail(ce, errno, "open the layer's file system");
@@ -359,9 +375,154 @@ static void child_detach(struct child_err *ce, const char *layer)
     _exit(0);
 }
 
+/* ---- persistent volumes (volume.c): the same file system, in a named file ----------- */
+
+/* Is directory dir a mount point (not on its parent's file system)? */
+static int is_mount(struct child_err *ce, const char *dir)
+{
+    char parent[PATH_MAX];
+    struct stat ds, ps;
+    if (snprintf(parent, sizeof(parent), "%s/..", dir) >= (int)sizeof(parent))
+        cfail(ce, 0, "path too long: %s", dir);
+    if (lstat(dir, &ds) != 0 || !S_ISDIR(ds.st_mode) || stat(parent, &ps) != 0)
+        cfail(ce, errno, "cannot stat the volume's directory %s", dir);
+    return ds.st_dev != ps.st_dev;
+}
+
+/*
+ * Is img bound to a loop device already? Its file system is then mounted
+ * somewhere (a bind of it that outlived the mount on dir): a second mount
+ * of the same file would corrupt it.
+ */
+static int img_bound(const char *img)
+{
+    char buf[8192], path[PATH_MAX], back[PATH_MAX + 2];
+    long n;
+    int found = 0, dir = open("/sys/block", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return 0;
+    while (!found && (n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+        for (long off = 0; off < n && !found;) {
+            struct rd_dirent *d = (struct rd_dirent *)(void *)(buf + off);
+            ssize_t r;
+            int fd;
+            off += d->reclen;
+            if (strncmp(d->name, "loop", 4) != 0)
+                continue;
+            snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", d->name);
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue; /* not bound */
+            r = read(fd, back, sizeof(back) - 1);
+            close(fd);
+            if (r <= 0)
+                continue;
+            back[r] = '\0';
+            if (back[r - 1] == '\n')
+                back[r - 1] = '\0';
+            found = !strcmp(back, img);
+        }
+    }
+    close(dir);
+    return found;
+}
+
+/* img's file system on dir (nosuid, nodev), unless it is there already. */
+static void vol_mount(struct child_err *ce, const char *img, const char *dir)
+{
+    int fd, mnt;
+    if (is_mount(ce, dir))
+        return;
+    /* a loop device's auto-clear after the last unmount runs a moment later (a work queue's) */
+    for (int i = 0; i < 40 && img_bound(img); i++)
+        usleep(50000);
+    if (img_bound(img))
+        cfail(ce, 0,
+              "%s is in use by a loop device but not mounted on %s: unmount what holds it "
+              "(a bind of its file system) first",
+              img, dir);
+    fd = open(img, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        cfail(ce, errno, "cannot open the volume's file system %s", img);
+    mnt = fs_mount(ce, fd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    close(fd);
+    if (move_mount(mnt, "", AT_FDCWD, dir, MOVE_MOUNT_F_EMPTY_PATH) != 0)
+        cfail(ce, errno, "cannot mount the volume's file system on %s", dir);
+    close(mnt);
+}
+
+/*
+ * A new volume: the file (sparse, bytes), ext4 in it, mounted on dir, its
+ * root 0777 with a default ACL of rwx for owner, group and others: what
+ * one of the owner's sandboxes (each its own uid) makes there, the others
+ * may read and write (the mount itself is what keeps other owners out).
+ */
+static void child_vcreate(struct child_err *ce, const char *img, const char *dir, uint64_t bytes,
+                          unsigned long inodes)
+{
+    /* posix_acl_xattr: version 2, then {tag, perm, id} entries (little endian) */
+    static const unsigned char acl[4 + 3 * 8] = {
+        2,    0, 0, 0,                         /* a_version */
+        0x01, 0, 7, 0, 0xff, 0xff, 0xff, 0xff, /* ACL_USER_OBJ rwx */
+        0x04, 0, 7, 0, 0xff, 0xff, 0xff, 0xff, /* ACL_GROUP_OBJ rwx */
+        0x20, 0, 7, 0, 0xff, 0xff, 0xff, 0xff, /* ACL_OTHER rwx */
+    };
+    int fd, root;
+    docker_mount_ns(ce);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        cfail(ce, errno, "cannot make the volume's directory %s", dir);
+    fd = open(img, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        cfail(ce, errno, "cannot make the volume's file %s", img);
+    if (ftruncate(fd, (off_t)bytes) != 0)
+        cfail(ce, errno, "size the volume's file system");
+    make_fs(ce, fd, inodes);
+    close(fd);
+    vol_mount(ce, img, dir);
+    root = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (root < 0)
+        cfail(ce, errno, "open the volume's file system");
+    if (unlinkat(root, "lost+found", AT_REMOVEDIR) != 0 && errno != ENOENT)
+        cfail(ce, errno, "rmdir lost+found");
+    if (fchmod(root, 0777) != 0)
+        cfail(ce, errno, "chmod the volume's root");
+    if (fsetxattr(root, "system.posix_acl_default", acl, sizeof(acl), 0) != 0 &&
+        errno != EOPNOTSUPP)
+        cfail(ce, errno, "set the volume's default ACL");
+    close(root);
+    _exit(0);
+}
+
+/* Unmount dir (lazily: a process still in it lets go by itself), remove img and dir. */
+static void child_vremove(struct child_err *ce, const char *img, const char *dir)
+{
+    struct stat st;
+    docker_mount_ns(ce);
+    if (lstat(dir, &st) == 0 && is_mount(ce, dir) &&
+        umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW) != 0)
+        cfail(ce, errno, "cannot unmount %s", dir);
+    if (unlink(img) != 0 && errno != ENOENT)
+        cfail(ce, errno, "cannot remove %s", img);
+    if (rmdir(dir) != 0 && errno != ENOENT)
+        cfail(ce, errno, "cannot remove %s", dir);
+    _exit(0);
+}
+
+static void child_volume(struct child_err *ce, int op, const char *img, const char *dir,
+                         uint64_t bytes, unsigned long inodes)
+{
+    if (op == NB_RDV_CREATE)
+        child_vcreate(ce, img, dir, bytes, inodes);
+    if (op == NB_RDV_REMOVE)
+        child_vremove(ce, img, dir);
+    docker_mount_ns(ce);
+    vol_mount(ce, img, dir);
+    _exit(0);
+}
+
 /* Run fn(ce, layer, ...) in a child; 0, or -1 with its message. */
 static int in_child(int attach, const char *layer, uint64_t bytes, unsigned long inodes, char *err,
-                    size_t errlen)
+                    size_t errlen, int vop, const char *img)
 {
     int p[2], status;
     ssize_t n;
@@ -376,7 +537,9 @@ static int in_child(int attach, const char *layer, uint64_t bytes, unsigned long
         struct child_err ce = {p[1]};
         close(p[0]);
         signal(SIGPIPE, SIG_DFL);
-        if (attach)
+        if (img != NULL)
+            child_volume(&ce, vop, img, layer, bytes, inodes);
+        else if (attach)
             child_attach(&ce, layer, bytes, inodes);
         else
             child_detach(&ce, layer);
@@ -458,7 +621,7 @@ int nb_rootdisk_attach(struct nb_app *a, const char *cid, char *err, size_t errl
         inodes = (unsigned long)(bytes / RD_INODE_RATIO);
     if (inodes < RD_MIN_INODES)
         inodes = RD_MIN_INODES;
-    if (in_child(1, layer, bytes, inodes, err, errlen) != 0)
+    if (in_child(1, layer, bytes, inodes, err, errlen, 0, NULL) != 0)
         return -1;
     nb_debug("container %.12s: layer %s bounded to %llu bytes, %lu inodes (%lld ms)", cid, layer,
              (unsigned long long)bytes, inodes, (long long)(nb_clock_mono_ms() - t0));
@@ -521,7 +684,7 @@ static int detach(struct nb_app *a, const char *id)
     snprintf(path, sizeof(path), "/containers/%s/wait?condition=not-running", id);
     if (nb_docker_request(&a->docker, "POST", path, NULL, 30000, &status, NULL, &de) != 0)
         return -1;
-    if (in_child(0, layer, 0, 0, err, sizeof(err)) != 0) {
+    if (in_child(0, layer, 0, 0, err, sizeof(err), 0, NULL) != 0) {
         nb_warn("container %.12s: %s", id, err);
         return -1;
     }
@@ -541,4 +704,13 @@ int nb_rootdisk_remove(struct nb_app *a, const char *id, int root, struct nb_der
         return -1;
     memset(de, 0, sizeof(*de));
     return nb_docker_remove(&a->docker, id, de);
+}
+
+int nb_rootdisk_volume(int op, const char *img, const char *dir, uint64_t bytes, char *err,
+                       size_t errlen)
+{
+    unsigned long inodes = (unsigned long)(bytes / RD_INODE_RATIO);
+    if (inodes < RD_MIN_INODES)
+        inodes = RD_MIN_INODES;
+    return in_child(0, dir, bytes / RD_BLOCK * RD_BLOCK, inodes, err, errlen, op, img);
 }

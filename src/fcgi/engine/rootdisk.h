@@ -66,4 +66,21 @@ int nb_rootdisk_bounded(const char *upper);
  */
 int nb_rootdisk_remove(struct nb_app *a, const char *id, int root, struct nb_derr *de);
 
+/*
+ * A persistent volume's file system (volume.c), the same kind as a root's
+ * layer (ext4 on a loop device, so a write past it fails with ENOSPC) but
+ * in the named file img, mounted (nosuid, nodev) on the directory dir in
+ * dockerd's mount namespace: NB_RDV_CREATE makes the file of bytes, the
+ * file system and dir and mounts it, its root open to every uid (0777
+ * and a default ACL rwx for all: the owner's sandboxes share it);
+ * NB_RDV_MOUNT mounts it again unless it is (after a reboot);
+ * NB_RDV_REMOVE unmounts it (lazily) and removes file and dir. 0, or -1
+ * with a message.
+ */
+#define NB_RDV_CREATE 1
+#define NB_RDV_MOUNT 2
+#define NB_RDV_REMOVE 3
+int nb_rootdisk_volume(int op, const char *img, const char *dir, uint64_t bytes, char *err,
+                       size_t errlen);
+
 #endif

@@ -207,6 +207,18 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
+    /* its owner's persistent volumes (volume.h): NoCopy, the image's files stay out */
+    for (unsigned i = 0; i < s->n_volumes; i++) {
+        yajl_gen_map_open(g);
+        nb_json_kv_str(g, "Type", "volume");
+        nb_json_kv_str(g, "Source", s->volumes[i].docker);
+        nb_json_kv_str(g, "Target", s->volumes[i].path);
+        nb_json_cstr(g, "VolumeOptions");
+        yajl_gen_map_open(g);
+        nb_json_kv_bool(g, "NoCopy", 1);
+        yajl_gen_map_close(g);
+        yajl_gen_map_close(g);
+    }
     yajl_gen_array_close(g);
     /* open files are per process: bound them, pids bounds the processes */
     nb_json_cstr(g, "Ulimits");
@@ -408,7 +420,7 @@ retry:
         s->network_bridge = (uint32_t)spec->network_bridge;
         snprintf(s->image, sizeof(s->image), "%s", spec->image);
         snprintf(s->metadata, sizeof(s->metadata), "%s", spec->metadata);
-        s->lifecycle = spec->lifecycle;
+        s->lifecycle = spec->lifecycle | (spec->n_volumes > 0 ? NB_LIFE_VOLUMES : 0);
         s->idle_pause = spec->idle_pause;
     }
     nb_table_unlock(&a->table);
@@ -548,7 +560,7 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
     if (nb_registry_before(a, spec->key, &claim, ae) != 0)
         return -1;
     sp.elsewhere = &claim.elsewhere;
-    if (a->warm == NULL || a->warm->take(a, &sp, out) != 0) {
+    if (a->warm == NULL || sp.n_volumes > 0 || a->warm->take(a, &sp, out) != 0) {
         if (nb_sandbox_make(a, &sp, NB_SLOT_RUNNING, out, ae) != 0)
             return -1;
         how = NB_MC_COLD;
@@ -730,6 +742,11 @@ int nb_sandbox_pause_how(struct nb_app *a, const char *id, int keep_memory, stru
     int64_t now = nb_clock_real_s(), expires = 0;
     int found = 0, was_running = 0, rc;
 
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, id);
+    if (s != NULL && (s->lifecycle & NB_LIFE_VOLUMES))
+        keep_memory = 1; /* NB_LIFE_VOLUMES: its volumes stay mounted */
+    nb_table_unlock(&a->table);
     if (keep_memory)
         return nb_sandbox_pause(a, id, out, ae);
     nb_table_lock(&a->table);

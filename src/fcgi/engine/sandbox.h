@@ -12,6 +12,7 @@
 #include "app.h"
 #include "keys.h"
 #include "network.h"
+#include "volume.h"
 
 /* Where nanobox-init appears inside every sandbox (a read-only bind mount). */
 #define NB_INIT_MOUNT "/.nanobox/init"
@@ -46,6 +47,10 @@ struct nb_sandbox_spec {
     int64_t idle_pause;
     /* the image its container runs, NULL: image (a resume's: its pause image) */
     const char *run_image;
+    /* its owner's persistent volumes, checked and ready (nb_volume_prepare);
+     * a create with any never takes a warm sandbox */
+    const struct nb_volume_mount *volumes;
+    unsigned n_volumes;
 };
 
 /*

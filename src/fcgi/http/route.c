@@ -54,6 +54,15 @@ enum nb_route nb_route_match(const char *path, char *id, size_t idlen, char *arg
         snprintf(op, oplen, "%s", sub ? sub + 1 : "");
         return NB_ROUTE_TEMPLATE;
     }
+    if (!strcmp(path, "/volumes") || !strcmp(path, "/volumes/"))
+        return NB_ROUTE_VOLUMES;
+    if (!strncmp(path, "/volumes/", 9)) {
+        size_t nl = strlen(path + 9);
+        if (nl == 0 || nl >= arglen || strchr(path + 9, '/'))
+            return NB_ROUTE_NONE;
+        memcpy(arg, path + 9, nl + 1);
+        return NB_ROUTE_VOLUME;
+    }
     if (strncmp(path, "/sandbox/", 9) != 0)
         return NB_ROUTE_NONE;
     rest = path + 9;

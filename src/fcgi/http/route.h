@@ -57,7 +57,10 @@
     X(TEMPLATE, "/templates")                                                          \
     X(SNAPSHOT, "/sandbox/{id}/snapshot")                                              \
     X(FORK, "/sandbox/{id}/fork")                                                      \
-    X(OPENAPI, "/openapi.json")
+    X(OPENAPI, "/openapi.json")                                                        \
+    X(VOLUMES, "/volumes")                                                             \
+    /* arg: the volume's name or id */                                                 \
+    X(VOLUME, "/volumes/{name}")
 
 #define NB_ROUTE_ENUM_(name, path) NB_ROUTE_##name,
 enum nb_route {
