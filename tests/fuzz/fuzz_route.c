@@ -26,7 +26,7 @@
 static int has_sandbox_id(int rt)
 {
     return (rt >= NB_ROUTE_SANDBOX && rt <= NB_ROUTE_RESUME) || rt == NB_ROUTE_USAGE ||
-           rt == NB_ROUTE_PTY || rt == NB_ROUTE_SNAPSHOT;
+           rt == NB_ROUTE_PTY || rt == NB_ROUTE_SNAPSHOT || rt == NB_ROUTE_FORK;
 }
 
 /* The E2B facade's /sandboxes/{id}[/{op}] and /v2/sandboxes/{id}/{op}: the id after that prefix. */
@@ -99,6 +99,14 @@ static void check(const char *path, int rt, const char *id, size_t idlen, const 
         if (al == 0 || strncmp(path, "/templates/", 11) != 0)
             abort(); /* a template route always names one */
         break;
+    case NB_ROUTE_VOLUMES:
+        if ((strcmp(path, "/volumes") != 0 && strcmp(path, "/volumes/") != 0) || al != 0 || ol != 0)
+            abort();
+        break;
+    case NB_ROUTE_VOLUME:
+        if (al == 0 || ol != 0 || strncmp(path, "/volumes/", 9) != 0 || strcmp(path + 9, arg) != 0)
+            abort(); /* a volume route names one, whole */
+        break;
     case NB_ROUTE_PTY:
         if (al == 0 || strstr(path, "/pty/") == NULL)
             abort(); /* a terminal route always names its pid */
@@ -140,6 +148,7 @@ static void check(const char *path, int rt, const char *id, size_t idlen, const 
     case NB_ROUTE_RESUME:
     case NB_ROUTE_USAGE:
     case NB_ROUTE_SNAPSHOT:
+    case NB_ROUTE_FORK:
         if (al != 0 || ol != 0)
             abort(); /* no arg or op where the route has none */
         break;
@@ -191,7 +200,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the same path with the smallest buffers: cut, or no route, never past them */
     if (match(path, 1, 1, 1) != rt && rt != NB_ROUTE_PORT && rt != NB_ROUTE_PROCS &&
         rt != NB_ROUTE_FILES && rt != NB_ROUTE_CODE && rt != NB_ROUTE_CONTEXTS && rt != NB_E2B_OP &&
-        rt != NB_E2B_V2_OP && rt != NB_ROUTE_TEMPLATE && rt != NB_ROUTE_PTY)
+        rt != NB_E2B_V2_OP && rt != NB_ROUTE_TEMPLATE && rt != NB_ROUTE_PTY &&
+        rt != NB_ROUTE_VOLUME)
         abort();
     /* the same bytes as an E2B_DOMAIN host: an id of 36 and a port of 5, or nothing */
     {
