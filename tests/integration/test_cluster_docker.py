@@ -1,119 +1,40 @@
-"""Two nodes of a cluster, each with its own dockerd (docs/CLUSTER.md):
-the second dockerd has its own data root, exec root (and so its own
-containerd), socket, config file and bridge, and writes no iptables
-rules, so the two never see each other's containers. (Not --bridge=none:
-a dockerd started so deletes the host's docker0, the first dockerd's.) One node dies whole, its nanobox-fcgi
-killed and its dockerd stopped: the other's sandboxes work on, the dead
-one's answer 503 node_unavailable, lists mark it down, creates go to the
-live node; back, its sandboxes (kept by live-restore) are served again."""
+"""Two nodes of a cluster, each with its own dockerd (nbdockerd.py: its
+own data root, exec root, socket, bridge, no iptables), so the two never
+see each other's containers, as on two machines (docs/CLUSTER.md):
+- one node dies whole, its nanobox-fcgi killed and its dockerd stopped:
+  the other's sandboxes work on, the dead one's answer 503
+  node_unavailable, lists mark it down, creates go to the live node;
+  back, its sandboxes (kept by live-restore) are served again;
+- the official E2B SDK and an MCP client through the front reach the
+  sandboxes of both;
+- etcd loses one member, then quorum: sandboxes on both nodes work on
+  (through either node), creates answer 503 cluster_unavailable on both
+  and make nothing, and all comes back by itself with quorum."""
+import json
 import os
+import re
 import secrets
-import shutil
 import signal
-import subprocess
-import tempfile
 
 import pytest
 import requests
 
 import nbetcd
-import nbtest
+from nbdockerd import second_dockerd
+from nbfront import Front
 from nbtest import docker_ps, wait_until
-from test_cluster import PREFIX, listed, member_of, node_conf, sees, tag_of
+from test_cluster import PREFIX, healthz, listed, member_of, node_conf, sees, tag_of
+from test_e2b import e2b_sdk  # noqa: F401 - the pinned SDK, a fixture
+from test_keys import KeyApi, add_key
+from test_mcp import http_call, http_initialize
 
 pytestmark = pytest.mark.xdist_group("cluster")
-
-DOCKERD = shutil.which("dockerd")
-
-
-class Dockerd:
-    """A dockerd of our own: started, stopped and started again by its pid."""
-
-    def __init__(self):
-        # short: the exec root holds containerd's socket (108 bytes at most)
-        self.dir = tempfile.mkdtemp(prefix="nb-d2-")
-        self.sock = os.path.join(self.dir, "docker.sock")
-        # a bridge of its own, which it is given (-b) and never makes or deletes
-        self.bridge = "nbd2-" + secrets.token_hex(3)
-        self.host = f"unix://{self.sock}"
-        self.proc = None
-
-    def docker(self, *args, check=True, timeout=120, **kw):
-        return subprocess.run(["docker", "-H", self.host, *args], capture_output=True,
-                              text=True, check=check, timeout=timeout, **kw)
-
-    def start(self):
-        if not os.path.exists(f"/sys/class/net/{self.bridge}"):
-            subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
-            subprocess.run(["ip", "addr", "add", "198.18.213.1/24", "dev", self.bridge], check=True)
-            subprocess.run(["ip", "link", "set", self.bridge, "up"], check=True)
-        # its own (empty) config file: not the system dockerd's /etc/docker/daemon.json
-        conf = os.path.join(self.dir, "daemon.json")
-        with open(conf, "w") as f:
-            f.write("{}\n")
-        log = open(os.path.join(self.dir, "dockerd.log"), "ab")
-        self.proc = subprocess.Popen(
-            [DOCKERD, "--config-file", conf, "--data-root", os.path.join(self.dir, "data"),
-             "--exec-root", os.path.join(self.dir, "x"), "-H", self.host,
-             "--pidfile", os.path.join(self.dir, "docker.pid"), "--bridge", self.bridge,
-             "--iptables=false", "--ip6tables=false", "--live-restore"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
-        log.close()
-        try:
-            wait_until(lambda: self.docker("info", check=False, timeout=10).returncode == 0,
-                       timeout=60, what="the second dockerd to answer")
-        except AssertionError:
-            raise AssertionError(nbtest.tail(os.path.join(self.dir, "dockerd.log"), 20))
-
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # our own child, by its pid
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
-        self.proc = None
-
-    def containers(self):
-        return self.docker("ps", "-q").stdout.split()
-
-    def close(self):
-        try:
-            if self.proc is None:
-                self.start()
-            ids = self.docker("ps", "-aq", check=False).stdout.split()
-            for cid in ids:
-                self.docker("rm", "-fv", cid, check=False)
-        finally:
-            self.stop()
-            # dockerd leaves its data root mounted on itself: ours to unmount
-            with open("/proc/self/mounts") as f:
-                ours = [ln.split()[1] for ln in f if ln.split()[1].startswith(self.dir + "/")]
-            for mnt in sorted(ours, key=len, reverse=True):
-                subprocess.run(["umount", "-l", mnt], check=False)
-            shutil.rmtree(self.dir, ignore_errors=True)
-            subprocess.run(["ip", "link", "del", self.bridge], check=False)
-            assert not os.path.exists(self.dir), f"{self.dir} left behind"
 
 
 @pytest.fixture(scope="module")
 def dockerd2():
-    if DOCKERD is None:
-        pytest.skip("needs dockerd")
-    d = Dockerd()
-    try:
-        d.start()
-        # its own copy of the sandbox image
-        save = subprocess.Popen(["docker", "save", nbtest.IMAGE], stdout=subprocess.PIPE)
-        load = subprocess.run(["docker", "-H", d.host, "load"], stdin=save.stdout,
-                              capture_output=True, text=True, timeout=300)
-        save.stdout.close()
-        assert save.wait(300) == 0 and load.returncode == 0, load.stderr
+    with second_dockerd() as d:
         yield d
-    finally:
-        d.close()
 
 
 @pytest.fixture(scope="module")
@@ -176,3 +97,142 @@ def test_a_node_that_dies_whole_takes_only_its_own_sandboxes(etcd, make_stack, d
         assert x.api.delete(sid).status_code == 204
     assert dockerd2.containers() == []
     etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+def pair(etcd, make_stack, dockerd2, x_name, y_name, **more):
+    """Two nodes that see each other: x on the machine's dockerd, y on dockerd2."""
+    secret = secrets.token_hex(16)
+    x = make_stack(x_name, **node_conf(etcd, x_name, node_url="{url}", cluster_secret=secret, **more))
+    y = make_stack(y_name, **node_conf(etcd, y_name, node_url="{url}", cluster_secret=secret,
+                                       docker_socket=dockerd2.sock, **more))
+    wait_until(lambda: sees(x, y_name) and sees(y, x_name), timeout=20,
+               what="the nodes to see each other")
+    return x, y, secret
+
+
+def test_sandboxes_work_on_both_nodes_while_etcd_loses_a_member_then_quorum(etcd, make_stack,
+                                                                             dockerd2):
+    x, y, secret = pair(etcd, make_stack, dockerd2, "node-qx", "node-qy")
+    sx, sy = made_here(x, secret), made_here(y, secret)
+
+    def both_work(word):
+        # each sandbox through either node: routing needs no etcd
+        for st in (x, y):
+            for sid in (sx, sy):
+                assert st.api.exec(sid, f"echo {word}")["stdout"] == f"{word}\n"
+
+    def creates_refused():
+        for st, containers in ((x, lambda: docker_ps(x.instance)), (y, dockerd2.containers)):
+            before = containers()
+            r = st.api.request("POST", "/sandbox", json={})
+            assert r.status_code == 503 and r.json()["code"] == "cluster_unavailable", r.text
+            r = requests.post(st.url + "/v2/sandboxes", json={"templateID": "base"},
+                              headers={"X-API-Key": f"e2b_{st.api_key}"}, timeout=60)
+            assert r.status_code == 503, r.text
+            assert containers() == before, f"{st.name} made a container without quorum"
+
+    etcd.stop_member(0)
+    try:
+        # one member of three lost: nothing changes, creates are placed and work
+        for st in (x, y):
+            r0 = healthz(st)["node"]["renewed"]
+            wait_until(lambda: healthz(st)["node"]["renewed"] > r0, timeout=5,
+                       what=f"{st.name}'s renewal with one member down")
+            assert healthz(st)["node"]["cluster"] == "member"
+        both_work("one-down")
+        made = [x.api.create() for _ in range(2)]
+        for sid in made:
+            assert x.api.exec(sid, "true")["exit_code"] == 0
+            assert x.api.delete(sid).status_code == 204
+        etcd.stop_member(1)
+        try:
+            for st in (x, y):
+                wait_until(lambda: healthz(st)["node"]["cluster"] == "etcd_unreachable",
+                           timeout=15, what=f"{st.name} to see etcd without quorum")
+            both_work("no-quorum")
+            # a list answers from the member left: each node's own sandbox at least
+            assert sx in {s["sandboxId"] for s in listed(x.api)["sandboxes"]}
+            assert sy in {s["sandboxId"] for s in listed(y.api)["sandboxes"]}
+            creates_refused()
+        finally:
+            etcd.start_member(1)
+    finally:
+        etcd.start_member(0)
+    # quorum back: both are members again by themselves, and creates work
+    for st in (x, y):
+        wait_until(lambda: healthz(st)["node"]["cluster"] == "member", timeout=30,
+                   what=f"{st.name} to be a member again")
+    for st in (x, y):
+        sid = st.api.create()
+        assert st.api.exec(sid, "true")["exit_code"] == 0
+        assert st.api.delete(sid).status_code == 204
+    both_work("back")
+    for sid in (sx, sy):
+        assert x.api.delete(sid).status_code == 204
+    assert dockerd2.containers() == []
+    assert docker_ps(x.instance) == []
+    etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+@pytest.fixture(scope="module")
+def front(etcd, tmp_path_factory):
+    f = Front(etcd.endpoints_conf, PREFIX, str(tmp_path_factory.mktemp("front")))
+    yield f
+    f.close()
+
+
+def test_the_e2b_sdk_and_mcp_work_through_the_front(etcd, front, make_stack, dockerd2, e2b_sdk):
+    """The official E2B SDK pointed at the front alone (E2B_API_URL and
+    E2B_SANDBOX_URL): its creates are placed on both nodes, each sandbox's
+    commands and files reach its own node and dockerd, its list pages over
+    the whole cluster, and its kills end them where they run. An MCP
+    client through the front likewise."""
+    from test_e2b import sdk_script, step
+    n1, n2, _ = pair(etcd, make_stack, dockerd2, "node-e1", "node-e2")
+    alice = add_key(n1, "alice")
+    wait_until(lambda: KeyApi(n2, alice).request("GET", "/sandbox").status_code == 200,
+               timeout=10, what="alice's key on node-e2")
+    front.routes("node-e1", "node-e2")
+
+    def containers():
+        return {"node-e1": docker_ps(n1.instance), "node-e2": dockerd2.containers()}
+
+    class ViaFront:
+        url, api_key = front.url, alice
+    s = sdk_script(ViaFront, e2b_sdk, "cluster.mjs", "cluster-", args_more=["--count", "4"])
+    try:
+        ids = step(s, "create")["ids"]
+        assert len(ids) == 4
+        tags = {sid[-12:] for sid in ids}
+        assert tags == {tag_of("node-e1"), tag_of("node-e2")}, ids   # placed on both
+        assert step(s, "commands") == {"ok": [True] * 4}
+        assert step(s, "files") == {"ok": [True] * 4}
+        assert step(s, "getInfo") == {"ok": [True] * 4}
+        assert step(s, "list") == {"ids": sorted(ids), "pages": 2}
+        assert step(s, "kill") == {"killed": [True] * 4}
+        assert step(s, "listAfterKill") == {"ids": []}
+        assert containers() == {"node-e1": [], "node-e2": []}, "a killed sandbox's container kept"
+        # an MCP client through the front too: its session's calls all reach
+        # the node that holds it (its id names it), which drives the
+        # sandboxes of both nodes; its own creates are made there (a tie of
+        # free slots stays where it is)
+        made = [KeyApi(n1, alice).create(), KeyApi(n2, alice).create()]
+        s["created"] += made
+        sess = http_initialize(ViaFront).headers["Mcp-Session-Id"]
+        assert sess[-12:] in (tag_of("node-e1"), tag_of("node-e2")), sess
+        for _ in range(2):
+            res = http_call(ViaFront, sess, "sandbox_create", {})
+            made.append(re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}",
+                                  json.dumps(res)).group(0))
+            s["created"].append(made[-1])
+        for sid in made:
+            res = http_call(ViaFront, sess, "sandbox_exec", {"sandbox_id": sid, "command": f"echo {sid}"})
+            assert f"{sid}\\n" in json.dumps(res) and not res.get("isError"), res
+            res = http_call(ViaFront, sess, "sandbox_destroy", {"sandbox_id": sid})
+            assert not res.get("isError"), res
+        assert containers() == {"node-e1": [], "node-e2": []}, "a destroyed sandbox's container kept"
+    finally:
+        for sid in s["created"]:
+            for st in (n1, n2):
+                KeyApi(st, alice).delete(sid)
+        etcd.delete_prefix(f"{PREFIX}keys/")
