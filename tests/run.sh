@@ -263,6 +263,17 @@ SAN_TESTS=(
     test_docker_restart.py   # (serial)
     # a node of a cluster: its member process and the etcd client (member.c, etcd.c)
     test_cluster.py
+    # fork (fork.c, snapshot.c's layer copy), pause that frees memory,
+    # persistent volumes (volume.c), E2B's template, snapshot and pause
+    # routes (api_e2b_tpl.c) and host routing over HTTPS; their SDK tests
+    # stay in the plain pass (" and not sdk")
+    test_fork.py
+    test_pause_cold.py
+    test_volumes.py
+    test_e2b_templates.py
+    test_e2b_snapshots.py
+    test_e2b_pause.py
+    test_e2b_tls.py
 )
 # Tests of the files above whose time goes to sleeps that are the test (a
 # TTL, a supervisor's back-off), to fifty containers, or to Jupyter behind
@@ -286,7 +297,8 @@ SAN_DESELECT=(
 # test_install (a build of its own), test_nginx_snippet and test_tls
 # (nginx's configuration), and the rest of test_templates, test_snapshots,
 # test_code and test_upgrade (docker builds, Jupyter and matplotlib: the
-# same C paths as the tests listed).
+# same C paths as the tests listed), and test_e2b_desktop (the desktop SDK
+# and chromium, over port and exec paths the list already takes).
 # NANOBOX_SAN_FULL=1 or any pytest argument runs the whole suite instead.
 
 integration_tests() {
