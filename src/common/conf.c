@@ -55,6 +55,7 @@ void nb_conf_defaults(struct nb_conf *c)
 
     c->workers_min = 4;
     c->workers_max = 32;
+    c->listen_backlog = 4096;
     c->workers_spare = 2;
     c->worker_idle_timeout = 30;
     c->shutdown_timeout = 330;
@@ -275,6 +276,7 @@ static const struct key keys[] = {
     {"workers_min", K_UINT, F(workers_min), 1024},
     {"workers_max", K_UINT, F(workers_max), 1024},
     {"workers_spare", K_UINT, F(workers_spare), 1024},
+    {"listen_backlog", K_UINT, F(listen_backlog), 65535},
     {"worker_idle_timeout", K_UINT, F(worker_idle_timeout), 86400},
     {"shutdown_timeout", K_UINT, F(shutdown_timeout), 86400},
     {"max_sandboxes", K_UINT, F(max_sandboxes), 65536},
@@ -706,6 +708,10 @@ int nb_conf_check(const struct nb_conf *c, char *err, size_t errlen)
 
     if (c->workers_min < 1 || c->workers_max < c->workers_min) {
         snprintf(err, errlen, "workers_min must be >= 1 and <= workers_max");
+        return -1;
+    }
+    if (c->listen_backlog < 16) {
+        snprintf(err, errlen, "listen_backlog must be at least 16");
         return -1;
     }
     if (c->default_ttl < 1 || c->default_ttl > c->max_ttl) {

@@ -41,6 +41,7 @@ struct nb_conf {
     unsigned workers_min;         /* started at boot, never retired */
     unsigned workers_max;         /* hard ceiling on concurrent requests */
     unsigned workers_spare;       /* idle workers kept ready while below max */
+    unsigned listen_backlog;      /* requests waiting for a worker, past workers_max */
     unsigned worker_idle_timeout; /* seconds an extra worker may stay idle */
     unsigned shutdown_timeout;    /* seconds SIGTERM waits for in-flight requests */
 

@@ -1,6 +1,7 @@
 """Many clients at once: concurrent creates/deletes, a full table under load,
 the worker pool growing for long execs and shrinking back."""
 
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -140,3 +141,37 @@ def test_concurrent_deletes_of_one_sandbox(api, stack):
         codes = sorted(r.status_code for r in ex.map(lambda _: api.delete(sid), range(8)))
     assert codes == [204] + [404] * 7, codes
     assert docker_ps(stack.instance, sandbox=sid) == []
+
+
+def listen_backlog(sock):
+    """The backlog of nanobox-fcgi's listening socket, as the kernel holds it
+    (ss: a listening socket's Send-Q)."""
+    out = subprocess.run(["ss", "-xlnH", "src", sock], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out, f"no listening socket {sock}"
+    return int(out[3])
+
+
+def test_requests_past_workers_max_wait_in_the_listen_backlog(make_stack):
+    """More requests at once than workers: they queue in the socket's
+    backlog (listen_backlog) and are all served; a backlog too small for
+    the burst makes nginx answer 502 for the rest, so the key is what
+    decides."""
+    somaxconn = int(open("/proc/sys/net/core/somaxconn").read())
+    results = {}
+    for backlog in (None, 16):
+        conf = {"workers_min": 1, "workers_max": 1, "workers_spare": 0}
+        if backlog is not None:
+            conf["listen_backlog"] = backlog
+        st = make_stack(f"backlog-{backlog or 'default'}", **conf)
+        assert listen_backlog(st.sock) == min(backlog or 4096, somaxconn)
+        sid = st.api.create()
+        with ThreadPoolExecutor(max_workers=48) as pool:
+            codes = list(pool.map(lambda _: st.api.exec_raw(sid, "sleep 0.1").status_code,
+                                  range(48)))
+        results[backlog] = codes
+        assert st.api.exec(sid, "echo ok")["stdout"] == "ok\n"  # and it serves on
+        st.api.delete(sid)
+    assert results[None] == [200] * 48, results[None]
+    assert 502 in results[16] and 200 in results[16], results[16]
+    assert set(results[16]) <= {200, 502}, results[16]

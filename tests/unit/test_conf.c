@@ -110,6 +110,8 @@ static void test_bad_values_are_refused(void **state)
     assert_int_equal(load("no equals sign\n", &c, err, sizeof(err)), -1);
     assert_int_equal(load("default_ttl = 100\nmax_ttl = 10\n", &c, err, sizeof(err)), -1);
     assert_int_equal(load("workers_min = 8\nworkers_max = 2\n", &c, err, sizeof(err)), -1);
+    assert_int_equal(load("listen_backlog = 8\n", &c, err, sizeof(err)), -1);
+    assert_int_equal(load("listen_backlog = 70000\n", &c, err, sizeof(err)), -1);
     assert_int_equal(load("memory = 1m\n", &c, err, sizeof(err)), -1);
 }
 

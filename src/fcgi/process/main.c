@@ -80,7 +80,9 @@ static int open_listen_socket(const struct nb_conf *c)
         return -1;
     }
     unlink(c->listen);
-    fd = FCGX_OpenSocket(c->listen, 256);
+    /* past workers_max, requests wait here; the kernel caps it at
+     * net.core.somaxconn (4096 by default), and nginx answers 502 past it */
+    fd = FCGX_OpenSocket(c->listen, (int)c->listen_backlog);
     if (fd < 0) {
         nb_error("cannot listen on %s: %s", c->listen, strerror(errno));
         return -1;
