@@ -187,14 +187,22 @@ def test_on_timeout_pause_without_memory(api):
 def test_idle_sandboxes_are_paused_without_memory(make_stack):
     st = make_stack("idlepause", idle_pause=3)
     api = st.api
+    never = api.create(ttl=600, idle_pause=0)
     idle = api.create_info(ttl=600)
     assert idle["idle_pause"] == 3, idle
+    api.exec(idle["sandboxId"], "echo mine > /workspace/f")  # before its 3 s pass
     busy = api.create(ttl=600)
-    never = api.create(ttl=600, idle_pause=0)
-    api.exec(idle["sandboxId"], "echo mine > /workspace/f")
+    # calls naming busy keep it awake while idle's 3 s pass and the reaper
+    # pauses it (a docker commit: seconds on a loaded machine); the list
+    # names no sandbox, so reading it keeps none awake
+    def state_of(sid):
+        rows = parse_json(api.request("GET", "/sandbox"))["sandboxes"]
+        return next(r["state"] for r in rows if r["sandboxId"] == sid)
     t0 = time.monotonic()
-    while time.monotonic() - t0 < 6:  # calls naming it keep it awake
+    while time.monotonic() - t0 < 90:
         assert api.get(busy).status_code == 200
+        if state_of(idle["sandboxId"]) == "paused" and time.monotonic() - t0 > 6:
+            break
         time.sleep(0.5)
     got = parse_json(api.get(idle["sandboxId"]))
     assert got["state"] == "paused" and got["memory_released"] is True, got

@@ -745,16 +745,42 @@ out:
     return rc;
 }
 
+struct drop_arg {
+    struct nb_app *a;
+    const char *id;
+};
+
+/* One more of a gone sandbox's pause images: an earlier one, untagged. */
+static void drop_one(void *arg, const char *sid, const char *image_id, const void *labels)
+{
+    const struct drop_arg *d = arg;
+    struct nb_derr de = {0};
+    (void)labels;
+    if (strcmp(sid, d->id) != 0)
+        return;
+    if (nb_docker_image_remove(&d->a->docker, image_id, 0, &de) == 0)
+        nb_info("removed the pause image %.19s of sandbox %s, which is gone", image_id, sid);
+    else
+        nb_debug("pause image %.19s of sandbox %s: not removed: %s", image_id, sid, de.msg);
+}
+
 int nb_snapshot_drop(struct nb_app *a, const char *id)
 {
     struct nb_derr de = {0};
     char ref[160];
+    struct drop_arg arg = {a, id};
+    int rc = 0;
     nb_snapshot_pause_ref(&a->conf, id, ref, sizeof(ref));
     if (nb_docker_image_remove(&a->docker, ref, 1, &de) != 0) {
         nb_warn("sandbox %s: cannot remove its pause image %s: %s", id, ref, de.msg);
-        return -1;
+        rc = -1;
     }
-    return 0;
+    /* a pause of a sandbox that ran from an earlier pause's image, destroyed
+     * meanwhile: that earlier image lost its tag to the new one, and is not
+     * its parent (the new one is built from a context), so it would wait
+     * for the reaper's sweep */
+    nb_snapshot_pause_images(a, drop_one, &arg);
+    return rc;
 }
 
 int nb_snapshot_pause_images(struct nb_app *a, nb_pause_image_fn cb, void *arg)

@@ -79,7 +79,8 @@ int nb_snapshot_apply(const struct nb_conf *c, uint32_t slot, pid_t pid, const c
 int nb_snapshot_save(struct nb_app *a, const struct nb_slot *slot, struct nb_apierr *ae);
 /* The pause image of sandbox id: nanobox-pause-<instance>:<id>. */
 void nb_snapshot_pause_ref(const struct nb_conf *c, const char *id, char *out, size_t outlen);
-/* Remove sandbox id's pause image (none counts as removed). 0, or -1 (logged). */
+/* Remove sandbox id's pause image (none counts as removed), and any earlier
+ * one of it left untagged: for a sandbox that is gone. 0, or -1 (logged). */
 int nb_snapshot_drop(struct nb_app *a, const char *id);
 /*
  * Reconciliation's, after adoption: remove the pause images of this
