@@ -317,3 +317,44 @@ int nb_registry_row_parse(const char *text, size_t len, struct nb_slot *s,
         snprintf(s->metadata, sizeof(s->metadata), "{}");
     return strlen(s->id) == NB_ID_LEN && state[0] != '\0' ? 0 : -1;
 }
+
+void nb_cluster_tpl_key(const char *prefix, const char *what, const char *owner, const char *name,
+                        char *out, size_t outlen)
+{
+    if (owner == NULL)
+        snprintf(out, outlen, "%s%s/", prefix, what);
+    else if (name == NULL)
+        snprintf(out, outlen, "%s%s/%s/", prefix, what, owner_seg(owner));
+    else
+        snprintf(out, outlen, "%s%s/%s/%s", prefix, what, owner_seg(owner), name);
+}
+
+char *nb_tpl_meta_json(const struct nb_tpl_meta *m)
+{
+    yajl_gen g = nb_json_gen();
+    yajl_gen_map_open(g);
+    gen_kint(g, "at", m->at);
+    gen_kstr(g, "node", m->node);
+    gen_key(g, "removed");
+    yajl_gen_bool(g, m->removed);
+    gen_key(g, "recipe");
+    yajl_gen_bool(g, m->recipe);
+    yajl_gen_map_close(g);
+    return nb_json_gen_take(g);
+}
+
+int nb_tpl_meta_parse(const char *text, size_t len, struct nb_tpl_meta *m)
+{
+    const char *pr[] = {"removed", NULL}, *pc[] = {"recipe", NULL};
+    yajl_val v;
+
+    memset(m, 0, sizeof(*m));
+    if ((v = parse_object(text, len)) == NULL)
+        return -1;
+    m->at = get_int(v, "at");
+    get_str(v, "node", m->node, sizeof(m->node));
+    m->removed = yajl_tree_get(v, pr, yajl_t_true) != NULL;
+    m->recipe = yajl_tree_get(v, pc, yajl_t_true) != NULL;
+    yajl_tree_free(v);
+    return 0;
+}

@@ -317,3 +317,215 @@ void nb_registry_list_free(struct nb_sandbox_list *l)
     free(l->up);
     memset(l, 0, sizeof(*l));
 }
+
+/* The templates' registry: what an owner's entries say, as a reserve reads them. */
+struct tpl_read {
+    const char *ekey; /* the entry of the name being built */
+    unsigned live;    /* the owner's live entries, that one left out */
+    char *prior;      /* that one's text, if it is there */
+    size_t prior_len;
+    int64_t prior_mod;
+};
+
+static int add_tpl(void *arg, const struct nb_etcd_kv *kv)
+{
+    struct tpl_read *tr = arg;
+    struct nb_tpl_meta m;
+    if (kv->key_len == strlen(tr->ekey) && !memcmp(kv->key, tr->ekey, kv->key_len)) {
+        free(tr->prior);
+        tr->prior = malloc(kv->value_len + 1);
+        if (tr->prior != NULL) {
+            memcpy(tr->prior, kv->value, kv->value_len);
+            tr->prior_len = kv->value_len;
+        }
+        tr->prior_mod = kv->mod_revision;
+        return 0;
+    }
+    if (nb_tpl_meta_parse(kv->value, kv->value_len, &m) == 0 && !m.removed)
+        tr->live++;
+    return 0;
+}
+
+static int tpl_on(const struct nb_app *a)
+{
+    return on(a) && a->conf.cluster_secret[0] != '\0';
+}
+
+int nb_registry_tpl_reserve(struct nb_app *a, const char *owner, const char *name,
+                            unsigned max_templates, struct nb_registry_tpl *t, struct nb_apierr *ae)
+{
+    char gkey[NB_REG_KEY_MAX], okey[NB_REG_KEY_MAX];
+    struct nb_tpl_meta m;
+    struct nb_etcd *e;
+    uint32_t st;
+    char *json;
+
+    memset(t, 0, sizeof(*t));
+    if (!tpl_on(a))
+        return 0;
+    st = nb_metrics != NULL ? __atomic_load_n(&nb_metrics->cluster.state, __ATOMIC_RELAXED)
+                            : NB_MEMBER_JOINED;
+    if (st == NB_MEMBER_UNREACHABLE || st == NB_MEMBER_CONFLICT || (e = etcd_of(a)) == NULL)
+        return unavailable(ae, "etcd does not answer, or this node is out of the cluster");
+    nb_registry_guard_key(a->conf.etcd_prefix, owner, gkey, sizeof(gkey));
+    nb_cluster_tpl_key(a->conf.etcd_prefix, "templates", owner, NULL, okey, sizeof(okey));
+    nb_cluster_tpl_key(a->conf.etcd_prefix, "templates", owner, name, t->ekey, sizeof(t->ekey));
+    nb_cluster_tpl_key(a->conf.etcd_prefix, "recipes", owner, name, t->rkey, sizeof(t->rkey));
+    memset(&m, 0, sizeof(m));
+    m.at = nb_clock_real_s();
+    snprintf(m.node, sizeof(m.node), "%s", a->conf.node_name);
+    json = nb_tpl_meta_json(&m);
+    /* a build of the key elsewhere between the read and the put moves the
+     * guard (or the entry): read again, judge again */
+    for (int tries = 0; tries < 8; tries++) {
+        struct tpl_read tr = {t->ekey, 0, NULL, 0, 0};
+        struct nb_etcd_op rd[2], wr[2];
+        struct nb_etcd_cmp cmp[2];
+        int64_t guard = 0;
+        size_t ncmp = 0, nwr = 1;
+        int rc;
+
+        memset(rd, 0, sizeof(rd));
+        rd[0].kind = NB_ETCD_RANGE;
+        rd[0].key = gkey;
+        rd[0].fn = take_guard;
+        rd[0].arg = &guard;
+        rd[1].kind = NB_ETCD_RANGE;
+        rd[1].key = okey;
+        rd[1].prefix = 1;
+        rd[1].fn = add_tpl;
+        rd[1].arg = &tr;
+        if (nb_etcd_txn(e, NULL, 0, rd, 2, NULL, 0) < 0) {
+            free(tr.prior);
+            break;
+        }
+        if (max_templates && tr.live >= max_templates) {
+            free(tr.prior);
+            free(json);
+            nb_apierr_set(ae, NB_E_LIMIT, "quota",
+                          "quota max_templates=%u of key \"%s\" reached: it has %u templates",
+                          max_templates, owner, tr.live);
+            return -1;
+        }
+        cmp[ncmp].key = t->ekey;
+        cmp[ncmp].target = NB_ETCD_MOD;
+        cmp[ncmp++].value = tr.prior_mod;
+        memset(wr, 0, sizeof(wr));
+        wr[0].kind = NB_ETCD_PUT;
+        wr[0].key = t->ekey;
+        wr[0].value = json;
+        wr[0].value_len = strlen(json);
+        if (max_templates) {
+            cmp[ncmp].key = gkey;
+            cmp[ncmp].target = NB_ETCD_MOD;
+            cmp[ncmp++].value = guard;
+            wr[1].kind = NB_ETCD_PUT;
+            wr[1].key = gkey;
+            wr[1].value = name;
+            wr[1].value_len = strlen(name);
+            nwr = 2;
+        }
+        rc = nb_etcd_txn(e, cmp, ncmp, wr, nwr, NULL, 0);
+        if (rc == 1) {
+            t->on = 1;
+            t->prior = tr.prior;
+            t->prior_len = tr.prior_len;
+            free(json);
+            return 0;
+        }
+        free(tr.prior);
+        if (rc < 0)
+            break;
+    }
+    free(json);
+    nb_warn("registry: cannot register template %s of %s: %s", name, owner, e->err);
+    return unavailable(ae, "etcd does not answer");
+}
+
+void nb_registry_tpl_release(struct nb_app *a, struct nb_registry_tpl *t)
+{
+    struct nb_etcd *e;
+    int rc;
+    if (!t->on)
+        return;
+    t->on = 0;
+    if ((e = etcd_of(a)) == NULL)
+        rc = -1;
+    else if (t->prior != NULL)
+        rc = nb_etcd_put(e, t->ekey, t->prior, t->prior_len, 0);
+    else
+        rc = nb_etcd_delete(e, t->ekey);
+    if (rc != 0)
+        nb_warn("registry: cannot take back the entry %s: %s", t->ekey, e ? e->err : "no etcd");
+    free(t->prior);
+    t->prior = NULL;
+}
+
+void nb_registry_tpl_commit(struct nb_app *a, struct nb_registry_tpl *t, const char *body,
+                            size_t len)
+{
+    struct nb_tpl_meta m;
+    struct nb_etcd_op ops[2];
+    struct nb_etcd *e;
+    char *json;
+
+    if (!t->on)
+        return;
+    t->on = 0;
+    free(t->prior);
+    t->prior = NULL;
+    if (len > NB_TPL_RECIPE_MAX) {
+        nb_warn("registry: the build request of %s is %zu bytes, over %u: not stored, so a node "
+                "that joins later does not build it by itself",
+                t->ekey, len, NB_TPL_RECIPE_MAX);
+        return;
+    }
+    if ((e = etcd_of(a)) == NULL)
+        return;
+    memset(&m, 0, sizeof(m));
+    m.at = nb_clock_real_s();
+    snprintf(m.node, sizeof(m.node), "%s", a->conf.node_name);
+    m.recipe = 1;
+    json = nb_tpl_meta_json(&m);
+    memset(ops, 0, sizeof(ops));
+    ops[0].kind = NB_ETCD_PUT;
+    ops[0].key = t->rkey;
+    ops[0].value = body;
+    ops[0].value_len = len;
+    ops[1].kind = NB_ETCD_PUT;
+    ops[1].key = t->ekey;
+    ops[1].value = json;
+    ops[1].value_len = strlen(json);
+    if (nb_etcd_txn(e, NULL, 0, ops, 2, NULL, 0) < 0)
+        nb_warn("registry: cannot store the recipe of %s: %s", t->ekey, e->err);
+    free(json);
+}
+
+void nb_registry_tpl_removed(struct nb_app *a, const char *owner, const char *name)
+{
+    char ekey[NB_REG_KEY_MAX], rkey[NB_REG_KEY_MAX];
+    struct nb_tpl_meta m;
+    struct nb_etcd_op ops[2];
+    struct nb_etcd *e;
+    char *json;
+
+    if (!tpl_on(a) || (e = etcd_of(a)) == NULL)
+        return;
+    nb_cluster_tpl_key(a->conf.etcd_prefix, "templates", owner, name, ekey, sizeof(ekey));
+    nb_cluster_tpl_key(a->conf.etcd_prefix, "recipes", owner, name, rkey, sizeof(rkey));
+    memset(&m, 0, sizeof(m));
+    m.at = nb_clock_real_s();
+    snprintf(m.node, sizeof(m.node), "%s", a->conf.node_name);
+    m.removed = 1;
+    json = nb_tpl_meta_json(&m);
+    memset(ops, 0, sizeof(ops));
+    ops[0].kind = NB_ETCD_PUT;
+    ops[0].key = ekey;
+    ops[0].value = json;
+    ops[0].value_len = strlen(json);
+    ops[1].kind = NB_ETCD_DEL;
+    ops[1].key = rkey;
+    if (nb_etcd_txn(e, NULL, 0, ops, 2, NULL, 0) < 0)
+        nb_warn("registry: cannot record the removal of %s: %s", ekey, e->err);
+    free(json);
+}
