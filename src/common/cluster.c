@@ -234,6 +234,14 @@ char *nb_registry_row(const struct nb_slot *s, const char *node)
         nb_json_kv_int(g, "pause_expires", s->pause_expires);
     }
     nb_json_kv_str(g, "metadata", s->metadata[0] ? s->metadata : "{}");
+    {
+        /* for max_ports over the cluster; left out at 0, as rows were before */
+        unsigned ports = 0;
+        for (int i = 0; i < NB_MAX_PORTS; i++)
+            ports += s->ports[i].sandboxport != 0;
+        if (ports)
+            nb_json_kv_int(g, "ports", ports);
+    }
     yajl_gen_map_close(g);
     return nb_json_gen_take(g);
 }
@@ -288,6 +296,12 @@ void nb_registry_ops_free(struct nb_registry_ops *w)
 int nb_registry_row_parse(const char *text, size_t len, struct nb_slot *s,
                           char node[NB_REG_NODE_MAX])
 {
+    return nb_registry_row_parse_ports(text, len, s, node, NULL);
+}
+
+int nb_registry_row_parse_ports(const char *text, size_t len, struct nb_slot *s,
+                                char node[NB_REG_NODE_MAX], unsigned *ports)
+{
     char state[16];
     yajl_val v;
 
@@ -312,6 +326,8 @@ int nb_registry_row_parse(const char *text, size_t len, struct nb_slot *s,
     s->state_since = get_int(v, "paused_at");
     s->ttl_left = get_int(v, "ttl_left");
     s->pause_expires = get_int(v, "pause_expires");
+    if (ports != NULL)
+        *ports = (unsigned)get_int(v, "ports");
     yajl_tree_free(v);
     if (s->metadata[0] == '\0')
         snprintf(s->metadata, sizeof(s->metadata), "{}");

@@ -131,6 +131,9 @@ uint64_t nb_registry_hash(const char *text, size_t len);
  */
 int nb_registry_row_parse(const char *text, size_t len, struct nb_slot *s,
                           char node[NB_REG_NODE_MAX]);
+/* The same, and the row's count of open ports (its "ports"; 0 when absent) into *ports. */
+int nb_registry_row_parse_ports(const char *text, size_t len, struct nb_slot *s,
+                                char node[NB_REG_NODE_MAX], unsigned *ports);
 
 /*
  * The templates' registry (docs/CLUSTER.md, "A node that joins late"):

@@ -1006,6 +1006,41 @@ def test_max_templates_counts_the_key_s_templates_on_every_node(etcd, make_stack
     etcd.delete_prefix(f"{PREFIX}keys/")
 
 
+def test_max_ports_counts_the_key_s_open_ports_on_every_node(etcd, make_stack):
+    """max_ports over the cluster: a port open on a sandbox of node 1 counts
+    on node 2, which refuses another with the same 429 a single machine
+    gives, and opens nothing; closed, the unit is free on node 2 once node
+    1's row says so (within a round)."""
+    import nbtest
+    if not nbtest.ports_keys_known():
+        pytest.skip("this build has no ephemeral ports")
+    p1, p2, k1, k2 = template_pair(etcd, make_stack, "node-p", "pia", "--max-ports", "1")
+    secret = p1.conf["cluster_secret"]
+    here = {"X-Nanobox-Cluster": secret, "X-Nanobox-Owner": "pia"}
+    sids = []
+    for api, st in ((k1, p1), (k2, p2)):  # one sandbox on each node, made there
+        r = api.request("POST", "/sandbox", json={}, headers=here)
+        assert r.status_code == 201, r.text
+        sids.append(r.json()["sandboxId"])
+        assert sids[-1].endswith(tag_of(st.name))
+    s1, s2 = sids
+    k1.open_port(s1, 8000)
+    row = json.loads(etcd.get(f"{PREFIX}sandboxes/pia/{s1}"))
+    assert row["ports"] == 1, row  # registered with the port, before the answer
+    body = assert_error(k2.open_port_raw(s2, 8001, 60), 429, "quota")
+    assert "quota max_ports=1 of key \"pia\" reached: its sandboxes have 1 open ports" in \
+        body["error"], body
+    assert k2.ports(s2) == []
+    assert k1.close_port(s1, 8000).status_code == 204
+    wait_until(lambda: "ports" not in json.loads(etcd.get(f"{PREFIX}sandboxes/pia/{s1}")),
+               timeout=TTL + 5, what="node-p1's row without the port")
+    assert k2.open_port(s2, 8001)["sandboxport"] == 8001
+    assert_error(k1.open_port_raw(s1, 8002, 60), 429, "quota")
+    for api, sid in ((k1, s1), (k2, s2)):
+        assert api.delete(sid).status_code == 204
+    etcd.delete_prefix(f"{PREFIX}keys/")
+
+
 def test_etcd_over_tls_with_client_certificates(make_stack, certs, tmp_path):
     """etcd serving https and asking every client for a certificate of its
     CA: a node given the CA, its certificate and key joins and registers its

@@ -70,7 +70,9 @@ static int add_usage(void *arg, const struct nb_etcd_kv *kv)
     struct usage_read *ur = arg;
     struct nb_slot s;
     char node[NB_REG_NODE_MAX], tag[NB_NODE_TAG_LEN + 1];
-    if (nb_registry_row_parse(kv->value, kv->value_len, &s, node) != 0 || !row_live(&s, ur->now))
+    unsigned ports = 0;
+    if (nb_registry_row_parse_ports(kv->value, kv->value_len, &s, node, &ports) != 0 ||
+        !row_live(&s, ur->now))
         return 0;
     /* this node's own are counted from its table, where they are exact */
     if (nb_cluster_id_tag(s.id, tag) && !strcmp(tag, ur->a->node_tag))
@@ -78,6 +80,7 @@ static int add_usage(void *arg, const struct nb_etcd_kv *kv)
     ur->u->sandboxes++;
     ur->u->memory += s.memory;
     ur->u->nano_cpus += s.nano_cpus;
+    ur->u->ports += ports;
     return 0;
 }
 
@@ -110,8 +113,9 @@ static void usage_ops(struct nb_app *a, const struct nb_key *k, struct nb_regist
     ops[1].arg = ur;
 }
 
-int nb_registry_before(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
-                       struct nb_apierr *ae)
+/* A create's (or a port's) read before: what k holds elsewhere, when guarded. */
+static int before(struct nb_app *a, const struct nb_key *k, int guarded,
+                  struct nb_registry_claim *c, struct nb_apierr *ae)
 {
     char gkey[NB_REG_KEY_MAX], rkey[NB_REG_KEY_MAX];
     struct nb_etcd_op ops[2];
@@ -131,7 +135,7 @@ int nb_registry_before(struct nb_app *a, const struct nb_key *k, struct nb_regis
         return unavailable(ae, "this node's name is another node's");
     if ((e = etcd_of(a)) == NULL)
         return unavailable(ae, "no etcd client");
-    if (k == NULL || (!k->max_sandboxes && !k->max_memory && !k->max_nano_cpus))
+    if (k == NULL || !guarded)
         return 0;
     c->guarded = 1;
     usage_ops(a, k, c, &ur, gkey, rkey, ops);
@@ -140,6 +144,19 @@ int nb_registry_before(struct nb_app *a, const struct nb_key *k, struct nb_regis
         return unavailable(ae, "etcd does not answer");
     }
     return 0;
+}
+
+int nb_registry_before(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
+                       struct nb_apierr *ae)
+{
+    return before(a, k, k != NULL && (k->max_sandboxes || k->max_memory || k->max_nano_cpus), c,
+                  ae);
+}
+
+int nb_registry_usage(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
+                      struct nb_apierr *ae)
+{
+    return before(a, k, 1, c, ae);
 }
 
 int nb_registry_after(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
@@ -351,11 +368,22 @@ static int tpl_on(const struct nb_app *a)
     return on(a) && a->conf.cluster_secret[0] != '\0';
 }
 
+/* An entry of this node's, as of now (malloc'd JSON). */
+static char *entry_json(const struct nb_app *a, int removed, int recipe)
+{
+    struct nb_tpl_meta m;
+    memset(&m, 0, sizeof(m));
+    m.at = nb_clock_real_s();
+    snprintf(m.node, sizeof(m.node), "%s", a->conf.node_name);
+    m.removed = removed;
+    m.recipe = recipe;
+    return nb_tpl_meta_json(&m);
+}
+
 int nb_registry_tpl_reserve(struct nb_app *a, const char *owner, const char *name,
                             unsigned max_templates, struct nb_registry_tpl *t, struct nb_apierr *ae)
 {
     char gkey[NB_REG_KEY_MAX], okey[NB_REG_KEY_MAX];
-    struct nb_tpl_meta m;
     struct nb_etcd *e;
     uint32_t st;
     char *json;
@@ -371,10 +399,7 @@ int nb_registry_tpl_reserve(struct nb_app *a, const char *owner, const char *nam
     nb_cluster_tpl_key(a->conf.etcd_prefix, "templates", owner, NULL, okey, sizeof(okey));
     nb_cluster_tpl_key(a->conf.etcd_prefix, "templates", owner, name, t->ekey, sizeof(t->ekey));
     nb_cluster_tpl_key(a->conf.etcd_prefix, "recipes", owner, name, t->rkey, sizeof(t->rkey));
-    memset(&m, 0, sizeof(m));
-    m.at = nb_clock_real_s();
-    snprintf(m.node, sizeof(m.node), "%s", a->conf.node_name);
-    json = nb_tpl_meta_json(&m);
+    json = entry_json(a, 0, 0);
     /* a build of the key elsewhere between the read and the put moves the
      * guard (or the entry): read again, judge again */
     for (int tries = 0; tries < 8; tries++) {
@@ -464,7 +489,6 @@ void nb_registry_tpl_release(struct nb_app *a, struct nb_registry_tpl *t)
 void nb_registry_tpl_commit(struct nb_app *a, struct nb_registry_tpl *t, const char *body,
                             size_t len)
 {
-    struct nb_tpl_meta m;
     struct nb_etcd_op ops[2];
     struct nb_etcd *e;
     char *json;
@@ -482,11 +506,7 @@ void nb_registry_tpl_commit(struct nb_app *a, struct nb_registry_tpl *t, const c
     }
     if ((e = etcd_of(a)) == NULL)
         return;
-    memset(&m, 0, sizeof(m));
-    m.at = nb_clock_real_s();
-    snprintf(m.node, sizeof(m.node), "%s", a->conf.node_name);
-    m.recipe = 1;
-    json = nb_tpl_meta_json(&m);
+    json = entry_json(a, 0, 1);
     memset(ops, 0, sizeof(ops));
     ops[0].kind = NB_ETCD_PUT;
     ops[0].key = t->rkey;
@@ -504,7 +524,6 @@ void nb_registry_tpl_commit(struct nb_app *a, struct nb_registry_tpl *t, const c
 void nb_registry_tpl_removed(struct nb_app *a, const char *owner, const char *name)
 {
     char ekey[NB_REG_KEY_MAX], rkey[NB_REG_KEY_MAX];
-    struct nb_tpl_meta m;
     struct nb_etcd_op ops[2];
     struct nb_etcd *e;
     char *json;
@@ -513,11 +532,7 @@ void nb_registry_tpl_removed(struct nb_app *a, const char *owner, const char *na
         return;
     nb_cluster_tpl_key(a->conf.etcd_prefix, "templates", owner, name, ekey, sizeof(ekey));
     nb_cluster_tpl_key(a->conf.etcd_prefix, "recipes", owner, name, rkey, sizeof(rkey));
-    memset(&m, 0, sizeof(m));
-    m.at = nb_clock_real_s();
-    snprintf(m.node, sizeof(m.node), "%s", a->conf.node_name);
-    m.removed = 1;
-    json = nb_tpl_meta_json(&m);
+    json = entry_json(a, 1, 0);
     memset(ops, 0, sizeof(ops));
     ops[0].kind = NB_ETCD_PUT;
     ops[0].key = ekey;

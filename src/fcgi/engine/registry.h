@@ -35,6 +35,13 @@ int nb_registry_before(struct nb_app *a, const struct nb_key *k, struct nb_regis
                        struct nb_apierr *ae);
 
 /*
+ * The same read for a key whatever its quotas (max_ports: a port opened
+ * is registered under the guard too, with nb_registry_after).
+ */
+int nb_registry_usage(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
+                      struct nb_apierr *ae);
+
+/*
  * After made (a copy of the new RUNNING slot) was made: register its row,
  * for a key with quotas under the guard read before. 0 registered; 1
  * another create of the same key came between (c->elsewhere and c->guard
