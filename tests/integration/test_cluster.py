@@ -1041,6 +1041,55 @@ def test_max_ports_counts_the_key_s_open_ports_on_every_node(etcd, make_stack):
     etcd.delete_prefix(f"{PREFIX}keys/")
 
 
+def test_an_admin_s_list_reads_every_row_in_pages(etcd, make_stack):
+    """An admin's list reads the registry in pages of 1000 rows, each from
+    the last key of the one before (so one etcd answer stays small however
+    many rows there are): 2500 rows of a node that is down, of two owners,
+    put straight into etcd, are each listed once, beside this node's own
+    sandbox (from its table)."""
+    st = make_stack("node-l", **node_conf(etcd, "node-l"))
+    wait_member(st)
+    own = st.api.create()
+    tag, now, ghosts = tag_of("node-gone"), int(time.time()), {}
+    for batch in range(25):  # 100 puts a transaction
+        puts = []
+        for i in range(batch * 100, batch * 100 + 100):
+            owner, gid = ("alice", "bob")[i % 2], f"{i:08x}-0000-8000-8000-{tag}"
+            row = {"id": gid, "node": "node-gone", "owner": owner, "state": "running",
+                   "image": "nanobox:latest", "created": now, "expires": now + 3600,
+                   "memory": 268435456, "nano_cpus": 500000000, "pids": 128, "network": 0,
+                   "lifecycle": 0, "metadata": json.dumps({"i": str(i)})}
+            puts.append({"request_put": {"key": nbetcd._b64(f"{PREFIX}sandboxes/{owner}/{gid}"),
+                                         "value": nbetcd._b64(json.dumps(row))}})
+            ghosts[gid] = owner
+        etcd.call("/v3/kv/txn", {"success": puts})
+    def ranges():
+        """Range calls the etcd members have served (the gateway's are gRPC's)."""
+        n = 0
+        for ep in etcd.endpoints:
+            text = requests.get(ep + "/metrics", timeout=10).text
+            n += sum(int(float(m)) for m in re.findall(
+                r'^grpc_server_handled_total\{[^}]*grpc_method="Range"[^}]*\} (\S+)$', text, re.M))
+        return n
+    try:
+        before = ranges()
+        listed = st.api.list()
+        # three pages at least (the node's member reads too, meanwhile)
+        assert ranges() - before >= 3
+        ids = [s["sandboxId"] for s in listed]
+        assert len(ids) == len(set(ids)) == 2501, (len(ids), len(set(ids)))
+        assert set(ids) == set(ghosts) | {own}
+        for s in listed:
+            if s["sandboxId"] == own:
+                assert s["node"] == "node-l" and s["node_up"] is True, s
+            else:
+                assert s["node"] == "node-gone" and s["node_up"] is False, s
+                assert s["owner"] == ghosts[s["sandboxId"]], s
+        assert st.api.delete(own).status_code == 204
+    finally:
+        etcd.delete_prefix(f"{PREFIX}sandboxes/")
+
+
 def test_etcd_over_tls_with_client_certificates(make_stack, certs, tmp_path):
     """etcd serving https and asking every client for a certificate of its
     CA: a node given the CA, its certificate and key joins and registers its

@@ -22,6 +22,7 @@
 
 #define REG_TIMEOUT_MS 1000      /* one try of one endpoint */
 #define REG_RESPONSE (64u << 20) /* bytes of one answer: ~80,000 rows */
+#define REG_PAGE 1000            /* rows of one read of a list (~600 KB) */
 
 static struct nb_etcd reg_etcd;
 static int reg_ready;
@@ -221,7 +222,10 @@ struct list_read {
     int64_t now;
     struct nb_sandbox_list *l;
     uint32_t cap;
-    struct nb_mcluster *view; /* NULL: no view of the nodes yet */
+    struct nb_mcluster *view;      /* NULL: no view of the nodes yet */
+    char last[NB_REG_KEY_MAX + 1]; /* the last key read, and "\0": where the next page starts */
+    size_t last_len;
+    int full; /* no memory for more rows */
 };
 
 static int list_grow(struct list_read *lr)
@@ -262,12 +266,19 @@ static int add_row(void *arg, const struct nb_etcd_kv *kv)
     struct nb_slot s;
     char node[NB_REG_NODE_MAX];
 
+    if (kv->key_len < NB_REG_KEY_MAX) {
+        memcpy(lr->last, kv->key, kv->key_len);
+        lr->last[kv->key_len] = '\0';
+        lr->last_len = kv->key_len + 1;
+    }
     if (nb_registry_row_parse(kv->value, kv->value_len, &s, node) != 0 || !row_live(&s, lr->now))
         return 0;
     if (nb_cluster_id_tag(s.id, tag) && !strcmp(tag, lr->a->node_tag))
         return 0; /* this node's: from its table */
-    if (l->n == lr->cap && list_grow(lr) != 0)
+    if (l->n == lr->cap && list_grow(lr) != 0) {
+        lr->full = 1;
         return 1;
+    }
     l->v[l->n] = s;
     snprintf(l->node[l->n], sizeof(l->node[0]), "%s", node);
     l->up[l->n] = (unsigned char)node_up(lr, node);
@@ -277,7 +288,7 @@ static int add_row(void *arg, const struct nb_etcd_kv *kv)
 
 void nb_registry_list(struct nb_app *a, const char *owner, int64_t now, struct nb_sandbox_list *out)
 {
-    struct list_read lr = {a, now, out, 0, NULL};
+    struct list_read lr = {a, now, out, 0, NULL, "", 0, 0};
     char rkey[NB_REG_KEY_MAX];
     struct nb_etcd *e;
 
@@ -312,17 +323,27 @@ void nb_registry_list(struct nb_app *a, const char *owner, int64_t now, struct n
         uint32_t st = nb_metrics != NULL
                           ? __atomic_load_n(&nb_metrics->cluster.state, __ATOMIC_RELAXED)
                           : NB_MEMBER_JOINED;
+        /* in pages of REG_PAGE rows, each from the last key of the one
+         * before: one answer stays small, whatever the cluster holds */
         struct nb_etcd_op op = {.kind = NB_ETCD_RANGE,
                                 .key = rkey,
                                 .prefix = 1,
                                 .serializable = st == NB_MEMBER_UNREACHABLE,
+                                .limit = REG_PAGE,
                                 .fn = add_row,
                                 .arg = &lr};
-        if ((e = etcd_of(a)) == NULL || nb_etcd_range(e, &op) != 0) {
-            nb_warn("registry: cannot read the sandboxes of other nodes: %s",
-                    e != NULL ? e->err : "no etcd client");
-            out->partial = 1;
-        }
+        e = etcd_of(a);
+        do {
+            lr.last_len = 0;
+            if (e == NULL || nb_etcd_range(e, &op) != 0) {
+                nb_warn("registry: cannot read the sandboxes of other nodes: %s",
+                        e != NULL ? e->err : "no etcd client");
+                out->partial = 1;
+                break;
+            }
+            op.from = lr.last;
+            op.from_len = lr.last_len;
+        } while (op.more && lr.last_len > 0 && !lr.full);
     }
     free(lr.view);
 }
