@@ -945,6 +945,11 @@ def test_a_node_that_was_away_builds_what_it_missed_and_drops_what_was_removed(e
         assert get(api, "late").status_code == 404
         r = api.request("POST", "/sandbox", json={"template": "late"})
         assert r.status_code == 404, r.text
+    # a build that says it is a node's needs the secret: refused, nothing kept
+    r = e1.request("POST", "/templates", json={"name": "evil", "dockerfile": SMALL},
+                   headers={"X-Nanobox-Cluster": "wrong", "X-Nanobox-Owner": "erin"})
+    assert r.status_code == 401, r.text
+    assert entry(etcd, "erin", "evil") is None and get(e1, "evil").status_code == 404
     # removed while node-j2 is away: node-j2, back, drops it
     away(etcd, j2)
     assert e1.request("DELETE", "/templates/late").status_code == 204
