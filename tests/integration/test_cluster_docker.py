@@ -5,7 +5,9 @@ rules, so the two never see each other's containers. (Not --bridge=none:
 a dockerd started so deletes the host's docker0, the first dockerd's.) One node dies whole, its nanobox-fcgi
 killed and its dockerd stopped: the other's sandboxes work on, the dead
 one's answer 503 node_unavailable, lists mark it down, creates go to the
-live node; back, its sandboxes (kept by live-restore) are served again."""
+live node; back, its sandboxes (kept by live-restore) are served again.
+A node stopped while a template is built builds it, back, on its own
+Docker from the recipe in etcd, and drops one removed while it was away."""
 import os
 import secrets
 import shutil
@@ -176,3 +178,49 @@ def test_a_node_that_dies_whole_takes_only_its_own_sandboxes(etcd, make_stack, d
         assert x.api.delete(sid).status_code == 204
     assert dockerd2.containers() == []
     etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+def test_a_node_on_its_own_dockerd_builds_the_template_it_missed(etcd, make_stack, dockerd2):
+    """A node on a dockerd of its own, stopped while a template was built:
+    back, it builds the template from its recipe on its own Docker (the
+    image was never there), and a sandbox of it runs there; removed while
+    it is stopped again, the node drops it, image and all."""
+    from test_cluster import record
+    from test_templates import SMALL, b64, get, wait_done
+    secret = secrets.token_hex(16)
+    x = make_stack("node-lx", **node_conf(etcd, "node-lx", node_url="{url}",
+                                          cluster_secret=secret))
+    y = make_stack("node-ly", **node_conf(etcd, "node-ly", node_url="{url}",
+                                          cluster_secret=secret, docker_socket=dockerd2.sock))
+    wait_until(lambda: sees(x, "node-ly") and sees(y, "node-lx"), timeout=20,
+               what="the nodes to see each other")
+    y.stop_fcgi()
+    wait_until(lambda: record(etcd, "node-ly") is None, timeout=10, what="node-ly gone")
+    r = x.api.request("POST", "/templates", json={
+        "name": "far", "dockerfile": SMALL, "files": {"hello.txt": b64("from far\n")}})
+    assert r.status_code == 202, r.text
+    assert wait_done(x.api, "far")["status"] == "ready"
+    y.start_fcgi()
+    y.wait_healthy()
+    wait_until(lambda: get(y.api, "far").status_code == 200, timeout=40,
+               what="node-ly to build far by itself")
+    t = wait_done(y.api, "far")
+    assert t["status"] == "ready", t
+    assert dockerd2.docker("image", "inspect", t["image"], check=False).returncode == 0
+    r = requests.post(y.url + "/sandbox", json={"template": "far"}, timeout=120, headers={
+        "X-Nanobox-Cluster": secret, "X-Nanobox-Owner": "default"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["sandboxId"]
+    assert sid.endswith(tag_of("node-ly"))
+    assert y.api.exec(sid, "cat /opt/hello.txt")["stdout"] == "from far\n"
+    assert y.api.delete(sid).status_code == 204
+    y.stop_fcgi()
+    wait_until(lambda: record(etcd, "node-ly") is None, timeout=10, what="node-ly gone")
+    assert x.api.request("DELETE", "/templates/far").status_code == 204
+    y.start_fcgi()
+    y.wait_healthy()
+    wait_until(lambda: get(y.api, "far").status_code == 404, timeout=30,
+               what="node-ly to drop far")
+    assert dockerd2.docker("image", "inspect", t["image"], check=False).returncode != 0
+    etcd.delete_prefix(f"{PREFIX}templates/")
+    etcd.delete_prefix(f"{PREFIX}recipes/")
