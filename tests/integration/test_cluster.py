@@ -968,6 +968,13 @@ def test_a_node_that_was_away_builds_what_it_missed_and_drops_what_was_removed(e
     assert r.status_code == 202, r.text
     assert entry(etcd, "erin", "late")["removed"] is False
     assert wait_done(e1, "late")["status"] == "ready"  # and sent on to node-j1
+    # a recipe is built only under its entry's name (one written into etcd by hand here)
+    etcd.put(f"{PREFIX}recipes/erin/other", json.dumps({"name": "sly", "dockerfile": SMALL}))
+    etcd.put(f"{PREFIX}templates/erin/other", json.dumps(
+        {"at": int(time.time()), "node": "node-j1", "removed": False, "recipe": True}))
+    wait_until(lambda: "template other of erin: its recipe is not a build of that name" in
+               open(j2.log_path).read(), timeout=30, what="node-j2 to refuse the recipe")
+    assert get(e2, "sly").status_code == 404 and get(e2, "other").status_code == 404
     etcd.delete_prefix(f"{PREFIX}keys/")
 
 

@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "cluster.h"
+#include "json.h"
 #include "keys.h"
 #include "log.h"
 #include "placement.h"
@@ -139,6 +140,21 @@ static size_t keep_answer(char *ptr, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
+/* Is the recipe a build of e's name (its key's)? A recipe is built as the
+ * owner its key names, and only under the name its key names. */
+static int recipe_of(const struct recipe *rc, const struct entry *e)
+{
+    const char *pn[] = {"name", NULL};
+    yajl_val v = NULL;
+    char err[64];
+    int ok;
+    if (nb_json_parse(rc->body, rc->len, 8, &v, err, sizeof(err)) != 0 || v == NULL)
+        return 0;
+    ok = !strcmp(nb_json_string(yajl_tree_get(v, pn, yajl_t_string)), e->name);
+    yajl_tree_free(v);
+    return ok;
+}
+
 /* The recipe of e, sent to this node's own API as another node's build. */
 static void build_here(struct nb_app *a, struct nb_etcd *etcd, const struct entry *e)
 {
@@ -155,6 +171,12 @@ static void build_here(struct nb_app *a, struct nb_etcd *etcd, const struct entr
     if (nb_etcd_get(etcd, rkey, 0, take_recipe, &rc) < 0 || rc.body == NULL) {
         nb_warn("cluster: template %s of %s: its recipe cannot be read (%s)", e->name, e->owner,
                 rc.body == NULL ? "none stored" : etcd->err);
+        free(rc.body);
+        return;
+    }
+    if (!recipe_of(&rc, e)) {
+        nb_warn("cluster: template %s of %s: its recipe is not a build of that name", e->name,
+                e->owner);
         free(rc.body);
         return;
     }
