@@ -234,6 +234,14 @@ char *nb_registry_row(const struct nb_slot *s, const char *node)
         nb_json_kv_int(g, "pause_expires", s->pause_expires);
     }
     nb_json_kv_str(g, "metadata", s->metadata[0] ? s->metadata : "{}");
+    {
+        /* for max_ports over the cluster; left out at 0, as rows were before */
+        unsigned ports = 0;
+        for (int i = 0; i < NB_MAX_PORTS; i++)
+            ports += s->ports[i].sandboxport != 0;
+        if (ports)
+            nb_json_kv_int(g, "ports", ports);
+    }
     yajl_gen_map_close(g);
     return nb_json_gen_take(g);
 }
@@ -288,6 +296,12 @@ void nb_registry_ops_free(struct nb_registry_ops *w)
 int nb_registry_row_parse(const char *text, size_t len, struct nb_slot *s,
                           char node[NB_REG_NODE_MAX])
 {
+    return nb_registry_row_parse_ports(text, len, s, node, NULL);
+}
+
+int nb_registry_row_parse_ports(const char *text, size_t len, struct nb_slot *s,
+                                char node[NB_REG_NODE_MAX], unsigned *ports)
+{
     char state[16];
     yajl_val v;
 
@@ -312,8 +326,51 @@ int nb_registry_row_parse(const char *text, size_t len, struct nb_slot *s,
     s->state_since = get_int(v, "paused_at");
     s->ttl_left = get_int(v, "ttl_left");
     s->pause_expires = get_int(v, "pause_expires");
+    if (ports != NULL)
+        *ports = (unsigned)get_int(v, "ports");
     yajl_tree_free(v);
     if (s->metadata[0] == '\0')
         snprintf(s->metadata, sizeof(s->metadata), "{}");
     return strlen(s->id) == NB_ID_LEN && state[0] != '\0' ? 0 : -1;
+}
+
+void nb_cluster_tpl_key(const char *prefix, const char *what, const char *owner, const char *name,
+                        char *out, size_t outlen)
+{
+    if (owner == NULL)
+        snprintf(out, outlen, "%s%s/", prefix, what);
+    else if (name == NULL)
+        snprintf(out, outlen, "%s%s/%s/", prefix, what, owner_seg(owner));
+    else
+        snprintf(out, outlen, "%s%s/%s/%s", prefix, what, owner_seg(owner), name);
+}
+
+char *nb_tpl_meta_json(const struct nb_tpl_meta *m)
+{
+    yajl_gen g = nb_json_gen();
+    yajl_gen_map_open(g);
+    gen_kint(g, "at", m->at);
+    gen_kstr(g, "node", m->node);
+    gen_key(g, "removed");
+    yajl_gen_bool(g, m->removed);
+    gen_key(g, "recipe");
+    yajl_gen_bool(g, m->recipe);
+    yajl_gen_map_close(g);
+    return nb_json_gen_take(g);
+}
+
+int nb_tpl_meta_parse(const char *text, size_t len, struct nb_tpl_meta *m)
+{
+    const char *pr[] = {"removed", NULL}, *pc[] = {"recipe", NULL};
+    yajl_val v;
+
+    memset(m, 0, sizeof(*m));
+    if ((v = parse_object(text, len)) == NULL)
+        return -1;
+    m->at = get_int(v, "at");
+    get_str(v, "node", m->node, sizeof(m->node));
+    m->removed = yajl_tree_get(v, pr, yajl_t_true) != NULL;
+    m->recipe = yajl_tree_get(v, pc, yajl_t_true) != NULL;
+    yajl_tree_free(v);
+    return 0;
 }

@@ -131,5 +131,39 @@ uint64_t nb_registry_hash(const char *text, size_t len);
  */
 int nb_registry_row_parse(const char *text, size_t len, struct nb_slot *s,
                           char node[NB_REG_NODE_MAX]);
+/* The same, and the row's count of open ports (its "ports"; 0 when absent) into *ports. */
+int nb_registry_row_parse_ports(const char *text, size_t len, struct nb_slot *s,
+                                char node[NB_REG_NODE_MAX], unsigned *ports);
+
+/*
+ * The templates' registry (docs/CLUSTER.md, "A node that joins late"):
+ * every build a node accepts for a key, and every removal, so that a node
+ * that was away builds what it lacks and drops what was removed:
+ *
+ *   <prefix>templates/<owner>/<name>  {"at", "node", "removed", "recipe"}
+ *   <prefix>recipes/<owner>/<name>    its build request, as POST /templates
+ *                                     took it (JSON): the recipe a node
+ *                                     that lacks it builds from
+ *
+ * Live entries of an owner are its templates, counted over the cluster for
+ * max_templates under the owner's guard (<prefix>owners/<owner>).
+ */
+struct nb_tpl_meta {
+    int64_t at;                      /* unix seconds the build (or removal) was accepted */
+    char node[NB_NODE_NAME_MAX + 1]; /* the node that accepted it */
+    int removed;                     /* a removal: nodes drop their copy */
+    int recipe;                      /* a recipe is stored (not when over NB_TPL_RECIPE_MAX) */
+};
+/* a recipe over this (bytes of the request) is not stored: etcd takes 1.5 MiB a request */
+#define NB_TPL_RECIPE_MAX (1024u * 1024u)
+
+/* <prefix><what>/<owner>/<name>, what "templates" or "recipes"; name NULL: the owner's prefix,
+ * owner NULL too: every owner's */
+void nb_cluster_tpl_key(const char *prefix, const char *what, const char *owner, const char *name,
+                        char *out, size_t outlen);
+/* The entry as JSON (malloc'd). */
+char *nb_tpl_meta_json(const struct nb_tpl_meta *m);
+/* Parse an entry (len bytes): 0, or -1 for one it cannot read. */
+int nb_tpl_meta_parse(const char *text, size_t len, struct nb_tpl_meta *m);
 
 #endif

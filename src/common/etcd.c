@@ -377,7 +377,10 @@ int nb_etcd_delete(struct nb_etcd *e, const char *key)
 static void gen_range(yajl_gen g, const struct nb_etcd_op *op)
 {
     yajl_gen_map_open(g);
-    gen_b64(g, "key", op->key, strlen(op->key));
+    if (op->prefix && op->from != NULL)
+        gen_b64(g, "key", op->from, op->from_len);
+    else
+        gen_b64(g, "key", op->key, strlen(op->key));
     if (op->prefix)
         gen_range_end(g, op->key);
     if (op->limit > 0)

@@ -118,6 +118,10 @@ struct nb_etcd_op {
     int count_only;   /* RANGE: only how many */
     int serializable; /* RANGE: any member's copy, also without a quorum (maybe stale) */
     int64_t limit;    /* RANGE: at most this many pairs (0: all) */
+    /* RANGE with prefix: from this key on (from_len bytes; NULL: from key), to
+     * the end of key's prefix: the next page after a limit, from its last key + "\0" */
+    const char *from;
+    size_t from_len;
     /* RANGE results: fn for each pair (it may be NULL), and what came back */
     nb_etcd_kv_fn fn;
     void *arg;

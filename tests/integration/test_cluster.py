@@ -18,7 +18,7 @@ import requests
 
 import nbetcd
 from nbfront import Front
-from nbtest import PORTS_DOMAIN, docker_ps, wait_until
+from nbtest import PORTS_DOMAIN, assert_error, docker_ps, wait_until
 from test_keys import CLI_BIN, KeyApi, add_key, keys_cli
 from test_mcp import http_call, http_initialize
 from test_ports import start_http_server
@@ -42,7 +42,7 @@ def etcd(request):
 def _a_clean_cluster_state(etcd):
     """Each test starts without the keys and registry rows an earlier one
     (or an earlier try of the same one) left in the module's etcd."""
-    for part in ("keys/", "sandboxes/", "onnode/", "owners/"):
+    for part in ("keys/", "sandboxes/", "onnode/", "owners/", "templates/", "recipes/"):
         etcd.delete_prefix(PREFIX + part)
 
 
@@ -832,6 +832,231 @@ def test_a_template_is_built_on_every_node_and_its_creates_go_where_it_is(etcd, 
     assert get(d1, "shared").status_code == 404
     assert d1.request("DELETE", "/templates/snap").status_code == 204
     etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+def template_pair(etcd, make_stack, prefix, key, *key_opts):
+    """Two nodes under one cluster secret (the second with more room) and a
+    key of the cluster: (node 1, node 2, the key's API on each)."""
+    secret = secrets.token_hex(16)
+    n1 = make_stack(f"{prefix}1", **node_conf(etcd, f"{prefix}1", node_url="{url}",
+                                              cluster_secret=secret, max_sandboxes="8"))
+    n2 = make_stack(f"{prefix}2", **node_conf(etcd, f"{prefix}2", node_url="{url}",
+                                              cluster_secret=secret, max_sandboxes="64"))
+    k = add_key(n1, key, *key_opts)
+    k1, k2 = KeyApi(n1, k), KeyApi(n2, k)
+    wait_until(lambda: k2.request("GET", "/sandbox").status_code == 200, timeout=10,
+               what=f"{key}'s key on {prefix}2")
+    wait_until(lambda: sees(n1, f"{prefix}2") and sees(n2, f"{prefix}1"), timeout=15,
+               what="the nodes to see each other")
+    return n1, n2, k1, k2
+
+
+def away(etcd, st):
+    """st's nanobox-fcgi stopped: its record gone, the other nodes' view without it."""
+    st.stop_fcgi()
+    wait_until(lambda: record(etcd, st.name) is None, timeout=10, what=f"{st.name} gone")
+
+
+def entry(etcd, owner, nm):
+    raw = etcd.get(f"{PREFIX}templates/{owner}/{nm}")
+    return json.loads(raw) if raw is not None else None
+
+
+def test_a_node_that_was_away_builds_what_it_missed_and_drops_what_was_removed(etcd, make_stack):
+    """A build accepted while a node is away is in etcd (its entry, and its
+    request as its recipe); the node, back, builds it from the recipe by
+    itself, its record lists it and a create of it is placed there. A
+    removal while it is away reaches it when it is back. The template stays
+    its key's: another key does not see it on either node."""
+    from test_templates import SMALL, b64, get, wait_done
+    j1, j2, e1, e2 = template_pair(etcd, make_stack, "node-j", "erin")
+    mal = KeyApi(j1, add_key(j1, "mal"))
+    away(etcd, j2)
+    files = {"hello.txt": b64("hello from the template\n")}
+    r = e1.request("POST", "/templates", json={"name": "late", "dockerfile": SMALL,
+                                                "files": files})
+    assert r.status_code == 202, r.text
+    assert wait_done(e1, "late")["status"] == "ready"
+    ent = entry(etcd, "erin", "late")
+    assert ent["removed"] is False and ent["recipe"] is True and ent["node"] == "node-j1", ent
+    recipe = json.loads(etcd.get(f"{PREFIX}recipes/erin/late"))
+    assert recipe == {"name": "late", "dockerfile": SMALL, "files": files}
+    # back: node-j2 builds it, as erin's, from the recipe
+    j2.start_fcgi()
+    j2.wait_healthy()
+    wait_until(lambda: get(e2, "late").status_code == 200, timeout=40,
+               what="node-j2 to build erin's late by itself")
+    t = wait_done(e2, "late")
+    assert t["status"] == "ready" and t["owner"] == "erin", t
+    assert "built here too, from its recipe" in open(j2.log_path).read()
+    wait_until(lambda: "erin/late" in (record(etcd, "node-j2") or {}).get("templates", []),
+               timeout=15, what="node-j2's record to list erin/late")
+    time.sleep(6)  # a read of the records by each member (every 5 s)
+    sid = e1.create(template="late")  # node-j2 has more room
+    assert sid.endswith(tag_of("node-j2")), sid
+    assert e1.exec(sid, "cat /etc/tpl-marker /opt/hello.txt")["stdout"] == \
+        "hi\nhello from the template\n"
+    assert e1.delete(sid).status_code == 204
+    # another key: no such template on either node, and no create of it
+    for api in (mal, KeyApi(j2, mal.key)):
+        assert get(api, "late").status_code == 404
+        r = api.request("POST", "/sandbox", json={"template": "late"})
+        assert r.status_code == 404, r.text
+    # a build that says it is a node's needs the secret: refused, nothing kept
+    r = e1.request("POST", "/templates", json={"name": "evil", "dockerfile": SMALL},
+                   headers={"X-Nanobox-Cluster": "wrong", "X-Nanobox-Owner": "erin"})
+    assert r.status_code == 401, r.text
+    assert entry(etcd, "erin", "evil") is None and get(e1, "evil").status_code == 404
+    # removed while node-j2 is away: node-j2, back, drops it
+    away(etcd, j2)
+    assert e1.request("DELETE", "/templates/late").status_code == 204
+    ent = entry(etcd, "erin", "late")
+    assert ent["removed"] is True and ent["node"] == "node-j1", ent
+    assert etcd.get(f"{PREFIX}recipes/erin/late") is None
+    j2.start_fcgi()
+    j2.wait_healthy()
+    wait_until(lambda: get(e2, "late").status_code == 404, timeout=30,
+               what="node-j2 to drop erin's late")
+    wait_until(lambda: "erin/late" not in (record(etcd, "node-j2") or {"templates": ["erin/late"]})
+               .get("templates", []), timeout=15, what="node-j2's record without erin/late")
+    # built again under the same name: an entry again, and the key's own
+    r = e2.request("POST", "/templates", json={"name": "late", "dockerfile": SMALL,
+                                                "files": files})
+    assert r.status_code == 202, r.text
+    assert entry(etcd, "erin", "late")["removed"] is False
+    assert wait_done(e1, "late")["status"] == "ready"  # and sent on to node-j1
+    # a recipe is built only under its entry's name (one written into etcd by hand here)
+    etcd.put(f"{PREFIX}recipes/erin/other", json.dumps({"name": "sly", "dockerfile": SMALL}))
+    etcd.put(f"{PREFIX}templates/erin/other", json.dumps(
+        {"at": int(time.time()), "node": "node-j1", "removed": False, "recipe": True}))
+    wait_until(lambda: "template other of erin: its recipe is not a build of that name" in
+               open(j2.log_path).read(), timeout=30, what="node-j2 to refuse the recipe")
+    assert get(e2, "sly").status_code == 404 and get(e2, "other").status_code == 404
+    etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+def test_max_templates_counts_the_key_s_templates_on_every_node(etcd, make_stack):
+    """max_templates over the cluster: a template built on node 1 while node 2
+    was away (so node 2 has none yet) counts on node 2, which refuses a
+    second with the same 429 a single machine gives; two builds at once on
+    two nodes take one unit once; a removal frees it on every node."""
+    from test_templates import SMALL, b64, get, submit, wait_done
+    files = {"hello.txt": b64("hi\n")}
+    q1, q2, k1, k2 = template_pair(etcd, make_stack, "node-q", "quin", "--max-templates", "1")
+    away(etcd, q2)
+    assert submit(k1, "one", SMALL, files).status_code == 202
+    q2.start_fcgi()
+    q2.wait_healthy()
+    wait_member(q2)
+    assert get(k2, "one").status_code == 404  # not built there yet
+    body = assert_error(submit(k2, "two", SMALL, files), 429, "quota")
+    assert "quota max_templates=1 of key \"quin\" reached: it has 1 templates" in body["error"]
+    assert get(k2, "two").status_code == 404 and entry(etcd, "quin", "two") is None
+    assert_error(submit(k1, "two", SMALL, files), 429, "quota")
+    # removed (once built): a unit free again on either node
+    assert wait_done(k1, "one")["status"] == "ready"
+    assert k1.request("DELETE", "/templates/one").status_code == 204
+    # two at once, one on each node: one unit, taken once
+    out = {}
+
+    def build(api, nm):
+        out[nm] = submit(api, nm, SMALL, files)
+    threads = [threading.Thread(target=build, args=a) for a in ((k1, "x1"), (k2, "x2"))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    codes = sorted(r.status_code for r in out.values())
+    assert codes == [202, 429], {k: (r.status_code, r.text[:200]) for k, r in out.items()}
+    live = [nm for nm in ("x1", "x2") if (entry(etcd, "quin", nm) or {}).get("removed") is False]
+    assert len(live) == 1, live
+    for api in (k1, k2):
+        wait_done(api, live[0])
+    etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+def test_max_ports_counts_the_key_s_open_ports_on_every_node(etcd, make_stack):
+    """max_ports over the cluster: a port open on a sandbox of node 1 counts
+    on node 2, which refuses another with the same 429 a single machine
+    gives, and opens nothing; closed, the unit is free on node 2 once node
+    1's row says so (within a round)."""
+    import nbtest
+    if not nbtest.ports_keys_known():
+        pytest.skip("this build has no ephemeral ports")
+    p1, p2, k1, k2 = template_pair(etcd, make_stack, "node-p", "pia", "--max-ports", "1")
+    secret = p1.conf["cluster_secret"]
+    here = {"X-Nanobox-Cluster": secret, "X-Nanobox-Owner": "pia"}
+    sids = []
+    for api, st in ((k1, p1), (k2, p2)):  # one sandbox on each node, made there
+        r = api.request("POST", "/sandbox", json={}, headers=here)
+        assert r.status_code == 201, r.text
+        sids.append(r.json()["sandboxId"])
+        assert sids[-1].endswith(tag_of(st.name))
+    s1, s2 = sids
+    k1.open_port(s1, 8000)
+    row = json.loads(etcd.get(f"{PREFIX}sandboxes/pia/{s1}"))
+    assert row["ports"] == 1, row  # registered with the port, before the answer
+    body = assert_error(k2.open_port_raw(s2, 8001, 60), 429, "quota")
+    assert "quota max_ports=1 of key \"pia\" reached: its sandboxes have 1 open ports" in \
+        body["error"], body
+    assert k2.ports(s2) == []
+    assert k1.close_port(s1, 8000).status_code == 204
+    wait_until(lambda: "ports" not in json.loads(etcd.get(f"{PREFIX}sandboxes/pia/{s1}")),
+               timeout=TTL + 5, what="node-p1's row without the port")
+    assert k2.open_port(s2, 8001)["sandboxport"] == 8001
+    assert_error(k1.open_port_raw(s1, 8002, 60), 429, "quota")
+    for api, sid in ((k1, s1), (k2, s2)):
+        assert api.delete(sid).status_code == 204
+    etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+def test_an_admin_s_list_reads_every_row_in_pages(etcd, make_stack):
+    """An admin's list reads the registry in pages of 1000 rows, each from
+    the last key of the one before (so one etcd answer stays small however
+    many rows there are): 2500 rows of a node that is down, of two owners,
+    put straight into etcd, are each listed once, beside this node's own
+    sandbox (from its table)."""
+    st = make_stack("node-l", **node_conf(etcd, "node-l"))
+    wait_member(st)
+    own = st.api.create()
+    tag, now, ghosts = tag_of("node-gone"), int(time.time()), {}
+    for batch in range(25):  # 100 puts a transaction
+        puts = []
+        for i in range(batch * 100, batch * 100 + 100):
+            owner, gid = ("alice", "bob")[i % 2], f"{i:08x}-0000-8000-8000-{tag}"
+            row = {"id": gid, "node": "node-gone", "owner": owner, "state": "running",
+                   "image": "nanobox:latest", "created": now, "expires": now + 3600,
+                   "memory": 268435456, "nano_cpus": 500000000, "pids": 128, "network": 0,
+                   "lifecycle": 0, "metadata": json.dumps({"i": str(i)})}
+            puts.append({"request_put": {"key": nbetcd._b64(f"{PREFIX}sandboxes/{owner}/{gid}"),
+                                         "value": nbetcd._b64(json.dumps(row))}})
+            ghosts[gid] = owner
+        etcd.call("/v3/kv/txn", {"success": puts})
+    def ranges():
+        """Range calls the etcd members have served (the gateway's are gRPC's)."""
+        n = 0
+        for ep in etcd.endpoints:
+            text = requests.get(ep + "/metrics", timeout=10).text
+            n += sum(int(float(m)) for m in re.findall(
+                r'^grpc_server_handled_total\{[^}]*grpc_method="Range"[^}]*\} (\S+)$', text, re.M))
+        return n
+    try:
+        before = ranges()
+        listed = st.api.list()
+        # three pages at least (the node's member reads too, meanwhile)
+        assert ranges() - before >= 3
+        ids = [s["sandboxId"] for s in listed]
+        assert len(ids) == len(set(ids)) == 2501, (len(ids), len(set(ids)))
+        assert set(ids) == set(ghosts) | {own}
+        for s in listed:
+            if s["sandboxId"] == own:
+                assert s["node"] == "node-l" and s["node_up"] is True, s
+            else:
+                assert s["node"] == "node-gone" and s["node_up"] is False, s
+                assert s["owner"] == ghosts[s["sandboxId"]], s
+        assert st.api.delete(own).status_code == 204
+    finally:
+        etcd.delete_prefix(f"{PREFIX}sandboxes/")
 
 
 def test_etcd_over_tls_with_client_certificates(make_stack, certs, tmp_path):

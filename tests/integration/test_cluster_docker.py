@@ -9,7 +9,10 @@ see each other's containers, as on two machines (docs/CLUSTER.md):
   sandboxes of both;
 - etcd loses one member, then quorum: sandboxes on both nodes work on
   (through either node), creates answer 503 cluster_unavailable on both
-  and make nothing, and all comes back by itself with quorum."""
+  and make nothing, and all comes back by itself with quorum;
+- a node stopped while a template is built builds it, back, on its own
+  Docker from the recipe in etcd, and drops one removed while it was
+  away."""
 import json
 import os
 import re
@@ -236,3 +239,49 @@ def test_the_e2b_sdk_and_mcp_work_through_the_front(etcd, front, make_stack, doc
             for st in (n1, n2):
                 KeyApi(st, alice).delete(sid)
         etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+def test_a_node_on_its_own_dockerd_builds_the_template_it_missed(etcd, make_stack, dockerd2):
+    """A node on a dockerd of its own, stopped while a template was built:
+    back, it builds the template from its recipe on its own Docker (the
+    image was never there), and a sandbox of it runs there; removed while
+    it is stopped again, the node drops it, image and all."""
+    from test_cluster import record
+    from test_templates import SMALL, b64, get, wait_done
+    secret = secrets.token_hex(16)
+    x = make_stack("node-lx", **node_conf(etcd, "node-lx", node_url="{url}",
+                                          cluster_secret=secret))
+    y = make_stack("node-ly", **node_conf(etcd, "node-ly", node_url="{url}",
+                                          cluster_secret=secret, docker_socket=dockerd2.sock))
+    wait_until(lambda: sees(x, "node-ly") and sees(y, "node-lx"), timeout=20,
+               what="the nodes to see each other")
+    y.stop_fcgi()
+    wait_until(lambda: record(etcd, "node-ly") is None, timeout=10, what="node-ly gone")
+    r = x.api.request("POST", "/templates", json={
+        "name": "far", "dockerfile": SMALL, "files": {"hello.txt": b64("from far\n")}})
+    assert r.status_code == 202, r.text
+    assert wait_done(x.api, "far")["status"] == "ready"
+    y.start_fcgi()
+    y.wait_healthy()
+    wait_until(lambda: get(y.api, "far").status_code == 200, timeout=40,
+               what="node-ly to build far by itself")
+    t = wait_done(y.api, "far")
+    assert t["status"] == "ready", t
+    assert dockerd2.docker("image", "inspect", t["image"], check=False).returncode == 0
+    r = requests.post(y.url + "/sandbox", json={"template": "far"}, timeout=120, headers={
+        "X-Nanobox-Cluster": secret, "X-Nanobox-Owner": "default"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["sandboxId"]
+    assert sid.endswith(tag_of("node-ly"))
+    assert y.api.exec(sid, "cat /opt/hello.txt")["stdout"] == "from far\n"
+    assert y.api.delete(sid).status_code == 204
+    y.stop_fcgi()
+    wait_until(lambda: record(etcd, "node-ly") is None, timeout=10, what="node-ly gone")
+    assert x.api.request("DELETE", "/templates/far").status_code == 204
+    y.start_fcgi()
+    y.wait_healthy()
+    wait_until(lambda: get(y.api, "far").status_code == 404, timeout=30,
+               what="node-ly to drop far")
+    assert dockerd2.docker("image", "inspect", t["image"], check=False).returncode != 0
+    etcd.delete_prefix(f"{PREFIX}templates/")
+    etcd.delete_prefix(f"{PREFIX}recipes/")

@@ -158,6 +158,34 @@ static void test_registry_row_round_trips(void **state)
     assert_string_equal(key, "/nb/owners/alice");
 }
 
+static void test_template_entry_round_trips(void **state)
+{
+    struct nb_tpl_meta m = {1767225600, "node-a", 0, 1}, back;
+    char key[NB_REG_KEY_MAX], *json;
+    (void)state;
+    json = nb_tpl_meta_json(&m);
+    assert_int_equal(nb_tpl_meta_parse(json, strlen(json), &back), 0);
+    assert_true(back.at == m.at && !back.removed && back.recipe);
+    assert_string_equal(back.node, "node-a");
+    free(json);
+    m.removed = 1;
+    m.recipe = 0;
+    json = nb_tpl_meta_json(&m);
+    assert_int_equal(nb_tpl_meta_parse(json, strlen(json), &back), 0);
+    assert_true(back.removed && !back.recipe);
+    free(json);
+    assert_int_equal(nb_tpl_meta_parse("[1]", 3, &back), -1);
+    assert_int_equal(nb_tpl_meta_parse("{\"at\":", 6, &back), -1);
+    nb_cluster_tpl_key("/nb/", "templates", "alice", "web", key, sizeof(key));
+    assert_string_equal(key, "/nb/templates/alice/web");
+    nb_cluster_tpl_key("/nb/", "recipes", "alice", "web", key, sizeof(key));
+    assert_string_equal(key, "/nb/recipes/alice/web");
+    nb_cluster_tpl_key("/nb/", "templates", "alice", NULL, key, sizeof(key));
+    assert_string_equal(key, "/nb/templates/alice/");
+    nb_cluster_tpl_key("/nb/", "templates", NULL, NULL, key, sizeof(key));
+    assert_string_equal(key, "/nb/templates/");
+}
+
 static void test_keys(void **state)
 {
     char k[128];
@@ -242,6 +270,7 @@ int main(void)
         cmocka_unit_test(test_ids_carry_the_tag_or_are_plain_v4),
         cmocka_unit_test(test_node_record_round_trips),
         cmocka_unit_test(test_registry_row_round_trips),
+        cmocka_unit_test(test_template_entry_round_trips),
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_etcd_without_an_answer),
         cmocka_unit_test(test_front_map),

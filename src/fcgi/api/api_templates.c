@@ -16,6 +16,7 @@
 #include "api.h"
 #include "base64.h"
 #include "json.h"
+#include "registry.h"
 #include "snapshot.h"
 #include "templates.h"
 
@@ -169,10 +170,13 @@ int api_template_delete(struct nb_app *a, struct nb_req *r, const struct nb_rout
                         struct nb_apierr *ae)
 {
     char who[NB_KEY_NAME_MAX + 2];
-    if (nb_template_delete(a, ra->arg, name_owner(r, who, sizeof(who)), query_true(r, "force"),
-                           ae) != 0)
+    const char *owner = name_owner(r, who, sizeof(who));
+    if (nb_template_delete(a, ra->arg, owner, query_true(r, "force"), ae) != 0)
         return NB_ERR;
     nb_http_audit(r, "template-delete", ra->arg);
+    /* a cluster's: also a node that is away now drops it when it is back */
+    if (!nb_http_from_node(r))
+        nb_registry_tpl_removed(a, nb_template_owner(owner), ra->arg);
     nb_http_no_content(r);
     api_fanout(a, r); /* a cluster's: gone from every node */
     return NB_OK;
@@ -189,6 +193,7 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
     };
     enum { F_NAME, F_DOCKERFILE, F_FILES, F_MEMORY, F_CPUS };
     struct nb_template_req rq;
+    struct nb_registry_tpl reg;
     struct nb_template_file files[FILES_MAX];
     struct nb_buf data[FILES_MAX];
     struct nb_template t;
@@ -202,6 +207,7 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
 
     (void)ra;
     memset(&rq, 0, sizeof(rq));
+    memset(&reg, 0, sizeof(reg));
     if (api_read_json_cap(a, r, cap, &body, "bad_field", ae) != 0)
         return NB_ERR;
     if (nb_json_fields(body, f, sizeof(f) / sizeof(f[0]), err, sizeof(err)) != 0) {
@@ -214,7 +220,8 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
     }
     rq.name = nb_json_string(f[F_NAME].val);
     rq.owner = nb_http_key(r)->name; /* its owner, within that key's max_templates */
-    rq.max_templates = nb_http_key(r)->max_templates;
+    /* a build another node sent on was judged there, over the whole cluster */
+    rq.max_templates = nb_http_from_node(r) ? 0 : nb_http_key(r)->max_templates;
     rq.dockerfile = nb_json_string(f[F_DOCKERFILE].val);
     rq.dockerfile_len = strlen(rq.dockerfile);
     if (f[F_MEMORY].val) {
@@ -276,8 +283,16 @@ int api_templates_create(struct nb_app *a, struct nb_req *r, const struct nb_rou
         rq.files = files;
         rq.n_files = n_files;
     }
-    if (nb_template_submit(a, &rq, &t, ae) != 0)
+    /* a cluster's: its entry in etcd first, where max_templates counts every node's */
+    if (!nb_http_from_node(r) && nb_template_name_ok(rq.name) &&
+        nb_registry_tpl_reserve(a, nb_template_owner(rq.owner), rq.name, rq.max_templates, &reg,
+                                ae) != 0)
         goto out;
+    if (nb_template_submit(a, &rq, &t, ae) != 0) {
+        nb_registry_tpl_release(a, &reg);
+        goto out;
+    }
+    nb_registry_tpl_commit(a, &reg, r->body.data, r->body.len);
     nb_http_audit(r, "template-build", rq.name);
     g = nb_json_gen();
     template_json(g, &t, 0, c);

@@ -34,6 +34,7 @@
 #include "log.h"
 #include "ports.h"
 #include "procstat.h"
+#include "registry.h"
 
 #define FWD_READY_TIMEOUT_MS 5000
 #define FWD_EXIT_WAIT_MS 1000 /* a refusing forwarder exits within this */
@@ -394,8 +395,9 @@ static int hostport_recorded(struct nb_table *t, uint16_t hostport)
     return 0;
 }
 
-int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *req,
-                 struct nb_port_info *out, struct nb_apierr *ae)
+/* The port opened here; elsewhere: the key's open ports on the cluster's other nodes. */
+static int open_here(struct nb_app *a, const char *id, const struct nb_port_open *req,
+                     unsigned elsewhere, struct nb_port_info *out, struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
     struct nb_slot *s, copy;
@@ -423,9 +425,9 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
             nb_table_usage(&a->table, s->owner, &u);
         for (int i = 0; i < NB_MAX_PORTS; i++)
             open_count += s->ports[i].sandboxport != 0;
-        if (req->key_max_ports && u.ports >= req->key_max_ports) {
+        if (req->key_max_ports && u.ports + elsewhere >= req->key_max_ports) {
             bad = 4290; /* the key's quota, counted under the same lock as the port taken */
-            open_count = u.ports;
+            open_count = u.ports + elsewhere;
         } else if (open_count >= c->max_ports || (p = port_find(s, 0)) == NULL) {
             bad = 429;
         } else {
@@ -530,6 +532,67 @@ int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *re
     nb_info("opened port %u of sandbox %s on host port %u until %lld (forwarder %d)",
             (unsigned)req->sandboxport, id, (unsigned)bound, (long long)expires, (int)fwd);
     return 0;
+}
+
+/*
+ * On a node of a cluster, a key's max_ports counts its open ports on every
+ * node (docs/CLUSTER.md, "Quotas over the cluster"), the way a create's
+ * quotas do: what it holds elsewhere read with the guard's revision, the
+ * port opened, its sandbox's row (with its count of ports) put under the
+ * guard; a port of the same key opened elsewhere in between moves the
+ * guard, and the count is judged again (the port closed when over).
+ */
+int nb_port_open(struct nb_app *a, const char *id, const struct nb_port_open *req,
+                 struct nb_port_info *out, struct nb_apierr *ae)
+{
+    struct nb_registry_claim claim;
+    struct nb_apierr dae;
+    struct nb_key k;
+
+    if (!req->key_max_ports || req->key_name == NULL)
+        return open_here(a, id, req, 0, out, ae);
+    memset(&k, 0, sizeof(k));
+    snprintf(k.name, sizeof(k.name), "%s", req->key_name);
+    if (nb_registry_usage(a, &k, &claim, ae) != 0)
+        return -1;
+    if (open_here(a, id, req, claim.elsewhere.ports, out, ae) != 0)
+        return -1;
+    if (!claim.on)
+        return 0;
+    for (int tries = 0; tries < 8; tries++) {
+        struct nb_table_usage u;
+        struct nb_slot made, *s;
+        int rc, live;
+
+        nb_table_lock(&a->table);
+        s = nb_table_find(&a->table, id);
+        live = s != NULL && s->state == NB_SLOT_RUNNING;
+        if (live)
+            made = *s;
+        nb_table_usage(&a->table, req->key_name, &u);
+        nb_table_unlock(&a->table);
+        if (!live)
+            return 0; /* gone meanwhile: its row goes with it */
+        if (tries > 0 && u.ports + claim.elsewhere.ports > req->key_max_ports) {
+            nb_apierr_set(ae, NB_E_LIMIT, "quota",
+                          "quota max_ports=%u of key \"%s\" reached: its sandboxes have %u open "
+                          "ports",
+                          req->key_max_ports, req->key_name, u.ports - 1 + claim.elsewhere.ports);
+            break;
+        }
+        rc = nb_registry_after(a, &k, &claim, &made, ae);
+        if (rc == 0)
+            return 0;
+        if (rc < 0)
+            break;
+        nb_apierr_set(ae, NB_E_UNAVAILABLE, "cluster_unavailable",
+                      "the cluster is too busy registering ports of key \"%s\": try again",
+                      req->key_name);
+    }
+    if (nb_port_close(a, id, req->sandboxport, &dae) != 0)
+        nb_warn("port %u of sandbox %s: over the key's quota, and not closed: %s",
+                (unsigned)req->sandboxport, id, dae.msg);
+    return -1;
 }
 
 /* Is there a LISTEN (state 0A) line for port in a /proc/net/tcp{,6} file? */

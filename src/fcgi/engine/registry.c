@@ -22,6 +22,7 @@
 
 #define REG_TIMEOUT_MS 1000      /* one try of one endpoint */
 #define REG_RESPONSE (64u << 20) /* bytes of one answer: ~80,000 rows */
+#define REG_PAGE 1000            /* rows of one read of a list (~600 KB) */
 
 static struct nb_etcd reg_etcd;
 static int reg_ready;
@@ -70,7 +71,9 @@ static int add_usage(void *arg, const struct nb_etcd_kv *kv)
     struct usage_read *ur = arg;
     struct nb_slot s;
     char node[NB_REG_NODE_MAX], tag[NB_NODE_TAG_LEN + 1];
-    if (nb_registry_row_parse(kv->value, kv->value_len, &s, node) != 0 || !row_live(&s, ur->now))
+    unsigned ports = 0;
+    if (nb_registry_row_parse_ports(kv->value, kv->value_len, &s, node, &ports) != 0 ||
+        !row_live(&s, ur->now))
         return 0;
     /* this node's own are counted from its table, where they are exact */
     if (nb_cluster_id_tag(s.id, tag) && !strcmp(tag, ur->a->node_tag))
@@ -78,6 +81,7 @@ static int add_usage(void *arg, const struct nb_etcd_kv *kv)
     ur->u->sandboxes++;
     ur->u->memory += s.memory;
     ur->u->nano_cpus += s.nano_cpus;
+    ur->u->ports += ports;
     return 0;
 }
 
@@ -110,8 +114,9 @@ static void usage_ops(struct nb_app *a, const struct nb_key *k, struct nb_regist
     ops[1].arg = ur;
 }
 
-int nb_registry_before(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
-                       struct nb_apierr *ae)
+/* A create's (or a port's) read before: what k holds elsewhere, when guarded. */
+static int before(struct nb_app *a, const struct nb_key *k, int guarded,
+                  struct nb_registry_claim *c, struct nb_apierr *ae)
 {
     char gkey[NB_REG_KEY_MAX], rkey[NB_REG_KEY_MAX];
     struct nb_etcd_op ops[2];
@@ -131,7 +136,7 @@ int nb_registry_before(struct nb_app *a, const struct nb_key *k, struct nb_regis
         return unavailable(ae, "this node's name is another node's");
     if ((e = etcd_of(a)) == NULL)
         return unavailable(ae, "no etcd client");
-    if (k == NULL || (!k->max_sandboxes && !k->max_memory && !k->max_nano_cpus))
+    if (k == NULL || !guarded)
         return 0;
     c->guarded = 1;
     usage_ops(a, k, c, &ur, gkey, rkey, ops);
@@ -140,6 +145,19 @@ int nb_registry_before(struct nb_app *a, const struct nb_key *k, struct nb_regis
         return unavailable(ae, "etcd does not answer");
     }
     return 0;
+}
+
+int nb_registry_before(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
+                       struct nb_apierr *ae)
+{
+    return before(a, k, k != NULL && (k->max_sandboxes || k->max_memory || k->max_nano_cpus), c,
+                  ae);
+}
+
+int nb_registry_usage(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
+                      struct nb_apierr *ae)
+{
+    return before(a, k, 1, c, ae);
 }
 
 int nb_registry_after(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
@@ -204,7 +222,10 @@ struct list_read {
     int64_t now;
     struct nb_sandbox_list *l;
     uint32_t cap;
-    struct nb_mcluster *view; /* NULL: no view of the nodes yet */
+    struct nb_mcluster *view;      /* NULL: no view of the nodes yet */
+    char last[NB_REG_KEY_MAX + 1]; /* the last key read, and "\0": where the next page starts */
+    size_t last_len;
+    int full; /* no memory for more rows */
 };
 
 static int list_grow(struct list_read *lr)
@@ -245,12 +266,19 @@ static int add_row(void *arg, const struct nb_etcd_kv *kv)
     struct nb_slot s;
     char node[NB_REG_NODE_MAX];
 
+    if (kv->key_len < NB_REG_KEY_MAX) {
+        memcpy(lr->last, kv->key, kv->key_len);
+        lr->last[kv->key_len] = '\0';
+        lr->last_len = kv->key_len + 1;
+    }
     if (nb_registry_row_parse(kv->value, kv->value_len, &s, node) != 0 || !row_live(&s, lr->now))
         return 0;
     if (nb_cluster_id_tag(s.id, tag) && !strcmp(tag, lr->a->node_tag))
         return 0; /* this node's: from its table */
-    if (l->n == lr->cap && list_grow(lr) != 0)
+    if (l->n == lr->cap && list_grow(lr) != 0) {
+        lr->full = 1;
         return 1;
+    }
     l->v[l->n] = s;
     snprintf(l->node[l->n], sizeof(l->node[0]), "%s", node);
     l->up[l->n] = (unsigned char)node_up(lr, node);
@@ -260,7 +288,7 @@ static int add_row(void *arg, const struct nb_etcd_kv *kv)
 
 void nb_registry_list(struct nb_app *a, const char *owner, int64_t now, struct nb_sandbox_list *out)
 {
-    struct list_read lr = {a, now, out, 0, NULL};
+    struct list_read lr = {a, now, out, 0, NULL, "", 0, 0};
     char rkey[NB_REG_KEY_MAX];
     struct nb_etcd *e;
 
@@ -295,17 +323,27 @@ void nb_registry_list(struct nb_app *a, const char *owner, int64_t now, struct n
         uint32_t st = nb_metrics != NULL
                           ? __atomic_load_n(&nb_metrics->cluster.state, __ATOMIC_RELAXED)
                           : NB_MEMBER_JOINED;
+        /* in pages of REG_PAGE rows, each from the last key of the one
+         * before: one answer stays small, whatever the cluster holds */
         struct nb_etcd_op op = {.kind = NB_ETCD_RANGE,
                                 .key = rkey,
                                 .prefix = 1,
                                 .serializable = st == NB_MEMBER_UNREACHABLE,
+                                .limit = REG_PAGE,
                                 .fn = add_row,
                                 .arg = &lr};
-        if ((e = etcd_of(a)) == NULL || nb_etcd_range(e, &op) != 0) {
-            nb_warn("registry: cannot read the sandboxes of other nodes: %s",
-                    e != NULL ? e->err : "no etcd client");
-            out->partial = 1;
-        }
+        e = etcd_of(a);
+        do {
+            lr.last_len = 0;
+            if (e == NULL || nb_etcd_range(e, &op) != 0) {
+                nb_warn("registry: cannot read the sandboxes of other nodes: %s",
+                        e != NULL ? e->err : "no etcd client");
+                out->partial = 1;
+                break;
+            }
+            op.from = lr.last;
+            op.from_len = lr.last_len;
+        } while (op.more && lr.last_len > 0 && !lr.full);
     }
     free(lr.view);
 }
@@ -316,4 +354,214 @@ void nb_registry_list_free(struct nb_sandbox_list *l)
     free(l->node);
     free(l->up);
     memset(l, 0, sizeof(*l));
+}
+
+/* The templates' registry: what an owner's entries say, as a reserve reads them. */
+struct tpl_read {
+    const char *ekey; /* the entry of the name being built */
+    unsigned live;    /* the owner's live entries, that one left out */
+    char *prior;      /* that one's text, if it is there */
+    size_t prior_len;
+    int64_t prior_mod;
+};
+
+static int add_tpl(void *arg, const struct nb_etcd_kv *kv)
+{
+    struct tpl_read *tr = arg;
+    struct nb_tpl_meta m;
+    if (kv->key_len == strlen(tr->ekey) && !memcmp(kv->key, tr->ekey, kv->key_len)) {
+        free(tr->prior);
+        tr->prior = malloc(kv->value_len + 1);
+        if (tr->prior != NULL) {
+            memcpy(tr->prior, kv->value, kv->value_len);
+            tr->prior_len = kv->value_len;
+        }
+        tr->prior_mod = kv->mod_revision;
+        return 0;
+    }
+    if (nb_tpl_meta_parse(kv->value, kv->value_len, &m) == 0 && !m.removed)
+        tr->live++;
+    return 0;
+}
+
+static int tpl_on(const struct nb_app *a)
+{
+    return on(a) && a->conf.cluster_secret[0] != '\0';
+}
+
+/* An entry of this node's, as of now (malloc'd JSON). */
+static char *entry_json(const struct nb_app *a, int removed, int recipe)
+{
+    struct nb_tpl_meta m;
+    memset(&m, 0, sizeof(m));
+    m.at = nb_clock_real_s();
+    snprintf(m.node, sizeof(m.node), "%s", a->conf.node_name);
+    m.removed = removed;
+    m.recipe = recipe;
+    return nb_tpl_meta_json(&m);
+}
+
+int nb_registry_tpl_reserve(struct nb_app *a, const char *owner, const char *name,
+                            unsigned max_templates, struct nb_registry_tpl *t, struct nb_apierr *ae)
+{
+    char gkey[NB_REG_KEY_MAX], okey[NB_REG_KEY_MAX];
+    struct nb_etcd *e;
+    uint32_t st;
+    char *json;
+
+    memset(t, 0, sizeof(*t));
+    if (!tpl_on(a))
+        return 0;
+    st = nb_metrics != NULL ? __atomic_load_n(&nb_metrics->cluster.state, __ATOMIC_RELAXED)
+                            : NB_MEMBER_JOINED;
+    if (st == NB_MEMBER_UNREACHABLE || st == NB_MEMBER_CONFLICT || (e = etcd_of(a)) == NULL)
+        return unavailable(ae, "etcd does not answer, or this node is out of the cluster");
+    nb_registry_guard_key(a->conf.etcd_prefix, owner, gkey, sizeof(gkey));
+    nb_cluster_tpl_key(a->conf.etcd_prefix, "templates", owner, NULL, okey, sizeof(okey));
+    nb_cluster_tpl_key(a->conf.etcd_prefix, "templates", owner, name, t->ekey, sizeof(t->ekey));
+    nb_cluster_tpl_key(a->conf.etcd_prefix, "recipes", owner, name, t->rkey, sizeof(t->rkey));
+    json = entry_json(a, 0, 0);
+    /* a build of the key elsewhere between the read and the put moves the
+     * guard (or the entry): read again, judge again */
+    for (int tries = 0; tries < 8; tries++) {
+        struct tpl_read tr = {t->ekey, 0, NULL, 0, 0};
+        struct nb_etcd_op rd[2], wr[2];
+        struct nb_etcd_cmp cmp[2];
+        int64_t guard = 0;
+        size_t ncmp = 0, nwr = 1;
+        int rc;
+
+        memset(rd, 0, sizeof(rd));
+        rd[0].kind = NB_ETCD_RANGE;
+        rd[0].key = gkey;
+        rd[0].fn = take_guard;
+        rd[0].arg = &guard;
+        rd[1].kind = NB_ETCD_RANGE;
+        rd[1].key = okey;
+        rd[1].prefix = 1;
+        rd[1].fn = add_tpl;
+        rd[1].arg = &tr;
+        if (nb_etcd_txn(e, NULL, 0, rd, 2, NULL, 0) < 0) {
+            free(tr.prior);
+            break;
+        }
+        if (max_templates && tr.live >= max_templates) {
+            free(tr.prior);
+            free(json);
+            nb_apierr_set(ae, NB_E_LIMIT, "quota",
+                          "quota max_templates=%u of key \"%s\" reached: it has %u templates",
+                          max_templates, owner, tr.live);
+            return -1;
+        }
+        cmp[ncmp].key = t->ekey;
+        cmp[ncmp].target = NB_ETCD_MOD;
+        cmp[ncmp++].value = tr.prior_mod;
+        memset(wr, 0, sizeof(wr));
+        wr[0].kind = NB_ETCD_PUT;
+        wr[0].key = t->ekey;
+        wr[0].value = json;
+        wr[0].value_len = strlen(json);
+        if (max_templates) {
+            cmp[ncmp].key = gkey;
+            cmp[ncmp].target = NB_ETCD_MOD;
+            cmp[ncmp++].value = guard;
+            wr[1].kind = NB_ETCD_PUT;
+            wr[1].key = gkey;
+            wr[1].value = name;
+            wr[1].value_len = strlen(name);
+            nwr = 2;
+        }
+        rc = nb_etcd_txn(e, cmp, ncmp, wr, nwr, NULL, 0);
+        if (rc == 1) {
+            t->on = 1;
+            t->prior = tr.prior;
+            t->prior_len = tr.prior_len;
+            free(json);
+            return 0;
+        }
+        free(tr.prior);
+        if (rc < 0)
+            break;
+    }
+    free(json);
+    nb_warn("registry: cannot register template %s of %s: %s", name, owner, e->err);
+    return unavailable(ae, "etcd does not answer");
+}
+
+void nb_registry_tpl_release(struct nb_app *a, struct nb_registry_tpl *t)
+{
+    struct nb_etcd *e;
+    int rc;
+    if (!t->on)
+        return;
+    t->on = 0;
+    if ((e = etcd_of(a)) == NULL)
+        rc = -1;
+    else if (t->prior != NULL)
+        rc = nb_etcd_put(e, t->ekey, t->prior, t->prior_len, 0);
+    else
+        rc = nb_etcd_delete(e, t->ekey);
+    if (rc != 0)
+        nb_warn("registry: cannot take back the entry %s: %s", t->ekey, e ? e->err : "no etcd");
+    free(t->prior);
+    t->prior = NULL;
+}
+
+void nb_registry_tpl_commit(struct nb_app *a, struct nb_registry_tpl *t, const char *body,
+                            size_t len)
+{
+    struct nb_etcd_op ops[2];
+    struct nb_etcd *e;
+    char *json;
+
+    if (!t->on)
+        return;
+    t->on = 0;
+    free(t->prior);
+    t->prior = NULL;
+    if (len > NB_TPL_RECIPE_MAX) {
+        nb_warn("registry: the build request of %s is %zu bytes, over %u: not stored, so a node "
+                "that joins later does not build it by itself",
+                t->ekey, len, NB_TPL_RECIPE_MAX);
+        return;
+    }
+    if ((e = etcd_of(a)) == NULL)
+        return;
+    json = entry_json(a, 0, 1);
+    memset(ops, 0, sizeof(ops));
+    ops[0].kind = NB_ETCD_PUT;
+    ops[0].key = t->rkey;
+    ops[0].value = body;
+    ops[0].value_len = len;
+    ops[1].kind = NB_ETCD_PUT;
+    ops[1].key = t->ekey;
+    ops[1].value = json;
+    ops[1].value_len = strlen(json);
+    if (nb_etcd_txn(e, NULL, 0, ops, 2, NULL, 0) < 0)
+        nb_warn("registry: cannot store the recipe of %s: %s", t->ekey, e->err);
+    free(json);
+}
+
+void nb_registry_tpl_removed(struct nb_app *a, const char *owner, const char *name)
+{
+    char ekey[NB_REG_KEY_MAX], rkey[NB_REG_KEY_MAX];
+    struct nb_etcd_op ops[2];
+    struct nb_etcd *e;
+    char *json;
+
+    if (!tpl_on(a) || (e = etcd_of(a)) == NULL)
+        return;
+    nb_cluster_tpl_key(a->conf.etcd_prefix, "templates", owner, name, ekey, sizeof(ekey));
+    nb_cluster_tpl_key(a->conf.etcd_prefix, "recipes", owner, name, rkey, sizeof(rkey));
+    json = entry_json(a, 1, 0);
+    memset(ops, 0, sizeof(ops));
+    ops[0].kind = NB_ETCD_PUT;
+    ops[0].key = ekey;
+    ops[0].value = json;
+    ops[0].value_len = strlen(json);
+    ops[1].kind = NB_ETCD_DEL;
+    ops[1].key = rkey;
+    if (nb_etcd_txn(e, NULL, 0, ops, 2, NULL, 0) < 0)
+        nb_warn("registry: cannot record the removal of %s: %s", ekey, e->err);
+    free(json);
 }

@@ -35,6 +35,13 @@ int nb_registry_before(struct nb_app *a, const struct nb_key *k, struct nb_regis
                        struct nb_apierr *ae);
 
 /*
+ * The same read for a key whatever its quotas (max_ports: a port opened
+ * is registered under the guard too, with nb_registry_after).
+ */
+int nb_registry_usage(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
+                      struct nb_apierr *ae);
+
+/*
  * After made (a copy of the new RUNNING slot) was made: register its row,
  * for a key with quotas under the guard read before. 0 registered; 1
  * another create of the same key came between (c->elsewhere and c->guard
@@ -65,5 +72,34 @@ struct nb_sandbox_list {
 void nb_registry_list(struct nb_app *a, const char *owner, int64_t now,
                       struct nb_sandbox_list *out);
 void nb_registry_list_free(struct nb_sandbox_list *l);
+
+/*
+ * A key's template build on a cluster node with cluster_secret (docs/
+ * CLUSTER.md, "A node that joins late"): its entry in the templates'
+ * registry, reserved before the build is queued, so that max_templates
+ * counts the key's templates on every node (under the key's guard, as a
+ * create's quotas do) and a node that was away builds it from its recipe.
+ */
+struct nb_registry_tpl {
+    int on;      /* registered: release or commit after */
+    char *prior; /* the entry before ours (NULL: none), put back by a release */
+    size_t prior_len;
+    char ekey[NB_REG_KEY_MAX], rkey[NB_REG_KEY_MAX];
+};
+/*
+ * Reserve owner's template name: 0 (t->on tells whether it was
+ * registered), or -1 with ae: 429 quota (max_templates reached over the
+ * cluster), 503 cluster_unavailable.
+ */
+int nb_registry_tpl_reserve(struct nb_app *a, const char *owner, const char *name,
+                            unsigned max_templates, struct nb_registry_tpl *t,
+                            struct nb_apierr *ae);
+/* The build was refused here: the entry as it was before. */
+void nb_registry_tpl_release(struct nb_app *a, struct nb_registry_tpl *t);
+/* The build was queued: its recipe (the request's body) stored beside the entry. */
+void nb_registry_tpl_commit(struct nb_app *a, struct nb_registry_tpl *t, const char *body,
+                            size_t len);
+/* owner's template name was removed here: every node drops its copy, now or when it is back. */
+void nb_registry_tpl_removed(struct nb_app *a, const char *owner, const char *name);
 
 #endif

@@ -26,12 +26,14 @@
 #include "procstat.h"
 #include "regsync.h"
 #include "templates.h"
+#include "tplsync.h"
 
 #define MEMBER_KEYS_WAIT_MS 500           /* a change of the keys file is shared within this */
 #define MEMBER_NODES_S 5                  /* the nodes are read for /metrics this often */
 #define MEMBER_MEMORY_STEP (256ULL << 20) /* the record's memory, rounded down to it */
 #define MEMBER_REWRITE_S 30               /* the record is rewritten at least this often */
 #define MEMBER_COLLECT_S 60               /* gone nodes' rows looked at this often */
+#define MEMBER_TEMPLATES_S 5              /* the templates' registry looked at this often */
 #define MEMBER_RESPONSE (16u << 20) /* bytes of one etcd answer: a node's index of ~50,000 rows */
 
 static volatile sig_atomic_t member_stop;
@@ -46,13 +48,15 @@ struct member {
     struct nb_app *a;
     struct nb_etcd etcd;
     char node_key[256], tag_key[256];
-    int64_t lease;      /* 0: none held */
-    int64_t renewed;    /* unix seconds of the last renewal or join */
-    int64_t written;    /* unix seconds the record was last written */
-    int64_t since;      /* unix seconds this process started */
-    int64_t nodes_read; /* unix seconds the nodes were last read (metrics) */
-    int64_t collected;  /* unix seconds gone nodes' rows were last looked at */
-    char *record;       /* the last record written, heartbeat left out */
+    int64_t lease;          /* 0: none held */
+    int64_t renewed;        /* unix seconds of the last renewal or join */
+    int64_t written;        /* unix seconds the record was last written */
+    int64_t since;          /* unix seconds this process started */
+    int64_t nodes_read;     /* unix seconds the nodes were last read (metrics) */
+    int64_t collected;      /* unix seconds gone nodes' rows were last looked at */
+    int64_t tpl_synced;     /* unix seconds the templates' registry was last looked at */
+    struct nb_tplsync *tpl; /* its memory (NULL: no cluster_secret, no templates sent) */
+    char *record;           /* the last record written, heartbeat left out */
     enum nb_member_state state;
     char holder[256]; /* who holds our name or tag, in a conflict */
 };
@@ -334,6 +338,12 @@ static void round_once(struct member *m)
             collect(m);
             m->collected = now;
         }
+        /* the cluster's templates this node is behind on (it was away) */
+        if (m->tpl != NULL && now - m->tpl_synced >= MEMBER_TEMPLATES_S) {
+            if (nb_tplsync_round(m->tpl, m->a, &m->etcd) < 0)
+                nb_debug("cluster: the templates' registry not looked at: %s", m->etcd.err);
+            m->tpl_synced = now;
+        }
         return;
     }
     if (rc == 0) {
@@ -382,6 +392,9 @@ void nb_member_run(struct nb_app *a)
     m.a = a;
     m.since = nb_clock_real_s();
     m.state = NB_MEMBER_OFF;
+    /* templates are sent between nodes under the cluster's secret only */
+    if (c->cluster_secret[0] != '\0')
+        m.tpl = calloc(1, sizeof(*m.tpl));
     nb_cluster_node_key(c->etcd_prefix, c->node_name, m.node_key, sizeof(m.node_key));
     nb_cluster_tag_key(c->etcd_prefix, a->node_tag, m.tag_key, sizeof(m.tag_key));
     /* one try of one endpoint fits in a period, with room for a second */
@@ -434,6 +447,7 @@ void nb_member_run(struct nb_app *a)
         nb_info("cluster: left (lease revoked)");
     nb_metrics_member(NB_MEMBER_OFF, 0, nb_clock_real_s());
     free(m.record);
+    free(m.tpl);
     nb_etcd_cleanup(&m.etcd);
     nb_docker_cleanup(&a->docker);
     _exit(0);
