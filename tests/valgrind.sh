@@ -48,7 +48,14 @@ CONF
 setsid valgrind -q --trace-children=yes --suppressions="$ROOT/tests/valgrind.supp" --leak-check=full --errors-for-leak-kinds=definite \
     --log-file="$work/vg.%p.log" "$build/nanobox-fcgi" -c "$work/nb.conf" -p "$work/fcgi.pid" \
     >"$work/fcgi.log" 2>&1 &
-for _ in $(seq 100); do [ -S "$work/fcgi.sock" ] && break; sleep 0.2; done
+# a loaded machine (CI beside other builds) can take over 20 s to start a
+# master under valgrind: wait up to 2 minutes for its socket and pid file
+for _ in $(seq 600); do [ -S "$work/fcgi.sock" ] && [ -s "$work/fcgi.pid" ] && break; sleep 0.2; done
+if [ ! -s "$work/fcgi.pid" ]; then
+    echo "valgrind.sh: nanobox-fcgi under valgrind did not start in 2 minutes" >&2
+    cat "$work/fcgi.log" >&2
+    exit 1
+fi
 fcgi_pid=$(cat "$work/fcgi.pid")
 nginx -c "$work/ng/nginx.conf" -p "$work/ng"
 nginx_pid=$(cat "$work/ng/nginx.pid")
