@@ -18,6 +18,8 @@ from nbfront import Front
 from nbtest import wait_until
 from test_cluster import PREFIX, TTL, healthz, member_of, node_conf, sees, tag_of
 from test_keys import KeyApi, add_key
+from test_mcp import http_call, http_initialize
+from test_volumes import cli
 
 pytestmark = pytest.mark.xdist_group("cluster")
 
@@ -85,13 +87,16 @@ def pair(etcd, vol_stacks, a, b, **more):
                                   **more))
     y = vol_stacks(b, **node_conf(etcd, b, node_url="{url}", cluster_secret=secret, **VOLCONF,
                                   **more))
+    if "api_key" in more:  # the default key, the same on both nodes
+        x.api_key = y.api_key = more["api_key"]
     wait_until(lambda: sees(x, b) and sees(y, a), timeout=20, what="the nodes to see each other")
     return x, y
 
 
 def test_a_volume_is_reached_through_any_node_and_its_sandboxes_go_to_it(etcd, vol_stacks,
                                                                          tmp_path):
-    va, vb = pair(etcd, vol_stacks, "node-va", "node-vb")
+    key = secrets.token_hex(16)
+    va, vb = pair(etcd, vol_stacks, "node-va", "node-vb", api_key=key)
     alice, bob = add_key(va, "alice"), add_key(va, "bob")
     a1, a2, b1, b2 = KeyApi(va, alice), KeyApi(vb, alice), KeyApi(va, bob), KeyApi(vb, bob)
     e2 = E2bKeyApi(vb, alice)
@@ -122,6 +127,16 @@ def test_a_volume_is_reached_through_any_node_and_its_sandboxes_go_to_it(etcd, v
         r = e2.request("GET", "/volumes")
         assert r.status_code == 200 and [x["volumeID"] for x in r.json()] == [v["volumeID"]]
         assert set(vols(b1)) == {"data"} and vols(b1)["data"]["node"] == "node-vb"
+        out = cli(vb, alice, "volume", "ls").stdout
+        assert "NODE" in out and "data" in out and "node-va" in out, out
+        # MCP's volume_list on node-vb shows the default key's volume of node-va
+        make_volume(va.api, "mcpvol")
+        sess = http_initialize(vb).headers["Mcp-Session-Id"]
+        res = http_call(vb, sess, "volume_list", {})
+        assert not res.get("isError") and "node=node-va" in json.dumps(res), res
+        assert [x["node"] for x in res["structuredContent"]["volumes"]] == ["node-va"], res
+        r = vb.api.request("DELETE", "/volumes/mcpvol")
+        assert r.status_code == 204, r.text
         # read through node-vb, by name and by id (native and E2B)
         for key in ("data", v["volumeID"]):
             r = a2.request("GET", f"/volumes/{key}")

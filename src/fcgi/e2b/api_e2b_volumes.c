@@ -40,7 +40,7 @@ int api_e2b_volumes_list(struct nb_app *a, struct nb_req *r, const struct nb_rou
     int partial;
     (void)ra;
     /* every node's, on a cluster's node (volreg.h) */
-    if (nb_volreg_list(a, nb_http_key(r)->name, &v, &n, &partial, ae) != 0)
+    if (nb_volreg_list(a, nb_http_key(r)->name, nb_volume_list, &v, &n, &partial, ae) != 0)
         return NB_ERR;
     g = nb_json_gen();
     yajl_gen_array_open(g);

@@ -202,7 +202,8 @@ static int take_rev(void *arg, const struct nb_etcd_kv *kv)
 }
 
 int nb_volreg_claim(struct nb_app *a, const struct nb_key *key, const struct nb_volume *v,
-                    size_t n_here, uint64_t held_here, struct nb_apierr *ae)
+                    size_t n_here, uint64_t held_here, nb_volreg_quota_fn quota,
+                    struct nb_apierr *ae)
 {
     char rows[VOLREG_KEY_MAX], row[VOLREG_KEY_MAX], mark[VOLREG_KEY_MAX], guard[VOLREG_KEY_MAX];
     struct nb_etcd *e;
@@ -244,8 +245,7 @@ int nb_volreg_claim(struct nb_app *a, const struct nb_key *key, const struct nb_
                           cr.row_node);
             goto out;
         }
-        if (nb_volume_quota(&a->conf, key, n_here + cr.count, held_here + cr.bytes, v->size, ae) !=
-            0)
+        if (quota(&a->conf, key, n_here + cr.count, held_here + cr.bytes, v->size, ae) != 0)
             goto out;
         cmp[0] = (struct nb_etcd_cmp){row, cr.row_rev ? NB_ETCD_MOD : NB_ETCD_CREATE, cr.row_rev};
         cmp[1] = (struct nb_etcd_cmp){guard, NB_ETCD_MOD, cr.guard};
@@ -381,7 +381,7 @@ static int node_row(void *arg, const struct nb_etcd_kv *kv)
     if (row_parse(kv->value, kv->value_len, &v) != 0)
         return 0;
     for (unsigned i = 0; i < nr->n; i++)
-        if (!strcmp(nr->names[i], v.name))
+        if (!strcmp(nr->names[i], v.name) || !strcmp(nr->names[i], v.id)) /* a name, or an id */
             snprintf(nr->node[i], sizeof(nr->node[0]), "%s", v.node);
     return 0;
 }
@@ -434,12 +434,12 @@ static int list_row(void *arg, const struct nb_etcd_kv *kv)
     return 0;
 }
 
-int nb_volreg_list(struct nb_app *a, const char *owner, struct nb_volume **out, size_t *n,
-                   int *partial, struct nb_apierr *ae)
+int nb_volreg_list(struct nb_app *a, const char *owner, nb_volreg_list_fn list,
+                   struct nb_volume **out, size_t *n, int *partial, struct nb_apierr *ae)
 {
     struct list_read lr = {a, out, n, 0, NULL};
     *partial = 0;
-    if (nb_volume_list(a, owner, out, n, ae) != 0)
+    if (list(a, owner, out, n, ae) != 0)
         return -1;
     lr.cap = *n;
     for (size_t i = 0; i < *n; i++)
@@ -541,7 +541,7 @@ static int take_out(struct nb_app *a, struct nb_etcd *e, const struct mark *m)
     return forget_in(a, e, m->owner, m->name) < 0 ? -1 : 1;
 }
 
-int nb_volreg_sync(struct nb_app *a, struct nb_etcd *e)
+int nb_volreg_sync(struct nb_app *a, struct nb_etcd *e, nb_volreg_list_fn list)
 {
     char marks[VOLREG_KEY_MAX];
     struct marks_read mr = {0};
@@ -561,7 +561,7 @@ int nb_volreg_sync(struct nb_app *a, struct nb_etcd *e)
         return -1;
     }
     memset(&ae, 0, sizeof(ae));
-    if (nb_volume_list(a, NULL, &v, &n, &ae) != 0) {
+    if (list(a, NULL, &v, &n, &ae) != 0) {
         free(mr.m);
         return -1;
     }

@@ -24,6 +24,16 @@
 #include "keys.h"
 #include "volume.h"
 
+/*
+ * What volume.c does that this needs, handed in by the caller (volume.c
+ * calls this file: a call back would make the two a cycle): its quota
+ * check (nb_volume_quota) and its list of a node's volumes (nb_volume_list).
+ */
+typedef int (*nb_volreg_quota_fn)(const struct nb_conf *c, const struct nb_key *key, size_t n,
+                                  uint64_t held, uint64_t size, struct nb_apierr *ae);
+typedef int (*nb_volreg_list_fn)(struct nb_app *a, const char *owner, struct nb_volume **out,
+                                 size_t *n, struct nb_apierr *ae);
+
 /* Is this node a cluster's (etcd_endpoints and a node name)? */
 int nb_volreg_on(const struct nb_app *a);
 
@@ -35,7 +45,8 @@ int nb_volreg_on(const struct nb_app *a);
  * node), 429 quota, 503 cluster_unavailable (etcd has no quorum).
  */
 int nb_volreg_claim(struct nb_app *a, const struct nb_key *key, const struct nb_volume *v,
-                    size_t n_here, uint64_t held_here, struct nb_apierr *ae);
+                    size_t n_here, uint64_t held_here, nb_volreg_quota_fn quota,
+                    struct nb_apierr *ae);
 
 /* owner's volume name is gone from this node: its row out (best effort:
  * the member's round takes out what this misses). */
@@ -61,8 +72,8 @@ int nb_volreg_nodes(struct nb_app *a, const char *owner,
  * the other nodes' rows, each with its node and node_up. *partial: the
  * registry could not be read (only this node's are in). 0, or -1 with ae.
  */
-int nb_volreg_list(struct nb_app *a, const char *owner, struct nb_volume **out, size_t *n,
-                   int *partial, struct nb_apierr *ae);
+int nb_volreg_list(struct nb_app *a, const char *owner, nb_volreg_list_fn list,
+                   struct nb_volume **out, size_t *n, int *partial, struct nb_apierr *ae);
 
 /* v is this node's: on a cluster's node, its node and node_up say so. */
 void nb_volreg_here(const struct nb_app *a, struct nb_volume *v);
@@ -74,6 +85,6 @@ void nb_volreg_here(const struct nb_app *a, struct nb_volume *v);
  * making them), and volumes with no row get theirs back. The number of
  * rows changed, or -1 (etcd or Docker did not answer).
  */
-int nb_volreg_sync(struct nb_app *a, struct nb_etcd *e);
+int nb_volreg_sync(struct nb_app *a, struct nb_etcd *e, nb_volreg_list_fn list);
 
 #endif

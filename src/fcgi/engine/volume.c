@@ -305,7 +305,7 @@ int nb_volume_create(struct nb_app *a, const struct nb_key *key, const char *nam
     snprintf(out->owner, sizeof(out->owner), "%s", owner);
     /* a cluster's: the name claimed for this node, under the quotas counted
      * over every node (volreg.h); taken back below if the make fails */
-    if (nb_volreg_claim(a, key, out, n, held, ae) != 0)
+    if (nb_volreg_claim(a, key, out, n, held, nb_volume_quota, ae) != 0)
         goto unlock;
     claimed = 1;
     vol_files(c, out->id, img, dir, sizeof(img));

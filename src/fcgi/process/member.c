@@ -335,7 +335,7 @@ static void round_once(struct member *m)
             nb_debug("cluster: the registry's rows not brought up to date: %s", m->etcd.err);
         /* the volume registry's rows of this node, as Docker has its volumes */
         if (now - m->volsynced >= MEMBER_VOLUMES_S) {
-            if (nb_volreg_sync(m->a, &m->etcd) < 0)
+            if (nb_volreg_sync(m->a, &m->etcd, nb_volume_list) < 0)
                 nb_debug("cluster: the volumes' rows not brought up to date: %s", m->etcd.err);
             m->volsynced = now;
         }
