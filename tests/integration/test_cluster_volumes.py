@@ -50,10 +50,7 @@ def vol_stacks(make_stack):
         return st
     yield factory
     for st in made:
-        names = subprocess.run(["docker", "volume", "ls", "-q", "--filter",
-                                f"label=nanobox.instance={st.instance}", "--filter",
-                                "label=nanobox.volume"], capture_output=True, text=True).stdout
-        for name in names.split():
+        for name in docker_volumes(st):
             subprocess.run(["docker", "volume", "rm", "-f", name], capture_output=True)
 
 
@@ -62,6 +59,13 @@ class E2bKeyApi(KeyApi):
         h = {"X-API-Key": "e2b_" + self.key} if auth else {}
         h.update(headers or {})
         return h
+
+
+def docker_volumes(st):
+    return subprocess.run(["docker", "volume", "ls", "-q", "--filter",
+                           f"label=nanobox.instance={st.instance}", "--filter",
+                           "label=nanobox.volume"], capture_output=True, text=True,
+                          check=True).stdout.split()
 
 
 def rows(etcd, owner):
@@ -257,6 +261,7 @@ def test_a_volume_create_without_quorum_answers_503_and_makes_nothing(etcd, vol_
         r = requests.post(st.url + "/volumes", json={"name": "nq"}, timeout=60,
                           headers={"X-API-Key": f"e2b_{st.api_key}"})
         assert r.status_code == 503, r.text
+        assert docker_volumes(st) == [], "a volume was made without quorum"
         # the list answers still (this node's volumes, from Docker)
         r = st.api.request("GET", "/volumes")
         assert r.status_code == 200 and r.json()["volumes"] == before, r.text
@@ -266,5 +271,5 @@ def test_a_volume_create_without_quorum_answers_503_and_makes_nothing(etcd, vol_
     wait_until(lambda: healthz(st)["node"]["cluster"] == "member", timeout=30,
                what="node-ve to be a member again")
     v = make_volume(st.api, "nq")
-    assert v["node"] == "node-ve"
+    assert v["node"] == "node-ve" and len(docker_volumes(st)) == 1
     assert st.api.request("DELETE", "/volumes/nq").status_code == 204
