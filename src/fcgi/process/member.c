@@ -25,8 +25,8 @@
 #include "metrics.h"
 #include "procstat.h"
 #include "regsync.h"
-#include "volreg.h"
 #include "templates.h"
+#include "volreg.h"
 
 #define MEMBER_KEYS_WAIT_MS 500           /* a change of the keys file is shared within this */
 #define MEMBER_NODES_S 5                  /* the nodes are read for /metrics this often */
