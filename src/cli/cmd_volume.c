@@ -74,22 +74,28 @@ static int volume_ls(struct client *c, const struct cli_cmd *cmd, int argc, char
         goto out;
     }
     if ((rc = client_call(c, &req, &a)) == CLI_OK) {
-        static const char *const headers[] = {"NAME", "ID", "SIZE"};
+        static const char *const headers[] = {"NAME", "ID", "SIZE", "NODE"};
         yajl_val list = out_get(a.json, "volumes", yajl_t_array);
         struct out_table t;
+        int cluster = 0; /* a cluster's volumes say their node: one column more */
         if (c->json) {
             client_print_raw(&a);
             goto out;
         }
-        out_table_init(&t, 3, headers);
+        for (size_t i = 0; list != NULL && i < list->u.array.len; i++)
+            cluster |= out_get(list->u.array.values[i], "node", yajl_t_string) != NULL;
+        out_table_init(&t, cluster ? 4 : 3, headers);
         for (size_t i = 0; list != NULL && i < list->u.array.len; i++) {
             yajl_val x = list->u.array.values[i];
-            char size[32];
-            const char *row[3];
+            char size[32], node[64];
+            const char *row[4];
             out_size(size, sizeof(size), out_int(x, "size", 0));
+            snprintf(node, sizeof(node), "%s%s", out_str(x, "node"),
+                     out_get(x, "node_up", yajl_t_false) != NULL ? " (down)" : "");
             row[0] = out_str(x, "name");
             row[1] = out_str(x, "volumeID");
             row[2] = size;
+            row[3] = node;
             out_table_row(&t, row);
         }
         out_table_print(&t, stdout);

@@ -48,6 +48,9 @@ void mcp_tool_volume_list(struct tool_call *t)
                 nb_buf_printf(&t->text, "%s  id=%s  size=", mcp_member_str(v, "name"),
                               mcp_member_str(v, "volumeID"));
                 mcp_put_size_val(&t->text, mcp_member(v, "size"));
+                if (mcp_member(v, "node") != NULL) /* a cluster's: the node that holds it */
+                    nb_buf_printf(&t->text, "  node=%s%s", mcp_member_str(v, "node"),
+                                  YAJL_IS_FALSE(mcp_member(v, "node_up")) ? " (down)" : "");
                 nb_buf_printf(&t->text, "\n");
             }
         }

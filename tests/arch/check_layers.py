@@ -76,6 +76,7 @@ FILE_RANKS = {
     "e2b/e2b_route": 2,
     "e2b/e2b_sign": 2,
     "api/api_forward": 2,  # the route guard's: a sandbox of another node sent there
+    "api/api_volfwd": 2,  # a volume of another node (api_forward.c) sent there
     "api/api_routes": 4,
     "e2b/e2b_front": 4,
 }

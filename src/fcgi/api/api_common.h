@@ -155,4 +155,28 @@ int api_forward_foreign(struct nb_app *a, struct nb_req *r, const char *id, stru
  */
 unsigned api_fanout(struct nb_app *a, struct nb_req *r);
 
+/*
+ * api_forward.c: r sent to the node named name and its answer relayed, as
+ * api_forward_foreign does: 1, or -1 with ae (503 node_unavailable: the
+ * node is down or does not answer). what names the object ("volume x").
+ */
+int api_forward_node(struct nb_app *a, struct nb_req *r, const char *name, const char *what,
+                     struct nb_apierr *ae);
+
+/*
+ * api_volfwd.c, a cluster's volumes (docs/CLUSTER.md, "Volumes"): a route
+ * naming owner's volume key (a name or an id) that another node holds is
+ * sent there: 1 answered, 0 serve it here, -1 with ae (503
+ * node_unavailable).
+ */
+int api_volume_route(struct nb_app *a, struct nb_req *r, const char *key, struct nb_apierr *ae);
+
+/*
+ * A sandbox's create that mounts the volumes of mounts (its "volumes" or
+ * "volumeMounts") goes to the node that holds them: 1 sent there and
+ * answered, 0 make it here, -1 with ae (409 the volumes are on different
+ * nodes, 503 node_unavailable or cluster_unavailable).
+ */
+int api_place_volumes(struct nb_app *a, struct nb_req *r, yajl_val mounts, struct nb_apierr *ae);
+
 #endif

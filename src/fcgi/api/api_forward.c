@@ -115,10 +115,11 @@ static size_t fwd_body(char *ptr, size_t size, size_t nmemb, void *userdata)
     return nb_buf_append(&f->body, ptr, n) == NB_OK ? n : 0;
 }
 
-static int node_down(struct nb_apierr *ae, const char *id, const char *how)
+/* what: "sandbox <id>", "volume <name>" */
+static int node_down(struct nb_apierr *ae, const char *what, const char *how)
 {
     nb_apierr_set(ae, NB_E_UNAVAILABLE, "node_unavailable",
-                  "the node of sandbox %s %s: it answers again when the node is back", id, how);
+                  "the node of %s %s: it answers again when the node is back", what, how);
     return -1;
 }
 
@@ -184,21 +185,18 @@ static struct curl_slist *request_setup(CURL *c, struct nb_app *a, struct nb_req
     return hdrs;
 }
 
-int api_forward_foreign(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae)
+/* r sent to node (named node, at base) and its answer relayed: 1, or -1 with ae. */
+static int relay(struct nb_app *a, struct nb_req *r, const char *base, const char *node,
+                 const char *what, struct nb_apierr *ae)
 {
-    char tag[NB_NODE_TAG_LEN + 1], base[NB_CONF_STR], node[NB_NODE_NAME_MAX + 1], h[320];
+    char h[320];
     struct curl_slist *hdrs;
     struct nb_buf url;
     struct fwd f;
     CURLcode cc;
 
-    if (a->conf.cluster_secret[0] == '\0' || a->node_tag[0] == '\0' ||
-        !nb_cluster_id_tag(id, tag) || !strcmp(tag, a->node_tag) || nb_http_from_node(r))
-        return 0; /* ours, a single machine's, or sent here by a node already */
-    if (!node_of_tag(tag, base, sizeof(base), node, sizeof(node))) {
-        return node_down(ae, id, "is down or unknown");
-    }
-    if (nb_http_read_body(r, a->conf.max_body, ae) != 0)
+    /* (a handler that sends r on has read its body already) */
+    if (r->body.data == NULL && nb_http_read_body(r, a->conf.max_body, ae) != 0)
         return -1;
     if (fwd_curl == NULL && (fwd_curl = curl_easy_init()) == NULL) {
         nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot make a curl handle");
@@ -217,9 +215,8 @@ int api_forward_foreign(struct nb_app *a, struct nb_req *r, const char *id, stru
     nb_buf_free(&url);
     if (cc != CURLE_OK && !f.begun) {
         nb_buf_free(&f.body);
-        nb_warn("forward: node %s did not answer for sandbox %s: %s", node, id,
-                curl_easy_strerror(cc));
-        return node_down(ae, id, "does not answer");
+        nb_warn("forward: node %s did not answer for %s: %s", node, what, curl_easy_strerror(cc));
+        return node_down(ae, what, "does not answer");
     }
     if (!f.begun) /* an answer without a body (204) */
         begin(&f, fwd_curl);
@@ -227,15 +224,14 @@ int api_forward_foreign(struct nb_app *a, struct nb_req *r, const char *id, stru
         if (cc != CURLE_OK) {
             nb_buf_free(&f.body);
             nb_apierr_set(ae, NB_E_UPSTREAM, "upstream_unavailable",
-                          "the node of sandbox %s broke off its answer (%s)", id,
-                          curl_easy_strerror(cc));
+                          "the node of %s broke off its answer (%s)", what, curl_easy_strerror(cc));
             return -1;
         }
         /* its nginx up but its nanobox-fcgi not: the node is down all the same */
         if (f.status == 502 && f.body.data != NULL &&
             memmem(f.body.data, f.body.len, "\"upstream_unavailable\"", 22) != NULL) {
             nb_buf_free(&f.body);
-            return node_down(ae, id, "does not answer");
+            return node_down(ae, what, "does not answer");
         }
         nb_http_body(r, (int)f.status, f.ctype[0] ? f.ctype : "application/json",
                      f.body.data ? f.body.data : "", f.body.len);
@@ -244,6 +240,30 @@ int api_forward_foreign(struct nb_app *a, struct nb_req *r, const char *id, stru
     snprintf(h, sizeof(h), "on node %s (HTTP %ld)", node, f.status);
     nb_http_audit(r, "forwarded", h);
     return 1;
+}
+
+int api_forward_foreign(struct nb_app *a, struct nb_req *r, const char *id, struct nb_apierr *ae)
+{
+    char tag[NB_NODE_TAG_LEN + 1], base[NB_CONF_STR], node[NB_NODE_NAME_MAX + 1], what[64];
+
+    if (a->conf.cluster_secret[0] == '\0' || a->node_tag[0] == '\0' ||
+        !nb_cluster_id_tag(id, tag) || !strcmp(tag, a->node_tag) || nb_http_from_node(r))
+        return 0; /* ours, a single machine's, or sent here by a node already */
+    snprintf(what, sizeof(what), "sandbox %.40s", id);
+    if (!node_of_tag(tag, base, sizeof(base), node, sizeof(node)))
+        return node_down(ae, what, "is down or unknown");
+    return relay(a, r, base, node, what, ae);
+}
+
+int api_forward_node(struct nb_app *a, struct nb_req *r, const char *name, const char *what,
+                     struct nb_apierr *ae)
+{
+    char base[NB_CONF_STR], node[NB_NODE_NAME_MAX + 1];
+    char tag[NB_NODE_TAG_LEN + 1];
+    nb_node_tag(name, tag);
+    if (!node_of_tag(tag, base, sizeof(base), node, sizeof(node)) || strcmp(node, name) != 0)
+        return node_down(ae, what, "is down or unknown");
+    return relay(a, r, base, node, what, ae);
 }
 
 /* A discard of an answer's body (a fan-out reads only the status). */

@@ -200,9 +200,14 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     }
     /* on a cluster: the better of two nodes (of those that have the
      * template ready: the operator's by its name, a key's as owner/name) */
-    /* volumes are this node's: a create that mounts any stays here */
-    if (f[F_VOLUMES].val == NULL &&
-        (f[F_TEMPLATE].val == NULL || YAJL_IS_STRING(f[F_TEMPLATE].val))) {
+    /* one that mounts volumes goes to their node (api_volfwd.c) */
+    if (f[F_VOLUMES].val != NULL) {
+        int placed = api_place_volumes(a, r, f[F_VOLUMES].val, ae);
+        if (placed != 0) {
+            rc = placed > 0 ? NB_OK : NB_ERR;
+            goto out;
+        }
+    } else if (f[F_TEMPLATE].val == NULL || YAJL_IS_STRING(f[F_TEMPLATE].val)) {
         char tkey[NB_OWNER_LEN + 160];
         const char *tn = f[F_TEMPLATE].val ? nb_json_string(f[F_TEMPLATE].val) : NULL;
         if (tn != NULL)

@@ -10,6 +10,7 @@
 
 #include "api.h"
 #include "json.h"
+#include "volreg.h"
 #include "volume.h"
 
 static void volume_json(yajl_gen g, const struct nb_volume *v)
@@ -19,6 +20,10 @@ static void volume_json(yajl_gen g, const struct nb_volume *v)
     nb_json_kv_str(g, "volumeID", v->id); /* E2B's key for it too */
     nb_json_kv_int(g, "size", (long long)v->size);
     nb_json_kv_int(g, "created_at", v->created);
+    if (v->node[0]) { /* a cluster's: the node that holds it */
+        nb_json_kv_str(g, "node", v->node);
+        nb_json_kv_bool(g, "node_up", v->node_up);
+    }
     yajl_gen_map_close(g);
 }
 
@@ -28,8 +33,10 @@ int api_volumes_list(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     struct nb_volume *v;
     size_t n;
     yajl_gen g;
+    int partial;
     (void)ra;
-    if (nb_volume_list(a, nb_http_key(r)->name, &v, &n, ae) != 0)
+    /* every node's, on a cluster's node (volreg.h) */
+    if (nb_volreg_list(a, nb_http_key(r)->name, nb_volume_list, &v, &n, &partial, ae) != 0)
         return NB_ERR;
     g = nb_json_gen();
     yajl_gen_map_open(g);
@@ -38,6 +45,8 @@ int api_volumes_list(struct nb_app *a, struct nb_req *r, const struct nb_route_a
     for (size_t i = 0; i < n; i++)
         volume_json(g, &v[i]);
     yajl_gen_array_close(g);
+    if (partial) /* the registry did not answer: this node's alone */
+        nb_json_kv_bool(g, "partial", 1);
     yajl_gen_map_close(g);
     free(v);
     nb_http_json(r, 200, g);
@@ -76,6 +85,7 @@ int api_volumes_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (nb_volume_create(a, nb_http_key(r), nb_json_string(f[0].val), size, &v, ae) != 0)
         goto out;
     nb_http_audit(r, "volume_create", v.name);
+    nb_volreg_here(a, &v);
     g = nb_json_gen();
     volume_json(g, &v);
     nb_http_json(r, 201, g);
@@ -91,8 +101,12 @@ int api_volume_get(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
 {
     struct nb_volume v;
     yajl_gen g;
+    int fwd = api_volume_route(a, r, ra->arg, ae); /* another node's: sent there */
+    if (fwd != 0)
+        return fwd > 0 ? NB_OK : NB_ERR;
     if (nb_volume_get(a, nb_http_key(r)->name, ra->arg, &v, ae) != 0)
         return NB_ERR;
+    nb_volreg_here(a, &v);
     g = nb_json_gen();
     volume_json(g, &v);
     nb_http_json(r, 200, g);
@@ -103,6 +117,9 @@ int api_volume_get(struct nb_app *a, struct nb_req *r, const struct nb_route_arg
 int api_volume_delete(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                       struct nb_apierr *ae)
 {
+    int fwd = api_volume_route(a, r, ra->arg, ae); /* another node's: sent there */
+    if (fwd != 0)
+        return fwd > 0 ? NB_OK : NB_ERR;
     if (nb_volume_delete(a, nb_http_key(r)->name, ra->arg, ae) != 0)
         return NB_ERR;
     nb_http_audit(r, "volume_delete", ra->arg);

@@ -294,6 +294,14 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
         nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found", "template '%.100s' not found", tname);
         goto out;
     }
+    /* on a cluster: one that mounts volumes goes to their node (api_volfwd.c) */
+    if (vmounts != NULL) {
+        int placed = api_place_volumes(a, r, vmounts, ae);
+        if (placed != 0) {
+            rc = placed > 0 ? NB_OK : NB_ERR;
+            goto out;
+        }
+    }
     /* on a cluster: the better of two nodes, for the operator's images (a
      * built template's create stays where it was built) */
     for (unsigned i = 0; i < c->n_images; i++) {

@@ -45,6 +45,11 @@ static struct nb_etcd *etcd_of(struct nb_app *a)
     return &reg_etcd;
 }
 
+struct nb_etcd *nb_registry_etcd(struct nb_app *a)
+{
+    return on(a) ? etcd_of(a) : NULL;
+}
+
 static int unavailable(struct nb_apierr *ae, const char *why)
 {
     nb_apierr_set(ae, NB_E_UNAVAILABLE, "cluster_unavailable",

@@ -17,6 +17,11 @@
 #include "keys.h"
 #include "table.h"
 
+/* The worker's etcd handle (volreg.c shares it); NULL off a cluster or
+ * when it cannot be made. */
+struct nb_etcd;
+struct nb_etcd *nb_registry_etcd(struct nb_app *a);
+
 /* What a create learned of the cluster before it made its sandbox. */
 struct nb_registry_claim {
     int on;                          /* a cluster node: register what is made */

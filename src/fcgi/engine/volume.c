@@ -22,6 +22,7 @@
 #include "log.h"
 #include "rootdisk.h"
 #include "url.h"
+#include "volreg.h"
 #include "volume.h"
 
 #define MiB (1024ULL * 1024ULL)
@@ -131,6 +132,9 @@ static void one_volume(yajl_val v, struct nb_volume *out)
     k[0] = "nanobox.size";
     x = labels ? yajl_tree_get(labels, k, yajl_t_string) : NULL;
     out->size = x ? strtoull(nb_json_string(x), NULL, 10) : 0;
+    k[0] = "nanobox.owner";
+    x = labels ? yajl_tree_get(labels, k, yajl_t_string) : NULL;
+    snprintf(out->owner, sizeof(out->owner), "%s", x ? nb_json_string(x) : "");
     k[0] = "nanobox.created";
     x = labels ? yajl_tree_get(labels, k, yajl_t_string) : NULL;
     out->created = x ? strtoll(nb_json_string(x), NULL, 10) : 0;
@@ -147,9 +151,13 @@ int nb_volume_list(struct nb_app *a, const char *owner, struct nb_volume **out, 
     int rc = -1;
     *out = NULL;
     *n = 0;
-    snprintf(filter, sizeof(filter),
-             "{\"label\":[\"nanobox.instance=%s\",\"nanobox.owner=%s\",\"nanobox.volume\"]}",
-             a->conf.instance, owner);
+    if (owner != NULL)
+        snprintf(filter, sizeof(filter),
+                 "{\"label\":[\"nanobox.instance=%s\",\"nanobox.owner=%s\",\"nanobox.volume\"]}",
+                 a->conf.instance, owner);
+    else
+        snprintf(filter, sizeof(filter), "{\"label\":[\"nanobox.instance=%s\",\"nanobox.volume\"]}",
+                 a->conf.instance);
     nb_buf_init(&path, 1024);
     nb_buf_init(&b, a->docker.max_response);
     nb_buf_printf(&path, "/volumes?filters=");
@@ -219,13 +227,34 @@ static void new_id(char id[NB_VOLUME_ID_LEN + 1])
         snprintf(id + 2 * i, 3, "%02x", raw[i]);
 }
 
+int nb_volume_quota(const struct nb_conf *c, const struct nb_key *key, size_t n, uint64_t held,
+                    uint64_t size, struct nb_apierr *ae)
+{
+    unsigned max_count = key->max_volumes ? key->max_volumes : c->volume_max_count;
+    uint64_t max_bytes = key->max_volume_bytes ? key->max_volume_bytes : c->volume_quota;
+    const char *owner = key->name;
+
+    if (max_count && n >= max_count) {
+        nb_apierr_set(ae, NB_E_LIMIT, "quota", "quota %s=%u of key \"%s\" reached: %zu volumes",
+                      key->max_volumes ? "max_volumes" : "volume_max_count", max_count, owner, n);
+        return -1;
+    }
+    if (max_bytes && held + size > max_bytes) {
+        nb_apierr_set(ae, NB_E_LIMIT, "quota",
+                      "quota %s=%llu of key \"%s\": its volumes hold %llu bytes, %llu more asked",
+                      key->max_volume_bytes ? "max_volume_bytes" : "volume_quota",
+                      (unsigned long long)max_bytes, owner, (unsigned long long)held,
+                      (unsigned long long)size);
+        return -1;
+    }
+    return 0;
+}
+
 int nb_volume_create(struct nb_app *a, const struct nb_key *key, const char *name, uint64_t size,
                      struct nb_volume *out, struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
     const char *owner = key->name;
-    unsigned max_count = key->max_volumes ? key->max_volumes : c->volume_max_count;
-    uint64_t max_bytes = key->max_volume_bytes ? key->max_volume_bytes : c->volume_quota;
     char img[NB_CONF_STR + 64], dir[NB_CONF_STR + 64], tmp[64], err[512];
     struct nb_volume *v;
     struct nb_buf b;
@@ -234,7 +263,7 @@ int nb_volume_create(struct nb_app *a, const struct nb_key *key, const char *nam
     long status;
     yajl_gen g;
     char *body;
-    int lock, rc = -1;
+    int lock, rc = -1, claimed = 0;
 
     if (!nb_volume_name_valid(name)) {
         nb_apierr_set(ae, NB_E_INVALID, "bad_name",
@@ -264,19 +293,8 @@ int nb_volume_create(struct nb_app *a, const struct nb_key *key, const char *nam
         }
     }
     free(v);
-    if (max_count && n >= max_count) {
-        nb_apierr_set(ae, NB_E_LIMIT, "quota", "quota %s=%u of key \"%s\" reached: %zu volumes",
-                      key->max_volumes ? "max_volumes" : "volume_max_count", max_count, owner, n);
+    if (nb_volume_quota(c, key, n, held, size, ae) != 0)
         goto unlock;
-    }
-    if (max_bytes && held + size > max_bytes) {
-        nb_apierr_set(ae, NB_E_LIMIT, "quota",
-                      "quota %s=%llu of key \"%s\": its volumes hold %llu bytes, %llu more asked",
-                      key->max_volume_bytes ? "max_volume_bytes" : "volume_quota",
-                      (unsigned long long)max_bytes, owner, (unsigned long long)held,
-                      (unsigned long long)size);
-        goto unlock;
-    }
 
     memset(out, 0, sizeof(*out));
     new_id(out->id);
@@ -284,6 +302,12 @@ int nb_volume_create(struct nb_app *a, const struct nb_key *key, const char *nam
     snprintf(out->docker, sizeof(out->docker), "nanobox-%s-vol-%s", c->instance, out->id);
     out->size = size / 4096 * 4096;
     out->created = (int64_t)time(NULL);
+    snprintf(out->owner, sizeof(out->owner), "%s", owner);
+    /* a cluster's: the name claimed for this node, under the quotas counted
+     * over every node (volreg.h); taken back below if the make fails */
+    if (nb_volreg_claim(a, key, out, n, held, nb_volume_quota, ae) != 0)
+        goto unlock;
+    claimed = 1;
     vol_files(c, out->id, img, dir, sizeof(img));
     if (nb_rootdisk_volume(NB_RDV_CREATE, img, dir, out->size, err, sizeof(err)) != 0) {
         nb_apierr_set(ae, NB_E_INTERNAL, "internal", "could not make the volume: %s", err);
@@ -331,6 +355,8 @@ int nb_volume_create(struct nb_app *a, const struct nb_key *key, const char *nam
             (unsigned long long)out->size);
     rc = 0;
 unlock:
+    if (rc != 0 && claimed)
+        nb_volreg_forget(a, owner, name);
     close(lock);
     return rc;
 }
@@ -363,6 +389,7 @@ int nb_volume_delete(struct nb_app *a, const char *owner, const char *key, struc
     if (nb_rootdisk_volume(NB_RDV_REMOVE, img, dir, 0, err, sizeof(err)) != 0)
         nb_warn("volume %s (%s): %s", v.name, v.id, err); /* gone for the API all the same */
     nb_info("volume %s of %s removed (%s)", v.name, owner, v.id);
+    nb_volreg_forget(a, owner, v.name);
     rc = 0;
 unlock:
     close(lock);

@@ -35,6 +35,10 @@ struct nb_volume {
     char docker[160]; /* the Docker volume's name */
     uint64_t size;    /* bytes the kernel lets it hold */
     int64_t created;  /* Unix seconds */
+    char owner[NB_KEY_NAME_MAX + 1];
+    /* on a cluster node (volreg.h): the node that holds it, and is it up */
+    char node[NB_NODE_NAME_MAX + 1];
+    int node_up;
 };
 
 /* One volume mounted into a sandbox: its Docker name and the path inside. */
@@ -57,9 +61,17 @@ int nb_volume_name_valid(const char *name);
 int nb_volume_create(struct nb_app *a, const struct nb_key *key, const char *name, uint64_t size,
                      struct nb_volume *out, struct nb_apierr *ae);
 
-/* owner's volumes into *out (malloc'd, *n of them). */
+/* owner's volumes (NULL: every owner's) on this node into *out (malloc'd, *n of them). */
 int nb_volume_list(struct nb_app *a, const char *owner, struct nb_volume **out, size_t *n,
                    struct nb_apierr *ae);
+
+/*
+ * May key hold n volumes of held bytes in all and one more of size bytes?
+ * Its max_volumes and max_volume_bytes, or where it sets none the config's
+ * volume_max_count and volume_quota. 0, or -1 with a 429 quota.
+ */
+int nb_volume_quota(const struct nb_conf *c, const struct nb_key *key, size_t n, uint64_t held,
+                    uint64_t size, struct nb_apierr *ae);
 
 /* owner's volume whose name or id is key; 404 otherwise. */
 int nb_volume_get(struct nb_app *a, const char *owner, const char *key, struct nb_volume *out,

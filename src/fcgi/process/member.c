@@ -27,11 +27,13 @@
 #include "regsync.h"
 #include "templates.h"
 #include "tplsync.h"
+#include "volreg.h"
 
 #define MEMBER_KEYS_WAIT_MS 500           /* a change of the keys file is shared within this */
 #define MEMBER_NODES_S 5                  /* the nodes are read for /metrics this often */
 #define MEMBER_MEMORY_STEP (256ULL << 20) /* the record's memory, rounded down to it */
 #define MEMBER_REWRITE_S 30               /* the record is rewritten at least this often */
+#define MEMBER_VOLUMES_S 10               /* the volume registry's rows put right this often */
 #define MEMBER_COLLECT_S 60               /* gone nodes' rows looked at this often */
 #define MEMBER_TEMPLATES_S 5              /* the templates' registry looked at this often */
 #define MEMBER_RESPONSE (16u << 20) /* bytes of one etcd answer: a node's index of ~50,000 rows */
@@ -55,6 +57,7 @@ struct member {
     int64_t nodes_read;     /* unix seconds the nodes were last read (metrics) */
     int64_t collected;      /* unix seconds gone nodes' rows were last looked at */
     int64_t tpl_synced;     /* unix seconds the templates' registry was last looked at */
+    int64_t volsynced;      /* unix seconds the volumes' rows were last put right */
     struct nb_tplsync *tpl; /* its memory (NULL: no cluster_secret, no templates sent) */
     char *record;           /* the last record written, heartbeat left out */
     enum nb_member_state state;
@@ -334,6 +337,12 @@ static void round_once(struct member *m)
         /* the registry's rows of this node, as its table has them */
         if (nb_regsync_round(m->a, &m->etcd) < 0)
             nb_debug("cluster: the registry's rows not brought up to date: %s", m->etcd.err);
+        /* the volume registry's rows of this node, as Docker has its volumes */
+        if (now - m->volsynced >= MEMBER_VOLUMES_S) {
+            if (nb_volreg_sync(m->a, &m->etcd, nb_volume_list) < 0)
+                nb_debug("cluster: the volumes' rows not brought up to date: %s", m->etcd.err);
+            m->volsynced = now;
+        }
         if (m->nodes_read != 0 && now - m->collected >= MEMBER_COLLECT_S) {
             collect(m);
             m->collected = now;
