@@ -142,6 +142,9 @@ static int code_object(struct code_call *c, const unsigned char *body, uint32_t 
 
 /* code_call_once's answer when an agent refused the request sent with K */
 #define CODE_UNPIPE (-2)
+/* The largest request sent with K: it fits the socket's buffer whole, so an
+ * agent's error frame (no python3, say) is read, never a broken write. */
+#define CODE_PIPE_MAX (60u * 1024u)
 
 /*
  * One connection: K, the bridge's hello, the request, the answers. With
@@ -242,9 +245,11 @@ static int code_call(const struct nb_slot *slot, const char *req, size_t req_len
                       NBA_MAX_BODY);
         return -1;
     }
-    /* an agent from before kernel-pipe gets K alone, and the request after the hello */
-    rc = code_call_once(slot, req, req_len, c,
-                        (nb_agent_caps(slot) & NB_AGENT_CAP_KERNEL_PIPE) != 0, ae);
+    /* an agent from before kernel-pipe, or a large request, goes the older
+     * way: K alone, and the request after the hello */
+    rc = code_call_once(
+        slot, req, req_len, c,
+        req_len <= CODE_PIPE_MAX && (nb_agent_caps(slot) & NB_AGENT_CAP_KERNEL_PIPE) != 0, ae);
     if (rc == CODE_UNPIPE)
         rc = code_call_once(slot, req, req_len, c, 0, ae);
     return rc;
