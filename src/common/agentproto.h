@@ -37,7 +37,15 @@
 #define NBA_CAP_BG_PTY "bg-pty"         /* X with B and Y: a PTY kept in the background */
 #define NBA_CAP_BG_CLOSE "bg-close"     /* X with B and Z: stdin closed at the start */
 #define NBA_CAP_META "meta"             /* U with x; f and n carry x (user metadata, xattrs) */
-#define NBA_CAPS NBA_CAP_QUERY_WAIT " " NBA_CAP_BG_PTY " " NBA_CAP_BG_CLOSE " " NBA_CAP_META
+/* K may be followed at once by the bridge's j request: what the agent read
+ * of it goes to the bridge with the connection (no wait for the hello) */
+#define NBA_CAP_KERNEL_PIPE "kernel-pipe"
+#define NBA_CAPS                                                                \
+    NBA_CAP_QUERY_WAIT " " NBA_CAP_BG_PTY " " NBA_CAP_BG_CLOSE " " NBA_CAP_META \
+                       " " NBA_CAP_KERNEL_PIPE
+/* Most bytes after K that an agent passes on with the connection (one
+ * SOCK_SEQPACKET message: 'K' and these); more is EPROTO. */
+#define NBA_KERNEL_PASS_MAX (64u * 1024u)
 
 /* Requests: the first frame a host sends on a connection. */
 enum nba_req {

@@ -251,11 +251,13 @@ static void conn_resume_input(struct init_conn *pc)
     conn_process(c);
 }
 
-static size_t conn_extra_input(const struct init_conn *pc)
+static size_t conn_extra_input(const struct init_conn *pc, const unsigned char **data)
 {
     const struct conn *c = conn_of_const(pc);
     size_t pending = init_buf_pending(&c->in);
 
+    if (data != NULL)
+        *data = pending > c->req_bytes ? init_buf_head(&c->in) + c->req_bytes : NULL;
     return pending > c->req_bytes ? pending - c->req_bytes : 0;
 }
 

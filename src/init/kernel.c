@@ -1,10 +1,11 @@
 /*
  * kernel.c - see kernel.h.
  *
- * A K connection is passed on, not served: init checks that the host sent
- * nothing after the request (those bytes would be lost: init read them),
- * makes sure a bridge runs, sends it the connection's fd with the 1-byte
- * message "K" and closes its own copy. The fd goes over in blocking mode:
+ * A K connection is passed on, not served: init makes sure a bridge runs,
+ * sends it the connection's fd with the message "K" followed by the bytes
+ * init already read after the request (a host that knows kernel-pipe sends
+ * the bridge's j request at once: its start, or all of it, came with the
+ * K), and closes its own copy. The fd goes over in blocking mode:
  * the bridge's sockets are plain blocking sockets, and init, which made
  * the socket non-blocking for its loop, never touches it again.
  *
@@ -259,10 +260,16 @@ out:
 /* --- handing a connection over --------------------------------------------- */
 
 /* sendmsg of "K" with SCM_RIGHTS [fd]: 0 or an errno. */
-static int bridge_send(int fd)
+static int bridge_send(int fd, const unsigned char *extra, size_t extra_len)
 {
     char k = 'K';
-    struct iovec iov = {.iov_base = &k, .iov_len = 1};
+    /* iov_base is not const; sendmsg only reads it */
+    union {
+        const unsigned char *c;
+        void *v;
+    } ex = {.c = extra};
+    struct iovec iov[2] = {{.iov_base = &k, .iov_len = 1},
+                           {.iov_base = ex.v, .iov_len = extra_len}};
     union {
         struct cmsghdr h;
         char buf[CMSG_SPACE(sizeof(int))];
@@ -273,8 +280,8 @@ static int bridge_send(int fd)
 
     memset(&u, 0, sizeof(u));
     memset(&m, 0, sizeof(m));
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
+    m.msg_iov = iov;
+    m.msg_iovlen = extra_len > 0 ? 2 : 1;
     m.msg_control = u.buf;
     m.msg_controllen = sizeof(u.buf);
     cm = CMSG_FIRSTHDR(&m);
@@ -284,17 +291,19 @@ static int bridge_send(int fd)
     memcpy(CMSG_DATA(cm), &fd, sizeof(int));
     while ((n = sendmsg(bridge_fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL)) == -1 && errno == EINTR)
         ;
-    return n == 1 ? 0 : errno;
+    if (n == -1)
+        return errno;
+    return (size_t)n == 1 + extra_len ? 0 : EMSGSIZE;
 }
 
 /* Pass the connection in blocking mode; on failure it stays as it was. */
-static int bridge_pass(int fd)
+static int bridge_pass(int fd, const unsigned char *extra, size_t extra_len)
 {
     int fl = fcntl(fd, F_GETFL), e;
 
     if (fl == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1)
         return errno;
-    e = bridge_send(fd);
+    e = bridge_send(fd, extra, extra_len);
     if (e != 0)
         fcntl(fd, F_SETFL, fl);
     return e;
@@ -304,12 +313,15 @@ void init_kernel_start(struct init_conn *c, const struct init_request *r)
 {
     char err[256];
     int e = EPIPE;
+    const unsigned char *extra = NULL;
+    size_t extra_len = init_reply_extra_input(c, &extra);
 
     (void)r;
-    if (init_reply_extra_input(c) > 0) {
+    if (extra_len > NBA_KERNEL_PASS_MAX) {
         init_reply_error(c, EPROTO,
-                         "bytes after the K request: the host sends nothing before the bridge's "
-                         "first frame");
+                         "more than %u bytes after the K request: send the rest after the "
+                         "bridge's first frame",
+                         NBA_KERNEL_PASS_MAX);
         return;
     }
     bridge_check();
@@ -318,7 +330,7 @@ void init_kernel_start(struct init_conn *c, const struct init_request *r)
             init_reply_error(c, e, "%s", err);
             return;
         }
-        e = bridge_pass(init_reply_fd(c));
+        e = bridge_pass(init_reply_fd(c), extra, extra_len);
         if (e == 0) {
             init_reply_handed_off(c);
             return;

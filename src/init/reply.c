@@ -54,9 +54,9 @@ void init_reply_resume_input(struct init_conn *c)
     c->reply->resume_input(c);
 }
 
-size_t init_reply_extra_input(const struct init_conn *c)
+size_t init_reply_extra_input(const struct init_conn *c, const unsigned char **data)
 {
-    return c->reply->extra_input(c);
+    return c->reply->extra_input(c, data);
 }
 
 int init_reply_fd(const struct init_conn *c)

@@ -46,7 +46,7 @@ struct init_reply {
     void (*error)(struct init_conn *c, int err, const char *msg, size_t len);
     void (*finish)(struct init_conn *c);
     void (*resume_input)(struct init_conn *c);
-    size_t (*extra_input)(const struct init_conn *c);
+    size_t (*extra_input)(const struct init_conn *c, const unsigned char **data);
     int (*fd)(const struct init_conn *c);
     void (*handed_off)(struct init_conn *c);
 };
@@ -71,8 +71,9 @@ void init_reply_error(struct init_conn *c, int err, const char *fmt, ...)
 void init_reply_finish(struct init_conn *c);
 /* Take the frame that ops->frame refused earlier, and read again. */
 void init_reply_resume_input(struct init_conn *c);
-/* While the request is being dispatched: bytes read after its frame. */
-size_t init_reply_extra_input(const struct init_conn *c);
+/* While the request is being dispatched: bytes read after its frame, the
+ * first of them at *data (data may be NULL). */
+size_t init_reply_extra_input(const struct init_conn *c, const unsigned char **data);
 /* The connection's socket, to pass to another process (kernel.c). */
 int init_reply_fd(const struct init_conn *c);
 /* The socket was passed on: close init's copy now, send nothing, forget

@@ -3,9 +3,12 @@
 nanobox-init starts this program on the first code request of a sandbox
 (agent request `K`, docs/AGENT-PROTOCOL.md) and hands it each such
 connection from the host over a SOCK_SEQPACKET pair on NANOBOX_KERNEL_FD,
-with SCM_RIGHTS. On a connection the bridge says hello (`p` frame), reads
-one JSON request (`j` frame), answers with JSON events (`j` frames), then
-`.` (or `!` errno + message), and closes it.
+with SCM_RIGHTS, in a message of the byte K and what nanobox-init had
+already read of the connection after the host's K (a host may send its
+request without waiting for the hello: those bytes are its start). On a
+connection the bridge says hello (`p` frame), reads one JSON request (`j`
+frame), answers with JSON events (`j` frames), then `.` (or `!` errno +
+message), and closes it.
 
 It keeps the sandbox's contexts: a Python context is a real Jupyter kernel
 (ipykernel, driven with jupyter_client over ipc sockets in a private
@@ -37,6 +40,7 @@ MAX_BODY = 1 << 20  # NBA_MAX_BODY: the largest frame either side accepts
 EVENT_ROOM = MAX_BODY - 4096  # one event must fit in a frame
 FLUSH_BYTES = 64 << 10  # frames held back for one write (Conn.cork) go out past this
 MAX_CONTEXTS = 16
+PASS_MAX = 64 << 10  # NBA_KERNEL_PASS_MAX: most bytes passed with a connection
 # Where contexts start by default: the directory nanobox-init started the
 # bridge in, the container's working directory, which is nanobox.conf's
 # workspace (/workspace unless the operator moved it, e.g. to /home/user).
@@ -84,8 +88,9 @@ class Conn:
     corked, together at uncork (one write, one wake-up of the host for the
     events a poll of the kernel brought, and for the end and its `.`)."""
 
-    def __init__(self, sock):
+    def __init__(self, sock, ahead=b""):
         self.sock = sock
+        self.ahead = ahead  # read from the connection by nanobox-init: the first bytes
         self.held = []
         self.held_bytes = 0
         self.corked = False
@@ -124,7 +129,7 @@ class Conn:
             pass
 
     def recv_exact(self, n):
-        buf = b""
+        buf, self.ahead = self.ahead[:n], self.ahead[n:]
         while len(buf) < n:
             chunk = self.sock.recv(n - len(buf))
             if not chunk:
@@ -937,8 +942,8 @@ class Bridge:
 
     # ---------------------------------------------------------- one connection
 
-    def serve(self, sock):
-        conn = Conn(sock)
+    def serve(self, sock, ahead=b""):
+        conn = Conn(sock, ahead)
         try:
             conn.send("p", HELLO)
             sock.settimeout(30)
@@ -1057,17 +1062,19 @@ def main():
     bridge = Bridge()
     while True:
         try:
-            _, fds, _, _ = socket.recv_fds(ctl, 16, 8)
+            msg, fds, _, _ = socket.recv_fds(ctl, 1 + PASS_MAX, 8)
         except InterruptedError:
             continue
         except OSError:
             break
         if not fds:
             break  # nanobox-init is gone
-        for f in fds:
+        for i, f in enumerate(fds):
             sock = socket.socket(fileno=f)
             sock.setblocking(True)
-            threading.Thread(target=bridge.serve, args=(sock,), daemon=True).start()
+            # one connection a message: its bytes read ahead follow the K
+            ahead = msg[1:] if i == 0 else b""
+            threading.Thread(target=bridge.serve, args=(sock, ahead), daemon=True).start()
     with bridge.lock:
         ctxs = list(bridge.contexts.values())
     for ctx in ctxs:

@@ -340,11 +340,11 @@ def test_trickling_clients_do_not_hold_workers(stack, api, sandbox):
             s = socket.create_connection(("127.0.0.1", stack.port), timeout=5)
             s.sendall(body_head)
             slow_body.append(s)
-        # Once a body's headers are in, nginx asks a worker about the key
-        # (auth_request, a few ms each): 20 such checks at once hold workers
-        # for a moment, and wait in the socket's backlog for one (where no
-        # worker holds them yet). Then the bodies trickle, and no worker
-        # may be held: wait until no FastCGI connection is open at all.
+        # A body this small gets no early key check (nanobox.conf.in's
+        # /.nanobox/auth); a bigger one would: nginx asks a worker about the
+        # key once its headers are in (a few ms each), and 20 such checks at
+        # once hold workers for a moment. Then the bodies trickle, and no
+        # worker may be held: wait until no FastCGI connection is open at all.
         def fcgi_connections():
             return [ino for ino, flags, state, path in nbtest.unix_sockets()
                     if path == stack.sock and state == 3 and not flags & 0x10000]

@@ -22,7 +22,10 @@ Sections (all by default; pick some with --sections exec,create,files,run):
           command runs), timing each with its own clock, in the sandbox's
           cgroup under its CPU limit; the lean client's p50 is shown as a
           ratio to it, beside GET /sandbox/{id} from the same client (what
-          any request costs: nginx, its key check, a worker).
+          any request costs: nginx, its key check, a worker). The lean
+          client also times {"argv":["/bin/true"]} (no shell: what the
+          floor spawns), shown against /bin/true, and the command against
+          sh -c true: the like-for-like ratios.
           Targets: p50 <= 5 ms (alone, lean client), <= 1.5x the floor
           inside the sandbox, and >= 10x faster than the CLI.
   create  POST /sandbox {} served by the warm pool, as a user sees it: before
@@ -84,6 +87,7 @@ from bench_core import (LABEL, UnixHTTP, container_of, cpu_stat, cpu_usage, dock
                         docker_remove, ms, raw_config, raw_exec, service)
 
 SECTIONS = ("exec", "create", "files", "run")
+ARGV_TRUE = b'{"argv":["/bin/true"]}'  # the exec of what the floor spawns, no shell
 MIB = 1 << 20
 # The floor of an exec inside the sandbox: a process already there (this
 # python3, started once by one exec) spawning /bin/true, and what an exec
@@ -196,11 +200,12 @@ class Bench:
             raise SystemExit(f"DELETE /sandbox/{sid}: {r.status_code} {r.text[:200]}")
         self.sandboxes.remove(sid)
 
-    def lean_exec_true(self, conn, sid):
+    def lean_exec_true(self, conn, sid, body=b'{"command":"true"}'):
         """The same exec over a bare keep-alive http.client connection: what
         a lean client (curl, Go, Node) pays, without requests' own ~1 ms of
-        Python per call on this machine."""
-        conn.request("POST", f"/sandbox/{sid}/exec", body=b'{"command":"true"}',
+        Python per call on this machine. body: {"argv":["/bin/true"]} runs
+        /bin/true itself, no shell: what the floor spawns."""
+        conn.request("POST", f"/sandbox/{sid}/exec", body=body,
                      headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"})
         r = conn.getresponse()
         body = r.read()
@@ -313,11 +318,14 @@ class Bench:
         conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=60)
         for _ in range(3):
             self.lean_exec_true(conn, sid)
-        lean, get = [], []
+        lean, lean_argv, get = [], [], []
         for _ in range(n):
             t0 = time.perf_counter()
             self.lean_exec_true(conn, sid)
             lean.append(ms(t0))
+            t0 = time.perf_counter()
+            self.lean_exec_true(conn, sid, ARGV_TRUE)
+            lean_argv.append(ms(t0))
             # what any request costs: nginx, its key check (auth_request), a worker
             t0 = time.perf_counter()
             conn.request("GET", f"/sandbox/{sid}", headers={"Authorization": f"Bearer {self.key}"})
@@ -349,7 +357,8 @@ class Bench:
         row("exec true, nanobox alone", alone)
         r_floor = row("  ... from a lean client (http.client)", lean, floor_true,
                       "in the sandbox: /bin/true")
-        row("", lean, floor_sh, "in the sandbox: sh -c true")
+        r_sh = row("", lean, floor_sh, "in the sandbox: sh -c true")
+        r_argv = row('  ... argv ["/bin/true"], no shell', lean_argv, floor_true, "in the sandbox: /bin/true")
         row("  GET /sandbox/{id}, same client (any request)", get)
         if cpu0 is not None and cpu1 is not None:
             print(f"  CPU time charged to the sandbox's cgroup per exec: {(cpu1 - cpu0) / n / 1e6:.2f} ms")
@@ -365,6 +374,8 @@ class Bench:
                   "while interleaved")
         self.target("exec p50 <= 5 ms (nanobox alone, lean client)", statistics.median(lean) <= 5.0)
         self.target(f"exec p50 <= 1.5x spawning /bin/true in the sandbox ({r_floor:.2f}x)", r_floor <= 1.5)
+        print(f"  like for like: command `true` vs sh -c true {r_sh:.2f}x; "
+              f"argv /bin/true vs /bin/true {r_argv:.2f}x")
         print(f"  (through python-requests, which adds its own per-call cost: p50 {statistics.median(alone):.1f} ms)")
         self.target(f"exec >= 10x faster than docker exec CLI ({1 / r_cli:.0f}x)", r_cli <= 0.1)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 TOOLED = bool(os.environ.get("NANOBOX_INIT_WRAPPER") or os.environ.get("NANOBOX_INIT_SANITIZED"))
 SLOW = 4 if TOOLED else 1
 # The ping's answer: the version, then the capabilities (agentproto.h NBA_CAPS).
-PONG = "nanobox-init 1 query-wait bg-pty bg-close meta"
+PONG = "nanobox-init 1 query-wait bg-pty bg-close meta kernel-pipe"
 
 
 def wait_until(fn, timeout=5.0, interval=0.02, what="condition"):

@@ -24,7 +24,7 @@ from agentclient import AgentError, frame
 from conftest import WRAPPER, start_agent, stop_agent
 from inittest import PONG, SLOW, pid_gone, proc_stat
 
-ENOEXEC, EPROTO, EAGAIN = 8, 71, 11
+ENOEXEC, EAGAIN = 8, 11
 HELLO = b"nanobox-kernel 1"
 
 FAKE_BRIDGE = r'''
@@ -48,35 +48,43 @@ def recv_exact(s, n):
         b += chunk
     return b
 
-def serve(s):
+def serve(s, ahead):
+    ahead_len = len(ahead)
+
+    def take(n):
+        nonlocal ahead
+        got, ahead = ahead[:n], ahead[n:]
+        rest = recv_exact(s, n - len(got)) if len(got) < n else b""
+        return None if rest is None else got + rest
+
     with s:
         assert s.getblocking(), "the agent passed a non-blocking socket"
         send(s, b"p", b"nanobox-kernel 1")
-        hdr = recv_exact(s, 5)
+        hdr = take(5)
         if hdr is None:
             return
-        body = recv_exact(s, struct.unpack(">I", hdr[1:])[0])
+        body = take(struct.unpack(">I", hdr[1:])[0])
         if hdr[:1] != b"j":
             send(s, b"!", struct.pack(">I", 22) + b"want j")
             return
         send(s, b"j", body)
         send(s, b"j", json.dumps({"pid": os.getpid(), "stdin": os.isatty(0) or
-                                  os.path.realpath("/proc/self/fd/0")}).encode())
+                                  os.path.realpath("/proc/self/fd/0"), "ahead": ahead_len}).encode())
         send(s, b".")
 
 while True:
-    msg, fds, _flags, _addr = socket.recv_fds(ctl, 16, 4)
+    msg, fds, _flags, _addr = socket.recv_fds(ctl, 1 + 65536, 4)
     if not msg:
         sys.exit(0)
-    assert msg == b"K" and len(fds) == 1, (msg, fds)
+    assert msg[:1] == b"K" and len(fds) == 1, (msg[:16], fds)
     if mode == "once":
         # broken: takes no more connections, yet stays alive. It closes its
         # end before it answers, so the next K always meets a closed socket
         # (closing after would race with a K already queued, and lose it).
         ctl.close()
-        serve(socket.socket(fileno=fds[0]))
+        serve(socket.socket(fileno=fds[0]), msg[1:])
         time.sleep(3600)
-    t = threading.Thread(target=serve, args=(socket.socket(fileno=fds[0]),), daemon=True)
+    t = threading.Thread(target=serve, args=(socket.socket(fileno=fds[0]), msg[1:]), daemon=True)
     t.start()
 '''
 
@@ -270,16 +278,27 @@ def test_no_python3_is_enoexec(kagent):
         assert "no code interpreter (python3)" in e.value.message
 
 
-def test_bytes_after_k_are_eproto(kagent):
+@pytest.mark.parametrize("size", [2, 200_000])
+def test_a_request_sent_with_k_reaches_the_bridge_whole(kagent, size):
+    """kernel-pipe: the host sends the j request right after K, without
+    waiting for the hello; what the agent read of it goes to the bridge
+    with the connection, the rest the bridge reads itself."""
     a = kagent()
-    with a.conn() as c:
-        c.send_raw(frame("K") + frame("j", b"{}"))
-        with pytest.raises(AgentError) as e:
-            c.expect("p")
-        assert e.value.errno == EPROTO
+    req = {"op": "run", "code": "x" * size}
+    body = json.dumps(req).encode()
+    with a.conn(timeout=10 * SLOW) as c:
+        c.send_raw(frame("K") + frame("j", body))
+        assert c.expect("p") == HELLO
+        assert json.loads(c.expect("j")) == req
+        info = json.loads(c.expect("j"))
+        c.expect(".")
         c.expect_eof()
-    # the bridge is not bothered by it, and still works
-    assert bridge_pid(a) > 0
+    # the agent passed what it had read of the request (all of a small one)
+    assert 0 < info["ahead"] <= 65536
+    if size == 2:
+        assert info["ahead"] == len(frame("j", body))
+    # and the next K without a request ahead still works
+    assert bridge_pid(a) == info["pid"]
 
 
 def test_k_with_a_field_is_einval(kagent):
@@ -320,9 +339,12 @@ def test_no_fds_leak(kagent):
     for _ in range(20):
         bridge_pid(a)
         with a.conn() as c:
-            c.send_raw(frame("K") + b"x")
+            c.send("K", b"F" + struct.pack(">I", 2) + b"/x")  # refused: EINVAL
             with pytest.raises(AgentError):
                 c.expect("p")
+        with a.conn() as c:
+            c.send_raw(frame("K") + b"x")  # passed on with its byte ahead; the host leaves
+            assert c.expect("p") == HELLO
     # one fd for the live bridge, nothing else
     assert len(settled_fds(a.pid)) == len(fds_before) + 1
     pid = bridge_pid(a)

@@ -104,9 +104,10 @@ def test_unauthorized_response_does_not_leak_the_key(api, stack):
     assert stack.api_key not in str(r.headers)
 
 
-def _refused_before_the_body(url, path, headers=b""):
-    """Send only the headers of a 50 MiB PUT: the answer must come without
-    a byte of the body. Returns (status, parsed JSON body)."""
+def _refused_before_the_body(url, path, headers=b"", framing=b"Content-Length: 52428800\r\n"):
+    """Send only the headers of a PUT with a body of framing (50 MiB by
+    default): the answer must come without a byte of the body. Returns
+    (status, parsed JSON body)."""
     import json
     import socket
     import urllib.parse
@@ -114,7 +115,7 @@ def _refused_before_the_body(url, path, headers=b""):
     s = socket.create_connection((u.hostname, u.port), timeout=5)
     try:
         s.sendall(b"PUT " + path.encode() + b" HTTP/1.1\r\nHost: nanobox\r\nConnection: close\r\n"
-                  b"Content-Type: application/octet-stream\r\nContent-Length: 52428800\r\n"
+                  b"Content-Type: application/octet-stream\r\n" + framing
                   + headers + b"\r\n")
         data = b""
         while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
@@ -128,11 +129,45 @@ def _refused_before_the_body(url, path, headers=b""):
     return int(head.split()[1]), json.loads(body.decode())
 
 
-def test_without_the_key_the_401_comes_before_the_body(stack, target):
+# a body nginx would spool: 50 MiB; the smallest that still gets the early
+# check (8000 bytes, nanobox.conf.in's /.nanobox/auth); one of no declared size
+BODY_FRAMINGS = {
+    "50MiB": b"Content-Length: 52428800\r\n",
+    "8000": b"Content-Length: 8000\r\n",
+    "chunked": b"Transfer-Encoding: chunked\r\n",
+}
+
+
+@pytest.mark.parametrize("framing", BODY_FRAMINGS.values(), ids=BODY_FRAMINGS.keys())
+def test_without_the_key_the_401_comes_before_the_body(stack, target, framing):
     path = f"/sandbox/{target}/files?path=/workspace/early"
     for hdr in (b"", b"X-API-Key: nope\r\n", b"Authorization: Bearer nope\r\n"):
-        status, body = _refused_before_the_body(stack.url, path, hdr)
+        status, body = _refused_before_the_body(stack.url, path, hdr, framing)
         assert status == 401 and body["code"] == "unauthorized", (hdr, status, body)
+
+
+def _auth_checks(stack):
+    """How many early key checks (nginx's auth_request) the log shows so far."""
+    with open(stack.log_path) as f:
+        return sum(" worker: AUTH /" in line for line in f)
+
+
+def test_a_request_without_a_body_to_spool_has_its_key_checked_once(api, stack, target):
+    """An exec, a GET: no early check (one FastCGI round trip less), the
+    request's own check refuses them without the key and nothing runs; a
+    body of 8000 bytes or more still gets the check before nginx reads it."""
+    before = _auth_checks(stack)
+    assert api.exec(target, "true")["exit_code"] == 0
+    assert api.request("GET", f"/sandbox/{target}").status_code == 200
+    r = api.request("POST", f"/sandbox/{target}/exec", auth=False,
+                    json={"command": "touch /workspace/early-small", "pad": "x" * 7900})
+    assert_error(r, 401, "unauthorized")
+    assert_error(api.request("GET", f"/sandbox/{target}", auth=False), 401, "unauthorized")
+    assert _auth_checks(stack) == before
+    assert api.exec(target, "test -e /workspace/early-small")["exit_code"] == 1
+    r = api.request("PUT", f"/sandbox/{target}/files?path=/workspace/big", data=b"b" * 8000)
+    assert r.status_code == 201, r.text
+    assert _auth_checks(stack) == before + 1
 
 
 def test_an_empty_api_key_lets_every_request_through_nginx_too(make_stack):

@@ -738,6 +738,16 @@ def test_a_slow_kernel_start_does_not_count_against_the_cells_timeout(api):
     api.delete(sid)
 
 
+def test_a_cell_too_big_to_send_with_k_goes_after_the_hello(api, py_sid):
+    """A request to the bridge over 60 KiB is sent only after its hello
+    (the older exchange, which agents without kernel-pipe get); a small one
+    goes with the K. Both answer alike."""
+    big = "1+1  # " + "x" * 62_000
+    assert len(big) < MAX_BODY - 100
+    assert main_text(ok(api, py_sid, big)) == "2"
+    assert main_text(ok(api, py_sid, "2+2")) == "4"
+
+
 def test_two_contexts_run_at_once(api, py_sid):
     ctxs = [new_context(api, py_sid)["id"] for _ in range(2)]
     for c in ctxs:

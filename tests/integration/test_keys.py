@@ -246,6 +246,10 @@ def test_a_removed_key_stops_on_the_next_request_and_its_sandboxes_live(tenants)
     keys_cli(st, "rm", "bob")
     nbtest.assert_error(k["bob"].request("GET", "/sandbox"), 401, "unauthorized")
     nbtest.assert_error(k["bob"].request("GET", f"/sandbox/{sid}"), 401, "unauthorized")
+    # an exec's small body gets no early check from nginx: the request's own refuses it
+    r = k["bob"].request("POST", f"/sandbox/{sid}/exec", json={"command": "touch /workspace/after-rm"})
+    nbtest.assert_error(r, 401, "unauthorized")
+    assert k["ops"].exec(sid, "test -e /workspace/after-rm")["exit_code"] == 1
     # its sandbox lives on (to its TTL), for an admin to see
     assert nbtest.parse_json(k["ops"].get(sid))["owner"] == "bob"
     assert "action=keys-reload" in open(st.log_path).read()

@@ -164,6 +164,11 @@ static void test_agent_caps_come_from_the_pong(void **state)
     assert_int_equal(caps_of("nanobox-init 1 query-wait"), NB_AGENT_CAP_QUERY_WAIT);
     assert_int_equal(caps_of("nanobox-init 1 bg-close some-later-one bg-pty"),
                      NB_AGENT_CAP_BG_CLOSE | NB_AGENT_CAP_BG_PTY);
+    /* an agent of before kernel-pipe: its K gets the request only after the hello */
+    assert_int_equal(
+        caps_of("nanobox-init 1 query-wait bg-pty bg-close meta") & NB_AGENT_CAP_KERNEL_PIPE, 0);
+    assert_int_equal(caps_of("nanobox-init 1 meta kernel-pipe"),
+                     NB_AGENT_CAP_META | NB_AGENT_CAP_KERNEL_PIPE);
     /* a name is a whole word, never the version or a prefix */
     assert_int_equal(caps_of("query-wait bg-pty"), 0);
     assert_int_equal(caps_of("nanobox-init 1 query-waits bg-pt"), 0);

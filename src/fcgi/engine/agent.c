@@ -208,10 +208,9 @@ unsigned nb_agent_caps_parse(const unsigned char *body, uint32_t len)
         const char *name;
         unsigned bit;
     } names[] = {
-        {NBA_CAP_QUERY_WAIT, NB_AGENT_CAP_QUERY_WAIT},
-        {NBA_CAP_BG_PTY, NB_AGENT_CAP_BG_PTY},
-        {NBA_CAP_BG_CLOSE, NB_AGENT_CAP_BG_CLOSE},
-        {NBA_CAP_META, NB_AGENT_CAP_META},
+        {NBA_CAP_QUERY_WAIT, NB_AGENT_CAP_QUERY_WAIT},   {NBA_CAP_BG_PTY, NB_AGENT_CAP_BG_PTY},
+        {NBA_CAP_BG_CLOSE, NB_AGENT_CAP_BG_CLOSE},       {NBA_CAP_META, NB_AGENT_CAP_META},
+        {NBA_CAP_KERNEL_PIPE, NB_AGENT_CAP_KERNEL_PIPE},
     };
     unsigned caps = 0;
     uint32_t i = 0;

@@ -67,11 +67,12 @@ int nb_agent_ping(const struct nb_slot *slot, int timeout_ms, struct nb_apierr *
  * asked (it does not answer) is taken to have them all: the request that
  * follows fails the way it always did.
  */
-#define NB_AGENT_CAP_QUERY_WAIT 1u /* Q with W */
-#define NB_AGENT_CAP_BG_PTY 2u     /* X with B and Y */
-#define NB_AGENT_CAP_BG_CLOSE 4u   /* X with B and Z */
-#define NB_AGENT_CAP_META 8u       /* U with x; f and n with x (user metadata) */
-#define NB_AGENT_CAPS_ALL 15u
+#define NB_AGENT_CAP_QUERY_WAIT 1u   /* Q with W */
+#define NB_AGENT_CAP_BG_PTY 2u       /* X with B and Y */
+#define NB_AGENT_CAP_BG_CLOSE 4u     /* X with B and Z */
+#define NB_AGENT_CAP_META 8u         /* U with x; f and n with x (user metadata) */
+#define NB_AGENT_CAP_KERNEL_PIPE 16u /* K followed at once by the bridge's j request */
+#define NB_AGENT_CAPS_ALL 31u
 unsigned nb_agent_caps(const struct nb_slot *slot);
 
 /* The capabilities a pong's body names (none for "nanobox-init 1" alone). */

@@ -140,24 +140,32 @@ static int code_object(struct code_call *c, const unsigned char *body, uint32_t 
     return rc;
 }
 
-static int code_call(const struct nb_slot *slot, const char *req, size_t req_len,
-                     struct code_call *c, struct nb_apierr *ae)
+/* code_call_once's answer when an agent refused the request sent with K */
+#define CODE_UNPIPE (-2)
+/* The largest request sent with K: it fits the socket's buffer whole, so an
+ * agent's error frame (no python3, say) is read, never a broken write. */
+#define CODE_PIPE_MAX (60u * 1024u)
+
+/*
+ * One connection: K, the bridge's hello, the request, the answers. With
+ * piped, the request goes out with the K (an agent with kernel-pipe passes
+ * what it read of it to the bridge), which spares a round trip; without,
+ * only after the hello. CODE_UNPIPE: the agent refused the bytes after K
+ * (one that knows no kernel-pipe); nothing reached the bridge.
+ */
+static int code_call_once(const struct nb_slot *slot, const char *req, size_t req_len,
+                          struct code_call *c, int piped, struct nb_apierr *ae)
 {
     struct nb_agent ag;
     size_t bytes = 0;
     int64_t until;
     int hello = 1, rc = -1;
 
-    if (req_len > NBA_MAX_BODY) {
-        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
-                      "the request is %zu bytes as JSON; the code bridge takes at most %u", req_len,
-                      NBA_MAX_BODY);
-        return -1;
-    }
     if (nb_agent_connect(slot, &ag, ae) != 0)
         return -1;
-    /* K alone: nothing more goes out until the bridge has said hello */
     nb_agent_queue(&ag, NBA_KERNEL, NULL, 0);
+    if (piped)
+        nb_agent_queue(&ag, NBA_JSON, req, req_len);
     until = nb_clock_mono_ms() + c->hello_ms;
     for (;;) {
         uint8_t type;
@@ -181,6 +189,10 @@ static int code_call(const struct nb_slot *slot, const char *req, size_t req_len
         if (got == 0)
             continue;
         if (type == NBA_ERROR) {
+            if (hello && piped && len >= 4 && nba_get_u32(body) == EPROTO) {
+                rc = CODE_UNPIPE;
+                break;
+            }
             code_error(c, hello, body, len, ae);
             break;
         }
@@ -191,7 +203,8 @@ static int code_call(const struct nb_slot *slot, const char *req, size_t req_len
                 break;
             }
             hello = 0;
-            nb_agent_queue(&ag, NBA_JSON, req, req_len);
+            if (!piped)
+                nb_agent_queue(&ag, NBA_JSON, req, req_len);
             until = nb_clock_mono_ms() + c->answer_ms;
             continue;
         }
@@ -218,6 +231,27 @@ static int code_call(const struct nb_slot *slot, const char *req, size_t req_len
         }
     }
     nb_agent_close(&ag);
+    return rc;
+}
+
+static int code_call(const struct nb_slot *slot, const char *req, size_t req_len,
+                     struct code_call *c, struct nb_apierr *ae)
+{
+    int rc;
+
+    if (req_len > NBA_MAX_BODY) {
+        nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large",
+                      "the request is %zu bytes as JSON; the code bridge takes at most %u", req_len,
+                      NBA_MAX_BODY);
+        return -1;
+    }
+    /* an agent from before kernel-pipe, or a large request, goes the older
+     * way: K alone, and the request after the hello */
+    rc = code_call_once(
+        slot, req, req_len, c,
+        req_len <= CODE_PIPE_MAX && (nb_agent_caps(slot) & NB_AGENT_CAP_KERNEL_PIPE) != 0, ae);
+    if (rc == CODE_UNPIPE)
+        rc = code_call_once(slot, req, req_len, c, 0, ae);
     return rc;
 }
 
