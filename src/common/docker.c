@@ -561,6 +561,11 @@ void nb_docker_ctr_labels(struct nb_docker_ctr *c, const void *labels)
         label_str(lab, "nanobox.home", home, sizeof(home));
         c->e2b_home = strcmp(home, "e2b") == 0;
     }
+    {
+        char vols[8] = "";
+        label_str(lab, "nanobox.volumes", vols, sizeof(vols));
+        c->volumes = vols[0] != '\0';
+    }
 }
 
 static int curl_list(struct nb_docker *d, const char *instance, nb_docker_ctr_fn cb, void *arg,

@@ -429,16 +429,61 @@ def test_the_e2b_sdk(vstack, pin, tmp_path):
     assert "thrown" not in s["contentApi"] and s["contentApi"].get("name"), s
 
 
-def test_a_pause_without_memory_keeps_the_memory_of_a_sandbox_with_volumes(tenants):
-    """Its container (and so its volume's mount) stays: a pause that would
-    remove it pauses with the memory instead, and the volume stays in use."""
+def test_a_pause_without_memory_releases_a_sandbox_with_volumes(tenants):
+    """Its container goes (its memory with it), the volume stays its: a
+    delete of the volume is 409 while it is paused, and the resume mounts
+    the same volume at the same path, with what others wrote meanwhile."""
     a = tenants["alice"]
     make_volume(a, "pz")
     sid = a.create(volumes=[{"name": "pz", "path": "/data"}])
-    a.exec(sid, "echo before > /data/p")
+    a.exec(sid, "echo before > /data/p && echo ws > /workspace/w")
     r = a.request("POST", f"/sandbox/{sid}/pause", json={"keep_memory": False})
-    assert r.status_code == 200 and parse_json(r)["state"] == "paused", r.text
-    assert subprocess.run(["docker", "inspect", f"nanobox-{sid}"], capture_output=True).returncode == 0
+    assert r.status_code == 200, r.text
+    body = parse_json(r)
+    assert body["state"] == "paused" and body["memory_released"] is True, body
+    assert subprocess.run(["docker", "inspect", f"nanobox-{sid}"], capture_output=True).returncode != 0
     assert err(a.request("DELETE", "/volumes/pz"), 409) == "in_use"
+    other = a.create(volumes=[{"name": "pz", "path": "/mnt/pz"}])
+    a.exec(other, "echo meanwhile > /mnt/pz/m")
+    assert a.delete(other).status_code == 204
+    assert err(a.request("DELETE", "/volumes/pz"), 409) == "in_use"  # still the paused one's
     assert a.request("POST", f"/sandbox/{sid}/resume").status_code == 200
-    assert a.exec(sid, "cat /data/p")["stdout"] == "before\n"
+    r = a.exec(sid, "cat /data/p /data/m /workspace/w && echo again > /data/a")
+    assert r["stdout"] == "before\nmeanwhile\nws\n", r
+    # twice: the resumed container's label names the volumes again
+    assert a.request("POST", f"/sandbox/{sid}/pause", json={"keep_memory": False}).status_code == 200
+    assert a.request("POST", f"/sandbox/{sid}/resume").status_code == 200
+    assert a.exec(sid, "cat /data/a")["stdout"] == "again\n"
+    assert a.delete(sid).status_code == 204
+    assert a.request("DELETE", "/volumes/pz").status_code == 204
+
+
+def test_a_fork_mounts_the_parents_volumes(tenants):
+    """A volume is shared storage: each fork mounts the parent's volumes at
+    the same paths (the same volume, not a copy), and holds them in use."""
+    a = tenants["alice"]
+    make_volume(a, "fv")
+    make_volume(a, "fw", "16m")
+    sid = a.create(volumes=[{"name": "fv", "path": "/data"}, {"name": "fw", "path": "/workspace/w2"}])
+    a.exec(sid, "echo shared > /data/s && echo own > /workspace/own && echo in-w2 > /workspace/w2/x")
+    r = a.request("POST", f"/sandbox/{sid}/fork", json={"count": 2}, timeout=300)
+    assert r.status_code == 201, r.text
+    kids = [k["sandboxId"] for k in parse_json(r)["sandboxes"]]
+    a.created.extend(kids)
+    for k in kids:
+        res = a.exec(k, "cat /data/s /workspace/own /workspace/w2/x")
+        assert res["stdout"] == "shared\nown\nin-w2\n", res
+        mounts = json.loads(subprocess.run(["docker", "inspect", "-f", "{{json .Mounts}}", f"nanobox-{k}"],
+                                           capture_output=True, text=True, check=True).stdout)
+        named = sorted((m["Destination"], m.get("Name", "").split("-vol-")[-1])
+                       for m in mounts if m["Type"] == "volume" and "-vol-" in m.get("Name", ""))
+        assert [d for d, _ in named] == ["/data", "/workspace/w2"], mounts
+    a.exec(kids[0], "echo from-fork > /data/f")
+    assert a.exec(sid, "cat /data/f")["stdout"] == "from-fork\n"
+    assert a.exec(kids[1], "cat /data/f")["stdout"] == "from-fork\n"
+    # the parent gone, its forks still hold the volume
+    assert a.delete(sid).status_code == 204
+    assert err(a.request("DELETE", "/volumes/fv"), 409) == "in_use"
+    for k in kids:
+        assert a.delete(k).status_code == 204
+    assert a.request("DELETE", "/volumes/fv").status_code == 204
