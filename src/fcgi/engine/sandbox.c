@@ -904,8 +904,8 @@ static int resume_cold(struct nb_app *a, const char *id, struct nb_slot *out, st
         char path[256];
         snprintf(path, sizeof(path), "/images/%s/json", ref);
         if (nb_volume_mounts_of(a, path, vols, &spec.n_volumes, ae) != 0 ||
-            nb_volume_prepare(a, copy.owner, nb_isolation_workspace(&a->conf, copy.lifecycle),
-                              vols, spec.n_volumes, &vlock, ae) != 0) {
+            nb_volume_prepare(a, copy.owner, nb_isolation_workspace(&a->conf, copy.lifecycle), vols,
+                              spec.n_volumes, &vlock, ae) != 0) {
             nb_table_lock(&a->table);
             s = same_slot(a, id, copy.generation);
             if (s != NULL)

@@ -153,9 +153,9 @@ static int cap_shadowed(struct cap *cp, int dirfd, const char *name, const struc
         return cap_fail(cp, NB_E_INTERNAL, "cannot open directory %s", path);
     if ((opaque = overlay_opaque(nsub)) != 0) {
         close(nsub);
-        return opaque < 0 ? cap_fail(cp, NB_E_INTERNAL,
-                                     "cannot read the overlay attributes of %s", path)
-                          : 1; /* the newer one hides all the older had in it */
+        return opaque < 0
+                   ? cap_fail(cp, NB_E_INTERNAL, "cannot read the overlay attributes of %s", path)
+                   : 1; /* the newer one hides all the older had in it */
     }
     sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sub < 0) {
@@ -407,8 +407,7 @@ static int write_layer(const char *path, const char *snap, const char *upper, co
         goto out;
     if (upper != NULL &&
         layer_upper(ar, upper, lower, max > (uint64_t)st.st_size ? max - (uint64_t)st.st_size : 0,
-                    ae) !=
-            0) {
+                    ae) != 0) {
         archive_write_free(ar);
         close(fd);
         return -1;
@@ -604,8 +603,7 @@ static int rw_layers(struct nb_app *a, const struct nb_slot *slot, const char *w
     if (nb_docker_request(&a->docker, "GET", path, NULL, 30000, &status, &b, &de) != 0)
         nb_apierr_docker(ae, &de, "find the sandbox's pause layer");
     else if (status != 200 || nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) != 0 ||
-             (u = yajl_tree_get(v, up, yajl_t_string)) == NULL ||
-             strlen(nb_json_string(u)) >= len)
+             (u = yajl_tree_get(v, up, yajl_t_string)) == NULL || strlen(nb_json_string(u)) >= len)
         nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error",
                       "could not find the sandbox's pause layer (Docker answered %ld)", status);
     else {

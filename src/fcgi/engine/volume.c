@@ -389,8 +389,7 @@ int nb_volume_delete(struct nb_app *a, const char *owner, const char *key, struc
         }
         if (h.held) {
             nb_apierr_set(ae, NB_E_CONFLICT, "in_use",
-                          "volume \"%s\" is mounted by a paused sandbox: destroy it first",
-                          v.name);
+                          "volume \"%s\" is mounted by a paused sandbox: destroy it first", v.name);
             goto unlock;
         }
     }
