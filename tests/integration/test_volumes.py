@@ -51,7 +51,12 @@ def vstack():
                                    "volume_max_count": 3, "volume_quota": "100m"})
     st = next(gen)
     yield st
-    # what a failed test left: volumes outlive their stack by design
+    purge(st)
+    next(gen, None)
+
+
+def purge(st):
+    """What a failed test left on stack st: volumes outlive their stack by design."""
     st.api.cleanup()
     subprocess.run(["docker", "rm", "-fv", *subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label=nanobox.instance={st.instance}"],
@@ -61,7 +66,6 @@ def vstack():
     for line in leftovers(st):
         if " ext4 " in line:
             subprocess.run(["umount", "-l", line.split()[4]], capture_output=True)
-    next(gen, None)
 
 
 @pytest.fixture(scope="module")

@@ -905,15 +905,8 @@ static int resume_cold(struct nb_app *a, const char *id, struct nb_slot *out, st
         snprintf(path, sizeof(path), "/images/%s/json", ref);
         if (nb_volume_mounts_of(a, path, vols, &spec.n_volumes, ae) != 0 ||
             nb_volume_prepare(a, copy.owner, nb_isolation_workspace(&a->conf, copy.lifecycle), vols,
-                              spec.n_volumes, &vlock, ae) != 0) {
-            nb_table_lock(&a->table);
-            s = same_slot(a, id, copy.generation);
-            if (s != NULL)
-                s->lifecycle &= ~NB_LIFE_BUSY;
-            nb_table_unlock(&a->table);
-            nb_warn("sandbox %s: resume failed, it stays paused: %s", id, ae->msg);
-            return -1;
-        }
+                              spec.n_volumes, &vlock, ae) != 0)
+            goto failed;
         spec.volumes = vols;
     }
     rc = boot(a, &spec, id, slot, copy.created, now + copy.ttl_left, 0, cid, &pid, &de, ae);
@@ -924,6 +917,7 @@ static int resume_cold(struct nb_app *a, const char *id, struct nb_slot *out, st
             nb_rootdisk_remove(a, cid[0] ? cid : name, nb_rootdisk_wanted(&a->conf, spec.image),
                                &de) != 0)
             nb_warn("sandbox %s: container not removed after a failed resume: %s", id, de.msg);
+failed:
         nb_table_lock(&a->table);
         s = same_slot(a, id, copy.generation);
         if (s != NULL)
