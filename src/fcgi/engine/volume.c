@@ -598,6 +598,8 @@ int nb_volume_label_parse(const char *label, struct nb_volume_mount *m, unsigned
         if (!nb_volume_name_valid(m[*n].name))
             return -1;
         (*n)++;
+        if (*end && end[1] == '\0')
+            return -1; /* a trailing ',' */
         p = *end ? end + 1 : end;
     }
     return 0;
