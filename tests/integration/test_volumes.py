@@ -276,6 +276,28 @@ def test_survives_a_service_restart(vstack, tenants):
     assert a.exec(sid, "cat /data/k")["stdout"] == "kept\n"
 
 
+def test_a_lost_table_adopts_a_released_sandbox_with_its_volumes(vstack, tenants):
+    """A state table lost (or of another layout): a sandbox paused without
+    its memory is adopted from its pause image's labels, which name its
+    volumes, so its resume mounts them again and they stay in use."""
+    a = tenants["alice"]
+    make_volume(a, "adopted")
+    sid = a.create(ttl=600, volumes=[{"name": "adopted", "path": "/data"}])
+    a.exec(sid, "echo kept > /data/k")
+    assert a.request("POST", f"/sandbox/{sid}/pause", json={"keep_memory": False}).status_code == 200
+    assert vstack.stop_fcgi()
+    os.unlink(vstack.state)
+    vstack.start_fcgi()
+    vstack.wait_healthy()
+    nbtest.wait_until(lambda: a.get(sid).status_code == 200, timeout=20, what="the sandbox adopted")
+    assert parse_json(a.get(sid))["memory_released"] is True
+    assert err(a.request("DELETE", "/volumes/adopted"), 409) == "in_use"
+    assert a.request("POST", f"/sandbox/{sid}/resume").status_code == 200
+    assert a.exec(sid, "cat /data/k")["stdout"] == "kept\n"
+    assert a.delete(sid).status_code == 204
+    assert a.request("DELETE", "/volumes/adopted").status_code == 204
+
+
 def test_remounted_when_its_file_system_was_unmounted(vstack, tenants):
     """As after a reboot: the next create that mounts it mounts it again."""
     a = tenants["alice"]
