@@ -528,6 +528,25 @@ static int commit_image(struct nb_app *a, const char *name, const char *owner, c
 /* ---- the call ---- */
 
 /*
+ * After a failed read of slot's files: a sandbox destroyed (or expired)
+ * meanwhile had its container removed under the read, so the error said
+ * is Docker's ("is not running") or the file system's; the caller's is
+ * the 404 of a sandbox that is not there.
+ */
+static void gone_meanwhile(struct nb_app *a, const struct nb_slot *slot, struct nb_apierr *ae)
+{
+    const struct nb_slot *s;
+    int gone;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, slot->id);
+    gone = s == NULL || s->generation != slot->generation || !nb_slot_live(s, nb_clock_real_s());
+    nb_table_unlock(&a->table);
+    if (gone)
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                      "no sandbox %s (it may have expired or been destroyed)", slot->id);
+}
+
+/*
  * Freeze a running sandbox (docker pause) while its files are read: one
  * consistent state, and nothing moves under the walk. *froze: whether it
  * was (a paused one is read as it is).
@@ -661,8 +680,10 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     /* a root's writes into its image are in the container's overlay upper
      * directory, read while frozen like the tmpfs mounts (other sandboxes'
      * images are read-only: they wrote nothing there) */
-    if (rw_layers(a, &slot, "a snapshot", upper, lower, sizeof(upper), ae) != 0)
+    if (rw_layers(a, &slot, "a snapshot", upper, lower, sizeof(upper), ae) != 0) {
+        gone_meanwhile(a, &slot, ae);
         return -1;
+    }
     nb_template_name_of(a, slot.image, parent_tpl, sizeof(parent_tpl));
     if (nb_template_claim(a, nm, owner, max_templates, id, parent_tpl, now, rec_id, ae) != 0)
         return -1;
@@ -673,16 +694,20 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     nb_template_work_path(&a->conf, sub, ctx, sizeof(ctx));
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (freeze(a, &slot, &froze, ae) != 0)
+    if (freeze(a, &slot, &froze, ae) != 0) {
+        gone_meanwhile(a, &slot, ae);
         goto out;
+    }
     rc = capture(&a->conf, nb_isolation_workspace(&a->conf, slot.lifecycle), slot.init_pid, snap,
                  ae);
     if (rc == 0 && upper[0])
         rc = write_layer(ctx, snap, upper, lower[0] ? lower : NULL, a->conf.snapshot_max, ae);
     thaw(a, &slot, froze);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (rc != 0)
+    if (rc != 0) {
+        gone_meanwhile(a, &slot, ae);
         goto out;
+    }
     rc = -1;
     if (!upper[0] && write_layer(ctx, snap, NULL, NULL, a->conf.snapshot_max, ae) != 0)
         goto out;
@@ -1063,11 +1088,12 @@ int nb_snapshot_capture(struct nb_app *a, const struct nb_slot *src, const char 
     struct stat st;
     int froze = 0, rc;
 
-    if (rw_layers(a, src, "a fork", upper, lower, sizeof(upper), ae) != 0)
+    if (rw_layers(a, src, "a fork", upper, lower, sizeof(upper), ae) != 0 ||
+        freeze(a, src, &froze, ae) != 0) {
+        gone_meanwhile(a, src, ae);
         return -1;
+    }
     *has_root = upper[0] != '\0';
-    if (freeze(a, src, &froze, ae) != 0)
-        return -1;
     rc = capture(&a->conf, nb_isolation_workspace(&a->conf, src->lifecycle), src->init_pid,
                  files_tar, ae);
     if (rc == 0 && *has_root) {
@@ -1091,6 +1117,8 @@ int nb_snapshot_capture(struct nb_app *a, const struct nb_slot *src, const char 
         archive_write_free(ar);
     }
     thaw(a, src, froze);
+    if (rc != 0)
+        gone_meanwhile(a, src, ae);
     return rc;
 }
 
