@@ -452,8 +452,19 @@ static int curl_freeze(struct nb_docker *d, const char *id, const char *what, co
 {
     char path[256];
     snprintf(path, sizeof(path), "/containers/%s/%s", id, what);
-    if (docker_call(d, "POST", path, NULL, 204, 204, NULL, e) == 0)
-        return 0;
+    for (unsigned wait_ms = 50;; wait_ms *= 2) {
+        if (docker_call(d, "POST", path, NULL, 204, 204, NULL, e) == 0)
+            return 0;
+        /*
+         * runc gives up on a freeze whose tasks do not all stop within its
+         * short poll (a loaded machine, a task in the middle of I/O), and
+         * thaws them again: "unable to freeze". Another try usually takes.
+         */
+        if (wait_ms > 800 || e == NULL || e->kind != NB_DERR_HTTP || e->status != 500 ||
+            strstr(e->msg, "unable to freeze") == NULL)
+            break;
+        usleep(wait_ms * 1000);
+    }
     if (e && e->kind == NB_DERR_HTTP && (e->status == 409 || e->status == 500) &&
         strstr(e->msg, already)) {
         e->kind = NB_DERR_NONE;
@@ -560,6 +571,11 @@ void nb_docker_ctr_labels(struct nb_docker_ctr *c, const void *labels)
         char home[16] = "";
         label_str(lab, "nanobox.home", home, sizeof(home));
         c->e2b_home = strcmp(home, "e2b") == 0;
+    }
+    {
+        char vols[8] = "";
+        label_str(lab, "nanobox.volumes", vols, sizeof(vols));
+        c->volumes = vols[0] != '\0';
     }
 }
 

@@ -153,6 +153,7 @@ struct nb_docker_ctr {
     int pause_on_timeout; /* label nanobox.on_timeout is "pause" */
     int pooled;           /* label nanobox.pooled is "1": made for the warm pool */
     int e2b_home;         /* label nanobox.home is "e2b": E2B's layout (NB_LIFE_E2B_HOME) */
+    int volumes;          /* label nanobox.volumes is not empty: it mounts volumes */
 };
 
 /*

@@ -59,9 +59,9 @@ enum nb_slot_state {
 #define NB_LIFE_PAUSE_COLD 32u
 /* it has a pause image (snapshot.h; its container may run from it): removed with it */
 #define NB_LIFE_PAUSE_IMAGE 64u
-/* it mounts persistent volumes (volume.h): its pauses keep the memory, since
- * a container removed lets its volumes go and a boot from its files would
- * not mount them again */
+/* it mounts persistent volumes (volume.h), which its container's label
+ * nanobox.volumes names: a fork, and a resume from its pause image (which
+ * keeps that label), mount them again */
 #define NB_LIFE_VOLUMES 128u
 
 struct nb_port {

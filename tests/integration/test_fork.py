@@ -160,6 +160,51 @@ def test_fork_keeps_what_a_root_wrote_into_its_image(make_stack):
     assert name not in {t["name"] for t in parse_json(api.request("GET", "/templates"))["templates"]}
 
 
+def test_fork_and_snapshot_of_a_root_resumed_after_a_pause_without_memory(make_stack):
+    """A root sandbox paused without its memory runs, once resumed, from its
+    pause image: what root wrote before the pause is that image's, not its
+    new container's layer. A fork and a snapshot keep both, with what was
+    changed or removed since the resume as it is now."""
+    st = make_stack("forkcold", root_templates="nanobox")
+    api = st.api
+    sid = api.create(ttl=600)
+    res = api.exec(sid, "sudo sh -c 'set -e; echo before > /etc/x; rm /etc/debian_version; "
+                        "echo v1 > /etc/m; echo z > /etc/z; mkdir /opt/d; echo 1 > /opt/d/f; "
+                        "mkdir /opt/k; echo k > /opt/k/kept' && echo ws > /workspace/w")
+    assert res["exit_code"] == 0, res
+    for path in ("pause", "resume"):
+        body = {"keep_memory": False} if path == "pause" else None
+        r = api.request("POST", f"/sandbox/{sid}/{path}", json=body)
+        assert r.status_code == 200, r.text
+    res = api.exec(sid, "sudo sh -c 'set -e; echo after > /opt/y; echo v2 > /etc/m; rm /etc/z; "
+                        "rm -r /opt/d; mkdir /opt/d; echo 2 > /opt/d/g; echo k2 > /opt/k/new'")
+    assert res["exit_code"] == 0, res
+    want = "before\nafter\nv2\nz-gone\ndeb-gone\ng\nk2\nk\nws\n"
+    check = ("cat /etc/x /opt/y /etc/m; test -e /etc/z || echo z-gone; "
+             "test -e /etc/debian_version || echo deb-gone; ls /opt/d; cat /opt/k/new /opt/k/kept; "
+             "cat /workspace/w")
+    assert api.exec(sid, check)["stdout"] == want  # the parent itself
+    kid = forked(api, sid)["sandboxes"][0]["sandboxId"]
+    res = api.exec(kid, check)
+    assert res["stdout"] == want, res
+    r = api.request("POST", f"/sandbox/{sid}/snapshot", json={"name": "coldroot"}, timeout=300)
+    assert r.status_code == 201, r.text
+    new = api.create(template="coldroot")
+    res = api.exec(new, check)
+    assert res["stdout"] == want, res
+    # and a second pause without memory builds on the template's image again, all of it kept
+    for path in ("pause", "resume"):
+        body = {"keep_memory": False} if path == "pause" else None
+        assert api.request("POST", f"/sandbox/{sid}/{path}", json=body).status_code == 200
+    assert api.exec(sid, check)["stdout"] == want
+    kid = forked(api, sid)["sandboxes"][0]["sandboxId"]
+    assert api.exec(kid, check)["stdout"] == want
+    assert scratch(st) == []
+    for s in (new, kid):
+        api.delete(s)
+    assert api.request("DELETE", "/templates/coldroot").status_code == 204
+
+
 def test_cli_fork_and_the_mcp_tool(api, stack, tmp_path):
     from test_cli import Cli
     from test_mcp import http_call, http_initialize

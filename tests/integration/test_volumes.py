@@ -51,7 +51,12 @@ def vstack():
                                    "volume_max_count": 3, "volume_quota": "100m"})
     st = next(gen)
     yield st
-    # what a failed test left: volumes outlive their stack by design
+    purge(st)
+    next(gen, None)
+
+
+def purge(st):
+    """What a failed test left on stack st: volumes outlive their stack by design."""
     st.api.cleanup()
     subprocess.run(["docker", "rm", "-fv", *subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label=nanobox.instance={st.instance}"],
@@ -61,7 +66,6 @@ def vstack():
     for line in leftovers(st):
         if " ext4 " in line:
             subprocess.run(["umount", "-l", line.split()[4]], capture_output=True)
-    next(gen, None)
 
 
 @pytest.fixture(scope="module")
@@ -272,6 +276,28 @@ def test_survives_a_service_restart(vstack, tenants):
     assert a.exec(sid, "cat /data/k")["stdout"] == "kept\n"
 
 
+def test_a_lost_table_adopts_a_released_sandbox_with_its_volumes(vstack, tenants):
+    """A state table lost (or of another layout): a sandbox paused without
+    its memory is adopted from its pause image's labels, which name its
+    volumes, so its resume mounts them again and they stay in use."""
+    a = tenants["alice"]
+    make_volume(a, "adopted")
+    sid = a.create(ttl=600, volumes=[{"name": "adopted", "path": "/data"}])
+    a.exec(sid, "echo kept > /data/k")
+    assert a.request("POST", f"/sandbox/{sid}/pause", json={"keep_memory": False}).status_code == 200
+    assert vstack.stop_fcgi()
+    os.unlink(vstack.state)
+    vstack.start_fcgi()
+    vstack.wait_healthy()
+    nbtest.wait_until(lambda: a.get(sid).status_code == 200, timeout=20, what="the sandbox adopted")
+    assert parse_json(a.get(sid))["memory_released"] is True
+    assert err(a.request("DELETE", "/volumes/adopted"), 409) == "in_use"
+    assert a.request("POST", f"/sandbox/{sid}/resume").status_code == 200
+    assert a.exec(sid, "cat /data/k")["stdout"] == "kept\n"
+    assert a.delete(sid).status_code == 204
+    assert a.request("DELETE", "/volumes/adopted").status_code == 204
+
+
 def test_remounted_when_its_file_system_was_unmounted(vstack, tenants):
     """As after a reboot: the next create that mounts it mounts it again."""
     a = tenants["alice"]
@@ -429,16 +455,61 @@ def test_the_e2b_sdk(vstack, pin, tmp_path):
     assert "thrown" not in s["contentApi"] and s["contentApi"].get("name"), s
 
 
-def test_a_pause_without_memory_keeps_the_memory_of_a_sandbox_with_volumes(tenants):
-    """Its container (and so its volume's mount) stays: a pause that would
-    remove it pauses with the memory instead, and the volume stays in use."""
+def test_a_pause_without_memory_releases_a_sandbox_with_volumes(tenants):
+    """Its container goes (its memory with it), the volume stays its: a
+    delete of the volume is 409 while it is paused, and the resume mounts
+    the same volume at the same path, with what others wrote meanwhile."""
     a = tenants["alice"]
     make_volume(a, "pz")
     sid = a.create(volumes=[{"name": "pz", "path": "/data"}])
-    a.exec(sid, "echo before > /data/p")
+    a.exec(sid, "echo before > /data/p && echo ws > /workspace/w")
     r = a.request("POST", f"/sandbox/{sid}/pause", json={"keep_memory": False})
-    assert r.status_code == 200 and parse_json(r)["state"] == "paused", r.text
-    assert subprocess.run(["docker", "inspect", f"nanobox-{sid}"], capture_output=True).returncode == 0
+    assert r.status_code == 200, r.text
+    body = parse_json(r)
+    assert body["state"] == "paused" and body["memory_released"] is True, body
+    assert subprocess.run(["docker", "inspect", f"nanobox-{sid}"], capture_output=True).returncode != 0
     assert err(a.request("DELETE", "/volumes/pz"), 409) == "in_use"
+    other = a.create(volumes=[{"name": "pz", "path": "/mnt/pz"}])
+    a.exec(other, "echo meanwhile > /mnt/pz/m")
+    assert a.delete(other).status_code == 204
+    assert err(a.request("DELETE", "/volumes/pz"), 409) == "in_use"  # still the paused one's
     assert a.request("POST", f"/sandbox/{sid}/resume").status_code == 200
-    assert a.exec(sid, "cat /data/p")["stdout"] == "before\n"
+    r = a.exec(sid, "cat /data/p /data/m /workspace/w && echo again > /data/a")
+    assert r["stdout"] == "before\nmeanwhile\nws\n", r
+    # twice: the resumed container's label names the volumes again
+    assert a.request("POST", f"/sandbox/{sid}/pause", json={"keep_memory": False}).status_code == 200
+    assert a.request("POST", f"/sandbox/{sid}/resume").status_code == 200
+    assert a.exec(sid, "cat /data/a")["stdout"] == "again\n"
+    assert a.delete(sid).status_code == 204
+    assert a.request("DELETE", "/volumes/pz").status_code == 204
+
+
+def test_a_fork_mounts_the_parents_volumes(tenants):
+    """A volume is shared storage: each fork mounts the parent's volumes at
+    the same paths (the same volume, not a copy), and holds them in use."""
+    a = tenants["alice"]
+    make_volume(a, "fv")
+    make_volume(a, "fw", "16m")
+    sid = a.create(volumes=[{"name": "fv", "path": "/data"}, {"name": "fw", "path": "/workspace/w2"}])
+    a.exec(sid, "echo shared > /data/s && echo own > /workspace/own && echo in-w2 > /workspace/w2/x")
+    r = a.request("POST", f"/sandbox/{sid}/fork", json={"count": 2}, timeout=300)
+    assert r.status_code == 201, r.text
+    kids = [k["sandboxId"] for k in parse_json(r)["sandboxes"]]
+    a.created.extend(kids)
+    for k in kids:
+        res = a.exec(k, "cat /data/s /workspace/own /workspace/w2/x")
+        assert res["stdout"] == "shared\nown\nin-w2\n", res
+        mounts = json.loads(subprocess.run(["docker", "inspect", "-f", "{{json .Mounts}}", f"nanobox-{k}"],
+                                           capture_output=True, text=True, check=True).stdout)
+        named = sorted((m["Destination"], m.get("Name", "").split("-vol-")[-1])
+                       for m in mounts if m["Type"] == "volume" and "-vol-" in m.get("Name", ""))
+        assert [d for d, _ in named] == ["/data", "/workspace/w2"], mounts
+    a.exec(kids[0], "echo from-fork > /data/f")
+    assert a.exec(sid, "cat /data/f")["stdout"] == "from-fork\n"
+    assert a.exec(kids[1], "cat /data/f")["stdout"] == "from-fork\n"
+    # the parent gone, its forks still hold the volume
+    assert a.delete(sid).status_code == 204
+    assert err(a.request("DELETE", "/volumes/fv"), 409) == "in_use"
+    for k in kids:
+        assert a.delete(k).status_code == 204
+    assert a.request("DELETE", "/volumes/fv").status_code == 204

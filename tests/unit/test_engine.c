@@ -43,6 +43,7 @@
 #include "reaper.h"
 #include "sandbox.h"
 #include "templates.h"
+#include "volume.h"
 #include "warm.h"
 
 #define FAKE_MAX 32
@@ -2591,6 +2592,37 @@ static void test_owner_is_read_back_from_the_label(void **state)
 }
 
 /* The root disk cap's measure: blocks on disk, symlinks not followed, a stop past the cap. */
+/* A sandbox's volumes label (volume.h) round-trips, and a malformed one is refused whole. */
+static void test_volume_label_round_trips(void **state)
+{
+    struct nb_volume_mount m[NB_VOLUMES_PER_SANDBOX + 1], back[NB_VOLUMES_PER_SANDBOX];
+    char label[NB_VOLUMES_PER_SANDBOX * (NB_VOLUME_NAME_MAX + NB_VOLUME_PATH_MAX + 2) + 1];
+    static const char *const bad[] = {
+        "noc",        ":/data",   "a:",
+        "a/b:/data",  "..:/data", "a:/x,",
+        "a:/x,,b:/y", ",a:/x",    "a:/1,b:/2,c:/3,d:/4,e:/5,f:/6,g:/7,h:/8,i:/9"};
+    unsigned n = 0;
+    (void)state;
+    memset(m, 0, sizeof(m));
+    for (unsigned i = 0; i < NB_VOLUMES_PER_SANDBOX; i++) {
+        snprintf(m[i].name, sizeof(m[i].name), "v%u.x-%0*u", i, NB_VOLUME_NAME_MAX - 6, i);
+        snprintf(m[i].path, sizeof(m[i].path), "/mnt/%0*u", NB_VOLUME_PATH_MAX - 5, i);
+    }
+    nb_volume_label(m, NB_VOLUMES_PER_SANDBOX, label, sizeof(label));
+    assert_int_equal(nb_volume_label_parse(label, back, &n), 0);
+    assert_int_equal(n, NB_VOLUMES_PER_SANDBOX);
+    for (unsigned i = 0; i < n; i++) {
+        assert_string_equal(back[i].name, m[i].name);
+        assert_string_equal(back[i].path, m[i].path);
+    }
+    nb_volume_label(m, 0, label, sizeof(label));
+    assert_string_equal(label, "");
+    assert_int_equal(nb_volume_label_parse("", back, &n), 0);
+    assert_int_equal(n, 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(nb_volume_label_parse(bad[i], back, &n), -1);
+}
+
 static void test_diskcap_walk_sums_blocks(void **state)
 {
     char dir[] = "/tmp/nb-diskcap-XXXXXX", path[PATH_MAX], buf[4096];
@@ -2637,6 +2669,7 @@ int main(void)
         T(test_adoption_rules),
         T(test_owner_is_read_back_from_the_label),
         cmocka_unit_test(test_diskcap_walk_sums_blocks),
+        cmocka_unit_test(test_volume_label_round_trips),
         T(test_create_refused_by_docker_frees_the_slot),
         T(test_create_with_a_missing_image_answers_503_image_missing),
         T(test_create_when_docker_is_unreachable_removes_nothing),

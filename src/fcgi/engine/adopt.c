@@ -192,6 +192,8 @@ int nb_adopt_slot(const struct nb_docker_ctr *c, const struct nb_lease *l, pid_t
         out->lifecycle |= NB_LIFE_PAUSE_ON_TIMEOUT;
     if (c->e2b_home) /* its mounts say so for good: the label only */
         out->lifecycle |= NB_LIFE_E2B_HOME;
+    if (c->volumes) /* its label names them: a resume and a fork mount them again */
+        out->lifecycle |= NB_LIFE_VOLUMES;
     /* no owner known: admin-only (docs/ARCHITECTURE.md, "Adoption") */
     snprintf(out->owner, sizeof(out->owner), "%s", l != NULL ? l->owner : c->owner);
     *to = NB_SLOT_RUNNING;

@@ -22,6 +22,7 @@
 #include "sandbox.h"
 #include "snapshot.h"
 #include "templates.h"
+#include "volume.h"
 
 #define ENV_MAX_BYTES (1024 * 1024)
 
@@ -147,8 +148,9 @@ int nb_sandbox_fork(struct nb_app *a, const char *id, unsigned count, unsigned t
     struct nb_slot src;
     struct timespec ts, t0, t1;
     char sub[160], files[4096], root[4096];
+    struct nb_volume_mount vols[NB_VOLUMES_PER_SANDBOX];
     unsigned made = 0;
-    int has_root = 0, failed = 0, rc = -1;
+    int has_root = 0, failed = 0, rc = -1, vlock = -1;
 
     if (count < 1 || count > c->fork_max) {
         nb_apierr_set(ae, NB_E_OUT_OF_RANGE, "out_of_range",
@@ -157,6 +159,12 @@ int nb_sandbox_fork(struct nb_app *a, const char *id, unsigned count, unsigned t
     }
     if (nb_sandbox_get(a, id, &src, ae) != 0)
         return -1;
+    if (src.lifecycle & (NB_LIFE_RELEASED | NB_LIFE_BUSY)) {
+        /* no container to read: its files are in its pause image until a resume */
+        nb_apierr_set(ae, NB_E_CONFLICT, "paused",
+                      "sandbox %s is paused without its memory: resume it first", id);
+        return -1;
+    }
     memset(&spec, 0, sizeof(spec));
     snprintf(spec.image, sizeof(spec.image), "%s", src.image);
     spec.memory = src.memory;
@@ -174,6 +182,23 @@ int nb_sandbox_fork(struct nb_app *a, const char *id, unsigned count, unsigned t
         return -1;
     if (parent_env(a, &src, &spec.env, &spec.n_env, ae) != 0)
         return -1;
+    if (src.lifecycle & NB_LIFE_VOLUMES) {
+        /*
+         * A volume is shared storage: each fork mounts the parent's at the
+         * same paths (nothing of them is copied), if the key still has
+         * them; held from removal until the forks are made.
+         */
+        char path[128];
+        snprintf(path, sizeof(path), "/containers/%s/json", src.container_id);
+        if (nb_volume_mounts_of(a, path, vols, &spec.n_volumes, ae) != 0 ||
+            nb_volume_prepare(a, key != NULL ? key->name : src.owner,
+                              nb_isolation_workspace(c, src.lifecycle), vols, spec.n_volumes,
+                              &vlock, ae) != 0) {
+            env_free(spec.env, spec.n_env);
+            return -1;
+        }
+        spec.volumes = vols;
+    }
 
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(sub, sizeof(sub), "fork-%s-%d-%lld%09ld.tar", src.id, (int)getpid(),
@@ -212,5 +237,6 @@ out:
     unlink(files);
     unlink(root);
     env_free(spec.env, spec.n_env);
+    nb_volume_release(vlock);
     return rc;
 }

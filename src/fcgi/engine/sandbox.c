@@ -148,6 +148,12 @@ static char *container_config(const struct nb_app *a, const struct nb_sandbox_sp
     if (e2b)
         nb_json_kv_str(g, "nanobox.home", "e2b");
     nb_json_kv_str(g, "nanobox.metadata", s->metadata[0] ? s->metadata : "{}");
+    if (s->n_volumes > 0) {
+        /* its mounts, for a fork of it and the resume of its pause without memory */
+        char vols[NB_VOLUMES_PER_SANDBOX * (NB_VOLUME_NAME_MAX + NB_VOLUME_PATH_MAX + 2) + 1];
+        nb_volume_label(s->volumes, s->n_volumes, vols, sizeof(vols));
+        nb_json_kv_str(g, NB_VOLUME_LABEL, vols);
+    }
     yajl_gen_map_close(g);
 
     nb_json_cstr(g, "HostConfig");
@@ -742,11 +748,6 @@ int nb_sandbox_pause_how(struct nb_app *a, const char *id, int keep_memory, stru
     int64_t now = nb_clock_real_s(), expires = 0;
     int found = 0, was_running = 0, rc;
 
-    nb_table_lock(&a->table);
-    s = nb_table_find(&a->table, id);
-    if (s != NULL && (s->lifecycle & NB_LIFE_VOLUMES))
-        keep_memory = 1; /* NB_LIFE_VOLUMES: its volumes stay mounted */
-    nb_table_unlock(&a->table);
     if (keep_memory)
         return nb_sandbox_pause(a, id, out, ae);
     nb_table_lock(&a->table);
@@ -866,7 +867,8 @@ static int resume_cold(struct nb_app *a, const char *id, struct nb_slot *out, st
     int64_t now = nb_clock_real_s();
     uint32_t slot = 0;
     pid_t pid = 0;
-    int found = 0;
+    int found = 0, vlock = -1, rc;
+    struct nb_volume_mount vols[NB_VOLUMES_PER_SANDBOX];
     struct timespec t0, t1;
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -897,12 +899,25 @@ static int resume_cold(struct nb_app *a, const char *id, struct nb_slot *out, st
     spec.key = &owner; /* its owner label, for adoption */
     nb_snapshot_pause_ref(&a->conf, id, ref, sizeof(ref));
     spec.run_image = ref; /* its files and env */
-    if (boot(a, &spec, id, slot, copy.created, now + copy.ttl_left, 0, cid, &pid, &de, ae) != 0) {
+    if (copy.lifecycle & NB_LIFE_VOLUMES) {
+        /* the same volumes at the same paths: its pause image's label names them */
+        char path[256];
+        snprintf(path, sizeof(path), "/images/%s/json", ref);
+        if (nb_volume_mounts_of(a, path, vols, &spec.n_volumes, ae) != 0 ||
+            nb_volume_prepare(a, copy.owner, nb_isolation_workspace(&a->conf, copy.lifecycle), vols,
+                              spec.n_volumes, &vlock, ae) != 0)
+            goto failed;
+        spec.volumes = vols;
+    }
+    rc = boot(a, &spec, id, slot, copy.created, now + copy.ttl_left, 0, cid, &pid, &de, ae);
+    nb_volume_release(vlock); /* the container holds them now (or failed) */
+    if (rc != 0) {
         snprintf(name, sizeof(name), "nanobox-%s", id);
         if (!(cid[0] == '\0' && de.unsent) &&
             nb_rootdisk_remove(a, cid[0] ? cid : name, nb_rootdisk_wanted(&a->conf, spec.image),
                                &de) != 0)
             nb_warn("sandbox %s: container not removed after a failed resume: %s", id, de.msg);
+failed:
         nb_table_lock(&a->table);
         s = same_slot(a, id, copy.generation);
         if (s != NULL)

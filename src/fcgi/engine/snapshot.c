@@ -130,13 +130,52 @@ static int cap_data(struct cap *cp, int fd, const char *path)
     return rc;
 }
 
+static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth, int shadow);
+
+/*
+ * Entry name of dirfd (st) in an older layer, under shadow, the same
+ * directory of a newer layer written before it: 1 when the newer layer has
+ * it (its own entry, or a whiteout), so it is not written; for a directory
+ * in both, its entries are walked (those the newer layer does not hide),
+ * and 1. 0: the newer one has nothing there. -1 with cp's error.
+ */
+static int cap_shadowed(struct cap *cp, int dirfd, const char *name, const struct stat *st,
+                        const char *path, int depth, int shadow)
+{
+    struct stat ns;
+    int sub, nsub, opaque, rc;
+    if (fstatat(shadow, name, &ns, AT_SYMLINK_NOFOLLOW) != 0)
+        return 0;
+    if (!S_ISDIR(ns.st_mode) || !S_ISDIR(st->st_mode))
+        return 1;
+    nsub = openat(shadow, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (nsub < 0)
+        return cap_fail(cp, NB_E_INTERNAL, "cannot open directory %s", path);
+    if ((opaque = overlay_opaque(nsub)) != 0) {
+        close(nsub);
+        return opaque < 0
+                   ? cap_fail(cp, NB_E_INTERNAL, "cannot read the overlay attributes of %s", path)
+                   : 1; /* the newer one hides all the older had in it */
+    }
+    sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0) {
+        close(nsub);
+        return cap_fail(cp, NB_E_INTERNAL, "cannot open directory %s", path);
+    }
+    rc = cap_tree(cp, sub, path, depth + 1, nsub);
+    close(sub);
+    close(nsub);
+    return rc == 0 ? 1 : -1;
+}
+
 /*
  * Every entry under the open directory dirfd, named prefix/... in the tar
  * (prefix "": no prefix). In an upper directory (cp->upper), a whiteout is
  * written as the layer's, and its /.nanobox is left out: the layer's own
- * is written after it.
+ * is written after it. shadow (-1: none) is the same directory of a newer
+ * layer, written already: what it has or hides is not written again.
  */
-static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth)
+static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth, int shadow)
 {
     DIR *d;
     struct dirent *de;
@@ -166,6 +205,11 @@ static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth)
         }
         if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue; /* gone */
+        if (shadow >= 0 && st.st_dev == cp->dev &&
+            (rc = cap_shadowed(cp, dirfd, de->d_name, &st, path, depth, shadow)) != 0) {
+            rc = rc < 0 ? -1 : 0;
+            continue;
+        }
         if (cp->upper && S_ISCHR(st.st_mode) && st.st_rdev == 0) {
             rc = cap_whiteout(cp, prefix, WHITEOUT, de->d_name);
             continue;
@@ -223,7 +267,7 @@ static int cap_tree(struct cap *cp, int dirfd, const char *prefix, int depth)
             else if (opaque == 1)
                 rc = cap_whiteout(cp, path, OPAQUE, "");
             if (rc == 0)
-                rc = cap_tree(cp, sub, path, depth + 1);
+                rc = cap_tree(cp, sub, path, depth + 1, -1);
             close(sub);
         }
     }
@@ -246,7 +290,7 @@ static int cap_mount(struct cap *cp, int root, const char *where, const char *pr
         return cap_fail(cp, NB_E_INTERNAL, "cannot read %s", where);
     }
     cp->dev = st.st_dev;
-    rc = cap_tree(cp, fd, prefix, 0);
+    rc = cap_tree(cp, fd, prefix, 0, -1);
     close(fd);
     return rc;
 }
@@ -296,14 +340,19 @@ static int capture(const struct nb_conf *c, const char *ws, pid_t pid, const cha
 
 /*
  * What a root wrote into the image: the entries of the container's overlay
- * upper directory upper, its whiteouts as the layer's, into ar; their
- * bytes within max. 0, or -1 with the error in ae.
+ * upper directory upper, its whiteouts as the layer's, into ar; then, when
+ * lower is not NULL (a container resumed from its pause image: what root
+ * wrote before that pause is that image's top layer, lower), what lower
+ * holds that upper neither has nor hides; their bytes within max. One
+ * layer on the sandbox's template's image, whatever it ran from. 0, or -1
+ * with the error in ae.
  */
-static int layer_upper(struct archive *ar, const char *upper, uint64_t max, struct nb_apierr *ae)
+static int layer_upper(struct archive *ar, const char *upper, const char *lower, uint64_t max,
+                       struct nb_apierr *ae)
 {
     struct cap cp;
     struct stat st;
-    int fd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc;
+    int fd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), lfd = -1, rc;
 
     if (fd < 0 || fstat(fd, &st) != 0) {
         nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot read the sandbox's writable layer: %s",
@@ -318,7 +367,19 @@ static int layer_upper(struct archive *ar, const char *upper, uint64_t max, stru
     cp.dev = st.st_dev;
     cp.upper = 1;
     cp.what = "/workspace, /tmp and what its root wrote into the image";
-    rc = cap_tree(&cp, fd, "", 0);
+    rc = cap_tree(&cp, fd, "", 0, -1);
+    if (rc == 0 && lower != NULL) {
+        lfd = open(lower, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (lfd < 0 || fstat(lfd, &st) != 0)
+            rc = cap_fail(&cp, NB_E_INTERNAL, "cannot read the sandbox's pause layer: %s",
+                          strerror(errno));
+        else {
+            cp.dev = st.st_dev;
+            rc = cap_tree(&cp, lfd, "", 0, fd);
+        }
+        if (lfd >= 0)
+            close(lfd);
+    }
     close(fd);
     if (rc != 0)
         nb_apierr_set(ae, cp.err, cp.err == NB_E_TOO_LARGE ? "too_large" : "internal", "%s",
@@ -332,8 +393,8 @@ static int layer_upper(struct archive *ar, const char *upper, uint64_t max, stru
  * then the snapshot's tar at NB_SNAPSHOT_TAR, root's, mode 0600 (the
  * sandbox cannot read it); max caps the two together.
  */
-static int write_layer(const char *path, const char *snap, const char *upper, uint64_t max,
-                       struct nb_apierr *ae)
+static int write_layer(const char *path, const char *snap, const char *upper, const char *lower,
+                       uint64_t max, struct nb_apierr *ae)
 {
     struct archive *ar = archive_write_new();
     char *buf = NULL;
@@ -345,8 +406,8 @@ static int write_layer(const char *path, const char *snap, const char *upper, ui
     if (fd < 0 || fstat(fd, &st) != 0 || archive_write_open_filename(ar, path) != ARCHIVE_OK)
         goto out;
     if (upper != NULL &&
-        layer_upper(ar, upper, max > (uint64_t)st.st_size ? max - (uint64_t)st.st_size : 0, ae) !=
-            0) {
+        layer_upper(ar, upper, lower, max > (uint64_t)st.st_size ? max - (uint64_t)st.st_size : 0,
+                    ae) != 0) {
         archive_write_free(ar);
         close(fd);
         return -1;
@@ -467,6 +528,25 @@ static int commit_image(struct nb_app *a, const char *name, const char *owner, c
 /* ---- the call ---- */
 
 /*
+ * After a failed read of slot's files: a sandbox destroyed (or expired)
+ * meanwhile had its container removed under the read, so the error said
+ * is Docker's ("is not running") or the file system's; the caller's is
+ * the 404 of a sandbox that is not there.
+ */
+static void gone_meanwhile(struct nb_app *a, const struct nb_slot *slot, struct nb_apierr *ae)
+{
+    const struct nb_slot *s;
+    int gone;
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, slot->id);
+    gone = s == NULL || s->generation != slot->generation || !nb_slot_live(s, nb_clock_real_s());
+    nb_table_unlock(&a->table);
+    if (gone)
+        nb_apierr_set(ae, NB_E_NOT_FOUND, "not_found",
+                      "no sandbox %s (it may have expired or been destroyed)", slot->id);
+}
+
+/*
  * Freeze a running sandbox (docker pause) while its files are read: one
  * consistent state, and nothing moves under the walk. *froze: whether it
  * was (a paused one is read as it is).
@@ -504,14 +584,23 @@ static void thaw(struct nb_app *a, const struct nb_slot *slot, int froze)
 /*
  * The overlay upper directory of the container of slot, whose root writes
  * into its image, into upper ("" for a sandbox without a root: it wrote
- * nothing there). 0, or -1 with ae.
+ * nothing there); and into lower, for one whose container runs from its
+ * pause image (resumed after a pause without memory), that image's top
+ * layer: what root wrote before the pause ("" otherwise). what: "a
+ * snapshot", "a fork", for the 501. 0, or -1 with ae.
  */
-static int rw_upper(struct nb_app *a, const struct nb_slot *slot, char *upper, size_t len,
-                    struct nb_apierr *ae)
+static int rw_layers(struct nb_app *a, const struct nb_slot *slot, const char *what, char *upper,
+                     char *lower, size_t len, struct nb_apierr *ae)
 {
+    const char *up[] = {"GraphDriver", "Data", "UpperDir", NULL};
     struct nb_derr de = {0};
+    struct nb_buf b;
+    char path[256], ref[160], err[64];
+    yajl_val v = NULL, u;
     int64_t size_rw;
-    upper[0] = '\0';
+    long status = 0;
+    int rc = -1;
+    upper[0] = lower[0] = '\0';
     if (!nb_template_root(&a->conf, slot->image))
         return 0;
     if (nb_docker_rw_layer(&a->docker, slot->container_id, 0, upper, len, &size_rw, &de) != 0) {
@@ -520,11 +609,29 @@ static int rw_upper(struct nb_app *a, const struct nb_slot *slot, char *upper, s
     }
     if (upper[0] == '\0') {
         nb_apierr_set(ae, NB_E_UNSUPPORTED, "not_implemented",
-                      "a snapshot of a sandbox with a root needs Docker's overlay2 storage "
-                      "driver, which this engine does not use");
+                      "%s of a sandbox with a root needs Docker's overlay2 storage "
+                      "driver, which this engine does not use",
+                      what);
         return -1;
     }
-    return 0;
+    if (!(slot->lifecycle & NB_LIFE_PAUSE_IMAGE))
+        return 0;
+    nb_snapshot_pause_ref(&a->conf, slot->id, ref, sizeof(ref));
+    snprintf(path, sizeof(path), "/images/%s/json", ref);
+    nb_buf_init(&b, 4u << 20);
+    if (nb_docker_request(&a->docker, "GET", path, NULL, 30000, &status, &b, &de) != 0)
+        nb_apierr_docker(ae, &de, "find the sandbox's pause layer");
+    else if (status != 200 || nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) != 0 ||
+             (u = yajl_tree_get(v, up, yajl_t_string)) == NULL || strlen(nb_json_string(u)) >= len)
+        nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error",
+                      "could not find the sandbox's pause layer (Docker answered %ld)", status);
+    else {
+        snprintf(lower, len, "%s", nb_json_string(u));
+        rc = 0;
+    }
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    return rc;
 }
 
 int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const char *owner,
@@ -534,7 +641,7 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     struct nb_derr de = {0};
     char nm[NB_TPL_NAME_MAX + 1], parent_tpl[128], rec_id[80] = "", snap[PATH_MAX], ctx[PATH_MAX],
                                                    sub[128], upper[PATH_MAX] = "",
-                                                   key[NB_TPL_KEY_LEN + 1];
+                                                   lower[PATH_MAX] = "", key[NB_TPL_KEY_LEN + 1];
     int64_t now = nb_clock_real_s();
     int found = 0, froze = 0, rc = -1;
     struct timespec t0, t1, t2;
@@ -573,8 +680,10 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     /* a root's writes into its image are in the container's overlay upper
      * directory, read while frozen like the tmpfs mounts (other sandboxes'
      * images are read-only: they wrote nothing there) */
-    if (rw_upper(a, &slot, upper, sizeof(upper), ae) != 0)
+    if (rw_layers(a, &slot, "a snapshot", upper, lower, sizeof(upper), ae) != 0) {
+        gone_meanwhile(a, &slot, ae);
         return -1;
+    }
     nb_template_name_of(a, slot.image, parent_tpl, sizeof(parent_tpl));
     if (nb_template_claim(a, nm, owner, max_templates, id, parent_tpl, now, rec_id, ae) != 0)
         return -1;
@@ -585,18 +694,22 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     nb_template_work_path(&a->conf, sub, ctx, sizeof(ctx));
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (freeze(a, &slot, &froze, ae) != 0)
+    if (freeze(a, &slot, &froze, ae) != 0) {
+        gone_meanwhile(a, &slot, ae);
         goto out;
+    }
     rc = capture(&a->conf, nb_isolation_workspace(&a->conf, slot.lifecycle), slot.init_pid, snap,
                  ae);
     if (rc == 0 && upper[0])
-        rc = write_layer(ctx, snap, upper, a->conf.snapshot_max, ae);
+        rc = write_layer(ctx, snap, upper, lower[0] ? lower : NULL, a->conf.snapshot_max, ae);
     thaw(a, &slot, froze);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (rc != 0)
+    if (rc != 0) {
+        gone_meanwhile(a, &slot, ae);
         goto out;
+    }
     rc = -1;
-    if (!upper[0] && write_layer(ctx, snap, NULL, a->conf.snapshot_max, ae) != 0)
+    if (!upper[0] && write_layer(ctx, snap, NULL, NULL, a->conf.snapshot_max, ae) != 0)
         goto out;
     unlink(snap);
     if (commit_image(a, nm, owner, slot.image, ctx, id, parent_tpl, now, ae) != 0)
@@ -699,13 +812,13 @@ out:
 int nb_snapshot_save(struct nb_app *a, const struct nb_slot *slot, struct nb_apierr *ae)
 {
     char ref[160], cname[96], what[96], snap[PATH_MAX], ctx[PATH_MAX], sub[96],
-        upper[PATH_MAX] = "";
+        upper[PATH_MAX] = "", lower[PATH_MAX] = "";
     char *commit = NULL;
     struct timespec t0, t1;
     yajl_gen g;
     int rc = -1;
 
-    if (rw_upper(a, slot, upper, sizeof(upper), ae) != 0)
+    if (rw_layers(a, slot, "a pause without memory", upper, lower, sizeof(upper), ae) != 0)
         return -1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     g = nb_json_gen();
@@ -723,16 +836,16 @@ int nb_snapshot_save(struct nb_app *a, const struct nb_slot *slot, struct nb_api
     nb_template_work_path(&a->conf, sub, ctx, sizeof(ctx));
     if (capture(&a->conf, nb_isolation_workspace(&a->conf, slot->lifecycle), slot->init_pid, snap,
                 ae) != 0 ||
-        write_layer(ctx, snap, upper[0] ? upper : NULL, a->conf.snapshot_max, ae) != 0)
+        write_layer(ctx, snap, upper[0] ? upper : NULL, lower[0] ? lower : NULL,
+                    a->conf.snapshot_max, ae) != 0)
         goto out;
     unlink(snap);
     nb_snapshot_pause_ref(&a->conf, slot->id, ref, sizeof(ref));
     snprintf(cname, sizeof(cname), "nanobox-pausing-%s", slot->id);
     snprintf(what, sizeof(what), "sandbox %s", slot->id);
-    /* the tar holds all of the tmpfs mounts: on its template's image; but a root's writes
-     * before an earlier pause are in that pause's image, which its container runs from */
-    if (commit_layer(a, upper[0] && (slot->lifecycle & NB_LIFE_PAUSE_IMAGE) ? ref : slot->image,
-                     ctx, ref, cname, commit, what, ae) != 0)
+    /* the tar holds all of the tmpfs mounts, and a root's writes since its create (those
+     * before an earlier pause too): one layer on its template's image, never a chain */
+    if (commit_layer(a, slot->image, ctx, ref, cname, commit, what, ae) != 0)
         goto out;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     nb_info("sandbox %s: files saved for a pause without memory in %.0f ms", slot->id,
@@ -997,28 +1110,16 @@ int nb_snapshot_restore(const struct nb_conf *c, uint32_t slot, pid_t pid, const
 int nb_snapshot_capture(struct nb_app *a, const struct nb_slot *src, const char *files_tar,
                         const char *root_tar, int *has_root, struct nb_apierr *ae)
 {
-    struct nb_derr de = {0};
-    char upper[PATH_MAX] = "";
+    char upper[PATH_MAX] = "", lower[PATH_MAX] = "";
     struct stat st;
-    int64_t size_rw;
     int froze = 0, rc;
 
-    *has_root = nb_template_root(&a->conf, src->image);
-    if (*has_root) {
-        if (nb_docker_rw_layer(&a->docker, src->container_id, 0, upper, sizeof(upper), &size_rw,
-                               &de) != 0) {
-            nb_apierr_docker(ae, &de, "find the sandbox's writable layer");
-            return -1;
-        }
-        if (upper[0] == '\0') {
-            nb_apierr_set(ae, NB_E_UNSUPPORTED, "not_implemented",
-                          "a fork of a sandbox with a root needs Docker's overlay2 storage "
-                          "driver, which this engine does not use");
-            return -1;
-        }
-    }
-    if (freeze(a, src, &froze, ae) != 0)
+    if (rw_layers(a, src, "a fork", upper, lower, sizeof(upper), ae) != 0 ||
+        freeze(a, src, &froze, ae) != 0) {
+        gone_meanwhile(a, src, ae);
         return -1;
+    }
+    *has_root = upper[0] != '\0';
     rc = capture(&a->conf, nb_isolation_workspace(&a->conf, src->lifecycle), src->init_pid,
                  files_tar, ae);
     if (rc == 0 && *has_root) {
@@ -1031,7 +1132,7 @@ int nb_snapshot_capture(struct nb_app *a, const struct nb_slot *src, const char 
                           archive_error_string(ar));
             rc = -1;
         } else {
-            rc = layer_upper(ar, upper,
+            rc = layer_upper(ar, upper, lower[0] ? lower : NULL,
                              a->conf.snapshot_max > used ? a->conf.snapshot_max - used : 0, ae);
             if (archive_write_close(ar) != ARCHIVE_OK && rc == 0) {
                 nb_apierr_set(ae, NB_E_INTERNAL, "internal", "cannot write the fork's layer: %s",
@@ -1042,6 +1143,8 @@ int nb_snapshot_capture(struct nb_app *a, const struct nb_slot *src, const char 
         archive_write_free(ar);
     }
     thaw(a, src, froze);
+    if (rc != 0)
+        gone_meanwhile(a, src, ae);
     return rc;
 }
 

@@ -21,6 +21,8 @@
 #include "json.h"
 #include "log.h"
 #include "rootdisk.h"
+#include "snapshot.h"
+#include "table.h"
 #include "url.h"
 #include "volreg.h"
 #include "volume.h"
@@ -361,6 +363,37 @@ unlock:
     return rc;
 }
 
+/* Does a pause image of a live sandbox of owner name the volume name in its NB_VOLUME_LABEL? */
+struct held_arg {
+    struct nb_app *a;
+    const char *owner, *name;
+    int held;
+};
+
+static void held_one(void *arg, const char *sid, const char *image_id, const void *labels)
+{
+    struct held_arg *h = arg;
+    const char *op[] = {"nanobox.owner", NULL}, *vp[] = {NB_VOLUME_LABEL, NULL};
+    yajl_val lab = (yajl_val)(uintptr_t)labels; /* the list's own, only read */
+    yajl_val own = yajl_tree_get(lab, op, yajl_t_string);
+    yajl_val vl = yajl_tree_get(lab, vp, yajl_t_string);
+    struct nb_volume_mount m[NB_VOLUMES_PER_SANDBOX];
+    const struct nb_slot *s;
+    unsigned n = 0;
+    int live;
+    (void)image_id;
+    if (h->held || own == NULL || vl == NULL || strcmp(nb_json_string(own), h->owner) != 0 ||
+        nb_volume_label_parse(nb_json_string(vl), m, &n) != 0)
+        return;
+    nb_table_lock(&h->a->table);
+    s = nb_table_find(&h->a->table, sid);
+    live = s != NULL && s->state != NB_SLOT_DESTROYING;
+    nb_table_unlock(&h->a->table);
+    for (unsigned i = 0; live && i < n; i++)
+        if (!strcmp(m[i].name, h->name))
+            h->held = 1;
+}
+
 int nb_volume_delete(struct nb_app *a, const char *owner, const char *key, struct nb_apierr *ae)
 {
     char img[NB_CONF_STR + 64], dir[NB_CONF_STR + 64], path[256], err[512];
@@ -372,6 +405,20 @@ int nb_volume_delete(struct nb_app *a, const char *owner, const char *key, struc
         return -1;
     if (nb_volume_get(a, owner, key, &v, ae) != 0)
         goto unlock;
+    {
+        /* a sandbox paused without its memory has no container, so Docker counts it out */
+        struct held_arg h = {a, owner, v.name, 0};
+        if (nb_snapshot_pause_images(a, held_one, &h) < 0) {
+            nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error",
+                          "could not list the paused sandboxes' images");
+            goto unlock;
+        }
+        if (h.held) {
+            nb_apierr_set(ae, NB_E_CONFLICT, "in_use",
+                          "volume \"%s\" is mounted by a paused sandbox: destroy it first", v.name);
+            goto unlock;
+        }
+    }
     snprintf(path, sizeof(path), "/volumes/%s", v.docker);
     nb_buf_init(&b, 65536);
     status = dock(a, "DELETE", path, NULL, &b, "remove the volume", ae);
@@ -543,4 +590,75 @@ int nb_volume_prepare_json(struct nb_app *a, const char *owner, const char *ws, 
     if (nb_volume_mounts_parse(v, m, n, ae) != 0)
         return -1;
     return nb_volume_prepare(a, owner, ws, m, *n, lock, ae);
+}
+
+void nb_volume_label(const struct nb_volume_mount *m, unsigned n, char *out, size_t len)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (unsigned i = 0; i < n && used < len; i++) {
+        int k = snprintf(out + used, len - used, "%s%s:%s", i ? "," : "", m[i].name, m[i].path);
+        if (k < 0)
+            break;
+        used += (size_t)k;
+    }
+}
+
+int nb_volume_label_parse(const char *label, struct nb_volume_mount *m, unsigned *n)
+{
+    const char *p = label;
+    *n = 0;
+    while (p != NULL && *p) {
+        const char *colon = strchr(p, ':'), *end = strchr(p, ',');
+        size_t nl, pl;
+        if (end == NULL)
+            end = p + strlen(p);
+        if (colon == NULL || colon > end || *n >= NB_VOLUMES_PER_SANDBOX)
+            return -1;
+        nl = (size_t)(colon - p);
+        pl = (size_t)(end - colon - 1);
+        if (nl == 0 || nl > NB_VOLUME_NAME_MAX || pl == 0 || pl > NB_VOLUME_PATH_MAX)
+            return -1;
+        memset(&m[*n], 0, sizeof(m[*n]));
+        memcpy(m[*n].name, p, nl);
+        memcpy(m[*n].path, colon + 1, pl);
+        if (!nb_volume_name_valid(m[*n].name))
+            return -1;
+        (*n)++;
+        if (*end && end[1] == '\0')
+            return -1; /* a trailing ',' */
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+int nb_volume_mounts_of(struct nb_app *a, const char *inspect, struct nb_volume_mount *m,
+                        unsigned *n, struct nb_apierr *ae)
+{
+    const char *lp[] = {"Config", "Labels", NB_VOLUME_LABEL, NULL};
+    char err[64];
+    struct nb_buf b;
+    yajl_val v = NULL, l;
+    long status;
+    int rc = -1;
+    *n = 0;
+    nb_buf_init(&b, 4u << 20);
+    status = dock(a, "GET", inspect, NULL, &b, "read the sandbox's volumes", ae);
+    if (status < 0)
+        goto out;
+    if (status != 200 || nb_json_parse(b.data, b.len, 64, &v, err, sizeof(err)) != 0) {
+        nb_apierr_set(ae, NB_E_UPSTREAM, "docker_error",
+                      "could not read the sandbox's volumes (Docker answered %ld)", status);
+        goto out;
+    }
+    l = yajl_tree_get(v, lp, yajl_t_string);
+    if (l != NULL && nb_volume_label_parse(nb_json_string(l), m, n) != 0) {
+        nb_apierr_set(ae, NB_E_INTERNAL, "internal", "the sandbox's volumes label is malformed");
+        goto out;
+    }
+    rc = 0;
+out:
+    yajl_tree_free(v);
+    nb_buf_free(&b);
+    return rc;
 }

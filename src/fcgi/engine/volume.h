@@ -78,7 +78,8 @@ int nb_volume_get(struct nb_app *a, const char *owner, const char *key, struct n
                   struct nb_apierr *ae);
 
 /* Remove owner's volume (by name or id) and its file system: 404, or 409 while a sandbox has it
- * mounted (Docker's own count of its users). */
+ * mounted (Docker's own count of its users) or, paused without its memory, will mount it again at
+ * its resume (its pause image's NB_VOLUME_LABEL). */
 int nb_volume_delete(struct nb_app *a, const char *owner, const char *key, struct nb_apierr *ae);
 
 /*
@@ -109,6 +110,24 @@ void nb_volume_release(int lock);
  */
 int nb_volume_mounts_parse(yajl_val v, struct nb_volume_mount *m, unsigned *n,
                            struct nb_apierr *ae);
+
+/*
+ * The label nanobox.volumes a sandbox's container (and the image of its
+ * pause without memory, which copies its labels) carries: its mounts as
+ * "name:path,name:path" (a name has no ':', a path no ':' nor ','), so a
+ * fork and a resume mount the same volumes at the same paths. "" for none.
+ */
+#define NB_VOLUME_LABEL "nanobox.volumes"
+void nb_volume_label(const struct nb_volume_mount *m, unsigned n, char *out, size_t len);
+/* That label back into m (at most NB_VOLUMES_PER_SANDBOX) and *n: 0, or -1 if malformed. */
+int nb_volume_label_parse(const char *label, struct nb_volume_mount *m, unsigned *n);
+/*
+ * The mounts the label of Docker's object at inspect (a path of the API:
+ * "/containers/<id>/json", "/images/<ref>/json") names, into m and *n (0
+ * for none). 0, or -1 with ae (Docker down, or the object is gone).
+ */
+int nb_volume_mounts_of(struct nb_app *a, const char *inspect, struct nb_volume_mount *m,
+                        unsigned *n, struct nb_apierr *ae);
 
 /* Both for a create: nb_volume_mounts_parse of v, then nb_volume_prepare. */
 int nb_volume_prepare_json(struct nb_app *a, const char *owner, const char *ws, yajl_val v,
