@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from nbtest import parse_json, wait_until
+from nbtest import parse_json
 
 STALLED = 4  # > workers_max below (2); <= the transfers outside it (2 x workers_max)
 BOUND_S = 8  # generous: the answers take milliseconds; the old wait was the downloads'
@@ -45,9 +45,11 @@ def test_stalled_downloads_leave_workers_for_healthz_and_exec(make_stack):
     assert r.status_code == 200 and parse_json(r)["stdout"].strip() == str(96 << 20), r.text
     socks = stall(st, slow, path, STALLED)
     try:
-        # the downloads reached the workers (each one's key check comes first)
-        wait_until(lambda: open(st.log_path, errors="replace").read().count(
-            f"AUTH /sandbox/{slow}/files") >= 2, 10, 0.1, what="the downloads to be asked")
+        # the downloads reached the workers: each one's answer has begun
+        # (its first bytes read, the rest left unread)
+        for s in socks:
+            s.settimeout(30)
+            assert s.recv(12) == b"HTTP/1.1 200", "a download did not start"
         time.sleep(0.5)
         t0 = time.monotonic()
         r = requests.get(f"{st.url}/healthz", timeout=BOUND_S)
