@@ -170,9 +170,15 @@ if (withCode) {
   const k = await CodeSandbox.create({ metadata: { suite: tag, n: 'killed' }, timeoutMs: 300_000 })
   created.push(k.sandboxId)
   await k.runCode('1')
+  // killed once the cell has printed, so that the kill lands while it runs
+  // (a timer could fire before the request reaches a loaded machine)
   await throws('killedDuringRun', async () => {
-    setTimeout(() => { CodeSandbox.kill(k.sandboxId).catch(() => {}) }, 2000)
-    return ex(await k.runCode('import time\nprint("started", flush=True)\ntime.sleep(30)', { timeoutMs: 60_000 }))
+    let killed = false
+    const onStdout = () => {
+      if (!killed) { killed = true; CodeSandbox.kill(k.sandboxId).catch(() => {}) }
+    }
+    return ex(await k.runCode('import time\nprint("started", flush=True)\ntime.sleep(30)',
+      { timeoutMs: 60_000, onStdout }))
   })
 }
 
