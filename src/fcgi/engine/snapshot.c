@@ -858,6 +858,16 @@ out:
     return rc;
 }
 
+/* Remove a pause image of sandbox sid, which is gone (an image in use stays). */
+static void remove_gone(struct nb_app *a, const char *sid, const char *image_id)
+{
+    struct nb_derr de = {0};
+    if (nb_docker_image_remove(&a->docker, image_id, 0, &de) == 0)
+        nb_info("removed the pause image %.19s of sandbox %s, which is gone", image_id, sid);
+    else
+        nb_debug("pause image %.19s of sandbox %s: not removed: %s", image_id, sid, de.msg);
+}
+
 struct drop_arg {
     struct nb_app *a;
     const char *id;
@@ -867,14 +877,9 @@ struct drop_arg {
 static void drop_one(void *arg, const char *sid, const char *image_id, const void *labels)
 {
     const struct drop_arg *d = arg;
-    struct nb_derr de = {0};
     (void)labels;
-    if (strcmp(sid, d->id) != 0)
-        return;
-    if (nb_docker_image_remove(&d->a->docker, image_id, 0, &de) == 0)
-        nb_info("removed the pause image %.19s of sandbox %s, which is gone", image_id, sid);
-    else
-        nb_debug("pause image %.19s of sandbox %s: not removed: %s", image_id, sid, de.msg);
+    if (strcmp(sid, d->id) == 0)
+        remove_gone(d->a, sid, image_id);
 }
 
 int nb_snapshot_drop(struct nb_app *a, const char *id)
@@ -938,7 +943,6 @@ int nb_snapshot_pause_images(struct nb_app *a, nb_pause_image_fn cb, void *arg)
 static void sweep_one(void *arg, const char *sid, const char *image_id, const void *labels)
 {
     struct nb_app *a = arg;
-    struct nb_derr de = {0};
     const struct nb_slot *s;
     int orphan;
     (void)labels;
@@ -946,12 +950,8 @@ static void sweep_one(void *arg, const char *sid, const char *image_id, const vo
     s = nb_table_find(&a->table, sid);
     orphan = s == NULL || !(s->lifecycle & (NB_LIFE_PAUSE_IMAGE | NB_LIFE_BUSY));
     nb_table_unlock(&a->table);
-    if (!orphan)
-        return;
-    if (nb_docker_image_remove(&a->docker, image_id, 0, &de) == 0)
-        nb_info("removed the pause image %.19s of sandbox %s, which is gone", image_id, sid);
-    else
-        nb_debug("pause image %.19s of sandbox %s: not removed: %s", image_id, sid, de.msg);
+    if (orphan)
+        remove_gone(a, sid, image_id);
 }
 
 int nb_snapshot_sweep(struct nb_app *a)
