@@ -582,7 +582,9 @@ def test_a_list_on_any_node_shows_every_nodes_sandboxes(etcd, make_stack):
     on2 = a2.create(metadata={"n": "2"})
     theirs = b2.create()
     want = {**{s: "node-v1" for s in on1}, on2: "node-v2"}
-    # registered before the create answered: no wait
+    # a key without quotas: registered just after the create answered
+    wait_until(lambda: set(rows_of(etcd, "alice")) == set(want) and
+               set(rows_of(etcd, "bob")) == {theirs}, timeout=5, what="the creates registered")
     for api in (a1, a2):
         got = {s["sandboxId"]: s for s in listed(api)["sandboxes"]}
         assert set(got) == set(want), got
@@ -658,6 +660,34 @@ def test_a_list_on_any_node_shows_every_nodes_sandboxes(etcd, make_stack):
     wait_until(lambda: not rows_of(etcd, "alice") and not rows_of(etcd, "bob"), timeout=10,
                what="every row gone")
     etcd.delete_prefix(f"{PREFIX}keys/")
+
+
+def test_a_create_without_quotas_is_registered_just_after_its_answer(etcd, make_stack):
+    """A key that no quota counts rows against has its create registered
+    right after the answer went out (the etcd write off the create's time):
+    the row is there a moment later, and a destroy that comes before it
+    leaves no row behind. A key with quotas is registered before."""
+    st = make_stack("node-late", **node_conf(etcd, "node-late"))
+    wait_member(st)
+    dan = KeyApi(st, add_key(st, "dan"))
+    cap = KeyApi(st, add_key(st, "cap", "--max-sandboxes", "3"))
+    sid = dan.create()
+    wait_until(lambda: sid in rows_of(etcd, "dan"), timeout=5, what="the row after the answer")
+    assert rows_of(etcd, "dan")[sid]["node"] == "node-late"
+    # each created and destroyed at once: the late write finds it gone,
+    # or the member takes out a row that landed after its destroy
+    for _ in range(8):
+        assert dan.delete(dan.create()).status_code == 204
+    wait_until(lambda: set(rows_of(etcd, "dan")) == {sid}, timeout=TTL + 5,
+               what="only the live sandbox's row")
+    assert len(listed(st.api, owner="dan")["sandboxes"]) == 1
+    capped = cap.create()
+    assert set(rows_of(etcd, "cap")) == {capped}  # before its answer
+    for api, s in ((dan, sid), (cap, capped)):
+        assert api.delete(s).status_code == 204
+    assert not rows_of(etcd, "dan") and not rows_of(etcd, "cap")
+    etcd.delete_prefix(f"{PREFIX}keys/")
+    etcd.delete_prefix(f"{PREFIX}owners/")
 
 
 def test_a_keys_quota_counts_its_sandboxes_on_every_node(etcd, make_stack):
@@ -1093,7 +1123,8 @@ def test_etcd_over_tls_with_client_certificates(make_stack, certs, tmp_path):
             etls.get(f"{PREFIX}nodes/node-tls")), timeout=10, what="the record over TLS")
         wait_member(st)
         sid = st.api.create()
-        assert etls.get_prefix(f"{PREFIX}sandboxes/default/")
+        wait_until(lambda: etls.get_prefix(f"{PREFIX}sandboxes/default/"), timeout=5,
+                   what="the sandbox registered over TLS")
         assert st.api.delete(sid).status_code == 204
         # without a client certificate etcd refuses it: it stays out, makes nothing
         bare = make_stack("node-bare", **node_conf(etls, "node-bare", etcd_cacert=str(ca)))

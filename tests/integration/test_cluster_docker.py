@@ -67,9 +67,11 @@ def test_a_node_that_dies_whole_takes_only_its_own_sandboxes(etcd, make_stack, d
     assert len(dockerd2.containers()) == 1
     assert len(docker_ps(x.instance, all=False)) >= 1
     # one view, and every route from either node
+    # (each registered just after its create answered)
     for st in (x, y):
-        rows = {s["sandboxId"]: s["node"] for s in listed(st.api)["sandboxes"]}
-        assert rows.get(sx) == "node-x" and rows.get(sy) == "node-y", rows
+        wait_until(lambda: (lambda rows: rows.get(sx) == "node-x" and rows.get(sy) == "node-y")(
+            {s["sandboxId"]: s["node"] for s in listed(st.api)["sandboxes"]}), timeout=5,
+            what=f"both sandboxes listed on {st.name}")
     assert x.api.exec(sy, "echo from-x")["stdout"] == "from-x\n"
     assert y.api.exec(sx, "echo from-y")["stdout"] == "from-y\n"
     # node-y dies whole: its nanobox-fcgi killed, its dockerd stopped

@@ -15,6 +15,7 @@
 
 #include "api_common.h"
 #include "placement.h"
+#include "registry.h"
 #include "cgstat.h"
 #include "code.h"
 #include "json.h"
@@ -490,6 +491,26 @@ int api_metrics_range(struct nb_req *r, int *given, int64_t *start, int64_t *end
         return -1;
     }
     return 0;
+}
+
+static void register_late_hook(struct nb_app *a, void *arg)
+{
+    nb_registry_late(a, arg);
+    free(arg);
+}
+
+void api_register_late(struct nb_app *a, struct nb_req *r, int flag, const struct nb_slot *made)
+{
+    struct nb_slot *copy;
+    if (!flag)
+        return;
+    if ((copy = malloc(sizeof(*copy))) == NULL) {
+        nb_registry_late(a, made);
+        return;
+    }
+    *copy = *made;
+    if (nb_http_after(r, register_late_hook, copy) != 0)
+        register_late_hook(a, copy);
 }
 
 int api_place_create(struct nb_app *a, struct nb_req *r, const char *path, const char *template_key)

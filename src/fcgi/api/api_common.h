@@ -36,6 +36,14 @@ extern const struct nb_route_guard nb_api_route_guard;
 int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out, struct nb_apierr *ae);
 
 /*
+ * After a create made slot with its spec's register_late pointing at
+ * flag: when flag says the create left its cluster registration to us,
+ * that registration hooked to run once the answer has gone out (or done
+ * now, if r has no room for another hook).
+ */
+void api_register_late(struct nb_app *a, struct nb_req *r, int flag, const struct nb_slot *made);
+
+/*
  * A create (POST path) on a node of a cluster: placed on another node
  * when placement picks one (placement.h), whose answer is then sent as
  * it is: 1. 0: make it here (so is every create another node placed

@@ -182,7 +182,7 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         F_PAUSE_KEEP_MEMORY
     };
     struct nb_volume_mount vm[NB_VOLUMES_PER_SANDBOX];
-    int vlock = -1;
+    int vlock = -1, late = 0;
     struct nb_sandbox_spec spec;
     struct nb_slot slot;
     char err[256];
@@ -328,8 +328,10 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
     if (nb_volume_prepare_json(a, spec.key->name, nb_isolation_workspace(c, spec.lifecycle),
                                f[F_VOLUMES].val, vm, &spec.n_volumes, &vlock, ae) != 0)
         goto out;
+    spec.register_late = &late;
     if (nb_sandbox_create(a, &spec, &slot, ae) != 0)
         goto out;
+    api_register_late(a, r, late, &slot);
     nb_http_audit(r, "create", slot.id);
     g = nb_json_gen();
     sandbox_info(g, &slot, nb_clock_real_s(), self_node(a), 1);

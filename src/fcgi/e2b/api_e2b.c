@@ -271,7 +271,7 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
     yajl_val body = NULL, tpl, timeout, meta, envs, inet, autopause, autoresume, automem, vmounts;
     const char *tname = E2B_TEMPLATE_BASE, *vpath[] = {"volumeMounts", NULL};
     struct nb_volume_mount vm[NB_VOLUMES_PER_SANDBOX];
-    int rc = NB_ERR, vlock = -1;
+    int rc = NB_ERR, vlock = -1, late = 0;
 
     memset(&spec, 0, sizeof(spec));
     if (api_read_json(a, r, &body, ae) != 0)
@@ -344,6 +344,7 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
     if (nb_volume_prepare_json(a, spec.key->name, nb_isolation_workspace(c, spec.lifecycle),
                                vmounts, vm, &spec.n_volumes, &vlock, ae) != 0)
         goto out;
+    spec.register_late = &late;
     if (nb_sandbox_create(a, &spec, &slot, ae) != 0) {
         /* a full machine is E2B's concurrency limit: its SDK says RateLimitError */
         if (ae->err == NB_E_CAPACITY)
@@ -351,6 +352,7 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
         desktop_missing(c, spec.image, ae);
         goto out;
     }
+    api_register_late(a, r, late, &slot);
     rc = answer_sandbox(a, r, 201, &slot);
 out:
     nb_volume_release(vlock);

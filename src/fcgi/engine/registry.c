@@ -141,8 +141,10 @@ static int before(struct nb_app *a, const struct nb_key *k, int guarded,
         return unavailable(ae, "this node's name is another node's");
     if ((e = etcd_of(a)) == NULL)
         return unavailable(ae, "no etcd client");
-    if (k == NULL || !guarded)
+    if (k == NULL || !guarded) {
+        c->late_ok = k == NULL || !k->max_ports;
         return 0;
+    }
     c->guarded = 1;
     usage_ops(a, k, c, &ur, gkey, rkey, ops);
     if (nb_etcd_txn(e, NULL, 0, ops, 2, NULL, 0) < 0) {
@@ -206,6 +208,28 @@ int nb_registry_after(struct nb_app *a, const struct nb_key *k, struct nb_regist
     if (rc == 0)
         return 1;
     return 0;
+}
+
+void nb_registry_late(struct nb_app *a, const struct nb_slot *made)
+{
+    struct nb_registry_claim c;
+    struct nb_apierr ae;
+    struct nb_slot *s, now;
+    int live;
+
+    /* its row as the slot is now (a port may have opened since the answer) */
+    nb_table_lock(&a->table);
+    s = nb_table_find(&a->table, made->id);
+    live = s != NULL && s->generation == made->generation && nb_slot_live(s, nb_clock_real_s());
+    if (live)
+        now = *s;
+    nb_table_unlock(&a->table);
+    if (!live)
+        return; /* destroyed before its answer went out: no row to leave */
+    memset(&c, 0, sizeof(c));
+    c.on = 1;
+    if (nb_registry_after(a, NULL, &c, &now, &ae) != 0)
+        nb_warn("registry: sandbox %s not registered yet (the member will): %s", made->id, ae.msg);
 }
 
 void nb_registry_forget(struct nb_app *a, const char *id, const char *owner)

@@ -26,6 +26,7 @@ struct nb_etcd *nb_registry_etcd(struct nb_app *a);
 struct nb_registry_claim {
     int on;                          /* a cluster node: register what is made */
     int guarded;                     /* the key has quotas: register under its guard */
+    int late_ok;                     /* no quota counts its row: registered after the answer */
     int64_t guard;                   /* the guard's mod revision read (0: absent) */
     struct nb_table_usage elsewhere; /* what the key holds on the other nodes */
 };
@@ -55,6 +56,15 @@ int nb_registry_usage(struct nb_app *a, const struct nb_key *k, struct nb_regist
  */
 int nb_registry_after(struct nb_app *a, const struct nb_key *k, struct nb_registry_claim *c,
                       const struct nb_slot *made, struct nb_apierr *ae);
+
+/*
+ * made registered after its create was answered, for a key that nothing
+ * counts its rows against (c->late_ok): one etcd write taken off the
+ * create's time. Skipped if the sandbox is gone meanwhile; a write that
+ * fails (or one that lands after a destroy) is put right by the member's
+ * next round (nb_regsync_round), as for any row.
+ */
+void nb_registry_late(struct nb_app *a, const struct nb_slot *made);
 
 /* A sandbox of owner is gone: take its row out (best effort: the member
  * takes out what this misses). */

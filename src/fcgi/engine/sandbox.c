@@ -578,7 +578,9 @@ int nb_sandbox_create(struct nb_app *a, const struct nb_sandbox_spec *spec, stru
             s->idle_pause = out->idle_pause = sp.idle_pause;
         nb_table_unlock(&a->table);
     }
-    if (claim.on && registered(a, &sp, &claim, out, ae) != 0)
+    if (claim.on && claim.late_ok && spec->register_late != NULL)
+        *spec->register_late = 1; /* the caller's, after the answer */
+    else if (claim.on && registered(a, &sp, &claim, out, ae) != 0)
         return -1;
     nb_metrics_create(how);
     return 0;

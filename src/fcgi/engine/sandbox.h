@@ -51,6 +51,12 @@ struct nb_sandbox_spec {
      * a create with any never takes a warm sandbox */
     const struct nb_volume_mount *volumes;
     unsigned n_volumes;
+    /*
+     * NULL, or where a create on a cluster node says 1 when it left its
+     * registration to the caller, to be done after the answer with
+     * nb_registry_late: only for a key that no quota counts rows against.
+     */
+    int *register_late;
 };
 
 /*
