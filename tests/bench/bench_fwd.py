@@ -8,6 +8,12 @@
   (c) the forwarder's memory with 100 idle connections (socat's for
       contrast: it forks a process per connection).
 
+With (a) it prints the CPU each path spends per GB moved (client + server +
+relay, from getrusage and /proc/<pid>/stat, so other load on the machine
+does not count): when every CPU is busy, throughput goes as the inverse of
+that cost, so direct's cost over the forwarder's is the ratio to expect on a
+saturated machine, whatever the tuning.
+
 The paths, all on loopback (no traffic leaves the machine):
 
   direct      client -> server                                (host netns)
@@ -30,6 +36,7 @@ clients, so the "direct" figure is what Python gets on this machine.
 import argparse
 import multiprocessing as mp
 import os
+import resource
 import select
 import signal
 import socket
@@ -49,6 +56,7 @@ HOST_OFFSET = 20000          # the host-netns server's ports: 27002, 27003
 CHUNK = 1 << 20
 
 _procs = []
+_relay_pid = {}  # bulk port -> pid of the relay listening there
 
 
 def start(cmd, **kw):
@@ -92,6 +100,7 @@ def start_fwd(target_pid, port):
     os.close(rfd)
     if not line.startswith("OK "):
         raise SystemExit(f"nanobox-fwd did not start: {line!r}")
+    _relay_pid[int(line.split()[1])] = _procs[-1].pid
     return int(line.split()[1])
 
 
@@ -103,8 +112,8 @@ def free_port():
 
 def start_socat(upstream_port, *opts):
     port = free_port()
-    start(["socat", *opts, f"TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr",
-           f"TCP:127.0.0.1:{upstream_port}"], stdin=subprocess.DEVNULL)
+    _relay_pid[port] = start(["socat", *opts, f"TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr",
+           f"TCP:127.0.0.1:{upstream_port}"], stdin=subprocess.DEVNULL).pid
     deadline = time.time() + 5
     while time.time() < deadline:
         try:
@@ -143,8 +152,23 @@ def download(port, nbytes, out):
     out.put(total)
 
 
-def throughput(port, total, streams, direction):
-    """MB/s for `total` bytes split over `streams` parallel connections."""
+def cpu_s(pid):
+    """CPU seconds of pid, its threads and its reaped children (socat's forks)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        f = fh.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in f[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def clients_cpu_s():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # the joined client processes
+    return ru.ru_utime + ru.ru_stime
+
+
+def throughput(port, total, streams, direction, server_pid):
+    """(MB/s, core-s per GB for the whole path, core-s per GB for its relay)
+    for `total` bytes split over `streams` parallel connections."""
+    relay = _relay_pid.get(port)
+    c0, s0, r0 = clients_cpu_s(), cpu_s(server_pid), cpu_s(relay) if relay else 0.0
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     each = total // streams
@@ -159,7 +183,11 @@ def throughput(port, total, streams, direction):
         w.join()
     if any(g != each for g in got):
         raise SystemExit(f"short transfer through port {port}: {got} != {each}")
-    return each * streams / dt / 1e6
+    gb = each * streams / 1e9
+    time.sleep(0.1)  # socat reaps its per-connection child (and adds its CPU) just after
+    r = (cpu_s(relay) - r0) / gb if relay else 0.0
+    return (each * streams / dt / 1e6,
+            (clients_cpu_s() - c0) / gb + (cpu_s(server_pid) - s0) / gb + r, r)
 
 
 # --- (b) latency ---------------------------------------------------------------
@@ -241,6 +269,8 @@ def main():
             "fwd-netns": (start_fwd(ns_target.pid, BULK_PORT), start_fwd(ns_target.pid, PING_PORT)),
             "socat-b1M": (start_socat(hb, "-b", "1048576"), None),
         }
+        server = {name: host_target.pid for name in paths}
+        server["fwd-netns"] = ns_target.pid
         total = int(args.gib * (1 << 30))
         print(f"nanobox-fwd benchmark: {FWD_BIN}")
         print(f"{os.cpu_count()} CPUs, kernel {os.uname().release}, load average "
@@ -253,12 +283,16 @@ def main():
         print(f"  {'':16}" + "".join(f"{name:>11}" for name in paths) +
               f"{'fwd/socat':>11}{'fwd/direct':>11}")
         ratios = []
+        costs = []
         for label, streams, direction in cases:
             runs = {name: [] for name in paths}
             for _ in range(args.runs):  # in turn, so a noisy moment hits every path
                 for name, (bulk, _) in paths.items():
-                    runs[name].append(throughput(bulk, total, streams, direction))
-            mbs = {name: statistics.median(v) for name, v in runs.items()}
+                    runs[name].append(throughput(bulk, total, streams, direction, server[name]))
+            mbs = {name: statistics.median(r[0] for r in v) for name, v in runs.items()}
+            costs.append((label, {name: (statistics.median(r[1] for r in v),
+                                         statistics.median(r[2] for r in v))
+                                  for name, v in runs.items()}))
             r_socat = mbs["fwd-netns"] / mbs["socat"]
             r_direct = mbs["fwd-netns"] / mbs["direct"]
             ratios.append((r_socat, r_direct))
@@ -272,6 +306,18 @@ def main():
               f"(target >= 0.7x: {'met' if worst_direct >= 0.7 else 'MISSED'}).")
         print("  socat-b1M (socat with a 1 MiB buffer) is a reference only: a copying relay with"
               " large reads.")
+
+        print("\n(a') CPU per GB moved, core-seconds: whole path (client + server + relay),"
+              " the relay's share in brackets")
+        print(f"  {'':16}" + "".join(f"{name:>15}" for name in paths) + f"{'direct/fwd':>12}")
+        for label, cost in costs:
+            cells = [f"{cost[n][0]:.2f}" + (f" ({cost[n][1]:.2f})" if n != "direct" else "")
+                     for n in paths]
+            print(f"  {label:16}" + "".join(f"{c:>15}" for c in cells) +
+                  f"{cost['direct'][0] / cost['fwd-netns'][0]:11.2f}x")
+        print("  direct/fwd: fwd-netns's throughput ratio to direct when every CPU is busy"
+              " (throughput ~ CPUs / cost);")
+        print("  with a CPU to spare for the relay the measured ratio can be higher.")
 
         print(f"\n(b) connect + first byte back, µs, {args.latency_n} connections "
               "(lower is better)")
