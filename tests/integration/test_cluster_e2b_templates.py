@@ -14,7 +14,7 @@ loopback), nodes of nginx + nanobox-fcgi + Docker, and a front.
   built, nothing stored); a rebuild from the other node moves the flow's
   home and replaces the template on both;
 - a node stopped during the flow builds the template when it is back,
-  from the recipe in etcd.
+  from the recipe in etcd; a native removal ends the flow as E2B's does.
 """
 import json
 
@@ -237,6 +237,10 @@ def test_a_node_stopped_during_the_flow_builds_it_when_back(etcd, make_stack):  
     assert wait_done(k2, nm)["status"] == "ready"
     assert "built here too, from its recipe" in open(n2.log_path).read()
     runs_on_each((n2,), (k2,), "erin", nm, "cat /opt/late.txt", "built late\n")
-    assert a1.delete(nm).status_code == 204
-    assert get(k2, nm).status_code == 404
+    # a native removal, on the node that is not the home, ends the flow too
+    assert k2.request("DELETE", f"/templates/{nm}").status_code == 204
+    for api in (k1, k2):
+        assert get(api, nm).status_code == 404
+    assert flow(etcd, "erin", nm) is None and entry(etcd, "erin", nm)["removed"] is True
+    assert a1.alias(nm).status_code == 404 and a1.status(nm, bid).status_code == 404
     etcd.delete_prefix(f"{PREFIX}keys/")
