@@ -163,6 +163,34 @@ int api_forward_foreign(struct nb_app *a, struct nb_req *r, const char *id, stru
  */
 unsigned api_fanout(struct nb_app *a, struct nb_req *r);
 
+/* A request of a node's own making, for api_fanout_req (NULL fields: none). */
+struct api_fwd_req {
+    const char *method, *path, *query, *ctype;
+    const char *body;
+    size_t body_len;
+};
+
+/*
+ * api_fanout's send of q (another request than r: an E2B build's
+ * equivalent native build or removal) to every other node, under the
+ * cluster's secret and r's key's name; sent even when r came from a node
+ * (the E2B flow's home node sends what its flow made). The number of
+ * nodes that took it (2xx).
+ */
+unsigned api_fanout_req(struct nb_app *a, struct nb_req *r, const struct api_fwd_req *q);
+
+/* The header a relay carries the client's origin in (api_origin). */
+#define API_ORIGIN_HEADER "X-Nanobox-Origin"
+
+/*
+ * The origin ("http://host:port") the client of r reached: its Host (with
+ * nginx's port when it names none) and scheme; for a request a node relayed
+ * (nb_http_from_node), the origin that node's client reached, which the
+ * relay sends in API_ORIGIN_HEADER. A link handed to the client (an E2B
+ * upload link) is made of it.
+ */
+void api_origin(struct nb_req *r, char *out, size_t n);
+
 /*
  * api_forward.c: r sent to the node named name and its answer relayed, as
  * api_forward_foreign does: 1, or -1 with ae (503 node_unavailable: the

@@ -141,26 +141,68 @@ static int node_of_tag(const char *tag, char *url, size_t urllen, char *name, si
     return found;
 }
 
+void api_origin(struct nb_req *r, char *out, size_t n)
+{
+    const char *host = nb_http_param(r, "HTTP_HOST"), *https = nb_http_param(r, "HTTPS");
+    const char *port = nb_http_param(r, "SERVER_PORT"), *fwd;
+    int tls = https != NULL && !strcmp(https, "on");
+    /* a node's relay says whom the client reached: believed of a node only */
+    if (nb_http_from_node(r) && (fwd = nb_http_param(r, "HTTP_X_NANOBOX_ORIGIN")) != NULL) {
+        const char *h = !strncmp(fwd, "http://", 7)    ? fwd + 7
+                        : !strncmp(fwd, "https://", 8) ? fwd + 8
+                                                       : NULL;
+        if (h != NULL && h[0] != '\0' && strlen(fwd) < 300 &&
+            strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]_") ==
+                strlen(h)) {
+            snprintf(out, n, "%s", fwd);
+            return;
+        }
+    }
+    if (host == NULL)
+        host = "localhost";
+    /* the host as the client named it; nginx's port when the Host header has none */
+    if (strchr(host, ':') == NULL && host[0] != '[' && port != NULL &&
+        strcmp(port, tls ? "443" : "80") != 0)
+        snprintf(out, n, "%s://%.200s:%.16s", tls ? "https" : "http", host, port);
+    else
+        snprintf(out, n, "%s://%.250s", tls ? "https" : "http", host);
+}
+
 /*
  * fwd_curl set up to send r (its method, path, query, body, Content-Type
- * and Accept) to the node at base, under the cluster's secret and the
- * key's name. The headers' list, for the caller to free, and the URL in
+ * and Accept; or q's, where q gives them) to the node at base, under the
+ * cluster's secret and the key's name, with the origin the client reached
+ * (api_origin). The headers' list, for the caller to free, and the URL in
  * *url (nb_buf_free after).
  */
 static struct curl_slist *request_setup(CURL *c, struct nb_app *a, struct nb_req *r,
-                                        const char *base, struct nb_buf *url)
+                                        const struct api_fwd_req *q, const char *base,
+                                        struct nb_buf *url)
 {
     struct curl_slist *hdrs = NULL;
-    const char *v;
-    char h[320];
+    const char *v, *method = q ? q->method : r->method;
+    const char *body = q ? q->body : r->body.data;
+    size_t body_len = q ? q->body_len : r->body.len;
+    char h[400];
 
     nb_buf_init(url, NB_CONF_STR + NB_PATH_MAX + NB_QUERY_MAX);
-    nb_buf_printf(url, "%s%s%s%s", base, r->path, r->query[0] ? "?" : "", r->query);
+    if (q != NULL)
+        nb_buf_printf(url, "%s%s%s%s", base, q->path, q->query && q->query[0] ? "?" : "",
+                      q->query ? q->query : "");
+    else
+        nb_buf_printf(url, "%s%s%s%s", base, r->path, r->query[0] ? "?" : "", r->query);
     snprintf(h, sizeof(h), NB_CLUSTER_SECRET_HEADER ": %s", a->conf.cluster_secret);
     hdrs = curl_slist_append(hdrs, h);
     snprintf(h, sizeof(h), NB_CLUSTER_OWNER_HEADER ": %s", nb_http_key(r)->name);
     hdrs = curl_slist_append(hdrs, h);
-    if ((v = nb_http_param(r, "CONTENT_TYPE")) != NULL && v[0] != '\0') {
+    {
+        char origin[340];
+        api_origin(r, origin, sizeof(origin));
+        snprintf(h, sizeof(h), API_ORIGIN_HEADER ": %s", origin);
+        hdrs = curl_slist_append(hdrs, h);
+    }
+    v = q ? q->ctype : nb_http_param(r, "CONTENT_TYPE");
+    if (v != NULL && v[0] != '\0') {
         snprintf(h, sizeof(h), "Content-Type: %.280s", v);
         hdrs = curl_slist_append(hdrs, h);
     }
@@ -174,12 +216,12 @@ static struct curl_slist *request_setup(CURL *c, struct nb_app *a, struct nb_req
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, FWD_CONNECT_MS);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, FWD_TIMEOUT_MS);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, r->method);
-    if (r->body.len > 0 || strcmp(r->method, "GET") != 0) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, r->body.data ? r->body.data : "");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)r->body.len);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (body_len > 0 || strcmp(method, "GET") != 0) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
     }
-    if (!strcmp(r->method, "HEAD"))
+    if (!strcmp(method, "HEAD"))
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     return hdrs;
@@ -205,7 +247,7 @@ static int relay(struct nb_app *a, struct nb_req *r, const char *base, const cha
     memset(&f, 0, sizeof(f));
     f.r = r;
     nb_buf_init(&f.body, FWD_BUFFERED_MAX);
-    hdrs = request_setup(fwd_curl, a, r, base, &url);
+    hdrs = request_setup(fwd_curl, a, r, NULL, base, &url);
     curl_easy_setopt(fwd_curl, CURLOPT_HEADERFUNCTION, fwd_header);
     curl_easy_setopt(fwd_curl, CURLOPT_HEADERDATA, &f);
     curl_easy_setopt(fwd_curl, CURLOPT_WRITEFUNCTION, fwd_body);
@@ -233,6 +275,9 @@ static int relay(struct nb_app *a, struct nb_req *r, const char *base, const cha
             nb_buf_free(&f.body);
             return node_down(ae, what, "does not answer");
         }
+        /* an empty answer says so (a client such as openapi-fetch reads a body unless it does) */
+        if (f.body.len == 0 && f.status != 204 && f.status != 304 && strcmp(r->method, "HEAD"))
+            nb_http_add_header(r, "Content-Length", "0");
         nb_http_body(r, (int)f.status, f.ctype[0] ? f.ctype : "application/json",
                      f.body.data ? f.body.data : "", f.body.len);
     }
@@ -276,10 +321,17 @@ static size_t fwd_discard(char *ptr, size_t size, size_t nmemb, void *userdata)
 
 unsigned api_fanout(struct nb_app *a, struct nb_req *r)
 {
+    return api_fanout_req(a, r, NULL);
+}
+
+unsigned api_fanout_req(struct nb_app *a, struct nb_req *r, const struct api_fwd_req *q)
+{
     struct nb_mcluster *view;
     unsigned ok = 0;
 
-    if (a->conf.cluster_secret[0] == '\0' || a->node_tag[0] == '\0' || nb_http_from_node(r))
+    /* r as it came is sent on by the node that took it from the client only */
+    if (a->conf.cluster_secret[0] == '\0' || a->node_tag[0] == '\0' ||
+        (q == NULL && nb_http_from_node(r)))
         return 0;
     if ((view = malloc(sizeof(*view))) == NULL || nb_metrics_nodes_copy(view) != 0 ||
         (fwd_curl == NULL && (fwd_curl = curl_easy_init()) == NULL)) {
@@ -296,7 +348,7 @@ unsigned api_fanout(struct nb_app *a, struct nb_req *r)
 
         if (!strcmp(n->name, a->conf.node_name) || n->url[0] == '\0')
             continue;
-        hdrs = request_setup(fwd_curl, a, r, n->url, &url);
+        hdrs = request_setup(fwd_curl, a, r, q, n->url, &url);
         curl_easy_setopt(fwd_curl, CURLOPT_WRITEFUNCTION, fwd_discard);
         cc = curl_easy_perform(fwd_curl);
         curl_easy_getinfo(fwd_curl, CURLINFO_RESPONSE_CODE, &status);

@@ -15,6 +15,7 @@
 
 #include "api.h"
 #include "base64.h"
+#include "e2bflow.h"
 #include "json.h"
 #include "registry.h"
 #include "snapshot.h"
@@ -175,8 +176,10 @@ int api_template_delete(struct nb_app *a, struct nb_req *r, const struct nb_rout
         return NB_ERR;
     nb_http_audit(r, "template-delete", ra->arg);
     /* a cluster's: also a node that is away now drops it when it is back */
-    if (!nb_http_from_node(r))
+    if (!nb_http_from_node(r)) {
         nb_registry_tpl_removed(a, nb_template_owner(owner), ra->arg);
+        nb_e2bflow_drop(a, owner, ra->arg); /* an E2B build's flow, if it was one, ends */
+    }
     nb_http_no_content(r);
     api_fanout(a, r); /* a cluster's: gone from every node */
     return NB_OK;

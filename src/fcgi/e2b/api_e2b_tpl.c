@@ -16,6 +16,13 @@
  * An upload link is this same service's URL, signed with the instance's
  * keyed hash (owner, name, hash, expiry): the SDK PUTs the files there
  * without its key.
+ *
+ * On a cluster (e2bflow.h) that state is the flow's home node's, the one
+ * that took POST /v3/templates: its record in etcd names it, and a call of
+ * the flow another node takes is relayed there (flow_route). The home
+ * registers the build as a native one (its entry and recipe) and sends the
+ * equivalent native build (POST /templates, the Dockerfile and context it
+ * made) to every other node; a removal goes everywhere the same way.
  */
 #include "config.h"
 
@@ -33,9 +40,13 @@
 #include <unistd.h>
 
 #include "api_common.h"
+#include "base64.h"
+#include "cluster.h"
 #include "e2b_api.h"
 #include "e2b_common.h"
+#include "e2bflow.h"
 #include "json.h"
+#include "registry.h"
 #include "templates.h"
 
 #define E2B_TPL_BASE "base"
@@ -163,12 +174,43 @@ static int own_template(struct nb_app *a, const char *owner, const char *name,
 {
     struct nb_apierr ae;
     *built = 0;
+    char node[NB_NODE_NAME_MAX + 1];
+    int h;
     if (nb_template_name_ok(name) && nb_template_get(a, name, owner, t, &ae) == 0 &&
         strcmp(t->kind, "image") != 0) {
         *built = 1;
         return 1;
     }
-    return nb_template_name_ok(name) && is_marked(&a->conf, owner, name);
+    if (!nb_template_name_ok(name))
+        return 0;
+    /* a cluster's: requested on any node (its flow's record), whichever node asks */
+    if ((h = nb_e2bflow_home(a, owner, name, node, sizeof(node), &ae)) >= 0 && nb_e2bflow_on(a))
+        return h;
+    return is_marked(&a->conf, owner, name);
+}
+
+/*
+ * A call of owner's flow of id on a cluster: when its home (e2bflow.h) is
+ * another node, r is sent there and its answer relayed: 1 answered; 0
+ * serve it here (this node's flow, none, or a node's relay already); -1
+ * with ae (503: etcd or the home node does not answer). The node is etcd's
+ * word under the key's own name, never the client's.
+ */
+static int flow_route(struct nb_app *a, struct nb_req *r, const char *owner, const char *id,
+                      struct nb_apierr *ae)
+{
+    char node[NB_NODE_NAME_MAX + 1], what[160];
+    int h;
+    if (!nb_e2bflow_on(a) || nb_http_from_node(r) ||
+        nb_http_param(r, "HTTP_X_NANOBOX_CLUSTER") != NULL || !nb_template_name_ok(id))
+        return 0;
+    h = nb_e2bflow_home(a, owner, id, node, sizeof(node), ae);
+    if (h <= 0)
+        return h;
+    if (!strcmp(node, a->conf.node_name))
+        return 0;
+    snprintf(what, sizeof(what), "template %.100s's build", id);
+    return api_forward_node(a, r, node, what, ae);
 }
 
 /* One of the operator's images' template names ("nanobox", "nanobox-python")? */
@@ -238,6 +280,9 @@ int api_e2b_tpl_create(struct nb_app *a, struct nb_req *r, const struct nb_route
         goto out;
     }
     close(fd);
+    /* a cluster's: this node is the flow's home, wherever its next calls land */
+    if (nb_e2bflow_claim(a, owner_of(r), name, ae) != 0)
+        goto out;
     build_id(c, owner_of(r), name, bid);
     g = nb_json_gen();
     yajl_gen_map_open(g);
@@ -296,14 +341,15 @@ int api_e2b_tpl_file_link(struct nb_app *a, struct nb_req *r, const struct nb_ro
                           struct nb_apierr *ae)
 {
     const struct nb_conf *c = &a->conf;
-    const char *owner = owner_of(r), *host = nb_http_param(r, "HTTP_HOST");
-    const char *https = nb_http_param(r, "HTTPS");
-    char id[128], hash[128], p[PATH_MAX], sig[NB_TPL_KEY_LEN + 1], url[1024];
+    const char *owner = owner_of(r);
+    char id[128], hash[128], p[PATH_MAX], sig[NB_TPL_KEY_LEN + 1], url[1024], origin[340];
     struct nb_template t;
     long long exp = (long long)time(NULL) + E2B_UPLOAD_TTL;
-    int built;
+    int built, fr;
     yajl_gen g;
     (void)ra;
+    if (files_path(r->path, id, hash) == 0 && (fr = flow_route(a, r, owner, id, ae)) != 0)
+        return fr > 0 ? NB_OK : NB_ERR;
     if (files_path(r->path, id, hash) != 0 || !own_template(a, owner, id, &t, &built)) {
         not_found(ae, "template", id);
         return NB_ERR;
@@ -312,26 +358,16 @@ int api_e2b_tpl_file_link(struct nb_app *a, struct nb_req *r, const struct nb_ro
         nb_apierr_set(ae, NB_E_INVALID, "bad_hash", "a files hash is 64 hex digits");
         return NB_ERR;
     }
-    if (!owner_urlsafe(owner) || host == NULL) {
+    if (!owner_urlsafe(owner) || nb_http_param(r, "HTTP_HOST") == NULL) {
         nb_apierr_set(ae, NB_E_INTERNAL, "internal", "no upload link for this key");
         return NB_ERR;
     }
     upload_path(c, owner, hash, p, sizeof(p));
     upload_sig(c, owner, id, hash, exp, sig);
-    {
-        /* the host as the client named it; nginx's port when the Host header has none */
-        int tls = https != NULL && !strcmp(https, "on");
-        const char *port = nb_http_param(r, "SERVER_PORT");
-        char hostport[300];
-        if (strchr(host, ':') == NULL && host[0] != '[' && port != NULL &&
-            strcmp(port, tls ? "443" : "80") != 0)
-            snprintf(hostport, sizeof(hostport), "%.200s:%.16s", host, port);
-        else
-            snprintf(hostport, sizeof(hostport), "%.250s", host);
-        snprintf(url, sizeof(url),
-                 "%s://%s/templates/%s/files/%s?owner=%s&expires=%lld&signature=%s",
-                 tls ? "https" : "http", hostport, id, hash, owner, exp, sig);
-    }
+    /* where the client reached us (through a node's relay: that node's client) */
+    api_origin(r, origin, sizeof(origin));
+    snprintf(url, sizeof(url), "%s/templates/%s/files/%s?owner=%s&expires=%lld&signature=%s",
+             origin, id, hash, owner, exp, sig);
     g = nb_json_gen();
     yajl_gen_map_open(g);
     nb_json_kv_bool(g, "present", access(p, F_OK) == 0);
@@ -528,7 +564,7 @@ int api_e2b_tpl_file_put(struct nb_app *a, struct nb_req *r, const struct nb_rou
     long long exp;
     size_t total = 0;
     unsigned count = 0, diff = 0;
-    int built, fd;
+    int built, fd, fr;
     (void)ra;
     if (files_path(r->path, id, hash) != 0 || !hash_ok(hash) ||
         nb_http_query(r, "owner", owner, sizeof(owner)) != 0 || !owner_urlsafe(owner) ||
@@ -536,6 +572,14 @@ int api_e2b_tpl_file_put(struct nb_app *a, struct nb_req *r, const struct nb_rou
         nb_http_query(r, "signature", sig, sizeof(sig)) != 0 || strlen(sig) != NB_TPL_KEY_LEN) {
         nb_apierr_set(ae, NB_E_FORBIDDEN, "forbidden", "not a signed upload link");
         return NB_ERR;
+    }
+    /* a cluster's: the link is signed by the flow's home, which checks it
+     * (the owner named here only finds that node: another owner's is 403 there) */
+    if (nb_e2bflow_on(a)) {
+        if (nb_http_read_body(r, c->template_context_max, ae) != 0)
+            return NB_ERR;
+        if ((fr = flow_route(a, r, owner, id, ae)) != 0)
+            return fr > 0 ? NB_OK : NB_ERR;
     }
     exp = strtoll(q, NULL, 10);
     upload_sig(c, owner, id, hash, exp, want);
@@ -550,7 +594,7 @@ int api_e2b_tpl_file_put(struct nb_app *a, struct nb_req *r, const struct nb_rou
         not_found(ae, "template", id);
         return NB_ERR;
     }
-    if (nb_http_read_body(r, c->template_context_max, ae) != 0)
+    if (r->body.data == NULL && nb_http_read_body(r, c->template_context_max, ae) != 0)
         return NB_ERR;
     if (tar_walk(r->body.data, r->body.len, c->template_context_max, NULL, NULL, &total, &count,
                  ae) != 0)
@@ -925,6 +969,54 @@ static int own_build(struct nb_app *a, struct nb_req *r, int v2, char *id, struc
     return 0;
 }
 
+/*
+ * The native build equivalent of an E2B one (POST /templates' body: name,
+ * dockerfile, files in base64): what the other nodes build and the recipe
+ * a node that joins later builds. 0, or -1 (out of memory).
+ */
+static int native_body(const char *name, const struct nb_buf *df, const struct ctx *x,
+                       struct nb_buf *out)
+{
+    const unsigned char *js;
+    size_t len;
+    int rc = 0;
+    yajl_gen g = nb_json_gen();
+    yajl_gen_map_open(g);
+    nb_json_kv_str(g, "name", name);
+    nb_json_cstr(g, "dockerfile");
+    nb_json_str(g, df->data ? df->data : "", df->len);
+    nb_json_cstr(g, "files");
+    yajl_gen_map_open(g);
+    for (size_t i = 0; i < x->n && rc == 0; i++) {
+        struct nb_buf b64;
+        nb_buf_init(&b64, x->files[i].len / 3 * 4 + 8);
+        rc = nb_base64_encode(&b64, x->files[i].data, x->files[i].len);
+        nb_json_cstr(g, x->files[i].path);
+        nb_json_str(g, b64.data ? b64.data : "", b64.len);
+        nb_buf_free(&b64);
+    }
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    yajl_gen_get_buf(g, &js, &len);
+    nb_buf_init(out, len + 1);
+    if (rc == 0)
+        rc = nb_buf_append(out, js, len);
+    yajl_gen_free(g);
+    return rc == 0 ? 0 : -1;
+}
+
+/* A native request of the flow's home, to every other node of the cluster (api_fanout_req). */
+static void send_on(struct nb_app *a, struct nb_req *r, const char *method, const char *path,
+                    const char *query, const struct nb_buf *body)
+{
+    struct api_fwd_req q = {method, path, query, "application/json", NULL, 0};
+    if (body != NULL) {
+        q.body = body->data;
+        q.body_len = body->len;
+    }
+    api_fanout_req(a, r, &q);
+}
+
 int api_e2b_tpl_build(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                       struct nb_apierr *ae)
 {
@@ -936,10 +1028,18 @@ int api_e2b_tpl_build(struct nb_app *a, struct nb_req *r, const struct nb_route_
     struct nb_template t;
     struct nb_template_req rq;
     struct nb_buf df;
+    struct nb_registry_tpl reg;
+    struct nb_buf native;
     struct ctx *x;
     yajl_val body = NULL, steps, v;
-    int built, rc = NB_ERR;
+    char bid[128], path[300];
+    int built, rc = NB_ERR, cluster = nb_e2bflow_on(a), fr;
     (void)ra;
+    memset(&reg, 0, sizeof(reg));
+    nb_buf_init(&native, 1);
+    /* a cluster's: the build is its flow's home's (its uploads, its build id) */
+    if (build_path(r->path, 1, id, bid) == 0 && (fr = flow_route(a, r, owner, id, ae)) != 0)
+        return fr > 0 ? NB_OK : NB_ERR;
     if (own_build(a, r, 1, id, &t, &built, ae) != 0)
         return NB_ERR;
     if (api_read_json(a, r, &body, ae) != 0)
@@ -969,15 +1069,29 @@ int api_e2b_tpl_build(struct nb_app *a, struct nb_req *r, const struct nb_route_
         nb_apierr_set(ae, NB_E_TOO_LARGE, "too_large", "the steps are too long");
         goto out;
     }
-    /* a rebuild of the key's template: the old one goes (its sandboxes keep running) */
-    if (built) {
-        if (!strcmp(t.status, "building")) {
-            nb_apierr_set(ae, NB_E_CONFLICT, "conflict", "template '%.100s' is building", id);
+    if (built && !strcmp(t.status, "building")) {
+        nb_apierr_set(ae, NB_E_CONFLICT, "conflict", "template '%.100s' is building", id);
+        goto out;
+    }
+    /* a cluster's: the build as a native one, its entry (max_templates over
+     * every node) and its recipe in etcd, as POST /templates has them */
+    if (cluster) {
+        if (native_body(id, &df, x, &native) != 0) {
+            nb_apierr_set(ae, NB_E_INTERNAL, "internal", "out of memory");
             goto out;
         }
-        if (nb_template_delete(a, id, owner, 1, ae) != 0)
+        if (nb_registry_tpl_reserve(a, nb_template_owner(owner), id, nb_http_key(r)->max_templates,
+                                    &reg, ae) != 0)
             goto out;
     }
+    /* a rebuild of the key's template: the old one goes (its sandboxes keep running) */
+    snprintf(path, sizeof(path), "/templates/%s", id);
+    if (built && nb_template_delete(a, id, owner, 1, ae) != 0) {
+        nb_registry_tpl_release(a, &reg);
+        goto out;
+    }
+    if (cluster) /* the other nodes' copies too, before the new build reaches them */
+        send_on(a, r, "DELETE", path, "force=1", NULL);
     memset(&rq, 0, sizeof(rq));
     rq.name = id;
     rq.owner = owner;
@@ -986,8 +1100,14 @@ int api_e2b_tpl_build(struct nb_app *a, struct nb_req *r, const struct nb_route_
     rq.dockerfile_len = df.len;
     rq.files = x->files;
     rq.n_files = x->n;
-    if (nb_template_submit(a, &rq, &t, ae) != 0)
+    if (nb_template_submit(a, &rq, &t, ae) != 0) {
+        nb_registry_tpl_release(a, &reg);
         goto out;
+    }
+    if (cluster) {
+        nb_registry_tpl_commit(a, &reg, native.data, native.len);
+        send_on(a, r, "POST", "/templates", "", &native);
+    }
     /* openapi-fetch (the SDK's client) reads a body unless Content-Length says 0 */
     nb_http_add_header(r, "Content-Length", "0");
     nb_http_body(r, 202, NULL, NULL, 0);
@@ -998,6 +1118,7 @@ out:
         free(x);
     }
     nb_buf_free(&df);
+    nb_buf_free(&native);
     yajl_tree_free(body);
     return rc;
 }
@@ -1057,13 +1178,16 @@ static void put_logs(const struct nb_conf *c, const char *owner, const char *nam
 int api_e2b_tpl_status(struct nb_app *a, struct nb_req *r, const struct nb_route_args *ra,
                        struct nb_apierr *ae)
 {
-    char id[128], bid[40], q[32];
+    char id[128], bid[128], q[32];
     struct nb_template t;
     const char *status = "waiting";
     long long skip = 0;
-    int built;
+    int built, fr;
     yajl_gen g;
     (void)ra;
+    /* a cluster's: the build's state and log are its flow's home's */
+    if (build_path(r->path, 0, id, bid) == 0 && (fr = flow_route(a, r, owner_of(r), id, ae)) != 0)
+        return fr > 0 ? NB_OK : NB_ERR;
     if (own_build(a, r, 0, id, &t, &built, ae) != 0)
         return NB_ERR;
     if (nb_http_query(r, "logsOffset", q, sizeof(q)) == 0)
@@ -1162,6 +1286,15 @@ int api_e2b_tpl_delete(struct nb_app *a, struct nb_req *r, const struct nb_route
         return NB_ERR;
     marker_path(&a->conf, owner, seg[1], p, sizeof(p));
     unlink(p);
+    /* a cluster's: gone from every node, now or when one that is away is back,
+     * as a native removal; its flow is over */
+    if (nb_e2bflow_on(a) && !nb_http_from_node(r) && (!built || strcmp(t.kind, "snapshot"))) {
+        char path[300];
+        snprintf(path, sizeof(path), "/templates/%s", seg[1]);
+        nb_registry_tpl_removed(a, nb_template_owner(owner), seg[1]);
+        send_on(a, r, "DELETE", path, "force=1", NULL);
+        nb_e2bflow_drop(a, owner, seg[1]);
+    }
     nb_http_body(r, 204, NULL, NULL, 0);
     return NB_OK;
 }
