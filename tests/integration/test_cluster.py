@@ -154,7 +154,9 @@ def test_a_stopped_node_leaves_at_once_a_killed_one_when_its_lease_lapses(etcd, 
     # SIGTERM, and a member that gets it revokes the lease)
     os.kill(member_of(st), signal.SIGKILL)
     st.crash()
-    assert record(etcd, "node-c") is not None  # nothing told etcd
+    # nothing told etcd (on a loaded machine the crash itself may outlast
+    # the lease's TTL, so the record's presence would say nothing)
+    assert open(st.log_path).read().count("cluster: left (lease revoked)") == 1
     t0 = time.monotonic()
     wait_until(lambda: record(etcd, "node-c") is None, timeout=TTL + 3,
                what="a killed node's record to lapse")
