@@ -30,10 +30,13 @@ Then, interleaved sample by sample:
       Docker's own serialisation (one daemon, one containerd) is split in
       two, while the CPU is not: the ratio says how much of a create's
       time is one daemon's queue rather than the cores.
+  (h) with --registry N: N rows of 100 owners in the registry (loaded in
+      transactions of 64 rows), etcd's size, a key's list of its 1000
+      among them, and an admin's list of all N;
 
 Sends traffic only to loopback. Everything it starts is stopped at the end.
 
-  sudo tests/bench/bench_cluster.py [-n 200] [--throughput 30 [--dockerd2]]
+  sudo tests/bench/bench_cluster.py [-n 200] [--throughput 30 [--dockerd2]] [--registry N]
 """
 import argparse
 import contextlib
@@ -115,6 +118,53 @@ def map_of_100(etcd, tmp):
           f"({size} bytes)   nginx -t of it {t_test:7.1f} ms")
 
 
+def registry_of(etcd, node, key, n, own=1000):
+    """A registry of n rows (a node that is not running, 100 owners, own
+    of them the asking key's): the time to load it, etcd's size, a key's
+    list (one owner's prefix) and an admin's list of every row."""
+    ghost, now, t0 = "0badc0ffee01", int(time.time()), time.perf_counter()
+    ops = []
+    for i in range(n):
+        owner = "default" if i < own else f"o{i % 99:03d}"
+        gid = f"{i:08x}-0000-8000-8000-{ghost}"
+        row = json.dumps({
+            "id": gid, "node": "bench-ghost", "owner": owner, "state": "running",
+            "image": "nanobox:latest", "created": now, "expires": now + 3600,
+            "memory": 268435456, "nano_cpus": 500000000, "pids": 128, "network": 0,
+            "lifecycle": 0, "metadata": json.dumps({"i": str(i)})})
+        ops.append({"requestPut": {"key": nbetcd._b64(f"{PREFIX}sandboxes/{owner}/{gid}"),
+                                   "value": nbetcd._b64(row)}})
+        ops.append({"requestPut": {"key": nbetcd._b64(f"{PREFIX}onnode/{ghost}/{gid}"),
+                                   "value": nbetcd._b64(f"{owner} 0")}})
+        if len(ops) >= 128 or i == n - 1:  # etcd's --max-txn-ops
+            etcd.call("/v3/kv/txn", {"success": ops}, timeout=60)
+            ops = []
+    t_load = time.perf_counter() - t0
+    st = etcd.call("/v3/maintenance/status", {})
+    s = requests.Session()
+    s.headers["Authorization"] = f"Bearer {key}"
+    mine, every, size = [], [], 0
+    for _ in range(20):
+        t1 = time.perf_counter()
+        r = s.get(f"{node.url}/sandbox?owner=default", timeout=120)
+        mine.append(ms(t1))
+        assert r.status_code == 200 and len(r.json()["sandboxes"]) >= own, r.text[:300]
+    for _ in range(3):
+        t1 = time.perf_counter()
+        r = s.get(f"{node.url}/sandbox", timeout=300)
+        every.append(ms(t1))
+        size = len(r.content)
+        got = len(r.json().get("sandboxes", [])) if r.status_code == 200 else r.status_code
+    etcd.delete_prefix(f"{PREFIX}sandboxes/")
+    etcd.delete_prefix(f"{PREFIX}onnode/{ghost}/")
+    print(f"{f'registry of {n} rows':<34} loaded in {t_load:6.1f} s ({n / t_load:.0f} rows/s), "
+          f"etcd db {int(st.get('dbSize', 0)) / 2**20:.1f} MiB")
+    print(f"{f'GET /sandbox, a key with {own} of {n}':<34} p50 {p50(mine):7.2f} ms "
+          f"p95 {p95(mine):7.2f}")
+    print(f"{f'GET /sandbox, an admin: all {n}':<34} p50 {p50(every):9.1f} ms "
+          f"({size / 2**20:.1f} MiB answer, {got} rows)")
+
+
 def throughput(base, key, seconds, clients=32):
     """Creates a second by clients each creating and deleting in a loop."""
     import threading
@@ -147,6 +197,8 @@ def main():
     ap.add_argument("--creates", type=int, default=30, help="create samples (default 30)")
     ap.add_argument("--throughput", type=float, default=0,
                     help="seconds of 32 clients creating, per side (default 0: not measured)")
+    ap.add_argument("--registry", type=int, default=0,
+                    help="rows of a large registry to measure lists against (e.g. 100000)")
     ap.add_argument("--dockerd2", action="store_true",
                     help="run bench-b on a dockerd of its own (a second machine's Docker)")
     args = ap.parse_args()
@@ -265,6 +317,8 @@ def run(args, d2):
               f"p95 {p95(ls_c):7.2f}   single machine (its own) p50 {p50(ls_s):7.2f} ms "
               f"p95 {p95(ls_s):7.2f}")
         map_of_100(etcd, tmp)
+        if args.registry > 0:
+            registry_of(etcd, a, key, args.registry)
         if args.throughput > 0:
             two = throughput(front.url, key, args.throughput)
             one = throughput(solo.url, key, args.throughput)
