@@ -56,6 +56,7 @@ struct member {
     int64_t since;          /* unix seconds this process started */
     int64_t nodes_read;     /* unix seconds the nodes were last read (metrics) */
     int64_t collected;      /* unix seconds gone nodes' rows were last looked at */
+    int64_t volcollected;   /* ... and their volumes' rows */
     int64_t tpl_synced;     /* unix seconds the templates' registry was last looked at */
     int64_t volsynced;      /* unix seconds the volumes' rows were last put right */
     struct nb_tplsync *tpl; /* its memory (NULL: no cluster_secret, no templates sent) */
@@ -280,33 +281,60 @@ static void read_nodes(struct member *m)
 }
 
 /*
- * The rows of nodes that are gone, past their sandboxes' end (a minute's
- * grace), taken out by one node: the first by name of those up, so that
- * the cluster does it once and needs no election for it.
+ * The names of the nodes up (the member's last read of the records) into
+ * up[0..*n-1]: 1 if this node is the first by name of them, the one that
+ * collects gone nodes' rows (so the cluster does it once, with no election
+ * for it); 0 not, or the view is not whole (past its first 64 records).
+ * *up is malloc'd (NULL on failure, then 0).
  */
-static void collect(struct member *m)
+static int collector(struct member *m, char (**up)[33], unsigned *n)
 {
     struct nb_mcluster *view = malloc(sizeof(*view));
-    char(*up)[33] = NULL;
-    unsigned n = 0;
     int first = 1;
 
+    *n = 0;
+    *up = NULL;
     if (view == NULL || nb_metrics_nodes_copy(view) != 0 ||
-        (up = calloc(NB_METRICS_NODES, sizeof(*up))) == NULL) {
+        (*up = calloc(NB_METRICS_NODES, sizeof(**up))) == NULL) {
         free(view);
-        free(up);
-        return;
+        return 0;
     }
     for (uint32_t i = 0; i < view->nodes_seen && i < NB_METRICS_NODES; i++) {
-        snprintf(up[n++], sizeof(up[0]), "%s", view->node[i].name);
+        snprintf((*up)[(*n)++], sizeof((*up)[0]), "%s", view->node[i].name);
         first &= strcmp(m->a->conf.node_name, view->node[i].name) <= 0;
     }
-    /* past the first 64 records the view is not whole: leave it to later */
-    if (first && view->nodes_up <= NB_METRICS_NODES &&
+    first &= view->nodes_up <= NB_METRICS_NODES;
+    free(view);
+    return first;
+}
+
+/* The rows of nodes that are gone, past their sandboxes' end (a minute's grace). */
+static void collect(struct member *m)
+{
+    char(*up)[33];
+    unsigned n;
+    if (collector(m, &up, &n) &&
         nb_regsync_collect(m->a, &m->etcd, (const char(*)[33])up, n, MEMBER_COLLECT_S) < 0)
         nb_debug("cluster: gone nodes' rows not looked at: %s", m->etcd.err);
-    free(view);
     free(up);
+}
+
+/* The volume rows of nodes gone longer than volume_orphan_after. */
+static void collect_volumes(struct member *m)
+{
+    char(*up)[33];
+    unsigned n;
+    if (collector(m, &up, &n) && nb_volreg_collect(m->a, &m->etcd, (const char(*)[33])up, n) < 0)
+        nb_debug("cluster: gone nodes' volume rows not looked at: %s", m->etcd.err);
+    free(up);
+}
+
+/* How often gone nodes' volume rows are looked at: a minute, or oftener
+ * for a shorter volume_orphan_after (half of it, a second at least). */
+static int64_t volumes_collect_s(const struct nb_conf *c)
+{
+    int64_t half = (int64_t)c->volume_orphan_after / 2;
+    return half >= MEMBER_COLLECT_S ? MEMBER_COLLECT_S : half > 1 ? half : 1;
 }
 
 /* One round: join, or renew and rewrite. */
@@ -321,6 +349,9 @@ static void round_once(struct member *m)
         if (rc == 1) {
             m->renewed = now;
             set_state(m, NB_MEMBER_JOINED, 1);
+            /* back: a later absence counts from its own start */
+            if (nb_volreg_back(m->a, &m->etcd) != 0)
+                nb_debug("cluster: the node's gone/ key not taken out: %s", m->etcd.err);
         } else {
             set_state(m, rc == 0 ? NB_MEMBER_CONFLICT : NB_MEMBER_UNREACHABLE, 0);
         }
@@ -346,6 +377,11 @@ static void round_once(struct member *m)
         if (m->nodes_read != 0 && now - m->collected >= MEMBER_COLLECT_S) {
             collect(m);
             m->collected = now;
+        }
+        if (m->nodes_read != 0 && c->volume_orphan_after != 0 &&
+            now - m->volcollected >= volumes_collect_s(c)) {
+            collect_volumes(m);
+            m->volcollected = now;
         }
         /* the cluster's templates this node is behind on (it was away) */
         if (m->tpl != NULL && now - m->tpl_synced >= MEMBER_TEMPLATES_S) {
