@@ -36,6 +36,7 @@
 #include "e2b_api.h"
 #include "e2b_common.h"
 #include "json.h"
+#include "registry.h"
 #include "templates.h"
 
 #define E2B_TPL_BASE "base"
@@ -1160,6 +1161,9 @@ int api_e2b_tpl_delete(struct nb_app *a, struct nb_req *r, const struct nb_route
      * snapshot (deleteSnapshot) waits for its sandboxes: 409 in_use */
     if (built && nb_template_delete(a, seg[1], owner, !strcmp(t.kind, "build"), ae) != 0)
         return NB_ERR;
+    /* a snapshot's entry in the cluster's registry goes (max_templates counts it) */
+    if (built && !strcmp(t.kind, "snapshot") && !nb_http_from_node(r))
+        nb_registry_tpl_removed(a, nb_template_owner(owner), seg[1]);
     marker_path(&a->conf, owner, seg[1], p, sizeof(p));
     unlink(p);
     nb_http_body(r, 204, NULL, NULL, 0);
