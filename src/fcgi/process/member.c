@@ -29,7 +29,7 @@
 #include "tplsync.h"
 #include "volreg.h"
 
-#define MEMBER_KEYS_WAIT_MS 500           /* a change of the keys file is shared within this */
+#define MEMBER_KEYS_WAIT_MS 500           /* the keys file is looked at (a stat) this often */
 #define MEMBER_NODES_S 5                  /* the nodes are read for /metrics this often */
 #define MEMBER_MEMORY_STEP (256ULL << 20) /* the record's memory, rounded down to it */
 #define MEMBER_REWRITE_S 30               /* the record is rewritten at least this often */
@@ -421,7 +421,8 @@ void nb_member_run(struct nb_app *a)
     struct nb_keysync ks;
     char keys_prefix[256];
     int64_t next_round = 0;
-    int changed = 0;
+    int changed = 0, watch_broke = 0;
+    struct nb_etcd_watch kw; /* the cluster's keys, watched */
 
     pid_t master = getppid();
 
@@ -450,9 +451,10 @@ void nb_member_run(struct nb_app *a)
     }
     set_state(&m, NB_MEMBER_JOINING, 0);
     nb_cluster_keys_key(c->etcd_prefix, keys_prefix, sizeof(keys_prefix));
+    memset(&kw, 0, sizeof(kw));
     while (!member_stop) {
         int64_t now = nb_clock_mono_ms(), wait;
-        int pull = 0;
+        int pull = 0, rc;
         /* the master gone without its death signal reaching us (seen once
          * in a test): a member of no node must not keep its record alive */
         if (getppid() != master)
@@ -460,30 +462,57 @@ void nb_member_run(struct nb_app *a)
         if (now >= next_round) {
             round_once(&m);
             next_round = now + (m.state == NB_MEMBER_JOINED ? period_ms : 1000);
-            pull = 1; /* the keys too, at each renewal: a watch can miss nothing then */
+            /* the keys read again at each renewal only while no watch is
+             * held (the slow poll, while it is broken): one held misses
+             * nothing, from the revision of the last read on */
+            pull = !nb_etcd_watch_held(&kw);
         }
         wait = next_round - nb_clock_mono_ms();
         if (m.state != NB_MEMBER_JOINED || c->keys_file[0] == '\0') {
+            nb_etcd_watch_close(&kw); /* opened again, from a read, once joined */
             member_sleep(wait > 0 ? (long)wait : 0);
             continue;
         }
         /* the keys file <-> etcd; then wait for a change of the cluster's
-         * keys (or a short while, for a change of the file) */
-        if (nb_keysync_round(&ks, &m.etcd, c->etcd_prefix, c->keys_file, pull || changed) < 0)
+         * keys on the watch held open (or a short while, for a change of
+         * the file: it is looked at every MEMBER_KEYS_WAIT_MS) */
+        rc = nb_keysync_round(&ks, &m.etcd, c->etcd_prefix, c->keys_file, pull || changed);
+        if (rc < 0)
             wait = wait < MEMBER_KEYS_WAIT_MS ? wait : MEMBER_KEYS_WAIT_MS;
         changed = 0;
+        /* (re)opened right after a read (at a renewal): from the keys read
+         * then on; none read yet: from now (a watch from revision 1 would
+         * replay the history at once) */
+        if (pull && rc >= 0 && !nb_etcd_watch_held(&kw)) {
+            if (nb_etcd_watch_open(&kw, &m.etcd, keys_prefix, ks.rev ? ks.rev + 1 : 0) != 0)
+                nb_debug("cluster keys: no watch: %s", kw.err);
+        }
         if (wait > MEMBER_KEYS_WAIT_MS)
             wait = MEMBER_KEYS_WAIT_MS;
-        if (wait > 0 && !member_stop) {
-            /* from the keys read last; none read yet: from now (a watch
-             * from revision 1 would replay the history at once, and spin) */
-            int w = nb_etcd_watch(&m.etcd, keys_prefix, ks.rev ? ks.rev + 1 : 0, wait);
-            if (w == 1)
-                changed = 1;
-            else if (w < 0)
-                member_sleep((long)wait);
+        if (wait <= 0 || member_stop)
+            continue;
+        if (!nb_etcd_watch_held(&kw)) {
+            member_sleep((long)wait);
+            continue;
+        }
+        rc = nb_etcd_watch_wait(&kw, wait);
+        if (rc == 1) {
+            changed = 1;
+            if (watch_broke) /* back */
+                nb_info("cluster keys: watching etcd again");
+            watch_broke = 0;
+        } else if (rc < 0) {
+            /* the slow poll until the next renewal opens it again */
+            if (!watch_broke)
+                nb_warn("cluster keys: %s; the keys read at each renewal until it is back", kw.err);
+            watch_broke = 1;
+            member_sleep((long)wait);
+        } else if (watch_broke && kw.created) {
+            nb_info("cluster keys: watching etcd again");
+            watch_broke = 0;
         }
     }
+    nb_etcd_watch_close(&kw);
     nb_keysync_free(&ks);
     /* leaving: the record goes with the lease, at once (a slow etcd gets
      * longer than a renewal would: the master waits for us) */
