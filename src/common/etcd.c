@@ -558,25 +558,41 @@ struct watch_sink {
     char tail[16]; /* the end of the last chunk: a key split across two */
 };
 
+/* Is needle in the stream's chunk ptr[0..n), or across its seam with tail
+ * (the end of the chunk before, NUL-terminated, shorter than 16 bytes)? */
+static int in_stream(const char *tail, const char *ptr, size_t n, const char *needle)
+{
+    char joined[64];
+    size_t t = strlen(tail), head = n < sizeof(joined) - t - 1 ? n : sizeof(joined) - t - 1;
+
+    if (memmem(ptr, n, needle, strlen(needle)) != NULL)
+        return 1;
+    memcpy(joined, tail, t);
+    memcpy(joined + t, ptr, head);
+    joined[t + head] = '\0';
+    return strstr(joined, needle) != NULL;
+}
+
+/* The end of the chunk ptr[0..n) into tail (cap bytes), for the next one's seam. */
+static void keep_tail(char *tail, size_t cap, const char *ptr, size_t n)
+{
+    size_t t = n < cap - 1 ? n : cap - 1;
+    memcpy(tail, ptr + n - t, t);
+    tail[t] = '\0';
+}
+
 static size_t watch_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
     struct watch_sink *w = userdata;
     size_t n = size * nmemb;
-    char joined[64];
-    size_t t = strlen(w->tail), head = n < sizeof(joined) - t - 1 ? n : sizeof(joined) - t - 1;
 
-    memcpy(joined, w->tail, t);
-    memcpy(joined + t, ptr, head);
-    joined[t + head] = '\0';
-    if (memmem(ptr, n, "\"events\"", 8) != NULL || strstr(joined, "\"events\"") != NULL) {
+    if (in_stream(w->tail, ptr, n, "\"events\"")) {
         w->changed = 1;
         return 0; /* enough: end the transfer */
     }
-    if (memmem(ptr, n, "\"created\"", 9) != NULL)
+    if (in_stream(w->tail, ptr, n, "\"created\""))
         w->created = 1;
-    t = n < sizeof(w->tail) - 1 ? n : sizeof(w->tail) - 1;
-    memcpy(w->tail, ptr + n - t, t);
-    w->tail[t] = '\0';
+    keep_tail(w->tail, sizeof(w->tail), ptr, n);
     return n;
 }
 
@@ -644,24 +660,18 @@ static size_t held_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
     struct nb_etcd_watch *w = userdata;
     size_t n = size * nmemb;
-    char joined[64];
-    size_t t = strlen(w->tail), head = n < sizeof(joined) - t - 1 ? n : sizeof(joined) - t - 1;
 
-    memcpy(joined, w->tail, t);
-    memcpy(joined + t, ptr, head);
-    joined[t + head] = '\0';
-    if (memmem(ptr, n, "\"events\"", 8) != NULL || strstr(joined, "\"events\"") != NULL)
+    if (in_stream(w->tail, ptr, n, "\"events\""))
         w->changed = 1;
-    if (memmem(ptr, n, "\"created\"", 9) != NULL || strstr(joined, "\"created\"") != NULL)
+    if (in_stream(w->tail, ptr, n, "\"created\""))
         w->created = 1;
-    if (memmem(ptr, n, "\"canceled\"", 10) != NULL || strstr(joined, "\"canceled\"") != NULL) {
+    if (in_stream(w->tail, ptr, n, "\"canceled\"")) {
         w->broken = 1;
-        snprintf(w->err, sizeof(w->err), "etcd canceled the watch (%.200s)", joined);
+        snprintf(w->err, sizeof(w->err), "etcd canceled the watch (%.*s)", (int)(n < 200 ? n : 200),
+                 ptr);
         return 0; /* end the transfer */
     }
-    t = n < sizeof(w->tail) - 1 ? n : sizeof(w->tail) - 1;
-    memcpy(w->tail, ptr + n - t, t);
-    w->tail[t] = '\0';
+    keep_tail(w->tail, sizeof(w->tail), ptr, n);
     return n;
 }
 

@@ -12,17 +12,12 @@ import secrets
 import pytest
 import requests
 
-import nbetcd
 from nbtest import assert_error, wait_until
-from test_cluster import PREFIX, entry, healthz, node_conf, record, sees, tag_of, template_pair
+from test_cluster import (PREFIX, entry, etcd, healthz, node_conf, record, sees,  # noqa: F401
+                          tag_of, template_pair)
 from test_cluster_volumes import VOLCONF, docker_volumes, make_volume, vol_stacks  # noqa: F401
 
 pytestmark = pytest.mark.xdist_group("cluster")
-
-
-@pytest.fixture(scope="module")
-def etcd(request):
-    return nbetcd.etcd_cluster(request)
 
 
 @pytest.fixture(autouse=True)
