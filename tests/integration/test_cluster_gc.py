@@ -39,7 +39,7 @@ def listed(st):
 
 def test_a_gone_nodes_volume_names_are_freed_after_the_grace_and_not_taken_back(etcd, vol_stacks):
     key, secret = secrets.token_hex(16), secrets.token_hex(16)
-    conf = dict(node_url="{url}", cluster_secret=secret, api_key=key, volume_orphan_after="3",
+    conf = dict(node_url="{url}", cluster_secret=secret, api_key=key, volume_orphan_after="10",
                 **VOLCONF)
     ga = vol_stacks("node-ga", **node_conf(etcd, "node-ga", **conf))
     gb = vol_stacks("node-gb", **node_conf(etcd, "node-gb", **conf))

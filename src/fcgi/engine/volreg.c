@@ -22,6 +22,11 @@
 #define VOLREG_TRIES 8     /* claims of one create when others of its owner come between */
 #define VOLREG_YOUNG_S 60  /* a row claimed this recently may be a create still at work */
 #define VOLREG_KEY_MAX 320 /* prefix, owner (32), node (32), name (63) */
+/* a node is gone this long at least before its rows go, whatever
+ * volume_orphan_after says: the collector's view of the nodes up is the
+ * member's last read of the records (every 5 s), and a node that has just
+ * come back must not be taken for gone */
+#define VOLREG_GONE_MIN_S 10
 
 int nb_volreg_on(const struct nb_app *a)
 {
@@ -723,6 +728,8 @@ int nb_volreg_collect(struct nb_app *a, struct nb_etcd *e, const char (*up)[33],
 
     if (!nb_volreg_on(a) || after == 0)
         return 0;
+    if (after < VOLREG_GONE_MIN_S)
+        after = VOLREG_GONE_MIN_S;
     snprintf(prefix, sizeof(prefix), "%stags/", a->conf.etcd_prefix);
     if (nb_etcd_get(e, prefix, 1, add_tag_name, &tags) < 0)
         return -1;
