@@ -265,6 +265,7 @@ SAN_TESTS=(
     test_cluster.py
     test_cluster_volumes.py  # volumes reached from any node (volreg.c, api_volfwd.c)
     test_cluster_e2b_templates.py  # E2B's build flow relayed to its home (e2bflow.c)
+    test_cluster_gc.py       # gone nodes' volume rows collected, snapshots in max_templates
     # fork (fork.c, snapshot.c's layer copy), pause that frees memory,
     # persistent volumes (volume.c), E2B's template, snapshot and pause
     # routes (api_e2b_tpl.c) and host routing over HTTPS; their SDK tests

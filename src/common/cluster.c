@@ -355,13 +355,17 @@ char *nb_tpl_meta_json(const struct nb_tpl_meta *m)
     yajl_gen_bool(g, m->removed);
     gen_key(g, "recipe");
     yajl_gen_bool(g, m->recipe);
+    if (m->snapshot) {
+        gen_key(g, "snapshot");
+        yajl_gen_bool(g, 1);
+    }
     yajl_gen_map_close(g);
     return nb_json_gen_take(g);
 }
 
 int nb_tpl_meta_parse(const char *text, size_t len, struct nb_tpl_meta *m)
 {
-    const char *pr[] = {"removed", NULL}, *pc[] = {"recipe", NULL};
+    const char *pr[] = {"removed", NULL}, *pc[] = {"recipe", NULL}, *ps[] = {"snapshot", NULL};
     yajl_val v;
 
     memset(m, 0, sizeof(*m));
@@ -371,6 +375,7 @@ int nb_tpl_meta_parse(const char *text, size_t len, struct nb_tpl_meta *m)
     get_str(v, "node", m->node, sizeof(m->node));
     m->removed = yajl_tree_get(v, pr, yajl_t_true) != NULL;
     m->recipe = yajl_tree_get(v, pc, yajl_t_true) != NULL;
+    m->snapshot = yajl_tree_get(v, ps, yajl_t_true) != NULL;
     yajl_tree_free(v);
     return 0;
 }

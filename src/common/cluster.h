@@ -153,6 +153,7 @@ struct nb_tpl_meta {
     char node[NB_NODE_NAME_MAX + 1]; /* the node that accepted it */
     int removed;                     /* a removal: nodes drop their copy */
     int recipe;                      /* a recipe is stored (not when over NB_TPL_RECIPE_MAX) */
+    int snapshot; /* a snapshot: the node's alone (no recipe), counted for max_templates */
 };
 /* a recipe over this (bytes of the request) is not stored: etcd takes 1.5 MiB a request */
 #define NB_TPL_RECIPE_MAX (1024u * 1024u)

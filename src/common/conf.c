@@ -112,6 +112,7 @@ void nb_conf_defaults(struct nb_conf *c)
     snprintf(c->desktop_image, sizeof(c->desktop_image), "nanobox-desktop:latest");
     snprintf(c->etcd_prefix, sizeof(c->etcd_prefix), "/nanobox/");
     c->node_lease_ttl = 5;
+    c->volume_orphan_after = 86400; /* a day: a node down for a repair comes back with its disks */
 
     c->template_from[0] = '\0';
     snprintf(c->template_network, sizeof(c->template_network), "bridge");
@@ -296,6 +297,7 @@ static const struct key keys[] = {
     {"etcd_key", K_STR, F(etcd_key), 0},
     {"node_lease_ttl", K_UINT, F(node_lease_ttl), 3600},
     {"node_drain", K_BOOL, F(node_drain), 0},
+    {"volume_orphan_after", K_UINT, F(volume_orphan_after), 10 * 365 * 86400ULL},
     {"cluster_secret", K_STR, F(cluster_secret), 0},
     {"sandbox_user", K_STR, F(sandbox_user), 0},
     {"sandbox_user_name", K_STR, F(sandbox_user_name), 0},

@@ -180,6 +180,9 @@ struct nb_conf {
     char etcd_key[NB_CONF_STR];
     unsigned node_lease_ttl; /* seconds the node's record outlives its last renewal */
     int node_drain;          /* takes no new sandboxes; its own live out their TTL */
+    /* seconds a node is gone before its volumes' rows are taken out (its
+     * names free for others); 0: never */
+    unsigned volume_orphan_after;
     /* node-to-node calls (placement) carry it; "": creates stay on the node they reach */
     char cluster_secret[128];
 };

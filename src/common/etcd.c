@@ -558,25 +558,41 @@ struct watch_sink {
     char tail[16]; /* the end of the last chunk: a key split across two */
 };
 
+/* Is needle in the stream's chunk ptr[0..n), or across its seam with tail
+ * (the end of the chunk before, NUL-terminated, shorter than 16 bytes)? */
+static int in_stream(const char *tail, const char *ptr, size_t n, const char *needle)
+{
+    char joined[64];
+    size_t t = strlen(tail), head = n < sizeof(joined) - t - 1 ? n : sizeof(joined) - t - 1;
+
+    if (memmem(ptr, n, needle, strlen(needle)) != NULL)
+        return 1;
+    memcpy(joined, tail, t);
+    memcpy(joined + t, ptr, head);
+    joined[t + head] = '\0';
+    return strstr(joined, needle) != NULL;
+}
+
+/* The end of the chunk ptr[0..n) into tail (cap bytes), for the next one's seam. */
+static void keep_tail(char *tail, size_t cap, const char *ptr, size_t n)
+{
+    size_t t = n < cap - 1 ? n : cap - 1;
+    memcpy(tail, ptr + n - t, t);
+    tail[t] = '\0';
+}
+
 static size_t watch_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
     struct watch_sink *w = userdata;
     size_t n = size * nmemb;
-    char joined[64];
-    size_t t = strlen(w->tail), head = n < sizeof(joined) - t - 1 ? n : sizeof(joined) - t - 1;
 
-    memcpy(joined, w->tail, t);
-    memcpy(joined + t, ptr, head);
-    joined[t + head] = '\0';
-    if (memmem(ptr, n, "\"events\"", 8) != NULL || strstr(joined, "\"events\"") != NULL) {
+    if (in_stream(w->tail, ptr, n, "\"events\"")) {
         w->changed = 1;
         return 0; /* enough: end the transfer */
     }
-    if (memmem(ptr, n, "\"created\"", 9) != NULL)
+    if (in_stream(w->tail, ptr, n, "\"created\""))
         w->created = 1;
-    t = n < sizeof(w->tail) - 1 ? n : sizeof(w->tail) - 1;
-    memcpy(w->tail, ptr + n - t, t);
-    w->tail[t] = '\0';
+    keep_tail(w->tail, sizeof(w->tail), ptr, n);
     return n;
 }
 
@@ -633,4 +649,155 @@ int nb_etcd_watch(struct nb_etcd *e, const char *prefix, int64_t from_rev, long 
     free(body);
     nb_metrics_etcd(rc < 0);
     return rc;
+}
+
+/* ---- a watch held open ---- */
+
+/* The held watch's reader: it scans the stream for its messages' fields
+ * (a message with "events" is a change; "created" and "canceled" say what
+ * etcd did with the watch) and keeps reading. */
+static size_t held_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    struct nb_etcd_watch *w = userdata;
+    size_t n = size * nmemb;
+
+    if (in_stream(w->tail, ptr, n, "\"events\""))
+        w->changed = 1;
+    if (in_stream(w->tail, ptr, n, "\"created\""))
+        w->created = 1;
+    if (in_stream(w->tail, ptr, n, "\"canceled\"")) {
+        w->broken = 1;
+        snprintf(w->err, sizeof(w->err), "etcd canceled the watch (%.*s)", (int)(n < 200 ? n : 200),
+                 ptr);
+        return 0; /* end the transfer */
+    }
+    keep_tail(w->tail, sizeof(w->tail), ptr, n);
+    return n;
+}
+
+int nb_etcd_watch_held(const struct nb_etcd_watch *w)
+{
+    return w->multi != NULL;
+}
+
+void nb_etcd_watch_close(struct nb_etcd_watch *w)
+{
+    unsigned ep = w->ep;
+    char err[sizeof(w->err)];
+    memcpy(err, w->err, sizeof(err));
+    if (w->multi != NULL && w->easy != NULL)
+        curl_multi_remove_handle(w->multi, w->easy);
+    if (w->easy != NULL)
+        curl_easy_cleanup(w->easy);
+    if (w->multi != NULL)
+        curl_multi_cleanup(w->multi);
+    curl_slist_free_all(w->hdrs);
+    free(w->body);
+    memset(w, 0, sizeof(*w));
+    w->ep = ep;
+    memcpy(w->err, err, sizeof(err));
+}
+
+int nb_etcd_watch_open(struct nb_etcd_watch *w, const struct nb_etcd *e, const char *prefix,
+                       int64_t from_rev)
+{
+    yajl_gen g = nb_json_gen();
+    char url[NB_ETCD_URL_MAX + 16];
+    unsigned ep = e->n ? w->ep % e->n : 0;
+    CURL *c;
+
+    nb_etcd_watch_close(w);
+    w->err[0] = '\0';
+    if (e->n == 0) {
+        yajl_gen_free(g);
+        snprintf(w->err, sizeof(w->err), "no etcd endpoint");
+        return -1;
+    }
+    yajl_gen_map_open(g);
+    gen_cstr(g, "create_request");
+    yajl_gen_map_open(g);
+    gen_b64(g, "key", prefix, strlen(prefix));
+    gen_range_end(g, prefix);
+    if (from_rev > 0)
+        gen_num(g, "start_revision", from_rev);
+    /* etcd's progress messages (every 10 min) keep a quiet stream moving */
+    gen_cstr(g, "progress_notify");
+    yajl_gen_bool(g, 1);
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+    w->body = nb_json_gen_take(g);
+    w->multi = curl_multi_init();
+    w->easy = c = curl_easy_init();
+    if (w->multi == NULL || c == NULL || w->body == NULL) {
+        nb_etcd_watch_close(w);
+        snprintf(w->err, sizeof(w->err), "cannot make a curl handle");
+        return -1;
+    }
+    w->ep = ep;
+    snprintf(url, sizeof(url), "%s/v3/watch", e->endpoints[ep]);
+    w->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    w->hdrs = curl_slist_append(w->hdrs, "Expect:");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)ETCD_CONNECT_TIMEOUT_MS);
+    /* no timeout of the transfer: it is meant to last; a peer gone without
+     * a word is found by TCP's keepalives */
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 10L);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 5L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, w->body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(w->body));
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, (struct curl_slist *)w->hdrs);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, held_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, w);
+    use_tls(e, c);
+    if (curl_multi_add_handle(w->multi, c) != CURLM_OK) {
+        nb_etcd_watch_close(w);
+        snprintf(w->err, sizeof(w->err), "cannot start the watch");
+        return -1;
+    }
+    return 0;
+}
+
+int nb_etcd_watch_wait(struct nb_etcd_watch *w, long max_ms)
+{
+    int running = 0, left, was = w->created;
+    CURLMsg *msg;
+
+    if (w->multi == NULL) {
+        snprintf(w->err, sizeof(w->err), "the watch is not open");
+        return -1;
+    }
+    curl_multi_perform(w->multi, &running);
+    if (running && !w->changed && !w->broken && max_ms > 0) {
+        curl_multi_poll(w->multi, NULL, 0, max_ms > INT32_MAX ? INT32_MAX : (int)max_ms, NULL);
+        curl_multi_perform(w->multi, &running);
+    }
+    while ((msg = curl_multi_info_read(w->multi, &left)) != NULL)
+        if (msg->msg == CURLMSG_DONE && !w->broken) {
+            char *url = NULL;
+            curl_easy_getinfo(w->easy, CURLINFO_EFFECTIVE_URL, &url);
+            w->broken = 1;
+            snprintf(w->err, sizeof(w->err), "etcd at %.120s: the watch ended: %s", url ? url : "?",
+                     curl_easy_strerror(msg->data.result));
+        }
+    if (!running && !w->broken) {
+        w->broken = 1;
+        snprintf(w->err, sizeof(w->err), "etcd: the watch ended");
+    }
+    /* one request a watch, counted once: when etcd made it, or it failed */
+    if (w->created && !was)
+        nb_metrics_etcd(0);
+    if (w->changed) {
+        w->changed = 0;
+        return 1; /* a break after it is found by the next wait */
+    }
+    if (w->broken) {
+        if (!w->created)
+            nb_metrics_etcd(1);
+        w->ep++; /* the next open tries the next endpoint */
+        nb_etcd_watch_close(w);
+        return -1;
+    }
+    return 0;
 }

@@ -148,4 +148,35 @@ int nb_etcd_range(struct nb_etcd *e, struct nb_etcd_op *op);
  */
 int nb_etcd_watch(struct nb_etcd *e, const char *prefix, int64_t from_rev, long max_ms);
 
+/*
+ * A watch held open: one streaming POST /v3/watch that stays open across
+ * waits, on curl handles of its own (the handle's calls go on beside it),
+ * so that waiting for a change costs etcd nothing. Zeroed: closed.
+ */
+struct nb_etcd_watch {
+    void *multi, *easy, *hdrs;
+    char *body;
+    int created; /* etcd said the watch is made */
+    int changed; /* a change came since the last wait */
+    int broken;  /* etcd ended it (a cancel, a compaction) */
+    unsigned ep; /* the endpoint it is on: the next one after a break */
+    char tail[16];
+    char err[320]; /* why it ended, after a wait answered -1 */
+};
+
+/* Open w on e's endpoints for any key under prefix after revision from_rev
+ * (0: from now): 0 (it connects in the waits), -1 with w->err. */
+int nb_etcd_watch_open(struct nb_etcd_watch *w, const struct nb_etcd *e, const char *prefix,
+                       int64_t from_rev);
+/*
+ * Wait up to max_ms on w: 1 a change came (it stays open), 0 none yet
+ * (it may answer before max_ms), -1 it ended or never connected (closed,
+ * w->err says why: open it again).
+ */
+int nb_etcd_watch_wait(struct nb_etcd_watch *w, long max_ms);
+/* Is w open? */
+int nb_etcd_watch_held(const struct nb_etcd_watch *w);
+/* Close w (a closed one too). */
+void nb_etcd_watch_close(struct nb_etcd_watch *w);
+
 #endif

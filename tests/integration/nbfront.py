@@ -1,12 +1,18 @@
 """A front of a nanobox cluster for tests and benchmarks (docs/CLUSTER.md,
 "The front"): nanobox-front keeping the map from etcd, and an nginx of
 src/setup/render-front.sh's config, on a port of this process's band."""
+import hashlib
 import os
 import subprocess
 
 import requests
 
 from nbtest import BUILD, NGINX, REPO, free_port, wait_until
+
+
+def node_tag(name):
+    """The tag of node name's sandbox ids (cluster.c's nb_node_tag)."""
+    return hashlib.sha256(f"nanobox-node:{name}".encode()).hexdigest()[:12]
 
 
 class Front:
@@ -46,15 +52,27 @@ class Front:
             h["Authorization"] = f"Bearer {key}"
         return requests.request(method, self.url + path, headers=h, timeout=60, **kw)
 
-    def routes(self, *names):
-        """The map names these nodes (and nginx has had time to reload)."""
+    def routes(self, *names, timeout=30):
+        """The map names these nodes and nginx serves it: an id of each
+        node's tag is sent to that node (which answers it: 401 without a
+        key), not answered by the front as of a node it does not know (503
+        node_unavailable). The file alone is not enough: nginx reloads it a
+        moment later, and a map of the nodes that joined first (the second
+        before the first, on a loaded machine) may still be the one served."""
         def ok():
             try:
                 text = open(self.nodes_conf).read()
             except OSError:
                 return False
-            return all(f"upstream nb_node_{n} " in text for n in names)
-        wait_until(ok, timeout=15, what=f"the front's map to hold {names}")
+            if not all(f"upstream nb_node_{n} " in text for n in names):
+                return False
+            for n in names:
+                r = requests.get(f"{self.url}/sandbox/00000000-0000-8000-8000-{node_tag(n)}",
+                                 timeout=10)
+                if r.status_code == 503:
+                    return False
+            return True
+        wait_until(ok, timeout=timeout, what=f"the front to route {names}")
 
     def close(self):
         for p in reversed(self.procs):

@@ -405,6 +405,58 @@ def test_a_key_added_on_one_node_works_on_every_node(etcd, make_stack):
     etcd.delete_prefix(f"{PREFIX}keys/")
 
 
+def etcd_watches(etcd):
+    """The watches etcd's members have started (each POST /v3/watch is one)."""
+    total = 0
+    for url in etcd.endpoints_conf.split(","):
+        try:
+            text = requests.get(url + "/metrics", timeout=5).text
+        except requests.RequestException:
+            continue  # a member stopped
+        total += sum(int(v) for v in re.findall(
+            r'^grpc_server_started_total\{[^}]*grpc_method="Watch"[^}]*\} (\d+)$', text, re.M))
+    return total
+
+
+def test_the_keys_watch_is_held_open_and_falls_back_to_a_poll(etcd, make_stack):
+    """Each member holds one watch of the keys open: a key added on one node
+    works on the other long before the next renewal (30 s TTL: every 10 s),
+    and waiting costs etcd no new watch. The member the watches are on
+    stopped: the nodes read the keys at each renewal until a watch is open
+    again (on the next member), and a key added meanwhile still arrives."""
+    ttl = {"node_lease_ttl": "30"}
+    w1 = make_stack("node-kw1", **node_conf(etcd, "node-kw1", **ttl))
+    w2 = make_stack("node-kw2", **node_conf(etcd, "node-kw2", **ttl))
+    wait_member(w1)
+    wait_member(w2)
+    first = add_key(w1, "first")
+    wait_until(lambda: KeyApi(w2, first).request("GET", "/sandbox").status_code == 200,
+               timeout=5, what="the first key on node-kw2")
+    watches = etcd_watches(etcd)
+    dave = add_key(w1, "dave")
+    wait_until(lambda: KeyApi(w2, dave).request("GET", "/sandbox").status_code == 200,
+               timeout=3, what="dave's key on node-kw2, by the watch")
+    erin = add_key(w2, "erin")
+    wait_until(lambda: KeyApi(w1, erin).request("GET", "/sandbox").status_code == 200,
+               timeout=3, what="erin's key on node-kw1, by the watch")
+    assert etcd_watches(etcd) == watches, "a watch was opened again for a change"
+    # every watch is on the first member (each member's first endpoint)
+    etcd.stop_member(0)
+    try:
+        for st in (w1, w2):
+            wait_until(lambda: "the keys read at each renewal until it is back" in
+                       open(st.log_path).read(), timeout=10, what=f"{st.name}'s watch to break")
+        fred = add_key(w1, "fred")
+        wait_until(lambda: KeyApi(w2, fred).request("GET", "/sandbox").status_code == 200,
+                   timeout=30, what="fred's key on node-kw2 without the first member")
+        for st in (w1, w2):
+            wait_until(lambda: "cluster keys: watching etcd again" in open(st.log_path).read(),
+                       timeout=30, what=f"{st.name}'s watch on another member")
+    finally:
+        etcd.start_member(0)
+    etcd.delete_prefix(f"{PREFIX}keys/")
+
+
 def test_what_etcd_holds_is_checked_before_a_node_or_front_uses_it(etcd, front, make_stack):
     """etcd is the cluster's, not a tenant's; still, a record or a key line
     that is not what nanobox writes changes nothing: a key line that does

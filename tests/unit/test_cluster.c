@@ -160,7 +160,7 @@ static void test_registry_row_round_trips(void **state)
 
 static void test_template_entry_round_trips(void **state)
 {
-    struct nb_tpl_meta m = {1767225600, "node-a", 0, 1}, back;
+    struct nb_tpl_meta m = {1767225600, "node-a", 0, 1, 0}, back;
     char key[NB_REG_KEY_MAX], *json;
     (void)state;
     json = nb_tpl_meta_json(&m);
@@ -172,7 +172,14 @@ static void test_template_entry_round_trips(void **state)
     m.recipe = 0;
     json = nb_tpl_meta_json(&m);
     assert_int_equal(nb_tpl_meta_parse(json, strlen(json), &back), 0);
-    assert_true(back.removed && !back.recipe);
+    assert_true(back.removed && !back.recipe && !back.snapshot);
+    free(json);
+    m.removed = 0;
+    m.snapshot = 1; /* a snapshot's: one node's, no recipe */
+    json = nb_tpl_meta_json(&m);
+    assert_non_null(strstr(json, "\"snapshot\":true"));
+    assert_int_equal(nb_tpl_meta_parse(json, strlen(json), &back), 0);
+    assert_true(back.snapshot && !back.recipe && !back.removed);
     free(json);
     assert_int_equal(nb_tpl_meta_parse("[1]", 3, &back), -1);
     assert_int_equal(nb_tpl_meta_parse("{\"at\":", 6, &back), -1);

@@ -396,6 +396,15 @@ static void test_cluster_keys(void **state)
     assert_string_equal(c.etcd_endpoints, "");
     assert_string_equal(c.etcd_prefix, "/nanobox/");
     assert_int_equal(c.node_lease_ttl, 5);
+    assert_int_equal(c.volume_orphan_after, 86400);
+    assert_int_equal(load("volume_orphan_after = 0\n", &c, err, sizeof(err)), 0);
+    assert_int_equal(c.volume_orphan_after, 0); /* never */
+    assert_int_equal(load("volume_orphan_after = 600\n", &c, err, sizeof(err)), 0);
+    assert_int_equal(c.volume_orphan_after, 600);
+    assert_int_equal(load("volume_orphan_after = 1d\n", &c, err, sizeof(err)), -1); /* seconds */
+    assert_non_null(strstr(err, "volume_orphan_after"));
+    assert_int_equal(load("volume_orphan_after = 315360001\n", &c, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "volume_orphan_after"));
     assert_int_equal(load("node_name = n1\nnode_url = http://10.0.0.1:8080\n"
                           "etcd_endpoints = http://127.0.0.1:2379, https://e2:2379/\n"
                           "node_lease_ttl = 3\nnode_drain = yes\n",

@@ -1284,6 +1284,9 @@ int api_e2b_tpl_delete(struct nb_app *a, struct nb_req *r, const struct nb_route
      * snapshot (deleteSnapshot) waits for its sandboxes: 409 in_use */
     if (built && nb_template_delete(a, seg[1], owner, !strcmp(t.kind, "build"), ae) != 0)
         return NB_ERR;
+    /* a snapshot's entry in the cluster's registry goes (max_templates counts it) */
+    if (built && !strcmp(t.kind, "snapshot") && !nb_http_from_node(r))
+        nb_registry_tpl_removed(a, nb_template_owner(owner), seg[1]);
     marker_path(&a->conf, owner, seg[1], p, sizeof(p));
     unlink(p);
     /* a cluster's: gone from every node, now or when one that is away is back,

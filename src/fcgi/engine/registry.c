@@ -594,3 +594,26 @@ void nb_registry_tpl_removed(struct nb_app *a, const char *owner, const char *na
         nb_warn("registry: cannot record the removal of %s: %s", ekey, e->err);
     free(json);
 }
+
+void nb_registry_tpl_snapshot(struct nb_app *a, struct nb_registry_tpl *t)
+{
+    struct nb_tpl_meta m;
+    struct nb_etcd *e;
+    char *json;
+
+    if (!t->on)
+        return;
+    t->on = 0;
+    free(t->prior);
+    t->prior = NULL;
+    if ((e = etcd_of(a)) == NULL)
+        return;
+    memset(&m, 0, sizeof(m));
+    m.at = nb_clock_real_s();
+    snprintf(m.node, sizeof(m.node), "%s", a->conf.node_name);
+    m.snapshot = 1;
+    json = nb_tpl_meta_json(&m);
+    if (nb_etcd_put(e, t->ekey, json, strlen(json), 0) != 0)
+        nb_warn("registry: cannot mark %s a snapshot: %s", t->ekey, e->err);
+    free(json);
+}

@@ -114,6 +114,12 @@ void nb_registry_tpl_release(struct nb_app *a, struct nb_registry_tpl *t);
 /* The build was queued: its recipe (the request's body) stored beside the entry. */
 void nb_registry_tpl_commit(struct nb_app *a, struct nb_registry_tpl *t, const char *body,
                             size_t len);
+/*
+ * A snapshot was taken here under t's reservation: the entry stays, marked
+ * a snapshot (this node's alone: no recipe, so no other node builds it),
+ * and counts for the key's max_templates on every node.
+ */
+void nb_registry_tpl_snapshot(struct nb_app *a, struct nb_registry_tpl *t);
 /* owner's template name was removed here: every node drops its copy, now or when it is back. */
 void nb_registry_tpl_removed(struct nb_app *a, const char *owner, const char *name);
 

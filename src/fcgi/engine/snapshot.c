@@ -31,6 +31,7 @@
 #include "isolation.h"
 #include "json.h"
 #include "log.h"
+#include "registry.h"
 #include "snapshot.h"
 #include "table.h"
 #include "templates.h"
@@ -645,6 +646,7 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
     int64_t now = nb_clock_real_s();
     int found = 0, froze = 0, rc = -1;
     struct timespec t0, t1, t2;
+    struct nb_registry_tpl reg;
 
     nb_table_lock(&a->table);
     s = nb_table_find(&a->table, id);
@@ -685,8 +687,13 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
         return -1;
     }
     nb_template_name_of(a, slot.image, parent_tpl, sizeof(parent_tpl));
-    if (nb_template_claim(a, nm, owner, max_templates, id, parent_tpl, now, rec_id, ae) != 0)
+    /* a cluster's: its entry first, where max_templates counts every node's */
+    if (nb_registry_tpl_reserve(a, nb_template_owner(owner), nm, max_templates, &reg, ae) != 0)
         return -1;
+    if (nb_template_claim(a, nm, owner, max_templates, id, parent_tpl, now, rec_id, ae) != 0) {
+        nb_registry_tpl_release(a, &reg);
+        return -1;
+    }
     nb_template_key(&a->conf, owner, nm, key);
     snprintf(sub, sizeof(sub), "snap-%s.tar", key);
     nb_template_work_path(&a->conf, sub, snap, sizeof(snap));
@@ -726,6 +733,10 @@ int nb_snapshot_take(struct nb_app *a, const char *id, const char *name, const c
             (double)(t2.tv_sec - t1.tv_sec) * 1e3 + (double)(t2.tv_nsec - t1.tv_nsec) / 1e6);
     rc = 0;
 out:
+    if (rc == 0)
+        nb_registry_tpl_snapshot(a, &reg);
+    else
+        nb_registry_tpl_release(a, &reg);
     /* the record goes: on success the name moved on to the image, on failure it frees it */
     if (rec_id[0] && nb_docker_image_remove(&a->docker, rec_id, 0, &de) != 0)
         nb_warn("template %s: cannot remove its snapshot record %s: %s", nm, rec_id, de.msg);

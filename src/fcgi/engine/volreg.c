@@ -22,6 +22,11 @@
 #define VOLREG_TRIES 8     /* claims of one create when others of its owner come between */
 #define VOLREG_YOUNG_S 60  /* a row claimed this recently may be a create still at work */
 #define VOLREG_KEY_MAX 320 /* prefix, owner (32), node (32), name (63) */
+/* a node is gone this long at least before its rows go, whatever
+ * volume_orphan_after says: the collector's view of the nodes up is the
+ * member's last read of the records (every 5 s), and a node that has just
+ * come back must not be taken for gone */
+#define VOLREG_GONE_MIN_S 10
 
 int nb_volreg_on(const struct nb_app *a)
 {
@@ -491,6 +496,24 @@ static int add_mark(void *arg, const struct nb_etcd_kv *kv)
     return 0;
 }
 
+/* Is this the first time v's name is found another node's? (The member's
+ * memory: a few volumes at most are in that state.) */
+static int first_conflict(const struct nb_volume *v)
+{
+    static uint64_t said[64];
+    static unsigned n;
+    char who[NB_KEY_NAME_MAX + NB_VOLUME_NAME_MAX + NB_VOLUME_ID_LEN + 4];
+    uint64_t h;
+
+    snprintf(who, sizeof(who), "%s/%s/%s", v->owner, v->name, v->id);
+    h = nb_registry_hash(who, strlen(who));
+    for (unsigned i = 0; i < n && i < 64; i++)
+        if (said[i] == h)
+            return 0;
+    said[n++ % 64] = h;
+    return 1;
+}
+
 /* Put v's row back (v is this node's and has no mark): 1 put, 0 the name is
  * another node's, -1 etcd did not answer. */
 static int put_back(struct nb_app *a, struct nb_etcd *e, const struct nb_volume *v)
@@ -512,8 +535,13 @@ static int put_back(struct nb_app *a, struct nb_etcd *e, const struct nb_volume 
         return -1;
     }
     if (g.rev != 0 && strcmp(g.v.node, a->conf.node_name) != 0) {
-        nb_warn("volreg: volume %s of %s is here and on node %s: the cluster lists that one",
-                v->name, v->owner, g.v.node);
+        /* never clobbered: the name went to that node while this one was
+         * away (its rows collected); said once per volume, each round
+         * would say it again */
+        if (first_conflict(v))
+            nb_warn("volreg: volume %s of %s (id %s) is here and on node %s: the cluster's "
+                    "name is that node's; this one keeps its volume, reached here by its id",
+                    v->name, v->owner, v->id, g.v.node);
         free(text);
         return 0;
     }
@@ -594,4 +622,180 @@ fail:
     free(v);
     free(mr.m);
     return -1;
+}
+
+/* ---- the collector of gone nodes' rows ---- */
+
+struct names_read {
+    char (*name)[NB_NODE_NAME_MAX + 1];
+    int64_t *since; /* gone/: the second first seen gone; tags/: unused */
+    size_t n, cap, skip;
+};
+
+/* tags/<tag> = name (the value), or gone/<name> = since (the key) */
+static int add_name(void *arg, const struct nb_etcd_kv *kv, const char *name, size_t len,
+                    int64_t since)
+{
+    struct names_read *nr = arg;
+    if (len == 0 || len > NB_NODE_NAME_MAX)
+        return 0;
+    if (nr->n == nr->cap) {
+        size_t cap = nr->cap ? nr->cap * 2 : 16;
+        char(*nn)[NB_NODE_NAME_MAX + 1] = realloc(nr->name, cap * sizeof(*nn));
+        int64_t *ns = nn ? realloc(nr->since, cap * sizeof(*ns)) : NULL;
+        if (nn != NULL)
+            nr->name = nn;
+        if (ns == NULL)
+            return 1;
+        nr->since = ns;
+        nr->cap = cap;
+    }
+    (void)kv;
+    snprintf(nr->name[nr->n], sizeof(nr->name[0]), "%.*s", (int)len, name);
+    nr->since[nr->n++] = since;
+    return 0;
+}
+
+static int add_tag_name(void *arg, const struct nb_etcd_kv *kv)
+{
+    return add_name(arg, kv, kv->value, kv->value_len, 0);
+}
+
+static int add_gone(void *arg, const struct nb_etcd_kv *kv)
+{
+    struct names_read *nr = arg;
+    char num[24];
+    if (kv->key_len <= nr->skip)
+        return 0;
+    snprintf(num, sizeof(num), "%.*s", (int)(kv->value_len < 23 ? kv->value_len : 23), kv->value);
+    return add_name(arg, kv, kv->key + nr->skip, kv->key_len - nr->skip, strtoll(num, NULL, 10));
+}
+
+static void gone_key(const struct nb_app *a, const char *node, char *out, size_t len)
+{
+    snprintf(out, len, "%sgone/%s", a->conf.etcd_prefix, node);
+}
+
+/* Every row gone node still has, and its index, out. The rows taken out, or -1. */
+static int collect_node(struct nb_app *a, struct nb_etcd *e, const char *node)
+{
+    char marks[VOLREG_KEY_MAX];
+    struct marks_read mr = {0};
+    int dropped = 0;
+
+    snprintf(marks, sizeof(marks), "%svolnode/%s/", a->conf.etcd_prefix, node);
+    mr.skip = strlen(marks);
+    if (nb_etcd_get(e, marks, 1, add_mark, &mr) < 0) {
+        free(mr.m);
+        return -1;
+    }
+    for (size_t j = 0; j < mr.n; j++) {
+        char row[VOLREG_KEY_MAX], mark[VOLREG_KEY_MAX];
+        struct row_get g = {0};
+        struct nb_etcd_op del[2] = {{.kind = NB_ETCD_DEL, .key = mark},
+                                    {.kind = NB_ETCD_DEL, .key = row}};
+        struct nb_etcd_cmp cmp = {row, NB_ETCD_MOD, 0};
+        int t;
+
+        row_key(a, mr.m[j].owner, mr.m[j].name, row, sizeof(row));
+        snprintf(mark, sizeof(mark), "%s%s/%s", marks, mr.m[j].owner, mr.m[j].name);
+        if (nb_etcd_get(e, row, 0, one_row, &g) < 0)
+            goto fail;
+        /* a row another node holds now (or none): only the stale mark goes */
+        if (g.rev == 0 || strcmp(g.v.node, node) != 0) {
+            if (nb_etcd_delete(e, mark) != 0)
+                goto fail;
+            continue;
+        }
+        cmp.value = g.rev;
+        if ((t = nb_etcd_txn(e, &cmp, 1, del, 2, NULL, 0)) < 0)
+            goto fail;
+        dropped += t;
+    }
+    free(mr.m);
+    return dropped;
+fail:
+    free(mr.m);
+    return -1;
+}
+
+int nb_volreg_collect(struct nb_app *a, struct nb_etcd *e, const char (*up)[33], unsigned n_up)
+{
+    char prefix[VOLREG_KEY_MAX], key[VOLREG_KEY_MAX];
+    struct names_read tags = {0}, gone = {0};
+    int64_t now = (int64_t)time(NULL), after = (int64_t)a->conf.volume_orphan_after;
+    int total = 0, rc = 0;
+
+    if (!nb_volreg_on(a) || after == 0)
+        return 0;
+    if (after < VOLREG_GONE_MIN_S)
+        after = VOLREG_GONE_MIN_S;
+    snprintf(prefix, sizeof(prefix), "%stags/", a->conf.etcd_prefix);
+    if (nb_etcd_get(e, prefix, 1, add_tag_name, &tags) < 0)
+        return -1;
+    snprintf(prefix, sizeof(prefix), "%sgone/", a->conf.etcd_prefix);
+    gone.skip = strlen(prefix);
+    if (nb_etcd_get(e, prefix, 1, add_gone, &gone) < 0) {
+        rc = -1;
+        goto out;
+    }
+    /* an up node's gone/ key (its own take-out at its join failed) */
+    for (size_t g = 0; g < gone.n && rc == 0; g++) {
+        int live = !strcmp(gone.name[g], a->conf.node_name);
+        for (unsigned i = 0; i < n_up && !live; i++)
+            live = !strcmp(up[i], gone.name[g]);
+        gone_key(a, gone.name[g], key, sizeof(key));
+        if (live && nb_etcd_delete(e, key) != 0)
+            rc = -1;
+    }
+    for (size_t t = 0; t < tags.n && rc == 0; t++) {
+        const char *node = tags.name[t];
+        int live = !strcmp(node, a->conf.node_name), seen = 0;
+        int64_t since = 0;
+        for (unsigned i = 0; i < n_up && !live; i++)
+            live = !strcmp(up[i], node);
+        if (live)
+            continue;
+        for (size_t g = 0; g < gone.n && !seen; g++)
+            if (!strcmp(gone.name[g], node))
+                seen = 1, since = gone.since[g];
+        if (!seen) {
+            /* first seen gone now (only if absent: a collector that came
+             * before has the earlier time) */
+            char num[24];
+            gone_key(a, node, key, sizeof(key));
+            snprintf(num, sizeof(num), "%lld", (long long)now);
+            if (nb_etcd_create(e, key, num, strlen(num), 0, NULL, NULL) < 0)
+                rc = -1;
+            continue;
+        }
+        if (now - since < after)
+            continue;
+        {
+            int n = collect_node(a, e, node);
+            if (n < 0) {
+                rc = -1;
+            } else if (n > 0) {
+                nb_info("volreg: node %s is gone since %lld (%lld s, volume_orphan_after %lld): "
+                        "its %d volume rows taken out, their names free",
+                        node, (long long)since, (long long)(now - since), (long long)after, n);
+                total += n;
+            }
+        }
+    }
+out:
+    free(tags.name);
+    free(tags.since);
+    free(gone.name);
+    free(gone.since);
+    return rc < 0 ? -1 : total;
+}
+
+int nb_volreg_back(struct nb_app *a, struct nb_etcd *e)
+{
+    char key[VOLREG_KEY_MAX];
+    if (!nb_volreg_on(a))
+        return 0;
+    gone_key(a, a->conf.node_name, key, sizeof(key));
+    return nb_etcd_delete(e, key);
 }

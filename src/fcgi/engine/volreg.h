@@ -87,4 +87,18 @@ void nb_volreg_here(const struct nb_app *a, struct nb_volume *v);
  */
 int nb_volreg_sync(struct nb_app *a, struct nb_etcd *e, nb_volreg_list_fn list);
 
+/*
+ * The collector's round (member.c, on the first node by name of those
+ * up[0..n_up-1]): each node gone (tags/ names it, no record) gets
+ * <prefix>gone/<name> = the unix second it was first seen gone; once it
+ * has been gone volume_orphan_after seconds (0: never), its volumes' rows
+ * (those that still name it) and its index are taken out, their names free
+ * for others. An up node's gone/ key is taken out. The number of rows
+ * taken out, or -1 (etcd did not answer).
+ */
+int nb_volreg_collect(struct nb_app *a, struct nb_etcd *e, const char (*up)[33], unsigned n_up);
+
+/* A node back: its gone/ key out (a later absence counts from then). 0 or -1. */
+int nb_volreg_back(struct nb_app *a, struct nb_etcd *e);
+
 #endif

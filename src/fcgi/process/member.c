@@ -29,7 +29,7 @@
 #include "tplsync.h"
 #include "volreg.h"
 
-#define MEMBER_KEYS_WAIT_MS 500           /* a change of the keys file is shared within this */
+#define MEMBER_KEYS_WAIT_MS 500           /* the keys file is looked at (a stat) this often */
 #define MEMBER_NODES_S 5                  /* the nodes are read for /metrics this often */
 #define MEMBER_MEMORY_STEP (256ULL << 20) /* the record's memory, rounded down to it */
 #define MEMBER_REWRITE_S 30               /* the record is rewritten at least this often */
@@ -56,6 +56,7 @@ struct member {
     int64_t since;          /* unix seconds this process started */
     int64_t nodes_read;     /* unix seconds the nodes were last read (metrics) */
     int64_t collected;      /* unix seconds gone nodes' rows were last looked at */
+    int64_t volcollected;   /* ... and their volumes' rows */
     int64_t tpl_synced;     /* unix seconds the templates' registry was last looked at */
     int64_t volsynced;      /* unix seconds the volumes' rows were last put right */
     struct nb_tplsync *tpl; /* its memory (NULL: no cluster_secret, no templates sent) */
@@ -280,33 +281,60 @@ static void read_nodes(struct member *m)
 }
 
 /*
- * The rows of nodes that are gone, past their sandboxes' end (a minute's
- * grace), taken out by one node: the first by name of those up, so that
- * the cluster does it once and needs no election for it.
+ * The names of the nodes up (the member's last read of the records) into
+ * up[0..*n-1]: 1 if this node is the first by name of them, the one that
+ * collects gone nodes' rows (so the cluster does it once, with no election
+ * for it); 0 not, or the view is not whole (past its first 64 records).
+ * *up is malloc'd (NULL on failure, then 0).
  */
-static void collect(struct member *m)
+static int collector(struct member *m, char (**up)[33], unsigned *n)
 {
     struct nb_mcluster *view = malloc(sizeof(*view));
-    char(*up)[33] = NULL;
-    unsigned n = 0;
     int first = 1;
 
+    *n = 0;
+    *up = NULL;
     if (view == NULL || nb_metrics_nodes_copy(view) != 0 ||
-        (up = calloc(NB_METRICS_NODES, sizeof(*up))) == NULL) {
+        (*up = calloc(NB_METRICS_NODES, sizeof(**up))) == NULL) {
         free(view);
-        free(up);
-        return;
+        return 0;
     }
     for (uint32_t i = 0; i < view->nodes_seen && i < NB_METRICS_NODES; i++) {
-        snprintf(up[n++], sizeof(up[0]), "%s", view->node[i].name);
+        snprintf((*up)[(*n)++], sizeof((*up)[0]), "%s", view->node[i].name);
         first &= strcmp(m->a->conf.node_name, view->node[i].name) <= 0;
     }
-    /* past the first 64 records the view is not whole: leave it to later */
-    if (first && view->nodes_up <= NB_METRICS_NODES &&
+    first &= view->nodes_up <= NB_METRICS_NODES;
+    free(view);
+    return first;
+}
+
+/* The rows of nodes that are gone, past their sandboxes' end (a minute's grace). */
+static void collect(struct member *m)
+{
+    char(*up)[33];
+    unsigned n;
+    if (collector(m, &up, &n) &&
         nb_regsync_collect(m->a, &m->etcd, (const char(*)[33])up, n, MEMBER_COLLECT_S) < 0)
         nb_debug("cluster: gone nodes' rows not looked at: %s", m->etcd.err);
-    free(view);
     free(up);
+}
+
+/* The volume rows of nodes gone longer than volume_orphan_after. */
+static void collect_volumes(struct member *m)
+{
+    char(*up)[33];
+    unsigned n;
+    if (collector(m, &up, &n) && nb_volreg_collect(m->a, &m->etcd, (const char(*)[33])up, n) < 0)
+        nb_debug("cluster: gone nodes' volume rows not looked at: %s", m->etcd.err);
+    free(up);
+}
+
+/* How often gone nodes' volume rows are looked at: a minute, or oftener
+ * for a shorter volume_orphan_after (half of it, a second at least). */
+static int64_t volumes_collect_s(const struct nb_conf *c)
+{
+    int64_t half = (int64_t)c->volume_orphan_after / 2;
+    return half >= MEMBER_COLLECT_S ? MEMBER_COLLECT_S : half > 1 ? half : 1;
 }
 
 /* One round: join, or renew and rewrite. */
@@ -321,6 +349,9 @@ static void round_once(struct member *m)
         if (rc == 1) {
             m->renewed = now;
             set_state(m, NB_MEMBER_JOINED, 1);
+            /* back: a later absence counts from its own start */
+            if (nb_volreg_back(m->a, &m->etcd) != 0)
+                nb_debug("cluster: the node's gone/ key not taken out: %s", m->etcd.err);
         } else {
             set_state(m, rc == 0 ? NB_MEMBER_CONFLICT : NB_MEMBER_UNREACHABLE, 0);
         }
@@ -346,6 +377,11 @@ static void round_once(struct member *m)
         if (m->nodes_read != 0 && now - m->collected >= MEMBER_COLLECT_S) {
             collect(m);
             m->collected = now;
+        }
+        if (m->nodes_read != 0 && c->volume_orphan_after != 0 &&
+            now - m->volcollected >= volumes_collect_s(c)) {
+            collect_volumes(m);
+            m->volcollected = now;
         }
         /* the cluster's templates this node is behind on (it was away) */
         if (m->tpl != NULL && now - m->tpl_synced >= MEMBER_TEMPLATES_S) {
@@ -385,7 +421,8 @@ void nb_member_run(struct nb_app *a)
     struct nb_keysync ks;
     char keys_prefix[256];
     int64_t next_round = 0;
-    int changed = 0;
+    int changed = 0, watch_broke = 0;
+    struct nb_etcd_watch kw; /* the cluster's keys, watched */
 
     pid_t master = getppid();
 
@@ -414,9 +451,10 @@ void nb_member_run(struct nb_app *a)
     }
     set_state(&m, NB_MEMBER_JOINING, 0);
     nb_cluster_keys_key(c->etcd_prefix, keys_prefix, sizeof(keys_prefix));
+    memset(&kw, 0, sizeof(kw));
     while (!member_stop) {
         int64_t now = nb_clock_mono_ms(), wait;
-        int pull = 0;
+        int pull = 0, rc;
         /* the master gone without its death signal reaching us (seen once
          * in a test): a member of no node must not keep its record alive */
         if (getppid() != master)
@@ -424,30 +462,57 @@ void nb_member_run(struct nb_app *a)
         if (now >= next_round) {
             round_once(&m);
             next_round = now + (m.state == NB_MEMBER_JOINED ? period_ms : 1000);
-            pull = 1; /* the keys too, at each renewal: a watch can miss nothing then */
+            /* the keys read again at each renewal only while no watch is
+             * held (the slow poll, while it is broken): one held misses
+             * nothing, from the revision of the last read on */
+            pull = !nb_etcd_watch_held(&kw);
         }
         wait = next_round - nb_clock_mono_ms();
         if (m.state != NB_MEMBER_JOINED || c->keys_file[0] == '\0') {
+            nb_etcd_watch_close(&kw); /* opened again, from a read, once joined */
             member_sleep(wait > 0 ? (long)wait : 0);
             continue;
         }
         /* the keys file <-> etcd; then wait for a change of the cluster's
-         * keys (or a short while, for a change of the file) */
-        if (nb_keysync_round(&ks, &m.etcd, c->etcd_prefix, c->keys_file, pull || changed) < 0)
+         * keys on the watch held open (or a short while, for a change of
+         * the file: it is looked at every MEMBER_KEYS_WAIT_MS) */
+        rc = nb_keysync_round(&ks, &m.etcd, c->etcd_prefix, c->keys_file, pull || changed);
+        if (rc < 0)
             wait = wait < MEMBER_KEYS_WAIT_MS ? wait : MEMBER_KEYS_WAIT_MS;
         changed = 0;
+        /* (re)opened right after a read (at a renewal): from the keys read
+         * then on; none read yet: from now (a watch from revision 1 would
+         * replay the history at once) */
+        if (pull && rc >= 0 && !nb_etcd_watch_held(&kw)) {
+            if (nb_etcd_watch_open(&kw, &m.etcd, keys_prefix, ks.rev ? ks.rev + 1 : 0) != 0)
+                nb_debug("cluster keys: no watch: %s", kw.err);
+        }
         if (wait > MEMBER_KEYS_WAIT_MS)
             wait = MEMBER_KEYS_WAIT_MS;
-        if (wait > 0 && !member_stop) {
-            /* from the keys read last; none read yet: from now (a watch
-             * from revision 1 would replay the history at once, and spin) */
-            int w = nb_etcd_watch(&m.etcd, keys_prefix, ks.rev ? ks.rev + 1 : 0, wait);
-            if (w == 1)
-                changed = 1;
-            else if (w < 0)
-                member_sleep((long)wait);
+        if (wait <= 0 || member_stop)
+            continue;
+        if (!nb_etcd_watch_held(&kw)) {
+            member_sleep((long)wait);
+            continue;
+        }
+        rc = nb_etcd_watch_wait(&kw, wait);
+        if (rc == 1) {
+            changed = 1;
+            if (watch_broke) /* back */
+                nb_info("cluster keys: watching etcd again");
+            watch_broke = 0;
+        } else if (rc < 0) {
+            /* the slow poll until the next renewal opens it again */
+            if (!watch_broke)
+                nb_warn("cluster keys: %s; the keys read at each renewal until it is back", kw.err);
+            watch_broke = 1;
+            member_sleep((long)wait);
+        } else if (watch_broke && kw.created) {
+            nb_info("cluster keys: watching etcd again");
+            watch_broke = 0;
         }
     }
+    nb_etcd_watch_close(&kw);
     nb_keysync_free(&ks);
     /* leaving: the record goes with the lease, at once (a slow etcd gets
      * longer than a renewal would: the master waits for us) */

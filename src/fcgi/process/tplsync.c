@@ -263,6 +263,8 @@ int nb_tplsync_round(struct nb_tplsync *ts, struct nb_app *a, struct nb_etcd *e)
         struct nb_tplsync_seen *s;
         int stale;
 
+        if (en->m.snapshot)
+            continue; /* one node's (its only copy), with no recipe to build */
         if (en->m.removed) {
             /* removed while this node was away (or its removal did not reach it) */
             if (lo != NULL && strcmp(lo->status, "building") != 0)
