@@ -893,10 +893,7 @@ def test_a_template_is_built_on_every_node_and_its_creates_go_where_it_is(etcd, 
     assert d1.exec(sid, "cat /etc/tpl-marker")["stdout"] == "hi\n"
     assert d1.delete(sid).status_code == 204
     # a snapshot of a sandbox on node-t1 is node-t1's alone
-    own = d1.request("POST", "/sandbox", json={}, headers={"X-Nanobox-Cluster": secret,
-                                                           "X-Nanobox-Owner": "dana"})
-    assert own.status_code == 201, own.text
-    src = own.json()["sandboxId"]
+    src = made_here(t1, secret, "dana")
     assert src.endswith(tag_of("node-t1"))
     d1.exec(src, "echo kept > /workspace/kept.txt")
     snap = snapshot(d1, src, "snap")
@@ -933,6 +930,15 @@ def template_pair(etcd, make_stack, prefix, key, *key_opts):
     wait_until(lambda: sees(n1, f"{prefix}2") and sees(n2, f"{prefix}1"), timeout=15,
                what="the nodes to see each other")
     return n1, n2, k1, k2
+
+
+def made_here(st, secret, owner="default"):
+    """A sandbox of owner made on st itself (sent as a node's: placement
+    leaves it there): its id."""
+    r = requests.post(st.url + "/sandbox", json={}, timeout=120, headers={
+        "X-Nanobox-Cluster": secret, "X-Nanobox-Owner": owner})
+    assert r.status_code == 201, r.text
+    return r.json()["sandboxId"]
 
 
 def away(etcd, st):

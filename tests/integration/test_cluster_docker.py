@@ -26,7 +26,8 @@ import nbetcd
 from nbdockerd import second_dockerd
 from nbfront import Front
 from nbtest import docker_ps, wait_until
-from test_cluster import PREFIX, healthz, listed, member_of, node_conf, sees, tag_of
+from test_cluster import (PREFIX, healthz, listed, made_here, member_of, node_conf, sees,
+                          tag_of)
 from test_e2b import e2b_sdk  # noqa: F401 - the pinned SDK, a fixture
 from test_keys import KeyApi, add_key
 from test_mcp import http_call, http_initialize
@@ -43,14 +44,6 @@ def dockerd2():
 @pytest.fixture(scope="module")
 def etcd(request):
     return nbetcd.etcd_cluster(request)
-
-
-def made_here(st, secret):
-    """A sandbox made on st itself (sent as a node's: placement leaves it there)."""
-    r = requests.post(st.url + "/sandbox", json={}, timeout=120, headers={
-        "X-Nanobox-Cluster": secret, "X-Nanobox-Owner": "default"})
-    assert r.status_code == 201, r.text
-    return r.json()["sandboxId"]
 
 
 def test_a_node_that_dies_whole_takes_only_its_own_sandboxes(etcd, make_stack, dockerd2):

@@ -13,8 +13,8 @@ import pytest
 import requests
 
 from nbtest import assert_error, wait_until
-from test_cluster import (PREFIX, entry, etcd, healthz, node_conf, record, sees,  # noqa: F401
-                          tag_of, template_pair)
+from test_cluster import (PREFIX, entry, etcd, healthz, made_here, node_conf,  # noqa: F401
+                          record, sees, tag_of, template_pair)
 from test_cluster_volumes import VOLCONF, docker_volumes, make_volume, vol_stacks  # noqa: F401
 
 pytestmark = pytest.mark.xdist_group("cluster")
@@ -99,10 +99,7 @@ def test_snapshots_count_for_max_templates_on_every_node(etcd, make_stack):
     files = {"hello.txt": b64("hi\n")}
     s1, s2, k1, k2 = template_pair(etcd, make_stack, "node-s", "sam", "--max-templates", "2")
     secret = s1.conf["cluster_secret"]
-    own = k1.request("POST", "/sandbox", json={}, headers={"X-Nanobox-Cluster": secret,
-                                                           "X-Nanobox-Owner": "sam"})
-    assert own.status_code == 201, own.text
-    src = own.json()["sandboxId"]
+    src = made_here(s1, secret, "sam")
     assert src.endswith(tag_of("node-s1"))
     k1.exec(src, "echo kept > /tmp/kept.txt")
     assert snapshot(k1, src, "snap1")["name"] == "snap1"

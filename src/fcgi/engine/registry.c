@@ -536,6 +536,17 @@ void nb_registry_tpl_release(struct nb_app *a, struct nb_registry_tpl *t)
     t->prior = NULL;
 }
 
+/* A reserved entry's reservation over (its prior text let go): 0 if none was held. */
+static int tpl_end(struct nb_registry_tpl *t)
+{
+    if (!t->on)
+        return 0;
+    t->on = 0;
+    free(t->prior);
+    t->prior = NULL;
+    return 1;
+}
+
 void nb_registry_tpl_commit(struct nb_app *a, struct nb_registry_tpl *t, const char *body,
                             size_t len)
 {
@@ -543,11 +554,8 @@ void nb_registry_tpl_commit(struct nb_app *a, struct nb_registry_tpl *t, const c
     struct nb_etcd *e;
     char *json;
 
-    if (!t->on)
+    if (!tpl_end(t))
         return;
-    t->on = 0;
-    free(t->prior);
-    t->prior = NULL;
     if (len > NB_TPL_RECIPE_MAX) {
         nb_warn("registry: the build request of %s is %zu bytes, over %u: not stored, so a node "
                 "that joins later does not build it by itself",
@@ -601,12 +609,7 @@ void nb_registry_tpl_snapshot(struct nb_app *a, struct nb_registry_tpl *t)
     struct nb_etcd *e;
     char *json;
 
-    if (!t->on)
-        return;
-    t->on = 0;
-    free(t->prior);
-    t->prior = NULL;
-    if ((e = etcd_of(a)) == NULL)
+    if (!tpl_end(t) || (e = etcd_of(a)) == NULL)
         return;
     memset(&m, 0, sizeof(m));
     m.at = nb_clock_real_s();
