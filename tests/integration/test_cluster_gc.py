@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from nbtest import assert_error, wait_until
+from test_keys import KeyApi, add_key
 from test_cluster import (PREFIX, entry, etcd, healthz, made_here, node_conf,  # noqa: F401
                           record, sees, tag_of, template_pair)
 from test_cluster_volumes import VOLCONF, docker_volumes, make_volume, vol_stacks  # noqa: F401
@@ -137,13 +138,34 @@ def test_snapshots_count_for_max_templates_on_every_node(etcd, make_stack):
     assert k2.delete(sid).status_code == 204
     assert k1.delete(src).status_code == 204
     assert "template snap1 of sam" not in open(s2.log_path).read()  # never built there
-    # removed (E2B's deleteSnapshot): the unit is free on every node
-    r = requests.delete(f"{s1.url}/templates/snap1", headers={"X-API-Key": f"e2b_{k1.key}"},
+    # another key's removal through node-s2 finds nothing and changes nothing
+    eve = KeyApi(s1, add_key(s1, "eve"))
+    eve2 = KeyApi(s2, eve.key)
+    wait_until(lambda: eve2.request("GET", "/sandbox").status_code == 200, timeout=10,
+               what="eve's key on node-s2")
+    assert eve2.request("DELETE", "/templates/snap1").status_code == 404
+    r = requests.delete(f"{s2.url}/templates/snap1", headers={"X-API-Key": f"e2b_{eve.key}"},
+                        timeout=60)
+    assert r.status_code == 404, r.text
+    assert k1.request("GET", "/templates/snap1").status_code == 200
+    # removed through node-s2 (E2B's deleteSnapshot): sent to node-s1, and
+    # the unit is free on every node
+    r = requests.delete(f"{s2.url}/templates/snap1", headers={"X-API-Key": f"e2b_{k2.key}"},
                         timeout=60)
     assert r.status_code == 204, r.text
+    assert k1.request("GET", "/templates/snap1").status_code == 404
     assert entry(etcd, "sam", "snap1")["removed"] is True
     assert submit(k2, "tpl2", SMALL, files).status_code == 202
     for api in (k1, k2):
         wait_done(api, "tpl2")
         wait_done(api, "tpl")
+    # a native removal through node-s2 of node-s1's snapshot goes there too
+    assert k2.request("DELETE", "/templates/tpl2").status_code == 204
+    src = made_here(s1, secret, "sam")
+    assert snapshot(k1, src, "snap4")["name"] == "snap4"
+    assert k1.delete(src).status_code == 204
+    assert k2.request("DELETE", "/templates/snap4").status_code == 204
+    assert k1.request("GET", "/templates/snap4").status_code == 404
+    assert entry(etcd, "sam", "snap4")["removed"] is True
+    assert k2.request("DELETE", "/templates/snap4").status_code == 404
     etcd.delete_prefix(f"{PREFIX}keys/")

@@ -200,6 +200,16 @@ int api_forward_node(struct nb_app *a, struct nb_req *r, const char *name, const
                      struct nb_apierr *ae);
 
 /*
+ * api_forward.c: r, about owner's snapshot name that this node does not
+ * have (a snapshot is its node's alone), sent to the snapshot's node (its
+ * entry in the templates' registry) and its answer relayed: 1; -1 with
+ * ae; 0 no other node's snapshot (or no cluster, or r came from a node):
+ * answer it here.
+ */
+int api_forward_template(struct nb_app *a, struct nb_req *r, const char *owner, const char *name,
+                         struct nb_apierr *ae);
+
+/*
  * api_volfwd.c, a cluster's volumes (docs/CLUSTER.md, "Volumes"): a route
  * naming owner's volume key (a name or an id) that another node holds is
  * sent there: 1 answered, 0 serve it here, -1 with ae (503

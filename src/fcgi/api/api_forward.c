@@ -19,6 +19,8 @@
 #include "log.h"
 #include "metrics.h"
 #include "placement.h"
+#include "registry.h"
+#include "templates.h"
 
 #define FWD_CONNECT_MS 1000L
 #define FWD_TIMEOUT_MS (3600L * 1000L) /* the other node ends its own long calls first */
@@ -309,6 +311,19 @@ int api_forward_node(struct nb_app *a, struct nb_req *r, const char *name, const
     if (!node_of_tag(tag, base, sizeof(base), node, sizeof(node)) || strcmp(node, name) != 0)
         return node_down(ae, what, "is down or unknown");
     return relay(a, r, base, node, what, ae);
+}
+
+int api_forward_template(struct nb_app *a, struct nb_req *r, const char *owner, const char *name,
+                         struct nb_apierr *ae)
+{
+    char node[NB_NODE_NAME_MAX + 1], what[128];
+    if (a->conf.cluster_secret[0] == '\0' || a->node_tag[0] == '\0' || nb_http_from_node(r) ||
+        !nb_template_name_ok(name) ||
+        !nb_registry_snapshot_node(a, nb_template_owner(owner), name, node, sizeof(node)) ||
+        !strcmp(node, a->conf.node_name))
+        return 0;
+    snprintf(what, sizeof(what), "snapshot %.100s", name);
+    return api_forward_node(a, r, node, what, ae);
 }
 
 /* A discard of an answer's body (a fan-out reads only the status). */

@@ -172,16 +172,28 @@ int api_template_delete(struct nb_app *a, struct nb_req *r, const struct nb_rout
 {
     char who[NB_KEY_NAME_MAX + 2];
     const char *owner = name_owner(r, who, sizeof(who));
-    if (nb_template_delete(a, ra->arg, owner, query_true(r, "force"), ae) != 0)
+    struct nb_template t;
+    struct nb_apierr gae;
+    int snap, held;
+
+    snap = nb_template_get(a, ra->arg, owner, &t, &gae) == 0 && !strcmp(t.kind, "snapshot");
+    if (nb_template_delete(a, ra->arg, owner, query_true(r, "force"), ae) != 0) {
+        /* a cluster's: a snapshot is its node's alone, so its removal goes there */
+        if (ae->err == NB_E_NOT_FOUND &&
+            (held = api_forward_template(a, r, owner, ra->arg, ae)) != 0)
+            return held > 0 ? NB_OK : NB_ERR;
         return NB_ERR;
-    nb_http_audit(r, "template-delete", ra->arg);
-    /* a cluster's: also a node that is away now drops it when it is back */
-    if (!nb_http_from_node(r)) {
-        nb_registry_tpl_removed(a, nb_template_owner(owner), ra->arg);
-        nb_e2bflow_drop(a, owner, ra->arg); /* an E2B build's flow, if it was one, ends */
     }
+    nb_http_audit(r, "template-delete", ra->arg);
+    /* a cluster's: also a node that is away now drops it when it is back
+     * (a snapshot's entry is its own node's to drop, whoever sent it on) */
+    if (!nb_http_from_node(r) || snap)
+        nb_registry_tpl_removed(a, nb_template_owner(owner), ra->arg);
+    if (!nb_http_from_node(r))
+        nb_e2bflow_drop(a, owner, ra->arg); /* an E2B build's flow, if it was one, ends */
     nb_http_no_content(r);
-    api_fanout(a, r); /* a cluster's: gone from every node */
+    if (!snap)
+        api_fanout(a, r); /* a cluster's: gone from every node */
     return NB_OK;
 }
 

@@ -1277,6 +1277,12 @@ int api_e2b_tpl_delete(struct nb_app *a, struct nb_req *r, const struct nb_route
                           "'%.100s' is one of the operator's templates", seg[1]);
             return NB_ERR;
         }
+        /* a cluster's: another node's snapshot (deleteSnapshot) goes to its node */
+        if (split_path(r->path, seg, 3) == 2) {
+            int held = api_forward_template(a, r, owner, seg[1], ae);
+            if (held != 0)
+                return held > 0 ? NB_OK : NB_ERR;
+        }
         not_found(ae, "template", split_path(r->path, seg, 3) == 2 ? seg[1] : "");
         return NB_ERR;
     }

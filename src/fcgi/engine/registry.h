@@ -123,4 +123,12 @@ void nb_registry_tpl_snapshot(struct nb_app *a, struct nb_registry_tpl *t);
 /* owner's template name was removed here: every node drops its copy, now or when it is back. */
 void nb_registry_tpl_removed(struct nb_app *a, const char *owner, const char *name);
 
+/*
+ * The node of owner's snapshot name, by its entry in the templates'
+ * registry: 1 with its name in node; 0 no such snapshot (or no cluster,
+ * or etcd did not answer).
+ */
+int nb_registry_snapshot_node(struct nb_app *a, const char *owner, const char *name, char *node,
+                              size_t len);
+
 #endif
