@@ -57,37 +57,17 @@ int nb_e2bflow_claim(struct nb_app *a, const char *owner, const char *name, stru
     return rc == 0 ? 0 : unavailable(ae, e->err);
 }
 
-struct home {
-    char *node;
-    size_t len;
-    int found;
-};
-
-static int take_home(void *arg, const struct nb_etcd_kv *kv)
-{
-    struct home *h = arg;
-    struct nb_tpl_meta m;
-    if (nb_tpl_meta_parse(kv->value, kv->value_len, &m) == 0 && m.node[0] != '\0') {
-        snprintf(h->node, h->len, "%s", m.node);
-        h->found = 1;
-    }
-    return 0;
-}
-
 int nb_e2bflow_home(struct nb_app *a, const char *owner, const char *name, char *node, size_t len,
                     struct nb_apierr *ae)
 {
     char key[NB_REG_KEY_MAX];
-    struct home h = {node, len, 0};
-    struct nb_etcd *e;
+    int rc;
     if (!nb_e2bflow_on(a))
         return 0;
-    if ((e = nb_registry_etcd(a)) == NULL)
-        return unavailable(ae, "no client");
     flow_key(a, owner, name, key, sizeof(key));
-    if (nb_etcd_get(e, key, 0, take_home, &h) < 0)
-        return unavailable(ae, e->err);
-    return h.found;
+    if ((rc = nb_registry_meta_node(a, key, 0, node, len)) < 0)
+        return unavailable(ae, "etcd does not answer");
+    return rc;
 }
 
 void nb_e2bflow_drop(struct nb_app *a, const char *owner, const char *name)

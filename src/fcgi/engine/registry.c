@@ -621,35 +621,40 @@ void nb_registry_tpl_snapshot(struct nb_app *a, struct nb_registry_tpl *t)
     free(json);
 }
 
-struct snap_read {
+struct meta_read {
+    int snapshot; /* a live snapshot's entry only */
     char *node;
     size_t len;
     int found;
 };
 
-static int snap_entry(void *arg, const struct nb_etcd_kv *kv)
+static int meta_node(void *arg, const struct nb_etcd_kv *kv)
 {
-    struct snap_read *sr = arg;
+    struct meta_read *mr = arg;
     struct nb_tpl_meta m;
-    if (nb_tpl_meta_parse(kv->value, kv->value_len, &m) == 0 && m.snapshot && !m.removed &&
-        m.node[0] != '\0') {
-        snprintf(sr->node, sr->len, "%s", m.node);
-        sr->found = 1;
+    if (nb_tpl_meta_parse(kv->value, kv->value_len, &m) == 0 && m.node[0] != '\0' &&
+        (!mr->snapshot || (m.snapshot && !m.removed))) {
+        snprintf(mr->node, mr->len, "%s", m.node);
+        mr->found = 1;
     }
     return 0;
+}
+
+int nb_registry_meta_node(struct nb_app *a, const char *key, int snapshot, char *node, size_t len)
+{
+    struct meta_read mr = {snapshot, node, len, 0};
+    struct nb_etcd *e;
+    if (!on(a) || (e = etcd_of(a)) == NULL || nb_etcd_get(e, key, 0, meta_node, &mr) < 0)
+        return -1;
+    return mr.found;
 }
 
 int nb_registry_snapshot_node(struct nb_app *a, const char *owner, const char *name, char *node,
                               size_t len)
 {
     char ekey[NB_REG_KEY_MAX];
-    struct snap_read sr = {node, len, 0};
-    struct nb_etcd *e;
-
-    if (!tpl_on(a) || (e = etcd_of(a)) == NULL)
+    if (!tpl_on(a))
         return 0;
     nb_cluster_tpl_key(a->conf.etcd_prefix, "templates", owner, name, ekey, sizeof(ekey));
-    if (nb_etcd_get(e, ekey, 0, snap_entry, &sr) < 0)
-        return 0;
-    return sr.found;
+    return nb_registry_meta_node(a, ekey, 1, node, len) == 1;
 }

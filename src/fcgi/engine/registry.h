@@ -124,6 +124,13 @@ void nb_registry_tpl_snapshot(struct nb_app *a, struct nb_registry_tpl *t);
 void nb_registry_tpl_removed(struct nb_app *a, const char *owner, const char *name);
 
 /*
+ * The node that the nb_tpl_meta text at etcd key names (a template's
+ * entry, or an E2B build flow's record): 1 with it in node; 0 none (with
+ * snapshot: none that is a live snapshot's entry); -1 no etcd answer.
+ */
+int nb_registry_meta_node(struct nb_app *a, const char *key, int snapshot, char *node, size_t len);
+
+/*
  * The node of owner's snapshot name, by its entry in the templates'
  * registry: 1 with its name in node; 0 no such snapshot (or no cluster,
  * or etcd did not answer).
