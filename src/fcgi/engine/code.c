@@ -140,6 +140,9 @@ static int code_object(struct code_call *c, const unsigned char *body, uint32_t 
     return rc;
 }
 
+/* how long a failed call waits to see whether its sandbox is being killed */
+#define CODE_DYING_WAIT_MS 1000
+
 /* code_call_once's answer when an agent refused the request sent with K */
 #define CODE_UNPIPE (-2)
 /* The largest request sent with K: it fits the socket's buffer whole, so an
@@ -252,6 +255,10 @@ static int code_call(const struct nb_slot *slot, const char *req, size_t req_len
         req_len <= CODE_PIPE_MAX && (nb_agent_caps(slot) & NB_AGENT_CAP_KERNEL_PIPE) != 0, ae);
     if (rc == CODE_UNPIPE)
         rc = code_call_once(slot, req, req_len, c, 0, ae);
+    /* the bridge failing as its sandbox is killed (its kernel gone a moment
+     * before it): the sandbox stopped under the call, not a bridge fault */
+    if (rc < 0 && nb_err_is_fault(ae->err) && nb_agent_sandbox_gone(slot, CODE_DYING_WAIT_MS))
+        nb_apierr_set(ae, NB_E_CONFLICT, "not_running", "the sandbox's container stopped");
     return rc;
 }
 
