@@ -212,6 +212,10 @@ def test_other_bad_input_changes_nothing(api, stack):
     assert_error(submit(api, nm, SMALL, {"Dockerfile": b64("x")}), 400, "bad_path")
     assert_error(submit(api, nm, SMALL, {"a.txt": "%%% not base64"}), 400, "bad_field")
     assert_error(submit(api, nm, SMALL, {"a.txt": 3}), 400, "bad_field")
+    many = {f"f{i}.txt": b64("x") for i in range(1025)}
+    r = submit(api, nm, SMALL, {"hello.txt": b64("hi\n"), **many})
+    assert_error(r, 400, "bad_field")
+    assert "at most 1024 entries" in r.json()["error"], r.text
     assert_error(api.request("POST", "/templates", json={"name": nm}), 400, "bad_field")
     assert_error(submit(api, nm, SMALL, memory="100g"), 422, "out_of_range")
     assert_error(submit(api, nm, SMALL, cpus=1000), 422, "out_of_range")
@@ -239,6 +243,18 @@ def test_stage_names_are_allowed_as_from(api):
     build_ready(api, nm, df)
     sid = api.create(template=nm)
     assert api.exec(sid, "cat /etc/staged")["stdout"] == "staged\n"
+
+
+def test_a_context_of_as_many_files_as_e2b_takes_builds(api):
+    """1024 files, E2B's limit of one build's context: a cluster sends an
+    E2B build on to the other nodes as this request, so it takes as many."""
+    nm = name()
+    files = {f"d/f{i}.txt": b64(f"{i}\n") for i in range(1023)}
+    files["hello.txt"] = b64("hi\n")
+    build_ready(api, nm, SMALL + "COPY d /opt/d\n", files)
+    sid = api.create(template=nm)
+    out = api.exec(sid, "ls /opt/d | wc -l; cat /opt/d/f1022.txt")["stdout"]
+    assert out == "1023\n1022\n", out
 
 
 def test_name_taken_while_building_and_delete_refused(api):

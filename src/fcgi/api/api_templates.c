@@ -22,7 +22,7 @@
 #include "templates.h"
 
 #define MiB (1024ULL * 1024ULL)
-#define FILES_MAX 256
+#define FILES_MAX 1024 /* E2B_FILES_MAX: an E2B build is sent on to other nodes as this request */
 #define LOG_POLL_US 200000
 
 /* The public view of a template (the keys of docs/API.md). */
