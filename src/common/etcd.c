@@ -596,23 +596,33 @@ static size_t watch_write(char *ptr, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
-int nb_etcd_watch(struct nb_etcd *e, const char *prefix, int64_t from_rev, long max_ms)
+/* A watch's request (malloc'd JSON): any key under prefix after revision
+ * from_rev (0: from now), with etcd's progress messages if progress. */
+static char *watch_request(const char *prefix, int64_t from_rev, int progress)
 {
     yajl_gen g = nb_json_gen();
-    char *body, url[NB_ETCD_URL_MAX + 16];
-    struct curl_slist *hdrs;
-    int rc = -1;
-
     yajl_gen_map_open(g);
-    yajl_gen_string(g, (const unsigned char *)"create_request", 14);
+    gen_cstr(g, "create_request");
     yajl_gen_map_open(g);
     gen_b64(g, "key", prefix, strlen(prefix));
     gen_range_end(g, prefix);
     if (from_rev > 0)
         gen_num(g, "start_revision", from_rev);
+    if (progress) {
+        gen_cstr(g, "progress_notify");
+        yajl_gen_bool(g, 1);
+    }
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
-    body = nb_json_gen_take(g);
+    return nb_json_gen_take(g);
+}
+
+int nb_etcd_watch(struct nb_etcd *e, const char *prefix, int64_t from_rev, long max_ms)
+{
+    char *body = watch_request(prefix, from_rev, 0), url[NB_ETCD_URL_MAX + 16];
+    struct curl_slist *hdrs;
+    int rc = -1;
+
     for (unsigned i = 0; i < e->n && rc < 0; i++) {
         unsigned k = (e->cur + i) % e->n;
         struct watch_sink w = {0, 0, ""};
@@ -701,7 +711,6 @@ void nb_etcd_watch_close(struct nb_etcd_watch *w)
 int nb_etcd_watch_open(struct nb_etcd_watch *w, const struct nb_etcd *e, const char *prefix,
                        int64_t from_rev)
 {
-    yajl_gen g = nb_json_gen();
     char url[NB_ETCD_URL_MAX + 16];
     unsigned ep = e->n ? w->ep % e->n : 0;
     CURL *c;
@@ -709,23 +718,11 @@ int nb_etcd_watch_open(struct nb_etcd_watch *w, const struct nb_etcd *e, const c
     nb_etcd_watch_close(w);
     w->err[0] = '\0';
     if (e->n == 0) {
-        yajl_gen_free(g);
         snprintf(w->err, sizeof(w->err), "no etcd endpoint");
         return -1;
     }
-    yajl_gen_map_open(g);
-    gen_cstr(g, "create_request");
-    yajl_gen_map_open(g);
-    gen_b64(g, "key", prefix, strlen(prefix));
-    gen_range_end(g, prefix);
-    if (from_rev > 0)
-        gen_num(g, "start_revision", from_rev);
     /* etcd's progress messages (every 10 min) keep a quiet stream moving */
-    gen_cstr(g, "progress_notify");
-    yajl_gen_bool(g, 1);
-    yajl_gen_map_close(g);
-    yajl_gen_map_close(g);
-    w->body = nb_json_gen_take(g);
+    w->body = watch_request(prefix, from_rev, 1);
     w->multi = curl_multi_init();
     w->easy = c = curl_easy_init();
     if (w->multi == NULL || c == NULL || w->body == NULL) {

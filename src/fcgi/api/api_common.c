@@ -21,6 +21,7 @@
 #include "json.h"
 #include "network.h"
 #include "sandbox.h"
+#include "templates.h"
 
 /* ---------------------------------------------------------------- the route guard */
 
@@ -513,14 +514,18 @@ void api_register_late(struct nb_app *a, struct nb_req *r, int flag, const struc
         register_late_hook(a, copy);
 }
 
-int api_place_create(struct nb_app *a, struct nb_req *r, const char *path, const char *template_key)
+int api_place_create(struct nb_app *a, struct nb_req *r, const char *path, const char *template)
 {
+    char what[128], tkey[NB_OWNER_LEN + 160];
     struct nb_placed p;
-    char what[128];
+    if (nb_http_from_node(r))
+        return 0;
+    if (template != NULL)
+        nb_template_node_name(&a->conf, template, nb_http_key(r)->name, tkey, sizeof(tkey));
     /* MCP's tool calls too: the session's next calls on the sandbox, which
      * reach this node, are sent on to its node (api_forward.c) */
-    if (nb_http_from_node(r) || nb_place_create(a, path, r->body.data, r->body.len,
-                                                nb_http_key(r)->name, template_key, &p) != 1)
+    if (nb_place_create(a, path, r->body.data, r->body.len, nb_http_key(r)->name,
+                        template != NULL ? tkey : NULL, &p) != 1)
         return 0;
     nb_http_body(r, (int)p.status, p.ctype, p.body.data ? p.body.data : "", p.body.len);
     snprintf(what, sizeof(what), "on node %s (HTTP %ld)", p.node, p.status);

@@ -44,13 +44,14 @@ int api_read_json(struct nb_app *a, struct nb_req *r, yajl_val *out, struct nb_a
 void api_register_late(struct nb_app *a, struct nb_req *r, int flag, const struct nb_slot *made);
 
 /*
- * A create (POST path) on a node of a cluster: placed on another node
- * when placement picks one (placement.h), whose answer is then sent as
- * it is: 1. 0: make it here (so is every create another node placed
- * here, and MCP's, whose next tool calls this node serves).
+ * A create (POST path) on a node of a cluster, of the template named
+ * template as r's key names it (the operator's, or the key's own; NULL:
+ * none): placed on another node that has it ready when placement picks
+ * one (placement.h), whose answer is then sent as it is: 1. 0: make it
+ * here (so is every create another node placed here, and MCP's, whose
+ * next tool calls this node serves).
  */
-int api_place_create(struct nb_app *a, struct nb_req *r, const char *path,
-                     const char *template_key);
+int api_place_create(struct nb_app *a, struct nb_req *r, const char *path, const char *template);
 /*
  * The same; a string holding an escaped NUL (\u0000), which every field
  * would silently cut short, is refused with 400 nul_code ("bad_field" for

@@ -208,11 +208,8 @@ int api_sandbox_create(struct nb_app *a, struct nb_req *r, const struct nb_route
             goto out;
         }
     } else if (f[F_TEMPLATE].val == NULL || YAJL_IS_STRING(f[F_TEMPLATE].val)) {
-        char tkey[NB_OWNER_LEN + 160];
         const char *tn = f[F_TEMPLATE].val ? nb_json_string(f[F_TEMPLATE].val) : NULL;
-        if (tn != NULL)
-            nb_template_node_name(&a->conf, tn, nb_http_key(r)->name, tkey, sizeof(tkey));
-        if (api_place_create(a, r, "/sandbox", tn != NULL ? tkey : NULL)) {
+        if (api_place_create(a, r, "/sandbox", tn)) {
             rc = NB_OK;
             goto out;
         }

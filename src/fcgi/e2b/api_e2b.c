@@ -263,20 +263,6 @@ static void desktop_missing(const struct nb_conf *c, const char *image, struct n
                   "this host (src/setup/image.sh desktop)",
                   image);
 }
-/*
- * On a cluster: a template of the key's this node has not (a snapshot is
- * its node's alone) goes to a node whose record lists it ready, as a
- * placed create. 1 answered so, 0 no node has it (or not a cluster's).
- */
-static int from_elsewhere(struct nb_app *a, struct nb_req *r, const char *tname)
-{
-    char tkey[NB_OWNER_LEN + 160];
-    if (!nb_template_name_ok(tname))
-        return 0;
-    nb_template_node_name(&a->conf, tname, nb_http_key(r)->name, tkey, sizeof(tkey));
-    return api_place_create(a, r, r->path, tkey);
-}
-
 /* E2B's NewSandbox (v1) and NewSandboxV2: the same fields; ttl when it names no timeout. */
 static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_apierr *ae)
 {
@@ -306,7 +292,10 @@ static int create(struct nb_app *a, struct nb_req *r, unsigned ttl, struct nb_ap
     /* E2B's defaults, an allowed image, or the key's own template (api_e2b_tpl.c) */
     if (image_of(c, tname, spec.image, sizeof(spec.image)) != 0 &&
         e2b_tpl_image(a, nb_http_key(r)->name, tname, spec.image, sizeof(spec.image)) != 0) {
-        if (vmounts == NULL && from_elsewhere(a, r, tname)) {
+        /* on a cluster: a template of the key's this node has not (a
+         * snapshot is its node's alone) is made where a record lists it */
+        if (vmounts == NULL && nb_template_name_ok(tname) &&
+            api_place_create(a, r, r->path, tname)) {
             rc = NB_OK;
             goto out;
         }

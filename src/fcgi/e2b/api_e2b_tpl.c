@@ -172,10 +172,10 @@ static int name_check(const char *name, struct nb_apierr *ae)
 static int own_template(struct nb_app *a, const char *owner, const char *name,
                         struct nb_template *t, int *built)
 {
-    struct nb_apierr ae;
-    *built = 0;
     char node[NB_NODE_NAME_MAX + 1];
+    struct nb_apierr ae;
     int h;
+    *built = 0;
     if (nb_template_name_ok(name) && nb_template_get(a, name, owner, t, &ae) == 0 &&
         strcmp(t->kind, "image") != 0) {
         *built = 1;
@@ -184,7 +184,7 @@ static int own_template(struct nb_app *a, const char *owner, const char *name,
     if (!nb_template_name_ok(name))
         return 0;
     /* a cluster's: requested on any node (its flow's record), whichever node asks */
-    if ((h = nb_e2bflow_home(a, owner, name, node, sizeof(node), &ae)) >= 0 && nb_e2bflow_on(a))
+    if (nb_e2bflow_on(a) && (h = nb_e2bflow_home(a, owner, name, node, sizeof(node), &ae)) >= 0)
         return h;
     return is_marked(&a->conf, owner, name);
 }
@@ -201,6 +201,8 @@ static int flow_route(struct nb_app *a, struct nb_req *r, const char *owner, con
 {
     char node[NB_NODE_NAME_MAX + 1], what[160];
     int h;
+    /* a node's relay goes no further (an upload, keyless, is not from_node:
+     * its header alone says so), so two nodes never pass a call back and forth */
     if (!nb_e2bflow_on(a) || nb_http_from_node(r) ||
         nb_http_param(r, "HTTP_X_NANOBOX_CLUSTER") != NULL || !nb_template_name_ok(id))
         return 0;

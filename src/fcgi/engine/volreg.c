@@ -633,8 +633,7 @@ struct names_read {
 };
 
 /* tags/<tag> = name (the value), or gone/<name> = since (the key) */
-static int add_name(void *arg, const struct nb_etcd_kv *kv, const char *name, size_t len,
-                    int64_t since)
+static int add_name(void *arg, const char *name, size_t len, int64_t since)
 {
     struct names_read *nr = arg;
     if (len == 0 || len > NB_NODE_NAME_MAX)
@@ -650,7 +649,6 @@ static int add_name(void *arg, const struct nb_etcd_kv *kv, const char *name, si
         nr->since = ns;
         nr->cap = cap;
     }
-    (void)kv;
     snprintf(nr->name[nr->n], sizeof(nr->name[0]), "%.*s", (int)len, name);
     nr->since[nr->n++] = since;
     return 0;
@@ -658,7 +656,7 @@ static int add_name(void *arg, const struct nb_etcd_kv *kv, const char *name, si
 
 static int add_tag_name(void *arg, const struct nb_etcd_kv *kv)
 {
-    return add_name(arg, kv, kv->value, kv->value_len, 0);
+    return add_name(arg, kv->value, kv->value_len, 0);
 }
 
 static int add_gone(void *arg, const struct nb_etcd_kv *kv)
@@ -668,7 +666,16 @@ static int add_gone(void *arg, const struct nb_etcd_kv *kv)
     if (kv->key_len <= nr->skip)
         return 0;
     snprintf(num, sizeof(num), "%.*s", (int)(kv->value_len < 23 ? kv->value_len : 23), kv->value);
-    return add_name(arg, kv, kv->key + nr->skip, kv->key_len - nr->skip, strtoll(num, NULL, 10));
+    return add_name(arg, kv->key + nr->skip, kv->key_len - nr->skip, strtoll(num, NULL, 10));
+}
+
+/* Is node this one, or one of up[0..n_up-1]? */
+static int node_up(const struct nb_app *a, const char (*up)[33], unsigned n_up, const char *node)
+{
+    int live = !strcmp(node, a->conf.node_name);
+    for (unsigned i = 0; i < n_up && !live; i++)
+        live = !strcmp(up[i], node);
+    return live;
 }
 
 static void gone_key(const struct nb_app *a, const char *node, char *out, size_t len)
@@ -741,20 +748,15 @@ int nb_volreg_collect(struct nb_app *a, struct nb_etcd *e, const char (*up)[33],
     }
     /* an up node's gone/ key (its own take-out at its join failed) */
     for (size_t g = 0; g < gone.n && rc == 0; g++) {
-        int live = !strcmp(gone.name[g], a->conf.node_name);
-        for (unsigned i = 0; i < n_up && !live; i++)
-            live = !strcmp(up[i], gone.name[g]);
         gone_key(a, gone.name[g], key, sizeof(key));
-        if (live && nb_etcd_delete(e, key) != 0)
+        if (node_up(a, up, n_up, gone.name[g]) && nb_etcd_delete(e, key) != 0)
             rc = -1;
     }
     for (size_t t = 0; t < tags.n && rc == 0; t++) {
         const char *node = tags.name[t];
-        int live = !strcmp(node, a->conf.node_name), seen = 0;
+        int seen = 0;
         int64_t since = 0;
-        for (unsigned i = 0; i < n_up && !live; i++)
-            live = !strcmp(up[i], node);
-        if (live)
+        if (node_up(a, up, n_up, node))
             continue;
         for (size_t g = 0; g < gone.n && !seen; g++)
             if (!strcmp(gone.name[g], node))
